@@ -1,0 +1,28 @@
+// Bundles src/cli.ts into dist/cli.js so that `nsa-top` starts without a TypeScript loader.
+// Dependencies stay external (they are installed by npm ci); only our own code is bundled.
+import { build } from 'esbuild';
+import { copyFileSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const dist = join(root, 'dist');
+mkdirSync(dist, { recursive: true });
+await build({
+  entryPoints: [join(root, 'src/cli.ts')],
+  outfile: join(dist, 'cli.js'),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  packages: 'external',
+  jsx: 'automatic',
+  sourcemap: 'linked',
+  logLevel: 'warning',
+  legalComments: 'none',
+});
+// Built WebAssembly kernels of the reference trainer travel next to the bundle.
+const kdir = join(root, 'src/trainer/reference/kernels');
+if (existsSync(kdir)) {
+  for (const f of readdirSync(kdir)) if (f.endsWith('.wasm')) copyFileSync(join(kdir, f), join(dist, f));
+}

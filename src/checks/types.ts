@@ -1,0 +1,27 @@
+// Judgements produced by src/checks. The TUI, `nsa-top watchdog` and `nsa-top report` all use
+// the same rules, so they can never disagree.
+
+export type Severity = 'info' | 'warning' | 'critical';
+
+export interface Alert {
+  /** stable id of the condition (rule + subject), e.g. "stall:rank1" — used to keep `since` */
+  id: string;
+  rule: string;
+  severity: Severity;
+  /** one line, operator language: "rank 1 heartbeat silent 212 s (expected every 20 s)" */
+  title: string;
+  /** why: the numbers and the threshold */
+  detail: string;
+  /** ms epoch when the condition was first seen (kept across evaluations while it holds) */
+  since: number;
+  step?: number;
+  rank?: number;
+  /** anomaly name as the real watchdog would write it into .anomaly_type, when there is one */
+  anomaly?: string;
+}
+
+export interface HangVerdict {
+  kind: 'collective-spin' | 'odd-rank' | 'heartbeat-without-progress' | 'all-silent' | 'slow-step';
+  rank?: number;
+  text: string;
+}

@@ -1,0 +1,61 @@
+// nsa-top command line: parses the first word and hands the rest to one command module.
+// Each module in src/commands exports `run(argv): Promise<number>` (the exit code).
+
+type Command = { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> };
+
+export const COMMANDS: Record<string, Command> = {
+  status: { summary: 'print the run snapshot (table or --json) and exit', load: () => import('./commands/status.js') },
+  demo: { summary: 'start the reference trainer (2 ranks) in a fresh run dir and open the cockpit', load: () => import('./commands/demo.js') },
+  train: { summary: 'run the reference NSA trainer (writes the nsa-vibe contract)', load: () => import('./commands/train.js') },
+  watchdog: { summary: 'headless watchdog: rules, .anomaly_type, dumps, optional .HALT', load: () => import('./commands/watchdog.js') },
+  report: { summary: 'grade a run against the runbooks\' acceptance phases (Go/No-Go)', load: () => import('./commands/report.js') },
+  preflight: { summary: 'check a machine before a launch (GPUs, disk, stale .HALT, port, env)', load: () => import('./commands/preflight.js') },
+  launch: { summary: 'launch a run from a profile under a detached supervisor', load: () => import('./commands/launch.js') },
+  relaunch: { summary: 'relaunch a supervised run, resuming from its newest complete checkpoint', load: () => import('./commands/relaunch.js') },
+  attach: { summary: 'open the cockpit on a supervised run', load: () => import('./commands/attach.js') },
+  profiles: { summary: 'list and validate launch profiles', load: () => import('./commands/profiles.js') },
+  supervise: { summary: '(internal) the detached supervisor process', load: () => import('./commands/supervise.js') },
+};
+
+export const VERSION = '0.1.0';
+
+function usage(): string {
+  const lines = [
+    'usage: nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--read-only]   open the cockpit',
+    '       nsa-top <command> [args]',
+    '',
+    'commands:',
+    ...Object.entries(COMMANDS)
+      .filter(([name]) => name !== 'supervise')
+      .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
+    '',
+    'RUN_DIR defaults to the newest run under ./artifacts/. `nsa-top <command> --help` for details.',
+  ];
+  return lines.join('\n') + '\n';
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [first, ...rest] = argv;
+  if (first === '--help' || first === '-h' || first === 'help') {
+    process.stdout.write(usage());
+    return 0;
+  }
+  if (first === '--version' || first === '-V') {
+    process.stdout.write(`nsa-top ${VERSION}\n`);
+    return 0;
+  }
+  try {
+    if (first !== undefined && Object.hasOwn(COMMANDS, first)) {
+      const mod = await COMMANDS[first]!.load();
+      return await mod.run(rest);
+    }
+    // No command word: the cockpit, with RUN_DIR and flags as given.
+    const mod = await import('./commands/cockpit.js');
+    return await mod.run(argv);
+  } catch (err) {
+    const e = err as Error & { exitCode?: number };
+    process.stderr.write(`nsa-top: ${e.message}\n`);
+    if (process.env.NSA_TOP_DEBUG) process.stderr.write(`${e.stack}\n`);
+    return e.exitCode ?? 1;
+  }
+}

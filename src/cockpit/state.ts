@@ -1,0 +1,27 @@
+// CockpitState: the one value the UI draws. Assembled by the collector from the run snapshot,
+// telemetry, the process table, the checks and the action log. Plain data only.
+import type { Alert, HangVerdict } from '../checks/types.js';
+import type { ConnState } from '../remote/host.js';
+import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
+import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
+import type { RunSnapshot } from '../trainer/snapshot.js';
+
+export type RunState = 'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER';
+
+export interface CockpitState {
+  at: number;
+  hostLabel: string;
+  conn: ConnState;
+  readOnly: boolean;
+  run: RunSnapshot;
+  runState: RunState;
+  /** why runState is what it is, one line */
+  runStateWhy: string;
+  gpu: GpuTelemetry | null;
+  procs: RunProcesses | null;
+  alerts: Alert[];
+  verdicts: HangVerdict[];
+  actions: ActionRecord[];
+  supervisor: SupervisorState | null;
+  self: { cpuPct: number | null; rssMiB: number | null; renderMs: number | null; telemetryLatencyMs: number | null };
+}

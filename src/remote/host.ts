@@ -1,0 +1,130 @@
+// The one interface through which nsa-top touches a machine. Two implementations:
+// LocalHost (plain Node APIs) and SshHost (one OpenSSH connection, agentless).
+// Everything else (readers, telemetry, process discovery, control actions) goes through it,
+// so the remote cockpit works by construction.
+
+export interface FileStat {
+  size: number;
+  mtimeMs: number;
+  /** inode number; a change at the same path means the file was replaced */
+  ino: number;
+  isDir: boolean;
+  isFile: boolean;
+  mode: number;
+}
+
+export interface DirEntry {
+  name: string;
+  isDir: boolean;
+  isFile: boolean;
+  size: number;
+  mtimeMs: number;
+  ino: number;
+}
+
+export interface ExecOptions {
+  /** hard limit; the command is killed and `timedOut` set when it passes */
+  timeoutMs: number;
+  cwd?: string;
+  env?: Record<string, string>;
+  input?: string | Buffer;
+  /** stop collecting output past this many bytes (default 8 MiB) */
+  maxOutputBytes?: number;
+}
+
+export interface ExecResult {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** A long-lived command whose stdout arrives line by line (nvidia-smi -lms, remote watch loops). */
+export interface StreamHandle {
+  stop(): void;
+  readonly done: Promise<{ code: number | null; signal: string | null }>;
+}
+
+export interface StreamOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  onLine(line: string): void;
+  onStderr?(line: string): void;
+}
+
+/** A request to read a file from `offset`, at most `maxBytes` bytes (default: to its end). */
+export interface ReadRequest {
+  path: string;
+  offset: number;
+  maxBytes?: number;
+}
+
+export interface ReadResult {
+  path: string;
+  /** null when the file does not exist (or vanished) */
+  stat: FileStat | null;
+  /** offset the data starts at (== request offset unless the file shrank; then 0 and `reset`) */
+  offset: number;
+  data: Buffer;
+  /** 'truncated': size < offset; 'replaced': inode changed since the previous poll of this path */
+  reset?: 'truncated' | 'replaced';
+  error?: string;
+}
+
+export interface DirPoll {
+  dir: string;
+  /** null when the directory is missing or unreadable (error says why) */
+  entries: DirEntry[] | null;
+  /** listings of subdirectories asked for (e.g. `tb`, `.nsa-top`), keyed by name */
+  subdirs: Record<string, DirEntry[] | null>;
+  reads: ReadResult[];
+  error?: string;
+  /** wall time on the host (ms epoch) when the poll was taken, for staleness on remote clocks */
+  hostNowMs: number;
+}
+
+export type ConnState =
+  | { state: 'local' }
+  | { state: 'connected'; since: number }
+  | { state: 'reconnecting'; since: number; attempt: number; lastError: string }
+  | { state: 'closed' };
+
+export type SignalName = 'SIGUSR1' | 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGCONT' | 'SIGSTOP' | 'SIG0';
+
+export interface Host {
+  readonly kind: 'local' | 'ssh';
+  /** "local" or "user@box:port" — shown in the header and in the action log */
+  readonly label: string;
+  connState(): ConnState;
+
+  stat(path: string): Promise<FileStat | null>;
+  list(dir: string): Promise<DirEntry[]>;
+  /** bytes [start, end) — end defaults to the end of the file */
+  readRange(path: string, start: number, end?: number): Promise<Buffer>;
+  readFile(path: string, maxBytes?: number): Promise<Buffer>;
+  /**
+   * One round of a directory poll: listing of `dir`, listings of `subdirs`, and for each read
+   * request the bytes from its offset. SshHost may serve this from a long-lived streaming command
+   * (so a poll costs no extra round trip); LocalHost does it with fs calls.
+   */
+  pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll>;
+
+  /** argv is an array: never a shell string. SshHost quotes every element. */
+  exec(argv: string[], opts: ExecOptions): Promise<ExecResult>;
+  stream(argv: string[], opts: StreamOptions): StreamHandle;
+
+  /** Send a signal to a pid. Callers must have verified pid + start time (see src/remote/procs). */
+  signal(pid: number, sig: SignalName): Promise<void>;
+
+  writeFile(path: string, data: string | Buffer, opts?: { exclusive?: boolean; mode?: number }): Promise<void>;
+  appendFile(path: string, data: string | Buffer): Promise<void>;
+  mkdirp(path: string): Promise<void>;
+  /** Removes one file (never a directory tree). */
+  remove(path: string): Promise<void>;
+
+  /** Host wall clock now (ms); SshHost corrects for clock offset measured at connect. */
+  now(): number;
+  close(): Promise<void>;
+}

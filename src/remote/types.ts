@@ -1,0 +1,75 @@
+// Plain data produced by src/remote (GPU telemetry, the process table of a run).
+// `null` always means "unknown / not reported by this device" — never 0.
+
+export interface GpuDevice {
+  index: number;
+  name: string;
+  uuid: string;
+  /** MIG instance id when this row is a MIG device, else null */
+  mig: { gpuInstance: number; computeInstance: number; parentUuid: string } | null;
+  memUsedMiB: number | null;
+  memTotalMiB: number | null;
+  utilPct: number | null;
+  powerW: number | null;
+  powerLimitW: number | null;
+  tempC: number | null;
+  smClockMHz: number | null;
+  memClockMHz: number | null;
+}
+
+export interface GpuComputeApp {
+  pid: number;
+  gpuUuid: string;
+  usedMemMiB: number | null;
+}
+
+export type GpuTelemetry =
+  | { status: 'no-nvidia-tools'; at: number }
+  | { status: 'not-answering'; since: number; at: number; lastGood: GpuSample | null }
+  | { status: 'error'; message: string; at: number }
+  | ({ status: 'ok' } & GpuSample);
+
+export interface GpuSample {
+  at: number;
+  devices: GpuDevice[];
+  apps: GpuComputeApp[];
+  /** how long the last query took, ms */
+  latencyMs: number;
+}
+
+export type ProcState = 'R' | 'S' | 'D' | 'T' | 't' | 'Z' | 'I' | 'X' | '?';
+
+export interface ProcInfo {
+  pid: number;
+  ppid: number;
+  /** process start time in clock ticks since boot (/proc/PID/stat field 22) or an equivalent
+   * stable token from `ps -o lstart`; pid + startTime identifies a process across pid reuse */
+  startTime: string;
+  state: ProcState;
+  cpuPct: number | null;
+  rssKiB: number | null;
+  wchan: string | null;
+  argv: string[];
+  /** RANK / LOCAL_RANK / WORLD_SIZE when readable from /proc/PID/environ */
+  env: { RANK?: string; LOCAL_RANK?: string; WORLD_SIZE?: string; NSA_TOP_RUN_DIR?: string };
+}
+
+export interface RankProc {
+  rank: number;
+  localRank: number | null;
+  proc: ProcInfo;
+  /** GPU memory of this pid from compute-apps, MiB */
+  gpuMemMiB: number | null;
+  gpuUuid: string | null;
+  /** how the rank number was learned */
+  source: 'environ' | 'argv' | 'heartbeat-pid';
+}
+
+export interface RunProcesses {
+  at: number;
+  launcher: ProcInfo | null;
+  ranks: RankProc[];
+  /** processes that look like trainers of this run but whose rank could not be told */
+  unknown: ProcInfo[];
+  error?: string;
+}

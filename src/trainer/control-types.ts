@@ -1,0 +1,49 @@
+// Plain data about control actions and the supervisor, shared by src/trainer/control,
+// the supervisor, the checks and the UI (which only draws these).
+
+export interface Actor {
+  user: string;
+  tty: string | null;
+  /** tmux client tty / session when nsa-top runs inside tmux */
+  tmux: string | null;
+  host: string;
+  pid: number;
+}
+
+export type ActionKind =
+  | 'dump'
+  | 'halt'
+  | 'halt-after-checkpoint'
+  | 'escalate-sigint'
+  | 'escalate-sigkill'
+  | 'relaunch'
+  | 'remove-stale-halt'
+  | 'launch'
+  | 'watchdog-halt'
+  | 'watchdog-dump'
+  | 'py-spy-dump';
+
+/** One line of <run>/.nsa-top/actions.jsonl */
+export interface ActionRecord {
+  ts: number;
+  who: Actor;
+  action: ActionKind;
+  /** what it was aimed at: pids with start times, paths */
+  target: Record<string, unknown>;
+  result: 'started' | 'ok' | 'partial' | 'failed' | 'refused';
+  detail: string;
+}
+
+export interface SupervisorState {
+  runDir: string;
+  profile: string | null;
+  supervisor: { pid: number; startTime: string } | null;
+  child: { pid: number; startTime: string } | null;
+  state: 'starting' | 'running' | 'backoff' | 'stopping' | 'halted' | 'exited' | 'failed';
+  restarts: number;
+  maxRestarts: number;
+  exitCodes: { at: number; code: number | null; signal: string | null }[];
+  lastCommand: string[];
+  resumeFrom: string | null;
+  updatedAt: number;
+}
