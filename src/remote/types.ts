@@ -51,7 +51,13 @@ export interface ProcInfo {
   wchan: string | null;
   argv: string[];
   /** RANK / LOCAL_RANK / WORLD_SIZE when readable from /proc/PID/environ */
-  env: { RANK?: string; LOCAL_RANK?: string; WORLD_SIZE?: string; NSA_TOP_RUN_DIR?: string };
+  env: { RANK?: string; LOCAL_RANK?: string; WORLD_SIZE?: string; NSA_TOP_RUN_DIR?: string; CONFIG?: string };
+  /** process name (/proc/PID/stat comm) */
+  comm?: string;
+  /** working directory (physical path) when readable */
+  cwd?: string | null;
+  /** host wall time (ms epoch) the process started, derived from boot time + startTime */
+  startedAtMs?: number | null;
 }
 
 export interface RankProc {
