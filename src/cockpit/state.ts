@@ -24,4 +24,12 @@ export interface CockpitState {
   actions: ActionRecord[];
   supervisor: SupervisorState | null;
   self: { cpuPct: number | null; rssMiB: number | null; renderMs: number | null; telemetryLatencyMs: number | null };
+  /** from the Checker: the watchdog's gate rule would halt the run in this many more checks (null: it would not) */
+  gateHaltIn?: number | null;
+  /** steps since the newest complete checkpoint (what a halt now would lose) */
+  stepsAtRisk?: { steps: number | null; lastCheckpointStep: number | null } | null;
+  /** what the host can do: py-spy installed (null: not probed yet) */
+  caps?: { pySpy: boolean | null };
+  /** the last collection problem (a failed poll, an unreadable actions log), one line */
+  collectError?: string | null;
 }
