@@ -155,6 +155,8 @@ export interface RankHeartbeat {
   memAllocMiB: number | null;
   memReservedMiB: number | null;
   loaderEvents: { msg: string; ts: number; detail: string }[];
+  /** records per event name (`msg`) over the whole file, unknown kinds included */
+  events: Record<string, number>;
 }
 
 export interface DataFetchStats {
@@ -294,4 +296,94 @@ export interface RunSnapshot {
   /** training finished: metrics.json written after the last heartbeat of this segment */
   ended: boolean;
   files: Record<string, FileHealth>;
+
+  // ---- added by the readers (issue 2) ----
+  /** the newest loss value was NaN/Inf (then `loss` is null) */
+  lastLossNonFinite: boolean;
+  /** last val.csv row */
+  lastVal: { step: number; valLoss: number; ppl: number } | null;
+  /** every stack dump file seen (`dumps` holds the newest ones, parsed) */
+  dumpsTotal: number;
+  /** where loss/toks/lr series come from: CSV, TensorBoard or heartbeat progress records */
+  seriesSource: { loss: 'csv' | 'tb' | 'heartbeat' | null; toksPerS: 'csv' | 'tb' | 'heartbeat' | null; lr: 'csv' | 'tb' | null };
+  /** huge files are read from the end first; older history fills in over the next polls */
+  backfill: { pending: boolean; bytesLeft: number };
+  /** host clock at the poll that built this snapshot (ages: hostNowMs − lastTs) */
+  hostNowMs: number;
+}
+
+function emptySeriesValue(): Series {
+  return { recent: [], history: [], total: 0, nonFinite: 0 };
+}
+
+/** A snapshot of nothing (no run read yet). Tests and fakes can start from it and override fields. */
+export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
+  return {
+    schema: 1,
+    takenAt: 0,
+    runDir,
+    host,
+    exists: false,
+    error: null,
+    identity: {
+      name: runDir.split('/').filter(Boolean).pop() ?? '',
+      config: null,
+      flags: {},
+      worldSize: null,
+      model: null,
+      nsa: null,
+      train: null,
+      dataset: null,
+      tokenizer: null,
+      backend: null,
+      trainer: 'unknown',
+      device: null,
+      dtype: null,
+      torch: null,
+      gpuName: null,
+    },
+    step: null,
+    totalSteps: null,
+    stepAdvancedTs: null,
+    loss: null,
+    lr: null,
+    toksPerS: null,
+    stepsPerS: null,
+    stepTimeS: null,
+    etaS: null,
+    lastProgress: null,
+    segments: [],
+    series: {
+      loss: emptySeriesValue(),
+      toksPerS: emptySeriesValue(),
+      lr: emptySeriesValue(),
+      valLoss: emptySeriesValue(),
+      gateEntropy: emptySeriesValue(),
+      gateMax: emptySeriesValue(),
+      collapseFrac: emptySeriesValue(),
+      dtFetchS: emptySeriesValue(),
+      memReservedMiB: emptySeriesValue(),
+    },
+    ranks: [],
+    gates: null,
+    sel: null,
+    fallbacks: null,
+    data: { withFetch: 0, withoutFetch: 0, lastDtFetchS: null, fetchP50Ms: null, fetchP95Ms: null, dtFetchAbsent: false, syntheticFallback: false },
+    control: { halt: { present: false, content: null, mtimeMs: null }, anomaly: null, gateCollapseDetails: null },
+    checkpoints: [],
+    dumps: [],
+    metrics: null,
+    optStateMb: null,
+    memDumps: [],
+    tb: { present: false, files: 0, scalars: 0, lastStep: null },
+    log: { file: null, lines: [], effectiveConfig: null, haltSeen: false, fatalNonFinite: false, oom: false, resumedFrom: null },
+    ended: false,
+    files: {},
+    lastLossNonFinite: false,
+    lastVal: null,
+    dumpsTotal: 0,
+    seriesSource: { loss: null, toksPerS: null, lr: null },
+    backfill: { pending: false, bytesLeft: 0 },
+    hostNowMs: 0,
+  };
 }
