@@ -242,7 +242,7 @@ export class LocalHost implements Host {
     // O_APPEND: concurrent appenders (two cockpits) never interleave within one short write
     const fh = await fs.open(path, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT, 0o644);
     try {
-      await fh.write(data);
+      await fh.write(typeof data === 'string' ? Buffer.from(data) : data);
     } finally {
       await fh.close();
     }

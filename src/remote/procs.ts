@@ -1,0 +1,587 @@
+// The process table of a machine, read through a Host: one remote command per refresh.
+//
+// Everything comes from /proc (Linux; the training boxes are Linux): /proc/PID/stat for state,
+// ppid, CPU ticks, start time and RSS; wchan; cmdline; and, only for processes that look like
+// trainers, environ (RANK/LOCAL_RANK/WORLD_SIZE/NSA_TOP_RUN_DIR/CONFIG) and cwd. The shell script
+// below uses builtins (`read`, `cd`, `pwd -P`) in its per-process loop, and one `head` for every
+// cmdline/environ at once, so a refresh is one command and a handful of forks on the remote side,
+// however many processes the box runs. Paths and pids reach the script as positional arguments,
+// never spliced into its text.
+//
+// A process is identified by pid + start time (stat field 22, clock ticks since boot), so a
+// recycled pid is never mistaken for a rank: see verifyProcess().
+import type { Host } from './host.js';
+import type { GpuSample, ProcInfo, ProcState, RankProc, RunProcesses } from './types.js';
+
+const HEAD_MARK = '@@NSA-TOP-HEAD@@';
+const CMDLINE_MAX = 16384;
+const ENVIRON_MAX = 131072;
+const EXEC_TIMEOUT_MS = 15000;
+
+// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 'all' | 'list'  $4.. pids to enrich
+// Output: R <physical run dir> | U <uptime s> | T <clk_tck> <pagesize> | S <stat line> + W <wchan>
+// per process | D <pid> <cwd> per enriched pid | HEAD_MARK | `head` output of cmdline/environ files.
+export const PROC_SCRIPT = `exec 2>/dev/null
+rd=$1; tk=$2; mode=$3; shift 3
+if [ -n "$rd" ] && cd "$rd"; then printf 'R '; pwd -P; fi
+cd /proc || { echo 'X no /proc on this host'; exit 0; }
+if read -r up idle < /proc/uptime; then printf 'U %s\\n' "$up"; fi
+if [ "$tk" = 1 ]; then printf 'T %s %s\\n' "$(getconf CLK_TCK)" "$(getconf PAGESIZE)"; fi
+st() { if read -r s < "$1/stat"; then w=; read -r w < "$1/wchan"; printf 'S %s\\nW %s\\n' "$s" "$w"; fi; }
+if [ "$mode" = all ]; then for p in [0-9]*; do st "$p"; done; else for p in "$@"; do st "$p"; done; fi
+for p in "$@"; do if cd "/proc/$p/cwd"; then printf 'D %s ' "$p"; pwd -P; fi; done
+cd /proc || exit 0
+printf '${HEAD_MARK}\\n'
+n=$#
+if [ "$mode" = all ]; then
+  for p in "$@"; do set -- "$@" "$p/environ"; done; shift $n
+  head -c ${CMDLINE_MAX} /dev/null [0-9]*/cmdline "$@"
+else
+  for p in "$@"; do set -- "$@" "$p/cmdline" "$p/environ"; done; shift $n
+  head -c ${ENVIRON_MAX} /dev/null "$@"
+fi
+exit 0
+`;
+
+/** Parsed /proc/PID/stat. comm may hold spaces and parentheses: it spans first '(' to LAST ')'. */
+export interface StatFields {
+  pid: number;
+  comm: string;
+  state: ProcState;
+  ppid: number;
+  utime: number;
+  stime: number;
+  /** field 22, clock ticks since boot, kept as the decimal string the kernel wrote */
+  startTime: string;
+  rssPages: number;
+}
+
+const STATES = new Set(['R', 'S', 'D', 'T', 't', 'Z', 'I', 'X']);
+
+export function parseStat(line: string): StatFields | null {
+  const open = line.indexOf('(');
+  const close = line.lastIndexOf(')');
+  if (open < 1 || close < open) return null;
+  const pid = Number(line.slice(0, open).trim());
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  const comm = line.slice(open + 1, close);
+  const rest = line.slice(close + 1).trim().split(/\s+/);
+  // rest[0] is field 3 (state); field N is rest[N - 3]
+  if (rest.length < 22) return null;
+  const num = (i: number) => Number(rest[i]);
+  const startTime = rest[19]!;
+  if (!/^\d+$/.test(startTime)) return null;
+  const st = rest[0]!;
+  const fields: StatFields = {
+    pid,
+    comm,
+    state: (STATES.has(st) ? st : '?') as ProcState,
+    ppid: num(1),
+    utime: num(11),
+    stime: num(12),
+    startTime,
+    rssPages: num(21),
+  };
+  if (![fields.ppid, fields.utime, fields.stime, fields.rssPages].every(Number.isFinite)) return null;
+  return fields;
+}
+
+/**
+ * Splits the output of `head -c N /dev/null f1 f2 …` into file → content. GNU and busybox head
+ * print "==> f <==\n" before each file and a "\n" before every header but the first. A header
+ * that appears twice (a crafted argv imitating one) makes that file's content unknown.
+ */
+export function splitHeadOutput(out: string): Map<string, string | null> {
+  const res = new Map<string, string | null>();
+  const re = /(?:^|\n)==> ([^\n]*?) <==\n/g;
+  let m: RegExpExecArray | null;
+  let prevName: string | null = null;
+  let prevEnd = 0;
+  const put = (name: string, content: string) => {
+    if (res.has(name)) res.set(name, null);
+    else res.set(name, content);
+  };
+  while ((m = re.exec(out)) !== null) {
+    if (prevName !== null) put(prevName, out.slice(prevEnd, m.index));
+    prevName = m[1]!;
+    prevEnd = m.index + m[0].length;
+  }
+  if (prevName !== null) put(prevName, out.slice(prevEnd));
+  return res;
+}
+
+const ENV_KEYS = ['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'NSA_TOP_RUN_DIR', 'CONFIG'] as const;
+
+export function parseEnviron(raw: string): ProcInfo['env'] {
+  const env: ProcInfo['env'] = {};
+  for (const kv of raw.split('\0')) {
+    const eq = kv.indexOf('=');
+    if (eq <= 0) continue;
+    const k = kv.slice(0, eq);
+    if ((ENV_KEYS as readonly string[]).includes(k)) env[k as (typeof ENV_KEYS)[number]] = kv.slice(eq + 1);
+  }
+  return env;
+}
+
+export function parseCmdline(raw: string): string[] {
+  if (raw === '') return [];
+  const parts = raw.split('\0');
+  if (parts[parts.length - 1] === '') parts.pop();
+  return parts;
+}
+
+interface Enriched {
+  startTime: string;
+  env: ProcInfo['env'];
+  cwd: string | null;
+  /** environ could not be read (permissions, or the process is gone) */
+  envUnreadable: boolean;
+}
+
+interface HostProcState {
+  clkTck: number;
+  pageSize: number;
+  /** previous utime+stime sample per pid:startTime, for CPU % */
+  cpu: Map<string, { ticks: number; upS: number }>;
+  /** environ and cwd per pid (valid while the start time matches) */
+  enriched: Map<number, Enriched>;
+}
+
+const hostState = new WeakMap<Host, HostProcState>();
+
+function stateFor(host: Host): HostProcState | undefined {
+  return hostState.get(host);
+}
+
+interface RawSnapshot {
+  procs: ProcInfo[];
+  /** physical path of the run dir when it exists */
+  runDirPhysical: string | null;
+  uptimeS: number | null;
+  error?: string;
+  /** commands run and stdout bytes, for the benchmark */
+  bytes: number;
+}
+
+async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids: number[]): Promise<RawSnapshot> {
+  const known = stateFor(host);
+  for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
+  const r = await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', runDir, known ? '' : '1', mode, ...pids.map(String)], {
+    timeoutMs: EXEC_TIMEOUT_MS,
+    maxOutputBytes: 64 * 1024 * 1024,
+  });
+  if (r.timedOut) return { procs: [], runDirPhysical: null, uptimeS: null, error: 'process table read timed out', bytes: r.stdout.length };
+  if (r.code !== 0) return { procs: [], runDirPhysical: null, uptimeS: null, error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`, bytes: r.stdout.length };
+  const out = r.stdout;
+  const markAt = out.indexOf(`${HEAD_MARK}\n`);
+  const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
+  const headPart = markAt >= 0 ? out.slice(markAt + HEAD_MARK.length + 1) : '';
+  let runDirPhysical: string | null = null;
+  let uptimeS: number | null = null;
+  let error: string | undefined;
+  const stats: { f: StatFields; wchan: string | null }[] = [];
+  const cwds = new Map<number, string>();
+  let st = known;
+  for (const line of textPart.split('\n')) {
+    const tag = line.slice(0, 2);
+    const v = line.slice(2);
+    if (tag === 'R ') runDirPhysical = v;
+    else if (tag === 'U ') uptimeS = Number(v) || null;
+    else if (tag === 'X ') error = v;
+    else if (tag === 'T ') {
+      const [a, b] = v.split(' ').map(Number);
+      st = { clkTck: a && a > 0 ? a : 100, pageSize: b && b > 0 ? b : 4096, cpu: new Map(), enriched: new Map() };
+      hostState.set(host, st);
+    } else if (tag === 'S ') {
+      const f = parseStat(v);
+      if (f) stats.push({ f, wchan: null });
+    } else if (tag === 'W ' || line === 'W') {
+      const last = stats[stats.length - 1];
+      const w = v.trim();
+      if (last && last.wchan === null) last.wchan = w === '' || w === '0' ? null : w;
+    } else if (tag === 'D ') {
+      const sp = v.indexOf(' ');
+      const pid = Number(v.slice(0, sp));
+      if (sp > 0 && Number.isInteger(pid)) cwds.set(pid, v.slice(sp + 1));
+    }
+  }
+  if (!st) {
+    // first contact but no T line (script failed early)
+    st = { clkTck: 100, pageSize: 4096, cpu: new Map(), enriched: new Map() };
+    hostState.set(host, st);
+  }
+  const files = splitHeadOutput(headPart);
+  const enrichSet = new Set(pids);
+  const nowMs = host.now();
+  const bootMs = uptimeS !== null ? nowMs - uptimeS * 1000 : null;
+  const nextCpu = new Map<string, { ticks: number; upS: number }>();
+  const procs: ProcInfo[] = [];
+  for (const { f, wchan } of stats) {
+    const key = `${f.pid}:${f.startTime}`;
+    const ticks = f.utime + f.stime;
+    let cpuPct: number | null = null;
+    if (uptimeS !== null) {
+      const prev = st.cpu.get(key);
+      // /proc/uptime has 10 ms resolution: samples closer than 200 ms would be noise
+      if (prev && uptimeS - prev.upS < 0.2) nextCpu.set(key, prev);
+      else {
+        if (prev) cpuPct = Math.max(0, ((ticks - prev.ticks) / st.clkTck / (uptimeS - prev.upS)) * 100);
+        nextCpu.set(key, { ticks, upS: uptimeS });
+      }
+    }
+    const cmdRaw = files.get(`${f.pid}/cmdline`);
+    let enriched = st.enriched.get(f.pid);
+    if (enrichSet.has(f.pid)) {
+      const envRaw = files.get(`${f.pid}/environ`);
+      enriched = {
+        startTime: f.startTime,
+        env: envRaw != null ? parseEnviron(envRaw) : {},
+        cwd: cwds.get(f.pid) ?? null,
+        envUnreadable: envRaw == null || envRaw === '',
+      };
+      st.enriched.set(f.pid, enriched);
+    } else if (enriched && enriched.startTime !== f.startTime) {
+      st.enriched.delete(f.pid);
+      enriched = undefined;
+    }
+    procs.push({
+      pid: f.pid,
+      ppid: f.ppid,
+      startTime: f.startTime,
+      state: f.state,
+      cpuPct,
+      rssKiB: Math.round((f.rssPages * st.pageSize) / 1024),
+      wchan,
+      argv: cmdRaw != null ? parseCmdline(cmdRaw) : [],
+      env: enriched ? { ...enriched.env } : {},
+      comm: f.comm,
+      cwd: enriched ? enriched.cwd : null,
+      startedAtMs: bootMs !== null ? Math.round(bootMs + (Number(f.startTime) / st.clkTck) * 1000) : null,
+    });
+  }
+  if (mode === 'all') {
+    st.cpu = nextCpu;
+    // forget enrichment of processes that are gone
+    const alive = new Set(procs.map((p) => p.pid));
+    for (const pid of st.enriched.keys()) if (!alive.has(pid)) st.enriched.delete(pid);
+  } else {
+    for (const [k, v] of nextCpu) st.cpu.set(k, v);
+  }
+  return { procs, runDirPhysical, uptimeS, error, bytes: out.length };
+}
+
+/** One process, with environ and cwd, or null when it does not exist. */
+export async function readProc(host: Host, pid: number): Promise<ProcInfo | null> {
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  const snap = await runScript(host, '', 'list', [pid]);
+  if (snap.error && snap.procs.length === 0) throw new Error(snap.error);
+  return snap.procs.find((p) => p.pid === pid) ?? null;
+}
+
+/** true only if a process with this pid exists AND its start time equals startTime (pid reuse safe) */
+export async function verifyProcess(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
+  if (!Number.isInteger(p.pid) || p.pid <= 1 || !/^\d+$/.test(String(p.startTime))) return false;
+  const info = await readProc(host, p.pid);
+  return info !== null && info.startTime === String(p.startTime);
+}
+
+/** Every process of the host (env and cwd filled only for processes already looked at closely). */
+export async function listProcesses(host: Host): Promise<ProcInfo[]> {
+  const snap = await runScript(host, '', 'all', []);
+  if (snap.error && snap.procs.length === 0) throw new Error(snap.error);
+  return snap.procs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matching processes to a run
+
+function base(s: string | undefined): string {
+  if (!s) return '';
+  const i = s.lastIndexOf('/');
+  return i >= 0 ? s.slice(i + 1) : s;
+}
+
+function isPython(argv0: string | undefined): boolean {
+  return /^python[0-9.]*$/.test(base(argv0)) || /^pt_main_thread$/.test(base(argv0));
+}
+
+/** torchrun, python -m torch.distributed.run/launch, or `nsa-top train` without a RANK. */
+export function isLauncher(p: ProcInfo): boolean {
+  const a = p.argv;
+  if (a.length === 0) return false;
+  if (base(a[0]) === 'torchrun') return true;
+  if (isPython(a[0])) {
+    if (base(a[1]) === 'torchrun') return true;
+    const m = a.indexOf('-m');
+    if (m >= 0 && /^torch\.distributed\.(run|launch)$/.test(a[m + 1] ?? '')) return true;
+  }
+  const nt = nsaTopArgIndex(a);
+  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a)) return true;
+  return false;
+}
+
+function nsaTopArgIndex(a: string[]): number {
+  for (let i = 0; i < Math.min(a.length, 3); i++) if (/^nsa-top(\.js|\.mjs|\.cjs)?$/.test(base(a[i]))) return i;
+  return -1;
+}
+
+function hasRankArg(a: string[]): boolean {
+  return a.some((x) => /^--(rank|local[-_]rank)(=|$)/.test(x));
+}
+
+/** python anything, torchrun, or an nsa-top process. */
+export function looksLikeTrainer(p: ProcInfo): boolean {
+  const a = p.argv;
+  if (a.length === 0) return false;
+  return isPython(a[0]) || base(a[0]) === 'torchrun' || nsaTopArgIndex(a) >= 0;
+}
+
+function argValue(a: string[], names: string[]): string | undefined {
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    for (const n of names) {
+      if (x === n && i + 1 < a.length) return a[i + 1];
+      if (x.startsWith(`${n}=`)) return x.slice(n.length + 1);
+    }
+  }
+  return undefined;
+}
+
+function intOrNull(s: string | undefined): number | null {
+  if (s === undefined || !/^\d+$/.test(s.trim())) return null;
+  return Number(s.trim());
+}
+
+function normPath(p: string): string {
+  const parts: string[] = [];
+  for (const seg of p.split('/')) {
+    if (seg === '' || seg === '.') continue;
+    if (seg === '..') parts.pop();
+    else parts.push(seg);
+  }
+  return `/${parts.join('/')}`;
+}
+
+function resolveAgainst(p: string, cwd: string | null | undefined): string | null {
+  if (p.startsWith('/')) return normPath(p);
+  if (!cwd) return null;
+  return normPath(`${cwd}/${p}`);
+}
+
+interface MatchCtx {
+  runDirs: Set<string>;
+  /** env.json env.CONFIG of the run, when known */
+  config: string | null;
+}
+
+/** How (if at all) this process names the run dir itself. */
+function namesRunDir(p: ProcInfo, ctx: MatchCtx): boolean {
+  const d = p.env.NSA_TOP_RUN_DIR;
+  if (d) {
+    const r = resolveAgainst(d, p.cwd);
+    if (r && ctx.runDirs.has(r)) return true;
+  }
+  for (const x of p.argv.slice(1)) {
+    const eq = x.startsWith('-') ? x.indexOf('=') : -1;
+    const v = eq >= 0 ? x.slice(eq + 1) : x;
+    if (!v || v.startsWith('-')) continue;
+    const r = resolveAgainst(v, p.cwd);
+    if (r && ctx.runDirs.has(r)) return true;
+  }
+  if (ctx.config && p.env.CONFIG && p.cwd) {
+    // the real trainer: CONFIG names the YAML whose out_dir (relative to the cwd) is the run dir
+    const cfgA = resolveAgainst(p.env.CONFIG, p.cwd);
+    const cfgB = resolveAgainst(ctx.config, p.cwd);
+    if (cfgA && cfgA === cfgB) for (const rd of ctx.runDirs) if (rd.startsWith(`${p.cwd}/`)) return true;
+  }
+  return false;
+}
+
+/** The run dir names some other run: this process is not ours even if a heartbeat pid says so. */
+function contradictsRunDir(p: ProcInfo, ctx: MatchCtx): boolean {
+  const d = p.env.NSA_TOP_RUN_DIR;
+  if (!d) return false;
+  const r = resolveAgainst(d, p.cwd);
+  return r !== null && !ctx.runDirs.has(r);
+}
+
+export interface HeartbeatPidHint {
+  rank: number;
+  pid: number;
+  /** ms epoch of the latest heartbeat record written by this pid: a process started after it is a recycled pid */
+  lastTs?: number | null;
+}
+
+export interface FindRunHints {
+  heartbeatPids: HeartbeatPidHint[];
+  gpu?: GpuSample | null;
+}
+
+function readEnvJsonConfig(buf: Buffer): string | null {
+  try {
+    const j = JSON.parse(buf.toString('utf8')) as { env?: Record<string, unknown> };
+    const c = j?.env?.CONFIG;
+    return typeof c === 'string' && c ? c : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The processes of a run: launcher (torchrun / python -m torch.distributed.run / `nsa-top train`)
+ * and its rank processes (RANK/LOCAL_RANK/WORLD_SIZE from /proc/PID/environ where readable, else
+ * from argv and from the pids in heartbeat files), with GPU memory per pid from compute-apps.
+ * Costs one command per refresh once the run's processes have been seen (two on the first).
+ */
+export async function findRunProcesses(host: Host, runDir: string, hints: FindRunHints): Promise<RunProcesses> {
+  const at = host.now();
+  const hbPids = hints.heartbeatPids.filter((h) => Number.isInteger(h.pid) && h.pid > 1);
+  const st0 = stateFor(host);
+  const needFirst = hbPids.map((h) => h.pid).filter((pid) => !st0?.enriched.has(pid));
+  let snap: RawSnapshot;
+  try {
+    snap = await runScript(host, runDir, 'all', needFirst);
+  } catch (e) {
+    return { at, launcher: null, ranks: [], unknown: [], error: (e as Error).message };
+  }
+  if (snap.error && snap.procs.length === 0) return { at, launcher: null, ranks: [], unknown: [], error: snap.error };
+  let procs = snap.procs;
+  // environ + cwd for trainer-looking processes not looked at yet: one more command, first time only
+  const st = stateFor(host)!;
+  const missing = procs.filter((p) => looksLikeTrainer(p) && !st.enriched.has(p.pid)).map((p) => p.pid);
+  if (missing.length > 0) {
+    const more = await runScript(host, '', 'list', missing).catch(() => null);
+    if (more) {
+      const byPid = new Map(more.procs.map((p) => [p.pid, p]));
+      procs = procs.map((p) => {
+        const m = byPid.get(p.pid);
+        return m && m.startTime === p.startTime ? { ...p, env: m.env, cwd: m.cwd } : p;
+      });
+    }
+  }
+  const runDirs = new Set<string>([normPath(runDir.startsWith('/') ? runDir : `/${runDir}`)]);
+  if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
+  let config: string | null = null;
+  if (procs.some((p) => p.env.CONFIG)) {
+    config = await host
+      .readFile(`${runDir.replace(/\/+$/, '')}/env.json`, 1 << 20)
+      .then(readEnvJsonConfig)
+      .catch(() => null);
+  }
+  return matchRun(procs, { runDirs, config }, hbPids, hints.gpu ?? null, at, snap.error);
+}
+
+/** Pure: given a process table, which processes are this run's. Exported for tests. */
+export function matchRun(
+  procs: ProcInfo[],
+  ctx: MatchCtx,
+  hbPids: HeartbeatPidHint[],
+  gpu: GpuSample | null,
+  at: number,
+  error?: string,
+): RunProcesses {
+  const byPid = new Map(procs.map((p) => [p.pid, p]));
+  const children = new Map<number, ProcInfo[]>();
+  for (const p of procs) {
+    const l = children.get(p.ppid) ?? [];
+    l.push(p);
+    children.set(p.ppid, l);
+  }
+  const matched = new Set<number>();
+  const hbRank = new Map<number, number>();
+  for (const p of procs) if (looksLikeTrainer(p) && namesRunDir(p, ctx)) matched.add(p.pid);
+  for (const h of hbPids) {
+    const p = byPid.get(h.pid);
+    if (!p) continue;
+    if (contradictsRunDir(p, ctx)) continue;
+    if (h.lastTs != null && p.startedAtMs != null && p.startedAtMs > h.lastTs + 2000) continue; // recycled pid
+    if (!looksLikeTrainer(p) && !namesRunDir(p, ctx)) continue;
+    matched.add(p.pid);
+    hbRank.set(p.pid, h.rank);
+  }
+  // a launcher's trainer children are its ranks; a rank's launcher parent is the launcher
+  for (const pid of [...matched]) {
+    const p = byPid.get(pid)!;
+    const parent = byPid.get(p.ppid);
+    if (parent && isLauncher(parent) && !contradictsRunDir(parent, ctx)) matched.add(parent.pid);
+  }
+  for (const pid of [...matched]) {
+    const p = byPid.get(pid)!;
+    if (!isLauncher(p)) continue;
+    for (const c of children.get(pid) ?? []) if (looksLikeTrainer(c) && !contradictsRunDir(c, ctx)) matched.add(c.pid);
+  }
+  // a trainer's own children (data-loader workers, compile workers) inherit its argv and environ:
+  // they are not ranks
+  const isWorker = (p: ProcInfo): boolean => {
+    let cur = byPid.get(p.ppid);
+    for (let i = 0; cur && i < 64; i++) {
+      if (matched.has(cur.pid) && !isLauncher(cur)) return true;
+      cur = byPid.get(cur.ppid);
+    }
+    return false;
+  };
+  let launcher: ProcInfo | null = null;
+  const rankCands: ProcInfo[] = [];
+  for (const pid of matched) {
+    const p = byPid.get(pid)!;
+    if (isLauncher(p) && !hbRank.has(pid)) {
+      // the outermost launcher (e.g. torchrun started by `nsa-top train`)
+      if (!launcher || isAncestor(byPid, p, launcher)) launcher = p;
+      continue;
+    }
+    if (isWorker(p)) continue;
+    rankCands.push(p);
+  }
+  const memByPid = new Map<number, { mem: number | null; uuid: string }>();
+  for (const a of gpu?.apps ?? []) {
+    const prev = memByPid.get(a.pid);
+    if (!prev) memByPid.set(a.pid, { mem: a.usedMemMiB, uuid: a.gpuUuid });
+    else prev.mem = prev.mem === null || a.usedMemMiB === null ? (prev.mem ?? a.usedMemMiB) : prev.mem + a.usedMemMiB;
+  }
+  const ranks: RankProc[] = [];
+  const unknown: ProcInfo[] = [];
+  const soleTrainer = rankCands.length === 1 && !launcher;
+  for (const p of rankCands) {
+    let rank: number | null = null;
+    let localRank: number | null = intOrNull(p.env.LOCAL_RANK);
+    let source: RankProc['source'] = 'environ';
+    if (intOrNull(p.env.RANK) !== null) {
+      rank = intOrNull(p.env.RANK);
+    } else {
+      const ar = intOrNull(argValue(p.argv, ['--rank']));
+      const alr = intOrNull(argValue(p.argv, ['--local_rank', '--local-rank']));
+      if (localRank === null) localRank = alr;
+      if (ar !== null || alr !== null) {
+        rank = ar ?? alr;
+        source = 'argv';
+      } else if (hbRank.has(p.pid)) {
+        rank = hbRank.get(p.pid)!;
+        source = 'heartbeat-pid';
+      } else if (soleTrainer && !(intOrNull(p.env.WORLD_SIZE)! > 1)) {
+        // a single-process run: the trainer itself is rank 0
+        rank = 0;
+        source = 'argv';
+      }
+    }
+    if (rank === null) {
+      unknown.push(p);
+      continue;
+    }
+    const g = memByPid.get(p.pid);
+    ranks.push({ rank, localRank, proc: p, gpuMemMiB: g ? g.mem : null, gpuUuid: g ? g.uuid : null, source });
+  }
+  ranks.sort((a, b) => a.rank - b.rank || a.proc.pid - b.proc.pid);
+  unknown.sort((a, b) => a.pid - b.pid);
+  const out: RunProcesses = { at, launcher, ranks, unknown };
+  if (error) out.error = error;
+  return out;
+}
+
+function isAncestor(byPid: Map<number, ProcInfo>, a: ProcInfo, b: ProcInfo): boolean {
+  let cur = byPid.get(b.ppid);
+  for (let i = 0; cur && i < 64; i++) {
+    if (cur.pid === a.pid) return true;
+    cur = byPid.get(cur.ppid);
+  }
+  return false;
+}

@@ -1,0 +1,250 @@
+// The process table through LocalHost, against real processes this test spawns: a fake
+// `nsa-top train` launcher with rank children (RANK/LOCAL_RANK/WORLD_SIZE/NSA_TOP_RUN_DIR env),
+// a torchrun-shaped launcher whose "python" workers (node behind a symlink named python3) carry
+// RANK and CONFIG like the real trainer, and decoys that must not be taken for ranks.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { LocalHost } from '../../src/remote/local.js';
+import { findRunProcesses, listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'nsa-procs-'));
+const host = new LocalHost();
+const groups: ChildProcess[] = [];
+after(() => {
+  for (const c of groups) {
+    try {
+      process.kill(-c.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+// A script that plays either launcher. As launcher it spawns `n` children running itself with a
+// rank env, writes their pids to $PIDS_FILE and idles; as a rank it optionally forks one
+// "data-loader worker" (same argv, same env) and idles.
+const SCRIPT = `
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const idle = () => setInterval(() => {}, 1 << 30);
+const role = process.env.ROLE;
+if (role === 'launcher') {
+  const n = Number(process.env.NPROC || '2');
+  const kids = [];
+  for (let r = 0; r < n; r++) {
+    const env = { ...process.env, ROLE: 'rank', RANK: String(r), LOCAL_RANK: String(r), WORLD_SIZE: String(n) };
+    const argv = JSON.parse(process.env.CHILD_ARGV);
+    const c = spawn(argv[0], argv.slice(1), { env, stdio: 'ignore', argv0: argv[0] });
+    kids.push(c.pid);
+  }
+  fs.writeFileSync(process.env.PIDS_FILE, JSON.stringify(kids));
+  idle();
+} else if (role === 'rank' && process.env.RANK === '0' && !process.env.IS_WORKER) {
+  const argv = JSON.parse(process.env.CHILD_ARGV);
+  const w = spawn(argv[0], argv.slice(1), { env: { ...process.env, IS_WORKER: '1' }, stdio: 'ignore', argv0: argv[0] });
+  fs.writeFileSync(process.env.PIDS_FILE + '.worker', String(w.pid));
+  idle();
+} else {
+  idle();
+}
+`;
+
+const bin = join(tmp, 'bin');
+mkdirSync(bin);
+const python3 = join(bin, 'python3');
+symlinkSync(process.execPath, python3);
+writeFileSync(join(bin, 'nsa-top.js'), SCRIPT);
+writeFileSync(join(bin, 'torchrun'), SCRIPT);
+
+async function waitFor<T>(f: () => T | undefined | null | false | Promise<T | undefined | null | false>, what: string, ms = 10000): Promise<T> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await f();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function startGroup(argv: string[], opts: { cwd: string; env: Record<string, string> }): ChildProcess {
+  const c = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: 'ignore', detached: true, argv0: argv[0] });
+  groups.push(c);
+  return c;
+}
+
+async function pidsOf(file: string, withWorker = false): Promise<{ ranks: number[]; worker?: number }> {
+  const ranks = await waitFor(() => existsSync(file) && (JSON.parse(readFileSync(file, 'utf8')) as number[]), file);
+  if (!withWorker) return { ranks };
+  const worker = await waitFor(() => existsSync(`${file}.worker`) && Number(readFileSync(`${file}.worker`, 'utf8')), 'worker');
+  return { ranks, worker };
+}
+
+test('parseStat keeps comm whole when it holds spaces and parentheses', () => {
+  // field N of stat is tail[N - 3]: state, ppid=1, …, starttime (22) = 987654, rss (24) = 21
+  const tail = ['S', ...Array.from({ length: 30 }, (_, i) => (i + 1 === 19 ? '987654' : String(i + 1)))].join(' ');
+  fc.assert(
+    fc.property(fc.string({ maxLength: 20 }).filter((s) => !s.includes('\n')), fc.integer({ min: 1, max: 4194304 }), (comm, pid) => {
+      const f = parseStat(`${pid} (${comm}) ${tail}`);
+      assert.ok(f);
+      assert.equal(f.pid, pid);
+      assert.equal(f.comm, comm);
+      assert.equal(f.state, 'S');
+      assert.equal(f.ppid, 1);
+      assert.equal(f.utime, 11);
+      assert.equal(f.stime, 12);
+      assert.equal(f.startTime, '987654');
+      assert.equal(f.rssPages, 21);
+    }),
+  );
+  assert.equal(parseStat('garbage'), null);
+});
+
+test('a crafted argv that imitates a head header makes that entry unknown, not spoofed', () => {
+  const out = '==> /dev/null <==\n\n==> 10/cmdline <==\nevil\0\n==> 11/cmdline <==\nfake\0\n==> 11/cmdline <==\nreal\0';
+  const m = splitHeadOutput(out);
+  assert.equal(m.get('11/cmdline'), null);
+  assert.equal(m.get('/dev/null'), '');
+});
+
+test('readProc / verifyProcess: pid plus start time, and a dead or mismatched process is refused', async () => {
+  const c = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)', 'marker-arg with space'], { stdio: 'ignore', env: { ...process.env, RANK: '3' } });
+  try {
+    const info = await waitFor(() => readProc(host, c.pid!), 'child');
+    assert.equal(info.pid, c.pid);
+    assert.deepEqual(info.argv.slice(-1), ['marker-arg with space']);
+    assert.equal(info.env.RANK, '3');
+    assert.equal(info.ppid, process.pid);
+    assert.ok(info.rssKiB! > 1000);
+    assert.ok(/^\d+$/.test(info.startTime));
+    assert.equal(await verifyProcess(host, { pid: c.pid!, startTime: info.startTime }), true);
+    assert.equal(await verifyProcess(host, { pid: c.pid!, startTime: String(Number(info.startTime) + 1) }), false);
+    c.kill('SIGKILL');
+    await new Promise((r) => c.once('exit', r));
+    assert.equal(await verifyProcess(host, { pid: c.pid!, startTime: info.startTime }), false);
+    assert.equal(await readProc(host, c.pid!), null);
+  } finally {
+    c.kill('SIGKILL');
+  }
+});
+
+test('listProcesses sees every process and measures CPU % between two refreshes', async () => {
+  const busy = spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' });
+  try {
+    await listProcesses(host);
+    await new Promise((r) => setTimeout(r, 600));
+    const all = await listProcesses(host);
+    assert.ok(all.find((p) => p.pid === process.pid));
+    const b = all.find((p) => p.pid === busy.pid);
+    assert.ok(b, 'busy child listed');
+    assert.ok(b.cpuPct !== null && b.cpuPct > 20, `busy loop shows CPU (${b.cpuPct})`);
+    const self = all.find((p) => p.pid === process.pid)!;
+    assert.ok(self.cpuPct !== null && self.cpuPct < b.cpuPct!, 'an idle-ish process shows less');
+  } finally {
+    busy.kill('SIGKILL');
+  }
+});
+
+test('nsa-top reference trainer: launcher and its ranks from environ; a data-loader worker is not a rank; another run is ignored', async () => {
+  const runDir = join(tmp, 'runs', 'ref run (1)');
+  const other = join(tmp, 'runs', 'other');
+  mkdirSync(runDir, { recursive: true });
+  mkdirSync(other, { recursive: true });
+  const nsaTop = join(bin, 'nsa-top.js');
+  const mk = (dir: string, pidsFile: string) =>
+    startGroup([process.execPath, nsaTop, 'train', '--out-dir', dir], {
+      cwd: tmp,
+      env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: pidsFile, NSA_TOP_RUN_DIR: dir, CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train-rank']) },
+    });
+  const l1 = mk(runDir, join(tmp, 'ref.pids'));
+  const l2 = mk(other, join(tmp, 'other.pids'));
+  const { ranks: kids, worker } = await pidsOf(join(tmp, 'ref.pids'), true);
+  const { ranks: otherKids } = await pidsOf(join(tmp, 'other.pids'));
+  const gpu = { at: Date.now(), latencyMs: 1, devices: [], apps: [{ pid: kids[1]!, gpuUuid: 'GPU-b', usedMemMiB: 1234 }] };
+  // even a stale heartbeat hint pointing at the other run's rank must not pull it in
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid: otherKids[1]! }], gpu });
+  assert.equal(rp.error, undefined);
+  assert.equal(rp.launcher?.pid, l1.pid);
+  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.localRank, r.proc.pid, r.source]), [
+    [0, 0, kids[0], 'environ'],
+    [1, 1, kids[1], 'environ'],
+  ]);
+  assert.equal(rp.ranks[1]!.gpuMemMiB, 1234);
+  assert.equal(rp.ranks[1]!.gpuUuid, 'GPU-b');
+  assert.equal(rp.ranks[0]!.gpuMemMiB, null, 'no compute-app entry: unknown, not 0');
+  const all = [rp.launcher!.pid, ...rp.ranks.map((r) => r.proc.pid), ...rp.unknown.map((u) => u.pid)];
+  assert.ok(!all.includes(worker!), 'the rank-0 worker child is not a rank');
+  for (const p of otherKids) assert.ok(!all.includes(p), 'the other run is not ours');
+  assert.ok(!all.includes(l2.pid!));
+  // the same run found through a path spelled differently (trailing slash, ..)
+  const rp2 = await findRunProcesses(host, `${join(tmp, 'runs', 'x', '..', 'ref run (1)')}/`, { heartbeatPids: [] });
+  assert.deepEqual(rp2.ranks.map((r) => r.proc.pid), kids);
+  // every rank is identified by pid + start time that verifyProcess accepts
+  for (const r of rp.ranks) assert.equal(await verifyProcess(host, r.proc), true);
+});
+
+test('torchrun + python workers of the real trainer: matched through CONFIG, cwd and env.json', async () => {
+  const repo = join(tmp, 'nsa-vibe');
+  const runDir = join(repo, 'artifacts', 'm7c_125m_2xa100_prod');
+  mkdirSync(runDir, { recursive: true });
+  mkdirSync(join(repo, 'scripts'));
+  writeFileSync(join(repo, 'scripts', 'train_showcase.py'), SCRIPT);
+  writeFileSync(join(runDir, 'env.json'), JSON.stringify({ env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '2' } }));
+  const l = startGroup([python3, join(bin, 'torchrun'), '--nproc_per_node=2', 'scripts/train_showcase.py'], {
+    cwd: repo,
+    env: {
+      ROLE: 'launcher',
+      NPROC: '2',
+      PIDS_FILE: join(tmp, 'tr.pids'),
+      CONFIG: 'configs/m7c_125m_2xa100_production.yaml',
+      CHILD_ARGV: JSON.stringify([python3, 'scripts/train_showcase.py']),
+    },
+  });
+  const { ranks: kids } = await pidsOf(join(tmp, 'tr.pids'), true);
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [] });
+  assert.equal(rp.launcher?.pid, l.pid);
+  assert.equal(rp.launcher?.argv[1], join(bin, 'torchrun'));
+  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid, r.source, r.proc.argv[0]]), [
+    [0, kids[0], 'environ', python3],
+    [1, kids[1], 'environ', python3],
+  ]);
+  assert.equal(rp.ranks[0]!.proc.cwd, repo);
+  assert.equal(rp.ranks[0]!.proc.env.WORLD_SIZE, '2');
+  // a run dir whose env.json names another config is not this launcher's
+  const otherDir = join(repo, 'artifacts', 'train_showcase');
+  mkdirSync(otherDir, { recursive: true });
+  writeFileSync(join(otherDir, 'env.json'), JSON.stringify({ env: { CONFIG: 'configs/train_showcase.yaml' } }));
+  const none = await findRunProcesses(host, otherDir, { heartbeatPids: [] });
+  assert.equal(none.launcher, null);
+  assert.deepEqual(none.ranks, []);
+});
+
+test('heartbeat pids name ranks when nothing else does, but never a recycled pid', async () => {
+  const repo = join(tmp, 'bare');
+  const runDir = join(tmp, 'elsewhere', 'run');
+  mkdirSync(join(repo, 'scripts'), { recursive: true });
+  mkdirSync(runDir, { recursive: true });
+  writeFileSync(join(repo, 'scripts', 'train_showcase.py'), SCRIPT);
+  const p = startGroup([python3, 'scripts/train_showcase.py'], { cwd: repo, env: { ROLE: 'solo' } });
+  const info = await waitFor(() => readProc(host, p.pid!), 'solo');
+  const started = info.startedAtMs!;
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started + 5000 }] });
+  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid, r.source]), [[0, p.pid, 'heartbeat-pid']]);
+  // the heartbeat's last record predates this process: the pid was recycled
+  const stale = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started - 60000 }] });
+  assert.deepEqual(stale.ranks, []);
+  // and a heartbeat pid that is not a trainer at all (this test runner's shell-less sleep) is ignored
+  const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
+  try {
+    await waitFor(() => readProc(host, sleeper.pid!), 'sleep');
+    const rs = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: sleeper.pid! }] });
+    assert.deepEqual(rs.ranks, []);
+  } finally {
+    sleeper.kill('SIGKILL');
+  }
+});
