@@ -1,0 +1,574 @@
+// Control actions on a run (dump, halt, escalate, remove a stale .HALT): every one goes through
+// this module, is aimed only at processes verified by pid + start time, and leaves one line in
+// <out_dir>/.nsa-top/actions.jsonl saying who did what, when, and how it went — so two people
+// sharing a tmux pane both see what happened. Read-only mode (an option or NSA_TOP_READ_ONLY=1)
+// refuses every mutating call here too, whatever the UI does.
+import { execFile } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import type { Host, SignalName } from '../remote/host.js';
+import { readProc, verifyProcess } from '../remote/procs.js';
+import type { ProcInfo } from '../remote/types.js';
+import { newestCompleteCheckpoint } from './checkpoints.js';
+import type { ActionKind, ActionRecord, Actor } from './control-types.js';
+import type { RunSnapshot } from './snapshot.js';
+import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
+
+export type { ActionRecord, Actor } from './control-types.js';
+
+export const ACTIONS_FILE = 'actions.jsonl';
+
+export interface RankTarget {
+  rank: number;
+  pid: number;
+  startTime: string;
+  state?: string;
+}
+
+export interface DumpOutcome {
+  perRank: { rank: number; pid: number; status: 'dumped' | 'no-answer' | 'refused'; file?: string; why?: string }[];
+  pySpy: boolean;
+}
+
+export interface ControlOptions {
+  /** defence in depth: a read-only cockpit passes true; NSA_TOP_READ_ONLY=1 does the same */
+  readOnly?: boolean;
+}
+
+export function readOnlyMode(opts?: ControlOptions): boolean {
+  return opts?.readOnly === true || process.env.NSA_TOP_READ_ONLY === '1';
+}
+
+// ---------------------------------------------------------------------------------------------
+// who
+
+function localTty(): string | null {
+  for (const fd of [0, 1, 2]) {
+    try {
+      const p = readlinkSync(`/proc/self/fd/${fd}`);
+      if (p.startsWith('/dev/pts/') || p.startsWith('/dev/tty')) return p;
+    } catch {
+      /* not Linux, or no such fd */
+    }
+  }
+  return null;
+}
+
+function run(cmd: string, args: string[], timeoutMs: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    try {
+      execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout) => resolve(err ? null : stdout.trim()));
+    } catch {
+      resolve(null);
+    }
+  });
+}
+
+let actorCache: Promise<Actor> | null = null;
+let actorCacheLabel = '';
+
+/** Who is acting: user, tty, tmux client and session (when inside tmux), host, pid. */
+export function currentActor(host: Host): Promise<Actor> {
+  if (actorCache && actorCacheLabel === host.label) return actorCache;
+  actorCacheLabel = host.label;
+  actorCache = (async (): Promise<Actor> => {
+    let user = process.env.USER || process.env.LOGNAME || '';
+    try {
+      user = userInfo().username || user;
+    } catch {
+      /* no passwd entry (containers): keep $USER */
+    }
+    let tmux: string | null = null;
+    if (process.env.TMUX) {
+      const shown = await run('tmux', ['display-message', '-p', '#{client_tty} #{session_name}:#{window_index}.#{pane_index}'], 1500);
+      const pane = process.env.TMUX_PANE ?? '';
+      tmux = shown && shown.length > 0 ? `${shown}${pane ? ` (${pane})` : ''}` : `tmux${pane ? ` ${pane}` : ''}`;
+    }
+    const me = hostname();
+    return {
+      user: user || `uid${process.getuid?.() ?? '?'}`,
+      tty: localTty(),
+      tmux,
+      host: host.kind === 'local' ? me : `${me} → ${host.label}`,
+      pid: process.pid,
+    };
+  })();
+  return actorCache;
+}
+
+export function describeActor(a: Actor): string {
+  const where = [a.tmux ? `tmux ${a.tmux}` : a.tty, a.host].filter(Boolean).join(', ');
+  return `${a.user}${where ? ` (${where})` : ''}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the action log
+
+export interface ActionLog {
+  records: ActionRecord[];
+  /** lines that were not a valid action record (skipped, never fatal) */
+  badLines: number;
+  error: string | null;
+}
+
+const KINDS = new Set<string>([
+  'dump',
+  'halt',
+  'halt-after-checkpoint',
+  'escalate-sigint',
+  'escalate-sigkill',
+  'relaunch',
+  'remove-stale-halt',
+  'launch',
+  'watchdog-halt',
+  'watchdog-dump',
+  'py-spy-dump',
+]);
+const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
+
+function asRecord(v: unknown): ActionRecord | null {
+  if (!v || typeof v !== 'object') return null;
+  const o = v as Record<string, unknown>;
+  const who = o.who as Record<string, unknown> | undefined;
+  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return null;
+  if (typeof o.action !== 'string' || !KINDS.has(o.action)) return null;
+  if (typeof o.result !== 'string' || !RESULTS.has(o.result)) return null;
+  if (!who || typeof who !== 'object' || typeof who.user !== 'string') return null;
+  return {
+    ts: o.ts,
+    who: {
+      user: who.user,
+      tty: typeof who.tty === 'string' ? who.tty : null,
+      tmux: typeof who.tmux === 'string' ? who.tmux : null,
+      host: typeof who.host === 'string' ? who.host : '?',
+      pid: typeof who.pid === 'number' ? who.pid : 0,
+    },
+    action: o.action as ActionKind,
+    target: o.target && typeof o.target === 'object' ? (o.target as Record<string, unknown>) : {},
+    result: o.result as ActionRecord['result'],
+    detail: typeof o.detail === 'string' ? o.detail : '',
+  };
+}
+
+/** Reads the action log (newest last). Bad lines are skipped and counted; a missing log is empty. */
+export async function readActionLog(host: Host, runDir: string, limit?: number): Promise<ActionLog> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const path = join(outDir, NSA_DIR, ACTIONS_FILE);
+  let buf: Buffer;
+  let partialHead = false;
+  try {
+    const st = await host.stat(path);
+    if (!st) return { records: [], badLines: 0, error: null };
+    // With a limit, read only the tail: a few KiB per record is plenty.
+    const want = limit !== undefined ? Math.max(64 * 1024, limit * 4096) : st.size;
+    const start = Math.max(0, st.size - want);
+    partialHead = start > 0;
+    buf = await host.readRange(path, start);
+  } catch (e) {
+    return { records: [], badLines: 0, error: `${path}: ${(e as Error).message}` };
+  }
+  const lines = buf.toString('utf8').split('\n');
+  if (partialHead) lines.shift(); // the first line is cut
+  const records: ActionRecord[] = [];
+  let badLines = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (line.length === 0) continue;
+    let rec: ActionRecord | null = null;
+    try {
+      rec = asRecord(JSON.parse(line));
+    } catch {
+      rec = null;
+    }
+    // an unterminated last line may be an append in progress: not counted as bad
+    if (!rec) {
+      if (i !== lines.length - 1) badLines++;
+      continue;
+    }
+    records.push(rec);
+  }
+  return { records: limit !== undefined ? records.slice(-limit) : records, badLines, error: null };
+}
+
+export async function readActions(host: Host, runDir: string, limit?: number): Promise<ActionRecord[]> {
+  return (await readActionLog(host, runDir, limit)).records;
+}
+
+const MAX_DETAIL = 2000;
+
+/** Appends one record as one O_APPEND line (short enough to stay one write). */
+export async function recordAction(host: Host, runDir: string, rec: ActionRecord): Promise<void> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const dir = join(outDir, NSA_DIR);
+  await host.mkdirp(dir);
+  const clean: ActionRecord = { ...rec, detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail };
+  await host.appendFile(join(dir, ACTIONS_FILE), `${JSON.stringify(clean)}\n`);
+}
+
+function makeRecord(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>, result: ActionRecord['result'], detail: string): ActionRecord {
+  return { ts: host.now(), who: actor, action, target: { host: host.label, ...target }, result, detail };
+}
+
+/** Records, but never lets a failing log write hide the outcome of the action itself. */
+async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<ActionRecord> {
+  try {
+    await recordAction(host, runDir, rec);
+  } catch (e) {
+    rec.detail += ` [not logged: ${(e as Error).message}]`;
+  }
+  return rec;
+}
+
+function refusedReadOnly(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>): ActionRecord {
+  // Read-only means nothing is written, the action log included.
+  return makeRecord(host, actor, action, target, 'refused', 'read-only mode: no action taken');
+}
+
+// ---------------------------------------------------------------------------------------------
+// process identity
+
+export interface VerifiedRank {
+  target: RankTarget;
+  ok: boolean;
+  proc: ProcInfo | null;
+  why: string | null;
+}
+
+function stateWhy(p: ProcInfo): string | null {
+  switch (p.state) {
+    case 'T':
+    case 't':
+      return 'stopped (state T): it cannot run a signal handler until continued (SIGCONT)';
+    case 'D':
+      return `in uninterruptible sleep (state D${p.wchan ? `, wchan ${p.wchan}` : ''}): usually stuck in I/O or a driver call`;
+    case 'Z':
+      return 'zombie (state Z): the process has exited and was not reaped';
+    case 'X':
+      return 'dead (state X)';
+    default:
+      return null;
+  }
+}
+
+/** pid + start time must both match: a recycled pid is never signalled. */
+export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRank> {
+  if (!Number.isInteger(t.pid) || t.pid <= 1) return { target: t, ok: false, proc: null, why: `invalid pid ${t.pid}` };
+  let ok = false;
+  try {
+    ok = await verifyProcess(host, { pid: t.pid, startTime: t.startTime });
+  } catch (e) {
+    return { target: t, ok: false, proc: null, why: `could not verify pid ${t.pid}: ${(e as Error).message}` };
+  }
+  let proc: ProcInfo | null = null;
+  try {
+    proc = await readProc(host, t.pid);
+  } catch {
+    proc = null;
+  }
+  if (!ok) {
+    const why = proc
+      ? `pid ${t.pid} now belongs to another process (start time ${proc.startTime} ≠ ${t.startTime}): refused`
+      : `pid ${t.pid} is gone`;
+    return { target: t, ok: false, proc, why };
+  }
+  if (proc && (proc.state === 'Z' || proc.state === 'X')) return { target: t, ok: false, proc, why: stateWhy(proc) };
+  return { target: t, ok: true, proc, why: null };
+}
+
+function targetOf(t: RankTarget): Record<string, unknown> {
+  return { rank: t.rank, pid: t.pid, startTime: t.startTime };
+}
+
+// ---------------------------------------------------------------------------------------------
+// dump
+
+const DUMP_RE = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))?(?:[_.-][^/]*)?\.txt$/;
+
+async function dumpFiles(host: Host, dir: string): Promise<Map<string, number>> {
+  const m = new Map<string, number>();
+  try {
+    for (const e of await host.list(dir)) {
+      const r = DUMP_RE.exec(e.name);
+      if (r && !r[1] && e.isFile) m.set(e.name, e.mtimeMs); // signal dumps only, not watchdog ones
+    }
+  } catch {
+    /* dir vanished: nothing to compare against */
+  }
+  return m;
+}
+
+/** A new or rewritten signal dump since `before`, preferring one whose name carries this pid. */
+function newDump(before: Map<string, number>, now: Map<string, number>, pid: number, claimed: Set<string>): string | null {
+  let best: string | null = null;
+  for (const [name, mtime] of now) {
+    if (claimed.has(name)) continue;
+    const prev = before.get(name);
+    if (prev !== undefined && prev === mtime) continue;
+    const r = DUMP_RE.exec(name);
+    const filePid = r?.[5] !== undefined ? Number(r[5]) : null;
+    if (filePid !== null && filePid !== pid) continue; // another rank's late answer
+    if (filePid === pid) return name;
+    best ??= name;
+  }
+  return best;
+}
+
+async function pySpyInstalled(host: Host): Promise<boolean> {
+  try {
+    const r = await host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
+    return r.code === 0 && r.stdout.trim().length > 0;
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * SIGUSR1 to every rank (never the launcher: torchrun does not forward it), each pid + start time
+ * verified first, staggered ≥ 1.1 s so the real trainer's one-file-per-second names cannot collide;
+ * waits for each new stack dump, names the ranks that did not answer and why; notes py-spy.
+ */
+export async function dumpAll(
+  host: Host,
+  runDir: string,
+  ranks: RankTarget[],
+  actor: Actor,
+  opts: ControlOptions & { staggerMs?: number; waitMs?: number; onProgress?: (msg: string) => void } = {},
+): Promise<DumpOutcome> {
+  const say = opts.onProgress ?? (() => {});
+  const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
+  if (readOnlyMode(opts)) {
+    return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: 'read-only mode' })), pySpy: false };
+  }
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const stagger = Math.max(1100, opts.staggerMs ?? 1100);
+  const waitMs = opts.waitMs ?? 8000;
+  const pySpyP = pySpyInstalled(host);
+  const perRank: DumpOutcome['perRank'] = [];
+  const claimed = new Set<string>();
+  let lastSignalAt = -Infinity;
+  for (const t of sorted) {
+    const v = await verifyRank(host, t);
+    if (!v.ok) {
+      perRank.push({ rank: t.rank, pid: t.pid, status: 'refused', why: v.why ?? 'not verified' });
+      say(`rank ${t.rank} (pid ${t.pid}): refused — ${v.why}`);
+      continue;
+    }
+    const gap = lastSignalAt + stagger - Date.now();
+    if (gap > 0) await sleep(gap);
+    const before = await dumpFiles(host, outDir);
+    try {
+      await host.signal(t.pid, 'SIGUSR1');
+    } catch (e) {
+      perRank.push({ rank: t.rank, pid: t.pid, status: 'no-answer', why: `signal failed: ${(e as Error).message}` });
+      continue;
+    }
+    lastSignalAt = Date.now();
+    say(`rank ${t.rank} (pid ${t.pid}): SIGUSR1 sent, waiting for its stack dump…`);
+    const deadline = lastSignalAt + waitMs;
+    let file: string | null = null;
+    while (Date.now() < deadline) {
+      await sleep(150);
+      file = newDump(before, await dumpFiles(host, outDir), t.pid, claimed);
+      if (file) break;
+    }
+    if (file) {
+      claimed.add(file);
+      perRank.push({ rank: t.rank, pid: t.pid, status: 'dumped', file: join(outDir, file) });
+      say(`rank ${t.rank}: ${file}`);
+      continue;
+    }
+    // Why not? Look at the process now.
+    let why = `no stack dump within ${(waitMs / 1000).toFixed(1)} s`;
+    const p = await readProc(host, t.pid).catch(() => null);
+    if (!p) why += '; the process is gone';
+    else {
+      const s = stateWhy(p);
+      if (s) why += `; ${s}`;
+      else why += `; state ${p.state}${p.wchan ? ` (wchan ${p.wchan})` : ''} — the main thread may be inside a long C/CUDA/NCCL call (Python runs handlers only between bytecodes)`;
+    }
+    perRank.push({ rank: t.rank, pid: t.pid, status: 'no-answer', why });
+    say(`rank ${t.rank}: ${why}`);
+  }
+  const pySpy = await pySpyP;
+  const dumped = perRank.filter((r) => r.status === 'dumped').length;
+  const result: ActionRecord['result'] = dumped === sorted.length && sorted.length > 0 ? 'ok' : dumped > 0 ? 'partial' : perRank.every((r) => r.status === 'refused') ? 'refused' : 'failed';
+  const detail =
+    `${dumped}/${sorted.length} ranks dumped` +
+    perRank
+      .filter((r) => r.status !== 'dumped')
+      .map((r) => `; rank ${r.rank} ${r.status}: ${r.why}`)
+      .join('') +
+    (pySpy && dumped < sorted.length ? '; py-spy is installed (py-spy dump --pid PID shows native frames too)' : '');
+  await logged(
+    host,
+    runDir,
+    makeRecord(host, actor, 'dump', { ranks: sorted.map(targetOf), files: perRank.filter((r) => r.file).map((r) => r.file) }, result, detail),
+  );
+  return { perRank, pySpy };
+}
+
+// ---------------------------------------------------------------------------------------------
+// halt
+
+/** Steps lost if the run stopped now: the real trainer writes no checkpoint on HALT (contract §2.5). */
+export function stepsAtRisk(run: RunSnapshot): { lastCheckpointStep: number | null; step: number | null; lost: number | null; savesOnHalt: boolean } {
+  const step = run.step;
+  const savesOnHalt = run.identity.trainer === 'nsa-top-reference';
+  // The real trainer restarts its step counter at 1 on resume: only checkpoints written during
+  // the current segment count.
+  const seg = run.segments.length > 0 ? run.segments[run.segments.length - 1]! : null;
+  const segStart = run.identity.trainer === 'nsa-vibe' && seg && seg.index > 0 ? seg.startTs : null;
+  let last: number | null = null;
+  for (const c of run.checkpoints) {
+    if (!c.complete) continue;
+    if (step !== null && c.step > step) continue;
+    if (segStart !== null && c.mtimeMs < segStart) continue;
+    if (last === null || c.step > last) last = c.step;
+  }
+  let lost: number | null = null;
+  if (step !== null) lost = savesOnHalt ? 0 : Math.max(0, step - (last ?? 0));
+  return { lastCheckpointStep: last, step, lost, savesOnHalt };
+}
+
+export function haltContent(reason: string, actor: Actor): string {
+  return `halt: ${reason} ${actor.user}\n`;
+}
+
+async function readSmall(host: Host, path: string): Promise<string | null> {
+  try {
+    return (await host.readFile(path, 4096)).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** Writes .HALT unless one is there already (whose reason is then kept and reported). */
+async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wrote: boolean; existing: string | null }> {
+  const path = join(outDir, '.HALT');
+  try {
+    await host.writeFile(path, haltContent('manual_stop', actor), { exclusive: true });
+    return { wrote: true, existing: null };
+  } catch (e) {
+    const existing = await readSmall(host, path);
+    if (existing !== null) return { wrote: false, existing: existing.trim() };
+    throw e;
+  }
+}
+
+/**
+ * 'now': write .HALT ("halt: manual_stop <user>"). 'after-checkpoint': wait for the next complete
+ * checkpoint (newer than the newest one now), then write .HALT. Cancel the wait with opts.signal.
+ */
+export async function requestHalt(
+  host: Host,
+  runDir: string,
+  mode: 'now' | 'after-checkpoint',
+  actor: Actor,
+  opts: ControlOptions & { signal?: AbortSignal; pollMs?: number; timeoutMs?: number; onProgress?: (msg: string) => void } = {},
+): Promise<ActionRecord> {
+  const kind: ActionKind = mode === 'now' ? 'halt' : 'halt-after-checkpoint';
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const haltPath = join(outDir, '.HALT');
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, { path: haltPath });
+  if (mode === 'after-checkpoint') {
+    const base = await newestCompleteCheckpoint(host, outDir).catch(() => null);
+    const baseKey = base ? `${base.path}@${base.step}` : null;
+    const baseMtime = base ? ((await host.stat(base.path))?.mtimeMs ?? 0) : 0;
+    await logged(
+      host,
+      runDir,
+      makeRecord(host, actor, kind, { path: haltPath, after: base?.path ?? null }, 'started', `waiting for a checkpoint newer than ${base ? `step ${base.step}` : 'none yet'}`),
+    );
+    opts.onProgress?.(`waiting for the next checkpoint (newest complete now: ${base ? `step ${base.step}` : 'none'})`);
+    const pollMs = opts.pollMs ?? 1000;
+    const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;
+    for (;;) {
+      if (opts.signal?.aborted) return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', 'cancelled before a new checkpoint appeared; no .HALT written'));
+      if (Date.now() > deadline) return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', 'timed out waiting for a new checkpoint; no .HALT written'));
+      if ((await host.stat(haltPath)) !== null) {
+        const existing = (await readSmall(host, haltPath))?.trim() ?? '';
+        return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', `.HALT appeared meanwhile (${existing}); nothing written`));
+      }
+      const c = await newestCompleteCheckpoint(host, outDir).catch(() => null);
+      if (c) {
+        const mtime = (await host.stat(c.path))?.mtimeMs ?? 0;
+        const key = `${c.path}@${c.step}`;
+        if (key !== baseKey || mtime > baseMtime) {
+          const w = await writeHalt(host, outDir, actor);
+          return logged(
+            host,
+            runDir,
+            makeRecord(host, actor, kind, { path: haltPath, checkpoint: c.path, checkpointStep: c.step }, 'ok', w.wrote ? `checkpoint step ${c.step} complete; .HALT written` : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`),
+          );
+        }
+      }
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, pollMs);
+        opts.signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      });
+    }
+  }
+  try {
+    const w = await writeHalt(host, outDir, actor);
+    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`));
+  } catch (e) {
+    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', `could not write .HALT: ${(e as Error).message}`));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// escalate, remove a stale .HALT
+
+/** SIGINT or SIGKILL to verified ranks only; each pid that failed verification is named. */
+export async function escalate(host: Host, runDir: string, ranks: RankTarget[], sig: 'SIGINT' | 'SIGKILL', actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+  const kind: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
+  const target = { signal: sig, ranks: ranks.map(targetOf) };
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, target);
+  const sent: number[] = [];
+  const notes: string[] = [];
+  for (const t of [...ranks].sort((a, b) => a.rank - b.rank)) {
+    const v = await verifyRank(host, t);
+    if (!v.ok) {
+      notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
+      continue;
+    }
+    try {
+      await host.signal(t.pid, sig as SignalName);
+      sent.push(t.pid);
+    } catch (e) {
+      notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
+    }
+  }
+  const result: ActionRecord['result'] = sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
+  return logged(host, runDir, makeRecord(host, actor, kind, { ...target, sentTo: sent }, result, `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`));
+}
+
+/** Removes a .HALT the operator confirmed is stale; logs the file's content first. */
+export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const path = join(outDir, '.HALT');
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'remove-stale-halt', { path });
+  const content = await readSmall(host, path);
+  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
+  const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
+  try {
+    await host.remove(path);
+  } catch (e) {
+    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path, content: content.trim() }, 'failed', `could not remove .HALT: ${(e as Error).message}`));
+  }
+  return logged(
+    host,
+    runDir,
+    makeRecord(
+      host,
+      actor,
+      'remove-stale-halt',
+      { path, content: content.trim(), anomalyType: anomaly?.trim() ?? null },
+      'ok',
+      `removed .HALT ("${content.trim()}")${anomaly ? `; .anomaly_type (${anomaly.trim()}) kept as evidence` : ''}`,
+    ),
+  );
+}

@@ -1,0 +1,54 @@
+// Real child processes for control tests: they answer SIGUSR1 with a stack dump named like the
+// real trainer's (stackdump_<epoch>.txt, no rank), exit 130 on SIGINT, and say when they are ready.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Host } from '../../src/remote/host.js';
+import { readProc } from '../../src/remote/procs.js';
+
+const CHILD = `
+const fs = require('fs');
+const dir = process.env.DUMP_DIR;
+process.on('SIGUSR1', () => {
+  const name = dir + '/stackdump_' + Math.floor(Date.now() / 1000) + '.txt';
+  fs.writeFileSync(name, 'Signal 10 at ' + new Date().toISOString() + 'Z\\n--- Thread: MainThread (1) ---\\n  pid ' + process.pid + '\\n');
+});
+process.on('SIGINT', () => process.exit(130));
+setInterval(() => {}, 1000);
+process.stdout.write('ready\\n');
+`;
+
+export function tempDir(tag: string): string {
+  return mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`));
+}
+
+export interface Kid {
+  child: ChildProcess;
+  pid: number;
+  startTime: string;
+  exited: Promise<{ code: number | null; signal: string | null }>;
+}
+
+export async function startKid(host: Host, dir: string): Promise<Kid> {
+  const child = spawn(process.execPath, ['-e', CHILD], { env: { ...process.env, DUMP_DIR: dir }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', () => reject(new Error('child exited early')));
+  });
+  const info = await readProc(host, child.pid!);
+  if (!info) throw new Error('child not visible in /proc');
+  return { child, pid: child.pid!, startTime: info.startTime, exited };
+}
+
+export function killKids(kids: Kid[]): void {
+  for (const k of kids) {
+    try {
+      process.kill(k.pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+    if (k.child.exitCode === null && k.child.signalCode === null) k.child.kill('SIGKILL');
+  }
+}
