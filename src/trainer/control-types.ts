@@ -46,4 +46,10 @@ export interface SupervisorState {
   lastCommand: string[];
   resumeFrom: string | null;
   updatedAt: number;
+  /** where the trainer writes its artifacts (== runDir for the reference trainer) */
+  outDir?: string;
+  /** 'smoke' while the profile's smoke phase runs, then 'train' */
+  phase?: 'smoke' | 'train';
+  /** one human sentence on why the state is what it is ("HALT by alice: not restarted", "stale .HALT: ...") */
+  note?: string | null;
 }
