@@ -1,0 +1,118 @@
+// What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
+// liveness of the rank processes, the GPUs of the run. Pure.
+import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
+import type { RankHeartbeat, RunSnapshot } from '../trainer/snapshot.js';
+import { currentSegment, median } from './stats.js';
+import type { Thresholds } from './thresholds.js';
+
+export interface Launched {
+  config?: string | null;
+  flags?: Record<string, string>;
+  dataset?: string | null;
+}
+
+export interface CheckInput {
+  /** ms epoch (host clock) */
+  now: number;
+  run: RunSnapshot;
+  procs: RunProcesses | null;
+  gpu: GpuTelemetry | null;
+  /** what the run was launched with, when known (from run.info / the supervisor): to catch a wrong CONFIG */
+  launched?: Launched;
+  /** CPU cores of the training host, for the CPU throughput upper bound (optional) */
+  hostCpus?: number;
+}
+
+export interface Cadence {
+  /** median seconds per step (null before two steps) */
+  stepTimeS: number | null;
+  logEvery: number | null;
+  /** per-step `beat` records are written (NSA_HEARTBEAT_EVERY=1 or the reference trainer asked to) */
+  beat: boolean;
+  /** expected seconds between rank-0 heartbeats */
+  expectedS: number | null;
+  /** stall threshold, s: max(floor, factor × expected) */
+  thresholdS: number;
+}
+
+export interface Ctx {
+  in: CheckInput;
+  run: RunSnapshot;
+  t: Thresholds;
+  now: number;
+  cadence: Cadence;
+  /** whether the process table is known */
+  procsKnown: boolean;
+  /** rank processes that are alive (not zombie/dead) */
+  alive: RankProc[];
+  /** newest heartbeat of any rank, ms */
+  lastHeartbeatTs: number | null;
+  /** when the run-level step last advanced (or the boot when no step yet), ms */
+  lastAdvanceTs: number | null;
+  /** the run has written metrics.json after its last heartbeat */
+  ended: boolean;
+  /** GPUs this run uses (all devices when the mapping is unknown), when telemetry is ok */
+  gpus: GpuDevice[];
+  ranks: RankHeartbeat[];
+}
+
+function beatOn(run: RunSnapshot): boolean {
+  if (run.identity.flags['NSA_HEARTBEAT_EVERY'] === '1') return true;
+  return run.ranks.some((r) => r.lastMsg === 'beat' || (r.rank > 0 && (r.lastStep ?? 0) > 0));
+}
+
+export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
+  let stepTimeS = run.stepTimeS && run.stepTimeS > 0 ? run.stepTimeS : null;
+  const pts = currentSegment(run.series.loss).length >= 2 ? currentSegment(run.series.loss) : currentSegment(run.series.toksPerS);
+  let logEvery = run.identity.train?.logEvery ?? null;
+  if (pts.length >= 2) {
+    const dSteps: number[] = [];
+    const perStep: number[] = [];
+    for (let i = 1; i < pts.length; i++) {
+      const a = pts[i - 1]!, b = pts[i]!;
+      const ds = b.step - a.step;
+      if (ds <= 0) continue;
+      dSteps.push(ds);
+      if (a.t !== null && b.t !== null && b.t > a.t) perStep.push((b.t - a.t) / 1000 / ds);
+    }
+    if (logEvery === null && dSteps.length) logEvery = median(dSteps.slice(1).length ? dSteps.slice(1) : dSteps);
+    if (stepTimeS === null && perStep.length) stepTimeS = median(perStep);
+  }
+  const beat = beatOn(run);
+  const expectedS = stepTimeS === null ? null : beat ? stepTimeS : stepTimeS * Math.max(1, logEvery ?? 1);
+  const thresholdS = Math.max(t.stallFloorS, expectedS === null ? 0 : t.stallCadenceFactor * expectedS);
+  return { stepTimeS, logEvery, beat, expectedS, thresholdS };
+}
+
+export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
+  const run = input.run;
+  const procsKnown = !!input.procs && !input.procs.error;
+  const alive = procsKnown ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X') : [];
+  let lastHeartbeatTs: number | null = null;
+  let bootTs: number | null = null;
+  for (const r of run.ranks) {
+    if (r.lastTs !== null && (lastHeartbeatTs === null || r.lastTs > lastHeartbeatTs)) lastHeartbeatTs = r.lastTs;
+    if (r.bootTs !== null && (bootTs === null || r.bootTs > bootTs)) bootTs = r.bootTs;
+  }
+  let lastAdvanceTs = run.stepAdvancedTs ?? run.lastProgress?.ts ?? null;
+  if (bootTs !== null && (lastAdvanceTs === null || bootTs > lastAdvanceTs)) lastAdvanceTs = bootTs;
+  let gpus: GpuDevice[] = [];
+  if (input.gpu && input.gpu.status === 'ok') {
+    const uuids = new Set(alive.map((r) => r.gpuUuid).filter((u): u is string => !!u));
+    gpus = uuids.size ? input.gpu.devices.filter((d) => uuids.has(d.uuid)) : input.gpu.devices;
+  }
+  return {
+    in: input,
+    run,
+    t,
+    now: input.now,
+    cadence: cadenceOf(run, t),
+    procsKnown,
+    alive,
+    lastHeartbeatTs,
+    lastAdvanceTs,
+    ended: run.ended,
+    gpus,
+    ranks: [...run.ranks].sort((a, b) => a.rank - b.rank),
+  };
+}

@@ -1,0 +1,143 @@
+// src/checks: snapshots in, judgements out. The TUI, `nsa-top watchdog` and `nsa-top report` all
+// call Checker.evaluate, so they can never disagree. Pure: no I/O here (the command modules do it).
+import type { RunState } from '../cockpit/state.js';
+import { buildCtx, type CheckInput, type Ctx } from './context.js';
+import {
+  hangVerdicts, ruleAnomalyFile, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
+  ruleLoss, ruleMemory, ruleProcesses, ruleStall, ruleThroughput, stallInfo, type Draft, type MemSample,
+} from './rules.js';
+import { deriveRunState } from './runstate.js';
+import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
+import type { Alert, HangVerdict, Severity } from './types.js';
+
+export type { CheckInput, Launched } from './context.js';
+export type { Thresholds } from './thresholds.js';
+export { DEFAULT_THRESHOLDS, thresholdsFromEnv } from './thresholds.js';
+export type { Alert, HangVerdict, Severity } from './types.js';
+
+export interface Evaluation {
+  alerts: Alert[];
+  verdicts: HangVerdict[];
+  runState: RunState;
+  runStateWhy: string;
+  /** "watchdog would halt in k checks" for the gate rule; null when not counting down */
+  gateHaltIn: number | null;
+  /** the stall threshold in force, s (max(floor, factor × expected interval)) */
+  stallThresholdS: number;
+  /** expected seconds between rank-0 heartbeats from the run's own cadence; null until known */
+  expectedIntervalS: number | null;
+  /** ms epoch at which the stall rule fires if nothing advances; null when the run is not live */
+  stallDeadline: number | null;
+}
+
+const SEV_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info: 2 };
+
+/** Alerts ordered for display: critical first, then newest first. */
+export function sortAlerts(alerts: Alert[]): Alert[] {
+  return [...alerts].sort((x, y) => SEV_ORDER[x.severity] - SEV_ORDER[y.severity] || y.since - x.since || x.id.localeCompare(y.id));
+}
+
+export function worstSeverity(alerts: readonly Alert[]): Severity | null {
+  let w: Severity | null = null;
+  for (const a of alerts) if (w === null || SEV_ORDER[a.severity] < SEV_ORDER[w]) w = a.severity;
+  return w;
+}
+
+const MAX_MEM_SAMPLES = 240;
+
+export class Checker {
+  readonly thresholds: Thresholds;
+  private since = new Map<string, number>();
+  /** per `${rank}:${source}`: memory samples by step (process RSS, rss_mib, rank heartbeat memory) */
+  private mem = new Map<string, MemSample[]>();
+  private lastRunDir: string | null = null;
+
+  constructor(t?: Partial<Thresholds>) {
+    this.thresholds = { ...DEFAULT_THRESHOLDS, ...(t ?? {}) };
+  }
+
+  /** call once per refresh; keeps bounded history internally (consecutive counts, rolling medians, `since`) */
+  evaluate(input: CheckInput): Evaluation {
+    if (this.lastRunDir !== null && this.lastRunDir !== input.run.runDir) {
+      this.since.clear();
+      this.mem.clear();
+    }
+    this.lastRunDir = input.run.runDir;
+    const ctx = buildCtx(input, this.thresholds);
+    this.sampleMemory(ctx);
+    const si = stallInfo(ctx);
+    const gates = ruleGates(ctx);
+    const drafts: Draft[] = [
+      ...ruleStall(ctx, si),
+      ...ruleProcesses(ctx, si),
+      ...ruleHalt(ctx),
+      ...ruleAnomalyFile(ctx),
+      ...ruleExited(ctx),
+      ...ruleThroughput(ctx),
+      ...ruleIdentity(ctx),
+      ...ruleLoss(ctx),
+      ...gates.alerts,
+      ...ruleData(ctx),
+      ...ruleMemory(ctx, this.mem),
+      ...ruleGradNorm(ctx),
+    ];
+    const alerts = this.stamp(drafts, ctx.now);
+    const rs = deriveRunState(ctx, si);
+    return {
+      alerts: sortAlerts(alerts),
+      verdicts: hangVerdicts(ctx, si),
+      runState: rs.state,
+      runStateWhy: rs.why,
+      gateHaltIn: gates.haltIn,
+      stallThresholdS: ctx.cadence.thresholdS,
+      expectedIntervalS: ctx.cadence.expectedS,
+      stallDeadline: si.live && ctx.lastAdvanceTs !== null ? ctx.lastAdvanceTs + ctx.cadence.thresholdS * 1000 : null,
+    };
+  }
+
+  /** `since`: the data's own time when a rule knows it, else when this Checker first saw the condition. */
+  private stamp(drafts: Draft[], now: number): Alert[] {
+    const seen = new Set<string>();
+    const out: Alert[] = [];
+    for (const d of drafts) {
+      if (seen.has(d.id)) continue;
+      seen.add(d.id);
+      const prev = this.since.get(d.id);
+      const since = d.since !== undefined && Number.isFinite(d.since) ? Math.min(d.since, prev ?? d.since) : prev ?? now;
+      this.since.set(d.id, since);
+      const alert: Alert = { ...d, since };
+      for (const k of ['step', 'rank', 'anomaly'] as const) if (alert[k] === undefined) delete alert[k];
+      out.push(alert);
+    }
+    for (const id of [...this.since.keys()]) if (!seen.has(id)) this.since.delete(id);
+    return out;
+  }
+
+  private sampleMemory(ctx: Ctx): void {
+    const step = ctx.run.step;
+    if (step === null) return;
+    const push = (key: string, s: number, mib: number | null | undefined) => {
+      if (mib === null || mib === undefined || !Number.isFinite(mib)) return;
+      let arr = this.mem.get(key);
+      if (!arr) this.mem.set(key, (arr = []));
+      const last = arr[arr.length - 1];
+      if (last && s < last.step) arr.length = 0; // resumed or relaunched: a new series
+      if (last && last.step === s && arr.length) { arr[arr.length - 1] = { step: s, mib }; return; }
+      arr.push({ step: s, mib });
+      if (arr.length > MAX_MEM_SAMPLES) arr.splice(0, arr.length - MAX_MEM_SAMPLES);
+    };
+    for (const r of ctx.alive) if (r.proc.rssKiB !== null) push(`${r.rank}:process RSS`, step, r.proc.rssKiB / 1024);
+    const lp = ctx.run.lastProgress;
+    const rss = lp?.extra?.['rss_mib'];
+    if (lp && typeof rss === 'number') push(`${lp.rank}:rss_mib`, lp.step, rss);
+    for (const r of ctx.ranks) {
+      if (r.rank === 0) continue; // rank 0's heartbeat memory is a full series in the snapshot
+      if (r.lastStep !== null && r.lastStep > 0) push(`${r.rank}:gpu_mem_reserved`, r.lastStep, r.memReservedMiB);
+    }
+  }
+}
+
+/** One-shot evaluation (no history): for `report` and tests. */
+export function evaluateOnce(input: CheckInput, t?: Partial<Thresholds>): Evaluation {
+  return new Checker(t).evaluate(input);
+}

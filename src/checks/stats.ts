@@ -1,0 +1,64 @@
+// Small robust statistics used by the rules. Pure.
+import type { Series, SeriesPoint } from '../trainer/snapshot.js';
+
+export function median(xs: readonly number[]): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export function mad(xs: readonly number[]): number | null {
+  const m = median(xs);
+  if (m === null) return null;
+  return median(xs.map((x) => Math.abs(x - m)));
+}
+
+export function quantile(xs: readonly number[], q: number): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  const i = Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))));
+  return s[i]!;
+}
+
+/** Least-squares fit y = a + b·x; r2 is the coefficient of determination. */
+export function linfit(xs: readonly number[], ys: readonly number[]): { slope: number; intercept: number; r2: number } | null {
+  const n = Math.min(xs.length, ys.length);
+  if (n < 2) return null;
+  let sx = 0, sy = 0;
+  for (let i = 0; i < n; i++) { sx += xs[i]!; sy += ys[i]!; }
+  const mx = sx / n, my = sy / n;
+  let sxx = 0, sxy = 0, syy = 0;
+  for (let i = 0; i < n; i++) {
+    const dx = xs[i]! - mx, dy = ys[i]! - my;
+    sxx += dx * dx; sxy += dx * dy; syy += dy * dy;
+  }
+  if (sxx === 0) return null;
+  const slope = sxy / sxx;
+  const r2 = syy === 0 ? 1 : (sxy * sxy) / (sxx * syy);
+  return { slope, intercept: my - slope * mx, r2 };
+}
+
+/** Recent full-resolution points of the newest segment of a series (resumes are not mixed). */
+export function currentSegment(s: Series | undefined | null): SeriesPoint[] {
+  if (!s || s.recent.length === 0) return [];
+  const seg = s.recent[s.recent.length - 1]!.segment;
+  let i = s.recent.length - 1;
+  while (i > 0 && s.recent[i - 1]!.segment === seg) i--;
+  return s.recent.slice(i);
+}
+
+export function fmtS(s: number): string {
+  if (!Number.isFinite(s)) return String(s);
+  if (s < 10) return `${s.toFixed(1)} s`;
+  if (s < 600) return `${Math.round(s)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+export function fmtNum(x: number, digits = 3): string {
+  if (!Number.isFinite(x)) return String(x);
+  const a = Math.abs(x);
+  if (a !== 0 && (a >= 1e6 || a < 1e-3)) return x.toExponential(2);
+  return Number(x.toPrecision(digits)).toString();
+}

@@ -1,0 +1,139 @@
+// Thresholds of every rule, with the real watchdog's defaults (contract §2.8) and its NSA_WATCH_*
+// environment names honoured, so an operator's existing tuning carries over.
+
+export interface Thresholds {
+  /** heartbeat/step stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S, real default 180) */
+  stallFloorS: number;
+  /** a stall is `stallCadenceFactor` × the run's own expected heartbeat interval, never below the floor */
+  stallCadenceFactor: number;
+  /** toks/s <= 0 on this many consecutive records (NSA_WATCH_FLATLINE_N, real default 4) */
+  flatlineN: number;
+  /** gate entropy below this (NSA_WATCH_GATE_ENTROPY_MIN, 0.2) */
+  gateEntropyMin: number;
+  /** max gate above this (NSA_WATCH_GATE_MAX_THRESHOLD, 0.9) */
+  gateMaxThreshold: number;
+  /** collapse fraction above this (hard-coded 0.5 in the real watchdog) */
+  gateCollapseFrac: number;
+  /** on this many consecutive gate records (NSA_WATCH_GATE_COLLAPSE_N, 3) */
+  gateCollapseN: number;
+  /** "gates frozen at uniform": |entropy − ln 3| below this on every recent record (contract §8.8) */
+  gateFrozenEntropyEps: number;
+  /** … and branch shares within this of 1/3 */
+  gateFrozenShareEps: number;
+  /** … over at least this many gate records past warmup */
+  gateFrozenMinRecords: number;
+  /** throughput drop: recent median below (1 − this) × rolling median */
+  throughputDropFrac: number;
+  /** records in the rolling window (throughput median, loss spike window) */
+  rollingWindow: number;
+  /** the drop must hold for this many consecutive records (an eval dip is one record) */
+  throughputDropN: number;
+  /** loss spike: above median + this × median (warning); exploding: above `lossExplodeFactor` × median (critical) */
+  lossSpikeFrac: number;
+  lossExplodeFactor: number;
+  /** loss flat for N logs: max − min below lossFlatEps × max(1, |median|) */
+  lossFlatN: number;
+  lossFlatEps: number;
+  /** synthetic tell: loss within this of ln(vocab) … */
+  lossPinnedEps: number;
+  /** … after this step */
+  lossPinnedMinStep: number;
+  /** data loader: dt_fetch_s or fetch_p95 over this many seconds */
+  fetchSlowS: number;
+  /** … or fetch time above this fraction of the step time */
+  fetchDominateFrac: number;
+  /** memory growth: flag when the fitted growth over the window exceeds both of these */
+  leakMinMiB: number;
+  leakMinFrac: number;
+  /** points needed to fit a slope */
+  leakMinPoints: number;
+  /** GPU memory used / total above this */
+  gpuMemNearFrac: number;
+  /** HALT requested but ranks still alive after this many seconds */
+  haltGraceS: number;
+  /** utilisation at or above this with power near idle → spinning in a collective */
+  spinUtilPct: number;
+  /** "power near idle": below this fraction of the power limit */
+  spinPowerFrac: number;
+  /** MFU below this on a GPU is "absurdly low" (fraction, 0.002 = 0.2 %) */
+  mfuLowFrac: number;
+  /** MFU above this is impossible (fraction of the dense peak) */
+  mfuImpossibleFrac: number;
+  /** watchdog poll interval, s (NSA_WATCH_INTERVAL_S, real default 30) */
+  intervalS: number;
+  /** watchdog touches .HALT on a critical anomaly (NSA_WATCH_HALT; the real code defaults to 1) */
+  halt: boolean;
+}
+
+export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
+  stallFloorS: 180,
+  stallCadenceFactor: 3,
+  flatlineN: 4,
+  gateEntropyMin: 0.2,
+  gateMaxThreshold: 0.9,
+  gateCollapseFrac: 0.5,
+  gateCollapseN: 3,
+  gateFrozenEntropyEps: 1e-3,
+  gateFrozenShareEps: 0.01,
+  gateFrozenMinRecords: 10,
+  throughputDropFrac: 0.5,
+  rollingWindow: 20,
+  throughputDropN: 3,
+  lossSpikeFrac: 0.5,
+  lossExplodeFactor: 3,
+  lossFlatN: 20,
+  lossFlatEps: 1e-4,
+  lossPinnedEps: 0.25,
+  lossPinnedMinStep: 200,
+  fetchSlowS: 5,
+  fetchDominateFrac: 0.5,
+  leakMinMiB: 64,
+  leakMinFrac: 0.1,
+  leakMinPoints: 8,
+  gpuMemNearFrac: 0.95,
+  haltGraceS: 60,
+  spinUtilPct: 95,
+  spinPowerFrac: 0.35,
+  mfuLowFrac: 0.002,
+  mfuImpossibleFrac: 1.0,
+  intervalS: 30,
+  halt: false,
+});
+
+function num(env: NodeJS.ProcessEnv, name: string, min: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const v = Number(raw);
+  if (!Number.isFinite(v) || v < min) throw new Error(`${name}=${JSON.stringify(raw)}: expected a number >= ${min}`);
+  return v;
+}
+
+/**
+ * Thresholds from the environment. The real watchdog's names are honoured (NSA_WATCH_HEARTBEAT_STALL_S,
+ * NSA_WATCH_FLATLINE_N, NSA_WATCH_GATE_ENTROPY_MIN, NSA_WATCH_GATE_MAX_THRESHOLD,
+ * NSA_WATCH_GATE_COLLAPSE_N, NSA_WATCH_INTERVAL_S, NSA_WATCH_HALT); a few of ours use the same prefix
+ * (NSA_WATCH_GATE_COLLAPSE_FRAC, NSA_WATCH_HALT_GRACE_S, NSA_WATCH_FETCH_SLOW_S). A malformed value
+ * is an error naming the variable, not a silent default.
+ */
+export function thresholdsFromEnv(env: NodeJS.ProcessEnv, base: Partial<Thresholds> = {}): Thresholds {
+  const t: Thresholds = { ...DEFAULT_THRESHOLDS, ...base };
+  const set = <K extends keyof Thresholds>(k: K, v: Thresholds[K] | undefined) => {
+    if (v !== undefined) t[k] = v;
+  };
+  set('stallFloorS', num(env, 'NSA_WATCH_HEARTBEAT_STALL_S', 0.1));
+  set('flatlineN', num(env, 'NSA_WATCH_FLATLINE_N', 1));
+  set('gateEntropyMin', num(env, 'NSA_WATCH_GATE_ENTROPY_MIN', 0));
+  set('gateMaxThreshold', num(env, 'NSA_WATCH_GATE_MAX_THRESHOLD', 0));
+  set('gateCollapseN', num(env, 'NSA_WATCH_GATE_COLLAPSE_N', 1));
+  set('gateCollapseFrac', num(env, 'NSA_WATCH_GATE_COLLAPSE_FRAC', 0));
+  set('haltGraceS', num(env, 'NSA_WATCH_HALT_GRACE_S', 0));
+  set('fetchSlowS', num(env, 'NSA_WATCH_FETCH_SLOW_S', 0));
+  const iv = num(env, 'NSA_WATCH_INTERVAL_S', 0);
+  if (iv !== undefined) t.intervalS = Math.max(0.05, iv);
+  const halt = env.NSA_WATCH_HALT;
+  if (halt !== undefined && halt.trim() !== '') {
+    if (!/^(0|1|true|false|yes|no)$/i.test(halt.trim())) throw new Error(`NSA_WATCH_HALT=${JSON.stringify(halt)}: expected 0 or 1`);
+    t.halt = /^(1|true|yes)$/i.test(halt.trim());
+  }
+  return t;
+}
