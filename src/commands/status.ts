@@ -1,6 +1,201 @@
-// Placeholder until its issue lands; replaced by the owning module.
+// `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
+// table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
+import { LocalHost } from '../remote/local.js';
+import { mainThreadTop } from '../trainer/stackdump.js';
+import { resolveRunDir } from '../trainer/rundir.js';
+import { RunModel } from '../trainer/run.js';
+import type { RunSnapshot } from '../trainer/snapshot.js';
 import { CliError } from './errors.js';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new CliError('status: not implemented yet');
+const HELP = `usage: nsa-top status [RUN_DIR] [--json]
+
+Reads the run directory once and prints what the cockpit would show: identity, step/total, loss,
+tok/s, ETA, per-rank heartbeat ages, gates, data, halt/anomaly, checkpoints, stack dumps and
+parse errors. --json prints the RunSnapshot (fields: docs/status-json.md).
+RUN_DIR defaults to the newest run under ./artifacts/. Exit 2 when the dir is missing or unreadable.
+`;
+
+/** how long status keeps reading the older history of huge files before printing */
+const BACKFILL_BUDGET_MS = 3000;
+
+export async function run(argv: string[]): Promise<number> {
+  let json = false;
+  let dir: string | undefined;
+  for (const a of argv) {
+    if (a === '--json') json = true;
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write(HELP);
+      return 0;
+    } else if (a.startsWith('-')) throw new CliError(`status: unknown option ${a} (see nsa-top status --help)`, 2);
+    else if (dir === undefined) dir = a;
+    else throw new CliError('status: more than one RUN_DIR given', 2);
+  }
+  const host = new LocalHost();
+  const runDir = await resolveRunDir(host, dir, process.cwd());
+  const model = new RunModel(host, runDir);
+  let snap = await model.poll();
+  const started = Date.now();
+  while (snap.backfill.pending && Date.now() - started < BACKFILL_BUDGET_MS) snap = await model.poll();
+  if (!snap.exists) throw new CliError(`cannot read run dir ${runDir}: ${snap.error ?? 'missing'}`, 2);
+  process.stdout.write(json ? JSON.stringify(snap, null, 2) + '\n' : formatStatus(snap));
+  return 0;
+}
+
+// ------------------------------------------------------------------ human table
+
+export function fmtAge(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms)) return '—';
+  const s = Math.max(0, ms / 1000);
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} m ${Math.floor(s % 60)} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+function fmtNum(n: number | null | undefined, digits = 4): string {
+  if (n === null || n === undefined || !Number.isFinite(n)) return '—';
+  if (n !== 0 && (Math.abs(n) < 1e-3 || Math.abs(n) >= 1e6)) return n.toExponential(2);
+  return n.toFixed(digits);
+}
+
+function fmtBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+function table(rows: string[][], indent: string): string[] {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows.map((r) => indent + r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd());
+}
+
+export function formatStatus(s: RunSnapshot): string {
+  const out: string[] = [];
+  const L = (label: string, text: string) => out.push(`${label.padEnd(10)}${text}`);
+  const now = s.hostNowMs || s.takenAt;
+  const id = s.identity;
+
+  L('run', `${id.name}  ${s.runDir}${s.host !== 'local' ? `  on ${s.host}` : ''}`);
+  const who = [
+    id.trainer,
+    id.backend ? `${id.backend}${id.worldSize && id.worldSize > 1 ? ` × ${id.worldSize}` : ''}` : null,
+    `config ${id.config ?? '(none in env.json: toy default?)'}`,
+    id.dataset ? `dataset ${id.dataset}${id.tokenizer ? `/${id.tokenizer}` : ''}` : null,
+    id.device ? `${id.device}${id.dtype ? ` ${id.dtype}` : ''}` : null,
+    id.gpuName,
+  ].filter(Boolean);
+  L('identity', who.join(' · '));
+  if (id.model) {
+    const m = id.model;
+    const n = id.nsa;
+    L('model', `dim ${m.dim} · ${m.nLayers} layers · ${m.nHeads} heads/${m.nKvGroups} kv · d_k ${m.dK} · vocab ${m.vocab}${n ? ` · NSA l=${n.l} d=${n.d} l_sel=${n.lSel} n_sel=${n.nSel} w=${n.w}` : ''}`);
+  }
+  if (id.train) {
+    const t = id.train;
+    L('train', `S=${t.seqLen ?? '?'} B=${t.batchSize ?? '?'} accum=${t.accum ?? '?'} lr=${fmtNum(t.lr)} warmup=${t.warmupSteps ?? '?'} log/eval/save every ${t.logEvery ?? '?'}/${t.evalEvery ?? '?'}/${t.saveEvery ?? '?'}`);
+  }
+  if (s.log.effectiveConfig) L('effective', s.log.effectiveConfig);
+  const flags = Object.entries(id.flags).filter(([k]) => k !== 'NSA_VIBE_SRC');
+  if (flags.length) L('flags', flags.map(([k, v]) => `${k}=${v}`).join(' '));
+
+  // progress
+  const pct = s.step !== null && s.totalSteps ? ` (${((100 * s.step) / s.totalSteps).toFixed(1)}%)` : '';
+  const loss = s.lastLossNonFinite ? 'NaN/Inf' : fmtNum(s.loss);
+  L(
+    'step',
+    `${s.step ?? '—'} / ${s.totalSteps ?? '?'}${pct}   loss ${loss}   lr ${s.lr === null ? '—' : s.lr.toExponential(2)}   tok/s ${s.toksPerS === null ? '—' : Math.round(s.toksPerS)}   ${
+      s.stepTimeS === null ? '' : `${fmtNum(s.stepTimeS, 2)} s/step   `
+    }ETA ${s.ended ? 'ended' : s.etaS === null ? '—' : fmtAge(s.etaS * 1000)}`,
+  );
+  if (s.stepAdvancedTs !== null) L('advanced', `${fmtAge(now - s.stepAdvancedTs)} ago`);
+  if (s.lastVal) L('val', `step ${s.lastVal.step}  val_loss ${fmtNum(s.lastVal.valLoss)}  ppl ${fmtNum(s.lastVal.ppl, 2)}`);
+  if (s.segments.length > 1) {
+    L('segments', s.segments.map((g) => `#${g.index} ${g.cause} steps ${g.firstStep}–${g.lastStep}${g.pid ? ` pid ${g.pid}` : ''}`).join(' | '));
+  }
+  const src = s.seriesSource;
+  if (src.loss && src.loss !== 'csv') L('series', `loss/tok/s from ${src.loss}${src.lr ? `, lr from ${src.lr}` : ''} (no training.csv)`);
+
+  // state
+  const st: string[] = [];
+  if (s.control.halt.present) {
+    const c = s.control.halt.content?.trim();
+    st.push(`.HALT present${c ? ` ("${c}")` : ' (empty)'}${s.control.halt.mtimeMs ? `, ${fmtAge(now - s.control.halt.mtimeMs)} old` : ''}`);
+  }
+  if (s.control.anomaly) st.push(`.anomaly_type ${s.control.anomaly.type}`);
+  if (s.log.haltSeen) st.push('log: HALT file detected');
+  if (s.log.fatalNonFinite) st.push('log: FATAL non-finite loss');
+  if (s.log.oom) st.push('log: CUDA out of memory');
+  if (s.log.resumedFrom) st.push(`resumed from ${s.log.resumedFrom}`);
+  if (s.ended) st.push('metrics.json written (run ended)');
+  L('state', st.length ? st.join(' · ') : 'running (no halt, no anomaly)');
+
+  // ranks
+  if (s.ranks.length) {
+    out.push('ranks');
+    const rows = [['rank', 'pid', 'last beat', 'msg', 'step', 'step advanced', 'records', 'wd dumps', 'mem MiB']];
+    for (const r of s.ranks) {
+      rows.push([
+        String(r.rank),
+        r.pid === null ? '—' : String(r.pid),
+        r.lastTs === null ? '—' : `${fmtAge(now - r.lastTs)} ago`,
+        r.lastMsg ?? '—',
+        r.lastStep === null ? '—' : String(r.lastStep),
+        r.stepAdvancedTs === null ? '—' : `${fmtAge(now - r.stepAdvancedTs)} ago`,
+        String(r.records),
+        String(r.watchdogDumps),
+        r.memReservedMiB === null ? '—' : `${r.memAllocMiB ?? '?'}/${r.memReservedMiB}`,
+      ]);
+    }
+    out.push(...table(rows, '  '));
+  } else L('ranks', 'no heartbeat files');
+
+  // gates
+  const g = s.gates;
+  if (g) {
+    const sh = g.branchShares ? `shares cmp ${g.branchShares[0].toFixed(3)} sel ${g.branchShares[1].toFixed(3)} win ${g.branchShares[2].toFixed(3)}` : 'no shares';
+    L('gates', `step ${g.step}: entropy ${fmtNum(g.entropyMean)} (min ${fmtNum(g.entropyMin)}) · max ${fmtNum(g.maxGate, 3)} · collapse ${fmtNum(g.collapseFrac, 3)} · ${sh}`);
+  } else L('gates', 'no gate stats (aux stats off, or no progress record yet)');
+  if (s.sel) L('selection', `k_mean ${fmtNum(s.sel.kMean, 1)} · k_max ${s.sel.kMax ?? '—'} · rows ${s.sel.rows ?? '—'} · at max ${fmtNum(s.sel.pctAtMax, 3)}`);
+  if (s.fallbacks) L('fallbacks', `total ${s.fallbacks.total_fallbacks ?? '—'}`);
+
+  // data
+  const d = s.data;
+  const dataBits: string[] = [];
+  if (d.dtFetchAbsent) dataBits.push('no dt_fetch_s on recent progress records (synthetic data)');
+  else if (d.withFetch) dataBits.push(`dt_fetch ${fmtNum(d.lastDtFetchS, 3)} s · p50 ${fmtNum(d.fetchP50Ms, 0)} ms · p95 ${fmtNum(d.fetchP95Ms, 0)} ms`);
+  if (d.syntheticFallback) dataBits.push('loader failed → synthetic fallback');
+  L('data', dataBits.length ? dataBits.join(' · ') : '—');
+  if (s.optStateMb !== null) L('opt state', `${s.optStateMb} MB`);
+
+  // checkpoints
+  if (s.checkpoints.length) {
+    L('ckpts', s.checkpoints.map((c) => `step ${c.step} (${fmtBytes(c.size)}${c.complete ? '' : ', being written?'})`).join(' · '));
+  } else L('ckpts', `none${id.train?.saveEvery === 0 ? ' (save_every 0)' : ''}`);
+
+  // dumps
+  if (s.dumpsTotal) {
+    out.push(`dumps     ${s.dumpsTotal} stack dump${s.dumpsTotal > 1 ? 's' : ''}${s.dumpsTotal > s.dumps.length ? ` (newest ${s.dumps.length} parsed)` : ''}`);
+    for (const dump of s.dumps.slice(-5)) {
+      const top = mainThreadTop(dump);
+      const who2 = [dump.rank !== null ? `rank ${dump.rank}` : null, dump.pid !== null ? `pid ${dump.pid}` : null, dump.step !== null ? `step ${dump.step}` : null].filter(Boolean).join(' ');
+      out.push(
+        `  ${dump.name}  ${dump.kind}${dump.signal !== null ? ` ${dump.signal}` : ''}${who2 ? ` ${who2}` : ''} · ${dump.threads.length} threads${
+          top ? ` · main at ${top.file.split('/').pop()}:${top.line ?? '?'} ${top.func}${top.code ? ` — ${top.code}` : ''}` : ''
+        }`,
+      );
+    }
+  } else L('dumps', 'none');
+
+  if (s.tb.present || s.tb.files) L('tb', `${s.tb.files} event file(s), ${s.tb.scalars} scalars, last step ${s.tb.lastStep ?? '—'}`);
+
+  // parse errors
+  const bad = Object.entries(s.files).filter(([, h]) => h.parseErrors > 0 || h.lastError);
+  if (bad.length) {
+    out.push('parse');
+    for (const [name, h] of bad) out.push(`  ${name}: ${h.parseErrors} bad of ${h.records + h.parseErrors}${h.lastError ? ` — last: ${h.lastError}` : ''}`);
+  } else L('parse', `${Object.keys(s.files).length} files read, no errors`);
+  if (s.backfill.pending) L('note', `older history still being read (${fmtBytes(s.backfill.bytesLeft)} left)`);
+  return out.join('\n') + '\n';
 }

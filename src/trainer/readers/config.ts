@@ -1,0 +1,88 @@
+// The trainer's YAML config (model/nsa/train/runtime/data sections) when a copy sits in the run
+// dir. Every key is optional: the real configs differ (see contract §4.2).
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import type { ModelDims, NsaDims, TrainCfg } from '../snapshot.js';
+import type { ParseResult } from './heartbeat.js';
+
+const num = z.number().optional().catch(undefined);
+const str = z.string().optional().catch(undefined);
+
+export const TrainerConfigSchema = z.looseObject({
+  model: z
+    .looseObject({ dim: num, n_layers: num, n_heads: num, n_kv_groups: num, d_k: num, d_v: num, vocab_size: num })
+    .optional()
+    .catch(undefined),
+  nsa: z.looseObject({ l: num, d: num, l_sel: num, n_sel: num, w: num, phi: str }).optional().catch(undefined),
+  data: z.looseObject({ tokenizer: str }).optional().catch(undefined),
+  runtime: z.looseObject({ device: str, precision: str }).optional().catch(undefined),
+  train: z
+    .looseObject({
+      steps: num,
+      seq_len: num,
+      batch_size: num,
+      accumulate_grad_batches: num,
+      lr: num,
+      warmup_steps: num,
+      log_every: num,
+      eval_every: num,
+      save_every: num,
+      out_dir: str,
+    })
+    .optional()
+    .catch(undefined),
+});
+export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
+
+export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { maxAliasCount: 100 });
+  } catch (e) {
+    return { ok: false, error: `YAML: ${(e as Error).message.split('\n')[0]!.slice(0, 120)}` };
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return { ok: false, error: 'YAML is not a mapping' };
+  const r = TrainerConfigSchema.safeParse(doc);
+  if (!r.success) return { ok: false, error: 'unexpected config shape' };
+  return { ok: true, value: r.data };
+}
+
+export function modelDims(c: TrainerConfig, tokenizer: string | null, dataset: string | null): ModelDims | null {
+  const m = c.model;
+  if (!m || m.dim === undefined) return null;
+  const tok = tokenizer ?? c.data?.tokenizer ?? 'byte';
+  // GPT-2 BPE is used only with --dataset fineweb_edu (contract §4.1)
+  const vocab = m.vocab_size ?? (tok === 'gpt2' && (dataset === null || dataset === 'fineweb_edu') ? 50257 : 256);
+  return {
+    dim: m.dim,
+    nLayers: m.n_layers ?? 1,
+    nHeads: m.n_heads ?? 0,
+    nKvGroups: m.n_kv_groups ?? 0,
+    dK: m.d_k ?? 0,
+    dV: m.d_v ?? 0,
+    vocab,
+  };
+}
+
+export function nsaDims(c: TrainerConfig): NsaDims | null {
+  const n = c.nsa;
+  if (!n || n.l === undefined) return null;
+  return { l: n.l, d: n.d ?? 0, lSel: n.l_sel ?? 0, nSel: n.n_sel ?? 0, w: n.w ?? 0 };
+}
+
+export function trainCfg(c: TrainerConfig): TrainCfg | null {
+  const t = c.train;
+  if (!t) return null;
+  return {
+    steps: t.steps ?? null,
+    seqLen: t.seq_len ?? null,
+    batchSize: t.batch_size ?? null,
+    accum: t.accumulate_grad_batches ?? 1,
+    lr: t.lr ?? null,
+    warmupSteps: t.warmup_steps ?? 0,
+    logEvery: t.log_every ?? null,
+    evalEvery: t.eval_every ?? 0,
+    saveEvery: t.save_every ?? 0,
+    outDir: t.out_dir ?? null,
+  };
+}

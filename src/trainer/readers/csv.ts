@@ -1,0 +1,196 @@
+// The trainer's CSV files. training.csv / val.csv have no header (tolerated when present, also
+// mid-file) and positional columns; extra columns are ignored. Resume appends to the same file
+// and restarts at step 1: steps going backwards start a new segment.
+import type { Segment } from '../snapshot.js';
+import { parseIntCell, parseNumCell } from './num.js';
+import { SeriesAcc, type SeriesOptions } from './series.js';
+
+export type CsvRow = { step: number; values: (number | null)[] };
+
+/**
+ * One CSV line → step + numeric cells (first `n` after the step). `header` when it looks like a
+ * header (first cell not a number, e.g. "step"); an error string when malformed.
+ */
+export function parseCsvLine(text: string, n: number): { row: CsvRow } | { header: true } | { error: string } {
+  const cells = text.split(',');
+  const first = cells[0]!.trim();
+  if (/^[A-Za-z_]/.test(first) && parseNumCell(first) === null) return { header: true };
+  const step = parseIntCell(first);
+  if (step === null) return { error: `bad step ${JSON.stringify(first.slice(0, 40))}` };
+  if (cells.length < n + 1) return { error: `expected ${n + 1} columns, got ${cells.length}` };
+  const values: (number | null)[] = [];
+  for (let i = 1; i <= n; i++) {
+    const v = parseNumCell(cells[i]!);
+    if (v === null) return { error: `column ${i + 1} not a number: ${JSON.stringify(cells[i]!.trim().slice(0, 40))}` };
+    values.push(v);
+  }
+  return { row: { step, values } };
+}
+
+/** Tracks segments of a step-keyed append-only stream (steps going backwards → new segment). */
+export class StepSegments {
+  readonly segments: Segment[] = [];
+  lastStep: number | null = null;
+  private pendingCause: Segment['cause'] | null = null;
+
+  get index(): number {
+    return Math.max(0, this.segments.length - 1);
+  }
+
+  observe(step: number, ts: number | null): number {
+    let cause: Segment['cause'] | null = null;
+    if (this.segments.length === 0) cause = 'start';
+    else if (this.pendingCause) cause = this.pendingCause;
+    else if (this.lastStep !== null && step < this.lastStep) cause = 'step-backwards';
+    if (cause) {
+      this.segments.push({ index: this.segments.length, firstStep: step, lastStep: step, startTs: ts, pid: null, cause });
+      this.pendingCause = null;
+    }
+    const seg = this.segments[this.segments.length - 1]!;
+    if (step > seg.lastStep) seg.lastStep = step;
+    this.lastStep = step;
+    return seg.index;
+  }
+
+  /**
+   * Put `older` (segments of the rows before ours) in front; returns how far our segment indices
+   * moved. Our first segment continues older's last unless steps went backwards across the seam.
+   */
+  prepend(older: StepSegments): number {
+    if (older.segments.length === 0) return 0;
+    const merged = older.segments.map((x) => ({ ...x }));
+    const mine = this.segments[0];
+    const oLast = merged[merged.length - 1]!;
+    let shift = merged.length;
+    if (!mine) shift = merged.length - 1;
+    else if (older.lastStep !== null && mine.firstStep >= older.lastStep) {
+      shift = merged.length - 1;
+      if (mine.lastStep > oLast.lastStep) oLast.lastStep = mine.lastStep;
+      merged.push(...this.segments.slice(1));
+    } else {
+      mine.cause = 'step-backwards';
+      merged.push(...this.segments);
+    }
+    merged.forEach((x, i) => (x.index = i));
+    this.segments.length = 0;
+    this.segments.push(...merged);
+    if (this.lastStep === null) this.lastStep = older.lastStep;
+    return shift;
+  }
+
+  /** the file was truncated or replaced: the next row opens a new segment */
+  markReset(cause: Segment['cause']): void {
+    if (this.segments.length) this.pendingCause = cause;
+  }
+}
+
+export interface CsvRowSink {
+  /** returns an error string to count the line as bad */
+  line(text: string, mtimeMs: number | null): string | null;
+}
+
+/** training.csv / training_fsdp.csv: step,loss,lr,toks_per_s */
+export class TrainingCsv implements CsvRowSink {
+  readonly seg = new StepSegments();
+  readonly loss: SeriesAcc;
+  readonly lr: SeriesAcc;
+  readonly toksPerS: SeriesAcc;
+  headers = 0;
+  last: { step: number; loss: number; lr: number; toksPerS: number; segment: number } | null = null;
+  /** mtime of the file when the last row was read (the CSV carries no time) */
+  lastRowSeenMtime: number | null = null;
+
+  constructor(opts: SeriesOptions) {
+    this.loss = new SeriesAcc(opts);
+    this.lr = new SeriesAcc(opts);
+    this.toksPerS = new SeriesAcc(opts);
+  }
+
+  line(text: string, mtimeMs: number | null): string | null {
+    const r = parseCsvLine(text, 3);
+    if ('header' in r) {
+      this.headers++;
+      return null;
+    }
+    if ('error' in r) return r.error;
+    const [loss, lr, toks] = r.row.values as [number, number, number];
+    const s = this.seg.observe(r.row.step, null);
+    this.loss.push(r.row.step, null, loss, s);
+    this.lr.push(r.row.step, null, lr, s);
+    this.toksPerS.push(r.row.step, null, toks, s);
+    this.last = { step: r.row.step, loss, lr, toksPerS: toks, segment: s };
+    this.lastRowSeenMtime = mtimeMs;
+    return null;
+  }
+
+  /** Merge rows read later from before where this state started (huge file read tail first). */
+  mergeHistory(h: TrainingCsv): void {
+    const shift = this.seg.prepend(h.seg);
+    this.loss.prependHistory(h.loss, shift);
+    this.lr.prependHistory(h.lr, shift);
+    this.toksPerS.prependHistory(h.toksPerS, shift);
+    this.headers += h.headers;
+    this.last ??= h.last;
+  }
+}
+
+/** val.csv: step,val_loss,ppl */
+export class ValCsv implements CsvRowSink {
+  readonly seg = new StepSegments();
+  readonly valLoss: SeriesAcc;
+  last: { step: number; valLoss: number; ppl: number } | null = null;
+
+  constructor(opts: SeriesOptions) {
+    this.valLoss = new SeriesAcc(opts);
+  }
+
+  line(text: string): string | null {
+    const r = parseCsvLine(text, 2);
+    if ('header' in r) return null;
+    if ('error' in r) return r.error;
+    const [v, ppl] = r.row.values as [number, number];
+    this.valLoss.push(r.row.step, null, v, this.seg.observe(r.row.step, null));
+    this.last = { step: r.row.step, valLoss: v, ppl };
+    return null;
+  }
+}
+
+/** k_stats.csv / fallback_counters.csv: a header naming the columns, then numeric rows. Last row kept. */
+export class HeaderCsv implements CsvRowSink {
+  columns: string[] | null = null;
+  last: Record<string, number> | null = null;
+  rows = 0;
+
+  constructor(private readonly defaultColumns: string[]) {}
+
+  line(text: string): string | null {
+    const cells = text.split(',').map((c) => c.trim());
+    if (/^[A-Za-z_]/.test(cells[0]!)) {
+      this.columns = cells;
+      return null;
+    }
+    const cols = this.columns ?? this.defaultColumns;
+    if (cells.length < cols.length) return `expected ${cols.length} columns, got ${cells.length}`;
+    const row: Record<string, number> = {};
+    for (let i = 0; i < cols.length; i++) {
+      const v = parseNumCell(cells[i]!);
+      if (v === null) return `column ${cols[i]} not a number`;
+      row[cols[i]!] = v;
+    }
+    this.last = row;
+    this.rows++;
+    return null;
+  }
+}
+
+export const K_STATS_COLUMNS = ['step', 'k_mean', 'k_max', 'rows', 'pct_at_max'];
+export const FALLBACK_COLUMNS = [
+  'step',
+  'selection_triton_fails',
+  'selection_cuda_fails',
+  'selection_pack_fails',
+  'selection_mask_fails',
+  'compressed_fa2_fails',
+  'sliding_fa2_fails',
+  'total_fallbacks',
+];

@@ -1,0 +1,416 @@
+// heartbeat_rank{N}.jsonl (and the prod_smoke `heartbeat.jsonl` variant): one JSON object per
+// line. Every event kind is accepted; unknown ones are counted, never dropped. Python's json.dumps
+// writes bare NaN/Infinity tokens, which JSON.parse rejects: they are turned into strings first so
+// the record survives and the value counts as non-finite.
+import { z } from 'zod';
+import type { GateStats, ProgressRecord, RankHeartbeat, Segment, SelStats } from '../snapshot.js';
+import { finiteOrNull, median, toNum } from './num.js';
+import { SeriesAcc, type SeriesOptions } from './series.js';
+
+export const HeartbeatRecordSchema = z.looseObject({
+  ts: z.number().refine(Number.isFinite, 'ts must be finite'),
+  msg: z.string(),
+  step: z.number().int().nonnegative().optional(),
+  rank: z.number().int().nonnegative().optional(),
+  pid: z.number().int().optional(),
+  iso: z.string().optional(),
+});
+export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
+
+/** Event names the trainers write (TS, FSDP, prod_smoke). Anything else is "unknown" but kept. */
+export const KNOWN_EVENTS = new Set([
+  'boot',
+  'progress',
+  'step_end',
+  'beat',
+  'watchdog_dump',
+  'fineweb_loader_error',
+  'fineweb_loader_ready',
+  'fineweb_loader_warmup',
+  // prod_smoke_tinylm.py
+  'start',
+  'step',
+  'done',
+]);
+
+const BARE_NONFINITE = /([:,[]\s*)(-?Infinity|NaN)(?=\s*[,\]}])/g;
+
+export type ParseResult<T> = { ok: true; value: T } | { ok: false; error: string };
+
+export function parseHeartbeatLine(text: string): ParseResult<HeartbeatRecord> {
+  let obj: unknown;
+  try {
+    obj = JSON.parse(text);
+  } catch {
+    if (!/NaN|Infinity/.test(text)) return { ok: false, error: 'not JSON' };
+    try {
+      obj = JSON.parse(text.replace(BARE_NONFINITE, '$1"$2"'));
+    } catch {
+      return { ok: false, error: 'not JSON' };
+    }
+  }
+  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return { ok: false, error: 'not a JSON object' };
+  const r = HeartbeatRecordSchema.safeParse(obj);
+  if (!r.success) {
+    const i = r.error.issues[0];
+    return { ok: false, error: `bad record: ${i ? `${i.path.join('.') || 'record'}: ${i.message}` : 'schema'}` };
+  }
+  return { ok: true, value: r.data };
+}
+
+const BASE_KEYS = new Set(['ts', 'iso', 'pid', 'rank', 'step', 'msg', 'gpu_mem_alloc', 'gpu_mem_reserved', 'backend', 'phase']);
+const PROGRESS_KEYS = new Set([
+  'loss',
+  'toks_per_s',
+  'dt_fetch_s',
+  'fetch_p50_ms',
+  'fetch_p95_ms',
+  'grad_norm',
+  'gate_entropy_mean',
+  'gate_entropy_min',
+  'gate_max_gate',
+  'gate_collapse_frac',
+  'gate_branch_shares',
+  'sel_k_mean',
+  'sel_k_max',
+  'sel_rows',
+  'sel_pct_at_max',
+  'alloc_mib',
+  'reserved_mib',
+]);
+
+export function toProgress(r: HeartbeatRecord): ProgressRecord {
+  const o = r as Record<string, unknown>;
+  const has = (k: string) => Object.hasOwn(o, k);
+  let gate: GateStats | null = null;
+  if (has('gate_entropy_mean') || has('gate_max_gate') || has('gate_collapse_frac') || has('gate_branch_shares') || has('gate_entropy_min')) {
+    const sh = o.gate_branch_shares;
+    let shares: [number, number, number] | null = null;
+    if (Array.isArray(sh) && sh.length === 3) {
+      const v = sh.map((x) => finiteOrNull(x));
+      if (v.every((x) => x !== null)) shares = v as [number, number, number];
+    }
+    gate = {
+      step: r.step ?? 0,
+      entropyMean: finiteOrNull(o.gate_entropy_mean),
+      entropyMin: finiteOrNull(o.gate_entropy_min),
+      maxGate: finiteOrNull(o.gate_max_gate),
+      collapseFrac: finiteOrNull(o.gate_collapse_frac),
+      branchShares: shares,
+    };
+  }
+  let sel: SelStats | null = null;
+  if (has('sel_k_mean') || has('sel_k_max') || has('sel_rows') || has('sel_pct_at_max')) {
+    sel = { kMean: finiteOrNull(o.sel_k_mean), kMax: finiteOrNull(o.sel_k_max), rows: finiteOrNull(o.sel_rows), pctAtMax: finiteOrNull(o.sel_pct_at_max) };
+  }
+  let fallbacks: Record<string, number> | null = null;
+  const extra: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (k.startsWith('fb_')) {
+      const n = finiteOrNull(v);
+      if (n !== null) (fallbacks ??= {})[k.slice(3)] = n;
+    } else if (!BASE_KEYS.has(k) && !PROGRESS_KEYS.has(k)) extra[k] = v;
+  }
+  return {
+    ts: r.ts * 1000,
+    step: r.step ?? 0,
+    rank: r.rank ?? 0,
+    pid: r.pid ?? 0,
+    loss: finiteOrNull(o.loss),
+    toksPerS: finiteOrNull(o.toks_per_s),
+    dtFetchS: finiteOrNull(o.dt_fetch_s),
+    fetchP50Ms: finiteOrNull(o.fetch_p50_ms),
+    fetchP95Ms: finiteOrNull(o.fetch_p95_ms),
+    gradNorm: finiteOrNull(o.grad_norm),
+    gpuMemAllocMiB: finiteOrNull(o.gpu_mem_alloc ?? o.alloc_mib),
+    gpuMemReservedMiB: finiteOrNull(o.gpu_mem_reserved ?? o.reserved_mib),
+    gate,
+    sel,
+    fallbacks,
+    extra,
+  };
+}
+
+export interface HeartbeatSeries {
+  loss: SeriesAcc;
+  toksPerS: SeriesAcc;
+  gateEntropy: SeriesAcc;
+  gateMax: SeriesAcc;
+  collapseFrac: SeriesAcc;
+  dtFetchS: SeriesAcc;
+  memReservedMiB: SeriesAcc;
+}
+
+interface Mark {
+  step: number;
+  ts: number;
+}
+
+const STEP_MARKS = 64;
+/** progress records looked at for the "dt_fetch_s absent" tell */
+const FETCH_RECENT = 5;
+
+/**
+ * The state built from one heartbeat file. Rank 0's (or the smoke file's) drives the run-level
+ * numbers; other ranks give liveness.
+ */
+export class HeartbeatState {
+  readonly rank: RankHeartbeat;
+  readonly segments: Segment[] = [];
+  readonly series: HeartbeatSeries;
+  lastProgress: ProgressRecord | null = null;
+  /** progress records in the current segment */
+  progressInSegment = 0;
+  withFetch = 0;
+  withoutFetch = 0;
+  private recentFetch: boolean[] = [];
+  lastDtFetchS: number | null = null;
+  fetchP50Ms: number | null = null;
+  fetchP95Ms: number | null = null;
+  loaderError = false;
+  lastLossNonFinite = false;
+  events: Record<string, number> = {};
+  unknownEvents = 0;
+  private progressMarks: Mark[] = [];
+  private beatMarks: Mark[] = [];
+  private segHasSteps = false;
+  /** the first record of this file (as read) was a boot: its first segment is a real start */
+  private firstWasBoot: boolean | null = null;
+
+  constructor(
+    rank: number,
+    file: string,
+    opts: SeriesOptions,
+    private readonly smoke = false,
+  ) {
+    this.rank = {
+      rank,
+      pid: null,
+      file,
+      bootTs: null,
+      lastTs: null,
+      lastMsg: null,
+      lastStep: null,
+      stepAdvancedTs: null,
+      records: 0,
+      watchdogDumps: 0,
+      memAllocMiB: null,
+      memReservedMiB: null,
+      loaderEvents: [],
+      events: {},
+    };
+    this.events = this.rank.events;
+    const mk = () => new SeriesAcc(opts);
+    this.series = { loss: mk(), toksPerS: mk(), gateEntropy: mk(), gateMax: mk(), collapseFrac: mk(), dtFetchS: mk(), memReservedMiB: mk() };
+  }
+
+  get segment(): number {
+    return Math.max(0, this.segments.length - 1);
+  }
+
+  /** Start a new segment (resume, replaced or truncated file). */
+  newSegment(cause: Segment['cause'], ts: number | null, pid: number | null): void {
+    const cur = this.segments[this.segments.length - 1];
+    if (cur && !this.segHasSteps && cur.pid === null && (cause === 'file-replaced' || cause === 'file-truncated')) {
+      // nothing happened in the current one: just re-label it
+      cur.cause = cause;
+      return;
+    }
+    this.segments.push({ index: this.segments.length, firstStep: 0, lastStep: 0, startTs: ts, pid, cause: this.segments.length === 0 ? 'start' : cause });
+    this.segHasSteps = false;
+    this.progressInSegment = 0;
+    this.recentFetch = [];
+    this.progressMarks = [];
+    this.beatMarks = [];
+    this.rank.lastStep = null;
+    this.rank.records = 0;
+  }
+
+  record(r: HeartbeatRecord): void {
+    const tsMs = r.ts * 1000;
+    let msg = r.msg;
+    if (this.smoke) msg = msg === 'start' ? 'boot' : msg === 'step' ? 'progress' : msg;
+    const o = r as Record<string, unknown>;
+    this.events[r.msg] = (this.events[r.msg] ?? 0) + 1;
+    if (!KNOWN_EVENTS.has(r.msg)) this.unknownEvents++;
+    const pid = r.pid ?? null;
+    const step = r.step ?? 0;
+
+    if (this.firstWasBoot === null) this.firstWasBoot = msg === 'boot';
+    if (this.segments.length === 0) this.newSegment('start', tsMs, pid);
+    let seg = this.segments[this.segments.length - 1]!;
+
+    if (msg === 'boot') {
+      if (this.segHasSteps || (seg.pid !== null && pid !== null && seg.pid !== pid)) {
+        this.newSegment('boot', tsMs, pid);
+        seg = this.segments[this.segments.length - 1]!;
+      }
+      if (seg.pid === null) seg.pid = pid;
+      if (seg.startTs === null) seg.startTs = tsMs;
+      this.rank.bootTs = tsMs;
+      this.rank.records = 0;
+    } else if (step > 0 && (msg === 'progress' || msg === 'step_end' || msg === 'beat')) {
+      if (this.segHasSteps && step < seg.lastStep) {
+        this.newSegment('step-backwards', tsMs, pid);
+        seg = this.segments[this.segments.length - 1]!;
+      }
+      if (!this.segHasSteps) {
+        seg.firstStep = step;
+        this.segHasSteps = true;
+      }
+      if (step > seg.lastStep) seg.lastStep = step;
+      if (seg.pid === null) seg.pid = pid;
+      if (seg.startTs === null) seg.startTs = tsMs;
+      if (this.rank.lastStep === null || step > this.rank.lastStep) {
+        this.rank.lastStep = step;
+        this.rank.stepAdvancedTs = tsMs;
+      }
+      if (msg === 'beat') pushMark(this.beatMarks, step, tsMs);
+    }
+
+    this.rank.records++;
+    if (pid !== null) this.rank.pid = pid;
+    if (this.rank.lastTs === null || tsMs >= this.rank.lastTs) {
+      this.rank.lastTs = tsMs;
+      this.rank.lastMsg = r.msg;
+    }
+    const alloc = finiteOrNull(o.gpu_mem_alloc ?? o.alloc_mib);
+    const reserved = finiteOrNull(o.gpu_mem_reserved ?? o.reserved_mib);
+    if (alloc !== null) this.rank.memAllocMiB = alloc;
+    if (reserved !== null) this.rank.memReservedMiB = reserved;
+
+    if (msg === 'watchdog_dump') this.rank.watchdogDumps++;
+    if (r.msg.startsWith('fineweb_loader_')) {
+      if (r.msg === 'fineweb_loader_error') this.loaderError = true;
+      const detail =
+        r.msg === 'fineweb_loader_error'
+          ? String(o.error ?? '')
+          : r.msg === 'fineweb_loader_ready'
+            ? `dt=${String(o.dt ?? '?')}s`
+            : `requested=${String(o.requested ?? '?')} filled=${String(o.filled ?? '?')} wait_ms=${String(o.wait_ms ?? '?')}`;
+      this.rank.loaderEvents.push({ msg: r.msg, ts: tsMs, detail: detail.slice(0, 500) });
+      if (this.rank.loaderEvents.length > 20) this.rank.loaderEvents.shift();
+    }
+
+    if (msg === 'progress') this.progress(r, tsMs, step, seg.index);
+  }
+
+  private progress(r: HeartbeatRecord, tsMs: number, step: number, segment: number): void {
+    const o = r as Record<string, unknown>;
+    const p = toProgress(r);
+    this.lastProgress = p;
+    this.progressInSegment++;
+    pushMark(this.progressMarks, step, tsMs);
+    const loss = toNum(o.loss);
+    if (loss !== null) {
+      this.series.loss.push(step, tsMs, loss, segment);
+      this.lastLossNonFinite = !Number.isFinite(loss);
+    }
+    const toks = toNum(o.toks_per_s);
+    if (toks !== null) this.series.toksPerS.push(step, tsMs, toks, segment);
+    if (p.gate?.entropyMean != null) this.series.gateEntropy.push(step, tsMs, p.gate.entropyMean, segment);
+    if (p.gate?.maxGate != null) this.series.gateMax.push(step, tsMs, p.gate.maxGate, segment);
+    if (p.gate?.collapseFrac != null) this.series.collapseFrac.push(step, tsMs, p.gate.collapseFrac, segment);
+    if (p.gpuMemReservedMiB !== null) this.series.memReservedMiB.push(step, tsMs, p.gpuMemReservedMiB, segment);
+    const hasFetch = Object.hasOwn(o, 'dt_fetch_s');
+    if (hasFetch) {
+      this.withFetch++;
+      const dt = toNum(o.dt_fetch_s);
+      if (dt !== null) this.series.dtFetchS.push(step, tsMs, dt, segment);
+      if (p.dtFetchS !== null) this.lastDtFetchS = p.dtFetchS;
+    } else this.withoutFetch++;
+    this.recentFetch.push(hasFetch);
+    if (this.recentFetch.length > FETCH_RECENT) this.recentFetch.shift();
+    if (p.fetchP50Ms !== null) this.fetchP50Ms = p.fetchP50Ms;
+    if (p.fetchP95Ms !== null) this.fetchP95Ms = p.fetchP95Ms;
+  }
+
+  /**
+   * Merge `h`, built from the bytes before where this state started reading (a huge file read
+   * from its end first), in front of this state.
+   */
+  mergeHistory(h: HeartbeatState): void {
+    if (h.segments.length === 0) return;
+    const hLast = h.segments[h.segments.length - 1]!;
+    const mine = this.segments[0];
+    const continuation =
+      !!mine && !this.firstWasBoot && !(h.segHasSteps && mine.firstStep > 0 && mine.firstStep < hLast.lastStep);
+    const shift = !mine ? h.segments.length - 1 : continuation ? h.segments.length - 1 : h.segments.length;
+    const merged = h.segments.map((x) => ({ ...x }));
+    if (mine) {
+      if (continuation) {
+        const m = merged[merged.length - 1]!;
+        if (mine.lastStep > m.lastStep) m.lastStep = mine.lastStep;
+        if (!h.segHasSteps) m.firstStep = mine.firstStep;
+        m.pid ??= mine.pid;
+        merged.push(...this.segments.slice(1));
+      } else {
+        mine.cause = this.firstWasBoot ? 'boot' : 'step-backwards';
+        merged.push(...this.segments);
+      }
+    }
+    merged.forEach((x, i) => (x.index = i));
+    this.segments.length = 0;
+    this.segments.push(...merged);
+    for (const k of Object.keys(this.series) as (keyof HeartbeatSeries)[]) this.series[k].prependHistory(h.series[k], shift);
+
+    const cont = continuation || !mine;
+    const r = this.rank;
+    if (cont) {
+      if (r.bootTs === null) r.bootTs = h.rank.bootTs;
+      if (r.lastStep === null) {
+        r.lastStep = h.rank.lastStep;
+        r.stepAdvancedTs = h.rank.stepAdvancedTs;
+      }
+      if (!this.firstWasBoot) r.records += h.rank.records;
+      if (this.progressMarks.length < 2) this.progressMarks = [...h.progressMarks, ...this.progressMarks].slice(-STEP_MARKS);
+      if (this.beatMarks.length < 3) this.beatMarks = [...h.beatMarks, ...this.beatMarks].slice(-STEP_MARKS);
+      if (this.recentFetch.length < FETCH_RECENT) this.recentFetch = [...h.recentFetch, ...this.recentFetch].slice(-FETCH_RECENT);
+      if (!this.segHasSteps) this.segHasSteps = h.segHasSteps;
+      if (this.progressInSegment === 0 && h.lastProgress) this.lastLossNonFinite = h.lastLossNonFinite;
+      this.progressInSegment += h.progressInSegment;
+    }
+    if (r.lastTs === null) {
+      r.lastTs = h.rank.lastTs;
+      r.lastMsg = h.rank.lastMsg;
+    }
+    r.pid ??= h.rank.pid;
+    r.memAllocMiB ??= h.rank.memAllocMiB;
+    r.memReservedMiB ??= h.rank.memReservedMiB;
+    r.watchdogDumps += h.rank.watchdogDumps;
+    r.loaderEvents = [...h.rank.loaderEvents, ...r.loaderEvents].slice(-20);
+    for (const [k, v] of Object.entries(h.events)) this.events[k] = (this.events[k] ?? 0) + v;
+    this.lastProgress ??= h.lastProgress;
+    this.withFetch += h.withFetch;
+    this.withoutFetch += h.withoutFetch;
+    this.lastDtFetchS ??= h.lastDtFetchS;
+    this.fetchP50Ms ??= h.fetchP50Ms;
+    this.fetchP95Ms ??= h.fetchP95Ms;
+    this.loaderError ||= h.loaderError;
+    this.unknownEvents += h.unknownEvents;
+  }
+
+  /** true when the recent progress records (current segment) carry no dt_fetch_s at all */
+  get dtFetchAbsent(): boolean {
+    return this.recentFetch.length > 0 && this.recentFetch.every((x) => !x);
+  }
+
+  /** median seconds per step over the recent step marks of the current segment */
+  stepTimeS(): number | null {
+    const marks = this.beatMarks.length >= 3 ? this.beatMarks : this.progressMarks;
+    const rates: number[] = [];
+    for (let i = 1; i < marks.length; i++) {
+      const a = marks[i - 1]!;
+      const b = marks[i]!;
+      if (b.step > a.step && b.ts >= a.ts) rates.push((b.ts - a.ts) / 1000 / (b.step - a.step));
+    }
+    return median(rates);
+  }
+}
+
+function pushMark(marks: Mark[], step: number, ts: number): void {
+  const last = marks[marks.length - 1];
+  if (last && last.step === step) return;
+  marks.push({ step, ts });
+  if (marks.length > STEP_MARKS) marks.shift();
+}

@@ -1,0 +1,83 @@
+// Small whole-file artifacts: env.json, metrics.json, gate_collapse_details.json, opt_state_mb.txt,
+// .HALT, .anomaly_type. Read whole (capped), re-read when size/mtime/inode change.
+import { z } from 'zod';
+import { parseNumCell } from './num.js';
+import type { ParseResult } from './heartbeat.js';
+
+export const EnvJsonSchema = z.looseObject({
+  time: z.string().optional(),
+  python: z.string().optional(),
+  torch: z.string().optional(),
+  cuda_available: z.boolean().optional(),
+  cuda_device_count: z.number().optional(),
+  gpu_name: z.string().optional(),
+  cuda_capability: z.array(z.number()).optional(),
+  distributed_backend: z.string().optional(),
+  implementation: z.string().optional(),
+  /** nsa-top's reference trainer marks its runs with "nsa-top-reference" */
+  trainer: z.string().optional(),
+  env: z.record(z.string(), z.unknown()).optional(),
+});
+export type EnvJson = z.infer<typeof EnvJsonSchema>;
+
+export const MetricsJsonSchema = z.looseObject({
+  device: z.string().optional(),
+  dtype: z.string().optional(),
+  steps: z.number().optional(),
+  seq_len: z.number().optional(),
+  batch_global: z.number().optional(),
+  lr: z.number().optional(),
+  loss_first: z.unknown().optional(),
+  loss_last: z.unknown().optional(),
+  backend: z.string().optional(),
+});
+export type MetricsJson = z.infer<typeof MetricsJsonSchema>;
+
+const BARE_NONFINITE = /([:,[]\s*)(-?Infinity|NaN)(?=\s*[,\]}])/g;
+
+/** JSON.parse that tolerates Python's bare NaN/Infinity (they become strings). */
+export function parsePyJson(text: string): ParseResult<unknown> {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    try {
+      return { ok: true, value: JSON.parse(text.replace(BARE_NONFINITE, '$1"$2"')) };
+    } catch (e) {
+      return { ok: false, error: `not JSON: ${(e as Error).message.slice(0, 80)}` };
+    }
+  }
+}
+
+export function parseObjectFile<T>(text: string, schema: z.ZodType<T>): ParseResult<T> {
+  const j = parsePyJson(text);
+  if (!j.ok) return j;
+  const r = schema.safeParse(j.value);
+  if (!r.success) return { ok: false, error: `unexpected shape: ${r.error.issues[0]?.message ?? 'schema'}` };
+  return { ok: true, value: r.data };
+}
+
+export function parseEnvJson(text: string): ParseResult<EnvJson> {
+  return parseObjectFile(text, EnvJsonSchema);
+}
+
+export function parseMetricsJson(text: string): ParseResult<MetricsJson> {
+  return parseObjectFile(text, MetricsJsonSchema);
+}
+
+export function parseGateCollapse(text: string): ParseResult<Record<string, unknown>> {
+  return parseObjectFile(text, z.record(z.string(), z.unknown()));
+}
+
+/** opt_state_mb.txt: one float */
+export function parseOptState(text: string): ParseResult<number> {
+  const n = parseNumCell(text.trim().split(/\s+/)[0] ?? '');
+  return n === null || !Number.isFinite(n) ? { ok: false, error: 'not a number' } : { ok: true, value: n };
+}
+
+/** .HALT content: "halt: <reason>" (trainer/watchdog/humans) or empty (touch). */
+export function haltReason(content: string): string | null {
+  const t = content.trim();
+  if (!t) return null;
+  const m = /^halt:\s*(.*)$/m.exec(t);
+  return (m ? m[1]! : t).slice(0, 200);
+}

@@ -1,0 +1,94 @@
+// What each file name in a run dir is. Covers the main trainer, the FSDP variant (suffixed names),
+// the prod_smoke `heartbeat.jsonl` variant and nsa-top's reference trainer.
+
+export type FileKind =
+  | { kind: 'heartbeat'; rank: number }
+  | { kind: 'heartbeat-smoke' }
+  | { kind: 'training-csv'; fsdp: boolean }
+  | { kind: 'val-csv' }
+  | { kind: 'k-stats'; fsdp: boolean }
+  | { kind: 'fallback-counters'; fsdp: boolean }
+  | { kind: 'env-json' }
+  | { kind: 'metrics-json'; fsdp: boolean }
+  | { kind: 'opt-state'; fsdp: boolean }
+  | { kind: 'mem-dump' }
+  | { kind: 'halt' }
+  | { kind: 'anomaly' }
+  | { kind: 'gate-collapse' }
+  | { kind: 'checkpoint'; step: number; fsdp: boolean }
+  | { kind: 'stackdump'; watchdog: boolean; fsdp: boolean; epoch: number; rank: number | null; pid: number | null }
+  | { kind: 'config-yaml' }
+  | { kind: 'log' }
+  | { kind: 'other' };
+
+const RE_HB = /^heartbeat_rank(\d+)\.jsonl$/;
+const RE_CKPT = /^checkpoint_(fsdp_)?step(\d+)\.pt$/;
+// stackdump_<epoch>.txt, stackdump_fsdp_<epoch>.txt, watchdog_stackdump[_fsdp]_<epoch>.txt,
+// reference trainer: stackdump_<epoch>_rank<R>_<pid>.txt (any further suffix tolerated)
+const RE_DUMP = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))?(?:[_.-][^/]*)?\.txt$/;
+const RE_MEM = /^mem_.+\.(txt|json)$/;
+
+/** Log files we tail, best first. */
+export const LOG_NAMES = ['train.log', 'training.log', 'stdout.log', 'training_combined.log', 'production_single_gpu.log', 'smoke.log'];
+
+export function classify(name: string): FileKind {
+  let m = RE_HB.exec(name);
+  if (m) return { kind: 'heartbeat', rank: Number(m[1]) };
+  switch (name) {
+    case 'heartbeat.jsonl':
+      return { kind: 'heartbeat-smoke' };
+    case 'training.csv':
+      return { kind: 'training-csv', fsdp: false };
+    case 'training_fsdp.csv':
+      return { kind: 'training-csv', fsdp: true };
+    case 'val.csv':
+      return { kind: 'val-csv' };
+    case 'k_stats.csv':
+      return { kind: 'k-stats', fsdp: false };
+    case 'k_stats_fsdp.csv':
+      return { kind: 'k-stats', fsdp: true };
+    case 'fallback_counters.csv':
+      return { kind: 'fallback-counters', fsdp: false };
+    case 'fallback_counters_fsdp.csv':
+      return { kind: 'fallback-counters', fsdp: true };
+    case 'env.json':
+      return { kind: 'env-json' };
+    case 'metrics.json':
+      return { kind: 'metrics-json', fsdp: false };
+    case 'metrics_fsdp.json':
+      return { kind: 'metrics-json', fsdp: true };
+    case 'opt_state_mb.txt':
+      return { kind: 'opt-state', fsdp: false };
+    case 'opt_state_fsdp_mb.txt':
+      return { kind: 'opt-state', fsdp: true };
+    case '.HALT':
+      return { kind: 'halt' };
+    case '.anomaly_type':
+      return { kind: 'anomaly' };
+    case 'gate_collapse_details.json':
+      return { kind: 'gate-collapse' };
+    case 'config.yaml':
+    case 'config.yml':
+      return { kind: 'config-yaml' };
+  }
+  m = RE_CKPT.exec(name);
+  if (m) return { kind: 'checkpoint', step: Number(m[2]), fsdp: !!m[1] };
+  m = RE_DUMP.exec(name);
+  if (m)
+    return {
+      kind: 'stackdump',
+      watchdog: !!m[1],
+      fsdp: !!m[2],
+      epoch: Number(m[3]),
+      rank: m[4] !== undefined ? Number(m[4]) : null,
+      pid: m[5] !== undefined ? Number(m[5]) : null,
+    };
+  if (RE_MEM.test(name)) return { kind: 'mem-dump' };
+  if (LOG_NAMES.includes(name)) return { kind: 'log' };
+  return { kind: 'other' };
+}
+
+/** Names that mark a directory as a run dir (for resolveRunDir). */
+export function isRunMarker(name: string): boolean {
+  return RE_HB.test(name) || name === 'training.csv' || name === 'training_fsdp.csv' || name === 'heartbeat.jsonl' || name === 'tb';
+}

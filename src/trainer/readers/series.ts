@@ -1,0 +1,142 @@
+// Bounded metric series: the recent window at full resolution, older points folded into
+// min/max/last buckets whose width doubles whenever the bucket count passes its cap. Memory is
+// O(recentWindow + historyBuckets) whatever the run length. Points of different segments never
+// share a bucket.
+import type { Series, SeriesBucket, SeriesPoint } from '../snapshot.js';
+
+export interface SeriesOptions {
+  recentWindow: number;
+  historyBuckets: number;
+}
+
+export class SeriesAcc {
+  private recent: SeriesPoint[] = [];
+  private head = 0; // recent is a queue: live items are recent[head..]
+  private history: SeriesBucket[] = [];
+  /** points per bucket at the current resolution */
+  private width = 1;
+  total = 0;
+  nonFinite = 0;
+  /** bumps on every change; toJSON() is cached per version */
+  version = 0;
+  private cached: { version: number; value: Series } | null = null;
+
+  constructor(readonly opts: SeriesOptions) {}
+
+  get size(): number {
+    return this.recent.length - this.head;
+  }
+
+  push(step: number, t: number | null, value: number, segment: number): void {
+    this.total++;
+    this.version++;
+    if (!Number.isFinite(value)) {
+      this.nonFinite++;
+      return;
+    }
+    this.recent.push({ step, t, value, segment });
+    if (this.recent.length - this.head > this.opts.recentWindow) {
+      this.fold(this.recent[this.head]!);
+      this.head++;
+      if (this.head > 4096 && this.head * 2 > this.recent.length) {
+        this.recent = this.recent.slice(this.head);
+        this.head = 0;
+      }
+    }
+  }
+
+  last(): SeriesPoint | null {
+    return this.recent.length > this.head ? this.recent[this.recent.length - 1]! : null;
+  }
+
+  private fold(p: SeriesPoint): void {
+    const b = this.history[this.history.length - 1];
+    if (b && b.segment === p.segment && b.count < this.width) {
+      b.stepTo = p.step;
+      b.tTo = p.t;
+      if (p.value < b.min) b.min = p.value;
+      if (p.value > b.max) b.max = p.value;
+      b.last = p.value;
+      b.count++;
+    } else {
+      this.history.push({ stepFrom: p.step, stepTo: p.step, tFrom: p.t, tTo: p.t, min: p.value, max: p.value, last: p.value, count: 1, segment: p.segment });
+      if (this.history.length > this.opts.historyBuckets) this.compact();
+    }
+  }
+
+  /** halve the bucket count: merge neighbours of the same segment */
+  private compact(): void {
+    this.width *= 2;
+    this.history = mergePairs(this.history);
+  }
+
+  /**
+   * Older history read later (backfill of a huge file read from its end first): `older` holds
+   * everything before this series' first point. Its segments come first; ours are shifted by
+   * `segShift`.
+   */
+  prependHistory(older: SeriesAcc, segShift: number): void {
+    this.shiftSegments(segShift);
+    const olderBuckets: SeriesBucket[] = older.history.map((b) => ({ ...b }));
+    for (let i = older.head; i < older.recent.length; i++) {
+      const p = older.recent[i]!;
+      olderBuckets.push({ stepFrom: p.step, stepTo: p.step, tFrom: p.t, tTo: p.t, min: p.value, max: p.value, last: p.value, count: 1, segment: p.segment });
+    }
+    this.history = [...olderBuckets, ...this.history];
+    this.width = Math.max(this.width, older.width);
+    while (this.history.length > this.opts.historyBuckets) {
+      const before = this.history.length;
+      this.compact();
+      if (this.history.length === before) break; // every bucket its own segment: cannot shrink
+    }
+    this.version++;
+    this.total += older.total;
+    this.nonFinite += older.nonFinite;
+  }
+
+  shiftSegments(by: number): void {
+    if (by === 0) return;
+    this.version++;
+    for (let i = this.head; i < this.recent.length; i++) this.recent[i]!.segment += by;
+    for (const b of this.history) b.segment += by;
+  }
+
+  toJSON(): Series {
+    if (this.cached?.version === this.version) return this.cached.value;
+    const value: Series = {
+      recent: this.recent.slice(this.head).map((p) => ({ ...p })),
+      history: this.history.map((b) => ({ ...b })),
+      total: this.total,
+      nonFinite: this.nonFinite,
+    };
+    this.cached = { version: this.version, value };
+    return value;
+  }
+}
+
+function mergePairs(hs: SeriesBucket[]): SeriesBucket[] {
+  const out: SeriesBucket[] = [];
+  for (let i = 0; i < hs.length; i++) {
+    const a = hs[i]!;
+    const b = hs[i + 1];
+    if (b && b.segment === a.segment) {
+      out.push({
+        stepFrom: a.stepFrom,
+        stepTo: b.stepTo,
+        tFrom: a.tFrom,
+        tTo: b.tTo,
+        min: Math.min(a.min, b.min),
+        max: Math.max(a.max, b.max),
+        last: b.last,
+        count: a.count + b.count,
+        segment: a.segment,
+      });
+      i++;
+    } else out.push({ ...a });
+  }
+  return out;
+}
+
+export function emptySeries(): Series {
+  return { recent: [], history: [], total: 0, nonFinite: 0 };
+}

@@ -1,0 +1,69 @@
+// Which run directory a command works on.
+import { isAbsolute, join, resolve } from 'node:path';
+import type { DirEntry, Host } from '../remote/host.js';
+import { CliError } from '../commands/errors.js';
+import { isRunMarker } from './readers/names.js';
+
+const MAX_DEPTH = 3;
+const MAX_DIRS = 2000;
+
+/** newest mtime of the run markers inside a listing, or null when it is not a run dir */
+function runActivity(entries: DirEntry[]): number | null {
+  let best: number | null = null;
+  for (const e of entries) {
+    if (!isRunMarker(e.name)) continue;
+    if (e.name === 'tb' && !e.isDir) continue;
+    if (best === null || e.mtimeMs > best) best = e.mtimeMs;
+  }
+  return best;
+}
+
+/**
+ * RUN_DIR given → absolute path (must exist: CliError exit 2 otherwise, one clear line).
+ * Not given → the newest run under <cwd>/artifacts/ (a dir holding heartbeat_rank*.jsonl,
+ * training.csv, training_fsdp.csv, heartbeat.jsonl or tb/, searched up to 3 levels deep);
+ * none → CliError exit 2. Works through a Host (remote paths are resolved against `cwd` as given).
+ */
+export async function resolveRunDir(host: Host, arg: string | undefined, cwd: string): Promise<string> {
+  if (arg !== undefined && arg !== '') {
+    const abs = isAbsolute(arg) ? resolve(arg) : resolve(cwd, arg);
+    let st;
+    try {
+      st = await host.stat(abs);
+    } catch (e) {
+      throw new CliError(`cannot read run dir ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, 2);
+    }
+    if (!st) throw new CliError(`run dir not found: ${abs}`, 2);
+    if (!st.isDir) throw new CliError(`not a directory: ${abs}`, 2);
+    try {
+      await host.list(abs);
+    } catch (e) {
+      throw new CliError(`cannot read run dir ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, 2);
+    }
+    return abs;
+  }
+  const root = join(resolve(cwd), 'artifacts');
+  let best: { dir: string; t: number } | null = null;
+  let visited = 0;
+  const walk = async (dir: string, depth: number): Promise<void> => {
+    if (visited++ > MAX_DIRS) return;
+    let entries: DirEntry[];
+    try {
+      entries = await host.list(dir);
+    } catch {
+      return;
+    }
+    const t = depth > 0 ? runActivity(entries) : null;
+    if (t !== null) {
+      if (!best || t > best.t) best = { dir, t };
+      return; // a run dir's subdirs (tb/) are not runs of their own
+    }
+    if (depth >= MAX_DEPTH) return;
+    for (const e of entries) if (e.isDir && !e.name.startsWith('.') && e.name !== 'env') await walk(join(dir, e.name), depth + 1);
+  };
+  const rootStat = await host.stat(root).catch(() => null);
+  if (!rootStat?.isDir) throw new CliError(`no RUN_DIR given and no ${root} directory to look for runs in`, 2);
+  await walk(root, 0);
+  if (!best) throw new CliError(`no run found under ${root} (looked ${MAX_DEPTH} levels deep for heartbeat_rank*.jsonl, training.csv or tb/)`, 2);
+  return (best as { dir: string }).dir;
+}
