@@ -1,0 +1,204 @@
+// Hot kernels of the reference NSA trainer, compiled by scripts/build-wasm.mjs with
+// `asc --enable simd -O3`. Every pointer is a byte offset into this module's exported memory;
+// every stride/size is in f32 elements. The JS side (../index.ts) lays out all buffers and owns the
+// memory; these functions never allocate. ../index.ts holds a plain-JS twin of each function with
+// the same arithmetic order, used when WebAssembly SIMD is unavailable.
+
+// C[M,N] (+)= A[M,K] · B[K,N], where A(i,k) is at a + 4·(i·sai + k·sak) (so A may be read
+// transposed) and B is row-major with leading dimension ldb. Register-blocked 4 rows × 8 columns.
+export function gemm(a: usize, sai: i32, sak: i32, b: usize, ldb: i32, c: usize, ldc: i32, M: i32, N: i32, K: i32, accumulate: i32): void {
+  const sai4 = (<usize>sai) << 2, sak4 = (<usize>sak) << 2, ldb4 = (<usize>ldb) << 2, ldc4 = (<usize>ldc) << 2;
+  let i = 0;
+  for (; i + 4 <= M; i += 4) {
+    const a0 = a + <usize>i * sai4, a1 = a0 + sai4, a2 = a1 + sai4, a3 = a2 + sai4;
+    const c0 = c + <usize>i * ldc4, c1 = c0 + ldc4, c2 = c1 + ldc4, c3 = c2 + ldc4;
+    let j = 0;
+    for (; j + 8 <= N; j += 8) {
+      let x00 = f32x4.splat(0), x01 = f32x4.splat(0), x10 = f32x4.splat(0), x11 = f32x4.splat(0);
+      let x20 = f32x4.splat(0), x21 = f32x4.splat(0), x30 = f32x4.splat(0), x31 = f32x4.splat(0);
+      let pb = b + ((<usize>j) << 2);
+      let off: usize = 0;
+      for (let k = 0; k < K; k++) {
+        const b0 = v128.load(pb), b1 = v128.load(pb, 16);
+        let s = f32x4.splat(load<f32>(a0 + off));
+        x00 = f32x4.add(x00, f32x4.mul(s, b0)); x01 = f32x4.add(x01, f32x4.mul(s, b1));
+        s = f32x4.splat(load<f32>(a1 + off));
+        x10 = f32x4.add(x10, f32x4.mul(s, b0)); x11 = f32x4.add(x11, f32x4.mul(s, b1));
+        s = f32x4.splat(load<f32>(a2 + off));
+        x20 = f32x4.add(x20, f32x4.mul(s, b0)); x21 = f32x4.add(x21, f32x4.mul(s, b1));
+        s = f32x4.splat(load<f32>(a3 + off));
+        x30 = f32x4.add(x30, f32x4.mul(s, b0)); x31 = f32x4.add(x31, f32x4.mul(s, b1));
+        off += sak4; pb += ldb4;
+      }
+      const jo = (<usize>j) << 2;
+      if (accumulate) {
+        x00 = f32x4.add(x00, v128.load(c0 + jo)); x01 = f32x4.add(x01, v128.load(c0 + jo, 16));
+        x10 = f32x4.add(x10, v128.load(c1 + jo)); x11 = f32x4.add(x11, v128.load(c1 + jo, 16));
+        x20 = f32x4.add(x20, v128.load(c2 + jo)); x21 = f32x4.add(x21, v128.load(c2 + jo, 16));
+        x30 = f32x4.add(x30, v128.load(c3 + jo)); x31 = f32x4.add(x31, v128.load(c3 + jo, 16));
+      }
+      v128.store(c0 + jo, x00); v128.store(c0 + jo, x01, 16);
+      v128.store(c1 + jo, x10); v128.store(c1 + jo, x11, 16);
+      v128.store(c2 + jo, x20); v128.store(c2 + jo, x21, 16);
+      v128.store(c3 + jo, x30); v128.store(c3 + jo, x31, 16);
+    }
+    for (; j + 4 <= N; j += 4) {
+      let x0 = f32x4.splat(0), x1 = f32x4.splat(0), x2 = f32x4.splat(0), x3 = f32x4.splat(0);
+      let pb = b + ((<usize>j) << 2);
+      let off: usize = 0;
+      for (let k = 0; k < K; k++) {
+        const b0 = v128.load(pb);
+        x0 = f32x4.add(x0, f32x4.mul(f32x4.splat(load<f32>(a0 + off)), b0));
+        x1 = f32x4.add(x1, f32x4.mul(f32x4.splat(load<f32>(a1 + off)), b0));
+        x2 = f32x4.add(x2, f32x4.mul(f32x4.splat(load<f32>(a2 + off)), b0));
+        x3 = f32x4.add(x3, f32x4.mul(f32x4.splat(load<f32>(a3 + off)), b0));
+        off += sak4; pb += ldb4;
+      }
+      const jo = (<usize>j) << 2;
+      if (accumulate) {
+        x0 = f32x4.add(x0, v128.load(c0 + jo)); x1 = f32x4.add(x1, v128.load(c1 + jo));
+        x2 = f32x4.add(x2, v128.load(c2 + jo)); x3 = f32x4.add(x3, v128.load(c3 + jo));
+      }
+      v128.store(c0 + jo, x0); v128.store(c1 + jo, x1); v128.store(c2 + jo, x2); v128.store(c3 + jo, x3);
+    }
+    for (; j < N; j++) {
+      let s0: f32 = 0, s1: f32 = 0, s2: f32 = 0, s3: f32 = 0;
+      let pb = b + ((<usize>j) << 2);
+      let off: usize = 0;
+      for (let k = 0; k < K; k++) {
+        const bv = load<f32>(pb);
+        s0 += load<f32>(a0 + off) * bv; s1 += load<f32>(a1 + off) * bv;
+        s2 += load<f32>(a2 + off) * bv; s3 += load<f32>(a3 + off) * bv;
+        off += sak4; pb += ldb4;
+      }
+      const jo = (<usize>j) << 2;
+      if (accumulate) { s0 += load<f32>(c0 + jo); s1 += load<f32>(c1 + jo); s2 += load<f32>(c2 + jo); s3 += load<f32>(c3 + jo); }
+      store<f32>(c0 + jo, s0); store<f32>(c1 + jo, s1); store<f32>(c2 + jo, s2); store<f32>(c3 + jo, s3);
+    }
+  }
+  for (; i < M; i++) {
+    const a0 = a + <usize>i * sai4;
+    const c0 = c + <usize>i * ldc4;
+    let j = 0;
+    for (; j + 8 <= N; j += 8) {
+      let x00 = f32x4.splat(0), x01 = f32x4.splat(0);
+      let pb = b + ((<usize>j) << 2);
+      let off: usize = 0;
+      for (let k = 0; k < K; k++) {
+        const s = f32x4.splat(load<f32>(a0 + off));
+        x00 = f32x4.add(x00, f32x4.mul(s, v128.load(pb))); x01 = f32x4.add(x01, f32x4.mul(s, v128.load(pb, 16)));
+        off += sak4; pb += ldb4;
+      }
+      const jo = (<usize>j) << 2;
+      if (accumulate) { x00 = f32x4.add(x00, v128.load(c0 + jo)); x01 = f32x4.add(x01, v128.load(c0 + jo, 16)); }
+      v128.store(c0 + jo, x00); v128.store(c0 + jo, x01, 16);
+    }
+    for (; j + 4 <= N; j += 4) {
+      let x0 = f32x4.splat(0);
+      let pb = b + ((<usize>j) << 2);
+      let off: usize = 0;
+      for (let k = 0; k < K; k++) {
+        x0 = f32x4.add(x0, f32x4.mul(f32x4.splat(load<f32>(a0 + off)), v128.load(pb)));
+        off += sak4; pb += ldb4;
+      }
+      const jo = (<usize>j) << 2;
+      if (accumulate) x0 = f32x4.add(x0, v128.load(c0 + jo));
+      v128.store(c0 + jo, x0);
+    }
+    for (; j < N; j++) {
+      let s0: f32 = 0;
+      let pb = b + ((<usize>j) << 2);
+      let off: usize = 0;
+      for (let k = 0; k < K; k++) { s0 += load<f32>(a0 + off) * load<f32>(pb); off += sak4; pb += ldb4; }
+      const jo = (<usize>j) << 2;
+      if (accumulate) s0 += load<f32>(c0 + jo);
+      store<f32>(c0 + jo, s0);
+    }
+  }
+}
+
+// dst[cols,rows] = src[rows,cols]ᵀ
+export function transpose(src: usize, rows: i32, cols: i32, dst: usize): void {
+  for (let r = 0; r < rows; r++) {
+    const sr = src + ((<usize>(r * cols)) << 2);
+    for (let c = 0; c < cols; c++) store<f32>(dst + ((<usize>(c * rows + r)) << 2), load<f32>(sr + ((<usize>c) << 2)));
+  }
+}
+
+@inline function dot(x: usize, y: usize, n: i32): f32 {
+  let acc = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) { const o = (<usize>i) << 2; acc = f32x4.add(acc, f32x4.mul(v128.load(x + o), v128.load(y + o))); }
+  let s: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+  for (; i < n; i++) { const o = (<usize>i) << 2; s += load<f32>(x + o) * load<f32>(y + o); }
+  return s;
+}
+
+// y[0..n) += alpha·x[0..n)
+@inline function axpy(alpha: f32, x: usize, y: usize, n: i32): void {
+  const av = f32x4.splat(alpha);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) { const o = (<usize>i) << 2; v128.store(y + o, f32x4.add(v128.load(y + o), f32x4.mul(av, v128.load(x + o)))); }
+  for (; i < n; i++) { const o = (<usize>i) << 2; store<f32>(y + o, load<f32>(y + o) + alpha * load<f32>(x + o)); }
+}
+
+// One query row against the keys listed as [start,end) token ranges (i32 pairs at `ranges`).
+// Key token t lives at K + 4·t·ldk (V likewise). Writes the softmax probabilities to P (one per
+// key, in range order) and O[0..dv) = Σ P·V. With no keys, O = 0.
+export function attn_fwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, ranges: usize, nr: i32, dk: i32, dv: i32, scale: f32, P: usize, O: usize): void {
+  let n = 0;
+  let mx: f32 = -Infinity;
+  const ldk4 = (<usize>ldk) << 2, ldv4 = (<usize>ldv) << 2;
+  for (let r = 0; r < nr; r++) {
+    const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+    let kp = K + <usize>s * ldk4;
+    for (let t = s; t < e; t++) {
+      const sc = dot(q, kp, dk) * scale;
+      store<f32>(P + ((<usize>n) << 2), sc);
+      if (sc > mx) mx = sc;
+      n++; kp += ldk4;
+    }
+  }
+  for (let i = 0; i < dv; i++) store<f32>(O + ((<usize>i) << 2), 0);
+  if (n == 0) return;
+  let sum: f32 = 0;
+  for (let i = 0; i < n; i++) { const p = P + ((<usize>i) << 2); const e = Mathf.exp(load<f32>(p) - mx); store<f32>(p, e); sum += e; }
+  const inv: f32 = 1 / sum;
+  n = 0;
+  for (let r = 0; r < nr; r++) {
+    const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+    let vp = V + <usize>s * ldv4;
+    for (let t = s; t < e; t++) {
+      const p = P + ((<usize>n) << 2);
+      const pv = load<f32>(p) * inv;
+      store<f32>(p, pv);
+      axpy(pv, vp, O, dv);
+      n++; vp += ldv4;
+    }
+  }
+}
+
+// Backward of attn_fwd for a branch output scaled by gate value gs (the branch contributes
+// gs·O to the combined output, dO is the gradient of the combined output). Accumulates into dq,
+// dK, dV (same strides as K, V). Returns dO·O, the gradient of the gate value gs.
+export function attn_bwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, ranges: usize, nr: i32, dk: i32, dv: i32, scale: f32, gs: f32,
+                         P: usize, O: usize, dO: usize, dq: usize, dK: usize, dV: usize): f32 {
+  const dgate = dot(dO, O, dv);
+  const D = gs * dgate;
+  const ldk4 = (<usize>ldk) << 2, ldv4 = (<usize>ldv) << 2;
+  let n = 0;
+  for (let r = 0; r < nr; r++) {
+    const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+    let ko = <usize>s * ldk4, vo = <usize>s * ldv4;
+    for (let t = s; t < e; t++) {
+      const p = load<f32>(P + ((<usize>n) << 2));
+      const dp = gs * dot(dO, V + vo, dv);
+      axpy(p * gs, dO, dV + vo, dv);
+      const ds = p * (dp - D) * scale;
+      axpy(ds, K + ko, dq, dk);
+      axpy(ds, q, dK + ko, dk);
+      n++; ko += ldk4; vo += ldv4;
+    }
+  }
+  return dgate;
+}
