@@ -1,0 +1,93 @@
+// What the cockpit's keys can do to a run, as one object the UI calls. No Ink here: every action
+// goes through src/trainer/control (verified pids, audited in actions.jsonl). Read-only is
+// enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
+import type { Host } from '../remote/host.js';
+import type { ActionRecord } from '../trainer/control-types.js';
+import { currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type RankTarget } from '../trainer/control.js';
+import type { CockpitState } from './state.js';
+
+export interface RankDumpResult {
+  rank: number;
+  pid: number | null;
+  outcome: 'dumped' | 'no-answer' | 'refused';
+  file?: string | null;
+  why?: string;
+}
+
+export interface DumpOutcome {
+  results: RankDumpResult[];
+  pySpy: boolean;
+}
+
+export interface ActionOutcome {
+  ok: boolean;
+  result: ActionRecord['result'];
+  detail: string;
+}
+
+export interface CockpitActions {
+  readonly readOnly: boolean;
+  dump(onProgress: (line: string) => void): Promise<DumpOutcome>;
+  halt(mode: 'now' | 'after-checkpoint', onProgress?: (line: string) => void): Promise<ActionOutcome>;
+  /** stop waiting for a checkpoint before writing .HALT */
+  cancelHalt(): void;
+  escalate(sig: 'SIGINT' | 'SIGKILL'): Promise<ActionOutcome>;
+  relaunch(opts: { removeStaleHalt: boolean }): Promise<ActionOutcome>;
+}
+
+export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt and relaunch are disabled';
+
+/** The supervisor's relaunch, injected by the command (src/trainer/supervisor). */
+export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;
+
+function outcome(r: ActionRecord): ActionOutcome {
+  return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
+}
+
+const refused = (): ActionOutcome => ({ ok: false, result: 'refused', detail: READ_ONLY_WHY });
+
+export function rankTargets(s: CockpitState | null): RankTarget[] {
+  return (s?.procs?.ranks ?? []).map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+}
+
+export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn }): CockpitActions {
+  const { host, runDir, readOnly } = o;
+  let haltAbort: AbortController | null = null;
+  return {
+    readOnly,
+    async dump(onProgress) {
+      const targets = rankTargets(o.state());
+      if (readOnly) return { results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_WHY })), pySpy: false };
+      if (targets.length === 0) throw new Error('no rank processes of this run are visible: nothing to dump');
+      const actor = await currentActor(host);
+      const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress });
+      return { pySpy: r.pySpy, results: r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })) };
+    },
+    async halt(mode, onProgress) {
+      if (readOnly) return refused();
+      const actor = await currentActor(host);
+      haltAbort = new AbortController();
+      return outcome(await requestHalt(host, runDir, mode, actor, { readOnly, signal: haltAbort.signal, onProgress }));
+    },
+    cancelHalt() {
+      haltAbort?.abort();
+    },
+    async escalate(sig) {
+      if (readOnly) return refused();
+      const targets = rankTargets(o.state());
+      if (targets.length === 0) return { ok: false, result: 'failed', detail: 'no rank processes left to signal' };
+      const actor = await currentActor(host);
+      return outcome(await escalate(host, runDir, targets, sig, actor, { readOnly }));
+    },
+    async relaunch(opts) {
+      if (readOnly) return refused();
+      if (opts.removeStaleHalt && !o.relaunch) {
+        const actor = await currentActor(host);
+        const r = await removeStaleHalt(host, runDir, actor, { readOnly });
+        if (r.result !== 'ok') return outcome(r);
+      }
+      if (!o.relaunch) return { ok: false, result: 'failed', detail: 'this run has no supervisor: relaunch it with `nsa-top relaunch` or your launcher' };
+      return o.relaunch(opts);
+    },
+  };
+}

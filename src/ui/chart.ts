@@ -1,0 +1,112 @@
+// Line charts with asciichart over a step axis: points are placed by step (not by index), so a
+// resumed run (steps repeating from a checkpoint) keeps one continuous axis and its resume points
+// are marked under the chart.
+import asciichart from 'asciichart';
+import type { Series } from '../trainer/snapshot.js';
+import { si } from './format.js';
+import { cut, type Line, t } from './text.js';
+
+export interface XY {
+  step: number;
+  value: number;
+  segment: number;
+}
+
+/** Series → step-ordered points; for a step seen in several segments the newest segment wins. */
+export function seriesPoints(s: Series, range: 'recent' | 'all'): XY[] {
+  const pts: XY[] = [];
+  if (range === 'all') for (const b of s.history) pts.push({ step: b.stepTo, value: b.last, segment: b.segment });
+  for (const p of s.recent) if (Number.isFinite(p.value)) pts.push({ step: p.step, value: p.value, segment: p.segment });
+  const byStep = new Map<number, XY>();
+  for (const p of pts) {
+    const prev = byStep.get(p.step);
+    if (!prev || p.segment >= prev.segment) byStep.set(p.step, p);
+  }
+  return [...byStep.values()].sort((a, b) => a.step - b.step);
+}
+
+export function ema(pts: XY[], alpha = 0.1): XY[] {
+  let m: number | null = null;
+  return pts.map((p) => {
+    m = m == null ? p.value : alpha * p.value + (1 - alpha) * m;
+    return { ...p, value: m };
+  });
+}
+
+const LABEL_W = 7;
+const fmtLabel = (x: number) => {
+  const s = Math.abs(x) >= 1000 ? si(x, 1) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(3);
+  return s.padStart(LABEL_W).slice(-LABEL_W);
+};
+
+/** Bin points into `n` columns by step; empty columns carry the previous value. */
+function bin(pts: XY[], n: number): { values: number[]; from: number; to: number; resumes: number[] } {
+  const from = pts[0]!.step;
+  const to = pts[pts.length - 1]!.step;
+  const span = Math.max(1, to - from);
+  const cols = Math.max(1, Math.min(n, pts.length === 1 ? 1 : n));
+  const sums = new Array<number>(cols).fill(0);
+  const counts = new Array<number>(cols).fill(0);
+  const resumes: number[] = [];
+  let seg = pts[0]!.segment;
+  for (const p of pts) {
+    const c = Math.min(cols - 1, Math.floor(((p.step - from) / span) * (cols - 1) + 0.5));
+    sums[c]! += p.value;
+    counts[c]!++;
+    if (p.segment !== seg) {
+      resumes.push(c);
+      seg = p.segment;
+    }
+  }
+  const values: number[] = [];
+  let last = pts[0]!.value;
+  for (let i = 0; i < cols; i++) {
+    if (counts[i]) last = sums[i]! / counts[i]!;
+    values.push(last);
+  }
+  return { values, from, to, resumes };
+}
+
+export interface ChartOpts {
+  w: number;
+  /** rows for the plot itself (the step axis adds one more) */
+  h: number;
+  /** a horizontal threshold drawn as a second series */
+  threshold?: number;
+  role?: 'info' | 'ok' | 'accent';
+}
+
+/** Chart rows (h + 1 including the step axis). Empty array when there is nothing to plot. */
+export function chart(pts: XY[], o: ChartOpts): Line[] {
+  if (pts.length === 0 || o.h < 2 || o.w < LABEL_W + 6) return [];
+  const plotW = o.w - LABEL_W - 2;
+  const { values, from, to, resumes } = bin(pts, plotW);
+  let min = Math.min(...values);
+  let max = Math.max(...values);
+  if (o.threshold != null) {
+    min = Math.min(min, o.threshold);
+    max = Math.max(max, o.threshold);
+  }
+  if (max - min < 1e-9) {
+    max += Math.abs(max) * 0.01 + 1e-6;
+    min -= Math.abs(min) * 0.01 + 1e-6;
+  }
+  // the threshold first, so the data line is drawn over it where they meet
+  const series: number[][] = o.threshold != null ? [values.map(() => o.threshold!), values] : [values];
+  const text = asciichart.plot(series.length === 1 ? series[0]! : series, { height: o.h - 1, min, max, format: fmtLabel, offset: 2 });
+  const rows = text.split('\n').slice(0, o.h);
+  const out: Line[] = rows.map((r) => {
+    const label = r.slice(0, LABEL_W + 1);
+    return [t(label, 'dim'), t(cut(r.slice(LABEL_W + 1), o.w - LABEL_W - 1), o.role ?? 'info')];
+  });
+  // step axis: first and last step, resume marks (R) where a new segment starts
+  const axis = new Array<string>(plotW).fill('─');
+  for (const c of resumes) if (c < plotW) axis[c] = 'R';
+  const left = `${from}`;
+  const right = `${to}`;
+  const axisStr = axis.join('');
+  const mid = axisStr.slice(left.length + 1, Math.max(left.length + 1, plotW - right.length - 1));
+  const line = `${left} ${mid} ${right}`;
+  out.push([t(' '.repeat(LABEL_W - 3) + 'step ', 'dim'), t(cut(line, plotW + 2), 'dim')]);
+  return out;
+}

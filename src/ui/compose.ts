@@ -1,0 +1,163 @@
+// The whole screen as lines: layout → panels (each inside its frame) → dialog overlay. Pure: the
+// same CockpitState, view and size always give the same frame, exactly `cols` wide and rows − 1 tall.
+import type { CockpitState } from '../cockpit/state.js';
+import { type Dialog, dialogView } from './dialog.js';
+import { FOCUSABLE, layout, type Layout, type PanelId, type Slot, TITLES } from './layout.js';
+import { actionsPanel, alertsPanel, dumpsPanel, logPanel } from './panels/lists.js';
+import { footerLine } from './panels/footer.js';
+import { gatesPanel } from './panels/gates.js';
+import { gpusPanel } from './panels/gpus.js';
+import { headerPanel, STATE_ROLE } from './panels/header.js';
+import { ranksPanel, rankRows } from './panels/ranks.js';
+import { trainingPanel } from './panels/training.js';
+import { type Role } from './palette.js';
+import { cut, fit, type Line, lineWidth, strWidth, t } from './text.js';
+import type { PanelFn, ViewState } from './view.js';
+
+export const PANELS: Record<Exclude<PanelId, 'footer'>, PanelFn> = {
+  header: headerPanel,
+  gpus: gpusPanel,
+  training: trainingPanel,
+  gates: gatesPanel,
+  ranks: ranksPanel,
+  alerts: alertsPanel,
+  log: logPanel,
+  dumps: dumpsPanel,
+  actions: actionsPanel,
+};
+
+export interface Frame {
+  lines: Line[];
+  layout: Layout;
+}
+
+function gpuRows(s: CockpitState): number {
+  const g = s.gpu;
+  if (g?.status === 'ok') return g.devices.length * 2;
+  if (g?.status === 'not-answering') return 2 + (g.lastGood?.devices.length ?? 0);
+  return 1;
+}
+
+function titleBar(slot: Slot, focused: boolean, note: string | undefined, more: number | undefined, s: CockpitState): Line {
+  const role: Role = focused ? 'focus' : 'dim';
+  const parts: Line = [t('┌', role)];
+  slot.panels.forEach((p, i) => {
+    if (i > 0) parts.push(t('│', 'dim'));
+    const active = p === slot.active;
+    let label = TITLES[p];
+    if (p === 'alerts' && s.alerts.length) label += `(${s.alerts.length})`;
+    const alertRole: Role | undefined = p === 'alerts' && s.alerts.some((a) => a.severity === 'critical') ? 'crit' : undefined;
+    parts.push(t(` ${active ? label : label.toLowerCase()} `, active ? (focused ? 'focus' : alertRole ?? 'title') : alertRole ?? 'dim', { bold: active, inverse: active && focused }));
+  });
+  if (note) parts.push(t(` ${note} `, 'dim'));
+  if (more) parts.push(t(` ↓${more} `, 'dim'));
+  const used = lineWidth(parts);
+  const inner = slot.w - 1;
+  if (used >= inner) return [...fit(parts, inner, false), t('┐', role)];
+  return [...parts, t('─'.repeat(inner - used), role), t('┐', role)];
+}
+
+function drawSlot(out: Line[], slot: Slot, s: CockpitState, v: ViewState, now: number, renderMs: number | null): void {
+  const put = (row: number, line: Line) => {
+    if (row >= slot.y && row < slot.y + slot.h) out[row]!.push(...fit(line, slot.w));
+  };
+  if (slot.active === 'footer') {
+    put(slot.y, footerLine(s, slot.w, renderMs));
+    return;
+  }
+  const focused = v.focus === slot.active;
+  const fn = PANELS[slot.active];
+  if (!slot.border) {
+    const o = fn({ s, v, w: slot.w, h: slot.h, now, focused, zoomed: false });
+    for (let i = 0; i < slot.h; i++) put(slot.y + i, o.lines[i] ?? []);
+    return;
+  }
+  const w = slot.w - 2;
+  const h = slot.h - 2;
+  const o = h > 0 && w > 0 ? fn({ s, v, w, h, now, focused, zoomed: v.zoom === slot.active }) : { lines: [] as Line[] };
+  const role: Role = focused ? 'focus' : 'dim';
+  put(slot.y, titleBar(slot, focused, o.note, o.more, s));
+  for (let i = 0; i < h; i++) put(slot.y + 1 + i, [t('│', role), ...fit(o.lines[i] ?? [], w), t('│', role)]);
+  if (slot.h >= 2) put(slot.y + slot.h - 1, [t('└' + '─'.repeat(Math.max(0, slot.w - 2)) + '┘', role)]);
+}
+
+/** Overlay a centred box onto already composed lines. */
+function overlay(lines: Line[], cols: number, title: string, role: Role, body: Line[]): Line[] {
+  const height = lines.length;
+  const w = Math.min(cols - 4, Math.max(50, Math.min(100, Math.max(...body.map(lineWidth), strWidth(title)) + 4)));
+  const inner = w - 2;
+  const maxBody = Math.max(1, height - 4);
+  const shown = body.slice(0, maxBody);
+  const h = shown.length + 2;
+  const y0 = Math.max(0, Math.floor((height - h) / 2));
+  const x0 = Math.floor((cols - w) / 2);
+  const box: Line[] = [];
+  const tt = ` ${title} `;
+  box.push([t('┏', role), t(tt, role, { bold: true, inverse: true }), t('━'.repeat(Math.max(0, inner - strWidth(tt))), role), t('┓', role)]);
+  for (const l of shown) box.push([t('┃', role), t(' '), ...fit(l, inner - 2), t(' '), t('┃', role)]);
+  box.push([t('┗' + '━'.repeat(inner) + '┛', role)]);
+  const out = lines.slice();
+  box.forEach((b, i) => {
+    const row = y0 + i;
+    if (row >= height) return;
+    out[row] = [...sliceLine(out[row]!, 0, x0), ...fit(b, w), ...sliceLine(out[row]!, x0 + w, cols)];
+  });
+  return out;
+}
+
+/** Columns [from, to) of a line. */
+export function sliceLine(line: Line, from: number, to: number): Line {
+  const out: Line = [];
+  let x = 0;
+  for (const s of line) {
+    for (const ch of s.text) {
+      const cw = strWidth(ch);
+      if (x >= from && x + cw <= to) {
+        const last = out[out.length - 1];
+        if (last && last.role === s.role && last.bold === s.bold && last.inverse === s.inverse) last.text += ch;
+        else out.push({ ...s, text: ch });
+      } else if (x < from && x + cw > from) out.push({ text: ' '.repeat(x + cw - from) }); // a wide char cut in half
+      x += cw;
+    }
+  }
+  const w = lineWidth(out);
+  if (w < to - from) out.push({ text: ' '.repeat(to - from - w) });
+  return out;
+}
+
+function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
+  const height = Math.max(1, rows - 1);
+  const msg: Line[] = [
+    [t('terminal too small', 'warn', { bold: true })],
+    [t(`${cols}×${rows}, nsa-top needs 80×24`, 'dim')],
+    [t(` ${s.runState} `, STATE_ROLE[s.runState], { inverse: true }), t(` step ${s.run.step ?? '–'}`)],
+    [t('q quits', 'dim')],
+  ];
+  const out: Line[] = [];
+  for (let i = 0; i < height; i++) out.push(fit(msg[i] ?? [], cols));
+  return out;
+}
+
+export function compose(s: CockpitState, v: ViewState, cols: number, rows: number, now: number, dialog: Dialog | null = null, renderMs: number | null = null): Frame {
+  const L = layout({ cols, rows, focus: v.focus, zoom: v.zoom, gpuRows: gpuRows(s), rankRows: rankRows(s, now).length + (s.procs?.launcher ? 1 : 0) });
+  if (L.kind === 'too-small') return { lines: tooSmall(s, cols, rows), layout: L };
+  const rowsOut: Line[] = Array.from({ length: L.height }, () => []);
+  // slots are drawn left to right; within a row, cells are appended in x order
+  const slots = [...L.slots].sort((a, b) => a.x - b.x || a.y - b.y);
+  for (const slot of slots) drawSlot(rowsOut, slot, s, v, now, renderMs);
+  let lines = rowsOut.map((segs) => fit(segs, cols, false));
+  if (dialog) {
+    const dv = dialogView(dialog, s, now, Math.min(cols - 8, 96));
+    lines = overlay(lines, cols, dialog.kind === 'help' ? 'Keys' : dv.title, dv.role, dv.lines);
+  }
+  return { lines, layout: L };
+}
+
+/** The focusable panels that are on screen for this layout, in tab order. */
+export function visiblePanels(L: Layout): PanelId[] {
+  if (L.kind !== 'ok') return [];
+  const on = new Set(L.slots.flatMap((s) => s.panels));
+  return FOCUSABLE.filter((p) => on.has(p));
+}
+
+export const _internal = { cut };

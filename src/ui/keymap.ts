@@ -1,0 +1,63 @@
+// The one key table: key handling (App) and the `?` help screen both read it, so they cannot
+// disagree. `dangerous` commands are refused in --read-only mode at the key, the dialog and the
+// action (see src/cockpit/actions.ts).
+import type { Key } from 'ink';
+
+export type Command =
+  | 'dump'
+  | 'halt'
+  | 'relaunch'
+  | 'focus-next'
+  | 'focus-prev'
+  | 'zoom'
+  | 'scroll-up'
+  | 'scroll-down'
+  | 'page-up'
+  | 'page-down'
+  | 'top'
+  | 'bottom'
+  | 'ema'
+  | 'chart-range'
+  | 'help'
+  | 'quit';
+
+export interface Binding {
+  command: Command;
+  /** how the keys are written in the help screen */
+  keys: string;
+  /** short label for the footer; absent: help screen only */
+  hint?: string;
+  help: string;
+  dangerous?: boolean;
+  match(input: string, key: Partial<Key>): boolean;
+}
+
+const ch = (c: string) => (input: string, key: Partial<Key>) => input === c && !key.ctrl && !key.meta;
+
+export const KEYMAP: readonly Binding[] = [
+  { command: 'dump', keys: 'd', hint: 'dump', dangerous: true, help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer', match: ch('d') },
+  { command: 'halt', keys: 'h', hint: 'halt', dangerous: true, help: 'halt: now, or after the next checkpoint (.HALT); tracks the ranks, offers escalation', match: ch('h') },
+  { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
+  { command: 'focus-next', keys: 'tab', hint: 'focus', help: 'focus the next panel', match: (i, k) => !!k.tab && !k.shift },
+  { command: 'focus-prev', keys: 'shift-tab', help: 'focus the previous panel', match: (i, k) => !!k.tab && !!k.shift },
+  { command: 'zoom', keys: 'enter / z', hint: 'zoom', help: 'zoom the focused panel to the whole screen (again: back)', match: (i, k) => !!k.return || (i === 'z' && !k.ctrl) },
+  { command: 'scroll-up', keys: '↑ / k', help: 'scroll the focused panel up', match: (i, k) => !!k.upArrow || i === 'k' },
+  { command: 'scroll-down', keys: '↓ / j', help: 'scroll the focused panel down', match: (i, k) => !!k.downArrow || i === 'j' },
+  { command: 'page-up', keys: 'pgup', help: 'scroll a page up', match: (i, k) => !!k.pageUp },
+  { command: 'page-down', keys: 'pgdn', help: 'scroll a page down', match: (i, k) => !!k.pageDown },
+  { command: 'top', keys: 'home / g', help: 'scroll to the start', match: (i, k) => !!k.home || i === 'g' },
+  { command: 'bottom', keys: 'end / G', help: 'scroll to the end (follow)', match: (i, k) => !!k.end || i === 'G' },
+  { command: 'ema', keys: 'e', hint: 'EMA', help: 'toggle EMA smoothing of the charts', match: ch('e') },
+  { command: 'chart-range', keys: 'w', help: 'charts: last N steps ↔ whole run', match: ch('w') },
+  { command: 'help', keys: '?', hint: 'help', help: 'this help', match: ch('?') },
+  { command: 'quit', keys: 'q', hint: 'quit', help: 'quit nsa-top (the run keeps going)', match: (i, k) => i === 'q' || (!!k.ctrl && i === 'c') },
+];
+
+export function commandFor(input: string, key: Partial<Key>): Binding | null {
+  for (const b of KEYMAP) if (b.match(input, key)) return b;
+  return null;
+}
+
+export function bindingOf(command: Command): Binding {
+  return KEYMAP.find((b) => b.command === command)!;
+}

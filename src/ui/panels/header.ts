@@ -1,0 +1,103 @@
+// Header: what run, where, in what state and why; what it is (config identity); how far along.
+import type { CockpitState, RunState } from '../../cockpit/state.js';
+import type { ConnState } from '../../remote/host.js';
+import { dur, num, si } from '../format.js';
+import type { Role } from '../palette.js';
+import { clean, join, type Line, t } from '../text.js';
+import type { PanelFn } from '../view.js';
+
+export const STATE_ROLE: Record<RunState, Role> = {
+  STARTING: 'info',
+  RUNNING: 'ok',
+  STALLED: 'crit',
+  HALTING: 'warn',
+  HALTED: 'warn',
+  EXITED: 'crit',
+  FINISHED: 'ok',
+  'NO TRAINER': 'crit',
+};
+
+export function connText(c: ConnState, label: string, now: number): { text: string; role: Role } {
+  switch (c.state) {
+    case 'local':
+      return { text: 'local', role: 'dim' };
+    case 'connected':
+      return { text: label, role: 'ok' };
+    case 'reconnecting':
+      return { text: `${label} reconnecting (${dur((now - c.since) / 1000)}, try ${c.attempt})`, role: 'crit' };
+    case 'closed':
+      return { text: `${label} disconnected`, role: 'crit' };
+  }
+}
+
+/** Flags that change what the trainer computes come first (contract §10). */
+const KEY_FLAGS = ['NSA_PREFILL_BATCHED', 'NSA_FORCE_SEL_MASK', 'NSA_USE_SEL_PACK', 'NSA_DISABLE_AUX_STATS', 'NSA_USE_FA2', 'NSA_HEARTBEAT_EVERY'];
+
+export function flagList(flags: Record<string, string>): string[] {
+  const keys = Object.keys(flags).filter((k) => k.startsWith('NSA_') && k !== 'NSA_VIBE_SRC');
+  keys.sort((a, b) => {
+    const ia = KEY_FLAGS.indexOf(a);
+    const ib = KEY_FLAGS.indexOf(b);
+    return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || a.localeCompare(b);
+  });
+  return keys.map((k) => `${k.slice(4)}=${clean(flags[k]!)}`);
+}
+
+export function identityLine(s: CockpitState): Line {
+  const id = s.run.identity;
+  const m = id.model;
+  const tr = id.train;
+  const parts: (Line | null)[] = [];
+  if (m) parts.push([t(`d${m.dim} L${m.nLayers} H${m.nHeads}/kv${m.nKvGroups} V${si(m.vocab, 0)}`, 'info')]);
+  if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
+  if (tr?.seqLen != null) parts.push([t(`seq ${tr.seqLen}`)]);
+  if (tr?.batchSize != null) parts.push([t(`batch ${tr.batchSize}${tr.accum && tr.accum > 1 ? `×${tr.accum}` : ''}`)]);
+  if (id.worldSize != null) parts.push([t(`world ${id.worldSize}${id.backend && id.backend !== 'single' ? ` ${id.backend}` : ''}`)]);
+  if (id.device || id.dtype) parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
+  if (id.dataset) {
+    const synth = s.run.data.syntheticFallback;
+    parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth ? 'crit' : undefined)]);
+  }
+  const flags = flagList(id.flags);
+  if (flags.length) parts.push([t(flags.join(' '), 'accent')]);
+  parts.push([t(`CONFIG=${id.config ?? '(default)'}`, id.config ? 'dim' : 'warn')]);
+  if (parts.length === 1 && !m) return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
+  return join(parts, ' · ');
+}
+
+export function progressLine(s: CockpitState): Line {
+  const r = s.run;
+  const total = r.totalSteps;
+  const stepTxt = r.step == null ? 'step –' : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${((100 * r.step) / total).toFixed(1)}%)` : ''}`;
+  const parts: (Line | null)[] = [
+    [t(stepTxt, 'title', { bold: true })],
+    r.stepsPerS != null ? [t(`${num(r.stepsPerS, r.stepsPerS < 1 ? 3 : 2)} step/s`)] : null,
+    r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
+    r.etaS != null ? [t(`ETA ${dur(r.etaS)}`)] : null,
+    r.loss != null ? [t('loss '), t(num(r.loss, 4), 'info', { bold: true })] : null,
+    r.lr != null ? [t(`lr ${r.lr.toExponential(2)}`, 'dim')] : null,
+  ];
+  const val = r.series.valLoss.recent.at(-1);
+  if (val) parts.push([t(`val ${num(val.value, 4)}@${val.step}`, 'info')]);
+  const risk = s.stepsAtRisk;
+  if (risk && risk.lastCheckpointStep != null) parts.push([t(`ckpt @${risk.lastCheckpointStep}`, 'dim')]);
+  else if (r.checkpoints.length === 0 && r.step != null) parts.push([t('no checkpoint yet', 'dim')]);
+  if (s.readOnly) parts.push([t(' READ-ONLY ', 'warn', { inverse: true })]);
+  return join(parts, ' · ');
+}
+
+export const headerPanel: PanelFn = ({ s, now }) => {
+  const conn = connText(s.conn, s.hostLabel, now);
+  const role = STATE_ROLE[s.runState];
+  const first: Line = [
+    t(` ${s.runState} `, role, { inverse: true, bold: true }),
+    t(' '),
+    t(clean(s.run.identity.name || s.run.runDir), 'title', { bold: true }),
+    t(' @ ', 'dim'),
+    t(conn.text, conn.role),
+    t(' — ', 'dim'),
+    t(clean(s.runStateWhy), role === 'ok' ? 'muted' : role),
+  ];
+  if (s.collectError) first.push(t(`  ⚠ ${clean(s.collectError)}`, 'warn'));
+  return { lines: [first, identityLine(s), progressLine(s)] };
+};

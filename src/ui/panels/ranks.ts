@@ -1,0 +1,86 @@
+// Ranks: one row per rank, merged from the process table (pid, state, CPU, RSS) and the heartbeat
+// files (step advance, last beat), coloured by staleness.
+import type { CockpitState } from '../../cockpit/state.js';
+import type { RankProc } from '../../remote/types.js';
+import type { RankHeartbeat } from '../../trainer/snapshot.js';
+import { dur, mib } from '../format.js';
+import type { Role } from '../palette.js';
+import { clean, type Line, t } from '../text.js';
+import { scrollSlice, type PanelFn } from '../view.js';
+
+export interface RankRow {
+  rank: number;
+  proc: RankProc | null;
+  hb: RankHeartbeat | null;
+  lastDumpMs: number | null;
+  role: Role;
+  why: string | null;
+}
+
+const STATE_NAMES: Record<string, string> = { R: 'run', S: 'sleep', D: 'disk(D)', T: 'stopped', t: 'traced', Z: 'zombie', I: 'idle', X: 'dead', '?': '?' };
+
+export function rankRows(s: CockpitState, now: number): RankRow[] {
+  const ids = new Set<number>();
+  for (const r of s.run.ranks) ids.add(r.rank);
+  for (const r of s.procs?.ranks ?? []) ids.add(r.rank);
+  const rows: RankRow[] = [];
+  for (const rank of [...ids].sort((a, b) => a - b)) {
+    const hb = s.run.ranks.find((r) => r.rank === rank) ?? null;
+    const proc = s.procs?.ranks.find((r) => r.rank === rank) ?? null;
+    const pid = proc?.proc.pid ?? hb?.pid ?? null;
+    const dumps = s.run.dumps.filter((d) => d.rank === rank || (d.rank == null && pid != null && d.pid === pid));
+    const lastDumpMs = dumps.length ? Math.max(...dumps.map((d) => d.mtimeMs)) : null;
+    let role: Role = 'ok';
+    let why: string | null = null;
+    const alert = s.alerts.filter((a) => a.rank === rank).sort((a, b) => (a.severity === 'critical' ? -1 : 1) - (b.severity === 'critical' ? -1 : 1))[0];
+    const verdict = s.verdicts.find((v) => v.rank === rank);
+    const hbAge = hb?.lastTs != null ? (now - hb.lastTs) / 1000 : null;
+    if (alert) {
+      role = alert.severity === 'critical' ? 'crit' : alert.severity === 'warning' ? 'warn' : 'ok';
+      why = alert.title;
+    } else if (hbAge != null && hbAge > 180) role = 'crit';
+    else if (hbAge != null && hbAge > 60) role = 'warn';
+    if (verdict) {
+      role = 'crit';
+      why = verdict.text;
+    }
+    const st = proc?.proc.state;
+    if (st === 'Z' || st === 'X') role = 'crit';
+    else if ((st === 'D' || st === 'T') && role === 'ok') role = 'warn';
+    if (!proc && s.procs && s.runState !== 'FINISHED' && s.runState !== 'HALTED') {
+      role = role === 'ok' ? 'warn' : role;
+      why = why ?? 'no process';
+    }
+    rows.push({ rank, proc, hb, lastDumpMs, role, why });
+  }
+  return rows;
+}
+
+export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
+  const rows = rankRows(s, now);
+  if (rows.length === 0) return { lines: [[t(s.procs?.error ? `process table: ${clean(s.procs.error)}` : 'no ranks seen yet', 'dim')]] };
+  const wide = w >= 70;
+  const head = wide ? 'rank pid     state    cpu%   rss   step  advanced  heartbeat  dump' : 'rk pid     st  cpu%  rss  step  adv   beat';
+  const body: Line[] = [];
+  for (const r of rows) {
+    const p = r.proc?.proc;
+    const pid = String(p?.pid ?? r.hb?.pid ?? '–').padEnd(7);
+    const st = p ? (wide ? STATE_NAMES[p.state] ?? p.state : p.state) : wide ? 'gone' : '–';
+    const cpu = p?.cpuPct != null ? p.cpuPct.toFixed(0) : '–';
+    const rss = p?.rssKiB != null ? mib(p.rssKiB / 1024) : '–';
+    const step = r.hb?.lastStep != null ? String(r.hb.lastStep) : '–';
+    const adv = r.hb?.stepAdvancedTs != null ? dur((now - r.hb.stepAdvancedTs) / 1000) : '–';
+    const beat = r.hb?.lastTs != null ? dur((now - r.hb.lastTs) / 1000) : '–';
+    const dump = r.lastDumpMs != null ? dur((now - r.lastDumpMs) / 1000) : '–';
+    const txt = wide
+      ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(6)} ${(adv + ' ago').padStart(9)} ${(beat + ' ago').padStart(10)} ${dump === '–' ? '–' : dump + ' ago'}`
+      : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(5)} ${adv.padStart(5)} ${beat.padStart(5)}`;
+    body.push([t(txt, r.role, { bold: r.role === 'crit' })]);
+    if (r.why) body.push([t(`  └ ${clean(r.why)}`, r.role)]);
+  }
+  const L = s.procs?.launcher;
+  if (L) body.push([t(`launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${L.cpuPct.toFixed(0)}%` : ''}`, 'dim')]);
+  if (s.procs?.unknown.length) body.push([t(`${s.procs.unknown.length} trainer-like process(es) of unknown rank`, 'warn')]);
+  const sl = scrollSlice(body, h - 1, v.scroll.ranks ?? 0);
+  return { lines: [[t(head, 'dim')], ...sl.shown], more: sl.more };
+};

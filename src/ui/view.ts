@@ -1,0 +1,44 @@
+// The UI's own state (focus, zoom, scroll, chart options) and the panel signature.
+import type { CockpitState } from '../cockpit/state.js';
+import type { PanelId } from './layout.js';
+import type { Line } from './text.js';
+
+export interface ViewState {
+  focus: PanelId;
+  zoom: PanelId | null;
+  /** per panel: lines scrolled away from the natural end (newest) */
+  scroll: Partial<Record<PanelId, number>>;
+  ema: boolean;
+  /** charts: the recent window at full resolution, or the whole run */
+  chartRange: 'recent' | 'all';
+}
+
+export const initialView = (): ViewState => ({ focus: 'training', zoom: null, scroll: {}, ema: false, chartRange: 'recent' });
+
+export interface PanelCtx {
+  s: CockpitState;
+  v: ViewState;
+  /** inner size (inside the border) */
+  w: number;
+  h: number;
+  now: number;
+  focused: boolean;
+  zoomed: boolean;
+}
+
+export interface PanelOut {
+  lines: Line[];
+  /** appended to the title, e.g. "EMA · last 200 steps" */
+  note?: string;
+  /** how many more lines exist than were shown (for the scroll hint) */
+  more?: number;
+}
+
+export type PanelFn = (c: PanelCtx) => PanelOut;
+
+/** Slice `items` for a scroll offset counted from the natural start; clamps. */
+export function scrollSlice<T>(items: T[], h: number, offset: number): { shown: T[]; offset: number; more: number } {
+  const max = Math.max(0, items.length - h);
+  const off = Math.min(Math.max(0, offset), max);
+  return { shown: items.slice(off, off + h), offset: off, more: max - off };
+}
