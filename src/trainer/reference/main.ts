@@ -1,0 +1,84 @@
+// Entry of `nsa-top train`: one plain process with --ranks 1, else the launcher; `--rank-worker`
+// (hidden) is a rank spawned by the launcher, which receives its RunSpec over the IPC channel.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseTrainArgs, TRAIN_HELP, UsageError } from './args.js';
+import { IpcComm, LocalComm, type ToRank } from './comm.js';
+import { ConfigError, configToYaml } from './config.js';
+import { DataError } from './data.js';
+import { runLauncher } from './launcher.js';
+import { runRank } from './rank.js';
+import { resolveSpec, type RunSpec } from './spec.js';
+
+export interface TrainContext {
+  /** argv prefix that re-invokes nsa-top (node + bin/nsa-top.js) */
+  selfCommand: string[];
+  /** package root: data/ lives there */
+  packageRoot: string;
+}
+
+/** Errors that are the user's input, not a bug: one line and exit code 2. */
+export class TrainInputError extends Error {
+  readonly exitCode = 2;
+}
+
+export async function runTrain(argv: string[], ctx: TrainContext): Promise<number> {
+  let args;
+  try {
+    args = parseTrainArgs(argv);
+  } catch (err) {
+    if (err instanceof UsageError) throw new TrainInputError(`train: ${err.message}`);
+    throw err;
+  }
+  if (args.help) {
+    process.stdout.write(TRAIN_HELP);
+    return 0;
+  }
+  if (args.rankWorker) return runWorker();
+
+  let spec: RunSpec;
+  try {
+    spec = await resolveSpec(args, ctx.packageRoot);
+    mkdirSync(spec.outDir, { recursive: true });
+    writeFileSync(join(spec.outDir, 'config.yaml'), configToYaml(spec.cfg));
+  } catch (err) {
+    if (err instanceof ConfigError || err instanceof DataError) throw new TrainInputError(`train: ${err.message}`);
+    throw err;
+  }
+  if (spec.world === 1) return await runSingle(spec);
+  return await runLauncher(spec, ctx.selfCommand);
+}
+
+async function runSingle(spec: RunSpec): Promise<number> {
+  try {
+    return await runRank(spec, new LocalComm());
+  } catch (err) {
+    if (err instanceof DataError) throw new TrainInputError(`train: ${err.message}`);
+    throw err;
+  }
+}
+
+async function runWorker(): Promise<number> {
+  if (!process.send) throw new TrainInputError('train: --rank-worker is internal (a rank started by the launcher)');
+  const rank = Number(process.env.RANK);
+  const world = Number(process.env.WORLD_SIZE);
+  const spec = await new Promise<RunSpec>((resolve, reject) => {
+    const onMsg = (m: ToRank) => {
+      if (m.t === 'spec') {
+        process.off('message', onMsg);
+        resolve(m.spec as RunSpec);
+      }
+    };
+    process.on('message', onMsg);
+    process.once('disconnect', () => reject(new Error('launcher went away before sending the run spec')));
+  });
+  const comm = new IpcComm(rank, world);
+  try {
+    const code = await runRank(spec, comm);
+    return code;
+  } catch (err) {
+    process.stderr.write(`[train] rank ${rank} (pid ${process.pid}) failed: ${(err as Error).stack ?? err}\n`);
+    comm.close();
+    return 1;
+  }
+}
