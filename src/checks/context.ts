@@ -58,7 +58,7 @@ export interface Ctx {
 
 function beatOn(run: RunSnapshot): boolean {
   if (run.identity.flags['NSA_HEARTBEAT_EVERY'] === '1') return true;
-  return run.ranks.some((r) => r.lastMsg === 'beat' || (r.rank > 0 && (r.lastStep ?? 0) > 0));
+  return run.ranks.some((r) => (r.events?.['beat'] ?? 0) > 0 || r.lastMsg === 'beat' || (r.rank > 0 && (r.lastStep ?? 0) > 0));
 }
 
 export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
@@ -95,6 +95,8 @@ export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
     if (r.bootTs !== null && (bootTs === null || r.bootTs > bootTs)) bootTs = r.bootTs;
   }
   let lastAdvanceTs = run.stepAdvancedTs ?? run.lastProgress?.ts ?? null;
+  // With per-step beats a rank's own step moves every step, between the log steps that move the run's.
+  for (const r of run.ranks) if (r.stepAdvancedTs !== null && (lastAdvanceTs === null || r.stepAdvancedTs > lastAdvanceTs)) lastAdvanceTs = r.stepAdvancedTs;
   if (bootTs !== null && (lastAdvanceTs === null || bootTs > lastAdvanceTs)) lastAdvanceTs = bootTs;
   let gpus: GpuDevice[] = [];
   if (input.gpu && input.gpu.status === 'ok') {

@@ -347,7 +347,7 @@ export function ruleLoss(ctx: Ctx): Draft[] {
   const out: Draft[] = [];
   const run = ctx.run;
   const lp = run.lastProgress;
-  const nonFinite = run.series.loss.nonFinite > 0 || run.log.fatalNonFinite || run.control.anomaly?.type === 'nan_loss' || (lp?.loss !== null && lp?.loss !== undefined && !Number.isFinite(lp.loss));
+  const nonFinite = run.series.loss.nonFinite > 0 || run.lastLossNonFinite === true || run.log.fatalNonFinite || run.control.anomaly?.type === 'nan_loss' || (lp?.loss !== null && lp?.loss !== undefined && !Number.isFinite(lp.loss));
   if (nonFinite) {
     const why = [
       run.series.loss.nonFinite ? `${run.series.loss.nonFinite} non-finite loss record(s)` : null,

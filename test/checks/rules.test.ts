@@ -1,0 +1,351 @@
+// Every rule against the real fixture runs (read by the real RunModel) and against snapshots built
+// to carry exactly the signal a rule is about. A rule that cannot fire here is a defect.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Checker, thresholdsFromEnv, type Alert, type CheckInput } from '../../src/checks/index.js';
+import { fixture, gpu, liveFixture, liveRun, proc, procs, series } from './helpers.js';
+
+const ids = (as: Alert[]) => as.map((a) => a.id);
+const find = (as: Alert[], id: string) => as.find((a) => a.id === id);
+const above = (as: Alert[], sev: 'info' | 'warning') => as.filter((a) => (sev === 'info' ? a.severity !== 'info' : a.severity === 'critical'));
+
+test('NSA_WATCH_* names set the thresholds; a malformed value is an error naming the variable', () => {
+  const t = thresholdsFromEnv({ NSA_WATCH_HEARTBEAT_STALL_S: '3', NSA_WATCH_FLATLINE_N: '6', NSA_WATCH_GATE_ENTROPY_MIN: '0.3', NSA_WATCH_GATE_MAX_THRESHOLD: '0.8', NSA_WATCH_GATE_COLLAPSE_N: '5', NSA_WATCH_HALT: '1', NSA_WATCH_INTERVAL_S: '15' });
+  assert.equal(t.stallFloorS, 3);
+  assert.equal(t.flatlineN, 6);
+  assert.equal(t.gateEntropyMin, 0.3);
+  assert.equal(t.gateMaxThreshold, 0.8);
+  assert.equal(t.gateCollapseN, 5);
+  assert.equal(t.halt, true);
+  assert.equal(t.intervalS, 15);
+  const d = thresholdsFromEnv({});
+  assert.equal(d.stallFloorS, 180);
+  assert.equal(d.flatlineN, 4);
+  assert.throws(() => thresholdsFromEnv({ NSA_WATCH_HEARTBEAT_STALL_S: 'soon' }), /NSA_WATCH_HEARTBEAT_STALL_S/);
+});
+
+test('single fixture: FINISHED; synthetic-data tell and frozen-uniform gates are warnings; nothing critical', async () => {
+  const run = await fixture('single');
+  const ev = new Checker().evaluate({ now: run.hostNowMs, run, procs: null, gpu: null });
+  assert.equal(ev.runState, 'FINISHED');
+  assert.match(ev.runStateWhy, /40 of 40/);
+  assert.equal(find(ev.alerts, 'data:synthetic')?.severity, 'warning');
+  const frozen = find(ev.alerts, 'gates:frozen');
+  assert.equal(frozen?.severity, 'warning');
+  assert.match(frozen!.title, /frozen at uniform/);
+  assert.deepEqual(above(ev.alerts, 'warning'), []);
+  assert.equal(ev.stallDeadline, null, 'a finished run cannot stall');
+});
+
+test('ddp2 fixture: HALTED by .HALT, the left-over .HALT is noted, rank 1 with only a boot record is not a stall', async () => {
+  const run = await fixture('ddp2-dumps-halt');
+  const ev = new Checker().evaluate({ now: run.hostNowMs, run, procs: procs([]), gpu: null });
+  assert.equal(ev.runState, 'HALTED');
+  assert.match(ev.runStateWhy, /\.HALT.*31 of 400/);
+  assert.ok(find(ev.alerts, 'halt:left'));
+  assert.ok(!ids(ev.alerts).some((i) => i.startsWith('stall')));
+  assert.ok(!ids(ev.alerts).includes('exited'), 'a halted run is not a crash');
+});
+
+test('ddp2 as if live: rank 1 boot-only is routine; once rank 0 goes quiet past the threshold the run is STALLED', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const alive = procs([proc(0, 'S'), proc(1, 'S')]);
+  const c = new Checker();
+  const ok = c.evaluate({ now: lastTs + 1000, run, procs: alive, gpu: null });
+  assert.equal(ok.runState, 'RUNNING');
+  assert.deepEqual(above(ok.alerts, 'warning'), []);
+  assert.ok(!ids(ok.alerts).includes('stall:rank1'));
+  // the threshold is the 180 s floor (0.44 s/step × log_every 1 is far below it)
+  assert.equal(ok.stallThresholdS, 180);
+  const late = c.evaluate({ now: lastTs + 200_000, run, procs: alive, gpu: null });
+  assert.equal(late.runState, 'STALLED');
+  const st = find(late.alerts, 'stall:run')!;
+  assert.equal(st.severity, 'critical');
+  assert.equal(st.anomaly, 'heartbeat_stall');
+  assert.match(st.title, /step frozen at 31/);
+  assert.ok(find(late.alerts, 'stall:rank0'));
+  assert.ok(!find(late.alerts, 'stall:rank1'), 'rank 1 writes no per-step records: its silence is not evidence');
+  assert.ok(late.verdicts.some((v) => v.kind === 'all-silent'));
+  // 170 s is inside the threshold
+  assert.ok(!find(c.evaluate({ now: lastTs + 170_000, run, procs: alive, gpu: null }).alerts, 'stall:run'));
+});
+
+test('stall threshold follows the run cadence: log_every × step time above the floor', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 200, t, logEvery: 20, stepTimeS: 12 }); // 240 s between heartbeats
+  const c = new Checker();
+  const a = c.evaluate({ now: t + 200_000, run, procs: procs([proc(0)]), gpu: null });
+  assert.equal(a.expectedIntervalS, 240);
+  assert.equal(a.stallThresholdS, 720);
+  assert.ok(!find(a.alerts, 'stall:run'), '200 s is normal for a 240 s log interval (the real watchdog would halt here)');
+  const b = c.evaluate({ now: t + 730_000, run, procs: procs([proc(0)]), gpu: null });
+  assert.ok(find(b.alerts, 'stall:run'));
+  // a settable floor
+  const small = new Checker({ stallFloorS: 3 }).evaluate({ now: t + 4000, run: liveRun({ step: 5, t, stepTimeS: 0.1 }), procs: procs([proc(0)]), gpu: null });
+  assert.equal(small.stallThresholdS, 3);
+  assert.ok(find(small.alerts, 'stall:run'));
+});
+
+test('heartbeats still written but the step frozen: a stall, told apart from silence', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 40, t });
+  run.ranks[0]!.lastTs = t + 250_000; // watchdog_dump records refresh the heartbeat
+  run.ranks[0]!.lastMsg = 'watchdog_dump';
+  const ev = new Checker().evaluate({ now: t + 260_000, run, procs: procs([proc(0)]), gpu: null });
+  assert.match(find(ev.alerts, 'stall:run')!.title, /while heartbeats are still written/);
+  assert.ok(ev.verdicts.some((v) => v.kind === 'heartbeat-without-progress'));
+});
+
+test('hang verdicts: one rank stopped (T) is the odd one out; GPUs busy at idle power are spinning in a collective', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 40, t });
+  run.identity.worldSize = 2;
+  run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 101, file: 'heartbeat_rank1.jsonl', lastMsg: 'boot', lastStep: null, stepAdvancedTs: null, lastTs: t - 60_000 });
+  const input: CheckInput = {
+    now: t + 200_000,
+    run,
+    procs: procs([proc(0, 'S', { gpuUuid: 'GPU-0' }), proc(1, 'T', { gpuUuid: 'GPU-1' })]),
+    gpu: gpu([{ utilPct: 100, powerW: 80 }, { utilPct: 100, powerW: 75 }]),
+  };
+  const ev = new Checker().evaluate(input);
+  const odd = ev.verdicts.find((v) => v.kind === 'odd-rank');
+  assert.equal(odd?.rank, 1);
+  assert.match(odd!.text, /rank 1 is the odd one out: stopped/);
+  assert.ok(ev.verdicts.some((v) => v.kind === 'collective-spin'));
+  assert.equal(ev.runState, 'STALLED');
+  assert.match(ev.runStateWhy, /^rank 1/);
+  assert.equal(find(ev.alerts, 'proc-state:1')?.severity, 'critical');
+  // at full power the GPUs are computing, not spinning
+  const busy = new Checker().evaluate({ ...input, gpu: gpu([{ utilPct: 100, powerW: 390 }, { utilPct: 100, powerW: 380 }]) });
+  assert.ok(!busy.verdicts.some((v) => v.kind === 'collective-spin'));
+});
+
+test('per-step beats: the rank whose beat lags is named', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 40, t });
+  run.ranks[0]!.events = { beat: 41, progress: 40 };
+  run.ranks[0]!.lastMsg = 'beat';
+  run.ranks[0]!.lastStep = 41;
+  run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 101, lastStep: 40, lastTs: t - 500 });
+  const ev = new Checker({ stallFloorS: 5 }).evaluate({ now: t + 10_000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.equal(ev.runState, 'STALLED');
+  assert.match(ev.runStateWhy, /^rank 1/);
+  assert.equal(ev.verdicts.find((v) => v.kind === 'odd-rank')?.rank, 1);
+  assert.ok(find(ev.alerts, 'stall:rank1'), 'with beats, rank 1 silence is evidence');
+});
+
+test('a rank process gone while the others run is critical; all gone without metrics.json is EXITED', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const one = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0)]), gpu: null });
+  assert.equal(find(one.alerts, 'rank-died:1')?.severity, 'critical');
+  const none = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([]), gpu: null });
+  assert.equal(none.runState, 'EXITED');
+  assert.match(none.runStateWhy, /step 31 of 400/);
+  assert.equal(find(none.alerts, 'exited')?.severity, 'critical');
+});
+
+test('stale .HALT before the launch is critical; HALT not honoured after the grace is a warning', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const boot = run.ranks[0]!.bootTs!;
+  run.control.halt = { present: true, content: 'halt: manual_stop', mtimeMs: boot - 3600_000 };
+  const ev = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.equal(find(ev.alerts, 'halt:stale')?.severity, 'critical');
+  assert.notEqual(ev.runState, 'HALTING');
+  run.control.halt = { present: true, content: '', mtimeMs: lastTs };
+  const h1 = new Checker().evaluate({ now: lastTs + 5000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.equal(h1.runState, 'HALTING');
+  assert.ok(!find(h1.alerts, 'halt:stuck'));
+  const h2 = new Checker().evaluate({ now: lastTs + 90_000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.equal(find(h2.alerts, 'halt:stuck')?.severity, 'warning');
+  const gone = new Checker().evaluate({ now: lastTs + 90_000, run, procs: procs([]), gpu: null });
+  assert.equal(gone.runState, 'HALTED');
+});
+
+test('synthetic-data tell: warning when the log says synthetic, critical when the run claims real data', async () => {
+  const { run, lastTs } = await liveFixture('single');
+  const claims = new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null, launched: { dataset: 'fineweb_edu' } });
+  assert.equal(find(claims.alerts, 'data:synthetic-tell')?.severity, 'critical');
+  run.identity.dataset = 'fineweb_edu';
+  const fallback = new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null });
+  assert.equal(find(fallback.alerts, 'data:synthetic-tell')?.severity, 'critical');
+  // with dt_fetch_s present, no tell
+  run.data.dtFetchAbsent = false;
+  run.data.withFetch = 40;
+  assert.ok(!find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'data:synthetic-tell'));
+});
+
+test('loss pinned at ln(256) past step 200 on a run that claims real data', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 400, t });
+  run.identity.dataset = 'fineweb_edu';
+  run.identity.tokenizer = 'byte';
+  run.series.loss = series(Array.from({ length: 40 }, (_, i) => 5.545 + 0.03 * Math.sin(i)), { step0: 10, every: 10 });
+  const ev = new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0)]), gpu: null });
+  assert.equal(find(ev.alerts, 'loss:pinned-lnV')?.severity, 'critical');
+  run.series.loss = series(Array.from({ length: 40 }, (_, i) => 5.5 - i * 0.05), { step0: 10, every: 10 });
+  assert.ok(!find(new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0)]), gpu: null }).alerts, 'loss:pinned-lnV'));
+});
+
+test('wrong CONFIG and the toy config under a 125M name', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 100, t });
+  run.identity.config = 'configs/train_showcase.yaml';
+  run.identity.model = { dim: 128, nLayers: 1, nHeads: 8, nKvGroups: 2, dK: 16, dV: 16, vocab: 256 };
+  const ev = new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null, launched: { config: 'configs/m7c_125m_2xa100_production.yaml', flags: { NSA_PREFILL_BATCHED: '1' } } });
+  assert.equal(find(ev.alerts, 'identity:config')?.severity, 'critical');
+  assert.equal(find(ev.alerts, 'identity:toy')?.severity, 'critical');
+  assert.ok(find(ev.alerts, 'identity:flag:NSA_PREFILL_BATCHED') === undefined, 'env.json has no NSA flags at all here: nothing to compare');
+  run.identity.flags = { NSA_PREFILL_BATCHED: '0' };
+  assert.equal(find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null, launched: { flags: { NSA_PREFILL_BATCHED: '1' } } }).alerts, 'identity:flag:NSA_PREFILL_BATCHED')?.severity, 'warning');
+  // config named 125M but the dims are different
+  run.identity.config = 'configs/m7c_125m_80g.yaml';
+  assert.equal(find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null }).alerts, 'identity:dims')?.severity, 'critical');
+});
+
+test('throughput plausibility: 38 tok/s for 125M on 2×A100 is absurdly low; 970 tok/s of "125M" on 2 CPU cores is impossible', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 300, t });
+  run.identity.config = 'configs/m7c_125m_2xa100_production.yaml';
+  run.identity.worldSize = 2;
+  run.identity.dtype = 'torch.bfloat16';
+  run.series.toksPerS = series([37, 38, 39, 38, 38], { step0: 200, every: 20 });
+  const low = new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0, 'S', { gpuUuid: 'GPU-0' }), proc(1, 'S', { gpuUuid: 'GPU-1' })]), gpu: gpu([{}, {}]) });
+  const l = find(low.alerts, 'throughput:low');
+  assert.equal(l?.severity, 'warning');
+  assert.match(l!.detail, /2 × A100 bf16/);
+  run.identity.device = 'cpu';
+  run.identity.worldSize = 1;
+  run.series.toksPerS = series([960, 970, 975, 968, 970], { step0: 200, every: 20 });
+  const imp = new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: { status: 'no-nvidia-tools', at: 0 }, hostCpus: 2 });
+  assert.equal(find(imp.alerts, 'throughput:impossible')?.severity, 'critical');
+  // the same tok/s from the toy model is plausible on the CPU
+  run.identity.config = 'configs/train_showcase.yaml';
+  run.identity.model = { dim: 128, nLayers: 1, nHeads: 8, nKvGroups: 2, dK: 16, dV: 16, vocab: 256 };
+  assert.ok(!find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: { status: 'no-nvidia-tools', at: 0 }, hostCpus: 2 }).alerts, 'throughput:impossible'));
+});
+
+test('throughput flatline on N records and a drop below half the rolling median', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 100, t });
+  run.series.toksPerS = series([400, 410, 405, 0, 0, 0]);
+  const c = new Checker({ flatlineN: 4 });
+  assert.ok(!find(c.evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:flatline'));
+  run.series.toksPerS = series([400, 410, 405, 0, 0, 0, 0]);
+  assert.equal(find(c.evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:flatline')?.anomaly, 'throughput_flatline');
+  run.series.toksPerS = series([...Array(20).fill(400), 150, 160, 140]);
+  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:drop')?.severity, 'warning');
+  run.series.toksPerS = series([...Array(20).fill(400), 150, 400, 400]); // one eval dip
+  assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:drop'));
+});
+
+test('loss: non-finite is critical, an explosion critical, a spike a warning, flat for N logs a warning', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 100, t });
+  run.log.fatalNonFinite = true;
+  run.control.anomaly = { type: 'nan_loss', mtimeMs: t };
+  const nan = new Checker().evaluate({ now: t, run, procs: null, gpu: null });
+  assert.equal(find(nan.alerts, 'loss:nonfinite')?.anomaly, 'nan_loss');
+  assert.ok(!ids(nan.alerts).some((i) => i.startsWith('anomaly-file')), 'nan_loss is one alert, not two');
+  const r2 = liveRun({ step: 100, t });
+  r2.series.loss = series([...Array(20).fill(3).map((x, i) => x - i * 0.01), 12]);
+  assert.equal(find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:spike')?.severity, 'critical');
+  r2.series.loss = series([...Array(20).fill(3).map((x, i) => x - i * 0.01), 5]);
+  assert.equal(find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:spike')?.severity, 'warning');
+  r2.series.loss = series(Array(25).fill(2.345678));
+  assert.equal(find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:flat')?.severity, 'warning');
+});
+
+test('gates: out of bounds counts down "would halt in k" and is critical on the 3rd consecutive record', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 10, t });
+  const set = (ent: number[]) => {
+    run.series.gateEntropy = series(ent);
+    run.series.gateMax = series(ent.map(() => 0.5));
+    run.series.collapseFrac = series(ent.map(() => 0));
+  };
+  set([1.0, 0.9, 0.8, 0.1]);
+  let ev = new Checker().evaluate({ now: t, run, procs: null, gpu: null });
+  assert.equal(ev.gateHaltIn, 2);
+  assert.equal(find(ev.alerts, 'gates:collapse')?.severity, 'info');
+  set([1.0, 0.9, 0.1, 0.1]);
+  assert.equal(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).gateHaltIn, 1);
+  set([1.0, 0.1, 0.1, 0.1]);
+  ev = new Checker().evaluate({ now: t, run, procs: null, gpu: null });
+  assert.equal(ev.gateHaltIn, 0);
+  assert.equal(find(ev.alerts, 'gates:collapse')?.severity, 'critical');
+  assert.equal(find(ev.alerts, 'gates:collapse')?.anomaly, 'gate_collapse');
+  set([1.0, 0.9, 0.8, 0.7]);
+  assert.equal(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).gateHaltIn, null);
+  // max gate > 0.9 alone counts, and NSA_WATCH_GATE_COLLAPSE_N is honoured
+  run.series.gateEntropy = series([1, 1, 1]);
+  run.series.gateMax = series([0.95, 0.95, 0.95]);
+  run.series.collapseFrac = series([0, 0, 0]);
+  const c5 = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_COLLAPSE_N: '5' })).evaluate({ now: t, run, procs: null, gpu: null });
+  assert.equal(c5.gateHaltIn, 2);
+});
+
+test('data loader: dt_fetch over 5 s, and fetch dominating the step time', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 50, t, stepTimeS: 1.0 });
+  run.data.lastDtFetchS = 6.2;
+  run.data.withFetch = 10;
+  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'data:slow')?.severity, 'warning');
+  run.data.lastDtFetchS = 0.7;
+  run.series.dtFetchS = series([0.6, 0.7, 0.7, 0.8]);
+  const ev = new Checker().evaluate({ now: t, run, procs: null, gpu: null });
+  assert.ok(!find(ev.alerts, 'data:slow'));
+  assert.match(find(ev.alerts, 'data:dominates')!.title, /70 %/);
+});
+
+test('memory: a leak slope per rank from process RSS across evaluations; a flat RSS is quiet; GPU near capacity', () => {
+  const t = 1_700_000_000_000;
+  const c = new Checker();
+  let ev = null;
+  for (let s = 1; s <= 30; s++) {
+    const run = liveRun({ step: s, t: t + s * 1000 });
+    ev = c.evaluate({ now: t + s * 1000, run, procs: procs([proc(0, 'R', { rssKiB: 400_000 + s * 8 * 1024 }), proc(1, 'R', { rssKiB: 400_000 })]), gpu: null });
+  }
+  const leak = ev!.alerts.find((a) => a.rule === 'memory-growth');
+  assert.equal(leak?.rank, 0);
+  assert.match(leak!.title, /rank 0 memory growing 8 MiB\/step/);
+  assert.ok(!ev!.alerts.some((a) => a.rule === 'memory-growth' && a.rank === 1));
+  const g = new Checker().evaluate({ now: t, run: liveRun({ step: 5, t }), procs: null, gpu: gpu([{ memUsedMiB: 80000, memTotalMiB: 81920 }]) });
+  assert.equal(find(g.alerts, 'gpu-mem:0')?.severity, 'warning');
+});
+
+test('grad_norm 0 is the real trainer\'s artefact on optimizer steps, a warning only mid-accumulation', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 20, t });
+  run.lastProgress = { ts: t, step: 20, rank: 0, pid: 100, loss: 3, toksPerS: 100, dtFetchS: null, fetchP50Ms: null, fetchP95Ms: null, gradNorm: 0, gpuMemAllocMiB: null, gpuMemReservedMiB: null, gate: null, sel: null, fallbacks: null, extra: {} };
+  assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'grad:zero'));
+  run.identity.train!.accum = 2;
+  run.lastProgress.step = 21;
+  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'grad:zero')?.severity, 'warning');
+});
+
+test('`since` is kept across evaluations while the condition holds, and reset after it clears', () => {
+  const t = 1_700_000_000_000;
+  const c = new Checker();
+  const run = liveRun({ step: 5, t });
+  run.control.anomaly = { type: 'throughput_flatline', mtimeMs: null };
+  const a1 = find(c.evaluate({ now: t + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!;
+  const a2 = find(c.evaluate({ now: t + 5000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!;
+  assert.equal(a1.since, t + 1000);
+  assert.equal(a2.since, t + 1000);
+  run.control.anomaly = null;
+  c.evaluate({ now: t + 6000, run, procs: null, gpu: null });
+  run.control.anomaly = { type: 'throughput_flatline', mtimeMs: null };
+  assert.equal(find(c.evaluate({ now: t + 7000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!.since, t + 7000);
+});
+
+test('run state: STARTING before the first step, NO TRAINER with nothing at all', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 0, t });
+  run.step = null;
+  run.stepAdvancedTs = null;
+  run.ranks[0]!.lastStep = 0;
+  assert.equal(new Checker().evaluate({ now: t + 2000, run, procs: procs([proc(0)]), gpu: null }).runState, 'STARTING');
+  const empty = liveRun({ step: 0, t });
+  empty.ranks = [];
+  assert.equal(new Checker().evaluate({ now: t, run: empty, procs: procs([]), gpu: null }).runState, 'NO TRAINER');
+});
