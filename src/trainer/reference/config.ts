@@ -33,8 +33,8 @@ export function defaultRunConfig(): RunConfig {
   return {
     // Sized for a 2-core CPU: dim 64, 2 layers, 2 heads (one KV group), seq 128, batch 8.
     model: { dim: 64, n_layers: 2, n_heads: 2, n_kv_groups: 1, d_k: 32, d_v: 32 },
-    // seq 128: 8 compressed blocks of 16 (stride 8), 4 of 8 selection blocks of 16, window 32.
-    nsa: { l: 16, d: 8, l_sel: 16, n_sel: 4, w: 32, phi: 'avg' },
+    // seq 128: compressed blocks of 16 (stride 8), 4 of 8 selection blocks of 16, window 64.
+    nsa: { l: 16, d: 8, l_sel: 16, n_sel: 4, w: 64, phi: 'avg' },
     data: { tokenizer: 'byte', dataset: 'pride-and-prejudice', path: null, val_fraction: 0.05 },
     runtime: { device: 'cpu', precision: 'fp32', gradient_checkpointing: false, kernels: 'auto' },
     train: {

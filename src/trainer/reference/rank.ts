@@ -24,9 +24,9 @@ import {
   writeJson,
 } from './writers.js';
 
-/** Bytes per training sequence handed to the model: seq_len inputs plus the next-byte target. */
+/** Bytes per training sequence handed to the model (it predicts bytes 2..seq_len from their prefixes). */
 export function windowOf(seqLen: number): number {
-  return seqLen + 1;
+  return seqLen;
 }
 
 export function modelConfigOf(spec: RunSpec): ModelConfig {
@@ -126,7 +126,7 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   const corpus = loadCorpus(spec.dataPath, cfg.data.val_fraction, spec.datasetName);
   const window = windowOf(T.seq_len);
   const share = shareOf(T.batch_size, world, rank);
-  const sampler = new LaneSampler(corpus.train, T.batch_size, window, T.seq_len, share.start, share.count);
+  const sampler = new LaneSampler(corpus.train, T.batch_size, window, window - 1, share.start, share.count);
   out(`[train] dataset=${corpus.name} tokenizer=byte`);
   if (rank === 0 && spec.dataPath && spec.datasetName !== 'pride-and-prejudice') out(`[train] reading local dataset: ${spec.dataPath}`);
 
@@ -289,7 +289,7 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
       act.run('optimizer', () => {
         if (reduced.grads !== model.grads) model.grads.set(reduced.grads);
         clipGradNorm(model.grads, T.grad_clip);
-        opt.step(model.params, model.grads, lrAt(s - 1, sched));
+        opt.step(model.params, model.grads, lrAt(s, sched));
       });
       step = s;
       lastStats = stats;
@@ -305,7 +305,7 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
           tokensSinceLog = 0;
           lastLogTime = now;
           if (rank !== 0) return;
-          const lrNext = lrAt(s, sched);
+          const lrNext = lrAt(s + 1, sched);
           const p50 = fetchMs.length >= 20 ? quantile(fetchMs, 0.5) : null;
           const p95 = fetchMs.length >= 20 ? quantile(fetchMs, 0.95) : null;
           out(stepLine(s, reduced.loss, lrNext, tps, dtFetch * 1000, p50, p95));
