@@ -40,6 +40,8 @@ export interface ModelInternals extends Model {
   setSelectionFrozen(on: boolean): void;
   /** selected [start,end) token ranges of layer `layer` for row (b, t, group g) in the last forward */
   selectedRanges(layer: number, b: number, t: number, g: number): [number, number][];
+  /** causal compressed-attention probabilities of layer `layer` for (b, t, head) in the last forward */
+  cmpProbs(layer: number, b: number, t: number, head: number): Float64Array;
   /** final-norm hidden → logits of the last forward, row-major [batch·seqLen, vocab] (probabilities after a loss pass) */
   lastProbs(): Float64Array;
   /** gates [batch·seqLen·nKvGroups, 3] of layer `layer` in the last forward */
@@ -326,6 +328,13 @@ class NsaModel implements ModelInternals {
     const base = L.sel + row * this.selCap * 2;
     for (let r = 0; r < n; r++) out.push([this.k.i[base + 2 * r]!, this.k.i[base + 2 * r + 1]!]);
     return out;
+  }
+  cmpProbs(layer: number, b: number, t: number, head: number): Float64Array {
+    const L = this.la[layer];
+    if (!L) throw new Error('no forward has run');
+    const n = numCmp(t, this.cfg.l, this.cfg.d);
+    const o = L.pc + ((b * this.S + t) * this.H + head) * this.Sc;
+    return Float64Array.from(this.k.f.subarray(o, o + n));
   }
   lastProbs(): Float64Array {
     const M = this.B * this.S * this.cfg.vocab;
