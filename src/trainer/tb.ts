@@ -41,7 +41,7 @@ export interface TbEvent {
 }
 
 /** A TFRecord payload larger than this is treated as corrupt framing. */
-export const MAX_RECORD = 64 * 1024 * 1024;
+export const MAX_RECORD = 16 * 1024 * 1024;
 
 // ---- protobuf wire decoding (just what Event/Summary need) ----
 
@@ -186,6 +186,8 @@ export class TfRecordReader {
   lastError: string | null = null;
   /** bytes consumed from the file (offset just past the last whole record handled) */
   consumed = 0;
+  /** inside corrupt bytes, looking for the next valid header (one error per corrupt stretch) */
+  private resyncing = false;
 
   get held(): number {
     return this.buf.length;
@@ -194,12 +196,12 @@ export class TfRecordReader {
   reset(): void {
     this.buf = Buffer.alloc(0);
     this.consumed = 0;
+    this.resyncing = false;
   }
 
   push(data: Buffer, onEvent: (e: TbEvent) => void): void {
     this.buf = this.buf.length ? Buffer.concat([this.buf, data]) : data;
     let pos = 0;
-    let resyncing = false;
     const b = this.buf;
     while (b.length - pos >= 12) {
       const lenLo = b.readUInt32LE(pos);
@@ -207,16 +209,16 @@ export class TfRecordReader {
       const lenOk = maskedCrc32c(b, pos, pos + 8) === b.readUInt32LE(pos + 8);
       const len = lenHi * 0x100000000 + lenLo;
       if (!lenOk || len > MAX_RECORD) {
-        if (!resyncing) {
+        if (!this.resyncing) {
           this.errors++;
           this.lastError = lenOk ? `record length ${len} too large` : 'bad length CRC';
-          resyncing = true;
+          this.resyncing = true;
         }
         pos++;
         continue;
       }
       if (b.length - pos < 12 + len + 4) break; // wait for the rest
-      resyncing = false;
+      this.resyncing = false;
       const dStart = pos + 12;
       const dEnd = dStart + len;
       if (maskedCrc32c(b, dStart, dEnd) !== b.readUInt32LE(dEnd)) {

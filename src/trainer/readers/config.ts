@@ -1,6 +1,6 @@
 // The trainer's YAML config (model/nsa/train/runtime/data sections) when a copy sits in the run
 // dir. Every key is optional: the real configs differ (see contract §4.2).
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import type { ModelDims, NsaDims, TrainCfg } from '../snapshot.js';
 import type { ParseResult } from './heartbeat.js';
@@ -37,7 +37,11 @@ export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
 export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
   let doc: unknown;
   try {
-    doc = parseYaml(text, { maxAliasCount: 100 });
+    // parseDocument never prints warnings (yaml's parse() sends them to process.emitWarning,
+    // which would scribble over the cockpit)
+    const d = parseDocument(text, { prettyErrors: false });
+    if (d.errors.length) return { ok: false, error: `YAML: ${d.errors[0]!.message.split('\n')[0]!.slice(0, 120)}` };
+    doc = d.toJS({ maxAliasCount: 100 });
   } catch (e) {
     return { ok: false, error: `YAML: ${(e as Error).message.split('\n')[0]!.slice(0, 120)}` };
   }
