@@ -1,6 +1,355 @@
-// Placeholder until its issue lands; replaced by the owning module.
+// `nsa-top watchdog [RUN_DIR] [--halt] [--dump-on-stall] [--interval S] [--stall S] [--host …]`
+// A headless daemon replacing the trainer's scripts/_watchdog.py with the same rules the cockpit
+// shows (src/checks). Unlike the real one it: judges stalls against the run's own cadence; reads
+// the last `progress` record, not the last line; keeps the FIRST anomaly in .anomaly_type (never
+// overwrites nan_loss with heartbeat_stall); captures stack dumps of every rank at the moment of a
+// stall, before anyone kills the evidence; and exits when the run has ended.
+// Every decision is one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl.
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
+import type { Host } from '../remote/host.js';
+import { LocalHost } from '../remote/local.js';
+import { findRunProcesses } from '../remote/procs.js';
+import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
+import type { ActionRecord } from '../trainer/control-types.js';
+import { currentActor, dumpAll, recordAction } from '../trainer/control.js';
+import { resolveRunDir } from '../trainer/rundir.js';
+import { RunModel } from '../trainer/run.js';
+import type { RunSnapshot } from '../trainer/snapshot.js';
+import { NSA_DIR, parseRunInfo, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new CliError('watchdog: not implemented yet');
+const HELP = `usage: nsa-top watchdog [RUN_DIR] [options]
+
+Watches a run with the cockpit's rules and acts on the first anomaly, headless (a replacement for
+the trainer's scripts/_watchdog.py). Each decision is printed as one JSON line and appended to
+<out_dir>/.nsa-top/watchdog.jsonl. Exits when the run has ended.
+
+On a critical anomaly it writes <out_dir>/.anomaly_type — only if none is there: the FIRST anomaly
+is kept (the real watchdog overwrites nan_loss with heartbeat_stall).
+
+options:
+  --halt             also write .HALT ("halt: <anomaly>") on a critical anomaly (NSA_WATCH_HALT=1)
+  --dump-on-stall    on a stall, SIGUSR1 every rank (verified pid + start time) for stack dumps
+                     before anything else happens to them
+  --interval S       poll interval, s (NSA_WATCH_INTERVAL_S; default 30). A stall is still flagged
+                     on time: the watchdog also wakes when the stall threshold would be crossed
+  --stall S          stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S; default 180); the threshold is
+                     max(floor, 3 × the run's own heartbeat interval)
+  --once             evaluate once, print the decisions, exit (0: nothing critical, 1: critical)
+  --host H           watch a run on another machine (user@box[:port])
+  -h, --help         this help
+
+Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
+NSA_WATCH_GATE_MAX_THRESHOLD (0.9), NSA_WATCH_GATE_COLLAPSE_N (3), NSA_WATCH_HALT_GRACE_S (60).
+Exit: 0 the run ended with no anomaly; 1 an anomaly was seen or the run died; 2 bad input.
+`;
+
+export interface WatchdogArgs {
+  dir: string | undefined;
+  halt: boolean;
+  dumpOnStall: boolean;
+  intervalS: number | null;
+  stallS: number | null;
+  once: boolean;
+  host: string | null;
+  identity: string | null;
+}
+
+export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
+  const a: WatchdogArgs = { dir: undefined, halt: false, dumpOnStall: false, intervalS: null, stallS: null, once: false, host: null, identity: null };
+  const num = (flag: string, v: string | undefined, min: number): number => {
+    const n = Number(v);
+    if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min) throw new CliError(`watchdog: ${flag} needs a number >= ${min}, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const x = argv[i]!;
+    const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
+    const val = () => (inline !== undefined ? inline : argv[++i]);
+    switch (flag) {
+      case '-h':
+      case '--help':
+        return 'help';
+      case '--halt':
+        a.halt = true;
+        break;
+      case '--dump-on-stall':
+        a.dumpOnStall = true;
+        break;
+      case '--once':
+        a.once = true;
+        break;
+      case '--interval':
+        a.intervalS = num('--interval', val(), 0.05);
+        break;
+      case '--stall':
+        a.stallS = num('--stall', val(), 0.1);
+        break;
+      case '--host': {
+        const v = val();
+        if (!v) throw new CliError('watchdog: --host needs user@box[:port]', 2);
+        a.host = v;
+        break;
+      }
+      case '-i': {
+        const v = val();
+        if (!v) throw new CliError('watchdog: -i needs a key file', 2);
+        a.identity = v;
+        break;
+      }
+      default:
+        if (x.startsWith('-')) throw new CliError(`watchdog: unknown option ${x} (see nsa-top watchdog --help)`, 2);
+        if (a.dir !== undefined) throw new CliError('watchdog: more than one RUN_DIR given', 2);
+        a.dir = x;
+    }
+  }
+  return a;
+}
+
+async function openHostFor(a: WatchdogArgs): Promise<Host> {
+  if (!a.host) return new LocalHost();
+  throw new CliError('watchdog: --host is not available in this build yet (SSH hosts: src/remote)', 2);
+}
+
+async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
+  try {
+    const kv = parseRunInfo((await host.readFile(join(launcherDir, 'run.info'), 256 * 1024)).toString('utf8'));
+    const l: Launched = {};
+    if (kv.config) l.config = kv.config;
+    if (kv.dataset) l.dataset = kv.dataset;
+    return Object.keys(l).length ? l : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseWatchdogArgs(argv);
+  if (a === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  let t;
+  try {
+    t = thresholdsFromEnv(process.env);
+  } catch (e) {
+    throw new CliError(`watchdog: ${(e as Error).message}`, 2);
+  }
+  if (a.stallS !== null) t.stallFloorS = a.stallS;
+  if (a.intervalS !== null) t.intervalS = a.intervalS;
+  const halt = a.halt || t.halt;
+  const host = await openHostFor(a);
+  try {
+    const dir = await resolveRunDir(host, a.dir, process.cwd());
+    const dirs = await resolveRunDirs(host, dir);
+    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall: a.dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t });
+    return await wd.loop(a.once);
+  } finally {
+    await host.close().catch(() => {});
+  }
+}
+
+export interface WatchdogOptions {
+  halt: boolean;
+  dumpOnStall: boolean;
+  launched?: Launched;
+  thresholds: ReturnType<typeof thresholdsFromEnv>;
+}
+
+export class Watchdog {
+  private readonly model: RunModel;
+  private readonly checker: Checker;
+  private readonly active = new Map<string, Alert>();
+  private state: string | null = null;
+  private firstAnomaly: string | null = null;
+  private dumpedEpisode = false;
+  private haltWritten = false;
+  private stopping = false;
+  private logDirReady = false;
+  private sawAnomaly = false;
+
+  constructor(
+    private readonly host: Host,
+    private readonly runDir: string,
+    private readonly outDir: string,
+    private readonly o: WatchdogOptions,
+  ) {
+    this.model = new RunModel(host, outDir);
+    this.checker = new Checker(o.thresholds);
+  }
+
+  /** one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl */
+  private async log(event: string, fields: Record<string, unknown>): Promise<void> {
+    const ts = this.host.now();
+    const line = JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields });
+    process.stdout.write(line + '\n');
+    try {
+      const d = join(this.outDir, NSA_DIR);
+      if (!this.logDirReady) {
+        await this.host.mkdirp(d);
+        this.logDirReady = true;
+      }
+      await this.host.appendFile(join(d, 'watchdog.jsonl'), line + '\n');
+    } catch (e) {
+      process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${(e as Error).message}\n`);
+    }
+  }
+
+  private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
+    const run = await this.model.poll();
+    let procs: RunProcesses | null = null;
+    try {
+      procs = await findRunProcesses(this.host, this.outDir, {
+        heartbeatPids: run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })),
+      });
+      if (procs.error && procs.ranks.length === 0) procs = null;
+    } catch {
+      procs = null;
+    }
+    const gpu: GpuTelemetry | null = null;
+    const ev = this.checker.evaluate({
+      now: this.host.now(),
+      run,
+      procs,
+      gpu,
+      launched: this.o.launched,
+      hostCpus: this.host.kind === 'local' ? cpus().length : undefined,
+    });
+    return { run, procs, gpu, ev };
+  }
+
+  async loop(once = false): Promise<number> {
+    const onSig = () => {
+      this.stopping = true;
+    };
+    process.on('SIGINT', onSig);
+    process.on('SIGTERM', onSig);
+    const t = this.o.thresholds;
+    await this.log('start', {
+      runDir: this.runDir,
+      outDir: this.outDir,
+      host: this.host.label,
+      halt: this.o.halt,
+      dumpOnStall: this.o.dumpOnStall,
+      thresholds: { stallFloorS: t.stallFloorS, intervalS: t.intervalS, flatlineN: t.flatlineN, gateEntropyMin: t.gateEntropyMin, gateMaxThreshold: t.gateMaxThreshold, gateCollapseN: t.gateCollapseN },
+      launched: this.o.launched ?? null,
+    });
+    try {
+      for (;;) {
+        const { run, procs, ev } = await this.observe();
+        await this.decide(run, procs, ev);
+        if (once) {
+          const crit = ev.alerts.some((x) => x.severity === 'critical');
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'once', code: crit ? 1 : 0 });
+          return crit ? 1 : 0;
+        }
+        if (ENDED.has(ev.runState)) {
+          const code = this.sawAnomaly || ev.runState === 'EXITED' ? 1 : 0;
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'run ended', firstAnomaly: this.firstAnomaly ?? run.control.anomaly?.type ?? null, code });
+          return code;
+        }
+        if (this.stopping) {
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });
+          return 0;
+        }
+        // Wake at the interval, or right when the stall threshold would be crossed.
+        const now = this.host.now();
+        let wait = t.intervalS * 1000;
+        if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now) wait = Math.min(wait, ev.stallDeadline + 25 - now);
+        await this.sleepInterruptible(Math.max(20, wait));
+        if (this.stopping) {
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });
+          return 0;
+        }
+      }
+    } finally {
+      process.off('SIGINT', onSig);
+      process.off('SIGTERM', onSig);
+    }
+  }
+
+  private async sleepInterruptible(ms: number): Promise<void> {
+    const end = Date.now() + ms;
+    while (!this.stopping && Date.now() < end) await sleep(Math.min(100, end - Date.now()));
+  }
+
+  private async decide(run: RunSnapshot, procs: RunProcesses | null, ev: Evaluation): Promise<void> {
+    if (ev.runState !== this.state) {
+      this.state = ev.runState;
+      await this.log('state', { state: ev.runState, why: ev.runStateWhy, step: run.step });
+    }
+    const seen = new Set<string>();
+    for (const al of ev.alerts) {
+      seen.add(al.id);
+      const prev = this.active.get(al.id);
+      if (!prev || prev.severity !== al.severity) {
+        await this.log('alert', { id: al.id, rule: al.rule, severity: al.severity, title: al.title, detail: al.detail, since: al.since, step: al.step ?? null, rank: al.rank ?? null, anomaly: al.anomaly ?? null });
+      }
+      this.active.set(al.id, al);
+    }
+    for (const id of [...this.active.keys()]) {
+      if (!seen.has(id)) {
+        this.active.delete(id);
+        await this.log('clear', { id });
+      }
+    }
+    if (ev.verdicts.length) {
+      const key = ev.verdicts.map((v) => v.kind + (v.rank ?? '')).join(',');
+      if (key !== this.lastVerdicts) await this.log('verdict', { verdicts: ev.verdicts });
+      this.lastVerdicts = key;
+    } else this.lastVerdicts = '';
+
+    const stall = ev.alerts.find((x) => x.id === 'stall:run');
+    if (!stall) this.dumpedEpisode = false;
+    const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly);
+    if (critical.length === 0) return;
+    this.sawAnomaly = true;
+    // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create).
+    const first = critical[0]!;
+    if (this.firstAnomaly === null) {
+      this.firstAnomaly = first.anomaly!;
+      const path = join(this.outDir, '.anomaly_type');
+      try {
+        await this.host.writeFile(path, `${first.anomaly}\n`, { exclusive: true });
+        await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: path });
+      } catch (e) {
+        const existing = await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
+        await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: null, kept: existing, why: existing !== null ? 'an earlier anomaly is recorded; it is kept' : (e as Error).message });
+      }
+    }
+    // 2. stack dumps of every rank at the moment of the stall, before a halt or a kill.
+    if (stall && this.o.dumpOnStall && !this.dumpedEpisode) {
+      this.dumpedEpisode = true;
+      const ranks = (procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+      if (ranks.length === 0) await this.log('dump', { ranks: [], why: 'no rank process found to dump' });
+      else {
+        const actor = await currentActor(this.host);
+        const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
+        await this.log('dump', { perRank: res.perRank, pySpy: res.pySpy });
+      }
+    }
+    // 3. .HALT when asked.
+    if (this.o.halt && !this.haltWritten) {
+      this.haltWritten = true;
+      const path = join(this.outDir, '.HALT');
+      const actor = await currentActor(this.host);
+      let rec: ActionRecord;
+      try {
+        await this.host.writeFile(path, `halt: ${first.anomaly}\n`, { exclusive: true });
+        rec = { ts: this.host.now(), who: actor, action: 'watchdog-halt', target: { host: this.host.label, path }, result: 'ok', detail: `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}` };
+      } catch {
+        const existing = await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
+        rec = { ts: this.host.now(), who: actor, action: 'watchdog-halt', target: { host: this.host.label, path }, result: existing !== null ? 'ok' : 'failed', detail: existing !== null ? `.HALT already present (${existing}); left as it is` : 'could not write .HALT' };
+      }
+      await recordAction(this.host, this.runDir, rec).catch(() => {});
+      await this.log('halt', { path, result: rec.result, detail: rec.detail });
+    }
+  }
+
+  private lastVerdicts = '';
 }
