@@ -69,7 +69,7 @@ export function parseV8Stack(stack: string): Frame[] {
       func = paren[1]!;
       loc = paren[2]!;
     }
-    rest = loc.replace(/^file:\/\//, '');
+    rest = loc.replace(/^async /, '').replace(/^file:\/\//, '');
     const m = /^(.*):(\d+):(\d+)$/.exec(rest);
     if (!m) continue;
     func = func.replace(/^async /, '').replace(/^new /, '');
@@ -97,7 +97,7 @@ function codeLine(file: string, line: number): string | null {
 export function formatFrames(site: Error | null): string {
   if (!site?.stack) return '  File "<unknown>", line 0, in <main loop>\n';
   const frames = parseV8Stack(site.stack)
-    .filter((f) => !/activity\.(ts|js)$/.test(f.file) || !/^ActivityStack\./.test(f.func))
+    .filter((f) => !/^ActivityStack\./.test(f.func))
     .filter((f) => !f.file.startsWith('node:'))
     .reverse(); // Python prints the outermost call first
   let s = '';

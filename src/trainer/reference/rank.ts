@@ -63,11 +63,6 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   const T = cfg.train;
   const act = new ActivityStack();
   act.enter('startup');
-  try {
-    process.setSourceMapsEnabled(true);
-  } catch {
-    /* older node: bundled paths in dumps */
-  }
 
   // ---- signals
   let stopSignal: string | null = null;
@@ -380,9 +375,10 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
     ending = 'aborted';
     process.stderr.write(`[train] rank ${rank}: collective abandoned at step ${step + 1}: ${err.message}\n`);
     save(step, boundaryPos, 'abandoned collective');
-    exitCode = err.reason === 'signal' ? 128 + (SIGNUM[stopSignal ?? 'SIGTERM'] ?? 15) : 1;
+    exitCode = stopSignal ? 128 + (SIGNUM[stopSignal] ?? 15) : 1;
   }
-  writeMetrics();
+  // A crash elsewhere leaves what a real crash leaves: no metrics.json (graceful endings write it).
+  if (ending !== 'aborted' || stopSignal) writeMetrics();
   comm.close();
   return exitCode;
 }

@@ -98,7 +98,8 @@ export function envJson(configPath: string | null): Record<string, unknown> {
   return {
     time: isoMicros(nowEpoch()),
     python: `node ${process.version}`,
-    torch: null,
+    // No torch here. The key is left out rather than null: the cockpit's env.json reader
+    // (readers/jsonfiles.ts) takes torch as an optional string and would reject the whole file.
     cuda_available: false,
     cuda_device_count: 0,
     env,

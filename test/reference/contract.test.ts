@@ -1,0 +1,207 @@
+// The reference trainer writes the nsa-vibe contract (§1): every file parses, formats match the real
+// trainer's, and the cockpit's own RunModel reads the run. Also: CLI errors, resume, SIGTERM.
+// Runs the built binary (npm run build first).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { verifyCheckpoint } from '../../src/trainer/reference/checkpoint.js';
+import { RunModel } from '../../src/trainer/run.js';
+import { LocalHost } from '../../src/remote/local.js';
+import { csvRows, heartbeats, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
+
+test('a short run writes every contract file in the real formats, and RunModel reads it', async () => {
+  const t = tmp();
+  try {
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '12', '--log-every', '2', '--save-every', '6', '--eval-every', '4']);
+    assert.equal(r.code, 0, r.stderr);
+
+    // stdout lines, exactly like the real trainer's
+    const lines = r.stdout.split('\n');
+    assert.equal(lines[0], `[boot] loading config ${t.cfg}`);
+    assert.ok(lines.includes('[boot] effective config: S=32 B=4 accum=1 gc=off'), r.stdout);
+    assert.ok(lines.includes('[train] dataset=pride-and-prejudice tokenizer=byte'), r.stdout);
+    const stepLines = lines.filter((l) => l.startsWith('step '));
+    assert.deepEqual(
+      stepLines.map((l) => l.slice(5, 9)),
+      ['0001', '0002', '0004', '0006', '0008', '0010', '0012'],
+    );
+    for (const l of stepLines) assert.match(l, /^step \d{4} \| loss \d+\.\d{4} \| lr \d\.\d{2}e[-+]\d{2} \| toks\/s \d+ \| fetch \d+ms$/);
+    const metricsOut = JSON.parse(r.stdout.slice(r.stdout.lastIndexOf('\n{') + 1));
+    assert.equal(metricsOut.steps, 12);
+
+    // training.csv: no header, step,loss(6dp),lr(%.6e),toks(int)
+    const rows = csvRows(join(t.out, 'training.csv'));
+    assert.deepEqual(rows.map((x) => Number(x[0])), [1, 2, 4, 6, 8, 10, 12]);
+    for (const row of rows) {
+      assert.equal(row.length, 4);
+      assert.match(row[1]!, /^\d+\.\d{6}$/);
+      assert.match(row[2]!, /^\d\.\d{6}e[-+]\d{2}$/);
+      assert.match(row[3]!, /^\d+$/);
+    }
+    assert.ok(Number(rows[0]![1]) > 5 && Number(rows[0]![1]) < 6, 'first loss near ln 256');
+
+    // val.csv: step,val_loss,ppl on eval steps that are log steps
+    const val = csvRows(join(t.out, 'val.csv'));
+    assert.deepEqual(val.map((x) => Number(x[0])), [4, 8, 12]);
+    for (const v of val) assert.ok(Math.abs(Math.exp(Number(v[1])) - Number(v[2])) < 1e-3 * Number(v[2]));
+
+    // heartbeat: boot, then progress + step_end on log steps
+    const hb = heartbeats(t.out, 0);
+    assert.equal(hb[0]!.msg, 'boot');
+    assert.equal(hb[0]!.step, 0);
+    assert.equal(hb[0]!.phase, 'start');
+    const prog = hb.filter((h) => h.msg === 'progress');
+    assert.equal(prog.length, 7);
+    for (const p of prog) {
+      for (const k of ['ts', 'iso', 'pid', 'rank', 'step', 'loss', 'toks_per_s', 'dt_fetch_s', 'gate_entropy_mean', 'gate_entropy_min', 'gate_max_gate', 'gate_collapse_frac', 'gate_branch_shares', 'fb_total_fallbacks', 'sel_k_mean', 'sel_k_max', 'sel_rows', 'sel_pct_at_max'])
+        assert.ok(k in p, `progress lacks ${k}`);
+      assert.match(String(p.iso), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+      assert.equal((p.gate_branch_shares as number[]).length, 3);
+      assert.ok((p.gate_entropy_mean as number) <= Math.log(3) + 1e-9);
+    }
+    const idx = hb.findIndex((h) => h.msg === 'progress' && h.step === 4);
+    assert.equal(hb[idx + 1]!.msg, 'step_end', 'step_end follows progress');
+    assert.ok(!('fetch_p50_ms' in prog[0]!), 'fetch percentiles wait for 20 samples');
+
+    // env.json, metrics.json, side CSVs, opt_state_mb.txt, config.yaml
+    const env = JSON.parse(readFileSync(join(t.out, 'env.json'), 'utf8'));
+    assert.equal(env.trainer, 'nsa-top-reference');
+    assert.match(env.python, /^node v\d+/);
+    assert.equal(env.torch, undefined);
+    assert.equal(env.cuda_available, false);
+    assert.equal(env.env.CONFIG, t.cfg);
+    const metrics = JSON.parse(readFileSync(join(t.out, 'metrics.json'), 'utf8'));
+    for (const k of ['device', 'dtype', 'steps', 'seq_len', 'batch_global', 'lr', 'loss_first', 'loss_last']) assert.ok(k in metrics, k);
+    assert.equal(metrics.batch_global, 4);
+    assert.equal(readLines(join(t.out, 'k_stats.csv'))[0], 'step,k_mean,k_max,rows,pct_at_max');
+    assert.equal(readLines(join(t.out, 'k_stats.csv')).length, 8);
+    assert.match(readLines(join(t.out, 'fallback_counters.csv'))[0]!, /^step,selection_triton_fails,.*,total_fallbacks$/);
+    assert.match(readFileSync(join(t.out, 'opt_state_mb.txt'), 'utf8'), /^\d+\.\d+\n$/);
+    const cfg = parseYaml(readFileSync(join(t.out, 'config.yaml'), 'utf8'));
+    assert.deepEqual(Object.keys(cfg), ['model', 'nsa', 'data', 'runtime', 'train']);
+    assert.equal(cfg.model.dim, 32);
+    assert.equal(cfg.train.steps, 12);
+    assert.equal(cfg.train.save_every, 6);
+
+    // checkpoints: complete, named like the real ones
+    for (const s of [6, 12]) assert.deepEqual(await verifyCheckpoint(join(t.out, `checkpoint_step${s}.pt`)), { ok: true, step: s });
+
+    // the cockpit's reader sees the same run
+    const snap = await new RunModel(new LocalHost(), t.out).poll();
+    assert.equal(snap.identity.trainer, 'nsa-top-reference');
+    assert.equal(snap.step, 12);
+    assert.equal(snap.totalSteps, 12);
+    assert.deepEqual(snap.checkpoints.map((c) => c.step).sort((a, b) => a - b), [6, 12]);
+    assert.equal(snap.series.loss.total, 7);
+    assert.equal(snap.lastVal?.step, 12);
+    assert.equal(snap.identity.model?.dim, 32);
+    assert.ok(snap.lastProgress?.gate, 'gate stats read');
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('bad input is a one-line error with exit 2 and writes nothing', async () => {
+  const t = tmp();
+  try {
+    for (const [args, re] of [
+      [['--bogus'], /unknown option '--bogus'/],
+      [['--steps', 'ten'], /--steps needs an integer/],
+      [['--inject', 'hang@step=x'], /--inject 'hang@step=x'/],
+      [['--inject', 'explode@step=3'], /unknown kind 'explode'/],
+      [['--ranks', '2', '--inject', 'hang@step=3,rank=5'], /rank=5 does not exist/],
+      [['--resume', join(t.dir, 'nope.pt')], /--resume .*nope\.pt/],
+      [['--kernels', 'cuda'], /--kernels must be/],
+    ] as [string[], RegExp][]) {
+      const r = await trainToEnd(['--out', t.out, '--config', t.cfg, ...args]);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, re);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      assert.equal(existsSync(join(t.out, 'training.csv')), false);
+    }
+    const h = await trainToEnd(['--help']);
+    assert.equal(h.code, 0);
+    assert.match(h.stdout, /--ranks N[\s\S]*not a distributed training engine/i);
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('a stale .HALT and an out dir with an earlier run are refused, not overwritten', async () => {
+  const t = tmp();
+  try {
+    const first = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '4', '--save-every', '2']);
+    assert.equal(first.code, 0, first.stderr);
+    const before = readFileSync(join(t.out, 'checkpoint_step2.pt'));
+    const again = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '4', '--save-every', '2']);
+    assert.equal(again.code, 2);
+    assert.match(again.stderr, /already holds checkpoints.*--resume/);
+    assert.deepEqual(readFileSync(join(t.out, 'checkpoint_step2.pt')), before);
+    writeFileSync(join(t.out, '.HALT'), 'halt: manual_stop\n');
+    const halted = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '8', '--resume']);
+    assert.equal(halted.code, 2);
+    assert.match(halted.stderr, /stale \.HALT/);
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('resume continues the step count, schedule, optimizer and data: identical to an uninterrupted run', async () => {
+  const a = tmp();
+  const b = tmp();
+  try {
+    const full = await trainToEnd(['--out', a.out, '--config', a.cfg, '--steps', '10']);
+    assert.equal(full.code, 0, full.stderr);
+    // Same run, crashing after the step-5 checkpoint, then resumed without naming the checkpoint.
+    const crashed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--save-every', '5', '--inject', 'crash@step=8']);
+    assert.notEqual(crashed.code, 0);
+    assert.match(crashed.stderr, /injected crash at step 8/);
+    const resumed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--resume']);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.ok(resumed.stdout.includes(`[train] resumed from ${join(b.out, 'checkpoint_step5.pt')}`), resumed.stdout);
+    const steps = csvRows(join(b.out, 'training.csv')).map((r) => Number(r[0]));
+    assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7, 6, 7, 8, 9, 10], 'steps continue from 6, never restart at 1');
+    const fullRows = csvRows(join(a.out, 'training.csv'));
+    const resRows = csvRows(join(b.out, 'training.csv')).slice(7);
+    assert.deepEqual(
+      resRows.map((r) => [r[0], r[1], r[2]]),
+      fullRows.slice(5).map((r) => [r[0], r[1], r[2]]),
+      'loss and lr after resume equal the uninterrupted run',
+    );
+  } finally {
+    a.cleanup();
+    b.cleanup();
+  }
+});
+
+test('SIGTERM checkpoints the current step, writes metrics.json and exits; a second signal exits at once', async () => {
+  const t = tmp();
+  try {
+    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000']);
+    await waitFor('a few steps', () => readLines(join(t.out, 'training.csv')).length >= 3);
+    p.child.kill('SIGTERM');
+    const r = await p.exit;
+    assert.equal(r.code, 143, p.stderr());
+    const last = Number(csvRows(join(t.out, 'training.csv')).at(-1)![0]);
+    assert.deepEqual(await verifyCheckpoint(join(t.out, `checkpoint_step${last}.pt`)), { ok: true, step: last });
+    assert.equal(JSON.parse(readFileSync(join(t.out, 'metrics.json'), 'utf8')).last_step, last);
+
+    const t2 = tmp();
+    try {
+      const q = train(['--out', t2.out, '--config', t2.cfg, '--steps', '100000', '--inject', 'slow-data@ms=400']);
+      await waitFor('a step', () => readLines(join(t2.out, 'training.csv')).length >= 1);
+      q.child.kill('SIGINT');
+      await waitFor('the first signal noticed', () => q.stdout().includes('SIGINT received'));
+      q.child.kill('SIGINT');
+      const r2 = await q.exit;
+      assert.equal(r2.code, 130);
+      assert.match(q.stderr(), /second SIGINT — exiting at once/);
+    } finally {
+      t2.cleanup();
+    }
+  } finally {
+    t.cleanup();
+  }
+});
