@@ -1,6 +1,177 @@
-// Placeholder until its issue lands; replaced by the owning module.
+// `nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--accept-new-host-key] [--read-only]
+// [--interval S]`: the full-screen cockpit. Wires Host → Collector → Ink App; owns the terminal
+// (alternate screen, cursor, resize) and the non-TTY fallback (one frame, then exit).
+import { render } from 'ink';
+import { createElement } from 'react';
+import { createActions, type RelaunchFn } from '../cockpit/actions.js';
+import { Collector, type GpuSource } from '../cockpit/collector.js';
+import type { Host } from '../remote/host.js';
+import { LocalHost } from '../remote/local.js';
+import { readSupervisorState } from '../trainer/supervisor/state.js';
+import { resolveRunDir } from '../trainer/rundir.js';
+import { linesToAnsi } from '../ui/ansi.js';
+import { App } from '../ui/App.js';
+import { compose } from '../ui/compose.js';
+import { noColor } from '../ui/palette.js';
+import { initialView } from '../ui/view.js';
 import { CliError } from './errors.js';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new CliError('cockpit: not implemented yet');
+const HELP = `usage: nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
+               [--read-only] [--interval S]
+
+Opens the cockpit on a run directory (default: the newest run under ./artifacts/).
+  --host user@box[:port]  watch a run on another machine over SSH (agentless)
+  -i KEY                  SSH identity file
+  --accept-new-host-key   trust an unknown host key on first connect (like StrictHostKeyChecking=accept-new)
+  --read-only             no dump / halt / relaunch: refused at the key, the dialog and the action
+  --interval S            refresh period in seconds (default 1)
+Keys: ? in the cockpit. Without a terminal (stdout piped) one frame is printed; \`nsa-top status\`
+is the headless form.
+`;
+
+export interface CockpitArgs {
+  runDir?: string;
+  host?: string;
+  identity?: string;
+  port?: number;
+  acceptNewHostKey: boolean;
+  readOnly: boolean;
+  intervalS: number;
+}
+
+export function parseCockpitArgs(argv: string[]): CockpitArgs | 'help' {
+  const a: CockpitArgs = { acceptNewHostKey: false, readOnly: false, intervalS: 1 };
+  for (let i = 0; i < argv.length; i++) {
+    const x = argv[i]!;
+    const val = () => {
+      const v = argv[++i];
+      if (v === undefined || v.startsWith('--')) throw new CliError(`${x} needs a value (see nsa-top --help)`, 2);
+      return v;
+    };
+    if (x === '--help' || x === '-h') return 'help';
+    else if (x === '--host') a.host = val();
+    else if (x.startsWith('--host=')) a.host = x.slice(7);
+    else if (x === '-i' || x === '--identity') a.identity = val();
+    else if (x === '--accept-new-host-key') a.acceptNewHostKey = true;
+    else if (x === '--read-only') a.readOnly = true;
+    else if (x === '--interval' || x.startsWith('--interval=')) {
+      const v = x.includes('=') ? x.slice(11) : val();
+      const n = Number(v);
+      if (!Number.isFinite(n) || n < 0.2 || n > 3600) throw new CliError(`--interval: "${v}" is not a number of seconds between 0.2 and 3600`, 2);
+      a.intervalS = n;
+    } else if (x.startsWith('-')) throw new CliError(`unknown option ${x} (see nsa-top --help)`, 2);
+    else if (a.runDir === undefined) a.runDir = x;
+    else throw new CliError(`more than one RUN_DIR given: ${a.runDir}, ${x}`, 2);
+  }
+  return a;
+}
+
+async function openHostFor(a: CockpitArgs): Promise<Host> {
+  if (!a.host) return new LocalHost();
+  let mod: { openHost?: (o: { host: string; identity?: string; port?: number; acceptNewHostKey?: boolean }) => Promise<Host> };
+  try {
+    mod = (await import('../remote/index.js' as string)) as typeof mod;
+  } catch {
+    throw new CliError('--host: remote hosts are not available in this build', 2);
+  }
+  if (!mod.openHost) throw new CliError('--host: remote hosts are not available in this build', 2);
+  return mod.openHost({ host: a.host, identity: a.identity, port: a.port, acceptNewHostKey: a.acceptNewHostKey });
+}
+
+async function gpuSourceFor(host: Host, intervalMs: number): Promise<(GpuSource & { stop(): void }) | null> {
+  try {
+    const mod = (await import('../remote/gpu.js' as string)) as {
+      GpuMonitor?: new (h: Host, o: { intervalMs: number }) => GpuSource & { start(): void; stop(): void };
+    };
+    if (!mod.GpuMonitor) return null;
+    const m = new mod.GpuMonitor(host, { intervalMs });
+    m.start();
+    return m;
+  } catch {
+    return null;
+  }
+}
+
+export interface CockpitSession {
+  host: Host;
+  runDir: string;
+  readOnly: boolean;
+  intervalMs: number;
+  relaunch?: RelaunchFn;
+}
+
+const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
+const ALT_OFF = '\x1b[?25h\x1b[?1049l';
+
+/** Runs the cockpit until the operator quits. Returns how it ended. */
+export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'> {
+  const gpu = await gpuSourceFor(o.host, Math.max(1000, o.intervalMs));
+  const collector = new Collector({ host: o.host, runDir: o.runDir, intervalMs: o.intervalMs, readOnly: o.readOnly, gpu, readSupervisorState });
+  const nc = noColor();
+  const out = process.stdout;
+  try {
+    if (!out.isTTY) {
+      // Piped: one frame, plain, and a pointer to the headless form.
+      await collector.tick();
+      const s = await collector.tick();
+      const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now());
+      out.write(linesToAnsi(f.lines, true).replace(/[ ]+$/gm, '') + '\n');
+      process.stderr.write('nsa-top: stdout is not a terminal — printed one frame. `nsa-top status [--json]` is the headless form.\n');
+      return 'printed';
+    }
+    const interactive = process.stdin.isTTY === true;
+    if (!interactive) process.stderr.write('nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n');
+    await collector.tick();
+    collector.start();
+    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch });
+    const renderMs = { current: null as number | null };
+    out.write(ALT_ON);
+    const onResize = () => out.write('\x1b[2J\x1b[H');
+    out.on('resize', onResize);
+    const restore = () => out.write(ALT_OFF);
+    process.once('exit', restore);
+    const inst = render(createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs }), {
+      maxFps: 4,
+      exitOnCtrlC: !interactive,
+      patchConsole: true,
+      incrementalRendering: false,
+      onRender: (m) => {
+        renderMs.current = m.renderTime;
+      },
+    });
+    const onSig = () => inst.unmount();
+    process.once('SIGINT', onSig);
+    process.once('SIGTERM', onSig);
+    process.once('SIGHUP', onSig);
+    try {
+      await inst.waitUntilExit();
+    } finally {
+      process.off('SIGINT', onSig);
+      process.off('SIGTERM', onSig);
+      process.off('SIGHUP', onSig);
+      out.off('resize', onResize);
+      process.off('exit', restore);
+      restore();
+    }
+    return 'quit';
+  } finally {
+    collector.stop();
+    gpu?.stop();
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseCockpitArgs(argv);
+  if (a === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const host = await openHostFor(a);
+  try {
+    const runDir = await resolveRunDir(host, a.runDir, process.cwd());
+    await openCockpit({ host, runDir, readOnly: a.readOnly, intervalMs: Math.round(a.intervalS * 1000) });
+    return 0;
+  } finally {
+    await host.close().catch(() => {});
+  }
 }

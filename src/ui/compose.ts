@@ -139,7 +139,7 @@ function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
 }
 
 export function compose(s: CockpitState, v: ViewState, cols: number, rows: number, now: number, dialog: Dialog | null = null, renderMs: number | null = null): Frame {
-  const L = layout({ cols, rows, focus: v.focus, zoom: v.zoom, gpuRows: gpuRows(s), rankRows: rankRows(s, now).length + (s.procs?.launcher ? 1 : 0) });
+  const L = layout({ cols, rows, focus: v.focus, zoom: v.zoom, gpuRows: gpuRows(s), rankRows: rankRows(s, now).reduce((n, r) => n + (r.why ? 2 : 1), 0) + (s.procs?.launcher ? 1 : 0) });
   if (L.kind === 'too-small') return { lines: tooSmall(s, cols, rows), layout: L };
   const rowsOut: Line[] = Array.from({ length: L.height }, () => []);
   // slots are drawn left to right; within a row, cells are appended in x order

@@ -40,7 +40,7 @@ export const KEYMAP: readonly Binding[] = [
   { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
   { command: 'focus-next', keys: 'tab', hint: 'focus', help: 'focus the next panel', match: (i, k) => !!k.tab && !k.shift },
   { command: 'focus-prev', keys: 'shift-tab', help: 'focus the previous panel', match: (i, k) => !!k.tab && !!k.shift },
-  { command: 'zoom', keys: 'enter / z', hint: 'zoom', help: 'zoom the focused panel to the whole screen (again: back)', match: (i, k) => !!k.return || (i === 'z' && !k.ctrl) },
+  { command: 'zoom', keys: 'z / enter', hint: 'zoom', help: 'zoom the focused panel to the whole screen (again: back)', match: (i, k) => !!k.return || (i === 'z' && !k.ctrl) },
   { command: 'scroll-up', keys: '↑ / k', help: 'scroll the focused panel up', match: (i, k) => !!k.upArrow || i === 'k' },
   { command: 'scroll-down', keys: '↓ / j', help: 'scroll the focused panel down', match: (i, k) => !!k.downArrow || i === 'j' },
   { command: 'page-up', keys: 'pgup', help: 'scroll a page up', match: (i, k) => !!k.pageUp },

@@ -92,7 +92,7 @@ export function layout(inp: LayoutInput): Layout {
     return { kind: 'ok', cols, height, mode: 'zoom', slots: [header, { x: 0, y: top, w: cols, h: mid, panels: [zoom], active: zoom, border: true }, footer] };
   }
   const gpuH = Math.max(4, Math.min(inp.gpuRows + 2, 10));
-  const rankH = Math.max(4, Math.min(inp.rankRows + 3, 12));
+  const rankH = Math.max(4, Math.min(inp.rankRows + 3, 14));
   let cs: ColSpec[];
   let mode: 'compact' | 'wide' | 'huge';
   if (cols >= 180 && rows >= 50) {

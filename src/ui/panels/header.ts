@@ -49,19 +49,19 @@ export function identityLine(s: CockpitState): Line {
   const tr = id.train;
   const parts: (Line | null)[] = [];
   if (m) parts.push([t(`d${m.dim} L${m.nLayers} H${m.nHeads}/kv${m.nKvGroups} V${si(m.vocab, 0)}`, 'info')]);
-  if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
+  if (id.worldSize != null) parts.push([t(`world ${id.worldSize}${id.backend && id.backend !== 'single' ? ` ${id.backend}` : ''}`)]);
+  const flags = flagList(id.flags);
+  if (flags.length) parts.push([t(flags.join(' '), 'accent')]);
   if (tr?.seqLen != null) parts.push([t(`seq ${tr.seqLen}`)]);
   if (tr?.batchSize != null) parts.push([t(`batch ${tr.batchSize}${tr.accum && tr.accum > 1 ? `×${tr.accum}` : ''}`)]);
-  if (id.worldSize != null) parts.push([t(`world ${id.worldSize}${id.backend && id.backend !== 'single' ? ` ${id.backend}` : ''}`)]);
-  if (id.device || id.dtype) parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
   if (id.dataset) {
     const synth = s.run.data.syntheticFallback;
     parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth ? 'crit' : undefined)]);
   }
-  const flags = flagList(id.flags);
-  if (flags.length) parts.push([t(flags.join(' '), 'accent')]);
   parts.push([t(`CONFIG=${id.config ?? '(default)'}`, id.config ? 'dim' : 'warn')]);
-  if (parts.length === 1 && !m) return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
+  if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
+  if (id.device || id.dtype) parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
+  if (!m && id.worldSize == null && !flags.length) return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
   return join(parts, ' · ');
 }
 

@@ -18,8 +18,10 @@ export const alertsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const body: Line[] = [];
   for (const a of sorted) {
     const sev = SEV[a.severity] ?? SEV.info!;
-    body.push([t(sev.tag, sev.role, { bold: true, inverse: a.severity === 'critical' }), t(` ${clean(a.title)}`, sev.role), t(`  since ${clock(a.since)} (${ago(a.since, now)})`, 'dim')]);
-    if (a.detail && (h > 6 || sorted.length <= 2)) for (const l of wrap(clean(a.detail), w - 2).slice(0, 2)) body.push([t(`  ${l}`, 'dim')]);
+    body.push([t(sev.tag, sev.role, { bold: true, inverse: a.severity === 'critical' }), t(` ${clean(a.title)}`, sev.role)]);
+    const when = `  since ${clock(a.since)} (${ago(a.since, now)})`;
+    const detail = a.detail && (h > 6 || sorted.length <= 2) ? wrap(`${when} · ${clean(a.detail)}`, w - 2).slice(0, 2) : [when];
+    for (const l of detail) body.push([t(l.startsWith('  ') ? l : `  ${l}`, 'dim')]);
   }
   const sl = scrollSlice(body, h, v.scroll.alerts ?? 0);
   const crit = s.alerts.filter((a) => a.severity === 'critical').length;

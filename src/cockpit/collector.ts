@@ -1,0 +1,262 @@
+// The collector: the one non-UI module that assembles CockpitState. It polls the run (RunModel),
+// the process table and GPU telemetry on an interval, runs the Checker, reads the action log and
+// the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
+// CockpitState only when something the screen shows has changed.
+import { readFileSync } from 'node:fs';
+import { Checker } from '../checks/index.js';
+import type { Host } from '../remote/host.js';
+import { findRunProcesses } from '../remote/procs.js';
+import type { GpuTelemetry, ProcInfo, RunProcesses } from '../remote/types.js';
+import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
+import { readActions, stepsAtRisk } from '../trainer/control.js';
+import { RunModel } from '../trainer/run.js';
+import type { RunSnapshot } from '../trainer/snapshot.js';
+import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import type { CockpitState } from './state.js';
+
+export interface GpuSource {
+  current(): GpuTelemetry | null;
+}
+
+export interface CollectorOptions {
+  host: Host;
+  /** the run dir as given (a supervised launcher dir or the trainer's out_dir) */
+  runDir: string;
+  intervalMs?: number;
+  readOnly?: boolean;
+  gpu?: GpuSource | null;
+  readSupervisorState?: (host: Host, runDir: string) => Promise<SupervisorState | null>;
+  /** actions.jsonl records kept (newest) */
+  actionLimit?: number;
+}
+
+type Listener = (s: CockpitState) => void;
+
+/** An nsa-top process that is not a trainer (a cockpit, status, watchdog): never a rank to signal. */
+export function isNsaTopTool(p: ProcInfo): boolean {
+  for (let i = 0; i < Math.min(p.argv.length, 3); i++) {
+    if (/(^|\/)nsa-top(\.js|\.mjs|\.cjs)?$/.test(p.argv[i]!)) return p.argv[i + 1] !== 'train';
+  }
+  return false;
+}
+
+/** Drops nsa-top's own processes (this cockpit, other cockpits) from what the process table matched. */
+export function withoutTools(r: RunProcesses, selfPid: number | null): RunProcesses {
+  const keep = (p: ProcInfo) => p.pid !== selfPid && !isNsaTopTool(p);
+  return { ...r, launcher: r.launcher && keep(r.launcher) ? r.launcher : null, ranks: r.ranks.filter((x) => keep(x.proc)), unknown: r.unknown.filter(keep) };
+}
+
+/** CPU seconds of this process and of its reaped children (Linux /proc; 0 elsewhere). */
+export function cpuSeconds(): { self: number; children: number } {
+  const u = process.cpuUsage();
+  let children = 0;
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // fields 16, 17 (cutime, cstime) → indexes 13, 14 after the comm field
+    children = (Number(f[13]) + Number(f[14])) / 100;
+  } catch {
+    /* not Linux */
+  }
+  return { self: (u.user + u.system) / 1e6, children };
+}
+
+function changeKey(s: CockpitState): string {
+  const r = s.run;
+  const files = Object.entries(r.files)
+    .map(([k, f]) => `${k}:${f.size}:${f.records}`)
+    .join(',');
+  const procs = s.procs ? `${s.procs.ranks.map((p) => `${p.rank}:${p.proc.pid}:${p.proc.state}:${Math.round(p.proc.cpuPct ?? -1)}:${Math.round((p.proc.rssKiB ?? 0) / 10240)}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.error ?? ''}` : 'none';
+  const gpu = s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none';
+  const alerts = s.alerts.map((a) => `${a.id}:${a.severity}:${a.title}`).join(',');
+  return [
+    files,
+    r.exists,
+    r.error,
+    r.step,
+    r.dumps.length,
+    r.checkpoints.map((c) => `${c.step}${c.complete ? '+' : ''}`).join(','),
+    r.control.halt.present,
+    procs,
+    gpu,
+    alerts,
+    s.runState,
+    s.runStateWhy,
+    s.gateHaltIn,
+    s.actions.length,
+    s.actions.at(-1)?.ts,
+    s.supervisor?.updatedAt,
+    s.supervisor?.state,
+    JSON.stringify(s.conn),
+    s.collectError,
+  ].join('|');
+}
+
+export class Collector {
+  readonly intervalMs: number;
+  private readonly host: Host;
+  private readonly runDir: string;
+  private outDir: string | null = null;
+  private model: RunModel | null = null;
+  private readonly checker = new Checker();
+  private readonly listeners = new Set<Listener>();
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = true;
+  private state: CockpitState | null = null;
+  private lastKey = '';
+  private cpuMark: { at: number; cpu: number } | null = null;
+  private pySpy: boolean | null = null;
+  private ticking: Promise<void> | null = null;
+  /** ms the last tick took (reading files, process table, checks) */
+  lastTickMs: number | null = null;
+  ticks = 0;
+  emits = 0;
+
+  constructor(private readonly o: CollectorOptions) {
+    this.host = o.host;
+    this.runDir = o.runDir;
+    this.intervalMs = Math.max(200, o.intervalMs ?? 1000);
+  }
+
+  get(): CockpitState | null {
+    return this.state;
+  }
+
+  subscribe(fn: Listener): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** One collection round now (also used by tests and the one-frame non-TTY mode). */
+  async tick(): Promise<CockpitState> {
+    if (this.ticking) await this.ticking;
+    let done!: () => void;
+    this.ticking = new Promise<void>((r) => (done = r));
+    try {
+      return await this.collect();
+    } finally {
+      this.ticking = null;
+      done();
+    }
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    const loop = async () => {
+      if (this.stopped) return;
+      const t0 = Date.now();
+      try {
+        await this.tick();
+      } catch {
+        /* collect() never throws on data problems; a bug here must not kill the cockpit */
+      }
+      if (this.stopped) return;
+      this.timer = setTimeout(loop, Math.max(50, this.intervalMs - (Date.now() - t0)));
+    };
+    void loop();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private async collect(): Promise<CockpitState> {
+    const t0 = Date.now();
+    this.ticks++;
+    const errors: string[] = [];
+    if (!this.model) {
+      try {
+        this.outDir = (await resolveRunDirs(this.host, this.runDir)).outDir;
+      } catch {
+        this.outDir = this.runDir;
+      }
+      this.model = new RunModel(this.host, this.outDir);
+      void this.probePySpy();
+    }
+    let run: RunSnapshot;
+    try {
+      run = await this.model.poll();
+    } catch (e) {
+      errors.push(`reading the run: ${(e as Error).message}`);
+      run = this.model.snapshot();
+    }
+    const gpu = this.o.gpu?.current() ?? null;
+    let procs: RunProcesses | null = null;
+    try {
+      procs = await findRunProcesses(this.host, this.outDir!, {
+        heartbeatPids: run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })),
+        gpu: gpu && gpu.status === 'ok' ? gpu : null,
+      });
+      procs = withoutTools(procs, this.host.kind === 'local' ? process.pid : null);
+    } catch (e) {
+      errors.push(`process table: ${(e as Error).message}`);
+    }
+    const now = this.host.now();
+    const ev = this.checker.evaluate({ now, run, procs, gpu });
+    let actions: ActionRecord[] = this.state?.actions ?? [];
+    try {
+      actions = await readActions(this.host, this.runDir, this.o.actionLimit ?? 100);
+    } catch (e) {
+      errors.push(`actions.jsonl: ${(e as Error).message}`);
+    }
+    let supervisor: SupervisorState | null = null;
+    if (this.o.readSupervisorState) {
+      try {
+        supervisor = await this.o.readSupervisorState(this.host, this.runDir);
+      } catch {
+        supervisor = null;
+      }
+    }
+    const risk = stepsAtRisk(run);
+    const cpu = cpuSeconds();
+    const wall = Date.now();
+    let cpuPct: number | null = this.state?.self.cpuPct ?? null;
+    if (this.cpuMark && wall - this.cpuMark.at >= 500) {
+      cpuPct = (100 * (cpu.self - this.cpuMark.cpu)) / ((wall - this.cpuMark.at) / 1000);
+      this.cpuMark = { at: wall, cpu: cpu.self };
+    } else if (!this.cpuMark) this.cpuMark = { at: wall, cpu: cpu.self };
+    this.lastTickMs = Date.now() - t0;
+    const gpuLatency = gpu && gpu.status === 'ok' ? gpu.latencyMs : null;
+    const state: CockpitState = {
+      at: now,
+      hostLabel: this.host.label,
+      conn: this.host.connState(),
+      readOnly: this.o.readOnly === true,
+      run,
+      runState: ev.runState,
+      runStateWhy: ev.runStateWhy,
+      gpu,
+      procs,
+      alerts: ev.alerts,
+      verdicts: ev.verdicts,
+      actions,
+      supervisor,
+      self: { cpuPct, rssMiB: process.memoryUsage.rss() / 1048576, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
+      gateHaltIn: ev.gateHaltIn,
+      stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep },
+      caps: { pySpy: this.pySpy },
+      collectError: errors.length ? errors.join('; ') : null,
+    };
+    const key = changeKey(state);
+    const changed = key !== this.lastKey;
+    this.lastKey = key;
+    this.state = state;
+    if (changed) {
+      this.emits++;
+      for (const l of this.listeners) l(state);
+    }
+    return state;
+  }
+
+  private async probePySpy(): Promise<void> {
+    try {
+      const r = await this.host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
+      this.pySpy = r.code === 0 && r.stdout.trim().length > 0;
+    } catch {
+      this.pySpy = false;
+    }
+  }
+}

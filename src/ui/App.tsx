@@ -1,0 +1,271 @@
+// The Ink root. Holds the view state (focus, zoom, scroll, chart options) and the open dialog;
+// draws compose()'s lines; turns keys into commands through the keymap. It never reads a file or
+// runs a command: data comes from the store (the collector), effects go through `actions`.
+import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import type { CockpitActions } from '../cockpit/actions.js';
+import type { CockpitState } from '../cockpit/state.js';
+import { lineToAnsi } from './ansi.js';
+import { compose, visiblePanels } from './compose.js';
+import { type Dialog, ESCALATE_AFTER_S } from './dialog.js';
+import { commandFor, type Command } from './keymap.js';
+import type { PanelId } from './layout.js';
+import { initialView, type ViewState } from './view.js';
+
+export interface Store {
+  get(): CockpitState | null;
+  subscribe(fn: (s: CockpitState) => void): () => void;
+}
+
+export interface AppProps {
+  store: Store;
+  actions: CockpitActions;
+  /** raw-mode keyboard available (stdin is a TTY) */
+  interactive: boolean;
+  noColor: boolean;
+  /** last render time, measured by Ink's onRender; shown in the footer */
+  renderMs: { current: number | null };
+  onQuit?: () => void;
+  /** seconds between clock ticks that refresh ages ("12 s ago") */
+  tickMs?: number;
+}
+
+/** Panels whose natural end is the bottom (scrolling up reveals older lines). */
+const BOTTOM_ANCHORED: PanelId[] = ['log'];
+
+export function App(p: AppProps) {
+  const { exit } = useApp();
+  const { stdout } = useStdout();
+  const [state, setState] = useState<CockpitState | null>(() => p.store.get());
+  const [view, setView] = useState<ViewState>(initialView);
+  const [dialog, setDialog] = useState<Dialog | null>(null);
+  const [size, setSize] = useState({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
+  const [now, setNow] = useState(() => Date.now());
+  const dialogRef = useRef<Dialog | null>(null);
+  dialogRef.current = dialog;
+
+  useEffect(() => p.store.subscribe((s) => setState(s)), [p.store]);
+  useEffect(() => {
+    const onResize = () => setSize({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
+    stdout.on('resize', onResize);
+    return () => {
+      stdout.off('resize', onResize);
+    };
+  }, [stdout]);
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), p.tickMs ?? 1000);
+    return () => clearInterval(t);
+  }, [p.tickMs]);
+
+  const frame = useMemo(() => (state ? compose(state, view, size.cols, size.rows, now, dialog, p.renderMs.current) : null), [state, view, size, now, dialog, p.renderMs]);
+
+  const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
+
+  const quit = useCallback(() => {
+    p.actions.cancelHalt();
+    p.onQuit?.();
+    exit();
+  }, [exit, p]);
+
+  const startDump = useCallback(() => {
+    const startedAt = Date.now();
+    setDialog({ kind: 'dump', startedAt, progress: [], result: null, error: null });
+    p.actions
+      .dump((line) => update((d) => (d.kind === 'dump' && d.startedAt === startedAt ? { ...d, progress: [...d.progress, line].slice(-20) } : d)))
+      .then(
+        (result) => update((d) => (d.kind === 'dump' && d.startedAt === startedAt ? { ...d, result } : d)),
+        (e: Error) => update((d) => (d.kind === 'dump' && d.startedAt === startedAt ? { ...d, error: e.message } : d)),
+      );
+  }, [p.actions, update]);
+
+  const startHalt = useCallback(
+    (mode: 'now' | 'after-checkpoint') => {
+      const startedAt = Date.now();
+      setDialog({ kind: 'halt-track', mode, startedAt, startStep: state?.run.step ?? null, result: null, escalation: null, killArmed: false });
+      const mine = (d: Dialog) => d.kind === 'halt-track' && d.startedAt === startedAt;
+      p.actions.halt(mode).then(
+        (result) => update((d) => (mine(d) && d.kind === 'halt-track' ? { ...d, result } : d)),
+        (e: Error) => update((d) => (mine(d) && d.kind === 'halt-track' ? { ...d, result: { ok: false, result: 'failed', detail: e.message } } : d)),
+      );
+    },
+    [p.actions, state, update],
+  );
+
+  const startEscalate = useCallback(
+    (sig: 'SIGINT' | 'SIGKILL') => {
+      update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result: null }, killArmed: false } : d));
+      p.actions.escalate(sig).then(
+        (result) => update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result } } : d)),
+        (e: Error) => update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result: { ok: false, result: 'failed', detail: e.message } } } : d)),
+      );
+    },
+    [p.actions, update],
+  );
+
+  const startRelaunch = useCallback(
+    (removeStaleHalt: boolean) => {
+      update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'running', removeHalt: removeStaleHalt } : d));
+      p.actions.relaunch({ removeStaleHalt }).then(
+        (result) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', result } : d)),
+        (e: Error) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', error: e.message } : d)),
+      );
+    },
+    [p.actions, update],
+  );
+
+  const dialogKey = (input: string, key: Partial<Key>, d: Dialog): void => {
+    const esc = !!key.escape;
+    switch (d.kind) {
+      case 'help':
+      case 'refused':
+        if (esc || input === '?' || input === 'q' || key.return) setDialog(null);
+        return;
+      case 'dump':
+        if (esc || ((d.result || d.error) && (key.return || input === 'q'))) setDialog(null);
+        return;
+      case 'halt-choose':
+        if (esc) setDialog(null);
+        else if (input === 'n') startHalt('now');
+        else if (input === 'c') startHalt('after-checkpoint');
+        return;
+      case 'halt-track': {
+        if (esc) {
+          setDialog(null);
+          return;
+        }
+        const age = (Date.now() - d.startedAt) / 1000;
+        if (age < ESCALATE_AFTER_S && !d.escalation) return;
+        if (input === 'i') startEscalate('SIGINT');
+        else if (input === 'K') {
+          if (d.killArmed) startEscalate('SIGKILL');
+          else setDialog({ ...d, killArmed: true });
+        }
+        return;
+      }
+      case 'relaunch': {
+        if (esc) {
+          setDialog(null);
+          return;
+        }
+        if (d.stage === 'done') {
+          if (key.return || input === 'q') setDialog(null);
+          return;
+        }
+        if (d.stage === 'running') return;
+        const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+        if (key.backspace || key.delete) {
+          setDialog({ ...d, [field]: d[field].slice(0, -1), error: null });
+          return;
+        }
+        if (key.return) {
+          if (d.stage === 'confirm') {
+            if (d.input !== state?.run.identity.name) {
+              setDialog({ ...d, error: `"${d.input}" is not the run name; nothing done` });
+              return;
+            }
+            if (state?.run.control.halt.present) setDialog({ ...d, stage: 'halt-confirm', error: null });
+            else startRelaunch(false);
+          } else {
+            if (d.haltInput === 'remove') startRelaunch(true);
+            else if (d.haltInput === 'keep') startRelaunch(false);
+            else setDialog({ ...d, error: 'type "remove" or "keep"' });
+          }
+          return;
+        }
+        if (input && !key.ctrl && !key.meta && input.length < 64 && !/[\x00-\x1f]/.test(input)) setDialog({ ...d, [field]: d[field] + input, error: null });
+        return;
+      }
+    }
+  };
+
+  const runCommand = (c: Command, dangerous: boolean): void => {
+    if (dangerous && p.actions.readOnly) {
+      setDialog({ kind: 'refused', what: c, why: 'nsa-top runs with --read-only: dump, halt and relaunch are disabled' });
+      return;
+    }
+    const visible = frame ? visiblePanels(frame.layout) : [];
+    const move = (delta: number) => {
+      const f = view.focus;
+      const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
+      setView((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
+    };
+    const page = Math.max(1, size.rows - 10);
+    switch (c) {
+      case 'quit':
+        quit();
+        return;
+      case 'help':
+        setDialog({ kind: 'help' });
+        return;
+      case 'dump':
+        startDump();
+        return;
+      case 'halt':
+        setDialog({ kind: 'halt-choose', startedAt: Date.now() });
+        return;
+      case 'relaunch':
+        setDialog({ kind: 'relaunch', stage: 'confirm', input: '', haltInput: '', removeHalt: false, result: null, error: null });
+        return;
+      case 'focus-next':
+      case 'focus-prev': {
+        if (visible.length === 0) return;
+        const i = visible.indexOf(view.focus);
+        const n = (i + (c === 'focus-next' ? 1 : -1) + visible.length) % visible.length;
+        setView((v) => ({ ...v, focus: visible[n]!, zoom: v.zoom ? visible[n]! : null }));
+        return;
+      }
+      case 'zoom':
+        setView((v) => ({ ...v, zoom: v.zoom ? null : v.focus }));
+        return;
+      case 'scroll-up':
+        move(-1);
+        return;
+      case 'scroll-down':
+        move(1);
+        return;
+      case 'page-up':
+        move(-page);
+        return;
+      case 'page-down':
+        move(page);
+        return;
+      case 'top':
+        setView((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 1e9 : 0 } }));
+        return;
+      case 'bottom':
+        setView((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 0 : 1e9 } }));
+        return;
+      case 'ema':
+        setView((v) => ({ ...v, ema: !v.ema }));
+        return;
+      case 'chart-range':
+        setView((v) => ({ ...v, chartRange: v.chartRange === 'recent' ? 'all' : 'recent' }));
+        return;
+    }
+  };
+
+  useInput(
+    (input, key) => {
+      const d = dialogRef.current;
+      if (d) {
+        if (key.ctrl && input === 'c') return quit();
+        dialogKey(input, key, d);
+        return;
+      }
+      const b = commandFor(input, key);
+      if (b) runCommand(b.command, !!b.dangerous);
+    },
+    { isActive: p.interactive },
+  );
+
+  if (!frame) return <Text dimColor>nsa-top: reading the run…</Text>;
+  return (
+    <Box flexDirection="column">
+      {frame.lines.map((l, i) => (
+        <Text key={i} wrap="truncate-end">
+          {lineToAnsi(l, p.noColor)}
+        </Text>
+      ))}
+    </Box>
+  );
+}

@@ -1,0 +1,225 @@
+// Screen tests: the cockpit drawn from real fixture runs (read by RunModel, judged by the Checker)
+// into a headless xterm at several sizes, with layout invariants and the facts an operator needs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
+import { render } from 'ink';
+import { createElement } from 'react';
+import { Checker } from '../../src/checks/index.js';
+import type { CockpitState } from '../../src/cockpit/state.js';
+import type { CockpitActions } from '../../src/cockpit/actions.js';
+import { linesToAnsi } from '../../src/ui/ansi.js';
+import { App } from '../../src/ui/App.js';
+import { compose } from '../../src/ui/compose.js';
+import { layout, type Slot } from '../../src/ui/layout.js';
+import { lineWidth, plain } from '../../src/ui/text.js';
+import { initialView } from '../../src/ui/view.js';
+import { baseState, fixtureState, xtermScreen } from './helpers.js';
+
+const SIZES: [number, number][] = [
+  [80, 24],
+  [120, 40],
+  [200, 60],
+];
+
+async function judged(name: string, over: Partial<CockpitState> = {}): Promise<CockpitState> {
+  const s = await fixtureState(name);
+  const now = s.run.takenAt;
+  const ev = new Checker().evaluate({ now, run: s.run, procs: null, gpu: null });
+  return { ...s, at: now, runState: ev.runState, runStateWhy: ev.runStateWhy, alerts: ev.alerts, verdicts: ev.verdicts, gateHaltIn: ev.gateHaltIn, ...over };
+}
+
+async function screenOf(s: CockpitState, cols: number, rows: number, view = initialView()) {
+  const f = compose(s, view, cols, rows, s.at);
+  const scr = await xtermScreen(cols, rows, [linesToAnsi(f.lines, false).split('\n').join('\r\n')]);
+  return { f, scr, text: scr.rows.join('\n') };
+}
+
+for (const name of ['ddp2-dumps-halt', 'single']) {
+  for (const [cols, rows] of SIZES) {
+    test(`${name} at ${cols}x${rows}: frame is rows-1 tall, no line spills, key facts visible`, async () => {
+      const s = await judged(name);
+      const { f, scr, text } = await screenOf(s, cols, rows);
+      assert.equal(f.lines.length, rows - 1, 'frame height');
+      for (const [i, l] of f.lines.entries()) assert.equal(lineWidth(l), cols, `line ${i} width: ${plain(l)}`);
+      // written into a real terminal emulator the frame does not scroll: the last row stays empty
+      assert.equal(scr.rows[rows - 1]!.trim(), '', 'last row untouched');
+      assert.match(scr.rows[0]!, new RegExp(name === 'single' ? 'FINISHED|EXITED' : 'HALTED'));
+      assert.match(text, name === 'single' ? /step 40\/40/ : /step 31\/400/);
+      assert.match(text, /loss 5\.70\d\d/);
+      assert.match(text, /world 2 DDP|world 1/);
+      assert.match(text, /PREFILL_BATCHED=1/);
+      // every panel's title is on screen (compact screens show tab groups)
+      for (const title of ['Training', 'Ranks', 'GPUs', 'Gates']) assert.ok(text.includes(title), `${title} panel at ${cols}x${rows}`);
+    });
+  }
+}
+
+test('the halted DDP run names its stop and shows the dump set with the odd rank', async () => {
+  const s = await judged('ddp2-dumps-halt');
+  assert.match(s.runStateWhy, /HALT/);
+  const { text } = await screenOf(s, 120, 40);
+  assert.match(text, /HALTED/);
+  assert.match(text, /2 dumps/);
+  assert.match(text, /ODD/, 'the rank whose stack differs is called out');
+  assert.match(text, /all_reduce/);
+});
+
+test('layout: slots never overlap and stay inside the frame, for every size from 80x24 to 220x70', () => {
+  for (let cols = 80; cols <= 220; cols += 7) {
+    for (let rows = 24; rows <= 70; rows += 5) {
+      for (const zoom of [null, 'log' as const]) {
+        const L = layout({ cols, rows, focus: 'training', zoom, gpuRows: 4, rankRows: 3 });
+        assert.equal(L.kind, 'ok');
+        if (L.kind !== 'ok') continue;
+        const cells = new Set<number>();
+        let area = 0;
+        for (const sl of L.slots as Slot[]) {
+          assert.ok(sl.x >= 0 && sl.y >= 0 && sl.x + sl.w <= cols && sl.y + sl.h <= rows - 1, `slot ${sl.active} inside ${cols}x${rows}`);
+          assert.ok(sl.h >= 1 && sl.w >= 10, `slot ${sl.active} has room`);
+          for (let y = sl.y; y < sl.y + sl.h; y++)
+            for (let x = sl.x; x < sl.x + sl.w; x++) {
+              const k = y * 1000 + x;
+              assert.ok(!cells.has(k), `overlap at ${x},${y} (${cols}x${rows})`);
+              cells.add(k);
+            }
+          area += sl.w * sl.h;
+        }
+        assert.equal(area, cols * (rows - 1), `slots tile the frame at ${cols}x${rows}`);
+      }
+    }
+  }
+});
+
+test('below 80x24 the cockpit says the terminal is too small, still within rows-1', async () => {
+  const s = await judged('single');
+  for (const [cols, rows] of [
+    [79, 30],
+    [100, 23],
+    [40, 10],
+  ] as [number, number][]) {
+    const f = compose(s, initialView(), cols, rows, s.at);
+    assert.ok(f.lines.length <= rows - 1);
+    assert.match(plain(f.lines[0]!), /terminal too small/);
+    for (const l of f.lines) assert.equal(lineWidth(l), cols);
+  }
+});
+
+test('NO_COLOR: no colour escapes, but the state is still marked (inverse)', async () => {
+  const s = await judged('ddp2-dumps-halt');
+  const f = compose(s, initialView(), 120, 40, s.at);
+  const mono = linesToAnsi(f.lines, true);
+  assert.doesNotMatch(mono, /\x1b\[(3[0-7]|9[0-7])(;|m)/);
+  assert.match(mono, /\x1b\[[0-9;]*7m HALTED/);
+  const colour = linesToAnsi(f.lines, false);
+  assert.match(colour, /\x1b\[3[0-7]/);
+});
+
+test('read-only shows on the header and the footer key hints', async () => {
+  const s = await judged('single', { readOnly: true });
+  const { text } = await screenOf(s, 120, 40);
+  assert.match(text, /READ-ONLY/);
+  assert.match(text, /dump:read-only/);
+  assert.match(text, /halt:read-only/);
+});
+
+test('GPU panel: capability-aware (nothing shown for unreported fields), hang and absence said in words', async () => {
+  const s0 = await judged('ddp2-dumps-halt');
+  const dev = { index: 0, name: 'NVIDIA A100-SXM4-80GB', uuid: 'GPU-a', mig: null, memUsedMiB: 40960, memTotalMiB: 81920, utilPct: 97, powerW: null, powerLimitW: null, tempC: 65, smClockMHz: null, memClockMHz: null };
+  const procs = {
+    at: s0.at,
+    launcher: null,
+    unknown: [],
+    ranks: [0, 1].map((rank) => ({ rank, localRank: rank, gpuMemMiB: 20000 + rank, gpuUuid: 'GPU-a', source: 'environ' as const, proc: { pid: 100 + rank, ppid: 1, startTime: '1', state: 'R' as const, cpuPct: 99, rssKiB: 2e6, wchan: null, argv: ['python'], env: {} } })),
+  };
+  const ok = await screenOf({ ...s0, gpu: { status: 'ok', at: s0.at, devices: [dev], apps: [], latencyMs: 30 }, procs }, 120, 40);
+  assert.match(ok.text, /A100/);
+  assert.match(ok.text, /40\.0G\/80\.0G/);
+  assert.match(ok.text, /97%/);
+  assert.match(ok.text, /65°C/);
+  assert.doesNotMatch(ok.text, / 0W|\/0W/, 'power not reported → not drawn');
+  assert.match(ok.text, /r0 19\.5G r1 19\.5G/);
+  const hung = await screenOf({ ...s0, gpu: { status: 'not-answering', since: s0.at - 42_000, at: s0.at, lastGood: null } }, 120, 40);
+  assert.match(hung.text, /nvidia-smi not answering for 42s/);
+  const none = await screenOf({ ...s0, gpu: { status: 'no-nvidia-tools', at: s0.at } }, 120, 40);
+  assert.match(none.text, /no NVIDIA tools/);
+});
+
+test('a stalled rank is named in the header and coloured in the ranks panel', async () => {
+  const s0 = await judged('ddp2-dumps-halt');
+  const s: CockpitState = {
+    ...s0,
+    runState: 'STALLED',
+    runStateWhy: 'rank 1 has not advanced for 212 s',
+    alerts: [{ id: 'stall:rank1', rule: 'stall', severity: 'critical', title: 'rank 1 heartbeat silent 212 s', detail: 'expected every 20 s', since: s0.at - 212_000, rank: 1, step: 31 }],
+    verdicts: [{ kind: 'odd-rank', rank: 1, text: 'rank 1 is in backward while rank 0 waits in all_reduce' }],
+  };
+  const { text, scr } = await screenOf(s, 80, 24);
+  assert.match(scr.rows[0]!, /STALLED.*rank 1/);
+  assert.match(text, /rank 1 is in backward/);
+  const { text: wide } = await screenOf(s, 120, 40);
+  assert.match(wide, /CRIT rank 1 heartbeat silent 212 s/);
+  assert.match(wide, /since \d\d:\d\d:\d\d \(3m32s ago\)/);
+});
+
+test('zoom shows one panel over the whole middle; tab groups switch to the focused panel', async () => {
+  const s = await judged('ddp2-dumps-halt');
+  const v = { ...initialView(), focus: 'log' as const, zoom: 'log' as const };
+  const { text } = await screenOf(s, 80, 24, v);
+  assert.match(text, /HALT file detected/);
+  assert.doesNotMatch(text, /┌ Training/);
+  const grouped = await screenOf(s, 80, 24, { ...initialView(), focus: 'dumps' });
+  assert.match(grouped.text, /ODD/);
+});
+
+function fakeTerminal(cols: number, rows: number) {
+  const out = new PassThrough() as PassThrough & { columns: number; rows: number; isTTY: boolean };
+  out.columns = cols;
+  out.rows = rows;
+  out.isTTY = true;
+  const chunks: string[] = [];
+  out.on('data', (d: Buffer) => chunks.push(d.toString('utf8')));
+  return { out, chunks };
+}
+
+const noActions: CockpitActions = {
+  readOnly: true,
+  dump: async () => ({ results: [], pySpy: false }),
+  halt: async () => ({ ok: false, result: 'refused', detail: '' }),
+  cancelHalt: () => {},
+  escalate: async () => ({ ok: false, result: 'refused', detail: '' }),
+  relaunch: async () => ({ ok: false, result: 'refused', detail: '' }),
+};
+
+test('the Ink app renders the frame into a terminal and re-lays out on resize', async () => {
+  const s = await judged('ddp2-dumps-halt');
+  const { out, chunks } = fakeTerminal(120, 40);
+  const store = { get: () => s, subscribe: () => () => {} };
+  const stdin = new PassThrough() as unknown as NodeJS.ReadStream;
+  const inst = render(createElement(App, { store, actions: noActions, interactive: false, noColor: false, renderMs: { current: null }, tickMs: 60_000 }), {
+    stdout: out as unknown as NodeJS.WriteStream,
+    stdin,
+    patchConsole: false,
+    maxFps: 30,
+  });
+  await new Promise((r) => setTimeout(r, 150));
+  const a = await xtermScreen(120, 40, [chunks.join('').replace(/\n/g, '\r\n')]);
+  assert.match(a.rows[0]!, /HALTED/);
+  assert.match(a.rows.join('\n'), /step 31\/400/);
+  assert.ok(a.rows.every((r) => r.length <= 120));
+  // shrink to the compact layout: after a clear (what the command does on resize) the new frame fits
+  const before = chunks.length;
+  out.columns = 80;
+  out.rows = 24;
+  out.emit('resize');
+  await new Promise((r) => setTimeout(r, 150));
+  const after = chunks.slice(before).join('');
+  const b = await xtermScreen(80, 24, ['\x1b[2J\x1b[H' + after.replace(/\n/g, '\r\n')]);
+  assert.match(b.rows[0]!, /HALTED/);
+  assert.match(b.rows.join('\n'), /┌ Training/);
+  assert.equal(b.rows[23]!.trim(), '', 'frame stays rows-1 tall after resize');
+  inst.unmount();
+  base; // keep import used
+});
+
+const base = baseState;
