@@ -1,7 +1,7 @@
 // The watchdog rules. Each is a pure function of the evaluation context (and, for the few that need
 // more than one snapshot, the Checker's bounded history). Each alert says what, since when and why.
 import type { ProcState } from '../remote/types.js';
-import type { SeriesPoint } from '../trainer/snapshot.js';
+import type { SeriesPoint, StackDump } from '../trainer/snapshot.js';
 import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
 import { claims125m, configBasename, cpuPeak, flopsPerToken, gpuPeak, isToyModel, knownConfig } from './flops.js';
@@ -53,8 +53,52 @@ export function stallInfo(ctx: Ctx): StallInfo {
       const laggards = perStep.filter((r) => (r.lastStep ?? 0) < max);
       if (laggards.length === 1 && runStalled) oddRank = laggards[0]!.rank;
     }
+    if (oddRank === null && runStalled) oddRank = oddRankFromDumps(ctx)?.rank ?? null;
   }
   return { runStalled, frozenS, stalledRanks, oddRank, live };
+}
+
+/** Where a dump says the rank is: the phase the reference trainer names, else the main thread's innermost frame. */
+function dumpSignature(d: StackDump): string | null {
+  if (d.phase) return d.phase;
+  const main = d.threads.find((t) => /main/i.test(t.name)) ?? d.threads[0];
+  const f = main?.frames[main.frames.length - 1];
+  return f ? `${f.func} (${f.file.split('/').pop()}:${f.line ?? '?'})` : null;
+}
+
+/**
+ * Stack dumps taken since the step froze, newest per rank: when every rank but one shows the same
+ * place (waiting in the collective) and one shows another, that one is the odd one out.
+ */
+export function oddRankFromDumps(ctx: Ctx): { rank: number; where: string; others: string } | null {
+  const since = ctx.lastAdvanceTs ?? 0;
+  const newest = new Map<number, StackDump>();
+  for (const d of ctx.run.dumps) {
+    if (d.rank === null || d.mtimeMs < since) continue;
+    const prev = newest.get(d.rank);
+    if (!prev || d.mtimeMs > prev.mtimeMs) newest.set(d.rank, d);
+  }
+  if (newest.size < 2) return null;
+  const sig = new Map<number, string>();
+  for (const [r, d] of newest) {
+    const s = dumpSignature(d);
+    if (s) sig.set(r, s);
+  }
+  const counts = new Map<string, number[]>();
+  for (const [r, s] of sig) counts.set(s, [...(counts.get(s) ?? []), r]);
+  if (counts.size !== 2) return null;
+  const [a, b] = [...counts.entries()];
+  const [odd, rest] = a![1].length === 1 && b![1].length > 1 ? [a!, b!] : b![1].length === 1 && a![1].length > 1 ? [b!, a!] : sig.size === 2 ? pickTwo(a!, b!) : [null, null];
+  if (!odd || !rest) return null;
+  return { rank: odd[1][0]!, where: odd[0], others: rest[0] };
+}
+
+/** Two ranks, two places: the one not waiting in a collective is the odd one. */
+function pickTwo(a: [string, number[]], b: [string, number[]]): [[string, number[]] | null, [string, number[]] | null] {
+  const waiting = (s: string) => /allreduce|all_reduce|collective|barrier|broadcast|wait/i.test(s);
+  if (waiting(a[0]) && !waiting(b[0])) return [b, a];
+  if (waiting(b[0]) && !waiting(a[0])) return [a, b];
+  return [null, null];
 }
 
 export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
@@ -254,6 +298,12 @@ function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
 // ---------------------------------------------------------------------------------------------
 // Run identity
 
+/** env.json was read and parsed: only then does a missing CONFIG mean the toy default. */
+function envJsonRead(ctx: Ctx): boolean {
+  const f = ctx.run.files['env.json'];
+  return !!f && f.records > 0 && f.parseErrors === 0;
+}
+
 export function ruleIdentity(ctx: Ctx): Draft[] {
   const out: Draft[] = [];
   const id = ctx.run.identity;
@@ -267,7 +317,7 @@ export function ruleIdentity(ctx: Ctx): Draft[] {
         `launched with config ${launched.config} but the run used ${cfg ?? 'the toy default (no CONFIG in env.json)'}`,
         'the trainer reads its config only from the CONFIG env var; --config is silently ignored (contract §0)', { anomaly: 'wrong_config' }));
     }
-  } else if (real && cfg === null && ctx.run.exists && ctx.ranks.length > 0) {
+  } else if (real && cfg === null && ctx.run.exists && ctx.ranks.length > 0 && envJsonRead(ctx)) {
     out.push(a('identity:no-config', 'run-identity', 'warning',
       'env.json has no CONFIG: the trainer loaded its toy default configs/train_showcase.yaml',
       'a 50k run once trained the toy model for 24 h this way (contract §8.4); export CONFIG=configs/<name>.yaml'));
@@ -288,7 +338,7 @@ export function ruleIdentity(ctx: Ctx): Draft[] {
   const known = knownConfig(cfg);
   const model = id.model;
   const seq = id.train?.seqLen ?? null;
-  const toy = isToyModel(model, seq) || (real && cfg === null);
+  const toy = isToyModel(model, seq) || (real && cfg === null && envJsonRead(ctx));
   const claimName = claims125m(cfg) ? cfg : claims125m(launched?.config) ? launched!.config! : null;
   if (model && known && !known.toy && (model.dim !== known.model.dim || model.nLayers !== known.model.nLayers)) {
     out.push(a('identity:dims', 'run-identity', 'critical',
@@ -564,6 +614,9 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   if (odd.length === 1 && ctx.alive.length > 1) {
     const r = odd[0]!;
     v.push({ kind: 'odd-rank', rank: r.rank, text: `rank ${r.rank} is the odd one out: ${STATE_TXT[r.proc.state]} while the others wait (${ctx.alive.filter((o) => o !== r).map((o) => `rank ${o.rank} ${o.proc.state}`).join(', ')})` });
+  } else if (si.oddRank !== null && oddRankFromDumps(ctx)?.rank === si.oddRank) {
+    const o = oddRankFromDumps(ctx)!;
+    v.push({ kind: 'odd-rank', rank: o.rank, text: `rank ${o.rank} is the odd one out: its stack dump shows ${o.where} while the others are in ${o.others}` });
   } else if (si.oddRank !== null) {
     const r = ctx.ranks.find((x) => x.rank === si.oddRank)!;
     const others = ctx.ranks.filter((x) => x.rank !== si.oddRank);

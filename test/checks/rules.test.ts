@@ -349,3 +349,30 @@ test('run state: STARTING before the first step, NO TRAINER with nothing at all'
   empty.ranks = [];
   assert.equal(new Checker().evaluate({ now: t, run: empty, procs: procs([]), gpu: null }).runState, 'NO TRAINER');
 });
+
+test('stack dumps taken since the freeze name the odd rank: one elsewhere while the others wait in the collective', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 30, t });
+  run.identity.worldSize = 3;
+  for (const r of [1, 2]) run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 100 + r });
+  const dump = (rank: number, phase: string, mtimeMs: number) => ({ name: `stackdump_${rank}.txt`, path: `/tmp/run/stackdump_${rank}.txt`, kind: 'signal' as const, fsdp: false, epoch: Math.floor(mtimeMs / 1000), mtimeMs, header: 'Signal 10', signal: 10, rank, pid: 100 + rank, step: 30, phase, threads: [], parseErrors: 0 });
+  run.dumps = [dump(0, 'allreduce-wait', t + 5000), dump(1, 'injected-hang', t + 6000), dump(2, 'allreduce-wait', t + 7000), dump(1, 'allreduce-wait', t - 5000)];
+  const ev = new Checker({ stallFloorS: 3 }).evaluate({ now: t + 8000, run, procs: procs([proc(0), proc(1), proc(2)]), gpu: null });
+  assert.equal(ev.runState, 'STALLED');
+  assert.match(ev.runStateWhy, /^rank 1/);
+  const v = ev.verdicts.find((x) => x.kind === 'odd-rank');
+  assert.equal(v?.rank, 1);
+  assert.match(v!.text, /injected-hang.*allreduce-wait/);
+  // dumps from before the freeze say nothing about it
+  run.dumps = run.dumps.map((d) => ({ ...d, mtimeMs: t - 10_000 }));
+  assert.ok(!new Checker({ stallFloorS: 3 }).evaluate({ now: t + 8000, run, procs: procs([proc(0), proc(1), proc(2)]), gpu: null }).verdicts.some((x) => x.kind === 'odd-rank'));
+});
+
+test('no CONFIG in env.json is the toy-default tell, but only once env.json was actually read', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 3, t });
+  run.identity.config = null;
+  assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config'), 'env.json unread (or unparsable) proves nothing');
+  run.files['env.json'] = { offset: 100, size: 100, records: 1, parseErrors: 0, lastError: null, resets: 0 };
+  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config')?.severity, 'warning');
+});
