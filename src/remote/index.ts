@@ -1,0 +1,32 @@
+// openHost: the one way commands get a Host. No --host → LocalHost; otherwise an SshHost
+// resolved through ~/.ssh/config (aliases: HostName/User/Port/IdentityFile), -i, ssh-agent.
+import type { Host } from './host.js';
+import { LocalHost } from './local.js';
+import { SshHost, type SshHostOptions } from './ssh.js';
+import { resolveTarget } from './sshconfig.js';
+
+export type { Host } from './host.js';
+export { LocalHost } from './local.js';
+export { SshHost, HostKeyError, SshConnectError } from './ssh.js';
+
+export interface OpenHostSpec {
+  /** `user@box[:port]` or a ~/.ssh/config alias; absent → this machine */
+  host?: string;
+  /** -i: private key file */
+  identity?: string;
+  /** --port (a port in --host wins) */
+  port?: number;
+  /** --accept-new-host-key: trust an unknown host key and record it in ~/.ssh/known_hosts */
+  acceptNewHostKey?: boolean;
+  /** overrides for tests and embedding (known_hosts paths, keepalive, …) */
+  ssh?: Partial<Omit<SshHostOptions, 'target'>>;
+  /** ssh config text instead of ~/.ssh/config; home instead of ~ */
+  sshConfigText?: string;
+  home?: string;
+}
+
+export async function openHost(spec: OpenHostSpec = {}): Promise<Host> {
+  if (!spec.host || spec.host === 'local' || spec.host === 'localhost:local') return new LocalHost();
+  const target = resolveTarget(spec.host, { identity: spec.identity, port: spec.port, configText: spec.sshConfigText, home: spec.home });
+  return SshHost.connect({ target, acceptNewHostKey: spec.acceptNewHostKey, ...spec.ssh });
+}

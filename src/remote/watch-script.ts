@@ -1,0 +1,100 @@
+// The remote half of SshHost.pollDir: a POSIX sh loop on one long-lived SSH channel. The client
+// writes commands on its stdin (one per line) and a `t SEQ` tick at the poll interval; for each tick
+// the loop lists every watched directory and emits the new bytes of every followed file, so a
+// pollDir() on the client costs no round trip and no channel. Paths arrive as data read with
+// `read -r`, never as shell text (each path line ends in a `|` sentinel so trailing blanks
+// survive); `set -f` disables globbing; ids are checked to be numeric before any `eval`.
+//
+// Commands (client → remote):
+//   t SEQ                       emit a frame: B SEQ … Z SEQ
+//   d ID PATH|                  list directory PATH in every frame
+//   u ID                        stop listing ID
+//   f ID OFF INO MAX PATH|      follow PATH from byte OFF; INO = inode last seen (0 unknown, -1 gone);
+//                               at most MAX bytes per frame
+//   g ID                        stop following ID
+//   o ID OFF INO MAX PATH|      read PATH once from OFF (answer right away, outside frames)
+// Output (remote → client):
+//   L ID / e INO TYPE SIZE MTIME NAME / E ID     a listing (GNU find); `l <ls -lnai line>` without it
+//   N ID                                         directory missing or unreadable
+//   s K ID INO SIZE MTIME TYPE MODE RESET OFF LEN   then exactly LEN raw bytes (K = f | o;
+//                                                RESET = - | r (replaced) | x (truncated))
+//   m K ID                                       file missing
+// (`$\{` below stands for `${`, which a template literal would interpolate)
+export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
+set -f
+G=0
+if [ "$1" != posix ] && find / -maxdepth 0 -printf '' ; then G=1; fi
+echo "H $G"
+dids=
+fids=
+num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
+rmid() { out=; for j in $1; do [ "$j" = "$2" ] || out="$out $j"; done; }
+ld() {
+  if [ ! -d "$2" ] || [ ! -r "$2" ]; then printf 'N %s\n' "$1"; return; fi
+  printf 'L %s\n' "$1"
+  if [ $G = 1 ]; then find -L "$2" -mindepth 1 -maxdepth 1 -printf 'e %i %y %s %T@ %f\n'
+  else ls -lnaiL "$2" | while IFS= read -r x; do printf 'l %s\n' "$x"; done
+  fi
+  printf 'E %s\n' "$1"
+}
+rd() {
+  k=$1; id=$2; off=$3; ino=$4; max=$5; p=$6
+  if [ $G = 1 ]; then st=$(find -L "$p" -maxdepth 0 -printf '%i %s %T@ %y %m')
+  else
+    st=
+    set -- $(ls -lniLd "$p")
+    if [ -n "$1" ]; then
+      case $2 in d*) t=d;; -*) t=f;; *) t=o;; esac
+      st="$1 $6 0 $t 0"
+    fi
+  fi
+  if [ -z "$st" ]; then printf 'm %s %s\n' "$k" "$id"; R_OFF=$off; R_INO=-1; return; fi
+  set -- $st
+  rs=-
+  if [ "$ino" != 0 ] && [ "$ino" != "$1" ]; then rs=r; off=0; fi
+  if [ "$2" -lt "$off" ]; then rs=x; off=0; fi
+  len=$(( $2 - off ))
+  [ "$len" -gt "$max" ] && len=$max
+  [ "$len" -lt 0 ] && len=0
+  [ "$4" = f ] || len=0
+  printf 's %s %s %s %s %s %s %s %s %s %s\n' "$k" "$id" "$1" "$2" "$3" "$4" "$5" "$rs" "$off" "$len"
+  if [ "$len" -gt 0 ]; then { tail -c +$((off + 1)) "$p"; cat /dev/zero; } | head -c "$len"; fi
+  R_OFF=$((off + len)); R_INO=$1
+}
+pf() {
+  r=$1; i=$\{r%% *}; r=$\{r#* }; off=$\{r%% *}; r=$\{r#* }; ino=$\{r%% *}; r=$\{r#* }; max=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
+  num "$i" && num "$off" && num "$max" || return 1
+  case $ino in -1) ;; *) num "$ino" || return 1;; esac
+  return 0
+}
+while IFS= read -r line; do
+  case $line in
+    't '*)
+      s=$\{line#t }
+      printf 'B %s\n' "$s"
+      for i in $dids; do eval "p=\$d_$i"; ld "$i" "$p"; done
+      for i in $fids; do
+        eval "p=\$f_$i; o=\$o_$i; n=\$n_$i; x=\$x_$i"
+        rd f "$i" "$o" "$n" "$x" "$p"
+        eval "o_$i=\$R_OFF; n_$i=\$R_INO"
+      done
+      printf 'Z %s\n' "$s" ;;
+    'd '*)
+      r=$\{line#d }; i=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
+      num "$i" || continue
+      eval "d_$i=\$p"; rmid "$dids" "$i"; dids="$out $i" ;;
+    'u '*)
+      i=$\{line#u }; num "$i" || continue
+      rmid "$dids" "$i"; dids=$out ;;
+    'f '*)
+      pf "$\{line#f }" || continue
+      eval "f_$i=\$p; o_$i=\$off; n_$i=\$ino; x_$i=\$max"; rmid "$fids" "$i"; fids="$out $i" ;;
+    'g '*)
+      i=$\{line#g }; num "$i" || continue
+      rmid "$fids" "$i"; fids=$out ;;
+    'o '*)
+      pf "$\{line#o }" || continue
+      rd o "$i" "$off" "$ino" "$max" "$p" ;;
+  esac
+done
+`.replace(/\$\\\{/g, '${');
