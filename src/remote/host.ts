@@ -115,8 +115,12 @@ export interface Host {
   exec(argv: string[], opts: ExecOptions): Promise<ExecResult>;
   stream(argv: string[], opts: StreamOptions): StreamHandle;
 
-  /** Send a signal to a pid. Callers must have verified pid + start time (see src/remote/procs). */
-  signal(pid: number, sig: SignalName): Promise<void>;
+  /**
+   * Send a signal to a pid. Callers must have verified pid + start time (see src/remote/procs).
+   * With `expect.startTime` the host re-checks /proc/PID/stat field 22 right before `kill` (in the
+   * same remote command over SSH) and throws instead of signalling a recycled pid.
+   */
+  signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void>;
 
   writeFile(path: string, data: string | Buffer, opts?: { exclusive?: boolean; mode?: number }): Promise<void>;
   appendFile(path: string, data: string | Buffer): Promise<void>;
