@@ -26,6 +26,12 @@ export interface Kernels {
   gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, accumulate: boolean): void;
   /** dst[cols,rows] = src[rows,cols]ᵀ */
   transpose(src: number, rows: number, cols: number, dst: number): void;
+  /** SiLU forward over n values: sg ← σ(h), a ← h·σ(h) */
+  siluFwd(h: number, a: number, sg: number, n: number): void;
+  /** SiLU backward: dh ← dh·σ·(1 + h·(1 − σ)) */
+  siluBwd(dh: number, h: number, sg: number, n: number): void;
+  /** row-wise softmax of x[rows,n] in place times scale; f[lse + r] ← log Σ exp(x[r,:]) */
+  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void;
   /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
   attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
   /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O */
@@ -50,6 +56,9 @@ interface WasmExports {
   memory: WasmMemory;
   gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, acc: number): void;
   transpose(src: number, rows: number, cols: number, dst: number): void;
+  silu_fwd(h: number, a: number, sg: number, n: number): void;
+  silu_bwd(dh: number, h: number, sg: number, n: number): void;
+  softmax_rows(x: number, rows: number, n: number, scale: number, lse: number): void;
   attn_fwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
   attn_bwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
     P: number, O: number, dO: number, dq: number, dK: number, dV: number): number;
@@ -116,6 +125,9 @@ class WasmKernels implements Kernels {
   transpose(src: number, rows: number, cols: number, dst: number): void {
     this.x.transpose(src * 4, rows, cols, dst * 4);
   }
+  siluFwd(h: number, a: number, sg: number, n: number): void { this.x.silu_fwd(h * 4, a * 4, sg * 4, n); }
+  siluBwd(dh: number, h: number, sg: number, n: number): void { this.x.silu_bwd(dh * 4, h * 4, sg * 4, n); }
+  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void { this.x.softmax_rows(x * 4, rows, n, scale, lse * 4); }
   attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void {
     this.x.attn_fwd(q * 4, K * 4, ldk, V * 4, ldv, ranges * 4, nr, dk, dv, scale, P * 4, O * 4);
   }
@@ -147,22 +159,72 @@ class JsKernels implements Kernels {
     this.f = f;
     this.i = i;
   }
+  private ap = new Float64Array(0);
+  private bt = new Float64Array(0);
   gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, accumulate: boolean): void {
     const f = this.f;
-    for (let i = 0; i < M; i++) {
-      const ai = a + i * sai, ci = c + i * ldc;
-      if (!accumulate) for (let j = 0; j < N; j++) f[ci + j] = 0;
-      // row-by-row rank-1 updates: C[i,:] += A[i,k]·B[k,:] (contiguous inner loop)
-      for (let k = 0; k < K; k++) {
-        const av = f[ai + k * sak];
-        const bk = b + k * ldb;
-        for (let j = 0; j < N; j++) f[ci + j] += av * f[bk + j];
+    // pack A row-major and B transposed so every inner loop is a contiguous dot product
+    if (this.ap.length < M * K) this.ap = new Float64Array(M * K);
+    if (this.bt.length < N * K) this.bt = new Float64Array(N * K);
+    const ap = this.ap, bt = this.bt;
+    for (let i = 0; i < M; i++) for (let k = 0; k < K; k++) ap[i * K + k] = f[a + i * sai + k * sak]!;
+    for (let k = 0; k < K; k++) for (let j = 0; j < N; j++) bt[j * K + k] = f[b + k * ldb + j]!;
+    let i = 0;
+    for (; i + 2 <= M; i += 2) {
+      const a0 = i * K, a1 = a0 + K, c0 = c + i * ldc, c1 = c0 + ldc;
+      let j = 0;
+      for (; j + 2 <= N; j += 2) {
+        const b0 = j * K, b1 = b0 + K;
+        let s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+        for (let k = 0; k < K; k++) {
+          const x0 = ap[a0 + k]!, x1 = ap[a1 + k]!, y0 = bt[b0 + k]!, y1 = bt[b1 + k]!;
+          s00 += x0 * y0; s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1;
+        }
+        if (accumulate) { s00 += f[c0 + j]!; s01 += f[c0 + j + 1]!; s10 += f[c1 + j]!; s11 += f[c1 + j + 1]!; }
+        f[c0 + j] = s00; f[c0 + j + 1] = s01; f[c1 + j] = s10; f[c1 + j + 1] = s11;
+      }
+      for (; j < N; j++) {
+        const b0 = j * K;
+        let s0 = 0, s1 = 0;
+        for (let k = 0; k < K; k++) { const y = bt[b0 + k]!; s0 += ap[a0 + k]! * y; s1 += ap[a1 + k]! * y; }
+        if (accumulate) { s0 += f[c0 + j]!; s1 += f[c1 + j]!; }
+        f[c0 + j] = s0; f[c1 + j] = s1;
+      }
+    }
+    for (; i < M; i++) {
+      const a0 = i * K, c0 = c + i * ldc;
+      for (let j = 0; j < N; j++) {
+        const b0 = j * K;
+        let s0 = 0;
+        for (let k = 0; k < K; k++) s0 += ap[a0 + k]! * bt[b0 + k]!;
+        f[c0 + j] = accumulate ? s0 + f[c0 + j]! : s0;
       }
     }
   }
   transpose(src: number, rows: number, cols: number, dst: number): void {
     const f = this.f;
     for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) f[dst + c * rows + r] = f[src + r * cols + c];
+  }
+  siluFwd(h: number, a: number, sg: number, n: number): void {
+    const f = this.f;
+    for (let i = 0; i < n; i++) { const z = f[h + i]!, s = 1 / (1 + Math.exp(-z)); f[sg + i] = s; f[a + i] = z * s; }
+  }
+  siluBwd(dh: number, h: number, sg: number, n: number): void {
+    const f = this.f;
+    for (let i = 0; i < n; i++) { const z = f[h + i]!, s = f[sg + i]!; f[dh + i] = f[dh + i]! * s * (1 + z * (1 - s)); }
+  }
+  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void {
+    const f = this.f;
+    for (let r = 0; r < rows; r++) {
+      const o = x + r * n;
+      let mx = -Infinity;
+      for (let j = 0; j < n; j++) if (f[o + j]! > mx) mx = f[o + j]!;
+      let sum = 0;
+      for (let j = 0; j < n; j++) { const e = Math.exp(f[o + j]! - mx); f[o + j] = e; sum += e; }
+      f[lse + r] = mx + Math.log(sum);
+      const sc = scale / sum;
+      for (let j = 0; j < n; j++) f[o + j] = f[o + j]! * sc;
+    }
   }
   attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void {
     const f = this.f, iv = this.i;

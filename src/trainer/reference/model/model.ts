@@ -169,7 +169,7 @@ interface LayerA {
   xin: number; xn1: number; r1: number; q: number; kc: number; vc: number; ks: number; vs: number; kw: number; vw: number;
   kcmp: number; vcmp: number; qg: number; gh: number; ga: number; pc: number; ps: number; pw: number;
   sel: number; selN: number; oc: number; os: number; ow: number; o: number;
-  xmid: number; xn2: number; r2: number; h: number; a: number;
+  xmid: number; xn2: number; r2: number; h: number; a: number; sg: number;
   gates: Float64Array; selK: Int32Array;
 }
 
@@ -198,7 +198,8 @@ class NsaModel implements ModelInternals {
   private lp: LayerP[] = [];
   private B = 0;
   private la: LayerA[] = [];
-  private fin = { xL: 0, xf: 0, rf: 0, logits: 0 };
+  private fin = { xL: 0, xf: 0, rf: 0, logits: 0, lse: 0 };
+  private zt = new Float64Array(0);
   private scr = { dx: 0, dxn: 0, dh: 0, dO: 0, dq: 0, dkc: 0, dvc: 0, dks: 0, dvs: 0, dkw: 0, dvw: 0, dkcmp: 0, dvcmp: 0, dqg: 0, dgh: 0, wt: 0, rng: 0 };
   private dgates = new Float64Array(0);
   private selScore = new Float64Array(0);
@@ -282,11 +283,12 @@ class NsaModel implements ModelInternals {
         pc: alloc(M * H * Sc), ps: alloc(M * H * selTok), pw: alloc(M * H * wEff),
         sel: alloc(M * G * this.selCap * 2), selN: alloc(M * G),
         oc: alloc(M * H * dv), os: alloc(M * H * dv), ow: alloc(M * H * dv), o: alloc(M * H * dv),
-        xmid: alloc(M * D), xn2: alloc(M * D), r2: alloc(M), h: alloc(M * 4 * D), a: alloc(M * 4 * D),
+        xmid: alloc(M * D), xn2: alloc(M * D), r2: alloc(M), h: alloc(M * 4 * D), a: alloc(M * 4 * D), sg: alloc(M * 4 * D),
         gates: new Float64Array(M * G * 3), selK: new Int32Array(M * G),
       });
     }
-    this.fin = { xL: alloc(M * D), xf: alloc(M * D), rf: alloc(M), logits: alloc(M * this.cfg.vocab) };
+    this.fin = { xL: alloc(M * D), xf: alloc(M * D), rf: alloc(M), logits: alloc(M * this.cfg.vocab), lse: alloc(M) };
+    this.zt = new Float64Array(M);
     let wtMax = 0;
     for (const e of this.layout) if (e.shape.length === 2) wtMax = Math.max(wtMax, e.size);
     this.scr = {
@@ -373,31 +375,19 @@ class NsaModel implements ModelInternals {
     const V = c.vocab;
     k.gemm(this.fin.xf, D, 1, lpHead, V, this.fin.logits, V, M, V, D, false);
     const nT = B * (S - 1);
+    const lg = this.fin.logits, zt = this.zt;
+    for (let r = 0; r < M; r++) zt[r] = r % S === S - 1 ? 0 : f[lg + r * V + tokens[r + 1]!]!;
+    k.softmaxRows(lg, M, V, train ? 1 / nT : 1, this.fin.lse);
+    const ff = k.f;
     let loss = 0;
-    const lg = this.fin.logits;
     for (let r = 0; r < M; r++) {
       const o = lg + r * V;
-      let mx = -Infinity;
-      for (let j = 0; j < V; j++) if (f[o + j]! > mx) mx = f[o + j]!;
-      const t = r % S;
-      const tgt = t === S - 1 ? -1 : tokens[r + 1]!;
-      const zt = tgt >= 0 ? f[o + tgt]! - mx : 0;
-      let sum = 0;
-      for (let j = 0; j < V; j++) { const e = Math.exp(f[o + j]! - mx); f[o + j] = e; sum += e; }
-      const inv = 1 / sum;
-      if (t === S - 1) {
-        if (train) for (let j = 0; j < V; j++) f[o + j] = 0;
-        else for (let j = 0; j < V; j++) f[o + j] = f[o + j]! * inv;
+      if (r % S === S - 1) {
+        if (train) ff.fill(0, o, o + V);
         continue;
       }
-      loss += Math.log(sum) - zt;
-      if (train) {
-        const sc = inv / nT;
-        for (let j = 0; j < V; j++) f[o + j] = f[o + j]! * sc;
-        f[o + tgt] = f[o + tgt]! - 1 / nT;
-      } else {
-        for (let j = 0; j < V; j++) f[o + j] = f[o + j]! * inv;
-      }
+      loss += ff[this.fin.lse + r]! - zt[r]!;
+      if (train) { const tgt = o + tokens[r + 1]!; ff[tgt] = ff[tgt]! - 1 / nT; }
     }
     loss /= nT;
     const stats: StepStats = { loss, gate: this.gateStats(), sel: this.selStats() };
@@ -611,9 +601,15 @@ class NsaModel implements ModelInternals {
               if (best < 0) break;
               chosen[nch++] = best;
             }
-            const sorted = Array.from(chosen.subarray(0, nch)).sort((x, y) => x - y);
+            for (let a = 1; a < nch; a++) {
+              const v = chosen[a]!;
+              let q = a - 1;
+              while (q >= 0 && chosen[q]! > v) { chosen[q + 1] = chosen[q]!; q--; }
+              chosen[q + 1] = v;
+            }
             let nr = 0, kTot = 0, prevEnd = -1;
-            for (const j of sorted) {
+            for (let q = 0; q < nch; q++) {
+              const j = chosen[q]!;
               const s = j * lSel, e = Math.min((j + 1) * lSel, t + 1);
               if (e <= s) continue;
               if (s === prevEnd) { iv[selBase + 2 * (nr - 1) + 1] = e; }
@@ -653,7 +649,7 @@ class NsaModel implements ModelInternals {
     for (let i = 0; i < M * D; i++) f[L.xmid + i] = f[L.xmid + i]! + f[L.xin + i]!;
     this.rmsForward(L.xmid, P + lp.mlpNorm, L.xn2, L.r2, M);
     this.linear(L.xn2, P + lp.fc1, L.h, M, D, 4 * D);
-    for (let i = 0; i < M * 4 * D; i++) { const z = f[L.h + i]!; f[L.a + i] = z / (1 + Math.exp(-z)); }
+    k.siluFwd(L.h, L.a, L.sg, M * 4 * D);
     this.linear(L.a, P + lp.fc2, xout, M, 4 * D, D);
     for (let i = 0; i < M * D; i++) f[xout + i] = f[xout + i]! + f[L.xmid + i]!;
   }
@@ -687,10 +683,7 @@ class NsaModel implements ModelInternals {
     const f = k.f;
     // MLP: dx holds ∂L/∂xout; residual passes it to xmid unchanged
     this.linearBackward(L.a, P + lp.fc2, Gd + lp.fc2, sc.dx, sc.dh, M, 4 * D, D, false);
-    for (let i = 0; i < M * 4 * D; i++) {
-      const z = f[L.h + i]!, s = 1 / (1 + Math.exp(-z));
-      f[sc.dh + i] = f[sc.dh + i]! * s * (1 + z * (1 - s));
-    }
+    k.siluBwd(sc.dh, L.h, L.sg, M * 4 * D);
     this.linearBackward(L.xn2, P + lp.fc1, Gd + lp.fc1, sc.dh, sc.dxn, M, D, 4 * D, false);
     this.rmsBackward(L.xmid, L.r2, P + lp.mlpNorm, Gd + lp.mlpNorm, sc.dxn, sc.dx, M);
     // attention output projection

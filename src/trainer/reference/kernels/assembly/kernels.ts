@@ -142,6 +142,91 @@ export function transpose(src: usize, rows: i32, cols: i32, dst: usize): void {
   for (; i < n; i++) { const o = (<usize>i) << 2; store<f32>(y + o, load<f32>(y + o) + alpha * load<f32>(x + o)); }
 }
 
+// e^x for four lanes: x = k·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6 polynomial (relative error
+// ≈2e-7), 2^k by building the exponent bits. Inputs are clamped to [-87.3, 88.0] (no inf/denormals).
+@inline function exp4(x: v128): v128 {
+  x = f32x4.min(f32x4.max(x, f32x4.splat(-87.3)), f32x4.splat(88.0));
+  const kf = f32x4.nearest(f32x4.mul(x, f32x4.splat(1.4426950408889634)));
+  let r = f32x4.sub(x, f32x4.mul(kf, f32x4.splat(0.693145751953125)));
+  r = f32x4.sub(r, f32x4.mul(kf, f32x4.splat(1.428606765330187e-6)));
+  let p = f32x4.splat(1.0 / 720.0);
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.0 / 120.0));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.0 / 24.0));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.0 / 6.0));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(0.5));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.0));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.0));
+  const ki = i32x4.trunc_sat_f32x4_s(kf);
+  const scale = i32x4.shl(i32x4.add(ki, i32x4.splat(127)), 23);
+  return f32x4.mul(p, scale);
+}
+
+@inline function exp1(x: f32): f32 {
+  return f32x4.extract_lane(exp4(f32x4.splat(x)), 0);
+}
+
+// a = z·σ(z), sg = σ(z) for n values of h (SiLU forward, keeping σ for the backward)
+export function silu_fwd(h: usize, a: usize, sg: usize, n: i32): void {
+  const one = f32x4.splat(1);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = (<usize>i) << 2;
+    const z = v128.load(h + o);
+    const s = f32x4.div(one, f32x4.add(one, exp4(f32x4.neg(z))));
+    v128.store(sg + o, s);
+    v128.store(a + o, f32x4.mul(z, s));
+  }
+  for (; i < n; i++) {
+    const o = (<usize>i) << 2;
+    const z = load<f32>(h + o);
+    const s: f32 = 1 / (1 + exp1(-z));
+    store<f32>(sg + o, s);
+    store<f32>(a + o, z * s);
+  }
+}
+
+// dh ← dh · σ(z)·(1 + z·(1 − σ(z)))
+export function silu_bwd(dh: usize, h: usize, sg: usize, n: i32): void {
+  const one = f32x4.splat(1);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = (<usize>i) << 2;
+    const z = v128.load(h + o), s = v128.load(sg + o);
+    v128.store(dh + o, f32x4.mul(v128.load(dh + o), f32x4.mul(s, f32x4.add(one, f32x4.mul(z, f32x4.sub(one, s))))));
+  }
+  for (; i < n; i++) {
+    const o = (<usize>i) << 2;
+    const z = load<f32>(h + o), s = load<f32>(sg + o);
+    store<f32>(dh + o, load<f32>(dh + o) * s * (1 + z * (1 - s)));
+  }
+}
+
+// Row-wise softmax of x[rows, n] in place, multiplied by `scale`; lse[r] = log Σ exp(x[r,:]).
+export function softmax_rows(x: usize, rows: i32, n: i32, scale: f32, lse: usize): void {
+  for (let r = 0; r < rows; r++) {
+    const row = x + ((<usize>(r * n)) << 2);
+    let mx: f32 = -Infinity;
+    for (let j = 0; j < n; j++) { const v = load<f32>(row + ((<usize>j) << 2)); if (v > mx) mx = v; }
+    const mv = f32x4.splat(mx);
+    let acc = f32x4.splat(0);
+    let j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const o = (<usize>j) << 2;
+      const e = exp4(f32x4.sub(v128.load(row + o), mv));
+      v128.store(row + o, e);
+      acc = f32x4.add(acc, e);
+    }
+    let sum: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+    for (; j < n; j++) { const o = (<usize>j) << 2; const e = exp1(load<f32>(row + o) - mx); store<f32>(row + o, e); sum += e; }
+    store<f32>(lse + ((<usize>r) << 2), mx + Mathf.log(sum));
+    const sv = f32x4.splat(scale / sum);
+    j = 0;
+    for (; j + 4 <= n; j += 4) { const o = (<usize>j) << 2; v128.store(row + o, f32x4.mul(v128.load(row + o), sv)); }
+    const ss: f32 = scale / sum;
+    for (; j < n; j++) { const o = (<usize>j) << 2; store<f32>(row + o, load<f32>(row + o) * ss); }
+  }
+}
+
 // One query row against the keys listed as [start,end) token ranges (i32 pairs at `ranges`).
 // Key token t lives at K + 4·t·ldk (V likewise). Writes the softmax probabilities to P (one per
 // key, in range order) and O[0..dv) = Σ P·V. With no keys, O = 0.
@@ -161,8 +246,17 @@ export function attn_fwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, range
   }
   for (let i = 0; i < dv; i++) store<f32>(O + ((<usize>i) << 2), 0);
   if (n == 0) return;
-  let sum: f32 = 0;
-  for (let i = 0; i < n; i++) { const p = P + ((<usize>i) << 2); const e = Mathf.exp(load<f32>(p) - mx); store<f32>(p, e); sum += e; }
+  const mv = f32x4.splat(mx);
+  let acc = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const p = P + ((<usize>i) << 2);
+    const e = exp4(f32x4.sub(v128.load(p), mv));
+    v128.store(p, e);
+    acc = f32x4.add(acc, e);
+  }
+  let sum: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+  for (; i < n; i++) { const p = P + ((<usize>i) << 2); const e = exp1(load<f32>(p) - mx); store<f32>(p, e); sum += e; }
   const inv: f32 = 1 / sum;
   n = 0;
   for (let r = 0; r < nr; r++) {
