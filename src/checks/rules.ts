@@ -4,6 +4,7 @@ import type { ProcState } from '../remote/types.js';
 import type { SeriesPoint, StackDump } from '../trainer/snapshot.js';
 import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
+import type { Thresholds } from './thresholds.js';
 import { claims125m, configBasename, cpuPeak, flopsPerToken, gpuPeak, isToyModel, knownConfig } from './flops.js';
 import { currentSegment, fmtNum, fmtS, linfit, median } from './stats.js';
 
@@ -541,17 +542,17 @@ export function ruleData(ctx: Ctx): Draft[] {
 
 export interface MemSample { step: number; mib: number }
 
-export function leakOf(samples: MemSample[], ctx: Ctx): { growth: number; slope: number; first: MemSample; last: MemSample; r2: number } | null {
+export function leakOf(samples: MemSample[], t: Thresholds): { growth: number; slope: number; first: MemSample; last: MemSample; r2: number } | null {
   // drop the first samples (allocator warm-up), keep the last 60
   const s = samples.slice(Math.min(3, Math.floor(samples.length / 4))).slice(-60);
-  if (s.length < ctx.t.leakMinPoints) return null;
+  if (s.length < t.leakMinPoints) return null;
   const span = s[s.length - 1]!.step - s[0]!.step;
   if (span < 5) return null;
   const fit = linfit(s.map((x) => x.step), s.map((x) => x.mib));
   if (!fit) return null;
   const growth = fit.slope * span;
   const base = Math.max(1, s[0]!.mib);
-  if (growth > ctx.t.leakMinMiB && growth > ctx.t.leakMinFrac * base && fit.r2 > 0.6) {
+  if (growth > t.leakMinMiB && growth > t.leakMinFrac * base && fit.r2 > 0.6) {
     return { growth, slope: fit.slope, first: s[0]!, last: s[s.length - 1]!, r2: fit.r2 };
   }
   return null;
@@ -564,7 +565,7 @@ export function ruleMemory(ctx: Ctx, perRank: Map<string, MemSample[]>): Draft[]
   if (hb.length) sources.set('0:gpu_mem_reserved', hb);
   for (const [key, samples] of sources) {
     const [rank, src] = key.split(':');
-    const l = leakOf(samples, ctx);
+    const l = leakOf(samples, ctx.t);
     if (!l) continue;
     out.push(a(`mem-leak:rank${rank}:${src}`, 'memory-growth', 'warning',
       `rank ${rank} memory growing ${fmtNum(l.slope)} MiB/step (${src} ${Math.round(l.first.mib)} → ${Math.round(l.last.mib)} MiB over steps ${l.first.step}–${l.last.step})`,

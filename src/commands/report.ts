@@ -1,6 +1,258 @@
-// Placeholder until its issue lands; replaced by the owning module.
+// `nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json|--md]`: grade a finished or live run against
+// the runbooks' acceptance phases with evidence, using the same rules as the cockpit and the
+// watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
+import asciichart from 'asciichart';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
+import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
+import type { MemSample } from '../checks/rules.js';
+import type { Host } from '../remote/host.js';
+import { LocalHost } from '../remote/local.js';
+import { findRunProcesses } from '../remote/procs.js';
+import type { RunProcesses } from '../remote/types.js';
+import { resolveRunDir } from '../trainer/rundir.js';
+import { RunModel } from '../trainer/run.js';
+import type { RunSnapshot, Series } from '../trainer/snapshot.js';
+import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new CliError('report: not implemented yet');
+const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N]
+
+Grades a finished or live run against the runbooks' acceptance phases, with evidence:
+  phase 0  smoke: one step logged, heartbeats from every rank, a finite first loss
+  phase 1  300 steps, no stalls, finite loss past step 5, steady step times, throughput in bounds
+  phase 2  1000 steps, memory stable (no creep)
+  phase 3  production: ran to its length, checkpoints saved, real data, the intended model/config
+A critical alert (non-finite or exploding loss, gate collapse, a stall, a dead rank, a run that
+ended without finishing or halting, a wrong config) makes every phase NO-GO. Without --phase the
+highest phase the run's configured length allows is graded, and every phase is shown.
+
+Exit: 0 GO, 1 NO-GO, 2 cannot judge (yet: a live run short of the phase's steps; or no run data).
+`;
+
+interface ReportArgs { dir: string | undefined; phase: Phase | undefined; format: 'text' | 'json' | 'md'; minTps: number | undefined }
+
+export function parseReportArgs(argv: string[]): ReportArgs | 'help' {
+  const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const x = argv[i]!;
+    const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
+    const val = () => (inline !== undefined ? inline : argv[++i]);
+    switch (flag) {
+      case '-h':
+      case '--help':
+        return 'help';
+      case '--json':
+        a.format = 'json';
+        break;
+      case '--md':
+        a.format = 'md';
+        break;
+      case '--phase': {
+        const v = val();
+        if (v === undefined || !/^[0-3]$/.test(v)) throw new CliError(`report: --phase takes 0, 1, 2 or 3, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
+        a.phase = Number(v) as Phase;
+        break;
+      }
+      case '--min-tps': {
+        const v = val();
+        const n = Number(v);
+        if (v === undefined || !Number.isFinite(n) || n < 0) throw new CliError(`report: --min-tps needs a number >= 0`, 2);
+        a.minTps = n;
+        break;
+      }
+      default:
+        if (x.startsWith('-')) throw new CliError(`report: unknown option ${x} (see nsa-top report --help)`, 2);
+        if (a.dir !== undefined) throw new CliError('report: more than one RUN_DIR given', 2);
+        a.dir = x;
+    }
+  }
+  return a;
+}
+
+const MEM_TAIL = 32 * 1024 * 1024;
+
+/**
+ * From the heartbeat files: per-rank memory per record (gpu_mem_reserved MiB; the reference
+ * trainer's rss_mib) and rank 0's progress times (step time and gaps; CSV rows carry no time).
+ */
+async function readHeartbeats(host: Host, outDir: string, run: RunSnapshot): Promise<{ memory: Map<string, MemSample[]>; progressTimes: { step: number; t: number }[] }> {
+  const out = new Map<string, MemSample[]>();
+  let times: { step: number; t: number }[] = [];
+  for (const r of run.ranks) {
+    const path = join(outDir, r.file);
+    let text: string;
+    try {
+      const st = await host.stat(path);
+      if (!st) continue;
+      const start = Math.max(0, st.size - MEM_TAIL);
+      text = (await host.readRange(path, start)).toString('utf8');
+      if (start > 0) text = text.slice(text.indexOf('\n') + 1);
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n')) {
+      const isProgress = r.rank === 0 && line.includes('"progress"');
+      if (!isProgress && !line.includes('"boot"') && !line.includes('gpu_mem_reserved') && !line.includes('rss_mib')) continue;
+      let j: Record<string, unknown>;
+      try {
+        j = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        continue;
+      }
+      if (j.msg === 'boot') {
+        // a relaunch: only the current segment counts
+        for (const [k, v] of out) if (k.startsWith(`${r.rank}:`)) v.length = 0;
+        if (r.rank === 0) times = [];
+        continue;
+      }
+      const step = j.step;
+      if (typeof step !== 'number' || step <= 0) continue;
+      if (isProgress && j.msg === 'progress' && typeof j.ts === 'number') {
+        const last = times[times.length - 1];
+        if (last && step <= last.step) times = [];
+        times.push({ step, t: j.ts * 1000 });
+      }
+      for (const [field, src] of [['gpu_mem_reserved', 'gpu_mem_reserved'], ['rss_mib', 'rss_mib']] as const) {
+        const v = j[field];
+        if (typeof v !== 'number' || !Number.isFinite(v)) continue;
+        const key = `${r.rank}:${src}`;
+        let arr = out.get(key);
+        if (!arr) out.set(key, (arr = []));
+        const last = arr[arr.length - 1];
+        if (last && step < last.step) arr.length = 0;
+        if (last && last.step === step) last.mib = v;
+        else arr.push({ step, mib: v });
+      }
+    }
+  }
+  return { memory: out, progressTimes: times };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseReportArgs(argv);
+  if (a === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  let t;
+  try {
+    t = thresholdsFromEnv(process.env);
+  } catch (e) {
+    throw new CliError(`report: ${(e as Error).message}`, 2);
+  }
+  const host = new LocalHost();
+  const dir = await resolveRunDir(host, a.dir, process.cwd());
+  const { outDir } = await resolveRunDirs(host, dir);
+  const model = new RunModel(host, outDir);
+  await model.poll();
+  let snap = await model.poll(); // a second poll settles checkpoint completeness (size stable)
+  const started = Date.now();
+  while (snap.backfill.pending && Date.now() - started < 5000) snap = await model.poll();
+  if (!snap.exists) throw new CliError(`report: cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
+  if (snap.ranks.length === 0 && snap.series.loss.total === 0) {
+    process.stderr.write(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`);
+    return 2;
+  }
+  let procs: RunProcesses | null = null;
+  try {
+    procs = await findRunProcesses(host, outDir, { heartbeatPids: snap.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })) });
+    if (procs.error && procs.ranks.length === 0) procs = null;
+  } catch {
+    procs = null;
+  }
+  const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu: null, hostCpus: cpus().length });
+  const hb = await readHeartbeats(host, outDir, snap);
+  const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, minTps: a.minTps, thresholds: t }, a.phase);
+  const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
+  if (a.format === 'json') process.stdout.write(JSON.stringify({ ...rep, charts }, null, 2) + '\n');
+  else process.stdout.write(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts));
+  return rep.exitCode;
+}
+
+// ------------------------------------------------------------------ rendering
+
+/** A step-ordered chart of a series (older buckets by their last value, then the recent window), ≤ 64 columns. */
+export function chart(s: Series, height = 8): string | null {
+  const pts: { step: number; v: number }[] = [
+    ...s.history.map((b) => ({ step: b.stepTo, v: b.last })),
+    ...s.recent.map((p) => ({ step: p.step, v: p.value })),
+  ].filter((p) => Number.isFinite(p.v));
+  if (pts.length < 2) return null;
+  const W = 64;
+  const vals: number[] = [];
+  if (pts.length <= W) for (const p of pts) vals.push(p.v);
+  else for (let i = 0; i < W; i++) {
+    const lo = Math.floor((i * pts.length) / W), hi = Math.max(lo + 1, Math.floor(((i + 1) * pts.length) / W));
+    const chunk = pts.slice(lo, hi).map((p) => p.v);
+    vals.push(chunk.reduce((x, y) => x + y, 0) / chunk.length);
+  }
+  const fmt = (x: number) => {
+    const a = Math.abs(x);
+    const str = a >= 1000 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(3);
+    return str.padStart(8);
+  };
+  const plot = asciichart.plot(vals, { height, format: fmt });
+  return `${plot}\n${' '.repeat(10)}steps ${pts[0]!.step} … ${pts[pts.length - 1]!.step}`;
+}
+
+const MARK: Record<Status, string> = { pass: '✔', fail: '✘', pending: '…', unknown: '?' };
+
+function fmtStepOf(r: Report): string {
+  return `step ${r.run.step ?? '—'}${r.run.total !== null ? ` of ${r.run.total}` : ''}`;
+}
+
+function alertLine(a: Alert): string {
+  return `${a.severity.toUpperCase().padEnd(8)} ${a.title}\n${' '.repeat(9)}${a.detail}`;
+}
+
+export function formatText(r: Report, charts: { loss: string | null; toksPerS: string | null }): string {
+  const out: string[] = [];
+  out.push(`nsa-top report  ${r.run.name}  (${r.run.dir}${r.run.host !== 'local' ? ` on ${r.run.host}` : ''})`);
+  out.push(`run       ${r.run.state} — ${r.run.stateWhy}`);
+  out.push(`trainer   ${r.run.trainer}, CONFIG ${r.run.config ?? '(none)'}, ${fmtStepOf(r)}`);
+  out.push('');
+  out.push(`VERDICT   ${r.verdict} for ${PHASES[r.target].title}`);
+  out.push(`          ${r.phases[r.target]!.why}`);
+  out.push('');
+  for (const p of r.phases) {
+    out.push(`${p.phase === r.target ? '▶' : ' '} ${p.title}: ${p.verdict}`);
+    for (const c of p.criteria.filter((c) => c.phase === p.phase || c.id === 'no-critical')) {
+      out.push(`    ${MARK[c.status]} ${c.name.padEnd(30)} ${c.evidence}`);
+    }
+  }
+  if (r.critical.length || r.warnings.length) {
+    out.push('');
+    out.push('alerts');
+    for (const a of [...r.critical, ...r.warnings]) out.push('  ' + alertLine(a).replace(/\n/g, '\n  '));
+  }
+  if (charts.loss) out.push('', 'loss', charts.loss);
+  if (charts.toksPerS) out.push('', 'tok/s', charts.toksPerS);
+  out.push('', `exit ${r.exitCode} (${r.verdict})`);
+  return out.join('\n') + '\n';
+}
+
+export function formatMd(r: Report, charts: { loss: string | null; toksPerS: string | null }): string {
+  const esc = (s: string) => s.replace(/\|/g, '\\|');
+  const out: string[] = [];
+  out.push(`# Acceptance report: ${r.run.name}`, '');
+  out.push(`- **Verdict: ${r.verdict}** for ${PHASES[r.target].title} — ${esc(r.phases[r.target]!.why)}`);
+  out.push(`- Run: ${r.run.state} — ${esc(r.run.stateWhy)}`);
+  out.push(`- Trainer ${r.run.trainer}, CONFIG \`${r.run.config ?? '(none)'}\`, ${fmtStepOf(r)}`);
+  out.push(`- Dir \`${r.run.dir}\`${r.run.host !== 'local' ? ` on ${r.run.host}` : ''}`, '');
+  for (const p of r.phases) {
+    out.push(`## ${p.title}: ${p.verdict}${p.phase === r.target ? ' (graded)' : ''}`, '');
+    out.push('| | criterion | evidence |', '|---|---|---|');
+    for (const c of p.criteria.filter((c) => c.phase === p.phase || c.id === 'no-critical')) out.push(`| ${MARK[c.status]} | ${esc(c.name)} | ${esc(c.evidence)} |`);
+    out.push('');
+  }
+  if (r.critical.length || r.warnings.length) {
+    out.push('## Alerts', '');
+    for (const a of [...r.critical, ...r.warnings]) out.push(`- **${a.severity}** ${esc(a.title)} — ${esc(a.detail)}`);
+    out.push('');
+  }
+  if (charts.loss) out.push('## Loss', '', '```', charts.loss, '```', '');
+  if (charts.toksPerS) out.push('## Throughput (tok/s)', '', '```', charts.toksPerS, '```', '');
+  return out.join('\n');
 }

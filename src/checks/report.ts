@@ -1,0 +1,269 @@
+// Acceptance grading against the runbooks' phases (contract §5): pure, over one snapshot, its
+// Evaluation (the same rules as the cockpit and the watchdog) and optional per-record memory read
+// by the command module. Honest: a run stopped at step 20 of 300 does not pass phase 1, and what
+// cannot be measured is said so, not passed.
+import type { RunSnapshot, SeriesPoint } from '../trainer/snapshot.js';
+import type { Evaluation } from './index.js';
+import { leakOf, type MemSample } from './rules.js';
+import { currentSegment, fmtNum, fmtS, median, quantile } from './stats.js';
+import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
+import type { Alert } from './types.js';
+
+export type Phase = 0 | 1 | 2 | 3;
+export type Status = 'pass' | 'fail' | 'pending' | 'unknown';
+export type Verdict = 'GO' | 'NO-GO' | 'CANNOT JUDGE';
+
+export interface Criterion {
+  id: string;
+  phase: Phase;
+  name: string;
+  status: Status;
+  evidence: string;
+}
+
+export interface PhaseGrade {
+  phase: Phase;
+  title: string;
+  verdict: Verdict;
+  /** one line: the first failing / pending criterion, or what passed */
+  why: string;
+  /** the criteria of this phase and every phase below it */
+  criteria: Criterion[];
+}
+
+export interface Report {
+  run: { name: string; dir: string; host: string; step: number | null; total: number | null; state: string; stateWhy: string; trainer: string; config: string | null };
+  /** the phase the verdict is for */
+  target: Phase;
+  verdict: Verdict;
+  /** 0 GO, 1 NO-GO, 2 cannot judge */
+  exitCode: 0 | 1 | 2;
+  phases: PhaseGrade[];
+  critical: Alert[];
+  warnings: Alert[];
+  /** per-step seconds where known */
+  stepTime: { median: number | null; p95: number | null; max: number | null };
+}
+
+export const PHASES: Record<Phase, { title: string; steps: number }> = {
+  0: { title: 'phase 0 — smoke: one step and heartbeats', steps: 1 },
+  1: { title: 'phase 1 — 300 steps: no stalls, finite loss, steady steps, throughput in bounds', steps: 300 },
+  2: { title: 'phase 2 — 1000 steps: memory stable', steps: 1000 },
+  3: { title: 'phase 3 — production: finished, checkpoints, real data, the intended model', steps: 5000 },
+};
+
+export interface GradeInput {
+  run: RunSnapshot;
+  ev: Evaluation;
+  /** per-rank memory series read from the heartbeat files (gpu_mem_reserved, rss_mib), when available */
+  memory?: Map<string, MemSample[]>;
+  /** minimum median tok/s over the last 100 records (run_smoke_tests.py --min-tps, default 10) */
+  minTps?: number;
+  thresholds?: Thresholds;
+  /** (step, ms) of rank 0's progress records, read from its heartbeat file by the command */
+  progressTimes?: { step: number; t: number }[];
+}
+
+/** The highest phase a run can reach by its configured length. */
+export function reachablePhase(run: RunSnapshot): Phase {
+  const total = run.totalSteps ?? run.step ?? 0;
+  if (total >= PHASES[3].steps) return 3;
+  if (total >= PHASES[2].steps) return 2;
+  if (total >= PHASES[1].steps) return 1;
+  return 0;
+}
+
+function allPoints(s: { recent: SeriesPoint[] }): SeriesPoint[] {
+  return currentSegment(s as never);
+}
+
+const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED', 'NO TRAINER']);
+
+export function gradeRun(inp: GradeInput, target?: Phase): Report {
+  const { run, ev } = inp;
+  const t = inp.thresholds ?? DEFAULT_THRESHOLDS;
+  const step = run.step ?? 0;
+  const total = run.totalSteps;
+  const ended = ENDED.has(ev.runState);
+  const critical = ev.alerts.filter((a) => a.severity === 'critical');
+  const warnings = ev.alerts.filter((a) => a.severity === 'warning');
+  const crit: Criterion[] = [];
+  const C = (phase: Phase, id: string, name: string, status: Status, evidence: string) => crit.push({ id, phase, name, status, evidence });
+
+  // ---------- step time, from timed records (per step): the heartbeat progress times when the
+  // command read them, else the first series whose points carry times (CSV rows have none)
+  const lossPts = allPoints(run.series.loss);
+  const timed: SeriesPoint[] = inp.progressTimes?.length
+    ? inp.progressTimes.map((p) => ({ step: p.step, t: p.t, value: 0, segment: 0 }))
+    : [run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB].map((s) => allPoints(s)).find((ps) => ps.filter((p) => p.t !== null).length >= 2) ?? [];
+  const perStep: { step: number; s: number }[] = [];
+  for (let i = 1; i < timed.length; i++) {
+    const a = timed[i - 1]!, b = timed[i]!;
+    if (a.t === null || b.t === null || b.step <= a.step) continue;
+    perStep.push({ step: b.step, s: (b.t - a.t) / 1000 / (b.step - a.step) });
+  }
+  const steady = perStep.filter((p) => p.step > 5).map((p) => p.s);
+  const stMed = median(steady), stP95 = quantile(steady, 0.95), stMax = steady.length ? Math.max(...steady) : null;
+
+  // ---------- no critical alert (every phase)
+  const critTxt = critical.map((a) => a.title).join('; ');
+  const noCrit = (p: Phase) => C(p, 'no-critical', 'no critical alert', critical.length ? 'fail' : 'pass', critical.length ? critTxt : 'none of the rules raised a critical alert');
+
+  // ---------- phase 0
+  const stepsCrit = (p: Phase, need: number) => {
+    const id = `steps-${need}`;
+    if (step >= need) C(p, id, `${need} step${need > 1 ? 's' : ''}`, 'pass', `reached step ${step}${total !== null ? ` of ${total}` : ''}`);
+    else if (ended) C(p, id, `${need} step${need > 1 ? 's' : ''}`, 'fail', `the run ${ev.runState === 'FINISHED' ? 'finished' : 'stopped'} at step ${step}${total !== null ? ` of ${total}` : ''} (${ev.runStateWhy})`);
+    else if (total !== null && total < need) C(p, id, `${need} steps`, 'fail', `the run is configured for ${total} steps only`);
+    else C(p, id, `${need} step${need > 1 ? 's' : ''}`, 'pending', `live at step ${step}${total !== null ? ` of ${total}` : ''}: not there yet`);
+  };
+  stepsCrit(0, 1);
+  {
+    const world = run.identity.worldSize ?? 1;
+    const seen = new Set(run.ranks.filter((r) => r.bootTs !== null || r.records > 0).map((r) => r.rank));
+    const missing = Array.from({ length: world }, (_, i) => i).filter((r) => !seen.has(r));
+    const r0 = run.ranks.find((r) => r.rank === 0);
+    const prog = (r0?.events?.['progress'] ?? 0) > 0 || run.lastProgress !== null;
+    const status: Status = missing.length === 0 && prog ? 'pass' : ended || step > 0 ? 'fail' : 'pending';
+    C(0, 'heartbeats', 'heartbeats from every rank', status,
+      missing.length ? `no heartbeat from rank(s) ${missing.join(',')} of ${world}` : !prog ? 'rank 0 wrote no progress record' : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`);
+  }
+  {
+    const first = lossPts[0];
+    C(0, 'first-loss', 'first loss finite', first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending', first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged');
+  }
+  noCrit(0);
+
+  // ---------- phase 1
+  stepsCrit(1, 300);
+  {
+    // gaps between consecutive records against the stall threshold; stall alerts and anomalies
+    const thr = ev.stallThresholdS;
+    let worst: { gap: number; from: number; to: number } | null = null;
+    for (let i = 1; i < timed.length; i++) {
+      const a = timed[i - 1]!, b = timed[i]!;
+      if (a.t === null || b.t === null) continue;
+      const gap = (b.t - a.t) / 1000;
+      if (!worst || gap > worst.gap) worst = { gap, from: a.step, to: b.step };
+    }
+    for (const hb of run.series.loss.history) {
+      // older history: bucket-internal gaps are unknown; only the span per record is
+      if (hb.tFrom !== null && hb.tTo !== null && hb.count > 1) {
+        const gap = (hb.tTo - hb.tFrom) / 1000 / (hb.count - 1);
+        if (!worst || gap > worst.gap) worst = { gap, from: hb.stepFrom, to: hb.stepTo };
+      }
+    }
+    const stalls = ev.alerts.filter((a) => a.rule === 'heartbeat-stall' && a.severity !== 'info');
+    const anomalyStall = run.control.anomaly?.type === 'heartbeat_stall';
+    const r0dumps = run.ranks.find((r) => r.rank === 0)?.watchdogDumps ?? 0;
+    const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0;
+    const parts = [
+      worst ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}` : 'no record gaps measurable',
+      stalls.length ? stalls.map((a) => a.title).join('; ') : null,
+      anomalyStall ? '.anomaly_type = heartbeat_stall' : null,
+      r0dumps ? `rank 0 wrote ${r0dumps} in-process watchdog dump(s)` : null,
+    ].filter(Boolean);
+    C(1, 'no-stall', 'no stalls', bad ? 'fail' : worst !== null ? 'pass' : ended ? 'unknown' : 'pending', parts.join('; '));
+  }
+  {
+    const past5 = lossPts.filter((p) => p.step > 5);
+    const nonFinite = run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0);
+    const st: Status = nonFinite > 0 || run.control.anomaly?.type === 'nan_loss' ? 'fail' : past5.length ? 'pass' : ended ? 'fail' : 'pending';
+    C(1, 'loss-finite', 'finite loss past step 5', st,
+      st === 'fail' && nonFinite ? `${run.series.loss.nonFinite} non-finite loss record(s)${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
+        : past5.length ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})` : 'no loss logged past step 5');
+  }
+  {
+    let st: Status = 'unknown';
+    let evd = 'step times not measurable (fewer than 5 timed records past step 5)';
+    if (steady.length >= 5 && stMed !== null && stP95 !== null && stMax !== null) {
+      const spread = stP95 / stMed;
+      const ok = spread < 3 && stMax < 10 * stMed;
+      st = ok ? 'pass' : 'fail';
+      const worstStep = perStep.find((p) => p.s === stMax)?.step;
+      evd = `median ${fmtNum(stMed)} s/step, p95 ${fmtNum(stP95)} (${fmtNum(spread)} × median), max ${fmtNum(stMax)} at step ${worstStep ?? '?'}; steady means p95 < 3 × and max < 10 × the median`;
+    } else if (!ended) st = 'pending';
+    C(1, 'steady-steps', 'steady step times', st, evd);
+  }
+  {
+    const tps = allPoints(run.series.toksPerS).map((p) => p.value);
+    const last100 = tps.slice(-100);
+    const med = median(last100);
+    const minTps = inp.minTps ?? 10;
+    const tAlerts = ev.alerts.filter((a) => a.rule.startsWith('throughput') && a.severity !== 'info');
+    let st: Status;
+    if (tAlerts.some((a) => a.severity === 'critical')) st = 'fail';
+    else if (med === null) st = ended ? 'fail' : 'pending';
+    else st = med >= minTps && tAlerts.length === 0 ? 'pass' : 'fail';
+    C(1, 'throughput', 'throughput in bounds', st,
+      `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`);
+  }
+  noCrit(1);
+
+  // ---------- phase 2
+  stepsCrit(2, 1000);
+  {
+    const sources = new Map(inp.memory ?? []);
+    const hb = allPoints(run.series.memReservedMiB).map((p) => ({ step: p.step, mib: p.value }));
+    if (hb.length) sources.set('0:gpu_mem_reserved', hb);
+    const leaks = ev.alerts.filter((a) => a.rule === 'memory-growth');
+    const found: string[] = [];
+    const flat: string[] = [];
+    for (const [key, s] of sources) {
+      const [rank, src] = key.split(':');
+      if (s.length < 2) continue;
+      const l = leakOf(s, t);
+      const a = s[0]!, b = s[s.length - 1]!;
+      (l ? found : flat).push(`rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${fmtNum(l.slope)} MiB/step)` : ''}`);
+    }
+    const st: Status = leaks.length || found.length ? 'fail' : flat.length ? (step >= 1000 || ended ? 'pass' : 'pending') : 'unknown';
+    C(2, 'memory-stable', 'memory stable (no creep)', st,
+      [...leaks.map((a) => a.title), ...found, ...flat].join('; ') || 'no memory telemetry in the heartbeats (gpu_mem_* appear only with CUDA)');
+  }
+  noCrit(2);
+
+  // ---------- phase 3
+  {
+    const fin = ev.runState === 'FINISHED';
+    C(3, 'finished', 'ran to its configured length', fin ? 'pass' : ended ? 'fail' : 'pending', `${ev.runState}: ${ev.runStateWhy}`);
+    const ck = run.checkpoints.filter((c) => c.complete);
+    const saveEvery = run.identity.train?.saveEvery ?? null;
+    C(3, 'checkpoints', 'checkpoints saved', ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
+      ck.length ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}` : saveEvery === 0 ? 'save_every is 0: this run never writes a checkpoint' : ended ? 'no complete checkpoint was written' : 'no checkpoint yet');
+    const synth = ev.alerts.filter((a) => a.rule === 'synthetic-data');
+    C(3, 'real-data', 'trained on real data', synth.length ? 'fail' : run.data.withFetch > 0 ? 'pass' : 'unknown',
+      synth.length ? synth.map((a) => a.title).join('; ') : run.data.withFetch > 0 ? `${run.data.withFetch} progress records carry dt_fetch_s` : 'no dt_fetch_s seen: the data source cannot be confirmed');
+    const idA = ev.alerts.filter((a) => a.rule === 'run-identity' || a.id === 'throughput:impossible');
+    C(3, 'identity', 'the intended model and config', idA.length ? 'fail' : 'pass',
+      idA.length ? idA.map((a) => a.title).join('; ') : `CONFIG ${run.identity.config ?? '(none)'}; model ${run.identity.model ? `dim ${run.identity.model.dim} × ${run.identity.model.nLayers} layers` : 'dims unknown'}`);
+  }
+  noCrit(3);
+
+  const phases: PhaseGrade[] = ([0, 1, 2, 3] as Phase[]).map((p) => {
+    const cs = dedupe(crit.filter((c) => c.phase <= p));
+    const fail = cs.find((c) => c.status === 'fail');
+    const pend = cs.find((c) => c.status === 'pending' || c.status === 'unknown');
+    const verdict: Verdict = fail ? 'NO-GO' : pend ? 'CANNOT JUDGE' : 'GO';
+    const why = fail ? `${fail.name}: ${fail.evidence}` : pend ? `${pend.name}: ${pend.evidence}` : `all ${cs.length} criteria pass`;
+    return { phase: p, title: PHASES[p].title, verdict, why, criteria: cs };
+  });
+  const tgt = target ?? reachablePhase(run);
+  const verdict = phases[tgt]!.verdict;
+  return {
+    run: { name: run.identity.name, dir: run.runDir, host: run.host, step: run.step, total, state: ev.runState, stateWhy: ev.runStateWhy, trainer: run.identity.trainer, config: run.identity.config },
+    target: tgt,
+    verdict,
+    exitCode: verdict === 'GO' ? 0 : verdict === 'NO-GO' ? 1 : 2,
+    phases,
+    critical,
+    warnings,
+    stepTime: { median: stMed, p95: stP95, max: stMax },
+  };
+}
+
+/** the no-critical criterion repeats per phase: keep the highest-phase copy only */
+function dedupe(cs: Criterion[]): Criterion[] {
+  const last = new Map<string, Criterion>();
+  for (const c of cs) last.set(c.id, c);
+  return cs.filter((c) => last.get(c.id) === c);
+}
