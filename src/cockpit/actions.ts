@@ -50,8 +50,9 @@ export function rankTargets(s: CockpitState | null): RankTarget[] {
   return (s?.procs?.ranks ?? []).map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
 }
 
-export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn }): CockpitActions {
+export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn; changed?: () => void }): CockpitActions {
   const { host, runDir, readOnly } = o;
+  const changed = () => o.changed?.();
   let haltAbort: AbortController | null = null;
   return {
     readOnly,
@@ -61,13 +62,16 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
       if (targets.length === 0) throw new Error('no rank processes of this run are visible: nothing to dump');
       const actor = await currentActor(host);
       const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress });
+      changed();
       return { pySpy: r.pySpy, results: r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })) };
     },
     async halt(mode, onProgress) {
       if (readOnly) return refused();
       const actor = await currentActor(host);
       haltAbort = new AbortController();
-      return outcome(await requestHalt(host, runDir, mode, actor, { readOnly, signal: haltAbort.signal, onProgress }));
+      const r = outcome(await requestHalt(host, runDir, mode, actor, { readOnly, signal: haltAbort.signal, onProgress }));
+      changed();
+      return r;
     },
     cancelHalt() {
       haltAbort?.abort();
@@ -77,7 +81,9 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
       const targets = rankTargets(o.state());
       if (targets.length === 0) return { ok: false, result: 'failed', detail: 'no rank processes left to signal' };
       const actor = await currentActor(host);
-      return outcome(await escalate(host, runDir, targets, sig, actor, { readOnly }));
+      const r = outcome(await escalate(host, runDir, targets, sig, actor, { readOnly }));
+      changed();
+      return r;
     },
     async relaunch(opts) {
       if (readOnly) return refused();
@@ -87,7 +93,9 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
         if (r.result !== 'ok') return outcome(r);
       }
       if (!o.relaunch) return { ok: false, result: 'failed', detail: 'this run has no supervisor: relaunch it with `nsa-top relaunch` or your launcher' };
-      return o.relaunch(opts);
+      const r = await o.relaunch(opts);
+      changed();
+      return r;
     },
   };
 }

@@ -3,7 +3,7 @@
 // the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
 // CockpitState only when something the screen shows has changed.
 import { readFileSync } from 'node:fs';
-import { Checker } from '../checks/index.js';
+import { Checker, thresholdsFromEnv } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, ProcInfo, RunProcesses } from '../remote/types.js';
@@ -28,6 +28,8 @@ export interface CollectorOptions {
   readSupervisorState?: (host: Host, runDir: string) => Promise<SupervisorState | null>;
   /** actions.jsonl records kept (newest) */
   actionLimit?: number;
+  /** the process table is read at most this often (default 3000 ms; each read runs a command) */
+  procsIntervalMs?: number;
 }
 
 type Listener = (s: CockpitState) => void;
@@ -98,7 +100,7 @@ export class Collector {
   private readonly runDir: string;
   private outDir: string | null = null;
   private model: RunModel | null = null;
-  private readonly checker = new Checker();
+  private readonly checker = new Checker(thresholdsFromEnv(process.env));
   private readonly listeners = new Set<Listener>();
   private timer: NodeJS.Timeout | null = null;
   private stopped = true;
@@ -107,6 +109,8 @@ export class Collector {
   private cpuMark: { at: number; cpu: number } | null = null;
   private pySpy: boolean | null = null;
   private ticking: Promise<void> | null = null;
+  private procsAt = 0;
+  private procsPids = '';
   /** ms the last tick took (reading files, process table, checks) */
   lastTickMs: number | null = null;
   ticks = 0;
@@ -116,6 +120,30 @@ export class Collector {
     this.host = o.host;
     this.runDir = o.runDir;
     this.intervalMs = Math.max(200, o.intervalMs ?? 1000);
+  }
+
+  /** Read the process table on the next tick (an action changed it) and tick soon. */
+  refreshSoon(): void {
+    this.procsAt = 0;
+    if (!this.stopped) this.schedule(100);
+  }
+
+  private schedule(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.loop(), ms);
+  }
+
+  private async loop(): Promise<void> {
+    this.timer = null;
+    if (this.stopped) return;
+    const t0 = Date.now();
+    try {
+      await this.tick();
+    } catch {
+      /* collect() never throws on data problems; a bug here must not kill the cockpit */
+    }
+    if (this.stopped || this.timer) return;
+    this.schedule(Math.max(50, this.intervalMs - (Date.now() - t0)));
   }
 
   get(): CockpitState | null {
@@ -143,18 +171,7 @@ export class Collector {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    const loop = async () => {
-      if (this.stopped) return;
-      const t0 = Date.now();
-      try {
-        await this.tick();
-      } catch {
-        /* collect() never throws on data problems; a bug here must not kill the cockpit */
-      }
-      if (this.stopped) return;
-      this.timer = setTimeout(loop, Math.max(50, this.intervalMs - (Date.now() - t0)));
-    };
-    void loop();
+    void this.loop();
   }
 
   stop(): void {
@@ -184,8 +201,12 @@ export class Collector {
       run = this.model.snapshot();
     }
     const gpu = this.o.gpu?.current() ?? null;
-    let procs: RunProcesses | null = null;
-    try {
+    let procs: RunProcesses | null = this.state?.procs ?? null;
+    const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
+    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 3000) || hbPids !== this.procsPids;
+    if (procsDue) try {
+      this.procsAt = Date.now();
+      this.procsPids = hbPids;
       procs = await findRunProcesses(this.host, this.outDir!, {
         heartbeatPids: run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })),
         gpu: gpu && gpu.status === 'ok' ? gpu : null,

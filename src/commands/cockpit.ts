@@ -6,13 +6,14 @@ import { createElement } from 'react';
 import { createActions, type RelaunchFn } from '../cockpit/actions.js';
 import { Collector, type GpuSource } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
+import { openHost } from '../remote/index.js';
 import { LocalHost } from '../remote/local.js';
 import { readSupervisorState } from '../trainer/supervisor/state.js';
 import { resolveRunDir } from '../trainer/rundir.js';
-import { linesToAnsi } from '../ui/ansi.js';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
 import { noColor } from '../ui/palette.js';
+import { plain } from '../ui/text.js';
 import { initialView } from '../ui/view.js';
 import { CliError } from './errors.js';
 
@@ -68,14 +69,11 @@ export function parseCockpitArgs(argv: string[]): CockpitArgs | 'help' {
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
-  let mod: { openHost?: (o: { host: string; identity?: string; port?: number; acceptNewHostKey?: boolean }) => Promise<Host> };
   try {
-    mod = (await import('../remote/index.js' as string)) as typeof mod;
-  } catch {
-    throw new CliError('--host: remote hosts are not available in this build', 2);
+    return await openHost({ host: a.host, identity: a.identity, port: a.port, acceptNewHostKey: a.acceptNewHostKey });
+  } catch (e) {
+    throw new CliError(`--host ${a.host}: ${(e as Error).message}`, 2);
   }
-  if (!mod.openHost) throw new CliError('--host: remote hosts are not available in this build', 2);
-  return mod.openHost({ host: a.host, identity: a.identity, port: a.port, acceptNewHostKey: a.acceptNewHostKey });
 }
 
 async function gpuSourceFor(host: Host, intervalMs: number): Promise<(GpuSource & { stop(): void }) | null> {
@@ -115,15 +113,14 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       await collector.tick();
       const s = await collector.tick();
       const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now());
-      out.write(linesToAnsi(f.lines, true).replace(/[ ]+$/gm, '') + '\n');
+      out.write(f.lines.map((l) => plain(l).replace(/ +$/, '')).join('\n') + '\n');
       process.stderr.write('nsa-top: stdout is not a terminal — printed one frame. `nsa-top status [--json]` is the headless form.\n');
       return 'printed';
     }
     const interactive = process.stdin.isTTY === true;
     if (!interactive) process.stderr.write('nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n');
-    await collector.tick();
     collector.start();
-    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch });
+    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, changed: () => collector.refreshSoon() });
     const renderMs = { current: null as number | null };
     out.write(ALT_ON);
     const onResize = () => out.write('\x1b[2J\x1b[H');

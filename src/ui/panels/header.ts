@@ -34,7 +34,7 @@ export function connText(c: ConnState, label: string, now: number): { text: stri
 const KEY_FLAGS = ['NSA_PREFILL_BATCHED', 'NSA_FORCE_SEL_MASK', 'NSA_USE_SEL_PACK', 'NSA_DISABLE_AUX_STATS', 'NSA_USE_FA2', 'NSA_HEARTBEAT_EVERY'];
 
 export function flagList(flags: Record<string, string>): string[] {
-  const keys = Object.keys(flags).filter((k) => k.startsWith('NSA_') && k !== 'NSA_VIBE_SRC');
+  const keys = Object.keys(flags).filter((k) => k.startsWith('NSA_') && k !== 'NSA_VIBE_SRC' && !k.startsWith('NSA_TOP_'));
   keys.sort((a, b) => {
     const ia = KEY_FLAGS.indexOf(a);
     const ib = KEY_FLAGS.indexOf(b);
