@@ -110,8 +110,7 @@ export function formatFrames(site: Error | null): string {
 }
 
 /** Writes stackdump_<epoch>_rank<R>_<pid>[_n].txt; returns its path. Never overwrites. */
-export function writeStackDump(dir: string, rank: number, activity: ActivityStack, signalNumber = 10): string {
-  const now = nowEpoch();
+export function writeStackDump(dir: string, rank: number, activity: ActivityStack, signalNumber = 10, now = nowEpoch()): string {
   const epoch = Math.floor(now);
   const body =
     `Signal ${signalNumber} at ${isoMicros(now)}\n` +

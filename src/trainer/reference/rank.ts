@@ -234,6 +234,8 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
       // fetch
       const tf = performance.now();
       const batch = await act.runAsync('fetch', async () => {
+        // The step boundary's yield to the event loop (signal handlers run here) counts as the fetch.
+        await yieldToLoop();
         if (slowMs > 0) await sleep(slowMs);
         return sampler.next();
       });
@@ -365,7 +367,6 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
         exitCode = 128 + (SIGNUM[stopSignal ?? 'SIGTERM'] ?? 15);
         break;
       }
-      await yieldToLoop();
     }
     if (ending === 'completed') save(step, { ...sampler.pos }, 'end of training');
   } catch (err) {

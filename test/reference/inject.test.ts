@@ -1,0 +1,58 @@
+// Single-rank fault injections leave the signatures a real run would: slow data shows in dt_fetch_s
+// and the stdout fetch suffix, a leak in a climbing RSS, a gate collapse in the gate_* fields.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { heartbeats, tmp, trainToEnd } from './helpers.js';
+
+test('slow-data@ms=60: every fetch takes at least 60 ms, in the heartbeat and on stdout', async () => {
+  const t = tmp();
+  try {
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '4', '--inject', 'slow-data@ms=60']);
+    assert.equal(r.code, 0, r.stderr);
+    const prog = heartbeats(t.out, 0).filter((h) => h.msg === 'progress');
+    assert.equal(prog.length, 4);
+    for (const p of prog) assert.ok((p.dt_fetch_s as number) >= 0.06, `dt_fetch_s ${p.dt_fetch_s}`);
+    for (const m of r.stdout.matchAll(/\| fetch (\d+)ms/g)) assert.ok(Number(m[1]) >= 60);
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('leak@mb=24: resident memory climbs step after step; without it, it stays flat', async () => {
+  const rss = async (extra: string[]) => {
+    const t = tmp();
+    try {
+      const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '12', ...extra]);
+      assert.equal(r.code, 0, r.stderr);
+      const prog = heartbeats(t.out, 0).filter((h) => h.msg === 'progress');
+      return (prog.at(-1)!.rss_mib as number) - (prog[0]!.rss_mib as number);
+    } finally {
+      t.cleanup();
+    }
+  };
+  const leaky = await rss(['--inject', 'leak@mb=24']);
+  const clean = await rss([]);
+  assert.ok(leaky >= 11 * 24 * 0.8, `leaky run grew ${leaky} MiB over 11 steps`);
+  assert.ok(clean < 11 * 24 * 0.3, `clean run grew ${clean} MiB`);
+});
+
+test('gate-collapse@step=5: gates look healthy before step 5 and collapsed from it on', async () => {
+  const t = tmp();
+  try {
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '8', '--inject', 'gate-collapse@step=5']);
+    assert.equal(r.code, 0, r.stderr);
+    const prog = heartbeats(t.out, 0).filter((h) => h.msg === 'progress');
+    for (const p of prog) {
+      if (p.step < 5) {
+        assert.ok((p.gate_entropy_mean as number) > 0.9, `step ${p.step} entropy ${p.gate_entropy_mean}`);
+        assert.equal(p.gate_collapse_frac, 0);
+      } else {
+        assert.ok((p.gate_entropy_mean as number) < 0.2, `step ${p.step} entropy ${p.gate_entropy_mean}`);
+        assert.ok((p.gate_max_gate as number) > 0.95);
+        assert.ok((p.gate_collapse_frac as number) > 0.5);
+      }
+    }
+  } finally {
+    t.cleanup();
+  }
+});
