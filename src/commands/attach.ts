@@ -1,6 +1,19 @@
-// Placeholder until its issue lands; replaced by the owning module.
+// `nsa-top attach RUN_DIR` — open the cockpit on a supervised run (launcher dir or out_dir).
+import { LocalHost } from '../remote/local.js';
+import { readSupervisorState } from '../trainer/supervisor/launch.js';
 import { CliError } from './errors.js';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new CliError('attach: not implemented yet');
+export async function run(argv: string[]): Promise<number> {
+  if (argv[0] === '-h' || argv[0] === '--help') {
+    process.stdout.write('usage: nsa-top attach RUN_DIR [cockpit options]\n\nOpens the cockpit on a run started by nsa-top launch.\n');
+    return 0;
+  }
+  const [dir, ...rest] = argv;
+  if (!dir || dir.startsWith('-')) throw new CliError('attach: RUN_DIR missing (artifacts/train_runs/<profile>_<time>)');
+  const host = new LocalHost();
+  if (!(await host.stat(dir))?.isDir) throw new CliError(`attach: ${dir}: no such run directory`);
+  const st = await readSupervisorState(host, dir);
+  if (!st) process.stderr.write(`nsa-top: ${dir} has no supervisor state (not started by nsa-top launch?); opening the cockpit anyway\n`);
+  const cockpit = await import('./cockpit.js');
+  return cockpit.run([dir, ...rest]);
 }

@@ -6,6 +6,7 @@
 //    trailer "NSACKEND".
 // A skipped file is named with the reason in `why`.
 import { basename, join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import type { Host } from '../remote/host.js';
 
 export interface CompleteCheckpoint {
@@ -19,6 +20,8 @@ export const CKPT_RE = /^checkpoint_(fsdp_)?step(\d+)(\.[A-Za-z0-9]+)?$/;
 const TRAILER = Buffer.from('NSACKEND', 'ascii');
 const EOCD = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
 const TAIL = 64 * 1024 + 22;
+const REF_MAGIC = Buffer.from('NSATOPCK', 'ascii');
+const CRC_CHECK_MAX = 64 * 1024 * 1024;
 
 export interface CheckpointCheckOptions {
   /** a file not modified for this long counts as settled without a second stat (default 5000) */
@@ -27,17 +30,34 @@ export interface CheckpointCheckOptions {
   stableWaitMs?: number;
 }
 
+/** A real end-of-central-directory record ends the file exactly (22 bytes + its comment). */
+function hasEocd(tail: Buffer): boolean {
+  for (let i = tail.lastIndexOf(EOCD); i >= 0; i = i > 0 ? tail.lastIndexOf(EOCD, i - 1) : -1) {
+    if (i + 22 <= tail.length && i + 22 + tail.readUInt16LE(i + 20) === tail.length) return true;
+  }
+  return false;
+}
+
 /** Reads the tail and says whether the file is structurally complete; null = fine. */
 export async function checkpointTailProblem(host: Host, path: string, size: number): Promise<string | null> {
   if (size === 0) return 'empty file';
   const start = Math.max(0, size - TAIL);
   const tail = await host.readRange(path, start, size);
   if (tail.length < Math.min(size, TAIL)) return `short read (${tail.length} of ${Math.min(size, TAIL)} bytes)`;
-  if (tail.length >= TRAILER.length && tail.subarray(tail.length - TRAILER.length).equals(TRAILER)) return null;
-  if (tail.lastIndexOf(EOCD) >= 0) return null;
-  const head = await host.readRange(path, 0, Math.min(size, 4));
+  if (tail.length >= TRAILER.length + 4 && tail.subarray(tail.length - TRAILER.length).equals(TRAILER)) {
+    // nsa-top reference format: u32 LE CRC-32 of every byte before it, then the trailer.
+    // Checked in full when small enough to read cheaply (the reference trainer's are ~1 MB).
+    if (size > CRC_CHECK_MAX) return null;
+    const all = size <= tail.length && start === 0 ? tail : await host.readRange(path, 0, size);
+    if (all.length !== size) return `short read (${all.length} of ${size} bytes)`;
+    const body = all.subarray(0, size - TRAILER.length - 4);
+    const want = all.readUInt32LE(size - TRAILER.length - 4);
+    return (crc32(body) >>> 0) === want ? null : 'CRC mismatch (corrupt or overwritten in place)';
+  }
+  if (hasEocd(tail)) return null;
+  const head = await host.readRange(path, 0, Math.min(size, 8));
   if (head.subarray(0, 2).equals(Buffer.from('PK'))) return 'zip without its end-of-central-directory record in the last 64 KiB (still being written?)';
-  if (head.subarray(0, 4).equals(Buffer.from('NSAC'))) return 'no NSACKEND trailer (still being written?)';
+  if (head.subarray(0, 8).equals(REF_MAGIC)) return 'no NSACKEND trailer (still being written?)';
   // Legacy (non-zip) torch pickles cannot be checked structurally; size stability must do.
   if (head[0] === 0x80) return null;
   return 'neither a torch zip nor an nsa-top checkpoint (no end record, no NSACKEND trailer)';

@@ -1,0 +1,291 @@
+// Launch, relaunch and stop a supervised run — the cockpit's `r` key and the launch/relaunch
+// commands call these. Every run gets artifacts/train_runs/<profile>_<YYYYmmdd-HHMMSS>/ with
+// run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
+// in its own session, so the caller can go away.
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import { verifyProcess } from '../../remote/procs.js';
+import { CliError } from '../../commands/errors.js';
+import { selfCommand } from '../../self.js';
+import { scanCheckpoints } from '../checkpoints.js';
+import type { ActionRecord, Actor, SupervisorState } from '../control-types.js';
+import { currentActor, readOnlyMode, recordAction, removeStaleHalt, requestHalt, type ControlOptions } from '../control.js';
+import {
+  chooseConfig,
+  gitCommitOf,
+  loadProfiles,
+  queryGpus,
+  readConfigOutDir,
+  resolveLaunchPlan,
+  trainerCwd,
+  trainerRepo,
+  type LaunchPlan,
+} from '../profiles.js';
+import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { nsaDir, PLAN_FILE, readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG, writeJsonAtomic, writeStateLocal } from './state.js';
+
+export { readSupervisorState } from './state.js';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function stamp(d = new Date()): string {
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}`;
+}
+
+function q(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** run.info: the real launcher's `key: value` lines, extended with everything needed to redo the run. */
+export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
+  const lines = [
+    `run_dir: ${plan.runDir}`,
+    `profile: ${plan.profile}`,
+    `trainer: ${plan.trainer}`,
+    `started: ${startedAt.toISOString()}`,
+    `cwd: ${plan.cwd}`,
+    `command: ${plan.command.map(q).join(' ')}`,
+    `config: ${plan.config ?? '(none)'}${plan.configWhy ? `  # ${plan.configWhy}` : ''}`,
+    `gpus: ${plan.gpus.count} (max_mem=${plan.gpus.maxMemMiB ?? '?'}MB)${plan.gpus.error ? `  # ${plan.gpus.error}` : plan.gpus.source === 'none' ? '  # no nvidia-smi' : ''}`,
+    `procs: ${plan.procs}`,
+    `out_dir: ${plan.outDir}`,
+    `git_commit: ${plan.gitCommit ?? '(not a git checkout)'}`,
+    `restart: max_restarts=${plan.restart.max_restarts} backoff_s=${plan.restart.backoff_s} factor=${plan.restart.backoff_factor} max_s=${plan.restart.backoff_max_s}`,
+    `stop: halt_grace_s=${plan.stop.halt_grace_s} sigint_grace_s=${plan.stop.sigint_grace_s}`,
+  ];
+  if (plan.smoke) lines.push(`smoke: ${plan.smoke.command.map(q).join(' ')}  # log ${plan.smoke.log}`);
+  for (const [k, v] of Object.entries(plan.env).sort(([a], [b]) => (a < b ? -1 : 1))) lines.push(`env: ${k}=${q(v)}`);
+  for (const w of plan.warnings) lines.push(`warning: ${w}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function spawnSupervisor(runDir: string, resume: boolean): number {
+  const [node, ...pre] = selfCommand();
+  mkdirSync(nsaDir(runDir), { recursive: true });
+  const fd = openSync(join(nsaDir(runDir), SUPERVISOR_LOG), 'a');
+  try {
+    const child = spawn(node!, [...pre, 'supervise', runDir, ...(resume ? ['--resume'] : [])], {
+      detached: true, // setsid: its own session, so a hangup of ours never reaches it
+      stdio: ['ignore', fd, fd],
+      cwd: runDir,
+      env: process.env,
+    });
+    child.on('error', () => {});
+    child.unref();
+    if (!child.pid) throw new CliError('could not start the supervisor process');
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Waits until the supervisor has written its state (or has died trying). */
+async function awaitSupervisor(host: Host, runDir: string, pid: number, timeoutMs = 15000): Promise<SupervisorState | null> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const s = await readSupervisorState(host, runDir);
+    if (s?.supervisor?.pid === pid) return s;
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return readSupervisorState(host, runDir);
+    }
+    await sleep(100);
+  }
+  return null;
+}
+
+async function readSmall(host: Host, path: string): Promise<string | null> {
+  try {
+    return (await host.readFile(path, 4096)).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+export interface LaunchOptions {
+  profile: string;
+  profilesFile?: string;
+  cwd: string;
+  steps?: number;
+  extraArgs?: string[];
+}
+
+export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runDir: string; outDir: string; supervisorPid: number }> {
+  if (host.kind !== 'local') throw new CliError('launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself');
+  if (readOnlyMode()) throw new CliError('read-only mode (NSA_TOP_READ_ONLY=1): launch refused');
+  const actor = await currentActor(host);
+  const cwd = resolve(opts.cwd);
+  const file = await loadProfiles(host, opts.profilesFile);
+  const profile = file.profiles[opts.profile];
+  if (!profile) throw new CliError(`unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`);
+  const gpus = await queryGpus(host);
+  const base = join(cwd, 'artifacts', 'train_runs');
+  await host.mkdirp(base);
+  const started = new Date();
+  let runDir = join(base, `${opts.profile}_${stamp(started)}`);
+  for (let i = 2; ; i++) {
+    try {
+      mkdirSync(runDir); // exclusive: two launches in the same second get distinct dirs
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || i > 50) throw e;
+      runDir = join(base, `${opts.profile}_${stamp(started)}-${i}`);
+    }
+  }
+  let configOutDir: string | null = null;
+  if (profile.trainer === 'nsa-vibe' && !profile.out_dir) {
+    const { config } = chooseConfig(profile, gpus);
+    const tcwd = trainerCwd(profile, cwd);
+    if (config) {
+      const r = await readConfigOutDir(host, tcwd, config);
+      if (r.error) throw new CliError(`profile ${opts.profile}: config ${r.error} — is the trainer repo right (repo: ${tcwd})? Nothing was started.`);
+      configOutDir = r.outDir;
+    }
+  }
+  const plan = resolveLaunchPlan({
+    profileName: opts.profile,
+    profile,
+    presets: file.presets,
+    gpus,
+    runDir,
+    cwd,
+    configOutDir,
+    steps: opts.steps,
+    extraArgs: opts.extraArgs,
+  });
+  plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
+  await host.mkdirp(nsaDir(runDir));
+  await host.mkdirp(plan.outDir);
+  writeJsonAtomic(join(nsaDir(runDir), PLAN_FILE), plan);
+  await host.writeFile(join(runDir, 'run.info'), runInfoText(plan, started));
+  if (plan.outDir !== runDir) {
+    await host.mkdirp(join(plan.outDir, NSA_DIR));
+    writeJsonAtomic(join(plan.outDir, NSA_DIR, 'run.json'), { runDir, profile: plan.profile, started: started.toISOString() });
+  }
+  const halt = await readSmall(host, join(plan.outDir, '.HALT'));
+  if (halt !== null) {
+    const note = `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1`;
+    writeStateLocal(runDir, {
+      runDir,
+      profile: plan.profile,
+      supervisor: null,
+      child: null,
+      state: 'failed',
+      restarts: 0,
+      maxRestarts: plan.restart.max_restarts,
+      exitCodes: [],
+      lastCommand: [],
+      resumeFrom: null,
+      updatedAt: Date.now(),
+      outDir: plan.outDir,
+      phase: plan.smoke ? 'smoke' : 'train',
+      note: `${note}; not started`,
+    });
+    await recordAction(host, runDir, { ts: Date.now(), who: actor, action: 'launch', target: { runDir, profile: plan.profile, halt: halt.trim() }, result: 'refused', detail: `${note}; nothing started` }).catch(() => {});
+    throw new CliError(
+      `${note}. Nothing was started (run dir ${runDir} prepared).\n` +
+        `Check that no earlier run is still stopping, then: nsa-top relaunch ${runDir} --remove-stale-halt`,
+      3,
+    );
+  }
+  const pid = spawnSupervisor(runDir, false);
+  const st = await awaitSupervisor(host, runDir, pid);
+  const ok = st?.supervisor?.pid === pid;
+  await recordAction(host, runDir, {
+    ts: Date.now(),
+    who: actor,
+    action: 'launch',
+    target: { runDir, outDir: plan.outDir, profile: plan.profile, supervisorPid: pid, command: plan.command },
+    result: ok ? 'ok' : 'failed',
+    detail: ok ? `profile ${plan.profile}: ${plan.command.join(' ')}` : `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+  }).catch(() => {});
+  if (!ok) throw new CliError(`the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, 1);
+  return { runDir, outDir: plan.outDir, supervisorPid: pid };
+}
+
+/** true when the recorded supervisor process is still the same process */
+export async function supervisorAlive(host: Host, st: SupervisorState | null): Promise<boolean> {
+  if (!st?.supervisor || !st.supervisor.startTime) return false;
+  return verifyProcess(host, st.supervisor).catch(() => false);
+}
+
+/**
+ * Starts the run again under a new supervisor, resuming from the newest complete checkpoint.
+ * A .HALT present is removed only with opts.removeStaleHalt (the operator confirmed), logged with
+ * its content; otherwise the relaunch is refused and says how.
+ */
+export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean }): Promise<ActionRecord> {
+  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
+    ts: Date.now(),
+    who: actor,
+    action: 'relaunch',
+    target: { host: host.label, runDir, outDir, ...target },
+    result,
+    detail,
+  });
+  const log = async (rec: ActionRecord) => {
+    await recordAction(host, runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
+    return rec;
+  };
+  if (readOnlyMode(opts)) return mk('refused', 'read-only mode: no action taken');
+  if (host.kind !== 'local') return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
+  const plan = await readLaunchPlan(host, runDir);
+  if (!plan) return log(mk('refused', `${runDir} is not a supervised run (no ${NSA_DIR}/${PLAN_FILE}); start runs with nsa-top launch`));
+  const st = await readSupervisorState(host, runDir);
+  if (await supervisorAlive(host, st)) {
+    if (st && ['starting', 'running', 'backoff', 'stopping'].includes(st.state))
+      return log(mk('refused', `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`));
+  }
+  if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
+    return log(mk('refused', `the trainer (pid ${st.child.pid}) is still running: stop it first`));
+  const halt = await readSmall(host, join(outDir, '.HALT'));
+  if (halt !== null) {
+    if (!opts.removeStaleHalt)
+      return log(mk('refused', `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`, { halt: halt.trim() }));
+    const rm = await removeStaleHalt(host, runDir, actor, opts);
+    if (rm.result !== 'ok') return log(mk('failed', `could not remove .HALT: ${rm.detail}`));
+  }
+  try {
+    await host.remove(join(nsaDir(runDir), STOP_FILE));
+  } catch {
+    /* none */
+  }
+  const scan = await scanCheckpoints(host, outDir);
+  const pid = spawnSupervisor(runDir, true);
+  const up = await awaitSupervisor(host, runDir, pid);
+  if (up?.supervisor?.pid !== pid) return log(mk('failed', `the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
+  const from = scan.found ? `resuming from ${scan.found.path} (step ${scan.found.step})` : 'no complete checkpoint: from scratch';
+  return log(
+    mk('ok', `${from}${scan.why.length ? `; skipped: ${scan.why.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
+      supervisorPid: pid,
+      resumeFrom: scan.found?.path ?? null,
+      resumeStep: scan.found?.step ?? null,
+    }),
+  );
+}
+
+/**
+ * Stop a run: .HALT → wait → SIGINT → SIGKILL. A live supervisor carries the escalation out (it
+ * outlives the caller) and logs each step with this actor; without one, .HALT is written here and
+ * the caller escalates with control.escalate() if the ranks do not stop.
+ */
+export async function stopRun(host: Host, dir: string, actor: Actor, opts: ControlOptions & { reason?: string } = {}): Promise<ActionRecord> {
+  const { runDir } = await resolveRunDirs(host, dir);
+  if (readOnlyMode(opts)) return { ts: Date.now(), who: actor, action: 'halt', target: { runDir }, result: 'refused', detail: 'read-only mode: no action taken' };
+  const st = await readSupervisorState(host, runDir);
+  if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
+    await host.mkdirp(nsaDir(runDir));
+    await host.writeFile(join(nsaDir(runDir), STOP_FILE), `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`);
+    const plan = await readLaunchPlan(host, runDir);
+    const g = plan ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)` : '';
+    return { ts: Date.now(), who: actor, action: 'halt', target: { runDir, supervisorPid: st.supervisor!.pid }, result: 'started', detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged` };
+  }
+  const rec = await requestHalt(host, runDir, 'now', actor, opts);
+  rec.detail += '; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';
+  return rec;
+}

@@ -1,0 +1,57 @@
+// <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the resolved
+// LaunchPlan): read through a Host by anyone, written atomically (temp + rename) by the supervisor.
+import { renameSync, writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import type { SupervisorState } from '../control-types.js';
+import type { LaunchPlan } from '../profiles.js';
+import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+
+export const STATE_FILE = 'supervisor.json';
+export const PLAN_FILE = 'launch.json';
+export const STOP_FILE = 'stop.json';
+export const SUPERVISOR_LOG = 'supervisor.log';
+
+export function nsaDir(runDir: string): string {
+  return join(runDir, NSA_DIR);
+}
+
+/** Local atomic write: readers never see a half-written file. */
+export function writeJsonAtomic(path: string, value: unknown): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  renameSync(tmp, path);
+}
+
+export function writeStateLocal(runDir: string, s: SupervisorState): void {
+  mkdirSync(nsaDir(runDir), { recursive: true });
+  writeJsonAtomic(join(nsaDir(runDir), STATE_FILE), s);
+}
+
+async function readJson<T>(host: Host, path: string): Promise<T | null> {
+  let buf: Buffer;
+  try {
+    buf = await host.readFile(path, 4 * 1024 * 1024);
+  } catch {
+    return null;
+  }
+  try {
+    return JSON.parse(buf.toString('utf8')) as T;
+  } catch {
+    return null;
+  }
+}
+
+/** The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. */
+export async function readSupervisorState(host: Host, dir: string): Promise<SupervisorState | null> {
+  const { runDir } = await resolveRunDirs(host, dir);
+  const s = await readJson<SupervisorState>(host, join(nsaDir(runDir), STATE_FILE));
+  if (!s || typeof s !== 'object' || typeof s.state !== 'string') return null;
+  return s;
+}
+
+export async function readLaunchPlan(host: Host, runDir: string): Promise<LaunchPlan | null> {
+  const p = await readJson<LaunchPlan>(host, join(nsaDir(runDir), PLAN_FILE));
+  if (!p || p.version !== 1 || !Array.isArray(p.command)) return null;
+  return p;
+}

@@ -1,0 +1,327 @@
+// The supervisor: `nsa-top supervise RUN_DIR [--resume]`, started detached (own session, stdio to
+// .nsa-top/supervisor.log) by `nsa-top launch` / relaunch, so quitting the cockpit or losing SSH
+// never stops training. It runs the trainer in a pty (line-buffered output, progress bars render),
+// tees it to train.log, keeps .nsa-top/supervisor.json current, restarts a crashed trainer from the
+// newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
+// deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
+// SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
+import { closeSync, existsSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { LocalHost } from '../../remote/local.js';
+import { listProcesses, readProc } from '../../remote/procs.js';
+import { scanCheckpoints } from '../checkpoints.js';
+import type { Actor, SupervisorState } from '../control-types.js';
+import { escalate, requestHalt, type RankTarget } from '../control.js';
+import type { LaunchPlan } from '../profiles.js';
+import { nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
+
+type Pty = typeof import('node-pty');
+const require = createRequire(import.meta.url);
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function readSmall(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8').slice(0, 4096);
+  } catch {
+    return null;
+  }
+}
+
+export interface StopRequest {
+  ts: number;
+  who: Actor;
+  reason: string;
+}
+
+function supervisorActor(reason: string): Actor {
+  return { user: `nsa-top supervisor (${reason})`, tty: null, tmux: null, host: 'local', pid: process.pid };
+}
+
+interface ChildResult {
+  code: number | null;
+  signal: string | null;
+}
+
+export async function runSupervisor(runDir: string, opts: { resume: boolean }): Promise<number> {
+  const host = new LocalHost();
+  const plan = await readLaunchPlan(host, runDir);
+  if (!plan) {
+    process.stderr.write(`supervise: ${runDir}: no .nsa-top/launch.json — start runs with nsa-top launch\n`);
+    return 2;
+  }
+  const prev = await readSupervisorState(host, runDir);
+  const me = await readProc(host, process.pid).catch(() => null);
+  const st: SupervisorState = {
+    runDir,
+    profile: plan.profile,
+    supervisor: { pid: process.pid, startTime: me?.startTime ?? '' },
+    child: null,
+    state: 'starting',
+    restarts: 0,
+    maxRestarts: plan.restart.max_restarts,
+    exitCodes: prev?.exitCodes ?? [],
+    lastCommand: prev?.lastCommand ?? [],
+    resumeFrom: null,
+    updatedAt: Date.now(),
+    outDir: plan.outDir,
+    phase: prev?.phase === 'train' || opts.resume ? 'train' : plan.smoke ? 'smoke' : 'train',
+    note: null,
+  };
+  const save = (patch: Partial<SupervisorState> = {}) => {
+    Object.assign(st, patch, { updatedAt: Date.now() });
+    writeStateLocal(runDir, st);
+  };
+  const trainLog = openSync(join(runDir, 'train.log'), 'a');
+  const say = (msg: string, fd = trainLog) => {
+    const line = `[nsa-top supervisor] ${new Date().toISOString()} ${msg}\n`;
+    try {
+      writeSync(fd, line);
+    } catch {
+      /* log unwritable: keep supervising */
+    }
+    process.stdout.write(line);
+  };
+  const stopPath = join(nsaDir(runDir), STOP_FILE);
+  // a stop request left from an earlier supervisor of this run does not apply to this one
+  if (existsSync(stopPath)) unlinkSync(stopPath);
+  let stop: StopRequest | null = null;
+  let current: { pid: number; startTime: string; done: Promise<ChildResult> } | null = null;
+  let escalating: Promise<void> | null = null;
+
+  const haltPath = join(plan.outDir, '.HALT');
+  /** true when the child exited within ms (the timer never outlives the wait) */
+  const waitDone = (ms: number): Promise<boolean> => {
+    const c = current;
+    if (!c) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const t = setTimeout(() => resolve(false), ms);
+      void c.done.then(() => {
+        clearTimeout(t);
+        resolve(true);
+      });
+    });
+  };
+
+  /** rank processes: descendants of the child (torchrun / launcher), or the child itself */
+  const rankTargets = async (withLauncher: boolean): Promise<RankTarget[]> => {
+    if (!current) return [];
+    const c = current;
+    const procs = await listProcesses(host).catch(() => []);
+    const kids = new Map<number, typeof procs>();
+    for (const p of procs) {
+      const arr = kids.get(p.ppid) ?? [];
+      arr.push(p);
+      kids.set(p.ppid, arr);
+    }
+    const out: RankTarget[] = [];
+    const walk = (pid: number) => {
+      for (const k of kids.get(pid) ?? []) {
+        out.push({ rank: out.length, pid: k.pid, startTime: k.startTime, state: k.state });
+        walk(k.pid);
+      }
+    };
+    walk(c.pid);
+    if (out.length === 0 || withLauncher) out.push({ rank: out.length === 0 ? 0 : -1, pid: c.pid, startTime: c.startTime });
+    return out;
+  };
+
+  const doEscalate = async (req: StopRequest) => {
+    if (!current) return;
+    save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
+    say(`stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later`);
+    await requestHalt(host, runDir, 'now', req.who);
+    if (await waitDone(plan.stop.halt_grace_s * 1000)) return;
+    const ranks = await rankTargets(false);
+    say(`ranks still running ${plan.stop.halt_grace_s} s after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
+    await escalate(host, runDir, ranks, 'SIGINT', req.who);
+    if (await waitDone(plan.stop.sigint_grace_s * 1000)) return;
+    const all = await rankTargets(true);
+    say(`still running ${plan.stop.sigint_grace_s} s after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
+    await escalate(host, runDir, all, 'SIGKILL', req.who);
+    await waitDone(10_000);
+  };
+
+  const requestStop = (req: StopRequest) => {
+    if (stop) return;
+    stop = req;
+    if (current && !escalating) escalating = doEscalate(req).finally(() => (escalating = null));
+  };
+
+  const stopPoll = setInterval(() => {
+    if (stop) return;
+    const raw = readSmall(stopPath);
+    if (raw === null) return;
+    try {
+      const j = JSON.parse(raw) as StopRequest;
+      requestStop({ ts: j.ts ?? Date.now(), who: j.who ?? supervisorActor('stop.json'), reason: j.reason ?? 'stop requested' });
+    } catch {
+      requestStop({ ts: Date.now(), who: supervisorActor('stop.json'), reason: 'stop requested (unreadable request)' });
+    }
+  }, 500);
+  process.on('SIGHUP', () => {
+    /* the session we came from is gone: keep supervising */
+  });
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(sig, () => requestStop({ ts: Date.now(), who: supervisorActor(`received ${sig}`), reason: `supervisor received ${sig}` }));
+  }
+
+  const pty = require('node-pty') as Pty;
+  const runChild = (argv: string[], env: Record<string, string>, cwd: string, logFd: number): Promise<ChildResult> => {
+    const [file, ...args] = argv;
+    const childEnv: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined) childEnv[k] = v;
+    Object.assign(childEnv, env);
+    let p: import('node-pty').IPty;
+    try {
+      p = pty.spawn(file!, args, { name: 'xterm-256color', cols: 160, rows: 48, cwd, env: childEnv });
+    } catch (e) {
+      say(`could not start ${file}: ${(e as Error).message}`, logFd);
+      return Promise.resolve({ code: 127, signal: null });
+    }
+    const done = new Promise<ChildResult>((resolve) => {
+      p.onExit(({ exitCode, signal }) => resolve({ code: signal ? null : exitCode, signal: signal ? `signal ${signal}` : null }));
+    });
+    p.onData((d) => {
+      try {
+        writeSync(logFd, d.replace(/\r\n/g, '\n'));
+      } catch {
+        /* keep running */
+      }
+    });
+    const child = { pid: p.pid, startTime: '', done };
+    current = child;
+    void readProc(host, p.pid)
+      .then((info) => {
+        if (info && current === child) {
+          child.startTime = info.startTime;
+          save({ child: { pid: p.pid, startTime: info.startTime } });
+        }
+      })
+      .catch(() => {});
+    save({ child: { pid: p.pid, startTime: '' }, lastCommand: argv });
+    if (stop && !escalating) escalating = doEscalate(stop).finally(() => (escalating = null));
+    return done.then(async (r) => {
+      if (escalating) await escalating;
+      current = null;
+      return r;
+    });
+  };
+
+  let code = 0;
+  try {
+    say(`supervising profile ${plan.profile} in ${runDir} (out_dir ${plan.outDir}), restarts ≤ ${plan.restart.max_restarts}`);
+    // --- smoke phase
+    if (st.phase === 'smoke' && plan.smoke) {
+      const s = plan.smoke;
+      const smokeLog = openSync(s.log, 'a');
+      save({ state: 'running', note: `smoke phase: ${s.command.join(' ')}` });
+      say(`smoke: ${s.command.join(' ')} (log ${s.log})`);
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        // not via .HALT: that file belongs to the real run's out_dir
+        timedOut = true;
+        say(`smoke still running after ${s.timeoutS} s: SIGINT, then SIGKILL`);
+        const who = supervisorActor('smoke timeout');
+        void (async () => {
+          await escalate(host, runDir, await rankTargets(true), 'SIGINT', who);
+          if (!(await waitDone(10_000))) await escalate(host, runDir, await rankTargets(true), 'SIGKILL', who);
+        })();
+      }, s.timeoutS * 1000);
+      const r = await runChild(s.command, s.env, s.cwd, smokeLog);
+      clearTimeout(timer);
+      closeSync(smokeLog);
+      const ok = r.code === 0 && !stop && !timedOut;
+      const how = timedOut ? `timed out after ${s.timeoutS} s` : `exit ${r.code ?? r.signal}`;
+      say(`smoke ${ok ? 'passed' : `failed (${how})`}`);
+      if (stop) {
+        save({ state: 'halted', child: null, note: `stopped during the smoke phase by ${(stop as StopRequest).who.user}` });
+        return 0;
+      }
+      if (!ok && s.required) {
+        save({ state: 'failed', child: null, note: `smoke failed (${how}); the real run was not started — see ${s.log}` });
+        return 1;
+      }
+      save({ phase: 'train', child: null });
+    }
+    // --- the real run, with restarts
+    let attempt = 0;
+    for (;;) {
+      if (stop) {
+        save({ state: 'halted', child: null, note: `stopped by ${(stop as StopRequest).who.user}` });
+        break;
+      }
+      const halt = readSmall(haltPath);
+      if (halt !== null) {
+        const note =
+          attempt === 0
+            ? `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1. Not started. Remove it with: nsa-top relaunch ${runDir} --remove-stale-halt`
+            : `.HALT present ("${halt.trim()}"): not restarted`;
+        say(note);
+        save({ state: attempt === 0 ? 'failed' : 'halted', child: null, note });
+        code = attempt === 0 ? 3 : 0;
+        break;
+      }
+      let resumeFrom: string | null = null;
+      if (attempt > 0 || opts.resume) {
+        const scan = await scanCheckpoints(host, plan.outDir);
+        for (const w of scan.why) say(`checkpoint ${w}`);
+        resumeFrom = scan.found?.path ?? null;
+        say(resumeFrom ? `resuming from ${resumeFrom}` : 'no complete checkpoint: starting from scratch');
+      }
+      const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
+      save({ state: 'running', resumeFrom, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
+      say(`start: ${argv.join(' ')}`);
+      const r = await runChild(argv, plan.env, plan.cwd, trainLog);
+      st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
+      if (st.exitCodes.length > 200) st.exitCodes.splice(0, st.exitCodes.length - 200);
+      save({ child: null });
+      say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
+      if (stop) {
+        save({ state: 'halted', note: `stopped by ${(stop as StopRequest).who.user} (${(stop as StopRequest).reason})` });
+        break;
+      }
+      const anomaly = readSmall(join(plan.outDir, '.anomaly_type'))?.trim() ?? null;
+      const haltNow = readSmall(haltPath);
+      if (anomaly === 'nan_loss' || (haltNow !== null && /nan_loss/.test(haltNow))) {
+        const note = 'NaN abort (.anomaly_type nan_loss): not restarted — a restart would resume into the same blow-up';
+        say(note);
+        save({ state: 'halted', note });
+        break;
+      }
+      if (haltNow !== null) {
+        const note = `HALT ("${haltNow.trim()}"): not restarted`;
+        say(note);
+        save({ state: 'halted', note });
+        break;
+      }
+      if (r.code === 0 && r.signal === null) {
+        save({ state: 'exited', note: 'trainer finished (exit 0)' });
+        break;
+      }
+      if (st.restarts >= plan.restart.max_restarts) {
+        const note = `trainer failed (${r.signal ?? `exit ${r.code}`}) and ${plan.restart.max_restarts} restart${plan.restart.max_restarts === 1 ? '' : 's'} are used up`;
+        say(note);
+        save({ state: 'failed', note });
+        code = 1;
+        break;
+      }
+      const backoffS = Math.min(plan.restart.backoff_max_s, plan.restart.backoff_s * plan.restart.backoff_factor ** st.restarts);
+      save({ state: 'backoff', restarts: st.restarts + 1, note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s` });
+      say(st.note!);
+      const until = Date.now() + backoffS * 1000;
+      while (Date.now() < until && !stop) await sleep(Math.min(250, until - Date.now()));
+      attempt++;
+    }
+  } finally {
+    clearInterval(stopPoll);
+    say(`supervisor done: ${st.state}${st.note ? ` — ${st.note}` : ''}`);
+    closeSync(trainLog);
+  }
+  return code;
+}
+
+export function describePlan(plan: LaunchPlan): string {
+  return `${plan.profile}: ${plan.command.join(' ')}`;
+}

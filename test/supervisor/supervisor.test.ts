@@ -1,0 +1,226 @@
+// End to end: the built nsa-top launches a detached supervisor; the workload is a stand-in that
+// speaks the reference trainer's flags (fake-trainer.mjs). Needs `npm run build` first.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { LocalHost } from '../../src/remote/local.js';
+import { readProc, verifyProcess } from '../../src/remote/procs.js';
+import { currentActor, readActions } from '../../src/trainer/control.js';
+import type { SupervisorState } from '../../src/trainer/control-types.js';
+import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
+import { selfCommand } from '../../src/self.js';
+import { tempDir } from '../control/helpers.js';
+
+const host = new LocalHost();
+const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
+const supervisors: SupervisorState['supervisor'][] = [];
+
+after(async () => {
+  // never leave a supervisor (or its trainer) behind
+  for (const s of supervisors) {
+    if (s && (await verifyProcess(host, s).catch(() => false))) process.kill(s.pid, 'SIGKILL');
+  }
+});
+
+function profilesFile(dir: string, extra = ''): string {
+  const f = join(dir, 'profiles.yaml');
+  writeFileSync(
+    f,
+    `profiles:
+  fake:
+    trainer: reference
+    command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(FAKE)}]
+    procs: 1
+    steps: 100000
+    save_every: 10
+    restart: { max_restarts: 2, backoff_s: 0.2, backoff_factor: 1 }
+    stop: { halt_grace_s: 2, sigint_grace_s: 1.5 }
+${extra}`,
+  );
+  return f;
+}
+
+function lastStep(outDir: string): number {
+  const p = join(outDir, 'heartbeat_rank0.jsonl');
+  if (!existsSync(p)) return 0;
+  const lines = readFileSync(p, 'utf8').trim().split('\n');
+  return JSON.parse(lines.at(-1)!).step as number;
+}
+
+async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 20000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v) return v as T;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function track(runDir: string): Promise<SupervisorState> {
+  const st = (await readSupervisorState(host, runDir))!;
+  supervisors.push(st.supervisor);
+  return st;
+}
+
+const finalState = (runDir: string) =>
+  until('the supervisor to finish', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s && ['halted', 'exited', 'failed'].includes(s.state) && !(await verifyProcess(host, s.supervisor!).catch(() => false)) ? s : null;
+  });
+
+test('launch from the CLI: the supervisor outlives the launching process; stop is not restarted; relaunch resumes and steps continue', async () => {
+  const cwd = tempDir('sup-e2e');
+  const pf = profilesFile(cwd);
+  // the launching process, in its own process group so we can kill all of it
+  const launcher = spawn(selfCommand()[0]!, [...selfCommand().slice(1), 'launch', '--profile', 'fake', '--profiles', pf], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  launcher.stdout!.on('data', (b) => (out += b));
+  launcher.stderr!.on('data', (b) => (out += b));
+  const runDir = await until('the launch output', () => /run dir\s+(\S+)/.exec(out)?.[1]);
+  try {
+    process.kill(-launcher.pid!, 'SIGKILL'); // the cockpit / SSH session goes away
+  } catch {
+    /* it had already exited */
+  }
+  const st = await until('supervisor state', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s?.child?.startTime ? s : null;
+  });
+  supervisors.push(st.supervisor);
+  assert.equal(st.state, 'running');
+  assert.equal(basenameOf(runDir).startsWith('fake_'), true);
+  // its own session: not the test's
+  const supProc = await readProc(host, st.supervisor!.pid);
+  assert.ok(supProc);
+  const sid = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[3]);
+  assert.notEqual(sid(st.supervisor!.pid), sid(process.pid));
+  const s1 = await until('steps', () => lastStep(runDir) > 5 && lastStep(runDir));
+  await new Promise((r) => setTimeout(r, 800));
+  assert.ok(lastStep(runDir) > s1, 'training continues after the launcher was killed');
+  // run.info and train.log
+  const info = readFileSync(join(runDir, 'run.info'), 'utf8');
+  assert.match(info, /^profile: fake$/m);
+  assert.match(info, new RegExp(`^out_dir: ${runDir}$`, 'm'));
+  assert.match(info, /^command: .*fake-trainer\.mjs --out /m);
+  assert.match(info, /^env: NSA_TOP_RUN_DIR=/m);
+  assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /step 0001 \| loss .* \| isatty 1/, 'the trainer runs in a pty and is teed to train.log');
+
+  // stop: .HALT, the trainer exits 0, no restart
+  const who = await currentActor(host);
+  const req = await stopRun(host, runDir, who);
+  assert.equal(req.result, 'started');
+  const done = await finalState(runDir);
+  assert.equal(done.state, 'halted');
+  assert.equal(done.restarts, 0);
+  assert.match(readFileSync(join(runDir, '.HALT'), 'utf8'), new RegExp(`halt: manual_stop ${who.user}`));
+  const stoppedAt = lastStep(runDir);
+  const ckpts = readdirSync(runDir).filter((n) => /^checkpoint_step\d+\.pt$/.test(n));
+  assert.ok(ckpts.includes(`checkpoint_step${stoppedAt}.pt`), 'the halt saved a checkpoint at the last step');
+
+  // relaunch: refused while .HALT is there, then resumes once it is removed (confirmed)
+  const refused = await relaunch(host, runDir, who, { removeStaleHalt: false });
+  assert.equal(refused.result, 'refused');
+  assert.match(refused.detail, /--remove-stale-halt/);
+  // a half-written newer checkpoint must be skipped
+  writeFileSync(join(runDir, `checkpoint_step${stoppedAt + 1000}.pt`), Buffer.concat([Buffer.from('NSATOPCK'), Buffer.alloc(300)]));
+  const rel = await relaunch(host, runDir, who, { removeStaleHalt: true });
+  assert.equal(rel.result, 'ok', rel.detail);
+  assert.equal(rel.target.resumeStep, stoppedAt);
+  assert.match(rel.detail, new RegExp(`checkpoint_step${stoppedAt + 1000}\\.pt: skipped`));
+  await track(runDir);
+  await until('steps after resume', () => lastStep(runDir) > stoppedAt + 3);
+  const hb = readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const afterBoot = hb.slice(hb.map((r) => r.msg).lastIndexOf('boot') + 1).filter((r) => r.msg === 'progress');
+  assert.equal(afterBoot[0].step, stoppedAt + 1, 'steps continue from the checkpoint, not from 1');
+  assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /resuming from .*checkpoint_step\d+\.pt/);
+  await stopRun(host, runDir, who);
+  assert.equal((await finalState(runDir)).state, 'halted');
+  const actions = (await readActions(host, runDir)).map((a) => `${a.action}:${a.result}`);
+  assert.deepEqual(actions, ['launch:ok', 'halt:ok', 'relaunch:refused', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
+});
+
+function basenameOf(p: string): string {
+  return p.split('/').at(-1)!;
+}
+
+test('a crash is restarted from the newest complete checkpoint, up to the limit', async () => {
+  const cwd = tempDir('sup-crash');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'crash@step=15'] });
+  await track(r.runDir);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'failed');
+  assert.equal(st.restarts, 2);
+  assert.deepEqual(st.exitCodes.map((e) => e.code), [3, 3, 3]);
+  const log = readFileSync(join(r.runDir, 'train.log'), 'utf8');
+  assert.equal((log.match(/resuming from .*checkpoint_step10\.pt/g) ?? []).length, 2);
+  assert.match(st.note ?? '', /2 restarts are used up/);
+});
+
+test('a NaN abort is never restarted', async () => {
+  const cwd = tempDir('sup-nan');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'nan@step=4'] });
+  await track(r.runDir);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted');
+  assert.equal(st.exitCodes.length, 1);
+  assert.match(st.note ?? '', /nan_loss/);
+});
+
+test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step logged', async () => {
+  const cwd = tempDir('sup-hang');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'hang@step=5'] });
+  await track(r.runDir);
+  await until('the hang', () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'));
+  const who = await currentActor(host);
+  await stopRun(host, r.runDir, who, { reason: 'test' });
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted');
+  assert.equal(st.exitCodes.at(-1)!.signal !== null || st.exitCodes.at(-1)!.code !== 0, true);
+  const acts = (await readActions(host, r.runDir)).map((a) => a.action);
+  assert.deepEqual(acts.slice(1), ['halt', 'escalate-sigint', 'escalate-sigkill']);
+  const kill = (await readActions(host, r.runDir)).at(-1)!;
+  assert.equal(kill.who.user, who.user, 'the escalation is logged under the operator who asked');
+});
+
+test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunch removes it only when confirmed', async () => {
+  const cwd = tempDir('sup-stale');
+  const outDir = join(cwd, 'shared_out');
+  mkdirSync(outDir);
+  writeFileSync(join(outDir, '.HALT'), 'halt: heartbeat_stall\n');
+  const pf = profilesFile(
+    cwd,
+    `  real-like:
+    trainer: nsa-vibe
+    command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(FAKE)}]
+    config: configs/whatever.yaml
+    out_dir: ${outDir}
+    procs: 1
+    steps: 30
+    args: [--out, ${outDir}]
+    restart: { max_restarts: 0 }
+`,
+  );
+  await assert.rejects(launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }), (e: Error & { exitCode?: number }) => {
+    assert.match(e.message, /stale \.HALT/);
+    assert.match(e.message, /nsa-top relaunch .* --remove-stale-halt/);
+    assert.equal(e.exitCode, 3);
+    return true;
+  });
+  assert.equal(readFileSync(join(outDir, '.HALT'), 'utf8'), 'halt: heartbeat_stall\n', 'nothing removed silently');
+  const runDir = readdirSync(join(cwd, 'artifacts', 'train_runs')).map((n) => join(cwd, 'artifacts', 'train_runs', n))[0]!;
+  assert.match(readFileSync(join(runDir, 'run.info'), 'utf8'), new RegExp(`^out_dir: ${outDir}$`, 'm'));
+  const who = await currentActor(host);
+  const rel = await relaunch(host, outDir, who, { removeStaleHalt: true }); // the out_dir leads back to the run
+  assert.equal(rel.result, 'ok', rel.detail);
+  await track(runDir);
+  const st = await finalState(runDir);
+  assert.equal(st.state, 'exited');
+  assert.equal(lastStep(outDir), 30);
+  const acts = await readActions(host, outDir);
+  const rm = acts.find((a) => a.action === 'remove-stale-halt')!;
+  assert.equal(rm.target.content, 'halt: heartbeat_stall');
+});
