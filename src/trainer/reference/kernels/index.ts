@@ -75,7 +75,11 @@ function wasmCandidates(): string[] {
   return out;
 }
 
-function compileWasm(): WasmModule | null {
+function compileWasm(path?: string): WasmModule | null {
+  if (path !== undefined) {
+    if (!WA) { wasmError = 'this JavaScript engine has no WebAssembly'; return null; }
+    try { return new WA.Module(readFileSync(path)); } catch (e) { wasmError = `kernels.wasm at ${path} unusable (${(e as Error).message})`; return null; }
+  }
   if (wasmModule !== undefined) return wasmModule;
   wasmModule = null;
   if (!WA) { wasmError = 'this JavaScript engine has no WebAssembly'; return null; }
@@ -288,15 +292,16 @@ class JsKernels implements Kernels {
 /**
  * Loads kernels. 'auto' picks wasm when kernels.wasm is present and this engine runs WebAssembly
  * SIMD, else JS. 'wasm' fails with a clear error when it cannot. `f64` (JS only) makes the heap
- * Float64Array — for finite-difference gradient checks.
+ * Float64Array — for finite-difference gradient checks. `wasmPath` overrides where the module is
+ * read from (tests of the fallback).
  */
-export async function loadKernels(mode: 'wasm' | 'js' | 'auto' = 'auto', opts: { f64?: boolean } = {}): Promise<Kernels> {
+export async function loadKernels(mode: 'wasm' | 'js' | 'auto' = 'auto', opts: { f64?: boolean; wasmPath?: string } = {}): Promise<Kernels> {
   if (opts.f64) {
     if (mode === 'wasm') throw new Error('f64 heaps exist only for the JS kernels');
     return new JsKernels(true);
   }
   if (mode === 'js') return new JsKernels(false);
-  const mod = compileWasm();
+  const mod = compileWasm(opts.wasmPath);
   if (mod) {
     try {
       return new WasmKernels(mod);
