@@ -205,3 +205,24 @@ test('SIGTERM checkpoints the current step, writes metrics.json and exits; a sec
     t.cleanup();
   }
 });
+
+test('--data takes JSONL with a "text" field; the dataset name and local-dataset line follow it', async () => {
+  const t = tmp();
+  try {
+    const data = join(t.dir, 'notes.jsonl');
+    const para = 'It is a truth universally acknowledged that a tiny model needs some text to read. ';
+    writeFileSync(data, Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: i, text: para.repeat(3) })).join('\n') + '\n');
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '3', '--data', data]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(r.stdout.includes('[train] dataset=notes tokenizer=byte'), r.stdout);
+    assert.ok(r.stdout.includes(`[train] reading local dataset: ${data}`));
+    const bad = join(t.dir, 'bad.jsonl');
+    writeFileSync(bad, '{"text": "fine"}\n{"body": "no text here"}\n');
+    const r2 = await trainToEnd(['--out', join(t.dir, 'run2'), '--config', t.cfg, '--steps', '3', '--data', bad]);
+    assert.equal(r2.code, 2);
+    assert.match(r2.stderr, /bad\.jsonl:2: no string "text" field/);
+    assert.equal(existsSync(join(t.dir, 'run2')), false, 'nothing written for bad data');
+  } finally {
+    t.cleanup();
+  }
+});

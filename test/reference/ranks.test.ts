@@ -132,3 +132,31 @@ test('nan@step=3 on two ranks: coherent abort — FATAL line, .anomaly_type, .HA
     t.cleanup();
   }
 });
+
+test('if the launcher is SIGKILLed, its ranks notice and exit (no orphans)', async () => {
+  const t = tmp();
+  try {
+    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2']);
+    const pids = await waitFor('both ranks booted', () => {
+      const ps = bootPids(t.out, 2);
+      return ps.every((x) => x !== null) ? (ps as number[]) : null;
+    });
+    p.child.kill('SIGKILL');
+    await p.exit;
+    const gone = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        return true;
+      }
+      try {
+        return /^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      } catch {
+        return true;
+      }
+    };
+    await waitFor('ranks gone', () => pids.every(gone), 20_000);
+  } finally {
+    t.cleanup();
+  }
+});

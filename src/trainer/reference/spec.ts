@@ -6,6 +6,7 @@ import { basename, join, resolve } from 'node:path';
 import type { TrainArgs } from './args.js';
 import { newestCompleteCheckpoint, listCheckpoints, readCheckpoint, verifyCheckpoint } from './checkpoint.js';
 import { ConfigError, architectureOf, defaultRunConfig, mergeConfig, readConfigFile, validateConfig, type DeepPartial, type RunConfig } from './config.js';
+import { LaneSampler, loadCorpus } from './data.js';
 import type { Injection } from './inject.js';
 
 export interface RunSpec {
@@ -114,6 +115,9 @@ export async function resolveSpec(args: TrainArgs, packageRoot: string): Promise
   if (cfg.train.batch_size < args.ranks) throw new ConfigError(`train.batch_size (${cfg.train.batch_size}) is the global batch; it must be at least --ranks (${args.ranks})`);
 
   const dataPath = cfg.data.path ?? join(packageRoot, 'data', 'pride-and-prejudice.txt');
+  // Read the data once here, so a bad file is an error before anything is written.
+  const corpus = loadCorpus(dataPath, cfg.data.val_fraction);
+  new LaneSampler(corpus.train, cfg.train.batch_size, cfg.train.seq_len, cfg.train.seq_len - 1, 0, cfg.train.batch_size);
   return {
     cfg,
     outDir,
