@@ -360,7 +360,7 @@ export async function dumpAll(
     if (gap > 0) await sleep(gap);
     const before = await dumpFiles(host, outDir);
     try {
-      await host.signal(t.pid, 'SIGUSR1');
+      await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime });
     } catch (e) {
       perRank.push({ rank: t.rank, pid: t.pid, status: 'no-answer', why: `signal failed: ${(e as Error).message}` });
       continue;
@@ -536,7 +536,7 @@ export async function escalate(host: Host, runDir: string, ranks: RankTarget[], 
       continue;
     }
     try {
-      await host.signal(t.pid, sig as SignalName);
+      await host.signal(t.pid, sig as SignalName, { startTime: t.startTime });
       sent.push(t.pid);
     } catch (e) {
       notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
