@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Checker, thresholdsFromEnv } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses, listProcesses, matchRun } from '../remote/procs.js';
 import type { GpuTelemetry, ProcInfo, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
 import { readActions, stepsAtRisk } from '../trainer/control.js';
@@ -207,10 +207,16 @@ export class Collector {
     if (procsDue) try {
       this.procsAt = Date.now();
       this.procsPids = hbPids;
-      procs = await findRunProcesses(this.host, this.outDir!, {
-        heartbeatPids: run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })),
-        gpu: gpu && gpu.status === 'ok' ? gpu : null,
-      });
+      const heartbeatPids = run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
+      const g = gpu && gpu.status === 'ok' ? gpu : null;
+      procs = await findRunProcesses(this.host, this.outDir!, { heartbeatPids, gpu: g });
+      if (procs.unknown.some(isNsaTopTool) || (procs.launcher && isNsaTopTool(procs.launcher))) {
+        // An nsa-top supervisor/cockpit that names the run dir was taken for a trainer, and the
+        // ranks under it for its workers: match again without nsa-top's own tools.
+        const all = (await listProcesses(this.host)).filter((p) => !isNsaTopTool(p));
+        const dir = this.outDir!.replace(/\/+$/, '');
+        procs = matchRun(all, { runDirs: new Set([dir, this.runDir.replace(/\/+$/, '')]), config: null }, heartbeatPids, g, procs.at);
+      }
       procs = withoutTools(procs, this.host.kind === 'local' ? process.pid : null);
     } catch (e) {
       errors.push(`process table: ${(e as Error).message}`);

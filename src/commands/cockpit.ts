@@ -8,6 +8,8 @@ import { Collector, type GpuSource } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
 import { openHost } from '../remote/index.js';
 import { LocalHost } from '../remote/local.js';
+import { currentActor } from '../trainer/control.js';
+import { relaunch } from '../trainer/supervisor/launch.js';
 import { readSupervisorState } from '../trainer/supervisor/state.js';
 import { resolveRunDir } from '../trainer/rundir.js';
 import { App } from '../ui/App.js';
@@ -166,7 +168,17 @@ export async function run(argv: string[]): Promise<number> {
   const host = await openHostFor(a);
   try {
     const runDir = await resolveRunDir(host, a.runDir, process.cwd());
-    await openCockpit({ host, runDir, readOnly: a.readOnly, intervalMs: Math.round(a.intervalS * 1000) });
+    const actor = await currentActor(host);
+    await openCockpit({
+      host,
+      runDir,
+      readOnly: a.readOnly,
+      intervalMs: Math.round(a.intervalS * 1000),
+      relaunch: async ({ removeStaleHalt }) => {
+        const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly });
+        return { ok: r.result === 'ok', result: r.result, detail: r.detail };
+      },
+    });
     return 0;
   } finally {
     await host.close().catch(() => {});

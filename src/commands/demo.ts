@@ -1,6 +1,103 @@
-// Placeholder until its issue lands; replaced by the owning module.
+// `nsa-top demo`: the README's first command. Starts the reference trainer (2 ranks, the `demo`
+// profile) under a detached supervisor in a fresh run dir under ./artifacts/, opens the cockpit on
+// it, and on quit asks whether to stop the run (default: halt it gracefully, keeping a checkpoint),
+// then says where the artifacts are.
+import { createInterface } from 'node:readline/promises';
+import { LocalHost } from '../remote/local.js';
+import { currentActor, describeActor } from '../trainer/control.js';
+import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/supervisor/launch.js';
+import { openCockpit } from './cockpit.js';
 import { CliError } from './errors.js';
 
-export async function run(_argv: string[]): Promise<number> {
-  throw new CliError('demo: not implemented yet');
+const HELP = `usage: nsa-top demo [--steps N] [--inject SPEC]... [--interval S] [--leave-running]
+
+Starts nsa-top's reference NSA trainer (2 ranks, a checkpoint every 25 steps) in a fresh run dir
+under ./artifacts/train_runs/, and opens the cockpit on it. Try d (stack dump of every rank),
+h (halt), r (relaunch from the checkpoint), ? (all keys). On quit you are asked whether to stop
+the run (default: halt gracefully); the run dir is printed either way.
+
+  --steps N        steps to train (default: the demo profile's 400)
+  --inject SPEC    rehearse a failure, e.g. hang@step=40,rank=1 (see nsa-top train --help)
+  --interval S     cockpit refresh period (default 1)
+  --leave-running  do not ask on quit; leave the run going
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  let steps: number | undefined;
+  let intervalS = 1;
+  let leave = false;
+  const inject: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const val = () => {
+      const eq = a.indexOf('=');
+      if (a.startsWith('--') && eq > 0) return a.slice(eq + 1);
+      const v = argv[++i];
+      if (v === undefined) throw new CliError(`demo: ${a} needs a value`, 2);
+      return v;
+    };
+    if (a === '-h' || a === '--help') {
+      process.stdout.write(HELP);
+      return 0;
+    } else if (a === '--steps' || a.startsWith('--steps=')) {
+      const v = val();
+      if (!/^\d+$/.test(v) || Number(v) < 1) throw new CliError(`demo: --steps needs a positive integer, got '${v}'`, 2);
+      steps = Number(v);
+    } else if (a === '--inject' || a.startsWith('--inject=')) inject.push(val());
+    else if (a === '--interval' || a.startsWith('--interval=')) {
+      const v = Number(val());
+      if (!Number.isFinite(v) || v < 0.2 || v > 3600) throw new CliError('demo: --interval needs seconds between 0.2 and 3600', 2);
+      intervalS = v;
+    } else if (a === '--leave-running') leave = true;
+    else throw new CliError(`demo: unknown argument '${a}' (see nsa-top demo --help)`, 2);
+  }
+  const host = new LocalHost();
+  const extraArgs = inject.flatMap((s) => ['--inject', s]);
+  const { runDir } = await launchRun(host, { profile: 'demo', cwd: process.cwd(), steps, extraArgs });
+  process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);
+  const actor = await currentActor(host);
+  await openCockpit({
+    host,
+    runDir,
+    readOnly: false,
+    intervalMs: Math.round(intervalS * 1000),
+    relaunch: async ({ removeStaleHalt }) => {
+      const r = await relaunch(host, runDir, actor, { removeStaleHalt });
+      return { ok: r.result === 'ok', result: r.result, detail: r.detail };
+    },
+  });
+  const st = await readSupervisorState(host, runDir);
+  const live = st !== null && ['starting', 'running', 'backoff'].includes(st.state);
+  if (live && !leave) {
+    let stop = true;
+    if (process.stdin.isTTY && process.stdout.isTTY) {
+      // Ink leaves stdin paused and unreferenced: take it back, or the process would just exit here.
+      process.stdin.setRawMode?.(false);
+      process.stdin.ref?.();
+      process.stdin.resume();
+      const rl = createInterface({ input: process.stdin, output: process.stdout });
+      const ans = (await rl.question('The demo run is still training. Halt it gracefully (checkpoint, then stop)? [Y/n] ')).trim().toLowerCase();
+      rl.close();
+      stop = !(ans === 'n' || ans === 'no');
+    }
+    if (stop) {
+      const r = await stopRun(host, runDir, actor, { reason: 'demo ended' });
+      process.stdout.write(`${r.detail}\n`);
+      const until = Date.now() + 20_000;
+      for (;;) {
+        const s = await readSupervisorState(host, runDir);
+        if (!s || !['starting', 'running', 'backoff', 'stopping'].includes(s.state)) {
+          process.stdout.write(`demo run ${s?.state ?? 'stopped'}${s?.note ? `: ${s.note}` : ''}\n`);
+          break;
+        }
+        if (Date.now() > until) {
+          process.stdout.write(`still stopping after 20 s (state ${s.state}); the supervisor escalates on its own\n`);
+          break;
+        }
+        await new Promise((res) => setTimeout(res, 300));
+      }
+    } else process.stdout.write(`left running (stop it later: nsa-top ${runDir}, then h) — by ${describeActor(actor)}\n`);
+  }
+  process.stdout.write(`artifacts: ${runDir}\nreopen:    nsa-top ${runDir}\n`);
+  return 0;
 }
