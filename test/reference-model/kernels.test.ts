@@ -88,3 +88,38 @@ test("'auto' falls back to the JS kernels when kernels.wasm is unusable; 'wasm' 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('wasm RMSNorm, RoPE, pooling, gate combine and residual add match JS at odd widths', async () => {
+  const w = await loadKernels('wasm'), j = await loadKernels('js');
+  const M = 9, D = 11, S = 5, heads = 3, dk = 6, B = 2, Sc = 3, l = 3, d = 2, C = 7, H = 4, hpg = 2, G = 2, dv = 5;
+  const x = w.base, wt = x + 128, y = wt + 16, rinv = y + 128, dy = rinv + 16, dx = dy + 128, dw = dx + 128;
+  const rb = dw + 16, cs = rb + M * heads * dk, sn = cs + S * 3;
+  const px = sn + 16, pool = px + B * S * C, pout = pool + l * C, pdout = pout + B * Sc * C, pdx = pdout + B * Sc * C, pdpool = pdx + B * S * C;
+  const o = pdpool + l * C, oc = o + M * H * dv, os = oc + M * H * dv, ow = os + M * H * dv, gates = ow + M * H * dv, end = gates + M * G * 3;
+  for (const k of [w, j]) {
+    k.ensure(end + 16);
+    const rng = new Rng(21);
+    fill(k, x, M * D, rng); fill(k, wt, D, rng); fill(k, dy, M * D, rng); fill(k, dx, M * D, rng); fill(k, dw, D, rng);
+    fill(k, rb, M * heads * dk, rng);
+    for (let t = 0; t < S; t++) for (let i = 0; i < 3; i++) { k.f[cs + t * 3 + i] = Math.cos(t * 0.7 ** i); k.f[sn + t * 3 + i] = Math.sin(t * 0.7 ** i); }
+    fill(k, px, B * S * C, rng); fill(k, pool, l * C, rng); fill(k, pdout, B * Sc * C, rng); fill(k, pdx, B * S * C, rng); fill(k, pdpool, l * C, rng);
+    fill(k, oc, 3 * M * H * dv, rng);
+    for (let r = 0; r < M * G; r++) { const a = rng.next(), b = rng.next() * (1 - a); k.f[gates + 3 * r] = a; k.f[gates + 3 * r + 1] = b; k.f[gates + 3 * r + 2] = 1 - a - b; }
+    k.rmsFwd(x, wt, y, rinv, M, D, 1e-6);
+    k.rmsBwd(x, rinv, wt, dw, dy, dx, M, D);
+    k.rope(rb, M, heads, dk, S, cs, sn, false);
+    k.poolFwd(px, pool, pout, B, S, Sc, l, d, C);
+    k.poolBwd(px, pool, pdout, pdx, pdpool, B, S, Sc, l, d, C);
+    k.combine3(o, oc, os, ow, gates, M, H, hpg, G, dv);
+    k.addTo(dx, y, M * D);
+  }
+  for (const [name, off, n] of [['rms y', y, M * D], ['rms rinv', rinv, M], ['rms dx + add', dx, M * D], ['rms dw', dw, D], ['rope', rb, M * heads * dk],
+    ['pool out', pout, B * Sc * C], ['pool dx', pdx, B * S * C], ['pool dpool', pdpool, l * C], ['combine', o, M * H * dv]] as const) {
+    assert.ok(maxRel(j, w, off, n) < 1e-5, name);
+  }
+  // RoPE then its inverse restores the input
+  const before = Float64Array.from(w.f.subarray(rb, rb + M * heads * dk));
+  w.rope(rb, M, heads, dk, S, cs, sn, false);
+  w.rope(rb, M, heads, dk, S, cs, sn, true);
+  for (let i = 0; i < before.length; i++) assert.ok(Math.abs(w.f[rb + i]! - before[i]!) < 1e-5);
+});

@@ -32,6 +32,20 @@ export interface Kernels {
   siluBwd(dh: number, h: number, sg: number, n: number): void;
   /** row-wise softmax of x[rows,n] in place times scale; f[lse + r] ← log Σ exp(x[r,:]) */
   softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void;
+  /** y[r,:] = x[r,:]·rinv[r]·w with rinv[r] = 1/√(mean(x[r,:]²)+eps) */
+  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void;
+  /** backward of rmsFwd: dx += …, dw += … */
+  rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void;
+  /** RoPE on interleaved pairs of rows [M, heads·dk] at positions r % S, tables cs/sn [S, dk/2]; inverse = −angle */
+  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void;
+  /** dst[0..n) += src[0..n) */
+  addTo(dst: number, src: number, n: number): void;
+  /** o[r,h,:] = Σ_b gates[r,g(h),b]·O_b[r,h,:] over the three branches (gates [M·G, 3]) */
+  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void;
+  /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
+  poolFwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
+  /** backward of poolFwd: dx += …, dpool += … */
+  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
   /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
   attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
   /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O */
@@ -60,6 +74,13 @@ interface WasmExports {
   silu_bwd(dh: number, h: number, sg: number, n: number): void;
   softmax_rows(x: number, rows: number, n: number, scale: number, lse: number): void;
   attn_fwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
+  rms_fwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void;
+  rms_bwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void;
+  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: number): void;
+  add_to(dst: number, src: number, n: number): void;
+  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void;
+  pool_fwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
+  pool_bwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
   attn_bwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
     P: number, O: number, dO: number, dq: number, dK: number, dV: number): number;
 }
@@ -128,6 +149,23 @@ class WasmKernels implements Kernels {
   }
   transpose(src: number, rows: number, cols: number, dst: number): void {
     this.x.transpose(src * 4, rows, cols, dst * 4);
+  }
+  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void { this.x.rms_fwd(x * 4, w * 4, y * 4, rinv * 4, M, D, eps); }
+  rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
+    this.x.rms_bwd(x * 4, rinv * 4, w * 4, dw * 4, dy * 4, dx * 4, M, D);
+  }
+  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
+    this.x.rope(buf * 4, M, heads, dk, S, cs * 4, sn * 4, inverse ? 1 : 0);
+  }
+  addTo(dst: number, src: number, n: number): void { this.x.add_to(dst * 4, src * 4, n); }
+  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void {
+    this.x.combine3(o * 4, oc * 4, os * 4, ow * 4, gates * 4, M, H, hpg, G, dv);
+  }
+  poolFwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+    this.x.pool_fwd(x * 4, pool * 4, out * 4, B, S, Sc, l, d, C);
+  }
+  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+    this.x.pool_bwd(x * 4, pool * 4, dout * 4, dx * 4, dpool * 4, B, S, Sc, l, d, C);
   }
   siluFwd(h: number, a: number, sg: number, n: number): void { this.x.silu_fwd(h * 4, a * 4, sg * 4, n); }
   siluBwd(dh: number, h: number, sg: number, n: number): void { this.x.silu_bwd(dh * 4, h * 4, sg * 4, n); }
@@ -208,6 +246,83 @@ class JsKernels implements Kernels {
   transpose(src: number, rows: number, cols: number, dst: number): void {
     const f = this.f;
     for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) f[dst + c * rows + r] = f[src + r * cols + c];
+  }
+  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void {
+    const f = this.f;
+    for (let r = 0; r < M; r++) {
+      const o = x + r * D, oy = y + r * D;
+      let ss = 0;
+      for (let j = 0; j < D; j++) ss += f[o + j]! * f[o + j]!;
+      const s = 1 / Math.sqrt(ss / D + eps);
+      f[rinv + r] = s;
+      for (let j = 0; j < D; j++) f[oy + j] = f[o + j]! * s * f[w + j]!;
+    }
+  }
+  rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
+    const f = this.f;
+    for (let r = 0; r < M; r++) {
+      const o = x + r * D, od = dy + r * D, ox = dx + r * D;
+      const s = f[rinv + r]!;
+      let dot = 0;
+      for (let j = 0; j < D; j++) dot += f[w + j]! * f[od + j]! * f[o + j]!;
+      const c3 = (s * s * s * dot) / D;
+      for (let j = 0; j < D; j++) {
+        f[ox + j] = f[ox + j]! + s * f[w + j]! * f[od + j]! - c3 * f[o + j]!;
+        f[dw + j] = f[dw + j]! + f[od + j]! * f[o + j]! * s;
+      }
+    }
+  }
+  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
+    const f = this.f, half = dk >> 1, width = heads * dk;
+    for (let r = 0; r < M; r++) {
+      const tb = (r % S) * half;
+      for (let h = 0; h < heads; h++) {
+        const o = buf + r * width + h * dk;
+        for (let i = 0; i < half; i++) {
+          const x0 = f[o + 2 * i]!, x1 = f[o + 2 * i + 1]!, c = f[cs + tb + i]!, s = inverse ? -f[sn + tb + i]! : f[sn + tb + i]!;
+          f[o + 2 * i] = x0 * c - x1 * s;
+          f[o + 2 * i + 1] = x0 * s + x1 * c;
+        }
+      }
+    }
+  }
+  addTo(dst: number, src: number, n: number): void {
+    const f = this.f;
+    for (let i = 0; i < n; i++) f[dst + i] = f[dst + i]! + f[src + i]!;
+  }
+  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void {
+    const f = this.f;
+    for (let r = 0; r < M; r++) for (let head = 0; head < H; head++) {
+      const gp = gates + (r * G + Math.floor(head / hpg)) * 3;
+      const g0 = f[gp]!, g1 = f[gp + 1]!, g2 = f[gp + 2]!;
+      const b = (r * H + head) * dv;
+      for (let j = 0; j < dv; j++) f[o + b + j] = g0 * f[oc + b + j]! + g1 * f[os + b + j]! + g2 * f[ow + b + j]!;
+    }
+  }
+  poolFwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+    const f = this.f;
+    for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
+      const oo = out + (b * Sc + i) * C;
+      for (let c = 0; c < C; c++) f[oo + c] = 0;
+      for (let j = 0; j < l; j++) {
+        const xo = x + (b * S + i * d + j) * C, po = pool + j * C;
+        for (let c = 0; c < C; c++) f[oo + c] = f[oo + c]! + f[po + c]! * f[xo + c]!;
+      }
+    }
+  }
+  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+    const f = this.f;
+    for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
+      const go = dout + (b * Sc + i) * C;
+      for (let j = 0; j < l; j++) {
+        const ro = (b * S + i * d + j) * C, po = pool + j * C, gpo = dpool + j * C;
+        for (let c = 0; c < C; c++) {
+          const g = f[go + c]!;
+          f[dx + ro + c] = f[dx + ro + c]! + f[po + c]! * g;
+          f[gpo + c] = f[gpo + c]! + f[x + ro + c]! * g;
+        }
+      }
+    }
   }
   siluFwd(h: number, a: number, sg: number, n: number): void {
     const f = this.f;

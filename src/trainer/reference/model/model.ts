@@ -168,7 +168,7 @@ interface LayerP {
 interface LayerA {
   xin: number; xn1: number; r1: number; q: number; kc: number; vc: number; ks: number; vs: number; kw: number; vw: number;
   kcmp: number; vcmp: number; qg: number; gh: number; ga: number; pc: number; ps: number; pw: number;
-  sel: number; selN: number; oc: number; os: number; ow: number; o: number;
+  sel: number; selN: number; gh3: number; oc: number; os: number; ow: number; o: number;
   xmid: number; xn2: number; r2: number; h: number; a: number; sg: number;
   gates: Float64Array; selK: Int32Array;
 }
@@ -194,7 +194,7 @@ class NsaModel implements ModelInternals {
   private readonly ovStart: Int32Array; private readonly ovJ: Int32Array; private readonly ovW: Float64Array;
   private readonly nBlocks: number;
   // heap layout
-  private pOff = 0; private gOff = 0;
+  private pOff = 0; private gOff = 0; private ropeOff = 0; private wsOff = 0;
   private lp: LayerP[] = [];
   private B = 0;
   private la: LayerA[] = [];
@@ -249,6 +249,12 @@ class NsaModel implements ModelInternals {
     const base = this.k.base;
     this.pOff = base;
     this.gOff = base + ((this.nParams + 3) & ~3);
+    this.ropeOff = this.gOff + ((this.nParams + 3) & ~3);
+    const tab = this.S * (this.dk >> 1);
+    this.wsOff = this.ropeOff + ((2 * tab + 3) & ~3);
+    this.k.ensure(this.wsOff + 16);
+    this.k.f.set(this.ropeCos, this.ropeOff);
+    this.k.f.set(this.ropeSin, this.ropeOff + tab);
     const at = (name: string) => {
       const e = this.layout.find((x) => x.name === name);
       if (!e) throw new Error(`layout: ${name} missing`);
@@ -272,7 +278,7 @@ class NsaModel implements ModelInternals {
     if (B === this.B) return;
     const { S, D, H, G, dk, dv, dk2, Ck, Cv, Sc, selTok, wEff } = this;
     const M = B * S;
-    let off = this.gOff + ((this.nParams + 3) & ~3);
+    let off = this.wsOff;
     const alloc = (n: number) => { const o = off; off += (Math.max(n, 1) + 3) & ~3; return o; };
     this.la = [];
     for (let i = 0; i < this.cfg.nLayers; i++) {
@@ -281,7 +287,7 @@ class NsaModel implements ModelInternals {
         q: alloc(M * H * dk), kc: alloc(M * Ck), vc: alloc(M * Cv), ks: alloc(M * Ck), vs: alloc(M * Cv), kw: alloc(M * Ck), vw: alloc(M * Cv),
         kcmp: alloc(B * Sc * Ck), vcmp: alloc(B * Sc * Cv), qg: alloc(M * G * dk), gh: alloc(M * G * dk2), ga: alloc(M * G * dk2),
         pc: alloc(M * H * Sc), ps: alloc(M * H * selTok), pw: alloc(M * H * wEff),
-        sel: alloc(M * G * this.selCap * 2), selN: alloc(M * G),
+        sel: alloc(M * G * this.selCap * 2), selN: alloc(M * G), gh3: alloc(M * G * 3),
         oc: alloc(M * H * dv), os: alloc(M * H * dv), ow: alloc(M * H * dv), o: alloc(M * H * dv),
         xmid: alloc(M * D), xn2: alloc(M * D), r2: alloc(M), h: alloc(M * 4 * D), a: alloc(M * 4 * D), sg: alloc(M * 4 * D),
         gates: new Float64Array(M * G * 3), selK: new Int32Array(M * G),
@@ -436,30 +442,11 @@ class NsaModel implements ModelInternals {
 
   // --- building blocks -------------------------------------------------------------------------
   private rmsForward(x: number, w: number, y: number, rinv: number, M: number): void {
-    const f = this.k.f, D = this.D;
-    for (let r = 0; r < M; r++) {
-      const o = x + r * D, oy = y + r * D;
-      let ss = 0;
-      for (let j = 0; j < D; j++) ss += f[o + j]! * f[o + j]!;
-      const s = 1 / Math.sqrt(ss / D + 1e-6);
-      f[rinv + r] = s;
-      for (let j = 0; j < D; j++) f[oy + j] = f[o + j]! * s * f[w + j]!;
-    }
+    this.k.rmsFwd(x, w, y, rinv, M, this.D, 1e-6);
   }
   /** dx += ∂/∂x of y = rmsnorm(x)·w given dy; dw += … */
   private rmsBackward(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number): void {
-    const f = this.k.f, D = this.D;
-    for (let r = 0; r < M; r++) {
-      const o = x + r * D, od = dy + r * D, ox = dx + r * D;
-      const s = f[rinv + r]!;
-      let dot = 0;
-      for (let j = 0; j < D; j++) dot += f[w + j]! * f[od + j]! * f[o + j]!;
-      const c3 = (s * s * s * dot) / D;
-      for (let j = 0; j < D; j++) {
-        f[ox + j] = f[ox + j]! + s * f[w + j]! * f[od + j]! - c3 * f[o + j]!;
-        f[dw + j] = f[dw + j]! + f[od + j]! * f[o + j]! * s;
-      }
-    }
+    this.k.rmsBwd(x, rinv, w, dw, dy, dx, M, this.D);
   }
   private linear(x: number, W: number, y: number, M: number, K: number, N: number): void {
     this.k.gemm(x, K, 1, W, N, y, N, M, N, K, false);
@@ -475,19 +462,7 @@ class NsaModel implements ModelInternals {
   }
   /** RoPE over interleaved pairs, per head of width dk, rows of `heads` heads; inverse for gradients */
   private rope(buf: number, M: number, heads: number, inverse: boolean): void {
-    const f = this.k.f, dk = this.dk, half = dk >> 1, S = this.S, cs = this.ropeCos, sn = this.ropeSin;
-    const width = heads * dk;
-    for (let r = 0; r < M; r++) {
-      const t = r % S, tb = t * half;
-      for (let h = 0; h < heads; h++) {
-        const o = buf + r * width + h * dk;
-        for (let i = 0; i < half; i++) {
-          const x0 = f[o + 2 * i]!, x1 = f[o + 2 * i + 1]!, c = cs[tb + i]!, s = inverse ? -sn[tb + i]! : sn[tb + i]!;
-          f[o + 2 * i] = x0 * c - x1 * s;
-          f[o + 2 * i + 1] = x0 * s + x1 * c;
-        }
-      }
-    }
+    this.k.rope(buf, M, heads, this.dk, this.S, this.ropeOff, this.ropeOff + this.S * (this.dk >> 1), inverse);
   }
 
   // --- one block -------------------------------------------------------------------------------
@@ -509,17 +484,8 @@ class NsaModel implements ModelInternals {
     this.rope(L.kw, M, G, false);
     let f = k.f;
     // compressed tokens: learned per-position, per-channel pooling over each block of l
-    for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
-      const ok = L.kcmp + (b * Sc + i) * Ck, ov = L.vcmp + (b * Sc + i) * Cv;
-      for (let ch = 0; ch < Ck; ch++) f[ok + ch] = 0;
-      for (let ch = 0; ch < Cv; ch++) f[ov + ch] = 0;
-      for (let j = 0; j < c.l; j++) {
-        const row = b * S + i * c.d + j;
-        const sk = L.kc + row * Ck, sv = L.vc + row * Cv, pk = P + lp.poolK + j * Ck, pv = P + lp.poolV + j * Cv;
-        for (let ch = 0; ch < Ck; ch++) f[ok + ch] = f[ok + ch]! + f[pk + ch]! * f[sk + ch]!;
-        for (let ch = 0; ch < Cv; ch++) f[ov + ch] = f[ov + ch]! + f[pv + ch]! * f[sv + ch]!;
-      }
-    }
+    k.poolFwd(L.kc, P + lp.poolK, L.kcmp, B, S, Sc, c.l, c.d, Ck);
+    k.poolFwd(L.vc, P + lp.poolV, L.vcmp, B, S, Sc, c.l, c.d, Cv);
     // gate: GateMLP on the group-mean rotated query
     const MG = M * G;
     for (let r = 0; r < M; r++) for (let g = 0; g < G; g++) {
@@ -638,20 +604,16 @@ class NsaModel implements ModelInternals {
     }
     // combine branches with the gates
     f = k.f;
-    for (let r = 0; r < M; r++) for (let head = 0; head < H; head++) {
-      const rg = r * G + Math.floor(head / hpg);
-      const g0 = gates[rg * 3]!, g1 = gates[rg * 3 + 1]!, g2 = gates[rg * 3 + 2]!;
-      const o = (r * H + head) * dv;
-      for (let ch = 0; ch < dv; ch++) f[L.o + o + ch] = g0 * f[L.oc + o + ch]! + g1 * f[L.os + o + ch]! + g2 * f[L.ow + o + ch]!;
-    }
+    for (let i = 0; i < MG * 3; i++) f[L.gh3 + i] = gates[i]!;
+    k.combine3(L.o, L.oc, L.os, L.ow, L.gh3, M, H, hpg, G, dv);
     // out projection + residual, then MLP
     this.linear(L.o, P + lp.wo, L.xmid, M, H * dv, D);
-    for (let i = 0; i < M * D; i++) f[L.xmid + i] = f[L.xmid + i]! + f[L.xin + i]!;
+    k.addTo(L.xmid, L.xin, M * D);
     this.rmsForward(L.xmid, P + lp.mlpNorm, L.xn2, L.r2, M);
     this.linear(L.xn2, P + lp.fc1, L.h, M, D, 4 * D);
     k.siluFwd(L.h, L.a, L.sg, M * 4 * D);
     this.linear(L.a, P + lp.fc2, xout, M, 4 * D, D);
-    for (let i = 0; i < M * D; i++) f[xout + i] = f[xout + i]! + f[L.xmid + i]!;
+    k.addTo(xout, L.xmid, M * D);
   }
 
   // --- backward --------------------------------------------------------------------------------
@@ -749,24 +711,8 @@ class NsaModel implements ModelInternals {
       }
     }
     // compressed pooling backward
-    for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
-      const dk_ = sc.dkcmp + (b * Sc + i) * Ck, dv_ = sc.dvcmp + (b * Sc + i) * Cv;
-      for (let j = 0; j < c.l; j++) {
-        const row = b * S + i * c.d + j;
-        const sk = L.kc + row * Ck, sv = L.vc + row * Cv, dsk = sc.dkc + row * Ck, dsv = sc.dvc + row * Cv;
-        const pk = P + lp.poolK + j * Ck, pv = P + lp.poolV + j * Cv, gpk = Gd + lp.poolK + j * Ck, gpv = Gd + lp.poolV + j * Cv;
-        for (let ch = 0; ch < Ck; ch++) {
-          const d = f[dk_ + ch]!;
-          f[dsk + ch] = f[dsk + ch]! + f[pk + ch]! * d;
-          f[gpk + ch] = f[gpk + ch]! + f[sk + ch]! * d;
-        }
-        for (let ch = 0; ch < Cv; ch++) {
-          const d = f[dv_ + ch]!;
-          f[dsv + ch] = f[dsv + ch]! + f[pv + ch]! * d;
-          f[gpv + ch] = f[gpv + ch]! + f[sv + ch]! * d;
-        }
-      }
-    }
+    k.poolBwd(L.kc, P + lp.poolK, sc.dkcmp, sc.dkc, Gd + lp.poolK, B, S, Sc, c.l, c.d, Ck);
+    k.poolBwd(L.vc, P + lp.poolV, sc.dvcmp, sc.dvc, Gd + lp.poolV, B, S, Sc, c.l, c.d, Cv);
     this.rope(sc.dq, M, H, true);
     this.rope(sc.dkc, M, G, true);
     this.rope(sc.dks, M, G, true);

@@ -296,3 +296,132 @@ export function attn_bwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, range
   }
   return dgate;
 }
+
+// ---- elementwise / per-row helpers (keep the model's JS loops out of the hot path) ----------
+
+// y[r,:] = x[r,:]·rinv[r]·w, rinv[r] = 1/√(mean(x[r,:]²) + eps)
+export function rms_fwd(x: usize, w: usize, y: usize, rinv: usize, M: i32, D: i32, eps: f32): void {
+  for (let r = 0; r < M; r++) {
+    const xo = x + ((<usize>(r * D)) << 2), yo = y + ((<usize>(r * D)) << 2);
+    const s: f32 = 1 / Mathf.sqrt(dot(xo, xo, D) / <f32>D + eps);
+    store<f32>(rinv + ((<usize>r) << 2), s);
+    const sv = f32x4.splat(s);
+    let j = 0;
+    for (; j + 4 <= D; j += 4) { const o = (<usize>j) << 2; v128.store(yo + o, f32x4.mul(f32x4.mul(v128.load(xo + o), sv), v128.load(w + o))); }
+    for (; j < D; j++) { const o = (<usize>j) << 2; store<f32>(yo + o, load<f32>(xo + o) * s * load<f32>(w + o)); }
+  }
+}
+
+// dx += s·w⊙dy − s³·x·(Σ w⊙dy⊙x)/D;  dw += dy⊙x·s   (per row r, s = rinv[r])
+export function rms_bwd(x: usize, rinv: usize, w: usize, dw: usize, dy: usize, dx: usize, M: i32, D: i32): void {
+  for (let r = 0; r < M; r++) {
+    const ro = (<usize>(r * D)) << 2;
+    const xo = x + ro, dyo = dy + ro, dxo = dx + ro;
+    const s = load<f32>(rinv + ((<usize>r) << 2));
+    let acc = f32x4.splat(0);
+    let j = 0;
+    for (; j + 4 <= D; j += 4) { const o = (<usize>j) << 2; acc = f32x4.add(acc, f32x4.mul(f32x4.mul(v128.load(w + o), v128.load(dyo + o)), v128.load(xo + o))); }
+    let dt: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
+    for (; j < D; j++) { const o = (<usize>j) << 2; dt += load<f32>(w + o) * load<f32>(dyo + o) * load<f32>(xo + o); }
+    const c3: f32 = (s * s * s * dt) / <f32>D;
+    const sv = f32x4.splat(s), cv = f32x4.splat(c3);
+    j = 0;
+    for (; j + 4 <= D; j += 4) {
+      const o = (<usize>j) << 2;
+      const xv = v128.load(xo + o), dv = v128.load(dyo + o);
+      v128.store(dxo + o, f32x4.add(v128.load(dxo + o), f32x4.sub(f32x4.mul(sv, f32x4.mul(v128.load(w + o), dv)), f32x4.mul(cv, xv))));
+      v128.store(dw + o, f32x4.add(v128.load(dw + o), f32x4.mul(f32x4.mul(dv, xv), sv)));
+    }
+    for (; j < D; j++) {
+      const o = (<usize>j) << 2;
+      const xv = load<f32>(xo + o), dv = load<f32>(dyo + o);
+      store<f32>(dxo + o, load<f32>(dxo + o) + s * load<f32>(w + o) * dv - c3 * xv);
+      store<f32>(dw + o, load<f32>(dw + o) + dv * xv * s);
+    }
+  }
+}
+
+// RoPE over interleaved pairs of rows [M, heads·dk]; row r is position r % S; tables cs/sn [S, dk/2].
+// inverse rotates by −angle (the gradient of the forward rotation).
+export function rope(buf: usize, M: i32, heads: i32, dk: i32, S: i32, cs: usize, sn: usize, inverse: i32): void {
+  const half = dk >> 1;
+  const width = heads * dk;
+  for (let r = 0; r < M; r++) {
+    const t = r % S;
+    const co = cs + ((<usize>(t * half)) << 2), so = sn + ((<usize>(t * half)) << 2);
+    for (let h = 0; h < heads; h++) {
+      const o = buf + ((<usize>(r * width + h * dk)) << 2);
+      for (let i = 0; i < half; i++) {
+        const p = o + ((<usize>i) << 3);
+        const x0 = load<f32>(p), x1 = load<f32>(p, 4);
+        const c = load<f32>(co + ((<usize>i) << 2));
+        let s = load<f32>(so + ((<usize>i) << 2));
+        if (inverse) s = -s;
+        store<f32>(p, x0 * c - x1 * s);
+        store<f32>(p, x0 * s + x1 * c, 4);
+      }
+    }
+  }
+}
+
+// dst[0..n) += src[0..n)
+export function add_to(dst: usize, src: usize, n: i32): void {
+  axpy(1, src, dst, n);
+}
+
+// o[r,head,:] = Σ_b gates[r,g(head),b]·O_b[r,head,:] for the three branches
+export function combine3(o: usize, oc: usize, os: usize, ow: usize, gates: usize, M: i32, H: i32, hpg: i32, G: i32, dv: i32): void {
+  for (let r = 0; r < M; r++) {
+    for (let head = 0; head < H; head++) {
+      const gp = gates + ((<usize>((r * G + head / hpg) * 3)) << 2);
+      const g0 = f32x4.splat(load<f32>(gp)), g1 = f32x4.splat(load<f32>(gp, 4)), g2 = f32x4.splat(load<f32>(gp, 8));
+      const base = (<usize>((r * H + head) * dv)) << 2;
+      let j = 0;
+      for (; j + 4 <= dv; j += 4) {
+        const q = base + ((<usize>j) << 2);
+        v128.store(o + q, f32x4.add(f32x4.add(f32x4.mul(g0, v128.load(oc + q)), f32x4.mul(g1, v128.load(os + q))), f32x4.mul(g2, v128.load(ow + q))));
+      }
+      for (; j < dv; j++) {
+        const q = base + ((<usize>j) << 2);
+        store<f32>(o + q, f32x4.extract_lane(g0, 0) * load<f32>(oc + q) + f32x4.extract_lane(g1, 0) * load<f32>(os + q) + f32x4.extract_lane(g2, 0) * load<f32>(ow + q));
+      }
+    }
+  }
+}
+
+// Compressed tokens: out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d + j, :]   (rows of width C)
+export function pool_fwd(x: usize, pool: usize, out: usize, B: i32, S: i32, Sc: i32, l: i32, d: i32, C: i32): void {
+  for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
+    const oo = out + ((<usize>((b * Sc + i) * C)) << 2);
+    for (let c = 0; c < C; c++) store<f32>(oo + ((<usize>c) << 2), 0);
+    for (let j = 0; j < l; j++) {
+      const xo = x + ((<usize>((b * S + i * d + j) * C)) << 2), po = pool + ((<usize>(j * C)) << 2);
+      let c = 0;
+      for (; c + 4 <= C; c += 4) { const q = (<usize>c) << 2; v128.store(oo + q, f32x4.add(v128.load(oo + q), f32x4.mul(v128.load(po + q), v128.load(xo + q)))); }
+      for (; c < C; c++) { const q = (<usize>c) << 2; store<f32>(oo + q, load<f32>(oo + q) + load<f32>(po + q) * load<f32>(xo + q)); }
+    }
+  }
+}
+
+// Backward of pool_fwd: dx[b, i·d+j] += pool[j] ⊙ dout[b,i];  dpool[j] += x[b, i·d+j] ⊙ dout[b,i]
+export function pool_bwd(x: usize, pool: usize, dout: usize, dx: usize, dpool: usize, B: i32, S: i32, Sc: i32, l: i32, d: i32, C: i32): void {
+  for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
+    const go = dout + ((<usize>((b * Sc + i) * C)) << 2);
+    for (let j = 0; j < l; j++) {
+      const ro = (<usize>((b * S + i * d + j) * C)) << 2, po = pool + ((<usize>(j * C)) << 2), gpo = dpool + ((<usize>(j * C)) << 2);
+      let c = 0;
+      for (; c + 4 <= C; c += 4) {
+        const q = (<usize>c) << 2;
+        const g = v128.load(go + q);
+        v128.store(dx + ro + q, f32x4.add(v128.load(dx + ro + q), f32x4.mul(v128.load(po + q), g)));
+        v128.store(gpo + q, f32x4.add(v128.load(gpo + q), f32x4.mul(v128.load(x + ro + q), g)));
+      }
+      for (; c < C; c++) {
+        const q = (<usize>c) << 2;
+        const g = load<f32>(go + q);
+        store<f32>(dx + ro + q, load<f32>(dx + ro + q) + load<f32>(po + q) * g);
+        store<f32>(gpo + q, load<f32>(gpo + q) + load<f32>(x + ro + q) * g);
+      }
+    }
+  }
+}
