@@ -229,8 +229,20 @@ export class LocalHost implements Host {
     };
   }
 
-  async signal(pid: number, sig: SignalName): Promise<void> {
+  async signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void> {
     if (!Number.isInteger(pid) || pid <= 1) throw new Error(`refusing to signal pid ${pid}`);
+    if (expect) {
+      let stat: string;
+      try {
+        stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
+      }
+      const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+      if (start !== String(expect.startTime)) {
+        throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), { code: 'ESRCH' });
+      }
+    }
     process.kill(pid, sig === 'SIG0' ? 0 : sig);
   }
 

@@ -14,28 +14,45 @@ import type { Host } from './host.js';
 import type { GpuSample, ProcInfo, ProcState, RankProc, RunProcesses } from './types.js';
 
 const HEAD_MARK = '@@NSA-TOP-HEAD@@';
-const CMDLINE_MAX = 16384;
 const ENVIRON_MAX = 131072;
 const EXEC_TIMEOUT_MS = 15000;
 
-// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 'all' | 'list'  $4.. pids to enrich
-// Output: R <physical run dir> | U <uptime s> | T <clk_tck> <pagesize> | S <stat line> + W <wchan>
-// per process | D <pid> <cwd> per enriched pid | HEAD_MARK | `head` output of cmdline/environ files.
+// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 'all' | 'list'  $4 pids already
+// looked at closely (space-separated)  $5.. pids to enrich. In 'all' mode, processes whose comm
+// looks like a trainer (python*, node, torchrun, pt_main_thread) and that are not in $4 are
+// enriched too, so a refresh stays one command even when new trainers appear.
+// Output: R <physical run dir> | J <env.json on one line> | U <uptime s> | T <clk_tck> <pagesize>
+// | S <stat line> + W <wchan> per process | D <pid> <cwd> per enriched pid | HEAD_MARK | `head`
+// output of cmdline/environ files.
 export const PROC_SCRIPT = `exec 2>/dev/null
-rd=$1; tk=$2; mode=$3; shift 3
-if [ -n "$rd" ] && cd "$rd"; then printf 'R '; pwd -P; fi
+rd=$1; tk=$2; mode=$3; known=" $4 "; shift 4; known="$known $* "
+if [ -n "$rd" ] && cd "$rd"; then
+  printf 'R '; pwd -P
+  if [ -f env.json ]; then printf 'J '; head -c 65536 env.json | tr '\\n\\r' '  '; echo; fi
+fi
 cd /proc || { echo 'X no /proc on this host'; exit 0; }
 if read -r up idle < /proc/uptime; then printf 'U %s\\n' "$up"; fi
 if [ "$tk" = 1 ]; then printf 'T %s %s\\n' "$(getconf CLK_TCK)" "$(getconf PAGESIZE)"; fi
-st() { if read -r s < "$1/stat"; then w=; read -r w < "$1/wchan"; printf 'S %s\\nW %s\\n' "$s" "$w"; fi; }
+en=
+st() {
+  if read -r s < "$1/stat"; then
+    w=; read -r w < "$1/wchan"; printf 'S %s\\nW %s\\n' "$s" "$w"
+    if [ "$mode" = all ]; then
+      case $s in *' (python'*|*' (node)'*|*' (torchrun)'*|*' (pt_main_thread)'*|*' (nsa-top'*)
+        case $known in *" $1 "*) ;; *) en="$en $1";; esac;;
+      esac
+    fi
+  fi
+}
 if [ "$mode" = all ]; then for p in [0-9]*; do st "$p"; done; else for p in "$@"; do st "$p"; done; fi
+set -- "$@" $en
 for p in "$@"; do if cd "/proc/$p/cwd"; then printf 'D %s ' "$p"; pwd -P; fi; done
 cd /proc || exit 0
 printf '${HEAD_MARK}\\n'
 n=$#
 if [ "$mode" = all ]; then
   for p in "$@"; do set -- "$@" "$p/environ"; done; shift $n
-  head -c ${CMDLINE_MAX} /dev/null [0-9]*/cmdline "$@"
+  head -c ${ENVIRON_MAX} /dev/null [0-9]*/cmdline "$@"
 else
   for p in "$@"; do set -- "$@" "$p/cmdline" "$p/environ"; done; shift $n
   head -c ${ENVIRON_MAX} /dev/null "$@"
@@ -132,6 +149,8 @@ export function parseCmdline(raw: string): string[] {
 
 interface Enriched {
   startTime: string;
+  /** cmdline when read: a process caught between fork and exec shows its parent's environ */
+  argvKey: string;
   env: ProcInfo['env'];
   cwd: string | null;
   /** environ could not be read (permissions, or the process is gone) */
@@ -157,6 +176,8 @@ interface RawSnapshot {
   procs: ProcInfo[];
   /** physical path of the run dir when it exists */
   runDirPhysical: string | null;
+  /** env.json of the run dir (one line), when it exists */
+  envJson: string | null;
   uptimeS: number | null;
   error?: string;
   /** commands run and stdout bytes, for the benchmark */
@@ -166,17 +187,19 @@ interface RawSnapshot {
 async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids: number[]): Promise<RawSnapshot> {
   const known = stateFor(host);
   for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
-  const r = await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', runDir, known ? '' : '1', mode, ...pids.map(String)], {
+  const knownPids = known ? [...known.enriched.keys()].join(' ') : '';
+  const r = await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', runDir, known ? '' : '1', mode, knownPids, ...pids.map(String)], {
     timeoutMs: EXEC_TIMEOUT_MS,
     maxOutputBytes: 64 * 1024 * 1024,
   });
-  if (r.timedOut) return { procs: [], runDirPhysical: null, uptimeS: null, error: 'process table read timed out', bytes: r.stdout.length };
-  if (r.code !== 0) return { procs: [], runDirPhysical: null, uptimeS: null, error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`, bytes: r.stdout.length };
+  if (r.timedOut) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: 'process table read timed out', bytes: r.stdout.length };
+  if (r.code !== 0) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`, bytes: r.stdout.length };
   const out = r.stdout;
   const markAt = out.indexOf(`${HEAD_MARK}\n`);
   const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
   const headPart = markAt >= 0 ? out.slice(markAt + HEAD_MARK.length + 1) : '';
   let runDirPhysical: string | null = null;
+  let envJson: string | null = null;
   let uptimeS: number | null = null;
   let error: string | undefined;
   const stats: { f: StatFields; wchan: string | null }[] = [];
@@ -186,6 +209,7 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids:
     const tag = line.slice(0, 2);
     const v = line.slice(2);
     if (tag === 'R ') runDirPhysical = v;
+    else if (tag === 'J ') envJson = v;
     else if (tag === 'U ') uptimeS = Number(v) || null;
     else if (tag === 'X ') error = v;
     else if (tag === 'T ') {
@@ -211,7 +235,13 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids:
     hostState.set(host, st);
   }
   const files = splitHeadOutput(headPart);
+  // pids enriched by this run: the ones asked for, and those the script picked by comm
   const enrichSet = new Set(pids);
+  for (const k of files.keys()) {
+    const m = /^(?:\/proc\/)?(\d+)\/environ$/.exec(k);
+    if (m) enrichSet.add(Number(m[1]));
+  }
+  for (const pid of cwds.keys()) enrichSet.add(pid);
   const nowMs = host.now();
   const bootMs = uptimeS !== null ? nowMs - uptimeS * 1000 : null;
   const nextCpu = new Map<string, { ticks: number; upS: number }>();
@@ -229,18 +259,22 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids:
         nextCpu.set(key, { ticks, upS: uptimeS });
       }
     }
-    const cmdRaw = files.get(`${f.pid}/cmdline`);
+    const cmdRaw = files.get(`${f.pid}/cmdline`) ?? files.get(`/proc/${f.pid}/cmdline`);
+    const argvKey = cmdRaw ?? '';
     let enriched = st.enriched.get(f.pid);
     if (enrichSet.has(f.pid)) {
-      const envRaw = files.get(`${f.pid}/environ`);
+      const envRaw = files.get(`${f.pid}/environ`) ?? files.get(`/proc/${f.pid}/environ`);
       enriched = {
         startTime: f.startTime,
+        argvKey,
         env: envRaw != null ? parseEnviron(envRaw) : {},
         cwd: cwds.get(f.pid) ?? null,
         envUnreadable: envRaw == null || envRaw === '',
       };
-      st.enriched.set(f.pid, enriched);
-    } else if (enriched && enriched.startTime !== f.startTime) {
+      // an empty environ (caught mid-exec) is not remembered: read it again next time
+      if (envRaw === '') st.enriched.delete(f.pid);
+      else st.enriched.set(f.pid, enriched);
+    } else if (enriched && (enriched.startTime !== f.startTime || (mode === 'all' && enriched.argvKey !== argvKey))) {
       st.enriched.delete(f.pid);
       enriched = undefined;
     }
@@ -267,7 +301,7 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids:
   } else {
     for (const [k, v] of nextCpu) st.cpu.set(k, v);
   }
-  return { procs, runDirPhysical, uptimeS, error, bytes: out.length };
+  return { procs, runDirPhysical, envJson, uptimeS, error, bytes: out.length };
 }
 
 /** One process, with environ and cwd, or null when it does not exist. */
@@ -461,13 +495,7 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
   }
   const runDirs = new Set<string>([normPath(runDir.startsWith('/') ? runDir : `/${runDir}`)]);
   if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
-  let config: string | null = null;
-  if (procs.some((p) => p.env.CONFIG)) {
-    config = await host
-      .readFile(`${runDir.replace(/\/+$/, '')}/env.json`, 1 << 20)
-      .then(readEnvJsonConfig)
-      .catch(() => null);
-  }
+  const config = snap.envJson ? readEnvJsonConfig(Buffer.from(snap.envJson)) : null;
   return matchRun(procs, { runDirs, config }, hbPids, hints.gpu ?? null, at, snap.error);
 }
 

@@ -151,11 +151,18 @@ export function parseLsLine(line: string, nowMs: number): DirEntry | null {
   return { name, isDir: m[2] === 'd', isFile: m[2] === '-', size: Number(m[3]), mtimeMs, ino: Number(m[1]) };
 }
 
+/** GNU find's %T@ (`sec.nanoseconds`) → ms exactly as Node computes Stats.mtimeMs. */
+export function findTimeMs(t: string): number {
+  const [sec, frac = ''] = t.split('.');
+  const ns = Number(`${frac}000000000`.slice(0, 9));
+  return Number(sec) * 1e3 + ns / 1e6;
+}
+
 function parseFindEntry(rest: string): DirEntry | null {
   // INO TYPE SIZE MTIME NAME
   const m = /^(\d+) (\S) (\d+) ([\d.]+) (.*)$/.exec(rest);
   if (!m) return null;
-  return { name: m[5]!, isDir: m[2] === 'd', isFile: m[2] === 'f', size: Number(m[3]), mtimeMs: Math.round(Number(m[4]) * 1000), ino: Number(m[1]) };
+  return { name: m[5]!, isDir: m[2] === 'd', isFile: m[2] === 'f', size: Number(m[3]), mtimeMs: findTimeMs(m[4]!), ino: Number(m[1]) };
 }
 
 /** Parses the byte stream of the watch loop: lines, and raw data after `s` headers. */
@@ -735,7 +742,7 @@ export class SshHost implements Host {
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
     const [ino, type, size, mt, perm] = r.stdout.toString().trim().split(' ');
-    return { ino: Number(ino), size: Number(size), mtimeMs: Math.round(Number(mt) * 1000), isDir: type === 'd', isFile: type === 'f', mode: modeOf(type ?? '', perm ?? '0') };
+    return { ino: Number(ino), size: Number(size), mtimeMs: findTimeMs(mt ?? '0'), isDir: type === 'd', isFile: type === 'f', mode: modeOf(type ?? '', perm ?? '0') };
   }
 
   async list(dir: string): Promise<DirEntry[]> {
@@ -990,7 +997,7 @@ export class SshHost implements Host {
     const [, k, idS, inoS, sizeS, mtS, type, perm, rs, offS] = h;
     const id = Number(idS);
     const ino = Number(inoS);
-    const stat: FileStat = { ino, size: Number(sizeS), mtimeMs: Math.round(Number(mtS) * 1000), isDir: type === 'd', isFile: type === 'f', mode: modeOf(type ?? '', perm ?? '0') };
+    const stat: FileStat = { ino, size: Number(sizeS), mtimeMs: findTimeMs(mtS ?? '0'), isDir: type === 'd', isFile: type === 'f', mode: modeOf(type ?? '', perm ?? '0') };
     const off = Number(offS);
     const reset = rs === 'r' ? 'replaced' : rs === 'x' ? 'truncated' : undefined;
     if (k === 'o') {

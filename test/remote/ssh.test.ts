@@ -1,0 +1,372 @@
+// SshHost against a real OpenSSH sshd on loopback (test/helpers/sshd.ts): the same run dir read
+// over SSH and locally gives the same RunSnapshot; a connection killed mid-follow loses and
+// duplicates nothing; host keys are verified; hostile names stay names; signals go by `kill`.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHmac, randomBytes } from 'node:crypto';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { startSshd, type TestSshd } from '../helpers/sshd.js';
+import { LocalHost } from '../../src/remote/local.js';
+import { HostKeyError, SshHost } from '../../src/remote/ssh.js';
+import { openHost } from '../../src/remote/index.js';
+import { resolveTarget } from '../../src/remote/sshconfig.js';
+import { findRunProcesses, listProcesses, readProc } from '../../src/remote/procs.js';
+import { RunModel } from '../../src/trainer/run.js';
+
+const FIXTURES = new URL('../../../shared/fixtures/nsa-vibe/', import.meta.url).pathname;
+let sshd: TestSshd;
+let host: SshHost;
+const local = new LocalHost();
+const tmp = mkdtempSync(join(tmpdir(), 'nsa-ssh-test-'));
+/** longer than one watch tick of the host under test */
+const TICK = 500;
+
+before(async () => {
+  sshd = await startSshd();
+  console.log(`# ssh server under test: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : 'ssh2 Server fallback (no sshd installed)'} on 127.0.0.1:${sshd.port}`);
+  host = await sshd.connect({ watchIntervalMs: 250 });
+});
+after(async () => {
+  await host?.close();
+  await sshd?.stop();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+function strip(s: unknown): unknown {
+  // fields that legitimately differ between two readers of the same dir
+  const o = JSON.parse(JSON.stringify(s)) as Record<string, unknown>;
+  delete o.takenAt;
+  delete o.hostNowMs;
+  delete o.host;
+  return o;
+}
+
+test('status over SSH equals local status for the same run dir (RunModel snapshots)', async () => {
+  for (const fx of ['single', 'ddp2-dumps-halt']) {
+    const dir = join(tmp, `parity-${fx}`);
+    cpSync(join(FIXTURES, fx), dir, { recursive: true });
+    const a = new RunModel(local, dir);
+    const b = new RunModel(host, dir);
+    const sa = await a.poll();
+    const sb = await b.poll();
+    assert.equal(sb.host, host.label);
+    assert.deepEqual(strip(sb), strip(sa), `${fx}: first snapshot`);
+    // the run moves on: a new CSV row, a new heartbeat, a new stack dump
+    appendFileSync(join(dir, 'training.csv'), '999,1.2345,0.0001,1234\n');
+    const hb = readFileSync(join(dir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').pop()!;
+    appendFileSync(join(dir, 'heartbeat_rank0.jsonl'), `${hb}\n`);
+    writeFileSync(join(dir, 'stackdump_1795309999.txt'), 'Signal 10 at 2026-11-22T00:00:00Z\n\nThread 0x1 (most recent call first):\n  File "x.py", line 1 in f\n');
+    const sa2 = await a.poll();
+    // over SSH the new bytes arrive with the next watch tick: poll until they are in
+    let sb2 = await b.poll();
+    for (let i = 0; i < 40 && JSON.stringify(strip(sb2)) !== JSON.stringify(strip(sa2)); i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      sb2 = await b.poll();
+    }
+    assert.deepEqual(strip(sb2), strip(sa2), `${fx}: after the run moved`);
+    assert.notDeepEqual(strip(sa2), strip(sa), 'the change is visible');
+  }
+});
+
+test('pollDir over SSH: listing and bytes equal LocalHost; followed files cost no channel per poll', async () => {
+  const dir = join(tmp, 'poll');
+  cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
+  const reads = [{ path: join(dir, 'training.csv'), offset: 0 }, { path: join(dir, 'heartbeat_rank0.jsonl'), offset: 100 }];
+  const l = await local.pollDir(dir, reads);
+  const r = await host.pollDir(dir, reads);
+  assert.deepEqual(r.entries, l.entries);
+  assert.deepEqual(
+    r.reads.map((x) => [x.offset, x.data.toString('base64'), x.stat?.size, x.stat?.ino, x.reset]),
+    l.reads.map((x) => [x.offset, x.data.toString('base64'), x.stat?.size, x.stat?.ino, x.reset]),
+  );
+  const next = r.reads.map((x) => ({ path: x.path, offset: x.offset + x.data.length }));
+  await host.pollDir(dir, next); // second sequential read: becomes a follow
+  const ch0 = host.stats().channels;
+  for (let i = 0; i < 3; i++) {
+    appendFileSync(join(dir, 'training.csv'), `${1000 + i},1,1,1\n`);
+    await new Promise((res) => setTimeout(res, TICK));
+    const p = await host.pollDir(dir, next);
+    next[0]!.offset += p.reads[0]!.data.length;
+    next[1]!.offset += p.reads[1]!.data.length;
+  }
+  assert.equal(host.stats().channels, ch0, 'no channel opened by polls of followed files');
+  assert.equal(next[0]!.offset, readFileSync(join(dir, 'training.csv')).length);
+});
+
+test('a truncated and a replaced file are reported like LocalHost does', async () => {
+  const dir = join(tmp, 'resets');
+  mkdirSync(dir);
+  const f = join(dir, 'heartbeat_rank0.jsonl');
+  writeFileSync(f, 'a\nb\nc\n');
+  let off = 0;
+  const poll = async () => {
+    const p = await host.pollDir(dir, [{ path: f, offset: off }]);
+    const rr = p.reads[0]!;
+    off = rr.offset + rr.data.length;
+    return rr;
+  };
+  await poll();
+  await poll();
+  writeFileSync(f, 'x\n'); // truncated in place (same inode, smaller)
+  await new Promise((r) => setTimeout(r, TICK));
+  const t = await poll();
+  assert.equal(t.reset, 'truncated');
+  assert.equal(t.offset, 0);
+  assert.equal(t.data.toString(), 'x\n');
+  writeFileSync(`${f}.new`, 'a replacement file\n');
+  const { renameSync } = await import('node:fs');
+  renameSync(`${f}.new`, f); // replaced: a new inode at the same path, bigger than our offset
+  await new Promise((r) => setTimeout(r, TICK));
+  const rp = await poll();
+  assert.equal(rp.reset, 'replaced');
+  assert.equal(rp.offset, 0);
+  assert.equal(rp.data.toString(), 'a replacement file\n');
+});
+
+test('connection killed mid-follow: reconnects and resumes every follow, no row lost or duplicated', async () => {
+  const h = await sshd.connect({ watchIntervalMs: 200 });
+  try {
+    const dir = join(tmp, 'reconnect');
+    mkdirSync(dir);
+    const csv = join(dir, 'training.csv');
+    const hb = join(dir, 'heartbeat_rank0.jsonl');
+    writeFileSync(csv, '');
+    writeFileSync(hb, '');
+    // a writer appending rows while we read
+    const writer = spawn(
+      process.execPath,
+      ['-e', `const fs=require('fs');let i=0;const t=setInterval(()=>{fs.appendFileSync(${JSON.stringify(csv)},i+',1.5,0.001,100\\n');fs.appendFileSync(${JSON.stringify(hb)},JSON.stringify({step:i,msg:'beat'})+'\\n');if(++i>=400)clearInterval(t)},10)`],
+      { stdio: 'ignore' },
+    );
+    const got = { [csv]: [] as Buffer[], [hb]: [] as Buffer[] };
+    const off = { [csv]: 0, [hb]: 0 };
+    let sawReconnecting = false;
+    let killed = 0;
+    const writerDone = new Promise((r) => writer.once('exit', r));
+    let finished = false;
+    void writerDone.then(() => (finished = true));
+    const t0 = Date.now();
+    for (let i = 0; ; i++) {
+      const p = await h.pollDir(dir, [csv, hb].map((path) => ({ path, offset: off[path]! })));
+      for (const rr of p.reads) {
+        if (rr.error || !rr.stat) continue;
+        assert.equal(rr.reset, undefined, 'no spurious reset');
+        assert.equal(rr.offset, off[rr.path], 'data starts where we asked');
+        got[rr.path]!.push(rr.data);
+        off[rr.path]! += rr.data.length;
+      }
+      const st = h.connState();
+      if (st.state === 'reconnecting') sawReconnecting = true;
+      if ((i === 5 || i === 25) && killed < 2) {
+        assert.ok(sshd.sessionPids().length > 0 || sshd.kind !== 'openssh', 'a session process to kill');
+        sshd.killSessions();
+        killed++;
+      }
+      const done = finished && off[csv] === readFileSync(csv).length && off[hb] === readFileSync(hb).length;
+      if (done && h.connState().state === 'connected') break;
+      assert.ok(Date.now() - t0 < 40000, `caught up within 40 s (state ${JSON.stringify(h.connState())})`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(killed, 2);
+    assert.ok(sawReconnecting, 'connState reported reconnecting');
+    assert.ok(h.stats().reconnects >= 1);
+    const csvText = Buffer.concat(got[csv]!).toString();
+    assert.equal(csvText, readFileSync(csv, 'utf8'), 'every CSV byte exactly once');
+    const rows = csvText.trim().split('\n').map((l) => Number(l.split(',')[0]));
+    assert.deepEqual(rows, Array.from({ length: 400 }, (_, i) => i));
+    assert.equal(Buffer.concat(got[hb]!).toString(), readFileSync(hb, 'utf8'), 'every heartbeat byte exactly once');
+  } finally {
+    await h.close();
+  }
+});
+
+test('unknown host key: refused with its SHA256 fingerprint; --accept-new-host-key records it; a changed key is always refused', async () => {
+  const kh = join(tmp, 'kh_unknown');
+  writeFileSync(kh, '');
+  const target = resolveTarget(`${userInfo().username}@127.0.0.1:${sshd.port}`, { identity: sshd.userKey, configText: '', home: tmp });
+  const base = { target, knownHostsFiles: [kh], knownHostsWritePath: kh, agentSocket: null };
+  const fp = (await import('node:child_process')).spawnSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${sshd.dir}/host_ed25519.pub`], { encoding: 'utf8' }).stdout.split(' ')[1]!;
+  await assert.rejects(SshHost.connect(base), (e: unknown) => {
+    assert.ok(e instanceof HostKeyError);
+    assert.equal(e.status, 'unknown');
+    assert.equal(e.fingerprint, fp, 'the fingerprint ssh-keygen -l shows');
+    assert.match(e.message, /--accept-new-host-key/);
+    assert.ok(e.message.includes(fp));
+    return true;
+  });
+  assert.equal(readFileSync(kh, 'utf8'), '', 'nothing recorded without the flag');
+  const h = await SshHost.connect({ ...base, acceptNewHostKey: true });
+  await h.close();
+  assert.match(readFileSync(kh, 'utf8'), new RegExp(`^\\[127\\.0\\.0\\.1\\]:${sshd.port} ssh-ed25519 `));
+  const h2 = await SshHost.connect(base); // now known: no flag needed
+  assert.equal((await h2.exec(['echo', 'ok'], { timeoutMs: 5000 })).stdout, 'ok\n');
+  await h2.close();
+
+  // a hashed entry (HashKnownHosts yes) is honoured too
+  const hashed = join(tmp, 'kh_hashed');
+  const salt = randomBytes(20);
+  const name = `[127.0.0.1]:${sshd.port}`;
+  const [, type, key] = sshd.knownHostsLine().split(' ');
+  writeFileSync(hashed, `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')} ${type} ${key}\n`);
+  const h3 = await SshHost.connect({ ...base, knownHostsFiles: [hashed], knownHostsWritePath: hashed });
+  await h3.close();
+
+  // the server's key changes: refused, with or without the flag, and known_hosts is left alone
+  const before = readFileSync(kh, 'utf8');
+  const otherKey = join(tmp, 'otherkey');
+  (await import('node:child_process')).spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', otherKey]);
+  const other = readFileSync(`${otherKey}.pub`, 'utf8').split(' ');
+  writeFileSync(kh, `${name} ${other[0]} ${other[1]}\n`);
+  for (const accept of [false, true]) {
+    await assert.rejects(SshHost.connect({ ...base, acceptNewHostKey: accept }), (e: unknown) => {
+      assert.ok(e instanceof HostKeyError);
+      assert.equal(e.status, 'changed');
+      assert.match(e.message, /HOST KEY CHANGED/);
+      return true;
+    });
+  }
+  assert.equal(readFileSync(kh, 'utf8').split('\n').length, 2, 'changed key not appended');
+  void before;
+});
+
+test('a hostile directory name stays a name: nothing runs, every operation works on it', async () => {
+  const canary = join(tmp, 'canary');
+  writeFileSync(canary, 'alive');
+  const pwned = join(tmp, 'pwned');
+  const names = ["a; rm -rf ~", `$(touch ${pwned}) \`touch ${pwned}\``, "-rf it's \"q\" & | > < x\\y*?[z] ", ' lead'];
+  for (const [i, n] of names.entries()) {
+    const dir = join(tmp, 'hostile', n);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'training.csv'), '1,2.0,0.1,10\n');
+    const p = await host.pollDir(dir, [{ path: join(dir, 'training.csv'), offset: 0 }]);
+    assert.equal(p.error, undefined, n);
+    assert.deepEqual(p.entries?.map((e) => e.name), ['training.csv'], n);
+    assert.equal(p.reads[0]!.data.toString(), '1,2.0,0.1,10\n', n);
+    assert.equal((await host.stat(dir))?.isDir, true, n);
+    assert.deepEqual((await host.list(dir)).map((e) => e.name), ['training.csv']);
+    const e = await host.exec(['printf', '%s', n], { timeoutMs: 5000, cwd: dir, env: { NSA_X: n } });
+    assert.equal(e.stdout, n);
+    if (i > 1) continue;
+    await host.writeFile(join(dir, '.HALT'), 'halt: test\n', { exclusive: true });
+    await assert.rejects(host.writeFile(join(dir, '.HALT'), 'again', { exclusive: true }), /exists/i);
+    await host.appendFile(join(dir, '.HALT'), 'more\n');
+    assert.equal((await host.readFile(join(dir, '.HALT'))).toString(), 'halt: test\nmore\n');
+    await host.remove(join(dir, '.HALT'));
+    assert.equal(existsSync(join(dir, '.HALT')), false);
+  }
+  assert.equal(existsSync(pwned), false, 'no command substitution ran');
+  assert.equal(readFileSync(canary, 'utf8'), 'alive');
+  await assert.rejects(host.remove(join(tmp, 'hostile')), /directory/, 'remove never takes a directory');
+});
+
+test('exec: argv, env, cwd, exit codes, and a timeout kills the remote command', async () => {
+  const r = await host.exec(['sh', '-c', 'echo "$1|$NSA_A|$(pwd)"; echo e >&2; exit 7', 'sh', "a b'c"], { timeoutMs: 5000, env: { NSA_A: '$HOME;x' }, cwd: tmp });
+  assert.equal(r.stdout, `a b'c|$HOME;x|${tmp}\n`);
+  assert.equal(r.stderr, 'e\n');
+  assert.equal(r.code, 7);
+  const marker = `nsa-top-timeout-${process.pid}`;
+  const t = await host.exec(['sh', '-c', 'sleep 60; :', marker], { timeoutMs: 700 });
+  assert.equal(t.timedOut, true);
+  let still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
+  for (let i = 0; i < 50 && still.length; i++) {
+    await new Promise((res) => setTimeout(res, 200));
+    still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
+  }
+  assert.deepEqual(still, [], 'the remote command was killed');
+  const missing = await host.exec(['definitely-not-a-command-xyz'], { timeoutMs: 5000 });
+  assert.equal(missing.code, 127);
+  const input = await host.exec(['cat'], { timeoutMs: 5000, input: 'through stdin' });
+  assert.equal(input.stdout, 'through stdin');
+});
+
+test('stream: lines as they come; stop() ends the remote command', async () => {
+  const marker = `nsa-top-stream-${process.pid}`;
+  const lines: string[] = [];
+  const s = host.stream(['sh', '-c', 'i=0; while :; do echo "tick $i"; i=$((i+1)); sleep 0.05; done', marker], { onLine: (l) => lines.push(l) });
+  const t0 = Date.now();
+  while (lines.length < 5 && Date.now() - t0 < 10000) await new Promise((r) => setTimeout(r, 50));
+  assert.deepEqual(lines.slice(0, 3), ['tick 0', 'tick 1', 'tick 2']);
+  s.stop();
+  await s.done;
+  let still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
+  for (let i = 0; i < 50 && still.length; i++) {
+    await new Promise((res) => setTimeout(res, 200));
+    still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
+  }
+  assert.deepEqual(still, [], 'the remote loop was stopped');
+});
+
+test('signals over SSH go by kill, only to the process whose start time matches', async () => {
+  const flag = join(tmp, 'usr1');
+  const c = spawn(process.execPath, ['-e', `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));setInterval(()=>{},1e9)`], { stdio: 'ignore' });
+  try {
+    const info = await (async () => {
+      for (;;) {
+        const p = await readProc(host, c.pid!);
+        if (p && p.argv.length > 1) return p;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300)); // handler installed
+    await assert.rejects(host.signal(c.pid!, 'SIGUSR1', { startTime: String(Number(info.startTime) + 1) }), /another process/);
+    assert.equal(existsSync(flag), false, 'a mismatched start time signals nothing');
+    await host.signal(c.pid!, 'SIGUSR1', { startTime: info.startTime });
+    const t0 = Date.now();
+    while (!existsSync(flag) && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(readFileSync(flag, 'utf8'), 'x');
+    await host.signal(c.pid!, 'SIG0');
+  } finally {
+    c.kill('SIGKILL');
+  }
+});
+
+test('the process table over SSH matches the local one (one command per refresh)', async () => {
+  const runDir = join(tmp, 'procrun');
+  mkdirSync(runDir);
+  const bin = join(tmp, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'nsa-top.js'), 'setInterval(()=>{},1e9)');
+  const c = spawn(process.execPath, [join(bin, 'nsa-top.js'), 'train', '--out-dir', runDir], {
+    stdio: 'ignore',
+    env: { ...process.env, NSA_TOP_RUN_DIR: runDir },
+  });
+  try {
+    await new Promise((r) => setTimeout(r, 300));
+    const l = await findRunProcesses(local, runDir, { heartbeatPids: [] });
+    const ch0 = host.stats().channels;
+    const r = await findRunProcesses(host, runDir, { heartbeatPids: [] });
+    assert.equal(l.launcher?.pid, c.pid);
+    assert.equal(r.launcher?.pid, c.pid);
+    assert.equal(r.launcher?.startTime, l.launcher?.startTime);
+    assert.deepEqual(r.launcher?.argv, l.launcher?.argv);
+    // a refresh is one command, even on this box where other processes come and go
+    const ch1 = host.stats().channels;
+    for (let i = 0; i < 3; i++) await findRunProcesses(host, runDir, { heartbeatPids: [] });
+    assert.equal(host.stats().channels - ch1, 3, 'one command per refresh');
+    assert.ok(ch1 - ch0 <= 2);
+  } finally {
+    c.kill('SIGKILL');
+  }
+});
+
+test('openHost: ~/.ssh/config alias (HostName/User/Port/IdentityFile) and the --host form', async () => {
+  const home = join(tmp, 'home');
+  mkdirSync(join(home, '.ssh'), { recursive: true });
+  const kh = join(home, '.ssh', 'known_hosts');
+  writeFileSync(kh, `${sshd.knownHostsLine()}\n`);
+  const cfg = `Host other\n  Port 1\nHost trainbox gpu-*\n  HostName 127.0.0.1\n  User ${userInfo().username}\n  Port ${sshd.port}\n  IdentityFile ${sshd.userKey}\n`;
+  const ssh = { knownHostsFiles: [kh], knownHostsWritePath: kh, agentSocket: null };
+  const h = await openHost({ host: 'trainbox', sshConfigText: cfg, home, ssh });
+  assert.equal(h.kind, 'ssh');
+  assert.equal(h.label, `${userInfo().username}@trainbox:${sshd.port}`);
+  assert.equal((await h.exec(['echo', 'via alias'], { timeoutMs: 5000 })).stdout, 'via alias\n');
+  await h.close();
+  const h2 = await openHost({ host: `${userInfo().username}@127.0.0.1:${sshd.port}`, identity: sshd.userKey, sshConfigText: '', home, ssh });
+  assert.equal((await h2.exec(['echo', 'direct'], { timeoutMs: 5000 })).stdout, 'direct\n');
+  await h2.close();
+  assert.equal((await openHost({})).kind, 'local');
+  await assert.rejects(openHost({ host: 'x@127.0.0.1:1', identity: sshd.userKey, sshConfigText: '', home, ssh }), /cannot reach/);
+});
