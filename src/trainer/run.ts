@@ -30,11 +30,11 @@ export interface RunModelOptions {
   historyBuckets?: number;
   /** train.log lines kept (default 200) */
   maxLogLines?: number;
-  /** files bigger than this are read from the end first (default 8 MiB) */
+  /** files bigger than this are read from the end first (default 1 MiB) */
   tailThreshold?: number;
-  /** how much of a huge file's end the first poll reads (default 2 MiB) */
+  /** how much of a huge file's end the first poll reads (default 512 KiB) */
   tailBytes?: number;
-  /** backfill bytes read per poll (default 16 MiB) */
+  /** backfill bytes read per poll, over all files (default 4 MiB) */
   backfillChunk?: number;
   /** forward bytes read per file per poll (default 32 MiB) */
   forwardChunk?: number;
@@ -43,6 +43,7 @@ export interface RunModelOptions {
 }
 
 const WHOLE_FILE_CAP = 1024 * 1024;
+const BACKFILL_PIECE = 512 * 1024;
 const CKPT_SETTLE_MS = 2000;
 const CKPT_OLD_MS = 30_000;
 
@@ -178,9 +179,9 @@ export class RunModel {
       recentWindow: opts.recentWindow ?? 2000,
       historyBuckets: opts.historyBuckets ?? 512,
       maxLogLines: opts.maxLogLines ?? 200,
-      tailThreshold: opts.tailThreshold ?? 8 * 1024 * 1024,
-      tailBytes: opts.tailBytes ?? 2 * 1024 * 1024,
-      backfillChunk: opts.backfillChunk ?? 16 * 1024 * 1024,
+      tailThreshold: opts.tailThreshold ?? 1024 * 1024,
+      tailBytes: opts.tailBytes ?? 512 * 1024,
+      backfillChunk: opts.backfillChunk ?? 4 * 1024 * 1024,
       forwardChunk: opts.forwardChunk ?? 32 * 1024 * 1024,
       maxDumps: opts.maxDumps ?? 32,
     };
@@ -219,11 +220,16 @@ export class RunModel {
       reads.push({ path: f.path, offset: f.offset, maxBytes: this.o.forwardChunk });
       owners.push(() => (r) => this.onLineRead(f, r));
       const bf = f.backfill;
-      if (bf && bf.end !== null && backfillBudget > 0) {
-        const n = Math.min(backfillBudget, bf.end - bf.pos);
-        backfillBudget -= n;
-        reads.push({ path: f.path, offset: bf.pos, maxBytes: n });
-        owners.push(() => (r) => this.onBackfillRead(f, r));
+      if (bf && bf.end !== null) {
+        // several modest pieces rather than one big buffer: each dies young in the GC
+        let pos = bf.pos;
+        while (backfillBudget > 0 && pos < bf.end) {
+          const n = Math.min(backfillBudget, bf.end - pos, BACKFILL_PIECE);
+          reads.push({ path: f.path, offset: pos, maxBytes: n });
+          owners.push(() => (r) => this.onBackfillRead(f, r));
+          pos += n;
+          backfillBudget -= n;
+        }
       }
     }
     for (const t of this.tbFiles.values()) {
@@ -614,7 +620,7 @@ export class RunModel {
           sink: hbSink(st),
           onReset: (c) => st.newSegment(c, null, null),
           history: () => {
-            const h = new HeartbeatState(rank, name, this.sopts, smoke);
+            const h = new HeartbeatState(rank, name, this.historyOpts(), smoke);
             return { sink: hbSink(h), finish: () => st.mergeHistory(h) };
           },
         };
@@ -629,7 +635,7 @@ export class RunModel {
           sink: (text, m) => t.line(text, m),
           onReset: (c) => t.seg.markReset(c),
           history: () => {
-            const h = new TrainingCsv(this.sopts);
+            const h = new TrainingCsv(this.historyOpts());
             return { sink: (text) => h.line(text, null), finish: () => t.mergeHistory(h) };
           },
         };
@@ -673,6 +679,11 @@ export class RunModel {
       default:
         return null;
     }
+  }
+
+  /** series options for backfilled history: straight into buckets (it all lies before the recent window) */
+  private historyOpts(): SeriesOptions {
+    return { recentWindow: 0, historyBuckets: this.sopts.historyBuckets };
   }
 
   // ---------------------------------------------------------------- snapshot

@@ -168,7 +168,11 @@ test('bad input: garbage, NaN, binary, huge lines are counted; every good line a
     writeFileSync(join(t.dir, 'training.csv'), '1,5.0,1e-4,10\nstep,loss,lr,toks_per_s\n2,nan,1e-4,10\n3,garbage,1e-4,10\n4,4.0,1e-4,10,extra,cols\n\u0000\u0001\n5,3.9\n6,3.8,1e-4,10\n');
     writeFileSync(join(t.dir, 'env.json'), '{not json');
     writeFileSync(join(t.dir, 'metrics.json'), '{"steps": 100, "loss_last": NaN}');
-    const s = await new RunModel(new LocalHost(), t.dir).poll();
+    const m = new RunModel(new LocalHost(), t.dir);
+    let s = await m.poll();
+    assert.equal(s.step, 12, 'the 2 MiB file is read from its end first');
+    for (let i = 0; i < 20 && s.backfill.pending; i++) s = await m.poll();
+    assert.equal(s.backfill.pending, false);
     const h = s.files['heartbeat_rank0.jsonl']!;
     assert.equal(h.parseErrors, 5, `errors: ${h.lastError}`);
     assert.equal(s.step, 12);

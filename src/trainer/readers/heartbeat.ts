@@ -50,12 +50,16 @@ export function parseHeartbeatLine(text: string): ParseResult<HeartbeatRecord> {
     }
   }
   if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return { ok: false, error: 'not a JSON object' };
-  const r = HeartbeatRecordSchema.safeParse(obj);
-  if (!r.success) {
-    const i = r.error.issues[0];
-    return { ok: false, error: `bad record: ${i ? `${i.path.join('.') || 'record'}: ${i.message}` : 'schema'}` };
-  }
-  return { ok: true, value: r.data };
+  // The same rules as HeartbeatRecordSchema, by hand: this runs once per line of a file that can
+  // hold millions (the property tests check that both agree).
+  const o = obj as Record<string, unknown>;
+  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return { ok: false, error: 'bad record: ts is not a finite number' };
+  if (typeof o.msg !== 'string') return { ok: false, error: 'bad record: msg is not a string' };
+  if (o.step !== undefined && !(Number.isInteger(o.step) && (o.step as number) >= 0)) return { ok: false, error: 'bad record: step is not a non-negative integer' };
+  if (o.rank !== undefined && !(Number.isInteger(o.rank) && (o.rank as number) >= 0)) return { ok: false, error: 'bad record: rank is not a non-negative integer' };
+  if (o.pid !== undefined && !Number.isInteger(o.pid)) return { ok: false, error: 'bad record: pid is not an integer' };
+  if (o.iso !== undefined && typeof o.iso !== 'string') return { ok: false, error: 'bad record: iso is not a string' };
+  return { ok: true, value: o as HeartbeatRecord };
 }
 
 const BASE_KEYS = new Set(['ts', 'iso', 'pid', 'rank', 'step', 'msg', 'gpu_mem_alloc', 'gpu_mem_reserved', 'backend', 'phase']);
@@ -141,12 +145,49 @@ export interface HeartbeatSeries {
   memReservedMiB: SeriesAcc;
 }
 
-interface Mark {
-  step: number;
-  ts: number;
-}
+/** A ring of (step, ts) marks kept in typed arrays: one per record would churn the old generation. */
+class Marks {
+  private readonly steps = new Float64Array(STEP_MARKS_CAP);
+  private readonly tss = new Float64Array(STEP_MARKS_CAP);
+  private start = 0;
+  length = 0;
 
-const STEP_MARKS = 64;
+  push(step: number, ts: number): void {
+    if (this.length && this.steps[(this.start + this.length - 1) % STEP_MARKS_CAP] === step) return;
+    if (this.length === STEP_MARKS_CAP) {
+      this.start = (this.start + 1) % STEP_MARKS_CAP;
+      this.length--;
+    }
+    const i = (this.start + this.length) % STEP_MARKS_CAP;
+    this.steps[i] = step;
+    this.tss[i] = ts;
+    this.length++;
+  }
+
+  clear(): void {
+    this.start = 0;
+    this.length = 0;
+  }
+
+  /** oldest first */
+  toArray(): { step: number; ts: number }[] {
+    const out: { step: number; ts: number }[] = [];
+    for (let k = 0; k < this.length; k++) {
+      const i = (this.start + k) % STEP_MARKS_CAP;
+      out.push({ step: this.steps[i]!, ts: this.tss[i]! });
+    }
+    return out;
+  }
+
+  /** put `older` marks in front (keeping the newest STEP_MARKS_CAP) */
+  prepend(older: Marks): void {
+    const all = [...older.toArray(), ...this.toArray()];
+    this.clear();
+    for (const m of all) this.push(m.step, m.ts);
+  }
+}
+const STEP_MARKS_CAP = 64;
+
 /** progress records looked at for the "dt_fetch_s absent" tell */
 const FETCH_RECENT = 5;
 
@@ -158,7 +199,8 @@ export class HeartbeatState {
   readonly rank: RankHeartbeat;
   readonly segments: Segment[] = [];
   readonly series: HeartbeatSeries;
-  lastProgress: ProgressRecord | null = null;
+  private lastProgressRaw: HeartbeatRecord | null = null;
+  private lastProgressCache: ProgressRecord | null = null;
   /** progress records in the current segment */
   progressInSegment = 0;
   withFetch = 0;
@@ -171,8 +213,8 @@ export class HeartbeatState {
   lastLossNonFinite = false;
   events: Record<string, number> = {};
   unknownEvents = 0;
-  private progressMarks: Mark[] = [];
-  private beatMarks: Mark[] = [];
+  private progressMarks = new Marks();
+  private beatMarks = new Marks();
   private segHasSteps = false;
   /** the first record of this file (as read) was a boot: its first segment is a real start */
   private firstWasBoot: boolean | null = null;
@@ -220,8 +262,8 @@ export class HeartbeatState {
     this.segHasSteps = false;
     this.progressInSegment = 0;
     this.recentFetch = [];
-    this.progressMarks = [];
-    this.beatMarks = [];
+    this.progressMarks.clear();
+    this.beatMarks.clear();
     this.rank.lastStep = null;
     this.rank.records = 0;
   }
@@ -265,7 +307,7 @@ export class HeartbeatState {
         this.rank.lastStep = step;
         this.rank.stepAdvancedTs = tsMs;
       }
-      if (msg === 'beat') pushMark(this.beatMarks, step, tsMs);
+      if (msg === 'beat') this.beatMarks.push(step, tsMs);
     }
 
     this.rank.records++;
@@ -295,12 +337,18 @@ export class HeartbeatState {
     if (msg === 'progress') this.progress(r, tsMs, step, seg.index);
   }
 
+  /** the last progress record, typed (built on demand: most records are never looked at) */
+  get lastProgress(): ProgressRecord | null {
+    if (!this.lastProgressCache && this.lastProgressRaw) this.lastProgressCache = toProgress(this.lastProgressRaw);
+    return this.lastProgressCache;
+  }
+
   private progress(r: HeartbeatRecord, tsMs: number, step: number, segment: number): void {
     const o = r as Record<string, unknown>;
-    const p = toProgress(r);
-    this.lastProgress = p;
+    this.lastProgressRaw = r;
+    this.lastProgressCache = null;
     this.progressInSegment++;
-    pushMark(this.progressMarks, step, tsMs);
+    this.progressMarks.push(step, tsMs);
     const loss = toNum(o.loss);
     if (loss !== null) {
       this.series.loss.push(step, tsMs, loss, segment);
@@ -308,21 +356,29 @@ export class HeartbeatState {
     }
     const toks = toNum(o.toks_per_s);
     if (toks !== null) this.series.toksPerS.push(step, tsMs, toks, segment);
-    if (p.gate?.entropyMean != null) this.series.gateEntropy.push(step, tsMs, p.gate.entropyMean, segment);
-    if (p.gate?.maxGate != null) this.series.gateMax.push(step, tsMs, p.gate.maxGate, segment);
-    if (p.gate?.collapseFrac != null) this.series.collapseFrac.push(step, tsMs, p.gate.collapseFrac, segment);
-    if (p.gpuMemReservedMiB !== null) this.series.memReservedMiB.push(step, tsMs, p.gpuMemReservedMiB, segment);
-    const hasFetch = Object.hasOwn(o, 'dt_fetch_s');
+    const ent = toNum(o.gate_entropy_mean);
+    if (ent !== null) this.series.gateEntropy.push(step, tsMs, ent, segment);
+    const mg = toNum(o.gate_max_gate);
+    if (mg !== null) this.series.gateMax.push(step, tsMs, mg, segment);
+    const cf = toNum(o.gate_collapse_frac);
+    if (cf !== null) this.series.collapseFrac.push(step, tsMs, cf, segment);
+    const mem = toNum(o.gpu_mem_reserved ?? o.reserved_mib);
+    if (mem !== null) this.series.memReservedMiB.push(step, tsMs, mem, segment);
+    const hasFetch = o.dt_fetch_s !== undefined;
     if (hasFetch) {
       this.withFetch++;
       const dt = toNum(o.dt_fetch_s);
-      if (dt !== null) this.series.dtFetchS.push(step, tsMs, dt, segment);
-      if (p.dtFetchS !== null) this.lastDtFetchS = p.dtFetchS;
+      if (dt !== null) {
+        this.series.dtFetchS.push(step, tsMs, dt, segment);
+        if (Number.isFinite(dt)) this.lastDtFetchS = dt;
+      }
     } else this.withoutFetch++;
     this.recentFetch.push(hasFetch);
     if (this.recentFetch.length > FETCH_RECENT) this.recentFetch.shift();
-    if (p.fetchP50Ms !== null) this.fetchP50Ms = p.fetchP50Ms;
-    if (p.fetchP95Ms !== null) this.fetchP95Ms = p.fetchP95Ms;
+    const p50 = finiteOrNull(o.fetch_p50_ms);
+    if (p50 !== null) this.fetchP50Ms = p50;
+    const p95 = finiteOrNull(o.fetch_p95_ms);
+    if (p95 !== null) this.fetchP95Ms = p95;
   }
 
   /**
@@ -363,8 +419,8 @@ export class HeartbeatState {
         r.stepAdvancedTs = h.rank.stepAdvancedTs;
       }
       if (!this.firstWasBoot) r.records += h.rank.records;
-      if (this.progressMarks.length < 2) this.progressMarks = [...h.progressMarks, ...this.progressMarks].slice(-STEP_MARKS);
-      if (this.beatMarks.length < 3) this.beatMarks = [...h.beatMarks, ...this.beatMarks].slice(-STEP_MARKS);
+      if (this.progressMarks.length < 2) this.progressMarks.prepend(h.progressMarks);
+      if (this.beatMarks.length < 3) this.beatMarks.prepend(h.beatMarks);
       if (this.recentFetch.length < FETCH_RECENT) this.recentFetch = [...h.recentFetch, ...this.recentFetch].slice(-FETCH_RECENT);
       if (!this.segHasSteps) this.segHasSteps = h.segHasSteps;
       if (this.progressInSegment === 0 && h.lastProgress) this.lastLossNonFinite = h.lastLossNonFinite;
@@ -380,7 +436,7 @@ export class HeartbeatState {
     r.watchdogDumps += h.rank.watchdogDumps;
     r.loaderEvents = [...h.rank.loaderEvents, ...r.loaderEvents].slice(-20);
     for (const [k, v] of Object.entries(h.events)) this.events[k] = (this.events[k] ?? 0) + v;
-    this.lastProgress ??= h.lastProgress;
+    if (!this.lastProgressRaw) this.lastProgressRaw = h.lastProgressRaw;
     this.withFetch += h.withFetch;
     this.withoutFetch += h.withoutFetch;
     this.lastDtFetchS ??= h.lastDtFetchS;
@@ -397,7 +453,7 @@ export class HeartbeatState {
 
   /** median seconds per step over the recent step marks of the current segment */
   stepTimeS(): number | null {
-    const marks = this.beatMarks.length >= 3 ? this.beatMarks : this.progressMarks;
+    const marks = (this.beatMarks.length >= 3 ? this.beatMarks : this.progressMarks).toArray();
     const rates: number[] = [];
     for (let i = 1; i < marks.length; i++) {
       const a = marks[i - 1]!;
@@ -406,11 +462,4 @@ export class HeartbeatState {
     }
     return median(rates);
   }
-}
-
-function pushMark(marks: Mark[], step: number, ts: number): void {
-  const last = marks[marks.length - 1];
-  if (last && last.step === step) return;
-  marks.push({ step, ts });
-  if (marks.length > STEP_MARKS) marks.shift();
 }

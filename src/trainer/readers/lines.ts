@@ -48,7 +48,8 @@ export class LineSplitter {
           cb.error(`line longer than ${this.maxLine} bytes dropped`);
           return;
         }
-        this.pending.push(data.subarray(start));
+        // a copy: a view would keep the whole (possibly multi-MiB) read buffer alive
+        this.pending.push(Buffer.from(data.subarray(start)));
         this.pendingLen += rest;
         return;
       }

@@ -25,13 +25,23 @@ const NINF_WORDS = new Set(['-inf', '-infinity']);
 export function parseNumCell(raw: string): number | null {
   const s = raw.trim();
   if (s === '') return null;
+  const c0 = s.charCodeAt(0);
+  // fast path: decimal / exponent forms (what the trainer writes)
+  if ((c0 >= 48 && c0 <= 57) || c0 === 45 || c0 === 43 || c0 === 46) {
+    const n = Number(s);
+    if (!Number.isNaN(n)) {
+      // Number() also takes 0x10 / 0b1 / 0o7 and "-Infinity": only plain decimals are numbers here,
+      // except the infinity spellings handled below
+      const c1 = s.charCodeAt(1);
+      if (c0 === 48 && s.length > 1 && ((c1 >= 65 && c1 <= 90) || (c1 >= 97 && c1 <= 122)) && c1 !== 69 && c1 !== 101) return null;
+      if (Number.isFinite(n)) return n;
+    }
+  }
   const lower = s.toLowerCase();
   if (NAN_WORDS.has(lower)) return NaN;
   if (INF_WORDS.has(lower)) return Infinity;
   if (NINF_WORDS.has(lower)) return -Infinity;
-  // Number('') / Number('0x1f') / Number(' 1 ') quirks: accept decimal/exponent forms only
-  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(s)) return null;
-  return Number(s);
+  return null;
 }
 
 /** An integer cell (step numbers): finite, integral, ≥ 0. */

@@ -34,6 +34,11 @@ export class SeriesAcc {
       this.nonFinite++;
       return;
     }
+    if (this.opts.recentWindow <= 0) {
+      // history only (backfill of older bytes): straight into buckets, no point objects
+      this.foldValue(step, t, value, segment);
+      return;
+    }
     this.recent.push({ step, t, value, segment });
     if (this.recent.length - this.head > this.opts.recentWindow) {
       this.fold(this.recent[this.head]!);
@@ -50,16 +55,20 @@ export class SeriesAcc {
   }
 
   private fold(p: SeriesPoint): void {
+    this.foldValue(p.step, p.t, p.value, p.segment);
+  }
+
+  private foldValue(step: number, t: number | null, value: number, segment: number): void {
     const b = this.history[this.history.length - 1];
-    if (b && b.segment === p.segment && b.count < this.width) {
-      b.stepTo = p.step;
-      b.tTo = p.t;
-      if (p.value < b.min) b.min = p.value;
-      if (p.value > b.max) b.max = p.value;
-      b.last = p.value;
+    if (b && b.segment === segment && b.count < this.width) {
+      b.stepTo = step;
+      b.tTo = t;
+      if (value < b.min) b.min = value;
+      if (value > b.max) b.max = value;
+      b.last = value;
       b.count++;
     } else {
-      this.history.push({ stepFrom: p.step, stepTo: p.step, tFrom: p.t, tTo: p.t, min: p.value, max: p.value, last: p.value, count: 1, segment: p.segment });
+      this.history.push({ stepFrom: step, stepTo: step, tFrom: t, tTo: t, min: value, max: value, last: value, count: 1, segment });
       if (this.history.length > this.opts.historyBuckets) this.compact();
     }
   }
