@@ -11,10 +11,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AdamW, clipGradNorm, createModel, lrAt } from '../src/trainer/reference/model/index.js';
-import { modelConfigOf } from '../src/trainer/reference/rank.js';
+import { modelConfigOf } from '../src/trainer/reference/model-config.js';
 import { defaultRunConfig } from '../src/trainer/reference/config.js';
 import { runTrain } from '../src/trainer/reference/main.js';
-import type { RunSpec } from '../src/trainer/reference/spec.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const STEPS = 40;
@@ -24,7 +23,7 @@ const S = cfg.train.seq_len;
 const tokensPerStep = B * (S - 1);
 
 async function bare(): Promise<{ cpu: number; wall: number }> {
-  const m = await createModel(modelConfigOf({ cfg } as RunSpec), { seed: 1, kernels: 'auto' });
+  const m = await createModel(modelConfigOf(cfg), { seed: 1, kernels: 'auto' });
   const mask = new Uint8Array(m.params.length);
   for (const e of m.layout) if (e.decay) mask.fill(1, e.offset, e.offset + e.size);
   const opt = new AdamW(m.params.length, { weightDecay: 0.01, decayMask: mask });

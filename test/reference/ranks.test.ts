@@ -160,3 +160,16 @@ test('if the launcher is SIGKILLed, its ranks notice and exit (no orphans)', asy
     t.cleanup();
   }
 });
+
+test('a collective that never completes times out after NSA_PG_TIMEOUT_MIN: the launcher tears down and exits 1', async () => {
+  const t = tmp();
+  try {
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '50', '--ranks', '2', '--inject', 'hang@step=2,rank=1'], { NSA_PG_TIMEOUT_MIN: '0.03' });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stdout, /timeout_min=0\.03/);
+    assert.match(r.stderr, /collective at step 2 timed out after 0\.03 min \(NSA_PG_TIMEOUT_MIN\) waiting on rank\(s\) 1/);
+    assert.deepEqual(await verifyCheckpoint(join(t.out, 'checkpoint_step1.pt')), { ok: true, step: 1 }, 'rank 0 kept the last completed step');
+  } finally {
+    t.cleanup();
+  }
+});

@@ -9,7 +9,8 @@ import { writeCheckpoint, readCheckpoint } from './checkpoint.js';
 import { CollectiveAborted, type Comm, type Reduced } from './comm.js';
 import { loadCorpus, LaneSampler, shareOf, valBatches, type DataPosition } from './data.js';
 import { forRank, formatInjection } from './inject.js';
-import { AdamW, clipGradNorm, createModel, lrAt, type Model, type ModelConfig, type StepStats } from './model-api.js';
+import { AdamW, clipGradNorm, createModel, lrAt, type Model, type StepStats } from './model-api.js';
+import { modelConfigOf } from './model-config.js';
 import type { RunSpec } from './spec.js';
 import {
   FALLBACK_HEADER,
@@ -27,25 +28,6 @@ import {
 /** Bytes per training sequence handed to the model (it predicts bytes 2..seq_len from their prefixes). */
 export function windowOf(seqLen: number): number {
   return seqLen;
-}
-
-export function modelConfigOf(spec: RunSpec): ModelConfig {
-  const { model: m, nsa: n, train: t } = spec.cfg;
-  return {
-    vocab: 256,
-    dim: m.dim,
-    nLayers: m.n_layers,
-    nHeads: m.n_heads,
-    nKvGroups: m.n_kv_groups,
-    dK: m.d_k,
-    dV: m.d_v,
-    l: n.l,
-    d: n.d,
-    lSel: n.l_sel,
-    nSel: n.n_sel,
-    w: n.w,
-    seqLen: t.seq_len,
-  };
 }
 
 const SIGNUM: Record<string, number> = { SIGINT: 2, SIGTERM: 15 };
@@ -113,8 +95,9 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   writeJson(join(dir, 'env.json'), envJson(spec.configPath));
   if (world > 1 && rank === 0) out(`[ddp] process group ready | backend=ipc world_size=${world} timeout_min=${Number(process.env.NSA_PG_TIMEOUT_MIN ?? 15)}`);
 
-  const model: Model = await createModel(modelConfigOf(spec), { seed: T.seed, kernels: spec.kernels });
+  const model: Model = await createModel(modelConfigOf(spec.cfg), { seed: T.seed, kernels: spec.kernels });
   const n = model.params.length;
+  if (rank === 0) out(`[train] reference NSA model: ${n.toLocaleString('en-US')} parameters, kernels=${model.kernels}`);
   const hb = new Heartbeat(dir, rank);
   hb.write(0, 'boot', { phase: 'start' });
 

@@ -8,6 +8,8 @@ import { newestCompleteCheckpoint, listCheckpoints, readCheckpoint, verifyCheckp
 import { ConfigError, architectureOf, defaultRunConfig, mergeConfig, readConfigFile, validateConfig, type DeepPartial, type RunConfig } from './config.js';
 import { LaneSampler, loadCorpus } from './data.js';
 import type { Injection } from './inject.js';
+import { validateModelConfig } from './model-api.js';
+import { modelConfigOf } from './model-config.js';
 
 export interface RunSpec {
   cfg: RunConfig;
@@ -82,6 +84,11 @@ export async function resolveSpec(args: TrainArgs, packageRoot: string): Promise
   const v = validateConfig(cfg);
   cfg = v.cfg;
   notes.push(...v.notes);
+  try {
+    validateModelConfig(modelConfigOf(cfg));
+  } catch (err) {
+    throw new ConfigError(`config: ${(err as Error).message}`);
+  }
 
   if (resumePath) {
     const ck = await readCheckpoint(resumePath);
