@@ -4,6 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local.js';
 import { currentActor } from '../trainer/control.js';
+import { scanCheckpoints } from '../trainer/checkpoints.js';
 import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { relaunch } from '../trainer/supervisor/launch.js';
 import { CliError } from './errors.js';
@@ -12,8 +13,8 @@ const HELP = `usage: nsa-top relaunch RUN_DIR [--remove-stale-halt] [--yes]
 
 Starts the run again under a new detached supervisor, resuming from the newest COMPLETE checkpoint
 (half-written files are skipped and named). A .HALT left in the out_dir would stop the trainer at
-step 1: it is shown, and removed only with --remove-stale-halt after you type the run's name
-(--yes skips the question, for scripts). Every relaunch is logged in .nsa-top/actions.jsonl.
+step 1: it is shown, and removed only with --remove-stale-halt. On a terminal you confirm by typing
+the run's name; scripts pass --yes. Every relaunch is logged in .nsa-top/actions.jsonl.
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -42,12 +43,19 @@ export async function run(argv: string[]): Promise<number> {
   } catch {
     halt = null;
   }
-  if (halt !== null && removeStaleHalt && !yes) {
-    if (!process.stdin.isTTY) throw new CliError(`relaunch: ${haltPath} ("${halt}") would be removed: confirm with --yes when not on a terminal`);
+  // A .HALT without --remove-stale-halt: relaunch() refuses (and logs it) with the way forward.
+  const willRun = halt === null || removeStaleHalt;
+  if (willRun && !yes) {
+    if (!process.stdin.isTTY) throw new CliError(`relaunch: confirm with --yes when not on a terminal${halt !== null ? ` (${haltPath} "${halt}" would be removed)` : ''}`);
     const name = basename(runDir);
-    process.stderr.write(`${haltPath} contains: ${halt}\nRemoving it lets the trainer run again. Make sure no rank of this run is still stopping.\n`);
+    const scan = await scanCheckpoints(host, outDir);
+    process.stderr.write(
+      `relaunch ${runDir}\n  resume from ${scan.found ? `${scan.found.path} (step ${scan.found.step})` : 'nothing: no complete checkpoint, training starts from scratch'}\n` +
+        scan.why.map((w) => `  skipped ${w}\n`).join('') +
+        (halt !== null ? `  remove ${haltPath}: "${halt}" — make sure no rank of this run is still stopping\n` : ''),
+    );
     const rl = createInterface({ input: process.stdin, output: process.stderr });
-    const typed = (await rl.question(`Type the run name (${name}) to remove .HALT and relaunch: `)).trim();
+    const typed = (await rl.question(`Type the run name (${name}) to relaunch: `)).trim();
     rl.close();
     if (typed !== name) {
       process.stderr.write('not confirmed: nothing changed\n');

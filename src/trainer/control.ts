@@ -8,7 +8,7 @@ import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Host, SignalName } from '../remote/host.js';
-import { readProc, verifyProcess } from '../remote/procs.js';
+import { isLauncher, readProc, verifyProcess } from '../remote/procs.js';
 import type { ProcInfo } from '../remote/types.js';
 import { newestCompleteCheckpoint } from './checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './control-types.js';
@@ -356,6 +356,13 @@ export async function dumpAll(
       say(`rank ${t.rank} (pid ${t.pid}): refused — ${v.why}`);
       continue;
     }
+    if (v.proc && isLauncher(v.proc)) {
+      // torchrun does not forward SIGUSR1, and its default action would kill the launcher
+      const why = `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded`;
+      perRank.push({ rank: t.rank, pid: t.pid, status: 'refused', why });
+      say(`rank ${t.rank}: refused — ${why}`);
+      continue;
+    }
     const gap = lastSignalAt + stagger - Date.now();
     if (gap > 0) await sleep(gap);
     const before = await dumpFiles(host, outDir);
@@ -571,4 +578,32 @@ export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, 
       `removed .HALT ("${content.trim()}")${anomaly ? `; .anomaly_type (${anomaly.trim()}) kept as evidence` : ''}`,
     ),
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// py-spy
+
+/**
+ * `py-spy dump --pid PID` for one verified rank (native and Python frames, even when the main
+ * thread is stuck in C and cannot run the SIGUSR1 handler). Output saved next to the trainer's own
+ * dumps as pyspy_<epoch>_rank<R>_<pid>.txt and logged.
+ */
+export async function pySpyDump(host: Host, runDir: string, target: RankTarget, actor: Actor, opts: ControlOptions & { timeoutMs?: number } = {}): Promise<ActionRecord & { file: string | null }> {
+  const t = targetOf(target);
+  if (readOnlyMode(opts)) return { ...refusedReadOnly(host, actor, 'py-spy-dump', t), file: null };
+  const v = await verifyRank(host, target);
+  if (!v.ok) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))), file: null };
+  const r = await host.exec(['py-spy', 'dump', '--pid', String(target.pid)], { timeoutMs: opts.timeoutMs ?? 30000 });
+  if (r.code !== 0 || r.timedOut) {
+    const why = r.timedOut ? 'py-spy did not finish in time' : r.code === 127 ? 'py-spy is not installed' : (r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`;
+    return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', why))), file: null };
+  }
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const file = join(outDir, `pyspy_${Math.floor(host.now() / 1000)}_rank${target.rank}_${target.pid}.txt`);
+  try {
+    await host.writeFile(file, r.stdout, { exclusive: true });
+  } catch (e) {
+    return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', `could not save: ${(e as Error).message}`))), file: null };
+  }
+  return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', { ...t, file }, 'ok', `py-spy dump of rank ${target.rank} saved`))), file };
 }

@@ -112,6 +112,21 @@ test('dumpAll refuses a pid whose start time does not match, and names a stopped
   }
 });
 
+test('dumpAll never signals a launcher (torchrun does not forward SIGUSR1)', async () => {
+  const dir = tempDir('dump-launcher');
+  const kids: Kid[] = [];
+  try {
+    kids.push(await startKid(host, dir, 'torchrun'));
+    const out = await dumpAll(host, dir, [{ rank: 0, pid: kids[0]!.pid, startTime: kids[0]!.startTime }], await currentActor(host), { waitMs: 500 });
+    assert.equal(out.perRank[0]!.status, 'refused');
+    assert.match(out.perRank[0]!.why!, /launcher/);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(readdirSync(dir).filter((n) => n.startsWith('stackdump_')).length, 0);
+  } finally {
+    killKids(kids);
+  }
+});
+
 test('halt now writes the documented content, keeps an existing reason, and is logged', async () => {
   const dir = tempDir('halt');
   const who = await currentActor(host);

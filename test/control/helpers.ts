@@ -30,8 +30,8 @@ export interface Kid {
   exited: Promise<{ code: number | null; signal: string | null }>;
 }
 
-export async function startKid(host: Host, dir: string): Promise<Kid> {
-  const child = spawn(process.execPath, ['-e', CHILD], { env: { ...process.env, DUMP_DIR: dir }, stdio: ['ignore', 'pipe', 'inherit'] });
+export async function startKid(host: Host, dir: string, argv0?: string): Promise<Kid> {
+  const child = spawn(process.execPath, ['-e', CHILD], { argv0, env: { ...process.env, DUMP_DIR: dir }, stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());

@@ -3,7 +3,7 @@
 // depend on the model code. One process; writes heartbeat_rank0.jsonl progress lines, training.csv,
 // checkpoint_step{N}.pt in the reference format's framing (…payload | u32 CRC | "NSACKEND"),
 // honours .HALT (checkpoint, then exit 0) and SIGINT (exit 130). Step time: FAKE_STEP_MS (40).
-import { appendFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 
@@ -22,6 +22,7 @@ const hangAt = injects.map((s) => /^hang@step=(\d+)/.exec(s)).find(Boolean)?.[1]
 const nanAt = injects.map((s) => /^nan@step=(\d+)/.exec(s)).find(Boolean)?.[1];
 const stepMs = Number(process.env.FAKE_STEP_MS ?? '40');
 
+mkdirSync(out, { recursive: true });
 let step = 0;
 if (resume) {
   const buf = readFileSync(resume);

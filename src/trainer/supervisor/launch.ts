@@ -123,7 +123,8 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   const profile = file.profiles[opts.profile];
   if (!profile) throw new CliError(`unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`);
   const gpus = await queryGpus(host);
-  const base = join(cwd, 'artifacts', 'train_runs');
+  // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
+  const base = join(trainerCwd(profile, cwd), 'artifacts', 'train_runs');
   await host.mkdirp(base);
   const started = new Date();
   let runDir = join(base, `${opts.profile}_${stamp(started)}`);
