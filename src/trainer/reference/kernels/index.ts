@@ -138,7 +138,14 @@ class WasmKernels implements Kernels {
   }
   ensure(elems: number): void {
     const have = this.x.memory.buffer.byteLength / 4;
-    if (elems > have) this.x.memory.grow(Math.ceil((elems - have) / PAGE_ELEMS));
+    if (elems > have) {
+      try {
+        this.x.memory.grow(Math.ceil((elems - have) / PAGE_ELEMS));
+      } catch (e) {
+        throw new Error(`the model needs ${Math.ceil((elems * 4) / 2 ** 20)} MB of WebAssembly memory, more than it can have (${(e as Error).message}); ` +
+          'use a smaller batch, seq_len or model, or --kernels js');
+      }
+    }
     if (this.f.buffer !== this.x.memory.buffer || this.f.length === 0) {
       this.f = new Float32Array(this.x.memory.buffer);
       this.i = new Int32Array(this.x.memory.buffer);

@@ -276,6 +276,7 @@ class NsaModel implements ModelInternals {
   /** Lays out activations for batch B (only when B changes). */
   private workspace(B: number): void {
     if (B === this.B) return;
+    this.B = 0; // invalid until the heap holds the new layout (ensure() may throw)
     const { S, D, H, G, dk, dv, dk2, Ck, Cv, Sc, selTok, wEff } = this;
     const M = B * S;
     let off = this.wsOff;
