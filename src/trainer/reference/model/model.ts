@@ -203,6 +203,7 @@ class NsaModel implements ModelInternals {
   private scr = { dx: 0, dxn: 0, dh: 0, dO: 0, dq: 0, dkc: 0, dvc: 0, dks: 0, dvs: 0, dkw: 0, dvw: 0, dkcmp: 0, dvcmp: 0, dqg: 0, dgh: 0, wt: 0, rng: 0 };
   private dgates = new Float64Array(0);
   private selScore = new Float64Array(0);
+  private chosen = new Int32Array(0);
 
   constructor(cfg: ModelConfig, k: Kernels, seed: number) {
     validateConfig(cfg);
@@ -242,6 +243,7 @@ class NsaModel implements ModelInternals {
     }
     this.ovStart = Int32Array.from(starts); this.ovJ = Int32Array.from(js); this.ovW = Float64Array.from(ws);
     this.selScore = new Float64Array(this.nBlocks);
+    this.chosen = new Int32Array(this.selCap + 3);
     this.layoutParams();
   }
 
@@ -522,7 +524,7 @@ class NsaModel implements ModelInternals {
     const rng = this.scr.rng;
     const nSel = c.nSel, lSel = c.lSel;
     const score = this.selScore;
-    const chosen = new Int32Array(selCap + 3);
+    const chosen = this.chosen;
     for (let b = 0; b < B; b++) {
       for (let t = 0; t < S; t++) {
         const r = b * S + t;
@@ -652,8 +654,10 @@ class NsaModel implements ModelInternals {
     // attention output projection
     this.linearBackward(L.o, P + lp.wo, Gd + lp.wo, sc.dx, sc.dO, M, H * dv, D, false);
     f.fill(0, sc.dq, sc.dq + M * H * dk);
-    for (const [o, n] of [[sc.dkc, M * Ck], [sc.dvc, M * Cv], [sc.dks, M * Ck], [sc.dvs, M * Cv], [sc.dkw, M * Ck], [sc.dvw, M * Cv],
-      [sc.dkcmp, B * Sc * Ck], [sc.dvcmp, B * Sc * Cv]] as const) f.fill(0, o, o + n);
+    f.fill(0, sc.dkc, sc.dkc + M * Ck); f.fill(0, sc.dvc, sc.dvc + M * Cv);
+    f.fill(0, sc.dks, sc.dks + M * Ck); f.fill(0, sc.dvs, sc.dvs + M * Cv);
+    f.fill(0, sc.dkw, sc.dkw + M * Ck); f.fill(0, sc.dvw, sc.dvw + M * Cv);
+    f.fill(0, sc.dkcmp, sc.dkcmp + B * Sc * Ck); f.fill(0, sc.dvcmp, sc.dvcmp + B * Sc * Cv);
     const dg = this.dgates;
     dg.fill(0);
     const gates = L.gates, iv = k.i, rng = sc.rng;
