@@ -2,6 +2,8 @@
 // and the stdout fetch suffix, a leak in a climbing RSS, a gate collapse in the gate_* fields.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { heartbeats, tmp, trainToEnd } from './helpers.js';
 
 test('slow-data@ms=60: every fetch takes at least 60 ms, in the heartbeat and on stdout', async () => {
@@ -51,6 +53,31 @@ test('gate-collapse@step=5: gates look healthy before step 5 and collapsed from 
         assert.ok((p.gate_max_gate as number) > 0.95);
         assert.ok((p.gate_collapse_frac as number) > 0.5);
       }
+    }
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('the real switches: NSA_DISABLE_AUX_STATS drops gate/sel/fb fields and side CSVs; NSA_DISABLE_CSV_LOGS drops the CSVs', async () => {
+  const t = tmp();
+  try {
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '3'], { NSA_DISABLE_AUX_STATS: '1' });
+    assert.equal(r.code, 0, r.stderr);
+    const p = heartbeats(t.out, 0).find((h) => h.msg === 'progress')!;
+    assert.ok('loss' in p && 'dt_fetch_s' in p);
+    assert.ok(!Object.keys(p).some((k) => /^(gate_|sel_|fb_)/.test(k)), JSON.stringify(p));
+    assert.equal(existsSync(join(t.out, 'k_stats.csv')), false);
+    assert.equal(existsSync(join(t.out, 'training.csv')), true);
+    const t2 = tmp();
+    try {
+      const r2 = await trainToEnd(['--out', t2.out, '--config', t2.cfg, '--steps', '3'], { NSA_DISABLE_CSV_LOGS: '1' });
+      assert.equal(r2.code, 0, r2.stderr);
+      for (const f of ['training.csv', 'k_stats.csv', 'fallback_counters.csv']) assert.equal(existsSync(join(t2.out, f)), false, f);
+      assert.ok(heartbeats(t2.out, 0).some((h) => h.msg === 'progress' && 'gate_entropy_mean' in h));
+      assert.match(JSON.parse(readFileSync(join(t2.out, 'env.json'), 'utf8')).env.NSA_DISABLE_CSV_LOGS, /^1$/);
+    } finally {
+      t2.cleanup();
     }
   } finally {
     t.cleanup();

@@ -106,6 +106,7 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   const share = shareOf(T.batch_size, world, rank);
   const sampler = new LaneSampler(corpus.train, T.batch_size, window, window - 1, share.start, share.count);
   out(`[train] dataset=${corpus.name} tokenizer=byte`);
+  if (rank === 0) out('[train] gradient_checkpointing=off');
   if (rank === 0 && spec.dataPath && spec.datasetName !== 'pride-and-prejudice') out(`[train] reading local dataset: ${spec.dataPath}`);
 
   const decayMask = new Uint8Array(n);
@@ -129,6 +130,10 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   const inj = forRank(spec.injections, rank);
   if (inj.length && (rank === 0 || world === 1 || inj.some((i) => i.rank === rank)))
     process.stderr.write(`[inject] rank ${rank}: ${inj.map(formatInjection).join(' ')}\n`);
+  // The real trainer's switches (contract §3.10): NSA_DISABLE_CSV_LOGS, NSA_DISABLE_AUX_STATS.
+  const envOn = (k: string) => ['1', 'true', 'yes'].includes((process.env[k] ?? '').toLowerCase());
+  const csvLogs = !envOn('NSA_DISABLE_CSV_LOGS');
+  const auxStats = !envOn('NSA_DISABLE_AUX_STATS');
   const slowMs = inj.reduce((a, i) => a + (i.kind === 'slow-data' ? i.ms : 0), 0);
   const leakMb = inj.reduce((a, i) => a + (i.kind === 'leak' ? i.mb : 0), 0);
   const at = (kind: string, s: number) => inj.some((i) => 'step' in i && i.kind === kind && i.step === s);
@@ -291,33 +296,42 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
           out(stepLine(s, reduced.loss, lrNext, tps, dtFetch * 1000, p50, p95));
           const g = lastStats!.gate;
           const sel = lastStats!.sel;
+          const aux = auxStats
+            ? {
+                gate_entropy_mean: g.entropyMean,
+                gate_entropy_min: g.entropyMin,
+                gate_max_gate: g.maxGate,
+                gate_collapse_frac: g.collapseFrac,
+                gate_branch_shares: g.branchShares,
+                fb_selection_triton_fails: 0,
+                fb_selection_cuda_fails: 0,
+                fb_selection_pack_fails: 0,
+                fb_selection_mask_fails: 0,
+                fb_compressed_fa2_fails: 0,
+                fb_sliding_fa2_fails: 0,
+                fb_total_fallbacks: 0,
+                sel_k_mean: sel.kMean,
+                sel_k_max: sel.kMax,
+                sel_rows: sel.rows,
+                sel_pct_at_max: sel.pctAtMax,
+              }
+            : {};
           hb.write(s, 'progress', {
             loss: reduced.loss,
             toks_per_s: tps,
             dt_fetch_s: dtFetch,
             ...(p50 !== null ? { fetch_p50_ms: p50, fetch_p95_ms: p95 } : {}),
-            gate_entropy_mean: g.entropyMean,
-            gate_entropy_min: g.entropyMin,
-            gate_max_gate: g.maxGate,
-            gate_collapse_frac: g.collapseFrac,
-            gate_branch_shares: g.branchShares,
-            fb_selection_triton_fails: 0,
-            fb_selection_cuda_fails: 0,
-            fb_selection_pack_fails: 0,
-            fb_selection_mask_fails: 0,
-            fb_compressed_fa2_fails: 0,
-            fb_sliding_fa2_fails: 0,
-            fb_total_fallbacks: 0,
-            sel_k_mean: sel.kMean,
-            sel_k_max: sel.kMax,
-            sel_rows: sel.rows,
-            sel_pct_at_max: sel.pctAtMax,
+            ...aux,
             rss_mib: Math.round(process.memoryUsage.rss() / 2 ** 20),
           });
           hb.write(s, 'step_end', { phase: 'end' });
-          appendFileSync(join(dir, 'training.csv'), trainingCsvRow(s, reduced.loss, lrNext, tps));
-          appendWithHeader(join(dir, 'k_stats.csv'), K_STATS_HEADER, `${s},${sel.kMean.toFixed(4)},${Math.round(sel.kMax)},${Math.round(sel.rows)},${sel.pctAtMax.toFixed(4)}\n`);
-          appendWithHeader(join(dir, 'fallback_counters.csv'), FALLBACK_HEADER, `${s},0,0,0,0,0,0,0\n`);
+          if (csvLogs) {
+            appendFileSync(join(dir, 'training.csv'), trainingCsvRow(s, reduced.loss, lrNext, tps));
+            if (auxStats) {
+              appendWithHeader(join(dir, 'k_stats.csv'), K_STATS_HEADER, `${s},${sel.kMean.toFixed(4)},${Math.round(sel.kMax)},${Math.round(sel.rows)},${sel.pctAtMax.toFixed(4)}\n`);
+              appendWithHeader(join(dir, 'fallback_counters.csv'), FALLBACK_HEADER, `${s},0,0,0,0,0,0,0\n`);
+            }
+          }
           if (!optStateWritten) {
             writeFileSync(join(dir, 'opt_state_mb.txt'), `${((2 * n * 4) / 2 ** 20).toFixed(2)}\n`);
             optStateWritten = true;
