@@ -64,6 +64,8 @@ interface LineFollow {
   onReset(cause: 'file-replaced' | 'file-truncated'): void;
   backfill: Backfill | null;
   mtimeMs: number | null;
+  /** inode of the file as last read (null before the first read) */
+  ino: number | null;
 }
 
 interface Backfill {
@@ -84,6 +86,7 @@ interface TbFollow {
   reader: TfRecordReader;
   health: FileHealth;
   order: number;
+  ino: number | null;
 }
 
 interface WholeFile {
@@ -266,17 +269,23 @@ export class RunModel {
       return;
     }
     if (!r.stat) return; // vanished: keep what we have
-    if (r.reset) {
+    // Replacement and truncation are judged from our own inode/offset record, not only from the
+    // host's `reset` (a host shared by several readers may have seen the new inode first).
+    const replaced = f.ino !== null && r.stat.ino !== f.ino;
+    const truncated = !replaced && r.stat.size < f.offset;
+    f.ino = r.stat.ino;
+    f.health.size = r.stat.size;
+    f.mtimeMs = r.stat.mtimeMs;
+    if (replaced || truncated) {
       f.health.resets++;
       f.splitter.reset();
       f.tailStart = false;
       f.backfill = null;
-      f.onReset(r.reset === 'replaced' ? 'file-replaced' : 'file-truncated');
+      f.onReset(replaced ? 'file-replaced' : 'file-truncated');
       f.offset = 0;
-    }
-    f.health.size = r.stat.size;
-    f.mtimeMs = r.stat.mtimeMs;
-    if (r.offset !== f.offset && !r.reset) return; // stale answer
+      f.health.offset = 0;
+      if (r.offset !== 0) return; // data from elsewhere: read from 0 next poll
+    } else if (r.offset !== f.offset) return; // answered from another offset: ask again next poll
     let data = r.data;
     if (f.tailStart && data.length) {
       const nl = data.indexOf(10);
@@ -297,7 +306,7 @@ export class RunModel {
 
   private onBackfillRead(f: LineFollow, r: ReadResult): void {
     const bf = f.backfill;
-    if (!bf || r.error || !r.stat || r.reset || r.offset !== bf.pos || bf.end === null) return;
+    if (!bf || r.error || !r.stat || r.offset !== bf.pos || bf.end === null || r.stat.ino !== f.ino) return;
     const data = r.data.subarray(0, Math.max(0, bf.end - bf.pos));
     this.feed(bf.splitter, f.health, data, bf.sink, r.stat.mtimeMs);
     bf.pos += data.length;
@@ -335,14 +344,18 @@ export class RunModel {
       return;
     }
     if (!r.stat) return;
-    if (r.reset) {
+    const replaced = t.ino !== null && r.stat.ino !== t.ino;
+    const truncated = !replaced && r.stat.size < t.offset;
+    t.ino = r.stat.ino;
+    t.health.size = r.stat.size;
+    if (replaced || truncated) {
       t.health.resets++;
       t.reader.reset();
       t.offset = 0;
-      this.tb.seg.markReset(r.reset === 'replaced' ? 'file-replaced' : 'file-truncated');
-    }
-    t.health.size = r.stat.size;
-    if (r.offset !== t.offset) return;
+      t.health.offset = 0;
+      this.tb.seg.markReset(replaced ? 'file-replaced' : 'file-truncated');
+      if (r.offset !== 0) return;
+    } else if (r.offset !== t.offset) return;
     const before = { rec: t.reader.records, err: t.reader.errors };
     t.reader.push(r.data, (ev) => {
       for (const s of ev.scalars) this.tb.scalar(t.order, s.tag, ev.step, ev.wallTime * 1000, s.value);
@@ -460,7 +473,7 @@ export class RunModel {
       for (const e of events) {
         const name = `tb/${e.name}`;
         if (this.tbFiles.has(name)) continue;
-        const t: TbFollow = { type: 'tb', name, path: join(this.runDir, 'tb', e.name), offset: 0, reader: new TfRecordReader(), health: newHealth(), order: this.tbOrder++ };
+        const t: TbFollow = { type: 'tb', name, path: join(this.runDir, 'tb', e.name), offset: 0, reader: new TfRecordReader(), health: newHealth(), order: this.tbOrder++, ino: null };
         this.tbFiles.set(name, t);
         more.push({ path: t.path, offset: 0, maxBytes: this.o.forwardChunk });
         owners.push(() => (r) => this.onTbRead(t, r));
@@ -586,6 +599,7 @@ export class RunModel {
       onReset: made.onReset,
       backfill: null,
       mtimeMs: e.mtimeMs,
+      ino: null,
     };
     if (e.size > this.o.tailThreshold && made.history) {
       f.offset = e.size - this.o.tailBytes;

@@ -373,3 +373,59 @@ test('a huge file is read from its end first; backfill over later polls gives th
     t.done();
   }
 });
+
+test('two models on one host both see a file replaced; a replacement mid-backfill is not mixed in', async () => {
+  const t = tempDir();
+  try {
+    const host = new LocalHost();
+    const hb = join(t.dir, 'heartbeat_rank0.jsonl');
+    let text = hbLine({ ts: T0, msg: 'boot', pid: 100 });
+    for (let i = 1; i <= 3000; i++) text += progressLine(i, T0 + i, {}, 100);
+    writeFileSync(hb, text);
+    const opts = { tailThreshold: 64 * 1024, tailBytes: 16 * 1024, backfillChunk: 32 * 1024 };
+    const a = new RunModel(host, t.dir, opts);
+    const b = new RunModel(host, t.dir, opts);
+    let sa = await a.poll();
+    let sb = await b.poll();
+    assert.equal(sa.step, 3000);
+    assert.equal(sa.backfill.pending, true);
+
+    // replaced by a short new file (a fresh run in the same dir) while backfill is under way
+    const tmp = join(t.dir, 'hb.new');
+    writeFileSync(tmp, hbLine({ ts: T0 + 9000, msg: 'boot', pid: 300 }) + progressLine(1, T0 + 9001, {}, 300) + progressLine(2, T0 + 9002, {}, 300));
+    renameSync(tmp, hb);
+    sa = await a.poll();
+    sb = await b.poll();
+    for (const s of [sa, sb]) {
+      assert.equal(s.files['heartbeat_rank0.jsonl']!.resets, 1);
+      assert.equal(s.step, 2);
+      assert.equal(s.ranks[0]!.pid, 300);
+      assert.equal(s.backfill.pending, false, 'the old file\'s history is not read into the new one');
+      const last = s.segments[s.segments.length - 1]!;
+      assert.equal(last.pid, 300);
+      assert.deepEqual(
+        s.series.loss.recent.filter((p) => p.segment === last.index).map((p) => p.step),
+        [1, 2],
+      );
+    }
+  } finally {
+    t.done();
+  }
+});
+
+test('val.csv: step,val_loss,ppl rows (header tolerated) → valLoss series and lastVal', async () => {
+  const t = tempDir();
+  try {
+    writeFileSync(join(t.dir, 'training.csv'), '1000,3.0,1e-4,10\n');
+    writeFileSync(join(t.dir, 'val.csv'), 'step,loss,ppl\n1000,3.100000,22.197951\n2000,2.900000,18.174145\n');
+    const s = await new RunModel(new LocalHost(), t.dir).poll();
+    assert.deepEqual(s.series.valLoss.recent.map((p) => [p.step, p.value]), [
+      [1000, 3.1],
+      [2000, 2.9],
+    ]);
+    assert.deepEqual(s.lastVal, { step: 2000, valLoss: 2.9, ppl: 18.174145 });
+    assert.equal(s.files['val.csv']!.parseErrors, 0);
+  } finally {
+    t.done();
+  }
+});

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { LocalHost } from '../../src/remote/local.js';
 import { RunModel } from '../../src/trainer/run.js';
 import { LineSplitter } from '../../src/trainer/readers/lines.js';
-import { parseHeartbeatLine } from '../../src/trainer/readers/heartbeat.js';
+import { HeartbeatRecordSchema, parseHeartbeatLine } from '../../src/trainer/readers/heartbeat.js';
 import { parseCsvLine } from '../../src/trainer/readers/csv.js';
 import { parseStackDump } from '../../src/trainer/stackdump.js';
 import { parseTrainerConfig } from '../../src/trainer/readers/config.js';
@@ -62,6 +62,23 @@ test('parsers never throw on arbitrary input', () => {
       assert.ok(r.held <= chunks.reduce((n, c) => n + c.length, 0));
     }),
     { numRuns: 300 },
+  );
+});
+
+test('the hand-written heartbeat validation agrees with HeartbeatRecordSchema (zod)', () => {
+  const field = fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double(), fc.string({ maxLength: 5 }), fc.constant(null), fc.boolean(), fc.constant(undefined));
+  // mostly-valid records, so each rule gets exercised on its own
+  const ts = fc.oneof({ weight: 5, arbitrary: fc.double({ min: 0, max: 2e9, noNaN: true }) }, { weight: 1, arbitrary: field });
+  const msg = fc.oneof({ weight: 5, arbitrary: fc.constantFrom('progress', 'boot', 'x') }, { weight: 1, arbitrary: field });
+  const int = fc.oneof({ weight: 3, arbitrary: fc.nat({ max: 1000 }) }, { weight: 2, arbitrary: field });
+  fc.assert(
+    fc.property(fc.record({ ts, msg, step: int, rank: int, pid: int, iso: fc.oneof(fc.string(), field), loss: field }, { requiredKeys: ['ts', 'msg'] }), (o) => {
+      const text = JSON.stringify(o);
+      const mine = parseHeartbeatLine(text).ok;
+      const zod = HeartbeatRecordSchema.safeParse(JSON.parse(text)).success;
+      assert.equal(mine, zod, text);
+    }),
+    { numRuns: 1000 },
   );
 });
 

@@ -55,9 +55,9 @@ export function parseHeartbeatLine(text: string): ParseResult<HeartbeatRecord> {
   const o = obj as Record<string, unknown>;
   if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return { ok: false, error: 'bad record: ts is not a finite number' };
   if (typeof o.msg !== 'string') return { ok: false, error: 'bad record: msg is not a string' };
-  if (o.step !== undefined && !(Number.isInteger(o.step) && (o.step as number) >= 0)) return { ok: false, error: 'bad record: step is not a non-negative integer' };
-  if (o.rank !== undefined && !(Number.isInteger(o.rank) && (o.rank as number) >= 0)) return { ok: false, error: 'bad record: rank is not a non-negative integer' };
-  if (o.pid !== undefined && !Number.isInteger(o.pid)) return { ok: false, error: 'bad record: pid is not an integer' };
+  if (o.step !== undefined && !(Number.isSafeInteger(o.step) && (o.step as number) >= 0)) return { ok: false, error: 'bad record: step is not a non-negative integer' };
+  if (o.rank !== undefined && !(Number.isSafeInteger(o.rank) && (o.rank as number) >= 0)) return { ok: false, error: 'bad record: rank is not a non-negative integer' };
+  if (o.pid !== undefined && !Number.isSafeInteger(o.pid)) return { ok: false, error: 'bad record: pid is not an integer' };
   if (o.iso !== undefined && typeof o.iso !== 'string') return { ok: false, error: 'bad record: iso is not a string' };
   return { ok: true, value: o as HeartbeatRecord };
 }
