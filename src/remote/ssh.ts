@@ -227,7 +227,7 @@ export class SshHost implements Host {
   private gen = 0;
   private readonly chanWaiters: (() => void)[] = [];
   private readonly connWaiters: (() => void)[] = [];
-  private readonly liveStreams = new Set<{ kill(): void }>();
+  private readonly liveStreams = new Set<{ kill(): void; pid(): number | null }>();
   private readonly counters: SshStats = { channels: 0, socketBytesIn: 0, socketBytesOut: 0, frames: 0, reconnects: 0 };
   private sockBase = { in: 0, out: 0 };
   private reconnecting: Promise<void> | null = null;
@@ -632,6 +632,7 @@ export class SshHost implements Host {
     let finished = false;
     let channelHeld: number | null = null;
     const entry = {
+      pid: () => pid,
       kill: () => {
         try {
           ch?.close();
@@ -1244,6 +1245,11 @@ export class SshHost implements Host {
   }
 
   async close(): Promise<void> {
+    // remote commands of live streams do not die with the connection (no pty, no SIGHUP): end them
+    const pids = [...this.liveStreams].map((s) => s.pid()).filter((p): p is number => p !== null && p > 1);
+    if (pids.length && this.client) {
+      await this.exec(['sh', '-c', 'for p in "$@"; do kill -s TERM -- -"$p" 2>/dev/null || kill -s TERM "$p" 2>/dev/null; done; exit 0', 'sh', ...pids.map(String)], { timeoutMs: 3000 }).catch(() => {});
+    }
     this.closing = true;
     this.stopWatchLocal();
     for (const s of [...this.liveStreams]) s.kill();
