@@ -1,6 +1,6 @@
 // What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
 // liveness of the rank processes, the GPUs of the run. Pure.
-import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
+import type { GpuDevice, GpuTelemetry, ProcInfo, RankProc, RunProcesses } from '../remote/types.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/snapshot.js';
 import { currentSegment, median } from './stats.js';
 import type { Thresholds } from './thresholds.js';
@@ -84,10 +84,20 @@ export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
   return { stepTimeS, logEvery, beat, expectedS, thresholdS };
 }
 
+/**
+ * nsa-top's own tools (watchdog, report, the cockpit) name the run dir on their command line and
+ * can be mistaken for a rank by argv matching; only `nsa-top train` processes are trainers.
+ */
+export function isNsaTopTool(p: ProcInfo): boolean {
+  const i = p.argv.findIndex((a) => /(^|\/)nsa-top(\.js)?$/.test(a));
+  if (i < 0) return false;
+  return p.argv[i + 1] !== 'train';
+}
+
 export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
   const run = input.run;
   const procsKnown = !!input.procs && !input.procs.error;
-  const alive = procsKnown ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X') : [];
+  const alive = procsKnown ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X' && !isNsaTopTool(r.proc)) : [];
   let lastHeartbeatTs: number | null = null;
   let bootTs: number | null = null;
   for (const r of run.ranks) {

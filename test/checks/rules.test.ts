@@ -376,3 +376,17 @@ test('no CONFIG in env.json is the toy-default tell, but only once env.json was 
   run.files['env.json'] = { offset: 100, size: 100, records: 1, parseErrors: 0, lastError: null, resets: 0 };
   assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config')?.severity, 'warning');
 });
+
+test('nsa-top\'s own tools naming the run dir are never taken for a live rank', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const me = proc(0, 'S');
+  me.proc.argv = ['node', '/usr/lib/node_modules/nsa-top/bin/nsa-top.js', 'watchdog', '/runs/single'];
+  me.source = 'argv';
+  const ev = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([me]), gpu: null });
+  assert.equal(ev.runState, 'EXITED');
+  const rankProc = proc(0, 'S');
+  rankProc.proc.argv = ['node', '/x/bin/nsa-top.js', 'train', '--rank-worker'];
+  const r1 = proc(1, 'S');
+  r1.proc.argv = ['node', '/x/bin/nsa-top.js', 'train', '--rank-worker'];
+  assert.equal(new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([rankProc, r1]), gpu: null }).runState, 'RUNNING');
+});

@@ -1,0 +1,24 @@
+// gate-collapse, slow-data and leak injections (1 rank each, to keep the CPU lean) under the real watchdog.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { has, watched } from './live-helpers.js';
+
+test('gate-collapse@step=10: critical after 3 consecutive records; .anomaly_type gate_collapse; --halt stops the run', async () => {
+  const r = await watched(300, ['gate-collapse@step=10'], ['--stall', '10', '--halt'], { train: ['--ranks', '1', '--log-every', '2'] });
+  assert.ok(has(r.alerts, 'gates:collapse', 'critical'));
+  assert.ok(r.alerts.some((a) => a.id === 'gates:collapse' && a.severity === 'info'), 'the countdown ("would halt in k") comes first');
+  assert.equal(readFileSync(join(r.dir, '.anomaly_type'), 'utf8').trim(), 'gate_collapse');
+  assert.equal(r.ls.at(-1)?.state, 'HALTED');
+});
+
+test('slow-data@ms=400: the data loader dominating the step time is flagged', async () => {
+  const r = await watched(15, ['slow-data@ms=400'], ['--stall', '10'], { train: ['--ranks', '1', '--log-every', '3'] });
+  assert.ok(has(r.alerts, 'data:dominates', 'warning'), JSON.stringify(r.alerts.map((a) => a.id)));
+});
+
+test('leak@mb=4: memory growth per step is flagged on the leaking rank', async () => {
+  const r = await watched(50, ['leak@mb=4'], ['--stall', '10'], { train: ['--ranks', '1', '--log-every', '2'] });
+  assert.ok(r.alerts.some((a) => a['rule'] === 'memory-growth' && a.severity === 'warning' && a['rank'] === 0), JSON.stringify(r.alerts.map((a) => a.id)));
+});
