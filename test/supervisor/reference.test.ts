@@ -6,8 +6,8 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { LocalHost } from '../../src/remote/local.js';
-import { verifyProcess } from '../../src/remote/procs.js';
-import { currentActor, readActions } from '../../src/trainer/control.js';
+import { findRunProcesses, verifyProcess } from '../../src/remote/procs.js';
+import { currentActor, dumpAll, readActions } from '../../src/trainer/control.js';
 import type { SupervisorState } from '../../src/trainer/control-types.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { selfCommand } from '../../src/self.js';
@@ -97,6 +97,16 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   assert.ok(existsSync(join(runDir, 'heartbeat_rank1.jsonl')), 'two ranks');
 
   const who = await currentActor(host);
+  // d: one stack dump per rank of the live run, found the way the cockpit finds them
+  const hbPids = [0, 1].map((rank) => {
+    const first = readFileSync(join(runDir, `heartbeat_rank${rank}.jsonl`), 'utf8').split('\n').filter((l) => l.trim()).at(-1)!;
+    return { rank, pid: (JSON.parse(first) as { pid: number }).pid };
+  });
+  const procs = await findRunProcesses(host, runDir, { heartbeatPids: hbPids });
+  assert.equal(procs.ranks.length, 2, JSON.stringify(procs));
+  const dump = await dumpAll(host, runDir, procs.ranks.map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime })), who);
+  assert.deepEqual(dump.perRank.map((r) => r.status), ['dumped', 'dumped']);
+  assert.notEqual(dump.perRank[0]!.file, dump.perRank[1]!.file);
   assert.equal((await stopRun(host, runDir, who)).result, 'started');
   const halted = await settled(runDir);
   assert.equal(halted.state, 'halted');
@@ -116,7 +126,7 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   await stopRun(host, runDir, who);
   assert.equal((await settled(runDir)).state, 'halted');
   const acts = (await readActions(host, runDir)).map((a) => `${a.action}:${a.result}`);
-  assert.deepEqual(acts, ['launch:ok', 'halt:ok', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
+  assert.deepEqual(acts, ['launch:ok', 'dump:ok', 'halt:ok', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
 });
 
 test('reference trainer: crash@step=8 is restarted from checkpoint_step5 up to the limit', async () => {

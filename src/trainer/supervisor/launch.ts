@@ -24,7 +24,7 @@ import {
   type LaunchPlan,
 } from '../profiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
-import { nsaDir, PLAN_FILE, readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG, writeJsonAtomic, writeStateLocal } from './state.js';
+import { nsaDir, PLAN_FILE, SUPERVISE_ENV, readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG, writeJsonAtomic, writeStateLocal } from './state.js';
 
 export { readSupervisorState } from './state.js';
 
@@ -67,11 +67,15 @@ function spawnSupervisor(runDir: string, resume: boolean): number {
   mkdirSync(nsaDir(runDir), { recursive: true });
   const fd = openSync(join(nsaDir(runDir), SUPERVISOR_LOG), 'a');
   try {
-    const child = spawn(node!, [...pre, 'supervise', runDir, ...(resume ? ['--resume'] : [])], {
+    // The run dir travels in the environment, not argv: process discovery (src/remote/procs) matches
+    // processes whose argv names the run dir, and the supervisor is not a rank.
+    const env: NodeJS.ProcessEnv = { ...process.env, [SUPERVISE_ENV]: runDir };
+    delete env.NSA_TOP_RUN_DIR;
+    const child = spawn(node!, [...pre, 'supervise', ...(resume ? ['--resume'] : [])], {
       detached: true, // setsid: its own session, so a hangup of ours never reaches it
       stdio: ['ignore', fd, fd],
       cwd: runDir,
-      env: process.env,
+      env,
     });
     child.on('error', () => {});
     child.unref();
