@@ -8,7 +8,7 @@
 // fast and shows the present); their older history is read in bounded chunks over later polls and
 // merged in front. Memory stays bounded: series keep a recent window at full resolution and
 // min/max/last buckets before it.
-import { basename, join } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import type { DirEntry, DirPoll, Host, ReadRequest, ReadResult } from '../remote/host.js';
 import type { CheckpointInfo, FileHealth, RankHeartbeat, RunSnapshot, Series, StackDump } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
@@ -40,6 +40,11 @@ export interface RunModelOptions {
   forwardChunk?: number;
   /** parsed stack dumps kept (newest; default 32) */
   maxDumps?: number;
+  /**
+   * The trainer's stdout log when it lives outside the run dir (a supervised real-trainer run keeps
+   * train.log in its launcher dir, the artifacts in out_dir). Default: the best-named log in the dir.
+   */
+  logPath?: string;
 }
 
 const WHOLE_FILE_CAP = 1024 * 1024;
@@ -142,7 +147,8 @@ class TbState {
 
 export class RunModel {
   private readonly sopts: SeriesOptions;
-  private readonly o: Required<RunModelOptions>;
+  private readonly o: Required<Omit<RunModelOptions, 'logPath'>> & { logPath: string | null };
+  private logStarted = false;
   private readonly lineFiles = new Map<string, LineFollow>();
   private readonly tbFiles = new Map<string, TbFollow>();
   private readonly whole = new Map<string, WholeFile>();
@@ -187,6 +193,7 @@ export class RunModel {
       backfillChunk: opts.backfillChunk ?? 4 * 1024 * 1024,
       forwardChunk: opts.forwardChunk ?? 32 * 1024 * 1024,
       maxDumps: opts.maxDumps ?? 32,
+      logPath: opts.logPath ?? null,
     };
     this.sopts = { recentWindow: this.o.recentWindow, historyBuckets: this.o.historyBuckets };
     this.tb = new TbState(this.sopts);
@@ -207,6 +214,14 @@ export class RunModel {
     const more: ReadRequest[] = [];
     const moreOwners: (() => (r: ReadResult) => void)[] = [];
     this.applyListing(first, more, moreOwners);
+    if (this.o.logPath && !this.logStarted && first.entries) {
+      const st = await this.host.stat(this.o.logPath).catch(() => null);
+      if (st?.isFile) {
+        this.logStarted = true;
+        const name = relative(this.runDir, this.o.logPath) || basename(this.o.logPath);
+        this.startLineFollow({ name, isDir: false, isFile: true, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino }, { kind: 'log' }, more, moreOwners, this.o.logPath);
+      }
+    }
     if (more.length) {
       const second = await this.host.pollDir(this.runDir, more, []);
       this.applyReads(second, moreOwners);
@@ -438,7 +453,7 @@ export class RunModel {
           break;
       }
     }
-    if (logPick && !this.lineFiles.has(logPick.name)) {
+    if (logPick && !this.o.logPath && !this.lineFiles.has(logPick.name)) {
       // one log only: the best-named one present
       for (const [name, f] of this.lineFiles) if (f.kind.kind === 'log') this.lineFiles.delete(name);
       this.startLineFollow(logPick, { kind: 'log' }, more, owners);
@@ -583,13 +598,13 @@ export class RunModel {
     }
   }
 
-  private startLineFollow(e: DirEntry, k: FileKind, more: ReadRequest[], owners: (() => (r: ReadResult) => void)[]): void {
+  private startLineFollow(e: DirEntry, k: FileKind, more: ReadRequest[], owners: (() => (r: ReadResult) => void)[], path?: string): void {
     const made = this.makeSink(e.name, k);
     if (!made) return;
     const f: LineFollow = {
       type: 'lines',
       name: e.name,
-      path: join(this.runDir, e.name),
+      path: path ?? join(this.runDir, e.name),
       kind: k,
       offset: 0,
       splitter: new LineSplitter(DEFAULT_MAX_LINE),

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, utimesSync, writeFileSync, cpSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../src/remote/local.js';
@@ -86,6 +86,28 @@ test('no RUN_DIR: the newest run under ./artifacts/ (up to 3 levels deep); none 
     assert.equal(r.status, 0, r.stderr);
     assert.equal(JSON.parse(r.stdout).runDir, newer);
     assert.equal(await resolveRunDir(new LocalHost(), 'artifacts/train_runs/m7c_20260101-000000', t.dir), older, 'relative to cwd');
+  } finally {
+    t.done();
+  }
+});
+
+test('a launcher dir (run.info names out_dir, train.log beside it): status reads the artifacts and that log', () => {
+  const t = tempDir();
+  try {
+    const launcher = join(t.dir, 'artifacts', 'train_runs', 'm7c_20260101-000000');
+    const out = join(t.dir, 'artifacts', 'm7c_125m');
+    mkdirSync(launcher, { recursive: true });
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), out, { recursive: true });
+    cpSync(join(out, 'train.log'), join(launcher, 'train.log'));
+    rmSync(join(out, 'train.log'));
+    writeFileSync(join(launcher, 'run.info'), `run_dir: ${launcher}\nconfig: configs/m7c_125m_80g.yaml\nout_dir: ${out}\n`);
+    const r = status([launcher, '--json']);
+    assert.equal(r.status, 0, r.stderr);
+    const s = JSON.parse(r.stdout);
+    assert.equal(s.runDir, out);
+    assert.equal(s.step, 31);
+    assert.equal(s.log.haltSeen, true, 'train.log read from the launcher dir');
+    assert.equal(s.log.effectiveConfig, 'S=256 B=2 accum=1 gc=off');
   } finally {
     t.done();
   }
