@@ -9,7 +9,8 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
-import { LocalHost } from '../remote/local.js';
+import { GpuMonitor } from '../remote/gpu.js';
+import { openHost } from '../remote/index.js';
 import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord } from '../trainer/control-types.js';
@@ -38,7 +39,9 @@ options:
   --stall S          stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S; default 180); the threshold is
                      max(floor, 3 × the run's own heartbeat interval)
   --once             evaluate once, print the decisions, exit (0: nothing critical, 1: critical)
-  --host H           watch a run on another machine (user@box[:port])
+  --host H           watch a run on another machine (user@box[:port] or an ~/.ssh/config alias;
+                     -i KEY, --accept-new-host-key as for the cockpit)
+  --no-gpu           do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)
   -h, --help         this help
 
 Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
@@ -55,10 +58,12 @@ export interface WatchdogArgs {
   once: boolean;
   host: string | null;
   identity: string | null;
+  acceptNewHostKey: boolean;
+  gpu: boolean;
 }
 
 export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
-  const a: WatchdogArgs = { dir: undefined, halt: false, dumpOnStall: false, intervalS: null, stallS: null, once: false, host: null, identity: null };
+  const a: WatchdogArgs = { dir: undefined, halt: false, dumpOnStall: false, intervalS: null, stallS: null, once: false, host: null, identity: null, acceptNewHostKey: false, gpu: true };
   const num = (flag: string, v: string | undefined, min: number): number => {
     const n = Number(v);
     if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min) throw new CliError(`watchdog: ${flag} needs a number >= ${min}, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
@@ -80,6 +85,12 @@ export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
         break;
       case '--once':
         a.once = true;
+        break;
+      case '--no-gpu':
+        a.gpu = false;
+        break;
+      case '--accept-new-host-key':
+        a.acceptNewHostKey = true;
         break;
       case '--interval':
         a.intervalS = num('--interval', val(), 0.05);
@@ -109,8 +120,7 @@ export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
 }
 
 async function openHostFor(a: WatchdogArgs): Promise<Host> {
-  if (!a.host) return new LocalHost();
-  throw new CliError('watchdog: --host is not available in this build yet (SSH hosts: src/remote)', 2);
+  return openHost({ host: a.host ?? undefined, identity: a.identity ?? undefined, acceptNewHostKey: a.acceptNewHostKey });
 }
 
 async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
@@ -147,8 +157,17 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
     const dirs = await resolveRunDirs(host, dir);
-    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall: a.dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t });
-    return await wd.loop(a.once);
+    let gpu: GpuMonitor | null = null;
+    if (a.gpu) {
+      gpu = new GpuMonitor(host, { intervalMs: Math.max(1000, Math.min(5000, t.intervalS * 1000)) });
+      await gpu.start();
+    }
+    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall: a.dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu });
+    try {
+      return await wd.loop(a.once);
+    } finally {
+      gpu?.stop();
+    }
   } finally {
     await host.close().catch(() => {});
   }
@@ -159,6 +178,8 @@ export interface WatchdogOptions {
   dumpOnStall: boolean;
   launched?: Launched;
   thresholds: ReturnType<typeof thresholdsFromEnv>;
+  /** GPU telemetry (started by the caller); null: none */
+  gpu?: GpuMonitor | null;
 }
 
 export class Watchdog {
@@ -202,16 +223,17 @@ export class Watchdog {
 
   private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
     const run = await this.model.poll();
+    const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
     let procs: RunProcesses | null = null;
     try {
       procs = await findRunProcesses(this.host, this.outDir, {
         heartbeatPids: run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })),
+        gpu: gpu && gpu.status === 'ok' ? gpu : null,
       });
       if (procs.error && procs.ranks.length === 0) procs = null;
     } catch {
       procs = null;
     }
-    const gpu: GpuTelemetry | null = null;
     const ev = this.checker.evaluate({
       now: this.host.now(),
       run,
@@ -238,6 +260,7 @@ export class Watchdog {
       dumpOnStall: this.o.dumpOnStall,
       thresholds: { stallFloorS: t.stallFloorS, intervalS: t.intervalS, flatlineN: t.flatlineN, gateEntropyMin: t.gateEntropyMin, gateMaxThreshold: t.gateMaxThreshold, gateCollapseN: t.gateCollapseN },
       launched: this.o.launched ?? null,
+      gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
     });
     try {
       for (;;) {
