@@ -160,3 +160,13 @@ test('the same seed gives the same parameters and losses; bad input is refused',
   assert.throws(() => a.forward(tok, 3), /expected batch×seqLen/);
   await assert.rejects(createModel({ ...cfg, nHeads: 3, nKvGroups: 2 }, { seed: 1 }), /multiple of nKvGroups/);
 });
+
+test('NaN weights show as a NaN loss and NaN gate statistics, not as plausible numbers', async () => {
+  const m = await createModel(small, { seed: 2, kernels: 'wasm' });
+  const e = m.layout.find((x) => x.name === 'layers.0.attn.wq')!;
+  m.params[e.offset + 3] = NaN;
+  const st = m.forwardBackward(randomTokens(small.seqLen, small.vocab, 9), 1);
+  assert.ok(Number.isNaN(st.loss));
+  assert.ok(Number.isNaN(st.gate.entropyMean) && Number.isNaN(st.gate.entropyMin) && Number.isNaN(st.gate.maxGate));
+  assert.ok(m.grads.some((g) => Number.isNaN(g)));
+});

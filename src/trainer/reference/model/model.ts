@@ -412,12 +412,13 @@ class NsaModel implements ModelInternals {
     const g = this.la[0]?.gates;
     if (!g || g.length === 0) return { entropyMean: Math.log(3), entropyMin: Math.log(3), maxGate: 1 / 3, collapseFrac: 0, branchShares: [1 / 3, 1 / 3, 1 / 3] };
     const rows = g.length / 3;
-    let entSum = 0, entMin = Infinity, maxMax = 0, collapsed = 0;
+    let entSum = 0, entMin = Infinity, maxMax = 0, collapsed = 0, nan = false;
     const share = [0, 0, 0];
     for (let r = 0; r < rows; r++) {
       let ent = 0, mx = 0;
       for (let j = 0; j < 3; j++) {
         const p = g[r * 3 + j]!;
+        if (Number.isNaN(p)) nan = true;
         if (p > 0) ent -= p * Math.log(p);
         if (p > mx) mx = p;
         share[j]! += p;
@@ -427,6 +428,8 @@ class NsaModel implements ModelInternals {
       if (mx > maxMax) maxMax = mx;
       if (ent < 0.1 && mx > 0.95) collapsed++;
     }
+    // like torch's mean/min/max, a NaN gate (NaN weights) makes the statistics NaN, not plausible numbers
+    if (nan) { entSum = NaN; entMin = NaN; maxMax = NaN; }
     return {
       entropyMean: entSum / rows, entropyMin: entMin, maxGate: maxMax, collapseFrac: collapsed / rows,
       branchShares: [share[0]! / rows, share[1]! / rows, share[2]! / rows],
