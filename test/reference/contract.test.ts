@@ -143,6 +143,15 @@ test('a stale .HALT and an out dir with an earlier run are refused, not overwrit
     const halted = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '8', '--resume']);
     assert.equal(halted.code, 2);
     assert.match(halted.stderr, /stale \.HALT/);
+
+    // An attempt that died before its first checkpoint can simply be started again (a supervisor's restart).
+    const early = join(t.dir, 'early');
+    const c = await trainToEnd(['--out', early, '--config', t.cfg, '--steps', '4', '--inject', 'crash@step=3']);
+    assert.equal(c.code, 1);
+    const again2 = await trainToEnd(['--out', early, '--config', t.cfg, '--steps', '4']);
+    assert.equal(again2.code, 0, again2.stderr);
+    assert.match(again2.stdout, /has training\.csv of an earlier attempt without a complete checkpoint/);
+    assert.deepEqual(csvRows(join(early, 'training.csv')).map((x) => Number(x[0])), [1, 2, 1, 2, 3, 4]);
   } finally {
     t.cleanup();
   }

@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { TrainArgs } from './args.js';
-import { newestCompleteCheckpoint, listCheckpoints, readCheckpoint, verifyCheckpoint } from './checkpoint.js';
+import { newestCompleteCheckpoint, readCheckpoint, verifyCheckpoint } from './checkpoint.js';
 import { ConfigError, architectureOf, defaultRunConfig, mergeConfig, readConfigFile, validateConfig, type DeepPartial, type RunConfig } from './config.js';
 import { LaneSampler, loadCorpus } from './data.js';
 import type { Injection } from './inject.js';
@@ -99,10 +99,12 @@ export async function resolveSpec(args: TrainArgs, packageRoot: string): Promise
     if (cfg.train.steps <= ckptStep)
       throw new ConfigError(`--resume: ${resumePath} is at step ${ckptStep}, and train.steps is ${cfg.train.steps}; pass --steps N with N > ${ckptStep} to train further`);
   } else if (args.resume === null) {
-    // Starting fresh into a dir holding an earlier run would overwrite its checkpoints and mix its logs.
-    const ck = listCheckpoints(outDir);
-    if (ck.length) throw new ConfigError(`${outDir} already holds checkpoints of an earlier run (${basename(ck[0]!.path)}); pass --resume to continue it, or choose another --out`);
-    if (existsSync(join(outDir, 'training.csv'))) throw new ConfigError(`${outDir} already holds training.csv of an earlier run; pass --resume to continue it, or choose another --out`);
+    // Starting fresh over a complete checkpoint of an earlier run would overwrite it: refuse. Logs of
+    // an attempt that never reached a checkpoint are appended to (a new segment, as the real trainer does).
+    const complete = await newestCompleteCheckpoint(outDir);
+    if (complete.path)
+      throw new ConfigError(`${outDir} already holds checkpoints of an earlier run (${basename(complete.path)}); pass --resume to continue it, or choose another --out`);
+    if (existsSync(join(outDir, 'training.csv'))) notes.push(`[train] note: ${outDir} has training.csv of an earlier attempt without a complete checkpoint; starting at step 1 and appending`);
   }
 
   const haltPath = join(outDir, '.HALT');
