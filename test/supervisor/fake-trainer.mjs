@@ -12,7 +12,16 @@ const opt = (name, dflt) => {
   const i = argv.indexOf(name);
   return i >= 0 ? argv[i + 1] : dflt;
 };
-const out = opt('--out');
+// Like the real trainer when no --out is given: artifacts go to the CONFIG's train.out_dir.
+let out = opt('--out');
+if (!out) {
+  if (!process.env.CONFIG) {
+    console.log('[boot] loading config configs/train_showcase.yaml (CONFIG unset)');
+    process.exit(2);
+  }
+  console.log(`[boot] loading config ${process.env.CONFIG}`);
+  out = /out_dir:\s*(\S+)/.exec(readFileSync(process.env.CONFIG, 'utf8'))[1];
+}
 const steps = Number(opt('--steps', '100'));
 const saveEvery = Number(opt('--save-every', '10'));
 const resume = opt('--resume', null);

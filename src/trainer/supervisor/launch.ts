@@ -110,6 +110,18 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
   }
 }
 
+/** Why `prog` cannot be started from `cwd`, or null when it can. */
+async function missingProgram(host: Host, prog: string, cwd: string): Promise<string | null> {
+  if (prog.includes('/')) {
+    const st = await host.stat(prog.startsWith('/') ? prog : join(cwd, prog)).catch(() => null);
+    return st?.isFile ? null : `${prog}: no such program`;
+  }
+  const r = await host.exec(['sh', '-c', 'command -v "$1"', 'sh', prog], { timeoutMs: 5000, cwd }).catch(() => null);
+  if (r && r.code === 0 && r.stdout.trim()) return null;
+  const hint = prog === 'python' || prog === 'torchrun' ? ' (activate the trainer\'s venv first, e.g. source .venv/bin/activate, or set python:/torchrun: in the profile)' : '';
+  return `${prog} is not on PATH${hint}`;
+}
+
 export interface LaunchOptions {
   profile: string;
   profilesFile?: string;
@@ -129,6 +141,25 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   const gpus = await queryGpus(host);
   // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
   const base = join(trainerCwd(profile, cwd), 'artifacts', 'train_runs');
+  // everything that can be checked before anything is created
+  const tcwd = trainerCwd(profile, cwd);
+  if (profile.trainer === 'nsa-vibe' && !profile.command) {
+    const script = profile.script.startsWith('/') ? profile.script : join(tcwd, profile.script);
+    if (!(await host.stat(script).catch(() => null))?.isFile)
+      throw new CliError(`profile ${opts.profile}: ${script} not found — run from the nsa-vibe checkout or set repo: in the profile. Nothing was started.`);
+  }
+  let configOutDir: string | null = null;
+  if (profile.trainer === 'nsa-vibe' && !profile.out_dir) {
+    const { config } = chooseConfig(profile, gpus);
+    if (config) {
+      const r = await readConfigOutDir(host, tcwd, config);
+      if (r.error) throw new CliError(`profile ${opts.profile}: config ${r.error} — is the trainer repo right (repo: ${tcwd})? Nothing was started.`);
+      configOutDir = r.outDir;
+    }
+  }
+  const program = resolveLaunchPlan({ profileName: opts.profile, profile, presets: file.presets, gpus, runDir: join(base, 'probe'), cwd, configOutDir, steps: opts.steps }).command[0]!;
+  const missing = await missingProgram(host, program, tcwd);
+  if (missing) throw new CliError(`profile ${opts.profile}: ${missing}. Nothing was started.`);
   await host.mkdirp(base);
   const started = new Date();
   let runDir = join(base, `${opts.profile}_${stamp(started)}`);
@@ -139,16 +170,6 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || i > 50) throw e;
       runDir = join(base, `${opts.profile}_${stamp(started)}-${i}`);
-    }
-  }
-  let configOutDir: string | null = null;
-  if (profile.trainer === 'nsa-vibe' && !profile.out_dir) {
-    const { config } = chooseConfig(profile, gpus);
-    const tcwd = trainerCwd(profile, cwd);
-    if (config) {
-      const r = await readConfigOutDir(host, tcwd, config);
-      if (r.error) throw new CliError(`profile ${opts.profile}: config ${r.error} — is the trainer repo right (repo: ${tcwd})? Nothing was started.`);
-      configOutDir = r.outDir;
     }
   }
   const plan = resolveLaunchPlan({
