@@ -43,25 +43,27 @@ test('wasm gemm matches JS for plain, transposed-A and accumulating products at 
   }
 });
 
-test('wasm attention rows, softmax and SiLU match JS', async () => {
+for (const [dk, dv, ld] of [[6, 10, 14], [32, 36, 40], [21, 19, 23]] as const) test(`wasm attention rows (dk ${dk}, dv ${dv}), softmax and SiLU match JS`, async () => {
   const w = await loadKernels('wasm'), j = await loadKernels('js');
-  const dk = 6, dv = 10, ld = 14, T = 40;
-  const q = w.base, K = q + 16, V = K + T * ld, P = V + T * ld, O = P + 64, dO = O + 16, dq = dO + 16, dK = dq + 16, dV = dK + T * ld, rg = dV + T * ld;
+  const T = 40;
+  const q = w.base, K = q + 48, V = K + T * ld, P = V + T * ld, O = P + 64, dO = O + 48, dq = dO + 48, dK = dq + 48, dV = dK + T * ld, rg = dV + T * ld;
   for (const k of [w, j]) {
     k.ensure(rg + 4096);
     const rng = new Rng(5);
     fill(k, q, dk, rng); fill(k, K, T * ld, rng); fill(k, V, T * ld, rng); fill(k, dO, dv, rng);
-    k.f.fill(0, dq, dq + 16); k.f.fill(0, dK, rg);
+    k.f.fill(0, dq, dq + 48); k.f.fill(0, dK, rg);
     k.i[rg] = 0; k.i[rg + 1] = 5; k.i[rg + 2] = 9; k.i[rg + 3] = 9; k.i[rg + 4] = 17; k.i[rg + 5] = 30; // includes an empty range
   }
-  const dg = [w, j].map((k) => { k.attnFwd(q, K, ld, V, ld, rg, 3, dk, dv, 0.4, P, O); return k.attnBwd(q, K, ld, V, ld, rg, 3, dk, dv, 0.4, 0.7, P, O, dO, dq, dK, dV); });
-  assert.ok(Math.abs(dg[0]! - dg[1]!) < 1e-5 * Math.abs(dg[1]!));
+  for (const k of [w, j]) k.attnFwd(q, K, ld, V, ld, rg, 3, dk, dv, 0.4, P, O);
   let psum = 0;
   for (let i = 0; i < 18; i++) psum += w.f[P + i]!;
   assert.ok(Math.abs(psum - 1) < 1e-6, 'probabilities over the 18 keys sum to 1');
+  assert.ok(maxRel(j, w, P, 18) < 1e-5 && maxRel(j, w, O, dv) < 1e-5);
+  const dg = [w, j].map((k) => k.attnBwd(q, K, ld, V, ld, rg, 3, dk, dv, 0.4, 0.7, P, O, dO, dq, dK, dV));
+  assert.ok(Math.abs(dg[0]! - dg[1]!) < 1e-5 * Math.abs(dg[1]!));
   for (const [off, n] of [[P, 18], [O, dv], [dq, dk], [dK, T * ld], [dV, T * ld]] as const) assert.ok(maxRel(j, w, off, n) < 1e-5);
   // no keys: zero output, no gradient
-  for (const k of [w, j]) { k.f.fill(0, dq, dq + 16); k.attnFwd(q, K, ld, V, ld, rg, 0, dk, dv, 0.4, P, O); assert.equal(k.attnBwd(q, K, ld, V, ld, rg, 0, dk, dv, 0.4, 1, P, O, dO, dq, dK, dV), 0); }
+  for (const k of [w, j]) { k.f.fill(0, dq, dq + 48); k.attnFwd(q, K, ld, V, ld, rg, 0, dk, dv, 0.4, P, O); assert.equal(k.attnBwd(q, K, ld, V, ld, rg, 0, dk, dv, 0.4, 1, P, O, dO, dq, dK, dV), 0); }
   for (let i = 0; i < dv; i++) assert.equal(w.f[O + i], 0);
 
   const x = w.base, lse = x + 7 * 261, h = lse + 16, a = h + 103, sg = a + 103, dh = sg + 103;

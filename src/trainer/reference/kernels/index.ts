@@ -48,7 +48,7 @@ export interface Kernels {
   poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
   /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
   attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
-  /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O */
+  /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
   attnBwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
     P: number, O: number, dO: number, dq: number, dK: number, dV: number): number;
 }
@@ -403,6 +403,7 @@ class JsKernels implements Kernels {
         const pg = p * gs;
         for (let c = 0; c < dv; c++) f[dvo + c] += pg * f[dO + c];
         const ds = p * (dp - D) * scale;
+        f[P + n] = ds; // P is consumed, as in the wasm kernel
         for (let c = 0; c < dk; c++) { f[dq + c] += ds * f[ko + c]; f[dko + c] += ds * f[q + c]; }
         n++;
       }

@@ -227,23 +227,62 @@ export function softmax_rows(x: usize, rows: i32, n: i32, scale: f32, lse: usize
   }
 }
 
+// Four dot products x·y0 … x·y3 over n floats, returned as the lanes of one vector.
+@inline function dot4(x: usize, y0: usize, y1: usize, y2: usize, y3: usize, n: i32): v128 {
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const o = (<usize>i) << 2;
+    const xv = v128.load(x + o);
+    a0 = f32x4.add(a0, f32x4.mul(xv, v128.load(y0 + o)));
+    a1 = f32x4.add(a1, f32x4.mul(xv, v128.load(y1 + o)));
+    a2 = f32x4.add(a2, f32x4.mul(xv, v128.load(y2 + o)));
+    a3 = f32x4.add(a3, f32x4.mul(xv, v128.load(y3 + o)));
+  }
+  const u = f32x4.add(f32x4.shuffle(a0, a1, 0, 4, 1, 5), f32x4.shuffle(a0, a1, 2, 6, 3, 7));
+  const w = f32x4.add(f32x4.shuffle(a2, a3, 0, 4, 1, 5), f32x4.shuffle(a2, a3, 2, 6, 3, 7));
+  let r = f32x4.add(f32x4.shuffle(u, w, 0, 1, 4, 5), f32x4.shuffle(u, w, 2, 3, 6, 7));
+  if (i < n) {
+    let s0: f32 = 0, s1: f32 = 0, s2: f32 = 0, s3: f32 = 0;
+    for (; i < n; i++) {
+      const o = (<usize>i) << 2;
+      const xs = load<f32>(x + o);
+      s0 += xs * load<f32>(y0 + o); s1 += xs * load<f32>(y1 + o); s2 += xs * load<f32>(y2 + o); s3 += xs * load<f32>(y3 + o);
+    }
+    let t = f32x4.splat(s0);
+    t = f32x4.replace_lane(t, 1, s1); t = f32x4.replace_lane(t, 2, s2); t = f32x4.replace_lane(t, 3, s3);
+    r = f32x4.add(r, t);
+  }
+  return r;
+}
+
 // One query row against the keys listed as [start,end) token ranges (i32 pairs at `ranges`).
 // Key token t lives at K + 4·t·ldk (V likewise). Writes the softmax probabilities to P (one per
 // key, in range order) and O[0..dv) = Σ P·V. With no keys, O = 0.
 export function attn_fwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, ranges: usize, nr: i32, dk: i32, dv: i32, scale: f32, P: usize, O: usize): void {
   let n = 0;
   let mx: f32 = -Infinity;
+  let mxv = f32x4.splat(-Infinity);
+  const sv = f32x4.splat(scale);
   const ldk4 = (<usize>ldk) << 2, ldv4 = (<usize>ldv) << 2;
   for (let r = 0; r < nr; r++) {
     const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
     let kp = K + <usize>s * ldk4;
-    for (let t = s; t < e; t++) {
+    let t = s;
+    for (; t + 4 <= e; t += 4) {
+      const sc = f32x4.mul(dot4(q, kp, kp + ldk4, kp + 2 * ldk4, kp + 3 * ldk4, dk), sv);
+      v128.store(P + ((<usize>n) << 2), sc);
+      mxv = f32x4.max(mxv, sc);
+      n += 4; kp += 4 * ldk4;
+    }
+    for (; t < e; t++) {
       const sc = dot(q, kp, dk) * scale;
       store<f32>(P + ((<usize>n) << 2), sc);
       if (sc > mx) mx = sc;
       n++; kp += ldk4;
     }
   }
+  mx = max(max(mx, max(f32x4.extract_lane(mxv, 0), f32x4.extract_lane(mxv, 1))), max(f32x4.extract_lane(mxv, 2), f32x4.extract_lane(mxv, 3)));
   for (let i = 0; i < dv; i++) store<f32>(O + ((<usize>i) << 2), 0);
   if (n == 0) return;
   const mv = f32x4.splat(mx);
@@ -258,41 +297,147 @@ export function attn_fwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, range
   let sum: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3);
   for (; i < n; i++) { const p = P + ((<usize>i) << 2); const e = exp1(load<f32>(p) - mx); store<f32>(p, e); sum += e; }
   const inv: f32 = 1 / sum;
-  n = 0;
-  for (let r = 0; r < nr; r++) {
-    const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
-    let vp = V + <usize>s * ldv4;
-    for (let t = s; t < e; t++) {
-      const p = P + ((<usize>n) << 2);
-      const pv = load<f32>(p) * inv;
-      store<f32>(p, pv);
-      axpy(pv, vp, O, dv);
-      n++; vp += ldv4;
+  const iv = f32x4.splat(inv);
+  i = 0;
+  for (; i + 4 <= n; i += 4) { const p = P + ((<usize>i) << 2); v128.store(p, f32x4.mul(v128.load(p), iv)); }
+  for (; i < n; i++) { const p = P + ((<usize>i) << 2); store<f32>(p, load<f32>(p) * inv); }
+  // O = Σ p·V, a column chunk at a time with the chunk held in registers
+  let c = 0;
+  for (; c + 16 <= dv; c += 16) {
+    let o0 = f32x4.splat(0), o1 = f32x4.splat(0), o2 = f32x4.splat(0), o3 = f32x4.splat(0);
+    let pn = P;
+    for (let r = 0; r < nr; r++) {
+      const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+      let vp = V + <usize>s * ldv4 + ((<usize>c) << 2);
+      for (let t = s; t < e; t++) {
+        const pv = f32x4.splat(load<f32>(pn));
+        o0 = f32x4.add(o0, f32x4.mul(pv, v128.load(vp)));
+        o1 = f32x4.add(o1, f32x4.mul(pv, v128.load(vp, 16)));
+        o2 = f32x4.add(o2, f32x4.mul(pv, v128.load(vp, 32)));
+        o3 = f32x4.add(o3, f32x4.mul(pv, v128.load(vp, 48)));
+        pn += 4; vp += ldv4;
+      }
     }
+    const op = O + ((<usize>c) << 2);
+    v128.store(op, o0); v128.store(op, o1, 16); v128.store(op, o2, 32); v128.store(op, o3, 48);
+  }
+  for (; c + 4 <= dv; c += 4) {
+    let o0 = f32x4.splat(0);
+    let pn = P;
+    for (let r = 0; r < nr; r++) {
+      const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+      let vp = V + <usize>s * ldv4 + ((<usize>c) << 2);
+      for (let t = s; t < e; t++) { o0 = f32x4.add(o0, f32x4.mul(f32x4.splat(load<f32>(pn)), v128.load(vp))); pn += 4; vp += ldv4; }
+    }
+    v128.store(O + ((<usize>c) << 2), o0);
+  }
+  for (; c < dv; c++) {
+    let o: f32 = 0;
+    let pn = P;
+    for (let r = 0; r < nr; r++) {
+      const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+      let vp = V + <usize>s * ldv4 + ((<usize>c) << 2);
+      for (let t = s; t < e; t++) { o += load<f32>(pn) * load<f32>(vp); pn += 4; vp += ldv4; }
+    }
+    store<f32>(O + ((<usize>c) << 2), o);
   }
 }
 
 // Backward of attn_fwd for a branch output scaled by gate value gs (the branch contributes
 // gs·O to the combined output, dO is the gradient of the combined output). Accumulates into dq,
 // dK, dV (same strides as K, V). Returns dO·O, the gradient of the gate value gs.
+// P is consumed: it holds the score gradients afterwards.
 export function attn_bwd(q: usize, K: usize, ldk: i32, V: usize, ldv: i32, ranges: usize, nr: i32, dk: i32, dv: i32, scale: f32, gs: f32,
                          P: usize, O: usize, dO: usize, dq: usize, dK: usize, dV: usize): f32 {
   const dgate = dot(dO, O, dv);
   const D = gs * dgate;
   const ldk4 = (<usize>ldk) << 2, ldv4 = (<usize>ldv) << 2;
+  const gsv = f32x4.splat(gs), Dv = f32x4.splat(D), scv = f32x4.splat(scale);
+  // pass 1: dV_t += p·gs·dO and ds = p·(gs·dO·V_t − D)·scale, stored over P
   let n = 0;
   for (let r = 0; r < nr; r++) {
     const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
-    let ko = <usize>s * ldk4, vo = <usize>s * ldv4;
-    for (let t = s; t < e; t++) {
-      const p = load<f32>(P + ((<usize>n) << 2));
+    let vo = <usize>s * ldv4;
+    let t = s;
+    for (; t + 4 <= e; t += 4) {
+      const pp = P + ((<usize>n) << 2);
+      const pv = v128.load(pp);
+      const dp = f32x4.mul(gsv, dot4(dO, V + vo, V + vo + ldv4, V + vo + 2 * ldv4, V + vo + 3 * ldv4, dv));
+      axpy(f32x4.extract_lane(pv, 0) * gs, dO, dV + vo, dv);
+      axpy(f32x4.extract_lane(pv, 1) * gs, dO, dV + vo + ldv4, dv);
+      axpy(f32x4.extract_lane(pv, 2) * gs, dO, dV + vo + 2 * ldv4, dv);
+      axpy(f32x4.extract_lane(pv, 3) * gs, dO, dV + vo + 3 * ldv4, dv);
+      v128.store(pp, f32x4.mul(f32x4.mul(pv, f32x4.sub(dp, Dv)), scv));
+      n += 4; vo += 4 * ldv4;
+    }
+    for (; t < e; t++) {
+      const pp = P + ((<usize>n) << 2);
+      const p = load<f32>(pp);
       const dp = gs * dot(dO, V + vo, dv);
       axpy(p * gs, dO, dV + vo, dv);
-      const ds = p * (dp - D) * scale;
-      axpy(ds, K + ko, dq, dk);
-      axpy(ds, q, dK + ko, dk);
-      n++; ko += ldk4; vo += ldv4;
+      store<f32>(pp, p * (dp - D) * scale);
+      n++; vo += ldv4;
     }
+  }
+  // pass 2: dq += Σ ds·K_t (chunk of dq in registers), dK_t += ds·q
+  let c = 0;
+  for (; c + 16 <= dk; c += 16) {
+    const co = (<usize>c) << 2;
+    const q0 = v128.load(q + co), q1 = v128.load(q + co, 16), q2 = v128.load(q + co, 32), q3 = v128.load(q + co, 48);
+    let a0 = v128.load(dq + co), a1 = v128.load(dq + co, 16), a2 = v128.load(dq + co, 32), a3 = v128.load(dq + co, 48);
+    let pn = P;
+    for (let r = 0; r < nr; r++) {
+      const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+      let ko = <usize>s * ldk4 + co;
+      for (let t = s; t < e; t++) {
+        const ds = f32x4.splat(load<f32>(pn));
+        const kp = K + ko, dkp = dK + ko;
+        a0 = f32x4.add(a0, f32x4.mul(ds, v128.load(kp)));
+        a1 = f32x4.add(a1, f32x4.mul(ds, v128.load(kp, 16)));
+        a2 = f32x4.add(a2, f32x4.mul(ds, v128.load(kp, 32)));
+        a3 = f32x4.add(a3, f32x4.mul(ds, v128.load(kp, 48)));
+        v128.store(dkp, f32x4.add(v128.load(dkp), f32x4.mul(ds, q0)));
+        v128.store(dkp, f32x4.add(v128.load(dkp, 16), f32x4.mul(ds, q1)), 16);
+        v128.store(dkp, f32x4.add(v128.load(dkp, 32), f32x4.mul(ds, q2)), 32);
+        v128.store(dkp, f32x4.add(v128.load(dkp, 48), f32x4.mul(ds, q3)), 48);
+        pn += 4; ko += ldk4;
+      }
+    }
+    v128.store(dq + co, a0); v128.store(dq + co, a1, 16); v128.store(dq + co, a2, 32); v128.store(dq + co, a3, 48);
+  }
+  for (; c + 4 <= dk; c += 4) {
+    const co = (<usize>c) << 2;
+    const q0 = v128.load(q + co);
+    let a0 = v128.load(dq + co);
+    let pn = P;
+    for (let r = 0; r < nr; r++) {
+      const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+      let ko = <usize>s * ldk4 + co;
+      for (let t = s; t < e; t++) {
+        const ds = f32x4.splat(load<f32>(pn));
+        a0 = f32x4.add(a0, f32x4.mul(ds, v128.load(K + ko)));
+        v128.store(dK + ko, f32x4.add(v128.load(dK + ko), f32x4.mul(ds, q0)));
+        pn += 4; ko += ldk4;
+      }
+    }
+    v128.store(dq + co, a0);
+  }
+  for (; c < dk; c++) {
+    const co = (<usize>c) << 2;
+    const qs = load<f32>(q + co);
+    let a: f32 = load<f32>(dq + co);
+    let pn = P;
+    for (let r = 0; r < nr; r++) {
+      const s = load<i32>(ranges + ((<usize>r) << 3)), e = load<i32>(ranges + ((<usize>r) << 3), 4);
+      let ko = <usize>s * ldk4 + co;
+      for (let t = s; t < e; t++) {
+        const ds = load<f32>(pn);
+        a += ds * load<f32>(K + ko);
+        store<f32>(dK + ko, load<f32>(dK + ko) + ds * qs);
+        pn += 4; ko += ldk4;
+      }
+    }
+    store<f32>(dq + co, a);
   }
   return dgate;
 }
