@@ -8,7 +8,7 @@
 // NSA_BENCH_CHILD_ENV="K=V,K2=V2" (e.g. MALLOC_MMAP_THRESHOLD_) for the measuring child.
 import { spawnSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -36,10 +36,24 @@ const firstStep = s.step;
 let polls = 1;
 while (s.backfill.pending && polls < 10000) { s = await m.poll(); polls++; sample(); }
 const full = performance.now() - t0;
+// steady state: polls with nothing new, then with one log step appended per poll
+const { appendFileSync } = await import('node:fs');
+let t1 = performance.now();
+for (let i = 0; i < 20; i++) await m.poll();
+const idlePoll = (performance.now() - t1) / 20;
+const hbPath = dir + '/heartbeat_rank0.jsonl';
+t1 = performance.now();
+for (let i = 0; i < 20; i++) {
+  const step = 900000 + i;
+  appendFileSync(hbPath, '{"ts": ' + (1.9e9 + i) + ', "iso": "x", "pid": 1, "rank": 0, "step": ' + step + ', "msg": "progress", "loss": 2.5, "toks_per_s": 9000.0}\\n');
+  await m.poll();
+}
+const appendPoll = (performance.now() - t1) / 20;
+sample();
 clearInterval(timer);
 const ru = process.resourceUsage();
 console.error(JSON.stringify(at));
-console.log(JSON.stringify({ base, first, firstPeak, firstStep, full, polls, peak, maxRss: ru.maxRSS * 1024,
+console.log(JSON.stringify({ idlePoll, appendPoll, base, first, firstPeak, firstStep, full, polls, peak, maxRss: ru.maxRSS * 1024,
   step: s.step, segments: s.segments.length, lossTotal: s.series.loss.total, hbRecords: s.files['heartbeat_rank0.jsonl']?.records ?? 0,
   errors: Object.values(s.files).reduce((n, f) => n + f.parseErrors, 0) }));
 `;
@@ -145,15 +159,17 @@ try {
       `${(j.firstPeak / MB).toFixed(0)} MB`,
       `${(Math.max(j.peak, j.maxRss) / MB).toFixed(0)} MB`,
       `${(j.full / 1000).toFixed(1)} s / ${j.polls}`,
+      `${j.idlePoll.toFixed(1)} / ${j.appendPoll.toFixed(1)} ms`,
       `${j.step} · ${j.segments} seg · ${j.errors} err`,
       `${(gen / 1000).toFixed(1)} s`,
     ]);
     rmSync(dir, { recursive: true, force: true });
   }
-  const head = ['heartbeat', 'node base', 'lines', 'size', 'first snapshot', 'RSS at first', 'peak RSS incl. backfill', 'full history / polls', 'step · segments · errors', 'generate'];
+  const head = ['heartbeat', 'node base', 'lines', 'size', 'first snapshot', 'RSS at first', 'peak RSS incl. backfill', 'full history / polls', 'poll idle / +1 step', 'step · segments · errors', 'generate'];
   const all = [head, ...rows];
   const w = head.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   for (const r of all) console.log(r.map((c, i) => c.padEnd(w[i]!)).join('  '));
+  console.log(`machine: ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} (times scale with the load)`);
   console.log('targets: first snapshot <= 250 ms, RSS <= 100 MB, flat from 1k to 1M+ lines (node baseline included)');
   console.log('"full history" polls back to back (no cockpit interval): the peak there is GC slack of a 1 GB parse at full speed');
 } finally {

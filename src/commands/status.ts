@@ -41,6 +41,12 @@ export async function run(argv: string[]): Promise<number> {
   let snap = await model.poll();
   const started = Date.now();
   while (snap.backfill.pending && Date.now() - started < BACKFILL_BUDGET_MS) snap = await model.poll();
+  // a checkpoint counts as complete once its size holds across two polls: look once more when
+  // a recent one has only been seen once
+  if (snap.checkpoints.some((c) => !c.complete)) {
+    await new Promise((r) => setTimeout(r, 700));
+    snap = await model.poll();
+  }
   if (!snap.exists) throw new CliError(`cannot read run dir ${dirs.outDir}: ${snap.error ?? 'missing'}`, 2);
   process.stdout.write(json ? JSON.stringify(snap, null, 2) + '\n' : formatStatus(snap));
   return 0;
@@ -184,7 +190,7 @@ export function formatStatus(s: RunSnapshot): string {
     out.push(`dumps     ${s.dumpsTotal} stack dump${s.dumpsTotal > 1 ? 's' : ''}${s.dumpsTotal > s.dumps.length ? ` (newest ${s.dumps.length} parsed)` : ''}`);
     for (const dump of s.dumps.slice(-5)) {
       const top = mainThreadTop(dump);
-      const who2 = [dump.rank !== null ? `rank ${dump.rank}` : null, dump.pid !== null ? `pid ${dump.pid}` : null, dump.step !== null ? `step ${dump.step}` : null].filter(Boolean).join(' ');
+      const who2 = [dump.rank !== null ? `rank ${dump.rank}` : null, dump.pid !== null ? `pid ${dump.pid}` : null, dump.step !== null ? `step ${dump.step}` : null, dump.phase ? `phase ${dump.phase}` : null].filter(Boolean).join(' ');
       out.push(
         `  ${dump.name}  ${dump.kind}${dump.signal !== null ? ` ${dump.signal}` : ''}${who2 ? ` ${who2}` : ''} · ${dump.threads.length} threads${
           top ? ` · main at ${top.file.split('/').pop()}:${top.line ?? '?'} ${top.func}${top.code ? ` — ${top.code}` : ''}` : ''
