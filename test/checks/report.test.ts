@@ -1,0 +1,81 @@
+// report: grading on the real fixtures (pure, via the real RunModel) and the binary's exit codes.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Checker } from '../../src/checks/index.js';
+import { gradeRun } from '../../src/checks/report.js';
+import { FIXTURES, fixture, liveFixture, proc, procs } from './helpers.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BIN = join(ROOT, 'bin', 'nsa-top.js');
+const tmp = mkdtempSync(join(tmpdir(), 'nsa-report-'));
+after(() => rmSync(tmp, { recursive: true, force: true }));
+cpSync(FIXTURES, join(tmp, 'fx'), { recursive: true });
+
+function report(args: string[]) {
+  return spawnSync(process.execPath, [BIN, 'report', ...args], { encoding: 'utf8', timeout: 60_000 });
+}
+
+test('ddp2 fixture (halted at step 31 of 400): phase 1 is NO-GO with the step evidence; phase 0 GO', async () => {
+  const run = await fixture('ddp2-dumps-halt');
+  const ev = new Checker().evaluate({ now: run.hostNowMs, run, procs: null, gpu: null });
+  const r = gradeRun({ run, ev });
+  assert.equal(r.target, 1, 'a 400-step run is graded up to phase 1');
+  assert.equal(r.verdict, 'NO-GO');
+  assert.equal(r.exitCode, 1);
+  assert.match(r.phases[1]!.why, /300 steps: the run stopped at step 31 of 400/);
+  assert.equal(r.phases[0]!.verdict, 'GO');
+  assert.equal(r.phases[0]!.criteria.find((c) => c.id === 'heartbeats')!.status, 'pass', 'rank 1 booted: its heartbeat file counts');
+});
+
+test('a live run short of the phase cannot be judged yet (exit 2); a critical alert is NO-GO at every phase', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const live = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  const r = gradeRun({ run, ev: live }, 1);
+  assert.equal(r.verdict, 'CANNOT JUDGE');
+  assert.equal(r.exitCode, 2);
+  assert.equal(r.phases[1]!.criteria.find((c) => c.id === 'steps-300')!.status, 'pending');
+  run.control.anomaly = { type: 'nan_loss', mtimeMs: lastTs };
+  const bad = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  const r0 = gradeRun({ run, ev: bad }, 0);
+  assert.equal(r0.verdict, 'NO-GO');
+  assert.match(r0.phases[0]!.why, /no critical alert: loss went non-finite/);
+});
+
+test('single fixture: phase 0 GO with step-time and gap evidence from heartbeat times; phase 3 NO-GO on synthetic data', async () => {
+  const run = await fixture('single');
+  const ev = new Checker().evaluate({ now: run.hostNowMs, run, procs: null, gpu: null });
+  const r = gradeRun({ run, ev });
+  assert.equal(r.target, 0);
+  assert.equal(r.verdict, 'GO');
+  const r3 = gradeRun({ run, ev }, 3);
+  assert.equal(r3.verdict, 'NO-GO');
+  assert.equal(r3.phases[3]!.criteria.find((c) => c.id === 'real-data')!.status, 'fail');
+});
+
+test('binary: exit codes 0 / 1 / 2, --json and --md', () => {
+  const single = report([join(tmp, 'fx', 'single')]);
+  assert.equal(single.status, 0, single.stderr);
+  assert.match(single.stdout, /VERDICT\s+GO for phase 0/);
+  assert.match(single.stdout, /steady step times\s+median [\d.]+ s\/step/, 'step times come from the heartbeat progress times (the CSV has none)');
+  const ddp = report([join(tmp, 'fx', 'ddp2-dumps-halt'), '--json']);
+  assert.equal(ddp.status, 1);
+  const j = JSON.parse(ddp.stdout);
+  assert.equal(j.verdict, 'NO-GO');
+  assert.ok(typeof j.charts.loss === 'string' && j.charts.loss.includes('┤'), 'an ASCII loss chart is part of the evidence');
+  const md = report([join(tmp, 'fx', 'single'), '--md', '--phase', '1']);
+  assert.equal(md.status, 1);
+  assert.match(md.stdout, /^# Acceptance report: single/m);
+  assert.match(md.stdout, /\| ✘ \| 300 steps \|/);
+  const empty = mkdtempSync(join(tmp, 'empty-'));
+  const none = report([empty]);
+  assert.equal(none.status, 2);
+  assert.match(none.stderr, /nothing to judge/);
+  const missing = report([join(tmp, 'nope')]);
+  assert.equal(missing.status, 2);
+  assert.equal(report(['--phase', '7']).status, 2);
+});
