@@ -17,9 +17,11 @@ const HEAD_MARK = '@@NSA-TOP-HEAD@@';
 const ENVIRON_MAX = 131072;
 const EXEC_TIMEOUT_MS = 15000;
 
-// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 'all' | 'list'  $4 pids already
-// looked at closely (space-separated)  $5.. pids to enrich. In 'all' mode, processes whose comm
-// looks like a trainer (python*, node, torchrun, pt_main_thread) and that are not in $4 are
+// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 mode  $4 pids already looked at
+// closely (space-separated)  $5.. pids to enrich. Modes: 'all' every process; 'run' only
+// processes whose comm looks like a trainer (python*, node, torchrun, pt_main_thread, nsa-top*)
+// plus the pids named (what findRunProcesses needs: a few hundred bytes, not the whole table);
+// 'list' only the pids named. In 'all' and 'run', trainer-looking processes not in $4 are
 // enriched too, so a refresh stays one command even when new trainers appear.
 // Output: R <physical run dir> | J <env.json on one line> | U <uptime s> | T <clk_tck> <pagesize>
 // | S <stat line> + W <wchan> per process | D <pid> <cwd> per enriched pid | HEAD_MARK | `head`
@@ -34,17 +36,22 @@ cd /proc || { echo 'X no /proc on this host'; exit 0; }
 if read -r up idle < /proc/uptime; then printf 'U %s\\n' "$up"; fi
 if [ "$tk" = 1 ]; then printf 'T %s %s\\n' "$(getconf CLK_TCK)" "$(getconf PAGESIZE)"; fi
 en=
+tr=
 st() {
   if read -r s < "$1/stat"; then
+    t=
+    case $s in *' (python'*|*' (node)'*|*' (torchrun)'*|*' (pt_main_thread)'*|*' (nsa-top'*) t=1;; esac
+    if [ "$mode" = run ] && [ -z "$t" ]; then
+      case $known in *" $1 "*) ;; *) return;; esac
+    fi
     w=; read -r w < "$1/wchan"; printf 'S %s\\nW %s\\n' "$s" "$w"
-    if [ "$mode" = all ]; then
-      case $s in *' (python'*|*' (node)'*|*' (torchrun)'*|*' (pt_main_thread)'*|*' (nsa-top'*)
-        case $known in *" $1 "*) ;; *) en="$en $1";; esac;;
-      esac
+    [ "$mode" = run ] && tr="$tr $1/cmdline"
+    if [ -n "$t" ] && [ "$mode" != list ]; then
+      case $known in *" $1 "*) ;; *) en="$en $1";; esac
     fi
   fi
 }
-if [ "$mode" = all ]; then for p in [0-9]*; do st "$p"; done; else for p in "$@"; do st "$p"; done; fi
+if [ "$mode" = list ]; then for p in "$@"; do st "$p"; done; else for p in [0-9]*; do st "$p"; done; fi
 set -- "$@" $en
 for p in "$@"; do if cd "/proc/$p/cwd"; then printf 'D %s ' "$p"; pwd -P; fi; done
 cd /proc || exit 0
@@ -53,6 +60,9 @@ n=$#
 if [ "$mode" = all ]; then
   for p in "$@"; do set -- "$@" "$p/environ"; done; shift $n
   head -c ${ENVIRON_MAX} /dev/null [0-9]*/cmdline "$@"
+elif [ "$mode" = run ]; then
+  for p in "$@"; do set -- "$@" "$p/environ"; done; shift $n
+  head -c ${ENVIRON_MAX} /dev/null $tr "$@"
 else
   for p in "$@"; do set -- "$@" "$p/cmdline" "$p/environ"; done; shift $n
   head -c ${ENVIRON_MAX} /dev/null "$@"
@@ -184,7 +194,7 @@ interface RawSnapshot {
   bytes: number;
 }
 
-async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids: number[]): Promise<RawSnapshot> {
+async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list', pids: number[]): Promise<RawSnapshot> {
   const known = stateFor(host);
   for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
   const knownPids = known ? [...known.enriched.keys()].join(' ') : '';
@@ -274,7 +284,7 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids:
       // an empty environ (caught mid-exec) is not remembered: read it again next time
       if (envRaw === '') st.enriched.delete(f.pid);
       else st.enriched.set(f.pid, enriched);
-    } else if (enriched && (enriched.startTime !== f.startTime || (mode === 'all' && enriched.argvKey !== argvKey))) {
+    } else if (enriched && (enriched.startTime !== f.startTime || (cmdRaw != null && enriched.argvKey !== argvKey))) {
       st.enriched.delete(f.pid);
       enriched = undefined;
     }
@@ -293,13 +303,12 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'list', pids:
       startedAtMs: bootMs !== null ? Math.round(bootMs + (Number(f.startTime) / st.clkTck) * 1000) : null,
     });
   }
-  if (mode === 'all') {
-    st.cpu = nextCpu;
+  for (const [k, v] of nextCpu) st.cpu.set(k, v);
+  if (uptimeS !== null) for (const [k, v] of st.cpu) if (uptimeS - v.upS > 120) st.cpu.delete(k);
+  if (mode !== 'list') {
     // forget enrichment of processes that are gone
     const alive = new Set(procs.map((p) => p.pid));
     for (const pid of st.enriched.keys()) if (!alive.has(pid)) st.enriched.delete(pid);
-  } else {
-    for (const [k, v] of nextCpu) st.cpu.set(k, v);
   }
   return { procs, runDirPhysical, envJson, uptimeS, error, bytes: out.length };
 }
@@ -474,7 +483,7 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
   const needFirst = hbPids.map((h) => h.pid).filter((pid) => !st0?.enriched.has(pid));
   let snap: RawSnapshot;
   try {
-    snap = await runScript(host, runDir, 'all', needFirst);
+    snap = await runScript(host, runDir, 'run', needFirst);
   } catch (e) {
     return { at, launcher: null, ranks: [], unknown: [], error: (e as Error).message };
   }

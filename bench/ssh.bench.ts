@@ -1,0 +1,111 @@
+// Bytes and commands (SSH channels opened) per cockpit refresh over SSH, for an idle run and a
+// busy one (a writer appending CSV rows and heartbeat lines), against a real OpenSSH sshd on
+// loopback. A refresh = RunModel.poll() (listing + new bytes of every followed file) plus the
+// process table of the run (findRunProcesses). The same refreshes done the naive way (one command
+// per followed file per refresh) are measured in the same run for the ratio.
+import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startSshd } from '../test/helpers/sshd.js';
+import type { SshHost } from '../src/remote/ssh.js';
+import { findRunProcesses } from '../src/remote/procs.js';
+import { RunModel } from '../src/trainer/run.js';
+
+const FIXTURE = fileURLToPath(new URL('../../shared/fixtures/nsa-vibe/single/', import.meta.url));
+const REFRESHES = 12;
+const PERIOD_MS = 500;
+
+interface Row {
+  scenario: string;
+  channels: number;
+  bytesIn: number;
+  bytesOut: number;
+  medianMs: number;
+  rowsSeen: number;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? 0;
+}
+
+async function scenario(host: SshHost, name: string, busy: boolean, naive: boolean): Promise<Row> {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-bench-ssh-'));
+  const runDir = join(dir, 'run');
+  cpSync(FIXTURE, runDir, { recursive: true });
+  const csv = join(runDir, 'training.csv');
+  const hb = join(runDir, 'heartbeat_rank0.jsonl');
+  const model = new RunModel(host, runDir);
+  // warm up: first poll reads everything, second turns sequential reads into follows
+  await model.poll();
+  await model.poll();
+  await findRunProcesses(host, runDir, { heartbeatPids: [] });
+  const offsets = new Map<string, number>();
+  if (naive) for (const f of [csv, hb, join(runDir, 'train.log'), join(runDir, 'k_stats.csv'), join(runDir, 'fallback_counters.csv')]) offsets.set(f, readFileSync(f).length);
+  let step = 10_000;
+  const writer = busy
+    ? setInterval(() => {
+        step++;
+        appendFileSync(csv, `${step},2.5,0.0003,1234\n`);
+        appendFileSync(hb, `${JSON.stringify({ ts: Date.now() / 1000, iso: new Date().toISOString(), pid: 1, rank: 0, step, msg: 'progress', loss: 2.5, toks_per_s: 1234 })}\n`);
+      }, 50)
+    : null;
+  const s0 = host.stats();
+  const times: number[] = [];
+  for (let i = 0; i < REFRESHES; i++) {
+    await new Promise((r) => setTimeout(r, PERIOD_MS));
+    const t0 = performance.now();
+    if (naive) {
+      await host.list(runDir);
+      for (const [f, off] of offsets) {
+        const b = await host.readRange(f, off);
+        offsets.set(f, off + b.length);
+      }
+    } else {
+      await model.poll();
+    }
+    await findRunProcesses(host, runDir, { heartbeatPids: [] });
+    times.push(performance.now() - t0);
+  }
+  if (writer) clearInterval(writer);
+  const s1 = host.stats();
+  const snap = model.snapshot();
+  rmSync(dir, { recursive: true, force: true });
+  return {
+    scenario: name,
+    channels: (s1.channels - s0.channels) / REFRESHES,
+    bytesIn: (s1.socketBytesIn - s0.socketBytesIn) / REFRESHES,
+    bytesOut: (s1.socketBytesOut - s0.socketBytesOut) / REFRESHES,
+    medianMs: median(times),
+    rowsSeen: naive ? 0 : (snap.series.loss.total ?? 0),
+  };
+}
+
+const sshd = await startSshd();
+console.log(`ssh server: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : 'ssh2 Server fallback'} on loopback; ${REFRESHES} refreshes every ${PERIOD_MS} ms per scenario`);
+const rows: Row[] = [];
+try {
+  for (const [name, busy, naive] of [
+    ['idle run, watch loop', false, false],
+    ['busy run, watch loop', true, false],
+    ['idle run, naive (command per file)', false, true],
+    ['busy run, naive (command per file)', true, true],
+  ] as const) {
+    const host = await sshd.connect({ watchIntervalMs: PERIOD_MS });
+    try {
+      rows.push(await scenario(host, name, busy, naive));
+    } finally {
+      await host.close();
+    }
+  }
+} finally {
+  await sshd.stop();
+}
+const fmt = (n: number, d = 0) => n.toFixed(d).padStart(10);
+console.log(`\n${'scenario'.padEnd(38)}${'chan/ref'.padStart(10)}${'B in/ref'.padStart(10)}${'B out/ref'.padStart(10)}${'median ms'.padStart(10)}`);
+for (const r of rows) console.log(`${r.scenario.padEnd(38)}${fmt(r.channels, 1)}${fmt(r.bytesIn)}${fmt(r.bytesOut)}${fmt(r.medianMs)}`);
+const w = rows[1]!;
+const n = rows[3]!;
+console.log(`\nbusy run: the watch loop opens ${w.channels.toFixed(1)} channels per refresh vs ${n.channels.toFixed(1)} naive (${(n.channels / Math.max(w.channels, 0.1)).toFixed(1)}x fewer); refresh median ${w.medianMs.toFixed(0)} ms vs ${n.medianMs.toFixed(0)} ms`);
+console.log('(channels per refresh include the one process-table command; bytes include SSH framing, the watch ticks and the process table)');
