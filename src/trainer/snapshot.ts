@@ -157,6 +157,8 @@ export interface RankHeartbeat {
   loaderEvents: { msg: string; ts: number; detail: string }[];
   /** records per event name (`msg`) over the whole file, unknown kinds included */
   events: Record<string, number>;
+  /** the last few records of event kinds this version does not know (kept, never dropped) */
+  unknownEvents?: { msg: string; ts: number; step: number; fields: Record<string, unknown> }[];
 }
 
 export interface DataFetchStats {
