@@ -49,6 +49,8 @@ export interface RunModelOptions {
 
 const WHOLE_FILE_CAP = 1024 * 1024;
 const BACKFILL_PIECE = 512 * 1024;
+/** TB event files are read front to back, this much per poll (they stay small: a few scalars per log step) */
+const TB_CHUNK = 4 * 1024 * 1024;
 const CKPT_SETTLE_MS = 2000;
 const CKPT_OLD_MS = 30_000;
 
@@ -251,7 +253,7 @@ export class RunModel {
       }
     }
     for (const t of this.tbFiles.values()) {
-      reads.push({ path: t.path, offset: t.offset, maxBytes: this.o.forwardChunk });
+      reads.push({ path: t.path, offset: t.offset, maxBytes: TB_CHUNK });
       owners.push(() => (r) => this.onTbRead(t, r));
     }
   }
@@ -490,7 +492,7 @@ export class RunModel {
         if (this.tbFiles.has(name)) continue;
         const t: TbFollow = { type: 'tb', name, path: join(this.runDir, 'tb', e.name), offset: 0, reader: new TfRecordReader(), health: newHealth(), order: this.tbOrder++, ino: null };
         this.tbFiles.set(name, t);
-        more.push({ path: t.path, offset: 0, maxBytes: this.o.forwardChunk });
+        more.push({ path: t.path, offset: 0, maxBytes: TB_CHUNK });
         owners.push(() => (r) => this.onTbRead(t, r));
       }
     }
@@ -834,7 +836,7 @@ export class RunModel {
     const ranks: RankHeartbeat[] = [];
     for (const h of this.heartbeats.values()) {
       if (h !== hb && h.rank.rank === 0 && !h.rank.file.startsWith('heartbeat_rank')) continue;
-      ranks.push({ ...h.rank, loaderEvents: [...h.rank.loaderEvents], events: { ...h.rank.events } });
+      ranks.push({ ...h.rank, loaderEvents: [...h.rank.loaderEvents], events: { ...h.rank.events }, unknownEvents: [...h.rank.unknownEvents] });
     }
     s.ranks = ranks.sort((a, b) => a.rank - b.rank);
 

@@ -179,6 +179,7 @@ test('bad input: garbage, NaN, binary, huge lines are counted; every good line a
     const r0 = s.ranks[0]!;
     assert.equal(r0.events.progress, 9, 'progress 1,2,4,5,6,7,9,10,12 all kept');
     assert.equal(r0.events.some_future_event, 1, 'unknown event kinds are counted, not dropped');
+    assert.deepEqual(r0.unknownEvents?.map((u) => [u.msg, u.fields.detail]), [['some_future_event', 1]], 'and the record is kept');
     assert.equal(s.seriesSource.loss, 'csv');
     assert.deepEqual(s.series.loss.recent.map((p) => p.step), [1, 4, 6], 'CSV: good rows kept, NaN counted');
     assert.equal(s.series.loss.nonFinite, 1);

@@ -196,7 +196,7 @@ const FETCH_RECENT = 5;
  * numbers; other ranks give liveness.
  */
 export class HeartbeatState {
-  readonly rank: RankHeartbeat;
+  readonly rank: RankHeartbeat & { unknownEvents: NonNullable<RankHeartbeat['unknownEvents']> };
   readonly segments: Segment[] = [];
   readonly series: HeartbeatSeries;
   private lastProgressRaw: HeartbeatRecord | null = null;
@@ -240,6 +240,7 @@ export class HeartbeatState {
       memReservedMiB: null,
       loaderEvents: [],
       events: {},
+      unknownEvents: [],
     };
     this.events = this.rank.events;
     const mk = () => new SeriesAcc(opts);
@@ -274,7 +275,17 @@ export class HeartbeatState {
     if (this.smoke) msg = msg === 'start' ? 'boot' : msg === 'step' ? 'progress' : msg;
     const o = r as Record<string, unknown>;
     this.events[r.msg] = (this.events[r.msg] ?? 0) + 1;
-    if (!KNOWN_EVENTS.has(r.msg)) this.unknownEvents++;
+    if (!KNOWN_EVENTS.has(r.msg) && !r.msg.startsWith('fineweb_loader_')) {
+      this.unknownEvents++;
+      const fields: Record<string, unknown> = {};
+      let n = 0;
+      for (const [k, v] of Object.entries(o)) {
+        if (BASE_KEYS.has(k) || n++ >= 20) continue;
+        fields[k] = typeof v === 'string' ? v.slice(0, 200) : v;
+      }
+      this.rank.unknownEvents.push({ msg: r.msg.slice(0, 100), ts: r.ts * 1000, step: r.step ?? 0, fields });
+      if (this.rank.unknownEvents.length > 5) this.rank.unknownEvents.shift();
+    }
     const pid = r.pid ?? null;
     const step = r.step ?? 0;
 
@@ -444,6 +455,7 @@ export class HeartbeatState {
     this.fetchP95Ms ??= h.fetchP95Ms;
     this.loaderError ||= h.loaderError;
     this.unknownEvents += h.unknownEvents;
+    r.unknownEvents = [...h.rank.unknownEvents, ...r.unknownEvents].slice(-5);
   }
 
   /** true when the recent progress records (current segment) carry no dt_fetch_s at all */
