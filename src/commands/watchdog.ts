@@ -284,6 +284,9 @@ export class Watchdog {
         const now = this.host.now();
         let wait = t.intervalS * 1000;
         if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now) wait = Math.min(wait, ev.stallDeadline + 25 - now);
+        // no deadline yet (no heartbeat, or nothing running): look again soon, or the first
+        // deadline of a run that starts now would only be seen an interval later
+        else if (ev.stallDeadline === null) wait = Math.min(wait, 1000);
         await this.sleepInterruptible(Math.max(20, wait));
         if (this.stopping) {
           await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });

@@ -1,0 +1,141 @@
+// Watchdog stall latency: from the moment the heartbeat stops to the watchdog's decision line
+// (the `stall:run` alert), with a small threshold (--stall 3). Target: within threshold + 1 s
+// (the real scripts/_watchdog.py polls every 30 s, so it can be 30 s late).
+//   1. a heartbeat writer we stop (a process that looks like a rank: its pid is in the heartbeat),
+//      watchdog at its default 30 s interval: it must still wake on the stall deadline;
+//   2. the same with --interval 1 (plain polling);
+//   3. a live reference-trainer hang injection (2 ranks, per-step beats).
+// Runs the built binary (npm run bench builds first). Prints the figures.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const BIN = join(ROOT, 'bin', 'nsa-top.js');
+const STALL_S = 3;
+const REPS = Number(process.env.NSA_BENCH_REPS ?? 3);
+const kids: ChildProcess[] = [];
+const dirs: string[] = [];
+
+function cleanup(): void {
+  for (const k of kids) if (k.exitCode === null && k.signalCode === null) k.kill('SIGKILL');
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+}
+process.on('exit', cleanup);
+
+function spawnOut(cmd: string[], env: Record<string, string> = {}): { child: ChildProcess; out: () => string } {
+  const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env } });
+  kids.push(child);
+  let out = '';
+  child.stdout!.on('data', (b) => (out += b));
+  return { child, out: () => out };
+}
+
+async function until<T>(f: () => T | null | undefined, ms: number, what: string): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`bench: timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function stallLine(out: string): { ts: number } | null {
+  for (const l of out.split('\n')) {
+    if (!l.includes('"stall:run"') || !l.includes('"event":"alert"')) continue;
+    return JSON.parse(l) as { ts: number };
+  }
+  return null;
+}
+
+// A rank-like writer: boot + progress/step_end every 100 ms for `steps` steps, then silence (alive).
+const WRITER = `
+const fs = require('fs'); const path = require('path');
+const dir = process.argv[1]; const steps = Number(process.argv[2]);
+const f = path.join(dir, 'heartbeat_rank0.jsonl');
+const rec = (o) => fs.appendFileSync(f, JSON.stringify({ ts: Date.now() / 1000, iso: new Date().toISOString(), pid: process.pid, rank: 0, ...o }) + '\\n');
+fs.writeFileSync(path.join(dir, 'env.json'), JSON.stringify({ time: new Date().toISOString(), python: 'bench', torch: 'none', cuda_available: false, cuda_device_count: 0, env: { CONFIG: 'configs/bench.yaml', RANK: '0', WORLD_SIZE: '1' } }));
+rec({ step: 0, msg: 'boot', phase: 'start' });
+let s = 0;
+const t = setInterval(() => {
+  s++;
+  rec({ step: s, msg: 'progress', loss: 5 - s * 0.01, toks_per_s: 1000 });
+  rec({ step: s, msg: 'step_end', phase: 'end' });
+  fs.appendFileSync(path.join(dir, 'training.csv'), s + ',' + (5 - s * 0.01).toFixed(6) + ',1.000000e-04,1000\\n');
+  if (s >= steps) { clearInterval(t); process.stdout.write('STOPPED ' + Date.now() + '\\n'); setInterval(() => {}, 1e6); }
+}, 100);
+`;
+
+async function writerRun(interval: string | null): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-wd-bench-'));
+  dirs.push(dir);
+  const w = spawnOut([process.execPath, '-e', WRITER, dir, '30']);
+  await until(() => (readdirSync(dir).includes('heartbeat_rank0.jsonl') ? true : null), 5000, 'the writer');
+  const wd = spawnOut([process.execPath, BIN, 'watchdog', dir, '--stall', String(STALL_S), '--no-gpu', ...(interval ? ['--interval', interval] : [])]);
+  await until(() => (/STOPPED/.test(w.out()) ? true : null), 20_000, 'the writer to stop');
+  const alert = await until(() => stallLine(wd.out()), 60_000, 'the stall decision');
+  // the last heartbeat actually written (the moment the heartbeat stopped)
+  const lines = readFileSync(join(dir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n');
+  const lastTs = JSON.parse(lines[lines.length - 1]!).ts * 1000;
+  wd.child.kill('SIGINT');
+  w.child.kill('SIGKILL');
+  return alert.ts - lastTs;
+}
+
+async function trainerHang(): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-wd-bench-train-'));
+  dirs.push(dir);
+  const tr = spawnOut([process.execPath, BIN, 'train', '--out', dir, '--steps', '400', '--ranks', '2', '--log-every', '5', '--heartbeat-every', '--inject', 'hang@step=25,rank=1']);
+  const wd = spawnOut([process.execPath, BIN, 'watchdog', dir, '--stall', String(STALL_S), '--no-gpu']);
+  const alert = await until(() => stallLine(wd.out()), 120_000, 'the stall decision (trainer)');
+  let lastTs = 0;
+  for (const f of readdirSync(dir).filter((n) => /^heartbeat_rank\d+\.jsonl$/.test(n))) {
+    for (const l of readFileSync(join(dir, f), 'utf8').trim().split('\n')) {
+      try {
+        lastTs = Math.max(lastTs, JSON.parse(l).ts * 1000);
+      } catch {
+        /* partial */
+      }
+    }
+  }
+  wd.child.kill('SIGINT');
+  tr.child.kill('SIGINT'); // the launcher checkpoints and stops its ranks
+  await new Promise((r) => tr.child.once('exit', r));
+  return alert.ts - lastTs;
+}
+
+function row(name: string, xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  const over = s.map((x) => x - STALL_S * 1000);
+  const f = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  const ok = over.every((o) => o <= 1000) ? 'yes' : 'NO';
+  return `${name.padEnd(44)} ${String(s.length).padStart(3)}  ${f(s[0]!).padStart(8)} ${f(s[s.length >> 1]!).padStart(8)} ${f(s[s.length - 1]!).padStart(8)}  ${f(over[over.length - 1]!).padStart(8)}   ${ok}`;
+}
+
+async function main(): Promise<void> {
+  const a: number[] = [], b: number[] = [];
+  for (let i = 0; i < REPS; i++) a.push(await writerRun(null));
+  for (let i = 0; i < REPS; i++) b.push(await writerRun('1'));
+  const c = [await trainerHang()];
+  console.log(`watchdog stall latency: heartbeat stop → decision line, threshold ${STALL_S} s (target ≤ threshold + 1 s)`);
+  console.log(`${'case'.padEnd(44)} ${'n'.padStart(3)}  ${'min'.padStart(8)} ${'median'.padStart(8)} ${'max'.padStart(8)}  ${'late max'.padStart(8)}   ≤ +1 s`);
+  console.log(row('writer stopped, default 30 s interval', a));
+  console.log(row('writer stopped, --interval 1', b));
+  console.log(row('reference trainer hang@step=25,rank=1', c));
+  console.log('(the real scripts/_watchdog.py checks every 30 s: up to threshold + 30 s)');
+}
+
+main().then(
+  () => {
+    cleanup();
+    process.exit(0);
+  },
+  (e) => {
+    console.error(e);
+    cleanup();
+    process.exit(1);
+  },
+);
