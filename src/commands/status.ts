@@ -2,10 +2,7 @@
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { LocalHost } from '../remote/local.js';
 import { mainThreadTop } from '../trainer/stackdump.js';
-import { join } from 'node:path';
-import { resolveRunDir } from '../trainer/rundir.js';
-import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
-import { RunModel } from '../trainer/run.js';
+import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { CliError } from './errors.js';
 
@@ -35,9 +32,7 @@ export async function run(argv: string[]): Promise<number> {
   const host = new LocalHost();
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
-  const dirs = await resolveRunDirs(host, runDir);
-  const logPath = dirs.outDir !== dirs.runDir ? join(dirs.runDir, 'train.log') : undefined;
-  const model = new RunModel(host, dirs.outDir, { logPath });
+  const { model, outDir } = await openRunModel(host, runDir);
   let snap = await model.poll();
   const started = Date.now();
   while (snap.backfill.pending && Date.now() - started < BACKFILL_BUDGET_MS) snap = await model.poll();
@@ -47,7 +42,7 @@ export async function run(argv: string[]): Promise<number> {
     await new Promise((r) => setTimeout(r, 700));
     snap = await model.poll();
   }
-  if (!snap.exists) throw new CliError(`cannot read run dir ${dirs.outDir}: ${snap.error ?? 'missing'}`, 2);
+  if (!snap.exists) throw new CliError(`cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
   process.stdout.write(json ? JSON.stringify(snap, null, 2) + '\n' : formatStatus(snap));
   return 0;
 }

@@ -2,7 +2,9 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import type { DirEntry, Host } from '../remote/host.js';
 import { CliError } from '../commands/errors.js';
-import { isRunMarker } from './readers/names.js';
+import { isRunMarker, LOG_NAMES } from './readers/names.js';
+import { RunModel, type RunModelOptions } from './run.js';
+import { resolveRunDirs } from './supervisor/rundirs.js';
 
 const MAX_DEPTH = 3;
 const MAX_DIRS = 2000;
@@ -66,4 +68,30 @@ export async function resolveRunDir(host: Host, arg: string | undefined, cwd: st
   await walk(root, 0);
   if (!best) throw new CliError(`no run found under ${root} (looked ${MAX_DEPTH} levels deep for heartbeat_rank*.jsonl, training.csv or tb/)`, 2);
   return (best as { dir: string }).dir;
+}
+
+/**
+ * A RunModel for a run dir that may be a supervised launcher dir: artifacts are read from its
+ * out_dir (run.info `out_dir:`), and the trainer's stdout from the launcher dir's train.log when the
+ * two differ (the real trainer's layout, contract §1.21).
+ */
+export async function openRunModel(host: Host, dir: string, opts: RunModelOptions = {}): Promise<{ model: RunModel; runDir: string; outDir: string }> {
+  let dirs: { runDir: string; outDir: string } = { runDir: dir, outDir: dir };
+  try {
+    dirs = await resolveRunDirs(host, dir);
+  } catch {
+    /* unreadable pointer files: read the dir itself */
+  }
+  const outDir = isAbsolute(dirs.outDir) ? dirs.outDir : resolve(dir, dirs.outDir);
+  let logPath = opts.logPath;
+  if (logPath === undefined && outDir !== dirs.runDir) {
+    for (const name of LOG_NAMES) {
+      const st = await host.stat(join(dirs.runDir, name)).catch(() => null);
+      if (st?.isFile) {
+        logPath = join(dirs.runDir, name);
+        break;
+      }
+    }
+  }
+  return { model: new RunModel(host, outDir, { ...opts, logPath }), runDir: dirs.runDir, outDir };
 }
