@@ -16,6 +16,7 @@ import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
 import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
+import { readLaunched } from './watchdog.js';
 
 const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N]
 
@@ -144,7 +145,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   const host = new LocalHost();
   const dir = await resolveRunDir(host, a.dir, process.cwd());
-  const { outDir } = await resolveRunDirs(host, dir);
+  const { outDir, runDir: launcherDir } = await resolveRunDirs(host, dir);
+  const launched = await readLaunched(host, launcherDir);
   const model = new RunModel(host, outDir);
   await model.poll();
   let snap = await model.poll(); // a second poll settles checkpoint completeness (size stable)
@@ -162,7 +164,7 @@ export async function run(argv: string[]): Promise<number> {
   } catch {
     procs = null;
   }
-  const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu: null, hostCpus: cpus().length });
+  const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu: null, hostCpus: cpus().length, launched });
   const hb = await readHeartbeats(host, outDir, snap);
   const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, minTps: a.minTps, thresholds: t }, a.phase);
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };

@@ -390,3 +390,15 @@ test('nsa-top\'s own tools naming the run dir are never taken for a live rank', 
   r1.proc.argv = ['node', '/x/bin/nsa-top.js', 'train', '--rank-worker'];
   assert.equal(new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([rankProc, r1]), gpu: null }).runState, 'RUNNING');
 });
+
+test('run.info of a supervised real-trainer launch gives the launched CONFIG and NSA_* flags; a reference launch gives nothing to compare', async () => {
+  const { launchedFromRunInfo } = await import('../../src/commands/watchdog.js');
+  const info = [
+    'run_dir: /r', 'profile: m7c-2xa100-production', 'trainer: nsa-vibe',
+    'config: configs/m7c_125m_2xa100_production.yaml  # fixed by the profile',
+    "env: NSA_PREFILL_BATCHED=1", "env: NSA_TOP_RUN_DIR=/r/out", "env: PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:256'",
+  ].join('\n');
+  assert.deepEqual(launchedFromRunInfo(info), { config: 'configs/m7c_125m_2xa100_production.yaml', flags: { NSA_PREFILL_BATCHED: '1' } });
+  assert.equal(launchedFromRunInfo(info.replace('trainer: nsa-vibe', 'trainer: reference')), undefined);
+  assert.deepEqual(launchedFromRunInfo('trainer: nsa-vibe\nconfig: (none)\n'), { config: null });
+});
