@@ -206,7 +206,30 @@ export class RunModel {
     return this.last;
   }
 
-  async poll(): Promise<RunSnapshot> {
+  private inFlight: Promise<RunSnapshot> | null = null;
+
+  /**
+   * One round: a single host.pollDir() call (listing + new bytes of every followed file), then
+   * parse; a second round only for files the listing shows for the first time (or changed small
+   * files). Concurrent callers share the round in flight. A host failure (e.g. SSH down) never
+   * rejects: the snapshot keeps what was read and carries the error.
+   */
+  poll(): Promise<RunSnapshot> {
+    if (!this.inFlight) {
+      this.inFlight = this.pollOnce()
+        .catch((e: unknown) => {
+          this.error = `poll failed: ${(e as Error)?.message ?? String(e)}`;
+          this.last = this.build();
+          return this.last;
+        })
+        .finally(() => {
+          this.inFlight = null;
+        });
+    }
+    return this.inFlight;
+  }
+
+  private async pollOnce(): Promise<RunSnapshot> {
     const reads: ReadRequest[] = [];
     const owners: (() => (r: ReadResult) => void)[] = [];
     this.planFollowReads(reads, owners);

@@ -430,3 +430,35 @@ test('val.csv: step,val_loss,ppl rows (header tolerated) → valLoss series and 
     t.done();
   }
 });
+
+test('a failing host never rejects poll(): the snapshot keeps what was read and says why; overlapping polls share one round', async () => {
+  const t = tempDir();
+  try {
+    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), hbLine({ ts: T0, msg: 'boot' }) + progressLine(1, T0 + 1));
+    let fail = false;
+    let rounds = 0;
+    class FlakyHost extends LocalHost {
+      override async pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll> {
+        rounds++;
+        if (fail) throw new Error('connection lost');
+        return super.pollDir(dir, reads, subdirs);
+      }
+    }
+    const m = new RunModel(new FlakyHost(), t.dir);
+    const [a, b] = await Promise.all([m.poll(), m.poll()]);
+    assert.equal(a, b, 'the second caller got the round in flight');
+    assert.equal(rounds, 2, 'listing round + first reads of the new files, once');
+    assert.equal(a.step, 1);
+    fail = true;
+    const s = await m.poll();
+    assert.match(s.error ?? '', /connection lost/);
+    assert.equal(s.step, 1, 'last known state kept');
+    fail = false;
+    appendFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), progressLine(2, T0 + 2));
+    const s2 = await m.poll();
+    assert.equal(s2.error, null);
+    assert.equal(s2.step, 2);
+  } finally {
+    t.done();
+  }
+});
