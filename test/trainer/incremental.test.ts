@@ -414,11 +414,11 @@ test('two models on one host both see a file replaced; a replacement mid-backfil
   }
 });
 
-test('val.csv: step,val_loss,ppl rows (header tolerated) → valLoss series and lastVal', async () => {
+test('val.csv: step,val_loss,ppl rows (quoted header, BOM, CRLF tolerated) → valLoss series and lastVal', async () => {
   const t = tempDir();
   try {
     writeFileSync(join(t.dir, 'training.csv'), '1000,3.0,1e-4,10\n');
-    writeFileSync(join(t.dir, 'val.csv'), 'step,loss,ppl\n1000,3.100000,22.197951\n2000,2.900000,18.174145\n');
+    writeFileSync(join(t.dir, 'val.csv'), '\ufeff"step","loss","ppl"\r\n1000,3.100000,22.197951\r\n2000,2.900000,18.174145\r\n');
     const s = await new RunModel(new LocalHost(), t.dir).poll();
     assert.deepEqual(s.series.valLoss.recent.map((p) => [p.step, p.value]), [
       [1000, 3.1],

@@ -14,7 +14,7 @@ export type CsvRow = { step: number; values: (number | null)[] };
 export function parseCsvLine(text: string, n: number): { row: CsvRow } | { header: true } | { error: string } {
   const cells = text.split(',');
   const first = cells[0]!.trim();
-  if (/^[A-Za-z_]/.test(first) && parseNumCell(first) === null) return { header: true };
+  if (/^["']?[A-Za-z_]/.test(first) && parseNumCell(first) === null) return { header: true };
   const step = parseIntCell(first);
   if (step === null) return { error: `bad step ${JSON.stringify(first.slice(0, 40))}` };
   if (cells.length < n + 1) return { error: `expected ${n + 1} columns, got ${cells.length}` };
@@ -165,8 +165,8 @@ export class HeaderCsv implements CsvRowSink {
 
   line(text: string): string | null {
     const cells = text.split(',').map((c) => c.trim());
-    if (/^[A-Za-z_]/.test(cells[0]!)) {
-      this.columns = cells;
+    if (/^["']?[A-Za-z_]/.test(cells[0]!)) {
+      this.columns = cells.map((c) => c.replace(/^["']|["']$/g, ''));
       return null;
     }
     const cols = this.columns ?? this.defaultColumns;

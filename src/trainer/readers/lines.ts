@@ -74,6 +74,7 @@ export class LineSplitter {
       } else buf = piece;
       let text = buf.toString('utf8');
       if (text.endsWith('\r')) text = text.slice(0, -1);
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // a BOM (files written on Windows)
       if (text.trim() === '') continue;
       cb.line(text);
     }
