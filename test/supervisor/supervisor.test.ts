@@ -82,66 +82,77 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
   launcher.stderr!.on('data', (b) => (out += b));
   const runDir = await until('the launch output', () => /run dir\s+(\S+)/.exec(out)?.[1]);
   try {
-    process.kill(-launcher.pid!, 'SIGKILL'); // the cockpit / SSH session goes away
-  } catch {
-    /* it had already exited */
+    try {
+      process.kill(-launcher.pid!, 'SIGKILL'); // the cockpit / SSH session goes away
+    } catch {
+      /* it had already exited */
+    }
+    const st = await until('supervisor state', async () => {
+      const s = await readSupervisorState(host, runDir);
+      return s?.child?.startTime ? s : null;
+    });
+    supervisors.push(st.supervisor);
+    assert.equal(st.state, 'running');
+    assert.equal(basenameOf(runDir).startsWith('fake_'), true);
+    // its own session: not the test's
+    const supProc = await readProc(host, st.supervisor!.pid);
+    assert.ok(supProc);
+    const sid = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[3]);
+    assert.notEqual(sid(st.supervisor!.pid), sid(process.pid));
+    const s1 = await until('steps', () => lastStep(runDir) > 5 && lastStep(runDir));
+    await new Promise((r) => setTimeout(r, 800));
+    assert.ok(lastStep(runDir) > s1, 'training continues after the launcher was killed');
+    // run.info and train.log
+    const info = readFileSync(join(runDir, 'run.info'), 'utf8');
+    assert.match(info, /^profile: fake$/m);
+    assert.match(info, new RegExp(`^out_dir: ${runDir}$`, 'm'));
+    assert.match(info, /^command: .*fake-trainer\.mjs --out /m);
+    assert.match(info, /^env: NSA_TOP_RUN_DIR=/m);
+    assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /step 0001 \| loss .* \| isatty 1/, 'the trainer runs in a pty and is teed to train.log');
+
+    // stop: .HALT, the trainer exits 0, no restart
+    const who = await currentActor(host);
+    const req = await stopRun(host, runDir, who);
+    assert.equal(req.result, 'started');
+    const done = await finalState(runDir);
+    assert.equal(done.state, 'halted');
+    assert.equal(done.restarts, 0);
+    assert.match(readFileSync(join(runDir, '.HALT'), 'utf8'), new RegExp(`halt: manual_stop ${who.user}`));
+    const stoppedAt = lastStep(runDir);
+    const ckpts = readdirSync(runDir).filter((n) => /^checkpoint_step\d+\.pt$/.test(n));
+    assert.ok(ckpts.includes(`checkpoint_step${stoppedAt}.pt`), 'the halt saved a checkpoint at the last step');
+
+    // relaunch: refused while .HALT is there, then resumes once it is removed (confirmed)
+    const refused = await relaunch(host, runDir, who, { removeStaleHalt: false });
+    assert.equal(refused.result, 'refused');
+    assert.match(refused.detail, /--remove-stale-halt/);
+    // a half-written newer checkpoint must be skipped
+    writeFileSync(join(runDir, `checkpoint_step${stoppedAt + 1000}.pt`), Buffer.concat([Buffer.from('NSATOPCK'), Buffer.alloc(300)]));
+    const rel = await relaunch(host, runDir, who, { removeStaleHalt: true });
+    assert.equal(rel.result, 'ok', rel.detail);
+    assert.equal(rel.target.resumeStep, stoppedAt);
+    assert.match(rel.detail, new RegExp(`checkpoint_step${stoppedAt + 1000}\\.pt: skipped`));
+    await track(runDir);
+    await until('steps after resume', () => lastStep(runDir) > stoppedAt + 3);
+    const hb = readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const afterBoot = hb.slice(hb.map((r) => r.msg).lastIndexOf('boot') + 1).filter((r) => r.msg === 'progress');
+    assert.equal(afterBoot[0].step, stoppedAt + 1, 'steps continue from the checkpoint, not from 1');
+    assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /resuming from .*checkpoint_step\d+\.pt/);
+    await stopRun(host, runDir, who);
+    assert.equal((await finalState(runDir)).state, 'halted');
+    const actions = (await readActions(host, runDir)).map((a) => `${a.action}:${a.result}`);
+    assert.deepEqual(actions, ['launch:ok', 'halt:ok', 'relaunch:refused', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
+  } catch (e) {
+    throw withContext(e as Error, runDir, out);
   }
-  const st = await until('supervisor state', async () => {
-    const s = await readSupervisorState(host, runDir);
-    return s?.child?.startTime ? s : null;
-  });
-  supervisors.push(st.supervisor);
-  assert.equal(st.state, 'running');
-  assert.equal(basenameOf(runDir).startsWith('fake_'), true);
-  // its own session: not the test's
-  const supProc = await readProc(host, st.supervisor!.pid);
-  assert.ok(supProc);
-  const sid = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[3]);
-  assert.notEqual(sid(st.supervisor!.pid), sid(process.pid));
-  const s1 = await until('steps', () => lastStep(runDir) > 5 && lastStep(runDir));
-  await new Promise((r) => setTimeout(r, 800));
-  assert.ok(lastStep(runDir) > s1, 'training continues after the launcher was killed');
-  // run.info and train.log
-  const info = readFileSync(join(runDir, 'run.info'), 'utf8');
-  assert.match(info, /^profile: fake$/m);
-  assert.match(info, new RegExp(`^out_dir: ${runDir}$`, 'm'));
-  assert.match(info, /^command: .*fake-trainer\.mjs --out /m);
-  assert.match(info, /^env: NSA_TOP_RUN_DIR=/m);
-  assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /step 0001 \| loss .* \| isatty 1/, 'the trainer runs in a pty and is teed to train.log');
-
-  // stop: .HALT, the trainer exits 0, no restart
-  const who = await currentActor(host);
-  const req = await stopRun(host, runDir, who);
-  assert.equal(req.result, 'started');
-  const done = await finalState(runDir);
-  assert.equal(done.state, 'halted');
-  assert.equal(done.restarts, 0);
-  assert.match(readFileSync(join(runDir, '.HALT'), 'utf8'), new RegExp(`halt: manual_stop ${who.user}`));
-  const stoppedAt = lastStep(runDir);
-  const ckpts = readdirSync(runDir).filter((n) => /^checkpoint_step\d+\.pt$/.test(n));
-  assert.ok(ckpts.includes(`checkpoint_step${stoppedAt}.pt`), 'the halt saved a checkpoint at the last step');
-
-  // relaunch: refused while .HALT is there, then resumes once it is removed (confirmed)
-  const refused = await relaunch(host, runDir, who, { removeStaleHalt: false });
-  assert.equal(refused.result, 'refused');
-  assert.match(refused.detail, /--remove-stale-halt/);
-  // a half-written newer checkpoint must be skipped
-  writeFileSync(join(runDir, `checkpoint_step${stoppedAt + 1000}.pt`), Buffer.concat([Buffer.from('NSATOPCK'), Buffer.alloc(300)]));
-  const rel = await relaunch(host, runDir, who, { removeStaleHalt: true });
-  assert.equal(rel.result, 'ok', rel.detail);
-  assert.equal(rel.target.resumeStep, stoppedAt);
-  assert.match(rel.detail, new RegExp(`checkpoint_step${stoppedAt + 1000}\\.pt: skipped`));
-  await track(runDir);
-  await until('steps after resume', () => lastStep(runDir) > stoppedAt + 3);
-  const hb = readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-  const afterBoot = hb.slice(hb.map((r) => r.msg).lastIndexOf('boot') + 1).filter((r) => r.msg === 'progress');
-  assert.equal(afterBoot[0].step, stoppedAt + 1, 'steps continue from the checkpoint, not from 1');
-  assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /resuming from .*checkpoint_step\d+\.pt/);
-  await stopRun(host, runDir, who);
-  assert.equal((await finalState(runDir)).state, 'halted');
-  const actions = (await readActions(host, runDir)).map((a) => `${a.action}:${a.result}`);
-  assert.deepEqual(actions, ['launch:ok', 'halt:ok', 'relaunch:refused', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
 });
+
+/** On failure, say what the supervisor and trainer saw (this test has been flaky once under load). */
+function withContext(e: Error, runDir: string, launcherOut: string): Error {
+  const tail = (p: string) => (existsSync(p) ? readFileSync(p, 'utf8').split('\n').slice(-15).join('\n') : '(missing)');
+  e.message += `\n--- launcher output\n${launcherOut}\n--- supervisor.log\n${tail(join(runDir, '.nsa-top', 'supervisor.log'))}\n--- supervisor.json\n${tail(join(runDir, '.nsa-top', 'supervisor.json'))}\n--- train.log\n${tail(join(runDir, 'train.log'))}`;
+  return e;
+}
 
 function basenameOf(p: string): string {
   return p.split('/').at(-1)!;
@@ -199,7 +210,7 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
     config: configs/whatever.yaml
     out_dir: ${outDir}
     procs: 1
-    steps: 30
+    steps: 60
     args: [--out, ${outDir}]
     restart: { max_restarts: 0 }
 `,
@@ -217,9 +228,12 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
   const rel = await relaunch(host, outDir, who, { removeStaleHalt: true }); // the out_dir leads back to the run
   assert.equal(rel.result, 'ok', rel.detail);
   await track(runDir);
+  // while it runs, a second launch into the same out_dir is refused
+  await assert.rejects(launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }), /is being written by the run .*stop it first/);
+  assert.equal(readdirSync(join(cwd, 'artifacts', 'train_runs')).length, 1, 'the refused launch left no run dir');
   const st = await finalState(runDir);
   assert.equal(st.state, 'exited');
-  assert.equal(lastStep(outDir), 30);
+  assert.equal(lastStep(outDir), 60);
   const acts = await readActions(host, outDir);
   const rm = acts.find((a) => a.action === 'remove-stale-halt')!;
   assert.equal(rm.target.content, 'halt: heartbeat_stall');

@@ -3,7 +3,7 @@
 // run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
 // in its own session, so the caller can go away.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, rmdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
@@ -184,6 +184,21 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
     extraArgs: opts.extraArgs,
   });
   plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
+  if (plan.outDir !== runDir) {
+    // a shared out_dir (the real trainer's configs fix it): never two trainers writing into it
+    const other = await resolveRunDirs(host, plan.outDir);
+    if (other.supervised && other.runDir !== runDir) {
+      const ost = await readSupervisorState(host, other.runDir);
+      if (ost && ACTIVE.includes(ost.state) && (await supervisorAlive(host, ost))) {
+        try {
+          rmdirSync(runDir); // still empty: nothing written yet
+        } catch {
+          /* keep it */
+        }
+        throw new CliError(`${plan.outDir} is being written by the run ${other.runDir} (supervisor pid ${ost.supervisor!.pid}, ${ost.state}): stop it first (nsa-top attach, h) — nothing was started`);
+      }
+    }
+  }
   await host.mkdirp(nsaDir(runDir));
   await host.mkdirp(plan.outDir);
   writeJsonAtomic(join(nsaDir(runDir), PLAN_FILE), plan);
@@ -231,6 +246,18 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   }).catch(() => {});
   if (!ok) throw new CliError(`the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, 1);
   return { runDir, outDir: plan.outDir, supervisorPid: pid };
+}
+
+const ACTIVE: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
+
+/**
+ * The supervisor's state plus whether its process is alive. `stale` = the file says it is active
+ * but the process is gone (killed, machine rebooted): the run is not supervised any more.
+ */
+export async function supervisorStatus(host: Host, dir: string): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
+  const state = await readSupervisorState(host, dir);
+  const alive = await supervisorAlive(host, state);
+  return { state, alive, stale: !!state && ACTIVE.includes(state.state) && !alive };
 }
 
 /** true when the recorded supervisor process is still the same process */
