@@ -3,7 +3,7 @@
 // Runs the built binary (npm run build first).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { verifyCheckpoint } from '../../src/trainer/reference/checkpoint.js';
@@ -231,6 +231,26 @@ test('--data takes JSONL with a "text" field; the dataset name and local-dataset
     assert.equal(r2.code, 2);
     assert.match(r2.stderr, /bad\.jsonl:2: no string "text" field/);
     assert.equal(existsSync(join(t.dir, 'run2')), false, 'nothing written for bad data');
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('one trainer per run dir: a second start is refused while the first runs; a killed one\'s lock is taken over', async () => {
+  const t = tmp();
+  try {
+    const first = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--save-every', '2']);
+    await waitFor('a checkpoint', () => existsSync(join(t.out, 'checkpoint_step2.pt')));
+    const second = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--resume']);
+    assert.equal(second.code, 2);
+    assert.match(second.stderr, new RegExp(`another nsa-top train \\(pid ${first.child.pid}\\) is writing`));
+    first.child.kill('SIGKILL');
+    await first.exit;
+    assert.ok(existsSync(join(t.out, '.train.lock')), 'SIGKILL leaves the lock behind');
+    const newest = Math.max(...readdirSync(t.out).map((n) => Number(/^checkpoint_step(\d+)\.pt$/.exec(n)?.[1] ?? 0)));
+    const third = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', String(newest + 2), '--resume']);
+    assert.equal(third.code, 0, third.stderr);
+    assert.equal(existsSync(join(t.out, '.train.lock')), false, 'released at exit');
   } finally {
     t.cleanup();
   }

@@ -7,6 +7,7 @@ import { IpcComm, LocalComm, type ToRank } from './comm.js';
 import { ConfigError, configToYaml } from './config.js';
 import { DataError } from './data.js';
 import { runLauncher } from './launcher.js';
+import { LockError, lockRunDir } from './lock.js';
 import { runRank } from './rank.js';
 import { resolveSpec, type RunSpec } from './spec.js';
 
@@ -40,9 +41,10 @@ export async function runTrain(argv: string[], ctx: TrainContext): Promise<numbe
   try {
     spec = await resolveSpec(args, ctx.packageRoot);
     mkdirSync(spec.outDir, { recursive: true });
+    lockRunDir(spec.outDir);
     writeFileSync(join(spec.outDir, 'config.yaml'), configToYaml(spec.cfg));
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof DataError) throw new TrainInputError(`train: ${err.message}`);
+    if (err instanceof ConfigError || err instanceof DataError || err instanceof LockError) throw new TrainInputError(`train: ${err.message}`);
     throw err;
   }
   if (spec.world === 1) return await runSingle(spec);
