@@ -27,9 +27,12 @@ let at = null;
 const sample = () => { const u = process.memoryUsage(); if (u.rss > peak) { peak = u.rss; at = u; } };
 const timer = setInterval(sample, 5);
 const t0 = performance.now();
+const c0 = process.cpuUsage();
 const m = new RunModel(new LocalHost(), dir);
 let s = await m.poll();
 const first = performance.now() - t0;
+const cu = process.cpuUsage(c0);
+const firstCpu = (cu.user + cu.system) / 1000;
 sample();
 const firstPeak = peak;
 const firstStep = s.step;
@@ -53,7 +56,7 @@ sample();
 clearInterval(timer);
 const ru = process.resourceUsage();
 console.error(JSON.stringify(at));
-console.log(JSON.stringify({ idlePoll, appendPoll, base, first, firstPeak, firstStep, full, polls, peak, maxRss: ru.maxRSS * 1024,
+console.log(JSON.stringify({ firstCpu, idlePoll, appendPoll, base, first, firstPeak, firstStep, full, polls, peak, maxRss: ru.maxRSS * 1024,
   step: s.step, segments: s.segments.length, lossTotal: s.series.loss.total, hbRecords: s.files['heartbeat_rank0.jsonl']?.records ?? 0,
   errors: Object.values(s.files).reduce((n, f) => n + f.parseErrors, 0) }));
 `;
@@ -155,7 +158,7 @@ try {
       `${(j.base / MB).toFixed(0)} MB`,
       lines.toLocaleString('en-US'),
       `${(size / MB).toFixed(0)} MiB`,
-      `${j.first.toFixed(0)} ms`,
+      `${j.first.toFixed(0)} ms (${j.firstCpu.toFixed(0)} ms CPU)`,
       `${(j.firstPeak / MB).toFixed(0)} MB`,
       `${(Math.max(j.peak, j.maxRss) / MB).toFixed(0)} MB`,
       `${(j.full / 1000).toFixed(1)} s / ${j.polls}`,
@@ -165,7 +168,7 @@ try {
     ]);
     rmSync(dir, { recursive: true, force: true });
   }
-  const head = ['heartbeat', 'node base', 'lines', 'size', 'first snapshot', 'RSS at first', 'peak RSS incl. backfill', 'full history / polls', 'poll idle / +1 step', 'step · segments · errors', 'generate'];
+  const head = ['heartbeat', 'node base', 'lines', 'size', 'first snapshot (CPU)', 'RSS at first', 'peak RSS incl. backfill', 'full history / polls', 'poll idle / +1 step', 'step · segments · errors', 'generate'];
   const all = [head, ...rows];
   const w = head.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   for (const r of all) console.log(r.map((c, i) => c.padEnd(w[i]!)).join('  '));
