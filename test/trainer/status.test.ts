@@ -112,3 +112,21 @@ test('a launcher dir (run.info names out_dir, train.log beside it): status reads
     t.done();
   }
 });
+
+test('parse errors are shown per file in the table', () => {
+  const t = tempDir();
+  try {
+    const dir = join(t.dir, 'run');
+    cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
+    writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), 'garbage line\n', { flag: 'a' });
+    writeFileSync(join(dir, 'env.json'), '{"env": ');
+    const r = status([dir]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^parse$/m);
+    assert.match(r.stdout, /heartbeat_rank0\.jsonl: 1 bad of 82 — last: not JSON/);
+    assert.match(r.stdout, /env\.json: 1 bad/);
+    assert.match(r.stdout, /^step\s+40 \/ 40/m, 'the good records are all still there');
+  } finally {
+    t.done();
+  }
+});
