@@ -54,9 +54,24 @@ export function stallInfo(ctx: Ctx): StallInfo {
       const laggards = perStep.filter((r) => (r.lastStep ?? 0) < max);
       if (laggards.length === 1 && runStalled) oddRank = laggards[0]!.rank;
     }
-    if (oddRank === null && runStalled) oddRank = oddRankFromDumps(ctx)?.rank ?? null;
+    if (oddRank === null && runStalled) oddRank = oddRankFromDumps(ctx)?.rank ?? oddRankFromGpus(ctx)?.rank ?? null;
   }
   return { runStalled, frozenS, stalledRanks, oddRank, live };
+}
+
+/**
+ * GPUs of the run: the others busy at idle power (NCCL spinning in the collective) and exactly one
+ * idle — the rank on the idle GPU never reached the collective.
+ */
+export function oddRankFromGpus(ctx: Ctx): { rank: number; gpu: number } | null {
+  if (ctx.gpus.length < 2) return null;
+  const byUuid = new Map(ctx.alive.filter((r) => r.gpuUuid).map((r) => [r.gpuUuid!, r.rank]));
+  if (byUuid.size < 2) return null;
+  const spinning = (g: (typeof ctx.gpus)[number]) => g.utilPct !== null && g.utilPct >= ctx.t.spinUtilPct && g.powerW !== null && g.powerLimitW !== null && g.powerW < ctx.t.spinPowerFrac * g.powerLimitW;
+  const idle = ctx.gpus.filter((g) => g.utilPct !== null && g.utilPct < 20 && byUuid.has(g.uuid));
+  const spin = ctx.gpus.filter(spinning);
+  if (idle.length === 1 && spin.length === ctx.gpus.length - 1 && spin.length >= 1) return { rank: byUuid.get(idle[0]!.uuid)!, gpu: idle[0]!.index };
+  return null;
 }
 
 /** Where a dump says the rank is: the phase the reference trainer names, else the main thread's innermost frame. */
@@ -625,7 +640,11 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   }
   // GPUs busy at idle power: NCCL kernels spinning in a collective.
   const spin = ctx.gpus.filter((g) => g.utilPct !== null && g.utilPct >= ctx.t.spinUtilPct && g.powerW !== null && g.powerLimitW !== null && g.powerW < ctx.t.spinPowerFrac * g.powerLimitW);
-  if (spin.length > 0 && spin.length === ctx.gpus.length) {
+  const gOdd = oddRankFromGpus(ctx);
+  if (gOdd && !v.some((x) => x.kind === 'odd-rank')) {
+    v.push({ kind: 'odd-rank', rank: gOdd.rank, text: `rank ${gOdd.rank} is the odd one out: its GPU ${gOdd.gpu} is idle while the others spin in the collective (util ≈100 % at near-idle power)` });
+  }
+  if (spin.length > 0 && (spin.length === ctx.gpus.length || gOdd)) {
     v.push({ kind: 'collective-spin', text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${fmtS(si.frozenS!)}` });
   }
   if (hbAge !== null && hbAge < ctx.cadence.thresholdS) {

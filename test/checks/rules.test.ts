@@ -402,3 +402,20 @@ test('run.info of a supervised real-trainer launch gives the launched CONFIG and
   assert.equal(launchedFromRunInfo(info.replace('trainer: nsa-vibe', 'trainer: reference')), undefined);
   assert.deepEqual(launchedFromRunInfo('trainer: nsa-vibe\nconfig: (none)\n'), { config: null });
 });
+
+test('GPUs: the others spinning at idle power and one GPU idle name the rank on the idle GPU', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 40, t });
+  run.identity.worldSize = 3;
+  for (const r of [1, 2]) run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 100 + r, lastMsg: 'boot', lastStep: null, stepAdvancedTs: null });
+  const input: CheckInput = {
+    now: t + 200_000,
+    run,
+    procs: procs([0, 1, 2].map((r) => proc(r, 'S', { gpuUuid: `GPU-${r}` }))),
+    gpu: gpu([{ utilPct: 100, powerW: 90 }, { utilPct: 0, powerW: 60 }, { utilPct: 100, powerW: 85 }]),
+  };
+  const ev = new Checker().evaluate(input);
+  assert.equal(ev.verdicts.find((v) => v.kind === 'odd-rank')?.rank, 1);
+  assert.ok(ev.verdicts.some((v) => v.kind === 'collective-spin'));
+  assert.match(ev.runStateWhy, /^rank 1/);
+});
