@@ -218,6 +218,12 @@ export function ruleHalt(ctx: Ctx): Draft[] {
 export function ruleAnomalyFile(ctx: Ctx): Draft[] {
   const an = ctx.run.control.anomaly;
   if (!an || an.type === 'nan_loss') return []; // nan_loss is reported by the loss rule
+  const boot = ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
+  if (an.mtimeMs !== null && boot !== null && an.mtimeMs < boot - 1000) {
+    return [a(`anomaly-file:${an.type}`, 'anomaly', 'warning', `.anomaly_type "${an.type}" is left from an earlier run`,
+      `written ${ago(ctx, an.mtimeMs)} ago, before this run booted ${ago(ctx, boot)} ago: read it, then remove it so a new anomaly is not confused with it`,
+      { since: boot })];
+  }
   return [a(`anomaly-file:${an.type}`, 'anomaly', 'critical', `.anomaly_type says "${an.type}"`,
     `written ${an.mtimeMs === null ? '' : ago(ctx, an.mtimeMs) + ' ago '}by the trainer or a watchdog${ctx.run.control.gateCollapseDetails ? `; gate_collapse_details.json: ${JSON.stringify(ctx.run.control.gateCollapseDetails)}` : ''}`,
     { anomaly: an.type, since: an.mtimeMs ?? undefined })];

@@ -364,7 +364,8 @@ export class Watchdog {
 
     const stall = ev.alerts.find((x) => x.id === 'stall:run');
     if (!stall) this.dumpedEpisode = false;
-    const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly);
+    // act on our own rules' findings; an .anomaly_type someone else wrote is reported, not acted on
+    const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly && !x.id.startsWith('anomaly-file:'));
     if (critical.length === 0) return;
     this.sawAnomaly = true;
     // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create).

@@ -419,3 +419,14 @@ test('GPUs: the others spinning at idle power and one GPU idle name the rank on 
   assert.ok(ev.verdicts.some((v) => v.kind === 'collective-spin'));
   assert.match(ev.runStateWhy, /^rank 1/);
 });
+
+test('.anomaly_type left from an earlier run is a warning, not a critical anomaly of this run', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const boot = run.ranks[0]!.bootTs!;
+  run.control.anomaly = { type: 'heartbeat_stall', mtimeMs: boot - 86_400_000 };
+  const old = find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:heartbeat_stall')!;
+  assert.equal(old.severity, 'warning');
+  assert.equal(old.anomaly, undefined);
+  run.control.anomaly = { type: 'heartbeat_stall', mtimeMs: lastTs };
+  assert.equal(find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:heartbeat_stall')!.severity, 'critical');
+});
