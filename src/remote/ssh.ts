@@ -606,11 +606,11 @@ export class SshHost implements Host {
         });
       };
       ch.on('close', () => {
-        if (code === null && !timedOut && signal === null) {
-          // the connection dropped under us
-          err.push(Buffer.from('connection lost'));
-        }
-        finish();
+        // an exit status can trail the close by a moment
+        setTimeout(() => {
+          if (code === null && !timedOut && signal === null) err.push(Buffer.from('connection lost')); // dropped under us
+          finish();
+        }, code === null ? 100 : 0);
       });
       ch.on('error', () => finish());
       if (opts.input !== undefined) ch.end(opts.input);

@@ -94,7 +94,8 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
   const knownHosts = join(dir, 'known_hosts');
   writeFileSync(knownHosts, '');
   const port = await freePort();
-  const kind: TestSshd['kind'] = SSHD && !opts.forceFallback ? 'openssh' : 'ssh2-server';
+  const force = opts.forceFallback ?? process.env.NSA_TEST_SSH_SERVER === 'ssh2';
+  const kind: TestSshd['kind'] = SSHD && !force ? 'openssh' : 'ssh2-server';
   let child: ChildProcess | null = null;
   let fallback: { close(): void } | null = null;
   const cfg = join(dir, 'sshd_config');
@@ -227,11 +228,12 @@ async function startSsh2Server(port: number, hostKeyPath: string, userPubPath: s
         const session = accept();
         session.on('exec', (acc, _rej, info) => {
           const stream = acc();
-          const p = spawn('sh', ['-c', info.command], { stdio: ['pipe', 'pipe', 'pipe'] });
+          // its own session, like sshd's children: `kill -- -PID` reaches the whole command
+          const p = spawn('sh', ['-c', info.command], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
           procs.add(p);
           stream.pipe(p.stdin).on('error', () => {});
-          p.stdout.pipe(stream);
-          p.stderr.pipe(stream.stderr);
+          p.stdout.pipe(stream, { end: false });
+          p.stderr.pipe(stream.stderr, { end: false });
           p.on('close', (code) => {
             procs.delete(p);
             try {

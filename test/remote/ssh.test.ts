@@ -183,6 +183,59 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
   }
 });
 
+test('without GNU find (plain POSIX ls): the same listing and bytes', async () => {
+  const h = await sshd.connect({ posixOnly: true, watchIntervalMs: 250 });
+  try {
+    const dir = join(tmp, 'posix dir');
+    cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
+    const reads = [{ path: join(dir, 'training.csv'), offset: 10 }, { path: join(dir, 'env.json'), offset: 0 }];
+    const l = await local.pollDir(dir, reads, ['tb']);
+    const r = await h.pollDir(dir, reads, ['tb']);
+    const shape = (p: typeof l) => p.entries?.map((e) => [e.name, e.size, e.ino, e.isDir, e.isFile]);
+    assert.deepEqual(shape(r), shape(l));
+    for (const [i, e] of (r.entries ?? []).entries()) assert.ok(Math.abs(e.mtimeMs - l.entries![i]!.mtimeMs) < 61_000, 'ls gives minutes');
+    assert.deepEqual(r.reads.map((x) => x.data.toString()), l.reads.map((x) => x.data.toString()));
+    assert.deepEqual(r.subdirs, { tb: null });
+    assert.equal((await h.stat(join(dir, 'env.json')))?.size, 313);
+    assert.equal((await h.stat(join(dir, 'nope'))), null);
+  } finally {
+    await h.close();
+  }
+});
+
+test('sshd restarted under a follow: the host reconnects by itself and resumes', async () => {
+  const h = await sshd.connect({ watchIntervalMs: 200 });
+  try {
+    const dir = join(tmp, 'restart');
+    mkdirSync(dir);
+    const f = join(dir, 'training.csv');
+    writeFileSync(f, '1,1,1,1\n');
+    let off = 0;
+    const chunks: string[] = [];
+    const poll = async () => {
+      const p = await h.pollDir(dir, [{ path: f, offset: off }]);
+      const rr = p.reads[0]!;
+      if (!rr.error && rr.stat) {
+        chunks.push(rr.data.toString());
+        off += rr.data.length;
+      }
+    };
+    await poll();
+    await poll();
+    await sshd.restart();
+    appendFileSync(f, '2,1,1,1\n');
+    const t0 = Date.now();
+    while (off < readFileSync(f).length && Date.now() - t0 < 20000) {
+      await poll();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(chunks.join(''), '1,1,1,1\n2,1,1,1\n');
+    assert.equal(h.connState().state, 'connected');
+  } finally {
+    await h.close();
+  }
+});
+
 test('unknown host key: refused with its SHA256 fingerprint; --accept-new-host-key records it; a changed key is always refused', async () => {
   const kh = join(tmp, 'kh_unknown');
   writeFileSync(kh, '');
