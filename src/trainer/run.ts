@@ -483,6 +483,15 @@ export class RunModel {
       for (const [name, f] of this.lineFiles) if (f.kind.kind === 'log') this.lineFiles.delete(name);
       this.startLineFollow(logPick, { kind: 'log' }, more, owners);
     }
+    // small artifacts that are gone no longer describe the run (e.g. a relaunch cleaned up)
+    const kindsSeen = new Set(p.entries.filter((e) => !e.isDir).map((e) => classify(e.name).kind));
+    if (!kindsSeen.has('metrics-json')) {
+      this.metrics = null;
+      this.metricsMtime = null;
+    }
+    if (!kindsSeen.has('env-json')) this.env = null;
+    if (!kindsSeen.has('opt-state')) this.optStateMb = null;
+    if (!kindsSeen.has('config-yaml')) this.config = null;
     if (!haltSeen) this.halt = { present: false, content: null, mtimeMs: null };
     if (!anomalySeen) this.anomaly = null;
     if (!gateSeen) this.gateCollapse = null;

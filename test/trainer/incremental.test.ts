@@ -462,3 +462,28 @@ test('a failing host never rejects poll(): the snapshot keeps what was read and 
     t.done();
   }
 });
+
+test('artifacts that disappear (a relaunch cleaning up) stop describing the run', async () => {
+  const t = tempDir();
+  try {
+    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), hbLine({ ts: T0, msg: 'boot' }) + progressLine(1, T0 + 1));
+    writeFileSync(join(t.dir, 'metrics.json'), '{"steps": 10}');
+    writeFileSync(join(t.dir, '.HALT'), 'halt: manual_stop\n');
+    writeFileSync(join(t.dir, '.anomaly_type'), 'nan_loss\n');
+    const m = new RunModel(new LocalHost(), t.dir);
+    let s = await m.poll();
+    assert.equal(s.totalSteps, 10);
+    assert.equal(s.control.halt.present, true);
+    assert.equal(s.control.anomaly?.type, 'nan_loss');
+    const { unlinkSync } = await import('node:fs');
+    for (const f of ['metrics.json', '.HALT', '.anomaly_type']) unlinkSync(join(t.dir, f));
+    s = await m.poll();
+    assert.equal(s.metrics, null);
+    assert.equal(s.totalSteps, null);
+    assert.equal(s.ended, false);
+    assert.equal(s.control.halt.present, false);
+    assert.equal(s.control.anomaly, null);
+  } finally {
+    t.done();
+  }
+});
