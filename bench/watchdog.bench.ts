@@ -11,6 +11,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Checker } from '../src/checks/index.js';
+import { emptySnapshot, type Series } from '../src/trainer/snapshot.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -115,6 +117,32 @@ function row(name: string, xs: number[]): string {
   return `${name.padEnd(44)} ${String(s.length).padStart(3)}  ${f(s[0]!).padStart(8)} ${f(s[s.length >> 1]!).padStart(8)} ${f(s[s.length - 1]!).padStart(8)}  ${f(over[over.length - 1]!).padStart(8)}   ${ok}`;
 }
 
+/** Checker.evaluate cost on a snapshot with full 2000-point windows (the cockpit calls it once per refresh). */
+function evaluateCost(): number {
+  const now = Date.now();
+  const run = emptySnapshot('/bench/run');
+  run.exists = true;
+  run.step = 50_000;
+  run.totalSteps = 100_000;
+  run.stepAdvancedTs = now;
+  run.stepTimeS = 0.5;
+  const mk = (f: (i: number) => number): Series => ({ recent: Array.from({ length: 2000 }, (_, i) => ({ step: 48_000 + i, t: now - (2000 - i) * 500, value: f(i), segment: 0 })), history: [], total: 50_000, nonFinite: 0 });
+  run.series.loss = mk((i) => 3 - i * 1e-4 + Math.sin(i) * 0.05);
+  run.series.toksPerS = mk(() => 9000);
+  run.series.gateEntropy = mk(() => 0.9);
+  run.series.gateMax = mk(() => 0.6);
+  run.series.collapseFrac = mk(() => 0);
+  run.series.dtFetchS = mk(() => 0.01);
+  run.series.memReservedMiB = mk(() => 3000);
+  run.ranks = [{ rank: 0, pid: 1, file: 'heartbeat_rank0.jsonl', bootTs: 0, lastTs: now, lastMsg: 'step_end', lastStep: 50_000, stepAdvancedTs: now, records: 1, watchdogDumps: 0, memAllocMiB: null, memReservedMiB: null, loaderEvents: [], events: {} }];
+  const c = new Checker();
+  for (let i = 0; i < 50; i++) c.evaluate({ now, run, procs: null, gpu: null });
+  const n = 500;
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) c.evaluate({ now, run, procs: null, gpu: null });
+  return (performance.now() - t0) / n;
+}
+
 async function main(): Promise<void> {
   const a: number[] = [], b: number[] = [];
   for (let i = 0; i < REPS; i++) a.push(await writerRun(null));
@@ -126,6 +154,8 @@ async function main(): Promise<void> {
   console.log(row('writer stopped, --interval 1', b));
   console.log(row('reference trainer hang@step=25,rank=1', c));
   console.log('(the real scripts/_watchdog.py checks every 30 s: up to threshold + 30 s)');
+  const ms = evaluateCost();
+  console.log(`Checker.evaluate on 2000-point windows: ${ms.toFixed(3)} ms per call (${((ms / 1000) * 100).toFixed(3)} % of a core at 1 Hz)`);
 }
 
 main().then(

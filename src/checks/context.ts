@@ -63,7 +63,8 @@ function beatOn(run: RunSnapshot): boolean {
 
 export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
   let stepTimeS = run.stepTimeS && run.stepTimeS > 0 ? run.stepTimeS : null;
-  const pts = currentSegment(run.series.loss).length >= 2 ? currentSegment(run.series.loss) : currentSegment(run.series.toksPerS);
+  const lossPts = currentSegment(run.series.loss);
+  const pts = (lossPts.length >= 2 ? lossPts : currentSegment(run.series.toksPerS)).slice(-200);
   let logEvery = run.identity.train?.logEvery ?? null;
   if (pts.length >= 2) {
     const dSteps: number[] = [];

@@ -470,9 +470,11 @@ export function gateRecords(ctx: Ctx): GateRecord[] {
     if (!r) { r = { step: p.step, t: p.t, entropy: null, max: null, collapse: null }; byStep.set(key(p), r); }
     return r;
   };
-  for (const p of currentSegment(s.gateEntropy)) get(p).entropy = p.value;
-  for (const p of currentSegment(s.gateMax)) get(p).max = p.value;
-  for (const p of currentSegment(s.collapseFrac)) get(p).collapse = p.value;
+  // the newest records are all any gate rule looks at (N consecutive; the frozen tail of ≤ 50)
+  const tail = (x: SeriesPoint[]) => x.slice(-64);
+  for (const p of tail(currentSegment(s.gateEntropy))) get(p).entropy = p.value;
+  for (const p of tail(currentSegment(s.gateMax))) get(p).max = p.value;
+  for (const p of tail(currentSegment(s.collapseFrac))) get(p).collapse = p.value;
   return [...byStep.values()].sort((x, y) => x.step - y.step);
 }
 
