@@ -46,9 +46,11 @@ test('resume continues the step count, schedule, optimizer and data: identical t
     const crashed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--save-every', '5', '--inject', 'crash@step=8']);
     assert.notEqual(crashed.code, 0);
     assert.match(crashed.stderr, /injected crash at step 8/);
-    const resumed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--resume']);
+    // The same argv again plus --resume, as a supervisor's restart does: the crash has fired once already.
+    const resumed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--save-every', '5', '--inject', 'crash@step=8', '--resume']);
     assert.equal(resumed.code, 0, resumed.stderr);
     assert.ok(resumed.stdout.includes(`[train] resumed from ${join(b.out, 'checkpoint_step5.pt')}`), resumed.stdout);
+    assert.match(resumed.stderr, /crash@step=8 already fired on rank 0 in this run dir; skipped/);
     const steps = csvRows(join(b.out, 'training.csv')).map((r) => Number(r[0]));
     assert.deepEqual(steps, [1, 2, 3, 4, 5, 6, 7, 6, 7, 8, 9, 10], 'steps continue from 6, never restart at 1');
     const fullRows = csvRows(join(a.out, 'training.csv'));

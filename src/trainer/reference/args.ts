@@ -51,7 +51,8 @@ options:
                          gate-collapse@step=K   gates forced one-hot from step K
                          slow-data@ms=M         every batch fetch sleeps M ms
                          leak@mb=M              retain M MB more per step (RSS climbs)
-                       without rank=R an injection applies to every rank
+                       without rank=R an injection applies to every rank; crash and hang fire
+                       once per run dir, so a resumed run goes past them
   --save-every N       checkpoint every N steps (0: off)
   --log-every N        log (training.csv, progress heartbeat, stdout) every N steps
   --eval-every N       val.csv every N steps (on log steps; 0: off)

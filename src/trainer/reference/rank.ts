@@ -2,7 +2,7 @@
 // answers to (§2), with the real trainer's defects fixed compatibly: HALT saves a checkpoint first and
 // stops every rank at the same step; SIGTERM/SIGINT checkpoint then exit; stack dumps never collide;
 // resume continues the step count, schedule, optimizer and data position.
-import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ActivityStack, writeStackDump } from './activity.js';
 import { writeCheckpoint, readCheckpoint } from './checkpoint.js';
@@ -139,6 +139,24 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   const at = (kind: string, s: number) => inj.some((i) => 'step' in i && i.kind === kind && i.step === s);
   const collapseFrom = Math.min(...inj.filter((i) => i.kind === 'gate-collapse').map((i) => (i as { step: number }).step));
   const leaked: Buffer[] = [];
+  // crash and hang fire once per run dir: a supervisor's restart resumes past them, so a drill shows
+  // the recovery instead of the same failure again (.nsa-top-injected records what has fired).
+  const firedPath = join(dir, '.nsa-top-injected');
+  const firstTime = (kind: string, s: number): boolean => {
+    const key = `${kind}@step=${s} rank=${rank}`;
+    let fired = '';
+    try {
+      fired = readFileSync(firedPath, 'utf8');
+    } catch {
+      /* none yet */
+    }
+    if (fired.split('\n').includes(key)) {
+      process.stderr.write(`[inject] ${kind}@step=${s} already fired on rank ${rank} in this run dir; skipped\n`);
+      return false;
+    }
+    appendFileSync(firedPath, key + '\n');
+    return true;
+  };
 
   // ---- state for logging
   const fetchMs: number[] = [];
@@ -213,7 +231,7 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
       boundaryPos = { ...sampler.pos };
       if (spec.heartbeatEvery) hb.write(s, 'beat', { phase: 'step_start' });
       if (leakMb > 0) leaked.push(Buffer.alloc(Math.round(leakMb * 1024 * 1024), 1));
-      if (at('crash', s)) {
+      if (at('crash', s) && firstTime('crash', s)) {
         process.stderr.write(`[inject] crash@step=${s}: rank ${rank} (pid ${process.pid}) exits with code 1\n`);
         throw new Error(`injected crash at step ${s} on rank ${rank}`);
       }
@@ -239,7 +257,7 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
       if (at('nan', s)) loss = NaN;
       const nan = !Number.isFinite(loss);
 
-      if (at('hang', s)) {
+      if (at('hang', s) && firstTime('hang', s)) {
         process.stderr.write(`[inject] hang@step=${s}: rank ${rank} (pid ${process.pid}) blocks as if in a collective\n`);
         act.enter('injected-hang');
         const keepAlive = setInterval(() => {}, 1 << 30);
