@@ -279,7 +279,8 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       save({ child: null });
       say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
       if (stop) {
-        save({ state: 'halted', note: `stopped by ${(stop as StopRequest).who.user} (${(stop as StopRequest).reason})` });
+        const req = stop as StopRequest;
+        save({ state: 'halted', note: req.who.user.startsWith('nsa-top supervisor') ? `stopped: ${req.reason}` : `stopped by ${req.who.user} (${req.reason})` });
         break;
       }
       const anomaly = readSmall(join(plan.outDir, '.anomaly_type'))?.trim() ?? null;
