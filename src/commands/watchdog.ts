@@ -44,6 +44,17 @@ options:
   --no-gpu           do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)
   -h, --help         this help
 
+Decision lines (JSON, one per line; every line has ts (ms), iso and event):
+  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu
+  state    state (STARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
+  alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
+  clear    id                       (the condition no longer holds)
+  verdict  verdicts [{kind, rank?, text}]   (hang diagnosis while the step is frozen)
+  anomaly  type, alert, wrote (path | null), kept (the earlier anomaly left in place)
+  dump     perRank [{rank, pid, status, file?, why?}]
+  halt     path, result, detail
+  exit     state, why, reason, code
+
 Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
 NSA_WATCH_GATE_MAX_THRESHOLD (0.9), NSA_WATCH_GATE_COLLAPSE_N (3), NSA_WATCH_HALT_GRACE_S (60).
 Exit: 0 the run ended with no anomaly; 1 an anomaly was seen or the run died; 2 bad input.
