@@ -372,11 +372,49 @@ function hasRankArg(a: string[]): boolean {
   return a.some((x) => /^--(rank|local[-_]rank)(=|$)/.test(x));
 }
 
-/** python anything, torchrun, or an nsa-top process. */
-export function looksLikeTrainer(p: ProcInfo): boolean {
+/** The script (or -m module) a python command line runs. */
+function pythonScript(a: string[]): string | null {
+  for (let i = 1; i < a.length; i++) {
+    const x = a[i]!;
+    if (x === '-m' || x === '-c') return a[i + 1] ?? null;
+    if (x.startsWith('-')) continue;
+    return x;
+  }
+  return null;
+}
+
+/**
+ * Processes that name a run without training it: nsa-top's own subcommands other than `train`
+ * (cockpit, supervise, watchdog…), and python tools that watch a run (scripts/_watchdog.py,
+ * tensorboard, monitors, plots).
+ */
+export function isToolProcess(p: ProcInfo): boolean {
   const a = p.argv;
-  if (a.length === 0) return false;
-  return isPython(a[0]) || base(a[0]) === 'torchrun' || nsaTopArgIndex(a) >= 0;
+  const nt = nsaTopArgIndex(a);
+  if (nt >= 0) return a[nt + 1] !== 'train';
+  if (a.length && isPython(a[0]) && p.env.RANK === undefined) {
+    const script = pythonScript(a);
+    return script !== null && /watchdog|monitor|tensorboard|plot|dashboard|report/i.test(base(script));
+  }
+  return false;
+}
+
+function trainerKind(p: ProcInfo): boolean {
+  const a = p.argv;
+  return a.length > 0 && (isPython(a[0]) || base(a[0]) === 'torchrun' || nsaTopArgIndex(a) >= 0) && !isToolProcess(p);
+}
+
+/**
+ * A process that may be a trainer of a run it names: torchrun, `nsa-top train`, or python with a
+ * rank environment, a launcher, or a script/module whose name says train. (A heartbeat pid needs
+ * less: any python/torchrun/`nsa-top train` process that is not a tool — it wrote the heartbeat.)
+ */
+export function looksLikeTrainer(p: ProcInfo): boolean {
+  if (!trainerKind(p)) return false;
+  if (!isPython(p.argv[0])) return true;
+  if (p.env.RANK !== undefined || p.env.LOCAL_RANK !== undefined || isLauncher(p)) return true;
+  const script = pythonScript(p.argv);
+  return script !== null && /train/i.test(base(script));
 }
 
 function argValue(a: string[], names: string[]): string | undefined {
@@ -491,7 +529,7 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
   let procs = snap.procs;
   // environ + cwd for trainer-looking processes not looked at yet: one more command, first time only
   const st = stateFor(host)!;
-  const missing = procs.filter((p) => looksLikeTrainer(p) && !st.enriched.has(p.pid)).map((p) => p.pid);
+  const missing = procs.filter((p) => trainerKind(p) && !st.enriched.has(p.pid)).map((p) => p.pid);
   if (missing.length > 0) {
     const more = await runScript(host, '', 'list', missing).catch(() => null);
     if (more) {
@@ -532,7 +570,7 @@ export function matchRun(
     if (!p) continue;
     if (contradictsRunDir(p, ctx)) continue;
     if (h.lastTs != null && p.startedAtMs != null && p.startedAtMs > h.lastTs + 2000) continue; // recycled pid
-    if (!looksLikeTrainer(p) && !namesRunDir(p, ctx)) continue;
+    if (!trainerKind(p)) continue;
     matched.add(p.pid);
     hbRank.set(p.pid, h.rank);
   }

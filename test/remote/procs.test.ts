@@ -165,7 +165,7 @@ test('nsa-top reference trainer: launcher and its ranks from environ; a data-loa
   const mk = (dir: string, pidsFile: string) =>
     startGroup([process.execPath, nsaTop, 'train', '--out-dir', dir], {
       cwd: tmp,
-      env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: pidsFile, NSA_TOP_RUN_DIR: dir, CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train-rank']) },
+      env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: pidsFile, NSA_TOP_RUN_DIR: dir, CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train', '--rank-worker']) },
     });
   const l1 = mk(runDir, join(tmp, 'ref.pids'));
   const l2 = mk(other, join(tmp, 'other.pids'));
@@ -254,3 +254,30 @@ test('heartbeat pids name ranks when nothing else does, but never a recycled pid
     sleeper.kill('SIGKILL');
   }
 });
+
+test("nsa-top's own tools and python watchers that name the run are not its trainers", async () => {
+  const runDir = join(tmp, 'watched run');
+  mkdirSync(runDir, { recursive: true });
+  mkdirSync(join(tmp, 'vibe', 'scripts'), { recursive: true });
+  const idleJs = join(tmp, 'vibe', 'scripts', '_watchdog.py');
+  writeFileSync(idleJs, 'setInterval(() => {}, 1 << 30)');
+  const nsaTop = join(bin, 'nsa-top.js');
+  // a supervisor (`nsa-top supervise`, cwd = run dir) whose child is the real launcher
+  const sup = startGroup([process.execPath, nsaTop, 'supervise'], {
+    cwd: runDir,
+    env: { ROLE: 'launcher', NPROC: '1', PIDS_FILE: join(tmp, 'sup.pids'), NSA_TOP_RUN_DIR: runDir, CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train', '--out-dir', runDir]) },
+  });
+  const cockpit = startGroup([process.execPath, nsaTop, 'cockpit', runDir], { cwd: tmp, env: { ROLE: 'idle' } });
+  const watchdog = startGroup([python3, idleJs, '--dir', runDir], { cwd: join(tmp, 'vibe'), env: { ROLE: 'idle' } });
+  const { ranks: [launcherPid] } = await pidsOf(join(tmp, 'sup.pids'));
+  // the supervisor's child is `nsa-top train --out-dir runDir` with RANK=0 from the fake: make
+  // sure it is seen as the trainer and the tools are not
+  await new Promise((r) => setTimeout(r, 300));
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: cockpit.pid! }] });
+  const all = [rp.launcher?.pid, ...rp.ranks.map((r) => r.proc.pid), ...rp.unknown.map((u) => u.pid)];
+  assert.ok(all.includes(launcherPid), 'the train process is found');
+  for (const [what, p] of [['supervisor', sup.pid], ['cockpit', cockpit.pid], ['_watchdog.py', watchdog.pid]] as const) {
+    assert.ok(!all.includes(p), `${what} is not a trainer`);
+  }
+});
+
