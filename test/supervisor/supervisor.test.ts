@@ -238,3 +238,27 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
   const rm = acts.find((a) => a.action === 'remove-stale-halt')!;
   assert.equal(rm.target.content, 'halt: heartbeat_stall');
 });
+
+test('an old .anomaly_type kept as evidence does not stop restarts of a later run', async () => {
+  const cwd = tempDir('sup-old-anomaly');
+  const outDir = join(cwd, 'shared_out');
+  mkdirSync(outDir);
+  writeFileSync(join(outDir, '.anomaly_type'), 'nan_loss\n'); // from an earlier run; its .HALT was removed
+  const pf = profilesFile(
+    cwd,
+    `  real-like:
+    trainer: nsa-vibe
+    command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(FAKE)}]
+    config: configs/whatever.yaml
+    out_dir: ${outDir}
+    procs: 1
+    args: [--out, ${outDir}, --inject, crash@step=12]
+    restart: { max_restarts: 1, backoff_s: 0.1 }
+`,
+  );
+  const r = await launchRun(host, { profile: 'real-like', profilesFile: pf, cwd });
+  await track(r.runDir);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'failed', st.note ?? '');
+  assert.equal(st.restarts, 1);
+});

@@ -5,7 +5,7 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
-import { closeSync, existsSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LocalHost } from '../../remote/local.js';
@@ -24,6 +24,14 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 function readSmall(path: string): string | null {
   try {
     return readFileSync(path, 'utf8').slice(0, 4096);
+  } catch {
+    return null;
+  }
+}
+
+function mtimeOf(path: string): number | null {
+  try {
+    return statSync(path).mtimeMs;
   } catch {
     return null;
   }
@@ -273,6 +281,8 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
       save({ state: 'running', resumeFrom, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
       say(`start: ${argv.join(' ')}`);
+      const anomalyPath = join(plan.outDir, '.anomaly_type');
+      const anomalyBefore = mtimeOf(anomalyPath); // an old .anomaly_type (kept as evidence) is not this run's
       const r = await runChild(argv, plan.env, plan.cwd, trainLog);
       st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
       if (st.exitCodes.length > 200) st.exitCodes.splice(0, st.exitCodes.length - 200);
@@ -283,7 +293,8 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         save({ state: 'halted', note: req.who.user.startsWith('nsa-top supervisor') ? `stopped: ${req.reason}` : `stopped by ${req.who.user} (${req.reason})` });
         break;
       }
-      const anomaly = readSmall(join(plan.outDir, '.anomaly_type'))?.trim() ?? null;
+      const anomalyNow = mtimeOf(anomalyPath);
+      const anomaly = anomalyNow !== null && anomalyNow !== anomalyBefore ? (readSmall(anomalyPath)?.trim() ?? null) : null;
       const haltNow = readSmall(haltPath);
       if (anomaly === 'nan_loss' || (haltNow !== null && /nan_loss/.test(haltNow))) {
         const note = 'NaN abort (.anomaly_type nan_loss): not restarted — a restart would resume into the same blow-up';
