@@ -487,3 +487,33 @@ test('artifacts that disappear (a relaunch cleaning up) stop describing the run'
     t.done();
   }
 });
+
+test('pathological input stays bounded: 3000 restarts, 500 distinct event names', async () => {
+  const t = tempDir();
+  try {
+    let text = '';
+    for (let i = 0; i < 3000; i++) text += hbLine({ ts: T0 + i * 10, msg: 'boot', pid: 1000 + i }) + progressLine(1, T0 + i * 10 + 1, {}, 1000 + i);
+    for (let i = 0; i < 500; i++) text += hbLine({ ts: T0 + 40000 + i, msg: `weird_${i}`, pid: 3999 });
+    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), text);
+    let csv = '';
+    for (let i = 0; i < 3000; i++) csv += '1,5.0,1e-4,10\n2,4.9,1e-4,10\n';
+    writeFileSync(join(t.dir, 'training.csv'), csv);
+    const m = new RunModel(new LocalHost(), t.dir, { recentWindow: 100, historyBuckets: 64 });
+    let s = await m.poll();
+    for (let i = 0; i < 50 && s.backfill.pending; i++) s = await m.poll();
+    assert.equal(s.segments.length, 1000, 'the newest 1000 segments');
+    assert.equal(s.segments.at(-1)!.index, 2999, 'indices keep counting');
+    assert.equal(s.segments.at(-1)!.pid, 3999);
+    assert.ok(s.series.loss.history.length <= 128, `history ${s.series.loss.history.length}`);
+    assert.ok(s.series.loss.recent.length <= 100);
+    assert.equal(s.series.loss.total, 6000);
+    const ev = s.ranks[0]!.events;
+    assert.ok(Object.keys(ev).length <= 65, `${Object.keys(ev).length} event keys`);
+    assert.equal(Object.values(ev).reduce((a, b) => a + b, 0), 3000 * 3 + 500, 'every record still counted');
+    assert.ok(s.ranks[0]!.unknownEvents!.length <= 5);
+    assert.equal(s.step, 1);
+    assert.ok(JSON.stringify(s).length < 2_000_000);
+  } finally {
+    t.done();
+  }
+});

@@ -27,6 +27,9 @@ export function parseCsvLine(text: string, n: number): { row: CsvRow } | { heade
   return { row: { step, values } };
 }
 
+/** segments kept per stream (the newest; a run restarted thousands of times keeps memory bounded) */
+const MAX_SEGMENTS = 1000;
+
 /** Tracks segments of a step-keyed append-only stream (steps going backwards → new segment). */
 export class StepSegments {
   readonly segments: Segment[] = [];
@@ -34,7 +37,7 @@ export class StepSegments {
   private pendingCause: Segment['cause'] | null = null;
 
   get index(): number {
-    return Math.max(0, this.segments.length - 1);
+    return this.segments.length ? this.segments[this.segments.length - 1]!.index : 0;
   }
 
   observe(step: number, ts: number | null): number {
@@ -43,7 +46,9 @@ export class StepSegments {
     else if (this.pendingCause) cause = this.pendingCause;
     else if (this.lastStep !== null && step < this.lastStep) cause = 'step-backwards';
     if (cause) {
-      this.segments.push({ index: this.segments.length, firstStep: step, lastStep: step, startTs: ts, pid: null, cause });
+      const index = this.segments.length ? this.segments[this.segments.length - 1]!.index + 1 : 0;
+      this.segments.push({ index, firstStep: step, lastStep: step, startTs: ts, pid: null, cause });
+      if (this.segments.length > MAX_SEGMENTS) this.segments.splice(0, this.segments.length - MAX_SEGMENTS);
       this.pendingCause = null;
     }
     const seg = this.segments[this.segments.length - 1]!;
@@ -61,17 +66,15 @@ export class StepSegments {
     const merged = older.segments.map((x) => ({ ...x }));
     const mine = this.segments[0];
     const oLast = merged[merged.length - 1]!;
-    let shift = merged.length;
-    if (!mine) shift = merged.length - 1;
-    else if (older.lastStep !== null && mine.firstStep >= older.lastStep) {
-      shift = merged.length - 1;
-      if (mine.lastStep > oLast.lastStep) oLast.lastStep = mine.lastStep;
-      merged.push(...this.segments.slice(1));
-    } else {
-      mine.cause = 'step-backwards';
-      merged.push(...this.segments);
+    const continuation = !mine || (older.lastStep !== null && mine.firstStep >= older.lastStep);
+    const shift = continuation ? oLast.index : oLast.index + 1;
+    if (mine) {
+      if (continuation) {
+        if (mine.lastStep > oLast.lastStep) oLast.lastStep = mine.lastStep;
+      } else mine.cause = 'step-backwards';
+      for (const x of continuation ? this.segments.slice(1) : this.segments) merged.push({ ...x, index: x.index + shift });
     }
-    merged.forEach((x, i) => (x.index = i));
+    if (merged.length > MAX_SEGMENTS) merged.splice(0, merged.length - MAX_SEGMENTS);
     this.segments.length = 0;
     this.segments.push(...merged);
     if (this.lastStep === null) this.lastStep = older.lastStep;

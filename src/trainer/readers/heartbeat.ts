@@ -187,6 +187,9 @@ class Marks {
   }
 }
 const STEP_MARKS_CAP = 64;
+/** distinct `msg` values counted one by one; more (garbage) land in "(other)" */
+const MAX_EVENT_KINDS = 64;
+const MAX_SEGMENTS = 1000;
 
 /** progress records looked at for the "dt_fetch_s absent" tell */
 const FETCH_RECENT = 5;
@@ -213,6 +216,7 @@ export class HeartbeatState {
   lastLossNonFinite = false;
   events: Record<string, number> = {};
   unknownEvents = 0;
+  private eventKinds = 0;
   private progressMarks = new Marks();
   private beatMarks = new Marks();
   private segHasSteps = false;
@@ -248,7 +252,7 @@ export class HeartbeatState {
   }
 
   get segment(): number {
-    return Math.max(0, this.segments.length - 1);
+    return this.segments.length ? this.segments[this.segments.length - 1]!.index : 0;
   }
 
   /** Start a new segment (resume, replaced or truncated file). */
@@ -259,7 +263,10 @@ export class HeartbeatState {
       cur.cause = cause;
       return;
     }
-    this.segments.push({ index: this.segments.length, firstStep: 0, lastStep: 0, startTs: ts, pid, cause: this.segments.length === 0 ? 'start' : cause });
+    const index = this.segments.length ? this.segments[this.segments.length - 1]!.index + 1 : 0;
+    this.segments.push({ index, firstStep: 0, lastStep: 0, startTs: ts, pid, cause: index === 0 ? 'start' : cause });
+    // a run restarted thousands of times: keep the newest segments (indices stay as they were)
+    if (this.segments.length > MAX_SEGMENTS) this.segments.splice(0, this.segments.length - MAX_SEGMENTS);
     this.segHasSteps = false;
     this.progressInSegment = 0;
     this.recentFetch = [];
@@ -274,7 +281,9 @@ export class HeartbeatState {
     let msg = r.msg;
     if (this.smoke) msg = msg === 'start' ? 'boot' : msg === 'step' ? 'progress' : msg;
     const o = r as Record<string, unknown>;
-    this.events[r.msg] = (this.events[r.msg] ?? 0) + 1;
+    const ev = this.events[r.msg] !== undefined || this.eventKinds < MAX_EVENT_KINDS ? r.msg : '(other)';
+    if (this.events[ev] === undefined) this.eventKinds++;
+    this.events[ev] = (this.events[ev] ?? 0) + 1;
     if (!KNOWN_EVENTS.has(r.msg) && !r.msg.startsWith('fineweb_loader_')) {
       this.unknownEvents++;
       const fields: Record<string, unknown> = {};
@@ -402,7 +411,10 @@ export class HeartbeatState {
     const mine = this.segments[0];
     const continuation =
       !!mine && !this.firstWasBoot && !(h.segHasSteps && mine.firstStep > 0 && mine.firstStep < hLast.lastStep);
-    const shift = !mine ? h.segments.length - 1 : continuation ? h.segments.length - 1 : h.segments.length;
+    // indices: the history keeps its own; ours move up behind it (our first segment takes the
+    // history's last index when it merely continues it)
+    const hNext = hLast.index + 1;
+    const shift = !mine || continuation ? hNext - 1 : hNext;
     const merged = h.segments.map((x) => ({ ...x }));
     if (mine) {
       if (continuation) {
@@ -410,13 +422,10 @@ export class HeartbeatState {
         if (mine.lastStep > m.lastStep) m.lastStep = mine.lastStep;
         if (!h.segHasSteps) m.firstStep = mine.firstStep;
         m.pid ??= mine.pid;
-        merged.push(...this.segments.slice(1));
-      } else {
-        mine.cause = this.firstWasBoot ? 'boot' : 'step-backwards';
-        merged.push(...this.segments);
-      }
+      } else mine.cause = this.firstWasBoot ? 'boot' : 'step-backwards';
+      for (const x of continuation ? this.segments.slice(1) : this.segments) merged.push({ ...x, index: x.index + shift });
     }
-    merged.forEach((x, i) => (x.index = i));
+    if (merged.length > MAX_SEGMENTS) merged.splice(0, merged.length - MAX_SEGMENTS);
     this.segments.length = 0;
     this.segments.push(...merged);
     for (const k of Object.keys(this.series) as (keyof HeartbeatSeries)[]) this.series[k].prependHistory(h.series[k], shift);

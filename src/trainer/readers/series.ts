@@ -77,6 +77,9 @@ export class SeriesAcc {
   private compact(): void {
     this.width *= 2;
     this.history = mergePairs(this.history);
+    // buckets never span segments: a run restarted thousands of times cannot be folded further,
+    // so the oldest buckets go (memory stays bounded whatever the input)
+    if (this.history.length > this.opts.historyBuckets * 2) this.history.splice(0, this.history.length - this.opts.historyBuckets);
   }
 
   /**
@@ -98,6 +101,7 @@ export class SeriesAcc {
       this.compact();
       if (this.history.length === before) break; // every bucket its own segment: cannot shrink
     }
+    if (this.history.length > this.opts.historyBuckets * 2) this.history.splice(0, this.history.length - this.opts.historyBuckets);
     this.version++;
     this.total += older.total;
     this.nonFinite += older.nonFinite;
