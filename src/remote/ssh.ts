@@ -527,6 +527,11 @@ export class SshHost implements Host {
 
   private remoteKill(pid: number, sig: 'TERM' | 'KILL'): void {
     if (!Number.isInteger(pid) || pid <= 1) return;
+    if (this.watch) {
+      // the watch loop is a shell already running: no channel, no login-shell start-up
+      this.send(`k ${sig} ${pid}`);
+      return;
+    }
     void this.exec(['sh', '-c', `kill -s ${sig} -- -$1 2>/dev/null || kill -s ${sig} $1 2>/dev/null; exit 0`, 'sh', String(pid)], { timeoutMs: 5000 }).catch(() => {});
   }
 

@@ -13,6 +13,8 @@
 //                               at most MAX bytes per frame
 //   g ID                        stop following ID
 //   o ID OFF INO MAX PATH|      read PATH once from OFF (answer right away, outside frames)
+//   k TERM|KILL PID             end a command this client started (exec timeout, stream stop):
+//                               its process group, else the pid — without a new channel
 // Output (remote → client):
 //   L ID / e INO TYPE SIZE MTIME NAME / E ID     a listing (GNU find); `l <ls -lnai line>` without it
 //   N ID                                         directory missing or unreadable
@@ -95,6 +97,10 @@ while IFS= read -r line; do
     'o '*)
       pf "$\{line#o }" || continue
       rd o "$i" "$off" "$ino" "$max" "$p" ;;
+    'k '*)
+      r=$\{line#k }; sg=$\{r%% *}; i=$\{r#* }
+      num "$i" || continue
+      case $sg in TERM|KILL) kill -s "$sg" -- -"$i" || kill -s "$sg" "$i" ;; esac ;;
   esac
 done
 `.replace(/\$\\\{/g, '${');

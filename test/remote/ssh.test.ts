@@ -324,7 +324,7 @@ test('exec: argv, env, cwd, exit codes, and a timeout kills the remote command',
   const t = await host.exec(['sh', '-c', 'sleep 60; :', marker], { timeoutMs: 700 });
   assert.equal(t.timedOut, true);
   let still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
-  for (let i = 0; i < 50 && still.length; i++) {
+  for (let i = 0; i < 100 && still.length; i++) {
     await new Promise((res) => setTimeout(res, 200));
     still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
   }
@@ -345,7 +345,7 @@ test('stream: lines as they come; stop() ends the remote command', async () => {
   s.stop();
   await s.done;
   let still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
-  for (let i = 0; i < 50 && still.length; i++) {
+  for (let i = 0; i < 100 && still.length; i++) {
     await new Promise((res) => setTimeout(res, 200));
     still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
   }
