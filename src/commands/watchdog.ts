@@ -387,6 +387,7 @@ export class Watchdog {
       try {
         await this.host.writeFile(path, `${first.anomaly}\n`, { exclusive: true });
         await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: path });
+        if (first.anomaly === 'gate_collapse') await this.writeGateDetails(run);
       } catch (e) {
         const existing = await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
         await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: null, kept: existing, why: existing !== null ? 'an earlier anomaly is recorded; it is kept' : (e as Error).message });
@@ -422,4 +423,17 @@ export class Watchdog {
   }
 
   private lastVerdicts = '';
+
+  /** gate_collapse_details.json, as the real watchdog writes it (WD:146-158); never overwritten */
+  private async writeGateDetails(run: RunSnapshot): Promise<void> {
+    const g = run.gates;
+    if (!g) return;
+    const details = { gate_entropy_mean: g.entropyMean, gate_max_gate: g.maxGate, gate_collapse_frac: g.collapseFrac, gate_branch_shares: g.branchShares, step: g.step };
+    const path = join(this.outDir, 'gate_collapse_details.json');
+    try {
+      await this.host.writeFile(path, JSON.stringify(details, null, 2) + '\n', { exclusive: true });
+    } catch {
+      /* one is there already: kept */
+    }
+  }
 }

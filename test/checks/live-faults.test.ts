@@ -20,6 +20,10 @@ test('crash@step=20,rank=1: the dead rank is critical, the run ends EXITED; repo
   assert.ok(r.alerts.some((a) => (a.id === 'rank-died:1' || a.id === 'exited') && a.severity === 'critical'), JSON.stringify(r.alerts.map((a) => a.id)));
   assert.equal(r.ls.at(-1)?.state, 'EXITED');
   assert.equal(r.code, 1);
+  // the first anomaly is written once and kept, whatever follows (a stall, the exit)
+  const an = r.ls.filter((l) => l.event === 'anomaly');
+  assert.equal(an.length, 1);
+  assert.equal(readFileSync(join(r.dir, '.anomaly_type'), 'utf8').trim(), an[0]!['type']);
   const rep = start(['report', r.dir, '--phase', '0']);
   assert.equal(await rep.done, 1, 'a critical alert makes every phase NO-GO');
 });

@@ -10,6 +10,8 @@ test('gate-collapse@step=10: critical after 3 consecutive records; .anomaly_type
   assert.ok(has(r.alerts, 'gates:collapse', 'critical'));
   assert.ok(r.alerts.some((a) => a.id === 'gates:collapse' && a.severity === 'info'), 'the countdown ("would halt in k") comes first');
   assert.equal(readFileSync(join(r.dir, '.anomaly_type'), 'utf8').trim(), 'gate_collapse');
+  const details = JSON.parse(readFileSync(join(r.dir, 'gate_collapse_details.json'), 'utf8'));
+  assert.ok('gate_entropy_mean' in details && Array.isArray(details.gate_branch_shares), 'the real watchdog\'s details file, same keys');
   assert.equal(r.ls.at(-1)?.state, 'HALTED');
 });
 
