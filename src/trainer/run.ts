@@ -94,6 +94,8 @@ interface TbFollow {
   health: FileHealth;
   order: number;
   ino: number | null;
+  /** size in the latest listing of tb/ */
+  listedSize: number;
 }
 
 interface WholeFile {
@@ -275,9 +277,19 @@ export class RunModel {
         }
       }
     }
-    for (const t of this.tbFiles.values()) {
+    this.planTbReads(reads, owners);
+  }
+
+  /**
+   * TB event files are read one after another in name (= time) order: a later file is only read
+   * once the earlier ones are read to their listed end, so series never interleave two writers.
+   */
+  private planTbReads(reads: ReadRequest[], owners: (() => (r: ReadResult) => void)[]): void {
+    const files = [...this.tbFiles.values()].sort((a, b) => a.order - b.order);
+    for (const t of files) {
       reads.push({ path: t.path, offset: t.offset, maxBytes: TB_CHUNK });
       owners.push(() => (r) => this.onTbRead(t, r));
+      if (t.offset + TB_CHUNK < t.listedSize) break;
     }
   }
 
@@ -519,14 +531,19 @@ export class RunModel {
     const tbList = p.subdirs.tb;
     if (tbList) {
       const events = tbList.filter((e) => e.isFile && e.name.includes('tfevents')).sort((a, b) => (a.name < b.name ? -1 : 1));
+      let added = false;
       for (const e of events) {
         const name = `tb/${e.name}`;
-        if (this.tbFiles.has(name)) continue;
-        const t: TbFollow = { type: 'tb', name, path: join(this.runDir, 'tb', e.name), offset: 0, reader: new TfRecordReader(), health: newHealth(), order: this.tbOrder++, ino: null };
+        const known = this.tbFiles.get(name);
+        if (known) {
+          known.listedSize = e.size;
+          continue;
+        }
+        const t: TbFollow = { type: 'tb', name, path: join(this.runDir, 'tb', e.name), offset: 0, reader: new TfRecordReader(), health: newHealth(), order: this.tbOrder++, ino: null, listedSize: e.size };
         this.tbFiles.set(name, t);
-        more.push({ path: t.path, offset: 0, maxBytes: TB_CHUNK });
-        owners.push(() => (r) => this.onTbRead(t, r));
+        added = true;
       }
+      if (added) this.planTbReads(more, owners);
     }
   }
 

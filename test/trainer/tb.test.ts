@@ -168,3 +168,39 @@ test('a run with CSV off: loss, tok/s and lr series come from tb/ and the heartb
     t.done();
   }
 });
+
+test('several event files (a resumed run) are read in order, one segment each, never interleaved', async () => {
+  const t = tempDir();
+  try {
+    mkdirSync(join(t.dir, 'tb'));
+    // the older file is bigger than one poll's read, the newer one small
+    const old: Buffer[] = [frameRecord(encodeFileVersionEvent(T0))];
+    for (let i = 1; i <= 60_000; i++) old.push(frameRecord(encodeScalarEvent(T0 + i, i, [{ tag: 'train/loss', value: 6 }, { tag: 'train/toks_per_s', value: 100 }, { tag: 'train/lr', value: 1e-4 }])));
+    writeFileSync(join(t.dir, 'tb', 'events.out.tfevents.1800000000.box.1.0'), Buffer.concat(old));
+    const young: Buffer[] = [frameRecord(encodeFileVersionEvent(T0 + 90_000))];
+    for (let i = 1; i <= 5; i++) young.push(frameRecord(encodeScalarEvent(T0 + 90_000 + i, i, [{ tag: 'train/loss', value: 3 }])));
+    writeFileSync(join(t.dir, 'tb', 'events.out.tfevents.1800090000.box.2.0'), Buffer.concat(young));
+    const m = new RunModel(new LocalHost(), t.dir, { recentWindow: 100 });
+    let s = await m.poll();
+    for (let i = 0; i < 10; i++) s = await m.poll();
+    assert.ok(Buffer.concat(old).length > 4 * 1024 * 1024, 'the old file needs more than one read');
+    assert.equal(s.series.loss.total, 60_005);
+    assert.deepEqual(
+      s.series.loss.recent.slice(-7).map((p) => [p.step, p.value, p.segment]),
+      [
+        [59_999, 6, 0],
+        [60_000, 6, 0],
+        [1, 3, 1],
+        [2, 3, 1],
+        [3, 3, 1],
+        [4, 3, 1],
+        [5, 3, 1],
+      ],
+    );
+    assert.ok(s.series.loss.history.every((b) => b.segment === 0 && b.max === 6), 'older history is the old file only');
+    assert.equal(s.tb.lastStep, 5);
+    assert.equal(s.loss, 3);
+  } finally {
+    t.done();
+  }
+});
