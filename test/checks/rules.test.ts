@@ -430,3 +430,12 @@ test('.anomaly_type left from an earlier run is a warning, not a critical anomal
   run.control.anomaly = { type: 'heartbeat_stall', mtimeMs: lastTs };
   assert.equal(find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:heartbeat_stall')!.severity, 'critical');
 });
+
+test('the step-5 hang signature (§8.1): frozen step, rank at 100 % CPU, no GPU spin → "slow step" verdict naming NSA_PREFILL_BATCHED', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 1, t, logEvery: 20, stepTimeS: 2 });
+  run.identity.flags = { NSA_PREFILL_BATCHED: '0' };
+  const ev = new Checker().evaluate({ now: t + 400_000, run, procs: procs([proc(0, 'R', { cpuPct: 104 })]), gpu: null });
+  const v = ev.verdicts.find((x) => x.kind === 'slow-step');
+  assert.match(v!.text, /104 % CPU.*NSA_PREFILL_BATCHED=0/);
+});
