@@ -405,6 +405,25 @@ test('the process table over SSH matches the local one (one command per refresh)
   }
 });
 
+test('ssh-agent: logs in with a key only the agent holds (SSH_AUTH_SOCK)', async () => {
+  const sock = join(tmp, 'agent.sock');
+  const agent = spawn('ssh-agent', ['-D', '-a', sock], { stdio: 'ignore' });
+  try {
+    const t0 = Date.now();
+    while (!existsSync(sock) && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
+    const add = (await import('node:child_process')).spawnSync('ssh-add', [sshd.userKey], { env: { ...process.env, SSH_AUTH_SOCK: sock }, encoding: 'utf8' });
+    assert.equal(add.status, 0, add.stderr);
+    const target = resolveTarget(`${userInfo().username}@127.0.0.1:${sshd.port}`, { configText: '', home: join(tmp, 'no-home') });
+    assert.deepEqual(target.identityFiles, [], 'no key file: only the agent can log in');
+    const h = await SshHost.connect({ target, knownHostsFiles: [sshd.knownHosts], agentSocket: sock });
+    assert.equal((await h.exec(['echo', 'agent'], { timeoutMs: 5000 })).stdout, 'agent\n');
+    await h.close();
+    await assert.rejects(SshHost.connect({ target, knownHostsFiles: [sshd.knownHosts], agentSocket: null }), /no way to authenticate/);
+  } finally {
+    agent.kill('SIGTERM');
+  }
+});
+
 test('openHost: ~/.ssh/config alias (HostName/User/Port/IdentityFile) and the --host form', async () => {
   const home = join(tmp, 'home');
   mkdirSync(join(home, '.ssh'), { recursive: true });
