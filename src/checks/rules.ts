@@ -370,8 +370,31 @@ export function ruleIdentity(ctx: Ctx): Draft[] {
     out.push(a('identity:toy', 'run-identity', 'critical',
       `toy model (dim ${model?.dim ?? 128}, ${model?.nLayers ?? 1} layer, S=${seq ?? 128}) running under the 125M name ${configBasename(claimName)}`,
       `contract §8.4: CONFIG ${cfg ?? 'absent'}${ctx.run.checkpoints.length === 0 ? ', no checkpoints' : ''}${id.dtype ? `, dtype ${id.dtype}` : ''}`, { anomaly: 'wrong_config' }));
+  } else if (!model && real) {
+    // Dims unknown (the real trainer writes no config into out_dir): the other tells of §8.4.
+    const ev = toyTells(ctx);
+    if (ev.length >= 2 && (claimName || (ctx.run.totalSteps ?? 0) >= 5000)) {
+      out.push(a('identity:toy', 'run-identity', claimName ? 'critical' : 'warning',
+        `this looks like the toy config${claimName ? ` running under the 125M name ${configBasename(claimName)}` : ` on a ${ctx.run.totalSteps}-step run`}`,
+        `contract §8.4 tells: ${ev.join('; ')}`, claimName ? { anomaly: 'wrong_config' } : {}));
+    }
   }
   out.push(...ruleSyntheticData(ctx));
+  return out;
+}
+
+/** The toy config's other fingerprints (contract §8.4) when the model dims are not known. */
+function toyTells(ctx: Ctx): string[] {
+  const id = ctx.run.identity;
+  const out: string[] = [];
+  const seq = id.train?.seqLen ?? null;
+  if (seq !== null && seq <= 128) out.push(`seq_len ${seq}`);
+  if (id.config === null && envJsonRead(ctx)) out.push('no CONFIG in env.json');
+  const mem = ctx.run.lastProgress?.gpuMemReservedMiB ?? ctx.ranks.find((r) => r.rank === 0)?.memReservedMiB ?? null;
+  if (mem !== null && mem < 200 && (ctx.run.step ?? 0) >= 10) out.push(`GPU memory reserved only ${Math.round(mem)} MiB`);
+  if (id.dtype && /float32|fp32/i.test(id.dtype) && (id.gpuName || mem !== null)) out.push(`dtype ${id.dtype} on a GPU`);
+  if (id.train?.saveEvery === 0) out.push('save_every 0 (no checkpoints)');
+  if (/\[boot\] loading config configs\/train_showcase\.yaml/.test(ctx.run.log.lines.join('\n'))) out.push('train.log: "[boot] loading config configs/train_showcase.yaml"');
   return out;
 }
 

@@ -439,3 +439,20 @@ test('the step-5 hang signature (§8.1): frozen step, rank at 100 % CPU, no GPU 
   const v = ev.verdicts.find((x) => x.kind === 'slow-step');
   assert.match(v!.text, /104 % CPU.*NSA_PREFILL_BATCHED=0/);
 });
+
+test('toy config with unknown dims (the real trainer writes no config into out_dir): the other §8.4 tells', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 300, t, total: 50000 });
+  run.identity.model = null;
+  run.identity.train!.seqLen = 128;
+  run.identity.train!.saveEvery = 0;
+  run.ranks[0]!.memReservedMiB = 42;
+  const warn = find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:toy');
+  assert.equal(warn?.severity, 'warning');
+  assert.match(warn!.detail, /seq_len 128.*42 MiB.*save_every 0/);
+  const crit = find(new Checker().evaluate({ now: t, run, procs: null, gpu: null, launched: { config: 'configs/m7c_125m_2xa100_production.yaml' } }).alerts, 'identity:toy');
+  assert.equal(crit?.severity, 'critical');
+  run.identity.train!.seqLen = 2048;
+  run.ranks[0]!.memReservedMiB = 27000;
+  assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:toy'), 'one tell alone is not enough');
+});
