@@ -298,20 +298,17 @@ async function dumpFiles(host: Host, dir: string): Promise<Map<string, number>> 
   return m;
 }
 
-/** A new or rewritten signal dump since `before`, preferring one whose name carries this pid. */
-function newDump(before: Map<string, number>, now: Map<string, number>, pid: number, claimed: Set<string>): string | null {
-  let best: string | null = null;
-  for (const [name, mtime] of now) {
-    if (claimed.has(name)) continue;
-    const prev = before.get(name);
-    if (prev !== undefined && prev === mtime) continue;
-    const r = DUMP_RE.exec(name);
-    const filePid = r?.[5] !== undefined ? Number(r[5]) : null;
-    if (filePid !== null && filePid !== pid) continue; // another rank's late answer
-    if (filePid === pid) return name;
-    best ??= name;
+/** When the dump says it was written: its "Signal N at <iso>Z" header, else the file's mtime. */
+async function dumpTime(host: Host, path: string, mtimeMs: number): Promise<number> {
+  try {
+    const head = (await host.readRange(path, 0, 200)).toString('utf8');
+    const m = /^Signal \d+ at (\d{4}-\d\d-\d\dT[\d:.]+)Z?/.exec(head);
+    const t = m ? Date.parse(`${m[1]}Z`) : NaN;
+    if (Number.isFinite(t)) return t;
+  } catch {
+    /* vanished or unreadable: mtime */
   }
-  return best;
+  return mtimeMs;
 }
 
 async function pySpyInstalled(host: Host): Promise<boolean> {
@@ -327,15 +324,20 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * SIGUSR1 to every rank (never the launcher: torchrun does not forward it), each pid + start time
- * verified first, staggered ≥ 1.1 s so the real trainer's one-file-per-second names cannot collide;
- * waits for each new stack dump, names the ranks that did not answer and why; notes py-spy.
+ * verified first, staggered >= 1.1 s so the real trainer's one-file-per-second names cannot collide.
+ * Each rank gets `answerMs` (default 2 s) to answer before the next is signalled; ranks that have not
+ * answered by then keep being waited for until `waitMs` after the last signal, so a run whose ranks
+ * all hang costs n x answerMs + waitMs, not n x waitMs. A dump is matched to its rank by the pid in
+ * its name (the reference trainer) or else by when it was written (the real trainer's names carry
+ * only the second): the signalled rank whose signal came last before it. Non-answering ranks are
+ * named with why (stopped, D state, zombie, gone, inside a C call); py-spy availability is noted.
  */
 export async function dumpAll(
   host: Host,
   runDir: string,
   ranks: RankTarget[],
   actor: Actor,
-  opts: ControlOptions & { staggerMs?: number; waitMs?: number; onProgress?: (msg: string) => void } = {},
+  opts: ControlOptions & { staggerMs?: number; waitMs?: number; answerMs?: number; onProgress?: (msg: string) => void } = {},
 ): Promise<DumpOutcome> {
   const say = opts.onProgress ?? (() => {});
   const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
@@ -345,60 +347,95 @@ export async function dumpAll(
   const { outDir } = await resolveRunDirs(host, runDir);
   const stagger = Math.max(1100, opts.staggerMs ?? 1100);
   const waitMs = opts.waitMs ?? 8000;
+  const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
+  // a remote host's clock is corrected, not exact: allow for it when matching dumps to signals
+  const skewMs = host.kind === 'local' ? 50 : 750;
   const pySpyP = pySpyInstalled(host);
-  const perRank: DumpOutcome['perRank'] = [];
-  const claimed = new Set<string>();
+  type Slot = { t: RankTarget; status: 'dumped' | 'no-answer' | 'refused' | 'pending'; file?: string; why?: string; sentAt?: number };
+  const slots: Slot[] = sorted.map((t) => ({ t, status: 'pending' }));
+  const seen = await dumpFiles(host, outDir); // name → mtime already accounted for
   let lastSignalAt = -Infinity;
-  for (const t of sorted) {
+
+  /** New dump files since the last look, each given to the rank it belongs to. */
+  const collect = async () => {
+    const now = await dumpFiles(host, outDir);
+    for (const [name, mtime] of now) {
+      if (seen.get(name) === mtime) continue;
+      seen.set(name, mtime);
+      const pidInName = DUMP_RE.exec(name)?.[5];
+      let slot: Slot | undefined;
+      if (pidInName !== undefined) slot = slots.find((x) => x.t.pid === Number(pidInName) && x.sentAt !== undefined);
+      else {
+        const at = await dumpTime(host, join(outDir, name), mtime);
+        const cands = slots.filter((x) => x.sentAt !== undefined && x.sentAt - skewMs <= at);
+        slot = cands.sort((x, y) => y.sentAt! - x.sentAt!)[0];
+      }
+      if (!slot || slot.status === 'dumped') continue; // someone else's dump, or a second one
+      slot.status = 'dumped';
+      slot.file = join(outDir, name);
+      say(`rank ${slot.t.rank}: ${name}`);
+    }
+  };
+
+  for (const slot of slots) {
+    const t = slot.t;
     const v = await verifyRank(host, t);
     if (!v.ok) {
-      perRank.push({ rank: t.rank, pid: t.pid, status: 'refused', why: v.why ?? 'not verified' });
-      say(`rank ${t.rank} (pid ${t.pid}): refused — ${v.why}`);
+      Object.assign(slot, { status: 'refused', why: v.why ?? 'not verified' });
+      say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
       continue;
     }
     if (v.proc && isLauncher(v.proc)) {
       // torchrun does not forward SIGUSR1, and its default action would kill the launcher
-      const why = `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded`;
-      perRank.push({ rank: t.rank, pid: t.pid, status: 'refused', why });
-      say(`rank ${t.rank}: refused — ${why}`);
+      Object.assign(slot, { status: 'refused', why: `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded` });
+      say(`rank ${t.rank}: refused — ${slot.why}`);
       continue;
     }
     const gap = lastSignalAt + stagger - Date.now();
     if (gap > 0) await sleep(gap);
-    const before = await dumpFiles(host, outDir);
+    await collect(); // late answers from earlier ranks belong to them, not to this one
+    slot.sentAt = host.now();
     try {
       await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime });
     } catch (e) {
-      perRank.push({ rank: t.rank, pid: t.pid, status: 'no-answer', why: `signal failed: ${(e as Error).message}` });
+      Object.assign(slot, { status: 'no-answer', why: `signal failed: ${(e as Error).message}`, sentAt: undefined });
       continue;
     }
     lastSignalAt = Date.now();
     say(`rank ${t.rank} (pid ${t.pid}): SIGUSR1 sent, waiting for its stack dump…`);
-    const deadline = lastSignalAt + waitMs;
-    let file: string | null = null;
-    while (Date.now() < deadline) {
+    const until = lastSignalAt + answerMs;
+    while (Date.now() < until && slot.status !== 'dumped') {
       await sleep(150);
-      file = newDump(before, await dumpFiles(host, outDir), t.pid, claimed);
-      if (file) break;
+      await collect();
     }
-    if (file) {
-      claimed.add(file);
-      perRank.push({ rank: t.rank, pid: t.pid, status: 'dumped', file: join(outDir, file) });
-      say(`rank ${t.rank}: ${file}`);
-      continue;
-    }
+    if (slot.status !== 'dumped') say(`rank ${t.rank}: no dump yet after ${(answerMs / 1000).toFixed(1)} s; moving on and still watching for it`);
+  }
+  const deadline = lastSignalAt + waitMs;
+  while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined) && Date.now() < deadline) {
+    await sleep(200);
+    await collect();
+  }
+  for (const slot of slots) {
+    if (slot.status !== 'pending') continue;
     // Why not? Look at the process now.
-    let why = `no stack dump within ${(waitMs / 1000).toFixed(1)} s`;
-    const p = await readProc(host, t.pid).catch(() => null);
+    let why = `no stack dump within ${((Date.now() - (slot.sentAt ?? Date.now())) / 1000).toFixed(1)} s`;
+    const p = await readProc(host, slot.t.pid).catch(() => null);
     if (!p) why += '; the process is gone';
     else {
       const s = stateWhy(p);
       if (s) why += `; ${s}`;
       else why += `; state ${p.state}${p.wchan ? ` (wchan ${p.wchan})` : ''} — the main thread may be inside a long C/CUDA/NCCL call (Python runs handlers only between bytecodes)`;
     }
-    perRank.push({ rank: t.rank, pid: t.pid, status: 'no-answer', why });
-    say(`rank ${t.rank}: ${why}`);
+    Object.assign(slot, { status: 'no-answer', why });
+    say(`rank ${slot.t.rank}: ${why}`);
   }
+  const perRank: DumpOutcome['perRank'] = slots.map((x) => ({
+    rank: x.t.rank,
+    pid: x.t.pid,
+    status: x.status as 'dumped' | 'no-answer' | 'refused',
+    ...(x.file ? { file: x.file } : {}),
+    ...(x.why ? { why: x.why } : {}),
+  }));
   const pySpy = await pySpyP;
   const dumped = perRank.filter((r) => r.status === 'dumped').length;
   const result: ActionRecord['result'] = dumped === sorted.length && sorted.length > 0 ? 'ok' : dumped > 0 ? 'partial' : perRank.every((r) => r.status === 'refused') ? 'refused' : 'failed';

@@ -112,6 +112,36 @@ test('dumpAll refuses a pid whose start time does not match, and names a stopped
   }
 });
 
+test('dumpAll: a rank that answers late is still waited for (without holding up the others) and matched to its dump', async () => {
+  const dir = tempDir('dump-late');
+  const kids: Kid[] = [];
+  try {
+    // real-trainer names (no pid): the late rank is the last one signalled
+    kids.push(await startKid(host, dir), await startKid(host, dir, undefined, { DUMP_DELAY_MS: '1500' }));
+    const who = await currentActor(host);
+    const out = await dumpAll(host, dir, kids.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })), who, { answerMs: 400, waitMs: 5000 });
+    assert.deepEqual(out.perRank.map((r) => r.status), ['dumped', 'dumped']);
+    for (const [i, r] of out.perRank.entries()) assert.match(readFileSync(r.file!, 'utf8'), new RegExp(`pid ${kids[i]!.pid}\\b`));
+  } finally {
+    killKids(kids);
+  }
+  // reference-trainer names carry rank and pid: a late middle rank is matched exactly
+  const dir2 = tempDir('dump-late-pid');
+  const kids2: Kid[] = [];
+  try {
+    kids2.push(
+      await startKid(host, dir2, undefined, { DUMP_RANK: '0' }),
+      await startKid(host, dir2, undefined, { DUMP_RANK: '1', DUMP_DELAY_MS: '1500' }),
+      await startKid(host, dir2, undefined, { DUMP_RANK: '2' }),
+    );
+    const out = await dumpAll(host, dir2, kids2.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })), await currentActor(host), { answerMs: 400, waitMs: 5000 });
+    assert.deepEqual(out.perRank.map((r) => r.status), ['dumped', 'dumped', 'dumped']);
+    for (const [i, r] of out.perRank.entries()) assert.match(r.file!, new RegExp(`_rank${i}_${kids2[i]!.pid}\\.txt$`));
+  } finally {
+    killKids(kids2);
+  }
+});
+
 test('dumpAll never signals a launcher (torchrun does not forward SIGUSR1)', async () => {
   const dir = tempDir('dump-launcher');
   const kids: Kid[] = [];

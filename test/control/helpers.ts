@@ -10,10 +10,12 @@ import { readProc } from '../../src/remote/procs.js';
 const CHILD = `
 const fs = require('fs');
 const dir = process.env.DUMP_DIR;
-process.on('SIGUSR1', () => {
-  const name = dir + '/stackdump_' + Math.floor(Date.now() / 1000) + '.txt';
-  fs.writeFileSync(name, 'Signal 10 at ' + new Date().toISOString() + 'Z\\n--- Thread: MainThread (1) ---\\n  pid ' + process.pid + '\\n');
-});
+const delay = Number(process.env.DUMP_DELAY_MS || 0);
+process.on('SIGUSR1', () => setTimeout(() => {
+  const tag = process.env.DUMP_RANK ? '_rank' + process.env.DUMP_RANK + '_' + process.pid : '';
+  const name = dir + '/stackdump_' + Math.floor(Date.now() / 1000) + tag + '.txt';
+  fs.writeFileSync(name, 'Signal 10 at ' + new Date().toISOString().replace('Z', '') + 'Z\\n--- Thread: MainThread (1) ---\\n  pid ' + process.pid + '\\n');
+}, delay));
 process.on('SIGINT', () => process.exit(130));
 setInterval(() => {}, 1000);
 process.stdout.write('ready\\n');
@@ -30,8 +32,8 @@ export interface Kid {
   exited: Promise<{ code: number | null; signal: string | null }>;
 }
 
-export async function startKid(host: Host, dir: string, argv0?: string): Promise<Kid> {
-  const child = spawn(process.execPath, ['-e', CHILD], { argv0, env: { ...process.env, DUMP_DIR: dir }, stdio: ['ignore', 'pipe', 'inherit'] });
+export async function startKid(host: Host, dir: string, argv0?: string, env: Record<string, string> = {}): Promise<Kid> {
+  const child = spawn(process.execPath, ['-e', CHILD], { argv0, env: { ...process.env, DUMP_DIR: dir, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());
