@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { ActivityStack, writeStackDump } from '../../src/trainer/reference/activity.js';
+import { EARLY_SIGUSR1_NODE_ARGS } from '../../src/trainer/reference/dumps.js';
 import { newestCompleteCheckpoint, verifyCheckpoint, writeCheckpoint, readCheckpoint, crc32 } from '../../src/trainer/reference/checkpoint.js';
 import { defaultRunConfig, parseConfigObject } from '../../src/trainer/reference/config.js';
 import { LaneSampler, shareOf } from '../../src/trainer/reference/data.js';
@@ -136,4 +138,17 @@ test("config: the real trainer's YAML keys are read, its ignored keys pass quiet
   assert.equal(r.overrides.model?.dim, 128);
   assert.deepEqual(r.warnings, ['[config] ignoring unknown key train.typo_key in x.yaml']);
   assert.throws(() => parseConfigObject({ train: { steps: 'many' } }, 'y.yaml'), /train\.steps/);
+});
+
+test('the early SIGUSR1 listener for rank processes keeps Node from opening its debugger port', async () => {
+  const child = spawn(process.execPath, [...EARLY_SIGUSR1_NODE_ARGS, '-e', 'setTimeout(() => {}, 1500)'], { env: { ...process.env, NSA_TOP_EARLY_SIGUSR1_MARK: '1' } });
+  let err = '';
+  child.stderr.on('data', (b) => (err += b));
+  const done = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+  const t0 = Date.now();
+  while (!err.includes('early SIGUSR1 listener installed') && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 10));
+  child.kill('SIGUSR1');
+  assert.equal(await done, 0);
+  assert.match(err, /SIGUSR1 while starting: no dump yet/);
+  assert.doesNotMatch(err, /Debugger listening/);
 });

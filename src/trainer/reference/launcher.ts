@@ -5,6 +5,7 @@
 // machine, not a distributed training engine.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { combine, type Contribution, type ToLauncher, type ToRank } from './comm.js';
+import { EARLY_SIGUSR1_NODE_ARGS } from './dumps.js';
 import type { RunSpec } from './spec.js';
 
 const SIGNUM: Record<string, number> = { SIGINT: 2, SIGTERM: 15, SIGKILL: 9 };
@@ -95,7 +96,9 @@ export async function runLauncher(spec: RunSpec, selfCommand: string[]): Promise
     };
     for (let rank = 0; rank < world; rank++) {
       const [cmd, ...pre] = selfCommand;
-      const child = spawn(cmd!, [...pre, 'train', '--rank-worker'], {
+      // node itself: install a SIGUSR1 listener before the bundle loads (see dumps.ts)
+      const early = /(^|\/)node[^/]*$/.test(cmd!) ? EARLY_SIGUSR1_NODE_ARGS : [];
+      const child = spawn(cmd!, [...early, ...pre, 'train', '--rank-worker'], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         serialization: 'advanced',
         env: env(rank),

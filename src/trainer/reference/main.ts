@@ -6,6 +6,7 @@ import { parseTrainArgs, TRAIN_HELP, UsageError } from './args.js';
 import { IpcComm, LocalComm, type ToRank } from './comm.js';
 import { ConfigError, configToYaml } from './config.js';
 import { DataError } from './data.js';
+import { installDumpHandler, type DumpHandler } from './dumps.js';
 import { runLauncher } from './launcher.js';
 import { LockError, lockRunDir } from './lock.js';
 import { runRank } from './rank.js';
@@ -24,6 +25,17 @@ export class TrainInputError extends Error {
 }
 
 export async function runTrain(argv: string[], ctx: TrainContext): Promise<number> {
+  // First thing: a SIGUSR1 must never kill a starting trainer.
+  const worker = argv.includes('--rank-worker');
+  const dumps = installDumpHandler(worker ? (process.env.NSA_TOP_RUN_DIR ?? null) : null, worker ? Number(process.env.RANK ?? 0) : 0);
+  try {
+    return await runTrainInner(argv, ctx, dumps);
+  } finally {
+    dumps.uninstall();
+  }
+}
+
+async function runTrainInner(argv: string[], ctx: TrainContext, dumps: DumpHandler): Promise<number> {
   let args;
   try {
     args = parseTrainArgs(argv);
@@ -35,7 +47,7 @@ export async function runTrain(argv: string[], ctx: TrainContext): Promise<numbe
     process.stdout.write(TRAIN_HELP);
     return 0;
   }
-  if (args.rankWorker) return runWorker();
+  if (args.rankWorker) return runWorker(dumps);
 
   let spec: RunSpec;
   try {
@@ -47,20 +59,24 @@ export async function runTrain(argv: string[], ctx: TrainContext): Promise<numbe
     if (err instanceof ConfigError || err instanceof DataError || err instanceof LockError) throw new TrainInputError(`train: ${err.message}`);
     throw err;
   }
-  if (spec.world === 1) return await runSingle(spec);
+  if (spec.world === 1) {
+    dumps.setTarget(spec.outDir, 0);
+    return await runSingle(spec, dumps);
+  }
+  dumps.uninstall(); // the launcher answers SIGUSR1 itself (it points at the ranks)
   return await runLauncher(spec, ctx.selfCommand);
 }
 
-async function runSingle(spec: RunSpec): Promise<number> {
+async function runSingle(spec: RunSpec, dumps: DumpHandler): Promise<number> {
   try {
-    return await runRank(spec, new LocalComm());
+    return await runRank(spec, new LocalComm(), dumps.act);
   } catch (err) {
     if (err instanceof DataError) throw new TrainInputError(`train: ${err.message}`);
     throw err;
   }
 }
 
-async function runWorker(): Promise<number> {
+async function runWorker(dumps: DumpHandler): Promise<number> {
   if (!process.send) throw new TrainInputError('train: --rank-worker is internal (a rank started by the launcher)');
   const rank = Number(process.env.RANK);
   const world = Number(process.env.WORLD_SIZE);
@@ -75,8 +91,9 @@ async function runWorker(): Promise<number> {
     process.once('disconnect', () => reject(new Error('launcher went away before sending the run spec')));
   });
   const comm = new IpcComm(rank, world);
+  dumps.setTarget(spec.outDir, rank);
   try {
-    const code = await runRank(spec, comm);
+    const code = await runRank(spec, comm, dumps.act);
     return code;
   } catch (err) {
     process.stderr.write(`[train] rank ${rank} (pid ${process.pid}) failed: ${(err as Error).stack ?? err}\n`);

@@ -4,7 +4,7 @@
 // resume continues the step count, schedule, optimizer and data position.
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ActivityStack, writeStackDump } from './activity.js';
+import { ActivityStack } from './activity.js';
 import { writeCheckpoint, readCheckpoint } from './checkpoint.js';
 import { CollectiveAborted, type Comm, type Reduced } from './comm.js';
 import { loadCorpus, LaneSampler, shareOf, valBatches, type DataPosition } from './data.js';
@@ -37,13 +37,17 @@ const out = (line: string) => process.stdout.write(line + '\n');
 
 type Ending = 'completed' | 'halt' | 'nan' | 'signal' | 'aborted';
 
-export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
+/**
+ * Runs one rank to its end; returns the exit code. SIGUSR1 is answered by the caller's handler
+ * (installed at process start, see dumps.ts) from `act`, which this loop keeps current.
+ */
+export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = new ActivityStack()): Promise<number> {
   const rank = comm.rank;
   const world = comm.world;
   const dir = spec.outDir;
   const cfg = spec.cfg;
   const T = cfg.train;
-  const act = new ActivityStack();
+  while (act.phase !== 'idle') act.exit(); // the early 'startup' entered at process start
   act.enter('startup');
 
   // ---- signals
@@ -59,14 +63,6 @@ export async function runRank(spec: RunSpec, comm: Comm): Promise<number> {
   };
   process.on('SIGTERM', onStop);
   process.on('SIGINT', onStop);
-  process.on('SIGUSR1', () => {
-    try {
-      const p = writeStackDump(dir, rank, act);
-      process.stderr.write(`[train] rank ${rank}: SIGUSR1 → stack dump ${p}\n`);
-    } catch (err) {
-      process.stderr.write(`[train] rank ${rank}: stack dump failed: ${(err as Error).message}\n`);
-    }
-  });
   // Waits that might never end (a hung peer, an injected hang) are guarded: once a stop signal has
   // arrived, give the wait a short grace, then abandon it.
   const stopListeners = new Set<() => void>();
