@@ -14,6 +14,7 @@ import { readSupervisorState } from '../trainer/supervisor/state.js';
 import { resolveRunDir } from '../trainer/rundir.js';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
+import { FramePainter } from '../ui/paint.js';
 import { noColor } from '../ui/palette.js';
 import { plain } from '../ui/text.js';
 import { initialView } from '../ui/view.js';
@@ -104,7 +105,7 @@ const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
 const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 
 /** Runs the cockpit until the operator quits. Returns how it ended. */
-export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'> {
+export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
   const gpu = await gpuSourceFor(o.host, Math.max(1000, o.intervalMs));
   const collector = new Collector({ host: o.host, runDir: o.runDir, intervalMs: o.intervalMs, readOnly: o.readOnly, gpu, readSupervisorState });
   const nc = noColor();
@@ -125,20 +126,30 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, changed: () => collector.refreshSoon() });
     const renderMs = { current: null as number | null };
     out.write(ALT_ON);
-    const onResize = () => out.write('\x1b[2J\x1b[H');
+    // NSA_TOP_RENDER=ink draws through Ink's own output (whole frame each time); the default paints
+    // changed rows only (see src/ui/paint.ts)
+    const painter = process.env.NSA_TOP_RENDER === 'ink' ? undefined : new FramePainter((s) => out.write(s), nc);
+    const onResize = () => {
+      if (painter) painter.invalidate();
+      else out.write('\x1b[2J\x1b[H');
+    };
     out.on('resize', onResize);
     const restore = () => out.write(ALT_OFF);
     process.once('exit', restore);
-    const inst = render(createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs }), {
+    const inst = render(createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs, painter }), {
       maxFps: 4,
       exitOnCtrlC: !interactive,
       patchConsole: true,
       incrementalRendering: false,
       onRender: (m) => {
-        renderMs.current = m.renderTime;
+        if (!painter) renderMs.current = m.renderTime;
       },
     });
-    const onSig = () => inst.unmount();
+    let bySignal = false;
+    const onSig = () => {
+      bySignal = true;
+      inst.unmount();
+    };
     process.once('SIGINT', onSig);
     process.once('SIGTERM', onSig);
     process.once('SIGHUP', onSig);
@@ -150,9 +161,13 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       process.off('SIGHUP', onSig);
       out.off('resize', onResize);
       process.off('exit', restore);
-      restore();
+      try {
+        restore();
+      } catch {
+        /* the terminal is gone (hangup) */
+      }
     }
-    return 'quit';
+    return bySignal ? 'signal' : 'quit';
   } finally {
     collector.stop();
     gpu?.stop();

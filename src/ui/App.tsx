@@ -2,14 +2,15 @@
 // draws compose()'s lines; turns keys into commands through the keymap. It never reads a file or
 // runs a command: data comes from the store (the collector), effects go through `actions`.
 import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { lineToAnsi } from './ansi.js';
+import type { FramePainter } from './paint.js';
 import { compose, visiblePanels } from './compose.js';
 import { type Dialog, ESCALATE_AFTER_S } from './dialog.js';
 import { commandFor, type Command } from './keymap.js';
-import type { PanelId } from './layout.js';
+import { FOCUSABLE, type PanelId } from './layout.js';
 import { initialView, type ViewState } from './view.js';
 
 export interface Store {
@@ -28,6 +29,8 @@ export interface AppProps {
   onQuit?: () => void;
   /** seconds between clock ticks that refresh ages ("12 s ago") */
   tickMs?: number;
+  /** paint frames with this (row diffs) instead of Ink's own output; Ink then renders nothing */
+  painter?: FramePainter;
 }
 
 /** Panels whose natural end is the bottom (scrolling up reveals older lines). */
@@ -44,7 +47,16 @@ export function App(p: AppProps) {
   const dialogRef = useRef<Dialog | null>(null);
   dialogRef.current = dialog;
 
-  useEffect(() => p.store.subscribe((s) => setState(s)), [p.store]);
+  const lastData = useRef(0);
+  useEffect(
+    () =>
+      p.store.subscribe((s) => {
+        lastData.current = Date.now();
+        setNow(Date.now());
+        setState(s);
+      }),
+    [p.store],
+  );
   useEffect(() => {
     const onResize = () => setSize({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
     stdout.on('resize', onResize);
@@ -53,7 +65,12 @@ export function App(p: AppProps) {
     };
   }, [stdout]);
   useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), p.tickMs ?? 1000);
+    // ages ("12 s ago") must keep counting when nothing arrives (a stalled run), but a frame per
+    // new state is enough while data flows
+    const every = p.tickMs ?? 1000;
+    const t = setInterval(() => {
+      if (Date.now() - lastData.current >= every * 0.9) setNow(Date.now());
+    }, every);
     return () => clearInterval(t);
   }, [p.tickMs]);
 
@@ -113,24 +130,30 @@ export function App(p: AppProps) {
     [p.actions, update],
   );
 
+  // keys can arrive faster than React re-renders: the next key must see this key's dialog
+  const setDialogNow = (d: Dialog | null) => {
+    dialogRef.current = d;
+    setDialog(d);
+  };
+
   const dialogKey = (input: string, key: Partial<Key>, d: Dialog): void => {
     const esc = !!key.escape;
     switch (d.kind) {
       case 'help':
       case 'refused':
-        if (esc || input === '?' || input === 'q' || key.return) setDialog(null);
+        if (esc || input === '?' || input === 'q' || key.return) setDialogNow(null);
         return;
       case 'dump':
-        if (esc || ((d.result || d.error) && (key.return || input === 'q'))) setDialog(null);
+        if (esc || ((d.result || d.error) && (key.return || input === 'q'))) setDialogNow(null);
         return;
       case 'halt-choose':
-        if (esc) setDialog(null);
+        if (esc) setDialogNow(null);
         else if (input === 'n') startHalt('now');
         else if (input === 'c') startHalt('after-checkpoint');
         return;
       case 'halt-track': {
         if (esc) {
-          setDialog(null);
+          setDialogNow(null);
           return;
         }
         const age = (Date.now() - d.startedAt) / 1000;
@@ -138,41 +161,43 @@ export function App(p: AppProps) {
         if (input === 'i') startEscalate('SIGINT');
         else if (input === 'K') {
           if (d.killArmed) startEscalate('SIGKILL');
-          else setDialog({ ...d, killArmed: true });
+          else setDialogNow({ ...d, killArmed: true });
         }
         return;
       }
       case 'relaunch': {
         if (esc) {
-          setDialog(null);
+          setDialogNow(null);
           return;
         }
         if (d.stage === 'done') {
-          if (key.return || input === 'q') setDialog(null);
+          if (key.return || input === 'q') setDialogNow(null);
           return;
         }
         if (d.stage === 'running') return;
         const field = d.stage === 'confirm' ? 'input' : 'haltInput';
         if (key.backspace || key.delete) {
-          setDialog({ ...d, [field]: d[field].slice(0, -1), error: null });
+          setDialogNow({ ...d, [field]: d[field].slice(0, -1), error: null });
           return;
         }
-        if (key.return) {
-          if (d.stage === 'confirm') {
-            if (d.input !== state?.run.identity.name) {
-              setDialog({ ...d, error: `"${d.input}" is not the run name; nothing done` });
-              return;
-            }
-            if (state?.run.control.halt.present) setDialog({ ...d, stage: 'halt-confirm', error: null });
-            else startRelaunch(false);
-          } else {
-            if (d.haltInput === 'remove') startRelaunch(true);
-            else if (d.haltInput === 'keep') startRelaunch(false);
-            else setDialog({ ...d, error: 'type "remove" or "keep"' });
+        // typed or pasted text; a chunk may carry the Enter too ("621\r")
+        const typed = key.ctrl || key.meta ? '' : input.replace(/[\x00-\x1f\x7f]/g, '');
+        const value = (d[field] + typed).slice(0, 200);
+        const submit = !!key.return || /[\r\n]/.test(input);
+        if (!submit) {
+          if (typed) setDialogNow({ ...d, [field]: value, error: null });
+          return;
+        }
+        if (d.stage === 'confirm') {
+          if (value !== state?.run.identity.name) {
+            setDialogNow({ ...d, input: value, error: `"${value}" is not the run name; nothing done` });
+            return;
           }
-          return;
-        }
-        if (input && !key.ctrl && !key.meta && input.length < 64 && !/[\x00-\x1f]/.test(input)) setDialog({ ...d, [field]: d[field] + input, error: null });
+          if (state?.run.control.halt.present) setDialogNow({ ...d, input: value, stage: 'halt-confirm', error: null });
+          else startRelaunch(false);
+        } else if (value === 'remove') startRelaunch(true);
+        else if (value === 'keep') startRelaunch(false);
+        else setDialogNow({ ...d, haltInput: value, error: 'type "remove" or "keep"' });
         return;
       }
     }
@@ -183,7 +208,8 @@ export function App(p: AppProps) {
       setDialog({ kind: 'refused', what: c, why: 'nsa-top runs with --read-only: dump, halt and relaunch are disabled' });
       return;
     }
-    const visible = frame ? visiblePanels(frame.layout) : [];
+    // zoomed, tab walks every panel (each in turn fills the screen)
+    const visible = view.zoom ? FOCUSABLE : frame ? visiblePanels(frame.layout) : [];
     const move = (delta: number) => {
       const f = view.focus;
       const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
@@ -258,6 +284,14 @@ export function App(p: AppProps) {
     { isActive: p.interactive },
   );
 
+  useLayoutEffect(() => {
+    if (!p.painter || !frame) return;
+    const t0 = performance.now();
+    p.painter.paint(frame.lines, size.cols, size.rows);
+    p.renderMs.current = performance.now() - t0;
+  }, [frame, p.painter, p.renderMs, size]);
+
+  if (p.painter) return null;
   if (!frame) return <Text dimColor>nsa-top: reading the run…</Text>;
   return (
     <Box flexDirection="column">

@@ -102,11 +102,13 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
     case 'relaunch': {
       const name = s.run.identity.name;
       const lines: Line[] = [];
-      const ck = s.run.checkpoints.filter((c) => c.complete).sort((a, b) => b.step - a.step)[0];
-      lines.push([t(ck ? `resumes from ${ck.name} (step ${ck.step})` : 'no complete checkpoint: starts from step 0', ck ? 'info' : 'warn')]);
-      if (s.runState === 'RUNNING' || s.runState === 'STALLED' || s.runState === 'STARTING') lines.push([t(`the run is ${s.runState}: relaunch stops nothing — halt it first`, 'crit')]);
-      const halt = s.run.control.halt;
-      if (halt.present) lines.push([t(`a .HALT is present${halt.content ? ` ("${clean(halt.content).slice(0, 40)}")` : ''}: it would stop the new run at step 1`, 'warn')]);
+      if (d.stage === 'confirm' || d.stage === 'halt-confirm') {
+        const ck = s.run.checkpoints.filter((c) => c.complete).sort((a, b) => b.step - a.step)[0];
+        lines.push([t(ck ? `resumes from ${ck.name} (step ${ck.step})` : 'no complete checkpoint: starts from step 0', ck ? 'info' : 'warn')]);
+        if (s.runState === 'RUNNING' || s.runState === 'STALLED' || s.runState === 'STARTING') lines.push([t(`the run is ${s.runState}: relaunch stops nothing — halt it first`, 'crit')]);
+        const halt = s.run.control.halt;
+        if (halt.present) lines.push([t(`a .HALT is present${halt.content ? ` ("${clean(halt.content).trim().slice(0, 40)}")` : ''}: it would stop the new run at step 1`, 'warn')]);
+      }
       if (d.stage === 'confirm') {
         lines.push([]);
         lines.push(input(`type the run name (${name}) and enter: `, d.input));

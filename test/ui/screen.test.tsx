@@ -223,3 +223,29 @@ test('the Ink app renders the frame into a terminal and re-lays out on resize', 
 });
 
 const base = baseState;
+
+test('the frame painter draws the same screen as the composer and repaints only changed rows', async () => {
+  const { FramePainter } = await import('../../src/ui/paint.js');
+  const s = await judged('ddp2-dumps-halt');
+  const writes: string[] = [];
+  const p = new FramePainter((x) => writes.push(x), false);
+  const f1 = compose(s, initialView(), 120, 40, s.at);
+  p.paint(f1.lines, 120, 40);
+  const a = await xtermScreen(120, 40, writes);
+  for (let y = 0; y < 39; y++) assert.equal(a.rows[y]!.trimEnd(), plain(f1.lines[y]!).trimEnd(), `row ${y}`);
+  assert.equal(a.rows[39]!.trim(), '');
+  // ten seconds later only the rows with ages change
+  const f2 = compose(s, initialView(), 120, 40, s.at + 10_000);
+  const before = writes.length;
+  p.paint(f2.lines, 120, 40);
+  const delta = writes.slice(before).join('');
+  const changed = f2.lines.filter((l, i) => plain(l) !== plain(f1.lines[i]!)).length;
+  assert.ok(changed > 0 && changed < 39, `some rows change (${changed})`);
+  assert.equal((delta.match(/\x1b\[\d+;1H/g) ?? []).length - 1, changed, 'one cursor move per changed row (plus the parking one)');
+  const b = await xtermScreen(120, 40, writes);
+  for (let y = 0; y < 39; y++) assert.equal(b.rows[y]!.trimEnd(), plain(f2.lines[y]!).trimEnd(), `row ${y} after the update`);
+  // nothing changed: nothing written
+  const n = writes.length;
+  p.paint(f2.lines, 120, 40);
+  assert.equal(writes.length, n);
+});

@@ -82,7 +82,6 @@ export function progressLine(s: CockpitState): Line {
   const risk = s.stepsAtRisk;
   if (risk && risk.lastCheckpointStep != null) parts.push([t(`ckpt @${risk.lastCheckpointStep}`, 'dim')]);
   else if (r.checkpoints.length === 0 && r.step != null) parts.push([t('no checkpoint yet', 'dim')]);
-  if (s.readOnly) parts.push([t(' READ-ONLY ', 'warn', { inverse: true })]);
   return join(parts, ' · ');
 }
 
@@ -92,6 +91,7 @@ export const headerPanel: PanelFn = ({ s, now }) => {
   const first: Line = [
     t(` ${s.runState} `, role, { inverse: true, bold: true }),
     t(' '),
+    ...(s.readOnly ? [t(' READ-ONLY ', 'warn', { inverse: true }), t(' ')] : []),
     t(clean(s.run.identity.name || s.run.runDir), 'title', { bold: true }),
     t(' @ ', 'dim'),
     t(conn.text, conn.role),
