@@ -574,12 +574,16 @@ export class RunModel {
     w.health.size = r.stat.size;
     w.health.offset = r.data.length;
     const text = r.data.toString('utf8');
+    // a small file is judged on its current content: one caught mid-write and fine a poll later
+    // is not an error
     const ok = (): void => {
       w.health.records = 1;
+      w.health.parseErrors = 0;
       w.health.lastError = null;
     };
     const bad = (err: string): void => {
-      w.health.parseErrors++;
+      w.health.records = 0;
+      w.health.parseErrors = 1;
       w.health.lastError = err;
     };
     if (r.stat.size > WHOLE_FILE_CAP && w.kind.kind !== 'stackdump') {

@@ -517,3 +517,22 @@ test('pathological input stays bounded: 3000 restarts, 500 distinct event names'
     t.done();
   }
 });
+
+test('a small file caught mid-write is an error only until it is complete', async () => {
+  const t = tempDir();
+  try {
+    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), hbLine({ ts: T0, msg: 'boot' }));
+    writeFileSync(join(t.dir, 'metrics.json'), '{"steps": 4');
+    const m = new RunModel(new LocalHost(), t.dir);
+    let s = await m.poll();
+    assert.equal(s.files['metrics.json']!.parseErrors, 1);
+    assert.equal(s.metrics, null);
+    writeFileSync(join(t.dir, 'metrics.json'), '{"steps": 40, "loss_last": 2.5}');
+    s = await m.poll();
+    assert.equal(s.files['metrics.json']!.parseErrors, 0);
+    assert.equal(s.files['metrics.json']!.lastError, null);
+    assert.equal(s.totalSteps, 40);
+  } finally {
+    t.done();
+  }
+});
