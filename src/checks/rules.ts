@@ -577,9 +577,6 @@ export function ruleData(ctx: Ctx): Draft[] {
         `median dt_fetch_s of the last ${fetches.length} progress records vs median step time; the GPUs wait on the loader`, { step: lp?.step }));
     }
   }
-  if (d.syntheticFallback && !ctx.run.identity.dataset?.match(/synthetic/)) {
-    // covered by the synthetic tell when the dataset claims real data
-  }
   return out;
 }
 

@@ -53,6 +53,7 @@ Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   anomaly  type, alert, wrote (path | null), kept (the earlier anomaly left in place)
   dump     perRank [{rank, pid, status, file?, why?}]
   halt     path, result, detail
+  error    message, consecutive     (a failed look; the watch goes on)
   exit     state, why, reason, code
 
 Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
@@ -306,9 +307,26 @@ export class Watchdog {
       gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
     });
     try {
+      let errors = 0;
       for (;;) {
-        const { run, procs, ev } = await this.observe();
-        await this.decide(run, procs, ev);
+        let looked;
+        try {
+          looked = await this.observe();
+          await this.decide(looked.run, looked.procs, looked.ev);
+          errors = 0;
+        } catch (e) {
+          // a transient failure (an SSH reconnect, a file vanishing mid-read) must not end the watch
+          errors++;
+          await this.log('error', { message: (e as Error).message, consecutive: errors });
+          if (once) return 2;
+          await this.sleepInterruptible(Math.min(t.intervalS * 1000, 1000 * errors));
+          if (this.stopping) {
+            await this.log('exit', { reason: 'signal', code: 0 });
+            return 0;
+          }
+          continue;
+        }
+        const { run, ev } = looked;
         if (once) {
           const crit = ev.alerts.some((x) => x.severity === 'critical');
           await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'once', code: crit ? 1 : 0 });
