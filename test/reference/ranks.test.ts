@@ -173,3 +173,30 @@ test('a collective that never completes times out after NSA_PG_TIMEOUT_MIN: the 
     t.cleanup();
   }
 });
+
+test('the in-process watchdog: a rank with no step for the stall time writes watchdog_stackdump_* and a watchdog_dump record', async () => {
+  const t = tmp();
+  try {
+    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--inject', 'hang@step=3,rank=1'], {
+      NSA_TOP_WATCHDOG_STALL_S: '1',
+      NSA_TOP_WATCHDOG_POLL_S: '0.2',
+    });
+    const wd = (r: number) => heartbeats(t.out, r).filter((h) => h.msg === 'watchdog_dump');
+    await waitFor('watchdog records on both ranks', () => wd(0).length >= 1 && wd(1).length >= 1);
+    for (const r of [0, 1]) {
+      const rec = wd(r)[0]!;
+      assert.equal(rec.step, 0, 'like the real trainer, watchdog records carry step 0');
+      const path = String(rec.path);
+      assert.match(path, new RegExp(`/watchdog_stackdump_\\d+_rank${r}_\\d+(_\\d+)?\\.txt$`));
+      const text = readFileSync(path, 'utf8').split('\n');
+      assert.match(text[0]!, /^Watchdog at \d{4}-\d\d-\d\dT[\d:.]+Z; last_heartbeat=[\d.]+$/);
+      assert.match(text[1]!, new RegExp(`^# nsa-top-reference rank=${r} pid=\\d+ step=3 phase=${r === 1 ? 'injected-hang' : 'allreduce-wait'}$`));
+    }
+    const snap = await new RunModel(new LocalHost(), t.out).poll();
+    assert.ok(snap.dumps.some((d) => d.kind === 'watchdog' && d.rank === 1 && d.phase === 'injected-hang'));
+    p.child.kill('SIGTERM');
+    assert.equal((await p.exit).code, 143);
+  } finally {
+    t.cleanup();
+  }
+});

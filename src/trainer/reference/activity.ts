@@ -111,14 +111,26 @@ export function formatFrames(site: Error | null): string {
 
 /** Writes stackdump_<epoch>_rank<R>_<pid>[_n].txt; returns its path. Never overwrites. */
 export function writeStackDump(dir: string, rank: number, activity: ActivityStack, signalNumber = 10, now = nowEpoch()): string {
+  return writeDump(dir, 'stackdump', `Signal ${signalNumber} at ${isoMicros(now)}`, rank, activity, now);
+}
+
+/**
+ * The in-process watchdog's dump, like the real trainer's watchdog_stackdump_<epoch>.txt (first line
+ * `Watchdog at <iso>Z; last_heartbeat=<ts>`), named per rank and pid so ranks never collide.
+ */
+export function writeWatchdogDump(dir: string, rank: number, activity: ActivityStack, lastHeartbeat: number, now = nowEpoch()): string {
+  return writeDump(dir, 'watchdog_stackdump', `Watchdog at ${isoMicros(now)}; last_heartbeat=${lastHeartbeat}`, rank, activity, now);
+}
+
+function writeDump(dir: string, prefix: string, firstLine: string, rank: number, activity: ActivityStack, now: number): string {
   const epoch = Math.floor(now);
   const body =
-    `Signal ${signalNumber} at ${isoMicros(now)}\n` +
+    `${firstLine}\n` +
     `# nsa-top-reference rank=${rank} pid=${process.pid} step=${activity.step} phase=${activity.phase}\n` +
     `\n--- Thread: MainThread (${process.pid}) ---\n` +
     formatFrames(activity.innermost);
   for (let n = 0; n < 1000; n++) {
-    const name = `stackdump_${epoch}_rank${rank}_${process.pid}${n === 0 ? '' : `_${n}`}.txt`;
+    const name = `${prefix}_${epoch}_rank${rank}_${process.pid}${n === 0 ? '' : `_${n}`}.txt`;
     const path = join(dir, name);
     let fd: number;
     try {
@@ -134,5 +146,5 @@ export function writeStackDump(dir: string, rank: number, activity: ActivityStac
     }
     return path;
   }
-  throw new Error('could not find a free stack dump name');
+  throw new Error('could not find a free dump name');
 }

@@ -4,7 +4,7 @@
 // resume continues the step count, schedule, optimizer and data position.
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ActivityStack } from './activity.js';
+import { ActivityStack, writeWatchdogDump } from './activity.js';
 import { writeCheckpoint, readCheckpoint } from './checkpoint.js';
 import { CollectiveAborted, type Comm, type Reduced } from './comm.js';
 import { loadCorpus, LaneSampler, shareOf, valBatches, type DataPosition } from './data.js';
@@ -216,6 +216,27 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   };
 
   act.exit(); // startup
+
+  // The in-process watchdog (contract §1.12), done right: it watches this rank's step progress, not
+  // its heartbeat writes, so ranks >= 1 and long log intervals raise no false alarms; a rank stuck
+  // for > 180 s (NSA_TOP_WATCHDOG_STALL_S) writes watchdog_stackdump_* and a watchdog_dump record,
+  // checked every 30 s (NSA_TOP_WATCHDOG_POLL_S), again every stall interval while it lasts.
+  const stallS = Number(process.env.NSA_TOP_WATCHDOG_STALL_S ?? 180);
+  const pollS = Number(process.env.NSA_TOP_WATCHDOG_POLL_S ?? 30);
+  let lastAdvance = Date.now() / 1000;
+  const watchdog = setInterval(() => {
+    const now = Date.now() / 1000;
+    if (now - lastAdvance <= stallS) return;
+    try {
+      const p = writeWatchdogDump(dir, rank, act, lastAdvance);
+      hb.write(0, 'watchdog_dump', { path: p });
+      process.stderr.write(`[watchdog] rank ${rank}: no step for ${(now - lastAdvance).toFixed(0)} s — dumped ${p}\n`);
+    } catch (err) {
+      process.stderr.write(`[watchdog] rank ${rank}: dump failed: ${(err as Error).message}\n`);
+    }
+    lastAdvance = now;
+  }, Math.max(0.05, pollS) * 1000);
+  watchdog.unref();
   const t0 = performance.now();
   lastLogTime = t0;
   if (collapseFrom <= step + 1) model.setGateOverride('collapse');
@@ -291,6 +312,7 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
         opt.step(model.params, model.grads, lrAt(s, sched));
       });
       step = s;
+      lastAdvance = Date.now() / 1000;
       lastStats = stats;
       tokensSinceLog += reduced.tokens;
       if (lossFirst === null) lossFirst = reduced.loss;
@@ -389,6 +411,7 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
     save(step, boundaryPos, 'abandoned collective');
     exitCode = stopSignal ? 128 + (SIGNUM[stopSignal] ?? 15) : 1;
   }
+  clearInterval(watchdog);
   // A crash elsewhere leaves what a real crash leaves: no metrics.json (graceful endings write it).
   if (ending !== 'aborted' || stopSignal) writeMetrics();
   comm.close();
