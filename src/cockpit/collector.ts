@@ -34,10 +34,22 @@ export interface CollectorOptions {
 
 type Listener = (s: CockpitState) => void;
 
+/** argv without node's own options (`node --import X nsa-top.js train` → `node nsa-top.js train`). */
+export function withoutNodeOptions(argv: string[]): string[] {
+  if (argv.length === 0 || !/(^|\/)node(js)?$/.test(argv[0]!)) return argv;
+  let i = 1;
+  while (i < argv.length && argv[i]!.startsWith('-')) {
+    const a = argv[i]!;
+    i += /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--inspect-port|--title)$/.test(a) ? 2 : 1;
+  }
+  return [argv[0]!, ...argv.slice(i)];
+}
+
 /** An nsa-top process that is not a trainer (a cockpit, status, watchdog): never a rank to signal. */
 export function isNsaTopTool(p: ProcInfo): boolean {
-  for (let i = 0; i < Math.min(p.argv.length, 3); i++) {
-    if (/(^|\/)nsa-top(\.js|\.mjs|\.cjs)?$/.test(p.argv[i]!)) return p.argv[i + 1] !== 'train';
+  const argv = withoutNodeOptions(p.argv);
+  for (let i = 0; i < Math.min(argv.length, 3); i++) {
+    if (/(^|\/)nsa-top(\.js|\.mjs|\.cjs)?$/.test(argv[i]!)) return argv[i + 1] !== 'train';
   }
   return false;
 }
@@ -210,10 +222,13 @@ export class Collector {
       const heartbeatPids = run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
       const g = gpu && gpu.status === 'ok' ? gpu : null;
       procs = await findRunProcesses(this.host, this.outDir!, { heartbeatPids, gpu: g });
-      if (procs.unknown.some(isNsaTopTool) || (procs.launcher && isNsaTopTool(procs.launcher))) {
+      const seen = new Set(procs.ranks.map((r) => r.proc.pid));
+      const missing = heartbeatPids.some((h) => !seen.has(h.pid)) && !run.ended;
+      if (missing || procs.unknown.some(isNsaTopTool) || (procs.launcher && isNsaTopTool(procs.launcher))) {
         // An nsa-top supervisor/cockpit that names the run dir was taken for a trainer, and the
         // ranks under it for its workers: match again without nsa-top's own tools.
-        const all = (await listProcesses(this.host)).filter((p) => !isNsaTopTool(p));
+        // (also: ranks started as `node --import … nsa-top.js train` are not recognised by their argv)
+        const all = (await listProcesses(this.host)).filter((p) => !isNsaTopTool(p)).map((p) => ({ ...p, argv: withoutNodeOptions(p.argv) }));
         const dir = this.outDir!.replace(/\/+$/, '');
         procs = matchRun(all, { runDirs: new Set([dir, this.runDir.replace(/\/+$/, '')]), config: null }, heartbeatPids, g, procs.at);
       }
