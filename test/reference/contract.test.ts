@@ -9,6 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import { verifyCheckpoint } from '../../src/trainer/reference/checkpoint.js';
 import { RunModel } from '../../src/trainer/run.js';
 import { LocalHost } from '../../src/remote/local.js';
+import { TfRecordReader, type TbEvent } from '../../src/trainer/tb.js';
 import { csvRows, heartbeats, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
 
 test('a short run writes every contract file in the real formats, and RunModel reads it', async () => {
@@ -87,6 +88,21 @@ test('a short run writes every contract file in the real formats, and RunModel r
 
     // checkpoints: complete, named like the real ones
     for (const s of [6, 12]) assert.deepEqual(await verifyCheckpoint(join(t.out, `checkpoint_step${s}.pt`)), { ok: true, step: s });
+
+    // TensorBoard scalars like the real trainer's, readable by the cockpit's TFRecord decoder
+    assert.ok(lines.includes(`[train] tensorboard logdir: ${join(t.out, 'tb')}`));
+    const tbFiles = readdirSync(join(t.out, 'tb'));
+    assert.equal(tbFiles.length, 1);
+    assert.match(tbFiles[0]!, /^events\.out\.tfevents\.\d+\./);
+    const events: TbEvent[] = [];
+    const rd = new TfRecordReader();
+    rd.push(readFileSync(join(t.out, 'tb', tbFiles[0]!)), (e) => events.push(e));
+    assert.equal(rd.errors, 0, rd.lastError ?? '');
+    assert.equal(events[0]!.fileVersion, 'brain.Event:2');
+    const tbLoss = events.flatMap((e) => e.scalars.filter((x) => x.tag === 'train/loss').map((x) => [e.step, x.value]));
+    assert.deepEqual(tbLoss.map((x) => x[0]), [1, 2, 4, 6, 8, 10, 12]);
+    tbLoss.forEach(([, v], i) => assert.ok(Math.abs(v! - Number(rows[i]![1])) < 1e-5));
+    assert.deepEqual(new Set(events.flatMap((e) => e.scalars.map((x) => x.tag))), new Set(['train/loss', 'train/toks_per_s', 'train/lr']));
 
     // the cockpit's reader sees the same run
     const snap = await new RunModel(new LocalHost(), t.out).poll();

@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { heartbeats, tmp, trainToEnd } from './helpers.js';
+import { RunModel } from '../../src/trainer/run.js';
+import { LocalHost } from '../../src/remote/local.js';
 
 test('slow-data@ms=60: every fetch takes at least 60 ms, in the heartbeat and on stdout', async () => {
   const t = tmp();
@@ -76,6 +78,9 @@ test('the real switches: NSA_DISABLE_AUX_STATS drops gate/sel/fb fields and side
       for (const f of ['training.csv', 'k_stats.csv', 'fallback_counters.csv']) assert.equal(existsSync(join(t2.out, f)), false, f);
       assert.ok(heartbeats(t2.out, 0).some((h) => h.msg === 'progress' && 'gate_entropy_mean' in h));
       assert.match(JSON.parse(readFileSync(join(t2.out, 'env.json'), 'utf8')).env.NSA_DISABLE_CSV_LOGS, /^1$/);
+      const snap = await new RunModel(new LocalHost(), t2.out).poll();
+      assert.equal(snap.seriesSource.loss, 'tb', 'with CSVs off the cockpit reads loss from tb/, as for the real trainer');
+      assert.equal(snap.series.loss.total, 3);
     } finally {
       t2.cleanup();
     }

@@ -5,6 +5,7 @@
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ActivityStack, writeWatchdogDump } from './activity.js';
+import { TbWriter } from './tb-writer.js';
 import { writeCheckpoint, readCheckpoint } from './checkpoint.js';
 import { CollectiveAborted, type Comm, type Reduced } from './comm.js';
 import { loadCorpus, LaneSampler, shareOf, valBatches, type DataPosition } from './data.js';
@@ -130,6 +131,8 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   const envOn = (k: string) => ['1', 'true', 'yes'].includes((process.env[k] ?? '').toLowerCase());
   const csvLogs = !envOn('NSA_DISABLE_CSV_LOGS');
   const auxStats = !envOn('NSA_DISABLE_AUX_STATS');
+  const tb = rank === 0 && !envOn('NSA_TB_DISABLE') ? new TbWriter(dir) : null;
+  if (tb) out(`[train] tensorboard logdir: ${join(dir, 'tb')}`);
   const slowMs = inj.reduce((a, i) => a + (i.kind === 'slow-data' ? i.ms : 0), 0);
   const leakMb = inj.reduce((a, i) => a + (i.kind === 'leak' ? i.mb : 0), 0);
   const at = (kind: string, s: number) => inj.some((i) => 'step' in i && i.kind === kind && i.step === s);
@@ -361,6 +364,11 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
             rss_mib: Math.round(process.memoryUsage.rss() / 2 ** 20),
           });
           hb.write(s, 'step_end', { phase: 'end' });
+          tb?.scalars(s, [
+            { tag: 'train/loss', value: reduced.loss },
+            { tag: 'train/toks_per_s', value: tps },
+            { tag: 'train/lr', value: lrNext },
+          ]);
           if (csvLogs) {
             appendFileSync(join(dir, 'training.csv'), trainingCsvRow(s, reduced.loss, lrNext, tps));
             if (auxStats) {
