@@ -262,3 +262,21 @@ test('an old .anomaly_type kept as evidence does not stop restarts of a later ru
   assert.equal(st.state, 'failed', st.note ?? '');
   assert.equal(st.restarts, 1);
 });
+
+test('a stop during the restart backoff ends the run: no restart, logged', async () => {
+  const cwd = tempDir('sup-backoff');
+  const pf = profilesFile(cwd);
+  writeFileSync(pf, readFileSync(pf, 'utf8').replace('backoff_s: 0.2,', 'backoff_s: 30,'));
+  const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd, extraArgs: ['--inject', 'crash@step=3'] });
+  await track(r.runDir);
+  await until('the backoff', async () => (await readSupervisorState(host, r.runDir))?.state === 'backoff');
+  const who = await currentActor(host);
+  assert.equal((await stopRun(host, r.runDir, who)).result, 'started');
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted');
+  assert.equal(st.exitCodes.length, 1, 'not restarted');
+  const last = (await readActions(host, r.runDir)).at(-1)!;
+  assert.equal(last.action, 'halt');
+  assert.equal(last.who.user, who.user);
+  assert.match(last.detail, /not restarted/);
+});

@@ -12,7 +12,7 @@ import { LocalHost } from '../../remote/local.js';
 import { listProcesses, readProc } from '../../remote/procs.js';
 import { scanCheckpoints } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
-import { escalate, requestHalt, type RankTarget } from '../control.js';
+import { escalate, recordAction, requestHalt, type RankTarget } from '../control.js';
 import type { LaunchPlan } from '../profiles.js';
 import { nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
@@ -131,6 +131,13 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       }
     };
     walk(c.pid);
+    // the rank numbers in the action log should be the trainer's own (RANK in the environment)
+    for (const t of out) {
+      const info = await readProc(host, t.pid).catch(() => null);
+      const r = info?.env.RANK;
+      if (info && info.startTime === t.startTime && r !== undefined && /^\d+$/.test(r)) t.rank = Number(r);
+    }
+    if (!c.startTime) c.startTime = (await readProc(host, c.pid).catch(() => null))?.startTime ?? '';
     if (out.length === 0 || withLauncher) out.push({ rank: out.length === 0 ? 0 : -1, pid: c.pid, startTime: c.startTime });
     return out;
   };
@@ -257,7 +264,9 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     let attempt = 0;
     for (;;) {
       if (stop) {
-        save({ state: 'halted', child: null, note: `stopped by ${(stop as StopRequest).who.user}` });
+        const req = stop as StopRequest;
+        save({ state: 'halted', child: null, note: `stopped by ${req.who.user} before a restart` });
+        await recordAction(host, runDir, { ts: Date.now(), who: req.who, action: 'halt', target: { runDir }, result: 'ok', detail: `stop requested while no trainer ran (${req.reason}): not restarted` }).catch(() => {});
         break;
       }
       const halt = readSmall(haltPath);
