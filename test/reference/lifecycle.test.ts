@@ -3,7 +3,7 @@
 // Runs the built binary (npm run build first).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { verifyCheckpoint } from '../../src/trainer/reference/checkpoint.js';
 import { csvRows, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
@@ -111,6 +111,20 @@ test('one trainer per run dir: a second start is refused while the first runs; a
     const third = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', String(newest + 2), '--resume']);
     assert.equal(third.code, 0, third.stderr);
     assert.equal(existsSync(join(t.out, '.train.lock')), false, 'released at exit');
+  } finally {
+    t.cleanup();
+  }
+});
+
+test('a checkpoint that cannot be written is reported loudly and training goes on (no temp file left)', async () => {
+  const t = tmp();
+  try {
+    mkdirSync(join(t.out, 'checkpoint_step2.pt'), { recursive: true }); // rename onto a directory fails
+    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '4', '--save-every', '2']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /\[train\] checkpoint at step 2 FAILED \(periodic\)/);
+    assert.deepEqual(await verifyCheckpoint(join(t.out, 'checkpoint_step4.pt')), { ok: true, step: 4 });
+    assert.deepEqual(readdirSync(t.out).filter((n) => n.includes('.tmp-')), []);
   } finally {
     t.cleanup();
   }

@@ -89,14 +89,18 @@ export function writeCheckpoint(dir: string, data: CheckpointData): string {
   tail.write(CKPT_TRAILER, 4, 'latin1');
   parts.push(tail);
   const fd = openSync(tmpPath, 'w');
+  let open = true;
   try {
     for (const p of parts) {
       let off = 0;
       while (off < p.length) off += writeSync(fd, p, off, p.length - off);
     }
     fsyncSync(fd);
-  } catch (err) {
     closeSync(fd);
+    open = false;
+    renameSync(tmpPath, finalPath);
+  } catch (err) {
+    if (open) closeSync(fd);
     try {
       unlinkSync(tmpPath);
     } catch {
@@ -104,8 +108,6 @@ export function writeCheckpoint(dir: string, data: CheckpointData): string {
     }
     throw err;
   }
-  closeSync(fd);
-  renameSync(tmpPath, finalPath);
   try {
     const dfd = openSync(dir, 'r');
     fsyncSync(dfd);

@@ -25,6 +25,10 @@ export class TrainInputError extends Error {
 }
 
 export async function runTrain(argv: string[], ctx: TrainContext): Promise<number> {
+  // A log reader that went away (closed pipe) must not kill training.
+  for (const st of [process.stdout, process.stderr]) st.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+  });
   // First thing: a SIGUSR1 must never kill a starting trainer.
   const worker = argv.includes('--rank-worker');
   const dumps = installDumpHandler(worker ? (process.env.NSA_TOP_RUN_DIR ?? null) : null, worker ? Number(process.env.RANK ?? 0) : 0);

@@ -174,29 +174,36 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
     if (rank !== 0 || atStep === lastSavedStep || atStep <= 0) return;
     act.run('checkpoint', () => {
       const st = opt.exportState();
-      const p = writeCheckpoint(dir, {
-        header: {
-          format: 'nsa-top-reference-checkpoint',
-          version: 1,
-          step: atStep,
-          time: new Date().toISOString(),
-          config: cfg,
-          world_size: world,
-          data: { cursor: pos.cursor, epoch: pos.epoch, lanes: T.batch_size, train_bytes: corpus.train.length, source: corpus.source },
-          rng: { seed: T.seed },
-          optimizer: { kind: 'adamw', t: st.t },
-          n_params: n,
-          layout: model.layout.map((l) => ({ ...l })),
-          sections: ['params', 'adam_m', 'adam_v'],
-          loss_last: lossLast,
-        },
-        params: model.params,
-        m: st.m,
-        v: st.v,
-      });
+      let p: string;
+      try {
+        p = writeCheckpoint(dir, {
+          header: {
+            format: 'nsa-top-reference-checkpoint',
+            version: 1,
+            step: atStep,
+            time: new Date().toISOString(),
+            config: cfg,
+            world_size: world,
+            data: { cursor: pos.cursor, epoch: pos.epoch, lanes: T.batch_size, train_bytes: corpus.train.length, source: corpus.source },
+            rng: { seed: T.seed },
+            optimizer: { kind: 'adamw', t: st.t },
+            n_params: n,
+            layout: model.layout.map((l) => ({ ...l })),
+            sections: ['params', 'adam_m', 'adam_v'],
+            loss_last: lossLast,
+          },
+          params: model.params,
+          m: st.m,
+          v: st.v,
+        });
+      } catch (err) {
+        // Like the real trainer, a failed save does not stop training; unlike it, it says so loudly.
+        process.stderr.write(`[train] checkpoint at step ${atStep} FAILED (${why}): ${(err as Error).message}\n`);
+        return;
+      }
       if (why !== 'periodic') out(`[train] checkpoint saved: ${p} (${why})`);
+      lastSavedStep = atStep;
     });
-    lastSavedStep = atStep;
   };
 
   const writeMetrics = (): void => {
