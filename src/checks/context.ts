@@ -45,6 +45,8 @@ export interface Ctx {
   procsKnown: boolean;
   /** rank processes that are alive (not zombie/dead) */
   alive: RankProc[];
+  /** the launcher (torchrun / nsa-top train) is alive: ranks may be starting or being restarted */
+  launcherAlive: boolean;
   /** newest heartbeat of any rank, ms */
   lastHeartbeatTs: number | null;
   /** when the run-level step last advanced (or the boot when no step yet), ms */
@@ -122,6 +124,7 @@ export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
     cadence: cadenceOf(run, t),
     procsKnown,
     alive,
+    launcherAlive: procsKnown && !!input.procs!.launcher && !['Z', 'X'].includes(input.procs!.launcher.state) && !isNsaTopTool(input.procs!.launcher),
     lastHeartbeatTs,
     lastAdvanceTs,
     ended: run.ended,

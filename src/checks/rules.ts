@@ -35,7 +35,7 @@ export interface StallInfo {
 
 export function stallInfo(ctx: Ctx): StallInfo {
   const { run, cadence } = ctx;
-  const live = !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0) && run.exists && ctx.ranks.length > 0;
+  const live = !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0 && !ctx.launcherAlive) && run.exists && ctx.ranks.length > 0;
   const frozenS = ctx.lastAdvanceTs === null ? null : (ctx.now - ctx.lastAdvanceTs) / 1000;
   const runStalled = live && frozenS !== null && frozenS > cadence.thresholdS;
   const stalledRanks: number[] = [];
@@ -230,7 +230,7 @@ export function ruleAnomalyFile(ctx: Ctx): Draft[] {
 }
 
 export function ruleExited(ctx: Ctx): Draft[] {
-  if (!ctx.procsKnown || ctx.alive.length > 0 || ctx.ended || ctx.ranks.length === 0) return [];
+  if (!ctx.procsKnown || ctx.alive.length > 0 || ctx.launcherAlive || ctx.ended || ctx.ranks.length === 0) return [];
   if (ctx.run.control.halt.present) return [];
   const total = ctx.run.totalSteps;
   const step = ctx.run.step ?? 0;

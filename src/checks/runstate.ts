@@ -25,6 +25,13 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): { state: RunState; why:
   }
   const unknownAlive = ctx.procsKnown ? (ctx.in.procs!.unknown ?? []).filter((p) => !isNsaTopTool(p) && p.state !== 'Z').length : 0;
   const ranksTxt = ctx.alive.map((r) => r.rank).join(',');
+  if (ctx.procsKnown && ctx.alive.length === 0 && unknownAlive === 0 && ctx.launcherAlive) {
+    const l = ctx.in.procs!.launcher!;
+    if (ctx.ranks.length === 0 || step === 0) return { state: 'STARTING', why: `launcher pid ${l.pid} alive, no rank step yet` };
+    if (halt.present && !staleHalt) return { state: 'HALTING', why: `.HALT${haltTxt} requested; launcher pid ${l.pid} still alive, no rank process seen` };
+    if (si.runStalled) return stalled(ctx, si);
+    return { state: 'RUNNING', why: `step ${step}${of}; launcher pid ${l.pid} alive, rank processes not identified` };
+  }
   if (ctx.procsKnown && ctx.alive.length === 0 && unknownAlive === 0) {
     if (ctx.ranks.length === 0) return { state: 'NO TRAINER', why: 'no rank processes and no heartbeat in the run dir' };
     if (halt.present && !staleHalt) return { state: 'HALTED', why: `ranks gone after .HALT${haltTxt} at step ${step}${of} (no metrics.json)` };

@@ -9,14 +9,12 @@ import { gradeRun, PHASES, type Phase, type Report, type Status } from '../check
 import type { MemSample } from '../checks/rules.js';
 import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local.js';
-import { findRunProcesses } from '../remote/procs.js';
-import type { RunProcesses } from '../remote/types.js';
 import { resolveRunDir } from '../trainer/rundir.js';
 import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
 import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
-import { readLaunched } from './watchdog.js';
+import { readLaunched, runProcesses } from './watchdog.js';
 
 const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N]
 
@@ -157,13 +155,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`);
     return 2;
   }
-  let procs: RunProcesses | null = null;
-  try {
-    procs = await findRunProcesses(host, outDir, { heartbeatPids: snap.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })) });
-    if (procs.error && procs.ranks.length === 0) procs = null;
-  } catch {
-    procs = null;
-  }
+  const procs = await runProcesses(host, outDir, snap, null);
   const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu: null, hostCpus: cpus().length, launched });
   const hb = await readHeartbeats(host, outDir, snap);
   const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, minTps: a.minTps, thresholds: t }, a.phase);

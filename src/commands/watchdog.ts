@@ -11,7 +11,7 @@ import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched 
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses, listProcesses, matchRun } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord } from '../trainer/control-types.js';
 import { currentActor, dumpAll, recordAction } from '../trainer/control.js';
@@ -179,6 +179,42 @@ export async function readLaunched(host: Host, launcherDir: string): Promise<Lau
   }
 }
 
+/** argv without node's own options (`node --import X nsa-top.js train` → `node nsa-top.js train`). */
+function withoutNodeOptions(argv: string[]): string[] {
+  if (argv.length === 0 || !/(^|\/)node(js)?$/.test(argv[0]!)) return argv;
+  let i = 1;
+  while (i < argv.length && argv[i]!.startsWith('-')) i += /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--title)$/.test(argv[i]!) ? 2 : 1;
+  return [argv[0]!, ...argv.slice(i)];
+}
+
+/**
+ * The run's processes (src/remote/procs). When a heartbeat pid of a live run is not among the
+ * ranks found — ranks started as `node --import … nsa-top.js train` are not recognised by their
+ * argv — the process table is matched again with node's options stripped.
+ */
+export async function runProcesses(host: Host, outDir: string, run: RunSnapshot, gpu: GpuTelemetry | null): Promise<RunProcesses | null> {
+  const heartbeatPids = run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
+  const g = gpu && gpu.status === 'ok' ? gpu : null;
+  let procs: RunProcesses;
+  try {
+    procs = await findRunProcesses(host, outDir, { heartbeatPids, gpu: g });
+  } catch {
+    return null;
+  }
+  if (procs.error && procs.ranks.length === 0) return null;
+  const seen = new Set(procs.ranks.map((r) => r.proc.pid));
+  if (!run.ended && heartbeatPids.some((h) => !seen.has(h.pid))) {
+    try {
+      const all = (await listProcesses(host)).map((p) => ({ ...p, argv: withoutNodeOptions(p.argv) }));
+      const again = matchRun(all, { runDirs: new Set([outDir.replace(/\/+$/, '')]), config: null }, heartbeatPids, g, procs.at);
+      if (again.ranks.length > procs.ranks.length) procs = again;
+    } catch {
+      /* keep the first answer */
+    }
+  }
+  return procs;
+}
+
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -268,16 +304,7 @@ export class Watchdog {
   private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
     const run = await this.model.poll();
     const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
-    let procs: RunProcesses | null = null;
-    try {
-      procs = await findRunProcesses(this.host, this.outDir, {
-        heartbeatPids: run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs })),
-        gpu: gpu && gpu.status === 'ok' ? gpu : null,
-      });
-      if (procs.error && procs.ranks.length === 0) procs = null;
-    } catch {
-      procs = null;
-    }
+    const procs = await runProcesses(this.host, this.outDir, run, gpu);
     const ev = this.checker.evaluate({
       now: this.host.now(),
       run,

@@ -456,3 +456,18 @@ test('toy config with unknown dims (the real trainer writes no config into out_d
   run.ranks[0]!.memReservedMiB = 27000;
   assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:toy'), 'one tell alone is not enough');
 });
+
+test('a live launcher with no rank identified yet is STARTING, not NO TRAINER or EXITED', async () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 0, t });
+  run.ranks = [];
+  run.step = null;
+  const launcher = proc(0, 'S').proc;
+  launcher.argv = ['torchrun', '--nproc_per_node=2', 'scripts/train_showcase.py'];
+  const p = { ...procs([]), launcher };
+  assert.equal(new Checker().evaluate({ now: t, run, procs: p, gpu: null }).runState, 'STARTING');
+  const { run: r2, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const ev = new Checker().evaluate({ now: lastTs + 1000, run: r2, procs: p, gpu: null });
+  assert.notEqual(ev.runState, 'EXITED');
+  assert.ok(!find(ev.alerts, 'exited'));
+});
