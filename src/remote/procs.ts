@@ -41,6 +41,9 @@ st() {
   if read -r s < "$1/stat"; then
     t=
     case $s in *' (python'*|*' (node)'*|*' (torchrun)'*|*' (pt_main_thread)'*|*' (nsa-top'*) t=1;; esac
+    # node runs much besides nsa-top (editors' servers…): keep it only when its command line names
+    # nsa-top (read drops the NULs between arguments: no fork needed)
+    case $s in *' (node)'*) c=; read -r c < "$1/cmdline"; case $c in *nsa-top*) ;; *) t=;; esac;; esac
     if [ "$mode" = run ] && [ -z "$t" ]; then
       case $known in *" $1 "*) ;; *) return;; esac
     fi
