@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { crc32 } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../src/remote/local.js';
 import { readProc, verifyProcess } from '../../src/remote/procs.js';
@@ -225,8 +226,14 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
   const runDir = readdirSync(join(cwd, 'artifacts', 'train_runs')).map((n) => join(cwd, 'artifacts', 'train_runs', n))[0]!;
   assert.match(readFileSync(join(runDir, 'run.info'), 'utf8'), new RegExp(`^out_dir: ${outDir}$`, 'm'));
   const who = await currentActor(host);
+  // an old run's checkpoint in the shared out_dir: a run that never ran starts fresh, like a launch
+  const body = Buffer.concat([Buffer.from('NSATOPCK'), Buffer.from(JSON.stringify({ step: 40 }))]);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(crc32(body) >>> 0);
+  writeFileSync(join(outDir, 'checkpoint_step40.pt'), Buffer.concat([body, crc, Buffer.from('NSACKEND')]));
   const rel = await relaunch(host, outDir, who, { removeStaleHalt: true }); // the out_dir leads back to the run
   assert.equal(rel.result, 'ok', rel.detail);
+  assert.match(rel.detail, /first start/);
   await track(runDir);
   // while it runs, a second launch into the same out_dir is refused
   await assert.rejects(launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }), /is being written by the run .*stop it first/);
@@ -234,6 +241,7 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
   const st = await finalState(runDir);
   assert.equal(st.state, 'exited');
   assert.equal(lastStep(outDir), 60);
+  assert.doesNotMatch(readFileSync(join(runDir, 'train.log'), 'utf8'), /resuming from/);
   const acts = await readActions(host, outDir);
   const rm = acts.find((a) => a.action === 'remove-stale-halt')!;
   assert.equal(rm.target.content, 'halt: heartbeat_stall');

@@ -308,11 +308,13 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   } catch {
     /* none */
   }
-  const scan = await scanCheckpoints(host, outDir);
-  const pid = spawnSupervisor(runDir, true);
+  // a run refused at launch (stale .HALT) never ran: its first start is a fresh one, like launch
+  const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
+  const scan = neverRan ? { found: null, why: [] as string[] } : await scanCheckpoints(host, outDir);
+  const pid = spawnSupervisor(runDir, !neverRan);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) return log(mk('failed', `the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
-  const from = scan.found ? `resuming from ${scan.found.path} (step ${scan.found.step})` : 'no complete checkpoint: from scratch';
+  const from = neverRan ? 'first start (the run had never run)' : scan.found ? `resuming from ${scan.found.path} (step ${scan.found.step})` : 'no complete checkpoint: from scratch';
   return log(
     mk('ok', `${from}${scan.why.length ? `; skipped: ${scan.why.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
       supervisorPid: pid,
