@@ -53,6 +53,7 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
 
   // ---- signals
   let stopSignal: string | null = null;
+  const stopListeners = new Set<() => void>();
   const onStop = (sig: NodeJS.Signals) => {
     if (stopSignal) {
       process.stderr.write(`[train] rank ${rank}: second ${sig} — exiting at once\n`);
@@ -66,7 +67,6 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   process.on('SIGINT', onStop);
   // Waits that might never end (a hung peer, an injected hang) are guarded: once a stop signal has
   // arrived, give the wait a short grace, then abandon it.
-  const stopListeners = new Set<() => void>();
   const guarded = async <X>(p: Promise<X>, graceMs: number): Promise<X> => {
     let timer: NodeJS.Timeout | undefined;
     let onStop: () => void = () => {};
@@ -118,8 +118,9 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
     model.params.set(ck.params);
     opt.importState({ t: ck.header.optimizer.t, m: ck.m, v: ck.v });
     step = ck.header.step;
-    if (ck.header.data.lanes === T.batch_size) sampler.pos = { cursor: ck.header.data.cursor, epoch: ck.header.data.epoch };
-    else if (rank === 0) out(`[train] note: global batch changed (${ck.header.data.lanes} → ${T.batch_size}); data restarts at the beginning of the corpus`);
+    if (ck.header.data.lanes === T.batch_size && ck.header.data.train_bytes === corpus.train.length)
+      sampler.pos = { cursor: ck.header.data.cursor, epoch: ck.header.data.epoch };
+    else if (rank === 0) out('[train] note: the global batch or the data changed since the checkpoint; data restarts at the beginning of the corpus');
     out(`[train] resumed from ${spec.resumePath}`);
   }
   const startStep = step;
@@ -427,6 +428,8 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
     exitCode = stopSignal ? 128 + (SIGNUM[stopSignal] ?? 15) : 1;
   }
   clearInterval(watchdog);
+  process.off('SIGTERM', onStop);
+  process.off('SIGINT', onStop);
   // A crash elsewhere leaves what a real crash leaves: no metrics.json (graceful endings write it).
   if (ending !== 'aborted' || stopSignal) writeMetrics();
   comm.close();
