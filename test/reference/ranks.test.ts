@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { verifyCheckpoint } from '../../src/trainer/reference/checkpoint.js';
 import { RunModel } from '../../src/trainer/run.js';
 import { LocalHost } from '../../src/remote/local.js';
+import { findRunProcesses } from '../../src/remote/procs.js';
 import { csvRows, heartbeats, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
 
 const dumpsIn = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('stackdump_'));
@@ -42,6 +43,11 @@ test('two ranks: per-rank env and boot, one dump per rank on SIGUSR1, .HALT stop
     }
     const rowsBefore = readLines(join(t.out, 'training.csv')).length;
     await waitFor('training continues after the dumps', () => readLines(join(t.out, 'training.csv')).length > rowsBefore + 1);
+
+    // The cockpit's process matcher finds the launcher and both ranks of this run.
+    const procs = await findRunProcesses(new LocalHost(), t.out, { heartbeatPids: [] });
+    assert.equal(procs.launcher?.pid, p.child.pid);
+    assert.deepEqual(procs.ranks.map((x) => x.proc.pid).sort(), [...pids].sort());
 
     // The launcher itself ignores SIGUSR1.
     p.child.kill('SIGUSR1');

@@ -10,8 +10,9 @@ import { ActivityStack, writeStackDump } from './activity.js';
  * anything that starts `nsa-top train` can do the same. The real handler replaces this one.
  */
 export const EARLY_SIGUSR1_NODE_ARGS = [
-  '--import',
-  'data:text/javascript,process.on("SIGUSR1",()=>process.stderr.write("[train] pid "+process.pid+": SIGUSR1 while starting: no dump yet\\n"));' +
+  // one argument (--import=URL), so bin/nsa-top.js stays within the first three argv entries that
+  // the process matcher (src/remote/procs.ts) looks at
+  '--import=data:text/javascript,process.on("SIGUSR1",()=>process.stderr.write("[train] pid "+process.pid+": SIGUSR1 while starting: no dump yet\\n"));' +
     'if(process.env.NSA_TOP_EARLY_SIGUSR1_MARK)process.stderr.write("early SIGUSR1 listener installed\\n")',
 ];
 
