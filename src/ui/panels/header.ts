@@ -85,6 +85,18 @@ export function progressLine(s: CockpitState): Line {
   return join(parts, ' · ');
 }
 
+/** The why, led by the rank to look at when the run is stalled and the why names none. */
+export function headerWhy(s: CockpitState): string {
+  if ((s.runState === 'STALLED' || s.runState === 'HALTING') && !/\brank \d/.test(s.runStateWhy)) {
+    const v = s.verdicts.find((x) => x.rank != null);
+    if (v) return `${v.text} · ${s.runStateWhy}`;
+    // only when one rank alone is in trouble: several silent ranks say nothing about which one hangs
+    const crit = s.alerts.filter((x) => x.rank != null && x.severity === 'critical');
+    if (crit.length > 0 && crit.every((x) => x.rank === crit[0]!.rank)) return `${crit[0]!.title} · ${s.runStateWhy}`;
+  }
+  return s.runStateWhy;
+}
+
 export const headerPanel: PanelFn = ({ s, now }) => {
   const conn = connText(s.conn, s.hostLabel, now);
   const role = STATE_ROLE[s.runState];
@@ -96,7 +108,7 @@ export const headerPanel: PanelFn = ({ s, now }) => {
     t(' @ ', 'dim'),
     t(conn.text, conn.role),
     t(' — ', 'dim'),
-    t(clean(s.runStateWhy), role === 'ok' ? 'muted' : role),
+    t(clean(headerWhy(s)), role === 'ok' ? 'muted' : role),
   ];
   if (s.collectError) first.push(t(`  ⚠ ${clean(s.collectError)}`, 'warn'));
   return { lines: [first, identityLine(s), progressLine(s)] };
