@@ -53,6 +53,8 @@ export interface SshHostOptions {
   /** reconnect backoff (default 500 ms doubling to 15 s) */
   backoffInitialMs?: number;
   backoffMaxMs?: number;
+  /** the watch loop owing an answer this long marks follows as stalled (default 10 s) */
+  stallMs?: number;
   /** test hook: use the `ls` fallback even where GNU find exists */
   posixOnly?: boolean;
 }
@@ -88,6 +90,7 @@ const FOLLOW_CHUNK = 4 * 1024 * 1024;
 const FOLLOW_BUFFER_CAP = 64 * 1024 * 1024;
 const LEASE_MS = 60_000;
 const FRAME_WAIT_MS = 20_000;
+const STALL_MS = 10_000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -897,6 +900,7 @@ export class SshHost implements Host {
     this.watch = null;
     this.frameDir = null;
     this.inFlight = 0;
+    this.waitingSince = null;
     try {
       w?.chan.close();
     } catch {
@@ -914,8 +918,22 @@ export class SshHost implements Host {
     this.watch?.chan.write(`${line}\n`);
   }
 
+  /** when the oldest unanswered tick was sent (null: none outstanding) */
+  private waitingSince: number | null = null;
+
+  /** pid of the remote watch loop (diagnostics and tests) */
+  watchPid(): number | null {
+    return this.watch?.pid ?? null;
+  }
+
+  /** ms the watch loop has owed an answer (a hung remote file system shows here), else 0 */
+  watchStallMs(): number {
+    return this.waitingSince === null ? 0 : Date.now() - this.waitingSince;
+  }
+
   private tick(): number {
     const seq = ++this.tickSeq;
+    if (this.inFlight === 0) this.waitingSince = Date.now();
     this.inFlight++;
     this.send(`t ${seq}`);
     return seq;
@@ -948,6 +966,7 @@ export class SshHost implements Host {
       const seq = Number(rest);
       this.doneSeq = Math.max(this.doneSeq, seq);
       this.inFlight = Math.max(0, this.inFlight - 1);
+      this.waitingSince = this.inFlight > 0 ? Date.now() : null;
       this.counters.frames++;
       for (const w of [...this.seqWaiters]) {
         if (w.seq <= this.doneSeq) {
@@ -1185,6 +1204,12 @@ export class SshHost implements Host {
       const f = pl.follow!;
       if (f.validFromSeq > this.doneSeq) {
         results.push({ path: req.path, stat: f.stat, offset: req.offset, data: Buffer.alloc(0), error: frameError ?? 'no answer yet' });
+        continue;
+      }
+      const stall = this.watchStallMs();
+      if (live && stall > (this.opts.stallMs ?? STALL_MS) && f.len - Math.max(0, req.offset - f.base) <= 0) {
+        // nothing new because the remote side is stuck (a hung file system?), not because the run is quiet
+        results.push({ path: req.path, stat: f.stat, offset: req.offset, data: Buffer.alloc(0), error: `remote reads stalled for ${Math.round(stall / 1000)} s (hung file system?)` });
         continue;
       }
       let reset: ReadResult['reset'];

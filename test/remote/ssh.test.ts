@@ -183,6 +183,52 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
   }
 });
 
+test('a stuck remote side (watch loop stopped) is reported as stalled, then recovers with nothing lost', async () => {
+  const h = await sshd.connect({ watchIntervalMs: 150, stallMs: 800 });
+  try {
+    const dir = join(tmp, 'stall');
+    mkdirSync(dir);
+    const f = join(dir, 'training.csv');
+    writeFileSync(f, '1,1,1,1\n');
+    let off = 0;
+    let text = '';
+    const poll = async () => {
+      const p = await h.pollDir(dir, [{ path: f, offset: off }]);
+      const rr = p.reads[0]!;
+      if (!rr.error) {
+        text += rr.data.toString();
+        off += rr.data.length;
+      }
+      return rr;
+    };
+    await poll();
+    await poll();
+    // this connection's own loop (sshd runs it for us on this machine), nobody else's
+    const pid = h.watchPid();
+    assert.ok(pid !== null, 'the remote watch loop reported its pid');
+    const loop = await readProc(local, pid);
+    assert.ok(loop?.argv.includes('nsa-top-watch'), 'and that pid is the watch loop');
+    const watchers = [loop!];
+    for (const w of watchers) process.kill(w.pid, 'SIGSTOP');
+    try {
+      appendFileSync(f, '2,1,1,1\n');
+      await new Promise((r) => setTimeout(r, 1500));
+      const rr = await poll();
+      assert.match(rr.error ?? '', /stalled for \d+ s/);
+    } finally {
+      for (const w of watchers) process.kill(w.pid, 'SIGCONT');
+    }
+    const t0 = Date.now();
+    while (off < readFileSync(f).length && Date.now() - t0 < 10000) {
+      await poll();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(text, '1,1,1,1\n2,1,1,1\n');
+  } finally {
+    await h.close();
+  }
+});
+
 test('without GNU find (plain POSIX ls): the same listing and bytes', async () => {
   const h = await sshd.connect({ posixOnly: true, watchIntervalMs: 250 });
   try {
