@@ -53,28 +53,30 @@ function stallLine(out: string): { ts: number } | null {
   return null;
 }
 
-// A rank-like writer: boot + progress/step_end every 100 ms for `steps` steps, then silence (alive).
-const WRITER = `
-const fs = require('fs'); const path = require('path');
-const dir = process.argv[1]; const steps = Number(process.argv[2]);
-const f = path.join(dir, 'heartbeat_rank0.jsonl');
-const rec = (o) => fs.appendFileSync(f, JSON.stringify({ ts: Date.now() / 1000, iso: new Date().toISOString(), pid: process.pid, rank: 0, ...o }) + '\\n');
-fs.writeFileSync(path.join(dir, 'env.json'), JSON.stringify({ time: new Date().toISOString(), python: 'bench', torch: 'none', cuda_available: false, cuda_device_count: 0, env: { CONFIG: 'configs/bench.yaml', RANK: '0', WORLD_SIZE: '1' } }));
-rec({ step: 0, msg: 'boot', phase: 'start' });
-let s = 0;
-const t = setInterval(() => {
-  s++;
-  rec({ step: s, msg: 'progress', loss: 5 - s * 0.01, toks_per_s: 1000 });
-  rec({ step: s, msg: 'step_end', phase: 'end' });
-  fs.appendFileSync(path.join(dir, 'training.csv'), s + ',' + (5 - s * 0.01).toFixed(6) + ',1.000000e-04,1000\\n');
-  if (s >= steps) { clearInterval(t); process.stdout.write('STOPPED ' + Date.now() + '\\n'); setInterval(() => {}, 1e6); }
-}, 100);
-`;
+// A rank-like writer (python, like the real trainer, so process discovery knows it by its heartbeat
+// pid): boot + progress/step_end every 100 ms for `steps` steps, then silence while it stays alive.
+const WRITER = [
+  'import json, os, sys, time',
+  'd, steps = sys.argv[1], int(sys.argv[2])',
+  'f = os.path.join(d, "heartbeat_rank0.jsonl")',
+  'def rec(**o):',
+  '    o = {"ts": time.time(), "iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid(), "rank": 0, **o}',
+  '    with open(f, "a") as h: h.write(json.dumps(o) + "\\n")',
+  'with open(os.path.join(d, "env.json"), "w") as h: json.dump({"time": "", "python": sys.version, "torch": "none", "cuda_available": False, "cuda_device_count": 0, "env": {"CONFIG": "configs/bench.yaml", "RANK": "0", "WORLD_SIZE": "1"}}, h)',
+  'rec(step=0, msg="boot", phase="start")',
+  'for s in range(1, steps + 1):',
+  '    time.sleep(0.1)',
+  '    rec(step=s, msg="progress", loss=5 - s * 0.01, toks_per_s=1000.0)',
+  '    rec(step=s, msg="step_end", phase="end")',
+  '    with open(os.path.join(d, "training.csv"), "a") as h: h.write("%d,%.6f,1.000000e-04,1000\\n" % (s, 5 - s * 0.01))',
+  'print("STOPPED", int(time.time() * 1000), flush=True)',
+  'while True: time.sleep(3600)',
+].join('\n');
 
 async function writerRun(interval: string | null): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-wd-bench-'));
   dirs.push(dir);
-  const w = spawnOut([process.execPath, '-e', WRITER, dir, '30']);
+  const w = spawnOut(['python3', '-c', WRITER, dir, '30']);
   await until(() => (readdirSync(dir).includes('heartbeat_rank0.jsonl') ? true : null), 5000, 'the writer');
   const wd = spawnOut([process.execPath, BIN, 'watchdog', dir, '--stall', String(STALL_S), '--no-gpu', ...(interval ? ['--interval', interval] : [])]);
   await until(() => (/STOPPED/.test(w.out()) ? true : null), 20_000, 'the writer to stop');
