@@ -81,9 +81,13 @@ export function currentActor(host: Host): Promise<Actor> {
     }
     let tmux: string | null = null;
     if (process.env.TMUX) {
-      const shown = await run('tmux', ['display-message', '-p', '#{client_tty} #{session_name}:#{window_index}.#{pane_index}'], 1500);
       const pane = process.env.TMUX_PANE ?? '';
-      tmux = shown && shown.length > 0 ? `${shown}${pane ? ` (${pane})` : ''}` : `tmux${pane ? ` ${pane}` : ''}`;
+      // -t: the pane we run in, not whichever pane is current for the server
+      const args = ['display-message', '-p', ...(pane ? ['-t', pane] : []), '#{client_tty}|#{session_name}:#{window_index}.#{pane_index}'];
+      const shown = await run('tmux', args, 1500);
+      const [clientTty = '', where = ''] = (shown ?? '').split('|');
+      const parts = [clientTty ? `client ${clientTty}` : null, where ? `session ${where}` : null, pane || null].filter(Boolean);
+      tmux = parts.length > 0 ? parts.join(' ') : 'tmux';
     }
     const me = hostname();
     return {

@@ -3,6 +3,8 @@ import { existsSync, readdirSync, readFileSync, writeFileSync, appendFileSync} f
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { test } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../src/remote/local.js';
 import {
   currentActor,
@@ -31,6 +33,32 @@ test('actor names the user and this process', async () => {
   assert.ok(a.user.length > 0);
   assert.equal(a.pid, process.pid);
   assert.ok(a.host.length > 0);
+});
+
+test('inside tmux the actor names the tmux session and pane', async (t) => {
+  if (spawnSync('tmux', ['-V']).status !== 0) return t.skip('tmux not installed');
+  const dir = tempDir('actor-tmux');
+  const script = join(dir, 'actor.mts');
+  const out = join(dir, 'actor.json');
+  const root = fileURLToPath(new URL('../..', import.meta.url));
+  writeFileSync(
+    script,
+    `import { writeFileSync } from 'node:fs';\nimport { LocalHost } from ${JSON.stringify(join(root, 'src/remote/local.ts'))};\n` +
+      `import { currentActor } from ${JSON.stringify(join(root, 'src/trainer/control.ts'))};\n` +
+      `writeFileSync(${JSON.stringify(out)}, JSON.stringify(await currentActor(new LocalHost())));\n`,
+  );
+  const sock = `nsa-top-test-${process.pid}`; // a private tmux server, stopped below
+  const cmd = `cd ${JSON.stringify(root)} && ${JSON.stringify(process.execPath)} --import tsx ${JSON.stringify(script)}`;
+  assert.equal(spawnSync('tmux', ['-L', sock, 'new-session', '-d', '-s', 'drill', cmd]).status, 0);
+  try {
+    const end = Date.now() + 20000;
+    while (!existsSync(out) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    const a = JSON.parse(readFileSync(out, 'utf8'));
+    assert.match(a.tmux, /session drill:0\.0/);
+    assert.match(a.tmux, /%\d+/);
+  } finally {
+    spawnSync('tmux', ['-L', sock, 'kill-server']);
+  }
 });
 
 test('action log: append and read back, bad lines skipped and counted, limit keeps the newest', async () => {
