@@ -44,7 +44,8 @@ export function stallInfo(ctx: Ctx): StallInfo {
     // Per-rank: only ranks that write per-step records can be judged on their own heartbeat. Rank 0
     // always writes progress; ranks >= 1 only with `beat` (a boot record alone is routine, §2.7).
     const perStep = ctx.ranks.filter((r) => r.rank === 0 || cadence.beat);
-    for (const r of perStep) {
+    // one alert per rank only when there is more than one rank to tell apart (else stall:run says it)
+    if (cadence.beat && perStep.length > 1) for (const r of perStep) {
       const ts = r.lastTs;
       if (ts !== null && (ctx.now - ts) / 1000 > cadence.thresholdS) stalledRanks.push(r.rank);
     }

@@ -63,7 +63,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): { state: RunState; why:
 function stalled(ctx: Ctx, si: StallInfo): { state: RunState; why: string } {
   const odd = ctx.alive.find((r) => r.proc.state === 'T' || r.proc.state === 't' || r.proc.state === 'D');
   const rank = odd?.rank ?? si.oddRank ?? (si.stalledRanks.length === 1 ? si.stalledRanks[0]! : null);
-  const who = rank !== null ? `rank ${rank}` : 'all ranks';
+  const who = rank !== null ? `rank ${rank}` : ctx.ranks.length === 1 ? `rank ${ctx.ranks[0]!.rank}` : 'all ranks';
   const step = ctx.run.step ?? 0;
   return { state: 'STALLED', why: `${who}: no step advance for ${fmtS(si.frozenS ?? 0)} at step ${step} (threshold ${fmtS(ctx.cadence.thresholdS)})${ctx.procsKnown ? '' : '; process table unknown'}` };
 }
