@@ -97,6 +97,17 @@ export function isNsaTopTool(p: ProcInfo): boolean {
   return p.argv[i + 1] !== 'train';
 }
 
+/**
+ * Heartbeat files of this launch: a relaunch with fewer ranks into the same dir leaves the old
+ * ranks' files behind, booted long before rank 0's current boot — they are not ranks of this run.
+ */
+export function currentLaunchRanks(ranks: RankHeartbeat[]): RankHeartbeat[] {
+  const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
+  const boot0 = sorted.find((r) => r.rank === 0)?.bootTs ?? null;
+  if (boot0 === null) return sorted;
+  return sorted.filter((r) => r.rank === 0 || r.bootTs === null || r.bootTs >= boot0 - 600_000 || (r.lastTs ?? 0) >= boot0);
+}
+
 export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
   const run = input.run;
   const procsKnown = !!input.procs && !input.procs.error;
@@ -129,6 +140,6 @@ export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
     lastAdvanceTs,
     ended: run.ended,
     gpus,
-    ranks: [...run.ranks].sort((a, b) => a.rank - b.rank),
+    ranks: currentLaunchRanks(run.ranks),
   };
 }

@@ -471,3 +471,12 @@ test('a live launcher with no rank identified yet is STARTING, not NO TRAINER or
   assert.notEqual(ev.runState, 'EXITED');
   assert.ok(!find(ev.alerts, 'exited'));
 });
+
+test('heartbeat files left by an earlier, wider launch are not ranks of this run', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const boot = run.ranks[0]!.bootTs!;
+  run.ranks.push({ ...run.ranks[1]!, rank: 3, pid: 999, file: 'heartbeat_rank3.jsonl', bootTs: boot - 86_400_000, lastTs: boot - 86_000_000 });
+  const ev = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.ok(!find(ev.alerts, 'rank-died:3'));
+  assert.equal(ev.runState, 'RUNNING');
+});
