@@ -20,6 +20,9 @@ import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
+import { launchedFromRunInfo } from '../checks/launched.js';
+
+export { launchedFromRunInfo } from '../checks/launched.js';
 
 const HELP = `usage: nsa-top watchdog [RUN_DIR] [options]
 
@@ -133,42 +136,6 @@ export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
 
 async function openHostFor(a: WatchdogArgs): Promise<Host> {
   return openHost({ host: a.host ?? undefined, identity: a.identity ?? undefined, acceptNewHostKey: a.acceptNewHostKey });
-}
-
-/**
- * What a supervised run was launched with, from its run.info (src/trainer/supervisor/launch.ts):
- * `config:` and the `env:` lines. Only for the real trainer: the reference trainer records the
- * config it wrote into its out_dir, so a name comparison would mean nothing there.
- */
-export function launchedFromRunInfo(text: string): Launched | undefined {
-  let trainer: string | null = null;
-  let config: string | null | undefined;
-  const flags: Record<string, string> = {};
-  for (const raw of text.split('\n')) {
-    const m = /^([a-z_]+):\s?(.*)$/.exec(raw);
-    if (!m) continue;
-    const [, key, v] = m as unknown as [string, string, string];
-    if (key === 'trainer') trainer = v.trim();
-    else if (key === 'config' && config === undefined) {
-      const c = v.replace(/\s+#.*$/, '').trim();
-      config = c === '' || c === '(none)' ? null : unquote(c);
-    } else if (key === 'env') {
-      const e = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(v.trim());
-      if (e && /^NSA_/.test(e[1]!) && !/^NSA_TOP_/.test(e[1]!)) flags[e[1]!] = unquote(e[2]!);
-    }
-  }
-  if (trainer !== 'nsa-vibe') return undefined;
-  const l: Launched = {};
-  if (config !== undefined) l.config = config;
-  if (Object.keys(flags).length) l.flags = flags;
-  return Object.keys(l).length ? l : undefined;
-}
-
-function unquote(s: string): string {
-  const t = s.trim();
-  if (t.length >= 2 && t.startsWith("'") && t.endsWith("'")) return t.slice(1, -1).replace(/'\\''/g, "'");
-  if (t.length >= 2 && t.startsWith('"') && t.endsWith('"')) return t.slice(1, -1);
-  return t;
 }
 
 export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
