@@ -1,7 +1,7 @@
 // End to end: the built nsa-top launches a detached supervisor; the workload is a stand-in that
 // speaks the reference trainer's flags (fake-trainer.mjs). Needs `npm run build` first.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -287,4 +287,35 @@ test('a stop during the restart backoff ends the run: no restart, logged', async
   assert.equal(last.action, 'halt');
   assert.equal(last.who.user, who.user);
   assert.match(last.detail, /not restarted/);
+});
+
+test('two relaunches at once (two cockpits): one supervisor, one trainer; the other is refused', async () => {
+  const cwd = tempDir('sup-double');
+  const pf = profilesFile(cwd);
+  const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+  await track(r.runDir);
+  const who = await currentActor(host);
+  await stopRun(host, r.runDir, who);
+  await finalState(r.runDir);
+  await relaunch(host, r.runDir, who, { removeStaleHalt: true }).then((x) => assert.equal(x.result, 'ok', x.detail));
+  await track(r.runDir);
+  await stopRun(host, r.runDir, who);
+  await finalState(r.runDir);
+  // now both at once (the .HALT from the stop is removed by whichever gets there first)
+  const [a, b] = await Promise.all([
+    relaunch(host, r.runDir, who, { removeStaleHalt: true }),
+    relaunch(host, r.runDir, who, { removeStaleHalt: true }),
+  ]);
+  const results = [a.result, b.result].sort();
+  assert.equal(results.filter((x) => x === 'ok').length, 1, `${a.result}: ${a.detail} / ${b.result}: ${b.detail}`);
+  assert.ok(results.includes('refused') || results.includes('failed'), `${a.detail} / ${b.detail}`);
+  const st = await until('the one trainer', async () => {
+    const s = await readSupervisorState(host, r.runDir);
+    return s?.child?.startTime ? s : null;
+  });
+  supervisors.push(st.supervisor);
+  const table = spawnSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).stdout;
+  assert.equal(table.split('\n').filter((l) => l.includes('fake-trainer.mjs') && l.includes(r.runDir)).length, 1, 'exactly one trainer');
+  await stopRun(host, r.runDir, who);
+  await finalState(r.runDir);
 });

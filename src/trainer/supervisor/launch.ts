@@ -260,6 +260,16 @@ export async function supervisorStatus(host: Host, dir: string): Promise<{ state
   return { state, alive, stale: !!state && ACTIVE.includes(state.state) && !alive };
 }
 
+/** The last `supervise: …` error line of the supervisor log, if any. */
+async function supervisorError(host: Host, runDir: string): Promise<string | null> {
+  const path = join(nsaDir(runDir), SUPERVISOR_LOG);
+  const st = await host.stat(path).catch(() => null);
+  if (!st) return null;
+  const tail = (await host.readRange(path, Math.max(0, st.size - 4096)).catch(() => Buffer.alloc(0))).toString('utf8');
+  const lines = tail.split('\n').filter((l) => l.startsWith('supervise: '));
+  return lines.length ? lines[lines.length - 1]!.slice('supervise: '.length) : null;
+}
+
 /** true when the recorded supervisor process is still the same process */
 export async function supervisorAlive(host: Host, st: SupervisorState | null): Promise<boolean> {
   if (!st?.supervisor || !st.supervisor.startTime) return false;
@@ -313,7 +323,11 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   const scan = neverRan ? { found: null, why: [] as string[] } : await scanCheckpoints(host, outDir);
   const pid = spawnSupervisor(runDir, !neverRan);
   const up = await awaitSupervisor(host, runDir, pid);
-  if (up?.supervisor?.pid !== pid) return log(mk('failed', `the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
+  if (up?.supervisor?.pid !== pid) {
+    const why = await supervisorError(host, runDir);
+    if (why && /another supervisor/.test(why)) return log(mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid }));
+    return log(mk('failed', `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
+  }
   const from = neverRan ? 'first start (the run had never run)' : scan.found ? `resuming from ${scan.found.path} (step ${scan.found.step})` : 'no complete checkpoint: from scratch';
   return log(
     mk('ok', `${from}${scan.why.length ? `; skipped: ${scan.why.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {

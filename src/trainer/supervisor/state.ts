@@ -11,6 +11,7 @@ export const STATE_FILE = 'supervisor.json';
 export const PLAN_FILE = 'launch.json';
 export const STOP_FILE = 'stop.json';
 export const SUPERVISOR_LOG = 'supervisor.log';
+export const LOCK_FILE = 'supervisor.lock';
 /** how `nsa-top supervise` learns its run dir (kept out of argv, see launch.ts) */
 export const SUPERVISE_ENV = 'NSA_TOP_SUPERVISE_RUN_DIR';
 

@@ -5,16 +5,16 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
-import { closeSync, existsSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LocalHost } from '../../remote/local.js';
-import { listProcesses, readProc } from '../../remote/procs.js';
+import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { scanCheckpoints } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
 import { escalate, recordAction, requestHalt, type RankTarget } from '../control.js';
 import type { LaunchPlan } from '../profiles.js';
-import { nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
+import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
 type Pty = typeof import('node-pty');
 const require = createRequire(import.meta.url);
@@ -59,8 +59,15 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     process.stderr.write(`supervise: ${runDir}: no .nsa-top/launch.json — start runs with nsa-top launch\n`);
     return 2;
   }
-  const prev = await readSupervisorState(host, runDir);
   const me = await readProc(host, process.pid).catch(() => null);
+  // One supervisor per run: two relaunches at once (two cockpits) must not start two trainers.
+  const lockPath = join(nsaDir(runDir), LOCK_FILE);
+  const lockErr = await takeLock(host, lockPath, { pid: process.pid, startTime: me?.startTime ?? '' });
+  if (lockErr) {
+    process.stderr.write(`supervise: ${lockErr}\n`);
+    return 4;
+  }
+  const prev = await readSupervisorState(host, runDir);
   const st: SupervisorState = {
     runDir,
     profile: plan.profile,
@@ -340,8 +347,43 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     clearInterval(stopPoll);
     say(`supervisor done: ${st.state}${st.note ? ` — ${st.note}` : ''}`);
     closeSync(trainLog);
+    try {
+      if (JSON.parse(readSmall(lockPath) ?? '{}').pid === process.pid) unlinkSync(lockPath);
+    } catch {
+      /* not ours, or gone */
+    }
   }
   return code;
+}
+
+/** Exclusive lock file holding pid + start time; a holder that is no longer alive is replaced. */
+async function takeLock(host: LocalHost, path: string, me: { pid: number; startTime: string }): Promise<string | null> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(path, `${JSON.stringify(me)}\n`, { flag: 'wx' });
+      return null;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return `cannot create ${path}: ${(e as Error).message}`;
+    }
+    let holder: { pid?: unknown; startTime?: unknown } = {};
+    try {
+      holder = JSON.parse(readSmall(path) ?? '{}');
+    } catch {
+      /* half-written by a racing taker: look again */
+      await sleep(100);
+      continue;
+    }
+    if (typeof holder.pid === 'number' && typeof holder.startTime === 'string' && holder.pid !== me.pid) {
+      if (await verifyProcess(host, { pid: holder.pid, startTime: holder.startTime }).catch(() => false))
+        return `another supervisor (pid ${holder.pid}) already runs this run`;
+    }
+    try {
+      unlinkSync(path); // stale: its supervisor is gone
+    } catch {
+      /* someone else removed it */
+    }
+  }
+  return `could not take ${path}`;
 }
 
 export function describePlan(plan: LaunchPlan): string {
