@@ -8,7 +8,8 @@ import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
 import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
 import type { MemSample } from '../checks/rules.js';
 import type { Host } from '../remote/host.js';
-import { LocalHost } from '../remote/local.js';
+import { sampleGpus } from '../remote/gpu.js';
+import { openHost } from '../remote/index.js';
 import { resolveRunDir } from '../trainer/rundir.js';
 import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
@@ -16,7 +17,7 @@ import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
 import { readLaunched, runProcesses } from './watchdog.js';
 
-const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N]
+const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N] [--host user@box[:port]]
 
 Grades a finished or live run against the runbooks' acceptance phases, with evidence:
   phase 0  smoke: one step logged, heartbeats from every rank, a finite first loss
@@ -30,10 +31,10 @@ highest phase the run's configured length allows is graded, and every phase is s
 Exit: 0 GO, 1 NO-GO, 2 cannot judge (yet: a live run short of the phase's steps; or no run data).
 `;
 
-interface ReportArgs { dir: string | undefined; phase: Phase | undefined; format: 'text' | 'json' | 'md'; minTps: number | undefined }
+interface ReportArgs { dir: string | undefined; phase: Phase | undefined; format: 'text' | 'json' | 'md'; minTps: number | undefined; host: string | undefined; identity: string | undefined; acceptNewHostKey: boolean }
 
 export function parseReportArgs(argv: string[]): ReportArgs | 'help' {
-  const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined };
+  const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined, host: undefined, identity: undefined, acceptNewHostKey: false };
   for (let i = 0; i < argv.length; i++) {
     const x = argv[i]!;
     const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
@@ -47,6 +48,17 @@ export function parseReportArgs(argv: string[]): ReportArgs | 'help' {
         break;
       case '--md':
         a.format = 'md';
+        break;
+      case '--host':
+      case '-i': {
+        const v = val();
+        if (!v) throw new CliError(`report: ${flag} needs a value`, 2);
+        if (flag === '--host') a.host = v;
+        else a.identity = v;
+        break;
+      }
+      case '--accept-new-host-key':
+        a.acceptNewHostKey = true;
         break;
       case '--phase': {
         const v = val();
@@ -141,7 +153,15 @@ export async function run(argv: string[]): Promise<number> {
   } catch (e) {
     throw new CliError(`report: ${(e as Error).message}`, 2);
   }
-  const host = new LocalHost();
+  const host = await openHost({ host: a.host, identity: a.identity, acceptNewHostKey: a.acceptNewHostKey });
+  try {
+    return await reportOn(host, a, t);
+  } finally {
+    await host.close().catch(() => {});
+  }
+}
+
+async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
   const { outDir, runDir: launcherDir } = await resolveRunDirs(host, dir);
   const launched = await readLaunched(host, launcherDir);
@@ -155,8 +175,10 @@ export async function run(argv: string[]): Promise<number> {
     process.stderr.write(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`);
     return 2;
   }
-  const procs = await runProcesses(host, outDir, snap, null);
-  const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu: null, hostCpus: cpus().length, launched });
+  // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
+  const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
+  const procs = await runProcesses(host, outDir, snap, gpu);
+  const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu, hostCpus: host.kind === 'local' ? cpus().length : undefined, launched });
   const hb = await readHeartbeats(host, outDir, snap);
   const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, minTps: a.minTps, thresholds: t }, a.phase);
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
