@@ -127,7 +127,9 @@ test('a truncated and a replaced file are reported like LocalHost does', async (
 });
 
 test('connection killed mid-follow: reconnects and resumes every follow, no row lost or duplicated', async () => {
-  const h = await sshd.connect({ watchIntervalMs: 200 });
+  // its own sshd: killing or freezing sessions must not touch the other tests' connection
+  const own = await startSshd();
+  const h = await own.connect({ watchIntervalMs: 200 });
   try {
     const dir = join(tmp, 'reconnect');
     mkdirSync(dir);
@@ -161,8 +163,8 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
       const st = h.connState();
       if (st.state === 'reconnecting') sawReconnecting = true;
       if ((i === 5 || i === 25) && killed < 2) {
-        assert.ok(sshd.sessionPids().length > 0 || sshd.kind !== 'openssh', 'a session process to kill');
-        sshd.killSessions();
+        assert.ok(own.sessionPids().length > 0 || own.kind !== 'openssh', 'a session process to kill');
+        own.killSessions();
         killed++;
       }
       const done = finished && off[csv] === readFileSync(csv).length && off[hb] === readFileSync(hb).length;
@@ -180,6 +182,59 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
     assert.equal(Buffer.concat(got[hb]!).toString(), readFileSync(hb, 'utf8'), 'every heartbeat byte exactly once');
   } finally {
     await h.close();
+    await own.stop();
+  }
+});
+
+test('a silent peer (session frozen, TCP still open) is caught by keepalive and the host reconnects', async () => {
+  // its own sshd: killing or freezing sessions must not touch the other tests' connection
+  const own = await startSshd();
+  const h = await own.connect({ watchIntervalMs: 200, keepaliveIntervalMs: 300, keepaliveCountMax: 2 });
+  const frozen: number[] = [];
+  try {
+    const dir = join(tmp, 'keepalive');
+    mkdirSync(dir);
+    const f = join(dir, 'training.csv');
+    writeFileSync(f, '1,1,1,1\n');
+    let off = 0;
+    let text = '';
+    const poll = async () => {
+      const p = await h.pollDir(dir, [{ path: f, offset: off }]);
+      const rr = p.reads[0]!;
+      if (!rr.error && rr.stat) {
+        text += rr.data.toString();
+        off += rr.data.length;
+      }
+    };
+    await poll();
+    await poll();
+    // freeze this connection's sshd session processes (children of our listener, nobody else's)
+    if (own.kind !== 'openssh') return;
+    for (const p of own.sessionPids()) {
+      process.kill(p, 'SIGSTOP');
+      frozen.push(p);
+    }
+    appendFileSync(f, '2,1,1,1\n');
+    let sawReconnecting = false;
+    const t0 = Date.now();
+    while ((off < readFileSync(f).length || h.connState().state !== 'connected') && Date.now() - t0 < 20000) {
+      if (h.connState().state === 'reconnecting') sawReconnecting = true;
+      await poll();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(sawReconnecting, 'the frozen connection was given up');
+    assert.equal(text, '1,1,1,1\n2,1,1,1\n');
+  } finally {
+    for (const p of frozen) {
+      try {
+        process.kill(p, 'SIGCONT');
+        process.kill(p, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+    await h.close();
+    await own.stop();
   }
 });
 
@@ -250,7 +305,9 @@ test('without GNU find (plain POSIX ls): the same listing and bytes', async () =
 });
 
 test('sshd restarted under a follow: the host reconnects by itself and resumes', async () => {
-  const h = await sshd.connect({ watchIntervalMs: 200 });
+  // its own sshd: killing or freezing sessions must not touch the other tests' connection
+  const own = await startSshd();
+  const h = await own.connect({ watchIntervalMs: 200 });
   try {
     const dir = join(tmp, 'restart');
     mkdirSync(dir);
@@ -268,7 +325,7 @@ test('sshd restarted under a follow: the host reconnects by itself and resumes',
     };
     await poll();
     await poll();
-    await sshd.restart();
+    await own.restart();
     appendFileSync(f, '2,1,1,1\n');
     const t0 = Date.now();
     while (off < readFileSync(f).length && Date.now() - t0 < 20000) {
@@ -279,6 +336,7 @@ test('sshd restarted under a follow: the host reconnects by itself and resumes',
     assert.equal(h.connState().state, 'connected');
   } finally {
     await h.close();
+    await own.stop();
   }
 });
 
