@@ -108,8 +108,7 @@ export const ProfileSchema = z
     } else {
       const i = flag(['--out', '--ranks', '--resume']);
       if (i >= 0) ctx.addIssue({ code: 'custom', path: ['args', i], message: `${p.args[i]} is set by the supervisor (out_dir, procs, resume): remove it` });
-      for (const k of ['repo', 'script'] as const)
-        if (p[k] !== undefined && k === 'repo') ctx.addIssue({ code: 'custom', path: [k], message: 'the reference trainer is part of nsa-top: `repo:` does not apply' });
+      if (p.repo !== undefined) ctx.addIssue({ code: 'custom', path: ['repo'], message: 'the reference trainer is part of nsa-top: `repo:` does not apply' });
     }
   });
 
@@ -384,7 +383,7 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
   const extra = ctx.extraArgs ?? [];
   let command: string[];
   let outDir: string;
-  let resumeFlag = '--resume';
+  const resumeFlag = '--resume'; // both trainers
   let smoke: LaunchPlan['smoke'] = null;
   if (p.trainer === 'reference') {
     outDir = ctx.runDir;
@@ -419,9 +418,7 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     command = procs > 1 ? [p.torchrun, `--nproc_per_node=${procs}`, script] : [...(p.command ?? [p.python, '-u', script])];
     if (steps !== undefined) command.push('--steps', String(steps));
     command.push(...p.args, ...extra);
-    if (procs > 1 && !p.args.includes('--ddp')) {
-      /* torchrun sets WORLD_SIZE; the trainer's --ddp -1 picks DDP from it (contract §3.8) */
-    }
+    // under torchrun, WORLD_SIZE makes the trainer's default --ddp -1 choose DDP (contract §3.8)
     if (p.smoke) {
       const senv: Record<string, string> = { ...env, ...p.smoke.env, CONFIG: p.smoke.config ?? 'configs/train_showcase.yaml' };
       delete senv.NSA_TOP_RUN_DIR;
@@ -434,7 +431,6 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
         required: p.smoke.required,
       };
     }
-    resumeFlag = '--resume';
   }
   return {
     version: 1,

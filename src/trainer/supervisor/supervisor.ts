@@ -13,7 +13,6 @@ import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { scanCheckpoints } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
 import { escalate, recordAction, requestHalt, type RankTarget } from '../control.js';
-import type { LaunchPlan } from '../profiles.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
 type Pty = typeof import('node-pty');
@@ -384,8 +383,4 @@ async function takeLock(host: LocalHost, path: string, me: { pid: number; startT
     }
   }
   return `could not take ${path}`;
-}
-
-export function describePlan(plan: LaunchPlan): string {
-  return `${plan.profile}: ${plan.command.join(' ')}`;
 }
