@@ -60,6 +60,8 @@ export interface SshHostOptions {
 }
 
 export class HostKeyError extends Error {
+  /** the CLI's exit code for it (2: cannot proceed as asked) */
+  readonly exitCode = 2;
   constructor(
     message: string,
     readonly status: 'unknown' | 'changed' | 'revoked',
@@ -72,6 +74,7 @@ export class HostKeyError extends Error {
 
 export class SshConnectError extends Error {
   override name = 'SshConnectError';
+  readonly exitCode = 2;
 }
 
 export interface SshStats {
