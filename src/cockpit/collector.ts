@@ -3,15 +3,16 @@
 // the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
 // CockpitState only when something the screen shows has changed.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Checker, thresholdsFromEnv } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, listProcesses, matchRun } from '../remote/procs.js';
 import type { GpuTelemetry, ProcInfo, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
-import { readActions, stepsAtRisk } from '../trainer/control.js';
+import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
 import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
-import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import type { CockpitState } from './state.js';
 
 export interface GpuSource {
@@ -28,7 +29,7 @@ export interface CollectorOptions {
   readSupervisorState?: (host: Host, runDir: string) => Promise<SupervisorState | null>;
   /** actions.jsonl records kept (newest) */
   actionLimit?: number;
-  /** the process table is read at most this often (default 3000 ms; each read runs a command) */
+  /** the process table is read at most this often (default 5000 ms; each read runs a command) */
   procsIntervalMs?: number;
 }
 
@@ -123,6 +124,7 @@ export class Collector {
   private ticking: Promise<void> | null = null;
   private procsAt = 0;
   private procsPids = '';
+  private actionsKey = '';
   /** ms the last tick took (reading files, process table, checks) */
   lastTickMs: number | null = null;
   ticks = 0;
@@ -215,7 +217,7 @@ export class Collector {
     const gpu = this.o.gpu?.current() ?? null;
     let procs: RunProcesses | null = this.state?.procs ?? null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
-    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 3000) || hbPids !== this.procsPids;
+    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) || hbPids !== this.procsPids;
     if (procsDue) try {
       this.procsAt = Date.now();
       this.procsPids = hbPids;
@@ -240,7 +242,13 @@ export class Collector {
     const ev = this.checker.evaluate({ now, run, procs, gpu });
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
-      actions = await readActions(this.host, this.runDir, this.o.actionLimit ?? 100);
+      // re-read the action log only when it changed (a stat per tick instead of a read)
+      const st = await this.host.stat(join(this.outDir!, NSA_DIR, ACTIONS_FILE));
+      const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
+      if (key !== this.actionsKey) {
+        actions = st ? await readActions(this.host, this.runDir, this.o.actionLimit ?? 100) : [];
+        this.actionsKey = key;
+      }
     } catch (e) {
       errors.push(`actions.jsonl: ${(e as Error).message}`);
     }

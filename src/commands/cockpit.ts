@@ -4,8 +4,9 @@
 import { render } from 'ink';
 import { createElement } from 'react';
 import { createActions, type RelaunchFn } from '../cockpit/actions.js';
-import { Collector, type GpuSource } from '../cockpit/collector.js';
+import { Collector } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
+import { GpuMonitor } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import { LocalHost } from '../remote/local.js';
 import { currentActor } from '../trainer/control.js';
@@ -79,18 +80,11 @@ async function openHostFor(a: CockpitArgs): Promise<Host> {
   }
 }
 
-async function gpuSourceFor(host: Host, intervalMs: number): Promise<(GpuSource & { stop(): void }) | null> {
-  try {
-    const mod = (await import('../remote/gpu.js' as string)) as {
-      GpuMonitor?: new (h: Host, o: { intervalMs: number }) => GpuSource & { start(): void; stop(): void };
-    };
-    if (!mod.GpuMonitor) return null;
-    const m = new mod.GpuMonitor(host, { intervalMs });
-    m.start();
-    return m;
-  } catch {
-    return null;
-  }
+function gpuSourceFor(host: Host, intervalMs: number): GpuMonitor {
+  const m = new GpuMonitor(host, { intervalMs });
+  // start() resolves at the first sample; the cockpit does not wait for it (current() never blocks)
+  void m.start().catch(() => {});
+  return m;
 }
 
 export interface CockpitSession {
@@ -106,7 +100,7 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
-  const gpu = await gpuSourceFor(o.host, Math.max(1000, o.intervalMs));
+  const gpu = gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
   const collector = new Collector({ host: o.host, runDir: o.runDir, intervalMs: o.intervalMs, readOnly: o.readOnly, gpu, readSupervisorState });
   const nc = noColor();
   const out = process.stdout;
