@@ -106,8 +106,11 @@ export interface Host {
   readFile(path: string, maxBytes?: number): Promise<Buffer>;
   /**
    * One round of a directory poll: listing of `dir`, listings of `subdirs`, and for each read
-   * request the bytes from its offset. SshHost may serve this from a long-lived streaming command
-   * (so a poll costs no extra round trip); LocalHost does it with fs calls.
+   * request the bytes from its offset. LocalHost does it with fs calls. SshHost serves it from a
+   * long-lived remote watch loop: the listing and followed bytes are those of its last tick (at
+   * most `watchIntervalMs` old) and cost no round trip; a path read for the first time, or re-read
+   * from an earlier offset (a rewritten whole file), is answered within one round trip on the same
+   * channel; reading a path again from where the last read ended makes it a follow.
    */
   pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll>;
 
