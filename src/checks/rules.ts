@@ -168,9 +168,14 @@ export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
   if (!ctx.procsKnown) return out;
   const procs = ctx.in.procs!;
   const aliveRanks = new Set(ctx.alive.map((r) => r.rank));
-  if (ctx.alive.length > 0 && !ctx.ended) {
+  // Ranks leave at different moments of a normal end (the others exit while rank 0 still writes
+  // metrics.json and the final save), of a HALT and of a NaN abort: those are not deaths.
+  const total = ctx.run.totalSteps;
+  const stopping = ctx.run.control.halt.present || ctx.run.control.anomaly?.type === 'nan_loss' || ctx.run.log.fatalNonFinite || ctx.run.log.haltSeen;
+  if (ctx.alive.length > 0 && !ctx.ended && !stopping) {
     for (const hb of ctx.ranks) {
       if (aliveRanks.has(hb.rank)) continue;
+      if (total !== null && Math.max(ctx.run.step ?? 0, hb.lastStep ?? 0) >= total) continue;
       const z = procs.ranks.find((r) => r.rank === hb.rank);
       out.push(a(`rank-died:${hb.rank}`, 'rank-died', 'critical',
         `rank ${hb.rank} ${z ? 'is a zombie' : 'process is gone'} while rank(s) ${[...aliveRanks].sort().join(',')} still run`,

@@ -28,6 +28,7 @@ export async function liveFixture(name: 'single' | 'ddp2-dumps-halt'): Promise<{
   run.ended = false;
   run.metrics = null;
   run.control.halt = { present: false, content: null, mtimeMs: null };
+  run.log.haltSeen = false; // the ddp2 log ends with "[train] HALT file detected"
   const lastTs = Math.max(...run.ranks.map((r) => r.lastTs ?? 0));
   return { run, lastTs };
 }

@@ -480,3 +480,15 @@ test('heartbeat files left by an earlier, wider launch are not ranks of this run
   assert.ok(!find(ev.alerts, 'rank-died:3'));
   assert.equal(ev.runState, 'RUNNING');
 });
+
+test('ranks leaving at a normal end, a HALT or a NaN abort are not deaths', async () => {
+  const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  const one = procs([proc(0)]);
+  run.totalSteps = 31; // rank 1 finished its last step, rank 0 is still writing metrics.json
+  assert.ok(!find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'));
+  run.totalSteps = 400;
+  run.control.halt = { present: true, content: 'halt: manual_stop', mtimeMs: lastTs };
+  assert.ok(!find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'));
+  run.control.halt = { present: false, content: null, mtimeMs: null };
+  assert.ok(find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'), 'mid-run it is one');
+});
