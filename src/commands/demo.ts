@@ -56,7 +56,7 @@ export async function run(argv: string[]): Promise<number> {
   const { runDir } = await launchRun(host, { profile: 'demo', cwd: process.cwd(), steps, extraArgs });
   process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);
   const actor = await currentActor(host);
-  await openCockpit({
+  const how = await openCockpit({
     host,
     runDir,
     readOnly: false,
@@ -70,7 +70,8 @@ export async function run(argv: string[]): Promise<number> {
   const live = st !== null && ['starting', 'running', 'backoff'].includes(st.state);
   if (live && !leave) {
     let stop = true;
-    if (process.stdin.isTTY && process.stdout.isTTY) {
+    // after a hangup or a kill signal there is nobody to ask: the default (halt) applies
+    if (how === 'quit' && process.stdin.isTTY && process.stdout.isTTY) {
       // Ink leaves stdin paused and unreferenced: take it back, or the process would just exit here.
       process.stdin.setRawMode?.(false);
       process.stdin.ref?.();
