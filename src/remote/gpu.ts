@@ -289,9 +289,12 @@ export class GpuMonitor {
         this.settleFirst();
         return;
       }
-      // nvidia-smi ended on its own (driver error, reset…): say why, try again with backoff
-      this.fatal = this.stderrTail || `nvidia-smi exited (${r.code ?? r.signal})`;
-      this.settleFirst();
+      // nvidia-smi ended on its own (driver error, reset…): say why, try again with backoff — unless
+      // the SSH connection went away under it, which current() reports from connState
+      if (this.host.connState().state === 'connected' || this.host.connState().state === 'local') {
+        this.fatal = this.stderrTail || `nvidia-smi exited (${r.code ?? r.signal})`;
+        this.settleFirst();
+      }
       if (!this.restartTimer) {
         this.restartDelay = Math.min(Math.max(this.restartDelay * 2, this.intervalMs), 60_000);
         this.restartTimer = setTimeout(() => {
@@ -407,6 +410,8 @@ export class GpuMonitor {
   current(): GpuTelemetry {
     const at = Date.now();
     if (this.noTools) return { status: 'no-nvidia-tools', at };
+    const cs = this.host.connState();
+    if (cs.state === 'reconnecting') return { status: 'not-answering', since: Math.min(cs.since, this.lastGoodAt ?? cs.since), at, lastGood: this.lastGood };
     if (this.hungSince !== null) return { status: 'not-answering', since: this.hungSince, at, lastGood: this.lastGood };
     if (this.lastGoodAt === null) {
       if (this.fatal) return { status: 'error', message: this.fatal, at };

@@ -204,6 +204,23 @@ test('over SSH the same telemetry arrives (real sshd, fake nvidia-smi on the rem
     const local = await sampleGpus(host, { env, intervalMs: 200 });
     assert.equal(local.status, 'ok');
     if (remote.status === 'ok' && local.status === 'ok') assert.deepEqual(remote.devices, local.devices);
+    // the connection drops: telemetry says "not answering" (never a false error) and comes back
+    h.dropConnectionForTest();
+    const seen = new Set<string>();
+    const t0 = Date.now();
+    let back = false;
+    await new Promise((r) => setTimeout(r, 100));
+    while (Date.now() - t0 < 20000) {
+      const c = m.current();
+      seen.add(c.status);
+      if (c.status === 'ok' && h.connState().state === 'connected' && c.at > t0) {
+        back = true;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(back, `telemetry came back after the reconnect (saw ${[...seen].join(', ')})`);
+    assert.ok(!seen.has('error'), 'a dropped connection is not an nvidia-smi error');
     m.stop();
     assert.equal(existsSync(join(FX, 'a100x2', 'calls.log')), false, 'fixtures are never written');
   } finally {
