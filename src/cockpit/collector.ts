@@ -125,6 +125,8 @@ export class Collector {
   private procsAt = 0;
   private procsPids = '';
   private actionsKey = '';
+  private supervisorKey = '';
+  private launcherDir: string | null = null;
   /** ms the last tick took (reading files, process table, checks) */
   lastTickMs: number | null = null;
   ticks = 0;
@@ -200,9 +202,12 @@ export class Collector {
     const errors: string[] = [];
     if (!this.model) {
       try {
-        this.outDir = (await resolveRunDirs(this.host, this.runDir)).outDir;
+        const d = await resolveRunDirs(this.host, this.runDir);
+        this.outDir = d.outDir;
+        this.launcherDir = d.runDir;
       } catch {
         this.outDir = this.runDir;
+        this.launcherDir = this.runDir;
       }
       this.model = new RunModel(this.host, this.outDir);
       void this.probePySpy();
@@ -252,10 +257,16 @@ export class Collector {
     } catch (e) {
       errors.push(`actions.jsonl: ${(e as Error).message}`);
     }
-    let supervisor: SupervisorState | null = null;
+    let supervisor: SupervisorState | null = this.state?.supervisor ?? null;
     if (this.o.readSupervisorState) {
       try {
-        supervisor = await this.o.readSupervisorState(this.host, this.runDir);
+        // re-read only when supervisor.json changed
+        const st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
+        const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
+        if (key !== this.supervisorKey) {
+          supervisor = st ? await this.o.readSupervisorState(this.host, this.runDir) : null;
+          this.supervisorKey = key;
+        }
       } catch {
         supervisor = null;
       }

@@ -1,0 +1,48 @@
+// The collector reads a real run dir through the Host and emits a CockpitState only when something
+// the screen shows changed (the UI renders on emission), judged by the shared Checker.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Collector } from '../../src/cockpit/collector.js';
+import type { CockpitState } from '../../src/cockpit/state.js';
+import { LocalHost } from '../../src/remote/local.js';
+import { FIXTURES } from './helpers.js';
+
+test('collector: one emission per visible change, none for an unchanged run', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-'));
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true });
+    const seen: CockpitState[] = [];
+    c.subscribe((s) => seen.push(s));
+    const s1 = await c.tick();
+    assert.equal(seen.length, 1);
+    assert.equal(s1.runState, 'HALTED');
+    assert.equal(s1.run.step, 31);
+    assert.equal(s1.readOnly, true);
+    assert.ok(s1.self.rssMiB && s1.self.rssMiB > 10, 'measures its own RSS');
+    await c.tick();
+    await c.tick();
+    assert.equal(seen.length, 1, 'nothing changed: no new state, no new frame');
+    // the trainer writes another progress record: step 32 shows up
+    appendFileSync(
+      join(dir, 'heartbeat_rank0.jsonl'),
+      JSON.stringify({ ts: Date.now() / 1000, pid: 32202, rank: 0, step: 32, msg: 'progress', loss: 5.6, toks_per_s: 1000 }) + '\n',
+    );
+    appendFileSync(join(dir, 'training.csv'), '32,5.6,2.97e-04,1000\n');
+    const s2 = await c.tick();
+    assert.equal(seen.length, 2, 'a new step is a new state');
+    assert.equal(s2.run.step, 32);
+    // an action by someone else appears in the shared action log
+    const rec = { ts: Date.now(), who: { user: 'alice', tty: '/dev/pts/3', tmux: null, host: 'box', pid: 1 }, action: 'dump', target: {}, result: 'ok', detail: '2/2 ranks dumped' };
+    mkdirSync(join(dir, '.nsa-top'), { recursive: true });
+    appendFileSync(join(dir, '.nsa-top', 'actions.jsonl'), JSON.stringify(rec) + '\n');
+    const s3 = await c.tick();
+    assert.equal(seen.length, 3);
+    assert.equal(s3.actions.at(-1)?.who.user, 'alice');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
