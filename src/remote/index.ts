@@ -8,9 +8,11 @@ import { resolveTarget } from './sshconfig.js';
 export type { Host } from './host.js';
 export { LocalHost } from './local.js';
 export { SshHost, HostKeyError, SshConnectError } from './ssh.js';
+export { GpuMonitor, sampleGpus } from './gpu.js';
+export { findRunProcesses, listProcesses, readProc, verifyProcess } from './procs.js';
 
 export interface OpenHostSpec {
-  /** `user@box[:port]` or a ~/.ssh/config alias; absent → this machine */
+  /** `user@box[:port]` or a ~/.ssh/config alias; absent (or `local`) → this machine */
   host?: string;
   /** -i: private key file */
   identity?: string;
@@ -26,7 +28,7 @@ export interface OpenHostSpec {
 }
 
 export async function openHost(spec: OpenHostSpec = {}): Promise<Host> {
-  if (!spec.host || spec.host === 'local' || spec.host === 'localhost:local') return new LocalHost();
+  if (!spec.host || spec.host === 'local') return new LocalHost();
   const target = resolveTarget(spec.host, { identity: spec.identity, port: spec.port, configText: spec.sshConfigText, home: spec.home });
   return SshHost.connect({ target, acceptNewHostKey: spec.acceptNewHostKey, ...spec.ssh });
 }
