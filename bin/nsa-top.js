@@ -4,6 +4,14 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+// Without a listener, Node answers SIGUSR1 by opening its inspector on port 9229. The cockpit tells
+// operators to send SIGUSR1 to trainers; one aimed at a process still loading must never do that.
+// The reference trainer replaces this listener with its stack-dump handler once it is up.
+const command = process.argv[2];
+process.on('SIGUSR1', () => {
+  if (command === 'train') process.stderr.write(`[train] pid ${process.pid}: SIGUSR1 while starting: no dump yet\n`);
+});
+
 const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli.js');
 if (!existsSync(cli)) {
   process.stderr.write('nsa-top: dist/cli.js is missing; run `npm run build` (npm ci runs it for you)\n');

@@ -1,16 +1,23 @@
 // Bundles src/cli.ts into dist/cli.js so that `nsa-top` starts without a TypeScript loader.
 // Dependencies stay external (they are installed by npm ci); only our own code is bundled.
+// Code splitting follows the commands' dynamic imports, so a trainer rank or the supervisor loads
+// only its own chunk — not ink, react and ssh2 — which keeps their start-up and RSS small.
 import { build } from 'esbuild';
-import { copyFileSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
+// Old chunks would pile up across builds: clear only the files this build writes.
+if (existsSync(dist)) for (const f of readdirSync(dist)) if (/^(chunk-.*|cli)\.js(\.map)?$/.test(f)) rmSync(join(dist, f));
 mkdirSync(dist, { recursive: true });
 await build({
   entryPoints: [join(root, 'src/cli.ts')],
-  outfile: join(dist, 'cli.js'),
+  outdir: dist,
+  entryNames: '[name]',
+  chunkNames: 'chunk-[hash]',
+  splitting: true,
   bundle: true,
   platform: 'node',
   format: 'esm',

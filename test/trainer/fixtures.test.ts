@@ -118,3 +118,21 @@ test('a checkpoint still growing is not complete; settled after an unchanged pol
     f.done();
   }
 });
+
+test('env.json with one odd field (torch: null) still yields CONFIG, flags and world size', async () => {
+  const { dir, done } = copyFixture('ddp2-dumps-halt');
+  try {
+    const { writeFileSync, readFileSync } = await import('node:fs');
+    const env = JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8'));
+    env.torch = null;
+    env.cuda_device_count = 'unknown';
+    writeFileSync(join(dir, 'env.json'), JSON.stringify(env));
+    const snap = await new RunModel(new LocalHost(), dir).poll();
+    assert.equal(snap.identity.config, 'configs/ddp2-dumps-halt.yaml');
+    assert.equal(snap.identity.flags.NSA_PREFILL_BATCHED, '1');
+    assert.equal(snap.identity.worldSize, 2);
+    assert.equal(snap.files['env.json']?.parseErrors ?? 0, 0);
+  } finally {
+    done();
+  }
+});

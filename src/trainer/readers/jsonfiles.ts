@@ -4,19 +4,21 @@ import { z } from 'zod';
 import { parseNumCell } from './num.js';
 import type { ParseResult } from './heartbeat.js';
 
+// Each field is optional and tolerant on its own (`.catch(undefined)`): one odd value — e.g.
+// `"torch": null` from a trainer without torch — must not discard CONFIG and the NSA_* flags.
 export const EnvJsonSchema = z.looseObject({
-  time: z.string().optional(),
-  python: z.string().optional(),
-  torch: z.string().optional(),
-  cuda_available: z.boolean().optional(),
-  cuda_device_count: z.number().optional(),
-  gpu_name: z.string().optional(),
-  cuda_capability: z.array(z.number()).optional(),
-  distributed_backend: z.string().optional(),
-  implementation: z.string().optional(),
+  time: z.string().optional().catch(undefined),
+  python: z.string().optional().catch(undefined),
+  torch: z.string().optional().catch(undefined),
+  cuda_available: z.boolean().optional().catch(undefined),
+  cuda_device_count: z.number().optional().catch(undefined),
+  gpu_name: z.string().optional().catch(undefined),
+  cuda_capability: z.array(z.number()).optional().catch(undefined),
+  distributed_backend: z.string().optional().catch(undefined),
+  implementation: z.string().optional().catch(undefined),
   /** nsa-top's reference trainer marks its runs with "nsa-top-reference" */
-  trainer: z.string().optional(),
-  env: z.record(z.string(), z.unknown()).optional(),
+  trainer: z.string().optional().catch(undefined),
+  env: z.record(z.string(), z.unknown()).optional().catch(undefined),
 });
 export type EnvJson = z.infer<typeof EnvJsonSchema>;
 
