@@ -91,8 +91,8 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       }
       if (rows.length === 0) lines.push([t('no ranks known', 'dim')]);
       const done = rows.length > 0 && alive === 0;
+      if (d.escalation) lines.push([t(`${d.escalation.sig} sent${d.escalation.result ? `: ${clean(d.escalation.result.detail)}` : '…'}`, d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info')]);
       if (done) lines.push([t(`all ranks stopped after ${dur(age)} — r relaunches`, 'ok', { bold: true })]);
-      else if (d.escalation) lines.push([t(`${d.escalation.sig} sent${d.escalation.result ? `: ${clean(d.escalation.result.detail)}` : '…'}`, d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info')]);
       if (!done && (age >= ESCALATE_AFTER_S || d.escalation)) {
         lines.push([t(`${alive} rank(s) still running after ${dur(age)}: `, 'warn'), t('i', 'accent', { bold: true }), t(' SIGINT  '), t('K', 'accent', { bold: true }), t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined)]);
       } else if (!done) lines.push([t(`waiting… ${dur(age)} (escalation offered after ${ESCALATE_AFTER_S}s)`, 'dim')]);

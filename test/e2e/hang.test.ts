@@ -2,19 +2,27 @@
 // to STALLED and the screen names the rank.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import { killRecorded, runPids } from './cleanup.js';
-import { Cockpit } from './pty.js';
+import { BIN, Cockpit } from './pty.js';
 
-test('an injected hang on rank 1 turns the header to STALLED and names rank 1', { timeout: 180_000 }, async () => {
+test('an injected hang on rank 1 turns the header to STALLED and names rank 1; halt escalates to SIGKILL on request', { timeout: 180_000 }, async () => {
   const cwd = mkdtempSync(join(tmpdir(), 'nsa-top-e2e-hang-'));
+  // the trainer without a supervisor (a supervisor would escalate a stuck halt on its own)
+  const runDir = join(cwd, 'run');
+  mkdirSync(runDir);
+  const trainer = spawn(process.execPath, [BIN, 'train', '--out', runDir, '--ranks', '2', '--steps', '400', '--log-every', '5', '--save-every', '25', '--inject', 'hang@step=12,rank=1'], {
+    cwd,
+    stdio: 'ignore',
+    env: { ...process.env, NSA_HEARTBEAT_EVERY: '1' },
+  });
+  await new Promise((r) => setTimeout(r, 1500));
   // a short stall floor so the test does not wait the real 180 s (NSA_WATCH_* are honoured)
-  const c = new Cockpit(['demo', '--steps', '400', '--inject', 'hang@step=12,rank=1', '--leave-running'], { cwd, cols: 100, rows: 30, env: { NSA_WATCH_HEARTBEAT_STALL_S: '4' } });
-  let runDir = '';
+  const c = new Cockpit([runDir], { cwd, cols: 100, rows: 30, env: { NSA_WATCH_HEARTBEAT_STALL_S: '4' } });
   try {
-    runDir = (await c.waitRaw(/started \(2 ranks\) in (\S+)/, 60_000))[1]!;
     await c.waitFor(/RUNNING/, 60_000);
     const m = await c.waitFor(/^ STALLED .*$/m, 90_000, 'the header turns STALLED');
     assert.match(m[0], /STALLED/);
@@ -26,10 +34,27 @@ test('an injected hang on rank 1 turns the header to STALLED and names rank 1', 
     const named = await c.waitFor(/^ STALLED .*rank 1.*$/m, 30_000, 'the STALLED header names rank 1');
     assert.doesNotMatch(named[0], /rank 0/, named[0]);
     assert.match(c.screen(), /rank 1 is the odd one|ODD: r1/);
+    // h on a rank that cannot see .HALT (stopped, like one stuck in the kernel): after a grace
+    // period escalation is offered, SIGKILL takes a second key press, and the rank then goes
+    const hb1 = JSON.parse(readFileSync(join(runDir, 'heartbeat_rank1.jsonl'), 'utf8').trim().split('\n').at(-1)!) as { pid: number };
+    process.kill(hb1.pid, 'SIGSTOP');
+    await c.send('h');
+    await c.waitFor(/Halt the run\?/, 10_000);
+    await c.send('n');
+    await c.waitFor(/rank 1 still running/, 15_000);
+    await c.waitFor(/still running after \S+: i SIGINT {2}K SIGKILL/, 40_000, 'the escalation offer');
+    await c.send('K', 300);
+    await c.waitFor(/press K again to SIGKILL/, 5000);
+    await c.send('K', 300);
+    await c.waitFor(/SIGKILL sent/, 15_000);
+    await c.waitFor(/all ranks stopped/, 30_000);
+    const log = readFileSync(join(runDir, '.nsa-top', 'actions.jsonl'), 'utf8');
+    assert.match(log, /"action":"escalate-sigkill","target":\{[^\n]*"result":"ok"/);
   } finally {
-    const pids = runDir ? runPids(runDir) : [];
+    const pids = runPids(runDir);
     await c.close(3000);
     killRecorded(pids);
+    if (trainer.exitCode === null) trainer.kill('SIGKILL');
     rmSync(cwd, { recursive: true, force: true });
   }
 });
