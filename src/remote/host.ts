@@ -131,6 +131,13 @@ export interface Host {
   /** Removes one file (never a directory tree). */
   remove(path: string): Promise<void>;
 
+  /**
+   * Optional: run one of nsa-top's own fixed scripts (by name; 'procs' = the process-table reader
+   * of src/remote/procs.ts) without opening a channel — SshHost runs it inside its watch loop.
+   * Resolves null when that is not possible right now; the caller then uses exec().
+   */
+  runLight?(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null>;
+
   /** Host wall clock now (ms); SshHost corrects for clock offset measured at connect. */
   now(): number;
   close(): Promise<void>;

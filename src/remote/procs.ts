@@ -201,10 +201,12 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
   const known = stateFor(host);
   for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
   const knownPids = known ? [...known.enriched.keys()].join(' ') : '';
-  const r = await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', runDir, known ? '' : '1', mode, knownPids, ...pids.map(String)], {
-    timeoutMs: EXEC_TIMEOUT_MS,
-    maxOutputBytes: 64 * 1024 * 1024,
-  });
+  const args = [runDir, known ? '' : '1', mode, knownPids, ...pids.map(String)];
+  // over SSH the script runs inside the watch loop when it can (no channel, no shell start-up)
+  const light = host.runLight ? await host.runLight('procs', args, EXEC_TIMEOUT_MS).catch(() => null) : null;
+  const r = light
+    ? { timedOut: false, code: 0, stdout: light.toString('utf8'), stderr: '' }
+    : await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', ...args], { timeoutMs: EXEC_TIMEOUT_MS, maxOutputBytes: 64 * 1024 * 1024 });
   if (r.timedOut) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: 'process table read timed out', bytes: r.stdout.length };
   if (r.code !== 0) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`, bytes: r.stdout.length };
   const out = r.stdout;

@@ -14,6 +14,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { Client, type ClientChannel, type ConnectConfig } from 'ssh2';
 import type {
   ConnState,
@@ -177,13 +178,28 @@ class FrameParser {
   private need = 0;
   private dataParts: Buffer[] = [];
   private dataHeader: string[] | null = null;
+  private raw: { term: Buffer; done(b: Buffer): void } | null = null;
   constructor(
     private readonly onLine: (line: string) => void,
     private readonly onData: (header: string[], data: Buffer) => void,
   ) {}
+  /** the bytes up to `term` are one raw block (the process table) */
+  expectRaw(term: Buffer, done: (b: Buffer) => void): void {
+    this.raw = { term, done };
+  }
   push(b: Buffer): void {
     this.buf = this.buf.length ? Buffer.concat([this.buf, b]) : b;
     for (;;) {
+      if (this.raw) {
+        const at = this.buf.indexOf(this.raw.term);
+        if (at < 0) return;
+        const r = this.raw;
+        this.raw = null;
+        const block = this.buf.subarray(0, at);
+        this.buf = this.buf.subarray(at + r.term.length);
+        r.done(block);
+        continue;
+      }
       if (this.need > 0) {
         if (this.buf.length === 0) return;
         const take = Math.min(this.need, this.buf.length);
@@ -239,7 +255,8 @@ export class SshHost implements Host {
   private reconnecting: Promise<void> | null = null;
 
   // watch loop
-  private watch: { chan: ClientChannel; pid: number | null } | null = null;
+  private watch: { chan: ClientChannel; pid: number | null; nonce: string; parser: FrameParser } | null = null;
+  private readonly lightWaiters = new Map<number, (b: Buffer | null) => void>();
   private watchStarting: Promise<void> | null = null;
   private watchTimer: NodeJS.Timeout | null = null;
   private nextId = 1;
@@ -844,28 +861,38 @@ export class SshHost implements Host {
     this.watchStarting = (async () => {
       const client = await this.waitConnected(Date.now() + FRAME_WAIT_MS);
       const gen = await this.acquireChannel(Date.now() + FRAME_WAIT_MS);
+      const nonce = randomBytes(16).toString('hex');
       let ch: ClientChannel;
       try {
-        ch = await this.openExec(client, SshHost.commandLine(['sh', '-c', WATCH_SCRIPT, 'nsa-top-watch', this.gnuFind ? 'auto' : 'posix']));
+        ch = await this.openExec(client, SshHost.commandLine(['sh', '-c', WATCH_SCRIPT, 'nsa-top-watch', this.gnuFind ? 'auto' : 'posix', nonce]));
       } catch (e) {
         this.releaseChannel(gen);
         throw e;
       }
-      const w = { chan: ch, pid: null as number | null };
-      this.watch = w;
-      this.inFlight = 0;
       let sawPid = false;
-      const parser = new FrameParser(
+      const parser: FrameParser = new FrameParser(
         (line) => {
           if (!sawPid && /^\d+$/.test(line)) {
             sawPid = true;
             w.pid = Number(line);
             return;
           }
+          if (line.startsWith('P ')) {
+            const id = Number(line.slice(2));
+            parser.expectRaw(Buffer.from(`\n@@P ${id} ${nonce}@@\n`), (b) => {
+              const waiter = this.lightWaiters.get(id);
+              this.lightWaiters.delete(id);
+              waiter?.(b);
+            });
+            return;
+          }
           this.onWatchLine(line);
         },
         (h, d) => this.onWatchData(h, d),
       );
+      const w = { chan: ch, pid: null as number | null, nonce, parser };
+      this.watch = w;
+      this.inFlight = 0;
       ch.on('data', (b: Buffer) => parser.push(b));
       ch.stderr.on('data', () => {});
       ch.on('close', () => {
@@ -915,6 +942,10 @@ export class SshHost implements Host {
       this.oneShots.delete(id);
     }
     for (const s of this.seqWaiters.splice(0)) s.resolve();
+    for (const [id, waiter] of this.lightWaiters) {
+      this.lightWaiters.delete(id);
+      waiter(null);
+    }
   }
 
   private send(line: string): void {
@@ -1070,6 +1101,38 @@ export class SshHost implements Host {
       this.oneShots.set(id, { path, resolve });
       this.send(`o ${id} ${offset} ${this.lastIno.get(path) ?? 0} ${maxBytes} ${path}|`);
     });
+  }
+
+  /**
+   * The process table read inside the watch loop: no channel and no login-shell start-up per
+   * refresh. Args as procs.ts passes them to its script: runDir, '1'|'', mode, known pids
+   * (space-separated), pids. Null when the loop is not up (the caller falls back to exec).
+   */
+  async runLight(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null> {
+    if (name !== 'procs' || !this.client) return null;
+    const [rd = '', tk = '', mode = '', known = '', ...pids] = args;
+    if (rd.includes('\n') || rd.includes('\0') || !/^(all|run|list)$/.test(mode) || !/^1?$/.test(tk)) return null;
+    if (!/^[\d ]*$/.test(known) || pids.some((p) => !/^\d+$/.test(p))) return null;
+    try {
+      await this.ensureWatch();
+    } catch {
+      return null;
+    }
+    if (!this.watch) return null;
+    const id = this.nextId++;
+    const kn = known.split(' ').filter(Boolean).join(',') || '-';
+    const answer = new Promise<Buffer | null>((resolve) => {
+      const t = setTimeout(() => {
+        this.lightWaiters.delete(id);
+        resolve(null);
+      }, timeoutMs);
+      this.lightWaiters.set(id, (b) => {
+        clearTimeout(t);
+        resolve(b);
+      });
+    });
+    this.send(`P ${id} ${tk || '-'} ${mode} ${kn} ${pids.join(',') || '-'} ${rd ? SshHost.safePath(rd) : ''}|`);
+    return answer;
   }
 
   /** Absolute or ./-relative: a path starting with `-` never reaches find/tail as an option. */

@@ -35,6 +35,15 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
+/** the host's methods bound to it, as a plain object a test can override members of */
+function bindHost(h: SshHost): import('../../src/remote/host.js').Host {
+  const o: Record<string, unknown> = { kind: h.kind, label: h.label };
+  for (const k of ['connState', 'stat', 'list', 'readRange', 'readFile', 'pollDir', 'exec', 'stream', 'signal', 'writeFile', 'appendFile', 'mkdirp', 'remove', 'now', 'close', 'runLight'] as const) {
+    o[k] = (h[k] as (...a: unknown[]) => unknown).bind(h);
+  }
+  return o as unknown as import('../../src/remote/host.js').Host;
+}
+
 function strip(s: unknown): unknown {
   // fields that legitimately differ between two readers of the same dir
   const o = JSON.parse(JSON.stringify(s)) as Record<string, unknown>;
@@ -499,11 +508,22 @@ test('the process table over SSH matches the local one (one command per refresh)
     assert.equal(r.launcher?.pid, c.pid);
     assert.equal(r.launcher?.startTime, l.launcher?.startTime);
     assert.deepEqual(r.launcher?.argv, l.launcher?.argv);
-    // a refresh is one command, even on this box where other processes come and go
+    // the process table rides the watch loop: no channel per refresh, even on this box where
+    // other processes come and go
     const ch1 = host.stats().channels;
     for (let i = 0; i < 3; i++) await findRunProcesses(host, runDir, { heartbeatPids: [] });
-    assert.equal(host.stats().channels - ch1, 3, 'one command per refresh');
-    assert.ok(ch1 - ch0 <= 2);
+    assert.equal(host.stats().channels - ch1, 0, 'no channel per refresh');
+    assert.ok(ch1 - ch0 <= 1);
+    // and without a watch loop (a fresh host that never polled) it is one exec per refresh
+    const h2 = await sshd.connect();
+    try {
+      const c0 = h2.stats().channels;
+      const viaExec = await findRunProcesses({ ...bindHost(h2), runLight: undefined }, runDir, { heartbeatPids: [] });
+      assert.equal(viaExec.launcher?.pid, c.pid);
+      assert.equal(h2.stats().channels - c0, 1);
+    } finally {
+      await h2.close();
+    }
   } finally {
     c.kill('SIGKILL');
   }
