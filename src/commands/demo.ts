@@ -16,11 +16,13 @@ under ./artifacts/train_runs/, and opens the cockpit on it. Try d (stack dump of
 h (halt), r (relaunch from the checkpoint), ? (all keys). On quit you are asked whether to stop
 the run (default: halt gracefully); the run dir is printed either way.
 
-  --steps N        steps to train (default: the demo profile's 400)
+  --steps N        steps to train (default 3000: a few minutes on a laptop, time to try the keys)
   --inject SPEC    rehearse a failure, e.g. hang@step=40,rank=1 (see nsa-top train --help)
   --interval S     cockpit refresh period (default 1)
   --leave-running  do not ask on quit; leave the run going
 `;
+
+const DEMO_STEPS = 3000;
 
 export async function run(argv: string[]): Promise<number> {
   let steps: number | undefined;
@@ -53,7 +55,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   const host = new LocalHost();
   const extraArgs = inject.flatMap((s) => ['--inject', s]);
-  const { runDir } = await launchRun(host, { profile: 'demo', cwd: process.cwd(), steps, extraArgs });
+  // the profile's 400 steps are over in ~20 s on a fast machine: too short to try d, h and r
+  const { runDir } = await launchRun(host, { profile: 'demo', cwd: process.cwd(), steps: steps ?? DEMO_STEPS, extraArgs });
   process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);
   const actor = await currentActor(host);
   const how = await openCockpit({
