@@ -286,10 +286,11 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
         cwd: cwds.get(f.pid) ?? null,
         envUnreadable: envRaw == null || envRaw === '',
       };
-      // an empty environ (caught mid-exec) is not remembered: read it again next time
-      if (envRaw === '') st.enriched.delete(f.pid);
+      // an empty environ (caught mid-exec) is not remembered: read it again next time — unless
+      // the process is a zombie, whose environ stays empty
+      if (envRaw === '' && f.state !== 'Z' && f.state !== 'X') st.enriched.delete(f.pid);
       else st.enriched.set(f.pid, enriched);
-    } else if (enriched && (enriched.startTime !== f.startTime || (cmdRaw != null && enriched.argvKey !== argvKey))) {
+    } else if (enriched && (enriched.startTime !== f.startTime || (cmdRaw != null && enriched.argvKey !== argvKey && f.state !== 'Z' && f.state !== 'X'))) {
       st.enriched.delete(f.pid);
       enriched = undefined;
     }
@@ -545,7 +546,9 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
       });
     }
   }
-  const runDirs = new Set<string>([normPath(runDir.startsWith('/') ? runDir : `/${runDir}`)]);
+  // the run dir as given (when absolute) and as the host resolves it (symlinks, relative paths)
+  const runDirs = new Set<string>();
+  if (runDir.startsWith('/')) runDirs.add(normPath(runDir));
   if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
   const config = snap.envJson ? readEnvJsonConfig(Buffer.from(snap.envJson)) : null;
   return matchRun(procs, { runDirs, config }, hbPids, hints.gpu ?? null, at, snap.error);
@@ -575,7 +578,8 @@ export function matchRun(
     if (!p) continue;
     if (contradictsRunDir(p, ctx)) continue;
     if (h.lastTs != null && p.startedAtMs != null && p.startedAtMs > h.lastTs + 2000) continue; // recycled pid
-    if (!trainerKind(p)) continue;
+    // a zombie has no command line left: a rank that died unreaped is still a rank (state Z)
+    if (!trainerKind(p) && !(p.state === 'Z' && p.argv.length === 0)) continue;
     matched.add(p.pid);
     hbRank.set(p.pid, h.rank);
   }

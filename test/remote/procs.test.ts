@@ -281,3 +281,28 @@ test("nsa-top's own tools and python watchers that name the run are not its trai
   }
 });
 
+test('a rank that died unreaped stays a rank, in state Z, with the environ seen while it lived', async () => {
+  const runDir = join(tmp, 'zombie run');
+  mkdirSync(join(tmp, 'zrepo', 'scripts'), { recursive: true });
+  mkdirSync(runDir, { recursive: true });
+  const script = join(tmp, 'zrepo', 'scripts', 'train_z.py');
+  writeFileSync(script, `setTimeout(() => process.exit(3), Number(process.env.LIVE_MS))`);
+  // sh starts the "rank" in the background, then becomes `sleep`, which never reaps it
+  const parent = startGroup(['sh', '-c', `"$0" "$1" & echo $! > "$2"; exec sleep 60`, python3, script, join(tmp, 'z.pid')], {
+    cwd: join(tmp, 'zrepo'),
+    env: { RANK: '1', LOCAL_RANK: '1', WORLD_SIZE: '2', NSA_TOP_RUN_DIR: runDir, LIVE_MS: '1500' },
+  });
+  void parent;
+  const pid = await waitFor(() => existsSync(join(tmp, 'z.pid')) && Number(readFileSync(join(tmp, 'z.pid'), 'utf8')), 'rank pid');
+  const alive = await waitFor(async () => {
+    const r = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid }] });
+    return r.ranks.length === 1 && r.ranks[0]!.proc.argv.length > 0 && r;
+  }, 'live rank');
+  assert.deepEqual([alive.ranks[0]!.rank, alive.ranks[0]!.source], [1, 'environ']);
+  const dead = await waitFor(async () => {
+    const r = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid }] });
+    return r.ranks[0]?.proc.state === 'Z' && r;
+  }, 'zombie');
+  assert.deepEqual([dead.ranks[0]!.rank, dead.ranks[0]!.proc.pid, dead.ranks[0]!.source, dead.ranks[0]!.proc.env.RANK], [1, pid, 'environ', '1']);
+});
+
