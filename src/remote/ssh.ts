@@ -172,8 +172,8 @@ function parseFindEntry(rest: string): DirEntry | null {
   return { name: m[5]!, isDir: m[2] === 'd', isFile: m[2] === 'f', size: Number(m[3]), mtimeMs: findTimeMs(m[4]!), ino: Number(m[1]) };
 }
 
-/** Parses the byte stream of the watch loop: lines, and raw data after `s` headers. */
-class FrameParser {
+/** Parses the byte stream of the watch loop: lines, raw data after `s` headers, raw blocks up to a terminator (exported for tests). */
+export class FrameParser {
   private buf: Buffer = Buffer.alloc(0);
   private need = 0;
   private dataParts: Buffer[] = [];
