@@ -123,6 +123,9 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     // NSA_TOP_RENDER=ink draws through Ink's own output (whole frame each time); the default paints
     // changed rows only (see src/ui/paint.ts)
     const painter = process.env.NSA_TOP_RENDER === 'ink' ? undefined : new FramePainter((s) => out.write(s), nc);
+    // a full repaint now and then heals anything that wrote over the frame (a stray stderr line)
+    const heal = setInterval(() => painter?.invalidate(), 30_000);
+    heal.unref();
     const onResize = () => {
       if (painter) painter.invalidate();
       else out.write('\x1b[2J\x1b[H');
@@ -133,7 +136,8 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     const inst = render(createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs, painter }), {
       maxFps: 4,
       exitOnCtrlC: !interactive,
-      patchConsole: true,
+      // with the painter, Ink's console patching would print at the cursor over the frame
+      patchConsole: !painter,
       incrementalRendering: false,
       onRender: (m) => {
         if (!painter) renderMs.current = m.renderTime;
@@ -154,6 +158,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       process.off('SIGTERM', onSig);
       process.off('SIGHUP', onSig);
       out.off('resize', onResize);
+      clearInterval(heal);
       process.off('exit', restore);
       try {
         restore();

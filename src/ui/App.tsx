@@ -223,6 +223,10 @@ export function App(p: AppProps) {
       case 'help':
         setDialog({ kind: 'help' });
         return;
+      case 'redraw':
+        p.painter?.invalidate();
+        setNow(Date.now());
+        return;
       case 'dump':
         startDump();
         return;

@@ -19,6 +19,7 @@ export type Command =
   | 'ema'
   | 'chart-range'
   | 'help'
+  | 'redraw'
   | 'quit';
 
 export interface Binding {
@@ -50,6 +51,7 @@ export const KEYMAP: readonly Binding[] = [
   { command: 'ema', keys: 'e', hint: 'EMA', help: 'toggle EMA smoothing of the charts', match: ch('e') },
   { command: 'chart-range', keys: 'w', help: 'charts: last N steps ↔ whole run', match: ch('w') },
   { command: 'help', keys: '?', hint: 'help', help: 'this help', match: ch('?') },
+  { command: 'redraw', keys: 'ctrl-l', help: 'redraw the whole screen (after a stray write or a tmux attach)', match: (i, k) => !!k.ctrl && i === 'l' },
   { command: 'quit', keys: 'q', hint: 'quit', help: 'quit nsa-top (the run keeps going)', match: (i, k) => i === 'q' || (!!k.ctrl && i === 'c') },
 ];
 
