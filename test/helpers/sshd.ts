@@ -19,7 +19,9 @@ import { knownHostName } from '../../src/remote/knownhosts.js';
 const SSHD = ['/usr/sbin/sshd', '/usr/local/sbin/sshd', '/sbin/sshd'].find((p) => existsSync(p)) ?? null;
 
 export interface TestSshd {
-  kind: 'openssh' | 'ssh2-server';
+  readonly kind: 'openssh' | 'ssh2-server';
+  /** why the ssh2 fallback runs ('' for OpenSSH) */
+  readonly why: string;
   port: number;
   dir: string;
   /** private key the test user logs in with */
@@ -95,7 +97,9 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
   writeFileSync(knownHosts, '');
   const port = await freePort();
   const force = opts.forceFallback ?? process.env.NSA_TEST_SSH_SERVER === 'ssh2';
-  const kind: TestSshd['kind'] = SSHD && !force ? 'openssh' : 'ssh2-server';
+  let kind: TestSshd['kind'] = SSHD && !force ? 'openssh' : 'ssh2-server';
+  /** why the fallback runs, for the test output */
+  let why = SSHD ? (force ? 'NSA_TEST_SSH_SERVER=ssh2' : '') : 'no sshd installed';
   let child: ChildProcess | null = null;
   let fallback: { close(): void } | null = null;
   const cfg = join(dir, 'sshd_config');
@@ -121,13 +125,27 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
 
   const start = async () => {
     if (kind === 'openssh') {
-      if (!existsSync('/run/sshd')) mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
+      try {
+        // sshd insists on its privilege-separation dir, even when not run as root
+        if (!existsSync('/run/sshd')) mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
+      } catch {
+        /* not root: sshd will say so if it minds */
+      }
       child = spawn(SSHD!, ['-D', '-e', '-f', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       child.stderr!.on('data', (b: Buffer) => (err = (err + b.toString()).slice(-2000)));
-      const exited = new Promise<never>((_, rej) => child!.once('exit', (c) => rej(new Error(`sshd exited (${c}): ${err}`))));
-      await Promise.race([waitListening(port), exited]);
+      const exited = new Promise<never>((_, rej) => child!.once('exit', (c) => rej(new Error(`sshd exited (${c}): ${err.trim()}`))));
       exited.catch(() => {});
+      try {
+        await Promise.race([waitListening(port), exited]);
+      } catch (e) {
+        if (child.exitCode === null) child.kill('SIGKILL');
+        child = null;
+        // e.g. an unprivileged CI user without /run/sshd: test against ssh2's Server instead, and say so
+        kind = 'ssh2-server';
+        why = `OpenSSH sshd would not start here (${(e as Error).message.split('\n')[0]})`;
+        fallback = await startSsh2Server(port, hostKey, `${userKey}.pub`);
+      }
     } else {
       fallback = await startSsh2Server(port, hostKey, `${userKey}.pub`);
     }
@@ -146,7 +164,12 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
   };
   await start();
   const self: TestSshd = {
-    kind,
+    get kind() {
+      return kind;
+    },
+    get why() {
+      return why;
+    },
     port,
     dir,
     userKey,

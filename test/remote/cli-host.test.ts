@@ -21,7 +21,7 @@ after(async () => {
 
 test('nsa-top watchdog --host: unknown key refused with its fingerprint, accepted with --accept-new-host-key, known afterwards', async () => {
   sshd = await startSshd();
-  console.log(`# ssh server under test: ${sshd.kind}`);
+  console.log(`# ssh server under test: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}`);
   const home = join(tmp, 'home');
   const runDir = join(tmp, 'run');
   cpSync(FIXTURE, runDir, { recursive: true });

@@ -26,7 +26,7 @@ const TICK = 500;
 
 before(async () => {
   sshd = await startSshd();
-  console.log(`# ssh server under test: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : 'ssh2 Server fallback (no sshd installed)'} on 127.0.0.1:${sshd.port}`);
+  console.log(`# ssh server under test: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : `ssh2 Server fallback (${sshd.why})`} on 127.0.0.1:${sshd.port}`);
   host = await sshd.connect({ watchIntervalMs: 250 });
 });
 after(async () => {
