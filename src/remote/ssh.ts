@@ -447,7 +447,7 @@ export class SshHost implements Host {
     let remoteMs: number | null = null;
     if (/^\d{16,}$/.test(ns)) remoteMs = Number(ns.slice(0, -6));
     else if (/^\d+$/.test(lines[1] ?? '')) remoteMs = Number(lines[1]) * 1000 + 500;
-    if (remoteMs !== null) this.clockOffsetMs = remoteMs - (t0 + t1) / 2;
+    if (remoteMs !== null) this.clockOffsetMs = Math.round(remoteMs - (t0 + t1) / 2);
     this.gnuFind = !this.opts.posixOnly && (lines[2] ?? '') === 'gnu';
   }
 
