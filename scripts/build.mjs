@@ -4,15 +4,14 @@
 // only its own chunk — not ink, react and ssh2 — which keeps their start-up and RSS small.
 import { build } from 'esbuild';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
-// Old chunks would pile up across builds: clear only the files this build writes.
-if (existsSync(dist)) for (const f of readdirSync(dist)) if (/^(chunk-.*|cli)\.js(\.map)?$/.test(f)) rmSync(join(dist, f));
 mkdirSync(dist, { recursive: true });
-await build({
+const result = await build({
+  metafile: true,
   entryPoints: [join(root, 'src/cli.ts')],
   outdir: dist,
   entryNames: '[name]',
@@ -28,6 +27,13 @@ await build({
   logLevel: 'warning',
   legalComments: 'none',
 });
+// Chunks of earlier builds would pile up: remove them only after the new ones are written, so a
+// process starting during a rebuild never finds dist/cli.js or its chunks missing.
+const written = new Set(Object.keys(result.metafile.outputs).map((o) => resolve(o)));
+for (const f of readdirSync(dist)) {
+  const p = join(dist, f);
+  if (/^chunk-.*\.js(\.map)?$/.test(f) && !written.has(p)) rmSync(p);
+}
 // Built WebAssembly kernels of the reference trainer travel next to the bundle.
 const kdir = join(root, 'src/trainer/reference/kernels');
 if (existsSync(kdir)) {
