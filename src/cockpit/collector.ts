@@ -4,15 +4,17 @@
 // CockpitState only when something the screen shows has changed.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Checker, thresholdsFromEnv } from '../checks/index.js';
+import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
+import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, listProcesses, matchRun } from '../remote/procs.js';
 import type { GpuTelemetry, ProcInfo, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
-import { RunModel } from '../trainer/run.js';
+import type { RunModel } from '../trainer/run.js';
+import { openRunModel } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
-import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
 import type { CockpitState } from './state.js';
 
 export interface GpuSource {
@@ -127,6 +129,7 @@ export class Collector {
   private actionsKey = '';
   private supervisorKey = '';
   private launcherDir: string | null = null;
+  private launched: Launched | undefined;
   /** ms the last tick took (reading files, process table, checks) */
   lastTickMs: number | null = null;
   ticks = 0;
@@ -201,15 +204,17 @@ export class Collector {
     this.ticks++;
     const errors: string[] = [];
     if (!this.model) {
+      // one way of opening a run (launcher dir → out_dir, the launcher's train.log), shared with status/report
+      const opened = await openRunModel(this.host, this.runDir);
+      this.model = opened.model;
+      this.outDir = opened.outDir;
+      this.launcherDir = opened.runDir;
       try {
-        const d = await resolveRunDirs(this.host, this.runDir);
-        this.outDir = d.outDir;
-        this.launcherDir = d.runDir;
+        const info = await this.host.readFile(join(opened.runDir, 'run.info'), 256 * 1024);
+        this.launched = launchedFromRunInfo(info.toString('utf8'));
       } catch {
-        this.outDir = this.runDir;
-        this.launcherDir = this.runDir;
+        this.launched = undefined;
       }
-      this.model = new RunModel(this.host, this.outDir);
       void this.probePySpy();
     }
     let run: RunSnapshot;
@@ -244,7 +249,7 @@ export class Collector {
       errors.push(`process table: ${(e as Error).message}`);
     }
     const now = this.host.now();
-    const ev = this.checker.evaluate({ now, run, procs, gpu });
+    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched });
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
       // re-read the action log only when it changed (a stat per tick instead of a read)
