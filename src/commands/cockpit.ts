@@ -7,7 +7,6 @@ import { createActions, type RelaunchFn } from '../cockpit/actions.js';
 import { Collector } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
-import { openHost } from '../remote/index.js';
 import { LocalHost } from '../remote/local.js';
 import { currentActor } from '../trainer/control.js';
 import { relaunch } from '../trainer/supervisor/launch.js';
@@ -74,6 +73,8 @@ export function parseCockpitArgs(argv: string[]): CockpitArgs | 'help' {
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
   try {
+    // loaded only for --host: the SSH stack (ssh2) costs ~15 MB of RSS a local cockpit does not need
+    const { openHost } = await import('../remote/index.js');
     return await openHost({ host: a.host, identity: a.identity, port: a.port, acceptNewHostKey: a.acceptNewHostKey });
   } catch (e) {
     throw new CliError(`--host ${a.host}: ${(e as Error).message}`, 2);
