@@ -187,7 +187,8 @@ export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
     const st = r.proc.state;
     if (st === 'T' || st === 't' || st === 'D') {
       const others = ctx.alive.filter((o) => o.rank !== r.rank).map((o) => `${o.rank}:${o.proc.state}`);
-      out.push(a(`proc-state:${r.rank}`, 'rank-state', si.runStalled || st !== 'D' ? 'critical' : 'warning',
+      // D while steps still advance is routine I/O (a checkpoint's fsync); it matters when the step is frozen
+      out.push(a(`proc-state:${r.rank}`, 'rank-state', si.runStalled || st !== 'D' ? 'critical' : 'info',
         `rank ${r.rank} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
         `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${r.proc.cpuPct ?? '?'} %`,
         { rank: r.rank }));

@@ -10,10 +10,8 @@ import type { MemSample } from '../checks/rules.js';
 import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
-import { resolveRunDir } from '../trainer/rundir.js';
-import { RunModel } from '../trainer/run.js';
+import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
-import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
 import { readLaunched, runProcesses } from './watchdog.js';
 
@@ -163,9 +161,8 @@ export async function run(argv: string[]): Promise<number> {
 
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
-  const { outDir, runDir: launcherDir } = await resolveRunDirs(host, dir);
+  const { model, outDir, runDir: launcherDir } = await openRunModel(host, dir);
   const launched = await readLaunched(host, launcherDir);
-  const model = new RunModel(host, outDir);
   await model.poll();
   let snap = await model.poll(); // a second poll settles checkpoint completeness (size stable)
   const started = Date.now();

@@ -11,14 +11,14 @@ import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched 
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
-import { findRunProcesses, listProcesses, matchRun } from '../remote/procs.js';
+import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord } from '../trainer/control-types.js';
 import { currentActor, dumpAll, recordAction } from '../trainer/control.js';
-import { resolveRunDir } from '../trainer/rundir.js';
+import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
-import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
 import { CliError } from './errors.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 
@@ -146,40 +146,16 @@ export async function readLaunched(host: Host, launcherDir: string): Promise<Lau
   }
 }
 
-/** argv without node's own options (`node --import X nsa-top.js train` → `node nsa-top.js train`). */
-function withoutNodeOptions(argv: string[]): string[] {
-  if (argv.length === 0 || !/(^|\/)node(js)?$/.test(argv[0]!)) return argv;
-  let i = 1;
-  while (i < argv.length && argv[i]!.startsWith('-')) i += /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--title)$/.test(argv[i]!) ? 2 : 1;
-  return [argv[0]!, ...argv.slice(i)];
-}
-
-/**
- * The run's processes (src/remote/procs). When a heartbeat pid of a live run is not among the
- * ranks found — ranks started as `node --import … nsa-top.js train` are not recognised by their
- * argv — the process table is matched again with node's options stripped.
- */
+/** The run's processes (src/remote/procs); null when the process table cannot be read. */
 export async function runProcesses(host: Host, outDir: string, run: RunSnapshot, gpu: GpuTelemetry | null): Promise<RunProcesses | null> {
   const heartbeatPids = run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
   const g = gpu && gpu.status === 'ok' ? gpu : null;
-  let procs: RunProcesses;
   try {
-    procs = await findRunProcesses(host, outDir, { heartbeatPids, gpu: g });
+    const procs = await findRunProcesses(host, outDir, { heartbeatPids, gpu: g });
+    return procs.error && procs.ranks.length === 0 ? null : procs;
   } catch {
     return null;
   }
-  if (procs.error && procs.ranks.length === 0) return null;
-  const seen = new Set(procs.ranks.map((r) => r.proc.pid));
-  if (!run.ended && heartbeatPids.some((h) => !seen.has(h.pid))) {
-    try {
-      const all = (await listProcesses(host)).map((p) => ({ ...p, argv: withoutNodeOptions(p.argv) }));
-      const again = matchRun(all, { runDirs: new Set([outDir.replace(/\/+$/, '')]), config: null }, heartbeatPids, g, procs.at);
-      if (again.ranks.length > procs.ranks.length) procs = again;
-    } catch {
-      /* keep the first answer */
-    }
-  }
-  return procs;
 }
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
@@ -203,13 +179,13 @@ export async function run(argv: string[]): Promise<number> {
   const host = await openHostFor(a);
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
-    const dirs = await resolveRunDirs(host, dir);
+    const dirs = await openRunModel(host, dir);
     let gpu: GpuMonitor | null = null;
     if (a.gpu) {
       gpu = new GpuMonitor(host, { intervalMs: Math.max(1000, Math.min(5000, t.intervalS * 1000)) });
       await gpu.start();
     }
-    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall: a.dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu });
+    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall: a.dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
     try {
       return await wd.loop(a.once);
     } finally {
@@ -227,6 +203,8 @@ export interface WatchdogOptions {
   thresholds: ReturnType<typeof thresholdsFromEnv>;
   /** GPU telemetry (started by the caller); null: none */
   gpu?: GpuMonitor | null;
+  /** the run model to poll (openRunModel: a supervised run's log lives in its launcher dir) */
+  model?: RunModel;
 }
 
 export class Watchdog {
@@ -247,7 +225,7 @@ export class Watchdog {
     private readonly outDir: string,
     private readonly o: WatchdogOptions,
   ) {
-    this.model = new RunModel(host, outDir);
+    this.model = o.model ?? new RunModel(host, outDir);
     this.checker = new Checker(o.thresholds);
   }
 

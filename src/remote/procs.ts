@@ -369,9 +369,25 @@ export function isLauncher(p: ProcInfo): boolean {
   return false;
 }
 
+const NSA_TOP_SCRIPT = /^nsa-top(\.js|\.mjs|\.cjs)?$/;
+/** node options that take the next argument as their value (`--import X`, `-r X`, …) */
+const NODE_OPTION_WITH_VALUE = /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--inspect-port|--title|--stack-size|--max-old-space-size)$/;
+
+/** Index of the script a node command line runs, past node's own options (`node --import X a.js`). */
+export function nodeScriptIndex(a: string[]): number {
+  let i = 1;
+  while (i < a.length && a[i]!.startsWith('-')) i += NODE_OPTION_WITH_VALUE.test(a[i]!) ? 2 : 1;
+  return i;
+}
+
+/** Where `nsa-top` stands in argv: the installed shim itself, or the script node runs (whatever
+ * options node was given first — trainer ranks are started with `--import=…`). -1: not nsa-top. */
 function nsaTopArgIndex(a: string[]): number {
-  for (let i = 0; i < Math.min(a.length, 3); i++) if (/^nsa-top(\.js|\.mjs|\.cjs)?$/.test(base(a[i]))) return i;
-  return -1;
+  if (a.length === 0) return -1;
+  if (NSA_TOP_SCRIPT.test(base(a[0]))) return 0;
+  if (!/^node(js)?$/.test(base(a[0]))) return -1;
+  const i = nodeScriptIndex(a);
+  return i < a.length && NSA_TOP_SCRIPT.test(base(a[i])) ? i : -1;
 }
 
 function hasRankArg(a: string[]): boolean {

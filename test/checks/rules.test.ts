@@ -492,3 +492,16 @@ test('ranks leaving at a normal end, a HALT or a NaN abort are not deaths', asyn
   run.control.halt = { present: false, content: null, mtimeMs: null };
   assert.ok(find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'), 'mid-run it is one');
 });
+
+test('a rank in D state: routine I/O while steps advance (info), critical once the step is frozen', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 40, t });
+  run.identity.worldSize = 2;
+  run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 101, file: 'heartbeat_rank1.jsonl' });
+  const ps = procs([proc(0, 'D'), proc(1, 'S')]);
+  const advancing = new Checker().evaluate({ now: t + 500, run, procs: ps, gpu: null });
+  assert.equal(find(advancing.alerts, 'proc-state:0')?.severity, 'info', 'a checkpoint fsync is not a warning');
+  assert.equal(advancing.runState, 'RUNNING');
+  const frozen = new Checker().evaluate({ now: t + 400_000, run, procs: ps, gpu: null });
+  assert.equal(find(frozen.alerts, 'proc-state:0')?.severity, 'critical');
+});

@@ -306,3 +306,23 @@ test('a rank that died unreaped stays a rank, in state Z, with the environ seen 
   assert.deepEqual([dead.ranks[0]!.rank, dead.ranks[0]!.proc.pid, dead.ranks[0]!.source, dead.ranks[0]!.proc.env.RANK], [1, pid, 'environ', '1']);
 });
 
+
+test('ranks started with node options before nsa-top.js (node --enable-source-maps --import=… --require X nsa-top.js train) are still ranks', async () => {
+  const runDir = join(tmp, 'runs', 'node-options');
+  mkdirSync(runDir, { recursive: true });
+  const nsaTop = join(bin, 'nsa-top.js');
+  const preload = join(tmp, 'preload.cjs');
+  writeFileSync(preload, '');
+  const nodeArgs = [process.execPath, '--enable-source-maps', '--import=data:text/javascript,0', '--require', preload];
+  const l = startGroup([...nodeArgs, nsaTop, 'train', '--out', runDir], {
+    cwd: tmp,
+    env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: join(tmp, 'opts.pids'), NSA_TOP_RUN_DIR: runDir, CHILD_ARGV: JSON.stringify([...nodeArgs, nsaTop, 'train', '--rank-worker']) },
+  });
+  const { ranks: kids } = await pidsOf(join(tmp, 'opts.pids'));
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [] });
+  assert.equal(rp.launcher?.pid, l.pid, 'the launcher is recognised past node options');
+  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid]), [
+    [0, kids[0]],
+    [1, kids[1]],
+  ]);
+});
