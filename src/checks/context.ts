@@ -2,6 +2,7 @@
 // liveness of the rank processes, the GPUs of the run. Pure.
 import type { GpuDevice, GpuTelemetry, ProcInfo, RankProc, RunProcesses } from '../remote/types.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/snapshot.js';
+import { isToolProcess } from '../remote/procs.js';
 import { currentSegment, median } from './stats.js';
 import type { Thresholds } from './thresholds.js';
 
@@ -88,16 +89,6 @@ export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
 }
 
 /**
- * nsa-top's own tools (watchdog, report, the cockpit) name the run dir on their command line and
- * can be mistaken for a rank by argv matching; only `nsa-top train` processes are trainers.
- */
-export function isNsaTopTool(p: ProcInfo): boolean {
-  const i = p.argv.findIndex((a) => /(^|\/)nsa-top(\.js)?$/.test(a));
-  if (i < 0) return false;
-  return p.argv[i + 1] !== 'train';
-}
-
-/**
  * Heartbeat files of this launch: a relaunch with fewer ranks into the same dir leaves the old
  * ranks' files behind, booted long before rank 0's current boot — they are not ranks of this run.
  */
@@ -111,7 +102,7 @@ export function currentLaunchRanks(ranks: RankHeartbeat[]): RankHeartbeat[] {
 export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
   const run = input.run;
   const procsKnown = !!input.procs && !input.procs.error;
-  const alive = procsKnown ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X' && !isNsaTopTool(r.proc)) : [];
+  const alive = procsKnown ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X' && !isToolProcess(r.proc)) : [];
   let lastHeartbeatTs: number | null = null;
   let bootTs: number | null = null;
   for (const r of run.ranks) {
@@ -135,7 +126,7 @@ export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
     cadence: cadenceOf(run, t),
     procsKnown,
     alive,
-    launcherAlive: procsKnown && !!input.procs!.launcher && !['Z', 'X'].includes(input.procs!.launcher.state) && !isNsaTopTool(input.procs!.launcher),
+    launcherAlive: procsKnown && !!input.procs!.launcher && !['Z', 'X'].includes(input.procs!.launcher.state) && !isToolProcess(input.procs!.launcher),
     lastHeartbeatTs,
     lastAdvanceTs,
     ended: run.ended,

@@ -1,6 +1,7 @@
 // RunState is a judgement, so it is derived here from the same context the rules use.
 import type { RunState } from '../cockpit/state.js';
-import { isNsaTopTool, type Ctx } from './context.js';
+import { isToolProcess } from '../remote/procs.js';
+import type { Ctx } from './context.js';
 import type { StallInfo } from './rules.js';
 import { fmtS } from './stats.js';
 
@@ -23,7 +24,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): { state: RunState; why:
     if (halt.present) return { state: 'HALTED', why: `stopped by .HALT${haltTxt} at step ${step}${of}` };
     return { state: 'HALTED', why: `stopped at step ${step}${of}; metrics.json written` };
   }
-  const unknownAlive = ctx.procsKnown ? (ctx.in.procs!.unknown ?? []).filter((p) => !isNsaTopTool(p) && p.state !== 'Z').length : 0;
+  const unknownAlive = ctx.procsKnown ? (ctx.in.procs!.unknown ?? []).filter((p) => !isToolProcess(p) && p.state !== 'Z').length : 0;
   const ranksTxt = ctx.alive.map((r) => r.rank).join(',');
   if (ctx.procsKnown && ctx.alive.length === 0 && unknownAlive === 0 && ctx.launcherAlive) {
     const l = ctx.in.procs!.launcher!;

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses, listProcesses, matchRun } from '../remote/procs.js';
-import type { GpuTelemetry, ProcInfo, RunProcesses } from '../remote/types.js';
+import { findRunProcesses } from '../remote/procs.js';
+import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
 import type { RunModel } from '../trainer/run.js';
@@ -36,32 +36,6 @@ export interface CollectorOptions {
 }
 
 type Listener = (s: CockpitState) => void;
-
-/** argv without node's own options (`node --import X nsa-top.js train` → `node nsa-top.js train`). */
-export function withoutNodeOptions(argv: string[]): string[] {
-  if (argv.length === 0 || !/(^|\/)node(js)?$/.test(argv[0]!)) return argv;
-  let i = 1;
-  while (i < argv.length && argv[i]!.startsWith('-')) {
-    const a = argv[i]!;
-    i += /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--inspect-port|--title)$/.test(a) ? 2 : 1;
-  }
-  return [argv[0]!, ...argv.slice(i)];
-}
-
-/** An nsa-top process that is not a trainer (a cockpit, status, watchdog): never a rank to signal. */
-export function isNsaTopTool(p: ProcInfo): boolean {
-  const argv = withoutNodeOptions(p.argv);
-  for (let i = 0; i < Math.min(argv.length, 3); i++) {
-    if (/(^|\/)nsa-top(\.js|\.mjs|\.cjs)?$/.test(argv[i]!)) return argv[i + 1] !== 'train';
-  }
-  return false;
-}
-
-/** Drops nsa-top's own processes (this cockpit, other cockpits) from what the process table matched. */
-export function withoutTools(r: RunProcesses, selfPid: number | null): RunProcesses {
-  const keep = (p: ProcInfo) => p.pid !== selfPid && !isNsaTopTool(p);
-  return { ...r, launcher: r.launcher && keep(r.launcher) ? r.launcher : null, ranks: r.ranks.filter((x) => keep(x.proc)), unknown: r.unknown.filter(keep) };
-}
 
 /** CPU seconds of this process and of its reaped children (Linux /proc; 0 elsewhere). */
 export function cpuSeconds(): { self: number; children: number } {
@@ -233,18 +207,8 @@ export class Collector {
       this.procsPids = hbPids;
       const heartbeatPids = run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
       const g = gpu && gpu.status === 'ok' ? gpu : null;
+      // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor)
       procs = await findRunProcesses(this.host, this.outDir!, { heartbeatPids, gpu: g });
-      const seen = new Set(procs.ranks.map((r) => r.proc.pid));
-      const missing = heartbeatPids.some((h) => !seen.has(h.pid)) && !run.ended;
-      if (missing || procs.unknown.some(isNsaTopTool) || (procs.launcher && isNsaTopTool(procs.launcher))) {
-        // An nsa-top supervisor/cockpit that names the run dir was taken for a trainer, and the
-        // ranks under it for its workers: match again without nsa-top's own tools.
-        // (also: ranks started as `node --import … nsa-top.js train` are not recognised by their argv)
-        const all = (await listProcesses(this.host)).filter((p) => !isNsaTopTool(p)).map((p) => ({ ...p, argv: withoutNodeOptions(p.argv) }));
-        const dir = this.outDir!.replace(/\/+$/, '');
-        procs = matchRun(all, { runDirs: new Set([dir, this.runDir.replace(/\/+$/, '')]), config: null }, heartbeatPids, g, procs.at);
-      }
-      procs = withoutTools(procs, this.host.kind === 'local' ? process.pid : null);
     } catch (e) {
       errors.push(`process table: ${(e as Error).message}`);
     }
