@@ -266,7 +266,7 @@ export class Collector {
       supervisor,
       self: { cpuPct, rssMiB: process.memoryUsage.rss() / 1048576, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
       gateHaltIn: ev.gateHaltIn,
-      stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep },
+      stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },
       caps: { pySpy: this.pySpy },
       collectError: errors.length ? errors.join('; ') : null,
     };

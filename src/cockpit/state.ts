@@ -27,7 +27,7 @@ export interface CockpitState {
   /** from the Checker: the watchdog's gate rule would halt the run in this many more checks (null: it would not) */
   gateHaltIn?: number | null;
   /** steps since the newest complete checkpoint (what a halt now would lose) */
-  stepsAtRisk?: { steps: number | null; lastCheckpointStep: number | null } | null;
+  stepsAtRisk?: { steps: number | null; lastCheckpointStep: number | null; savesOnHalt?: boolean } | null;
   /** what the host can do: py-spy installed (null: not probed yet) */
   caps?: { pySpy: boolean | null };
   /** the last collection problem (a failed poll, an unreadable actions log), one line */

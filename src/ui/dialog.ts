@@ -69,7 +69,8 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       const lines: Line[] = [];
       if (risk?.lastCheckpointStep != null) lines.push([t(`newest complete checkpoint: step ${risk.lastCheckpointStep}`)]);
       else lines.push([t('no complete checkpoint in the run dir', 'warn')]);
-      if (risk?.steps != null) lines.push([t(`halting now loses ${risk.steps} step${risk.steps === 1 ? '' : 's'} (the trainer writes no checkpoint on HALT)`, risk.steps > 0 ? 'warn' : 'ok')]);
+      if (risk?.savesOnHalt) lines.push([t('halting now loses nothing: this trainer saves a checkpoint when it sees .HALT', 'ok')]);
+      else if (risk?.steps != null) lines.push([t(`halting now loses ${risk.steps} step${risk.steps === 1 ? '' : 's'} (the nsa-vibe trainer writes no checkpoint on HALT)`, risk.steps > 0 ? 'warn' : 'ok')]);
       const every = s.run.identity.train?.saveEvery;
       if (every && s.run.step != null) lines.push([t(`next checkpoint at step ${Math.ceil((s.run.step + 1) / every) * every} (save_every ${every})`, 'dim')]);
       lines.push([]);
