@@ -15,7 +15,7 @@ import { findRunProcesses } from '../src/remote/procs.js';
 import { RunModel } from '../src/trainer/run.js';
 import { GpuMonitor } from '../src/remote/gpu.js';
 
-const FIXTURE = fileURLToPath(new URL('../../shared/fixtures/nsa-vibe/single/', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../test/fixtures/nsa-vibe/single/', import.meta.url));
 const REFRESHES = 12;
 const PERIOD_MS = 500;
 

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
 
 const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
-const FIXTURE = fileURLToPath(new URL('../../../shared/fixtures/nsa-vibe/single/', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../fixtures/nsa-vibe/single/', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-cli-host-'));
 let sshd: TestSshd | null = null;
 after(async () => {

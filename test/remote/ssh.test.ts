@@ -16,7 +16,7 @@ import { resolveTarget } from '../../src/remote/sshconfig.js';
 import { findRunProcesses, listProcesses, readProc } from '../../src/remote/procs.js';
 import { RunModel } from '../../src/trainer/run.js';
 
-const FIXTURES = new URL('../../../shared/fixtures/nsa-vibe/', import.meta.url).pathname;
+const FIXTURES = new URL('../fixtures/nsa-vibe/', import.meta.url).pathname;
 let sshd: TestSshd;
 let host: SshHost;
 const local = new LocalHost();
