@@ -9,7 +9,8 @@ import { gradeRun, PHASES, type Phase, type Report, type Status } from '../check
 import type { MemSample } from '../checks/rules.js';
 import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
-import { openHost } from '../remote/index.js';
+import { openHost, type OpenHostSpec } from '../remote/index.js';
+import { splitHostFlags } from './hostflags.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
 import { CliError } from './errors.js';
@@ -29,10 +30,11 @@ highest phase the run's configured length allows is graded, and every phase is s
 Exit: 0 GO, 1 NO-GO, 2 cannot judge (yet: a live run short of the phase's steps; or no run data).
 `;
 
-interface ReportArgs { dir: string | undefined; phase: Phase | undefined; format: 'text' | 'json' | 'md'; minTps: number | undefined; host: string | undefined; identity: string | undefined; acceptNewHostKey: boolean }
+interface ReportArgs { dir: string | undefined; phase: Phase | undefined; format: 'text' | 'json' | 'md'; minTps: number | undefined; hostSpec: OpenHostSpec }
 
-export function parseReportArgs(argv: string[]): ReportArgs | 'help' {
-  const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined, host: undefined, identity: undefined, acceptNewHostKey: false };
+export function parseReportArgs(all: string[]): ReportArgs | 'help' {
+  const { spec, rest: argv } = splitHostFlags('report', all);
+  const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined, hostSpec: spec };
   for (let i = 0; i < argv.length; i++) {
     const x = argv[i]!;
     const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
@@ -46,17 +48,6 @@ export function parseReportArgs(argv: string[]): ReportArgs | 'help' {
         break;
       case '--md':
         a.format = 'md';
-        break;
-      case '--host':
-      case '-i': {
-        const v = val();
-        if (!v) throw new CliError(`report: ${flag} needs a value`, 2);
-        if (flag === '--host') a.host = v;
-        else a.identity = v;
-        break;
-      }
-      case '--accept-new-host-key':
-        a.acceptNewHostKey = true;
         break;
       case '--phase': {
         const v = val();
@@ -151,7 +142,7 @@ export async function run(argv: string[]): Promise<number> {
   } catch (e) {
     throw new CliError(`report: ${(e as Error).message}`, 2);
   }
-  const host = await openHost({ host: a.host, identity: a.identity, acceptNewHostKey: a.acceptNewHostKey });
+  const host = await openHost(a.hostSpec);
   try {
     return await reportOn(host, a, t);
   } finally {

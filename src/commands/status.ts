@@ -1,17 +1,21 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
-import { LocalHost } from '../remote/local.js';
+import { openHost } from '../remote/index.js';
+import type { Host } from '../remote/host.js';
+import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
 import { mainThreadTop } from '../trainer/stackdump.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { CliError } from './errors.js';
 
-const HELP = `usage: nsa-top status [RUN_DIR] [--json]
+const HELP = `usage: nsa-top status [RUN_DIR] [--json] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
 
 Reads the run directory once and prints what the cockpit would show: identity, step/total, loss,
 tok/s, ETA, per-rank heartbeat ages, gates, data, halt/anomaly, checkpoints, stack dumps and
 parse errors. --json prints the RunSnapshot (fields: docs/status-json.md).
 RUN_DIR defaults to the newest run under ./artifacts/. Exit 2 when the dir is missing or unreadable.
+
+${HOST_FLAGS_HELP}
 `;
 
 /** how long status keeps reading the older history of huge files before printing */
@@ -20,7 +24,8 @@ const BACKFILL_BUDGET_MS = 3000;
 export async function run(argv: string[]): Promise<number> {
   let json = false;
   let dir: string | undefined;
-  for (const a of argv) {
+  const { spec, rest } = splitHostFlags('status', argv);
+  for (const a of rest) {
     if (a === '--json') json = true;
     else if (a === '--help' || a === '-h') {
       process.stdout.write(HELP);
@@ -29,7 +34,15 @@ export async function run(argv: string[]): Promise<number> {
     else if (dir === undefined) dir = a;
     else throw new CliError('status: more than one RUN_DIR given', 2);
   }
-  const host = new LocalHost();
+  const host = await openHost(spec);
+  try {
+    return await statusOn(host, dir, json);
+  } finally {
+    await host.close().catch(() => {});
+  }
+}
+
+async function statusOn(host: Host, dir: string | undefined, json: boolean): Promise<number> {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
   const { model, outDir } = await openRunModel(host, runDir);

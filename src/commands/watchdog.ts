@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
-import { openHost } from '../remote/index.js';
+import { openHost, type OpenHostSpec } from '../remote/index.js';
+import { splitHostFlags } from './hostflags.js';
 import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord } from '../trainer/control-types.js';
@@ -71,14 +72,13 @@ export interface WatchdogArgs {
   intervalS: number | null;
   stallS: number | null;
   once: boolean;
-  host: string | null;
-  identity: string | null;
-  acceptNewHostKey: boolean;
+  hostSpec: OpenHostSpec;
   gpu: boolean;
 }
 
-export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
-  const a: WatchdogArgs = { dir: undefined, halt: false, dumpOnStall: false, intervalS: null, stallS: null, once: false, host: null, identity: null, acceptNewHostKey: false, gpu: true };
+export function parseWatchdogArgs(all: string[]): WatchdogArgs | 'help' {
+  const { spec, rest: argv } = splitHostFlags('watchdog', all);
+  const a: WatchdogArgs = { dir: undefined, halt: false, dumpOnStall: false, intervalS: null, stallS: null, once: false, hostSpec: spec, gpu: true };
   const num = (flag: string, v: string | undefined, min: number): number => {
     const n = Number(v);
     if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min) throw new CliError(`watchdog: ${flag} needs a number >= ${min}, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
@@ -104,27 +104,12 @@ export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
       case '--no-gpu':
         a.gpu = false;
         break;
-      case '--accept-new-host-key':
-        a.acceptNewHostKey = true;
-        break;
       case '--interval':
         a.intervalS = num('--interval', val(), 0.05);
         break;
       case '--stall':
         a.stallS = num('--stall', val(), 0.1);
         break;
-      case '--host': {
-        const v = val();
-        if (!v) throw new CliError('watchdog: --host needs user@box[:port]', 2);
-        a.host = v;
-        break;
-      }
-      case '-i': {
-        const v = val();
-        if (!v) throw new CliError('watchdog: -i needs a key file', 2);
-        a.identity = v;
-        break;
-      }
       default:
         if (x.startsWith('-')) throw new CliError(`watchdog: unknown option ${x} (see nsa-top watchdog --help)`, 2);
         if (a.dir !== undefined) throw new CliError('watchdog: more than one RUN_DIR given', 2);
@@ -134,9 +119,6 @@ export function parseWatchdogArgs(argv: string[]): WatchdogArgs | 'help' {
   return a;
 }
 
-async function openHostFor(a: WatchdogArgs): Promise<Host> {
-  return openHost({ host: a.host ?? undefined, identity: a.identity ?? undefined, acceptNewHostKey: a.acceptNewHostKey });
-}
 
 export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
   try {
@@ -176,7 +158,7 @@ export async function run(argv: string[]): Promise<number> {
   if (a.stallS !== null) t.stallFloorS = a.stallS;
   if (a.intervalS !== null) t.intervalS = a.intervalS;
   const halt = a.halt || t.halt;
-  const host = await openHostFor(a);
+  const host = await openHost(a.hostSpec);
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
     const dirs = await openRunModel(host, dir);

@@ -44,3 +44,30 @@ test('nsa-top watchdog --host: unknown key refused with its fingerprint, accepte
   const again = run();
   assert.equal(again.status, accepted.status, again.stderr);
 });
+
+test('nsa-top status --host --json equals the local status of the same run (but for when and where it was taken)', async () => {
+  sshd ??= await startSshd();
+  const home = join(tmp, 'home-status');
+  const runDir = join(tmp, 'run-status');
+  // old mtimes: checkpoints count as complete only once settled, for both readers alike
+  cpSync(FIXTURE, runDir, { recursive: true, preserveTimestamps: true });
+  const env = { ...process.env, HOME: home, SSH_AUTH_SOCK: '' };
+  const status = (extra: string[]) => spawnSync(process.execPath, [bin, 'status', runDir, '--json', ...extra], { env, encoding: 'utf8', timeout: 60000 });
+  const local = status([]);
+  assert.equal(local.status, 0, local.stderr);
+  const remote = status(['--host', `${userInfo().username}@127.0.0.1:${sshd.port}`, '-i', sshd.userKey, '--accept-new-host-key']);
+  assert.equal(remote.status, 0, remote.stderr);
+  const strip = (text: string) => {
+    const j = JSON.parse(text) as Record<string, unknown>;
+    assert.notEqual(j.host, undefined);
+    for (const k of ['takenAt', 'host', 'hostNowMs']) delete j[k];
+    return j;
+  };
+  const r = JSON.parse(remote.stdout) as { host: string; step: number };
+  assert.match(r.host, /127\.0\.0\.1/, 'the remote snapshot says where it was taken');
+  assert.equal(r.step, 40);
+  assert.deepEqual(strip(remote.stdout), strip(local.stdout));
+  const bad = status(['--host']);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--host needs user@box/);
+});
