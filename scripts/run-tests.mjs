@@ -25,5 +25,18 @@ if (files.length === 0) {
 }
 console.log(`run-tests: ${files.length} files\n  ${files.join('\n  ')}`);
 const args = ['--import', 'tsx', '--test', '--test-reporter=spec', ...files];
-const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env: { ...process.env, NSA_TOP_TEST: '1' } });
+// A test file that never exits (a handle left open after a failed assertion) would hold CI until
+// its 90-minute limit: give the whole run a bound well above its usual ~6 minutes on 2 cores.
+const limitMin = Number(process.env.NSA_TOP_TEST_LIMIT_MIN || 40);
+const r = spawnSync(process.execPath, args, {
+  cwd: root,
+  stdio: 'inherit',
+  env: { ...process.env, NSA_TOP_TEST: '1' },
+  timeout: limitMin * 60_000,
+  killSignal: 'SIGKILL',
+});
+if (r.error && /ETIMEDOUT/.test(String(r.error))) {
+  console.error(`run-tests: the run exceeded ${limitMin} minutes and was stopped — a test file did not exit (an open handle?)`);
+  process.exit(1);
+}
 process.exit(r.status ?? 1);

@@ -19,6 +19,9 @@ export const COMMANDS: Record<string, Command> = {
 
 export const VERSION = '0.1.0';
 
+/** commands that open the Ink cockpit */
+const INTERACTIVE = new Set(['demo', 'attach', 'launch']);
+
 function usage(): string {
   const lines = [
     'usage: nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--read-only]   open the cockpit',
@@ -43,6 +46,13 @@ export async function main(argv: string[]): Promise<number> {
   if (first === '--version' || first === '-V') {
     process.stdout.write(`nsa-top ${VERSION}\n`);
     return 0;
+  }
+  // Ink reads CI / CONTINUOUS_INTEGRATION once, when it loads, and then draws only the last frame
+  // at exit. A cockpit on a terminal is interactive whatever the shell exports: drop them before
+  // the cockpit's chunk (which imports Ink) is loaded.
+  if (process.stdout.isTTY && (first === undefined || !Object.hasOwn(COMMANDS, first) || INTERACTIVE.has(first))) {
+    delete process.env.CI;
+    delete process.env.CONTINUOUS_INTEGRATION;
   }
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {

@@ -1,5 +1,6 @@
 // Screen tests: the cockpit drawn from real fixture runs (read by RunModel, judged by the Checker)
 // into a headless xterm at several sizes, with layout invariants and the facts an operator needs.
+import './no-ci.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
@@ -202,23 +203,26 @@ test('the Ink app renders the frame into a terminal and re-lays out on resize', 
     patchConsole: false,
     maxFps: 30,
   });
-  await new Promise((r) => setTimeout(r, 150));
-  const a = await xtermScreen(120, 40, [chunks.join('').replace(/\n/g, '\r\n')]);
-  assert.match(a.rows[0]!, /HALTED/);
-  assert.match(a.rows.join('\n'), /step 31\/400/);
-  assert.ok(a.rows.every((r) => r.length <= 120));
-  // shrink to the compact layout: after a clear (what the command does on resize) the new frame fits
-  const before = chunks.length;
-  out.columns = 80;
-  out.rows = 24;
-  out.emit('resize');
-  await new Promise((r) => setTimeout(r, 150));
-  const after = chunks.slice(before).join('');
-  const b = await xtermScreen(80, 24, ['\x1b[2J\x1b[H' + after.replace(/\n/g, '\r\n')]);
-  assert.match(b.rows[0]!, /HALTED/);
-  assert.match(b.rows.join('\n'), /┌ Training/);
-  assert.equal(b.rows[23]!.trim(), '', 'frame stays rows-1 tall after resize');
-  inst.unmount();
+  try {
+    await new Promise((r) => setTimeout(r, 150));
+    const a = await xtermScreen(120, 40, [chunks.join('').replace(/\n/g, '\r\n')]);
+    assert.match(a.rows[0]!, /HALTED/);
+    assert.match(a.rows.join('\n'), /step 31\/400/);
+    assert.ok(a.rows.every((r) => r.length <= 120));
+    // shrink to the compact layout: after a clear (what the command does on resize) the new frame fits
+    const before = chunks.length;
+    out.columns = 80;
+    out.rows = 24;
+    out.emit('resize');
+    await new Promise((r) => setTimeout(r, 150));
+    const after = chunks.slice(before).join('');
+    const b = await xtermScreen(80, 24, ['\x1b[2J\x1b[H' + after.replace(/\n/g, '\r\n')]);
+    assert.match(b.rows[0]!, /HALTED/);
+    assert.match(b.rows.join('\n'), /┌ Training/);
+    assert.equal(b.rows[23]!.trim(), '', 'frame stays rows-1 tall after resize');
+  } finally {
+    inst.unmount(); // a failed assertion must not leave Ink holding the event loop (the file would never end)
+  }
   base; // keep import used
 });
 
