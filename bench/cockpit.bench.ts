@@ -42,7 +42,8 @@ try {
   }
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== 'CI') env[k] = v;
-  cockpit = pty.spawn(process.execPath, [BIN, out], { cols: 120, rows: 40, cwd: dir, env });
+  // started through its shebang, as `npx nsa-top` / a PATH install runs it (node flags included)
+  cockpit = pty.spawn(BIN, [out], { cols: 120, rows: 40, cwd: dir, env });
   let bytes = 0;
   cockpit.onData((d) => (bytes += Buffer.byteLength(d)));
   await sleep(5000); // start-up is not the steady state
