@@ -138,6 +138,17 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
         { since: ctx.lastAdvanceTs + cadence.thresholdS * 1000, step: ctx.run.step ?? undefined, anomaly: 'heartbeat_stall', rank: si.oddRank ?? undefined }),
     );
   }
+  // Overdue but not yet past the stall threshold: at 20 steps/s, 40 s without a step is a hang in
+  // all but name, and the operator should see it long before the 180 s floor.
+  const lateS = cadence.expectedS === null ? null : Math.max(ctx.t.lateFactor * cadence.expectedS, ctx.t.lateFloorS);
+  if (si.live && !si.runStalled && lateS !== null && lateS < cadence.thresholdS && si.frozenS !== null && si.frozenS > lateS && ctx.lastAdvanceTs !== null) {
+    out.push(
+      a('late:run', 'heartbeat-stall', 'warning',
+        `step ${ctx.run.step ?? 0} has not advanced for ${fmtS(si.frozenS)} (${fmtNum(si.frozenS / cadence.expectedS!)}× its usual interval); STALLED at ${fmtS(cadence.thresholdS)}`,
+        `${expect}; warning past max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)}); ${thr}`,
+        { since: ctx.lastAdvanceTs + lateS * 1000, step: ctx.run.step ?? undefined }),
+    );
+  }
   for (const rank of si.stalledRanks) {
     const r = ctx.ranks.find((x) => x.rank === rank)!;
     out.push(

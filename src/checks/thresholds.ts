@@ -6,6 +6,11 @@ export interface Thresholds {
   stallFloorS: number;
   /** a stall is `stallCadenceFactor` × the run's own expected heartbeat interval, never below the floor */
   stallCadenceFactor: number;
+  /** before the stall threshold: a warning once the step is `lateFactor` × its expected interval
+   *  overdue (never sooner than `lateFloorS`) — a hang is visible in seconds, while the floor still
+   *  spares slow-step runs a false STALLED/HALT */
+  lateFactor: number;
+  lateFloorS: number;
   /** toks/s <= 0 on this many consecutive records (NSA_WATCH_FLATLINE_N, real default 4) */
   flatlineN: number;
   /** gate entropy below this (NSA_WATCH_GATE_ENTROPY_MIN, 0.2) */
@@ -68,6 +73,8 @@ export interface Thresholds {
 export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   stallFloorS: 180,
   stallCadenceFactor: 3,
+  lateFactor: 10,
+  lateFloorS: 15,
   flatlineN: 4,
   gateEntropyMin: 0.2,
   gateMaxThreshold: 0.9,

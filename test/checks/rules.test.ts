@@ -505,3 +505,24 @@ test('a rank in D state: routine I/O while steps advance (info), critical once t
   const frozen = new Checker().evaluate({ now: t + 400_000, run, procs: ps, gpu: null });
   assert.equal(find(frozen.alerts, 'proc-state:0')?.severity, 'critical');
 });
+
+test('a fast run whose step stops: a warning within seconds, STALLED only past the threshold (the 180 s floor)', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 40, t, stepTimeS: 0.05, logEvery: 1 });
+  const input = (s: number): CheckInput => ({ now: t + s * 1000, run, procs: procs([proc(0, 'S')]), gpu: null });
+  const soon = new Checker().evaluate(input(5));
+  assert.equal(find(soon.alerts, 'late:run'), undefined, '5 s: within noise of a checkpoint save');
+  const late = new Checker().evaluate(input(40));
+  const w = find(late.alerts, 'late:run');
+  assert.equal(w?.severity, 'warning');
+  assert.match(w!.title, /step 40 has not advanced for 40 s \(800× its usual interval\); STALLED at 180 s/);
+  assert.equal(late.runState, 'RUNNING', 'the state changes only at the stall threshold');
+  const stalled = new Checker().evaluate(input(200));
+  assert.equal(stalled.runState, 'STALLED');
+  assert.equal(find(stalled.alerts, 'late:run'), undefined, 'the stall alert takes over');
+  assert.equal(find(stalled.alerts, 'stall:run')?.severity, 'critical');
+  // a slow-step run (1 log per 2 min) is never "late" before its own stall threshold
+  const slow = liveRun({ step: 40, t, stepTimeS: 6, logEvery: 20 });
+  const ev = new Checker().evaluate({ now: t + 300_000, run: slow, procs: procs([proc(0, 'S')]), gpu: null });
+  assert.equal(find(ev.alerts, 'late:run'), undefined);
+});
