@@ -161,6 +161,10 @@ test('a stalled rank is named in the header and coloured in the ranks panel', as
   const { text: wide } = await screenOf(s, 120, 40);
   assert.match(wide, /CRIT rank 1 heartbeat silent 212 s/);
   assert.match(wide, /since \d\d:\d\d:\d\d \(3m32s ago\)/);
+  // a frozen step: the last rate and the ETA would lie; the header says how long there was no step
+  const progress = scr.rows.slice(0, 3).join('\n');
+  assert.match(progress, /no step for /);
+  assert.doesNotMatch(progress, /step\/s|ETA/);
 });
 
 test('zoom shows one panel over the whole middle; tab groups switch to the focused panel', async () => {

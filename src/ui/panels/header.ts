@@ -69,11 +69,17 @@ export function progressLine(s: CockpitState): Line {
   const r = s.run;
   const total = r.totalSteps;
   const stepTxt = r.step == null ? 'step –' : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${((100 * r.step) / total).toFixed(1)}%)` : ''}`;
+  // a frozen step makes the last rate and ETA a lie: say how long there has been no step instead
+  const overdue = (s.runState === 'STALLED' || s.alerts.some((a) => a.id === 'late:run')) && r.stepAdvancedTs != null;
   const parts: (Line | null)[] = [
     [t(stepTxt, 'title', { bold: true })],
-    r.stepsPerS != null ? [t(`${num(r.stepsPerS, r.stepsPerS < 1 ? 3 : 2)} step/s`)] : null,
+    overdue
+      ? [t(`no step for ${dur(Math.max(0, s.at - r.stepAdvancedTs!) / 1000)}`, 'warn', { bold: true })]
+      : r.stepsPerS != null
+        ? [t(`${num(r.stepsPerS, r.stepsPerS < 1 ? 3 : 2)} step/s`)]
+        : null,
     r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
-    r.etaS != null ? [t(`ETA ${dur(r.etaS)}`)] : null,
+    !overdue && r.etaS != null ? [t(`ETA ${dur(r.etaS)}`)] : null,
     r.loss != null ? [t('loss '), t(num(r.loss, 4), 'info', { bold: true })] : null,
     r.lr != null ? [t(`lr ${r.lr.toExponential(2)}`, 'dim')] : null,
   ];
