@@ -290,7 +290,9 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
       // the process is a zombie, whose environ stays empty
       if (envRaw === '' && f.state !== 'Z' && f.state !== 'X') st.enriched.delete(f.pid);
       else st.enriched.set(f.pid, enriched);
-    } else if (enriched && (enriched.startTime !== f.startTime || (cmdRaw != null && enriched.argvKey !== argvKey && f.state !== 'Z' && f.state !== 'X'))) {
+    } else if (enriched && (enriched.startTime !== f.startTime || (cmdRaw != null && cmdRaw !== '' && enriched.argvKey !== argvKey && f.state !== 'Z' && f.state !== 'X'))) {
+      // (a new non-empty argv under the same start time is an exec; an empty one is a process on
+      // its way out — its memory is gone before it turns Z — and keeps what was seen while it lived)
       st.enriched.delete(f.pid);
       enriched = undefined;
     }
