@@ -4,3 +4,12 @@ export class CliError extends Error {
     super(message);
   }
 }
+
+/** Runs `f`; any error it throws becomes a one-line CliError prefixed with the command (exit 2). */
+export function orCliError<T>(cmd: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw new CliError(`${cmd}: ${(e as Error).message}`, 2);
+  }
+}

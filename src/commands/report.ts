@@ -13,7 +13,7 @@ import { openHost, type OpenHostSpec } from '../remote/index.js';
 import { splitHostFlags } from './hostflags.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
-import { CliError } from './errors.js';
+import { CliError, orCliError } from './errors.js';
 import { readLaunched, runProcesses } from './watchdog.js';
 
 const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N] [--host user@box[:port]]
@@ -136,12 +136,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  let t;
-  try {
-    t = thresholdsFromEnv(process.env);
-  } catch (e) {
-    throw new CliError(`report: ${(e as Error).message}`, 2);
-  }
+  const t = orCliError('report', () => thresholdsFromEnv(process.env));
   const host = await openHost(a.hostSpec);
   try {
     return await reportOn(host, a, t);

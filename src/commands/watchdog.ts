@@ -20,7 +20,7 @@ import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
-import { CliError } from './errors.js';
+import { CliError, orCliError } from './errors.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
@@ -149,12 +149,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  let t;
-  try {
-    t = thresholdsFromEnv(process.env);
-  } catch (e) {
-    throw new CliError(`watchdog: ${(e as Error).message}`, 2);
-  }
+  const t = orCliError('watchdog', () => thresholdsFromEnv(process.env));
   if (a.stallS !== null) t.stallFloorS = a.stallS;
   if (a.intervalS !== null) t.intervalS = a.intervalS;
   const halt = a.halt || t.halt;
