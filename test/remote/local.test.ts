@@ -1,0 +1,70 @@
+// LocalHost's poll path, in both of its I/O modes: synchronous calls on local file systems,
+// asynchronous ones elsewhere (a hung network mount must not freeze the cockpit's keys). Whatever
+// the mode, a poll must report the same listing, bytes, truncation and replacement.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LocalHost } from '../../src/remote/local.js';
+
+for (const mode of ['sync', 'async'] as const) {
+  test(`pollDir (${mode} I/O): listing, incremental bytes, truncation, replacement, missing and unreadable paths`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), `nsa-local-${mode}-`));
+    try {
+      const h = new LocalHost({ pollIo: mode });
+      const f = join(dir, 'heartbeat_rank0.jsonl');
+      writeFileSync(f, 'one\n');
+      mkdirSync(join(dir, 'tb'));
+      writeFileSync(join(dir, 'tb', 'events.out.tfevents.1'), 'ev');
+      let p = await h.pollDir(dir, [{ path: f, offset: 0 }], ['tb', 'nope']);
+      assert.deepEqual(p.entries!.map((e) => [e.name, e.isDir, e.size]), [['heartbeat_rank0.jsonl', false, 4], ['tb', true, p.entries![1]!.size]]);
+      assert.deepEqual(p.subdirs.tb!.map((e) => e.name), ['events.out.tfevents.1']);
+      assert.equal(p.subdirs.nope, null);
+      assert.equal(p.reads[0]!.data.toString(), 'one\n');
+      assert.equal(p.reads[0]!.stat!.size, 4);
+
+      appendFileSync(f, 'two\n');
+      p = await h.pollDir(dir, [{ path: f, offset: 4 }]);
+      assert.equal(p.reads[0]!.data.toString(), 'two\n');
+      assert.equal(p.reads[0]!.reset, undefined);
+      p = await h.pollDir(dir, [{ path: f, offset: 8, maxBytes: 2 }]);
+      assert.equal(p.reads[0]!.data.length, 0, 'nothing new: no bytes');
+
+      writeFileSync(f, 'x\n'); // truncated in place
+      p = await h.pollDir(dir, [{ path: f, offset: 8 }]);
+      assert.equal(p.reads[0]!.reset, 'truncated');
+      assert.equal(p.reads[0]!.offset, 0);
+      assert.equal(p.reads[0]!.data.toString(), 'x\n');
+
+      writeFileSync(join(dir, 'new'), 'fresh content\n');
+      renameSync(join(dir, 'new'), f); // replaced: another inode, even though it is longer
+      p = await h.pollDir(dir, [{ path: f, offset: 2, maxBytes: 5 }]);
+      assert.equal(p.reads[0]!.reset, 'replaced');
+      assert.equal(p.reads[0]!.data.toString(), 'fresh');
+
+      p = await h.pollDir(dir, [{ path: join(dir, 'absent.csv'), offset: 0 }, { path: join(dir, 'tb'), offset: 0 }, { path: f, offset: 5 }]);
+      assert.equal(p.reads[0]!.stat, null);
+      assert.equal(p.reads[0]!.error, undefined, 'a missing file is not an error');
+      assert.match(p.reads[1]!.error ?? '', /EISDIR/, 'an unreadable path is an error on that read only');
+      assert.equal(p.reads[2]!.data.toString(), ' content\n');
+
+      assert.equal(await h.stat(join(dir, 'absent')), null);
+      assert.equal(await h.stat(join(f, 'below-a-file')), null);
+      assert.equal((await h.stat(f))!.size, 14);
+
+      const gone = await h.pollDir(join(dir, 'missing'), [{ path: join(dir, 'missing', 'x'), offset: 0 }]);
+      assert.equal(gone.entries, null);
+      assert.match(gone.error ?? '', /ENOENT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test('auto I/O: a file system that is not known to be local (here procfs) stays asynchronous', async () => {
+  const h = new LocalHost();
+  assert.equal(await h.pollIoMode('/proc'), 'async');
+  assert.equal(await new LocalHost({ pollIo: 'sync' }).pollIoMode('/proc'), 'sync');
+  assert.equal(await new LocalHost({ pollIo: 'async' }).pollIoMode(tmpdir()), 'async');
+});
