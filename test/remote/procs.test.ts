@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { LocalHost } from '../../src/remote/local.js';
+import type { ProcInfo } from '../../src/remote/types.js';
 import { findRunProcesses, listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-procs-'));
@@ -115,7 +116,11 @@ test('a crafted argv that imitates a head header makes that entry unknown, not s
 test('readProc / verifyProcess: pid plus start time, and a dead or mismatched process is refused', async () => {
   const c = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)', 'marker-arg with space'], { stdio: 'ignore', env: { ...process.env, RANK: '3' } });
   try {
-    const info = await waitFor(() => readProc(host, c.pid!), 'child');
+    // (a child read between fork and exec still shows its parent's argv and environ)
+    const info = await waitFor(async () => {
+      const i = await readProc(host, c.pid!);
+      return i?.argv.at(-1) === 'marker-arg with space' && i;
+    }, 'child');
     assert.equal(info.pid, c.pid);
     assert.deepEqual(info.argv.slice(-1), ['marker-arg with space']);
     assert.equal(info.env.RANK, '3');
@@ -325,4 +330,50 @@ test('ranks started with node options before nsa-top.js (node --enable-source-ma
     [0, kids[0]],
     [1, kids[1]],
   ]);
+});
+
+test('the in-process process table (LocalHost) reads what the shell script reads: run, list and all modes', async () => {
+  // LocalHost answers the process table without a child process; the script stays the path over
+  // SSH and the fallback. Both must describe the same processes the same way.
+  const scriptOnly = new Proxy(new LocalHost(), {
+    get(t, k) {
+      if (k === 'runLight') return undefined;
+      const v = Reflect.get(t, k) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  const inProcess = new LocalHost();
+  const runDir = join(tmp, 'equiv-run');
+  mkdirSync(runDir, { recursive: true });
+  writeFileSync(join(runDir, 'env.json'), '{"env":\n{"CONFIG": "configs/equiv.yaml"}}\n');
+  const l = startGroup([process.execPath, join(bin, 'nsa-top.js'), 'train', '--out', runDir], {
+    cwd: runDir,
+    env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: join(tmp, 'equiv.pids'), NSA_TOP_RUN_DIR: runDir, CHILD_ARGV: JSON.stringify([process.execPath, join(bin, 'nsa-top.js'), 'train', '--rank']) },
+  });
+  const { ranks: kids } = await pidsOf(join(tmp, 'equiv.pids'));
+  // what changes between two reads by nature (CPU % needs two samples, RSS and state move, the start
+  // time in ms is estimated from uptime at read time) is left out; identity, argv, env and cwd are not
+  const strip = (p: ProcInfo | null | undefined) => (p ? { ...p, cpuPct: null, startedAtMs: null, rssKiB: null, state: null, wchan: null } : p);
+  const a = await findRunProcesses(inProcess, runDir, { heartbeatPids: [] });
+  const b = await findRunProcesses(scriptOnly, runDir, { heartbeatPids: [] });
+  assert.equal(a.launcher?.pid, l.pid);
+  assert.deepEqual(a.ranks.map((r) => r.proc.pid), kids);
+  assert.deepEqual(strip(a.launcher), strip(b.launcher));
+  assert.deepEqual(
+    a.ranks.map((r) => ({ ...r, proc: strip(r.proc) })),
+    b.ranks.map((r) => ({ ...r, proc: strip(r.proc) })),
+  );
+  assert.ok(Math.abs(a.launcher!.startedAtMs! - b.launcher!.startedAtMs!) < 1000);
+  assert.ok(a.launcher!.rssKiB! > 1000 && /^[RSDZTtIX]$/.test(a.launcher!.state));
+  assert.equal(a.launcher?.cwd, runDir);
+  assert.equal(a.ranks[1]?.proc.env.RANK, '1');
+  // list mode (what verifyProcess and the signal path use)
+  assert.deepEqual(strip(await readProc(inProcess, kids[0]!)), strip(await readProc(scriptOnly, kids[0]!)));
+  assert.equal(await readProc(inProcess, 2 ** 22 + 7), null);
+  // all mode: the same view of the group's processes
+  const mine = new Set([l.pid!, ...kids]);
+  const pick = (ps: Awaited<ReturnType<typeof listProcesses>>) => ps.filter((p) => mine.has(p.pid)).map(strip).sort((x, y) => x!.pid - y!.pid);
+  const allA = pick(await listProcesses(inProcess));
+  assert.equal(allA.length, 3);
+  assert.deepEqual(allA, pick(await listProcesses(scriptOnly)));
 });
