@@ -2,7 +2,6 @@
 // the process table and GPU telemetry on an interval, runs the Checker, reads the action log and
 // the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
 // CockpitState only when something the screen shows has changed.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
@@ -37,19 +36,10 @@ export interface CollectorOptions {
 
 type Listener = (s: CockpitState) => void;
 
-/** CPU seconds of this process and of its reaped children (Linux /proc; 0 elsewhere). */
-export function cpuSeconds(): { self: number; children: number } {
+/** CPU seconds this process has used (all its threads). */
+function cpuSelfSeconds(): number {
   const u = process.cpuUsage();
-  let children = 0;
-  try {
-    const stat = readFileSync('/proc/self/stat', 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // fields 16, 17 (cutime, cstime) → indexes 13, 14 after the comm field
-    children = (Number(f[13]) + Number(f[14])) / 100;
-  } catch {
-    /* not Linux */
-  }
-  return { self: (u.user + u.system) / 1e6, children };
+  return (u.user + u.system) / 1e6;
 }
 
 function changeKey(s: CockpitState): string {
@@ -241,13 +231,13 @@ export class Collector {
       }
     }
     const risk = stepsAtRisk(run);
-    const cpu = cpuSeconds();
+    const cpu = cpuSelfSeconds();
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
     if (this.cpuMark && wall - this.cpuMark.at >= 500) {
-      cpuPct = (100 * (cpu.self - this.cpuMark.cpu)) / ((wall - this.cpuMark.at) / 1000);
-      this.cpuMark = { at: wall, cpu: cpu.self };
-    } else if (!this.cpuMark) this.cpuMark = { at: wall, cpu: cpu.self };
+      cpuPct = (100 * (cpu - this.cpuMark.cpu)) / ((wall - this.cpuMark.at) / 1000);
+      this.cpuMark = { at: wall, cpu };
+    } else if (!this.cpuMark) this.cpuMark = { at: wall, cpu };
     this.lastTickMs = Date.now() - t0;
     const gpuLatency = gpu && gpu.status === 'ok' ? gpu.latencyMs : null;
     const state: CockpitState = {
