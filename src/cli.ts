@@ -37,6 +37,23 @@ function usage(): string {
   return lines.join('\n') + '\n';
 }
 
+/**
+ * React (and its reconciler and scheduler) choose their development or production build from
+ * NODE_ENV when first loaded. The development build checks and records far more on every render
+ * (owner stacks, double bookkeeping); the cockpit redraws every second for days, so it loads the
+ * production build unless NODE_ENV says otherwise. NODE_ENV is set only while the command's modules
+ * load, so the trainers and supervisors nsa-top starts never inherit it.
+ */
+async function loadProduction<T>(load: () => Promise<T>): Promise<T> {
+  if (process.env.NODE_ENV !== undefined) return load();
+  process.env.NODE_ENV = 'production';
+  try {
+    return await load();
+  } finally {
+    delete process.env.NODE_ENV;
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv;
   if (first === '--help' || first === '-h' || first === 'help') {
@@ -56,11 +73,11 @@ export async function main(argv: string[]): Promise<number> {
   }
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {
-      const mod = await COMMANDS[first]!.load();
+      const mod = await loadProduction(COMMANDS[first]!.load);
       return await mod.run(rest);
     }
     // No command word: the cockpit, with RUN_DIR and flags as given.
-    const mod = await import('./commands/cockpit.js');
+    const mod = await loadProduction(() => import('./commands/cockpit.js'));
     return await mod.run(argv);
   } catch (err) {
     const e = err as Error & { exitCode?: number };
