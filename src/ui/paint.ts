@@ -6,8 +6,19 @@
 import { lineToAnsi } from './ansi.js';
 import type { Line } from './text.js';
 
+function sameLine(a: Line, b: Line): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x.text !== y.text || x.role !== y.role || !x.bold !== !y.bold || !x.inverse !== !y.inverse) return false;
+  }
+  return true;
+}
+
 export class FramePainter {
-  private prev: string[] = [];
+  private prev: Line[] = [];
   private cols = 0;
   private rows = 0;
   /** bytes written so far (for the bench and the tests) */
@@ -28,15 +39,16 @@ export class FramePainter {
   paint(lines: Line[], cols: number, rows: number): void {
     const full = cols !== this.cols || rows !== this.rows || this.prev.length === 0;
     let out = '';
-    const next = lines.map((l) => lineToAnsi(l, this.noColor));
     if (full) out += '\x1b[H\x1b[2J';
-    for (let y = 0; y < next.length; y++) {
-      if (!full && next[y] === this.prev[y]) continue;
-      out += `\x1b[${y + 1};1H${next[y]}`;
+    for (let y = 0; y < lines.length; y++) {
+      // rows are compared as segments first: most rows of a frame are unchanged, and turning them
+      // into escape strings only to find that out was most of this function's cost
+      if (!full && y < this.prev.length && sameLine(lines[y]!, this.prev[y]!)) continue;
+      out += `\x1b[${y + 1};1H${lineToAnsi(lines[y]!, this.noColor)}`;
     }
     // rows the previous frame had and this one does not (smaller terminal): blank them
-    for (let y = next.length; y < this.prev.length && !full; y++) out += `\x1b[${y + 1};1H\x1b[2K`;
-    this.prev = next;
+    for (let y = lines.length; y < this.prev.length && !full; y++) out += `\x1b[${y + 1};1H\x1b[2K`;
+    this.prev = lines;
     this.cols = cols;
     this.rows = rows;
     if (!out) return;

@@ -39,9 +39,31 @@ function cpWidth(cp: number): number {
   return 1;
 }
 
+// strWidth and cut walk UTF-16 code units by index: a frame measures every segment of every row,
+// and iterating with for…of allocates a string per character (most of what a frame cost the GC).
+
+/** The code point at `i` and how many code units it takes (a lone surrogate counts as itself). */
+function codePointAt(s: string, i: number): number {
+  const c = s.charCodeAt(i);
+  if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+    const d = s.charCodeAt(i + 1);
+    if (d >= 0xdc00 && d <= 0xdfff) return (c - 0xd800) * 0x400 + (d - 0xdc00) + 0x10000;
+  }
+  return c;
+}
+
 export function strWidth(s: string): number {
   let w = 0;
-  for (const ch of s) w += cpWidth(ch.codePointAt(0)!);
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x300) {
+      w++;
+      continue;
+    }
+    const cp = codePointAt(s, i);
+    if (cp > 0xffff) i++;
+    w += cpWidth(cp);
+  }
   return w;
 }
 
@@ -49,14 +71,14 @@ export function strWidth(s: string): number {
 export function cut(s: string, width: number): string {
   if (width <= 0) return '';
   let w = 0;
-  let out = '';
-  for (const ch of s) {
-    const cw = cpWidth(ch.codePointAt(0)!);
-    if (w + cw > width) break;
-    out += ch;
+  for (let i = 0; i < s.length; i++) {
+    const cp = codePointAt(s, i);
+    const cw = cp < 0x300 ? 1 : cpWidth(cp);
+    if (w + cw > width) return s.slice(0, i);
     w += cw;
+    if (cp > 0xffff) i++;
   }
-  return out;
+  return s;
 }
 
 /** Cut with an ellipsis when something was dropped. */
@@ -74,9 +96,12 @@ export function lineWidth(line: Line): number {
 
 /** Exactly `width` columns: truncated (with … when `mark`) or padded with spaces. */
 export function fit(line: Line, width: number, mark = true): Line {
+  const total = lineWidth(line);
+  // the common case, a line that already fits: no copy (callers never mutate what fit returns)
+  if (total === width) return line;
+  if (total < width) return [...line, { text: ' '.repeat(width - total) }];
   const out: Line = [];
   let w = 0;
-  const total = lineWidth(line);
   const limit = total > width && mark && width > 1 ? width - 1 : width;
   for (const s of line) {
     if (w >= limit) break;
