@@ -110,15 +110,24 @@ export class SeriesAcc {
   shiftSegments(by: number): void {
     if (by === 0) return;
     this.version++;
-    for (let i = this.head; i < this.recent.length; i++) this.recent[i]!.segment += by;
-    for (const b of this.history) b.segment += by;
+    // new objects, not edits: snapshots already handed out share the old ones (see toJSON)
+    for (let i = this.head; i < this.recent.length; i++) this.recent[i] = { ...this.recent[i]!, segment: this.recent[i]!.segment + by };
+    this.history = this.history.map((b) => ({ ...b, segment: b.segment + by }));
   }
 
+  /**
+   * The series as plain data. Points and closed buckets are never edited once written (only the
+   * open last bucket is), so snapshots share them instead of copying 2000 points per series on
+   * every poll; only the arrays and the open bucket are new.
+   */
   toJSON(): Series {
     if (this.cached?.version === this.version) return this.cached.value;
+    const history = this.history.slice();
+    const open = history[history.length - 1];
+    if (open) history[history.length - 1] = { ...open };
     const value: Series = {
-      recent: this.recent.slice(this.head).map((p) => ({ ...p })),
-      history: this.history.map((b) => ({ ...b })),
+      recent: this.recent.slice(this.head),
+      history,
       total: this.total,
       nonFinite: this.nonFinite,
     };
