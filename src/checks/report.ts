@@ -73,7 +73,7 @@ export function reachablePhase(run: RunSnapshot): Phase {
   return 0;
 }
 
-function allPoints(s: { recent: SeriesPoint[] }): SeriesPoint[] {
+function allPoints(s: { recent: SeriesPoint[] }): readonly SeriesPoint[] {
   return currentSegment(s as never);
 }
 
@@ -93,7 +93,7 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
   // ---------- step time, from timed records (per step): the heartbeat progress times when the
   // command read them, else the first series whose points carry times (CSV rows have none)
   const lossPts = allPoints(run.series.loss);
-  const timed: SeriesPoint[] = inp.progressTimes?.length
+  const timed: readonly SeriesPoint[] = inp.progressTimes?.length
     ? inp.progressTimes.map((p) => ({ step: p.step, t: p.t, value: 0, segment: 0 }))
     : [run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB].map((s) => allPoints(s)).find((ps) => ps.filter((p) => p.t !== null).length >= 2) ?? [];
   const perStep: { step: number; s: number }[] = [];

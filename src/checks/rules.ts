@@ -504,15 +504,16 @@ export interface GateRecord { step: number; t: number | null; entropy: number | 
 
 export function gateRecords(ctx: Ctx): GateRecord[] {
   const s = ctx.run.series;
-  const byStep = new Map<string, GateRecord>();
-  const key = (p: SeriesPoint) => `${p.segment}:${p.step}`;
+  const byStep = new Map<number, GateRecord>();
+  // one number per (segment, step): steps stay far below 2^40 (no string per point)
+  const key = (p: SeriesPoint) => p.segment * 2 ** 40 + p.step;
   const get = (p: SeriesPoint) => {
     let r = byStep.get(key(p));
     if (!r) { r = { step: p.step, t: p.t, entropy: null, max: null, collapse: null }; byStep.set(key(p), r); }
     return r;
   };
   // the newest records are all any gate rule looks at (N consecutive; the frozen tail of ≤ 50)
-  const tail = (x: SeriesPoint[]) => x.slice(-64);
+  const tail = (x: readonly SeriesPoint[]) => x.slice(-64);
   for (const p of tail(currentSegment(s.gateEntropy))) get(p).entropy = p.value;
   for (const p of tail(currentSegment(s.gateMax))) get(p).max = p.value;
   for (const p of tail(currentSegment(s.collapseFrac))) get(p).collapse = p.value;

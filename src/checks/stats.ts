@@ -40,12 +40,23 @@ export function linfit(xs: readonly number[], ys: readonly number[]): { slope: n
 }
 
 /** Recent full-resolution points of the newest segment of a series (resumes are not mixed). */
-export function currentSegment(s: Series | undefined | null): SeriesPoint[] {
+const segmentMemo = new WeakMap<Series, readonly SeriesPoint[]>();
+
+/**
+ * The points of the newest segment. Memoised per Series object (a snapshot's series are new
+ * objects only when they changed), so the many rules asking each tick share one walk; the
+ * array is frozen because it is shared.
+ */
+export function currentSegment(s: Series | undefined | null): readonly SeriesPoint[] {
   if (!s || s.recent.length === 0) return [];
+  const known = segmentMemo.get(s);
+  if (known) return known;
   const seg = s.recent[s.recent.length - 1]!.segment;
   let i = s.recent.length - 1;
   while (i > 0 && s.recent[i - 1]!.segment === seg) i--;
-  return s.recent.slice(i);
+  const pts = Object.freeze(s.recent.slice(i));
+  segmentMemo.set(s, pts);
+  return pts;
 }
 
 export function fmtS(s: number): string {
