@@ -12,8 +12,32 @@ export interface XY {
   segment: number;
 }
 
-/** Series → step-ordered points; for a step seen in several segments the newest segment wins. */
-export function seriesPoints(s: Series, range: 'recent' | 'all'): XY[] {
+const pointsMemo = { recent: new WeakMap<Series, readonly XY[]>(), all: new WeakMap<Series, readonly XY[]>() };
+
+/**
+ * Series → step-ordered points; for a step seen in several segments the newest segment wins.
+ * Memoised per Series object (new only when the series changed): panels ask every frame.
+ */
+export function seriesPoints(s: Series, range: 'recent' | 'all'): readonly XY[] {
+  const known = pointsMemo[range].get(s);
+  if (known) return known;
+  const pts = Object.freeze(computePoints(s, range));
+  pointsMemo[range].set(s, pts);
+  return pts;
+}
+
+/** true when the points are finite with strictly increasing steps: already in chart order */
+function ordered(recent: readonly XY[]): boolean {
+  for (let i = 0; i < recent.length; i++) {
+    if (!Number.isFinite(recent[i]!.value)) return false;
+    if (i > 0 && recent[i]!.step <= recent[i - 1]!.step) return false;
+  }
+  return true;
+}
+
+function computePoints(s: Series, range: 'recent' | 'all'): XY[] {
+  // the usual case (one run, no resume inside the window): the series' own points, no copy
+  if ((range === 'recent' || s.history.length === 0) && ordered(s.recent)) return s.recent;
   const pts: XY[] = [];
   if (range === 'all') for (const b of s.history) pts.push({ step: b.stepTo, value: b.last, segment: b.segment });
   for (const p of s.recent) if (Number.isFinite(p.value)) pts.push({ step: p.step, value: p.value, segment: p.segment });
@@ -25,7 +49,7 @@ export function seriesPoints(s: Series, range: 'recent' | 'all'): XY[] {
   return [...byStep.values()].sort((a, b) => a.step - b.step);
 }
 
-export function ema(pts: XY[], alpha = 0.1): XY[] {
+export function ema(pts: readonly XY[], alpha = 0.1): XY[] {
   let m: number | null = null;
   return pts.map((p) => {
     m = m == null ? p.value : alpha * p.value + (1 - alpha) * m;
@@ -40,7 +64,7 @@ const fmtLabel = (x: number) => {
 };
 
 /** Bin points into `n` columns by step; empty columns carry the previous value. */
-function bin(pts: XY[], n: number): { values: number[]; from: number; to: number; resumes: number[] } {
+function bin(pts: readonly XY[], n: number): { values: number[]; from: number; to: number; resumes: number[] } {
   const from = pts[0]!.step;
   const to = pts[pts.length - 1]!.step;
   const span = Math.max(1, to - from);
@@ -76,8 +100,22 @@ export interface ChartOpts {
   role?: 'info' | 'ok' | 'accent';
 }
 
-/** Chart rows (h + 1 including the step axis). Empty array when there is nothing to plot. */
-export function chart(pts: XY[], o: ChartOpts): Line[] {
+const chartMemo = new WeakMap<readonly XY[], { key: string; lines: Line[] }>();
+
+/**
+ * Chart rows (h + 1 including the step axis). Empty array when there is nothing to plot.
+ * Memoised on the points array and the options: an unchanged series is not plotted again.
+ */
+export function chart(pts: readonly XY[], o: ChartOpts): Line[] {
+  const key = `${o.w}:${o.h}:${o.threshold}:${o.role}`;
+  const known = chartMemo.get(pts);
+  if (known?.key === key) return known.lines;
+  const lines = plotChart(pts, o);
+  chartMemo.set(pts, { key, lines });
+  return lines;
+}
+
+function plotChart(pts: readonly XY[], o: ChartOpts): Line[] {
   if (pts.length === 0 || o.h < 2 || o.w < LABEL_W + 6) return [];
   const plotW = o.w - LABEL_W - 2;
   const { values, from, to, resumes } = bin(pts, plotW);
