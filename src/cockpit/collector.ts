@@ -231,10 +231,13 @@ export class Collector {
       }
     }
     const risk = stepsAtRisk(run);
-    const cpu = cpuSelfSeconds();
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
-    if (this.cpuMark && wall - this.cpuMark.at >= 500) {
+    // sampled every few seconds: the footer's figure needs no more, and getrusage is not free
+    const sample = !this.cpuMark || wall - this.cpuMark.at >= 4500;
+    const cpu = sample ? cpuSelfSeconds() : 0;
+    const rssMiB = sample || this.state?.self.rssMiB == null ? process.memoryUsage.rss() / 1048576 : this.state.self.rssMiB;
+    if (this.cpuMark && wall - this.cpuMark.at >= 4500) {
       cpuPct = (100 * (cpu - this.cpuMark.cpu)) / ((wall - this.cpuMark.at) / 1000);
       this.cpuMark = { at: wall, cpu };
     } else if (!this.cpuMark) this.cpuMark = { at: wall, cpu };
@@ -254,7 +257,7 @@ export class Collector {
       verdicts: ev.verdicts,
       actions,
       supervisor,
-      self: { cpuPct, rssMiB: process.memoryUsage.rss() / 1048576, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
+      self: { cpuPct, rssMiB, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
       gateHaltIn: ev.gateHaltIn,
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },
       caps: { pySpy: this.pySpy },

@@ -34,13 +34,24 @@ function auxv(): { clkTck: number; pageSize: number } {
   return { clkTck, pageSize };
 }
 
+const small = Buffer.allocUnsafe(4096);
+
+/** the first line of a small /proc file (stat, wchan, uptime): one read into a shared buffer */
 function readSmall(path: string): string | null {
+  let fd: number;
   try {
-    const s = fsSync.readFileSync(path, 'latin1');
-    const nl = s.indexOf('\n');
-    return nl >= 0 ? s.slice(0, nl) : s;
+    fd = fsSync.openSync(path, 'r');
   } catch {
     return null;
+  }
+  try {
+    const n = fsSync.readSync(fd, small, 0, small.length, 0);
+    const nl = small.indexOf(10);
+    return small.toString('latin1', 0, nl >= 0 && nl < n ? nl : n);
+  } catch {
+    return null;
+  } finally {
+    fsSync.closeSync(fd);
   }
 }
 
