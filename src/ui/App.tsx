@@ -1,13 +1,18 @@
 // The Ink root. Holds the view state (focus, zoom, scroll, chart options) and the open dialog;
 // draws compose()'s lines; turns keys into commands through the keymap. It never reads a file or
 // runs a command: data comes from the store (the collector), effects go through `actions`.
+//
+// With the frame painter (the default), a new snapshot is composed and painted straight from the
+// store's callback: React re-renders only when the operator does something (a key, a dialog, a
+// resize). The cockpit redraws every second for days; keeping React's reconciliation out of
+// that path is a good part of what keeps its own cost under half a percent of a core.
 import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
-import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { lineToAnsi } from './ansi.js';
 import type { FramePainter } from './paint.js';
-import { compose, visiblePanels } from './compose.js';
+import { compose, type Frame, visiblePanels } from './compose.js';
 import { type Dialog, ESCALATE_AFTER_S } from './dialog.js';
 import { commandFor, type Command } from './keymap.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
@@ -39,23 +44,46 @@ const BOTTOM_ANCHORED: PanelId[] = ['log'];
 export function App(p: AppProps) {
   const { exit } = useApp();
   const { stdout } = useStdout();
-  const [state, setState] = useState<CockpitState | null>(() => p.store.get());
+  // the newest snapshot lives in a ref: the painter path draws it without a React render
+  const stateRef = useRef<CockpitState | null>(p.store.get());
+  // Ink's own output path (NSA_TOP_RENDER=ink) re-renders on every snapshot instead
+  const [, setRenders] = useState(0);
   const [view, setView] = useState<ViewState>(initialView);
   const [dialog, setDialog] = useState<Dialog | null>(null);
   const [size, setSize] = useState({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
-  const [now, setNow] = useState(() => Date.now());
   const dialogRef = useRef<Dialog | null>(null);
   dialogRef.current = dialog;
+  const viewRef = useRef(view);
+  viewRef.current = view;
+  const sizeRef = useRef(size);
+  sizeRef.current = size;
+  const frameRef = useRef<Frame | null>(null);
+
+  /** painter path: compose the newest snapshot with the current view and paint the changed rows */
+  const draw = useCallback(() => {
+    const s = stateRef.current;
+    if (!p.painter || !s) return;
+    const { cols, rows } = sizeRef.current;
+    const f = compose(s, viewRef.current, cols, rows, Date.now(), dialogRef.current, p.renderMs.current);
+    frameRef.current = f;
+    const t0 = performance.now();
+    p.painter.paint(f.lines, cols, rows);
+    p.renderMs.current = performance.now() - t0;
+  }, [p.painter, p.renderMs]);
+  const refresh = useCallback(() => {
+    if (p.painter) draw();
+    else setRenders((n) => n + 1);
+  }, [draw, p.painter]);
 
   const lastData = useRef(0);
   useEffect(
     () =>
       p.store.subscribe((s) => {
         lastData.current = Date.now();
-        setNow(Date.now());
-        setState(s);
+        stateRef.current = s;
+        refresh();
       }),
-    [p.store],
+    [p.store, refresh],
   );
   useEffect(() => {
     const onResize = () => setSize({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
@@ -69,12 +97,15 @@ export function App(p: AppProps) {
     // new state is enough while data flows
     const every = p.tickMs ?? 1000;
     const t = setInterval(() => {
-      if (Date.now() - lastData.current >= every * 0.9) setNow(Date.now());
+      if (Date.now() - lastData.current >= every * 0.9) refresh();
     }, every);
     return () => clearInterval(t);
-  }, [p.tickMs]);
+  }, [p.tickMs, refresh]);
 
-  const frame = useMemo(() => (state ? compose(state, view, size.cols, size.rows, now, dialog, p.renderMs.current) : null), [state, view, size, now, dialog, p.renderMs]);
+  // a key, a dialog or a resize changed what is drawn: draw now (painter path)
+  useLayoutEffect(() => draw(), [view, dialog, size, draw]);
+  const state = stateRef.current;
+  const frame = p.painter ? frameRef.current : state ? compose(state, view, size.cols, size.rows, Date.now(), dialog, p.renderMs.current) : null;
 
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
 
@@ -98,14 +129,14 @@ export function App(p: AppProps) {
   const startHalt = useCallback(
     (mode: 'now' | 'after-checkpoint') => {
       const startedAt = Date.now();
-      setDialog({ kind: 'halt-track', mode, startedAt, startStep: state?.run.step ?? null, result: null, escalation: null, killArmed: false });
+      setDialog({ kind: 'halt-track', mode, startedAt, startStep: stateRef.current?.run.step ?? null, result: null, escalation: null, killArmed: false });
       const mine = (d: Dialog) => d.kind === 'halt-track' && d.startedAt === startedAt;
       p.actions.halt(mode).then(
         (result) => update((d) => (mine(d) && d.kind === 'halt-track' ? { ...d, result } : d)),
         (e: Error) => update((d) => (mine(d) && d.kind === 'halt-track' ? { ...d, result: { ok: false, result: 'failed', detail: e.message } } : d)),
       );
     },
-    [p.actions, state, update],
+    [p.actions, update],
   );
 
   const startEscalate = useCallback(
@@ -189,11 +220,11 @@ export function App(p: AppProps) {
           return;
         }
         if (d.stage === 'confirm') {
-          if (value !== state?.run.identity.name) {
+          if (value !== stateRef.current?.run.identity.name) {
             setDialogNow({ ...d, input: value, error: `"${value}" is not the run name; nothing done` });
             return;
           }
-          if (state?.run.control.halt.present) setDialogNow({ ...d, input: value, stage: 'halt-confirm', error: null });
+          if (stateRef.current?.run.control.halt.present) setDialogNow({ ...d, input: value, stage: 'halt-confirm', error: null });
           else startRelaunch(false);
         } else if (value === 'remove') startRelaunch(true);
         else if (value === 'keep') startRelaunch(false);
@@ -209,7 +240,8 @@ export function App(p: AppProps) {
       return;
     }
     // zoomed, tab walks every panel (each in turn fills the screen)
-    const visible = view.zoom ? FOCUSABLE : frame ? visiblePanels(frame.layout) : [];
+    const shown = p.painter ? frameRef.current : frame;
+    const visible = view.zoom ? FOCUSABLE : shown ? visiblePanels(shown.layout) : [];
     const move = (delta: number) => {
       const f = view.focus;
       const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
@@ -225,7 +257,7 @@ export function App(p: AppProps) {
         return;
       case 'redraw':
         p.painter?.invalidate();
-        setNow(Date.now());
+        refresh();
         return;
       case 'dump':
         startDump();
@@ -287,13 +319,6 @@ export function App(p: AppProps) {
     },
     { isActive: p.interactive },
   );
-
-  useLayoutEffect(() => {
-    if (!p.painter || !frame) return;
-    const t0 = performance.now();
-    p.painter.paint(frame.lines, size.cols, size.rows);
-    p.renderMs.current = performance.now() - t0;
-  }, [frame, p.painter, p.renderMs, size]);
 
   if (p.painter) return null;
   if (!frame) return <Text dimColor>nsa-top: reading the run…</Text>;
