@@ -51,3 +51,34 @@ test('strWidth and cut agree with the per-code-point definition on arbitrary tex
     { numRuns: 2000 },
   );
 });
+
+test('the painter\'s row delta, written over the old row, always gives the new row', async () => {
+  const { rowDelta } = await import('../../src/ui/paint.js');
+  const { fit: fitLine, plain } = await import('../../src/ui/text.js');
+  // a row as terminal cells: a wide character takes its cell and a blank one after it
+  const cells = (segs: { text: string }[], width: number, into: string[] = Array<string>(width).fill(' '), at = 0) => {
+    let x = at;
+    for (const s of segs) for (const ch of s.text) {
+      const w = strWidth(ch);
+      if (w === 0) continue;
+      into[x] = ch;
+      if (w === 2) into[x + 1] = '';
+      x += w;
+    }
+    return into;
+  };
+  const seg = fc.record({ text: fc.constantFrom('a', 'bc', '12', '9 s', '10 s', '損', '─', ' ', 'step'), role: fc.constantFrom(undefined, 'dim', 'ok') });
+  const W = 24;
+  fc.assert(
+    fc.property(fc.array(seg, { maxLength: 8 }), fc.array(seg, { maxLength: 8 }), (a, b) => {
+      const prev = fitLine(a as never, W, false);
+      const next = fitLine(b as never, W, false);
+      const screen = cells(prev, W);
+      const d = rowDelta(prev, next);
+      if (d === null) assert.equal(plain(prev), plain(next));
+      else cells(d.segs, W, screen, d.col);
+      assert.equal(screen.join(''), cells(next, W).join(''));
+    }),
+    { numRuns: 3000 },
+  );
+});
