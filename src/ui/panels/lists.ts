@@ -35,7 +35,12 @@ export const logPanel: PanelFn = ({ s, v, h }) => {
   if (lines.length === 0) return { lines: [[t(s.run.log.file ? 'log is empty' : 'no train.log in the run dir', 'dim')]] };
   const alertSteps = new Map<number, Role>();
   for (const a of s.alerts) if (a.step != null) alertSteps.set(a.step, a.severity === 'critical' ? 'crit' : 'warn');
-  const body: Line[] = lines.map((raw) => {
+  // scroll counts from the bottom (newest); only the lines on screen are styled
+  const off = v.scroll.log ?? 0;
+  const max = Math.max(0, lines.length - h);
+  const o = Math.min(Math.max(0, off), max);
+  const start = Math.max(0, lines.length - h - o);
+  const body: Line[] = lines.slice(start, start + h).map((raw) => {
     const l = clean(raw);
     const m = STEP_RE.exec(l);
     const mark = m ? alertSteps.get(Number(m[1])) : undefined;
@@ -43,12 +48,7 @@ export const logPanel: PanelFn = ({ s, v, h }) => {
     const role: Role | undefined = /error|traceback|nan|oom|out of memory/i.test(l) ? 'crit' : /warn|HALT|fallback/i.test(l) ? 'warn' : /^\[boot\]|^\[train\]/.test(l) ? 'info' : undefined;
     return [t('  '), t(l, role)];
   });
-  // scroll counts from the bottom (newest)
-  const off = v.scroll.log ?? 0;
-  const max = Math.max(0, body.length - h);
-  const o = Math.min(Math.max(0, off), max);
-  const start = Math.max(0, body.length - h - o);
-  return { lines: body.slice(start, start + h), more: o, note: o ? `↑${o}` : s.run.log.file ? s.run.log.file.split('/').pop() : undefined };
+  return { lines: body, more: o, note: o ? `↑${o}` : s.run.log.file ? s.run.log.file.split('/').pop() : undefined };
 };
 
 export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
