@@ -1,7 +1,7 @@
 // The watchdog rules. Each is a pure function of the evaluation context (and, for the few that need
 // more than one snapshot, the Checker's bounded history). Each alert says what, since when and why.
 import type { ProcState } from '../remote/types.js';
-import type { SeriesPoint, StackDump } from '../trainer/snapshot.js';
+import type { RunSnapshot, Series, SeriesPoint, StackDump } from '../trainer/snapshot.js';
 import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
 import type { Thresholds } from './thresholds.js';
@@ -502,8 +502,19 @@ export function ruleLoss(ctx: Ctx): Draft[] {
 
 export interface GateRecord { step: number; t: number | null; entropy: number | null; max: number | null; collapse: number | null }
 
+const gateMemo = new WeakMap<Series, { max: Series; collapse: Series; recs: GateRecord[] }>();
+
+/** per-step gate records of the newest segment; memoised on the three series (new only when changed) */
 export function gateRecords(ctx: Ctx): GateRecord[] {
   const s = ctx.run.series;
+  const known = gateMemo.get(s.gateEntropy);
+  if (known && known.max === s.gateMax && known.collapse === s.collapseFrac) return known.recs;
+  const recs = computeGateRecords(s);
+  gateMemo.set(s.gateEntropy, { max: s.gateMax, collapse: s.collapseFrac, recs });
+  return recs;
+}
+
+function computeGateRecords(s: RunSnapshot['series']): GateRecord[] {
   const byStep = new Map<number, GateRecord>();
   // one number per (segment, step): steps stay far below 2^40 (no string per point)
   const key = (p: SeriesPoint) => p.segment * 2 ** 40 + p.step;

@@ -52,6 +52,9 @@ export function currentSegment(s: Series | undefined | null): readonly SeriesPoi
   const known = segmentMemo.get(s);
   if (known) return known;
   const seg = s.recent[s.recent.length - 1]!.segment;
+  // the usual case, one segment in the whole window: the window itself (a snapshot's arrays are
+  // never edited; freezing it keeps it so)
+  if (s.recent[0]!.segment === seg && Object.isFrozen(s.recent)) return s.recent;
   let i = s.recent.length - 1;
   while (i > 0 && s.recent[i - 1]!.segment === seg) i--;
   const pts = Object.freeze(s.recent.slice(i));

@@ -126,7 +126,7 @@ export class SeriesAcc {
     const open = history[history.length - 1];
     if (open) history[history.length - 1] = { ...open };
     const value: Series = {
-      recent: this.recent.slice(this.head),
+      recent: Object.freeze(this.recent.slice(this.head)) as SeriesPoint[],
       history,
       total: this.total,
       nonFinite: this.nonFinite,
