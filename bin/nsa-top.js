@@ -1,8 +1,10 @@
-#!/usr/bin/env -S node --max-semi-space-size=1
+#!/usr/bin/env -S node --min-semi-space-size=4 --max-semi-space-size=4
 // Thin entry: the CLI lives in dist/cli.js, bundled from src/cli.ts by `npm run build` (run by npm ci).
-// --max-semi-space-size=1: a 1 MiB young generation keeps the cockpit under 100 MB RSS (measured in
-// bench/cockpit.bench.ts: ~115 MB → ~93 MB at the same CPU). Processes nsa-top starts itself
-// (trainer ranks, the supervisor) run `node bin/nsa-top.js` and keep node's defaults.
+// A fixed 4 MiB young generation (bench/cockpit.bench.ts): node's default lets it grow to 16 MiB,
+// which put the cockpit at ~115 MB RSS; capped at 1 MiB it stayed ~90 MB but scavenged every
+// second and a half, and those scavenges (with their helper threads) were ~0.1 % of a core. At
+// 4 MiB the cockpit scavenges every ~6 s at the same RSS. Processes nsa-top starts itself (trainer
+// ranks, the supervisor) run `node bin/nsa-top.js` and keep node's defaults.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
