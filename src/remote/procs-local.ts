@@ -79,6 +79,19 @@ async function head(path: string, max: number): Promise<Buffer | null> {
   }
 }
 
+// The run dir's physical path, refreshed every 30 s: resolving it is the costliest call of a
+// refresh (a thread-pool round trip per path component) and it changes only if someone moves a
+// symlink under a live run.
+const realpaths = new Map<string, { at: number; real: string }>();
+async function realpathCached(rd: string): Promise<string | null> {
+  const known = realpaths.get(rd);
+  if (known && Date.now() - known.at < 30_000) return known.real;
+  const real = await fs.realpath(rd).catch(() => null);
+  // a run dir that does not exist yet is looked up again next time
+  if (real !== null) realpaths.set(rd, { at: Date.now(), real });
+  return real;
+}
+
 const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)', ' (nsa-top'];
 
 /**
@@ -91,7 +104,7 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   const known = new Set([...knownArg.split(' ').filter(Boolean), ...pidArgs]);
   const out: string[] = [];
   if (rd) {
-    const real = await fs.realpath(rd).catch(() => null);
+    const real = await realpathCached(rd);
     const isDir = real ? await fs.stat(real).then((s) => s.isDirectory(), () => false) : false;
     if (real && isDir) {
       out.push(`R ${real}\n`);
