@@ -267,7 +267,9 @@ export function ruleThroughput(ctx: Ctx): Draft[] {
   const out: Draft[] = [];
   const t = ctx.t;
   const pts = currentSegment(ctx.run.series.toksPerS);
-  const vals = pts.map((p) => p.value);
+  // every check below looks at most this far back: only the tail is copied out of the window
+  const back = Math.max(t.flatlineN, t.rollingWindow + t.throughputDropN, 5);
+  const vals = (pts.length > back ? pts.slice(-back) : pts).map((p) => p.value);
   // Flatline: toks/s <= 0 (the CSV rounds to an int: < 0.5 reads 0) on N consecutive records.
   if (vals.length >= t.flatlineN) {
     const tail = vals.slice(-t.flatlineN);
@@ -634,7 +636,9 @@ export function leakOf(samples: MemSample[], t: Thresholds): { growth: number; s
 export function ruleMemory(ctx: Ctx, perRank: Map<string, MemSample[]>): Draft[] {
   const out: Draft[] = [];
   const sources = new Map(perRank);
-  const hb = currentSegment(ctx.run.series.memReservedMiB).map((p) => ({ step: p.step, mib: p.value }));
+  // leakOf looks at the last 60 samples after a warm-up skip of at most 3: 64 give the same answer
+  const seg = currentSegment(ctx.run.series.memReservedMiB);
+  const hb = (seg.length > 64 ? seg.slice(-64) : seg).map((p) => ({ step: p.step, mib: p.value }));
   if (hb.length) sources.set('0:gpu_mem_reserved', hb);
   for (const [key, samples] of sources) {
     const [rank, src] = key.split(':');
