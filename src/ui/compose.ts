@@ -38,7 +38,22 @@ function gpuRows(s: CockpitState): number {
   return 1;
 }
 
+const titleMemo = new Map<string, Line>();
+
+/** The top border with the panel titles; the same few bars come back every frame, so they are kept. */
 function titleBar(slot: Slot, focused: boolean, note: string | undefined, more: number | undefined, s: CockpitState): Line {
+  const crit = slot.panels.includes('alerts') && s.alerts.some((a) => a.severity === 'critical');
+  const key = `${slot.w}|${slot.panels.join(',')}|${slot.active}|${focused}|${note}|${more}|${s.alerts.length}|${crit}`;
+  let bar = titleMemo.get(key);
+  if (!bar) {
+    if (titleMemo.size > 256) titleMemo.clear();
+    bar = drawTitleBar(slot, focused, note, more, s);
+    titleMemo.set(key, bar);
+  }
+  return bar;
+}
+
+function drawTitleBar(slot: Slot, focused: boolean, note: string | undefined, more: number | undefined, s: CockpitState): Line {
   const role: Role = focused ? 'focus' : 'dim';
   const parts: Line = [t('┌', role)];
   slot.panels.forEach((p, i) => {
