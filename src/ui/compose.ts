@@ -2,7 +2,7 @@
 // same CockpitState, view and size always give the same frame, exactly `cols` wide and rows − 1 tall.
 import type { CockpitState } from '../cockpit/state.js';
 import { type Dialog, dialogView } from './dialog.js';
-import { FOCUSABLE, layout, type Layout, type PanelId, type Slot, TITLES } from './layout.js';
+import { FOCUSABLE, layout, type Layout, MIN_COLS, MIN_ROWS, type PanelId, type Slot, TITLES } from './layout.js';
 import { actionsPanel, alertsPanel, dumpsPanel, logPanel } from './panels/lists.js';
 import { footerLine } from './panels/footer.js';
 import { gatesPanel } from './panels/gates.js';
@@ -144,7 +144,7 @@ function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
   const height = Math.max(1, rows - 1);
   const msg: Line[] = [
     [t('terminal too small', 'warn', { bold: true })],
-    [t(`${cols}×${rows}, nsa-top needs 80×24`, 'dim')],
+    [t(`${cols}×${rows}, nsa-top needs ${MIN_COLS}×${MIN_ROWS}`, 'dim')],
     [t(` ${s.runState} `, STATE_ROLE[s.runState], { inverse: true }), t(` step ${s.run.step ?? '–'}`)],
     [t('q quits', 'dim')],
   ];

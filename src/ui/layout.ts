@@ -37,7 +37,9 @@ export interface Slot extends Rect {
 export type Layout = { kind: 'too-small'; cols: number; rows: number; need: { cols: number; rows: number } } | { kind: 'ok'; cols: number; height: number; slots: Slot[]; mode: 'compact' | 'wide' | 'huge' | 'zoom' };
 
 export const MIN_COLS = 80;
-export const MIN_ROWS = 24;
+// 23, not 24: an 80x24 terminal running tmux (its status line takes a row) gives an 80x23 pane,
+// and that is where operators run nsa-top
+export const MIN_ROWS = 23;
 
 interface ColSpec {
   w: number;

@@ -143,7 +143,7 @@ async function tooSmall(w: number, h: number): Promise<void> {
   await until(`"terminal too small" in the ${w}x${h} pane`, () => {
     const rows = capture().map((l) => l.replace(/\s+$/, ''));
     const s = rows.join('\n');
-    if (!/terminal too small/.test(s) || !s.includes(`${w}×${h}, nsa-top needs 80×24`)) return `no "terminal too small / ${w}×${h}" message`;
+    if (!/terminal too small/.test(s) || !s.includes(`${w}×${h}, nsa-top needs 80×23`)) return `no "terminal too small / ${w}×${h}" message`;
     if (/[┌└]/.test(s)) return 'frame borders left over next to the message';
     if (rows.length !== h) return `${rows.length} rows captured (joined = a row wrapped), pane has ${h}`;
     const long = rows.findIndex((l) => width(l) > w);
@@ -200,10 +200,14 @@ test('two tmux clients of different sizes share the cockpit pane (window-size la
     const c = attach(70, 20);
     await paneBecomes(70, 19, 'client C 70x20 attached last');
     await tooSmall(70, 19);
-    // an 80x24 terminal is not enough inside tmux: the status line leaves an 80x23 pane
+    // one row short of an 80x24 terminal inside tmux (80x23 pane) is still too small ...
+    c.resize(80, 23);
+    await paneBecomes(80, 22, 'client C resized to 80x23');
+    await tooSmall(80, 22);
+    // ... but an 80x24 terminal is enough: the status line leaves an 80x23 pane, the minimum
     c.resize(80, 24);
     await paneBecomes(80, 23, 'client C resized to 80x24');
-    await tooSmall(80, 23);
+    await cockpitFills(80, 23, 'in an 80x24 terminal under tmux');
 
     // ... and grows its terminal: the frame comes back at the new size
     c.resize(90, 27);
