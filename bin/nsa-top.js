@@ -7,7 +7,7 @@
 // --interrupt-budget (32x V8's default): code that runs once a second is left in V8's baseline tier
 // longer instead of being optimised bit by bit on V8's threads for minutes; only what is really
 // hot gets TurboFan. Measured side by side: 0.78 → 0.58 % of a core in the first minute, 0.52 →
-// 0.42 % in steady state, and ~5 MB less RSS. Processes nsa-top starts itself (trainer ranks, the
+// 0.42 % in steady state, and 3-5 MB less RSS. Processes nsa-top starts itself (trainer ranks, the
 // supervisor) run `node bin/nsa-top.js` and keep node's defaults.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
