@@ -435,7 +435,10 @@ function ruleSyntheticData(ctx: Ctx): Draft[] {
   } else if (synthetic) {
     out.push(a('data:synthetic', 'synthetic-data', 'warning',
       'training on synthetic random tokens (train.log: dataset=synthetic)',
-      `loss cannot fall below ln(vocab) (${fmtNum(Math.log(id.model?.vocab ?? 256), 4)}); loss and throughput say nothing about real data${d.dtFetchAbsent ? '; no dt_fetch_s in progress records' : ''}`));
+      `loss cannot fall below ln(vocab) (${fmtNum(Math.log(id.model?.vocab ?? 256), 4)}); loss and throughput say nothing about real data${d.dtFetchAbsent ? '; no dt_fetch_s in progress records' : ''}`,
+      // the dataset is chosen at launch: true since this segment of the run started, not since
+      // the cockpit noticed
+      { since: ctx.run.segments.at(-1)?.startTs ?? undefined }));
   }
   // Loss pinned near ln(vocab): the random-data tell once the run is past its early steps.
   const vocab = id.model?.vocab ?? (id.tokenizer === 'gpt2' ? 50257 : id.tokenizer === 'byte' || id.tokenizer === null ? 256 : null);

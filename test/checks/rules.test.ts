@@ -30,6 +30,9 @@ test('single fixture: FINISHED; synthetic-data tell and frozen-uniform gates are
   assert.equal(ev.runState, 'FINISHED');
   assert.match(ev.runStateWhy, /40 of 40/);
   assert.equal(find(ev.alerts, 'data:synthetic')?.severity, 'warning');
+  // since the run (its segment) started, not since this Checker first looked
+  assert.equal(find(ev.alerts, 'data:synthetic')?.since, run.segments.at(-1)!.startTs);
+  assert.ok(run.segments.at(-1)!.startTs! < run.hostNowMs - 60_000);
   const frozen = find(ev.alerts, 'gates:frozen');
   assert.equal(frozen?.severity, 'warning');
   assert.match(frozen!.title, /frozen at uniform/);
