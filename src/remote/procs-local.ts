@@ -55,7 +55,10 @@ function readSmall(path: string): string | null {
   }
 }
 
-/** at most `max` bytes of a file, through the thread pool; null when it cannot be opened */
+/**
+ * At most `max` bytes of a file, through the thread pool; null when it cannot be opened. The buffer
+ * starts small and grows: a command line is usually a few hundred bytes, and `max` is 128 KiB.
+ */
 async function head(path: string, max: number): Promise<Buffer | null> {
   let fh: fs.FileHandle;
   try {
@@ -64,10 +67,15 @@ async function head(path: string, max: number): Promise<Buffer | null> {
     return null;
   }
   try {
-    const buf = Buffer.allocUnsafe(max);
+    let buf = Buffer.allocUnsafe(Math.min(4096, max));
     let got = 0;
     while (got < max) {
-      const { bytesRead } = await fh.read(buf, got, max - got, null);
+      if (got === buf.length) {
+        const bigger = Buffer.allocUnsafe(Math.min(max, buf.length * 2));
+        buf.copy(bigger, 0, 0, got);
+        buf = bigger;
+      }
+      const { bytesRead } = await fh.read(buf, got, buf.length - got, null);
       if (bytesRead === 0) break;
       got += bytesRead;
     }
@@ -126,6 +134,8 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   }
   const cmdlines: string[] = [];
   const enrich: string[] = [];
+  // command lines already read for the node check below, reused for the head section
+  const readBefore = new Map<string, Buffer | null>();
   const st = async (pid: string) => {
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
@@ -133,6 +143,7 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
     if (t && s.includes(' (node)')) {
       // node runs much besides nsa-top: keep it only when its command line names nsa-top
       const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
+      readBefore.set(`${pid}/cmdline`, c);
       if (!c || !c.toString('utf8').includes('nsa-top')) t = false;
     }
     if (mode === 'run' && !t && !known.has(pid)) return;
@@ -165,7 +176,7 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   if (mode === 'all') files.push(...all.map((p) => `${p}/cmdline`), ...closer.map((p) => `${p}/environ`));
   else if (mode === 'run') files.push(...cmdlines.map((p) => `${p}/cmdline`), ...closer.map((p) => `${p}/environ`));
   else for (const p of closer) files.push(`${p}/cmdline`, `${p}/environ`);
-  const bodies = await Promise.all(files.map((f) => head(`/proc/${f}`, ENVIRON_MAX)));
+  const bodies = await Promise.all(files.map((f) => (readBefore.has(f) ? readBefore.get(f)! : head(`/proc/${f}`, ENVIRON_MAX))));
   const parts: Buffer[] = [Buffer.from(out.join(''))];
   let first = true;
   files.forEach((f, i) => {

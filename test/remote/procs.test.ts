@@ -114,7 +114,9 @@ test('a crafted argv that imitates a head header makes that entry unknown, not s
 });
 
 test('readProc / verifyProcess: pid plus start time, and a dead or mismatched process is refused', async () => {
-  const c = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)', 'marker-arg with space'], { stdio: 'ignore', env: { ...process.env, RANK: '3' } });
+  // a long argument too: command lines are read into a buffer that grows (10 kB > its first 4 KiB)
+  const long = 'x'.repeat(10_000);
+  const c = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)', long, 'marker-arg with space'], { stdio: 'ignore', env: { ...process.env, RANK: '3' } });
   try {
     // (a child read between fork and exec still shows its parent's argv and environ)
     const info = await waitFor(async () => {
@@ -122,7 +124,7 @@ test('readProc / verifyProcess: pid plus start time, and a dead or mismatched pr
       return i?.argv.at(-1) === 'marker-arg with space' && i;
     }, 'child');
     assert.equal(info.pid, c.pid);
-    assert.deepEqual(info.argv.slice(-1), ['marker-arg with space']);
+    assert.deepEqual(info.argv.slice(-2), [long, 'marker-arg with space']);
     assert.equal(info.env.RANK, '3');
     assert.equal(info.ppid, process.pid);
     assert.ok(info.rssKiB! > 1000);
