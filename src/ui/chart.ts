@@ -21,7 +21,7 @@ const pointsMemo = { recent: new WeakMap<Series, readonly XY[]>(), all: new Weak
 export function seriesPoints(s: Series, range: 'recent' | 'all'): readonly XY[] {
   const known = pointsMemo[range].get(s);
   if (known) return known;
-  const pts = Object.freeze(computePoints(s, range));
+  const pts = computePoints(s, range);
   pointsMemo[range].set(s, pts);
   return pts;
 }
@@ -35,9 +35,10 @@ function ordered(recent: readonly XY[]): boolean {
   return true;
 }
 
-function computePoints(s: Series, range: 'recent' | 'all'): XY[] {
-  // the usual case (one run, no resume inside the window): the series' own points, no copy
-  if ((range === 'recent' || s.history.length === 0) && ordered(s.recent)) return s.recent;
+function computePoints(s: Series, range: 'recent' | 'all'): readonly XY[] {
+  // the usual case (one run, no resume inside the window): the snapshot's own window, no copy —
+  // only when it is frozen (snapshots freeze theirs), so sharing it cannot let anyone edit it
+  if ((range === 'recent' || s.history.length === 0) && Object.isFrozen(s.recent) && ordered(s.recent)) return s.recent;
   const pts: XY[] = [];
   if (range === 'all') for (const b of s.history) pts.push({ step: b.stepTo, value: b.last, segment: b.segment });
   for (const p of s.recent) if (Number.isFinite(p.value)) pts.push({ step: p.step, value: p.value, segment: p.segment });
@@ -46,7 +47,7 @@ function computePoints(s: Series, range: 'recent' | 'all'): XY[] {
     const prev = byStep.get(p.step);
     if (!prev || p.segment >= prev.segment) byStep.set(p.step, p);
   }
-  return [...byStep.values()].sort((a, b) => a.step - b.step);
+  return Object.freeze([...byStep.values()].sort((a, b) => a.step - b.step));
 }
 
 export function ema(pts: readonly XY[], alpha = 0.1): XY[] {
