@@ -233,14 +233,14 @@ export class Collector {
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
-    // sampled every few seconds: the footer's figure needs no more, and getrusage is not free
-    const sample = !this.cpuMark || wall - this.cpuMark.at >= 4500;
-    const cpu = sample ? cpuSelfSeconds() : 0;
-    const rssMiB = sample || this.state?.self.rssMiB == null ? process.memoryUsage.rss() / 1048576 : this.state.self.rssMiB;
-    if (this.cpuMark && wall - this.cpuMark.at >= 4500) {
-      cpuPct = (100 * (cpu - this.cpuMark.cpu)) / ((wall - this.cpuMark.at) / 1000);
+    let rssMiB: number | null = this.state?.self.rssMiB ?? null;
+    // sampled every few seconds: the footer's figures need no more, and getrusage is not free
+    if (!this.cpuMark || wall - this.cpuMark.at >= 4500) {
+      const cpu = cpuSelfSeconds();
+      if (this.cpuMark) cpuPct = (100 * (cpu - this.cpuMark.cpu)) / ((wall - this.cpuMark.at) / 1000);
       this.cpuMark = { at: wall, cpu };
-    } else if (!this.cpuMark) this.cpuMark = { at: wall, cpu };
+      rssMiB = process.memoryUsage.rss() / 1048576;
+    }
     this.lastTickMs = Date.now() - t0;
     const gpuLatency = gpu && gpu.status === 'ok' ? gpu.latencyMs : null;
     const state: CockpitState = {
