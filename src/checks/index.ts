@@ -12,7 +12,7 @@ import type { Alert, HangVerdict, Severity } from './types.js';
 
 export type { CheckInput, Launched } from './context.js';
 export type { Thresholds } from './thresholds.js';
-export { DEFAULT_THRESHOLDS, thresholdsFromEnv } from './thresholds.js';
+export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './thresholds.js';
 export { launchedFromRunInfo } from './launched.js';
 export type { Alert, HangVerdict, Severity } from './types.js';
 

@@ -15,7 +15,9 @@ export interface Thresholds {
   flatlineN: number;
   /** gate entropy below this (NSA_WATCH_GATE_ENTROPY_MIN, 0.2) */
   gateEntropyMin: number;
-  /** max gate above this (NSA_WATCH_GATE_MAX_THRESHOLD, 0.9) */
+  /** max gate above this (NSA_WATCH_GATE_MAX_THRESHOLD, 0.9). The trainer exports the max over all
+   *  B·S·G gate rows of each row's max (one row's extreme), so it counts only while the mean entropy
+   *  is low enough for the average row to be that peaked: see maxGateEntropyBound */
   gateMaxThreshold: number;
   /** collapse fraction above this (hard-coded 0.5 in the real watchdog) */
   gateCollapseFrac: number;
@@ -106,6 +108,19 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   intervalS: 30,
   halt: false,
 });
+
+/**
+ * The highest mean gate entropy (nats) that the average row's max gate above `maxT` allows. A row of 3
+ * whose max is p has entropy at most f(p) = −p ln p − (1−p) ln((1−p)/2) (the rest split evenly); f is
+ * concave and falling on [1/3, 1], so by Jensen a mean row max above maxT gives a mean entropy below
+ * f(maxT). At or above f(maxT) (0.394 for 0.9) the typical row is not that peaked, whatever one row's
+ * max is: a healthy gate that has learned to prefer a branch on some tokens is not a collapse.
+ */
+export function maxGateEntropyBound(maxT: number): number {
+  if (!(maxT > 1 / 3)) return Math.log(3);
+  if (maxT >= 1) return 0;
+  return -maxT * Math.log(maxT) - (1 - maxT) * Math.log((1 - maxT) / 2);
+}
 
 function num(env: NodeJS.ProcessEnv, name: string, min: number): number | undefined {
   const raw = env[name];

@@ -279,12 +279,30 @@ test('gates: out of bounds counts down "would halt in k" and is critical on the 
   assert.equal(find(ev.alerts, 'gates:collapse')?.anomaly, 'gate_collapse');
   set([1.0, 0.9, 0.8, 0.7]);
   assert.equal(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).gateHaltIn, null);
-  // max gate > 0.9 alone counts, and NSA_WATCH_GATE_COLLAPSE_N is honoured
-  run.series.gateEntropy = series([1, 1, 1]);
+  // max gate > 0.9 counts when the mean entropy lets the average row be that peaked (< 0.394 for
+  // 0.9), and NSA_WATCH_GATE_COLLAPSE_N is honoured
+  run.series.gateEntropy = series([0.35, 0.35, 0.35]);
   run.series.gateMax = series([0.95, 0.95, 0.95]);
   run.series.collapseFrac = series([0, 0, 0]);
   const c5 = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_COLLAPSE_N: '5' })).evaluate({ now: t, run, procs: null, gpu: null });
   assert.equal(c5.gateHaltIn, 2);
+  assert.match(find(c5.alerts, 'gates:collapse')!.detail, /max gate 0\.95 > 0\.9 with entropy 0\.35/);
+});
+
+test('gates: one row over the max-gate threshold in a healthy gate is not a collapse (the reference run at step 1150)', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 1160, t });
+  // what the 2-rank reference demo writes from step ~1150 on: entropy 0.88-0.90 (healthy > 0.5),
+  // collapse 0, shares [0.2, 0.49, 0.31]; one of 512 rows has its max gate above 0.9
+  run.series.gateEntropy = series([0.895, 0.9, 0.882, 0.899, 0.884], { step0: 1140, every: 5 });
+  run.series.gateMax = series([0.937, 0.931, 0.93, 0.964, 0.943], { step0: 1140, every: 5 });
+  run.series.collapseFrac = series([0, 0, 0, 0, 0], { step0: 1140, every: 5 });
+  let ev = new Checker().evaluate({ now: t, run, procs: null, gpu: null });
+  assert.equal(find(ev.alerts, 'gates:collapse'), undefined);
+  assert.equal(ev.gateHaltIn, null);
+  // NSA_WATCH_GATE_MAX_THRESHOLD still governs: at 0.5 an entropy of 0.9 allows the typical row to be that peaked
+  ev = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_MAX_THRESHOLD: '0.5' })).evaluate({ now: t, run, procs: null, gpu: null });
+  assert.equal(find(ev.alerts, 'gates:collapse')?.severity, 'critical');
 });
 
 test('data loader: dt_fetch over 5 s, and fetch dominating the step time', () => {
