@@ -8,16 +8,19 @@ import {
 } from './rules.js';
 import { deriveRunState } from './runstate.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
-import type { Alert, HangVerdict, Severity } from './types.js';
+import type { Alert, ClearedAlert, HangVerdict, Severity } from './types.js';
 
 export type { CheckInput, Launched } from './context.js';
 export type { Thresholds } from './thresholds.js';
 export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './thresholds.js';
 export { launchedFromRunInfo } from './launched.js';
-export type { Alert, HangVerdict, Severity } from './types.js';
+export type { Alert, ClearedAlert, HangVerdict, Severity } from './types.js';
 
 export interface Evaluation {
+  /** alerts in force (critical first, then newest), including those clearing under hysteresis */
   alerts: Alert[];
+  /** the timeline of alerts whose condition cleared, newest first (bounded; empty for a one-shot) */
+  history: ClearedAlert[];
   verdicts: HangVerdict[];
   runState: RunState;
   runStateWhy: string;
@@ -48,7 +51,9 @@ const MAX_MEM_SAMPLES = 240;
 
 export class Checker {
   readonly thresholds: Thresholds;
-  private since = new Map<string, number>();
+  /** per alert id: what is shown, when its condition was last seen, and how long it has been clear */
+  private shown = new Map<string, { alert: Alert; lastSeen: number; absent: number; clearingSince: number | null }>();
+  private history: ClearedAlert[] = [];
   /** per `${rank}:${source}`: memory samples by step (process RSS, rss_mib, rank heartbeat memory) */
   private mem = new Map<string, MemSample[]>();
   private lastRunDir: string | null = null;
@@ -60,7 +65,8 @@ export class Checker {
   /** call once per refresh; keeps bounded history internally (consecutive counts, rolling medians, `since`) */
   evaluate(input: CheckInput): Evaluation {
     if (this.lastRunDir !== null && this.lastRunDir !== input.run.runDir) {
-      this.since.clear();
+      this.shown.clear();
+      this.history = [];
       this.mem.clear();
     }
     this.lastRunDir = input.run.runDir;
@@ -86,6 +92,7 @@ export class Checker {
     const rs = deriveRunState(ctx, si);
     return {
       alerts: sortAlerts(alerts),
+      history: this.history.slice(),
       verdicts: hangVerdicts(ctx, si),
       runState: rs.state,
       runStateWhy: rs.why,
@@ -96,21 +103,53 @@ export class Checker {
     };
   }
 
-  /** `since`: the data's own time when a rule knows it, else when this Checker first saw the condition. */
+  /**
+   * `since`: the data's own time when a rule knows it, else when this Checker first saw the condition.
+   * Hysteresis, once for every rule: an alert whose condition is no longer seen (or is seen only at a
+   * lower severity) stays as it was last seen, marked `clearing`, until the condition has stayed away
+   * for alertClearChecks evaluations and alertClearS seconds; if it comes back meanwhile the alert
+   * goes on with its first `since`. A cleared episode goes to the timeline (`history`).
+   */
   private stamp(drafts: Draft[], now: number): Alert[] {
     const seen = new Set<string>();
     const out: Alert[] = [];
+    const t = this.thresholds;
+    const done = (e: { lastSeen: number; absent: number }) => e.absent >= t.alertClearChecks && now - e.lastSeen >= t.alertClearS * 1000;
+    const clear = (a: Alert, at: number) => {
+      const { clearing: _c, ...rest } = a;
+      this.history.unshift({ ...rest, cleared: at });
+      if (this.history.length > t.alertHistoryMax) this.history.length = t.alertHistoryMax;
+    };
     for (const d of drafts) {
       if (seen.has(d.id)) continue;
       seen.add(d.id);
-      const prev = this.since.get(d.id);
-      const since = d.since !== undefined && Number.isFinite(d.since) ? Math.min(d.since, prev ?? d.since) : prev ?? now;
-      this.since.set(d.id, since);
+      const prev = this.shown.get(d.id);
+      const prevSince = prev?.alert.since;
+      const since = d.since !== undefined && Number.isFinite(d.since) ? Math.min(d.since, prevSince ?? d.since) : prevSince ?? now;
       const alert: Alert = { ...d, since };
       for (const k of ['step', 'rank', 'anomaly'] as const) if (alert[k] === undefined) delete alert[k];
+      if (prev && SEV_ORDER[d.severity] > SEV_ORDER[prev.alert.severity]) {
+        // seen only at a lower severity: the higher one is clearing
+        prev.absent++;
+        prev.clearingSince ??= now;
+        if (!done(prev)) {
+          out.push({ ...prev.alert, clearing: prev.clearingSince });
+          continue;
+        }
+        clear(prev.alert, prev.clearingSince);
+      }
+      this.shown.set(d.id, { alert, lastSeen: now, absent: 0, clearingSince: null });
       out.push(alert);
     }
-    for (const id of [...this.since.keys()]) if (!seen.has(id)) this.since.delete(id);
+    for (const [id, e] of [...this.shown]) {
+      if (seen.has(id)) continue;
+      e.absent++;
+      e.clearingSince ??= now;
+      if (done(e)) {
+        this.shown.delete(id);
+        clear(e.alert, e.clearingSince);
+      } else out.push({ ...e.alert, clearing: e.clearingSince });
+    }
     return out;
   }
 

@@ -68,6 +68,13 @@ export interface Thresholds {
   mfuImpossibleFrac: number;
   /** watchdog poll interval, s (NSA_WATCH_INTERVAL_S, real default 30) */
   intervalS: number;
+  /** hysteresis: an alert clears only after its condition has been absent on this many consecutive
+   *  evaluations … */
+  alertClearChecks: number;
+  /** … and for this many seconds (a lower severity of the same alert counts as absent) */
+  alertClearS: number;
+  /** cleared alerts kept for the timeline */
+  alertHistoryMax: number;
   /** watchdog touches .HALT on a critical anomaly (NSA_WATCH_HALT; the real code defaults to 1) */
   halt: boolean;
 }
@@ -106,6 +113,9 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   mfuLowFrac: 0.002,
   mfuImpossibleFrac: 1.0,
   intervalS: 30,
+  alertClearChecks: 3,
+  alertClearS: 30,
+  alertHistoryMax: 200,
   halt: false,
 });
 

@@ -18,6 +18,18 @@ export interface Alert {
   rank?: number;
   /** anomaly name as the real watchdog would write it into .anomaly_type, when there is one */
   anomaly?: string;
+  /**
+   * Hysteresis: the condition has not been seen since this time (ms epoch). The alert stays, as it
+   * was last seen, until it has stayed clear for Thresholds.alertClearChecks evaluations and
+   * alertClearS seconds, so a flickering condition does not flap. Nothing acts on a clearing alert.
+   */
+  clearing?: number;
+}
+
+/** An alert whose condition cleared (kept by the Checker, newest first, bounded). */
+export interface ClearedAlert extends Alert {
+  /** ms epoch when the condition was first seen clear (the end of the episode) */
+  cleared: number;
 }
 
 export interface HangVerdict {

@@ -49,7 +49,7 @@ function changeKey(s: CockpitState): string {
     .join(',');
   const procs = s.procs ? `${s.procs.ranks.map((p) => `${p.rank}:${p.proc.pid}:${p.proc.state}:${Math.round(p.proc.cpuPct ?? -1)}:${Math.round((p.proc.rssKiB ?? 0) / 10240)}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.error ?? ''}` : 'none';
   const gpu = s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none';
-  const alerts = s.alerts.map((a) => `${a.id}:${a.severity}:${a.title}`).join(',');
+  const alerts = s.alerts.map((a) => `${a.id}:${a.severity}:${a.title}:${a.clearing ?? ''}`).join(',');
   return [
     files,
     r.exists,
@@ -61,6 +61,8 @@ function changeKey(s: CockpitState): string {
     procs,
     gpu,
     alerts,
+    s.alertHistory?.length,
+    s.alertHistory?.[0]?.cleared,
     s.runState,
     s.runStateWhy,
     s.gateHaltIn,
@@ -254,6 +256,7 @@ export class Collector {
       gpu,
       procs,
       alerts: ev.alerts,
+      alertHistory: ev.history,
       verdicts: ev.verdicts,
       actions,
       supervisor,

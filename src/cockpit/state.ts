@@ -1,6 +1,6 @@
 // CockpitState: the one value the UI draws. Assembled by the collector from the run snapshot,
 // telemetry, the process table, the checks and the action log. Plain data only.
-import type { Alert, HangVerdict } from '../checks/types.js';
+import type { Alert, ClearedAlert, HangVerdict } from '../checks/types.js';
 import type { ConnState } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
@@ -20,6 +20,8 @@ export interface CockpitState {
   gpu: GpuTelemetry | null;
   procs: RunProcesses | null;
   alerts: Alert[];
+  /** the Checker's timeline of cleared alerts, newest first (absent: none kept) */
+  alertHistory?: ClearedAlert[];
   verdicts: HangVerdict[];
   actions: ActionRecord[];
   supervisor: SupervisorState | null;

@@ -340,10 +340,11 @@ export class Watchdog {
       this.lastVerdicts = key;
     } else this.lastVerdicts = '';
 
-    const stall = ev.alerts.find((x) => x.id === 'stall:run');
+    const stall = ev.alerts.find((x) => x.id === 'stall:run' && x.clearing === undefined);
     if (!stall) this.dumpedEpisode = false;
     // act on our own rules' findings; an .anomaly_type someone else wrote is reported, not acted on
-    const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly && !x.id.startsWith('anomaly-file:'));
+    // … and only on a condition that holds now (not one held while it clears)
+    const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:'));
     if (critical.length === 0) return;
     this.sawAnomaly = true;
     // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create).

@@ -70,7 +70,7 @@ test('ddp2 as if live: rank 1 boot-only is routine; once rank 0 goes quiet past 
   assert.ok(!find(late.alerts, 'stall:rank1'), 'rank 1 writes no per-step records: its silence is not evidence');
   assert.ok(late.verdicts.some((v) => v.kind === 'all-silent'));
   // 170 s is inside the threshold
-  assert.ok(!find(c.evaluate({ now: lastTs + 170_000, run, procs: alive, gpu: null }).alerts, 'stall:run'));
+  assert.ok(!find(new Checker().evaluate({ now: lastTs + 170_000, run, procs: alive, gpu: null }).alerts, 'stall:run'));
 });
 
 test('stall threshold follows the run cadence: log_every × step time above the floor', () => {
@@ -354,9 +354,68 @@ test('`since` is kept across evaluations while the condition holds, and reset af
   assert.equal(a1.since, t + 1000);
   assert.equal(a2.since, t + 1000);
   run.control.anomaly = null;
-  c.evaluate({ now: t + 6000, run, procs: null, gpu: null });
+  // cleared for good: absent on 3 checks over 30 s
+  for (const dt of [6000, 20_000, 40_000]) c.evaluate({ now: t + dt, run, procs: null, gpu: null });
   run.control.anomaly = { type: 'throughput_flatline', mtimeMs: null };
-  assert.equal(find(c.evaluate({ now: t + 7000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!.since, t + 7000);
+  assert.equal(find(c.evaluate({ now: t + 41_000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!.since, t + 41_000);
+});
+
+test('hysteresis: a condition flickering on and off is one alert with one start, not a flapping one; it clears after 3 checks and 30 s clear', () => {
+  const t = 1_700_000_000_000;
+  const c = new Checker();
+  const run = liveRun({ step: 5, t });
+  const at = (s: number, on: boolean) => {
+    run.control.anomaly = on ? { type: 'throughput_flatline', mtimeMs: null } : null;
+    return c.evaluate({ now: t + s * 1000, run, procs: null, gpu: null });
+  };
+  const id = 'anomaly-file:throughput_flatline';
+  // on, off, on, off … every second for a minute: present on every evaluation, one `since`
+  for (let s = 0; s < 60; s++) {
+    const ev = at(s, s % 2 === 0);
+    const a = find(ev.alerts, id);
+    assert.ok(a, `present at ${s} s`);
+    assert.equal(a.since, t);
+    assert.equal(a.severity, 'critical');
+    assert.equal(a.clearing, s % 2 === 0 ? undefined : t + s * 1000, 'marked clearing while its condition is away');
+    assert.deepEqual(ev.history, []);
+  }
+  // last seen at 58 s, gone for good from 59 s: held through 3 checks and 30 s, then in the
+  // timeline with its start and its end
+  assert.ok(find(at(60, false).alerts, id));
+  assert.ok(find(at(75, false).alerts, id));
+  assert.ok(find(at(87, false).alerts, id), '4 checks but only 29 s since last seen: still held');
+  const ev = at(88, false);
+  assert.equal(find(ev.alerts, id), undefined);
+  assert.equal(ev.history.length, 1);
+  assert.equal(ev.history[0]!.id, id);
+  assert.equal(ev.history[0]!.since, t);
+  assert.equal(ev.history[0]!.cleared, t + 59_000);
+  assert.equal(ev.history[0]!.clearing, undefined);
+  // back again: a new episode with a new start; the old one stays in the timeline
+  const again = at(100, true);
+  assert.equal(find(again.alerts, id)!.since, t + 100_000);
+  assert.equal(again.history.length, 1);
+});
+
+test('hysteresis: a critical seen only at a lower severity stays critical (clearing) until the hold ends', () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 10, t });
+  const c = new Checker();
+  const gates = (ent: number[], s: number) => {
+    run.series.gateEntropy = series(ent);
+    run.series.gateMax = series(ent.map(() => 0.5));
+    run.series.collapseFrac = series(ent.map(() => 0));
+    return find(c.evaluate({ now: t + s * 1000, run, procs: null, gpu: null }).alerts, 'gates:collapse');
+  };
+  assert.equal(gates([1.0, 0.1, 0.1, 0.1], 0)?.severity, 'critical');
+  // one healthy record then one bad one: the rule alone says "info: would halt in 2 more"
+  const held = gates([1.0, 0.1, 0.1, 0.1, 1.0, 0.1], 1);
+  assert.equal(held?.severity, 'critical');
+  assert.equal(held?.clearing, t + 1000);
+  assert.equal(gates([1.0, 0.1, 0.1, 0.1, 1.0, 0.1, 0.1, 0.1], 2)?.clearing, undefined, 'critical again: holds');
+  for (const s of [3, 20, 40]) gates([1.0, 1.0, 1.0, 0.1], s);
+  const after = gates([1.0, 1.0, 1.0, 0.1], 41);
+  assert.equal(after?.severity, 'info');
 });
 
 test('run state: STARTING before the first step, NO TRAINER with nothing at all', () => {
