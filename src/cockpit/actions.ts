@@ -3,7 +3,7 @@
 // enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
 import type { Host } from '../remote/host.js';
 import type { ActionRecord } from '../trainer/control-types.js';
-import { currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type RankTarget } from '../trainer/control.js';
+import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control.js';
 import type { CockpitState } from './state.js';
 
 export interface RankDumpResult {
@@ -33,9 +33,11 @@ export interface CockpitActions {
   cancelHalt(): void;
   escalate(sig: 'SIGINT' | 'SIGKILL'): Promise<ActionOutcome>;
   relaunch(opts: { removeStaleHalt: boolean }): Promise<ActionOutcome>;
+  /** acknowledge one alert episode: a line in actions.jsonl that every cockpit on the run shows */
+  ack(alert: AlertRef): Promise<ActionOutcome>;
 }
 
-export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt and relaunch are disabled';
+export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';
 
 /** The supervisor's relaunch, injected by the command (src/trainer/supervisor). */
 export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;
@@ -82,6 +84,13 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
       if (targets.length === 0) return { ok: false, result: 'failed', detail: 'no rank processes left to signal' };
       const actor = await currentActor(host);
       const r = outcome(await escalate(host, runDir, targets, sig, actor, { readOnly }));
+      changed();
+      return r;
+    },
+    async ack(alert) {
+      if (readOnly) return refused();
+      const actor = await currentActor(host);
+      const r = outcome(await acknowledgeAlert(host, runDir, alert, actor, { readOnly }));
       changed();
       return r;
     },

@@ -21,7 +21,9 @@ export type ActionKind =
   | 'launch'
   | 'watchdog-halt'
   | 'watchdog-dump'
-  | 'py-spy-dump';
+  | 'py-spy-dump'
+  /** an operator acknowledged an alert: target {alert: id, since, severity} names the episode */
+  | 'ack';
 
 /** One line of <run>/.nsa-top/actions.jsonl */
 export interface ActionRecord {
@@ -52,4 +54,19 @@ export interface SupervisorState {
   phase?: 'smoke' | 'train';
   /** one human sentence on why the state is what it is ("HALT by alice: not restarted", "stale .HALT: ...") */
   note?: string | null;
+}
+
+/** The acknowledgements in an action log, by `${alert id}@${since}` (newest last per episode). */
+export function acksByAlert(records: readonly ActionRecord[]): Map<string, ActionRecord[]> {
+  const out = new Map<string, ActionRecord[]>();
+  for (const r of records) {
+    if (r.action !== 'ack' || r.result !== 'ok') continue;
+    const id = r.target['alert'], since = r.target['since'];
+    if (typeof id !== 'string' || typeof since !== 'number') continue;
+    const k = `${id}@${since}`;
+    const l = out.get(k);
+    if (l) l.push(r);
+    else out.set(k, [r]);
+  }
+  return out;
 }

@@ -128,6 +128,7 @@ const KINDS = new Set<string>([
   'watchdog-halt',
   'watchdog-dump',
   'py-spy-dump',
+  'ack',
 ]);
 const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
 
@@ -619,6 +620,34 @@ export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, 
       `removed .HALT ("${content.trim()}")${anomaly ? `; .anomaly_type (${anomaly.trim()}) kept as evidence` : ''}`,
     ),
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// acknowledging an alert
+
+/** The episode of an alert an acknowledgement names: its id and start (a later episode is new). */
+export interface AlertRef {
+  id: string;
+  since: number;
+  severity: string;
+  title: string;
+}
+
+/**
+ * Acknowledges one alert episode. The acknowledgement is the action-log line itself, so everyone
+ * watching the run (two people sharing a pane, a second cockpit) reads it back from actions.jsonl;
+ * a failed write is reported as failed, never as done.
+ */
+export async function acknowledgeAlert(host: Host, runDir: string, alert: AlertRef, actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+  const target = { alert: alert.id, since: alert.since, severity: alert.severity };
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'ack', target);
+  const rec = makeRecord(host, actor, 'ack', target, 'ok', `acknowledged ${alert.severity}: ${alert.title}`);
+  try {
+    await recordAction(host, runDir, rec);
+    return rec;
+  } catch (e) {
+    return { ...rec, result: 'failed', detail: `not acknowledged: cannot write the action log: ${(e as Error).message}` };
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 // that path is a good part of what keeps its own cost under half a percent of a core.
 import { Box, Text, useApp, useInput, useStdout, type Key } from 'ink';
 import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'react';
-import type { CockpitActions } from '../cockpit/actions.js';
+import { type CockpitActions, READ_ONLY_WHY } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { lineToAnsi } from './ansi.js';
 import type { FramePainter } from './paint.js';
@@ -16,6 +16,8 @@ import { compose, type Frame, visiblePanels } from './compose.js';
 import { type Dialog, ESCALATE_AFTER_S } from './dialog.js';
 import { commandFor, type Command } from './keymap.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
+import { alertEntries, selectedAlert } from './panels/lists.js';
+import { acksByAlert } from '../trainer/control-types.js';
 import { initialView, type ViewState } from './view.js';
 
 export interface Store {
@@ -234,9 +236,44 @@ export function App(p: AppProps) {
     }
   };
 
+  /** Alerts panel: ↑/↓ pick an entry of the timeline (kept by key, so a new alert does not move it) */
+  const selectAlert = (to: (i: number) => number): void => {
+    const s = stateRef.current;
+    if (!s) return;
+    const es = alertEntries(s);
+    if (es.length === 0) return;
+    const i = Math.max(0, Math.min(es.length - 1, to(selectedAlert(es, viewRef.current.alertSel))));
+    setView((v) => ({ ...v, alertSel: es[i]!.key }));
+  };
+
+  /** `a`: the selected alert when the Alerts panel has focus, else the first unacknowledged critical */
+  const ackAlert = (): void => {
+    const s = stateRef.current;
+    if (!s) return;
+    let target = null;
+    if (view.focus === 'alerts') {
+      const es = alertEntries(s);
+      target = es.length ? es[selectedAlert(es, view.alertSel)]!.alert : null;
+    } else {
+      const acked = acksByAlert(s.actions);
+      target = s.alerts.find((a) => a.severity === 'critical' && !acked.has(`${a.id}@${a.since}`)) ?? null;
+    }
+    if (!target) {
+      setDialog({ kind: 'refused', what: 'ack', why: 'no alert to acknowledge here: tab to the Alerts panel and pick one with ↑/↓' });
+      return;
+    }
+    const ref = { id: target.id, since: target.since, severity: target.severity, title: target.title };
+    p.actions.ack(ref).then(
+      (r) => {
+        if (!r.ok) setDialog({ kind: 'refused', what: 'ack', why: r.detail });
+      },
+      (e: Error) => setDialog({ kind: 'refused', what: 'ack', why: e.message }),
+    );
+  };
+
   const runCommand = (c: Command, dangerous: boolean): void => {
     if (dangerous && p.actions.readOnly) {
-      setDialog({ kind: 'refused', what: c, why: 'nsa-top runs with --read-only: dump, halt and relaunch are disabled' });
+      setDialog({ kind: 'refused', what: c, why: READ_ONLY_WHY });
       return;
     }
     // zoomed, tab walks every panel (each in turn fills the screen)
@@ -244,6 +281,7 @@ export function App(p: AppProps) {
     const visible = view.zoom ? FOCUSABLE : shown ? visiblePanels(shown.layout) : [];
     const move = (delta: number) => {
       const f = view.focus;
+      if (f === 'alerts') return selectAlert((i) => i + delta);
       const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
       setView((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
     };
@@ -291,10 +329,15 @@ export function App(p: AppProps) {
       case 'page-down':
         move(page);
         return;
+      case 'ack':
+        ackAlert();
+        return;
       case 'top':
+        if (view.focus === 'alerts') return selectAlert(() => 0);
         setView((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 1e9 : 0 } }));
         return;
       case 'bottom':
+        if (view.focus === 'alerts') return selectAlert(() => Infinity);
         setView((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 0 : 1e9 } }));
         return;
       case 'ema':

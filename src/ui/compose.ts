@@ -3,7 +3,7 @@
 import type { CockpitState } from '../cockpit/state.js';
 import { type Dialog, dialogView } from './dialog.js';
 import { FOCUSABLE, layout, type Layout, MIN_COLS, MIN_ROWS, type PanelId, type Slot, TITLES } from './layout.js';
-import { actionsPanel, alertsPanel, dumpsPanel, logPanel } from './panels/lists.js';
+import { actionsPanel, alertBannerPanel, alertRowsWanted, alertsPanel, dumpsPanel, logPanel } from './panels/lists.js';
 import { footerLine } from './panels/footer.js';
 import { gatesPanel } from './panels/gates.js';
 import { gpusPanel } from './panels/gpus.js';
@@ -16,6 +16,7 @@ import type { PanelFn, ViewState } from './view.js';
 
 export const PANELS: Record<Exclude<PanelId, 'footer'>, PanelFn> = {
   header: headerPanel,
+  banner: alertBannerPanel,
   gpus: gpusPanel,
   training: trainingPanel,
   gates: gatesPanel,
@@ -154,7 +155,15 @@ function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
 }
 
 export function compose(s: CockpitState, v: ViewState, cols: number, rows: number, now: number, dialog: Dialog | null = null, renderMs: number | null = null): Frame {
-  const L = layout({ cols, rows, focus: v.focus, zoom: v.zoom, gpuRows: gpuRows(s), rankRows: rankRows(s, now).reduce((n, r) => n + (r.why ? 2 : 1), 0) + (s.procs?.launcher ? 1 : 0) });
+  const inp = { cols, rows, focus: v.focus, zoom: v.zoom, gpuRows: gpuRows(s), rankRows: rankRows(s, now).reduce((n, r) => n + (r.why ? 2 : 1), 0) + (s.procs?.launcher ? 1 : 0) };
+  let L = layout(inp);
+  // the wide layout sizes the Alerts panel to the whole text of the alerts in force
+  const al = L.kind === 'ok' && L.mode === 'wide' && s.alerts.length ? L.slots.find((sl) => sl.active === 'alerts') : undefined;
+  if (al) L = layout({ ...inp, alertRows: alertRowsWanted(s, al.w - 2) });
+  // a critical alert is always on screen: when the Alerts panel is not (another tab of its slot,
+  // another panel zoomed), a banner under the header names it
+  const crit = s.alerts.reduce((n, a) => n + (a.severity === 'critical' ? 1 : 0), 0);
+  if (crit && L.kind === 'ok' && !L.slots.some((sl) => sl.active === 'alerts')) L = layout({ ...inp, bannerRows: Math.min(crit, rows >= 40 ? 2 : 1) });
   if (L.kind === 'too-small') return { lines: tooSmall(s, cols, rows), layout: L };
   const rowsOut: Line[] = Array.from({ length: L.height }, () => []);
   // slots are drawn left to right; within a row, cells are appended in x order

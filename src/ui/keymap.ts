@@ -7,6 +7,7 @@ export type Command =
   | 'dump'
   | 'halt'
   | 'relaunch'
+  | 'ack'
   | 'focus-next'
   | 'focus-prev'
   | 'zoom'
@@ -39,6 +40,7 @@ export const KEYMAP: readonly Binding[] = [
   { command: 'dump', keys: 'd', hint: 'dump', dangerous: true, help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer', match: ch('d') },
   { command: 'halt', keys: 'h', hint: 'halt', dangerous: true, help: 'halt: now, or after the next checkpoint (.HALT); tracks the ranks, offers escalation', match: ch('h') },
   { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
+  { command: 'ack', keys: 'a', hint: 'ack', dangerous: true, help: 'acknowledge the selected alert (Alerts panel, ↑/↓ to pick; elsewhere: the first unacknowledged critical); logged in actions.jsonl', match: ch('a') },
   { command: 'focus-next', keys: 'tab', hint: 'focus', help: 'focus the next panel', match: (i, k) => !!k.tab && !k.shift },
   { command: 'focus-prev', keys: 'shift-tab', help: 'focus the previous panel', match: (i, k) => !!k.tab && !!k.shift },
   { command: 'zoom', keys: 'z / enter', hint: 'zoom', help: 'zoom the focused panel to the whole screen (again: back)', match: (i, k) => !!k.return || (i === 'z' && !k.ctrl) },

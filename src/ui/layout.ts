@@ -2,13 +2,14 @@
 // frame without overlapping. The frame is rows − 1 tall (a frame as tall as the terminal makes Ink
 // clear the screen every frame).
 
-export type PanelId = 'header' | 'gpus' | 'training' | 'gates' | 'ranks' | 'alerts' | 'log' | 'dumps' | 'actions' | 'footer';
+export type PanelId = 'header' | 'banner' | 'gpus' | 'training' | 'gates' | 'ranks' | 'alerts' | 'log' | 'dumps' | 'actions' | 'footer';
 
 /** Focus order (tab). */
 export const FOCUSABLE: PanelId[] = ['training', 'gates', 'gpus', 'ranks', 'alerts', 'log', 'dumps', 'actions'];
 
 export const TITLES: Record<PanelId, string> = {
   header: 'Run',
+  banner: '',
   gpus: 'GPUs',
   training: 'Training',
   gates: 'Gates',
@@ -77,6 +78,10 @@ export interface LayoutInput {
   /** rows wanted by GPUs / ranks panels (devices, ranks) */
   gpuRows: number;
   rankRows: number;
+  /** rows under the header for the critical-alert banner (0: none) */
+  bannerRows?: number;
+  /** rows the alerts in force want at full text (the wide layout grows their panel for them) */
+  alertRows?: number;
 }
 
 export const HEADER_H = 3;
@@ -86,12 +91,14 @@ export function layout(inp: LayoutInput): Layout {
   const { cols, rows, focus, zoom } = inp;
   if (cols < MIN_COLS || rows < MIN_ROWS) return { kind: 'too-small', cols, rows, need: { cols: MIN_COLS, rows: MIN_ROWS } };
   const height = rows - 1;
-  const top = HEADER_H;
-  const mid = height - HEADER_H - FOOTER_H;
+  const bannerH = Math.max(0, Math.min(inp.bannerRows ?? 0, 2));
+  const top = HEADER_H + bannerH;
+  const mid = height - top - FOOTER_H;
   const header: Slot = { x: 0, y: 0, w: cols, h: HEADER_H, panels: ['header'], active: 'header', border: false };
   const footer: Slot = { x: 0, y: height - FOOTER_H, w: cols, h: FOOTER_H, panels: ['footer'], active: 'footer', border: false };
+  const banner: Slot[] = bannerH ? [{ x: 0, y: HEADER_H, w: cols, h: bannerH, panels: ['banner'], active: 'banner', border: false }] : [];
   if (zoom) {
-    return { kind: 'ok', cols, height, mode: 'zoom', slots: [header, { x: 0, y: top, w: cols, h: mid, panels: [zoom], active: zoom, border: true }, footer] };
+    return { kind: 'ok', cols, height, mode: 'zoom', slots: [header, ...banner, { x: 0, y: top, w: cols, h: mid, panels: [zoom], active: zoom, border: true }, footer] };
   }
   const gpuH = Math.max(4, Math.min(inp.gpuRows + 2, 10));
   const rankH = Math.max(4, Math.min(inp.rankRows + 3, 14));
@@ -109,9 +116,11 @@ export function layout(inp: LayoutInput): Layout {
   } else if (cols >= 120 && rows >= 36) {
     mode = 'wide';
     const w1 = Math.floor(cols / 2);
+    // alerts get the rows their whole text wants, from 8 up to half of what gpus and ranks leave
+    const alertH = Math.max(8, Math.min((inp.alertRows ?? 0) + 2, Math.floor((mid - gpuH - rankH) / 2)));
     cs = [
       { w: w1, items: [{ panels: ['training'], h: Math.floor(mid * 0.5) }, { panels: ['gates'], h: 9 }, { panels: ['log'], h: 0 }] },
-      { w: cols - w1, items: [{ panels: ['gpus'], h: gpuH }, { panels: ['ranks'], h: rankH }, { panels: ['alerts'], h: 8 }, { panels: ['dumps', 'actions'], h: 0 }] },
+      { w: cols - w1, items: [{ panels: ['gpus'], h: gpuH }, { panels: ['ranks'], h: rankH }, { panels: ['alerts'], h: alertH }, { panels: ['dumps', 'actions'], h: 0 }] },
     ];
   } else {
     mode = 'compact';
@@ -122,7 +131,7 @@ export function layout(inp: LayoutInput): Layout {
       { w: cols - w1, items: [{ panels: ['gates'], h: 6 }, { panels: ['gpus'], h: Math.min(gpuH, 5) }, { panels: ['alerts', 'log', 'dumps', 'actions'], h: 0 }] },
     ];
   }
-  const slots: Slot[] = [header];
+  const slots: Slot[] = [header, ...banner];
   let x = 0;
   for (const c of cs) {
     slots.push(...stack(x, top, mid, c, focus));

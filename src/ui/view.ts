@@ -11,6 +11,8 @@ export interface ViewState {
   ema: boolean;
   /** charts: the recent window at full resolution, or the whole run */
   chartRange: 'recent' | 'all';
+  /** the selected alert of the Alerts panel (AlertEntry.key; absent: the first) */
+  alertSel?: string | null;
 }
 
 export const initialView = (): ViewState => ({ focus: 'training', zoom: null, scroll: {}, ema: false, chartRange: 'recent' });

@@ -69,8 +69,8 @@ test('the halted DDP run names its stop and shows the dump set with the odd rank
 test('layout: slots never overlap and stay inside the frame, for every size from 80x23 to 220x70', () => {
   for (let cols = 80; cols <= 220; cols += 7) {
     for (let rows = 23; rows <= 70; rows += 5) {
-      for (const zoom of [null, 'log' as const]) {
-        const L = layout({ cols, rows, focus: 'training', zoom, gpuRows: 4, rankRows: 3 });
+      for (const [zoom, bannerRows, alertRows] of [[null, 0, 0], ['log' as const, 0, 0], [null, 2, 40], ['log' as const, 1, 0], [null, 1, 3]] as const) {
+        const L = layout({ cols, rows, focus: 'training', zoom, gpuRows: 4, rankRows: 3, bannerRows, alertRows });
         assert.equal(L.kind, 'ok');
         if (L.kind !== 'ok') continue;
         const cells = new Set<number>();
@@ -194,6 +194,7 @@ const noActions: CockpitActions = {
   cancelHalt: () => {},
   escalate: async () => ({ ok: false, result: 'refused', detail: '' }),
   relaunch: async () => ({ ok: false, result: 'refused', detail: '' }),
+  ack: async () => ({ ok: false, result: 'refused', detail: '' }),
 };
 
 test('the Ink app renders the frame into a terminal and re-lays out on resize', async () => {

@@ -1,9 +1,11 @@
 // Alerts, Log, Dumps and the Action log: scrollable lists.
-import type { ActionRecord } from '../../trainer/control-types.js';
+import type { Alert } from '../../checks/types.js';
+import type { CockpitState } from '../../cockpit/state.js';
+import { acksByAlert, type ActionRecord } from '../../trainer/control-types.js';
 import { newestDumpSet } from '../dumps.js';
-import { ago, clock } from '../format.js';
+import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';
-import { clean, ellipsize, type Line, t, wrap } from '../text.js';
+import { clean, ellipsize, type Line, strWidth, t, wrap } from '../text.js';
 import { scrollSlice, type PanelFn } from '../view.js';
 
 const SEV: Record<string, { role: Role; tag: string }> = {
@@ -12,20 +14,149 @@ const SEV: Record<string, { role: Role; tag: string }> = {
   info: { role: 'info', tag: 'info' },
 };
 
-export const alertsPanel: PanelFn = ({ s, v, w, h, now }) => {
-  if (s.alerts.length === 0) return { lines: [[t('no alerts', 'ok')]], note: '0' };
-  const sorted = [...s.alerts].sort((a, b) => b.since - a.since);
-  const body: Line[] = [];
-  for (const a of sorted) {
-    const sev = SEV[a.severity] ?? SEV.info!;
-    body.push([t(sev.tag, sev.role, { bold: true, inverse: a.severity === 'critical' }), t(` ${clean(a.title)}`, sev.role)]);
-    const when = `  since ${clock(a.since)} (${ago(a.since, now)})`;
-    const detail = a.detail && (h > 6 || sorted.length <= 2) ? wrap(`${when} · ${clean(a.detail)}`, w - 2).slice(0, 2) : [when];
-    for (const l of detail) body.push([t(l.startsWith('  ') ? l : `  ${l}`, 'dim')]);
+/** One row of the alert timeline: an alert in force, or a cleared one, with its acknowledgements. */
+export interface AlertEntry {
+  key: string;
+  alert: Alert;
+  /** ms epoch the condition cleared (history entries only) */
+  cleared: number | null;
+  acks: ActionRecord[];
+}
+
+/** The alert timeline as the panel lists it: alerts in force (critical first, then newest), then the cleared ones, newest first. */
+export function alertEntries(s: CockpitState): AlertEntry[] {
+  const acks = acksByAlert(s.actions);
+  const key = (a: Alert) => `${a.id}@${a.since}`;
+  const out: AlertEntry[] = s.alerts.map((a) => ({ key: key(a), alert: a, cleared: null, acks: acks.get(key(a)) ?? [] }));
+  for (const h of s.alertHistory ?? []) out.push({ key: `${key(h)}>${h.cleared}`, alert: h, cleared: h.cleared, acks: acks.get(key(h)) ?? [] });
+  return out;
+}
+
+/** The index of the selected entry: the one the view names, else the first. */
+export function selectedAlert(entries: AlertEntry[], sel: string | null | undefined): number {
+  const i = sel ? entries.findIndex((e) => e.key === sel) : -1;
+  return i < 0 ? 0 : i;
+}
+
+function ackText(acks: ActionRecord[]): string {
+  const a = acks[acks.length - 1]!;
+  return `ack ${who(a)} ${clock(a.ts)}${acks.length > 1 ? ` +${acks.length - 1}` : ''}`;
+}
+
+/** An entry's lines at a level of detail: 0 whole text; 1 no detail; 2 the when on one line; 3 the title only; 4 the title on one line. */
+function entryLines(e: AlertEntry, level: number, w: number, now: number, mark: string): Line[] {
+  const a = e.alert;
+  const sev = SEV[a.severity] ?? SEV.info!;
+  const done = e.cleared !== null;
+  const role: Role = done ? 'dim' : sev.role;
+  const tag = done ? `${sev.tag.toLowerCase()}` : sev.tag;
+  const head = `${mark}${tag} `;
+  const titleW = Math.max(1, w - strWidth(head));
+  const title = clean(a.title);
+  const tl = level <= 3 ? wrap(title, titleW) : [ellipsize(title, titleW)];
+  const out: Line[] = [];
+  tl.forEach((l, i) => {
+    if (i === 0) out.push([t(mark, 'accent', { bold: true }), t(tag, role, { bold: !done, inverse: a.severity === 'critical' && !done && e.acks.length === 0 }), t(` ${l}`, role)]);
+    else out.push([t(' '.repeat(strWidth(head)) + l, role)]);
+  });
+  if (level >= 3) return out;
+  const when = done
+    ? `${clock(a.since)}–${clock(e.cleared)} (${dur((e.cleared! - a.since) / 1000)}), cleared ${ago(e.cleared, now)}`
+    : `since ${clock(a.since)} (${ago(a.since, now)})${a.clearing !== undefined ? ` · clear since ${clock(a.clearing)}, held` : ''}`;
+  const meta = `${when}${e.acks.length ? ` · ${ackText(e.acks)}` : ''}`;
+  const ind = ' '.repeat(Math.min(strWidth(head), 6));
+  const bodyW = Math.max(1, w - strWidth(ind));
+  const text = level === 0 && a.detail ? `${meta} · ${clean(a.detail)}` : meta;
+  const bl = level === 2 ? [ellipsize(meta, bodyW)] : wrap(text, bodyW);
+  for (const l of bl) out.push([t(ind + l, 'dim')]);
+  return out;
+}
+
+/**
+ * Alerts in force and the cleared ones (the timeline), each with its whole text where the room
+ * allows: every entry in full if that fits, else the others shortened step by step while the
+ * selected one stays whole. ↑/↓ pick an entry, `a` acknowledges it, z/enter gives it the screen.
+ */
+export const alertsPanel: PanelFn = ({ s, v, w, h, now, focused, zoomed }) => {
+  const entries = alertEntries(s);
+  const hist = s.alertHistory?.length ?? 0;
+  if (entries.length === 0) return { lines: [[t('no alerts', 'ok')]], note: '0' };
+  const sel = selectedAlert(entries, v.alertSel);
+  const cursor = focused || zoomed;
+  const firstDone = entries.findIndex((e) => e.cleared !== null);
+  type Levels = Record<string, number>;
+  const build = (lv: Levels, histLevel: number): { lines: Line[]; selAt: number; selEnd: number; activeEnd: number; critEnd: number } => {
+    const lines: Line[] = [];
+    let selAt = 0, selEnd = 0, activeEnd = 0, critEnd = 0;
+    if (s.alerts.length === 0) lines.push([t('no alerts now', 'ok')]);
+    entries.forEach((e, i) => {
+      if (i === firstDone) {
+        activeEnd = lines.length;
+        lines.push([t(`── cleared (${hist}) ${'─'.repeat(Math.max(0, w - 14 - String(hist).length))}`, 'dim')]);
+      }
+      if (i === sel) selAt = lines.length;
+      const mark = cursor ? (i === sel ? '› ' : '  ') : '';
+      // with the focus (or zoomed) the selected entry stays whole; else every entry gets the same room
+      lines.push(...entryLines(e, i === sel && (focused || zoomed) ? 0 : e.cleared !== null ? histLevel : lv[e.alert.severity] ?? 0, w, now, mark));
+      if (i === sel) selEnd = lines.length;
+      if (e.cleared === null && e.alert.severity === 'critical') critEnd = lines.length;
+    });
+    if (firstDone < 0) activeEnd = lines.length;
+    return { lines, selAt, selEnd, activeEnd, critEnd };
+  };
+  // everything whole if it fits; else the cleared ones shrink to a line each (they follow below)
+  // and the alerts in force shrink step by step, the least severe first, until they fit
+  const lv: Levels = { critical: 0, warning: 0, info: 0 };
+  let b = build(lv, 0);
+  if (b.lines.length > h) {
+    b = build(lv, 4);
+    shrink: for (const sev of ['info', 'warning', 'critical']) {
+      for (let level = 1; level <= 4 && b.activeEnd > h; level++) {
+        // the criticals keep their whole titles while those fit; what is less severe goes below (↓)
+        if (sev === 'critical' && level === 4 && b.critEnd <= h) break shrink;
+        lv[sev] = level;
+        b = build(lv, 4);
+      }
+    }
   }
-  const sl = scrollSlice(body, h, v.scroll.alerts ?? 0);
+  // keep the selected entry on screen: its first line, and as much of it as fits
+  let off = 0;
+  if (b.lines.length > h) {
+    off = Math.max(0, Math.min(b.selAt, b.selEnd - h));
+    off = Math.min(off, b.lines.length - h);
+  }
+  const shown = b.lines.slice(off, off + h);
   const crit = s.alerts.filter((a) => a.severity === 'critical').length;
-  return { lines: sl.shown, more: sl.more, note: crit ? `${s.alerts.length}, ${crit} critical` : `${s.alerts.length}` };
+  const note = `${s.alerts.length}${crit ? `, ${crit} critical` : ''}${hist ? ` · ${hist} cleared` : ''}${cursor ? ' · a ack' : ''}`;
+  return { lines: shown, more: Math.max(0, b.lines.length - off - h), note };
+};
+
+/** Rows the alerts in force want at full text in a panel `w` wide (for the layout to make room). */
+export function alertRowsWanted(s: CockpitState, w: number): number {
+  let n = 0;
+  for (const e of alertEntries(s)) if (e.cleared === null) n += entryLines(e, 0, w, s.at, '').length;
+  return n;
+}
+
+/**
+ * The critical alerts in one or two lines across the screen, for when the Alerts panel is not on
+ * screen (another tab of its slot, or another panel zoomed): a critical is never only a tab label.
+ */
+export const alertBannerPanel: PanelFn = ({ s, w, h, now }) => {
+  const acks = acksByAlert(s.actions);
+  const crit = s.alerts.filter((a) => a.severity === 'critical');
+  // unacknowledged first, then as the evaluation orders them
+  const order = [...crit].sort((x, y) => Number(acks.has(`${x.id}@${x.since}`)) - Number(acks.has(`${y.id}@${y.since}`)));
+  const lines: Line[] = [];
+  for (let i = 0; i < Math.min(h, order.length); i++) {
+    const a = order[i]!;
+    const ack = acks.get(`${a.id}@${a.since}`);
+    const left = order.length - i - 1;
+    const tail = `${a.clearing !== undefined ? ' · clearing' : ''}${ack ? ` · ${ackText(ack)}` : ''} · ${ago(a.since, now)}${i === h - 1 && left > 0 ? ` · +${left} more (tab to Alerts)` : ''}`;
+    const room = Math.max(1, w - 5 - strWidth(tail));
+    lines.push([t('CRIT', 'crit', { bold: true, inverse: !ack }), t(` ${ellipsize(clean(a.title), room)}`, 'crit'), t(tail, 'dim')]);
+  }
+  return { lines };
 };
 
 const STEP_RE = /\bstep[ =:]*0*(\d+)\b/i;
