@@ -56,17 +56,12 @@ export interface SupervisorState {
   note?: string | null;
 }
 
-/** The acknowledgements in an action log, by `${alert id}@${since}` (newest last per episode). */
-export function acksByAlert(records: readonly ActionRecord[]): Map<string, ActionRecord[]> {
-  const out = new Map<string, ActionRecord[]>();
+/** The acknowledgements in an action log, with the alert id each names (oldest first). */
+export function alertAcks(records: readonly ActionRecord[]): { id: string; rec: ActionRecord }[] {
+  const out: { id: string; rec: ActionRecord }[] = [];
   for (const r of records) {
-    if (r.action !== 'ack' || r.result !== 'ok') continue;
-    const id = r.target['alert'], since = r.target['since'];
-    if (typeof id !== 'string' || typeof since !== 'number') continue;
-    const k = `${id}@${since}`;
-    const l = out.get(k);
-    if (l) l.push(r);
-    else out.set(k, [r]);
+    const id = r.target['alert'];
+    if (r.action === 'ack' && r.result === 'ok' && typeof id === 'string') out.push({ id, rec: r });
   }
-  return out;
+  return out.sort((a, b) => a.rec.ts - b.rec.ts);
 }

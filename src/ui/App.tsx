@@ -17,7 +17,6 @@ import { type Dialog, ESCALATE_AFTER_S } from './dialog.js';
 import { commandFor, type Command } from './keymap.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
-import { acksByAlert } from '../trainer/control-types.js';
 import { initialView, type ViewState } from './view.js';
 
 export interface Store {
@@ -255,8 +254,7 @@ export function App(p: AppProps) {
       const es = alertEntries(s);
       target = es.length ? es[selectedAlert(es, view.alertSel)]!.alert : null;
     } else {
-      const acked = acksByAlert(s.actions);
-      target = s.alerts.find((a) => a.severity === 'critical' && !acked.has(`${a.id}@${a.since}`)) ?? null;
+      target = alertEntries(s).find((e) => e.cleared === null && e.alert.severity === 'critical' && e.acks.length === 0)?.alert ?? null;
     }
     if (!target) {
       setDialog({ kind: 'refused', what: 'ack', why: 'no alert to acknowledge here: tab to the Alerts panel and pick one with ↑/↓' });

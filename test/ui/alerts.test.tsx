@@ -133,6 +133,12 @@ test('ack: written to actions.jsonl through the audited path, read back by a sec
     const user = rec.who.user as string;
     const w = words(compose(shown, { ...initialView(), focus: 'alerts' }, 120, 40, s.at));
     assert.ok(w.includes(`ack ${user}`), `the ack is shown on the alert: ${w}`);
+    // a cockpit started after the ack saw the condition first later (its own `since`): still acked;
+    // the stall episode that cleared before the ack is not
+    const later = { ...shown, alerts: shown.alerts.map((a) => ({ ...a, since: rec.ts + 30_000 })) };
+    const wl = words(compose(later, { ...initialView(), focus: 'alerts', zoom: 'alerts' }, 120, 40, s.at));
+    assert.equal(wl.split(`ack ${user}`).length - 1, 1, `one ack, on the stopped rank: ${wl}`);
+    assert.match(wl, /rank 1 \(pid 4242\) is stopped.*ack /);
     // the acknowledged critical is no longer first in the banner: the unacknowledged one is
     const b = text(compose(shown, { ...initialView(), focus: 'log' }, 80, 24, s.at).lines);
     assert.match(b.split('\n')[3]!, /^CRIT gate collapse/);

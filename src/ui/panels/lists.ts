@@ -1,7 +1,7 @@
 // Alerts, Log, Dumps and the Action log: scrollable lists.
 import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
-import { acksByAlert, type ActionRecord } from '../../trainer/control-types.js';
+import { alertAcks, type ActionRecord } from '../../trainer/control-types.js';
 import { newestDumpSet } from '../dumps.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';
@@ -23,12 +23,21 @@ export interface AlertEntry {
   acks: ActionRecord[];
 }
 
-/** The alert timeline as the panel lists it: alerts in force (critical first, then newest), then the cleared ones, newest first. */
+/**
+ * The alert timeline as the panel lists it: alerts in force (critical first, then newest), then the
+ * cleared ones, newest first. An acknowledgement in the action log belongs to the episode of its
+ * alert id that was in force when it was written: the earliest one not cleared before it. (`since`
+ * is where each cockpit first saw a condition, so two cockpits on one run may differ in it.)
+ */
 export function alertEntries(s: CockpitState): AlertEntry[] {
-  const acks = acksByAlert(s.actions);
   const key = (a: Alert) => `${a.id}@${a.since}`;
-  const out: AlertEntry[] = s.alerts.map((a) => ({ key: key(a), alert: a, cleared: null, acks: acks.get(key(a)) ?? [] }));
-  for (const h of s.alertHistory ?? []) out.push({ key: `${key(h)}>${h.cleared}`, alert: h, cleared: h.cleared, acks: acks.get(key(h)) ?? [] });
+  const out: AlertEntry[] = s.alerts.map((a) => ({ key: key(a), alert: a, cleared: null, acks: [] }));
+  for (const h of s.alertHistory ?? []) out.push({ key: `${key(h)}>${h.cleared}`, alert: h, cleared: h.cleared, acks: [] });
+  for (const { id, rec } of alertAcks(s.actions)) {
+    let best: AlertEntry | null = null;
+    for (const e of out) if (e.alert.id === id && (e.cleared === null || e.cleared >= rec.ts) && (!best || e.alert.since < best.alert.since)) best = e;
+    best?.acks.push(rec);
+  }
   return out;
 }
 
@@ -40,7 +49,8 @@ export function selectedAlert(entries: AlertEntry[], sel: string | null | undefi
 
 function ackText(acks: ActionRecord[]): string {
   const a = acks[acks.length - 1]!;
-  return `ack ${who(a)} ${clock(a.ts)}${acks.length > 1 ? ` +${acks.length - 1}` : ''}`;
+  // the user and the time: the Actions panel has the terminal
+  return `ack ${a.who.user} ${clock(a.ts)}${acks.length > 1 ? ` +${acks.length - 1}` : ''}`;
 }
 
 /** An entry's lines at a level of detail: 0 whole text; 1 no detail; 2 the when on one line; 3 the title only; 4 the title on one line. */
@@ -127,7 +137,7 @@ export const alertsPanel: PanelFn = ({ s, v, w, h, now, focused, zoomed }) => {
   }
   const shown = b.lines.slice(off, off + h);
   const crit = s.alerts.filter((a) => a.severity === 'critical').length;
-  const note = `${s.alerts.length}${crit ? `, ${crit} critical` : ''}${hist ? ` · ${hist} cleared` : ''}${cursor ? ' · a ack' : ''}`;
+  const note = `${s.alerts.length}${crit ? `, ${crit} critical` : ''}${hist ? ` · ${hist} cleared` : ''}${cursor && !s.readOnly ? ' · a ack' : ''}`;
   return { lines: shown, more: Math.max(0, b.lines.length - off - h), note };
 };
 
@@ -143,18 +153,16 @@ export function alertRowsWanted(s: CockpitState, w: number): number {
  * screen (another tab of its slot, or another panel zoomed): a critical is never only a tab label.
  */
 export const alertBannerPanel: PanelFn = ({ s, w, h, now }) => {
-  const acks = acksByAlert(s.actions);
-  const crit = s.alerts.filter((a) => a.severity === 'critical');
-  // unacknowledged first, then as the evaluation orders them
-  const order = [...crit].sort((x, y) => Number(acks.has(`${x.id}@${x.since}`)) - Number(acks.has(`${y.id}@${y.since}`)));
+  // criticals in force, unacknowledged first, then as the evaluation orders them
+  const crit = alertEntries(s).filter((e) => e.cleared === null && e.alert.severity === 'critical');
+  const order = [...crit].sort((x, y) => Number(x.acks.length > 0) - Number(y.acks.length > 0));
   const lines: Line[] = [];
   for (let i = 0; i < Math.min(h, order.length); i++) {
-    const a = order[i]!;
-    const ack = acks.get(`${a.id}@${a.since}`);
+    const { alert: a, acks } = order[i]!;
     const left = order.length - i - 1;
-    const tail = `${a.clearing !== undefined ? ' · clearing' : ''}${ack ? ` · ${ackText(ack)}` : ''} · ${ago(a.since, now)}${i === h - 1 && left > 0 ? ` · +${left} more (tab to Alerts)` : ''}`;
+    const tail = `${a.clearing !== undefined ? ' · clearing' : ''}${acks.length ? ` · ${ackText(acks)}` : ''} · ${ago(a.since, now)}${i === h - 1 && left > 0 ? ` · +${left} more (tab to Alerts)` : ''}`;
     const room = Math.max(1, w - 5 - strWidth(tail));
-    lines.push([t('CRIT', 'crit', { bold: true, inverse: !ack }), t(` ${ellipsize(clean(a.title), room)}`, 'crit'), t(tail, 'dim')]);
+    lines.push([t('CRIT', 'crit', { bold: true, inverse: acks.length === 0 }), t(` ${ellipsize(clean(a.title), room)}`, 'crit'), t(tail, 'dim')]);
   }
   return { lines };
 };
