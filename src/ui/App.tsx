@@ -235,14 +235,20 @@ export function App(p: AppProps) {
     }
   };
 
+  // keys can arrive faster than React re-renders: the next key must see this key's view (focus,
+  // selection), as it must see its dialog
+  const setViewNow = (fn: (v: ViewState) => ViewState) => {
+    viewRef.current = fn(viewRef.current);
+    setView(viewRef.current);
+  };
+
   /** Alerts panel: ↑/↓ pick an entry of the timeline (kept by key, so a new alert does not move it) */
   const selectAlert = (to: (i: number) => number): void => {
     const s = stateRef.current;
     if (!s) return;
     const es = alertEntries(s);
     if (es.length === 0) return;
-    const i = Math.max(0, Math.min(es.length - 1, to(selectedAlert(es, viewRef.current.alertSel))));
-    setView((v) => ({ ...v, alertSel: es[i]!.key }));
+    setViewNow((v) => ({ ...v, alertSel: es[Math.max(0, Math.min(es.length - 1, to(selectedAlert(es, v.alertSel))))]!.key }));
   };
 
   /** `a`: the selected alert when the Alerts panel has focus, else the first unacknowledged critical */
@@ -250,6 +256,7 @@ export function App(p: AppProps) {
     const s = stateRef.current;
     if (!s) return;
     let target = null;
+    const view = viewRef.current;
     if (view.focus === 'alerts') {
       const es = alertEntries(s);
       target = es.length ? es[selectedAlert(es, view.alertSel)]!.alert : null;
@@ -276,12 +283,12 @@ export function App(p: AppProps) {
     }
     // zoomed, tab walks every panel (each in turn fills the screen)
     const shown = p.painter ? frameRef.current : frame;
-    const visible = view.zoom ? FOCUSABLE : shown ? visiblePanels(shown.layout) : [];
+    const visible = viewRef.current.zoom ? FOCUSABLE : shown ? visiblePanels(shown.layout) : [];
     const move = (delta: number) => {
-      const f = view.focus;
+      const f = viewRef.current.focus;
       if (f === 'alerts') return selectAlert((i) => i + delta);
       const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
-      setView((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
+      setViewNow((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
     };
     const page = Math.max(1, size.rows - 10);
     switch (c) {
@@ -307,13 +314,13 @@ export function App(p: AppProps) {
       case 'focus-next':
       case 'focus-prev': {
         if (visible.length === 0) return;
-        const i = visible.indexOf(view.focus);
+        const i = visible.indexOf(viewRef.current.focus);
         const n = (i + (c === 'focus-next' ? 1 : -1) + visible.length) % visible.length;
-        setView((v) => ({ ...v, focus: visible[n]!, zoom: v.zoom ? visible[n]! : null }));
+        setViewNow((v) => ({ ...v, focus: visible[n]!, zoom: v.zoom ? visible[n]! : null }));
         return;
       }
       case 'zoom':
-        setView((v) => ({ ...v, zoom: v.zoom ? null : v.focus }));
+        setViewNow((v) => ({ ...v, zoom: v.zoom ? null : v.focus }));
         return;
       case 'scroll-up':
         move(-1);
@@ -331,12 +338,12 @@ export function App(p: AppProps) {
         ackAlert();
         return;
       case 'top':
-        if (view.focus === 'alerts') return selectAlert(() => 0);
-        setView((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 1e9 : 0 } }));
+        if (viewRef.current.focus === 'alerts') return selectAlert(() => 0);
+        setViewNow((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 1e9 : 0 } }));
         return;
       case 'bottom':
-        if (view.focus === 'alerts') return selectAlert(() => Infinity);
-        setView((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 0 : 1e9 } }));
+        if (viewRef.current.focus === 'alerts') return selectAlert(() => Infinity);
+        setViewNow((v) => ({ ...v, scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) ? 0 : 1e9 } }));
         return;
       case 'ema':
         setView((v) => ({ ...v, ema: !v.ema }));
