@@ -34,8 +34,9 @@ export function alertEntries(s: CockpitState): AlertEntry[] {
   const out: AlertEntry[] = s.alerts.map((a) => ({ key: key(a), alert: a, cleared: null, acks: [] }));
   for (const h of s.alertHistory ?? []) out.push({ key: `${key(h)}>${h.cleared}`, alert: h, cleared: h.cleared, acks: [] });
   for (const { id, rec } of alertAcks(s.actions)) {
-    let best: AlertEntry | null = null;
-    for (const e of out) if (e.alert.id === id && (e.cleared === null || e.cleared >= rec.ts) && (!best || e.alert.since < best.alert.since)) best = e;
+    // the episode it names by its start (this cockpit's own, or one the data dates), else the one in force then
+    let best: AlertEntry | null = out.find((e) => e.alert.id === id && e.alert.since === rec.target['since']) ?? null;
+    if (!best) for (const e of out) if (e.alert.id === id && (e.cleared === null || e.cleared >= rec.ts) && (!best || e.alert.since < best.alert.since)) best = e;
     best?.acks.push(rec);
   }
   return out;
