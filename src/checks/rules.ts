@@ -577,7 +577,7 @@ export function ruleGates(ctx: Ctx): { alerts: Draft[]; haltIn: number | null } 
     const past = recs.filter((r) => r.step > warm && r.entropy !== null);
     const M = ctx.t.gateFrozenMinRecords;
     const shares = ctx.run.gates?.branchShares ?? null;
-    if (past.length >= M) {
+    if (past.length >= M && past[past.length - 1]!.step - warm >= ctx.t.gateFrozenMinSteps) {
       const tail = past.slice(-Math.max(M, Math.min(past.length, 50)));
       const allUniform = tail.every((r) => Math.abs(r.entropy! - LN3) < ctx.t.gateFrozenEntropyEps);
       const sharesUniform = !shares || shares.every((x) => Math.abs(x - 1 / 3) < ctx.t.gateFrozenShareEps);

@@ -29,6 +29,10 @@ export interface Thresholds {
   gateFrozenShareEps: number;
   /** … over at least this many gate records past warmup */
   gateFrozenMinRecords: number;
+  /** … and only this many steps past warmup: a learning gate starts near uniform (gain-0.1 init)
+   *  and at lr 3e-4 is still within 1e-3 of ln 3 after 200 steps on the real trainer; the contract's
+   *  frozen case was still there at step 1,740 */
+  gateFrozenMinSteps: number;
   /** throughput drop: recent median below (1 − this) × rolling median */
   throughputDropFrac: number;
   /** records in the rolling window (throughput median, loss spike window) */
@@ -92,6 +96,7 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   gateFrozenEntropyEps: 1e-3,
   gateFrozenShareEps: 0.01,
   gateFrozenMinRecords: 10,
+  gateFrozenMinSteps: 1000,
   throughputDropFrac: 0.5,
   rollingWindow: 20,
   throughputDropN: 3,
