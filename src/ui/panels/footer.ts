@@ -24,5 +24,8 @@ export function footerLine(s: CockpitState, w: number, renderMs: number | null):
   const right: Line = cost.length ? [t(w >= 120 ? `nsa-top ${cost.join(' ')}` : cost.slice(0, 2).join(' '), 'dim')] : [];
   const rw = lineWidth(right);
   if (rw + 50 > w) return fit(hints, w);
+  // the keys come first: nsa-top's own figures only where all the hints fit beside them
+  const hw = lineWidth(hints);
+  if (hw <= w && hw + 1 + rw > w) return fit(hints, w);
   return [...fit(hints, w - rw - 1), t(' '), ...right];
 }
