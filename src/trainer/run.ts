@@ -8,16 +8,16 @@
 // fast and shows the present); their older history is read in bounded chunks over later polls and
 // merged in front. Memory stays bounded: series keep a recent window at full resolution and
 // min/max/last buckets before it.
-import { basename, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import type { DirEntry, DirPoll, Host, ReadRequest, ReadResult } from '../remote/host.js';
 import type { CheckpointInfo, FileHealth, RankHeartbeat, RunSnapshot, Series, StackDump } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
 import { FALLBACK_COLUMNS, HeaderCsv, K_STATS_COLUMNS, StepSegments, TrainingCsv, ValCsv } from './readers/csv.js';
-import { modelDims, nsaDims, parseTrainerConfig, trainCfg, type TrainerConfig } from './readers/config.js';
+import { configCandidates, configNamesOutDir, modelDims, nsaDims, parseTrainerConfig, trainCfg, type TrainerConfig } from './readers/config.js';
 import { HeartbeatState, parseHeartbeatLine } from './readers/heartbeat.js';
 import { haltReason, parseEnvJson, parseGateCollapse, parseMetricsJson, parseOptState, type EnvJson, type MetricsJson } from './readers/jsonfiles.js';
 import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
-import { classify, LOG_NAMES, type FileKind } from './readers/names.js';
+import { classify, pickLog, type FileKind } from './readers/names.js';
 import { SeriesAcc, type SeriesOptions } from './readers/series.js';
 import { TrainLog } from './readers/trainlog.js';
 import { toStackDump } from './stackdump.js';
@@ -169,6 +169,11 @@ export class RunModel {
   private metrics: MetricsJson | null = null;
   private metricsMtime: number | null = null;
   private config: TrainerConfig | null = null;
+  /** the YAML env.json's CONFIG names, read from outside the run dir (runs nsa-top did not launch) */
+  private envConfig: { path: string; cfg: TrainerConfig } | null = null;
+  /** what envConfig was resolved for (CONFIG + cwd): resolved again only when that changes */
+  private envConfigKey: string | null = null;
+  private trainerCwd: string | null = null;
   private optStateMb: number | null = null;
   private halt: { present: boolean; content: string | null; mtimeMs: number | null } = { present: false, content: null, mtimeMs: null };
   private anomaly: { type: string; mtimeMs: number | null } | null = null;
@@ -253,8 +258,68 @@ export class RunModel {
       const second = await this.host.pollDir(this.runDir, more, []);
       this.applyReads(second, moreOwners);
     }
+    await this.resolveEnvConfig();
     this.last = this.build();
     return this.last;
+  }
+
+  /**
+   * The trainer's working directory (from /proc/PID/cwd of a live rank): env.json's CONFIG is
+   * relative to it. True when that changes where CONFIG is looked for (a poll now may find it).
+   */
+  setTrainerCwd(cwd: string): boolean {
+    if (cwd === this.trainerCwd) return false;
+    this.trainerCwd = cwd;
+    return this.wantsConfig();
+  }
+
+  /** env.json names a CONFIG that is not read yet (no config.yaml in the run dir either) */
+  wantsConfig(): boolean {
+    return !this.config && !this.envConfig && typeof this.env?.env?.['CONFIG'] === 'string';
+  }
+
+  /** the file the model's dims come from, or null */
+  configSource(): string | null {
+    return this.config ? join(this.runDir, 'config.yaml') : (this.envConfig?.path ?? null);
+  }
+
+  private async resolveEnvConfig(): Promise<void> {
+    const c = (this.env?.env as Record<string, unknown> | undefined)?.['CONFIG'];
+    if (typeof c !== 'string' || c === '' || c.length > 4096 || c.includes('\0')) {
+      this.envConfig = null;
+      this.envConfigKey = null;
+      return;
+    }
+    if (this.config) return; // a config.yaml in the run dir wins
+    const key = `${c}\n${this.trainerCwd ?? ''}`;
+    if (key === this.envConfigKey && (this.envConfig || !this.trainerCwdUnknownRetry())) return;
+    this.envConfigKey = key;
+    const src = (this.env?.env as Record<string, unknown>)['NSA_VIBE_SRC'];
+    const bases = [this.o.logPath ? dirname(this.o.logPath) : null, typeof src === 'string' ? src : null];
+    const cands = configCandidates(c, { cwd: this.trainerCwd, outDir: this.runDir, bases }).slice(0, 12);
+    let first: { path: string; cfg: TrainerConfig } | null = null;
+    for (const { path, base } of cands) {
+      const st = await this.host.stat(path).catch(() => null);
+      if (!st?.isFile || st.size > WHOLE_FILE_CAP) continue;
+      const text = await this.host.readFile(path, WHOLE_FILE_CAP).then((b) => b.toString('utf8')).catch(() => null);
+      if (text === null) continue;
+      const p = parseTrainerConfig(text);
+      if (!p.ok) continue;
+      const hit = { path, cfg: p.value };
+      // the file whose out_dir is this run dir is this run's config, wherever it was found
+      if (configNamesOutDir(p.value, base, this.runDir)) {
+        first = hit;
+        break;
+      }
+      first ??= hit;
+    }
+    this.envConfig = first;
+  }
+
+  /** no cwd known and nothing found yet: look again now and then (the file may appear later) */
+  private envConfigLooks = 0;
+  private trainerCwdUnknownRetry(): boolean {
+    return ++this.envConfigLooks % 30 === 0;
   }
 
   // ---------------------------------------------------------------- reading
@@ -432,7 +497,7 @@ export class RunModel {
     const seen = new Set<string>();
     const dumpEntries: { e: DirEntry; k: Extract<FileKind, { kind: 'stackdump' }> }[] = [];
     const mem: string[] = [];
-    let logPick: DirEntry | null = null;
+    const logs: DirEntry[] = [];
     let haltSeen = false;
     let anomalySeen = false;
     let gateSeen = false;
@@ -454,7 +519,7 @@ export class RunModel {
           if (!this.lineFiles.has(e.name)) this.startLineFollow(e, k, more, owners);
           break;
         case 'log':
-          if (!logPick || LOG_NAMES.indexOf(e.name) < LOG_NAMES.indexOf(logPick.name)) logPick = e;
+          logs.push(e);
           break;
         case 'env-json':
         case 'metrics-json':
@@ -490,6 +555,7 @@ export class RunModel {
           break;
       }
     }
+    const logPick = pickLog(logs);
     if (logPick && !this.o.logPath && !this.lineFiles.has(logPick.name)) {
       // one log only: the best-named one present
       for (const [name, f] of this.lineFiles) if (f.kind.kind === 'log') this.lineFiles.delete(name);
@@ -794,7 +860,7 @@ export class RunModel {
     const csv = this.training;
     const env = this.env;
     const envVars = (env?.env ?? {}) as Record<string, unknown>;
-    const cfg = this.config;
+    const cfg = this.config ?? this.envConfig?.cfg ?? null;
     const log = this.log;
     const metrics = this.metrics;
 
@@ -802,6 +868,7 @@ export class RunModel {
     const id = s.identity;
     id.name = basename(this.runDir);
     id.config = typeof envVars.CONFIG === 'string' ? envVars.CONFIG : null;
+    id.configFile = this.configSource();
     for (const [k, v] of Object.entries(envVars)) if (k.startsWith('NSA_')) id.flags[k] = String(v);
     const ws = Number(envVars.WORLD_SIZE);
     const hbRanks = [...this.heartbeats.values()].filter((h) => h.rank.file.startsWith('heartbeat_rank')).length;

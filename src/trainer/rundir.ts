@@ -2,7 +2,7 @@
 import { isAbsolute, join, resolve } from 'node:path';
 import type { DirEntry, Host } from '../remote/host.js';
 import { CliError } from '../commands/errors.js';
-import { isRunMarker, LOG_NAMES } from './readers/names.js';
+import { isRunMarker, logRank, pickLog } from './readers/names.js';
 import { RunModel, type RunModelOptions } from './run.js';
 import { resolveRunDirs } from './supervisor/rundirs.js';
 
@@ -85,13 +85,10 @@ export async function openRunModel(host: Host, dir: string, opts: RunModelOption
   const outDir = isAbsolute(dirs.outDir) ? dirs.outDir : resolve(dir, dirs.outDir);
   let logPath = opts.logPath;
   if (logPath === undefined && outDir !== dirs.runDir) {
-    for (const name of LOG_NAMES) {
-      const st = await host.stat(join(dirs.runDir, name)).catch(() => null);
-      if (st?.isFile) {
-        logPath = join(dirs.runDir, name);
-        break;
-      }
-    }
+    const present: { name: string; mtimeMs: number }[] = [];
+    for (const e of await host.list(dirs.runDir).catch(() => [] as DirEntry[])) if (e.isFile && logRank(e.name) >= 0) present.push(e);
+    const pick = pickLog(present);
+    if (pick) logPath = join(dirs.runDir, pick.name);
   }
   return { model: new RunModel(host, outDir, { ...opts, logPath }), runDir: dirs.runDir, outDir };
 }

@@ -43,6 +43,9 @@ export interface RunIdentity {
   /** every NSA_* variable from env.json */
   flags: Record<string, string>;
   worldSize: number | null;
+  /** the YAML the model/nsa/train fields were read from: the run dir's config.yaml, or the file
+   * env.json's CONFIG names (resolved against the trainer's cwd); null when none was readable */
+  configFile?: string | null;
   /** from the config YAML in the run dir (config.yaml / run config) or checkpoint/metrics */
   model: ModelDims | null;
   nsa: NsaDims | null;

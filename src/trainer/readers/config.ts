@@ -90,3 +90,54 @@ export function trainCfg(c: TrainerConfig): TrainCfg | null {
     outDir: t.out_dir ?? null,
   };
 }
+
+/**
+ * Where the YAML that env.json's CONFIG names may be, best first. The real trainer reads CONFIG
+ * relative to its working directory, which only the live process tells (/proc/PID/cwd); after it
+ * exits, the runbooks' conventions remain: the trainer runs from the repo root and writes under
+ * `artifacts/<name>/`, so an ancestor of the out dir (or NSA_VIBE_SRC, or the launcher dir) is the
+ * base. An absolute CONFIG is itself the only candidate.
+ */
+export function configCandidates(config: string, o: { cwd?: string | null; outDir: string; bases?: (string | null | undefined)[] }): { path: string; base: string }[] {
+  const isAbs = config.startsWith('/');
+  const out: { path: string; base: string }[] = [];
+  if (isAbs) {
+    // an absolute out_dir in it needs no base; a relative one is relative to the trainer's cwd
+    out.push({ path: joinPosix('/', config), base: o.cwd ?? '/' });
+    return out;
+  }
+  const add = (base: string | null | undefined) => {
+    if (!base) return;
+    const p = joinPosix(base, config);
+    if (!out.some((x) => x.path === p)) out.push({ path: p, base });
+  };
+  add(o.cwd);
+  for (const b of o.bases ?? []) add(b);
+  let d = o.outDir;
+  for (let i = 0; i < 5; i++) {
+    const up = d.replace(/\/[^/]*\/?$/, '') || '/';
+    if (up === d) break;
+    add(up);
+    d = up;
+  }
+  return out;
+}
+
+function joinPosix(base: string, rel: string): string {
+  const parts = (base.replace(/\/+$/, '') + '/' + rel).split('/');
+  const out: string[] = [];
+  for (const p of parts) {
+    if (p === '' || p === '.') continue;
+    if (p === '..') out.pop();
+    else out.push(p);
+  }
+  return '/' + out.join('/');
+}
+
+/** the config's train.out_dir, resolved against `base`, is `outDir`: the file belongs to this run */
+export function configNamesOutDir(c: TrainerConfig, base: string, outDir: string): boolean {
+  const o = c.train?.out_dir;
+  if (!o) return false;
+  const norm = (p: string) => p.replace(/\/+$/, '');
+  return norm(o.startsWith('/') ? joinPosix('/', o) : joinPosix(base, o)) === norm(outDir);
+}

@@ -28,8 +28,45 @@ const RE_CKPT = /^checkpoint_(fsdp_)?step(\d+)\.pt$/;
 const RE_DUMP = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))?(?:[_.-][^/]*)?\.txt$/;
 const RE_MEM = /^mem_.+\.(txt|json)$/;
 
-/** Log files we tail, best first. */
-export const LOG_NAMES = ['train.log', 'training.log', 'stdout.log', 'training_combined.log', 'production_single_gpu.log', 'smoke.log'];
+/** Log files we tail, best first (the runbooks' names: contract §1.21). */
+export const LOG_NAMES = [
+  'train.log',
+  'training.log',
+  'stdout.log',
+  'training_combined.log',
+  'training_phase2.log',
+  'training_phase1.log',
+  'production_single_gpu.log',
+  'production.log',
+  'live_training.log',
+  'smoke.log',
+];
+// scripts/run_3090_next_smoke.sh: phase0_1step_<mode>.log, phase1_200step_<mode>.log
+const RE_PHASE_LOG = /^phase\d+_\d+steps?(?:_[A-Za-z0-9.-]+)?\.log$/;
+
+/** a log name we tail, or -1: its rank among the names (lower is better) */
+export function logRank(name: string): number {
+  const i = LOG_NAMES.indexOf(name);
+  if (i >= 0) return i;
+  return RE_PHASE_LOG.test(name) ? LOG_NAMES.length : -1;
+}
+
+/**
+ * Which of the logs present to tail: the one written last (a runbook writes training_phase1.log,
+ * then training_phase2.log, then training_combined.log; train_m7c_prime.sh smoke.log then
+ * train.log); within 5 s of each other, the better name.
+ */
+export function pickLog<T extends { name: string; mtimeMs: number }>(entries: T[]): T | null {
+  let best: T | null = null;
+  for (const e of entries) {
+    const r = logRank(e.name);
+    if (r < 0) continue;
+    if (!best) best = e;
+    else if (e.mtimeMs > best.mtimeMs + 5000) best = e;
+    else if (Math.abs(e.mtimeMs - best.mtimeMs) <= 5000 && r < logRank(best.name)) best = e;
+  }
+  return best;
+}
 
 export function classify(name: string): FileKind {
   let m = RE_HB.exec(name);
@@ -84,7 +121,7 @@ export function classify(name: string): FileKind {
       pid: m[5] !== undefined ? Number(m[5]) : null,
     };
   if (RE_MEM.test(name)) return { kind: 'mem-dump' };
-  if (LOG_NAMES.includes(name)) return { kind: 'log' };
+  if (logRank(name) >= 0) return { kind: 'log' };
   return { kind: 'other' };
 }
 
