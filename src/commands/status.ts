@@ -1,32 +1,41 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
+import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
 import { openHost } from '../remote/index.js';
 import type { Host } from '../remote/host.js';
 import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
 import { mainThreadTop } from '../trainer/stackdump.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
-import { CliError } from './errors.js';
+import { CliError, orCliError } from './errors.js';
+import { healthExit, judge, readLaunched, unjudgeable } from './judge.js';
 
-const HELP = `usage: nsa-top status [RUN_DIR] [--json] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
+const HELP = `usage: nsa-top status [RUN_DIR] [--json] [--full] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
 
-Reads the run directory once and prints what the cockpit would show: identity, step/total, loss,
-tok/s, ETA, per-rank heartbeat ages, gates, data, halt/anomaly, checkpoints, stack dumps and
-parse errors. --json prints the RunSnapshot (fields: docs/status-json.md).
-RUN_DIR defaults to the newest run under ./artifacts/. Exit 2 when the dir is missing or unreadable.
+Reads the run directory once and prints what the cockpit would show: the run's state and why, its
+alerts, identity, step/total, loss, tok/s, ETA, per-rank heartbeat ages, gates, data, halt/anomaly,
+checkpoints, stack dumps and parse errors. The state and alerts are the same evaluation the
+cockpit, \`watchdog --once\` and \`report\` use. --json prints the RunSnapshot plus \`state\` and
+\`alerts\` (fields: docs/status-json.md).
+It answers from the end of huge files; --full reads their whole history first (series, segments).
+RUN_DIR defaults to the newest run under ./artifacts/.
+Exit: 0 healthy (running, finished, halted); 1 an anomaly (a critical alert), stalled or dead;
+2 bad input: the dir is missing, unreadable or holds no run.
 
 ${HOST_FLAGS_HELP}
 `;
 
-/** how long status keeps reading the older history of huge files before printing */
-const BACKFILL_BUDGET_MS = 3000;
+/** --full: how long status keeps reading the older history of huge files before printing */
+const FULL_BACKFILL_BUDGET_MS = 120_000;
 
 export async function run(argv: string[]): Promise<number> {
   let json = false;
+  let full = false;
   let dir: string | undefined;
   const { spec, rest } = splitHostFlags('status', argv);
   for (const a of rest) {
     if (a === '--json') json = true;
+    else if (a === '--full') full = true;
     else if (a === '--help' || a === '-h') {
       process.stdout.write(HELP);
       return 0;
@@ -34,30 +43,45 @@ export async function run(argv: string[]): Promise<number> {
     else if (dir === undefined) dir = a;
     else throw new CliError('status: more than one RUN_DIR given', 2);
   }
+  const t = orCliError('status', () => thresholdsFromEnv(process.env));
   const host = await openHost(spec);
   try {
-    return await statusOn(host, dir, json);
+    return await statusOn(host, dir, json, full, new Checker(t));
   } finally {
     await host.close().catch(() => {});
   }
 }
 
-async function statusOn(host: Host, dir: string | undefined, json: boolean): Promise<number> {
+/** the alerts as status --json gives them (docs/status-json.md) */
+export function jsonAlerts(alerts: readonly Alert[]) {
+  return alerts.map((a) => ({ id: a.id, level: a.severity, title: a.title, since: a.since, detail: a.detail, rule: a.rule, step: a.step ?? null, rank: a.rank ?? null }));
+}
+
+async function statusOn(host: Host, dir: string | undefined, json: boolean, full: boolean, checker: Checker): Promise<number> {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
-  const { model, outDir } = await openRunModel(host, runDir);
+  const { model, outDir, runDir: launcherDir } = await openRunModel(host, runDir);
   let snap = await model.poll();
-  const started = Date.now();
-  while (snap.backfill.pending && Date.now() - started < BACKFILL_BUDGET_MS) snap = await model.poll();
+  if (full) {
+    const started = Date.now();
+    while (snap.backfill.pending && Date.now() - started < FULL_BACKFILL_BUDGET_MS) snap = await model.poll();
+  }
   // a checkpoint counts as complete once its size holds across two polls: look once more when
-  // a recent one has only been seen once
+  // a recent one has only been seen once (only within 30 s of a save)
   if (snap.checkpoints.some((c) => !c.complete)) {
     await new Promise((r) => setTimeout(r, 700));
     snap = await model.poll();
   }
-  if (!snap.exists) throw new CliError(`cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
-  process.stdout.write(json ? JSON.stringify(snap, null, 2) + '\n' : formatStatus(snap));
-  return 0;
+  const bad = unjudgeable(snap, outDir);
+  if (bad) throw new CliError(bad, 2);
+  const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
+  snap = j.run;
+  process.stdout.write(json ? JSON.stringify(statusJson(snap, j.ev), null, 2) + '\n' : formatStatus(snap, j.ev));
+  return healthExit(j.ev);
+}
+
+export function statusJson(snap: RunSnapshot, ev: Evaluation) {
+  return { ...snap, state: { runState: ev.runState, why: ev.runStateWhy }, alerts: jsonAlerts(ev.alerts) };
 }
 
 // ------------------------------------------------------------------ human table
@@ -90,13 +114,17 @@ function table(rows: string[][], indent: string): string[] {
   return rows.map((r) => indent + r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd());
 }
 
-export function formatStatus(s: RunSnapshot): string {
+export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   const out: string[] = [];
   const L = (label: string, text: string) => out.push(`${label.padEnd(10)}${text}`);
   const now = s.hostNowMs || s.takenAt;
   const id = s.identity;
 
   L('run', `${id.name}  ${s.runDir}${s.host !== 'local' ? `  on ${s.host}` : ''}`);
+  if (ev) {
+    L('STATE', `${ev.runState} — ${ev.runStateWhy}`);
+    for (const a of ev.alerts.filter((x) => x.severity !== 'info')) L(a.severity === 'critical' ? 'CRITICAL' : 'warning', a.title);
+  }
   const who = [
     id.trainer,
     id.backend ? `${id.backend}${id.worldSize && id.worldSize > 1 ? ` × ${id.worldSize}` : ''}` : null,
@@ -106,6 +134,7 @@ export function formatStatus(s: RunSnapshot): string {
     id.gpuName,
   ].filter(Boolean);
   L('identity', who.join(' · '));
+  if (id.configFile && id.configFile !== id.config) L('config', `read from ${id.configFile}`);
   if (id.model) {
     const m = id.model;
     const n = id.nsa;
@@ -148,7 +177,7 @@ export function formatStatus(s: RunSnapshot): string {
   if (s.log.oom) st.push('log: CUDA out of memory');
   if (s.log.resumedFrom) st.push(`resumed from ${s.log.resumedFrom}`);
   if (s.ended) st.push('metrics.json written (run ended)');
-  L('state', st.length ? st.join(' · ') : 'running (no halt, no anomaly)');
+  if (st.length) L('control', st.join(' · '));
 
   // ranks
   if (s.ranks.length) {
@@ -215,6 +244,6 @@ export function formatStatus(s: RunSnapshot): string {
     out.push('parse');
     for (const [name, h] of bad) out.push(`  ${name}: ${h.parseErrors} bad of ${h.records + h.parseErrors}${h.lastError ? ` — last: ${h.lastError}` : ''}`);
   } else L('parse', `${Object.keys(s.files).length} files read, no errors`);
-  if (s.backfill.pending) L('note', `older history still being read (${fmtBytes(s.backfill.bytesLeft)} left)`);
+  if (s.backfill.pending) L('note', `answered from the end of the files: ${fmtBytes(s.backfill.bytesLeft)} of older history not read (--full reads it)`);
   return out.join('\n') + '\n';
 }

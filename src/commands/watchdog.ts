@@ -5,14 +5,14 @@
 // overwrites nan_loss with heartbeat_stall); captures stack dumps of every rank at the moment of a
 // stall, before anyone kills the evidence; and exits when the run has ended.
 // Every decision is one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl.
-import { cpus } from 'node:os';
+// Observe-only by default: without --halt (and with --once, always) it writes nothing into the run
+// dir outside .nsa-top/ (like nvrx-watch's observe/act split).
 import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { openHost, type OpenHostSpec } from '../remote/index.js';
 import { splitHostFlags } from './hostflags.js';
-import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord } from '../trainer/control-types.js';
 import { currentActor, dumpAll, recordAction } from '../trainer/control.js';
@@ -21,28 +21,34 @@ import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
 import { CliError, orCliError } from './errors.js';
-import { launchedFromRunInfo } from '../checks/launched.js';
+import { healthExit, judge, readLaunched, unjudgeable } from './judge.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
+export { readLaunched, runProcesses } from './judge.js';
 
 const HELP = `usage: nsa-top watchdog [RUN_DIR] [options]
 
-Watches a run with the cockpit's rules and acts on the first anomaly, headless (a replacement for
-the trainer's scripts/_watchdog.py). Each decision is printed as one JSON line and appended to
+Watches a run with the cockpit's rules, headless (a replacement for the trainer's
+scripts/_watchdog.py). Each decision is printed as one JSON line and appended to
 <out_dir>/.nsa-top/watchdog.jsonl. Exits when the run has ended.
 
-On a critical anomaly it writes <out_dir>/.anomaly_type — only if none is there: the FIRST anomaly
-is kept (the real watchdog overwrites nan_loss with heartbeat_stall).
+OBSERVE-ONLY BY DEFAULT: without --halt it writes nothing into the run dir outside .nsa-top/ —
+anomalies are reported (stdout, .nsa-top/watchdog.jsonl), not recorded in the run. --once never
+acts, whatever the other flags say.
+With --halt it acts on the first critical anomaly: it writes <out_dir>/.anomaly_type (only if none
+is there: the FIRST anomaly is kept; the real watchdog overwrites nan_loss with heartbeat_stall),
+gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").
 
 options:
-  --halt             also write .HALT ("halt: <anomaly>") on a critical anomaly (NSA_WATCH_HALT=1)
+  --halt             act: .anomaly_type + .HALT on a critical anomaly (NSA_WATCH_HALT=1)
   --dump-on-stall    on a stall, SIGUSR1 every rank (verified pid + start time) for stack dumps
-                     before anything else happens to them
+                     before anything else happens to them (the trainer writes stackdump_*.txt)
   --interval S       poll interval, s (NSA_WATCH_INTERVAL_S; default 30). A stall is still flagged
                      on time: the watchdog also wakes when the stall threshold would be crossed
   --stall S          stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S; default 180); the threshold is
                      max(floor, 3 × the run's own heartbeat interval)
-  --once             evaluate once, print the decisions, exit (0: nothing critical, 1: critical)
+  --once             evaluate once, print the decisions, exit; observe-only (0: healthy, 1: a
+                     critical alert, stalled or dead — the same verdict and code as \`status\`)
   --host H           watch a run on another machine (user@box[:port] or an ~/.ssh/config alias;
                      -i KEY, --accept-new-host-key as for the cockpit)
   --no-gpu           do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)
@@ -54,7 +60,7 @@ Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
   verdict  verdicts [{kind, rank?, text}]   (hang diagnosis while the step is frozen)
-  anomaly  type, alert, wrote (path | null), kept (the earlier anomaly left in place)
+  anomaly  type, alert, wrote (path | null), kept (the earlier anomaly left in place), why
   dump     perRank [{rank, pid, status, file?, why?}]
   halt     path, result, detail
   error    message, consecutive     (a failed look; the watch goes on)
@@ -62,7 +68,8 @@ Decision lines (JSON, one per line; every line has ts (ms), iso and event):
 
 Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
 NSA_WATCH_GATE_MAX_THRESHOLD (0.9), NSA_WATCH_GATE_COLLAPSE_N (3), NSA_WATCH_HALT_GRACE_S (60).
-Exit: 0 the run ended with no anomaly; 1 an anomaly was seen or the run died; 2 bad input.
+Exit: 0 the run ended with no anomaly; 1 an anomaly was seen or the run died; 2 bad input (a
+missing, unreadable or empty run dir, a bad option or NSA_WATCH_* value).
 `;
 
 export interface WatchdogArgs {
@@ -120,26 +127,6 @@ export function parseWatchdogArgs(all: string[]): WatchdogArgs | 'help' {
 }
 
 
-export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
-  try {
-    return launchedFromRunInfo((await host.readFile(join(launcherDir, 'run.info'), 256 * 1024)).toString('utf8'));
-  } catch {
-    return undefined;
-  }
-}
-
-/** The run's processes (src/remote/procs); null when the process table cannot be read. */
-export async function runProcesses(host: Host, outDir: string, run: RunSnapshot, gpu: GpuTelemetry | null): Promise<RunProcesses | null> {
-  const heartbeatPids = run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
-  const g = gpu && gpu.status === 'ok' ? gpu : null;
-  try {
-    const procs = await findRunProcesses(host, outDir, { heartbeatPids, gpu: g });
-    return procs.error && procs.ranks.length === 0 ? null : procs;
-  } catch {
-    return null;
-  }
-}
-
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -152,7 +139,9 @@ export async function run(argv: string[]): Promise<number> {
   const t = orCliError('watchdog', () => thresholdsFromEnv(process.env));
   if (a.stallS !== null) t.stallFloorS = a.stallS;
   if (a.intervalS !== null) t.intervalS = a.intervalS;
-  const halt = a.halt || t.halt;
+  // --once never acts: observe-only whatever the flags say
+  const halt = !a.once && (a.halt || t.halt);
+  const dumpOnStall = !a.once && a.dumpOnStall;
   const host = await openHost(a.hostSpec);
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
@@ -162,7 +151,12 @@ export async function run(argv: string[]): Promise<number> {
       gpu = new GpuMonitor(host, { intervalMs: Math.max(1000, Math.min(5000, t.intervalS * 1000)) });
       await gpu.start();
     }
-    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall: a.dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
+    if (a.once) {
+      // an unreadable or empty run is bad input for a one-shot look, as for status (exit 2)
+      const bad = unjudgeable(await dirs.model.poll(), dirs.outDir);
+      if (bad) throw new CliError(`watchdog: ${bad}`, 2);
+    }
+    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
     try {
       return await wd.loop(a.once);
     } finally {
@@ -224,18 +218,9 @@ export class Watchdog {
   }
 
   private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
-    const run = await this.model.poll();
     const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
-    const procs = await runProcesses(this.host, this.outDir, run, gpu);
-    const ev = this.checker.evaluate({
-      now: this.host.now(),
-      run,
-      procs,
-      gpu,
-      launched: this.o.launched,
-      hostCpus: this.host.kind === 'local' ? cpus().length : undefined,
-    });
-    return { run, procs, gpu, ev };
+    const j = await judge(this.host, this.outDir, this.model, await this.model.poll(), { checker: this.checker, gpu, launched: this.o.launched });
+    return { ...j, gpu };
   }
 
   async loop(once = false): Promise<number> {
@@ -251,6 +236,7 @@ export class Watchdog {
       host: this.host.label,
       halt: this.o.halt,
       dumpOnStall: this.o.dumpOnStall,
+      observeOnly: !this.o.halt,
       thresholds: { stallFloorS: t.stallFloorS, intervalS: t.intervalS, flatlineN: t.flatlineN, gateEntropyMin: t.gateEntropyMin, gateMaxThreshold: t.gateMaxThreshold, gateCollapseN: t.gateCollapseN },
       launched: this.o.launched ?? null,
       gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
@@ -277,9 +263,9 @@ export class Watchdog {
         }
         const { run, ev } = looked;
         if (once) {
-          const crit = ev.alerts.some((x) => x.severity === 'critical');
-          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'once', code: crit ? 1 : 0 });
-          return crit ? 1 : 0;
+          const code = healthExit(ev);
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'once', code });
+          return code;
         }
         if (ENDED.has(ev.runState)) {
           const code = this.sawAnomaly || ev.runState === 'EXITED' ? 1 : 0;
@@ -347,9 +333,13 @@ export class Watchdog {
     const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:'));
     if (critical.length === 0) return;
     this.sawAnomaly = true;
-    // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create).
+    // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create); only when
+    // acting (--halt): observe-only writes nothing into the run
     const first = critical[0]!;
-    if (this.firstAnomaly === null) {
+    if (this.firstAnomaly === null && !this.o.halt) {
+      this.firstAnomaly = first.anomaly!;
+      await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: null, why: 'observe-only (no --halt): nothing written into the run' });
+    } else if (this.firstAnomaly === null) {
       this.firstAnomaly = first.anomaly!;
       const path = join(this.outDir, '.anomaly_type');
       try {
