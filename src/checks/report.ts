@@ -2,7 +2,9 @@
 // Evaluation (the same rules as the cockpit and the watchdog) and optional per-record memory read
 // by the command module. Honest: a run stopped at step 20 of 300 does not pass phase 1, and what
 // cannot be measured is said so, not passed.
-import type { RunSnapshot, SeriesPoint } from '../trainer/snapshot.js';
+import type { RunHistory } from '../trainer/history.js';
+import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/snapshot.js';
+import { configBasename, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
 import { leakOf, type MemSample } from './rules.js';
 import { currentSegment, fmtNum, fmtS, median, quantile } from './stats.js';
@@ -43,6 +45,8 @@ export interface Report {
   warnings: Alert[];
   /** per-step seconds where known */
   stepTime: { median: number | null; p95: number | null; max: number | null };
+  /** the whole history, every segment (when the command read it) */
+  history: { segments: RunHistory['segments']; events: RunHistory['events']; counts: RunHistory['counts']; complete: boolean; records: number } | null;
 }
 
 export const PHASES: Record<Phase, { title: string; steps: number }> = {
@@ -62,6 +66,26 @@ export interface GradeInput {
   thresholds?: Thresholds;
   /** (step, ms) of rank 0's progress records, read from its heartbeat file by the command */
   progressTimes?: { step: number; t: number }[];
+  /** every segment of the run, read from the first byte (src/trainer/history.ts) */
+  history?: RunHistory;
+}
+
+/** Smaller than this many parameters is a toy or smoke model, not the runbooks' 125M one. */
+export const MIN_INTENDED_PARAMS = 20e6;
+
+/** parameters, roughly: 12·L·dim² in the blocks plus the embedding */
+export function approxParams(m: ModelDims): number {
+  return 12 * m.nLayers * m.dim * m.dim + m.vocab * m.dim;
+}
+
+function fmtParams(n: number): string {
+  return n >= 1e6 ? `${(n / 1e6).toFixed(n >= 1e7 ? 0 : 2)}M` : `${(n / 1e3).toFixed(0)}k`;
+}
+
+/** "the first 3 of N: a; b; c" */
+function listSome(texts: string[], total: number, n = 3): string {
+  const head = texts.slice(0, n).join('; ');
+  return total > n ? `${total} of them, the first ${n}: ${head}` : head;
 }
 
 /** The highest phase a run can reach by its configured length. */
@@ -93,8 +117,9 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
   // ---------- step time, from timed records (per step): the heartbeat progress times when the
   // command read them, else the first series whose points carry times (CSV rows have none)
   const lossPts = allPoints(run.series.loss);
-  const timed: readonly SeriesPoint[] = inp.progressTimes?.length
-    ? inp.progressTimes.map((p) => ({ step: p.step, t: p.t, value: 0, segment: 0 }))
+  const pt = inp.history?.progressTimes.length ? inp.history.progressTimes : inp.progressTimes;
+  const timed: readonly SeriesPoint[] = pt?.length
+    ? pt.map((p) => ({ step: p.step, t: p.t, value: 0, segment: 0 }))
     : [run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB].map((s) => allPoints(s)).find((ps) => ps.filter((p) => p.t !== null).length >= 2) ?? [];
   const perStep: { step: number; s: number }[] = [];
   for (let i = 1; i < timed.length; i++) {
@@ -156,21 +181,28 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const stalls = ev.alerts.filter((a) => a.rule === 'heartbeat-stall' && a.severity !== 'info');
     const anomalyStall = run.control.anomaly?.type === 'heartbeat_stall';
     const r0dumps = run.ranks.find((r) => r.rank === 0)?.watchdogDumps ?? 0;
-    const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0;
+    const h = inp.history;
+    const hStalls = h ? h.events.filter((e) => e.kind === 'stall') : [];
+    const nStalls = h?.counts.stall ?? 0;
+    const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
     const parts = [
-      worst ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}` : 'no record gaps measurable',
+      nStalls ? `${nStalls} stall(s) in the history (gap > ${fmtS(thr)}): ${listSome(hStalls.map((e) => `segment #${e.segment}: ${e.text}`), nStalls)}` : null,
+      h ? `whole history read: ${h.records.toLocaleString('en-US')} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}` : null,
+      h ? null : worst ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}` : 'no record gaps measurable',
       stalls.length ? stalls.map((a) => a.title).join('; ') : null,
       anomalyStall ? '.anomaly_type = heartbeat_stall' : null,
       r0dumps ? `rank 0 wrote ${r0dumps} in-process watchdog dump(s)` : null,
     ].filter(Boolean);
-    C(1, 'no-stall', 'no stalls', bad ? 'fail' : worst !== null ? 'pass' : ended ? 'unknown' : 'pending', parts.join('; '));
+    C(1, 'no-stall', 'no stalls', bad ? 'fail' : worst !== null || (h && h.records > 0) ? 'pass' : ended ? 'unknown' : 'pending', parts.join('; '));
   }
   {
     const past5 = lossPts.filter((p) => p.step > 5);
-    const nonFinite = run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0);
+    const hNf = inp.history ? inp.history.events.filter((e) => e.kind === 'non-finite') : [];
+    const nHNf = inp.history?.counts['non-finite'] ?? 0;
+    const nonFinite = run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
     const st: Status = nonFinite > 0 || run.control.anomaly?.type === 'nan_loss' ? 'fail' : past5.length ? 'pass' : ended ? 'fail' : 'pending';
     C(1, 'loss-finite', 'finite loss past step 5', st,
-      st === 'fail' && nonFinite ? `${run.series.loss.nonFinite} non-finite loss record(s)${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
+      st === 'fail' && nonFinite ? `${nHNf ? `${nHNf} non-finite loss record(s) in the history: ${listSome(hNf.map((e) => `segment #${e.segment}: ${e.text}`), nHNf)}` : `${run.series.loss.nonFinite} non-finite loss record(s)`}${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
         : past5.length ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})` : 'no loss logged past step 5');
   }
   {
@@ -197,6 +229,39 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     else st = med >= minTps && tAlerts.length === 0 ? 'pass' : 'fail';
     C(1, 'throughput', 'throughput in bounds', st,
       `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`);
+  }
+  {
+    // every earlier segment of the run: a crash anywhere is not an uninterrupted phase 1
+    const h = inp.history;
+    if (!h) C(1, 'no-crash', 'no crash or restart', 'unknown', 'the history was not read');
+    else {
+      const crashes = h.events.filter((e) => e.kind === 'crash');
+      const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
+      const restartTxt = others.map((g) => `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`);
+      C(1, 'no-crash', 'no crash or restart', h.counts.crash ? 'fail' : 'pass',
+        h.counts.crash
+          ? `${h.counts.crash} crash(es): ${listSome(crashes.map((e) => e.text), h.counts.crash)}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
+          : h.segments.length > 1 ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}` : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`);
+    }
+  }
+  {
+    // the runbook's phase 1 is a dataset run of the intended model: a toy or synthetic run can pass
+    // the smoke (phase 0) and nothing after it
+    const id = run.identity;
+    const synth = id.dataset === 'synthetic' || run.data.syntheticFallback || ev.alerts.some((a) => a.rule === 'synthetic-data' && a.id.startsWith('data:synthetic'));
+    const known = knownConfig(id.config);
+    const envRead = (run.files['env.json']?.records ?? 0) > 0;
+    const params = id.model ? approxParams(id.model) : null;
+    const fails: string[] = [];
+    if (synth) fails.push(`synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`);
+    if (known?.toy) fails.push(`toy config ${configBasename(id.config)}`);
+    else if (id.trainer === 'nsa-vibe' && id.config === null && envRead) fails.push('no CONFIG in env.json: the toy default configs/train_showcase.yaml');
+    if (params !== null && params < MIN_INTENDED_PARAMS) fails.push(`a ${fmtParams(params)}-parameter model (dim ${id.model!.dim} × ${id.model!.nLayers} layers; the runbooks' model is 125M)`);
+    const dataTxt = id.dataset ? `dataset ${id.dataset}` : run.data.withFetch > 0 ? `${run.data.withFetch} records with a data fetch time` : 'dataset not named';
+    const modelTxt = params !== null ? `${fmtParams(params)} parameters (dim ${id.model!.dim} × ${id.model!.nLayers})` : 'model dims unknown';
+    const st: Status = fails.length ? 'fail' : params === null || (!id.dataset && run.data.withFetch === 0) ? 'unknown' : 'pass';
+    C(1, 'real-run', 'a dataset run of the intended model', st,
+      fails.length ? fails.join('; ') : st === 'unknown' ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !id.dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}` : `${dataTxt}; ${modelTxt}; CONFIG ${id.config}`);
   }
   noCrit(1);
 
@@ -228,14 +293,33 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     C(3, 'finished', 'ran to its configured length', fin ? 'pass' : ended ? 'fail' : 'pending', `${ev.runState}: ${ev.runStateWhy}`);
     const ck = run.checkpoints.filter((c) => c.complete);
     const saveEvery = run.identity.train?.saveEvery ?? null;
-    C(3, 'checkpoints', 'checkpoints saved', ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
-      ck.length ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}` : saveEvery === 0 ? 'save_every is 0: this run never writes a checkpoint' : ended ? 'no complete checkpoint was written' : 'no checkpoint yet');
+    const h = inp.history;
+    const failedSaves = h ? h.events.filter((e) => e.kind === 'checkpoint-failed') : [];
+    // the real trainer swallows a failed save (TS:1489-1499): a checkpoint the current segment
+    // should have written by now and that is not there failed silently
+    const cur = h?.segments[h.segments.length - 1];
+    const missing: number[] = [];
+    if (saveEvery && saveEvery > 0 && cur && cur.lastStep !== null) {
+      const have = new Set(run.checkpoints.map((c) => c.step));
+      for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery) if (!have.has(k)) missing.push(k);
+    }
+    const ckBad = failedSaves.length > 0 || missing.length > 0;
+    C(3, 'checkpoints', 'checkpoints saved', ckBad ? 'fail' : ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
+      ckBad
+        ? [failedSaves.length ? `${h!.counts['checkpoint-failed']} failed save(s): ${listSome(failedSaves.map((e) => `segment #${e.segment} step ${e.step}: ${e.text}`), h!.counts['checkpoint-failed'])}` : null,
+          missing.length ? `save_every ${saveEvery} but no checkpoint_step{${missing.join(',')}}.pt from the current segment (steps ${cur!.firstStep}–${cur!.lastStep}): saves that failed silently, or removed` : null].filter(Boolean).join('; ')
+        : ck.length ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}` : saveEvery === 0 ? 'save_every is 0: this run never writes a checkpoint' : ended ? 'no complete checkpoint was written' : 'no checkpoint yet');
     const synth = ev.alerts.filter((a) => a.rule === 'synthetic-data');
     C(3, 'real-data', 'trained on real data', synth.length ? 'fail' : run.data.withFetch > 0 ? 'pass' : 'unknown',
       synth.length ? synth.map((a) => a.title).join('; ') : run.data.withFetch > 0 ? `${run.data.withFetch} progress records carry dt_fetch_s` : 'no dt_fetch_s seen: the data source cannot be confirmed');
     const idA = ev.alerts.filter((a) => a.rule === 'run-identity' || a.id === 'throughput:impossible');
-    C(3, 'identity', 'the intended model and config', idA.length ? 'fail' : 'pass',
-      idA.length ? idA.map((a) => a.title).join('; ') : `CONFIG ${run.identity.config ?? '(none)'}; model ${run.identity.model ? `dim ${run.identity.model.dim} × ${run.identity.model.nLayers} layers` : 'dims unknown'}`);
+    const m = run.identity.model;
+    const small = m && approxParams(m) < MIN_INTENDED_PARAMS;
+    C(3, 'identity', 'the intended model and config', idA.length || small ? 'fail' : m ? 'pass' : 'unknown',
+      idA.length ? idA.map((a) => a.title).join('; ')
+        : small ? `a ${fmtParams(approxParams(m!))}-parameter model (dim ${m!.dim} × ${m!.nLayers} layers) is not the intended 125M model; CONFIG ${run.identity.config ?? '(none)'}`
+        : m ? `CONFIG ${run.identity.config ?? '(none)'}; model dim ${m.dim} × ${m.nLayers} layers (${fmtParams(approxParams(m))} parameters)`
+        : `CONFIG ${run.identity.config ?? '(none)'}; model dims unknown (no config readable): the model cannot be confirmed`);
   }
   noCrit(3);
 
@@ -258,6 +342,7 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     critical,
     warnings,
     stepTime: { median: stMed, p95: stP95, max: stMax },
+    history: inp.history ? { segments: inp.history.segments, events: inp.history.events, counts: inp.history.counts, complete: inp.history.complete, records: inp.history.records } : null,
   };
 }
 

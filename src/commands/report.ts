@@ -2,8 +2,7 @@
 // the runbooks' acceptance phases with evidence, using the same rules as the cockpit and the
 // watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
 import asciichart from 'asciichart';
-import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
 import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
 import type { MemSample } from '../checks/rules.js';
@@ -14,15 +13,21 @@ import { splitHostFlags } from './hostflags.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
 import { CliError, orCliError } from './errors.js';
-import { readLaunched, runProcesses } from './watchdog.js';
+import { judge, readLaunched } from './judge.js';
+import { readRunHistory } from '../trainer/history.js';
 
 const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N] [--host user@box[:port]]
 
-Grades a finished or live run against the runbooks' acceptance phases, with evidence:
+Grades a finished or live run against the runbooks' acceptance phases, with evidence. It reads the
+WHOLE history (rank 0's heartbeat file and the log, streaming, every segment): crashes, restarts,
+stalls that cleared, non-finite losses and failed checkpoint saves anywhere are named with their
+steps and times.
   phase 0  smoke: one step logged, heartbeats from every rank, a finite first loss
-  phase 1  300 steps, no stalls, finite loss past step 5, steady step times, throughput in bounds
+  phase 1  300 steps, no stalls, finite loss past step 5, steady step times, throughput in bounds,
+           no crash or restart, a dataset run of the intended model (not a toy, not synthetic)
   phase 2  1000 steps, memory stable (no creep)
-  phase 3  production: ran to its length, checkpoints saved, real data, the intended model/config
+  phase 3  production: ran to its length, checkpoints saved (none failed), real data, the intended
+           model/config (dims known)
 A critical alert (non-finite or exploding loss, gate collapse, a stall, a dead rank, a run that
 ended without finishing or halting, a wrong config) makes every phase NO-GO. Without --phase the
 highest phase the run's configured length allows is graded, and every phase is shown.
@@ -150,9 +155,8 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   const { model, outDir, runDir: launcherDir } = await openRunModel(host, dir);
   const launched = await readLaunched(host, launcherDir);
   await model.poll();
-  let snap = await model.poll(); // a second poll settles checkpoint completeness (size stable)
-  const started = Date.now();
-  while (snap.backfill.pending && Date.now() - started < 5000) snap = await model.poll();
+  // a second poll settles checkpoint completeness (size stable); the history is read below, whole
+  let snap = await model.poll();
   if (!snap.exists) throw new CliError(`report: cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
   if (snap.ranks.length === 0 && snap.series.loss.total === 0) {
     process.stderr.write(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`);
@@ -160,10 +164,14 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
-  const procs = await runProcesses(host, outDir, snap, gpu);
-  const ev = new Checker(t).evaluate({ now: snap.hostNowMs || host.now(), run: snap, procs, gpu, hostCpus: host.kind === 'local' ? cpus().length : undefined, launched });
+  const j = await judge(host, outDir, model, snap, { checker: new Checker(t), gpu, launched });
+  snap = j.run;
+  const ev = j.ev;
   const hb = await readHeartbeats(host, outDir, snap);
-  const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, minTps: a.minTps, thresholds: t }, a.phase);
+  const r0 = snap.ranks.find((r) => r.rank === 0) ?? snap.ranks[0];
+  const logFile = snap.log.file ? (isAbsolute(snap.log.file) ? snap.log.file : join(outDir, snap.log.file)) : null;
+  const history = await readRunHistory(host, { heartbeat: r0 ? join(outDir, r0.file) : null, log: logFile, stallS: ev.stallThresholdS, total: snap.totalSteps });
+  const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, history, minTps: a.minTps, thresholds: t }, a.phase);
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
   if (a.format === 'json') process.stdout.write(JSON.stringify({ ...rep, charts }, null, 2) + '\n');
   else process.stdout.write(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts));
@@ -206,6 +214,23 @@ function alertLine(a: Alert): string {
   return `${a.severity.toUpperCase().padEnd(8)} ${a.title}\n${' '.repeat(9)}${a.detail}`;
 }
 
+/** the run's segments and the events of its whole history, one line each */
+function historyLines(r: Report): string[] {
+  const h = r.history;
+  if (!h) return [];
+  const out = ['', `history   ${h.records.toLocaleString('en-US')} heartbeat records, ${h.segments.length} segment(s)${h.complete ? '' : ' (could not be read to the end)'}`];
+  const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '?' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+  for (const g of h.segments) {
+    out.push(`  #${g.index}${g.pid !== null ? ` pid ${g.pid}` : ''}  steps ${g.firstStep ?? '—'}–${g.lastStep ?? '—'}  ${iso(g.startTs)} → ${iso(g.endTs)}  ${g.end}${g.end !== 'current' ? `: ${g.endWhy}` : ''}`);
+  }
+  for (const e of h.events) out.push(`  ${e.kind.toUpperCase().padEnd(17)} ${e.text}`);
+  for (const [k, n] of Object.entries(h.counts)) {
+    const shown = h.events.filter((e) => e.kind === k).length;
+    if (n > shown) out.push(`  … ${n - shown} more ${k} event(s)`);
+  }
+  return out;
+}
+
 export function formatText(r: Report, charts: { loss: string | null; toksPerS: string | null }): string {
   const out: string[] = [];
   out.push(`nsa-top report  ${r.run.name}  (${r.run.dir}${r.run.host !== 'local' ? ` on ${r.run.host}` : ''})`);
@@ -221,6 +246,7 @@ export function formatText(r: Report, charts: { loss: string | null; toksPerS: s
       out.push(`    ${MARK[c.status]} ${c.name.padEnd(30)} ${c.evidence}`);
     }
   }
+  out.push(...historyLines(r));
   if (r.critical.length || r.warnings.length) {
     out.push('');
     out.push('alerts');
@@ -246,6 +272,8 @@ export function formatMd(r: Report, charts: { loss: string | null; toksPerS: str
     for (const c of p.criteria.filter((c) => c.phase === p.phase || c.id === 'no-critical')) out.push(`| ${MARK[c.status]} | ${esc(c.name)} | ${esc(c.evidence)} |`);
     out.push('');
   }
+  const hl = historyLines(r);
+  if (hl.length) out.push('## History', '', '```', ...hl.slice(1), '```', '');
   if (r.critical.length || r.warnings.length) {
     out.push('## Alerts', '');
     for (const a of [...r.critical, ...r.warnings]) out.push(`- **${a.severity}** ${esc(a.title)} — ${esc(a.detail)}`);

@@ -34,6 +34,10 @@ test('ddp2 fixture (halted at step 31 of 400): phase 1 is NO-GO with the step ev
 
 test('a live run short of the phase cannot be judged yet (exit 2); a critical alert is NO-GO at every phase', async () => {
   const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
+  // a dataset run of the intended model (the recorded one is a synthetic toy: phase 1 NO-GO outright)
+  run.identity.model = { dim: 768, nLayers: 12, nHeads: 12, nKvGroups: 2, dK: 64, dV: 64, vocab: 50257 };
+  run.identity.dataset = 'fineweb_edu';
+  run.data = { ...run.data, withFetch: 30, dtFetchAbsent: false, syntheticFallback: false };
   const live = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
   const r = gradeRun({ run, ev: live }, 1);
   assert.equal(r.verdict, 'CANNOT JUDGE');
