@@ -1,6 +1,6 @@
 // nan and crash injections on live reference runs under the real watchdog binary.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { has, start, watched } from './live-helpers.js';
@@ -20,10 +20,12 @@ test('crash@step=20,rank=1: the dead rank is critical, the run ends EXITED; repo
   assert.ok(r.alerts.some((a) => (a.id === 'rank-died:1' || a.id === 'exited') && a.severity === 'critical'), JSON.stringify(r.alerts.map((a) => a.id)));
   assert.equal(r.ls.at(-1)?.state, 'EXITED');
   assert.equal(r.code, 1);
-  // the first anomaly is written once and kept, whatever follows (a stall, the exit)
+  // the first anomaly is reported once, whatever follows (a stall, the exit); without --halt the
+  // watchdog only observes: nothing is written into the run
   const an = r.ls.filter((l) => l.event === 'anomaly');
   assert.equal(an.length, 1);
-  assert.equal(readFileSync(join(r.dir, '.anomaly_type'), 'utf8').trim(), an[0]!['type']);
+  assert.equal(an[0]!['wrote'], null);
+  assert.ok(!existsSync(join(r.dir, '.anomaly_type')), 'observe-only: no .anomaly_type without --halt');
   const rep = start(['report', r.dir, '--phase', '0']);
   assert.equal(await rep.done, 1, 'a critical alert makes every phase NO-GO');
 });
