@@ -201,6 +201,9 @@ export class Collector {
       const g = gpu && gpu.status === 'ok' ? gpu : null;
       // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor)
       procs = await findRunProcesses(this.host, this.outDir!, { heartbeatPids, gpu: g });
+      // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
+      const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find((p) => p.cwd)?.cwd;
+      if (cwd) this.model.setTrainerCwd(cwd);
     } catch (e) {
       errors.push(`process table: ${(e as Error).message}`);
     }
