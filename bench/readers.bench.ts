@@ -120,6 +120,26 @@ function writeRun(dir: string, target: { lines?: number; bytes?: number }): numb
   return lines;
 }
 
+// ----------------------------------------------------------------- status vs a bare node start
+const BIN = join(here, '..', 'bin', 'nsa-top.js');
+function medianMs(argv: string[]): number {
+  const t: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, argv, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    t.push(performance.now() - t0);
+    if (r.status !== 0 && r.status !== 1) throw new Error(`${argv.join(' ')} exited ${r.status}: ${r.stderr}`);
+  }
+  return t.sort((a, b) => a - b)[2]!;
+}
+function statusVsNode(dir: string): string[] {
+  const node = medianMs(['-e', '']);
+  const json = medianMs([BIN, 'status', dir, '--json']);
+  const table = medianMs([BIN, 'status', dir]);
+  return [`${node.toFixed(0)} ms`, `${json.toFixed(0)} ms`, `${table.toFixed(0)} ms`, `${(json / node).toFixed(2)} ×`];
+}
+const statusRows: string[][] = [];
+
 // ----------------------------------------------------------------- main
 const MB = 1024 * 1024;
 const root = mkdtempSync(join(tmpdir(), 'nsa-top-bench-readers-'));
@@ -166,6 +186,7 @@ try {
       `${j.step} · ${j.segments} seg · ${j.errors} err`,
       `${(gen / 1000).toFixed(1)} s`,
     ]);
+    statusRows.push([sc.name, ...statusVsNode(dir)]);
     rmSync(dir, { recursive: true, force: true });
   }
   const head = ['heartbeat', 'node base', 'lines', 'size', 'first snapshot (CPU)', 'RSS at first', 'peak RSS incl. backfill', 'full history / polls', 'poll idle / +1 step', 'step · segments · errors', 'generate'];
@@ -175,6 +196,12 @@ try {
   console.log(`machine: ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} (times scale with the load)`);
   console.log('targets: first snapshot <= 250 ms, RSS <= 100 MB, flat from 1k to 1M+ lines (node baseline included)');
   console.log('"full history" polls back to back (no cockpit interval): the peak there is GC slack of a 1 GB parse at full speed');
+  console.log('');
+  const sHead = ['heartbeat', 'bare `node -e \'\'`', '`status --json`', '`status` (table)', 'ratio json / node'];
+  const sAll = [sHead, ...statusRows];
+  const sw = sHead.map((_, i) => Math.max(...sAll.map((r) => r[i]!.length)));
+  for (const r of sAll) console.log(r.map((c, i) => c.padEnd(sw[i]!)).join('  '));
+  console.log('target: `nsa-top status` answers from the tail in <= 3 x a bare node start (medians of 5 runs; the process table is read too)');
 } finally {
   cleanup();
 }

@@ -4,7 +4,7 @@
 // cannot be measured is said so, not passed.
 import type { RunHistory } from '../trainer/history.js';
 import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/snapshot.js';
-import { configBasename, knownConfig } from './flops.js';
+import { configBasename, estimateParams, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
 import { leakOf, type MemSample } from './rules.js';
 import { currentSegment, fmtNum, fmtS, median, quantile } from './stats.js';
@@ -73,9 +73,9 @@ export interface GradeInput {
 /** Smaller than this many parameters is a toy or smoke model, not the runbooks' 125M one. */
 export const MIN_INTENDED_PARAMS = 20e6;
 
-/** parameters, roughly: 12·L·dim² in the blocks plus the embedding */
+/** parameters (the same estimate as preflight and the throughput rule) */
 export function approxParams(m: ModelDims): number {
-  return 12 * m.nLayers * m.dim * m.dim + m.vocab * m.dim;
+  return estimateParams(m).total;
 }
 
 function fmtParams(n: number): string {
@@ -157,6 +157,21 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const first = lossPts[0];
     C(0, 'first-loss', 'first loss finite', first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending', first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged');
   }
+  {
+    // every earlier segment of the run: a crash anywhere, even one that was resumed, is NO-GO at
+    // every phase (like a critical alert), named with its steps and time
+    const h = inp.history;
+    // (judged only when the caller read the history: `nsa-top report` always does)
+    if (h) {
+      const crashes = h.events.filter((e) => e.kind === 'crash');
+      const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
+      const restartTxt = others.map((g) => `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`);
+      C(0, 'no-crash', 'no crash or restart', h.counts.crash ? 'fail' : 'pass',
+        h.counts.crash
+          ? `${h.counts.crash} crash(es): ${listSome(crashes.map((e) => e.text), h.counts.crash)}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
+          : h.segments.length > 1 ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}` : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`);
+    }
+  }
   noCrit(0);
 
   // ---------- phase 1
@@ -229,20 +244,6 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     else st = med >= minTps && tAlerts.length === 0 ? 'pass' : 'fail';
     C(1, 'throughput', 'throughput in bounds', st,
       `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`);
-  }
-  {
-    // every earlier segment of the run: a crash anywhere is not an uninterrupted phase 1
-    const h = inp.history;
-    if (!h) C(1, 'no-crash', 'no crash or restart', 'unknown', 'the history was not read');
-    else {
-      const crashes = h.events.filter((e) => e.kind === 'crash');
-      const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
-      const restartTxt = others.map((g) => `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`);
-      C(1, 'no-crash', 'no crash or restart', h.counts.crash ? 'fail' : 'pass',
-        h.counts.crash
-          ? `${h.counts.crash} crash(es): ${listSome(crashes.map((e) => e.text), h.counts.crash)}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
-          : h.segments.length > 1 ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}` : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`);
-    }
   }
   {
     // the runbook's phase 1 is a dataset run of the intended model: a toy or synthetic run can pass

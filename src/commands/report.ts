@@ -22,9 +22,10 @@ Grades a finished or live run against the runbooks' acceptance phases, with evid
 WHOLE history (rank 0's heartbeat file and the log, streaming, every segment): crashes, restarts,
 stalls that cleared, non-finite losses and failed checkpoint saves anywhere are named with their
 steps and times.
-  phase 0  smoke: one step logged, heartbeats from every rank, a finite first loss
+  phase 0  smoke: one step logged, heartbeats from every rank, a finite first loss, no crash in
+           any segment (a crash that was resumed is still a crash)
   phase 1  300 steps, no stalls, finite loss past step 5, steady step times, throughput in bounds,
-           no crash or restart, a dataset run of the intended model (not a toy, not synthetic)
+           a dataset run of the intended model (not a toy, not synthetic)
   phase 2  1000 steps, memory stable (no creep)
   phase 3  production: ran to its length, checkpoints saved (none failed), real data, the intended
            model/config (dims known)

@@ -1,8 +1,8 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
-import { openHost } from '../remote/index.js';
 import type { Host } from '../remote/host.js';
+import { LocalHost } from '../remote/local.js';
 import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
 import { mainThreadTop } from '../trainer/stackdump.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
@@ -44,7 +44,8 @@ export async function run(argv: string[]): Promise<number> {
     else throw new CliError('status: more than one RUN_DIR given', 2);
   }
   const t = orCliError('status', () => thresholdsFromEnv(process.env));
-  const host = await openHost(spec);
+  // a local status never loads the SSH stack (ssh2 alone costs about a bare node start)
+  const host = spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
   try {
     return await statusOn(host, dir, json, full, new Checker(t));
   } finally {

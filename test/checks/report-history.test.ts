@@ -43,7 +43,11 @@ test('a real 2-rank run that crashed (rank 1 SIGKILLed at step 51) and was resum
   const real = crit(rep, 1, 'real-run');
   assert.equal(real.status, 'fail');
   assert.match(real.evidence, /synthetic data/);
-  assert.match(real.evidence, /115k-parameter model \(dim 64 × 2 layers/);
+  assert.match(real.evidence, /140k-parameter model \(dim 64 × 2 layers/);
+  // graded by its length (100 steps: phase 0), the crash is still NO-GO, named in the verdict
+  const def = cli('report', [CRASH_RUN]);
+  assert.equal(def.status, 1, def.stdout);
+  assert.match(def.stdout, /VERDICT\s+NO-GO for phase 0[^\n]*\n\s+no crash or restart: 1 crash\(es\): segment #0 \(pid 10747\), steps 1–51/);
   const text = cli('report', [CRASH_RUN, '--phase', '1']);
   assert.match(text.stdout, /✘ no crash or restart\s+1 crash\(es\): segment #0 \(pid 10747\)/);
   assert.match(text.stdout, /^ {2}CRASH\s+segment #0/m);
@@ -122,5 +126,5 @@ test('model dims unknown is not a pass (phase 3); a toy on synthetic data cannot
   const single = JSON.parse(cli('report', [join(FIXTURES, 'single'), '--phase', '1', '--json']).stdout);
   const real = crit(single, 1, 'real-run');
   assert.equal(real.status, 'fail');
-  assert.match(real.evidence, /synthetic data \(train\.log: dataset=synthetic\); a 115k-parameter model/);
+  assert.match(real.evidence, /synthetic data \(train\.log: dataset=synthetic\); a 140k-parameter model/);
 });
