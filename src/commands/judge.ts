@@ -2,6 +2,7 @@
 // the three can never disagree about the state or the critical alerts. The judgement itself is
 // src/checks (Checker.evaluate); this module only gathers its input (snapshot, processes, run.info)
 // and turns the evaluation into the exit code every command documents.
+import { readdir, stat } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Checker, type Evaluation, type Launched, type Thresholds } from '../checks/index.js';
@@ -78,6 +79,18 @@ const DEAD = new Set(['STALLED', 'EXITED', 'NO TRAINER']);
  */
 export function healthExit(ev: Evaluation): 0 | 1 {
   return ev.alerts.some((a) => a.severity === 'critical') || DEAD.has(ev.runState) ? 1 : 0;
+}
+
+/**
+ * The reason behind an "empty" listing on this machine: names that readdir shows but that cannot
+ * be looked at (a dir without search permission lists its names and nothing else).
+ */
+export async function whyNothingListed(host: Host, outDir: string): Promise<string | null> {
+  if (host.kind !== 'local') return null;
+  const names = await readdir(outDir).catch(() => null);
+  if (!names || names.length === 0) return null;
+  const err = await stat(join(outDir, names[0]!)).then(() => null, (e: NodeJS.ErrnoException) => e.code ?? e.message);
+  return err ? `cannot read run dir ${outDir}: its ${names.length} entries cannot be looked at (${err})` : null;
 }
 
 /**

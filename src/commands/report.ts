@@ -13,7 +13,7 @@ import { splitHostFlags } from './hostflags.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/snapshot.js';
 import { CliError, orCliError } from './errors.js';
-import { judge, readLaunched } from './judge.js';
+import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readRunHistory } from '../trainer/history.js';
 
 const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N] [--host user@box[:port]]
@@ -159,6 +159,8 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   // a second poll settles checkpoint completeness (size stable); the history is read below, whole
   let snap = await model.poll();
   if (!snap.exists) throw new CliError(`report: cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
+  const bad = unjudgeable(snap, outDir);
+  if (bad) throw new CliError(`report: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad}`, 2);
   if (snap.ranks.length === 0 && snap.series.loss.total === 0) {
     process.stderr.write(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`);
     return 2;

@@ -8,7 +8,7 @@ import { mainThreadTop } from '../trainer/stackdump.js';
 import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { CliError, orCliError } from './errors.js';
-import { healthExit, judge, readLaunched, unjudgeable } from './judge.js';
+import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 
 const HELP = `usage: nsa-top status [RUN_DIR] [--json] [--full] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
 
@@ -74,7 +74,7 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
     snap = await model.poll();
   }
   const bad = unjudgeable(snap, outDir);
-  if (bad) throw new CliError(bad, 2);
+  if (bad) throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
   const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
   snap = j.run;
   process.stdout.write(json ? JSON.stringify(statusJson(snap, j.ev), null, 2) + '\n' : formatStatus(snap, j.ev));

@@ -21,7 +21,7 @@ import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
 import { CliError, orCliError } from './errors.js';
-import { healthExit, judge, readLaunched, unjudgeable } from './judge.js';
+import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 export { readLaunched, runProcesses } from './judge.js';
@@ -153,8 +153,9 @@ export async function run(argv: string[]): Promise<number> {
     }
     if (a.once) {
       // an unreadable or empty run is bad input for a one-shot look, as for status (exit 2)
-      const bad = unjudgeable(await dirs.model.poll(), dirs.outDir);
-      if (bad) throw new CliError(`watchdog: ${bad}`, 2);
+      const snap = await dirs.model.poll();
+      const bad = unjudgeable(snap, dirs.outDir);
+      if (bad) throw new CliError(`watchdog: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, dirs.outDir))) || bad}`, 2);
     }
     const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
     try {

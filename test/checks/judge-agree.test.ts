@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { after, test } from 'node:test';
@@ -167,4 +167,23 @@ test('an empty or missing dir is bad input for status and watchdog --once: one l
   }
   assert.match(cli(['status', empty]).stderr, /holds no run artifacts/);
   assert.ok(!existsSync(join(empty, '.nsa-top')), 'nothing written into an empty dir');
+});
+
+test('a run dir that lists but cannot be read (mode 444, as an unprivileged user) is exit 2, never "running"', { skip: process.getuid?.() !== 0 || spawnSync('runuser', ['--help']).error !== undefined }, () => {
+  const base = mkdtempSync(join(tmpdir(), 'nsa-judge-perm-'));
+  try {
+    const dir = join(base, 'run');
+    cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
+    chmodSync(base, 0o755);
+    chmodSync(dir, 0o444);
+    for (const args of [['status', dir, '--json'], ['watchdog', dir, '--once', '--no-gpu'], ['report', dir]]) {
+      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000, cwd: '/' });
+      assert.equal(r.status, 2, `${args[0]}: ${r.stdout}${r.stderr}`);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /cannot read run dir .*: its \d+ entries cannot be looked at \(EACCES\)/);
+    }
+  } finally {
+    chmodSync(join(base, 'run'), 0o755);
+    rmSync(base, { recursive: true, force: true });
+  }
 });
