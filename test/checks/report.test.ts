@@ -78,7 +78,7 @@ test('binary: exit codes 0 / 1 / 2, --json and --md', () => {
   const empty = mkdtempSync(join(tmp, 'empty-'));
   const none = report([empty]);
   assert.equal(none.status, 2);
-  assert.match(none.stderr, /nothing to judge/);
+  assert.match(none.stderr, /holds no run artifacts/);
   const missing = report([join(tmp, 'nope')]);
   assert.equal(missing.status, 2);
   assert.equal(report(['--phase', '7']).status, 2);
