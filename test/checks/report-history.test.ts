@@ -93,6 +93,9 @@ test('a 1M-line heartbeat history: a 2001 s stall and a NaN at step 10000, far b
   const snap = JSON.parse(s.stdout);
   assert.equal(snap.backfill.pending, true, 'status did not read the whole 1M-line file before answering');
   assert.equal(snap.step, 500_000);
+  const full = JSON.parse(cli('status', [dir, '--json', '--full']).stdout);
+  assert.equal(full.backfill.pending, false, '--full reads the whole history first');
+  assert.ok(full.series.loss.nonFinite >= 1, 'and then sees the NaN at step 10000 too');
 });
 
 test('a failed checkpoint save anywhere fails phase 3 "checkpoints saved", so does one the real trainer swallowed', () => {
