@@ -131,3 +131,22 @@ test('model dims unknown is not a pass (phase 3); a toy on synthetic data cannot
   assert.equal(real.status, 'fail');
   assert.match(real.evidence, /synthetic data \(train\.log: dataset=synthetic\); a 140k-parameter model/);
 });
+
+test('a run halted by .HALT and resumed is not a crash: the log shows the halt, the restart is named', () => {
+  const dir = join(tmp, 'halt-resume');
+  mkdirSync(dir, { recursive: true });
+  const T0 = 1_790_000_000;
+  const rec = (o: Record<string, unknown>) => JSON.stringify({ iso: 'x', rank: 0, ...o }) + '\n';
+  let hb = rec({ ts: T0, pid: 11, step: 0, msg: 'boot' });
+  for (let s = 1; s <= 30; s++) hb += rec({ ts: T0 + s, pid: 11, step: s, msg: 'progress', loss: 5, toks_per_s: 900 });
+  hb += rec({ ts: T0 + 100, pid: 22, step: 0, msg: 'boot' });
+  for (let s = 1; s <= 20; s++) hb += rec({ ts: T0 + 100 + s, pid: 22, step: s, msg: 'progress', loss: 5, toks_per_s: 900 });
+  writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), hb);
+  // two ranks per launch: each prints its own boot line before anything trains
+  const launch = (extra: string) => '[boot] loading config configs/x.yaml\n[boot] loading config configs/x.yaml\n[ddp] process group ready | backend=gloo world_size=2 timeout_min=15\n[train] dataset=fineweb_edu tokenizer=gpt2\n' + extra;
+  writeFileSync(join(dir, 'train.log'), launch('step 0030 | loss 5.0000\n[train] HALT file detected — stopping gracefully.\n') + launch('[train] resumed from artifacts/x/checkpoint_step20.pt\nstep 0020 | loss 5.0000\n'));
+  const rep = JSON.parse(cli('report', [dir, '--phase', '0', '--json']).stdout);
+  const c = crit(rep, 0, 'no-crash');
+  assert.equal(c.status, 'pass', c.evidence);
+  assert.match(c.evidence, /2 segments, none crashed: segment #0 \(pid 11\) steps 1–30 halted: stopped by \.HALT .*restarted 70 s later as segment #1 \(pid 22\), step count from 1, weights from artifacts\/x\/checkpoint_step20\.pt/);
+});
