@@ -183,7 +183,8 @@ export class HistoryFold {
         s.end = 'crashed';
         // with no log for this process a .HALT cannot be ruled out: an unexplained stop is judged a
         // crash (an acceptance gate passes only what it can show), and says so
-        s.endWhy = `ended at step ${s.lastStep ?? 0}${total !== null ? ` of ${total}` : ''} without finishing, a .HALT or a non-finite loss${lp?.killed ? ` (${lp.killed})` : ''}${lp ? '' : ' (no log covers it: taken as a crash)'}; ${restart}`;
+        // (no "of N": the configured total now may not be the one this process ran with)
+        s.endWhy = `ended at step ${s.lastStep ?? 0} without finishing, a .HALT or a non-finite loss${lp?.killed ? ` (${lp.killed})` : ''}${lp ? '' : ' (no log covers it: taken as a crash)'}; ${restart}`;
         this.add({
           kind: 'crash',
           segment: i,
