@@ -47,10 +47,30 @@ interface PollIo {
   close(fd: number): Maybe<void>;
 }
 
+/**
+ * Artifacts are opened read-only, non-blocking and without taking a controlling terminal: a FIFO
+ * or a device named like an artifact must never block the poll (open(2) of a FIFO for reading
+ * waits for a writer in the kernel, where no signal handler and no `q` can reach it). What is not
+ * a regular file is then reported by name and never read (see notRegular).
+ */
+export const READ_FLAGS = fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY;
+
+/** What a non-regular file is, for the error that names it (null: a regular file). */
+export function notRegular(st: import('node:fs').Stats): string | null {
+  if (st.isFile()) return null;
+  const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : st.isCharacterDevice() ? 'a character device' : st.isBlockDevice() ? 'a block device' : 'not a regular file';
+  return `not a regular file (${what}): not read`;
+}
+
+/** The error thrown for a path that is not a regular file (code ENOTREG, never retried as a read). */
+export function notRegularError(path: string, why: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${path}: ${why}`), { code: 'ENOTREG' });
+}
+
 const SYNC_IO: PollIo = {
   readdir: (d) => fsSync.readdirSync(d),
   stat: (p) => fsSync.statSync(p),
-  open: (p) => fsSync.openSync(p, 'r'),
+  open: (p) => fsSync.openSync(p, READ_FLAGS),
   fstat: (fd) => fsSync.fstatSync(fd),
   read: (fd, b, o, l, p) => fsSync.readSync(fd, b, o, l, p),
   close: (fd) => fsSync.closeSync(fd),
@@ -64,7 +84,7 @@ function cb<T>(f: (done: (e: NodeJS.ErrnoException | null, v: T) => void) => voi
 const ASYNC_IO: PollIo = {
   readdir: (d) => fs.readdir(d),
   stat: (p) => cb((d) => fsSync.stat(p, d)),
-  open: (p) => cb((d) => fsSync.open(p, 'r', d)),
+  open: (p) => cb((d) => fsSync.open(p, READ_FLAGS, d)),
   fstat: (fd) => cb((d) => fsSync.fstat(fd, d)),
   read: (fd, b, o, l, p) => cb((d) => fsSync.read(fd, b, o, l, p, d)),
   close: (fd) => cb<void>((d) => fsSync.close(fd, (e) => d(e, undefined))),
@@ -167,9 +187,12 @@ export class LocalHost implements Host {
   }
 
   async readRange(path: string, start: number, end?: number): Promise<Buffer> {
-    const fh = await fs.open(path, 'r');
+    const fh = await fs.open(path, READ_FLAGS);
     try {
-      const size = (await fh.stat()).size;
+      const st = await fh.stat();
+      const why = notRegular(st);
+      if (why) throw notRegularError(path, why);
+      const size = st.size;
       const stop = Math.min(end ?? size, size);
       if (stop <= start) return Buffer.alloc(0);
       const buf = Buffer.allocUnsafe(stop - start);
@@ -186,7 +209,6 @@ export class LocalHost implements Host {
   }
 
   async readFile(path: string, maxBytes?: number): Promise<Buffer> {
-    if (maxBytes === undefined) return fs.readFile(path);
     return this.readRange(path, 0, maxBytes);
   }
 
@@ -201,7 +223,14 @@ export class LocalHost implements Host {
       return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0), error: `${code ?? 'error'}: ${(e as Error).message}` };
     }
     try {
-      const st = toStat(await io.fstat(fd));
+      const raw = await io.fstat(fd);
+      const st = toStat(raw);
+      const why = notRegular(raw);
+      if (why) {
+        // reported by name with its stat (the run model shows it), never read
+        this.lastIno.delete(req.path);
+        return { path: req.path, stat: st, offset: req.offset, data: Buffer.alloc(0), error: why };
+      }
       let offset = req.offset;
       let reset: ReadResult['reset'];
       const prevIno = this.lastIno.get(req.path);

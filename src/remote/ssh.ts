@@ -172,6 +172,13 @@ function parseFindEntry(rest: string): DirEntry | null {
   return { name: m[5]!, isDir: m[2] === 'd', isFile: m[2] === 'f', size: Number(m[3]), mtimeMs: findTimeMs(m[4]!), ino: Number(m[1]) };
 }
 
+/** find's %y (or the ls fallback's d/f/o) of something that is not a regular file → the error naming it */
+function notRegularType(type: string | undefined): string | undefined {
+  if (type === 'f') return undefined;
+  const what = type === 'd' ? 'a directory' : type === 'p' ? 'a FIFO' : type === 's' ? 'a socket' : type === 'c' ? 'a character device' : type === 'b' ? 'a block device' : type === 'l' || type === 'L' ? 'a dangling or looping link' : 'not a regular file';
+  return `not a regular file (${what}): not read`;
+}
+
 /** Parses the byte stream of the watch loop: lines, raw data after `s` headers, raw blocks up to a terminator (exported for tests). */
 export class FrameParser {
   private buf: Buffer = Buffer.alloc(0);
@@ -756,7 +763,7 @@ export class SshHost implements Host {
   private errorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
     const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
     const e = new Error(`${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`) as NodeJS.ErrnoException;
-    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
+    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
     return e;
   }
 
@@ -791,7 +798,9 @@ export class SshHost implements Host {
 
   async readRange(path: string, start: number, end?: number): Promise<Buffer> {
     if (!Number.isInteger(start) || start < 0) throw new Error(`invalid offset ${start}`);
-    const script = end === undefined ? `[ -e "$1" ] || exit 3; tail -c +"$2" "$1"` : `[ -e "$1" ] || exit 3; tail -c +"$2" "$1" | head -c "$3"`;
+    // only a regular file is read: `tail` of a FIFO would wait for a writer until the timeout
+    const guard = `[ -e "$1" ] || exit 3; [ -f "$1" ] || { echo "not a regular file: not read" >&2; exit 4; }; `;
+    const script = end === undefined ? `${guard}tail -c +"$2" "$1"` : `${guard}tail -c +"$2" "$1" | head -c "$3"`;
     const args = [path, String(start + 1)];
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
     const r = await this.sh(script, args, { maxOutputBytes: 1 << 30, timeoutMs: 120000 });
@@ -1064,14 +1073,14 @@ export class SshHost implements Host {
       if (!o) return;
       this.oneShots.delete(id);
       this.lastIno.set(o.path, ino);
-      o.resolve({ stat, reset, offset: off, data, error: type === 'd' ? 'EISDIR: is a directory' : undefined });
+      o.resolve({ stat, reset, offset: off, data, error: notRegularType(type) });
       return;
     }
     const f = this.followById.get(id);
     if (!f) return;
     f.stat = stat;
     f.ino = ino;
-    f.error = type === 'd' ? 'EISDIR: is a directory' : undefined;
+    f.error = notRegularType(type);
     if (reset) {
       f.chunks = [];
       f.len = 0;
