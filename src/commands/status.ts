@@ -1,5 +1,6 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
+import { jsonSafe, sanitizeText } from '../sanitize.js';
 import { openHost } from '../remote/index.js';
 import type { Host } from '../remote/host.js';
 import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
@@ -56,7 +57,8 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean): Pro
     snap = await model.poll();
   }
   if (!snap.exists) throw new CliError(`cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
-  process.stdout.write(json ? JSON.stringify(snap, null, 2) + '\n' : formatStatus(snap));
+  // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
+  process.stdout.write(json ? jsonSafe(JSON.stringify(snap, null, 2)) + '\n' : sanitizeText(formatStatus(snap)));
   return 0;
 }
 

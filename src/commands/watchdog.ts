@@ -5,6 +5,7 @@
 // overwrites nan_loss with heartbeat_stall); captures stack dumps of every rank at the moment of a
 // stall, before anyone kills the evidence; and exits when the run has ended.
 // Every decision is one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl.
+import { jsonSafe, sanitize } from '../sanitize.js';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
@@ -209,7 +210,7 @@ export class Watchdog {
   /** one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl */
   private async log(event: string, fields: Record<string, unknown>): Promise<void> {
     const ts = this.host.now();
-    const line = JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields });
+    const line = jsonSafe(JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields }));
     process.stdout.write(line + '\n');
     try {
       const d = join(this.outDir, NSA_DIR);
@@ -219,7 +220,7 @@ export class Watchdog {
       }
       await this.host.appendFile(join(d, 'watchdog.jsonl'), line + '\n');
     } catch (e) {
-      process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${(e as Error).message}\n`);
+      process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
     }
   }
 
