@@ -12,8 +12,8 @@ import * as fsSync from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { procTableLocal } from './procs-local.js';
+import { StreamLines } from './streamlines.js';
 import type {
   ConnState,
   DirEntry,
@@ -30,6 +30,30 @@ import type {
 } from './host.js';
 
 const DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024;
+/** a stopped stream that ignores SIGTERM gets SIGKILL this much later */
+export const STREAM_KILL_GRACE_MS = 300;
+
+/** process groups of the commands started here and not yet seen to exit */
+const liveGroups = new Set<number>();
+
+function killGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+// Whatever way nsa-top ends (q, an error, process.exit), no command it started is left behind:
+// every group still running gets SIGKILL synchronously on the way out.
+process.on('exit', () => {
+  for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
+  liveGroups.clear();
+});
 
 function toStat(s: import('node:fs').Stats): FileStat {
   return { size: s.size, mtimeMs: s.mtimeMs, ino: s.ino, isDir: s.isDirectory(), isFile: s.isFile(), mode: s.mode };
@@ -319,6 +343,8 @@ export class LocalHost implements Host {
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true, // own process group, so a timeout kills the whole command
       });
+      const gpid = child.pid;
+      if (gpid) liveGroups.add(gpid);
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       let outLen = 0;
@@ -345,6 +371,7 @@ export class LocalHost implements Host {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        if (gpid) liveGroups.delete(gpid);
         resolve({
           code: spawnError ? 127 : code,
           signal,
@@ -371,20 +398,45 @@ export class LocalHost implements Host {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
-    createInterface({ input: child.stdout }).on('line', (l) => opts.onLine(l));
-    const errLines = createInterface({ input: child.stderr });
-    if (opts.onStderr) errLines.on('line', (l) => opts.onStderr!(l));
+    const pid = child.pid;
+    if (pid) liveGroups.add(pid);
+    // bounded line splitting (a command that never prints a newline costs at most the cap)
+    const out = new StreamLines((l) => opts.onLine(l), (n) => opts.onOverflow?.(n));
+    const err = new StreamLines((l) => opts.onStderr?.(l));
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    let exited = false;
+    let killTimer: NodeJS.Timeout | null = null;
     const done = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
-      child.on('error', () => resolve({ code: 127, signal: null }));
-      child.on('close', (code, signal) => resolve({ code, signal }));
+      child.on('error', () => {
+        exited = true;
+        if (pid) liveGroups.delete(pid);
+        resolve({ code: 127, signal: null });
+      });
+      // 'exit', not 'close': a grandchild holding the pipe open must not keep `done` pending
+      child.on('exit', (code, signal) => {
+        exited = true;
+        if (killTimer) clearTimeout(killTimer);
+        out.end();
+        err.end();
+        resolve({ code, signal });
+        // the group may outlive its leader (a grandchild): make sure nothing of it is left
+        if (pid) {
+          killGroup(pid, 'SIGKILL');
+          liveGroups.delete(pid);
+        }
+        child.stdout.destroy();
+        child.stderr.destroy();
+      });
     });
     return {
       done,
       stop() {
-        try {
-          if (child.pid) process.kill(-child.pid, 'SIGTERM');
-        } catch {
-          /* already gone */
+        if (exited || !pid) return;
+        killGroup(pid, 'SIGTERM');
+        if (!killTimer) {
+          killTimer = setTimeout(() => killGroup(pid, 'SIGKILL'), STREAM_KILL_GRACE_MS);
+          killTimer.unref();
         }
       },
     };

@@ -10,6 +10,7 @@
 //   after the last one received (chunks count only once complete): no byte lost, none twice.
 // - Every argument reaching the remote shell is quoted (quote.ts); exec() learns the remote pid
 //   (`echo $$; exec …`) so a timeout kills the remote command group with `kill`.
+import { StreamLines } from './streamlines.js';
 import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -697,42 +698,33 @@ export class SshHost implements Host {
         opts.onStderr?.(`${(e as Error).message}`);
         return finish(null, null);
       }
-      let partial = '';
       let first = true;
       let code: number | null = null;
       let signal: string | null = null;
-      ch.on('data', (b: Buffer) => {
-        partial += b.toString('utf8');
-        let nl: number;
-        while ((nl = partial.indexOf('\n')) >= 0) {
-          const line = partial.slice(0, nl);
-          partial = partial.slice(nl + 1);
+      // bounded lines: a remote command that never prints a newline costs at most the cap
+      const lines = new StreamLines(
+        (line) => {
           if (first) {
             first = false;
             if (/^\d+$/.test(line)) {
               pid = Number(line);
               if (stopped) this.remoteKill(pid, 'TERM');
-              continue;
+              return;
             }
           }
           opts.onLine(line);
-        }
-      });
-      let errPartial = '';
-      ch.stderr.on('data', (b: Buffer) => {
-        errPartial += b.toString('utf8');
-        let nl: number;
-        while ((nl = errPartial.indexOf('\n')) >= 0) {
-          opts.onStderr?.(errPartial.slice(0, nl));
-          errPartial = errPartial.slice(nl + 1);
-        }
-      });
+        },
+        (n) => opts.onOverflow?.(n),
+      );
+      const errLines = new StreamLines((l) => opts.onStderr?.(l));
+      ch.on('data', (b: Buffer) => lines.push(b));
+      ch.stderr.on('data', (b: Buffer) => errLines.push(b));
       ch.on('exit', (c: number | null, sig?: string) => {
         code = c;
         if (sig) signal = sig.startsWith('SIG') ? sig : `SIG${sig}`;
       });
       ch.on('close', () => {
-        if (partial) opts.onLine(partial);
+        lines.end();
         finish(code, signal);
       });
       ch.end();
@@ -744,6 +736,8 @@ export class SshHost implements Host {
         stopped = true;
         if (pid !== null) this.remoteKill(pid, 'TERM');
         setTimeout(() => {
+          // a remote command that ignores SIGTERM is not left running on the host
+          if (pid !== null && !finished) this.remoteKill(pid, 'KILL');
           try {
             ch?.close();
           } catch {
