@@ -1,6 +1,7 @@
 // Small whole-file artifacts: env.json, metrics.json, gate_collapse_details.json, opt_state_mb.txt,
 // .HALT, .anomaly_type. Read whole (capped), re-read when size/mtime/inode change.
 import { z } from 'zod';
+import { sanitize } from '../../sanitize.js';
 import { parseNumCell } from './num.js';
 import type { ParseResult } from './heartbeat.js';
 
@@ -76,7 +77,7 @@ export function parsePyJson(text: string): ParseResult<unknown> {
     try {
       return { ok: true, value: JSON.parse(text.replace(BARE_NONFINITE, '$1"$2"')) };
     } catch (e) {
-      return { ok: false, error: `not JSON: ${(e as Error).message.slice(0, 80)}` };
+      return { ok: false, error: `not JSON: ${sanitize((e as Error).message).slice(0, 80)}` };
     }
   }
 }
