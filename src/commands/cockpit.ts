@@ -205,4 +205,4 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** how long after the cockpit closes the process may take to end */
-const QUIT_DEADLINE_MS = 700;
+const QUIT_DEADLINE_MS = 300;
