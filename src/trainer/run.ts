@@ -444,6 +444,8 @@ export class RunModel {
       seen.add(e.name);
       if (e.isDir) {
         if (e.name === 'tb') this.hasTbDir = true;
+        // a directory named like an artifact is reported by name, never read
+        else if (classify(e.name).kind !== 'other') this.refused.set(e.name, 'not a regular file (a directory): not read');
         continue;
       }
       const k = classify(e.name);
