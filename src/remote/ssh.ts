@@ -780,13 +780,15 @@ export class SshHost implements Host {
       ? `[ -d "$1" ] || exit 3; find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'`
       : `[ -d "$1" ] || exit 3; ls -lnaiL "$1"`;
     const r = await this.sh(script, [dir], { timeoutMs: 15000 });
-    if (r.code !== 0) throw this.errorFor(dir, r, 'list');
     const now = this.now();
     const out: DirEntry[] = [];
     for (const line of r.stdout.toString('utf8').split('\n')) {
       const e = this.gnuFind ? parseFindEntry(line) : parseLsLine(line, now);
       if (e) out.push(e);
     }
+    // find/ls exit non-zero for one bad entry (a symlink loop, a dangling link) after listing the
+    // rest: the listing stands; only a listing with nothing in it is the directory's own failure
+    if (r.code !== 0 && (r.code === 3 || r.timedOut || out.length === 0)) throw this.errorFor(dir, r, 'list');
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 

@@ -6,14 +6,15 @@
 // too (FUZZ_SSH_DIRS, default 6).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Rng, seedFromEnv, writeRunDir } from './gen.js';
+import { makeSpecial, Rng, seedFromEnv, writeRunDir } from './gen.js';
 
 const BIN = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../fixtures/nsa-vibe/single', import.meta.url));
 const SEED = seedFromEnv();
 const DIRS = Number(process.env.FUZZ_DIRS || 200);
 const SSH_DIRS = Number(process.env.FUZZ_SSH_DIRS || 6);
@@ -129,6 +130,15 @@ test(`over the loopback sshd: ${SSH_DIRS} generated dirs through status/report/w
   const problems: string[] = [];
   const counts: Record<string, number> = {};
   try {
+    // a symlink loop and a FIFO in a real run: named, never the whole dir's failure (once "EIO")
+    const fixture = join(root, 'fixture');
+    cpSync(FIXTURE, fixture, { recursive: true });
+    makeSpecial(fixture, 'val.csv', 'loop');
+    makeSpecial(fixture, 'env.json', 'fifo');
+    const st = await runCli(['status', fixture, ...hostArgs], env);
+    assert.equal(st.code, 0, st.stderr);
+    assert.match(st.stdout, /env\.json: .*not a regular file \(a FIFO\)/);
+    assert.match(st.stdout, /step +40 \/ 40/);
     for (let i = 0; i < SSH_DIRS; i++) {
       const dir = join(root, `r${i}`);
       const made = writeRunDir(r, dir, { maxLines: 40 });
