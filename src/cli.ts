@@ -1,5 +1,6 @@
 // nsa-top command line: parses the first word and hands the rest to one command module.
 // Each module in src/commands exports `run(argv): Promise<number>` (the exit code).
+import { sanitizeText } from './sanitize.js';
 
 type Command = { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> };
 
@@ -81,7 +82,7 @@ export async function main(argv: string[]): Promise<number> {
     return await mod.run(argv);
   } catch (err) {
     const e = err as Error & { exitCode?: number };
-    process.stderr.write(`nsa-top: ${e.message}\n`);
+    process.stderr.write(`nsa-top: ${sanitizeText(e.message)}\n`);
     if (process.env.NSA_TOP_DEBUG) process.stderr.write(`${e.stack}\n`);
     return e.exitCode ?? 1;
   }

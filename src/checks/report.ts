@@ -151,7 +151,7 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const prog = (r0?.events?.['progress'] ?? 0) > 0 || run.lastProgress !== null;
     const status: Status = missing.length === 0 && prog ? 'pass' : ended || step > 0 ? 'fail' : 'pending';
     C(0, 'heartbeats', 'heartbeats from every rank', status,
-      missing.length ? `no heartbeat from rank(s) ${missing.join(',')} of ${world}` : !prog ? 'rank 0 wrote no progress record' : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`);
+      missing.length ? `no heartbeat from rank(s) ${missing.slice(0, 32).join(',')}${missing.length > 32 ? ` … (${missing.length} ranks)` : ''} of ${world}` : !prog ? 'rank 0 wrote no progress record' : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`);
   }
   {
     const first = lossPts[0];

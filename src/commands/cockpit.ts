@@ -196,6 +196,13 @@ export async function run(argv: string[]): Promise<number> {
     });
     return 0;
   } finally {
+    // q quits within a second whatever a child or a mount does: anything still holding the event
+    // loop this long after the cockpit closed (a command ignoring SIGTERM, a hung read) is cut short;
+    // the exit hook of LocalHost SIGKILLs every command group still running
+    setTimeout(() => process.exit(process.exitCode ?? 0), QUIT_DEADLINE_MS).unref();
     await host.close().catch(() => {});
   }
 }
+
+/** how long after the cockpit closes the process may take to end */
+const QUIT_DEADLINE_MS = 300;

@@ -1,6 +1,7 @@
 // `nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json|--md]`: grade a finished or live run against
 // the runbooks' acceptance phases with evidence, using the same rules as the cockpit and the
 // watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
+import { jsonSafe, sanitizeText } from '../sanitize.js';
 import asciichart from 'asciichart';
 import { isAbsolute, join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
@@ -162,7 +163,7 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   const bad = unjudgeable(snap, outDir);
   if (bad) throw new CliError(`report: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad}`, 2);
   if (snap.ranks.length === 0 && snap.series.loss.total === 0) {
-    process.stderr.write(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`);
+    process.stderr.write(sanitizeText(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`));
     return 2;
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
@@ -176,8 +177,8 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   const history = await readRunHistory(host, { heartbeat: r0 ? join(outDir, r0.file) : null, log: logFile, stallS: ev.stallThresholdS, total: snap.totalSteps });
   const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, history, minTps: a.minTps, thresholds: t }, a.phase);
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
-  if (a.format === 'json') process.stdout.write(JSON.stringify({ ...rep, charts }, null, 2) + '\n');
-  else process.stdout.write(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts));
+  if (a.format === 'json') process.stdout.write(jsonSafe(JSON.stringify({ ...rep, charts }, null, 2)) + '\n');
+  else process.stdout.write(sanitizeText(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts)));
   return rep.exitCode;
 }
 

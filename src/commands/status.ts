@@ -1,6 +1,7 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
+import { jsonSafe, sanitizeText } from '../sanitize.js';
 import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local.js';
 import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
@@ -77,7 +78,8 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
   if (bad) throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
   const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
   snap = j.run;
-  process.stdout.write(json ? JSON.stringify(statusJson(snap, j.ev), null, 2) + '\n' : formatStatus(snap, j.ev));
+  // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
+  process.stdout.write(json ? jsonSafe(JSON.stringify(statusJson(snap, j.ev), null, 2)) + '\n' : sanitizeText(formatStatus(snap, j.ev)));
   return healthExit(j.ev);
 }
 

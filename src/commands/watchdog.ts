@@ -7,6 +7,8 @@
 // Every decision is one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl.
 // Observe-only by default: without --halt (and with --once, always) it writes nothing into the run
 // dir outside .nsa-top/ (like nvrx-watch's observe/act split).
+import { jsonSafe, sanitize } from '../sanitize.js';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
@@ -204,7 +206,7 @@ export class Watchdog {
   /** one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl */
   private async log(event: string, fields: Record<string, unknown>): Promise<void> {
     const ts = this.host.now();
-    const line = JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields });
+    const line = jsonSafe(JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields }));
     process.stdout.write(line + '\n');
     try {
       const d = join(this.outDir, NSA_DIR);
@@ -214,7 +216,7 @@ export class Watchdog {
       }
       await this.host.appendFile(join(d, 'watchdog.jsonl'), line + '\n');
     } catch (e) {
-      process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${(e as Error).message}\n`);
+      process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
     }
   }
 

@@ -29,33 +29,71 @@ export function smiValue(raw: string | undefined): number | null {
   return Number.isFinite(n) ? n : null;
 }
 
+/**
+ * The range each value can physically take (generous: the largest GPUs and clocks of today times a
+ * few). A value outside it is a broken driver or a fake nvidia-smi: it is kept null and named in
+ * `invalid`, never shown as 99999 °C or 1e+308 W.
+ */
+export const GPU_RANGES = {
+  memUsedMiB: { lo: 0, hi: 16 * 1024 * 1024, label: 'mem', unit: ' MiB' },
+  memTotalMiB: { lo: 0, hi: 16 * 1024 * 1024, label: 'mem total', unit: ' MiB' },
+  utilPct: { lo: 0, hi: 100, label: 'util', unit: '%' },
+  powerW: { lo: 0, hi: 20000, label: 'power', unit: ' W' },
+  powerLimitW: { lo: 0, hi: 20000, label: 'power limit', unit: ' W' },
+  tempC: { lo: -40, hi: 200, label: 'temp', unit: ' °C' },
+  smClockMHz: { lo: 0, hi: 20000, label: 'sm clock', unit: ' MHz' },
+  memClockMHz: { lo: 0, hi: 50000, label: 'mem clock', unit: ' MHz' },
+} as const;
+
+/** the longest device name / uuid kept (nvidia-smi's are ~40 characters) */
+const MAX_FIELD = 96;
+/** indices beyond this are not a GPU (a node has at most a few dozen) */
+const MAX_GPU_INDEX = 1023;
+
 export function parseGpuLine(line: string): GpuDevice | null {
   const f = line.split(',').map((s) => s.trim());
   if (f.length < GPU_FIELDS.length) return null;
+  if (!/^\d+$/.test(f[0]!)) return null;
   const index = Number(f[0]);
-  if (!Number.isInteger(index) || index < 0) return null;
-  return {
-    index,
-    name: f[1]!,
-    uuid: f[2]!,
-    mig: null,
-    memUsedMiB: smiValue(f[3]),
-    memTotalMiB: smiValue(f[4]),
-    utilPct: smiValue(f[5]),
-    powerW: smiValue(f[6]),
-    powerLimitW: smiValue(f[7]),
-    tempC: smiValue(f[8]),
-    smClockMHz: smiValue(f[9]),
-    memClockMHz: smiValue(f[10]),
+  if (!Number.isInteger(index) || index < 0 || index > MAX_GPU_INDEX) return null;
+  const invalid: string[] = [];
+  const v = (k: keyof typeof GPU_RANGES, raw: string | undefined): number | null => {
+    const n = smiValue(raw);
+    if (n === null) return null;
+    const r = GPU_RANGES[k];
+    if (n < r.lo || n > r.hi) {
+      invalid.push(`${r.label} ${String(raw).trim().slice(0, 24)}${/[a-z%]$/i.test(String(raw).trim()) ? '' : r.unit}`);
+      return null;
+    }
+    return n;
   };
+  const d: GpuDevice = {
+    index,
+    name: f[1]!.slice(0, MAX_FIELD),
+    uuid: f[2]!.slice(0, MAX_FIELD),
+    mig: null,
+    memUsedMiB: v('memUsedMiB', f[3]),
+    memTotalMiB: v('memTotalMiB', f[4]),
+    utilPct: v('utilPct', f[5]),
+    powerW: v('powerW', f[6]),
+    powerLimitW: v('powerLimitW', f[7]),
+    tempC: v('tempC', f[8]),
+    smClockMHz: v('smClockMHz', f[9]),
+    memClockMHz: v('memClockMHz', f[10]),
+  };
+  if (invalid.length) d.invalid = invalid;
+  return d;
 }
 
 export function parseAppLine(line: string): GpuComputeApp | null {
   const f = line.split(',').map((s) => s.trim());
   if (f.length < 3) return null;
+  if (!/^\d+$/.test(f[0]!)) return null;
   const pid = Number(f[0]);
-  if (!Number.isInteger(pid) || pid <= 0) return null;
-  return { pid, gpuUuid: f[1]!, usedMemMiB: smiValue(f[2]) };
+  // pid_max is at most 2^22 on Linux
+  if (!Number.isInteger(pid) || pid <= 0 || pid > 4_194_304) return null;
+  const mem = smiValue(f[2]);
+  return { pid, gpuUuid: f[1]!.slice(0, MAX_FIELD), usedMemMiB: mem !== null && mem >= 0 && mem <= GPU_RANGES.memUsedMiB.hi ? mem : null };
 }
 
 export interface MigListing {
@@ -188,6 +226,8 @@ export class GpuMonitor {
   private restartTimer: NodeJS.Timeout | null = null;
   private restartDelay = 0;
   private firstSample: (() => void) | null = null;
+  /** the last line nvidia-smi printed that is not a sample (garbage is not "not answering") */
+  private garbage: { at: number; sample: string } | null = null;
 
   constructor(
     private readonly host: Host,
@@ -276,7 +316,8 @@ export class GpuMonitor {
     const s = this.host.stream(['nvidia-smi', `--query-gpu=${GPU_FIELDS.join(',')}`, FORMAT, '-lms', String(this.intervalMs)], {
       env: this.opts.env,
       onLine: (l) => this.onGpuLine(l),
-      onStderr: (l) => (this.stderrTail = l),
+      onStderr: (l) => (this.stderrTail = l.slice(0, 200)),
+      onOverflow: (n) => (this.garbage = { at: Date.now(), sample: `a line longer than ${n} bytes` }),
     });
     this.gpuStream = s;
     this.gpuStreamDone = s.done.then((r) => {
@@ -316,6 +357,7 @@ export class GpuMonitor {
     this.appsBlock = [];
     this.appsStream = this.host.stream(['sh', '-c', script], {
       env: this.opts.env,
+      onOverflow: () => (this.appsBlock = []),
       onLine: (l) => {
         if (l === APPS_MARK) {
           this.apps = this.appsBlock;
@@ -332,7 +374,10 @@ export class GpuMonitor {
     const d = parseGpuLine(line);
     if (!d) {
       // nvidia-smi reports trouble on stdout ("NVIDIA-SMI has failed …", "Unable to determine …")
-      if (line.trim()) this.stderrTail = line.trim();
+      if (line.trim()) {
+        this.stderrTail = line.trim().slice(0, 200);
+        this.garbage = { at: Date.now(), sample: line.trim().slice(0, 80) };
+      }
       return;
     }
     if (this.block.length && d.index <= this.block[this.block.length - 1]!.index) this.flushBlock();
@@ -412,6 +457,11 @@ export class GpuMonitor {
     if (this.noTools) return { status: 'no-nvidia-tools', at };
     const cs = this.host.connState();
     if (cs.state === 'reconnecting') return { status: 'not-answering', since: Math.min(cs.since, this.lastGoodAt ?? cs.since), at, lastGood: this.lastGood };
+    // it answers, but with nothing that parses as a sample: say so (it is not silent)
+    const g = this.garbage;
+    if (g && (this.lastGoodAt === null || this.hungSince !== null) && g.at >= (this.lastGoodAt ?? 0) && at - g.at <= this.timeoutMs * 2) {
+      return { status: 'error', message: `unparseable output from nvidia-smi: ${JSON.stringify(g.sample)}`, at };
+    }
     if (this.hungSince !== null) return { status: 'not-answering', since: this.hungSince, at, lastGood: this.lastGood };
     if (this.lastGoodAt === null) {
       if (this.fatal) return { status: 'error', message: this.fatal, at };

@@ -41,7 +41,11 @@ export interface ExecResult {
   durationMs: number;
 }
 
-/** A long-lived command whose stdout arrives line by line (nvidia-smi -lms, remote watch loops). */
+/**
+ * A long-lived command whose stdout arrives line by line (nvidia-smi -lms, remote watch loops).
+ * stop() ends it: SIGTERM to its process group, SIGKILL if it is still there a moment later (a
+ * command that ignores SIGTERM must not outlive the cockpit, nor pile up on restarts).
+ */
 export interface StreamHandle {
   stop(): void;
   readonly done: Promise<{ code: number | null; signal: string | null }>;
@@ -52,6 +56,8 @@ export interface StreamOptions {
   env?: Record<string, string>;
   onLine(line: string): void;
   onStderr?(line: string): void;
+  /** a line longer than the host's cap (64 KiB) was dropped: the command prints garbage */
+  onOverflow?(bytes: number): void;
 }
 
 /** A request to read a file from `offset`, at most `maxBytes` bytes (default: to its end). */

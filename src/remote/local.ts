@@ -12,8 +12,8 @@ import * as fsSync from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { procTableLocal } from './procs-local.js';
+import { StreamLines } from './streamlines.js';
 import type {
   ConnState,
   DirEntry,
@@ -30,6 +30,30 @@ import type {
 } from './host.js';
 
 const DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024;
+/** a stopped stream that ignores SIGTERM gets SIGKILL this much later */
+export const STREAM_KILL_GRACE_MS = 300;
+
+/** process groups of the commands started here and not yet seen to exit */
+const liveGroups = new Set<number>();
+
+function killGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+// Whatever way nsa-top ends (q, an error, process.exit), no command it started is left behind:
+// every group still running gets SIGKILL synchronously on the way out.
+process.on('exit', () => {
+  for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
+  liveGroups.clear();
+});
 
 function toStat(s: import('node:fs').Stats): FileStat {
   return { size: s.size, mtimeMs: s.mtimeMs, ino: s.ino, isDir: s.isDirectory(), isFile: s.isFile(), mode: s.mode };
@@ -47,10 +71,30 @@ interface PollIo {
   close(fd: number): Maybe<void>;
 }
 
+/**
+ * Artifacts are opened read-only, non-blocking and without taking a controlling terminal: a FIFO
+ * or a device named like an artifact must never block the poll (open(2) of a FIFO for reading
+ * waits for a writer in the kernel, where no signal handler and no `q` can reach it). What is not
+ * a regular file is then reported by name and never read (see notRegular).
+ */
+export const READ_FLAGS = fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY;
+
+/** What a non-regular file is, for the error that names it (null: a regular file). */
+export function notRegular(st: import('node:fs').Stats): string | null {
+  if (st.isFile()) return null;
+  const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : st.isCharacterDevice() ? 'a character device' : st.isBlockDevice() ? 'a block device' : 'not a regular file';
+  return `not a regular file (${what}): not read`;
+}
+
+/** The error thrown for a path that is not a regular file (code ENOTREG, never retried as a read). */
+export function notRegularError(path: string, why: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${path}: ${why}`), { code: 'ENOTREG' });
+}
+
 const SYNC_IO: PollIo = {
   readdir: (d) => fsSync.readdirSync(d),
   stat: (p) => fsSync.statSync(p),
-  open: (p) => fsSync.openSync(p, 'r'),
+  open: (p) => fsSync.openSync(p, READ_FLAGS),
   fstat: (fd) => fsSync.fstatSync(fd),
   read: (fd, b, o, l, p) => fsSync.readSync(fd, b, o, l, p),
   close: (fd) => fsSync.closeSync(fd),
@@ -64,7 +108,7 @@ function cb<T>(f: (done: (e: NodeJS.ErrnoException | null, v: T) => void) => voi
 const ASYNC_IO: PollIo = {
   readdir: (d) => fs.readdir(d),
   stat: (p) => cb((d) => fsSync.stat(p, d)),
-  open: (p) => cb((d) => fsSync.open(p, 'r', d)),
+  open: (p) => cb((d) => fsSync.open(p, READ_FLAGS, d)),
   fstat: (fd) => cb((d) => fsSync.fstat(fd, d)),
   read: (fd, b, o, l, p) => cb((d) => fsSync.read(fd, b, o, l, p, d)),
   close: (fd) => cb<void>((d) => fsSync.close(fd, (e) => d(e, undefined))),
@@ -167,9 +211,12 @@ export class LocalHost implements Host {
   }
 
   async readRange(path: string, start: number, end?: number): Promise<Buffer> {
-    const fh = await fs.open(path, 'r');
+    const fh = await fs.open(path, READ_FLAGS);
     try {
-      const size = (await fh.stat()).size;
+      const st = await fh.stat();
+      const why = notRegular(st);
+      if (why) throw notRegularError(path, why);
+      const size = st.size;
       const stop = Math.min(end ?? size, size);
       if (stop <= start) return Buffer.alloc(0);
       const buf = Buffer.allocUnsafe(stop - start);
@@ -186,7 +233,6 @@ export class LocalHost implements Host {
   }
 
   async readFile(path: string, maxBytes?: number): Promise<Buffer> {
-    if (maxBytes === undefined) return fs.readFile(path);
     return this.readRange(path, 0, maxBytes);
   }
 
@@ -201,7 +247,14 @@ export class LocalHost implements Host {
       return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0), error: `${code ?? 'error'}: ${(e as Error).message}` };
     }
     try {
-      const st = toStat(await io.fstat(fd));
+      const raw = await io.fstat(fd);
+      const st = toStat(raw);
+      const why = notRegular(raw);
+      if (why) {
+        // reported by name with its stat (the run model shows it), never read
+        this.lastIno.delete(req.path);
+        return { path: req.path, stat: st, offset: req.offset, data: Buffer.alloc(0), error: why };
+      }
       let offset = req.offset;
       let reset: ReadResult['reset'];
       const prevIno = this.lastIno.get(req.path);
@@ -290,6 +343,8 @@ export class LocalHost implements Host {
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true, // own process group, so a timeout kills the whole command
       });
+      const gpid = child.pid;
+      if (gpid) liveGroups.add(gpid);
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       let outLen = 0;
@@ -316,6 +371,7 @@ export class LocalHost implements Host {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        if (gpid) liveGroups.delete(gpid);
         resolve({
           code: spawnError ? 127 : code,
           signal,
@@ -342,20 +398,45 @@ export class LocalHost implements Host {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
-    createInterface({ input: child.stdout }).on('line', (l) => opts.onLine(l));
-    const errLines = createInterface({ input: child.stderr });
-    if (opts.onStderr) errLines.on('line', (l) => opts.onStderr!(l));
+    const pid = child.pid;
+    if (pid) liveGroups.add(pid);
+    // bounded line splitting (a command that never prints a newline costs at most the cap)
+    const out = new StreamLines((l) => opts.onLine(l), (n) => opts.onOverflow?.(n));
+    const err = new StreamLines((l) => opts.onStderr?.(l));
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    let exited = false;
+    let killTimer: NodeJS.Timeout | null = null;
     const done = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
-      child.on('error', () => resolve({ code: 127, signal: null }));
-      child.on('close', (code, signal) => resolve({ code, signal }));
+      child.on('error', () => {
+        exited = true;
+        if (pid) liveGroups.delete(pid);
+        resolve({ code: 127, signal: null });
+      });
+      // 'exit', not 'close': a grandchild holding the pipe open must not keep `done` pending
+      child.on('exit', (code, signal) => {
+        exited = true;
+        if (killTimer) clearTimeout(killTimer);
+        out.end();
+        err.end();
+        resolve({ code, signal });
+        // the group may outlive its leader (a grandchild): make sure nothing of it is left
+        if (pid) {
+          killGroup(pid, 'SIGKILL');
+          liveGroups.delete(pid);
+        }
+        child.stdout.destroy();
+        child.stderr.destroy();
+      });
     });
     return {
       done,
       stop() {
-        try {
-          if (child.pid) process.kill(-child.pid, 'SIGTERM');
-        } catch {
-          /* already gone */
+        if (exited || !pid) return;
+        killGroup(pid, 'SIGTERM');
+        if (!killTimer) {
+          killTimer = setTimeout(() => killGroup(pid, 'SIGKILL'), STREAM_KILL_GRACE_MS);
+          killTimer.unref();
         }
       },
     };

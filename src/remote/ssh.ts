@@ -10,6 +10,7 @@
 //   after the last one received (chunks count only once complete): no byte lost, none twice.
 // - Every argument reaching the remote shell is quoted (quote.ts); exec() learns the remote pid
 //   (`echo $$; exec …`) so a timeout kills the remote command group with `kill`.
+import { StreamLines } from './streamlines.js';
 import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -170,6 +171,13 @@ function parseFindEntry(rest: string): DirEntry | null {
   const m = /^(\d+) (\S) (\d+) ([\d.]+) (.*)$/.exec(rest);
   if (!m) return null;
   return { name: m[5]!, isDir: m[2] === 'd', isFile: m[2] === 'f', size: Number(m[3]), mtimeMs: findTimeMs(m[4]!), ino: Number(m[1]) };
+}
+
+/** find's %y (or the ls fallback's d/f/o) of something that is not a regular file → the error naming it */
+function notRegularType(type: string | undefined): string | undefined {
+  if (type === 'f') return undefined;
+  const what = type === 'd' ? 'a directory' : type === 'p' ? 'a FIFO' : type === 's' ? 'a socket' : type === 'c' ? 'a character device' : type === 'b' ? 'a block device' : type === 'l' || type === 'L' ? 'a dangling or looping link' : 'not a regular file';
+  return `not a regular file (${what}): not read`;
 }
 
 /** Parses the byte stream of the watch loop: lines, raw data after `s` headers, raw blocks up to a terminator (exported for tests). */
@@ -690,42 +698,33 @@ export class SshHost implements Host {
         opts.onStderr?.(`${(e as Error).message}`);
         return finish(null, null);
       }
-      let partial = '';
       let first = true;
       let code: number | null = null;
       let signal: string | null = null;
-      ch.on('data', (b: Buffer) => {
-        partial += b.toString('utf8');
-        let nl: number;
-        while ((nl = partial.indexOf('\n')) >= 0) {
-          const line = partial.slice(0, nl);
-          partial = partial.slice(nl + 1);
+      // bounded lines: a remote command that never prints a newline costs at most the cap
+      const lines = new StreamLines(
+        (line) => {
           if (first) {
             first = false;
             if (/^\d+$/.test(line)) {
               pid = Number(line);
               if (stopped) this.remoteKill(pid, 'TERM');
-              continue;
+              return;
             }
           }
           opts.onLine(line);
-        }
-      });
-      let errPartial = '';
-      ch.stderr.on('data', (b: Buffer) => {
-        errPartial += b.toString('utf8');
-        let nl: number;
-        while ((nl = errPartial.indexOf('\n')) >= 0) {
-          opts.onStderr?.(errPartial.slice(0, nl));
-          errPartial = errPartial.slice(nl + 1);
-        }
-      });
+        },
+        (n) => opts.onOverflow?.(n),
+      );
+      const errLines = new StreamLines((l) => opts.onStderr?.(l));
+      ch.on('data', (b: Buffer) => lines.push(b));
+      ch.stderr.on('data', (b: Buffer) => errLines.push(b));
       ch.on('exit', (c: number | null, sig?: string) => {
         code = c;
         if (sig) signal = sig.startsWith('SIG') ? sig : `SIG${sig}`;
       });
       ch.on('close', () => {
-        if (partial) opts.onLine(partial);
+        lines.end();
         finish(code, signal);
       });
       ch.end();
@@ -737,6 +736,8 @@ export class SshHost implements Host {
         stopped = true;
         if (pid !== null) this.remoteKill(pid, 'TERM');
         setTimeout(() => {
+          // a remote command that ignores SIGTERM is not left running on the host
+          if (pid !== null && !finished) this.remoteKill(pid, 'KILL');
           try {
             ch?.close();
           } catch {
@@ -756,7 +757,7 @@ export class SshHost implements Host {
   private errorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
     const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
     const e = new Error(`${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`) as NodeJS.ErrnoException;
-    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
+    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
     return e;
   }
 
@@ -779,19 +780,23 @@ export class SshHost implements Host {
       ? `[ -d "$1" ] || exit 3; find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'`
       : `[ -d "$1" ] || exit 3; ls -lnaiL "$1"`;
     const r = await this.sh(script, [dir], { timeoutMs: 15000 });
-    if (r.code !== 0) throw this.errorFor(dir, r, 'list');
     const now = this.now();
     const out: DirEntry[] = [];
     for (const line of r.stdout.toString('utf8').split('\n')) {
       const e = this.gnuFind ? parseFindEntry(line) : parseLsLine(line, now);
       if (e) out.push(e);
     }
+    // find/ls exit non-zero for one bad entry (a symlink loop, a dangling link) after listing the
+    // rest: the listing stands; only a listing with nothing in it is the directory's own failure
+    if (r.code !== 0 && (r.code === 3 || r.timedOut || out.length === 0)) throw this.errorFor(dir, r, 'list');
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   async readRange(path: string, start: number, end?: number): Promise<Buffer> {
     if (!Number.isInteger(start) || start < 0) throw new Error(`invalid offset ${start}`);
-    const script = end === undefined ? `[ -e "$1" ] || exit 3; tail -c +"$2" "$1"` : `[ -e "$1" ] || exit 3; tail -c +"$2" "$1" | head -c "$3"`;
+    // only a regular file is read: `tail` of a FIFO would wait for a writer until the timeout
+    const guard = `[ -e "$1" ] || exit 3; [ -f "$1" ] || { echo "not a regular file: not read" >&2; exit 4; }; `;
+    const script = end === undefined ? `${guard}tail -c +"$2" "$1"` : `${guard}tail -c +"$2" "$1" | head -c "$3"`;
     const args = [path, String(start + 1)];
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
     const r = await this.sh(script, args, { maxOutputBytes: 1 << 30, timeoutMs: 120000 });
@@ -1064,14 +1069,14 @@ export class SshHost implements Host {
       if (!o) return;
       this.oneShots.delete(id);
       this.lastIno.set(o.path, ino);
-      o.resolve({ stat, reset, offset: off, data, error: type === 'd' ? 'EISDIR: is a directory' : undefined });
+      o.resolve({ stat, reset, offset: off, data, error: notRegularType(type) });
       return;
     }
     const f = this.followById.get(id);
     if (!f) return;
     f.stat = stat;
     f.ino = ino;
-    f.error = type === 'd' ? 'EISDIR: is a directory' : undefined;
+    f.error = notRegularType(type);
     if (reset) {
       f.chunks = [];
       f.len = 0;

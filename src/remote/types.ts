@@ -15,6 +15,8 @@ export interface GpuDevice {
   tempC: number | null;
   smClockMHz: number | null;
   memClockMHz: number | null;
+  /** values nvidia-smi printed out of any possible range (e.g. "util 250%"): shown as invalid, kept null above */
+  invalid?: string[];
 }
 
 export interface GpuComputeApp {

@@ -91,7 +91,8 @@ rd() {
     eval "sp_$id=\$cur"
   fi
   printf 's %s %s %s %s %s %s %s %s %s %s\n' "$k" "$id" "$1" "$2" "$3" "$4" "$5" "$rs" "$off" "$len"
-  if [ "$len" -gt 0 ]; then { tail -c +$((off + 1)) "$p"; cat /dev/zero; } | head -c "$len"; fi
+  # [ -f ] again right before reading: a FIFO swapped in since the stat must not block the loop
+  if [ "$len" -gt 0 ]; then { [ -f "$p" ] && tail -c +$((off + 1)) "$p"; cat /dev/zero; } | head -c "$len"; fi
 }
 pf() {
   r=$1; i=$\{r%% *}; r=$\{r#* }; off=$\{r%% *}; r=$\{r#* }; ino=$\{r%% *}; r=$\{r#* }; max=$\{r%% *}; p=$\{r#* }; p=$\{p%|}

@@ -2,6 +2,7 @@
 // list of environment variables that must not be forgotten. Validated with zod; every error names
 // the file, line and column. resolveLaunchPlan() turns a profile plus the machine's GPUs into the
 // exact command, environment and directories the supervisor runs (all written to run.info).
+import { yamlTooDeep } from './readers/config.js';
 import { isAbsolute, join } from 'node:path';
 import { LineCounter, parseDocument, isMap, isScalar, type Document } from 'yaml';
 import { z } from 'zod';
@@ -463,6 +464,7 @@ export async function readConfigOutDir(host: Host, cwd: string, config: string):
   } catch (e) {
     return { outDir: null, error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}` };
   }
+  if (yamlTooDeep(text)) return { outDir: null, error: `${path}: YAML nested too deep: refused` };
   try {
     const doc = parseDocument(text).toJS() as { train?: { out_dir?: unknown } } | null;
     const od = doc?.train?.out_dir;

@@ -17,7 +17,7 @@ import { configCandidates, configNamesOutDir, modelDims, nsaDims, parseTrainerCo
 import { HeartbeatState, parseHeartbeatLine } from './readers/heartbeat.js';
 import { haltReason, parseEnvJson, parseGateCollapse, parseMetricsJson, parseOptState, type EnvJson, type MetricsJson } from './readers/jsonfiles.js';
 import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
-import { classify, pickLog, type FileKind } from './readers/names.js';
+import { classify, MAX_RANKS, pickLog, plausibleWorldSize, type FileKind } from './readers/names.js';
 import { SeriesAcc, type SeriesOptions } from './readers/series.js';
 import { TrainLog } from './readers/trainlog.js';
 import { toStackDump } from './stackdump.js';
@@ -156,6 +156,8 @@ export class RunModel {
   private readonly lineFiles = new Map<string, LineFollow>();
   private readonly tbFiles = new Map<string, TbFollow>();
   private readonly whole = new Map<string, WholeFile>();
+  /** files seen but refused by name (a rank beyond MAX_RANKS), with why */
+  private readonly refused = new Map<string, string>();
   private readonly heartbeats = new Map<string, HeartbeatState>();
   private training: TrainingCsv | null = null;
   private trainingName: string | null = null;
@@ -502,10 +504,13 @@ export class RunModel {
     let anomalySeen = false;
     let gateSeen = false;
     this.hasTbDir = false;
+    this.refused.clear();
     for (const e of p.entries) {
       seen.add(e.name);
       if (e.isDir) {
         if (e.name === 'tb') this.hasTbDir = true;
+        // a directory named like an artifact is reported by name, never read
+        else if (classify(e.name).kind !== 'other') this.refused.set(e.name, 'not a regular file (a directory): not read');
         continue;
       }
       const k = classify(e.name);
@@ -516,7 +521,9 @@ export class RunModel {
         case 'val-csv':
         case 'k-stats':
         case 'fallback-counters':
-          if (!this.lineFiles.has(e.name)) this.startLineFollow(e, k, more, owners);
+          // never a per-rank slot for a rank no run can have
+          if (k.kind === 'heartbeat' && k.rank >= MAX_RANKS) this.refused.set(e.name, `rank ${k.rank} is beyond ${MAX_RANKS} ranks: not read`);
+          else if (!this.lineFiles.has(e.name)) this.startLineFollow(e, k, more, owners);
           break;
         case 'log':
           logs.push(e);
@@ -870,9 +877,14 @@ export class RunModel {
     id.config = typeof envVars.CONFIG === 'string' ? envVars.CONFIG : null;
     id.configFile = this.configSource();
     for (const [k, v] of Object.entries(envVars)) if (k.startsWith('NSA_')) id.flags[k] = String(v);
-    const ws = Number(envVars.WORLD_SIZE);
+    // a claimed world size is believed only up to MAX_RANKS (beyond: a warning on env.json)
+    const ws = plausibleWorldSize(envVars.WORLD_SIZE);
+    const logWs = plausibleWorldSize(log?.worldSize ?? undefined);
     const hbRanks = [...this.heartbeats.values()].filter((h) => h.rank.file.startsWith('heartbeat_rank')).length;
-    id.worldSize = Number.isInteger(ws) && ws > 0 ? ws : (log?.worldSize ?? (hbRanks > 0 ? Math.max(hbRanks, 1 + Math.max(...[...this.heartbeats.values()].map((h) => h.rank.rank))) : null));
+    let maxHbRank = -1;
+    for (const h of this.heartbeats.values()) if (h.rank.rank > maxHbRank) maxHbRank = h.rank.rank;
+    id.worldSize = ws && 'ok' in ws ? ws.ok : logWs && 'ok' in logWs ? logWs.ok : hbRanks > 0 ? Math.max(hbRanks, 1 + maxHbRank) : null;
+    const worldWarn = ws && 'bad' in ws ? ws.bad : null;
     id.dataset = log?.dataset ?? null;
     id.tokenizer = log?.tokenizer ?? cfg?.data?.tokenizer ?? null;
     if (cfg) {
@@ -1028,6 +1040,8 @@ export class RunModel {
     }
     for (const t of this.tbFiles.values()) s.files[t.name] = { ...t.health };
     for (const w of this.whole.values()) s.files[w.name] = { ...w.health };
+    for (const [name, why] of this.refused) s.files[name] = { offset: 0, size: 0, records: 0, parseErrors: 1, lastError: why, resets: 0 };
+    if (worldWarn && s.files['env.json']) s.files['env.json'] = { ...s.files['env.json'], parseErrors: s.files['env.json'].parseErrors + 1, lastError: worldWarn };
     s.backfill = { pending, bytesLeft };
     return s;
   }

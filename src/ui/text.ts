@@ -1,5 +1,6 @@
 // Styled lines: the UI composes the whole screen as rows of segments of known width, so layout
 // invariants (nothing spills, nothing overlaps) hold by construction and are easy to test.
+import { sanitize } from '../sanitize.js';
 import type { Role } from './palette.js';
 
 export interface Seg {
@@ -10,15 +11,11 @@ export interface Seg {
 }
 export type Line = Seg[];
 
-// eslint-disable-next-line no-control-regex
-const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)|\x1b[@-Z\\-_]/g;
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
-
-/** Text from files or processes: escape sequences and control characters removed, tabs expanded. */
-export function clean(s: string): string {
-  return s.replace(ANSI, '').replace(/\t/g, '  ').replace(/\r?\n/g, ' ').replace(CONTROL, '');
-}
+/**
+ * Text from files or processes: escape sequences and control characters removed, tabs expanded
+ * (the one sanitiser, src/sanitize.ts; every segment made with t() goes through it too).
+ */
+export const clean = sanitize;
 
 function cpWidth(cp: number): number {
   if (cp < 0x300) return 1;
@@ -128,7 +125,12 @@ export function plain(line: Line): string {
   return line.map((s) => s.text).join('');
 }
 
-export const t = (text: string, role?: Role, extra?: Omit<Seg, 'text' | 'role'>): Seg => ({ text, role, ...extra });
+/**
+ * A segment. Its text is sanitised here, where data becomes screen text: a panel may hand it a
+ * CONFIG value, a dump frame or a file name as read, and no ESC or control character reaches the
+ * terminal (the cockpit's own styling is added later, by ansi.ts).
+ */
+export const t = (text: string, role?: Role, extra?: Omit<Seg, 'text' | 'role'>): Seg => ({ text: sanitize(text), role, ...extra });
 
 /** Join segment groups with a separator, dropping empty groups. */
 export function join(parts: (Seg[] | null | undefined | false)[], sep = '  '): Line {

@@ -3,6 +3,7 @@
 // the mode, a poll must report the same listing, bytes, truncation and replacement.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,7 +47,7 @@ for (const mode of ['sync', 'async'] as const) {
       p = await h.pollDir(dir, [{ path: join(dir, 'absent.csv'), offset: 0 }, { path: join(dir, 'tb'), offset: 0 }, { path: f, offset: 5 }]);
       assert.equal(p.reads[0]!.stat, null);
       assert.equal(p.reads[0]!.error, undefined, 'a missing file is not an error');
-      assert.match(p.reads[1]!.error ?? '', /EISDIR/, 'an unreadable path is an error on that read only');
+      assert.match(p.reads[1]!.error ?? '', /not a regular file \(a directory\)/, 'a directory is an error on that read only');
       assert.equal(p.reads[2]!.data.toString(), ' content\n');
 
       assert.equal(await h.stat(join(dir, 'absent')), null);
@@ -56,6 +57,23 @@ for (const mode of ['sync', 'async'] as const) {
       const gone = await h.pollDir(join(dir, 'missing'), [{ path: join(dir, 'missing', 'x'), offset: 0 }]);
       assert.equal(gone.entries, null);
       assert.match(gone.error ?? '', /ENOENT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test(`pollDir (${mode} I/O): a FIFO named like an artifact is reported by name, never opened for a blocking read`, { timeout: 60_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), `nsa-fifo-${mode}-`));
+    try {
+      const h = new LocalHost({ pollIo: mode });
+      for (const name of ['training.csv', 'env.json', '.HALT']) execFileSync('mkfifo', [join(dir, name)]);
+      writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), '{"ts":1,"msg":"boot"}\n');
+      // without O_NONBLOCK the open below waits in the kernel for a writer that never comes
+      const p = await h.pollDir(dir, ['training.csv', 'env.json', '.HALT', 'heartbeat_rank0.jsonl'].map((n) => ({ path: join(dir, n), offset: 0 })));
+      for (const r of p.reads.slice(0, 3)) assert.match(r.error ?? '', /not a regular file \(a FIFO\)/, r.path);
+      assert.equal(p.reads[3]!.data.toString(), '{"ts":1,"msg":"boot"}\n');
+      await assert.rejects(h.readFile(join(dir, 'env.json'), 4096), /not a regular file \(a FIFO\)/);
+      await assert.rejects(h.readRange(join(dir, '.HALT'), 0), /not a regular file/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

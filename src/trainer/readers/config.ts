@@ -4,6 +4,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import type { ModelDims, NsaDims, TrainCfg } from '../snapshot.js';
 import type { ParseResult } from './heartbeat.js';
+import { jsonTooDeep, MAX_JSON_DEPTH } from './jsonfiles.js';
 
 const num = z.number().optional().catch(undefined);
 const str = z.string().optional().catch(undefined);
@@ -34,7 +35,34 @@ export const TrainerConfigSchema = z.looseObject({
 });
 export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
 
+/**
+ * true when YAML nests deeper than MAX_JSON_DEPTH, in flow ([ {) or block (`- - -`, indentation)
+ * form. The yaml parser recurses per level: ~2000 levels of `- ` overflow its stack, and building
+ * that error message once took the process down (V8 "RegExpCompiler Allocation failed").
+ */
+export function yamlTooDeep(text: string): boolean {
+  if (jsonTooDeep(text)) return true;
+  for (const line of text.split('\n')) {
+    let depth = 0;
+    let i = 0;
+    for (; i < line.length; i++) {
+      const c = line.charCodeAt(i);
+      if (c === 32 || c === 9) continue;
+      // a block indicator followed by a blank opens one more level on the same line
+      if ((c === 45 || c === 63 || c === 58) && (line.charCodeAt(i + 1) === 32 || line.charCodeAt(i + 1) === 9)) {
+        depth++;
+        continue;
+      }
+      break;
+    }
+    // two columns of indentation per level at least
+    if (depth > MAX_JSON_DEPTH || i > 2 * MAX_JSON_DEPTH + 2 * depth) return true;
+  }
+  return false;
+}
+
 export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
+  if (yamlTooDeep(text)) return { ok: false, error: `YAML nested deeper than ${MAX_JSON_DEPTH} levels: refused` };
   let doc: unknown;
   try {
     // parseDocument never prints warnings (yaml's parse() sends them to process.emitWarning,

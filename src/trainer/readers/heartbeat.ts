@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { GateStats, ProgressRecord, RankHeartbeat, Segment, SelStats } from '../snapshot.js';
 import { finiteOrNull, median, toNum } from './num.js';
+import { jsonTooDeep, TOO_DEEP } from './jsonfiles.js';
 import { SeriesAcc, type SeriesOptions } from './series.js';
 
 export const HeartbeatRecordSchema = z.looseObject({
@@ -38,6 +39,7 @@ const BARE_NONFINITE = /([:,[]\s*)(-?Infinity|NaN)(?=\s*[,\]}])/g;
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; error: string };
 
 export function parseHeartbeatLine(text: string): ParseResult<HeartbeatRecord> {
+  if (jsonTooDeep(text)) return { ok: false, error: TOO_DEEP };
   let obj: unknown;
   try {
     obj = JSON.parse(text);

@@ -1,6 +1,7 @@
 // Small whole-file artifacts: env.json, metrics.json, gate_collapse_details.json, opt_state_mb.txt,
 // .HALT, .anomaly_type. Read whole (capped), re-read when size/mtime/inode change.
 import { z } from 'zod';
+import { sanitize } from '../../sanitize.js';
 import { parseNumCell } from './num.js';
 import type { ParseResult } from './heartbeat.js';
 
@@ -37,15 +38,46 @@ export type MetricsJson = z.infer<typeof MetricsJsonSchema>;
 
 const BARE_NONFINITE = /([:,[]\s*)(-?Infinity|NaN)(?=\s*[,\]}])/g;
 
+/**
+ * How deep a JSON value in a run's files may nest. The trainer writes flat objects (one level of
+ * arrays for gate shares); a deeper value is refused by name before it is parsed, because every
+ * recursive consumer downstream (JSON.stringify of a snapshot, schema checks, the UI) would overflow
+ * the stack on it (a 500,000-deep value once made `status --json` print nothing).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** true when `text` opens more than `max` nested arrays/objects (brackets inside strings excluded) */
+export function jsonTooDeep(text: string, max = MAX_JSON_DEPTH): boolean {
+  // nesting deeper than max needs more than max opening brackets: short lines cannot
+  if (text.length <= max) return false;
+  let depth = 0;
+  let inStr = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inStr) {
+      if (c === 92) i++; // backslash: skip the escaped char
+      else if (c === 34) inStr = false;
+    } else if (c === 34) inStr = true;
+    else if (c === 91 || c === 123) {
+      if (++depth > max) return true;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return false;
+}
+
+/** The parse error of a value nested too deep (named, so status says what was refused). */
+export const TOO_DEEP = `JSON nested deeper than ${MAX_JSON_DEPTH} levels: refused`;
+
 /** JSON.parse that tolerates Python's bare NaN/Infinity (they become strings). */
 export function parsePyJson(text: string): ParseResult<unknown> {
+  if (jsonTooDeep(text)) return { ok: false, error: TOO_DEEP };
   try {
     return { ok: true, value: JSON.parse(text) };
   } catch {
     try {
       return { ok: true, value: JSON.parse(text.replace(BARE_NONFINITE, '$1"$2"')) };
     } catch (e) {
-      return { ok: false, error: `not JSON: ${(e as Error).message.slice(0, 80)}` };
+      return { ok: false, error: `not JSON: ${sanitize((e as Error).message).slice(0, 80)}` };
     }
   }
 }

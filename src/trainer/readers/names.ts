@@ -22,6 +22,22 @@ export type FileKind =
   | { kind: 'other' };
 
 const RE_HB = /^heartbeat_rank(\d+)\.jsonl$/;
+
+/**
+ * The most ranks nsa-top believes a run has. A world size or a rank beyond it (WORLD_SIZE=1000000000
+ * in env.json, a heartbeat_rank999999999.jsonl) is a named parse warning, never an allocation: the
+ * per-rank lists would otherwise be sized by whatever a file claims.
+ */
+export const MAX_RANKS = 65536;
+
+/** A world size or rank count as a file claims it → the number, or null with why when implausible. */
+export function plausibleWorldSize(raw: unknown): { ok: number } | { bad: string } | null {
+  if (raw === undefined || raw === null || raw === '') return null;
+  const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n) || n <= 0) return { bad: `WORLD_SIZE ${JSON.stringify(String(raw).slice(0, 40))} is not a positive integer: ignored` };
+  if (n > MAX_RANKS) return { bad: `WORLD_SIZE ${n} is beyond ${MAX_RANKS} ranks: ignored` };
+  return { ok: n };
+}
 const RE_CKPT = /^checkpoint_(fsdp_)?step(\d+)\.pt$/;
 // stackdump_<epoch>.txt, stackdump_fsdp_<epoch>.txt, watchdog_stackdump[_fsdp]_<epoch>.txt,
 // reference trainer: stackdump_<epoch>_rank<R>_<pid>.txt (any further suffix tolerated)

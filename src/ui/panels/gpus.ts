@@ -26,6 +26,7 @@ function deviceLines(s: CockpitState, g: GpuSample, w: number, stale: boolean): 
     if (d.utilPct != null) l.push(t(` ${String(Math.round(d.utilPct)).padStart(3)}%`, d.utilPct < 10 ? 'warn' : undefined));
     if (d.powerW != null) l.push(t(` ${Math.round(d.powerW)}${d.powerLimitW != null ? `/${Math.round(d.powerLimitW)}` : ''}W`, d.powerLimitW && d.powerW > 0.98 * d.powerLimitW ? 'warn' : undefined));
     if (d.tempC != null) l.push(t(` ${Math.round(d.tempC)}°C`, d.tempC >= 85 ? 'crit' : d.tempC >= 78 ? 'warn' : undefined));
+    if (d.invalid?.length) l.push(t(` invalid: ${d.invalid.join(', ')}`, 'warn'));
     const on = ranksOn(s, d);
     const rankTxt = on.map((r) => `r${r.rank}${r.mem != null ? ` ${mib(r.mem)}` : ''}`).join(' ');
     lines.push(l);

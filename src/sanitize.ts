@@ -1,0 +1,50 @@
+// Text that came from a run dir, a process or a remote host, made safe to print on a terminal.
+// A run dir is input nsa-top does not control: a file name, a CONFIG value, a dump frame or a log
+// line can carry ESC sequences (OSC 2 sets the window title, OSC 52 writes the clipboard, ESC[2J
+// clears the screen) and C0/C1 control characters. Everything printed for a human goes through
+// here; JSON output does not (JSON.stringify escapes control characters itself, so it stays exact).
+//
+// No imports: the commands, the checks' printers and the UI all use it.
+
+// ESC-introduced sequences: CSI (ESC [ … final), OSC / DCS / SOS / PM / APC strings (up to BEL or
+// ST, or to the end when unterminated), and two-character escapes. Their 8-bit C1 forms too
+// (\x9b CSI, \x9d OSC, \x90 DCS, \x98 SOS, \x9e PM, \x9f APC).
+// eslint-disable-next-line no-control-regex
+const SEQ = /(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[ -/]*[0-~]?/g;
+// every remaining C0 control but TAB and LF, DEL, and C1
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// eslint-disable-next-line no-control-regex
+const ANY = /[\x00-\x1f\x7f-\x9f]/;
+
+/** true when `s` holds anything sanitize would change (the cheap test; most text has none) */
+export function hasControl(s: string): boolean {
+  return ANY.test(s);
+}
+
+/**
+ * One line of display text: escape sequences and control characters removed, tabs as two spaces,
+ * line breaks as spaces.
+ */
+export function sanitize(s: string): string {
+  if (!ANY.test(s)) return s;
+  return s.replace(SEQ, '').replace(/\t/g, '  ').replace(/\r?\n|\r/g, ' ').replace(CONTROL, '');
+}
+
+/** Multi-line display text (a command's whole human output): as sanitize, but line breaks kept. */
+export function sanitizeText(s: string): string {
+  if (!ANY.test(s)) return s;
+  return s.replace(SEQ, '').replace(/\r\n/g, '\n').replace(CONTROL, '');
+}
+
+// eslint-disable-next-line no-control-regex
+const JSON_C1 = /[\x7f-\x9f]/g;
+
+/**
+ * JSON text as JSON.stringify wrote it, with DEL and the C1 controls (which stringify leaves raw;
+ * \x9b is CSI to an 8-bit terminal) written as \u escapes: the same JSON value, exactly, and
+ * nothing a terminal acts on.
+ */
+export function jsonSafe(json: string): string {
+  return json.replace(JSON_C1, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+}
