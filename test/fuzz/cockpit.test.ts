@@ -96,16 +96,19 @@ test(`the cockpit in tmux on hostile run dirs: no paste buffer, no title, q quit
     tmux('new-session', '-d', '-s', 'ctl', '-x', '120', '-y', '40', 'sleep 600');
     tmux('set-option', '-g', 'set-clipboard', 'on');
     tmux('set-option', '-g', 'remain-on-exit', 'on');
-    // control: the same bytes printed raw do reach tmux (so the checks below can fail)
+    // control: the same bytes printed raw do reach tmux (so the checks below can fail). It runs on a
+    // server of its own: buffers its pane sets late (under load) can never be blamed on the cockpit.
+    const ctlSock = join(tmp, 'tmux-control.sock');
+    const ctl = (...args: string[]) => spawnSync('tmux', ['-S', ctlSock, '-f', '/dev/null', ...args], { encoding: 'utf8', env: ENV, timeout: 10_000 });
     const raw = join(tmp, 'raw.txt');
     writeFileSync(raw, ESCAPES.join('') + '\n');
-    tmux('new-window', '-t', 'ctl', '-n', 'raw', `cat ${raw}; sleep 600`);
-    await until(() => tmux('list-buffers').stdout.trim() !== '' || /pwned/.test(tmux('display', '-p', '-t', 'ctl:raw', '#{pane_title}').stdout), 'the control pane to set a buffer or title', 10_000).catch(() => {});
-    const controlSeen = tmux('list-buffers').stdout.trim() !== '' || /pwned/.test(tmux('display', '-p', '-t', 'ctl:raw', '#{pane_title}').stdout);
-    for (let i = 0; i < 4; i++) {
-      tmux('delete-buffer');
-    }
-    tmux('kill-window', '-t', 'ctl:raw');
+    ctl('new-session', '-d', '-s', 'raw', '-x', '120', '-y', '40', 'sleep 600');
+    ctl('set-option', '-g', 'set-clipboard', 'on');
+    ctl('new-window', '-t', 'raw', '-n', 'raw', `cat ${raw}; sleep 600`);
+    const controlReached = () => ctl('list-buffers').stdout.trim() !== '' || /pwned/.test(ctl('display', '-p', '-t', 'raw:raw', '#{pane_title}').stdout);
+    await until(controlReached, 'the control pane to set a buffer or title', 10_000).catch(() => {});
+    const controlSeen = controlReached();
+    ctl('kill-server');
     for (let i = 0; i < 3; i++) {
       const dir = join(tmp, `hostile${i}`);
       writeRunDir(r, dir, { maxLines: 40 });
