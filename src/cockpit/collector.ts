@@ -7,6 +7,7 @@ import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses } from '../remote/procs.js';
+import { recordAdoption } from '../trainer/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
@@ -204,6 +205,8 @@ export class Collector {
       // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
       const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find((p) => p.cwd)?.cwd;
       if (cwd) this.model.setTrainerCwd(cwd);
+      // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/adopt)
+      void recordAdoption(this.host, this.outDir!, procs, 'cockpit').catch(() => {});
     } catch (e) {
       errors.push(`process table: ${(e as Error).message}`);
     }

@@ -333,6 +333,8 @@ export interface LaunchPlan {
   stop: Profile['stop'];
   gitCommit: string | null;
   warnings: string[];
+  /** a run nsa-top did not start, relaunched from what was recorded while it ran (src/trainer/adopt.ts) */
+  adopted?: { recordedAt: number; recordedBy: string; launcherPid: number; stdout: string | null };
 }
 
 export interface PlanContext {
