@@ -30,7 +30,8 @@ async function resumeCheckpointOf(host: Host, outDir: string): Promise<ResumeChe
   const { runDir } = await resolveRunDirs(host, outDir);
   const plan = await readLaunchPlan(host, runDir);
   const adopted = plan ? null : await readAdoption(host, outDir);
-  const logs = [join(runDir, 'train.log'), ...(plan?.adopted?.stdout ? [plan.adopted.stdout] : []), ...(adopted?.stdout ? [adopted.stdout] : [])];
+  // oldest first: the hand-launched run's own log, then the supervisor's
+  const logs = [...(plan?.adopted?.stdout ? [plan.adopted.stdout] : []), ...(adopted?.stdout ? [adopted.stdout] : []), join(runDir, 'train.log')];
   const pick = await pickResumeCheckpoint(host, outDir, { logFiles: logs, stableWaitMs: 700 });
   if (!pick.found) return null;
   const f = pick.found;
@@ -40,7 +41,7 @@ async function resumeCheckpointOf(host: Host, outDir: string): Promise<ResumeChe
 function formatResume(r: ResumeCheckpointField | null, adoptNote: string | null): string {
   const out: string[] = [];
   if (r) {
-    out.push(`${'resume'.padEnd(10)}${r.path}  (step ${r.step}${r.segment ? `, segment ${r.segment}` : ''}): ${r.why}`);
+    out.push(`${'resume'.padEnd(10)}${r.path}  (step ${r.step}): ${r.why}`);
     for (const w of r.warnings) out.push(`${''.padEnd(10)}warning: ${w}`);
   }
   if (adoptNote) out.push(`${'adopted'.padEnd(10)}${adoptNote}`);

@@ -5,7 +5,7 @@
 // read — in <out_dir>/.nsa-top/launch.json (nsa-top's own file, never a training artifact). Later
 // `nsa-top relaunch` starts the same command under the supervisor with --resume <newest complete
 // checkpoint> (any earlier --resume replaced), after a preflight of what the record names.
-import { readlink } from 'node:fs/promises';
+import { readFile, readlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { judgePort, listeningPorts, type PreflightLine } from '../checks/preflight.js';
 import type { Host } from '../remote/host.js';
@@ -111,6 +111,14 @@ export async function readAdoption(host: Host, outDir: string): Promise<Adoption
   }
 }
 
+/** /proc/PID/FILE in full (procfs reports size 0, so not through a size-bounded read) */
+async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline'): Promise<string> {
+  if (host.kind === 'local') return (await readFile(`/proc/${pid}/${file}`)).toString('utf8');
+  const r = await host.exec(['cat', `/proc/${pid}/${file}`], { timeoutMs: 10_000 });
+  if (r.code !== 0) throw new Error(r.stderr.trim() || `exit ${r.code}`);
+  return r.stdout;
+}
+
 /** what this process already recorded (the cockpit calls every 5 s: read /proc once per launcher) */
 const seen = new Map<string, string>();
 
@@ -139,8 +147,9 @@ export async function recordAdoption(host: Host, outDir: string, procs: RunProce
   let environ: string;
   let argv: string[];
   try {
-    environ = (await host.readFile(`/proc/${launcher.pid}/environ`, 1 << 20)).toString('utf8');
-    argv = parseCmdline((await host.readFile(`/proc/${launcher.pid}/cmdline`, 1 << 20)).toString('utf8'));
+    environ = await readProcFile(host, launcher.pid, 'environ');
+    argv = parseCmdline(await readProcFile(host, launcher.pid, 'cmdline'));
+    if (argv.length === 0) throw new Error('empty command line');
   } catch (e) {
     seen.set(key, 'unreadable');
     return { record: null, note: `launch not recorded: /proc/${launcher.pid} unreadable (${(e as Error).message})` };

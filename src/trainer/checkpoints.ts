@@ -106,7 +106,7 @@ export async function scanCheckpoints(host: Host, dir: string, opts: CheckpointC
 
 /** One run segment = one trainer process (a heartbeat `boot` record with a new pid). */
 export interface RunSegmentMark {
-  /** 1-based, in boot order */
+  /** 0-based, in boot order: the same numbering as status --json `segments[].index` in the usual case */
   index: number;
   /** ms epoch of the boot record */
   startTs: number;
@@ -120,7 +120,7 @@ export interface ResumeChoice {
   name: string;
   step: number;
   mtimeMs: number;
-  /** the segment that wrote it (1-based), 0 = before the first recorded boot, null = no history */
+  /** the segment that wrote it (0-based, see RunSegmentMark), -1 = before the first recorded boot, null = no history */
   segment: number | null;
   /** one line: why this file */
   why: string;
@@ -167,7 +167,7 @@ export async function readRunSegments(host: Host, outDir: string): Promise<RunSe
         if (j.msg === 'boot' && typeof j.ts === 'number') {
           const pid = typeof j.pid === 'number' ? j.pid : null;
           const cur = segs[segs.length - 1];
-          if (!cur || cur.pid !== pid || pid === null) segs.push({ index: segs.length + 1, startTs: j.ts * 1000, pid, lastStep: null });
+          if (!cur || cur.pid !== pid || pid === null) segs.push({ index: segs.length, startTs: j.ts * 1000, pid, lastStep: null });
           return;
         }
       } catch {
@@ -218,17 +218,17 @@ function hms(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);
 }
 
-/** The segment (1-based) whose time span holds `mtimeMs`; 0 before the first boot; null without history. */
+/** The segment whose time span holds `mtimeMs`; -1 before the first boot; null without history. */
 export function segmentOf(segs: RunSegmentMark[], mtimeMs: number): number | null {
   if (segs.length === 0) return null;
-  let k = 0;
+  let k = -1;
   for (const s of segs) if (s.startTs <= mtimeMs) k = s.index;
   return k;
 }
 
 /** Pure ordering: later segment first, then later mtime, then higher step. */
 export function orderByWritten<T extends { segment: number | null; mtimeMs: number; step: number }>(files: T[]): T[] {
-  return [...files].sort((a, b) => (b.segment ?? 0) - (a.segment ?? 0) || b.mtimeMs - a.mtimeMs || b.step - a.step);
+  return [...files].sort((a, b) => (b.segment ?? -1) - (a.segment ?? -1) || b.mtimeMs - a.mtimeMs || b.step - a.step);
 }
 
 /**
@@ -255,7 +255,9 @@ export async function pickResumeCheckpoint(
     found = { path: c.path, name: c.name, step: c.step, mtimeMs: c.mtimeMs, segment: c.segment, why: '' };
     break;
   }
-  const segText = (k: number | null) => (k === null ? '' : k === 0 ? 'before the first recorded boot' : `by segment ${k} of ${segs.length}${segs[k - 1]?.pid ? ` (pid ${segs[k - 1]!.pid})` : ''}`);
+  const newest = segs.length - 1;
+  const segText = (k: number | null) =>
+    k === null ? '' : k < 0 ? 'before the first recorded boot' : `by segment #${k}${segs[k]?.pid ? ` (pid ${segs[k]!.pid}${k === newest ? ', the newest' : ''})` : k === newest ? ' (the newest)' : ''}`;
   if (found) {
     const f = found;
     const higher = files.filter((c) => c.step > f.step && c.path !== f.path).sort((a, b) => b.step - a.step);
@@ -264,7 +266,7 @@ export async function pickResumeCheckpoint(
       const h = higher[0]!;
       const older = h.segment !== null && f.segment !== null && h.segment < f.segment;
       parts.push(
-        `${h.name} has a higher step but ${older ? `segment ${h.segment} wrote it earlier (${hms(h.mtimeMs)}); the trainer restarts its step count at 1 on --resume` : h.mtimeMs <= f.mtimeMs ? `was written earlier (${hms(h.mtimeMs)})` : 'is not complete'}`,
+        `${h.name} has a higher step but ${older ? `segment #${h.segment} wrote it earlier (${hms(h.mtimeMs)}); the trainer restarts its step count at 1 on --resume` : h.mtimeMs <= f.mtimeMs ? `was written earlier (${hms(h.mtimeMs)})` : 'is not complete'}`,
       );
     }
     if (segs.length === 0) parts.push('no heartbeat history: ordered by mtime');
@@ -276,15 +278,15 @@ export async function pickResumeCheckpoint(
   const last = outcomes[outcomes.length - 1];
   if (found && last) {
     if (last.ok) found.why += `; log: the last start resumed from ${basename(last.text)}`;
-    else if (found.segment !== null && found.segment === segs.length && segs.length > 1)
+    else if (found.segment !== null && found.segment === newest && segs.length > 1)
       warnings.push(`the log says the newest start's resume failed (${last.text}): it trained from scratch, so ${found.name} holds from-scratch weights; an older segment's file may hold more training`);
   }
   // the naming scheme: a segment resumed with --resume counts from 1 again and reuses names
   if (found && segs.length > 1) {
-    const earlier = files.filter((c) => c.segment !== null && c.segment > 0 && c.segment < segs.length).sort((a, b) => a.step - b.step);
+    const earlier = files.filter((c) => c.segment !== null && c.segment >= 0 && c.segment < newest).sort((a, b) => a.step - b.step);
     if (earlier.length)
       warnings.push(
-        `checkpoint names repeat across segments (the trainer restarts at step 1 on --resume): ${earlier.map((c) => c.name).join(', ')} (segment ${[...new Set(earlier.map((c) => c.segment))].join(', ')}) will be overwritten when a later segment reaches ${earlier.length === 1 ? 'that step' : 'those steps'}; copy them away to keep them`,
+        `checkpoint names repeat across segments (the trainer restarts at step 1 on --resume): ${earlier.map((c) => c.name).join(', ')} (segment ${[...new Set(earlier.map((c) => `#${c.segment}`))].join(', ')}) will be overwritten when a later segment reaches ${earlier.length === 1 ? 'that step' : 'those steps'}; copy them away to keep them`,
       );
   }
   return { found, skipped, warnings, segments: segs };

@@ -126,14 +126,14 @@ test('resumed once: the later segment\'s checkpoint_step20.pt beats the earlier 
     { pid: 4202, bootAgo: 200, steps: 25, saveEvery: 20 },
   ]);
   const segs = await readRunSegments(host, dir);
-  assert.deepEqual(segs.map((g) => [g.index, g.pid, g.lastStep]), [[1, 4101, 60], [2, 4202, 25]]);
+  assert.deepEqual(segs.map((g) => [g.index, g.pid, g.lastStep]), [[0, 4101, 60], [1, 4202, 25]]);
   const p = await pickResumeCheckpoint(host, dir, { logFiles: [] });
   assert.equal(p.found?.name, 'checkpoint_step20.pt');
-  assert.equal(p.found?.segment, 2);
-  assert.match(p.found!.why, /by segment 2 of 2 \(pid 4202\)/);
-  assert.match(p.found!.why, /checkpoint_step60\.pt has a higher step but segment 1 wrote it earlier/);
+  assert.equal(p.found?.segment, 1);
+  assert.match(p.found!.why, /by segment #1 \(pid 4202, the newest\)/);
+  assert.match(p.found!.why, /checkpoint_step60\.pt has a higher step but segment #0 wrote it earlier/);
   // segment 2 already replaced segment 1's step-20 file; steps 40 and 60 are next
-  assert.match(p.warnings.join('\n'), /checkpoint_step40\.pt, checkpoint_step60\.pt \(segment 1\) will be overwritten/);
+  assert.match(p.warnings.join('\n'), /checkpoint_step40\.pt, checkpoint_step60\.pt \(segment #0\) will be overwritten/);
   // the older API callers (supervisor restarts, halt-after-checkpoint) get the same file
   assert.equal((await newestCompleteCheckpoint(host, dir))?.path, join(dir, 'checkpoint_step20.pt'));
 });
@@ -147,7 +147,7 @@ test('resumed twice, the newest segment crashed mid-save: the newest COMPLETE we
   const p = await pickResumeCheckpoint(host, dir);
   // step 20 is segment 3's torn file, step 40 is segment 2's, step 60 segment 1's
   assert.equal(p.found?.name, 'checkpoint_step40.pt');
-  assert.equal(p.found?.segment, 2);
+  assert.equal(p.found?.segment, 1);
   assert.match(p.skipped[0]!, /checkpoint_step20\.pt: skipped, zip without its end-of-central-directory/);
 });
 

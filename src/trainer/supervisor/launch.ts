@@ -305,7 +305,7 @@ export async function prepareRelaunch(host: Host, dir: string): Promise<Relaunch
     if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state)) prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
     else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
     const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
-    if (!neverRan) prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: [join(runDir, 'train.log'), ...(plan.adopted?.stdout ? [plan.adopted.stdout] : [])] });
+    if (!neverRan) prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
     return prep;
   }
   const rec = await readAdoption(host, outDir);
@@ -326,7 +326,7 @@ export function describePick(pick: ResumePick | null): string {
   if (!pick) return 'first start (the run had never run)';
   if (!pick.found) return 'no complete checkpoint: from scratch';
   const f = pick.found;
-  return `resuming from ${f.path} (step ${f.step}${f.segment ? `, segment ${f.segment}` : ''}): ${f.why}`;
+  return `resuming from ${f.path} (step ${f.step}): ${f.why}`;
 }
 
 /**

@@ -288,11 +288,11 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       }
       let resumeFrom: string | null = null;
       if (attempt > 0 || opts.resume) {
-        const pick = await pickResumeCheckpoint(host, plan.outDir, { logFiles: [join(runDir, 'train.log'), ...(plan.adopted?.stdout ? [plan.adopted.stdout] : [])] });
+        const pick = await pickResumeCheckpoint(host, plan.outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
         for (const w of pick.skipped) say(`checkpoint ${w}`);
         for (const w of pick.warnings) say(`warning: ${w}`);
         resumeFrom = pick.found?.path ?? null;
-        say(pick.found ? `resuming from ${pick.found.path} (step ${pick.found.step}${pick.found.segment ? `, segment ${pick.found.segment}` : ''}): ${pick.found.why}` : 'no complete checkpoint: starting from scratch');
+        say(pick.found ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}` : 'no complete checkpoint: starting from scratch');
       }
       const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
       save({ state: 'running', resumeFrom, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
