@@ -247,7 +247,7 @@ export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promis
     const port = masterPortOf(rec.launcher.argv, rec.env);
     const texts: string[] = [];
     for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
-      const t = await host.readFile(f, 4 << 20).catch(() => null);
+      const t = await host.readFile(f).catch(() => null); // procfs: size 0, read in full
       if (t) texts.push(t.toString('utf8'));
     }
     out.push(...judgePort(port, texts.length ? listeningPorts(texts.join('\n')) : null, true, texts.length ? null : 'no /proc/net/tcp'));

@@ -21,6 +21,7 @@ import {
   queryGpus,
   readConfigOutDir,
   resolveLaunchPlan,
+  runDirBase,
   trainerCwd,
   trainerRepo,
   type LaunchPlan,
@@ -52,7 +53,7 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
     `command: ${plan.command.map(q).join(' ')}`,
     `config: ${plan.config ?? '(none)'}${plan.configWhy ? `  # ${plan.configWhy}` : ''}`,
     `gpus: ${plan.gpus.count} (max_mem=${plan.gpus.maxMemMiB ?? '?'}MB)${plan.gpus.error ? `  # ${plan.gpus.error}` : plan.gpus.source === 'none' ? '  # no nvidia-smi' : ''}`,
-    `procs: ${plan.procs}`,
+    `procs: ${plan.procs}${plan.masterPort ? ` (torchrun --master_port=${plan.masterPort})` : ''}`,
     `out_dir: ${plan.outDir}`,
     `git_commit: ${plan.gitCommit ?? '(not a git checkout)'}`,
     `restart: max_restarts=${plan.restart.max_restarts} backoff_s=${plan.restart.backoff_s} factor=${plan.restart.backoff_factor} max_s=${plan.restart.backoff_max_s}`,
@@ -142,7 +143,7 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   if (!profile) throw new CliError(`unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`);
   const gpus = await queryGpus(host);
   // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
-  const base = join(trainerCwd(profile, cwd), 'artifacts', 'train_runs');
+  const base = runDirBase(profile, cwd);
   // everything that can be checked before anything is created
   const tcwd = trainerCwd(profile, cwd);
   if (profile.trainer === 'nsa-vibe' && !profile.command) {
