@@ -144,3 +144,14 @@ test('a run nobody recorded: relaunch says to use a profile before asking anythi
   assert.doesNotMatch(r.stderr, /confirm|Type the run name/);
   assert.equal(existsSync(join(out, '.nsa-top', 'supervisor.json')), false);
 });
+
+test('the recorded command: any earlier --resume replaced; torchrun\'s port read the way torchrun reads it; only run-shaping variables kept', async () => {
+  const { withoutResume, masterPortOf, keepEnv } = await import('../../src/trainer/adopt.js');
+  assert.deepEqual(withoutResume(['torchrun', '--nproc_per_node=2', 's.py', '--resume', 'a.pt', '--dataset', 'x', '--resume=b.pt']), ['torchrun', '--nproc_per_node=2', 's.py', '--dataset', 'x']);
+  assert.equal(masterPortOf(['python', '-m', 'torch.distributed.run', '--master_port=29719', 's.py'], {}), 29719);
+  assert.equal(masterPortOf(['torchrun', '--master-port', '29001', 's.py'], {}), 29001);
+  assert.equal(masterPortOf(['torchrun', 's.py'], { PET_MASTER_PORT: '29400' }), 29400);
+  assert.equal(masterPortOf(['torchrun', 's.py'], {}), 29500);
+  const env = keepEnv(['CONFIG=c.yaml', 'NSA_HEARTBEAT_EVERY=1', 'PYTHONPATH=/x:.', 'HF_TOKEN=hf_x', 'WANDB_API_KEY=k', 'NSA_TOP_RUN_DIR=/o', 'HOME=/root', 'NCCL_DEBUG=INFO', 'RANK=0', ''].join('\0'));
+  assert.deepEqual(env, { CONFIG: 'c.yaml', NSA_HEARTBEAT_EVERY: '1', PYTHONPATH: '/x:.', NCCL_DEBUG: 'INFO' });
+});
