@@ -160,6 +160,15 @@ export async function readRunSegments(host: Host, outDir: string): Promise<RunSe
   const segs: RunSegmentMark[] = [];
   let carry = '';
   const end = Math.min(hb.size, SCAN_MAX);
+  // only boot lines are parsed; a segment's last step comes from the last step-bearing line before
+  // the next boot (kept as a string, parsed once per segment)
+  let lastStepLine: string | null = null;
+  const closeSegment = () => {
+    const cur = segs[segs.length - 1];
+    const m = cur && lastStepLine ? /"step":\s*(\d+)/.exec(lastStepLine) : null;
+    if (cur && m && Number(m[1]) > 0) cur.lastStep = Number(m[1]);
+    lastStepLine = null;
+  };
   const onLine = (line: string) => {
     if (line.includes('"boot"')) {
       try {
@@ -167,17 +176,17 @@ export async function readRunSegments(host: Host, outDir: string): Promise<RunSe
         if (j.msg === 'boot' && typeof j.ts === 'number') {
           const pid = typeof j.pid === 'number' ? j.pid : null;
           const cur = segs[segs.length - 1];
-          if (!cur || cur.pid !== pid || pid === null) segs.push({ index: segs.length, startTs: j.ts * 1000, pid, lastStep: null });
+          if (!cur || cur.pid !== pid || pid === null) {
+            closeSegment();
+            segs.push({ index: segs.length, startTs: j.ts * 1000, pid, lastStep: null });
+          }
           return;
         }
       } catch {
         /* a torn line: not a boot */
       }
     }
-    const cur = segs[segs.length - 1];
-    if (!cur) return;
-    const m = /"step":\s*(\d+)/.exec(line);
-    if (m && Number(m[1]) > 0) cur.lastStep = Number(m[1]);
+    if (segs.length && line.includes('"step"') && !/"step":\s*0[,}]/.test(line)) lastStepLine = line;
   };
   for (let off = 0; off < end; off += SCAN_CHUNK) {
     let buf: Buffer;
@@ -193,6 +202,7 @@ export async function readRunSegments(host: Host, outDir: string): Promise<RunSe
     for (const l of lines) onLine(l);
   }
   if (carry) onLine(carry);
+  closeSegment();
   return segs;
 }
 
