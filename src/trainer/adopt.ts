@@ -259,7 +259,7 @@ export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promis
 export function notRecordedAdvice(outDir: string, resumePath: string | null): string {
   return (
     `${outDir} was not started by nsa-top, and nsa-top never saw it running, so its launch command is unknown ` +
-    `(the cockpit, status and watchdog record it while a hand-launched run is alive). Start it with a profile instead: ` +
+    `(the cockpit, status and watchdog record it while a hand-launched run is alive: if it is running now, \`nsa-top status ${outDir}\` records it; halt it, then relaunch). Otherwise start it with a profile: ` +
     `nsa-top launch --profile NAME${resumePath ? ` -- --resume ${resumePath}` : ''} (nsa-top profiles lists them; set CONFIG with config: and torchrun's port with master_port:)`
   );
 }

@@ -5,6 +5,7 @@
 # (a zip ending in its end-of-central-directory record, like torch.save); --resume loads weights
 # only ("[train] resumed from X") and the step count restarts at 1; .HALT stops at the next step
 # with exit 0 and NO checkpoint. Step time: FAKE_STEP_MS (50). No torch: starts in milliseconds.
+# FAKE_CRASH_RESUMED_AT=N: a resumed run exits 3 at step N (a crash for the supervisor to restart).
 import json, os, re, sys, time
 
 args = sys.argv[1:]
@@ -45,6 +46,9 @@ for step in range(1, steps + 1):
         json.dump({"steps": step - 1}, open(os.path.join(out, "metrics.json"), "w"))
         sys.exit(0)
     time.sleep(step_s)
+    if resume and step == int(os.environ.get("FAKE_CRASH_RESUMED_AT", "0")):
+        print(f"[inject] crash at step {step} of a resumed run", flush=True)
+        sys.exit(3)
     print(f"step {step:04d} | loss 5.0000 | lr 3.00e-04 | toks/s 1000", flush=True)
     beat(step, "progress", loss=5.0, toks_per_s=1000.0)
     if save_every and step % save_every == 0:
