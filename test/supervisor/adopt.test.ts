@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../src/remote/local.js';
 import { verifyProcess } from '../../src/remote/procs.js';
 import { readAdoption } from '../../src/trainer/adopt.js';
-import { currentActor } from '../../src/trainer/control.js';
+import { currentActor, readActionLog } from '../../src/trainer/control.js';
 import type { SupervisorState } from '../../src/trainer/control-types.js';
 import { readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { resolveRunDirs } from '../../src/trainer/supervisor/rundirs.js';
@@ -92,6 +92,9 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   assert.equal(rec.env.NSA_FAKE_MARK, 'adopted-env');
   assert.equal(rec.env.API_TOKEN, undefined, 'credentials are never recorded');
   assert.equal(rec.stdout, run.logPath);
+  const adoptLog = await readActionLog(host, run.out);
+  assert.equal(adoptLog.badLines, 0);
+  assert.match(adoptLog.records.find((a) => a.action === 'adopt')?.detail ?? '', /recorded the launch of a run nsa-top did not start: python pid \d+ in /);
   // halted by hand: exit 0, no checkpoint (the real trainer's .HALT)
   writeFileSync(join(run.out, '.HALT'), '');
   assert.equal(await run.exited, 0);
