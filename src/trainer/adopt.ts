@@ -14,7 +14,7 @@ import type { ProcInfo, RunProcesses } from '../remote/types.js';
 import { currentActor, readOnlyMode, recordAction } from './control.js';
 import type { GpuInventory, LaunchPlan } from './profiles.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
-import { writeJsonAtomic } from './supervisor/state.js';
+import { readLaunchPlan, writeJsonAtomic } from './supervisor/state.js';
 
 export const ADOPT_FILE = 'launch.json';
 
@@ -133,7 +133,8 @@ export async function recordAdoption(host: Host, outDir: string, procs: RunProce
   const key = `${host.label}|${outDir}|${launcher.pid}|${launcher.startTime}`;
   if (seen.has(key)) return { record: null, note: null };
   const dirs = await resolveRunDirs(host, outDir);
-  if (dirs.supervised) {
+  // the plan of a supervised run whose launcher dir is its out_dir (reference trainer) has this name
+  if (await readLaunchPlan(host, dirs.outDir)) {
     seen.set(key, 'supervised');
     return { record: null, note: null };
   }
@@ -158,6 +159,12 @@ export async function recordAdoption(host: Host, outDir: string, procs: RunProce
   if (host.kind === 'local') {
     const t = await readlink(`/proc/${launcher.pid}/fd/1`).catch(() => null);
     if (t && t.startsWith('/') && !t.startsWith('/dev/') && !/ \(deleted\)$/.test(t)) stdout = t;
+  }
+  // nsa-top's supervisor started it (every plan sets NSA_TOP_RUN_DIR): not a hand launch. A run
+  // started by hand in an out_dir that an earlier supervised run used is recorded all the same.
+  if (/(^|\0)NSA_TOP_RUN_DIR=/.test(environ)) {
+    seen.set(key, 'started by nsa-top');
+    return { record: null, note: null };
   }
   // the same process before and after the reads: a recycled pid records nothing
   if (!(await verifyProcess(host, launcher).catch(() => false))) return { record: null, note: null };

@@ -158,3 +158,45 @@ test('the recorded command: any earlier --resume replaced; torchrun\'s port read
   const env = keepEnv(['CONFIG=c.yaml', 'NSA_HEARTBEAT_EVERY=1', 'PYTHONPATH=/x:.', 'HF_TOKEN=hf_x', 'WANDB_API_KEY=k', 'NSA_TOP_RUN_DIR=/o', 'HOME=/root', 'NCCL_DEBUG=INFO', 'RANK=0', ''].join('\0'));
   assert.deepEqual(env, { CONFIG: 'c.yaml', NSA_HEARTBEAT_EVERY: '1', PYTHONPATH: '/x:.', NCCL_DEBUG: 'INFO' });
 });
+
+test('a shared out_dir: a run started by hand after a supervised one is relaunched with the hand command, not the old profile\'s', async () => {
+  const { launchRun } = await import('../../src/trainer/supervisor/launch.js');
+  const { prepareRelaunch } = await import('../../src/trainer/supervisor/launch.js');
+  const root = tempDir('adopt-shared');
+  const repo = join(root, 'repo');
+  const out = join(root, 'out');
+  mkdirSync(join(repo, 'configs'), { recursive: true });
+  writeFileSync(join(repo, 'configs', 'run.yaml'), `train: {steps: 12, save_every: 5, out_dir: "${out}"}\n`);
+  writeFileSync(join(repo, 'configs', 'hand.yaml'), `train: {steps: 100000, save_every: 5, out_dir: "${out}"}\n`);
+  const pf = join(root, 'p.yaml');
+  writeFileSync(pf, `profiles:\n  prof:\n    trainer: nsa-vibe\n    repo: ${repo}\n    command: [${JSON.stringify(PY)}, -u, ${JSON.stringify(FAKE)}, --from-profile]\n    config: configs/run.yaml\n    procs: 1\n    env: { FAKE_STEP_MS: 20 }\n`);
+  const r = await launchRun(host, { profile: 'prof', profilesFile: pf, cwd: root });
+  await until('the supervised run to end', async () => {
+    const s = await readSupervisorState(host, r.runDir);
+    return s && s.state === 'exited' && !(await verifyProcess(host, s.supervisor!).catch(() => false));
+  });
+  // by hand, the runbook way, into the same out_dir
+  const fd = openSync(join(root, 'hand.log'), 'a');
+  const child = spawn(PY, ['-u', FAKE, '--by-hand'], { cwd: repo, detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, CONFIG: 'configs/hand.yaml', FAKE_STEP_MS: '30' } });
+  closeSync(fd);
+  const pid = child.pid!;
+  child.unref();
+  cleanup.push(() => {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  });
+  await until('the hand run to boot', () => readFileSync(join(out, 'heartbeat_rank0.jsonl'), 'utf8').includes(`"pid": ${pid}`));
+  const st = cli(['status', out, '--json'], root);
+  assert.equal(st.status, 0, st.stderr);
+  assert.equal((await readAdoption(host, out))?.launcher.pid, pid, 'recorded although the out_dir points at a supervised run');
+  writeFileSync(join(out, '.HALT'), '');
+  await until('the hand run to exit', async () => !(await verifyProcess(host, { pid, startTime: (await readAdoption(host, out))!.launcher.startTime }).catch(() => false)));
+  const prep = await prepareRelaunch(host, out);
+  assert.equal(prep.refusal, null);
+  assert.ok(prep.adopted, 'the hand command is the one to redo');
+  assert.ok(prep.adopted.launcher.argv.includes('--by-hand'));
+  assert.equal(prep.adopted.config, 'configs/hand.yaml');
+});

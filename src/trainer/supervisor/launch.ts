@@ -301,15 +301,17 @@ export async function prepareRelaunch(host: Host, dir: string): Promise<Relaunch
   const { runDir, outDir } = await resolveRunDirs(host, dir);
   const prep: RelaunchPrep = { runDir, outDir, refusal: null, adopted: null, preflight: [], pick: null };
   const plan = await readLaunchPlan(host, runDir);
-  if (plan) {
-    const st = await readSupervisorState(host, runDir);
+  const rec = await readAdoption(host, outDir);
+  const st = plan ? await readSupervisorState(host, runDir) : null;
+  // a run started by hand after the last supervised one (a shared out_dir): its command is the one to redo
+  const handLaunchedSince = !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
+  if (plan && !handLaunchedSince) {
     if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state)) prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
     else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
     const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
     if (!neverRan) prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
     return prep;
   }
-  const rec = await readAdoption(host, outDir);
   prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: rec?.stdout ? [rec.stdout] : [] });
   if (!rec) {
     prep.refusal = notRecordedAdvice(outDir, prep.pick.found?.path ?? null);
