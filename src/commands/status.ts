@@ -19,7 +19,7 @@ import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 export interface ResumeCheckpointField {
   path: string;
   step: number;
-  /** the run segment that wrote it (1-based; 0 = before the first recorded boot; null = no heartbeat history) */
+  /** the run segment that wrote it (numbered like `segments[].index`; -1 = before the first recorded boot; null = no heartbeat history) */
   segment: number | null;
   why: string;
   warnings: string[];

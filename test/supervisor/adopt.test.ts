@@ -79,7 +79,7 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   await until('two checkpoints', () => existsSync(join(run.out, 'checkpoint_step20.pt')));
   // looked at once
   const st = cli(['status', run.out, '--json'], run.root);
-  assert.equal(st.status, 0, st.stderr);
+  assert.ok(st.status === 0 || st.status === 1, st.stderr); // 1: the run's health (exit 2 would be bad input)
   const snap = JSON.parse(st.stdout) as { resumeCheckpoint: { path: string; step: number; segment: number; why: string } | null };
   assert.ok(snap.resumeCheckpoint, 'status names a resume checkpoint');
   assert.equal(snap.resumeCheckpoint.segment, 0);
@@ -190,7 +190,7 @@ test('a shared out_dir: a run started by hand after a supervised one is relaunch
   });
   await until('the hand run to boot', () => readFileSync(join(out, 'heartbeat_rank0.jsonl'), 'utf8').includes(`"pid": ${pid}`));
   const st = cli(['status', out, '--json'], root);
-  assert.equal(st.status, 0, st.stderr);
+  assert.ok(st.status === 0 || st.status === 1, st.stderr); // 1: the run's health (exit 2 would be bad input)
   assert.equal((await readAdoption(host, out))?.launcher.pid, pid, 'recorded although the out_dir points at a supervised run');
   writeFileSync(join(out, '.HALT'), '');
   await until('the hand run to exit', async () => !(await verifyProcess(host, { pid, startTime: (await readAdoption(host, out))!.launcher.startTime }).catch(() => false)));
