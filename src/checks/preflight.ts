@@ -166,7 +166,7 @@ export function judgePort(port: number, listening: Set<number> | null, needed: b
   if (listening === null) return [L('port', 'WARN', `could not tell whether port ${port} is free${error ? ` (${error})` : ''}`, `check with \`ss -ltnp 'sport = :${port}'\``)];
   if (listening.has(port)) {
     return [L('port', needed ? 'FAIL' : 'WARN', `port ${port} (torchrun's rendezvous) is already in use: a previous torchrun may still be alive`,
-      `find it with \`ss -ltnp 'sport = :${port}'\`, stop it, or launch with MASTER_PORT=<free port>`)];
+      `find it with \`ss -ltnp 'sport = :${port}'\`, stop it, or set master_port: <free port> in the profile (preflight --port N checks another)`)];
   }
   return [L('port', 'PASS', `port ${port} is free${needed ? '' : ' (not needed: one process)'}`)];
 }

@@ -3,7 +3,9 @@
 // enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
 import type { Host } from '../remote/host.js';
 import type { ActionRecord } from '../trainer/control-types.js';
+import { withoutResume } from '../trainer/adopt.js';
 import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control.js';
+import { prepareRelaunch } from '../trainer/supervisor/launch.js';
 import type { CockpitState } from './state.js';
 
 export interface RankDumpResult {
@@ -35,6 +37,22 @@ export interface CockpitActions {
   relaunch(opts: { removeStaleHalt: boolean }): Promise<ActionOutcome>;
   /** acknowledge one alert episode: a line in actions.jsonl that every cockpit on the run shows */
   ack(alert: AlertRef): Promise<ActionOutcome>;
+  /** what a relaunch would do, or why it cannot work: asked before the operator types anything */
+  prepareRelaunch?(): Promise<RelaunchInfo>;
+}
+
+/** What `r` would do (src/trainer/supervisor/launch.ts prepareRelaunch), as plain data for the dialog. */
+export interface RelaunchInfo {
+  /** why it cannot work and what to do instead; null = it can */
+  refusal: string | null;
+  /** the checkpoint it resumes from and why; null with fresh=false: no complete checkpoint */
+  resume: { name: string; path: string; step: number; segment: number | null; why: string } | null;
+  /** a run that never ran starts fresh */
+  fresh: boolean;
+  warnings: string[];
+  skipped: string[];
+  /** a run started by hand: the command that will run again (without --resume) */
+  adopted: string | null;
 }
 
 export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';
@@ -105,6 +123,22 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
       const r = await o.relaunch(opts);
       changed();
       return r;
+    },
+    async prepareRelaunch(): Promise<RelaunchInfo> {
+      const none: RelaunchInfo = { refusal: null, resume: null, fresh: false, warnings: [], skipped: [], adopted: null };
+      if (readOnly) return { ...none, refusal: READ_ONLY_WHY };
+      if (!o.relaunch) return { ...none, refusal: 'this cockpit cannot start a supervisor: run `nsa-top relaunch RUN_DIR` on the training box' };
+      if (host.kind !== 'local') return { ...none, refusal: 'relaunch starts the supervisor on the training box: run `nsa-top relaunch RUN_DIR` there' };
+      const p = await prepareRelaunch(host, runDir);
+      const f = p.pick?.found ?? null;
+      return {
+        refusal: p.refusal,
+        resume: f ? { name: f.name, path: f.path, step: f.step, segment: f.segment, why: f.why } : null,
+        fresh: p.pick === null,
+        warnings: p.pick?.warnings ?? [],
+        skipped: p.pick?.skipped ?? [],
+        adopted: p.adopted ? `(cd ${p.adopted.launcher.cwd} && ${withoutResume(p.adopted.launcher.argv).join(' ')})${p.adopted.config ? ` with CONFIG=${p.adopted.config}` : ''}` : null,
+      };
     },
   };
 }

@@ -7,13 +7,14 @@ import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses } from '../remote/procs.js';
+import { recordAdoption } from '../trainer/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
 import type { RunModel } from '../trainer/run.js';
 import { openRunModel } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
-import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
+import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
 import type { CockpitState } from './state.js';
 
 export interface GpuSource {
@@ -204,6 +205,8 @@ export class Collector {
       // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
       const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find((p) => p.cwd)?.cwd;
       if (cwd) this.model.setTrainerCwd(cwd);
+      // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/adopt)
+      void recordAdoption(this.host, this.outDir!, procs, 'cockpit').catch(() => {});
     } catch (e) {
       errors.push(`process table: ${(e as Error).message}`);
     }
@@ -225,7 +228,16 @@ export class Collector {
     if (this.o.readSupervisorState) {
       try {
         // re-read only when supervisor.json changed
-        const st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
+        let st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
+        if (!st && this.launcherDir === this.outDir && (this.host.kind === 'local' || this.ticks % 10 === 0) && (await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json')))) {
+          // a run started by hand and relaunched under a supervisor (src/trainer/adopt) gets a
+          // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
+          const d = await resolveRunDirs(this.host, this.outDir!);
+          if (d.runDir !== this.launcherDir) {
+            this.launcherDir = d.runDir;
+            st = await this.host.stat(join(this.launcherDir, NSA_DIR, 'supervisor.json'));
+          }
+        }
         const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
         if (key !== this.supervisorKey) {
           supervisor = st ? await this.o.readSupervisorState(this.host, this.runDir) : null;

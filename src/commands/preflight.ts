@@ -12,7 +12,7 @@ import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import type { GpuTelemetry } from '../remote/types.js';
-import { loadProfiles, readConfigOutDir, resolveLaunchPlan, trainerCwd, type GpuInventory, type LaunchPlan, type Profile, type ProfilesFile } from '../trainer/profiles.js';
+import { loadProfiles, readConfigOutDir, rendezvousPort, resolveLaunchPlan, runDirBase, trainerCwd, type GpuInventory, type LaunchPlan, type Profile, type ProfilesFile } from '../trainer/profiles.js';
 import { CliError } from './errors.js';
 
 const HELP = `usage: nsa-top preflight [--profile NAME] [--profiles FILE] [--run-dir DIR] [--config FILE]
@@ -21,7 +21,7 @@ const HELP = `usage: nsa-top preflight [--profile NAME] [--profiles FILE] [--run
 Checks a machine before a launch, each line PASS / WARN / FAIL with the fix:
   GPUs visible, memory clear (no foreign compute apps); NVIDIA driver, python + torch + CUDA;
   the config validates (the real trainer's required keys; the toy-config tell); disk space for
-  checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (29500) free;
+  checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (the profile's master_port, else 29500) free;
   the environment the profile's presets set, and risky NSA_* variables in this shell.
 Exit 0: no FAIL; 1: at least one FAIL; 2: bad input (unknown profile, unreadable profiles file).
 `;
@@ -190,7 +190,7 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
     let configOutDir: string | null = null;
     const cfgName = typeof profile.config === 'string' ? profile.config : null;
     if (real && cfgName) configOutDir = (await readConfigOutDir(host, tcwd, cfgName)).outDir;
-    plan = resolveLaunchPlan({ profileName: a.profile!, profile, presets: profiles!.presets, gpus: inventory(gpu), runDir: a.runDir ?? join(cwd, 'artifacts', 'train_runs', `${a.profile}_preflight`), cwd, configOutDir });
+    plan = resolveLaunchPlan({ profileName: a.profile!, profile, presets: profiles!.presets, gpus: inventory(gpu), runDir: a.runDir ?? join(runDirBase(profile, cwd), `${a.profile}_preflight`), cwd, configOutDir });
   }
   // ---- GPUs, driver, python/torch
   lines.push(...judgeGpus(gpu, real, real && plan ? plan.procs : null));
@@ -245,8 +245,10 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   }
   // ---- torchrun's port
   {
-    const port = a.port ?? Number(plan?.env.MASTER_PORT ?? process.env.MASTER_PORT ?? 29500);
-    const texts = await Promise.all(['/proc/net/tcp', '/proc/net/tcp6'].map((p) => readSmall(host, p)));
+    // the port the launch will use: --port, else the profile's master_port (or its env), else torchrun's 29500
+    const port = a.port ?? (plan ? rendezvousPort(plan, process.env) : null) ?? Number(process.env.MASTER_PORT ?? 29500);
+    // procfs reports size 0: read in full, not through a size-bounded read (which sees an empty file)
+    const texts = await Promise.all(['/proc/net/tcp', '/proc/net/tcp6'].map((p) => host.readFile(p).then((b) => b.toString('utf8')).catch(() => null)));
     const known = texts.filter((t): t is string => t !== null);
     const needed = real && (plan?.procs ?? 1) > 1;
     lines.push(...judgePort(port, known.length ? listeningPorts(known.join('\n')) : null, needed, known.length ? null : 'no /proc/net/tcp on this host'));

@@ -1,8 +1,8 @@
 // `nsa-top profiles [--file F] [--check] [--show NAME] [--json]` — list, validate, and show what a
 // profile would run on this machine.
-import { resolve } from 'node:path';
+import { join } from 'node:path';
 import { LocalHost } from '../remote/local.js';
-import { chooseConfig, describeProfile, loadProfiles, ProfileError, queryGpus, readConfigOutDir, resolveLaunchPlan, trainerCwd } from '../trainer/profiles.js';
+import { chooseConfig, describeProfile, loadProfiles, ProfileError, queryGpus, readConfigOutDir, resolveLaunchPlan, runDirBase, trainerCwd } from '../trainer/profiles.js';
 import { runInfoText } from '../trainer/supervisor/launch.js';
 import { CliError } from './errors.js';
 
@@ -65,7 +65,8 @@ export async function run(argv: string[]): Promise<number> {
       if (r.error) process.stderr.write(`warning: ${r.error}\n`);
       configOutDir = r.outDir;
     }
-    const plan = resolveLaunchPlan({ profileName: show, profile: p, presets: loaded.presets, gpus, runDir: resolve('artifacts/train_runs', `${show}_<timestamp>`), cwd: process.cwd(), configOutDir });
+    // the run dir launch creates: artifacts/train_runs/ in the trainer's cwd (the profile's repo:)
+    const plan = resolveLaunchPlan({ profileName: show, profile: p, presets: loaded.presets, gpus, runDir: join(runDirBase(p, process.cwd()), `${show}_<YYYYmmdd-HHMMSS>`), cwd: process.cwd(), configOutDir });
     process.stdout.write(json ? `${JSON.stringify(plan, null, 2)}\n` : runInfoText(plan, new Date()));
     return 0;
   }

@@ -4,15 +4,16 @@ import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local.js';
 import { currentActor } from '../trainer/control.js';
-import { scanCheckpoints } from '../trainer/checkpoints.js';
-import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
-import { relaunch } from '../trainer/supervisor/launch.js';
+import { withoutResume } from '../trainer/adopt.js';
+import { describePick, prepareRelaunch, relaunch } from '../trainer/supervisor/launch.js';
 import { CliError } from './errors.js';
 
 const HELP = `usage: nsa-top relaunch RUN_DIR [--remove-stale-halt] [--yes]
 
-Starts the run again under a new detached supervisor, resuming from the newest COMPLETE checkpoint
-(half-written files are skipped and named). A .HALT left in the out_dir would stop the trainer at
+Starts the run again under a new detached supervisor, resuming from the checkpoint holding the
+newest weights (by the run's segments, then mtime, then step: the real trainer restarts its step
+count at 1 on --resume) that is COMPLETE (half-written files are skipped and named). A run started
+by hand is relaunched with the command nsa-top recorded while it ran (status, cockpit, watchdog). A .HALT left in the out_dir would stop the trainer at
 step 1: it is shown, and removed only with --remove-stale-halt. On a terminal you confirm by typing
 the run's name; scripts pass --yes. Every relaunch is logged in .nsa-top/actions.jsonl.
 `;
@@ -35,7 +36,13 @@ export async function run(argv: string[]): Promise<number> {
   const host = new LocalHost();
   dir = resolve(dir);
   if (!(await host.stat(dir))?.isDir) throw new CliError(`relaunch: ${dir}: no such run directory`);
-  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  // what can and cannot work is said before anything is asked
+  const prep = await prepareRelaunch(host, dir);
+  const { runDir, outDir } = prep;
+  if (prep.refusal) {
+    process.stderr.write(`relaunch refused: ${prep.refusal}\n`);
+    return 3;
+  }
   const haltPath = join(outDir, '.HALT');
   let halt: string | null = null;
   try {
@@ -43,17 +50,20 @@ export async function run(argv: string[]): Promise<number> {
   } catch {
     halt = null;
   }
+  const summary =
+    `relaunch ${runDir}\n` +
+    (prep.adopted ? `  adopted: started by hand; runs again: (cd ${prep.adopted.launcher.cwd} && ${withoutResume(prep.adopted.launcher.argv).join(' ')} --resume …)${prep.adopted.config ? ` with CONFIG=${prep.adopted.config}` : ''}\n` : '') +
+    prep.preflight.filter((l) => l.status !== 'PASS').map((l) => `  preflight ${l.status} ${l.check}: ${l.text}\n`).join('') +
+    `  ${describePick(prep.pick)}\n` +
+    (prep.pick?.skipped ?? []).map((w) => `  skipped ${w}\n`).join('') +
+    (prep.pick?.warnings ?? []).map((w) => `  warning: ${w}\n`).join('');
   // A .HALT without --remove-stale-halt: relaunch() refuses (and logs it) with the way forward.
   const willRun = halt === null || removeStaleHalt;
+  if (yes) process.stderr.write(summary);
   if (willRun && !yes) {
     if (!process.stdin.isTTY) throw new CliError(`relaunch: confirm with --yes when not on a terminal${halt !== null ? ` (${haltPath} "${halt}" would be removed)` : ''}`);
     const name = basename(runDir);
-    const scan = await scanCheckpoints(host, outDir);
-    process.stderr.write(
-      `relaunch ${runDir}\n  resume from ${scan.found ? `${scan.found.path} (step ${scan.found.step})` : 'nothing: no complete checkpoint, training starts from scratch'}\n` +
-        scan.why.map((w) => `  skipped ${w}\n`).join('') +
-        (halt !== null ? `  remove ${haltPath}: "${halt}" — make sure no rank of this run is still stopping\n` : ''),
-    );
+    process.stderr.write(summary + (halt !== null ? `  remove ${haltPath}: "${halt}" — make sure no rank of this run is still stopping\n` : ''));
     const rl = createInterface({ input: process.stdin, output: process.stderr });
     const typed = (await rl.question(`Type the run name (${name}) to relaunch: `)).trim();
     rl.close();
@@ -63,10 +73,10 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const actor = await currentActor(host);
-  const rec = await relaunch(host, runDir, actor, { removeStaleHalt });
+  const rec = await relaunch(host, dir, actor, { removeStaleHalt });
   const out = `relaunch ${rec.result}: ${rec.detail}\n`;
   if (rec.result === 'ok') {
-    process.stdout.write(`${out}  supervisor pid ${String(rec.target.supervisorPid)}; watch: nsa-top attach ${runDir}\n`);
+    process.stdout.write(`${out}  supervisor pid ${String(rec.target.supervisorPid)}; watch: nsa-top attach ${String(rec.target.runDir ?? runDir)}\n`);
     return 0;
   }
   process.stderr.write(out);

@@ -2,6 +2,7 @@
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
 import { jsonSafe, sanitizeText } from '../sanitize.js';
+import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local.js';
 import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
@@ -10,6 +11,43 @@ import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { readAdoption, recordAdoption } from '../trainer/adopt.js';
+import { pickResumeCheckpoint } from '../trainer/checkpoints.js';
+import { readLaunchPlan } from '../trainer/supervisor/state.js';
+import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+
+/** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
+export interface ResumeCheckpointField {
+  path: string;
+  step: number;
+  /** the run segment that wrote it (numbered like `segments[].index`; -1 = before the first recorded boot; null = no heartbeat history) */
+  segment: number | null;
+  why: string;
+  warnings: string[];
+  skipped: string[];
+}
+
+async function resumeCheckpointOf(host: Host, outDir: string): Promise<ResumeCheckpointField | null> {
+  const { runDir } = await resolveRunDirs(host, outDir);
+  const plan = await readLaunchPlan(host, runDir);
+  const adopted = plan ? null : await readAdoption(host, outDir);
+  // oldest first: the hand-launched run's own log, then the supervisor's
+  const logs = [...(plan?.adopted?.stdout ? [plan.adopted.stdout] : []), ...(adopted?.stdout ? [adopted.stdout] : []), join(runDir, 'train.log')];
+  const pick = await pickResumeCheckpoint(host, outDir, { logFiles: logs, stableWaitMs: 700 });
+  if (!pick.found) return null;
+  const f = pick.found;
+  return { path: f.path, step: f.step, segment: f.segment, why: f.why, warnings: pick.warnings, skipped: pick.skipped };
+}
+
+function formatResume(r: ResumeCheckpointField | null, adoptNote: string | null): string {
+  const out: string[] = [];
+  if (r) {
+    out.push(`${'resume'.padEnd(10)}${r.path}  (step ${r.step}): ${r.why}`);
+    for (const w of r.warnings) out.push(`${''.padEnd(10)}warning: ${w}`);
+  }
+  if (adoptNote) out.push(`${'adopted'.padEnd(10)}${adoptNote}`);
+  return out.length ? `${out.join('\n')}\n` : '';
+}
 
 const HELP = `usage: nsa-top status [RUN_DIR] [--json] [--full] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
 
@@ -78,8 +116,15 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
   if (bad) throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
   const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
   snap = j.run;
+  // a live run nsa-top did not start: record its launch, so that it can be relaunched later
+  const adopted = await recordAdoption(host, outDir, j.procs, 'status').catch(() => null);
+  const resumeCheckpoint = await resumeCheckpointOf(host, outDir);
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
-  process.stdout.write(json ? jsonSafe(JSON.stringify(statusJson(snap, j.ev), null, 2)) + '\n' : sanitizeText(formatStatus(snap, j.ev)));
+  process.stdout.write(
+    json
+      ? jsonSafe(JSON.stringify({ ...statusJson(snap, j.ev), resumeCheckpoint }, null, 2)) + '\n'
+      : sanitizeText(formatStatus(snap, j.ev) + formatResume(resumeCheckpoint, adopted?.note ?? null)),
+  );
   return healthExit(j.ev);
 }
 

@@ -23,6 +23,7 @@ import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
 import { CliError, orCliError } from './errors.js';
+import { recordAdoption } from '../trainer/adopt.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
@@ -223,6 +224,8 @@ export class Watchdog {
   private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
     const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
     const j = await judge(this.host, this.outDir, this.model, await this.model.poll(), { checker: this.checker, gpu, launched: this.o.launched });
+    // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/adopt)
+    await recordAdoption(this.host, this.outDir, j.procs, 'watchdog').catch(() => {});
     return { ...j, gpu };
   }
 

@@ -23,7 +23,9 @@ export type ActionKind =
   | 'watchdog-dump'
   | 'py-spy-dump'
   /** an operator acknowledged an alert: target {alert: id, since, severity} names the episode */
-  | 'ack';
+  | 'ack'
+  /** nsa-top recorded the launch of a run it did not start (src/trainer/adopt.ts) */
+  | 'adopt';
 
 /** One line of <run>/.nsa-top/actions.jsonl */
 export interface ActionRecord {

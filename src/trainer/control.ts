@@ -129,6 +129,7 @@ const KINDS = new Set<string>([
   'watchdog-dump',
   'py-spy-dump',
   'ack',
+  'adopt',
 ]);
 const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
 

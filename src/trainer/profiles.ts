@@ -66,6 +66,8 @@ export const ProfileSchema = z
     python: z.string().min(1).default('python'),
     torchrun: z.string().min(1).default('torchrun'),
     script: z.string().min(1).default('scripts/train_showcase.py'),
+    /** torchrun's --master_port (rendezvous) when procs > 1; default torchrun's own (29500) */
+    master_port: z.number().int().min(1).max(65535).optional(),
     /** replaces the program: reference → instead of 'nsa-top train' (any trainer with its flags);
      *  nsa-vibe → instead of 'python -u SCRIPT' for a single process */
     command: z.array(z.string().min(1)).min(1).optional(),
@@ -104,12 +106,17 @@ export const ProfileSchema = z
         ctx.addIssue({ code: 'custom', path: ['save_every'], message: 'the real trainer has no --save-every flag: set train.save_every in its config' });
       if (p.log_every !== undefined)
         ctx.addIssue({ code: 'custom', path: ['log_every'], message: 'the real trainer has no --log-every flag: set train.log_every in its config' });
+      if (p.master_port !== undefined) {
+        for (const k of ['MASTER_PORT', 'PET_MASTER_PORT'])
+          if (k in p.env) ctx.addIssue({ code: 'custom', path: ['env', k], message: `the port is set twice: use master_port: only (${k} in env would fight torchrun's --master_port)` });
+      }
       const r = flag(['--resume', '--resume-from']);
       if (r >= 0) ctx.addIssue({ code: 'custom', path: ['args', r], message: 'resume is the supervisor\'s job (newest complete checkpoint on restart); drop --resume' });
     } else {
       const i = flag(['--out', '--ranks', '--resume']);
       if (i >= 0) ctx.addIssue({ code: 'custom', path: ['args', i], message: `${p.args[i]} is set by the supervisor (out_dir, procs, resume): remove it` });
       if (p.repo !== undefined) ctx.addIssue({ code: 'custom', path: ['repo'], message: 'the reference trainer is part of nsa-top: `repo:` does not apply' });
+      if (p.master_port !== undefined) ctx.addIssue({ code: 'custom', path: ['master_port'], message: 'the reference trainer has no torchrun rendezvous: master_port does not apply' });
     }
   });
 
@@ -328,12 +335,16 @@ export interface LaunchPlan {
   config: string | null;
   configWhy: string | null;
   procs: number;
+  /** torchrun's --master_port when the profile sets one (procs > 1) */
+  masterPort?: number | null;
   gpus: GpuInventory;
   smoke: (PhasePlan & { timeoutS: number; required: boolean }) | null;
   restart: Profile['restart'];
   stop: Profile['stop'];
   gitCommit: string | null;
   warnings: string[];
+  /** a run nsa-top did not start, relaunched from what was recorded while it ran (src/trainer/adopt.ts) */
+  adopted?: { recordedAt: number; recordedBy: string; launcherPid: number; stdout: string | null };
 }
 
 export interface PlanContext {
@@ -416,7 +427,11 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     env.NSA_TOP_RUN_DIR = outDir;
     env.PYTHONUNBUFFERED ??= '1';
     const script = p.script;
-    command = procs > 1 ? [p.torchrun, `--nproc_per_node=${procs}`, script] : [...(p.command ?? [p.python, '-u', script])];
+    command =
+      procs > 1
+        ? [p.torchrun, ...(p.master_port !== undefined ? [`--master_port=${p.master_port}`] : []), `--nproc_per_node=${procs}`, script]
+        : [...(p.command ?? [p.python, '-u', script])];
+    if (p.master_port !== undefined && procs === 1) warnings.push(`master_port ${p.master_port} unused: one process, no torchrun`);
     if (steps !== undefined) command.push('--steps', String(steps));
     command.push(...p.args, ...extra);
     // under torchrun, WORLD_SIZE makes the trainer's default --ddp -1 choose DDP (contract §3.8)
@@ -446,6 +461,7 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     config,
     configWhy,
     procs,
+    masterPort: p.trainer === 'nsa-vibe' && procs > 1 ? (p.master_port ?? null) : null,
     gpus: ctx.gpus,
     smoke,
     restart: p.restart,
@@ -453,6 +469,18 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     gitCommit: null,
     warnings,
   };
+}
+
+/** The TCP port torchrun's rendezvous will listen on for this plan (null: one process, no torchrun). */
+export function rendezvousPort(plan: Pick<LaunchPlan, 'trainer' | 'procs' | 'env' | 'masterPort'>, shellEnv: Record<string, string | undefined> = {}): number | null {
+  if (plan.trainer !== 'nsa-vibe' || plan.procs <= 1) return null;
+  const n = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : null);
+  return plan.masterPort ?? n(plan.env.MASTER_PORT) ?? n(plan.env.PET_MASTER_PORT) ?? n(shellEnv.MASTER_PORT) ?? n(shellEnv.PET_MASTER_PORT) ?? 29500;
+}
+
+/** Where `nsa-top launch --profile` creates its run dirs: artifacts/train_runs/ in the trainer's cwd. */
+export function runDirBase(p: Profile, launchCwd: string): string {
+  return join(trainerCwd(p, launchCwd), 'artifacts', 'train_runs');
 }
 
 /** train.out_dir of a real-trainer config (relative to the trainer's cwd), or null with the reason. */

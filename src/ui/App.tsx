@@ -206,7 +206,7 @@ export function App(p: AppProps) {
           if (key.return || input === 'q') setDialogNow(null);
           return;
         }
-        if (d.stage === 'running') return;
+        if (d.stage === 'running' || d.stage === 'checking') return;
         const field = d.stage === 'confirm' ? 'input' : 'haltInput';
         if (key.backspace || key.delete) {
           setDialogNow({ ...d, [field]: d[field].slice(0, -1), error: null });
@@ -308,9 +308,24 @@ export function App(p: AppProps) {
       case 'halt':
         setDialog({ kind: 'halt-choose', startedAt: Date.now() });
         return;
-      case 'relaunch':
-        setDialog({ kind: 'relaunch', stage: 'confirm', input: '', haltInput: '', removeHalt: false, result: null, error: null });
+      case 'relaunch': {
+        const prep = p.actions.prepareRelaunch;
+        if (!prep) {
+          setDialog({ kind: 'relaunch', stage: 'confirm', input: '', haltInput: '', removeHalt: false, result: null, error: null });
+          return;
+        }
+        // what a relaunch would do — or why it cannot work — is said before anything is asked
+        setDialogNow({ kind: 'relaunch', stage: 'checking', input: '', haltInput: '', removeHalt: false, result: null, error: null, info: null });
+        prep.call(p.actions).then(
+          (info) => {
+            if (dialogRef.current?.kind !== 'relaunch' || dialogRef.current.stage !== 'checking') return;
+            if (info.refusal) setDialogNow({ kind: 'refused', what: 'relaunch', why: info.refusal });
+            else setDialogNow({ ...dialogRef.current, stage: 'confirm', info });
+          },
+          (e: Error) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', error: e.message } : d)),
+        );
         return;
+      }
       case 'focus-next':
       case 'focus-prev': {
         if (visible.length === 0) return;

@@ -1,7 +1,7 @@
 // Dialogs: what an action needs from the operator (a choice, a typed confirmation) and what it did
 // (progress, per-rank results). The App owns the dialog value; this file only draws it.
 import type { CockpitState } from '../cockpit/state.js';
-import type { ActionOutcome, DumpOutcome } from '../cockpit/actions.js';
+import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
 import { dur } from './format.js';
 import { KEYMAP } from './keymap.js';
 import type { Role } from './palette.js';
@@ -23,7 +23,17 @@ export type Dialog =
       /** SIGKILL needs a second key press */
       killArmed: boolean;
     }
-  | { kind: 'relaunch'; stage: 'confirm' | 'halt-confirm' | 'running' | 'done'; input: string; haltInput: string; removeHalt: boolean; result: ActionOutcome | null; error: string | null };
+  | {
+      kind: 'relaunch';
+      /** checking: asking what a relaunch would do, before anything is typed */
+      stage: 'checking' | 'confirm' | 'halt-confirm' | 'running' | 'done';
+      input: string;
+      haltInput: string;
+      removeHalt: boolean;
+      result: ActionOutcome | null;
+      error: string | null;
+      info?: RelaunchInfo | null;
+    };
 
 /** Seconds after a halt request before escalation is offered. */
 export const ESCALATE_AFTER_S = 20;
@@ -46,7 +56,7 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       return { title: 'Keys', role: 'info', lines };
     }
     case 'refused':
-      return { title: `${d.what}: refused`, role: 'warn', lines: [[t(d.why, 'warn')], [], [t('esc closes', 'dim')]] };
+      return { title: `${d.what}: refused`, role: 'warn', lines: [...wrap(clean(d.why), W - 4).map((l): Line => [t(l, 'warn')]), [], [t('esc closes', 'dim')]] };
     case 'dump': {
       const lines: Line[] = d.progress.slice(-6).map((p) => [t(clean(p), 'dim')]);
       if (d.error) lines.push([t(`failed: ${clean(d.error)}`, 'crit')]);
@@ -103,9 +113,20 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
     case 'relaunch': {
       const name = s.run.identity.name;
       const lines: Line[] = [];
+      if (d.stage === 'checking') lines.push([t('checking what a relaunch would do…', 'dim')]);
       if (d.stage === 'confirm' || d.stage === 'halt-confirm') {
-        const ck = s.run.checkpoints.filter((c) => c.complete).sort((a, b) => b.step - a.step)[0];
-        lines.push([t(ck ? `resumes from ${ck.name} (step ${ck.step})` : 'no complete checkpoint: starts from step 0', ck ? 'info' : 'warn')]);
+        const info = d.info;
+        if (info) {
+          // which file and why come from the trainer layer (newest weights, not the highest step)
+          if (info.adopted) lines.push(...wrap(clean(`started by hand; runs again under the supervisor: ${info.adopted}`), W - 4).map((l) => [t(l, 'info')]));
+          const head = info.fresh ? 'first start: the run never ran' : info.resume ? `resumes from ${info.resume.name} (step ${info.resume.step})` : 'no complete checkpoint: starts from step 0';
+          lines.push([t(head, info.resume || info.fresh ? 'info' : 'warn', { bold: true })]);
+          if (info.resume) lines.push(...wrap(clean(info.resume.why), W - 6).map((l) => [t(`  ${l}`, 'dim')]));
+          for (const w of [...info.skipped.map((x) => `skipped ${x}`), ...info.warnings]) lines.push(...wrap(clean(w), W - 4).map((l) => [t(l, 'warn')]));
+        } else {
+          const ck = s.run.checkpoints.filter((c) => c.complete).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
+          lines.push([t(ck ? `resumes from the newest complete checkpoint (${ck.name} here)` : 'no complete checkpoint: starts from step 0', ck ? 'info' : 'warn')]);
+        }
         if (s.runState === 'RUNNING' || s.runState === 'STALLED' || s.runState === 'STARTING') lines.push([t(`the run is ${s.runState}: relaunch stops nothing — halt it first`, 'crit')]);
         const halt = s.run.control.halt;
         if (halt.present) lines.push([t(`a .HALT is present${halt.content ? ` ("${clean(halt.content).trim().slice(0, 40)}")` : ''}: it would stop the new run at step 1`, 'warn')]);

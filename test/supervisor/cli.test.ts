@@ -85,7 +85,7 @@ test('relaunch asks to type the run name on a terminal, --yes otherwise; a wrong
   const wrong = await inPty(['relaunch', r.runDir, '--remove-stale-halt'], 'nope');
   assert.equal(wrong.code, 3);
   assert.match(wrong.text, /halt: heartbeat_stall/, 'the .HALT content is shown before asking');
-  assert.match(wrong.text, /resume from .*checkpoint_step10\.pt \(step 10\)/);
+  assert.match(wrong.text, /resuming from .*checkpoint_step10\.pt \(step 10\): newest complete weights/);
   assert.match(wrong.text, /not confirmed/);
   assert.ok(existsSync(join(r.runDir, '.HALT')));
 

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { LocalHost } from '../../src/remote/local.js';
 import {
   builtinProfiles,
+  formatIssue,
   loadProfiles,
   memoryClass,
   parseProfilesText,
@@ -172,4 +174,57 @@ test('GPU inventory from nvidia-smi (a recorded answer on PATH); missing nvidia-
   } finally {
     process.env.PATH = oldPath;
   }
+});
+
+// ---- torchrun's master port, and the run dir --show prints
+
+function realProfileFile(dir: string, body: string): string {
+  mkdirSync(join(dir, 'repo', 'configs'), { recursive: true });
+  writeFileSync(join(dir, 'repo', 'configs', 'c.yaml'), 'train: {steps: 10, save_every: 5, out_dir: artifacts/c}\n');
+  writeFileSync(join(dir, 'repo', 'train.py'), '');
+  const f = join(dir, 'p.yaml');
+  writeFileSync(f, `profiles:\n  two:\n    trainer: nsa-vibe\n    repo: ${join(dir, 'repo')}\n    python: /usr/bin/python3\n    script: train.py\n    config: configs/c.yaml\n    procs: 2\n${body}`);
+  return f;
+}
+
+const formatIssues = (issues: Parameters<typeof formatIssue>[0][]) => issues.map(formatIssue).join('\n');
+const nsaTop = (args: string[], cwd: string) => spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { cwd, encoding: 'utf8', timeout: 120_000 });
+
+test('master_port: torchrun gets --master_port; a second way to set the port is refused; not for one process or the reference trainer', async () => {
+  const dir = tempDir('prof-port');
+  const f = await loadProfiles(host, realProfileFile(dir, '    master_port: 29612\n'));
+  const p = resolveLaunchPlan({ profileName: 'two', profile: f.profiles.two!, presets: f.presets, gpus: gpus(0, null), runDir: '/runs/x', cwd: dir, configOutDir: 'artifacts/c' });
+  assert.deepEqual(p.command.slice(0, 4), ['torchrun', '--master_port=29612', '--nproc_per_node=2', 'train.py']);
+  assert.equal(p.masterPort, 29612);
+  const twice = parseProfilesText('profiles:\n  x:\n    trainer: nsa-vibe\n    config: c.yaml\n    master_port: 29612\n    env: { PET_MASTER_PORT: 29613 }\n', 'x.yaml');
+  assert.equal(twice.ok, false);
+  assert.match(!twice.ok ? formatIssues(twice.issues) : '', /x\.yaml:6:\d+: profiles\.x\.env\.PET_MASTER_PORT: the port is set twice: use master_port: only/);
+  const ref = parseProfilesText('profiles:\n  r:\n    trainer: reference\n    master_port: 29612\n', 'r.yaml');
+  assert.match(!ref.ok ? formatIssues(ref.issues) : '', /r\.yaml:4:\d+: profiles\.r\.master_port: .*no torchrun rendezvous/);
+});
+
+test('preflight checks the port the profile gives torchrun, not 29500', async () => {
+  const dir = tempDir('prof-preflight');
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const busy = (srv.address() as AddressInfo).port;
+  try {
+    const f = realProfileFile(dir, `    master_port: ${busy}\n`);
+    const r = nsaTop(['preflight', '--profile', 'two', '--profiles', f, '--json'], dir);
+    const j = JSON.parse(r.stdout) as { lines: { check: string; status: string; text: string }[] };
+    const port = j.lines.find((l) => l.check === 'port')!;
+    assert.equal(port.status, 'FAIL', port.text);
+    assert.match(port.text, new RegExp(`port ${busy} \\(torchrun's rendezvous\\) is already in use`));
+  } finally {
+    srv.close();
+  }
+});
+
+test('profiles --show prints the run dir launch will create: artifacts/train_runs/ in the trainer\'s repo, not the current dir', () => {
+  const dir = tempDir('prof-show');
+  const f = realProfileFile(dir, '');
+  const r = nsaTop(['profiles', '--file', f, '--show', 'two'], dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, new RegExp(`^run_dir: ${join(dir, 'repo', 'artifacts', 'train_runs', 'two_')}`, 'm'));
+  assert.match(r.stdout, new RegExp(`^out_dir: ${join(dir, 'repo', 'artifacts', 'c')}$`, 'm'));
 });

@@ -36,3 +36,19 @@ test('read-only actions refuse everything and change nothing', async () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('r on a run nsa-top neither started nor saw running: the refusal says to use a profile, and nothing was asked or written', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-norec-'));
+  try {
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(join(dir, 'checkpoint_step40.pt'), Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(64), Buffer.from('PK\x05\x06'), Buffer.alloc(18)]));
+    let relaunched = false;
+    const a = createActions({ host: new LocalHost(), runDir: dir, readOnly: false, state: () => baseState(emptySnapshot(dir)), relaunch: async () => ((relaunched = true), { ok: true, result: 'ok', detail: '' }) });
+    const info = await a.prepareRelaunch!();
+    assert.match(info.refusal ?? '', /not started by nsa-top.*nsa-top launch --profile NAME -- --resume .*checkpoint_step40\.pt/s);
+    assert.equal(relaunched, false);
+    assert.deepEqual(readdirSync(dir), ['checkpoint_step40.pt']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -46,3 +46,24 @@ test('collector: one emission per visible change, none for an unchanged run', as
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('collector: a hand-launched run relaunched under a supervisor — the supervisor shows without reopening the cockpit', async () => {
+  const { readSupervisorState } = await import('../../src/trainer/supervisor/state.js');
+  const { writeFileSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-adopt-'));
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true, readSupervisorState });
+    assert.equal((await c.tick()).supervisor, null);
+    // what relaunch of an adopted run leaves: a launcher dir inside .nsa-top/, pointed at by run.json
+    const launcher = join(dir, '.nsa-top', 'supervised', 'x_1');
+    mkdirSync(join(launcher, '.nsa-top'), { recursive: true });
+    writeFileSync(join(launcher, '.nsa-top', 'supervisor.json'), JSON.stringify({ runDir: launcher, profile: 'adopted', supervisor: { pid: 1, startTime: '1' }, child: null, state: 'running', restarts: 0, maxRestarts: 3, exitCodes: [], lastCommand: [], resumeFrom: null, updatedAt: Date.now(), outDir: dir, phase: 'train', note: null }));
+    writeFileSync(join(dir, '.nsa-top', 'run.json'), JSON.stringify({ runDir: launcher, profile: 'adopted' }));
+    const s2 = await c.tick();
+    assert.equal(s2.supervisor?.profile, 'adopted');
+    assert.equal(s2.supervisor?.state, 'running');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -4,12 +4,14 @@
 // in its own session, so the caller can go away.
 import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, rmdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { CliError } from '../../commands/errors.js';
 import { selfCommand } from '../../self.js';
-import { scanCheckpoints } from '../checkpoints.js';
+import type { PreflightLine } from '../../checks/preflight.js';
+import { adoptionPreflight, notRecordedAdvice, planFromAdoption, readAdoption, withoutResume, type AdoptionRecord } from '../adopt.js';
+import { pickResumeCheckpoint, type ResumePick } from '../checkpoints.js';
 import type { ActionRecord, Actor, SupervisorState } from '../control-types.js';
 import { currentActor, readOnlyMode, recordAction, removeStaleHalt, requestHalt, type ControlOptions } from '../control.js';
 import {
@@ -19,6 +21,7 @@ import {
   queryGpus,
   readConfigOutDir,
   resolveLaunchPlan,
+  runDirBase,
   trainerCwd,
   trainerRepo,
   type LaunchPlan,
@@ -50,7 +53,7 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
     `command: ${plan.command.map(q).join(' ')}`,
     `config: ${plan.config ?? '(none)'}${plan.configWhy ? `  # ${plan.configWhy}` : ''}`,
     `gpus: ${plan.gpus.count} (max_mem=${plan.gpus.maxMemMiB ?? '?'}MB)${plan.gpus.error ? `  # ${plan.gpus.error}` : plan.gpus.source === 'none' ? '  # no nvidia-smi' : ''}`,
-    `procs: ${plan.procs}`,
+    `procs: ${plan.procs}${plan.masterPort ? ` (torchrun --master_port=${plan.masterPort})` : ''}`,
     `out_dir: ${plan.outDir}`,
     `git_commit: ${plan.gitCommit ?? '(not a git checkout)'}`,
     `restart: max_restarts=${plan.restart.max_restarts} backoff_s=${plan.restart.backoff_s} factor=${plan.restart.backoff_factor} max_s=${plan.restart.backoff_max_s}`,
@@ -140,7 +143,7 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   if (!profile) throw new CliError(`unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`);
   const gpus = await queryGpus(host);
   // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
-  const base = join(trainerCwd(profile, cwd), 'artifacts', 'train_runs');
+  const base = runDirBase(profile, cwd);
   // everything that can be checked before anything is created
   const tcwd = trainerCwd(profile, cwd);
   if (profile.trainer === 'nsa-vibe' && !profile.command) {
@@ -276,13 +279,95 @@ export async function supervisorAlive(host: Host, st: SupervisorState | null): P
   return verifyProcess(host, st.supervisor).catch(() => false);
 }
 
+export interface RelaunchPrep {
+  runDir: string;
+  outDir: string;
+  /** why a relaunch cannot work, with what to do instead (null: it can) */
+  refusal: string | null;
+  /** the run was started by hand: what nsa-top recorded while it ran */
+  adopted: AdoptionRecord | null;
+  /** an adopted run's preflight (a FAIL is the refusal) */
+  preflight: PreflightLine[];
+  /** the checkpoint the relaunch will resume from, and why (null: starts fresh, never ran) */
+  pick: ResumePick | null;
+}
+
 /**
- * Starts the run again under a new supervisor, resuming from the newest complete checkpoint.
- * A .HALT present is removed only with opts.removeStaleHalt (the operator confirmed), logged with
- * its content; otherwise the relaunch is refused and says how.
+ * Everything a relaunch needs to know before anyone is asked to confirm it: can it work at all
+ * (supervised, or adopted with a record), is anything still running, and which checkpoint it
+ * resumes from and why. The CLI and the cockpit's dialog show this first.
+ */
+export async function prepareRelaunch(host: Host, dir: string): Promise<RelaunchPrep> {
+  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  const prep: RelaunchPrep = { runDir, outDir, refusal: null, adopted: null, preflight: [], pick: null };
+  const plan = await readLaunchPlan(host, runDir);
+  const rec = await readAdoption(host, outDir);
+  const st = plan ? await readSupervisorState(host, runDir) : null;
+  // a run started by hand after the last supervised one (a shared out_dir): its command is the one to redo
+  const handLaunchedSince = !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
+  if (plan && !handLaunchedSince) {
+    if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state)) prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
+    else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
+    const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
+    if (!neverRan) prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
+    return prep;
+  }
+  prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: rec?.stdout ? [rec.stdout] : [] });
+  if (!rec) {
+    prep.refusal = notRecordedAdvice(outDir, prep.pick.found?.path ?? null);
+    return prep;
+  }
+  prep.adopted = rec;
+  prep.preflight = await adoptionPreflight(host, rec);
+  const fails = prep.preflight.filter((l) => l.status === 'FAIL');
+  if (fails.length) prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
+  return prep;
+}
+
+/** One line: which checkpoint a relaunch resumes from, and why. */
+export function describePick(pick: ResumePick | null): string {
+  if (!pick) return 'first start (the run had never run)';
+  if (!pick.found) return 'no complete checkpoint: from scratch';
+  const f = pick.found;
+  return `resuming from ${f.path} (step ${f.step}): ${f.why}`;
+}
+
+/**
+ * An adopted run gets a launcher dir of its own inside its out_dir's .nsa-top/ (plan, run.info,
+ * train.log, supervisor state) and the out_dir a pointer to it, like a launched real-trainer run.
+ */
+async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<string> {
+  const base = join(rec.outDir, NSA_DIR, 'supervised');
+  await host.mkdirp(base);
+  const started = new Date();
+  let runDir = join(base, `${basename(rec.outDir)}_${stamp(started)}`);
+  for (let i = 2; ; i++) {
+    try {
+      mkdirSync(runDir);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || i > 50) throw e;
+      runDir = join(base, `${basename(rec.outDir)}_${stamp(started)}-${i}`);
+    }
+  }
+  const plan = planFromAdoption(rec, runDir, await queryGpus(host));
+  plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
+  await host.mkdirp(nsaDir(runDir));
+  writeJsonAtomic(join(nsaDir(runDir), PLAN_FILE), plan);
+  await host.writeFile(join(runDir, 'run.info'), runInfoText(plan, started));
+  writeJsonAtomic(join(rec.outDir, NSA_DIR, 'run.json'), { runDir, profile: plan.profile, started: started.toISOString(), adoptedFrom: rec.launcher.pid });
+  return runDir;
+}
+
+/**
+ * Starts the run again under a new supervisor, resuming from the newest complete checkpoint (the
+ * newest weights: see pickResumeCheckpoint). A run nsa-top did not start is relaunched from what
+ * was recorded while it ran (src/trainer/adopt.ts), after its preflight. A .HALT present is
+ * removed only with opts.removeStaleHalt (the operator confirmed), logged with its content;
+ * otherwise the relaunch is refused and says how.
  */
 export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean }): Promise<ActionRecord> {
-  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  let { runDir, outDir } = await resolveRunDirs(host, dir);
   const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
     ts: Date.now(),
     who: actor,
@@ -297,15 +382,8 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   };
   if (readOnlyMode(opts)) return mk('refused', 'read-only mode: no action taken');
   if (host.kind !== 'local') return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
-  const plan = await readLaunchPlan(host, runDir);
-  if (!plan) return log(mk('refused', `${runDir} is not a supervised run (no ${NSA_DIR}/${PLAN_FILE}); start runs with nsa-top launch`));
-  const st = await readSupervisorState(host, runDir);
-  if (await supervisorAlive(host, st)) {
-    if (st && ['starting', 'running', 'backoff', 'stopping'].includes(st.state))
-      return log(mk('refused', `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`));
-  }
-  if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
-    return log(mk('refused', `the trainer (pid ${st.child.pid}) is still running: stop it first`));
+  const prep = await prepareRelaunch(host, dir);
+  if (prep.refusal) return log(mk('refused', prep.refusal));
   const halt = await readSmall(host, join(outDir, '.HALT'));
   if (halt !== null) {
     if (!opts.removeStaleHalt)
@@ -313,27 +391,31 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
     const rm = await removeStaleHalt(host, runDir, actor, opts);
     if (rm.result !== 'ok') return log(mk('failed', `could not remove .HALT: ${rm.detail}`));
   }
+  if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
   try {
     await host.remove(join(nsaDir(runDir), STOP_FILE));
   } catch {
     /* none */
   }
   // a run refused at launch (stale .HALT) never ran: its first start is a fresh one, like launch
-  const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
-  const scan = neverRan ? { found: null, why: [] as string[] } : await scanCheckpoints(host, outDir);
-  const pid = spawnSupervisor(runDir, !neverRan);
+  const pick = prep.pick;
+  const pid = spawnSupervisor(runDir, pick !== null);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {
     const why = await supervisorError(host, runDir);
     if (why && /another supervisor/.test(why)) return log(mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid }));
     return log(mk('failed', `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
   }
-  const from = neverRan ? 'first start (the run had never run)' : scan.found ? `resuming from ${scan.found.path} (step ${scan.found.step})` : 'no complete checkpoint: from scratch';
+  const from = `${prep.adopted ? `adopted (started by hand: ${withoutResume(prep.adopted.launcher.argv).join(' ')}); ` : ''}${describePick(pick)}`;
+  const extra = [...(pick?.skipped.length ? [`skipped: ${pick.skipped.join('; ')}`] : []), ...(pick?.warnings ?? []).map((w) => `warning: ${w}`)];
   return log(
-    mk('ok', `${from}${scan.why.length ? `; skipped: ${scan.why.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
+    mk('ok', `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
       supervisorPid: pid,
-      resumeFrom: scan.found?.path ?? null,
-      resumeStep: scan.found?.step ?? null,
+      runDir,
+      resumeFrom: pick?.found?.path ?? null,
+      resumeStep: pick?.found?.step ?? null,
+      resumeSegment: pick?.found?.segment ?? null,
+      adopted: prep.adopted ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt } : undefined,
     }),
   );
 }

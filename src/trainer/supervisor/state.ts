@@ -55,6 +55,7 @@ export async function readSupervisorState(host: Host, dir: string): Promise<Supe
 
 export async function readLaunchPlan(host: Host, runDir: string): Promise<LaunchPlan | null> {
   const p = await readJson<LaunchPlan>(host, join(nsaDir(runDir), PLAN_FILE));
-  if (!p || p.version !== 1 || !Array.isArray(p.command)) return null;
+  // an adoption record (src/trainer/adopt.ts) shares the name in an out_dir: it is not a plan
+  if (!p || p.version !== 1 || !Array.isArray(p.command) || (p as { kind?: unknown }).kind === 'adopted') return null;
   return p;
 }

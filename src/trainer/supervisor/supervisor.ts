@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LocalHost } from '../../remote/local.js';
 import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
-import { scanCheckpoints } from '../checkpoints.js';
+import { pickResumeCheckpoint } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
 import { escalate, recordAction, requestHalt, type RankTarget } from '../control.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
@@ -288,10 +288,11 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       }
       let resumeFrom: string | null = null;
       if (attempt > 0 || opts.resume) {
-        const scan = await scanCheckpoints(host, plan.outDir);
-        for (const w of scan.why) say(`checkpoint ${w}`);
-        resumeFrom = scan.found?.path ?? null;
-        say(resumeFrom ? `resuming from ${resumeFrom}` : 'no complete checkpoint: starting from scratch');
+        const pick = await pickResumeCheckpoint(host, plan.outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
+        for (const w of pick.skipped) say(`checkpoint ${w}`);
+        for (const w of pick.warnings) say(`warning: ${w}`);
+        resumeFrom = pick.found?.path ?? null;
+        say(pick.found ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}` : 'no complete checkpoint: starting from scratch');
       }
       const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
       save({ state: 'running', resumeFrom, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
