@@ -27,13 +27,16 @@ export interface ResumeCheckpointField {
   skipped: string[];
 }
 
-async function resumeCheckpointOf(host: Host, outDir: string): Promise<ResumeCheckpointField | null> {
+/** status answers from the tail: a heartbeat history above this is scanned for segments only with --full */
+const SEGMENT_SCAN_MAX = 64 * 2 ** 20;
+
+async function resumeCheckpointOf(host: Host, outDir: string, full: boolean): Promise<ResumeCheckpointField | null> {
   const { runDir } = await resolveRunDirs(host, outDir);
   const plan = await readLaunchPlan(host, runDir);
   const adopted = plan ? null : await readAdoption(host, outDir);
   // oldest first: the hand-launched run's own log, then the supervisor's
   const logs = [...(plan?.adopted?.stdout ? [plan.adopted.stdout] : []), ...(adopted?.stdout ? [adopted.stdout] : []), join(runDir, 'train.log')];
-  const pick = await pickResumeCheckpoint(host, outDir, { logFiles: logs, stableWaitMs: 700 });
+  const pick = await pickResumeCheckpoint(host, outDir, { logFiles: logs, stableWaitMs: 700, ...(full ? {} : { segmentScanMaxBytes: SEGMENT_SCAN_MAX }) });
   if (!pick.found) return null;
   const f = pick.found;
   return { path: f.path, step: f.step, segment: f.segment, why: f.why, warnings: pick.warnings, skipped: pick.skipped };
@@ -118,7 +121,7 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later
   const adopted = await recordAdoption(host, outDir, j.procs, 'status').catch(() => null);
-  const resumeCheckpoint = await resumeCheckpointOf(host, outDir);
+  const resumeCheckpoint = await resumeCheckpointOf(host, outDir, full);
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   process.stdout.write(
     json

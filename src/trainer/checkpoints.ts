@@ -139,22 +139,28 @@ const HB_RE = /^heartbeat_rank(\d+)\.jsonl$/;
 const SCAN_CHUNK = 4 * 1024 * 1024;
 const SCAN_MAX = 512 * 1024 * 1024;
 
-/**
- * The run's segments from rank 0's heartbeat (the lowest rank present): every `boot` record of a
- * new pid starts one. Reads the file in chunks; only boot lines are parsed.
- */
-export async function readRunSegments(host: Host, outDir: string): Promise<RunSegmentMark[]> {
+/** The heartbeat file the segments are read from: rank 0's (the lowest rank present). */
+async function segmentHeartbeat(host: Host, outDir: string): Promise<{ name: string; rank: number; size: number } | null> {
   let entries;
   try {
     entries = await host.list(outDir);
   } catch {
-    return [];
+    return null;
   }
   let hb: { name: string; rank: number; size: number } | null = null;
   for (const e of entries) {
     const m = e.isFile ? HB_RE.exec(e.name) : null;
     if (m && (!hb || Number(m[1]) < hb.rank)) hb = { name: e.name, rank: Number(m[1]), size: e.size };
   }
+  return hb;
+}
+
+/**
+ * The run's segments from rank 0's heartbeat (the lowest rank present): every `boot` record of a
+ * new pid starts one. Reads the file in chunks; only boot lines are parsed.
+ */
+export async function readRunSegments(host: Host, outDir: string): Promise<RunSegmentMark[]> {
+  const hb = await segmentHeartbeat(host, outDir);
   if (!hb) return [];
   const path = join(outDir, hb.name);
   const segs: RunSegmentMark[] = [];
@@ -248,10 +254,24 @@ export function orderByWritten<T extends { segment: number | null; mtimeMs: numb
 export async function pickResumeCheckpoint(
   host: Host,
   outDir: string,
-  opts: CheckpointCheckOptions & { logFiles?: string[]; segments?: RunSegmentMark[] } = {},
+  opts: CheckpointCheckOptions & {
+    logFiles?: string[];
+    segments?: RunSegmentMark[];
+    /** a heartbeat history larger than this is not scanned for segments (status answers from the
+     *  tail): the order is then mtime's, which is the same order (a file's segment is found from
+     *  its mtime); only the segment labels and the overwrite warning need the scan */
+    segmentScanMaxBytes?: number;
+  } = {},
 ): Promise<ResumePick> {
-  const segs = opts.segments ?? (await readRunSegments(host, outDir));
-  const files = (await listCheckpoints(host, outDir)).map((c) => ({ ...c, segment: segmentOf(segs, c.mtimeMs) }));
+  const listed = await listCheckpoints(host, outDir);
+  let segs: RunSegmentMark[] = opts.segments ?? [];
+  let unscanned: string | null = null;
+  if (!opts.segments && listed.length > 0) {
+    const hb = opts.segmentScanMaxBytes !== undefined ? await segmentHeartbeat(host, outDir) : null;
+    if (hb && hb.size > opts.segmentScanMaxBytes!) unscanned = `${hb.name} (${(hb.size / 2 ** 20).toFixed(0)} MiB) not scanned for segments: ordered by write time`;
+    else segs = await readRunSegments(host, outDir);
+  }
+  const files = listed.map((c) => ({ ...c, segment: segmentOf(segs, c.mtimeMs) }));
   const ordered = orderByWritten(files);
   const skipped: string[] = [];
   const warnings: string[] = [];
@@ -299,6 +319,7 @@ export async function pickResumeCheckpoint(
         `checkpoint names repeat across segments (the trainer restarts at step 1 on --resume): ${earlier.map((c) => c.name).join(', ')} (segment ${[...new Set(earlier.map((c) => `#${c.segment}`))].join(', ')}) will be overwritten when a later segment reaches ${earlier.length === 1 ? 'that step' : 'those steps'}; copy them away to keep them`,
       );
   }
+  if (unscanned) warnings.push(unscanned);
   return { found, skipped, warnings, segments: segs };
 }
 

@@ -168,3 +168,16 @@ test('the trainer log is cross-checked: a failed resume means the newest segment
   assert.match(q.found!.why, /log: the last start resumed from checkpoint_step60\.pt/);
   assert.ok(!q.warnings.some((w) => /from scratch/.test(w)));
 });
+
+test('a history too large to scan (status answers from the tail): the same file by write time, and it says what it skipped', async () => {
+  const dir = realTrainerRun('ck-unscanned', [
+    { pid: 4101, bootAgo: 400, steps: 60, saveEvery: 20 },
+    { pid: 4202, bootAgo: 200, steps: 25, saveEvery: 20 },
+  ]);
+  const p = await pickResumeCheckpoint(host, dir, { logFiles: [], segmentScanMaxBytes: 1024 });
+  assert.equal(p.found?.name, 'checkpoint_step20.pt', 'the lower-numbered file of the later segment, not the highest step');
+  assert.equal(p.found?.segment, null);
+  assert.match(p.warnings.join('\n'), /heartbeat_rank0\.jsonl \(0 MiB\) not scanned for segments: ordered by write time/);
+  const all = await pickResumeCheckpoint(host, dir, { logFiles: [], segmentScanMaxBytes: 64 * 2 ** 20 });
+  assert.equal(all.found?.segment, 1, 'under the bound the history is scanned as before');
+});
