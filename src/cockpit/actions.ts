@@ -4,6 +4,7 @@
 import type { Host } from '../remote/host.js';
 import type { ActionRecord } from '../trainer/control-types.js';
 import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control.js';
+import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/requests.js';
 import type { CockpitState } from './state.js';
 
 export interface RankDumpResult {
@@ -28,9 +29,14 @@ export interface ActionOutcome {
 export interface CockpitActions {
   readonly readOnly: boolean;
   dump(onProgress: (line: string) => void): Promise<DumpOutcome>;
+  /**
+   * 'now': a supervised run with a live supervisor gets its stop escalation (.HALT, grace, SIGINT,
+   * SIGKILL, carried by the supervisor); otherwise .HALT. 'after-checkpoint': a durable request
+   * carried by the supervisor or a detached agent — it outlives this cockpit.
+   */
   halt(mode: 'now' | 'after-checkpoint', onProgress?: (line: string) => void): Promise<ActionOutcome>;
-  /** stop waiting for a checkpoint before writing .HALT */
-  cancelHalt(): void;
+  /** cancel the pending durable request (any cockpit can; too late once its .HALT is written) */
+  cancelHalt(): Promise<ActionOutcome>;
   escalate(sig: 'SIGINT' | 'SIGKILL'): Promise<ActionOutcome>;
   relaunch(opts: { removeStaleHalt: boolean }): Promise<ActionOutcome>;
   /** acknowledge one alert episode: a line in actions.jsonl that every cockpit on the run shows */
@@ -41,6 +47,8 @@ export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunc
 
 /** The supervisor's relaunch, injected by the command (src/trainer/supervisor). */
 export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;
+/** The supervisor's stop escalation, injected by the command; null when the run has no live supervisor. */
+export type StopFn = () => Promise<ActionOutcome | null>;
 
 function outcome(r: ActionRecord): ActionOutcome {
   return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
@@ -52,10 +60,9 @@ export function rankTargets(s: CockpitState | null): RankTarget[] {
   return (s?.procs?.ranks ?? []).map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
 }
 
-export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn; changed?: () => void }): CockpitActions {
+export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn; stop?: StopFn; changed?: () => void }): CockpitActions {
   const { host, runDir, readOnly } = o;
   const changed = () => o.changed?.();
-  let haltAbort: AbortController | null = null;
   return {
     readOnly,
     async dump(onProgress) {
@@ -70,13 +77,23 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
     async halt(mode, onProgress) {
       if (readOnly) return refused();
       const actor = await currentActor(host);
-      haltAbort = new AbortController();
-      const r = outcome(await requestHalt(host, runDir, mode, actor, { readOnly, signal: haltAbort.signal, onProgress }));
+      let r: ActionOutcome;
+      if (mode === 'after-checkpoint') {
+        onProgress?.('handing the request to a detached process…');
+        r = outcome((await submitHaltAfterCheckpoint(host, runDir, actor, { readOnly })).record);
+      } else {
+        const viaSupervisor = o.stop ? await o.stop() : null;
+        r = viaSupervisor ?? outcome(await requestHalt(host, runDir, 'now', actor, { readOnly }));
+      }
       changed();
       return r;
     },
-    cancelHalt() {
-      haltAbort?.abort();
+    async cancelHalt() {
+      if (readOnly) return refused();
+      const actor = await currentActor(host);
+      const r = outcome((await cancelRequest(host, runDir, actor, { readOnly })).record);
+      changed();
+      return r;
     },
     async escalate(sig) {
       if (readOnly) return refused();

@@ -8,7 +8,8 @@ import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
+import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control-types.js';
+import { haltGraceS, readRequests, REQUESTS_FILE } from '../trainer/requests.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
 import type { RunModel } from '../trainer/run.js';
 import { openRunModel } from '../trainer/rundir.js';
@@ -70,6 +71,7 @@ function changeKey(s: CockpitState): string {
     s.actions.at(-1)?.ts,
     s.supervisor?.updatedAt,
     s.supervisor?.state,
+    (s.requests ?? []).map((q) => `${q.id}:${q.state}:${q.updatedAt}`).join(','),
     JSON.stringify(s.conn),
     s.collectError,
   ].join('|');
@@ -94,6 +96,8 @@ export class Collector {
   private procsPids = '';
   private actionsKey = '';
   private supervisorKey = '';
+  private requestsKey = '';
+  private graceS: number | undefined;
   private launcherDir: string | null = null;
   private launched: Launched | undefined;
   /** ms the last tick took (reading files, process table, checks) */
@@ -182,6 +186,7 @@ export class Collector {
         this.launched = undefined;
       }
       void this.probePySpy();
+      this.graceS = await haltGraceS(this.host, opened.runDir).catch(() => undefined);
     }
     let run: RunSnapshot;
     try {
@@ -208,7 +213,6 @@ export class Collector {
       errors.push(`process table: ${(e as Error).message}`);
     }
     const now = this.host.now();
-    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched });
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
       // re-read the action log only when it changed (a stat per tick instead of a read)
@@ -235,6 +239,19 @@ export class Collector {
         supervisor = null;
       }
     }
+    let requests: ControlRequest[] = this.state?.requests ?? [];
+    try {
+      // re-read only when requests.json changed
+      const st = await this.host.stat(join(this.outDir!, NSA_DIR, REQUESTS_FILE));
+      const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
+      if (key !== this.requestsKey) {
+        requests = st ? await readRequests(this.host, this.outDir!) : [];
+        this.requestsKey = key;
+      }
+    } catch (e) {
+      errors.push(`requests.json: ${(e as Error).message}`);
+    }
+    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched, supervisor, requests });
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
@@ -263,6 +280,8 @@ export class Collector {
       verdicts: ev.verdicts,
       actions,
       supervisor,
+      requests,
+      haltGraceS: this.graceS,
       self: { cpuPct, rssMiB, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
       gateHaltIn: ev.gateHaltIn,
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },

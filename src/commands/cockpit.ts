@@ -3,13 +3,14 @@
 // (alternate screen, cursor, resize) and the non-TTY fallback (one frame, then exit).
 import { render } from 'ink';
 import { createElement } from 'react';
-import { createActions, type RelaunchFn } from '../cockpit/actions.js';
+import { createActions, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
 import { Collector } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local.js';
 import { currentActor } from '../trainer/control.js';
-import { relaunch } from '../trainer/supervisor/launch.js';
+import type { Actor } from '../trainer/control-types.js';
+import { relaunch, stopRun, supervisorStatus } from '../trainer/supervisor/launch.js';
 import { readSupervisorState } from '../trainer/supervisor/state.js';
 import { resolveRunDir } from '../trainer/rundir.js';
 import { App } from '../ui/App.js';
@@ -94,6 +95,21 @@ export interface CockpitSession {
   readOnly: boolean;
   intervalMs: number;
   relaunch?: RelaunchFn;
+  stop?: StopFn;
+}
+
+/**
+ * The cockpit's "halt now" on a supervised run: the supervisor's stop escalation (it writes .HALT and
+ * escalates after the profile's grace, and outlives the cockpit). null when no live supervisor runs it.
+ */
+export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readOnly: boolean): StopFn {
+  return async () => {
+    if (host.kind !== 'local') return null;
+    const sup = await supervisorStatus(host, runDir).catch(() => null);
+    if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
+    const r = await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' });
+    return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
+  };
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -118,7 +134,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     const interactive = process.stdin.isTTY === true;
     if (!interactive) process.stderr.write('nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n');
     collector.start();
-    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, changed: () => collector.refreshSoon() });
+    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, stop: o.stop, changed: () => collector.refreshSoon() });
     const renderMs = { current: null as number | null };
     out.write(ALT_ON);
     // NSA_TOP_RENDER=ink draws through Ink's own output (whole frame each time); the default paints
@@ -193,6 +209,7 @@ export async function run(argv: string[]): Promise<number> {
         const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };
       },
+      stop: supervisorStopFn(host, runDir, actor, a.readOnly),
     });
     return 0;
   } finally {

@@ -129,6 +129,8 @@ const KINDS = new Set<string>([
   'watchdog-dump',
   'py-spy-dump',
   'ack',
+  'cancel-request',
+  'stop',
 ]);
 const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
 

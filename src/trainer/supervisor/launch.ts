@@ -281,7 +281,7 @@ export async function supervisorAlive(host: Host, st: SupervisorState | null): P
  * A .HALT present is removed only with opts.removeStaleHalt (the operator confirmed), logged with
  * its content; otherwise the relaunch is refused and says how.
  */
-export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean }): Promise<ActionRecord> {
+export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number }): Promise<ActionRecord> {
   const { runDir, outDir } = await resolveRunDirs(host, dir);
   const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
     ts: Date.now(),
@@ -329,6 +329,22 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
     return log(mk('failed', `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
   }
   const from = neverRan ? 'first start (the run had never run)' : scan.found ? `resuming from ${scan.found.path} (step ${scan.found.step})` : 'no complete checkpoint: from scratch';
+  // a trainer that dies at once (a usage error, a finished run) is a failed relaunch, not a success
+  const watchUntil = Date.now() + (opts.watchMs ?? 4000);
+  while (Date.now() < watchUntil) {
+    const now = await readSupervisorState(host, runDir);
+    if (now && now.supervisor?.pid === pid && ['backoff', 'failed', 'exited', 'halted'].includes(now.state) && (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')) {
+      const last = now.exitCodes.at(-1);
+      return log(
+        mk('failed', `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`, {
+          supervisorPid: pid,
+          resumeFrom: scan.found?.path ?? null,
+          supervisorState: now.state,
+        }),
+      );
+    }
+    await sleep(250);
+  }
   return log(
     mk('ok', `${from}${scan.why.length ? `; skipped: ${scan.why.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
       supervisorPid: pid,
