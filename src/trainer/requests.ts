@@ -14,9 +14,8 @@ import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, readProc, verifyProcess } from '../remote/procs.js';
 import { selfCommand } from '../self.js';
-import { checkpointTailProblem, listCheckpoints } from './checkpoints.js';
 import { type ActionRecord, activeRequest, type Actor, type ControlRequest, type RequestsFile } from './control-types.js';
-import { haltContent, readOnlyMode, recordAction, type ControlOptions } from './control.js';
+import { checkpointWrittenSince, haltContent, readOnlyMode, recordAction, type ControlOptions } from './control.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
 import { readLaunchPlan, readSupervisorState } from './supervisor/state.js';
 
@@ -164,25 +163,6 @@ export async function runAlive(host: Host, outDir: string): Promise<{ alive: boo
   if (p.error && p.ranks.length === 0 && !p.launcher) return { alive: true, ranks: 0, error: p.error }; // unknown: assume alive
   const ranks = p.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X').length;
   return { alive: ranks > 0 || p.launcher !== null, ranks, error: null };
-}
-
-/**
- * The newest COMPLETE checkpoint whose file was written after `sinceMs` (its mtime), or null. A
- * file modified within the last second is left for the next look (it may still be growing: the
- * real trainer torch.save()s in place); the rest must pass the structural check in checkpoints.ts.
- */
-export async function checkpointWrittenSince(host: Host, outDir: string, sinceMs: number): Promise<{ path: string; name: string; step: number; mtimeMs: number } | null> {
-  const now = host.now();
-  const cands = (await listCheckpoints(host, outDir)).filter((c) => c.mtimeMs > sinceMs).sort((a, b) => b.mtimeMs - a.mtimeMs);
-  for (const c of cands) {
-    if (now - c.mtimeMs < 1000) continue;
-    const st = await host.stat(c.path).catch(() => null);
-    if (!st || st.size !== c.size || st.mtimeMs !== c.mtimeMs) continue; // changed since the listing
-    const problem = await checkpointTailProblem(host, c.path, st.size).catch((e: Error) => e.message);
-    if (problem) continue;
-    return { path: c.path, name: c.name, step: c.step, mtimeMs: c.mtimeMs };
-  }
-  return null;
 }
 
 // ---------------------------------------------------------------------------------------------
