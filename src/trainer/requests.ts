@@ -192,7 +192,12 @@ export class RequestOwner {
     private readonly runDir: string,
     private readonly outDir: string,
     private readonly me: OwnerIdentity,
-    private readonly hooks: { onHaltWritten?: (req: ControlRequest) => void; say?: (msg: string) => void } = {},
+    private readonly hooks: {
+      onHaltWritten?: (req: ControlRequest) => void;
+      say?: (msg: string) => void;
+      /** whether the run is still alive; default: its processes in the process table (a supervisor knows its child) */
+      alive?: () => Promise<boolean>;
+    } = {},
   ) {}
 
   private log(req: ControlRequest, result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): Promise<void> {
@@ -241,7 +246,7 @@ export class RequestOwner {
     const now = Date.now();
     if (now - this.lastAliveCheck >= 3000) {
       this.lastAliveCheck = now;
-      this.alive = (await runAlive(this.host, this.outDir).catch(() => ({ alive: true }))).alive;
+      this.alive = this.hooks.alive ? await this.hooks.alive().catch(() => true) : (await runAlive(this.host, this.outDir).catch(() => ({ alive: true }))).alive;
     }
     let active = 0;
     for (const r of readLocal(this.outDir)) {
@@ -471,8 +476,10 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
     }
     return refuse(`.HALT is already there ("${content}"): the run is stopping at its next step; nothing requested`);
   }
-  const live = await runAlive(host, outDir);
-  if (!live.alive) return refuse('no process of this run is running (finished or stopped): nothing to halt');
+  // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
+  const sup = supervised ? await readSupervisorState(host, runDir) : null;
+  const supAlive = !!sup?.supervisor?.startTime && ['starting', 'running', 'backoff'].includes(sup.state) && (await verifyProcess(host, sup.supervisor).catch(() => false));
+  if (!supAlive && !(await runAlive(host, outDir)).alive) return refuse('no process of this run is running (finished or stopped): nothing to halt');
   const graceS = await haltGraceS(host, runDir);
   const now = Date.now();
   const req: ControlRequest = existing ?? {
@@ -499,9 +506,6 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
     });
     await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id }, 'started', `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`));
   }
-  // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
-  const sup = supervised ? await readSupervisorState(host, runDir) : null;
-  const supAlive = !!sup?.supervisor?.startTime && ['starting', 'running', 'backoff'].includes(sup.state) && (await verifyProcess(host, sup.supervisor).catch(() => false));
   const waitClaim = async (ms: number) => {
     const until = Date.now() + ms;
     for (;;) {

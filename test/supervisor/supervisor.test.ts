@@ -319,3 +319,40 @@ test('two relaunches at once (two cockpits): one supervisor, one trainer; the ot
   await stopRun(host, r.runDir, who);
   await finalState(r.runDir);
 });
+
+test('halt after the next checkpoint on a supervised run is carried by the supervisor: a checkpoint newer than the request, then .HALT and the stop', async () => {
+  const cwd = tempDir('sup-hac');
+  const pf = profilesFile(cwd);
+  const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+  await track(r.runDir);
+  await until('progress', () => lastStep(r.runDir) >= 3);
+  const who = await currentActor(host);
+  const { submitHaltAfterCheckpoint } = await import('../../src/trainer/requests.js');
+  const out = await submitHaltAfterCheckpoint(host, r.runDir, who);
+  assert.equal(out.record.result, 'started', out.record.detail);
+  assert.equal(out.request?.owner?.kind, 'supervisor', 'the supervisor took it: no agent needed');
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted', st.note ?? '');
+  const req = JSON.parse(readFileSync(join(r.runDir, '.nsa-top', 'requests.json'), 'utf8')).requests.at(-1);
+  assert.equal(req.state, 'done');
+  assert.ok(req.checkpoint.mtimeMs > req.ts, 'the checkpoint that triggered .HALT was written after the request');
+  assert.ok(existsSync(req.checkpoint.path));
+  const acts = await readActions(host, r.runDir);
+  assert.ok(acts.some((a) => a.action === 'halt-after-checkpoint' && a.result === 'ok' && /\.HALT written/.test(a.detail)), 'the .HALT step is logged');
+});
+
+test('a relaunch whose trainer dies at once is logged as failed, and so is a supervisor that gives up', async () => {
+  const cwd = tempDir('sup-relfail');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'crash@step=1'] });
+  await track(r.runDir);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'failed');
+  const gaveUp = (await readActions(host, r.runDir)).filter((a) => a.action === 'launch').map((a) => a.result);
+  assert.deepEqual(gaveUp, ['ok', 'failed'], 'the launch, then the supervisor giving up');
+  const who = await currentActor(host);
+  const rel = await relaunch(host, r.runDir, who, { removeStaleHalt: false });
+  await track(r.runDir);
+  assert.equal(rel.result, 'failed', rel.detail);
+  assert.match(rel.detail, /exited at once \(exit 3\)/);
+  await finalState(r.runDir);
+});

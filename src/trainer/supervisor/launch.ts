@@ -321,6 +321,8 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   // a run refused at launch (stale .HALT) never ran: its first start is a fresh one, like launch
   const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
   const scan = neverRan ? { found: null, why: [] as string[] } : await scanCheckpoints(host, outDir);
+  const hbPath = join(outDir, 'heartbeat_rank0.jsonl');
+  const hbBefore = (await host.stat(hbPath).catch(() => null))?.size ?? 0;
   const pid = spawnSupervisor(runDir, !neverRan);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {
@@ -333,7 +335,7 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   const watchUntil = Date.now() + (opts.watchMs ?? 4000);
   while (Date.now() < watchUntil) {
     const now = await readSupervisorState(host, runDir);
-    if (now && now.supervisor?.pid === pid && ['backoff', 'failed', 'exited', 'halted'].includes(now.state) && (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')) {
+    if (now && now.supervisor?.pid === pid && ['backoff', 'failed'].includes(now.state) && (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')) {
       const last = now.exitCodes.at(-1);
       return log(
         mk('failed', `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`, {
@@ -343,6 +345,8 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
         }),
       );
     }
+    // the trainer logged a training step since the relaunch (both trainers log step 1): it is training
+    if (now?.state === 'running' && (await progressSince(host, hbPath, hbBefore))) break;
     await sleep(250);
   }
   return log(
@@ -352,6 +356,14 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
       resumeStep: scan.found?.step ?? null,
     }),
   );
+}
+
+/** Whether a `progress` heartbeat was appended to `path` after byte `from`. */
+async function progressSince(host: Host, path: string, from: number): Promise<boolean> {
+  const size = (await host.stat(path).catch(() => null))?.size ?? 0;
+  if (size <= from) return false;
+  const buf = await host.readRange(path, Math.max(from, size - 64 * 1024), size).catch(() => Buffer.alloc(0));
+  return /"msg":\s*"progress"/.test(buf.toString('utf8'));
 }
 
 /**

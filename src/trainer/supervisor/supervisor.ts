@@ -176,6 +176,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
   // once one has written .HALT, the stop escalation takes over (grace, SIGINT, SIGKILL, logged)
   const owner = new RequestOwner(host, runDir, plan.outDir, { kind: 'supervisor', pid: process.pid, startTime: me?.startTime ?? '' }, {
     say: (m) => say(m),
+    alive: async () => current !== null || st.state === 'backoff' || st.state === 'starting',
     onHaltWritten: (req) => requestStop({ ts: Date.now(), who: req.who, reason: `halt after checkpoint: ${req.checkpoint?.path ?? 'new checkpoint'} written` }),
   });
   let owning: Promise<number> | null = null;
