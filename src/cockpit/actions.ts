@@ -2,7 +2,8 @@
 // goes through src/trainer/control (verified pids, audited in actions.jsonl). Read-only is
 // enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
 import type { Host } from '../remote/host.js';
-import type { ActionRecord } from '../trainer/control-types.js';
+import type { ActionRecord, Actor } from '../trainer/control-types.js';
+import { stopRun, supervisorStatus } from '../trainer/supervisor/launch.js';
 import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/requests.js';
 import type { CockpitState } from './state.js';
@@ -123,5 +124,19 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
       changed();
       return r;
     },
+  };
+}
+
+/**
+ * The cockpit's "halt now" on a supervised run: the supervisor's stop escalation (it writes .HALT and
+ * escalates after the profile's grace, and outlives the cockpit). null when no live supervisor runs it.
+ */
+export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readOnly: boolean): StopFn {
+  return async () => {
+    if (host.kind !== 'local') return null;
+    const sup = await supervisorStatus(host, runDir).catch(() => null);
+    if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
+    const r = await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' });
+    return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
   };
 }

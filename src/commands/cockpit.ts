@@ -3,14 +3,13 @@
 // (alternate screen, cursor, resize) and the non-TTY fallback (one frame, then exit).
 import { render } from 'ink';
 import { createElement } from 'react';
-import { createActions, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
+import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
 import { Collector } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local.js';
 import { currentActor } from '../trainer/control.js';
-import type { Actor } from '../trainer/control-types.js';
-import { relaunch, stopRun, supervisorStatus } from '../trainer/supervisor/launch.js';
+import { relaunch } from '../trainer/supervisor/launch.js';
 import { readSupervisorState } from '../trainer/supervisor/state.js';
 import { resolveRunDir } from '../trainer/rundir.js';
 import { App } from '../ui/App.js';
@@ -96,20 +95,6 @@ export interface CockpitSession {
   intervalMs: number;
   relaunch?: RelaunchFn;
   stop?: StopFn;
-}
-
-/**
- * The cockpit's "halt now" on a supervised run: the supervisor's stop escalation (it writes .HALT and
- * escalates after the profile's grace, and outlives the cockpit). null when no live supervisor runs it.
- */
-export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readOnly: boolean): StopFn {
-  return async () => {
-    if (host.kind !== 'local') return null;
-    const sup = await supervisorStatus(host, runDir).catch(() => null);
-    if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
-    const r = await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' });
-    return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
-  };
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';

@@ -6,7 +6,8 @@ import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local.js';
 import { currentActor, describeActor } from '../trainer/control.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/supervisor/launch.js';
-import { openCockpit, supervisorStopFn } from './cockpit.js';
+import { supervisorStopFn } from '../cockpit/actions.js';
+import { openCockpit } from './cockpit.js';
 import { CliError } from './errors.js';
 
 const HELP = `usage: nsa-top demo [--steps N] [--inject SPEC]... [--interval S] [--leave-running]

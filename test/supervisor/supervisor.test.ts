@@ -356,3 +356,21 @@ test('a relaunch whose trainer dies at once is logged as failed, and so is a sup
   assert.match(rel.detail, /exited at once \(exit 3\)/);
   await finalState(r.runDir);
 });
+
+test("the cockpit's halt of a supervised run is the supervisor's stop escalation: a hung trainer is still stopped after the cockpit is gone", async () => {
+  const cwd = tempDir('sup-cockpit-halt');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'hang@step=5'] });
+  await track(r.runDir);
+  await until('the hang', () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'));
+  const who = await currentActor(host);
+  const { createActions, supervisorStopFn } = await import('../../src/cockpit/actions.js');
+  const actions = createActions({ host, runDir: r.runDir, readOnly: false, state: () => null, stop: supervisorStopFn(host, r.runDir, who, false) });
+  const out = await actions.halt('now');
+  assert.equal(out.result, 'started', out.detail);
+  assert.match(out.detail, /the supervisor writes \.HALT and escalates/);
+  // nothing of the cockpit is involved any more: the supervisor takes it to the end
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted');
+  const acts = (await readActions(host, r.runDir)).map((a) => a.action);
+  assert.deepEqual(acts.slice(-3), ['halt', 'escalate-sigint', 'escalate-sigkill']);
+});
