@@ -444,11 +444,16 @@ async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<Ac
   return rec;
 }
 
-/** Grace after .HALT for this run: its profile's stop.halt_grace_s, else the profile default. */
+/**
+ * Grace after .HALT for this run: its profile's stop.halt_grace_s; for a run without a profile,
+ * NSA_TOP_HALT_GRACE_S when set, else the profile default (300 s).
+ */
 export async function haltGraceS(host: Host, runDir: string): Promise<number> {
   const plan = await readLaunchPlan(host, runDir).catch(() => null);
   const g = plan?.stop?.halt_grace_s;
-  return typeof g === 'number' && Number.isFinite(g) && g >= 0 ? g : DEFAULT_HALT_GRACE_S;
+  if (typeof g === 'number' && Number.isFinite(g) && g >= 0) return g;
+  const env = Number(process.env.NSA_TOP_HALT_GRACE_S);
+  return process.env.NSA_TOP_HALT_GRACE_S && Number.isFinite(env) && env >= 0 ? env : DEFAULT_HALT_GRACE_S;
 }
 
 /**
