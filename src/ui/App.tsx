@@ -296,7 +296,7 @@ export function App(p: AppProps) {
     }
     const off = stateRef.current ? (bindingOf(c).disabled?.(stateRef.current) ?? null) : null;
     if (off) {
-      setDialog({ kind: 'refused', what: c, why: off });
+      setDialog({ kind: 'refused', what: c, why: off.why });
       return;
     }
     // zoomed, tab walks every panel (each in turn fills the screen)

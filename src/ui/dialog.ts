@@ -71,7 +71,7 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       for (const b of KEYMAP) {
         lines.push([t(b.keys.padEnd(12), 'accent', { bold: true }), t(b.help), ...(b.dangerous && s.readOnly ? [t('  (read-only)', 'warn')] : [])]);
         const off = b.dangerous && !s.readOnly ? (b.disabled?.(s) ?? null) : null;
-        if (off) lines.push(...wrap(`disabled now: ${clean(off)}`, Math.max(20, W - 16)).map((l) => [t(' '.repeat(12)), t(l, 'warn')]));
+        if (off) lines.push(...wrap(`disabled now: ${clean(off.why)}`, Math.max(20, W - 16)).map((l) => [t(' '.repeat(12)), t(l, 'warn')]));
       }
       lines.push([]);
       lines.push([t('esc / ? closes. Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.', 'dim')]);

@@ -37,8 +37,14 @@ export interface Binding {
    * Why the command cannot work on this run right now (shown in the footer hint and in `?`), or
    * null when it can. Read from the state and the checks' judgement (runState), never a UI threshold.
    */
-  disabled?: (s: CockpitState) => string | null;
+  disabled?: (s: CockpitState) => Disabled | null;
   match(input: string, key: Partial<Key>): boolean;
+}
+
+/** why a key is off: a word for the footer hint, a sentence for `?` and the refusal */
+export interface Disabled {
+  short: string;
+  why: string;
 }
 
 const ENDED = new Set(['FINISHED', 'EXITED', 'HALTED', 'NO TRAINER']);
@@ -48,23 +54,23 @@ function ranksAlive(s: CockpitState): number {
   return (s.procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').length;
 }
 
-export function dumpDisabled(s: CockpitState): string | null {
-  if (s.procs && ranksAlive(s) === 0) return `no rank process is running (the run is ${s.runState})`;
+export function dumpDisabled(s: CockpitState): Disabled | null {
+  if (s.procs && ranksAlive(s) === 0) return { short: 'no ranks', why: `no rank process is running (the run is ${s.runState})` };
   return null;
 }
 
-export function haltDisabled(s: CockpitState): string | null {
+export function haltDisabled(s: CockpitState): Disabled | null {
   if (activeRequest(s.requests)) return null; // h shows the request and can cancel it
   if (s.run.control.halt.present && ranksAlive(s) > 0) return null; // h tracks the halt and offers escalation
-  if (ENDED.has(s.runState)) return `the run is ${s.runState} (${s.runStateWhy}): nothing to halt`;
+  if (ENDED.has(s.runState)) return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): nothing to halt` };
   return null;
 }
 
-export function relaunchDisabled(s: CockpitState): string | null {
-  if (LIVE.has(s.runState)) return `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first`;
+export function relaunchDisabled(s: CockpitState): Disabled | null {
+  if (LIVE.has(s.runState)) return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first` };
   const sup = s.supervisor;
   if (sup && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state))
-    return `its supervisor (pid ${sup.supervisor?.pid ?? '?'}) is ${sup.state}${sup.state === 'backoff' ? ': it restarts the trainer itself' : ''}`;
+    return { short: `supervisor ${sup.state}`, why: `its supervisor (pid ${sup.supervisor?.pid ?? '?'}) is ${sup.state}${sup.state === 'backoff' ? ': it restarts the trainer itself' : ''}` };
   return null;
 }
 

@@ -60,7 +60,7 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   s.runState = 'FINISHED';
   s.runStateWhy = 'metrics.json written at step 400';
   s.procs = procs([]);
-  assert.match(haltDisabled(s) ?? '', /FINISHED \(metrics\.json written at step 400\): nothing to halt/);
+  assert.match(haltDisabled(s)?.why ?? '', /FINISHED \(metrics\.json written at step 400\): nothing to halt/);
   assert.equal(relaunchDisabled(s), null);
   assert.match(plain(footerLine(s, 200, null)), /h halt:off\(FINISHED\)/);
   assert.match(text(dialogView({ kind: 'help' }, s, Date.now(), 120).lines), /disabled now: the run is FINISHED/);
@@ -68,7 +68,7 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   s.runStateWhy = 'step advanced 2 s ago';
   s.procs = procs([proc(0, 'R')]);
   assert.equal(haltDisabled(s), null);
-  assert.match(relaunchDisabled(s) ?? '', /RUNNING .*halt it first/);
+  assert.match(relaunchDisabled(s)?.why ?? '', /RUNNING .*halt it first/);
   assert.match(plain(footerLine(s, 200, null)), /r relaunch:off\(RUNNING\)/);
   // a pending request keeps h open on an ended run: it shows the request and can cancel it
   s.runState = 'EXITED';

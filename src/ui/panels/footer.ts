@@ -12,8 +12,8 @@ export function footerLine(s: CockpitState, w: number, renderMs: number | null):
     if (b.dangerous && s.readOnly) {
       hints.push(t(key, 'dim'), t(` ${b.hint}:read-only `, 'dim'));
     } else if (off) {
-      // the first words of the reason (the run's state); `?` gives the whole sentence
-      hints.push(t(key, 'dim'), t(` ${b.hint}:off(${off.replace(/^the run is /, '').split(/[ :(]/)[0]}) `, 'dim'));
+      // a word on why; `?` gives the whole sentence
+      hints.push(t(key, 'dim'), t(` ${b.hint}:off(${off.short}) `, 'dim'));
     } else {
       hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
     }
