@@ -27,6 +27,8 @@ export interface CheckInput {
   supervisor?: SupervisorState | null;
   /** durable control requests (.nsa-top/requests.json) */
   requests?: ControlRequest[];
+  /** whether the process carrying the active request is alive (pid + start time); undefined: not looked */
+  requestOwnerAlive?: boolean;
 }
 
 export interface Cadence {

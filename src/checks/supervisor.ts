@@ -88,6 +88,17 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
   const req = activeRequest(ctx.in.requests);
   if (req) {
     const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';
+    if (req.owner && ctx.in.requestOwnerAlive === false) {
+      out.push({
+        id: `request-orphan:${req.id}`,
+        rule: 'request',
+        severity: 'warning',
+        title: `the halt request of ${req.who.user} has lost its carrier (${owner} is gone): nothing will write .HALT`,
+        detail: `nsa-top halt RUN --after-checkpoint hands it to a new agent; h then x, or nsa-top halt RUN --cancel, drops it`,
+        since: req.updatedAt,
+      });
+      return out;
+    }
     out.push({
       id: `request:${req.id}`,
       rule: 'request',

@@ -8,8 +8,8 @@ import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control-types.js';
-import { haltGraceS, readRequests, REQUESTS_FILE } from '../trainer/requests.js';
+import { activeRequest, type ActionRecord, type ControlRequest, type SupervisorState } from '../trainer/control-types.js';
+import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE } from '../trainer/requests.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
 import type { RunModel } from '../trainer/run.js';
 import { openRunModel } from '../trainer/rundir.js';
@@ -97,6 +97,7 @@ export class Collector {
   private actionsKey = '';
   private supervisorKey = '';
   private requestsKey = '';
+  private ownerCheck: { key: string; at: number; alive: boolean | undefined } | null = null;
   private graceS: number | undefined;
   private launcherDir: string | null = null;
   private launched: Launched | undefined;
@@ -251,7 +252,17 @@ export class Collector {
     } catch (e) {
       errors.push(`requests.json: ${(e as Error).message}`);
     }
-    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched, supervisor, requests });
+    // the carrier of a request in force must be alive, or nothing will carry it out
+    const active = activeRequest(requests);
+    let requestOwnerAlive: boolean | undefined;
+    if (active?.owner) {
+      // looked at every 5 s (a read of /proc/PID/stat; a command over SSH), or when the owner changes
+      const key = `${active.owner.pid}:${active.owner.startTime}`;
+      if (this.ownerCheck?.key !== key || Date.now() - this.ownerCheck.at >= 5000)
+        this.ownerCheck = { key, at: Date.now(), alive: await ownerAlive(this.host, active.owner).catch(() => undefined) };
+      requestOwnerAlive = this.ownerCheck.alive;
+    }
+    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched, supervisor, requests, requestOwnerAlive });
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;

@@ -29,6 +29,13 @@ export const AGENT_ENV = 'NSA_TOP_AGENT_OUT_DIR';
 export const DEFAULT_HALT_GRACE_S = 300;
 const KEEP_FINISHED = 20;
 
+/** The owner is alive: same pid and start time, and not a zombie (an unreaped dead process). */
+export async function ownerAlive(host: Host, o: { pid: number; startTime: string }): Promise<boolean> {
+  if (!(await verifyProcess(host, o).catch(() => false))) return false;
+  const info = await readProc(host, o.pid).catch(() => null);
+  return !!info && info.state !== 'Z' && info.state !== 'X';
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
 
@@ -231,7 +238,7 @@ export class RequestOwner {
     // claim what nobody alive owns
     for (const r of reqs) {
       if (this.mine(r)) continue;
-      if (r.owner && (await verifyProcess(this.host, r.owner).catch(() => false))) continue;
+      if (r.owner && (await ownerAlive(this.host, r.owner))) continue;
       const prev = r.owner;
       const claimed = await updateRequests(this.outDir, (all) => {
         const x = all.find((y) => y.id === r.id);
@@ -363,7 +370,7 @@ async function takeAgentLock(host: Host, path: string, me: OwnerIdentity): Promi
     }
     try {
       const h = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown; startTime?: unknown };
-      if (typeof h.pid === 'number' && typeof h.startTime === 'string' && (await verifyProcess(host, { pid: h.pid, startTime: h.startTime }).catch(() => false))) return false;
+      if (typeof h.pid === 'number' && typeof h.startTime === 'string' && (await ownerAlive(host, { pid: h.pid, startTime: h.startTime }))) return false;
     } catch {
       await sleep(100);
       continue;
@@ -469,7 +476,7 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
   const refuse = async (detail: string) => ({ record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', target, 'refused', detail)), request: null });
   if (host.kind !== 'local') return refuse('a halt after the next checkpoint is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` there');
   const existing = activeRequest(readLocal(outDir));
-  if (existing && existing.owner && (await verifyProcess(host, existing.owner).catch(() => false)))
+  if (existing && existing.owner && (await ownerAlive(host, existing.owner)))
     return { record: mk(actor, 'halt-after-checkpoint', { ...target, request: existing.id }, 'ok', `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`), request: existing };
   const halt = await host.stat(haltPath).catch(() => null);
   if (halt) {

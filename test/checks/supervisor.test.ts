@@ -51,3 +51,13 @@ test('a durable request in force is shown to every cockpit', () => {
   assert.match(a[0]!.detail, /agent pid 77/);
   assert.deepEqual(alerts(null, [{ id: 'q1', kind: 'halt-after-checkpoint', ts: now - 5000, who, state: 'cancelled', owner: null, graceS: 300, note: 'cancelled', updatedAt: now }]), []);
 });
+
+test('a request whose carrier is gone is a warning that says how to hand it on or drop it', () => {
+  const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
+  const req = { id: 'q1', kind: 'halt-after-checkpoint' as const, ts: now - 5000, who, state: 'pending' as const, owner: { kind: 'agent' as const, pid: 77, startTime: '9' }, graceS: 300, note: 'waiting', updatedAt: now };
+  const a = evaluateOnce({ now, run: emptySnapshot('/r'), procs: null, gpu: null, requests: [req], requestOwnerAlive: false }).alerts.filter((x) => x.rule === 'request');
+  assert.equal(a.length, 1);
+  assert.equal(a[0]!.severity, 'warning');
+  assert.match(a[0]!.title, /lost its carrier \(agent pid 77 is gone\): nothing will write \.HALT/);
+  assert.match(a[0]!.detail, /nsa-top halt RUN --after-checkpoint hands it to a new agent/);
+});

@@ -144,3 +144,31 @@ test('"the next checkpoint" is one written after the request, not a higher step 
     cleanup(t.dir);
   }
 });
+
+test('a request whose agent was killed is not lost: asking again hands the same request to a new agent, which carries it out', async () => {
+  const t = tmp();
+  const p = train(['--config', t.cfg, '--out', t.out, '--steps', '100000', '--save-every', '80', '--log-every', '5', '--inject', 'slow-data@ms=15']);
+  try {
+    await waitFor('progress', () => lastStep(t.out) > 2, 60_000);
+    const first = cli(['halt', t.out, '--after-checkpoint', '--json']).json().request!;
+    agents.push(first.owner!);
+    process.kill(first.owner!.pid, 'SIGKILL'); // our own agent, by pid
+    await waitFor('the agent to be gone', async () => !(await verifyProcess(host, first.owner!).catch(() => false)), 10_000);
+    assert.equal((await readRequests(host, t.out)).find((x) => x.id === first.id)?.state, 'pending', 'still pending: nothing dropped it silently');
+    const again = cli(['halt', t.out, '--after-checkpoint', '--json']);
+    assert.equal(again.code, 0, again.stderr);
+    const second = again.json().request!;
+    assert.equal(second.id, first.id, 'the same request, not a second one');
+    assert.notEqual(second.owner!.pid, first.owner!.pid);
+    agents.push(second.owner!);
+    const exit = await Promise.race([p.exit, new Promise<null>((res) => setTimeout(() => res(null), 90_000).unref())]);
+    assert.ok(exit, 'the trainer stopped');
+    assert.ok(existsSync(join(t.out, '.HALT')));
+    const log = (await readActions(host, t.out)).filter((a) => a.action === 'halt-after-checkpoint');
+    assert.ok(log.some((a) => /taken over by nsa-top agent/.test(a.detail) && a.target.owner && (a.target.owner as { pid: number }).pid === second.owner!.pid));
+    await waitFor('the new agent to leave', async () => !(await verifyProcess(host, second.owner!).catch(() => false)), 30_000);
+  } finally {
+    p.child.kill('SIGKILL');
+    cleanup(t.dir);
+  }
+});
