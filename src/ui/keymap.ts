@@ -84,7 +84,7 @@ export const KEYMAP: readonly Binding[] = [
     hint: 'halt',
     dangerous: true,
     disabled: haltDisabled,
-    help: 'halt: now, or after the next checkpoint (a request that outlives the cockpit; x cancels it); SIGINT/SIGKILL only after .HALT and the grace',
+    help: 'halt now, or after the next checkpoint (outlives nsa-top; x cancels); SIGINT/KILL after .HALT + grace',
     match: ch('h'),
   },
   { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, disabled: relaunchDisabled, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
