@@ -15,7 +15,11 @@ export const COMMANDS: Record<string, Command> = {
   relaunch: { summary: 'relaunch a supervised run, resuming from its newest complete checkpoint', load: () => import('./commands/relaunch.js') },
   attach: { summary: 'open the cockpit on a supervised run', load: () => import('./commands/attach.js') },
   profiles: { summary: 'list and validate launch profiles', load: () => import('./commands/profiles.js') },
+  halt: { summary: 'halt a run: now, or after its next complete checkpoint (--after-checkpoint; durable), --cancel', load: () => import('./commands/halt.js') },
+  stop: { summary: 'stop a run: the supervisor\'s escalation (.HALT, then SIGINT, then SIGKILL)', load: () => import('./commands/stop.js') },
+  dump: { summary: 'stack dump of every rank (SIGUSR1, staggered), for scripts', load: () => import('./commands/dump.js') },
   supervise: { summary: '(internal) the detached supervisor process', load: () => import('./commands/supervise.js') },
+  agent: { summary: '(internal) the detached process that carries durable control requests', load: () => import('./commands/agent.js') },
 };
 
 export const VERSION = '0.1.0';
@@ -30,7 +34,7 @@ function usage(): string {
     '',
     'commands:',
     ...Object.entries(COMMANDS)
-      .filter(([name]) => name !== 'supervise')
+      .filter(([name]) => name !== 'supervise' && name !== 'agent')
       .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
     '',
     'RUN_DIR defaults to the newest run under ./artifacts/. `nsa-top <command> --help` for details.',

@@ -2,6 +2,7 @@
 // liveness of the rank processes, the GPUs of the run. Pure.
 import type { GpuDevice, GpuTelemetry, ProcInfo, RankProc, RunProcesses } from '../remote/types.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/snapshot.js';
+import type { ControlRequest, SupervisorState } from '../trainer/control-types.js';
 import { isToolProcess } from '../remote/procs.js';
 import { currentSegment, median } from './stats.js';
 import type { Thresholds } from './thresholds.js';
@@ -22,6 +23,12 @@ export interface CheckInput {
   launched?: Launched;
   /** CPU cores of the training host, for the CPU throughput upper bound (optional) */
   hostCpus?: number;
+  /** the supervisor's published state (.nsa-top/supervisor.json), for supervised runs */
+  supervisor?: SupervisorState | null;
+  /** durable control requests (.nsa-top/requests.json) */
+  requests?: ControlRequest[];
+  /** whether the process carrying the active request is alive (pid + start time); undefined: not looked */
+  requestOwnerAlive?: boolean;
 }
 
 export interface Cadence {

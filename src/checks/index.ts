@@ -7,6 +7,7 @@ import {
   ruleLoss, ruleMemory, ruleProcesses, ruleStall, ruleThroughput, stallInfo, type Draft, type MemSample,
 } from './rules.js';
 import { deriveRunState } from './runstate.js';
+import { ruleSupervisor } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type { Alert, ClearedAlert, HangVerdict, Severity } from './types.js';
 
@@ -87,6 +88,7 @@ export class Checker {
       ...ruleData(ctx),
       ...ruleMemory(ctx, this.mem),
       ...ruleGradNorm(ctx),
+      ...ruleSupervisor(ctx),
     ];
     const alerts = this.stamp(drafts, ctx.now);
     const rs = deriveRunState(ctx, si);

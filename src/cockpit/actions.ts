@@ -2,10 +2,11 @@
 // goes through src/trainer/control (verified pids, audited in actions.jsonl). Read-only is
 // enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
 import type { Host } from '../remote/host.js';
-import type { ActionRecord } from '../trainer/control-types.js';
+import type { ActionRecord, Actor } from '../trainer/control-types.js';
 import { withoutResume } from '../trainer/adopt.js';
 import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control.js';
-import { prepareRelaunch } from '../trainer/supervisor/launch.js';
+import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/requests.js';
+import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/supervisor/launch.js';
 import type { CockpitState } from './state.js';
 
 export interface RankDumpResult {
@@ -30,9 +31,14 @@ export interface ActionOutcome {
 export interface CockpitActions {
   readonly readOnly: boolean;
   dump(onProgress: (line: string) => void): Promise<DumpOutcome>;
+  /**
+   * 'now': a supervised run with a live supervisor gets its stop escalation (.HALT, grace, SIGINT,
+   * SIGKILL, carried by the supervisor); otherwise .HALT. 'after-checkpoint': a durable request
+   * carried by the supervisor or a detached agent — it outlives this cockpit.
+   */
   halt(mode: 'now' | 'after-checkpoint', onProgress?: (line: string) => void): Promise<ActionOutcome>;
-  /** stop waiting for a checkpoint before writing .HALT */
-  cancelHalt(): void;
+  /** cancel the pending durable request (any cockpit can; too late once its .HALT is written) */
+  cancelHalt(): Promise<ActionOutcome>;
   escalate(sig: 'SIGINT' | 'SIGKILL'): Promise<ActionOutcome>;
   relaunch(opts: { removeStaleHalt: boolean }): Promise<ActionOutcome>;
   /** acknowledge one alert episode: a line in actions.jsonl that every cockpit on the run shows */
@@ -59,6 +65,8 @@ export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunc
 
 /** The supervisor's relaunch, injected by the command (src/trainer/supervisor). */
 export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;
+/** The supervisor's stop escalation, injected by the command; null when the run has no live supervisor. */
+export type StopFn = () => Promise<ActionOutcome | null>;
 
 function outcome(r: ActionRecord): ActionOutcome {
   return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
@@ -70,10 +78,9 @@ export function rankTargets(s: CockpitState | null): RankTarget[] {
   return (s?.procs?.ranks ?? []).map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
 }
 
-export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn; changed?: () => void }): CockpitActions {
+export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn; stop?: StopFn; changed?: () => void }): CockpitActions {
   const { host, runDir, readOnly } = o;
   const changed = () => o.changed?.();
-  let haltAbort: AbortController | null = null;
   return {
     readOnly,
     async dump(onProgress) {
@@ -88,13 +95,23 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
     async halt(mode, onProgress) {
       if (readOnly) return refused();
       const actor = await currentActor(host);
-      haltAbort = new AbortController();
-      const r = outcome(await requestHalt(host, runDir, mode, actor, { readOnly, signal: haltAbort.signal, onProgress }));
+      let r: ActionOutcome;
+      if (mode === 'after-checkpoint') {
+        onProgress?.('handing the request to a detached process…');
+        r = outcome((await submitHaltAfterCheckpoint(host, runDir, actor, { readOnly })).record);
+      } else {
+        const viaSupervisor = o.stop ? await o.stop() : null;
+        r = viaSupervisor ?? outcome(await requestHalt(host, runDir, 'now', actor, { readOnly }));
+      }
       changed();
       return r;
     },
-    cancelHalt() {
-      haltAbort?.abort();
+    async cancelHalt() {
+      if (readOnly) return refused();
+      const actor = await currentActor(host);
+      const r = outcome((await cancelRequest(host, runDir, actor, { readOnly })).record);
+      changed();
+      return r;
     },
     async escalate(sig) {
       if (readOnly) return refused();
@@ -140,5 +157,19 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
         adopted: p.adopted ? `(cd ${p.adopted.launcher.cwd} && ${withoutResume(p.adopted.launcher.argv).join(' ')})${p.adopted.config ? ` with CONFIG=${p.adopted.config}` : ''}` : null,
       };
     },
+  };
+}
+
+/**
+ * The cockpit's "halt now" on a supervised run: the supervisor's stop escalation (it writes .HALT and
+ * escalates after the profile's grace, and outlives the cockpit). null when no live supervisor runs it.
+ */
+export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readOnly: boolean): StopFn {
+  return async () => {
+    if (host.kind !== 'local') return null;
+    const sup = await supervisorStatus(host, runDir).catch(() => null);
+    if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
+    const r = await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' });
+    return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
   };
 }

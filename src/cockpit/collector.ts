@@ -9,7 +9,8 @@ import type { Host } from '../remote/host.js';
 import { findRunProcesses } from '../remote/procs.js';
 import { recordAdoption } from '../trainer/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
+import { activeRequest, type ActionRecord, type ControlRequest, type SupervisorState } from '../trainer/control-types.js';
+import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE } from '../trainer/requests.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
 import type { RunModel } from '../trainer/run.js';
 import { openRunModel } from '../trainer/rundir.js';
@@ -71,6 +72,7 @@ function changeKey(s: CockpitState): string {
     s.actions.at(-1)?.ts,
     s.supervisor?.updatedAt,
     s.supervisor?.state,
+    (s.requests ?? []).map((q) => `${q.id}:${q.state}:${q.updatedAt}`).join(','),
     JSON.stringify(s.conn),
     s.collectError,
   ].join('|');
@@ -95,6 +97,9 @@ export class Collector {
   private procsPids = '';
   private actionsKey = '';
   private supervisorKey = '';
+  private requestsKey = '';
+  private ownerCheck: { key: string; at: number; alive: boolean | undefined } | null = null;
+  private graceS: number | undefined;
   private launcherDir: string | null = null;
   private launched: Launched | undefined;
   /** ms the last tick took (reading files, process table, checks) */
@@ -183,6 +188,7 @@ export class Collector {
         this.launched = undefined;
       }
       void this.probePySpy();
+      this.graceS = await haltGraceS(this.host, opened.runDir).catch(() => undefined);
     }
     let run: RunSnapshot;
     try {
@@ -211,7 +217,6 @@ export class Collector {
       errors.push(`process table: ${(e as Error).message}`);
     }
     const now = this.host.now();
-    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched });
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
       // re-read the action log only when it changed (a stat per tick instead of a read)
@@ -247,6 +252,29 @@ export class Collector {
         supervisor = null;
       }
     }
+    let requests: ControlRequest[] = this.state?.requests ?? [];
+    try {
+      // re-read only when requests.json changed
+      const st = await this.host.stat(join(this.outDir!, NSA_DIR, REQUESTS_FILE));
+      const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
+      if (key !== this.requestsKey) {
+        requests = st ? await readRequests(this.host, this.outDir!) : [];
+        this.requestsKey = key;
+      }
+    } catch (e) {
+      errors.push(`requests.json: ${(e as Error).message}`);
+    }
+    // the carrier of a request in force must be alive, or nothing will carry it out
+    const active = activeRequest(requests);
+    let requestOwnerAlive: boolean | undefined;
+    if (active?.owner) {
+      // looked at every 5 s (a read of /proc/PID/stat; a command over SSH), or when the owner changes
+      const key = `${active.owner.pid}:${active.owner.startTime}`;
+      if (this.ownerCheck?.key !== key || Date.now() - this.ownerCheck.at >= 5000)
+        this.ownerCheck = { key, at: Date.now(), alive: await ownerAlive(this.host, active.owner).catch(() => undefined) };
+      requestOwnerAlive = this.ownerCheck.alive;
+    }
+    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched, supervisor, requests, requestOwnerAlive });
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
@@ -275,6 +303,8 @@ export class Collector {
       verdicts: ev.verdicts,
       actions,
       supervisor,
+      requests,
+      haltGraceS: this.graceS,
       self: { cpuPct, rssMiB, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
       gateHaltIn: ev.gateHaltIn,
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },

@@ -3,7 +3,7 @@
 import type { Alert, ClearedAlert, HangVerdict } from '../checks/types.js';
 import type { ConnState } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord, SupervisorState } from '../trainer/control-types.js';
+import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control-types.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 
 export type RunState = 'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER';
@@ -25,6 +25,10 @@ export interface CockpitState {
   verdicts: HangVerdict[];
   actions: ActionRecord[];
   supervisor: SupervisorState | null;
+  /** durable control requests (<out_dir>/.nsa-top/requests.json), oldest first; absent: not read */
+  requests?: ControlRequest[];
+  /** seconds the ranks get after .HALT before SIGINT/SIGKILL are offered (the profile's stop.halt_grace_s) */
+  haltGraceS?: number;
   self: { cpuPct: number | null; rssMiB: number | null; renderMs: number | null; telemetryLatencyMs: number | null };
   /** from the Checker: the watchdog's gate rule would halt the run in this many more checks (null: it would not) */
   gateHaltIn?: number | null;

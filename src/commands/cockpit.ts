@@ -3,7 +3,7 @@
 // (alternate screen, cursor, resize) and the non-TTY fallback (one frame, then exit).
 import { render } from 'ink';
 import { createElement } from 'react';
-import { createActions, type RelaunchFn } from '../cockpit/actions.js';
+import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
 import { Collector } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
@@ -94,6 +94,7 @@ export interface CockpitSession {
   readOnly: boolean;
   intervalMs: number;
   relaunch?: RelaunchFn;
+  stop?: StopFn;
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -118,7 +119,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     const interactive = process.stdin.isTTY === true;
     if (!interactive) process.stderr.write('nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n');
     collector.start();
-    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, changed: () => collector.refreshSoon() });
+    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, stop: o.stop, changed: () => collector.refreshSoon() });
     const renderMs = { current: null as number | null };
     out.write(ALT_ON);
     // NSA_TOP_RENDER=ink draws through Ink's own output (whole frame each time); the default paints
@@ -193,6 +194,7 @@ export async function run(argv: string[]): Promise<number> {
         const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };
       },
+      stop: supervisorStopFn(host, runDir, actor, a.readOnly),
     });
     return 0;
   } finally {

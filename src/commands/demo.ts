@@ -6,6 +6,7 @@ import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local.js';
 import { currentActor, describeActor } from '../trainer/control.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/supervisor/launch.js';
+import { supervisorStopFn } from '../cockpit/actions.js';
 import { openCockpit } from './cockpit.js';
 import { CliError } from './errors.js';
 
@@ -68,6 +69,7 @@ export async function run(argv: string[]): Promise<number> {
       const r = await relaunch(host, runDir, actor, { removeStaleHalt });
       return { ok: r.result === 'ok', result: r.result, detail: r.detail };
     },
+    stop: supervisorStopFn(host, runDir, actor, false),
   });
   const st = await readSupervisorState(host, runDir);
   const live = st !== null && ['starting', 'running', 'backoff'].includes(st.state);
@@ -79,10 +81,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stdin.setRawMode?.(false);
       process.stdin.ref?.();
       process.stdin.resume();
-      const rl = createInterface({ input: process.stdin, output: process.stdout });
-      const ans = (await rl.question('The demo run is still training. Halt it gracefully (checkpoint, then stop)? [Y/n] ')).trim().toLowerCase();
-      rl.close();
-      stop = !(ans === 'n' || ans === 'no');
+      stop = await askStop();
     }
     if (stop) {
       const r = await stopRun(host, runDir, actor, { reason: 'demo ended' });
@@ -104,4 +103,32 @@ export async function run(argv: string[]): Promise<number> {
   }
   process.stdout.write(`artifacts: ${runDir}\nreopen:    nsa-top ${runDir}\n`);
   return 0;
+}
+
+/**
+ * "Halt it? [Y/n]". Ctrl-C, Ctrl-D or a hangup at the question take the safe default (halt): the
+ * operator who leaves the question must not leave a trainer running behind them.
+ */
+async function askStop(): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  const ac = new AbortController();
+  const leave = () => ac.abort();
+  rl.on('SIGINT', leave);
+  rl.on('close', leave);
+  process.once('SIGHUP', leave);
+  process.once('SIGTERM', leave);
+  process.once('SIGINT', leave);
+  try {
+    const ans = (await rl.question('The demo run is still training. Halt it gracefully (checkpoint, then stop)? [Y/n] ', { signal: ac.signal })).trim().toLowerCase();
+    return !(ans === 'n' || ans === 'no');
+  } catch {
+    process.stdout.write('\n(no answer: halting — the default)\n');
+    return true;
+  } finally {
+    process.off('SIGHUP', leave);
+    process.off('SIGTERM', leave);
+    process.off('SIGINT', leave);
+    rl.off('close', leave);
+    rl.close();
+  }
 }

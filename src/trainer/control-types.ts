@@ -25,7 +25,9 @@ export type ActionKind =
   /** an operator acknowledged an alert: target {alert: id, since, severity} names the episode */
   | 'ack'
   /** nsa-top recorded the launch of a run it did not start (src/trainer/adopt.ts) */
-  | 'adopt';
+  | 'adopt'
+  | 'cancel-request'
+  | 'stop';
 
 /** One line of <run>/.nsa-top/actions.jsonl */
 export interface ActionRecord {
@@ -56,6 +58,70 @@ export interface SupervisorState {
   phase?: 'smoke' | 'train';
   /** one human sentence on why the state is what it is ("HALT by alice: not restarted", "stale .HALT: ...") */
   note?: string | null;
+  /** while state is 'backoff': when the next start is due (ms epoch) */
+  backoffUntil?: number | null;
+  /** why the trainer last exited, one phrase ("exit 2", "signal SIGKILL", "HALT", "NaN abort") */
+  lastCause?: string | null;
+  /** the newest complete checkpoint (path, mtime) seen at each start: judges "restarts without progress" */
+  startCheckpoints?: { at: number; path: string | null; mtimeMs: number | null }[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// durable control requests (<out_dir>/.nsa-top/requests.json)
+
+export type RequestState = 'pending' | 'halt-written' | 'done' | 'cancelled' | 'failed';
+
+/**
+ * A control request that outlives whoever made it: owned by a detached process (the supervisor of
+ * a supervised run, else `nsa-top agent`), so quitting the cockpit or losing SSH does not drop it.
+ */
+export interface ControlRequest {
+  id: string;
+  kind: 'halt-after-checkpoint';
+  /** when it was requested (ms epoch, host clock): only a checkpoint written after this counts */
+  ts: number;
+  who: Actor;
+  state: RequestState;
+  /** the detached process carrying it out; null until one has claimed it */
+  owner: { kind: 'agent' | 'supervisor'; pid: number; startTime: string } | null;
+  /** seconds the ranks get after .HALT before SIGINT/SIGKILL are offered (the profile's stop.halt_grace_s) */
+  graceS: number;
+  /** the complete checkpoint written after the request that triggered .HALT */
+  checkpoint?: { path: string; step: number; mtimeMs: number } | null;
+  /** when .HALT was written by this request (ms epoch) */
+  haltAt?: number | null;
+  cancelledBy?: Actor | null;
+  /** one line: what it is waiting for, or how it ended */
+  note: string;
+  updatedAt: number;
+}
+
+export interface RequestsFile {
+  version: 1;
+  requests: ControlRequest[];
+}
+
+export const ACTIVE_REQUEST_STATES: readonly RequestState[] = ['pending', 'halt-written'];
+
+/** The request still in force (pending or waiting for the ranks after its .HALT), newest first. */
+export function activeRequest(reqs: readonly ControlRequest[] | null | undefined): ControlRequest | null {
+  if (!reqs) return null;
+  for (let i = reqs.length - 1; i >= 0; i--) if (ACTIVE_REQUEST_STATES.includes(reqs[i]!.state)) return reqs[i]!;
+  return null;
+}
+
+/**
+ * Whether SIGINT/SIGKILL may be offered: only once a .HALT exists (something was asked of the
+ * trainer) and the ranks have had the grace the profile gives since it was written. Returns the
+ * reason when not (for the key's hint), or null when escalation may be offered.
+ */
+export function escalationBlocked(o: { haltPresent: boolean; haltSinceMs: number | null; graceS: number; ranksAlive: number; now: number }): string | null {
+  if (o.ranksAlive === 0) return 'no rank is running';
+  if (!o.haltPresent) return 'no .HALT yet: nothing has been asked of the trainer';
+  if (o.haltSinceMs === null) return null;
+  const left = o.haltSinceMs + o.graceS * 1000 - o.now;
+  if (left > 0) return `the ranks have ${Math.ceil(left / 1000)} s of their ${o.graceS} s grace left after .HALT`;
+  return null;
 }
 
 /** The acknowledgements in an action log, with the alert id each names (oldest first). */

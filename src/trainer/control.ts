@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Host, SignalName } from '../remote/host.js';
 import { isLauncher, readProc, verifyProcess } from '../remote/procs.js';
 import type { ProcInfo } from '../remote/types.js';
-import { newestCompleteCheckpoint } from './checkpoints.js';
+import { checkpointTailProblem, listCheckpoints } from './checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './control-types.js';
 import type { RunSnapshot } from './snapshot.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
@@ -130,6 +130,8 @@ const KINDS = new Set<string>([
   'py-spy-dump',
   'ack',
   'adopt',
+  'cancel-request',
+  'stop',
 ]);
 const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
 
@@ -509,8 +511,28 @@ async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wr
 }
 
 /**
- * 'now': write .HALT ("halt: manual_stop <user>"). 'after-checkpoint': wait for the next complete
- * checkpoint (newer than the newest one now), then write .HALT. Cancel the wait with opts.signal.
+ * The newest COMPLETE checkpoint whose file was written after `sinceMs` (its mtime), or null. A
+ * file modified within the last second is left for the next look (it may still be growing: the
+ * real trainer torch.save()s in place); the rest must pass the structural check in checkpoints.ts.
+ */
+export async function checkpointWrittenSince(host: Host, outDir: string, sinceMs: number): Promise<{ path: string; name: string; step: number; mtimeMs: number } | null> {
+  const now = host.now();
+  const cands = (await listCheckpoints(host, outDir)).filter((c) => c.mtimeMs > sinceMs).sort((a, b) => b.mtimeMs - a.mtimeMs);
+  for (const c of cands) {
+    if (now - c.mtimeMs < 1000) continue;
+    const st = await host.stat(c.path).catch(() => null);
+    if (!st || st.size !== c.size || st.mtimeMs !== c.mtimeMs) continue; // changed since the listing
+    const problem = await checkpointTailProblem(host, c.path, st.size).catch((e: Error) => e.message);
+    if (problem) continue;
+    return { path: c.path, name: c.name, step: c.step, mtimeMs: c.mtimeMs };
+  }
+  return null;
+}
+
+/**
+ * 'now': write .HALT ("halt: manual_stop <user>"). 'after-checkpoint': wait IN THIS PROCESS for a
+ * complete checkpoint written after now, then write .HALT (cancel with opts.signal). The cockpit and
+ * `nsa-top halt` use the durable request instead (src/trainer/requests.ts), which outlives them.
  */
 export async function requestHalt(
   host: Host,
@@ -524,15 +546,11 @@ export async function requestHalt(
   const haltPath = join(outDir, '.HALT');
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, { path: haltPath });
   if (mode === 'after-checkpoint') {
-    const base = await newestCompleteCheckpoint(host, outDir).catch(() => null);
-    const baseKey = base ? `${base.path}@${base.step}` : null;
-    const baseMtime = base ? ((await host.stat(base.path))?.mtimeMs ?? 0) : 0;
-    await logged(
-      host,
-      runDir,
-      makeRecord(host, actor, kind, { path: haltPath, after: base?.path ?? null }, 'started', `waiting for a checkpoint newer than ${base ? `step ${base.step}` : 'none yet'}`),
-    );
-    opts.onProgress?.(`waiting for the next checkpoint (newest complete now: ${base ? `step ${base.step}` : 'none'})`);
+    // "the next checkpoint" is one written after now (by mtime), not a step number above the old
+    // maximum: after a resume the real trainer counts from step 1 again
+    const since = host.now();
+    await logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'started', `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`));
+    opts.onProgress?.('waiting for the next complete checkpoint');
     const pollMs = opts.pollMs ?? 1000;
     const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;
     for (;;) {
@@ -542,18 +560,14 @@ export async function requestHalt(
         const existing = (await readSmall(host, haltPath))?.trim() ?? '';
         return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', `.HALT appeared meanwhile (${existing}); nothing written`));
       }
-      const c = await newestCompleteCheckpoint(host, outDir).catch(() => null);
+      const c = await checkpointWrittenSince(host, outDir, since).catch(() => null);
       if (c) {
-        const mtime = (await host.stat(c.path))?.mtimeMs ?? 0;
-        const key = `${c.path}@${c.step}`;
-        if (key !== baseKey || mtime > baseMtime) {
-          const w = await writeHalt(host, outDir, actor);
-          return logged(
-            host,
-            runDir,
-            makeRecord(host, actor, kind, { path: haltPath, checkpoint: c.path, checkpointStep: c.step }, 'ok', w.wrote ? `checkpoint step ${c.step} complete; .HALT written` : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`),
-          );
-        }
+        const w = await writeHalt(host, outDir, actor);
+        return logged(
+          host,
+          runDir,
+          makeRecord(host, actor, kind, { path: haltPath, checkpoint: c.path, checkpointStep: c.step }, 'ok', w.wrote ? `checkpoint step ${c.step} complete; .HALT written` : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`),
+        );
       }
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, pollMs);

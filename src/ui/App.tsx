@@ -13,8 +13,9 @@ import type { CockpitState } from '../cockpit/state.js';
 import { lineToAnsi } from './ansi.js';
 import type { FramePainter } from './paint.js';
 import { compose, type Frame, visiblePanels } from './compose.js';
-import { type Dialog, ESCALATE_AFTER_S } from './dialog.js';
-import { commandFor, type Command } from './keymap.js';
+import { type Dialog, escalationGate, trackedRequest } from './dialog.js';
+import { bindingOf, commandFor, type Command } from './keymap.js';
+import { activeRequest } from '../trainer/control-types.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
 import { initialView, type ViewState } from './view.js';
@@ -111,7 +112,7 @@ export function App(p: AppProps) {
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
 
   const quit = useCallback(() => {
-    p.actions.cancelHalt();
+    // a pending halt request is not ours to drop: it is carried by a detached process
     p.onQuit?.();
     exit();
   }, [exit, p]);
@@ -151,6 +152,13 @@ export function App(p: AppProps) {
     [p.actions, update],
   );
 
+  const startCancel = useCallback(() => {
+    p.actions.cancelHalt().then(
+      (result) => update((d) => (d.kind === 'halt-track' ? { ...d, result } : d)),
+      (e: Error) => update((d) => (d.kind === 'halt-track' ? { ...d, result: { ok: false, result: 'failed', detail: e.message } } : d)),
+    );
+  }, [p.actions, update]);
+
   const startRelaunch = useCallback(
     (removeStaleHalt: boolean) => {
       update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'running', removeHalt: removeStaleHalt } : d));
@@ -188,8 +196,13 @@ export function App(p: AppProps) {
           setDialogNow(null);
           return;
         }
-        const age = (Date.now() - d.startedAt) / 1000;
-        if (age < ESCALATE_AFTER_S && !d.escalation) return;
+        const st = stateRef.current;
+        if (input === 'x' && st && d.mode === 'after-checkpoint' && trackedRequest(st, d.startedAt)?.state === 'pending') {
+          startCancel();
+          return;
+        }
+        // SIGINT/SIGKILL only once .HALT exists and the ranks have had their grace
+        if (!st || (escalationGate(st, Date.now()) !== null && !d.escalation)) return;
         if (input === 'i') startEscalate('SIGINT');
         else if (input === 'K') {
           if (d.killArmed) startEscalate('SIGKILL');
@@ -281,6 +294,11 @@ export function App(p: AppProps) {
       setDialog({ kind: 'refused', what: c, why: READ_ONLY_WHY });
       return;
     }
+    const off = stateRef.current ? (bindingOf(c).disabled?.(stateRef.current) ?? null) : null;
+    if (off) {
+      setDialog({ kind: 'refused', what: c, why: off.why });
+      return;
+    }
     // zoomed, tab walks every panel (each in turn fills the screen)
     const shown = p.painter ? frameRef.current : frame;
     const visible = viewRef.current.zoom ? FOCUSABLE : shown ? visiblePanels(shown.layout) : [];
@@ -305,9 +323,15 @@ export function App(p: AppProps) {
       case 'dump':
         startDump();
         return;
-      case 'halt':
-        setDialog({ kind: 'halt-choose', startedAt: Date.now() });
+      case 'halt': {
+        // a request in force (from any cockpit or script) or a .HALT already there: show it, offer cancel/escalation
+        const st = stateRef.current;
+        const req = st ? activeRequest(st.requests) : null;
+        if (req) setDialog({ kind: 'halt-track', mode: 'after-checkpoint', startedAt: req.ts, startStep: st?.run.step ?? null, result: null, escalation: null, killArmed: false });
+        else if (st?.run.control.halt.present) setDialog({ kind: 'halt-track', mode: 'now', startedAt: st.run.control.halt.mtimeMs ?? Date.now(), startStep: st.run.step ?? null, result: null, escalation: null, killArmed: false });
+        else setDialog({ kind: 'halt-choose', startedAt: Date.now() });
         return;
+      }
       case 'relaunch': {
         const prep = p.actions.prepareRelaunch;
         if (!prep) {
@@ -373,7 +397,14 @@ export function App(p: AppProps) {
     (input, key) => {
       const d = dialogRef.current;
       if (d) {
-        if (key.ctrl && input === 'c') return quit();
+        if (key.ctrl && input === 'c') {
+          // at a question, Ctrl-C takes the safe default: no action, the question closes
+          if (d.kind === 'halt-choose' || (d.kind === 'relaunch' && (d.stage === 'confirm' || d.stage === 'halt-confirm'))) {
+            setDialogNow(null);
+            return;
+          }
+          return quit();
+        }
         dialogKey(input, key, d);
         return;
       }

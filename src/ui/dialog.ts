@@ -2,11 +2,15 @@
 // (progress, per-rank results). The App owns the dialog value; this file only draws it.
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
+import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control-types.js';
 import { dur } from './format.js';
 import { KEYMAP } from './keymap.js';
 import type { Role } from './palette.js';
 import { rankRows } from './panels/ranks.js';
 import { clean, type Line, t, wrap } from './text.js';
+
+/** the profile default stop.halt_grace_s (src/trainer/profiles.ts), when the state does not say */
+const DEFAULT_HALT_GRACE_S = 300;
 
 export type Dialog =
   | { kind: 'help' }
@@ -35,8 +39,31 @@ export type Dialog =
       info?: RelaunchInfo | null;
     };
 
-/** Seconds after a halt request before escalation is offered. */
-export const ESCALATE_AFTER_S = 20;
+/**
+ * Whether SIGINT/SIGKILL may be offered in the halt window, and if not, why: from the run's state
+ * (.HALT present and since when, the ranks alive) and the grace its profile gives (the request's,
+ * else the run's). The judgement itself is escalationBlocked (src/trainer/control-types).
+ */
+export function escalationGate(s: CockpitState, now: number): string | null {
+  const req = activeRequest(s.requests);
+  const alive = (s.procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').length;
+  return escalationBlocked({
+    haltPresent: s.run.control.halt.present,
+    haltSinceMs: req?.haltAt ?? s.run.control.halt.mtimeMs,
+    graceS: req?.graceS ?? s.haltGraceS ?? DEFAULT_HALT_GRACE_S,
+    ranksAlive: alive,
+    now,
+  });
+}
+
+/** The request this halt window follows: the active one, else the newest made since it opened. */
+export function trackedRequest(s: CockpitState, since: number): ControlRequest | null {
+  const act = activeRequest(s.requests);
+  if (act) return act;
+  const reqs = s.requests ?? [];
+  for (let i = reqs.length - 1; i >= 0; i--) if (reqs[i]!.ts >= since - 5000) return reqs[i]!;
+  return null;
+}
 
 export interface DialogView {
   title: string;
@@ -50,7 +77,12 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
   const W = width;
   switch (d.kind) {
     case 'help': {
-      const lines: Line[] = KEYMAP.map((b) => [t(b.keys.padEnd(12), 'accent', { bold: true }), t(b.help), ...(b.dangerous && s.readOnly ? [t('  (read-only)', 'warn')] : [])]);
+      const lines: Line[] = [];
+      for (const b of KEYMAP) {
+        lines.push([t(b.keys.padEnd(12), 'accent', { bold: true }), t(b.help), ...(b.dangerous && s.readOnly ? [t('  (read-only)', 'warn')] : [])]);
+        const off = b.dangerous && !s.readOnly ? (b.disabled?.(s) ?? null) : null;
+        if (off) lines.push(...wrap(`disabled now: ${clean(off.why)}`, Math.max(20, W - 16)).map((l) => [t(' '.repeat(12)), t(l, 'warn')]));
+      }
       lines.push([]);
       lines.push([t('esc / ? closes. Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.', 'dim')]);
       return { title: 'Keys', role: 'info', lines };
@@ -90,8 +122,18 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
     case 'halt-track': {
       const lines: Line[] = [];
       const age = (now - d.startedAt) / 1000;
-      lines.push([t(d.mode === 'now' ? '.HALT written: ranks stop before their next micro-step' : 'waiting for the next checkpoint, then .HALT', 'info')]);
-      if (d.result) lines.push([t(clean(d.result.detail), d.result.ok ? 'dim' : 'crit')]);
+      const req = d.mode === 'after-checkpoint' ? trackedRequest(s, d.startedAt) : null;
+      const supervised = !!s.supervisor && ['starting', 'running', 'backoff', 'stopping'].includes(s.supervisor.state);
+      if (d.mode === 'after-checkpoint') {
+        if (req) {
+          const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';
+          const role: Role = req.state === 'failed' ? 'crit' : req.state === 'cancelled' ? 'warn' : 'info';
+          lines.push([t(`${req.state === 'pending' ? 'pending' : req.state}: `, role, { bold: true }), t(clean(req.note), role)]);
+          lines.push([t(`requested by ${clean(req.who.user)} at ${new Date(req.ts).toISOString().slice(11, 19)} · carried by ${owner} (outlives this cockpit)`, 'dim')]);
+        } else lines.push([t('handing the request to a detached process…', 'info')]);
+      } else lines.push([t(supervised ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace' : '.HALT written: ranks stop before their next micro-step', 'info')]);
+      if (d.result && !(d.mode === 'after-checkpoint' && req && d.result.ok)) lines.push(...wrap(clean(d.result.detail), W - 4).map((l) => [t(l, d.result!.ok ? 'dim' : 'crit')]));
+      if (supervised && s.supervisor?.note) lines.push([t(`supervisor: ${clean(s.supervisor.note)}`, 'dim')]);
       const rows = rankRows(s, now);
       let alive = 0;
       for (const r of rows) {
@@ -104,11 +146,15 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       const done = rows.length > 0 && alive === 0;
       if (d.escalation) lines.push([t(`${d.escalation.sig} sent${d.escalation.result ? `: ${clean(d.escalation.result.detail)}` : '…'}`, d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info')]);
       if (done) lines.push([t(`all ranks stopped after ${dur(age)} — r relaunches`, 'ok', { bold: true })]);
-      if (!done && (age >= ESCALATE_AFTER_S || d.escalation)) {
-        lines.push([t(`${alive} rank(s) still running after ${dur(age)}: `, 'warn'), t('i', 'accent', { bold: true }), t(' SIGINT  '), t('K', 'accent', { bold: true }), t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined)]);
-      } else if (!done) lines.push([t(`waiting… ${dur(age)} (escalation offered after ${ESCALATE_AFTER_S}s)`, 'dim')]);
-      lines.push([t('esc closes this window; the halt stays requested', 'dim')]);
-      return { title: `Halt (${d.mode})`, role: 'warn', lines };
+      const blocked = escalationGate(s, now);
+      if (!done && (blocked === null || d.escalation)) {
+        lines.push([t(`${alive} rank(s) still running after the grace: `, 'warn'), t('i', 'accent', { bold: true }), t(' SIGINT  '), t('K', 'accent', { bold: true }), t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined)]);
+      } else if (!done) lines.push([t(`SIGINT/SIGKILL not offered: ${blocked}`, 'dim')]);
+      const keys: Line = [];
+      if (req?.state === 'pending') keys.push(t('x', 'accent', { bold: true }), t(' cancel the request   '));
+      keys.push(t(req && (req.state === 'pending' || req.state === 'halt-written') ? 'esc closes this window; the request stays in force' : 'esc closes this window', 'dim'));
+      lines.push(keys);
+      return { title: `Halt (${d.mode === 'now' ? 'now' : 'after the next checkpoint'})`, role: 'warn', lines };
     }
     case 'relaunch': {
       const name = s.run.identity.name;

@@ -2,6 +2,8 @@
 // disagree. `dangerous` commands are refused in --read-only mode at the key, the dialog and the
 // action (see src/cockpit/actions.ts).
 import type { Key } from 'ink';
+import type { CockpitState } from '../cockpit/state.js';
+import { activeRequest } from '../trainer/control-types.js';
 
 export type Command =
   | 'dump'
@@ -31,15 +33,61 @@ export interface Binding {
   hint?: string;
   help: string;
   dangerous?: boolean;
+  /**
+   * Why the command cannot work on this run right now (shown in the footer hint and in `?`), or
+   * null when it can. Read from the state and the checks' judgement (runState), never a UI threshold.
+   */
+  disabled?: (s: CockpitState) => Disabled | null;
   match(input: string, key: Partial<Key>): boolean;
+}
+
+/** why a key is off: a word for the footer hint, a sentence for `?` and the refusal */
+export interface Disabled {
+  short: string;
+  why: string;
+}
+
+const ENDED = new Set(['FINISHED', 'EXITED', 'HALTED', 'NO TRAINER']);
+const LIVE = new Set(['RUNNING', 'STALLED', 'STARTING', 'HALTING']);
+
+function ranksAlive(s: CockpitState): number {
+  return (s.procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').length;
+}
+
+export function dumpDisabled(s: CockpitState): Disabled | null {
+  if (s.procs && ranksAlive(s) === 0) return { short: 'no ranks', why: `no rank process is running (the run is ${s.runState})` };
+  return null;
+}
+
+export function haltDisabled(s: CockpitState): Disabled | null {
+  if (activeRequest(s.requests)) return null; // h shows the request and can cancel it
+  if (s.run.control.halt.present && ranksAlive(s) > 0) return null; // h tracks the halt and offers escalation
+  if (ENDED.has(s.runState)) return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): nothing to halt` };
+  return null;
+}
+
+export function relaunchDisabled(s: CockpitState): Disabled | null {
+  if (LIVE.has(s.runState)) return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first` };
+  const sup = s.supervisor;
+  if (sup && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state))
+    return { short: `supervisor ${sup.state}`, why: `its supervisor (pid ${sup.supervisor?.pid ?? '?'}) is ${sup.state}${sup.state === 'backoff' ? ': it restarts the trainer itself' : ''}` };
+  return null;
 }
 
 const ch = (c: string) => (input: string, key: Partial<Key>) => input === c && !key.ctrl && !key.meta;
 
 export const KEYMAP: readonly Binding[] = [
-  { command: 'dump', keys: 'd', hint: 'dump', dangerous: true, help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer', match: ch('d') },
-  { command: 'halt', keys: 'h', hint: 'halt', dangerous: true, help: 'halt: now, or after the next checkpoint (.HALT); tracks the ranks, offers escalation', match: ch('h') },
-  { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
+  { command: 'dump', keys: 'd', hint: 'dump', dangerous: true, disabled: dumpDisabled, help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer', match: ch('d') },
+  {
+    command: 'halt',
+    keys: 'h',
+    hint: 'halt',
+    dangerous: true,
+    disabled: haltDisabled,
+    help: 'halt now, or after the next checkpoint (outlives nsa-top; x cancels); SIGINT/KILL after .HALT + grace',
+    match: ch('h'),
+  },
+  { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, disabled: relaunchDisabled, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
   { command: 'ack', keys: 'a', hint: 'ack', dangerous: true, help: 'acknowledge the selected alert (Alerts panel, ↑/↓ to pick; elsewhere: the first unacknowledged critical); logged in actions.jsonl', match: ch('a') },
   { command: 'focus-next', keys: 'tab', hint: 'focus', help: 'focus the next panel', match: (i, k) => !!k.tab && !k.shift },
   { command: 'focus-prev', keys: 'shift-tab', help: 'focus the previous panel', match: (i, k) => !!k.tab && !!k.shift },

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import type { Host } from '../../src/remote/host.js';
 import { readProc } from '../../src/remote/procs.js';
 
@@ -53,4 +54,11 @@ export function killKids(kids: Kid[]): void {
     }
     if (k.child.exitCode === null && k.child.signalCode === null) k.child.kill('SIGKILL');
   }
+}
+
+/** A checkpoint in the reference format's framing: payload | u32 CRC | "NSACKEND". */
+export function nsaCheckpoint(payload: Buffer): Buffer {
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(crc32(payload) >>> 0);
+  return Buffer.concat([payload, crc, Buffer.from('NSACKEND')]);
 }

@@ -115,3 +115,30 @@ test('demo: live step, d dumps each rank, h halts with a checkpoint, r relaunche
     rmSync(cwd, { recursive: true, force: true });
   }
 });
+
+test('demo: Ctrl-C at the quit question takes the safe default — the trainer is halted, not left running', { timeout: 180_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), 'nsa-top-e2e-demo-ctrlc-'));
+  const main = new Cockpit(['demo', '--steps', '3000'], { cwd });
+  let runDir = '';
+  const recorded: { pid: number; startTime: string | null }[] = [];
+  try {
+    runDir = (await main.waitRaw(/started \(2 ranks\) in (\S+)/, 60_000))[1]!;
+    await main.waitFor(/RUNNING/, 60_000);
+    recorded.push(...runPids(runDir));
+    await main.send('q', 500);
+    await main.waitRaw(/Halt it gracefully/, 15_000);
+    await main.send('\x03');
+    assert.equal(await main.exited, 0);
+    assert.match(main.raw, /no answer: halting/);
+    const st = JSON.parse(readFileSync(join(runDir, '.nsa-top', 'supervisor.json'), 'utf8')) as { state: string };
+    assert.match(st.state, /halted|stopping/, 'the demo run is being stopped, not left training');
+    assert.ok(existsSync(join(runDir, '.HALT')), 'the graceful halt was asked of the trainer');
+  } finally {
+    await main.close();
+    if (runDir) {
+      await new Promise((r) => setTimeout(r, 3000));
+      killRecorded([...recorded, ...runPids(runDir)]);
+    }
+    rmSync(cwd, { recursive: true, force: true });
+  }
+});

@@ -21,7 +21,8 @@ test('an injected hang on rank 1 turns the header to STALLED and names rank 1; h
   });
   await new Promise((r) => setTimeout(r, 1500));
   // a short stall floor so the test does not wait the real 180 s (NSA_WATCH_* are honoured)
-  const c = new Cockpit([runDir], { cwd, cols: 100, rows: 30, env: { NSA_WATCH_HEARTBEAT_STALL_S: '4' } });
+  // and a short grace after .HALT (a run without a profile: NSA_TOP_HALT_GRACE_S, else 300 s)
+  const c = new Cockpit([runDir], { cwd, cols: 100, rows: 30, env: { NSA_WATCH_HEARTBEAT_STALL_S: '4', NSA_TOP_HALT_GRACE_S: '8' } });
   try {
     await c.waitFor(/RUNNING/, 60_000);
     const m = await c.waitFor(/^ STALLED .*$/m, 90_000, 'the header turns STALLED');
@@ -34,15 +35,18 @@ test('an injected hang on rank 1 turns the header to STALLED and names rank 1; h
     const named = await c.waitFor(/^ STALLED .*rank 1.*$/m, 30_000, 'the STALLED header names rank 1');
     assert.doesNotMatch(named[0], /rank 0/, named[0]);
     assert.match(c.screen(), /rank 1 is the odd one|ODD: r1/);
-    // h on a rank that cannot see .HALT (stopped, like one stuck in the kernel): after a grace
-    // period escalation is offered, SIGKILL takes a second key press, and the rank then goes
+    // h on a rank that cannot see .HALT (stopped, like one stuck in the kernel): escalation is not
+    // offered until .HALT has had its grace; then SIGKILL takes a second key press, and the rank goes
     const hb1 = JSON.parse(readFileSync(join(runDir, 'heartbeat_rank1.jsonl'), 'utf8').trim().split('\n').at(-1)!) as { pid: number };
     process.kill(hb1.pid, 'SIGSTOP');
     await c.send('h');
     await c.waitFor(/Halt the run\?/, 10_000);
     await c.send('n');
     await c.waitFor(/rank 1 still running/, 15_000);
-    await c.waitFor(/still running after \S+: i SIGINT {2}K SIGKILL/, 40_000, 'the escalation offer');
+    await c.waitFor(/SIGINT\/SIGKILL not offered: the ranks have \d+ s of their 8 s grace left/, 15_000, 'no escalation during the grace');
+    await c.send('K', 300);
+    assert.doesNotMatch(c.screen(), /press K again/, 'K does nothing before the grace has passed');
+    await c.waitFor(/still running after the grace: i SIGINT {2}K SIGKILL/, 40_000, 'the escalation offer');
     await c.send('K', 300);
     await c.waitFor(/press K again to SIGKILL/, 5000);
     await c.send('K', 300);

@@ -319,3 +319,58 @@ test('two relaunches at once (two cockpits): one supervisor, one trainer; the ot
   await stopRun(host, r.runDir, who);
   await finalState(r.runDir);
 });
+
+test('halt after the next checkpoint on a supervised run is carried by the supervisor: a checkpoint newer than the request, then .HALT and the stop', async () => {
+  const cwd = tempDir('sup-hac');
+  const pf = profilesFile(cwd);
+  const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+  await track(r.runDir);
+  await until('progress', () => lastStep(r.runDir) >= 3);
+  const who = await currentActor(host);
+  const { submitHaltAfterCheckpoint } = await import('../../src/trainer/requests.js');
+  const out = await submitHaltAfterCheckpoint(host, r.runDir, who);
+  assert.equal(out.record.result, 'started', out.record.detail);
+  assert.equal(out.request?.owner?.kind, 'supervisor', 'the supervisor took it: no agent needed');
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted', st.note ?? '');
+  const req = JSON.parse(readFileSync(join(r.runDir, '.nsa-top', 'requests.json'), 'utf8')).requests.at(-1);
+  assert.equal(req.state, 'done');
+  assert.ok(req.checkpoint.mtimeMs > req.ts, 'the checkpoint that triggered .HALT was written after the request');
+  assert.ok(existsSync(req.checkpoint.path));
+  const acts = await readActions(host, r.runDir);
+  assert.ok(acts.some((a) => a.action === 'halt-after-checkpoint' && a.result === 'ok' && /\.HALT written/.test(a.detail)), 'the .HALT step is logged');
+});
+
+test('a relaunch whose trainer dies at once is logged as failed, and so is a supervisor that gives up', async () => {
+  const cwd = tempDir('sup-relfail');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'crash@step=1'] });
+  await track(r.runDir);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'failed');
+  const gaveUp = (await readActions(host, r.runDir)).filter((a) => a.action === 'launch').map((a) => a.result);
+  assert.deepEqual(gaveUp, ['ok', 'failed'], 'the launch, then the supervisor giving up');
+  const who = await currentActor(host);
+  const rel = await relaunch(host, r.runDir, who, { removeStaleHalt: false });
+  await track(r.runDir);
+  assert.equal(rel.result, 'failed', rel.detail);
+  assert.match(rel.detail, /exited at once \(exit 3\)/);
+  await finalState(r.runDir);
+});
+
+test("the cockpit's halt of a supervised run is the supervisor's stop escalation: a hung trainer is still stopped after the cockpit is gone", async () => {
+  const cwd = tempDir('sup-cockpit-halt');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'hang@step=5'] });
+  await track(r.runDir);
+  await until('the hang', () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'));
+  const who = await currentActor(host);
+  const { createActions, supervisorStopFn } = await import('../../src/cockpit/actions.js');
+  const actions = createActions({ host, runDir: r.runDir, readOnly: false, state: () => null, stop: supervisorStopFn(host, r.runDir, who, false) });
+  const out = await actions.halt('now');
+  assert.equal(out.result, 'started', out.detail);
+  assert.match(out.detail, /the supervisor writes \.HALT and escalates/);
+  // nothing of the cockpit is involved any more: the supervisor takes it to the end
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted');
+  const acts = (await readActions(host, r.runDir)).map((a) => a.action);
+  assert.deepEqual(acts.slice(-3), ['halt', 'escalate-sigint', 'escalate-sigkill']);
+});

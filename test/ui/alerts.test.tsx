@@ -163,7 +163,7 @@ test('keys: `a` acknowledges the first unacknowledged critical; on the Alerts pa
       readOnly,
       dump: async () => ({ results: [], pySpy: false }),
       halt: async () => ({ ok: false, result: 'refused' as const, detail: '' }),
-      cancelHalt: () => {},
+      cancelHalt: async () => ({ ok: true, result: 'ok' as const, detail: '' }),
       escalate: async () => ({ ok: false, result: 'refused' as const, detail: '' }),
       relaunch: async () => ({ ok: false, result: 'refused' as const, detail: '' }),
       ack: async (a: { id: string }) => (acked.push(a.id), { ok: true, result: 'ok' as const, detail: '' }),

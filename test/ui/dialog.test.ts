@@ -51,3 +51,60 @@ test('a refusal is wrapped to the dialog, not cut at its edge', () => {
   assert.ok(v.lines.length > 3);
   assert.match(text(v.lines).replace(/\n/g, ' '), /checkpoint_step40\.pt/);
 });
+
+import { escalationGate } from '../../src/ui/dialog.js';
+import { haltDisabled, relaunchDisabled } from '../../src/ui/keymap.js';
+import { footerLine } from '../../src/ui/panels/footer.js';
+import { proc, procs } from '../checks/helpers.js';
+import type { ControlRequest } from '../../src/trainer/control-types.js';
+
+const track = { kind: 'halt-track' as const, mode: 'after-checkpoint' as const, startStep: 10, result: null, escalation: null, killArmed: false };
+const who = { user: 'alice', tty: null, tmux: null, host: 'box', pid: 1 };
+
+test('escalation (SIGINT/SIGKILL) is not offered before .HALT exists, nor before the grace has passed; then it is', () => {
+  const now = Date.now();
+  const s = baseState();
+  s.procs = procs([proc(0, 'R'), proc(1, 'R')]);
+  s.haltGraceS = 300;
+  const req: ControlRequest = { id: 'r1', kind: 'halt-after-checkpoint', ts: now - 60_000, who, state: 'pending', owner: { kind: 'agent', pid: 42, startTime: '1' }, graceS: 300, note: 'waiting for a complete checkpoint written after 10:00:00', updatedAt: now };
+  s.requests = [req];
+  // an hour after the request, still no .HALT: nothing has been asked of the trainer
+  let v = text(dialogView({ ...track, startedAt: now - 3_600_000 }, s, now, 120).lines);
+  assert.doesNotMatch(v, /i SIGINT/);
+  assert.match(v, /not offered: no \.HALT yet/);
+  assert.match(v, /pending: waiting for a complete checkpoint/);
+  assert.match(v, /x cancel the request/);
+  assert.match(v, /carried by agent pid 42 \(outlives this cockpit\)/);
+  // .HALT written 20 s ago: the ranks still have their grace
+  s.requests = [{ ...req, state: 'halt-written', haltAt: now - 20_000, note: '.HALT written' }];
+  s.run.control.halt = { present: true, content: 'halt: manual_stop alice', mtimeMs: now - 20_000 };
+  v = text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 120).lines);
+  assert.doesNotMatch(v, /i SIGINT/);
+  assert.match(v, /280 s of their 300 s grace left/);
+  assert.ok(escalationGate(s, now) !== null);
+  // past the grace: offered
+  assert.equal(escalationGate(s, now + 281_000), null);
+  v = text(dialogView({ ...track, startedAt: now - 60_000 }, s, now + 281_000, 120).lines);
+  assert.match(v, /i SIGINT {2}K SIGKILL/);
+});
+
+test('keys that cannot work say why, in the footer and in ? (from the run state): no halt on a finished run, no relaunch while running', () => {
+  const s = baseState();
+  s.runState = 'FINISHED';
+  s.runStateWhy = 'metrics.json written at step 400';
+  s.procs = procs([]);
+  assert.match(haltDisabled(s)?.why ?? '', /FINISHED \(metrics\.json written at step 400\): nothing to halt/);
+  assert.equal(relaunchDisabled(s), null);
+  assert.match(plain(footerLine(s, 200, null)), /h halt:off\(FINISHED\)/);
+  assert.match(text(dialogView({ kind: 'help' }, s, Date.now(), 120).lines), /disabled now: the run is FINISHED/);
+  s.runState = 'RUNNING';
+  s.runStateWhy = 'step advanced 2 s ago';
+  s.procs = procs([proc(0, 'R')]);
+  assert.equal(haltDisabled(s), null);
+  assert.match(relaunchDisabled(s)?.why ?? '', /RUNNING .*halt it first/);
+  assert.match(plain(footerLine(s, 200, null)), /r relaunch:off\(RUNNING\)/);
+  // a pending request keeps h open on an ended run: it shows the request and can cancel it
+  s.runState = 'EXITED';
+  s.requests = [{ id: 'r', kind: 'halt-after-checkpoint', ts: 1, who, state: 'pending', owner: null, graceS: 300, note: 'waiting', updatedAt: 1 }];
+  assert.equal(haltDisabled(s), null);
+});

@@ -191,7 +191,7 @@ const noActions: CockpitActions = {
   readOnly: true,
   dump: async () => ({ results: [], pySpy: false }),
   halt: async () => ({ ok: false, result: 'refused', detail: '' }),
-  cancelHalt: () => {},
+  cancelHalt: async () => ({ ok: true, result: 'ok', detail: '' }),
   escalate: async () => ({ ok: false, result: 'refused', detail: '' }),
   relaunch: async () => ({ ok: false, result: 'refused', detail: '' }),
   ack: async () => ({ ok: false, result: 'refused', detail: '' }),

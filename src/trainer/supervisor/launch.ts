@@ -366,7 +366,7 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
  * removed only with opts.removeStaleHalt (the operator confirmed), logged with its content;
  * otherwise the relaunch is refused and says how.
  */
-export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean }): Promise<ActionRecord> {
+export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number }): Promise<ActionRecord> {
   let { runDir, outDir } = await resolveRunDirs(host, dir);
   const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
     ts: Date.now(),
@@ -399,6 +399,8 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   }
   // a run refused at launch (stale .HALT) never ran: its first start is a fresh one, like launch
   const pick = prep.pick;
+  const hbPath = join(outDir, 'heartbeat_rank0.jsonl');
+  const hbBefore = (await host.stat(hbPath).catch(() => null))?.size ?? 0;
   const pid = spawnSupervisor(runDir, pick !== null);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {
@@ -408,6 +410,24 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   }
   const from = `${prep.adopted ? `adopted (started by hand: ${withoutResume(prep.adopted.launcher.argv).join(' ')}); ` : ''}${describePick(pick)}`;
   const extra = [...(pick?.skipped.length ? [`skipped: ${pick.skipped.join('; ')}`] : []), ...(pick?.warnings ?? []).map((w) => `warning: ${w}`)];
+  // a trainer that dies at once (a usage error, a finished run) is a failed relaunch, not a success
+  const watchUntil = Date.now() + (opts.watchMs ?? 4000);
+  while (Date.now() < watchUntil) {
+    const now = await readSupervisorState(host, runDir);
+    if (now && now.supervisor?.pid === pid && ['backoff', 'failed'].includes(now.state) && (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')) {
+      const last = now.exitCodes.at(-1);
+      return log(
+        mk('failed', `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`, {
+          supervisorPid: pid,
+          resumeFrom: pick?.found?.path ?? null,
+          supervisorState: now.state,
+        }),
+      );
+    }
+    // the trainer logged a training step since the relaunch (both trainers log step 1): it is training
+    if (now?.state === 'running' && (await progressSince(host, hbPath, hbBefore))) break;
+    await sleep(250);
+  }
   return log(
     mk('ok', `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
       supervisorPid: pid,
@@ -418,6 +438,14 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
       adopted: prep.adopted ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt } : undefined,
     }),
   );
+}
+
+/** Whether a `progress` heartbeat was appended to `path` after byte `from`. */
+async function progressSince(host: Host, path: string, from: number): Promise<boolean> {
+  const size = (await host.stat(path).catch(() => null))?.size ?? 0;
+  if (size <= from) return false;
+  const buf = await host.readRange(path, Math.max(from, size - 64 * 1024), size).catch(() => Buffer.alloc(0));
+  return /"msg":\s*"progress"/.test(buf.toString('utf8'));
 }
 
 /**

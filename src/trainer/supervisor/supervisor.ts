@@ -13,6 +13,7 @@ import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { pickResumeCheckpoint } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
 import { escalate, recordAction, requestHalt, type RankTarget } from '../control.js';
+import { RequestOwner } from '../requests.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
 type Pty = typeof import('node-pty');
@@ -76,6 +77,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     restarts: 0,
     maxRestarts: plan.restart.max_restarts,
     exitCodes: prev?.exitCodes ?? [],
+    startCheckpoints: prev?.startCheckpoints ?? [],
     lastCommand: prev?.lastCommand ?? [],
     resumeFrom: null,
     updatedAt: Date.now(),
@@ -170,7 +172,20 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     if (current && !escalating) escalating = doEscalate(req).finally(() => (escalating = null));
   };
 
+  // durable requests (halt after the next checkpoint): this supervisor carries them while it lives;
+  // once one has written .HALT, the stop escalation takes over (grace, SIGINT, SIGKILL, logged)
+  const owner = new RequestOwner(host, runDir, plan.outDir, { kind: 'supervisor', pid: process.pid, startTime: me?.startTime ?? '' }, {
+    say: (m) => say(m),
+    alive: async () => current !== null || st.state === 'backoff' || st.state === 'starting',
+    onHaltWritten: (req) => requestStop({ ts: Date.now(), who: req.who, reason: `halt after checkpoint: ${req.checkpoint?.path ?? 'new checkpoint'} written` }),
+  });
+  let owning: Promise<number> | null = null;
+  let lastOwnerTick = 0;
   const stopPoll = setInterval(() => {
+    if (!owning && Date.now() - lastOwnerTick >= 1000) {
+      lastOwnerTick = Date.now();
+      owning = owner.tick().finally(() => (owning = null));
+    }
     if (stop) return;
     const raw = readSmall(stopPath);
     if (raw === null) return;
@@ -295,14 +310,16 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         say(pick.found ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}` : 'no complete checkpoint: starting from scratch');
       }
       const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
-      save({ state: 'running', resumeFrom, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
+      // which weights each start begins from: restarts that never move it forward are judged in src/checks
+      const starts = [...(st.startCheckpoints ?? []), { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null }].slice(-50);
+      save({ state: 'running', resumeFrom, backoffUntil: null, startCheckpoints: starts, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
       say(`start: ${argv.join(' ')}`);
       const anomalyPath = join(plan.outDir, '.anomaly_type');
       const anomalyBefore = mtimeOf(anomalyPath); // an old .anomaly_type (kept as evidence) is not this run's
       const r = await runChild(argv, plan.env, plan.cwd, trainLog);
       st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
       if (st.exitCodes.length > 200) st.exitCodes.splice(0, st.exitCodes.length - 200);
-      save({ child: null });
+      save({ child: null, lastCause: r.signal ?? `exit ${r.code}` });
       say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
       if (stop) {
         const req = stop as StopRequest;
@@ -333,11 +350,20 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         const note = `trainer failed (${r.signal ?? `exit ${r.code}`}) and ${n === 0 ? 'the profile allows no restarts' : n === 1 ? 'its 1 restart is used up' : `all ${n} restarts are used up`}`;
         say(note);
         save({ state: 'failed', note });
+        // the launch or relaunch that started this supervisor did not lead to training: say so
+        await recordAction(host, runDir, {
+          ts: Date.now(),
+          who: supervisorActor('gave up'),
+          action: opts.resume ? 'relaunch' : 'launch',
+          target: { runDir, exitCodes: st.exitCodes.slice(-(n + 1)) },
+          result: 'failed',
+          detail: `supervisor gave up: ${note}; see ${join(runDir, 'train.log')}`,
+        }).catch(() => {});
         code = 1;
         break;
       }
       const backoffS = Math.min(plan.restart.backoff_max_s, plan.restart.backoff_s * plan.restart.backoff_factor ** st.restarts);
-      save({ state: 'backoff', restarts: st.restarts + 1, note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s` });
+      save({ state: 'backoff', restarts: st.restarts + 1, backoffUntil: Date.now() + backoffS * 1000, note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s` });
       say(st.note!);
       const until = Date.now() + backoffS * 1000;
       while (Date.now() < until && !stop) await sleep(Math.min(250, until - Date.now()));
@@ -345,6 +371,8 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     }
   } finally {
     clearInterval(stopPoll);
+    if (owning) await owning;
+    await owner.release(`the supervisor ended (${st.state}${st.note ? `: ${st.note}` : ''})`);
     say(`supervisor done: ${st.state}${st.note ? ` — ${st.note}` : ''}`);
     closeSync(trainLog);
     try {

@@ -8,8 +8,12 @@ export function footerLine(s: CockpitState, w: number, renderMs: number | null):
   for (const b of KEYMAP) {
     if (!b.hint) continue;
     const key = b.keys.split(' / ')[0]!;
+    const off = b.disabled?.(s) ?? null;
     if (b.dangerous && s.readOnly) {
       hints.push(t(key, 'dim'), t(` ${b.hint}:read-only `, 'dim'));
+    } else if (off) {
+      // a word on why; `?` gives the whole sentence
+      hints.push(t(key, 'dim'), t(` ${b.hint}:off(${off.short}) `, 'dim'));
     } else {
       hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
     }

@@ -1,0 +1,112 @@
+// The supervisor and durable requests on screen: judgements on .nsa-top/supervisor.json (restarts,
+// backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
+// detectors nvrx-watch has) and the control request in force (requests.json). Pure.
+import { activeRequest } from '../trainer/control-types.js';
+import type { Ctx } from './context.js';
+import type { Draft } from './rules.js';
+
+/** exits within this window count towards a restart storm */
+export const STORM_WINDOW_MS = 10 * 60_000;
+/** this many trainer exits within STORM_WINDOW_MS is a storm */
+export const STORM_EXITS = 3;
+/** this many consecutive starts from the same checkpoint (path and mtime) is "not advancing" */
+export const NO_PROGRESS_STARTS = 3;
+
+const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
+
+function cause(c: { code: number | null; signal: string | null }): string {
+  return c.signal ?? `exit ${c.code}`;
+}
+
+export function ruleSupervisor(ctx: Ctx): Draft[] {
+  const out: Draft[] = [];
+  const sup = ctx.in.supervisor;
+  if (sup) {
+    const last = sup.exitCodes.length ? sup.exitCodes[sup.exitCodes.length - 1]! : null;
+    const lastCause = sup.lastCause ?? (last ? cause(last) : null);
+    const budget = `${sup.restarts} of ${sup.maxRestarts} restart${sup.maxRestarts === 1 ? '' : 's'} used`;
+    if (sup.state === 'failed') {
+      out.push({
+        id: 'supervisor:gave-up',
+        rule: 'supervisor',
+        severity: 'critical',
+        title: `supervisor gave up: ${sup.note ?? 'the trainer failed'}`,
+        detail: `${budget}${lastCause ? `; last exit: ${lastCause}` : ''}. Nothing is training. Fix the cause, then relaunch (r, or nsa-top relaunch).`,
+        since: sup.updatedAt,
+      });
+    } else if (sup.state === 'backoff') {
+      const left = sup.backoffUntil ? Math.max(0, Math.round((sup.backoffUntil - ctx.now) / 1000)) : null;
+      out.push({
+        id: 'supervisor:backoff',
+        rule: 'supervisor',
+        severity: 'warning',
+        title: `trainer ${lastCause ? `failed (${lastCause})` : 'failed'}: restart ${sup.restarts} of ${sup.maxRestarts}${left !== null ? ` in ${left} s` : ''}`,
+        detail: `${sup.note ?? ''}${sup.backoffUntil ? ` (due ${hhmmss(sup.backoffUntil)})` : ''}`.trim(),
+        since: last?.at ?? sup.updatedAt,
+      });
+    } else if (sup.restarts > 0 && (sup.state === 'running' || sup.state === 'starting')) {
+      out.push({
+        id: 'supervisor:restarted',
+        rule: 'supervisor',
+        severity: 'info',
+        title: `supervisor restarted the trainer: ${budget}`,
+        detail: `${lastCause ? `last exit: ${lastCause}` : ''}${sup.resumeFrom ? `; resumed from ${sup.resumeFrom}` : ''}`.replace(/^; /, ''),
+        since: last?.at ?? sup.updatedAt,
+      });
+    }
+    // restart storm: many exits in a short window (only failures count: exit 0 ends supervision)
+    const recent = sup.exitCodes.filter((e) => ctx.now - e.at <= STORM_WINDOW_MS && !(e.code === 0 && e.signal === null));
+    if (recent.length >= STORM_EXITS) {
+      out.push({
+        id: 'supervisor:storm',
+        rule: 'supervisor',
+        severity: 'warning',
+        title: `restart storm: the trainer failed ${recent.length} times in ${Math.round(STORM_WINDOW_MS / 60_000)} min`,
+        detail: `exits: ${recent.map((e) => `${hhmmss(e.at)} ${cause(e)}`).join(', ')} — restarting does not fix this; look at train.log`,
+        since: recent[0]!.at,
+      });
+    }
+    // restarts that resume from the same checkpoint every time: no training survives between them
+    const starts = sup.startCheckpoints ?? [];
+    if (starts.length >= NO_PROGRESS_STARTS) {
+      const tail = starts.slice(-NO_PROGRESS_STARTS);
+      const first = tail[0]!;
+      if (tail.every((x) => x.path === first.path && x.mtimeMs === first.mtimeMs)) {
+        let n = 0;
+        for (let i = starts.length - 1; i >= 0 && starts[i]!.path === first.path && starts[i]!.mtimeMs === first.mtimeMs; i--) n++;
+        out.push({
+          id: 'supervisor:no-progress',
+          rule: 'supervisor',
+          severity: 'warning',
+          title: `${n - 1} restarts without the checkpoint advancing`,
+          detail: `every start since ${hhmmss(first.at)} resumed from ${first.path ?? 'no checkpoint (from scratch)'}: the trainer dies before its next save`,
+          since: first.at,
+        });
+      }
+    }
+  }
+  const req = activeRequest(ctx.in.requests);
+  if (req) {
+    const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';
+    if (req.owner && ctx.in.requestOwnerAlive === false) {
+      out.push({
+        id: `request-orphan:${req.id}`,
+        rule: 'request',
+        severity: 'warning',
+        title: `the halt request of ${req.who.user} has lost its carrier (${owner} is gone): nothing will write .HALT`,
+        detail: `nsa-top halt RUN --after-checkpoint hands it to a new agent; h then x, or nsa-top halt RUN --cancel, drops it`,
+        since: req.updatedAt,
+      });
+      return out;
+    }
+    out.push({
+      id: `request:${req.id}`,
+      rule: 'request',
+      severity: 'info',
+      title: req.state === 'pending' ? `halt after the next checkpoint requested by ${req.who.user} at ${hhmmss(req.ts)}` : `halting: ${req.note}`,
+      detail: `${req.note} (carried by ${owner}; h shows it and can cancel it, or nsa-top halt RUN --cancel)`,
+      since: req.ts,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,40 @@
+// `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, staggered, verified pid + start
+// time, never the launcher), like the cockpit's d; logged in actions.jsonl.
+import { currentActor, dumpAll, readOnlyMode } from '../trainer/control.js';
+import { findRunProcesses } from '../remote/procs.js';
+import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import { heartbeatPidsOf } from '../trainer/requests.js';
+import { localRun, parseControlArgs } from './control-cli.js';
+
+const HELP = `usage: nsa-top dump RUN [--json] [--read-only]
+
+Sends SIGUSR1 to each rank of the run (>= 1.1 s apart; the trainer writes stackdump_<epoch>.txt)
+and names the ranks that did not answer, and why.
+Exit codes: 0 every rank dumped, 1 some or none answered, 2 bad input, 3 refused (read-only, no ranks).
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseControlArgs('dump', argv, []);
+  if (a === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const { host, runDir } = await localRun(a);
+  const readOnly = a.readOnly || readOnlyMode();
+  const out = (o: Record<string, unknown>, line: string, code: number) => {
+    if (a.json) process.stdout.write(`${JSON.stringify({ command: 'dump', exitCode: code, ...o }, null, 2)}\n`);
+    else (code === 0 ? process.stdout : process.stderr).write(line);
+    return code;
+  };
+  if (readOnly) return out({ result: 'refused', detail: 'read-only mode: no action taken' }, 'dump refused: read-only mode: no action taken\n', 3);
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const procs = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
+  const targets = procs.ranks.filter((r) => r.proc.state !== 'Z').map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+  if (targets.length === 0) return out({ result: 'refused', detail: `no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}` }, `dump refused: no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}\n`, 3);
+  const actor = await currentActor(host);
+  const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`) });
+  const dumped = r.perRank.filter((p) => p.status === 'dumped').length;
+  const code = dumped === r.perRank.length ? 0 : 1;
+  const lines = r.perRank.map((p) => `rank ${p.rank} pid ${p.pid}: ${p.status}${p.file ? ` → ${p.file}` : ''}${p.why ? ` (${p.why})` : ''}\n`).join('');
+  return out({ result: code === 0 ? 'ok' : dumped > 0 ? 'partial' : 'failed', perRank: r.perRank, pySpy: r.pySpy }, `dump: ${dumped}/${r.perRank.length} ranks dumped\n${lines}`, code);
+}

@@ -1,0 +1,27 @@
+// `nsa-top stop RUN [--reason TEXT] [--json]` — the supervisor's stop escalation for scripts: .HALT,
+// then SIGINT after the profile's halt_grace_s, SIGKILL sigint_grace_s later, carried out by the
+// detached supervisor (this command returns at once). Without a live supervisor: .HALT only, and
+// it says so.
+import { currentActor, readOnlyMode } from '../trainer/control.js';
+import { stopRun } from '../trainer/supervisor/launch.js';
+import { localRun, parseControlArgs, report } from './control-cli.js';
+
+const HELP = `usage: nsa-top stop RUN [--reason TEXT] [--json] [--read-only]
+
+Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
+profile's stop.halt_grace_s, then SIGINTs the ranks, and SIGKILLs them stop.sigint_grace_s later,
+each step logged. Returns at once. A run without a live supervisor gets .HALT only.
+Exit codes: 0 requested, 1 failed, 2 bad input, 3 refused (read-only).
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parseControlArgs('stop', argv, [], ['--reason']);
+  if (a === 'help') {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const { host, runDir } = await localRun(a);
+  const actor = await currentActor(host);
+  const rec = await stopRun(host, runDir, actor, { readOnly: a.readOnly || readOnlyMode(), reason: a.values.get('--reason') ?? 'nsa-top stop' });
+  return report('stop', a, rec);
+}
