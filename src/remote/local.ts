@@ -129,6 +129,22 @@ export interface LocalHostOptions {
   pollIo?: 'auto' | 'sync' | 'async';
 }
 
+/** How much of a file that reports size 0 (procfs, sysfs) is read at the most. */
+const ZERO_SIZE_READ_CAP = 16 * 2 ** 20;
+
+async function readToEof(fh: fs.FileHandle, start: number, end: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let pos = start;
+  while (pos < end) {
+    const buf = Buffer.allocUnsafe(Math.min(64 * 1024, end - pos));
+    const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
+    if (bytesRead === 0) break;
+    parts.push(buf.subarray(0, bytesRead));
+    pos += bytesRead;
+  }
+  return Buffer.concat(parts);
+}
+
 export class LocalHost implements Host {
   readonly kind = 'local' as const;
   readonly label = 'local';
@@ -217,6 +233,8 @@ export class LocalHost implements Host {
       const why = notRegular(st);
       if (why) throw notRegularError(path, why);
       const size = st.size;
+      // procfs and sysfs files (/proc/net/tcp, /proc/PID/status) are regular but say size 0: read to EOF, capped
+      if (size === 0) return await readToEof(fh, start, end ?? ZERO_SIZE_READ_CAP);
       const stop = Math.min(end ?? size, size);
       if (stop <= start) return Buffer.alloc(0);
       const buf = Buffer.allocUnsafe(stop - start);
