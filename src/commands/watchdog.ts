@@ -358,11 +358,12 @@ export class Watchdog {
     if (stall && this.o.dumpOnStall && !this.dumpedEpisode) {
       this.dumpedEpisode = true;
       const ranks = (procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
-      if (ranks.length === 0) await this.log('dump', { ranks: [], why: 'no rank process found to dump' });
+      const unproven = (procs?.unproven ?? []).map((u) => ({ pid: u.pid, rank: u.rank, status: 'refused', why: u.why }));
+      if (ranks.length === 0) await this.log('dump', { ranks: [], why: 'no proven rank process of this run: nothing signalled', refused: unproven });
       else {
         const actor = await currentActor(this.host);
         const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
-        await this.log('dump', { perRank: res.perRank, pySpy: res.pySpy });
+        await this.log('dump', { perRank: res.perRank, pySpy: res.pySpy, ...(unproven.length ? { refused: unproven } : {}) });
       }
     }
     // 3. .HALT when asked.
