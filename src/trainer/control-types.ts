@@ -54,6 +54,8 @@ export interface SupervisorState {
   phase?: 'smoke' | 'train';
   /** one human sentence on why the state is what it is ("HALT by alice: not restarted", "stale .HALT: ...") */
   note?: string | null;
+  /** set by readers (never written): the file said active, but its supervisor process is gone */
+  supervisorGone?: boolean;
 }
 
 /** The acknowledgements in an action log, with the alert id each names (oldest first). */

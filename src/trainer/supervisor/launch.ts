@@ -304,8 +304,17 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
     if (st && ['starting', 'running', 'backoff', 'stopping'].includes(st.state))
       return log(mk('refused', `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`));
   }
-  if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
-    return log(mk('refused', `the trainer (pid ${st.child.pid}) is still running: stop it first`));
+  if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) {
+    // its supervisor is gone but the trainer runs on (it has its own session): a new supervisor
+    // adopts it — never a second copy into the same out_dir
+    const pid = spawnSupervisor(runDir, true);
+    const up = await awaitSupervisor(host, runDir, pid);
+    if (up?.supervisor?.pid !== pid) {
+      const why = await supervisorError(host, runDir);
+      return log(mk('failed', `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`, { supervisorPid: pid }));
+    }
+    return log(mk('ok', `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`, { supervisorPid: pid, adopted: st.child }));
+  }
   const halt = await readSmall(host, join(outDir, '.HALT'));
   if (halt !== null) {
     if (!opts.removeStaleHalt)
