@@ -1,7 +1,9 @@
 // The supervisor: `nsa-top supervise RUN_DIR [--resume]`, started detached (own session, stdio to
 // .nsa-top/supervisor.log) by `nsa-top launch` / relaunch, so quitting the cockpit or losing SSH
-// never stops training. It runs the trainer in a pty (line-buffered output, progress bars render),
-// tees it to train.log, keeps .nsa-top/supervisor.json current, restarts a crashed trainer from the
+// never stops training. It runs the trainer in its own session (setsid) with its output straight
+// into train.log — no pty, whose hang-up would kill the trainer when the supervisor dies — so a
+// supervisor killed outright leaves training running, and the next one (relaunch, attach) adopts
+// the live trainer instead of starting a second copy. It keeps .nsa-top/supervisor.json current, restarts a crashed trainer from the
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
