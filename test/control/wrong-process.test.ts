@@ -223,3 +223,42 @@ test('a heartbeat written inside a container names the writer\'s pid there: reco
   assert.match(u.why, /another pid namespace: its writer is pid \d+ here \(NSpid \d+ \d+\)/);
   assert.deepEqual(state.procs!.ranks, []);
 });
+
+test('over SSH (loopback sshd): a heartbeat naming an unrelated python signals nothing; a proven rank is still dumped', async (t) => {
+  const { startSshd } = await import('../helpers/sshd.js');
+  const sshd = await startSshd();
+  t.diagnostic(`sshd: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}`);
+  const remote = await sshd.connect();
+  const kids: Kid[] = [];
+  try {
+    const v = startVictim(['-c', 'import time; time.sleep(600)']);
+    const vi = await visible(v.pid!, 'import time; time.sleep(600)');
+    const dir = runDir('over-ssh', v.pid!, Math.floor(vi.startedAtMs! / 1000) + 1);
+    const hints = { heartbeatPids: [{ rank: 0, pid: v.pid!, lastTs: vi.startedAtMs! + 6000, bootTs: vi.startedAtMs! + 1000 }] };
+    const procs = await findRunProcesses(remote, dir, hints);
+    assert.deepEqual(procs.ranks, []);
+    const u = procs.unproven?.find((x) => x.pid === v.pid);
+    assert.match(u?.why ?? '', /heartbeat_rank0 names pid \d+, but its command \(.*python3 -c import time; time.sleep\(600\)\) is not a trainer nsa-top knows/);
+    const state = { procs } as unknown as CockpitState;
+    const actions = createActions({ host: remote, runDir: dir, readOnly: false, state: () => state });
+    await assert.rejects(actions.dump(() => {}), /no rank process of this run is proven: nothing signalled.*is not a trainer nsa-top knows/);
+    const out = await dumpAll(remote, dir, [{ rank: 0, pid: v.pid!, startTime: vi.startTime }], await currentActor(remote), { waitMs: 300, answerMs: 300 });
+    assert.equal(out.perRank[0]!.status, 'refused');
+    assert.match(out.perRank[0]!.why!, /not signalled: .*not a trainer nsa-top knows/);
+    // a real rank of another run dir (reference-shaped: NSA_TOP_RUN_DIR in its environment) is proven
+    // over SSH and answers
+    const good = join(tmp, 'over-ssh-good');
+    mkdirSync(good, { recursive: true });
+    kids.push(await startKid(host, good));
+    const gp = await findRunProcesses(remote, good, { heartbeatPids: [] });
+    assert.deepEqual(gp.ranks.map((r) => r.proc.pid), [kids[0]!.pid]);
+    const ok = await dumpAll(remote, good, [{ rank: 0, pid: kids[0]!.pid, startTime: kids[0]!.startTime }], await currentActor(remote), { waitMs: 3000 });
+    assert.equal(ok.perRank[0]!.status, 'dumped', ok.perRank[0]!.why);
+    await sleep(300);
+    assert.ok(alive(v), 'the victim is alive');
+  } finally {
+    killKids(kids);
+    await remote.close();
+    await sshd.stop();
+  }
+});
