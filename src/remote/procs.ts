@@ -618,15 +618,32 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
   const runDirs = new Set<string>();
   if (runDir.startsWith('/')) runDirs.add(normPath(runDir));
   if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
-  const configOutDirs = await configOutDirsFor(host, procs.filter((p) => rankCommandKind(p) !== null || isLauncher(p)));
+  const named = new Set(hbPids.map((h) => h.pid));
+  const configOutDirs = await configOutDirsFor(host, procs.filter((p) => rankCommandKind(p) !== null || isLauncher(p)), envJsonConfig(snap.envJson), named, runDirs);
   return matchRun(procs, { runDirs, configOutDirs }, hbPids, hints.gpu ?? null, at, snap.error, hints.firstRecordTs ?? null);
 }
 
-// CONFIG yaml → train.out_dir, per host, looked at again after 30 s (a config is not edited under a
-// live run, but a new run may reuse the name)
-const configCache = new WeakMap<Host, Map<string, { at: number; v: { outDir: string | null; error: string | null } }>>();
+function envJsonConfig(line: string | null): string | null {
+  if (!line) return null;
+  try {
+    const c = (JSON.parse(line) as { env?: Record<string, unknown> })?.env?.CONFIG;
+    return typeof c === 'string' && c ? c : null;
+  } catch {
+    return null;
+  }
+}
 
-async function configOutDirsFor(host: Host, cands: ProcInfo[]): Promise<Map<string, { outDir: string | null; error: string | null }>> {
+// CONFIG yaml → train.out_dir, per process (pid + start time + path): a trainer reads its config
+// once, at boot, so one read per new trainer process is enough (over SSH each read is a command).
+const configCache = new WeakMap<Host, Map<string, { outDir: string | null; error: string | null }>>();
+
+/**
+ * The out_dir of each candidate's CONFIG. Only candidates that may be this run's are read: those a
+ * heartbeat names, and those whose CONFIG is the one the run's env.json records (resolved against
+ * the candidate's cwd) — or, while the run has no env.json yet, those whose cwd holds the run dir.
+ * Other trainers on the box (other runs) cost nothing.
+ */
+async function configOutDirsFor(host: Host, cands: ProcInfo[], runConfig: string | null, named: Set<number>, runDirs: Set<string>): Promise<Map<string, { outDir: string | null; error: string | null }>> {
   let cache = configCache.get(host);
   if (!cache) configCache.set(host, (cache = new Map()));
   const out = new Map<string, { outDir: string | null; error: string | null }>();
@@ -634,13 +651,24 @@ async function configOutDirsFor(host: Host, cands: ProcInfo[]): Promise<Map<stri
     if (!p.env.CONFIG) continue;
     const path = resolveAgainst(p.env.CONFIG, p.cwd);
     if (!path || out.has(path)) continue;
-    const c = cache.get(path);
-    if (c && Date.now() - c.at < 30_000) {
-      out.set(path, c.v);
-      continue;
+    const key = `${p.pid}:${p.startTime}:${path}`;
+    let v = cache.get(key);
+    if (!v) {
+      if (!named.has(p.pid)) {
+        if (runConfig !== null && resolveAgainst(runConfig, p.cwd) !== path) {
+          out.set(path, { outDir: null, error: `not the CONFIG the run's env.json records (${runConfig})` });
+          continue;
+        }
+        // no env.json yet (the first seconds of a run): only a trainer whose cwd holds the run dir
+        if (runConfig === null && !(p.cwd && [...runDirs].some((d) => d.startsWith(`${p.cwd}/`)))) {
+          out.set(path, { outDir: null, error: 'the run has no env.json yet to compare it with' });
+          continue;
+        }
+      }
+      v = await readYamlOutDir(host, path);
+      if (cache.size > 256) cache.clear();
+      cache.set(key, v);
     }
-    const v = await readYamlOutDir(host, path);
-    cache.set(path, { at: Date.now(), v });
     out.set(path, v);
   }
   return out;
