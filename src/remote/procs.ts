@@ -380,8 +380,15 @@ export function isLauncher(p: ProcInfo): boolean {
     if (m >= 0 && /^torch\.distributed\.(run|launch)$/.test(a[m + 1] ?? '')) return true;
   }
   const nt = nsaTopArgIndex(a);
-  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a)) return true;
+  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a) && !isSingleReference(a, nt)) return true;
   return false;
+}
+
+/** `nsa-top train` with one rank (no --ranks, or --ranks 1): it trains in its own process. */
+function isSingleReference(a: string[], nt: number): boolean {
+  if (a.includes('--rank-worker')) return false;
+  const r = argValue(a.slice(nt + 2), ['--ranks']);
+  return r === undefined || r.trim() === '1';
 }
 
 const NSA_TOP_SCRIPT = /^nsa-top(\.js|\.mjs|\.cjs)?$/;
@@ -513,7 +520,7 @@ export function rankCommandKind(p: Pick<ProcInfo, 'argv' | 'env'>): 'nsa-vibe' |
     return null;
   }
   const nt = nsaTopArgIndex(a);
-  if (nt >= 0 && a[nt + 1] === 'train' && (p.env.RANK !== undefined || hasRankArg(a))) return 'reference';
+  if (nt >= 0 && a[nt + 1] === 'train' && (p.env.RANK !== undefined || hasRankArg(a) || isSingleReference(a, nt))) return 'reference';
   return null;
 }
 
@@ -528,6 +535,13 @@ export function envTie(p: ProcInfo, ctx: MatchCtx): { ok: true; how: string } | 
     const r = resolveAgainst(d, p.cwd);
     if (r && ctx.runDirs.has(r)) return { ok: true, how: 'NSA_TOP_RUN_DIR' };
     return { ok: false, why: `its NSA_TOP_RUN_DIR names ${r ?? d}, another run` };
+  }
+  // nsa-top's own single-process trainer started by hand: its --out is, by definition, its run dir
+  const nt = nsaTopArgIndex(p.argv);
+  if (nt >= 0 && p.argv[nt + 1] === 'train' && p.env.RANK === undefined && isSingleReference(p.argv, nt)) {
+    const out = argValue(p.argv.slice(nt + 2), ['--out', '--out-dir']);
+    const r = out ? resolveAgainst(out, p.cwd) : null;
+    if (r && ctx.runDirs.has(r)) return { ok: true, how: 'nsa-top train --out' };
   }
   if (p.env.CONFIG) {
     const cfg = resolveAgainst(p.env.CONFIG, p.cwd);
