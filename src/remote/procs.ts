@@ -750,6 +750,17 @@ export function matchRun(
   }
   // zombies have no command line left: a rank that died unreaped stays a rank when its environ
   // (remembered from while it lived) ties it to the run
+  // `nsa-top train` without --ranks looks like a single-process trainer; with rank children it is
+  // their launcher
+  const demoted = new Set<number>();
+  for (const pid of proven) {
+    const p = byPid.get(pid)!;
+    if (rankCommandKind(p) !== 'reference' || p.env.RANK !== undefined) continue;
+    // (a trainer's own workers inherit its environment: a child with a RANK the parent lacks is a rank)
+    if ((children.get(pid) ?? []).some((c) => c.argv.includes('--rank-worker') || hasRankArg(c.argv) || c.env.RANK !== undefined)) demoted.add(pid);
+  }
+  for (const pid of demoted) proven.delete(pid);
+  const launcherLike = (p: ProcInfo) => isLauncher(p) || demoted.has(p.pid);
   for (const p of procs) {
     if (proven.has(p.pid) || !(p.state === 'Z' && p.argv.length === 0)) continue;
     if (!p.env.NSA_TOP_RUN_DIR && !p.env.CONFIG) continue;
@@ -777,7 +788,7 @@ export function matchRun(
     if (isWorker(p)) continue;
     rankCands.push(p);
     let cur = byPid.get(p.ppid);
-    for (let i = 0; cur && i < 4 && isLauncher(cur); i++) {
+    for (let i = 0; cur && i < 4 && launcherLike(cur); i++) {
       if (envTie(cur, ctx).ok || !(cur.env.NSA_TOP_RUN_DIR || cur.env.CONFIG)) {
         if (!launcher || isAncestor(byPid, cur, launcher)) launcher = cur;
       }

@@ -414,3 +414,19 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   assert.equal(allA.length, 3);
   assert.deepEqual(allA, pick(await listProcesses(scriptOnly)));
 });
+
+test("nsa-top's own single-process trainer started by hand (train --out DIR) is rank 0 of DIR by its own command, and of no other run", async () => {
+  const runDir = join(tmp, 'runs', 'single');
+  const other = join(tmp, 'runs', 'single-other');
+  mkdirSync(runDir, { recursive: true });
+  mkdirSync(other, { recursive: true });
+  const nsaTop = join(bin, 'nsa-top.js');
+  const p = startGroup([process.execPath, nsaTop, 'train', '--out', runDir, '--steps', '10'], { cwd: tmp, env: { ROLE: 'idle' } });
+  await waitFor(async () => (await readProc(host, p.pid!))?.argv.at(-1) === '10', 'single trainer');
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
+  assert.equal(rp.launcher, null);
+  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid]), [[0, p.pid]]);
+  const no = await findRunProcesses(host, other, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
+  assert.deepEqual(no.ranks, []);
+  assert.match(no.unproven?.[0]?.why ?? '', /no proof|environment/);
+});
