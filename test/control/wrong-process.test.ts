@@ -222,6 +222,16 @@ test('a heartbeat written inside a container names the writer\'s pid there: reco
   assert.ok(u, JSON.stringify(state.procs));
   assert.match(u.why, /another pid namespace: its writer is pid \d+ here \(NSpid \d+ \d+\)/);
   assert.deepEqual(state.procs!.ranks, []);
+  // the shell script (the path over SSH) reads NSpid the same way
+  const scriptOnly = new Proxy(new LocalHost(), {
+    get(tgt, k) {
+      if (k === 'runLight') return undefined;
+      const v = Reflect.get(tgt, k) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(tgt) : v;
+    },
+  });
+  const viaScript = await findRunProcesses(scriptOnly, dir, { heartbeatPids: [{ rank: 0, pid: inner }] });
+  assert.equal(viaScript.unproven?.find((x) => x.pid === inner)?.why, u.why);
 });
 
 test('over SSH (loopback sshd): a heartbeat naming an unrelated python signals nothing; a proven rank is still dumped', async (t) => {
