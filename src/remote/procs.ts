@@ -587,7 +587,9 @@ function startTimeWhy(p: ProcInfo, hint: HeartbeatPidHint | undefined, firstReco
   } else if (hint?.lastTs != null && s > hint.lastTs + CLOCK_SLACK_MS) {
     return `it started at ${iso(s)}, after the last heartbeat (${iso(hint.lastTs)}) that names pid ${p.pid}: the pid was recycled`;
   }
-  if (firstRecordTs != null && s < firstRecordTs - LAUNCH_WINDOW_MS) return `it started at ${iso(s)}, long before the run's first record (${iso(firstRecordTs)})`;
+  // (a process the heartbeats name is judged by its own records above: a rotated or truncated
+  // heartbeat file moves the run's first record, not the process's boot)
+  if (!hint && firstRecordTs != null && s < firstRecordTs - LAUNCH_WINDOW_MS) return `it started at ${iso(s)}, long before the run's first record (${iso(firstRecordTs)})`;
   return null;
 }
 
@@ -734,6 +736,8 @@ export function matchRun(
   const proven = new Set<number>();
   const hbRank = new Map<number, number>();
   const whyNot = new Map<number, string>();
+  /** tied to the run by command and environment, refused by their start time: always listed */
+  const timeRefused = new Set<number>();
   for (const p of procs) {
     if (isToolProcess(p)) continue;
     const kind = rankCommandKind(p);
@@ -746,6 +750,7 @@ export function matchRun(
     const tw = startTimeWhy(p, hintByPid.get(p.pid), firstRecordTs);
     if (tw) {
       whyNot.set(p.pid, tw);
+      timeRefused.add(p.pid);
       continue;
     }
     proven.add(p.pid);
@@ -777,7 +782,8 @@ export function matchRun(
   const isWorker = (p: ProcInfo): boolean => {
     let cur = byPid.get(p.ppid);
     for (let i = 0; cur && i < 64; i++) {
-      if (proven.has(cur.pid)) return true;
+      // (a child of a trainer refused for its start time is that trainer's worker all the same)
+      if (proven.has(cur.pid) || timeRefused.has(cur.pid)) return true;
       cur = byPid.get(cur.ppid);
     }
     return false;
@@ -861,6 +867,13 @@ export function matchRun(
     if (!rankCommandKind(p) && !isLauncher(p)) why = `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
     else why = whyNot.get(p.pid) ?? (isWorker(p) ? 'it is a worker process of a rank, not a rank' : 'no proof that it belongs to this run');
     unproven.push({ pid: p.pid, startTime: p.startTime, rank: h.rank, argv: p.argv, why: `heartbeat_rank${h.rank} names pid ${p.pid}, but ${why}: not a rank of this run, never signalled.${ns}` });
+  }
+  for (const pid of timeRefused) {
+    if (listed.has(pid)) continue;
+    const p = byPid.get(pid)!;
+    if (isWorker(p)) continue;
+    listed.add(pid);
+    unproven.push({ pid, startTime: p.startTime, rank: null, argv: p.argv, why: `pid ${pid} (${describe(p)}) names this run in its environment, but ${whyNot.get(pid)}: not a rank of this run, never signalled` });
   }
   for (const p of procs) {
     if (listed.has(p.pid) || isToolProcess(p) || !trainerKind(p) || !argvNamesRunDir(p, ctx)) continue;
