@@ -28,6 +28,8 @@ const EXEC_TIMEOUT_MS = 15000;
 // only) per enriched pid | HEAD_MARK | `head`
 // output of cmdline/environ files.
 export const PROC_SCRIPT = `exec 2>/dev/null
+NL='
+'
 rd=$1; tk=$2; mode=$3; known=" $4 "; shift 4; known="$known $* "
 if [ -n "$rd" ] && cd "$rd"; then
   printf 'R '; pwd -P
@@ -58,7 +60,8 @@ st() {
 if [ "$mode" = list ]; then for p in "$@"; do st "$p"; done; else for p in [0-9]*; do st "$p"; done; fi
 set -- "$@" $en
 for p in "$@"; do
-  if cd "/proc/$p/cwd"; then printf 'D %s ' "$p"; pwd -P; fi
+  # (a cwd whose name holds a newline could forge lines for other pids: left out)
+  if cd -P "/proc/$p/cwd"; then case $PWD in *"$NL"*) ;; *) printf 'D %s %s\\n' "$p" "$PWD";; esac; fi
   # NSpid with more than one entry: the process lives in a nested pid namespace (a container)
   while read -r k v; do case $k in NSpid:) case $v in *[!0-9]*) printf 'N %s %s\\n' "$p" "$v";; esac; break;; esac; done < "/proc/$p/status"
 done

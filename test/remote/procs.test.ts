@@ -462,3 +462,25 @@ test('matchRun: a tied trainer that started long before the run\'s first record 
   assert.deepEqual(boot.ranks, []);
   assert.match(boot.unproven![0]!.why, /long before the boot record/);
 });
+
+test('a working directory whose name holds a newline cannot forge the cwd of another process (local and script)', async () => {
+  const victim = startGroup([python3, join(bin, 'torchrun')], { cwd: tmp, env: { ROLE: 'idle' } });
+  await waitFor(() => readProc(host, victim.pid!), 'victim');
+  const evil = join(tmp, `evil\nD ${victim.pid} /forged`);
+  mkdirSync(evil, { recursive: true });
+  const e = startGroup([python3, join(bin, 'torchrun')], { cwd: evil, env: { ROLE: 'idle' } });
+  await waitFor(() => readProc(host, e.pid!), 'evil');
+  const scriptOnly = new Proxy(new LocalHost(), {
+    get(t, k) {
+      if (k === 'runLight') return undefined;
+      const v = Reflect.get(t, k) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  for (const h of [new LocalHost(), scriptOnly]) {
+    const all = await findRunProcesses(h, tmp, { heartbeatPids: [] }).then(() => listProcesses(h));
+    const v = all.find((p) => p.pid === victim.pid);
+    assert.equal(v?.cwd, tmp, 'the victim keeps its own cwd');
+    assert.equal(all.find((p) => p.pid === e.pid)?.cwd ?? null, null, 'the crafted cwd is left out');
+  }
+});
