@@ -86,11 +86,17 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
     async dump(onProgress) {
       const targets = rankTargets(o.state());
       if (readOnly) return { results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_WHY })), pySpy: false };
-      if (targets.length === 0) throw new Error('no rank processes of this run are visible: nothing to dump');
+      // processes a heartbeat or an argv named, without proof that they are this run's ranks: never
+      // signalled, and the dialog says why
+      const unproven: RankDumpResult[] = (o.state()?.procs?.unproven ?? []).map((u) => ({ rank: u.rank ?? -1, pid: u.pid, outcome: 'refused', why: u.why }));
+      if (targets.length === 0) {
+        const why = unproven.map((u) => u.why).join(' ');
+        throw new Error(`no rank process of this run is proven: nothing signalled${why ? `. ${why}` : ''}`);
+      }
       const actor = await currentActor(host);
       const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress });
       changed();
-      return { pySpy: r.pySpy, results: r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })) };
+      return { pySpy: r.pySpy, results: [...r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })), ...unproven] };
     },
     async halt(mode, onProgress) {
       if (readOnly) return refused();

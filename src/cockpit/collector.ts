@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
 import { recordAdoption } from '../trainer/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import { activeRequest, type ActionRecord, type ControlRequest, type SupervisorState } from '../trainer/control-types.js';
@@ -204,10 +204,10 @@ export class Collector {
     if (procsDue) try {
       this.procsAt = Date.now();
       this.procsPids = hbPids;
-      const heartbeatPids = run.ranks.filter((r) => r.pid != null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
       const g = gpu && gpu.status === 'ok' ? gpu : null;
-      // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor)
-      procs = await findRunProcesses(this.host, this.outDir!, { heartbeatPids, gpu: g });
+      // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor),
+      // and a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
+      procs = await findRunProcesses(this.host, this.outDir!, { ...hintsFromRun(run), gpu: g });
       // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
       const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find((p) => p.cwd)?.cwd;
       if (cwd) this.model.setTrainerCwd(cwd);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Checker, type Evaluation, type Launched, type Thresholds } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
@@ -23,10 +23,10 @@ export async function readLaunched(host: Host, launcherDir: string): Promise<Lau
 
 /** The run's processes (src/remote/procs); null when the process table cannot be read. */
 export async function runProcesses(host: Host, outDir: string, run: RunSnapshot, gpu: GpuTelemetry | null): Promise<RunProcesses | null> {
-  const heartbeatPids = run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs }));
   const g = gpu && gpu.status === 'ok' ? gpu : null;
   try {
-    const procs = await findRunProcesses(host, outDir, { heartbeatPids, gpu: g });
+    // a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
+    const procs = await findRunProcesses(host, outDir, { ...hintsFromRun(run), gpu: g });
     return procs.error && procs.ranks.length === 0 ? null : procs;
   } catch {
     return null;

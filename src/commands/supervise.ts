@@ -21,7 +21,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!dir) throw new CliError(`supervise: RUN_DIR missing (this command is started by nsa-top launch; it reads ${SUPERVISE_ENV})`);
   delete process.env[SUPERVISE_ENV]; // not inherited by the trainer
   const code = await runSupervisor(resolve(dir), { resume });
-  // the pty and its reader must not keep a finished supervisor alive
+  // the trainer's exit watcher must not keep a finished supervisor alive
   setTimeout(() => process.exit(code), 200).unref();
   return code;
 }

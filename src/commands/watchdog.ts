@@ -63,8 +63,10 @@ Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
   verdict  verdicts [{kind, rank?, text}]   (hang diagnosis while the step is frozen)
+  unproven processes [{pid, rank, why}]  (named by a heartbeat or an argv, not proven ranks: never signalled)
   anomaly  type, alert, wrote (path | null), kept (the earlier anomaly left in place), why
-  dump     perRank [{rank, pid, status, file?, why?}]
+  dump     perRank [{rank, pid, status, file?, why?}], refused [{pid, rank, why}] (named by a
+           heartbeat or an argv but not proven ranks of this run: never signalled)
   halt     path, result, detail
   error    message, consecutive     (a failed look; the watch goes on)
   exit     state, why, reason, code
@@ -311,6 +313,14 @@ export class Watchdog {
       this.state = ev.runState;
       await this.log('state', { state: ev.runState, why: ev.runStateWhy, step: run.step });
     }
+    // processes named as trainers (a heartbeat's pid, the run dir in argv) that are not proven ranks:
+    // said once per change, so an operator sees why nothing was (or will be) signalled
+    const unproven = (procs?.unproven ?? []).map((u) => ({ pid: u.pid, rank: u.rank, why: u.why }));
+    const ukey = unproven.map((u) => `${u.pid}:${u.why}`).join('|');
+    if (ukey !== this.lastUnproven) {
+      this.lastUnproven = ukey;
+      if (unproven.length) await this.log('unproven', { processes: unproven });
+    }
     const seen = new Set<string>();
     for (const al of ev.alerts) {
       seen.add(al.id);
@@ -361,11 +371,12 @@ export class Watchdog {
     if (stall && this.o.dumpOnStall && !this.dumpedEpisode) {
       this.dumpedEpisode = true;
       const ranks = (procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
-      if (ranks.length === 0) await this.log('dump', { ranks: [], why: 'no rank process found to dump' });
+      const unproven = (procs?.unproven ?? []).map((u) => ({ pid: u.pid, rank: u.rank, status: 'refused', why: u.why }));
+      if (ranks.length === 0) await this.log('dump', { ranks: [], why: 'no proven rank process of this run: nothing signalled', refused: unproven });
       else {
         const actor = await currentActor(this.host);
         const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
-        await this.log('dump', { perRank: res.perRank, pySpy: res.pySpy });
+        await this.log('dump', { perRank: res.perRank, pySpy: res.pySpy, ...(unproven.length ? { refused: unproven } : {}) });
       }
     }
     // 3. .HALT when asked.
@@ -387,6 +398,7 @@ export class Watchdog {
   }
 
   private lastVerdicts = '';
+  private lastUnproven = '';
 
   /** gate_collapse_details.json, as the real watchdog writes it (WD:146-158); never overwritten */
   private async writeGateDetails(run: RunSnapshot): Promise<void> {

@@ -169,7 +169,12 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   for (const pid of closer) {
     const cwd = await fs.readlink(`/proc/${pid}/cwd`).catch(() => null);
     // `cd` into a deleted directory fails in the script: no D line either
-    if (cwd !== null && !cwd.endsWith(' (deleted)')) out.push(`D ${pid} ${cwd}\n`);
+    // (a cwd whose name holds a newline could forge lines for other pids: left out, as the script does)
+    if (cwd !== null && !cwd.endsWith(' (deleted)') && !cwd.includes('\n')) out.push(`D ${pid} ${cwd}\n`);
+    // NSpid with more than one entry: a nested pid namespace (a container)
+    const status = await head(`/proc/${pid}/status`, 8192);
+    const m = status ? /^NSpid:[ \t]*([^\n]*)$/m.exec(status.toString('latin1')) : null;
+    if (m && /[^0-9]/.test(m[1]!.trim())) out.push(`N ${pid} ${m[1]!.trim()}\n`);
   }
   out.push('@@NSA-TOP-HEAD@@\n');
   const files: string[] = [];

@@ -11,7 +11,7 @@
 // A process is identified by pid + start time (stat field 22, clock ticks since boot), so a
 // recycled pid is never mistaken for a rank: see verifyProcess().
 import type { Host } from './host.js';
-import type { GpuSample, ProcInfo, ProcState, RankProc, RunProcesses } from './types.js';
+import type { GpuSample, ProcInfo, ProcState, RankProc, RunProcesses, UnprovenProc } from './types.js';
 
 const HEAD_MARK = '@@NSA-TOP-HEAD@@';
 const ENVIRON_MAX = 131072;
@@ -24,9 +24,12 @@ const EXEC_TIMEOUT_MS = 15000;
 // 'list' only the pids named. In 'all' and 'run', trainer-looking processes not in $4 are
 // enriched too, so a refresh stays one command even when new trainers appear.
 // Output: R <physical run dir> | J <env.json on one line> | U <uptime s> | T <clk_tck> <pagesize>
-// | S <stat line> + W <wchan> per process | D <pid> <cwd> per enriched pid | HEAD_MARK | `head`
+// | S <stat line> + W <wchan> per process | D <pid> <cwd> and N <pid> <NSpid…> (nested pid namespace
+// only) per enriched pid | HEAD_MARK | `head`
 // output of cmdline/environ files.
 export const PROC_SCRIPT = `exec 2>/dev/null
+NL='
+'
 rd=$1; tk=$2; mode=$3; known=" $4 "; shift 4; known="$known $* "
 if [ -n "$rd" ] && cd "$rd"; then
   printf 'R '; pwd -P
@@ -56,7 +59,12 @@ st() {
 }
 if [ "$mode" = list ]; then for p in "$@"; do st "$p"; done; else for p in [0-9]*; do st "$p"; done; fi
 set -- "$@" $en
-for p in "$@"; do if cd "/proc/$p/cwd"; then printf 'D %s ' "$p"; pwd -P; fi; done
+for p in "$@"; do
+  # (a cwd whose name holds a newline could forge lines for other pids: left out)
+  if cd -P "/proc/$p/cwd"; then case $PWD in *"$NL"*) ;; *) printf 'D %s %s\\n' "$p" "$PWD";; esac; fi
+  # NSpid with more than one entry: the process lives in a nested pid namespace (a container)
+  while read -r k v; do case $k in NSpid:) case $v in *[!0-9]*) printf 'N %s %s\\n' "$p" "$v";; esac; break;; esac; done < "/proc/$p/status"
+done
 cd /proc || exit 0
 printf '${HEAD_MARK}\\n'
 n=$#
@@ -166,6 +174,8 @@ interface Enriched {
   argvKey: string;
   env: ProcInfo['env'];
   cwd: string | null;
+  /** NSpid when the process lives in a nested pid namespace */
+  nsPid: number[] | null;
   /** environ could not be read (permissions, or the process is gone) */
   envUnreadable: boolean;
 }
@@ -219,6 +229,7 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
   let error: string | undefined;
   const stats: { f: StatFields; wchan: string | null }[] = [];
   const cwds = new Map<number, string>();
+  const nsPids = new Map<number, number[]>();
   let st = known;
   for (const line of textPart.split('\n')) {
     const tag = line.slice(0, 2);
@@ -242,6 +253,9 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
       const sp = v.indexOf(' ');
       const pid = Number(v.slice(0, sp));
       if (sp > 0 && Number.isInteger(pid)) cwds.set(pid, v.slice(sp + 1));
+    } else if (tag === 'N ') {
+      const nums = v.trim().split(/\s+/).map(Number);
+      if (nums.length > 1 && nums.every((n) => Number.isInteger(n) && n > 0)) nsPids.set(nums[0]!, nums.slice(1));
     }
   }
   if (!st) {
@@ -284,6 +298,7 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
         argvKey,
         env: envRaw != null ? parseEnviron(envRaw) : {},
         cwd: cwds.get(f.pid) ?? null,
+        nsPid: nsPids.get(f.pid) ?? null,
         envUnreadable: envRaw == null || envRaw === '',
       };
       // an empty environ (caught mid-exec) is not remembered: read it again next time — unless
@@ -308,6 +323,7 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
       env: enriched ? { ...enriched.env } : {},
       comm: f.comm,
       cwd: enriched ? enriched.cwd : null,
+      nsPid: enriched ? enriched.nsPid : null,
       startedAtMs: bootMs !== null ? Math.round(bootMs + (Number(f.startTime) / st.clkTck) * 1000) : null,
     });
   }
@@ -367,8 +383,15 @@ export function isLauncher(p: ProcInfo): boolean {
     if (m >= 0 && /^torch\.distributed\.(run|launch)$/.test(a[m + 1] ?? '')) return true;
   }
   const nt = nsaTopArgIndex(a);
-  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a)) return true;
+  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a) && !isSingleReference(a, nt)) return true;
   return false;
+}
+
+/** `nsa-top train` with one rank (no --ranks, or --ranks 1): it trains in its own process. */
+function isSingleReference(a: string[], nt: number): boolean {
+  if (a.includes('--rank-worker')) return false;
+  const r = argValue(a.slice(nt + 2), ['--ranks']);
+  return r === undefined || r.trim() === '1';
 }
 
 const NSA_TOP_SCRIPT = /^nsa-top(\.js|\.mjs|\.cjs)?$/;
@@ -475,39 +498,68 @@ function resolveAgainst(p: string, cwd: string | null | undefined): string | nul
 
 interface MatchCtx {
   runDirs: Set<string>;
-  /** env.json env.CONFIG of the run, when known */
-  config: string | null;
+  /** no longer used (env.json's CONFIG is not proof): kept so older callers still compile */
+  config?: string | null;
+  /** train.out_dir of each CONFIG yaml a candidate names (absolute yaml path → out_dir as written,
+   * or an error); filled by findRunProcesses, which reads the yaml files through the host */
+  configOutDirs?: Map<string, { outDir: string | null; error: string | null }>;
 }
 
-/** How (if at all) this process names the run dir itself. */
-function namesRunDir(p: ProcInfo, ctx: MatchCtx): boolean {
+/** How long a trainer may take from its exec to its first heartbeat record (imports, model, data). */
+export const LAUNCH_WINDOW_MS = 15 * 60_000;
+/** slack between /proc's start time (10 ms ticks from the boot time) and a record's time.time() */
+const CLOCK_SLACK_MS = 2000;
+
+/**
+ * The rank kinds nsa-top knows: nsa-vibe's scripts/train_showcase.py (or its FSDP variant) under
+ * python, which is also what torchrun's workers run, and nsa-top's own reference ranks
+ * (`nsa-top train` with a RANK). Launchers (torchrun, `nsa-top train` without a RANK) are not ranks.
+ */
+export function rankCommandKind(p: Pick<ProcInfo, 'argv' | 'env'>): 'nsa-vibe' | 'reference' | null {
+  const a = p.argv;
+  if (a.length === 0) return null;
+  if (isPython(a[0])) {
+    const script = pythonScript(a);
+    if (script === null || a[a.indexOf(script) - 1] === '-c') return null;
+    if (/^train_showcase(_fsdp)?\.py$/.test(base(script)) || /(^|\.)train_showcase(_fsdp)?$/.test(script)) return 'nsa-vibe';
+    return null;
+  }
+  const nt = nsaTopArgIndex(a);
+  if (nt >= 0 && a[nt + 1] === 'train' && (p.env.RANK !== undefined || hasRankArg(a) || isSingleReference(a, nt))) return 'reference';
+  return null;
+}
+
+/**
+ * What in the process's own environment ties it to this run: NSA_TOP_RUN_DIR naming the run dir,
+ * or CONFIG naming a yaml whose train.out_dir (relative to the process's cwd) is the run dir.
+ * A path in argv is not evidence (an eval script or a `tail` names the run dir as well).
+ */
+export function envTie(p: ProcInfo, ctx: MatchCtx): { ok: true; how: string } | { ok: false; why: string } {
   const d = p.env.NSA_TOP_RUN_DIR;
   if (d) {
     const r = resolveAgainst(d, p.cwd);
-    if (r && ctx.runDirs.has(r)) return true;
+    if (r && ctx.runDirs.has(r)) return { ok: true, how: 'NSA_TOP_RUN_DIR' };
+    return { ok: false, why: `its NSA_TOP_RUN_DIR names ${r ?? d}, another run` };
   }
-  for (const x of p.argv.slice(1)) {
-    const eq = x.startsWith('-') ? x.indexOf('=') : -1;
-    const v = eq >= 0 ? x.slice(eq + 1) : x;
-    if (!v || v.startsWith('-')) continue;
-    const r = resolveAgainst(v, p.cwd);
-    if (r && ctx.runDirs.has(r)) return true;
+  // nsa-top's own single-process trainer started by hand: its --out is, by definition, its run dir
+  const nt = nsaTopArgIndex(p.argv);
+  if (nt >= 0 && p.argv[nt + 1] === 'train' && p.env.RANK === undefined && isSingleReference(p.argv, nt)) {
+    const out = argValue(p.argv.slice(nt + 2), ['--out', '--out-dir']);
+    const r = out ? resolveAgainst(out, p.cwd) : null;
+    if (r && ctx.runDirs.has(r)) return { ok: true, how: 'nsa-top train --out' };
   }
-  if (ctx.config && p.env.CONFIG && p.cwd) {
-    // the real trainer: CONFIG names the YAML whose out_dir (relative to the cwd) is the run dir
-    const cfgA = resolveAgainst(p.env.CONFIG, p.cwd);
-    const cfgB = resolveAgainst(ctx.config, p.cwd);
-    if (cfgA && cfgA === cfgB) for (const rd of ctx.runDirs) if (rd.startsWith(`${p.cwd}/`)) return true;
+  if (p.env.CONFIG) {
+    const cfg = resolveAgainst(p.env.CONFIG, p.cwd);
+    if (!cfg) return { ok: false, why: `its CONFIG ${p.env.CONFIG} is relative and its cwd is unknown` };
+    const od = ctx.configOutDirs?.get(cfg);
+    if (!od) return { ok: false, why: `its CONFIG ${cfg} was not read` };
+    if (!od.outDir) return { ok: false, why: `its CONFIG cannot tell its out_dir (${od.error ?? 'no train.out_dir'})` };
+    const r = resolveAgainst(od.outDir, p.cwd);
+    if (r && ctx.runDirs.has(r)) return { ok: true, how: 'CONFIG' };
+    return { ok: false, why: `its CONFIG ${cfg} writes to ${r ?? od.outDir}, not this run` };
   }
-  return false;
-}
-
-/** The run dir names some other run: this process is not ours even if a heartbeat pid says so. */
-function contradictsRunDir(p: ProcInfo, ctx: MatchCtx): boolean {
-  const d = p.env.NSA_TOP_RUN_DIR;
-  if (!d) return false;
-  const r = resolveAgainst(d, p.cwd);
-  return r !== null && !ctx.runDirs.has(r);
+  if (p.cwd === null || p.cwd === undefined) return { ok: false, why: 'its environment could not be read (another user, or it is exiting)' };
+  return { ok: false, why: 'its environment names neither NSA_TOP_RUN_DIR nor a CONFIG whose out_dir is this run' };
 }
 
 export interface HeartbeatPidHint {
@@ -515,28 +567,47 @@ export interface HeartbeatPidHint {
   pid: number;
   /** ms epoch of the latest heartbeat record written by this pid: a process started after it is a recycled pid */
   lastTs?: number | null;
+  /** ms epoch of this rank's latest `boot` record, when that record names this pid */
+  bootTs?: number | null;
 }
 
 export interface FindRunHints {
   heartbeatPids: HeartbeatPidHint[];
   gpu?: GpuSample | null;
+  /** ms epoch of the run's first record, when the whole history has been read */
+  firstRecordTs?: number | null;
 }
 
-function readEnvJsonConfig(buf: Buffer): string | null {
-  try {
-    const j = JSON.parse(buf.toString('utf8')) as { env?: Record<string, unknown> };
-    const c = j?.env?.CONFIG;
-    return typeof c === 'string' && c ? c : null;
-  } catch {
-    return null;
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/** Whether the process's start time fits the run's records; a reason when it does not. */
+function startTimeWhy(p: ProcInfo, hint: HeartbeatPidHint | undefined, firstRecordTs: number | null): string | null {
+  const s = p.startedAtMs;
+  if (s === null || s === undefined) return null;
+  if (hint?.bootTs != null) {
+    if (s > hint.bootTs + CLOCK_SLACK_MS) return `it started at ${iso(s)}, after the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: the pid was recycled`;
+    if (s < hint.bootTs - LAUNCH_WINDOW_MS) return `it started at ${iso(s)}, long before the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: another process with the same pid`;
+  } else if (hint?.lastTs != null && s > hint.lastTs + CLOCK_SLACK_MS) {
+    return `it started at ${iso(s)}, after the last heartbeat (${iso(hint.lastTs)}) that names pid ${p.pid}: the pid was recycled`;
   }
+  // (a process the heartbeats name is judged by its own records above: a rotated or truncated
+  // heartbeat file moves the run's first record, not the process's boot)
+  if (!hint && firstRecordTs != null && s < firstRecordTs - LAUNCH_WINDOW_MS) return `it started at ${iso(s)}, long before the run's first record (${iso(firstRecordTs)})`;
+  return null;
+}
+
+function describe(p: ProcInfo): string {
+  const cmd = p.argv.length > 0 ? p.argv.join(' ') : p.comm ? `[${p.comm}]` : '?';
+  return cmd.length > 120 ? `${cmd.slice(0, 119)}…` : cmd;
 }
 
 /**
  * The processes of a run: launcher (torchrun / python -m torch.distributed.run / `nsa-top train`)
- * and its rank processes (RANK/LOCAL_RANK/WORLD_SIZE from /proc/PID/environ where readable, else
- * from argv and from the pids in heartbeat files), with GPU memory per pid from compute-apps.
- * Costs one command per refresh once the run's processes have been seen (two on the first).
+ * and its rank processes, with GPU memory per pid from compute-apps. A process is a rank only with
+ * proof from the process itself (rankCommandKind, envTie, and a start time that fits the run's
+ * records); a heartbeat's pid or a path in argv names candidates, never ranks. Candidates without
+ * proof are listed in `unproven` with the reason. Costs one command per refresh once the run's
+ * processes have been seen (two on the first), plus a read of each CONFIG yaml now and then.
  */
 export async function findRunProcesses(host: Host, runDir: string, hints: FindRunHints): Promise<RunProcesses> {
   const at = host.now();
@@ -560,7 +631,7 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
       const byPid = new Map(more.procs.map((p) => [p.pid, p]));
       procs = procs.map((p) => {
         const m = byPid.get(p.pid);
-        return m && m.startTime === p.startTime ? { ...p, env: m.env, cwd: m.cwd } : p;
+        return m && m.startTime === p.startTime ? { ...p, env: m.env, cwd: m.cwd, nsPid: m.nsPid } : p;
       });
     }
   }
@@ -568,8 +639,78 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
   const runDirs = new Set<string>();
   if (runDir.startsWith('/')) runDirs.add(normPath(runDir));
   if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
-  const config = snap.envJson ? readEnvJsonConfig(Buffer.from(snap.envJson)) : null;
-  return matchRun(procs, { runDirs, config }, hbPids, hints.gpu ?? null, at, snap.error);
+  const named = new Set(hbPids.map((h) => h.pid));
+  const configOutDirs = await configOutDirsFor(host, procs.filter((p) => rankCommandKind(p) !== null || isLauncher(p)), envJsonConfig(snap.envJson), named, runDirs);
+  return matchRun(procs, { runDirs, configOutDirs }, hbPids, hints.gpu ?? null, at, snap.error, hints.firstRecordTs ?? null);
+}
+
+function envJsonConfig(line: string | null): string | null {
+  if (!line) return null;
+  try {
+    const c = (JSON.parse(line) as { env?: Record<string, unknown> })?.env?.CONFIG;
+    return typeof c === 'string' && c ? c : null;
+  } catch {
+    return null;
+  }
+}
+
+// CONFIG yaml → train.out_dir, per process (pid + start time + path): a trainer reads its config
+// once, at boot, so one read per new trainer process is enough (over SSH each read is a command).
+const configCache = new WeakMap<Host, Map<string, { outDir: string | null; error: string | null }>>();
+
+/**
+ * The out_dir of each candidate's CONFIG. Only candidates that may be this run's are read: those a
+ * heartbeat names, and those whose CONFIG is the one the run's env.json records (resolved against
+ * the candidate's cwd) — or, while the run has no env.json yet, those whose cwd holds the run dir.
+ * Other trainers on the box (other runs) cost nothing.
+ */
+async function configOutDirsFor(host: Host, cands: ProcInfo[], runConfig: string | null, named: Set<number>, runDirs: Set<string>): Promise<Map<string, { outDir: string | null; error: string | null }>> {
+  let cache = configCache.get(host);
+  if (!cache) configCache.set(host, (cache = new Map()));
+  const out = new Map<string, { outDir: string | null; error: string | null }>();
+  for (const p of cands) {
+    if (!p.env.CONFIG) continue;
+    const path = resolveAgainst(p.env.CONFIG, p.cwd);
+    if (!path || out.has(path)) continue;
+    const key = `${p.pid}:${p.startTime}:${path}`;
+    let v = cache.get(key);
+    if (!v) {
+      if (!named.has(p.pid)) {
+        if (runConfig !== null && resolveAgainst(runConfig, p.cwd) !== path) {
+          out.set(path, { outDir: null, error: `not the CONFIG the run's env.json records (${runConfig})` });
+          continue;
+        }
+        // no env.json yet (the first seconds of a run): only a trainer whose cwd holds the run dir
+        if (runConfig === null && !(p.cwd && [...runDirs].some((d) => d.startsWith(`${p.cwd}/`)))) {
+          out.set(path, { outDir: null, error: 'the run has no env.json yet to compare it with' });
+          continue;
+        }
+      }
+      v = await readYamlOutDir(host, path);
+      if (cache.size > 256) cache.clear();
+      cache.set(key, v);
+    }
+    out.set(path, v);
+  }
+  return out;
+}
+
+async function readYamlOutDir(host: Host, path: string): Promise<{ outDir: string | null; error: string | null }> {
+  let text: string;
+  try {
+    text = (await host.readFile(path, 1 << 20)).toString('utf8');
+  } catch (e) {
+    return { outDir: null, error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}` };
+  }
+  try {
+    const { parseDocument } = await import('yaml');
+    const doc = parseDocument(text).toJS() as { train?: { out_dir?: unknown } } | null;
+    const od = doc?.train?.out_dir;
+    if (typeof od === 'string' && od.length > 0) return { outDir: od, error: null };
+    return { outDir: null, error: `${path}: no train.out_dir` };
+  } catch (e) {
+    return { outDir: null, error: `${path}: ${(e as Error).message}` };
+  }
 }
 
 /** Pure: given a process table, which processes are this run's. Exported for tests. */
@@ -580,6 +721,7 @@ export function matchRun(
   gpu: GpuSample | null,
   at: number,
   error?: string,
+  firstRecordTs: number | null = null,
 ): RunProcesses {
   const byPid = new Map(procs.map((p) => [p.pid, p]));
   const children = new Map<number, ProcInfo[]>();
@@ -588,51 +730,85 @@ export function matchRun(
     l.push(p);
     children.set(p.ppid, l);
   }
-  const matched = new Set<number>();
+  const hintByPid = new Map<number, HeartbeatPidHint>();
+  for (const h of hbPids) if (!hintByPid.has(h.pid)) hintByPid.set(h.pid, h);
+  // a heartbeat written inside a container names its pid there: the process whose NSpid ends in it
+  const byInnerPid = new Map<number, ProcInfo>();
+  for (const p of procs) if (p.nsPid && p.nsPid.length > 1) byInnerPid.set(p.nsPid[p.nsPid.length - 1]!, p);
+
+  const proven = new Set<number>();
   const hbRank = new Map<number, number>();
-  for (const p of procs) if (looksLikeTrainer(p) && namesRunDir(p, ctx)) matched.add(p.pid);
-  for (const h of hbPids) {
-    const p = byPid.get(h.pid);
-    if (!p) continue;
-    if (contradictsRunDir(p, ctx)) continue;
-    if (h.lastTs != null && p.startedAtMs != null && p.startedAtMs > h.lastTs + 2000) continue; // recycled pid
-    // a zombie has no command line left: a rank that died unreaped is still a rank (state Z)
-    if (!trainerKind(p) && !(p.state === 'Z' && p.argv.length === 0)) continue;
-    matched.add(p.pid);
-    hbRank.set(p.pid, h.rank);
+  const whyNot = new Map<number, string>();
+  /** tied to the run by command and environment, refused by their start time: always listed */
+  const timeRefused = new Set<number>();
+  for (const p of procs) {
+    if (isToolProcess(p)) continue;
+    const kind = rankCommandKind(p);
+    if (!kind) continue;
+    const tie = envTie(p, ctx);
+    if (!tie.ok) {
+      whyNot.set(p.pid, tie.why);
+      continue;
+    }
+    const tw = startTimeWhy(p, hintByPid.get(p.pid), firstRecordTs);
+    if (tw) {
+      whyNot.set(p.pid, tw);
+      timeRefused.add(p.pid);
+      continue;
+    }
+    proven.add(p.pid);
   }
-  // a launcher's trainer children are its ranks; a rank's launcher parent is the launcher
-  for (const pid of [...matched]) {
+  // zombies have no command line left: a rank that died unreaped stays a rank when its environ
+  // (remembered from while it lived) ties it to the run
+  // `nsa-top train` without --ranks looks like a single-process trainer; with rank children it is
+  // their launcher
+  const demoted = new Set<number>();
+  for (const pid of proven) {
     const p = byPid.get(pid)!;
-    const parent = byPid.get(p.ppid);
-    if (parent && isLauncher(parent) && !contradictsRunDir(parent, ctx)) matched.add(parent.pid);
+    if (rankCommandKind(p) !== 'reference' || p.env.RANK !== undefined) continue;
+    // (a trainer's own workers inherit its environment: a child with a RANK the parent lacks is a rank)
+    if ((children.get(pid) ?? []).some((c) => c.argv.includes('--rank-worker') || hasRankArg(c.argv) || c.env.RANK !== undefined)) demoted.add(pid);
   }
-  for (const pid of [...matched]) {
-    const p = byPid.get(pid)!;
-    if (!isLauncher(p)) continue;
-    for (const c of children.get(pid) ?? []) if (looksLikeTrainer(c) && !contradictsRunDir(c, ctx)) matched.add(c.pid);
+  for (const pid of demoted) proven.delete(pid);
+  const launcherLike = (p: ProcInfo) => isLauncher(p) || demoted.has(p.pid);
+  for (const p of procs) {
+    if (proven.has(p.pid) || !(p.state === 'Z' && p.argv.length === 0)) continue;
+    if (!p.env.NSA_TOP_RUN_DIR && !p.env.CONFIG) continue;
+    if (envTie(p, ctx).ok && !startTimeWhy(p, hintByPid.get(p.pid), firstRecordTs)) proven.add(p.pid);
+  }
+  for (const pid of proven) {
+    const h = hintByPid.get(pid);
+    if (h) hbRank.set(pid, h.rank);
   }
   // a trainer's own children (data-loader workers, compile workers) inherit its argv and environ:
   // they are not ranks
   const isWorker = (p: ProcInfo): boolean => {
     let cur = byPid.get(p.ppid);
     for (let i = 0; cur && i < 64; i++) {
-      if (matched.has(cur.pid) && !isLauncher(cur)) return true;
+      // (a child of a trainer refused for its start time is that trainer's worker all the same)
+      if (proven.has(cur.pid) || timeRefused.has(cur.pid)) return true;
       cur = byPid.get(cur.ppid);
     }
     return false;
   };
+  // the launcher: a launcher-kind parent of a proven rank (torchrun, `nsa-top train`), outermost
   let launcher: ProcInfo | null = null;
   const rankCands: ProcInfo[] = [];
-  for (const pid of matched) {
+  for (const pid of proven) {
     const p = byPid.get(pid)!;
-    if (isLauncher(p) && !hbRank.has(pid)) {
-      // the outermost launcher (e.g. torchrun started by `nsa-top train`)
-      if (!launcher || isAncestor(byPid, p, launcher)) launcher = p;
-      continue;
-    }
     if (isWorker(p)) continue;
     rankCands.push(p);
+    let cur = byPid.get(p.ppid);
+    for (let i = 0; cur && i < 4 && launcherLike(cur); i++) {
+      if (envTie(cur, ctx).ok || !(cur.env.NSA_TOP_RUN_DIR || cur.env.CONFIG)) {
+        if (!launcher || isAncestor(byPid, cur, launcher)) launcher = cur;
+      }
+      cur = byPid.get(cur.ppid);
+    }
+  }
+  if (!launcher) {
+    // a launcher whose ranks are not up yet (or gone) but whose own environment names the run
+    for (const p of procs) if (isLauncher(p) && !isToolProcess(p) && p.state !== 'Z' && envTie(p, ctx).ok) if (!launcher || isAncestor(byPid, p, launcher)) launcher = p;
   }
   const memByPid = new Map<number, { mem: number | null; uuid: string }>();
   for (const a of gpu?.apps ?? []) {
@@ -674,9 +850,79 @@ export function matchRun(
   }
   ranks.sort((a, b) => a.rank - b.rank || a.proc.pid - b.proc.pid);
   unknown.sort((a, b) => a.pid - b.pid);
+
+  // what was named as a trainer but not proven, and why: heartbeat pids, and trainer-looking
+  // processes whose argv names the run dir
+  const unproven: UnprovenProc[] = [];
+  const listed = new Set<number>([...proven, ...(launcher ? [launcher.pid] : [])]);
+  for (const h of hbPids) {
+    if (listed.has(h.pid)) continue;
+    const p = byPid.get(h.pid);
+    const inner = byInnerPid.get(h.pid);
+    const ns = inner && inner.pid !== h.pid ? ` The heartbeat comes from another pid namespace: its writer is pid ${inner.pid} here (NSpid ${inner.nsPid!.join(' ')}).` : '';
+    if (!p) {
+      if (ns) unproven.push({ pid: h.pid, startTime: null, rank: h.rank, argv: [], why: `heartbeat_rank${h.rank} names pid ${h.pid}, which does not exist here.${ns}` });
+      continue;
+    }
+    if (isToolProcess(p)) continue;
+    listed.add(p.pid);
+    let why: string;
+    if (!rankCommandKind(p) && !isLauncher(p)) why = `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
+    else why = whyNot.get(p.pid) ?? (isWorker(p) ? 'it is a worker process of a rank, not a rank' : 'no proof that it belongs to this run');
+    unproven.push({ pid: p.pid, startTime: p.startTime, rank: h.rank, argv: p.argv, why: `heartbeat_rank${h.rank} names pid ${p.pid}, but ${why}: not a rank of this run, never signalled.${ns}` });
+  }
+  for (const pid of timeRefused) {
+    if (listed.has(pid)) continue;
+    const p = byPid.get(pid)!;
+    if (isWorker(p)) continue;
+    listed.add(pid);
+    unproven.push({ pid, startTime: p.startTime, rank: null, argv: p.argv, why: `pid ${pid} (${describe(p)}) names this run in its environment, but ${whyNot.get(pid)}: not a rank of this run, never signalled` });
+  }
+  for (const p of procs) {
+    if (listed.has(p.pid) || isToolProcess(p) || !trainerKind(p) || !argvNamesRunDir(p, ctx)) continue;
+    if (isWorker(p) || (launcher && isAncestor(byPid, launcher, p))) continue;
+    listed.add(p.pid);
+    const why = !rankCommandKind(p) && !isLauncher(p) ? `its command (${describe(p)}) is not a trainer nsa-top knows` : (whyNot.get(p.pid) ?? 'no proof that it belongs to this run');
+    unproven.push({ pid: p.pid, startTime: p.startTime, rank: null, argv: p.argv, why: `pid ${p.pid} names the run dir in its arguments, but ${why}: not a rank of this run, never signalled` });
+  }
   const out: RunProcesses = { at, launcher, ranks, unknown };
+  if (unproven.length > 0) out.unproven = unproven;
   if (error) out.error = error;
   return out;
+}
+
+/** Whether a path in the process's argv is the run dir (a hint, never proof). */
+function argvNamesRunDir(p: ProcInfo, ctx: MatchCtx): boolean {
+  for (const x of p.argv.slice(1)) {
+    const eq = x.startsWith('-') ? x.indexOf('=') : -1;
+    const v = eq >= 0 ? x.slice(eq + 1) : x;
+    if (!v || v.startsWith('-')) continue;
+    const r = resolveAgainst(v, p.cwd);
+    if (r && ctx.runDirs.has(r)) return true;
+  }
+  return false;
+}
+
+/**
+ * Proof, at the moment of a signal, that a process is a rank (or, with `launcherToo`, the
+ * launcher) of the run in runDir: the same proof findRunProcesses asks for, on a fresh read of the
+ * process table. null when proven, else why not.
+ */
+export async function proveRunProcess(host: Host, runDir: string, target: { pid: number; startTime: string }, opts: { launcherToo?: boolean; hints?: HeartbeatPidHint[] } = {}): Promise<string | null> {
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: opts.hints ?? [] });
+  if (rp.error && rp.ranks.length === 0 && !rp.launcher) return `could not read the process table: ${rp.error}`;
+  const same = (p: ProcInfo | null | undefined) => !!p && p.pid === target.pid && p.startTime === String(target.startTime);
+  if (rp.ranks.some((r) => same(r.proc)) || rp.unknown.some((p) => same(p))) return null;
+  if (same(rp.launcher)) return opts.launcherToo ? null : `pid ${target.pid} is the launcher (${describe(rp.launcher!)}), not a rank`;
+  const u = rp.unproven?.find((x) => x.pid === target.pid);
+  if (u) return u.why.replace(/: not a rank of this run, never signalled\.?/, '');
+  const p = await readProc(host, target.pid).catch(() => null);
+  if (!p) return `pid ${target.pid} is gone`;
+  if (p.startTime !== String(target.startTime)) return `pid ${target.pid} now belongs to another process (start time ${p.startTime} ≠ ${target.startTime})`;
+  if (isToolProcess(p)) return `pid ${target.pid} is one of nsa-top's own tools or a watcher (${describe(p)})`;
+  const kind = rankCommandKind(p);
+  if (!kind) return `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
+  return `pid ${target.pid} (${describe(p)}) is not among this run's proven ranks`;
 }
 
 function isAncestor(byPid: Map<number, ProcInfo>, a: ProcInfo, b: ProcInfo): boolean {
@@ -686,4 +932,20 @@ function isAncestor(byPid: Map<number, ProcInfo>, a: ProcInfo, b: ProcInfo): boo
     cur = byPid.get(cur.ppid);
   }
   return false;
+}
+
+/**
+ * The hints findRunProcesses takes, from what the run's heartbeats say: each rank's latest pid,
+ * its last record and its boot record, and the run's first record once the whole history is read
+ * (while a long history is still being back-filled, its first record is not known yet).
+ */
+export function hintsFromRun(run: {
+  ranks: { rank: number; pid: number | null; lastTs: number | null; bootTs: number | null }[];
+  segments: { startTs: number | null }[];
+  backfill?: { pending: boolean };
+}): Pick<FindRunHints, 'heartbeatPids' | 'firstRecordTs'> {
+  const heartbeatPids = run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs, bootTs: r.bootTs }));
+  let first: number | null = null;
+  if (!run.backfill?.pending) for (const s of run.segments) if (s.startTs !== null && (first === null || s.startTs < first)) first = s.startTs;
+  return { heartbeatPids, firstRecordTs: first };
 }

@@ -60,6 +60,20 @@ export interface ProcInfo {
   cwd?: string | null;
   /** host wall time (ms epoch) the process started, derived from boot time + startTime */
   startedAtMs?: number | null;
+  /** NSpid from /proc/PID/status when the process lives in a nested pid namespace (a container):
+   * its pid here first, its pid inside the container last */
+  nsPid?: number[] | null;
+}
+
+/** A process that something named as a trainer of the run (a heartbeat's pid, a path in its argv)
+ * but that gave no proof of it: never signalled, and `why` says what was missing. */
+export interface UnprovenProc {
+  pid: number;
+  startTime: string | null;
+  /** the rank a heartbeat gave it, when a heartbeat named it */
+  rank: number | null;
+  argv: string[];
+  why: string;
 }
 
 export interface RankProc {
@@ -79,5 +93,7 @@ export interface RunProcesses {
   ranks: RankProc[];
   /** processes that look like trainers of this run but whose rank could not be told */
   unknown: ProcInfo[];
+  /** named as trainers (heartbeat pid, argv) without proof; absent when none */
+  unproven?: UnprovenProc[];
   error?: string;
 }

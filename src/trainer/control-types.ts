@@ -64,6 +64,8 @@ export interface SupervisorState {
   lastCause?: string | null;
   /** the newest complete checkpoint (path, mtime) seen at each start: judges "restarts without progress" */
   startCheckpoints?: { at: number; path: string | null; mtimeMs: number | null }[];
+  /** set by readers (never written): the file said active, but its supervisor process is gone */
+  supervisorGone?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,12 +8,13 @@ import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Host, SignalName } from '../remote/host.js';
-import { isLauncher, readProc, verifyProcess } from '../remote/procs.js';
+import { isLauncher, proveRunProcess, readProc, verifyProcess } from '../remote/procs.js';
 import type { ProcInfo } from '../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from './checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './control-types.js';
 import type { RunSnapshot } from './snapshot.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
+import { readSupervisorState } from './supervisor/state.js';
 
 export type { ActionRecord, Actor } from './control-types.js';
 
@@ -284,6 +285,36 @@ export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRan
   return { target: t, ok: true, proc, why: null };
 }
 
+/**
+ * Positive proof that a verified process is this run's: a rank (or with `launcherToo` its
+ * launcher) by its own command, environment and start time (src/remote/procs), or — for stop
+ * escalations — a process the run's supervisor started (its recorded child, verified by pid + start
+ * time, or a descendant of it). null when proven, else why not. Never from a heartbeat's pid.
+ */
+export async function proveTarget(host: Host, runDir: string, t: RankTarget, opts: { launcherToo?: boolean; launch?: boolean } = {}): Promise<string | null> {
+  const { outDir, runDir: rd } = await resolveRunDirs(host, runDir);
+  let why: string | null;
+  try {
+    why = await proveRunProcess(host, outDir, t, { launcherToo: opts.launcherToo });
+  } catch (e) {
+    return `could not prove pid ${t.pid}: ${(e as Error).message}`;
+  }
+  if (why === null || !opts.launch) return why;
+  const st = await readSupervisorState(host, rd).catch(() => null);
+  const child = st?.child;
+  if (!child?.startTime) return why;
+  if (!(await verifyProcess(host, child).catch(() => false))) return why;
+  // the supervisor's child, or a descendant of it
+  let cur = await readProc(host, t.pid).catch(() => null);
+  if (!cur || cur.startTime !== String(t.startTime)) return why;
+  for (let i = 0; cur && i < 16; i++) {
+    if (cur.pid === child.pid && cur.startTime === child.startTime) return null;
+    if (cur.ppid <= 1) break;
+    cur = await readProc(host, cur.ppid).catch(() => null);
+  }
+  return why;
+}
+
 function targetOf(t: RankTarget): Record<string, unknown> {
   return { rank: t.rank, pid: t.pid, startTime: t.startTime };
 }
@@ -397,6 +428,13 @@ export async function dumpAll(
       // torchrun does not forward SIGUSR1, and its default action would kill the launcher
       Object.assign(slot, { status: 'refused', why: `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded` });
       say(`rank ${t.rank}: refused — ${slot.why}`);
+      continue;
+    }
+    // SIGUSR1's default action kills a process without a handler: only a proven rank gets it
+    const unproven = await proveTarget(host, runDir, t);
+    if (unproven !== null) {
+      Object.assign(slot, { status: 'refused', why: `not signalled: ${unproven}` });
+      say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
       continue;
     }
     const gap = lastSignalAt + stagger - Date.now();
@@ -599,6 +637,11 @@ export async function escalate(host: Host, runDir: string, ranks: RankTarget[], 
       notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
       continue;
     }
+    const unproven = await proveTarget(host, runDir, t, { launcherToo: true, launch: true });
+    if (unproven !== null) {
+      notes.push(`rank ${t.rank} pid ${t.pid}: not signalled: ${unproven}`);
+      continue;
+    }
     try {
       await host.signal(t.pid, sig as SignalName, { startTime: t.startTime });
       sent.push(t.pid);
@@ -678,6 +721,8 @@ export async function pySpyDump(host: Host, runDir: string, target: RankTarget, 
   if (readOnlyMode(opts)) return { ...refusedReadOnly(host, actor, 'py-spy-dump', t), file: null };
   const v = await verifyRank(host, target);
   if (!v.ok) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))), file: null };
+  const unproven = await proveTarget(host, runDir, target);
+  if (unproven !== null) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', `not attached: ${unproven}`))), file: null };
   const r = await host.exec(['py-spy', 'dump', '--pid', String(target.pid)], { timeoutMs: opts.timeoutMs ?? 30000 });
   if (r.code !== 0 || r.timedOut) {
     const why = r.timedOut ? 'py-spy did not finish in time' : r.code === 127 ? 'py-spy is not installed' : (r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`;

@@ -96,7 +96,7 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
         for (const r of d.result.results) {
           const role: Role = r.outcome === 'dumped' ? 'ok' : 'crit';
           const what = r.outcome === 'dumped' ? `dumped → ${r.file ?? ''}` : `${r.outcome === 'refused' ? 'refused' : 'did not answer'}: ${r.why ?? ''}`;
-          lines.push([t(`rank ${r.rank} `, 'title'), t(`pid ${r.pid ?? '–'} `, 'dim'), t(clean(what), role)]);
+          lines.push([t(r.rank >= 0 ? `rank ${r.rank} ` : 'not a rank ', 'title'), t(`pid ${r.pid ?? '–'} `, 'dim'), t(clean(what), role)]);
         }
         if (d.result.results.some((r) => r.outcome !== 'dumped')) {
           if (d.result.pySpy) lines.push([t('py-spy is installed: `py-spy dump --pid PID` reads a stuck rank without its cooperation', 'info')]);

@@ -1,7 +1,7 @@
 // Real child processes for control tests: they answer SIGUSR1 with a stack dump named like the
 // real trainer's (stackdump_<epoch>.txt, no rank), exit 130 on SIGINT, and say when they are ready.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -33,8 +33,25 @@ export interface Kid {
   exited: Promise<{ code: number | null; signal: string | null }>;
 }
 
+// The kids are shaped like nsa-top's reference ranks (`node …/nsa-top.js train --rank-worker` with
+// RANK and NSA_TOP_RUN_DIR in their environment): control only signals processes that prove they
+// are ranks of the run.
+let kidScript: string | null = null;
+function kidScriptPath(): string {
+  if (!kidScript) {
+    const d = mkdtempSync(join(tmpdir(), 'nsa-top-kid-'));
+    kidScript = join(d, 'nsa-top.js');
+    writeFileSync(kidScript, CHILD);
+  }
+  return kidScript;
+}
+
 export async function startKid(host: Host, dir: string, argv0?: string, env: Record<string, string> = {}): Promise<Kid> {
-  const child = spawn(process.execPath, ['-e', CHILD], { argv0, env: { ...process.env, DUMP_DIR: dir, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [kidScriptPath(), 'train', '--rank-worker'], {
+    argv0,
+    env: { ...process.env, DUMP_DIR: dir, RANK: env.DUMP_RANK ?? '0', NSA_TOP_RUN_DIR: dir, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());

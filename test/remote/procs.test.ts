@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { LocalHost } from '../../src/remote/local.js';
 import type { ProcInfo } from '../../src/remote/types.js';
-import { findRunProcesses, listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
+import { findRunProcesses, listProcesses, matchRun, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-procs-'));
 const host = new LocalHost();
@@ -44,12 +44,15 @@ if (role === 'launcher') {
     const c = spawn(argv[0], argv.slice(1), { env, stdio: 'ignore', argv0: argv[0] });
     kids.push(c.pid);
   }
-  fs.writeFileSync(process.env.PIDS_FILE, JSON.stringify(kids));
+  // written whole, then renamed: a reader never sees a half-written list
+  fs.writeFileSync(process.env.PIDS_FILE + '.tmp', JSON.stringify(kids));
+  fs.renameSync(process.env.PIDS_FILE + '.tmp', process.env.PIDS_FILE);
   idle();
 } else if (role === 'rank' && process.env.RANK === '0' && !process.env.IS_WORKER) {
   const argv = JSON.parse(process.env.CHILD_ARGV);
   const w = spawn(argv[0], argv.slice(1), { env: { ...process.env, IS_WORKER: '1' }, stdio: 'ignore', argv0: argv[0] });
-  fs.writeFileSync(process.env.PIDS_FILE + '.worker', String(w.pid));
+  fs.writeFileSync(process.env.PIDS_FILE + '.worker.tmp', String(w.pid));
+  fs.renameSync(process.env.PIDS_FILE + '.worker.tmp', process.env.PIDS_FILE + '.worker');
   idle();
 } else {
   idle();
@@ -80,7 +83,15 @@ function startGroup(argv: string[], opts: { cwd: string; env: Record<string, str
 }
 
 async function pidsOf(file: string, withWorker = false): Promise<{ ranks: number[]; worker?: number }> {
-  const ranks = await waitFor(() => existsSync(file) && (JSON.parse(readFileSync(file, 'utf8')) as number[]), file);
+  // (the writer renames a whole file into place; a partial read would still only mean "not yet")
+  const readList = (): number[] | null => {
+    try {
+      return JSON.parse(readFileSync(file, 'utf8')) as number[];
+    } catch {
+      return null;
+    }
+  };
+  const ranks = await waitFor(() => existsSync(file) && readList(), file);
   if (!withWorker) return { ranks };
   const worker = await waitFor(() => existsSync(`${file}.worker`) && Number(readFileSync(`${file}.worker`, 'utf8')), 'worker');
   return { ranks, worker };
@@ -121,7 +132,8 @@ test('readProc / verifyProcess: pid plus start time, and a dead or mismatched pr
     // (a child read between fork and exec still shows its parent's argv and environ)
     const info = await waitFor(async () => {
       const i = await readProc(host, c.pid!);
-      return i?.argv.at(-1) === 'marker-arg with space' && i;
+      // (and its RSS is read once node has mapped itself, not in the first instant after exec)
+      return i?.argv.at(-1) === 'marker-arg with space' && i.rssKiB! > 1000 && i;
     }, 'child');
     assert.equal(info.pid, c.pid);
     assert.deepEqual(info.argv.slice(-2), [long, 'marker-arg with space']);
@@ -208,6 +220,10 @@ test('torchrun + python workers of the real trainer: matched through CONFIG, cwd
   mkdirSync(join(repo, 'scripts'));
   writeFileSync(join(repo, 'scripts', 'train_showcase.py'), SCRIPT);
   writeFileSync(join(runDir, 'env.json'), JSON.stringify({ env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '2' } }));
+  // the proof: CONFIG names a yaml whose train.out_dir (relative to the rank's cwd) is the run dir
+  mkdirSync(join(repo, 'configs'), { recursive: true });
+  writeFileSync(join(repo, 'configs', 'm7c_125m_2xa100_production.yaml'), 'model: {dim: 64}\ntrain:\n  steps: 10\n  out_dir: artifacts/m7c_125m_2xa100_prod\n');
+  writeFileSync(join(repo, 'configs', 'train_showcase.yaml'), 'train: {out_dir: "artifacts/train_showcase"}\n');
   const l = startGroup([python3, join(bin, 'torchrun'), '--nproc_per_node=2', 'scripts/train_showcase.py'], {
     cwd: repo,
     env: {
@@ -237,26 +253,45 @@ test('torchrun + python workers of the real trainer: matched through CONFIG, cwd
   assert.deepEqual(none.ranks, []);
 });
 
-test('heartbeat pids name ranks when nothing else does, but never a recycled pid', async () => {
+test('a heartbeat pid alone proves nothing: a trainer-looking process it names is listed as unproven, with why', async () => {
   const repo = join(tmp, 'bare');
   const runDir = join(tmp, 'elsewhere', 'run');
   mkdirSync(join(repo, 'scripts'), { recursive: true });
   mkdirSync(runDir, { recursive: true });
   writeFileSync(join(repo, 'scripts', 'train_showcase.py'), SCRIPT);
+  // a trainer of some other run (no NSA_TOP_RUN_DIR, no CONFIG) that a copied heartbeat names
   const p = startGroup([python3, 'scripts/train_showcase.py'], { cwd: repo, env: { ROLE: 'solo' } });
   const info = await waitFor(() => readProc(host, p.pid!), 'solo');
   const started = info.startedAtMs!;
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started + 5000 }] });
-  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid, r.source]), [[0, p.pid, 'heartbeat-pid']]);
-  // the heartbeat's last record predates this process: the pid was recycled
-  const stale = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started - 60000 }] });
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started + 5000, bootTs: started + 1000 }] });
+  assert.deepEqual(rp.ranks, []);
+  assert.deepEqual(rp.unknown, []);
+  assert.equal(rp.unproven?.length, 1);
+  assert.equal(rp.unproven![0]!.pid, p.pid);
+  assert.match(rp.unproven![0]!.why, /heartbeat_rank0 names pid \d+, but its environment names neither NSA_TOP_RUN_DIR nor a CONFIG/);
+  // the same process with the run dir in its environment is a rank; a boot record that predates
+  // its start means the pid was recycled
+  const q = startGroup([python3, 'scripts/train_showcase.py'], { cwd: repo, env: { ROLE: 'solo', NSA_TOP_RUN_DIR: runDir } });
+  const qi = await waitFor(async () => {
+    const i = await readProc(host, q.pid!);
+    return i && i.argv.at(-1) === 'scripts/train_showcase.py' && i;
+  }, 'tied');
+  const ok = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! + 5000, bootTs: qi.startedAtMs! + 1000 }] });
+  assert.deepEqual(ok.ranks.map((r) => [r.rank, r.proc.pid]), [[0, q.pid]]);
+  const stale = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! - 50_000, bootTs: qi.startedAtMs! - 60_000 }] });
   assert.deepEqual(stale.ranks, []);
-  // and a heartbeat pid that is not a trainer at all (this test runner's shell-less sleep) is ignored
+  assert.match(stale.unproven![0]!.why, /after the boot record .* that names pid \d+: the pid was recycled/);
+  // a boot record long after the process started: not the writer either
+  const old = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! + 3_600_000, bootTs: qi.startedAtMs! + 3_600_000 }] });
+  assert.deepEqual(old.ranks, []);
+  assert.match(old.unproven![0]!.why, /long before the boot record/);
+  // and a heartbeat pid that is not a trainer at all (a plain `sleep`) is named as such
   const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
   try {
     await waitFor(() => readProc(host, sleeper.pid!), 'sleep');
     const rs = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: sleeper.pid! }] });
-    assert.deepEqual(rs.ranks, []);
+    assert.deepEqual(rs.ranks.map((r) => r.proc.pid), [q.pid], 'only the proven trainer');
+    assert.match(rs.unproven?.find((u) => u.pid === sleeper.pid)?.why ?? '', /its command \(sleep 30\) is not a trainer nsa-top knows/);
   } finally {
     sleeper.kill('SIGKILL');
   }
@@ -292,7 +327,7 @@ test('a rank that died unreaped stays a rank, in state Z, with the environ seen 
   const runDir = join(tmp, 'zombie run');
   mkdirSync(join(tmp, 'zrepo', 'scripts'), { recursive: true });
   mkdirSync(runDir, { recursive: true });
-  const script = join(tmp, 'zrepo', 'scripts', 'train_z.py');
+  const script = join(tmp, 'zrepo', 'scripts', 'train_showcase.py');
   writeFileSync(script, `setTimeout(() => process.exit(3), Number(process.env.LIVE_MS))`);
   // sh starts the "rank" in the background, then becomes `sleep`, which never reaps it
   const parent = startGroup(['sh', '-c', `"$0" "$1" & echo $! > "$2"; exec sleep 60`, python3, script, join(tmp, 'z.pid')], {
@@ -378,4 +413,74 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   const allA = pick(await listProcesses(inProcess));
   assert.equal(allA.length, 3);
   assert.deepEqual(allA, pick(await listProcesses(scriptOnly)));
+});
+
+test("nsa-top's own single-process trainer started by hand (train --out DIR) is rank 0 of DIR by its own command, and of no other run", async () => {
+  const runDir = join(tmp, 'runs', 'single');
+  const other = join(tmp, 'runs', 'single-other');
+  mkdirSync(runDir, { recursive: true });
+  mkdirSync(other, { recursive: true });
+  const nsaTop = join(bin, 'nsa-top.js');
+  const p = startGroup([process.execPath, nsaTop, 'train', '--out', runDir, '--steps', '10'], { cwd: tmp, env: { ROLE: 'idle' } });
+  await waitFor(async () => (await readProc(host, p.pid!))?.argv.at(-1) === '10', 'single trainer');
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
+  assert.equal(rp.launcher, null);
+  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid]), [[0, p.pid]]);
+  const no = await findRunProcesses(host, other, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
+  assert.deepEqual(no.ranks, []);
+  assert.match(no.unproven?.[0]?.why ?? '', /no proof|environment/);
+});
+
+test('matchRun: a tied trainer that started long before the run\'s first record is not a rank, unless the heartbeats name it', () => {
+  const t0 = Date.UTC(2026, 0, 1, 12);
+  const proc = (pid: number, startedAtMs: number): ProcInfo => ({
+    pid,
+    ppid: 1,
+    startTime: String(pid * 10),
+    state: 'S',
+    cpuPct: null,
+    rssKiB: 1,
+    wchan: null,
+    argv: ['/usr/bin/python3', '-u', 'scripts/train_showcase.py'],
+    env: { NSA_TOP_RUN_DIR: '/runs/r', RANK: '0', WORLD_SIZE: '1' },
+    cwd: '/repo',
+    startedAtMs,
+  });
+  const ctx = { runDirs: new Set(['/runs/r']) };
+  const old = proc(100, t0 - 20 * 60_000);
+  const fresh = proc(200, t0 - 60_000);
+  // a data-loader worker of the old trainer (same argv and environment, started recently)
+  const worker = { ...proc(300, t0 - 30_000), ppid: 100 };
+  const r = matchRun([old, fresh, worker], ctx, [], null, t0, undefined, t0);
+  assert.deepEqual(r.ranks.map((x) => x.proc.pid), [200], 'neither the old trainer nor its worker');
+  assert.match(r.unproven?.find((u) => u.pid === 100)?.why ?? '', /names this run in its environment, but it started at .*, long before the run's first record/);
+  // named by the heartbeats (its records go on after a rotated heartbeat file): judged by them
+  const named = matchRun([old], ctx, [{ rank: 0, pid: 100, lastTs: t0 + 5000, bootTs: null }], null, t0, undefined, t0);
+  assert.deepEqual(named.ranks.map((x) => x.proc.pid), [100]);
+  // a boot record that names it long after it started: another process with the same pid
+  const boot = matchRun([old], ctx, [{ rank: 0, pid: 100, lastTs: t0 + 5000, bootTs: t0 }], null, t0, undefined, t0);
+  assert.deepEqual(boot.ranks, []);
+  assert.match(boot.unproven![0]!.why, /long before the boot record/);
+});
+
+test('a working directory whose name holds a newline cannot forge the cwd of another process (local and script)', async () => {
+  const victim = startGroup([python3, join(bin, 'torchrun')], { cwd: tmp, env: { ROLE: 'idle' } });
+  await waitFor(() => readProc(host, victim.pid!), 'victim');
+  const evil = join(tmp, `evil\nD ${victim.pid} /forged`);
+  mkdirSync(evil, { recursive: true });
+  const e = startGroup([python3, join(bin, 'torchrun')], { cwd: evil, env: { ROLE: 'idle' } });
+  await waitFor(() => readProc(host, e.pid!), 'evil');
+  const scriptOnly = new Proxy(new LocalHost(), {
+    get(t, k) {
+      if (k === 'runLight') return undefined;
+      const v = Reflect.get(t, k) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  for (const h of [new LocalHost(), scriptOnly]) {
+    const all = await findRunProcesses(h, tmp, { heartbeatPids: [] }).then(() => listProcesses(h));
+    const v = all.find((p) => p.pid === victim.pid);
+    assert.equal(v?.cwd, tmp, 'the victim keeps its own cwd');
+    assert.equal(all.find((p) => p.pid === e.pid)?.cwd ?? null, null, 'the crafted cwd is left out');
+  }
 });

@@ -495,7 +495,7 @@ test('the process table over SSH matches the local one (one command per refresh)
   const bin = join(tmp, 'bin');
   mkdirSync(bin);
   writeFileSync(join(bin, 'nsa-top.js'), 'setInterval(()=>{},1e9)');
-  const c = spawn(process.execPath, [join(bin, 'nsa-top.js'), 'train', '--out-dir', runDir], {
+  const c = spawn(process.execPath, [join(bin, 'nsa-top.js'), 'train', '--out-dir', runDir, '--ranks', '2'], {
     stdio: 'ignore',
     env: { ...process.env, NSA_TOP_RUN_DIR: runDir },
   });

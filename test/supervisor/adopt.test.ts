@@ -4,7 +4,7 @@
 // --resume <newest complete checkpoint>, and training continues. Needs `npm run build` first.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -47,9 +47,10 @@ function handLaunch(tag: string, extraArgs: string[] = []) {
   const out = join(root, 'out');
   mkdirSync(join(repo, 'configs'), { recursive: true });
   writeFileSync(join(repo, 'configs', 'run.yaml'), `train: {steps: 100000, save_every: 10, out_dir: "${out}"}\n`);
+  const script = trainerIn(repo);
   const logPath = join(root, 'hand.log');
   const fd = openSync(logPath, 'a');
-  const child = spawn(PY, ['-u', FAKE, '--dataset', 'synthetic', ...extraArgs], {
+  const child = spawn(PY, ['-u', script, '--dataset', 'synthetic', ...extraArgs], {
     cwd: repo,
     detached: true,
     stdio: ['ignore', fd, fd],
@@ -69,7 +70,16 @@ function handLaunch(tag: string, extraArgs: string[] = []) {
   child.on('exit', (c) => (state.code = c));
   // (unref'd: a timer of `until` keeps the loop alive while waiting)
   const exited = until('the hand-launched trainer to exit', () => (state.code !== undefined ? { code: state.code } : null)).then((r) => r.code);
-  return { root, repo, out, logPath, pid, exited };
+  return { root, repo, out, logPath, pid, exited, script };
+}
+
+/** The stand-in laid out as the real trainer is (scripts/train_showcase.py in its repo): nsa-top takes
+ *  only a known trainer command for a rank, never any python with the run dir in its environment. */
+function trainerIn(repo: string): string {
+  const script = join(repo, 'scripts', 'train_showcase.py');
+  mkdirSync(join(repo, 'scripts'), { recursive: true });
+  copyFileSync(FAKE, script);
+  return script;
 }
 
 const ckpts = (out: string) => readdirSync(out).filter((n) => /^checkpoint_step\d+\.pt$/.test(n));
@@ -87,7 +97,7 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   assert.ok(rec, 'status recorded the launch in .nsa-top/launch.json');
   assert.equal(rec.launcher.pid, run.pid);
   assert.equal(rec.launcher.cwd, run.repo);
-  assert.deepEqual(rec.launcher.argv.slice(1), ['-u', FAKE, '--dataset', 'synthetic', '--resume', '/nonexistent/old.pt']);
+  assert.deepEqual(rec.launcher.argv.slice(1), ['-u', run.script, '--dataset', 'synthetic', '--resume', '/nonexistent/old.pt']);
   assert.equal(rec.config, 'configs/run.yaml');
   assert.equal(rec.env.NSA_FAKE_MARK, 'adopted-env');
   assert.equal(rec.env.API_TOKEN, undefined, 'credentials are never recorded');
@@ -112,7 +122,7 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   });
   // the same command, the previous --resume replaced by the newest checkpoint
   const cmd = await until('the trainer command', async () => (await readSupervisorState(host, runDir))?.lastCommand.length ? (await readSupervisorState(host, runDir))!.lastCommand : null);
-  assert.deepEqual(cmd, [rec.launcher.argv[0], '-u', FAKE, '--dataset', 'synthetic', '--resume', join(run.out, newest)]);
+  assert.deepEqual(cmd, [rec.launcher.argv[0], '-u', run.script, '--dataset', 'synthetic', '--resume', join(run.out, newest)]);
   const log = () => readFileSync(join(runDir, 'train.log'), 'utf8');
   await until('the resumed trainer to log', () => /\[train\] resumed from .*checkpoint_step\d+\.pt/.test(log()));
   assert.match(log(), /\[boot\] loading config configs\/run\.yaml/);
@@ -168,8 +178,9 @@ test('a shared out_dir: a run started by hand after a supervised one is relaunch
   mkdirSync(join(repo, 'configs'), { recursive: true });
   writeFileSync(join(repo, 'configs', 'run.yaml'), `train: {steps: 12, save_every: 5, out_dir: "${out}"}\n`);
   writeFileSync(join(repo, 'configs', 'hand.yaml'), `train: {steps: 100000, save_every: 5, out_dir: "${out}"}\n`);
+  const script = trainerIn(repo);
   const pf = join(root, 'p.yaml');
-  writeFileSync(pf, `profiles:\n  prof:\n    trainer: nsa-vibe\n    repo: ${repo}\n    command: [${JSON.stringify(PY)}, -u, ${JSON.stringify(FAKE)}, --from-profile]\n    config: configs/run.yaml\n    procs: 1\n    env: { FAKE_STEP_MS: 20 }\n`);
+  writeFileSync(pf, `profiles:\n  prof:\n    trainer: nsa-vibe\n    repo: ${repo}\n    command: [${JSON.stringify(PY)}, -u, ${JSON.stringify(script)}, --from-profile]\n    config: configs/run.yaml\n    procs: 1\n    env: { FAKE_STEP_MS: 20 }\n`);
   const r = await launchRun(host, { profile: 'prof', profilesFile: pf, cwd: root });
   await until('the supervised run to end', async () => {
     const s = await readSupervisorState(host, r.runDir);
@@ -177,7 +188,7 @@ test('a shared out_dir: a run started by hand after a supervised one is relaunch
   });
   // by hand, the runbook way, into the same out_dir
   const fd = openSync(join(root, 'hand.log'), 'a');
-  const child = spawn(PY, ['-u', FAKE, '--by-hand'], { cwd: repo, detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, CONFIG: 'configs/hand.yaml', FAKE_STEP_MS: '30' } });
+  const child = spawn(PY, ['-u', script, '--by-hand'], { cwd: repo, detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, CONFIG: 'configs/hand.yaml', FAKE_STEP_MS: '30' } });
   closeSync(fd);
   const pid = child.pid!;
   child.unref();

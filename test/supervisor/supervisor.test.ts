@@ -19,10 +19,30 @@ const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
 const supervisors: SupervisorState['supervisor'][] = [];
 
+const runs = new Set<string>();
 after(async () => {
-  // never leave a supervisor (or its trainer) behind
+  // never leave a supervisor (or its trainer) behind: the trainer has its own session and outlives
+  // a killed supervisor, so its process group is killed too (pid + start time from supervisor.json)
+  const trainers: { pid: number; startTime: string }[] = [];
+  for (const d of runs) {
+    try {
+      const c = (JSON.parse(readFileSync(join(d, '.nsa-top', 'supervisor.json'), 'utf8')) as SupervisorState).child;
+      if (c?.startTime) trainers.push(c);
+    } catch {
+      /* no state */
+    }
+  }
   for (const s of supervisors) {
     if (s && (await verifyProcess(host, s).catch(() => false))) process.kill(s.pid, 'SIGKILL');
+  }
+  for (const c of trainers) {
+    if (await verifyProcess(host, c).catch(() => false)) {
+      try {
+        process.kill(-c.pid, 'SIGKILL');
+      } catch {
+        process.kill(c.pid, 'SIGKILL');
+      }
+    }
   }
 });
 
@@ -62,6 +82,7 @@ async function until<T>(what: string, f: () => Promise<T | null | undefined | fa
 }
 
 async function track(runDir: string): Promise<SupervisorState> {
+  runs.add(runDir);
   const st = (await readSupervisorState(host, runDir))!;
   supervisors.push(st.supervisor);
   return st;
@@ -93,6 +114,7 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
       return s?.child?.startTime ? s : null;
     });
     supervisors.push(st.supervisor);
+    runs.add(runDir);
     assert.equal(st.state, 'running');
     assert.equal(basenameOf(runDir).startsWith('fake_'), true);
     // its own session: not the test's
@@ -109,7 +131,8 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
     assert.match(info, new RegExp(`^out_dir: ${runDir}$`, 'm'));
     assert.match(info, /^command: .*fake-trainer\.mjs --out /m);
     assert.match(info, /^env: NSA_TOP_RUN_DIR=/m);
-    assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /step 0001 \| loss .* \| isatty 1/, 'the trainer runs in a pty and is teed to train.log');
+    // no pty (its hang-up would kill the trainer with the supervisor): the output goes straight to train.log
+    assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /step 0001 \| loss .* \| isatty 0/, 'the trainer writes to train.log');
 
     // stop: .HALT, the trainer exits 0, no restart
     const who = await currentActor(host);
@@ -314,6 +337,7 @@ test('two relaunches at once (two cockpits): one supervisor, one trainer; the ot
     return s?.child?.startTime ? s : null;
   });
   supervisors.push(st.supervisor);
+  runs.add(r.runDir);
   const table = spawnSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).stdout;
   assert.equal(table.split('\n').filter((l) => l.includes('fake-trainer.mjs') && l.includes(r.runDir)).length, 1, 'exactly one trainer');
   await stopRun(host, r.runDir, who);

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Collector } from '../../src/cockpit/collector.js';
 import type { CockpitState } from '../../src/cockpit/state.js';
 import { LocalHost } from '../../src/remote/local.js';
+import { readProc } from '../../src/remote/procs.js';
 import { FIXTURES } from './helpers.js';
 
 test('collector: one emission per visible change, none for an unchanged run', async () => {
@@ -58,7 +59,9 @@ test('collector: a hand-launched run relaunched under a supervisor — the super
     // what relaunch of an adopted run leaves: a launcher dir inside .nsa-top/, pointed at by run.json
     const launcher = join(dir, '.nsa-top', 'supervised', 'x_1');
     mkdirSync(join(launcher, '.nsa-top'), { recursive: true });
-    writeFileSync(join(launcher, '.nsa-top', 'supervisor.json'), JSON.stringify({ runDir: launcher, profile: 'adopted', supervisor: { pid: 1, startTime: '1' }, child: null, state: 'running', restarts: 0, maxRestarts: 3, exitCodes: [], lastCommand: [], resumeFrom: null, updatedAt: Date.now(), outDir: dir, phase: 'train', note: null }));
+    // the supervisor must be alive to be believed: this test process stands in for it
+    const me = await readProc(new LocalHost(), process.pid);
+    writeFileSync(join(launcher, '.nsa-top', 'supervisor.json'), JSON.stringify({ runDir: launcher, profile: 'adopted', supervisor: { pid: process.pid, startTime: me!.startTime }, child: null, state: 'running', restarts: 0, maxRestarts: 3, exitCodes: [], lastCommand: [], resumeFrom: null, updatedAt: Date.now(), outDir: dir, phase: 'train', note: null }));
     writeFileSync(join(dir, '.nsa-top', 'run.json'), JSON.stringify({ runDir: launcher, profile: 'adopted' }));
     const s2 = await c.tick();
     assert.equal(s2.supervisor?.profile, 'adopted');

@@ -382,6 +382,19 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   };
   if (readOnlyMode(opts)) return mk('refused', 'read-only mode: no action taken');
   if (host.kind !== 'local') return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
+  // a supervised run whose supervisor is gone while its trainer runs on (its own session): a new
+  // supervisor adopts it — never a second copy into the same out_dir
+  const plan0 = await readLaunchPlan(host, runDir);
+  const st = plan0 ? await readSupervisorState(host, runDir) : null;
+  if (plan0 && !(await supervisorAlive(host, st)) && st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) {
+    const pid = spawnSupervisor(runDir, true);
+    const up = await awaitSupervisor(host, runDir, pid);
+    if (up?.supervisor?.pid !== pid) {
+      const why = await supervisorError(host, runDir);
+      return log(mk('failed', `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`, { supervisorPid: pid }));
+    }
+    return log(mk('ok', `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`, { supervisorPid: pid, adopted: st.child }));
+  }
   const prep = await prepareRelaunch(host, dir);
   if (prep.refusal) return log(mk('refused', prep.refusal));
   const halt = await readSmall(host, join(outDir, '.HALT'));

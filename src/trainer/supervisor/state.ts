@@ -3,6 +3,7 @@
 import { renameSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
+import { verifyProcess } from '../../remote/procs.js';
 import type { SupervisorState } from '../control-types.js';
 import type { LaunchPlan } from '../profiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
@@ -45,11 +46,32 @@ async function readJson<T>(host: Host, path: string): Promise<T | null> {
   }
 }
 
-/** The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. */
+const ACTIVE_STATES: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
+
+/**
+ * The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. A file that says
+ * starting/running/backoff/stopping is believed only while its supervisor (pid + start time) lives:
+ * a supervisor killed with SIGKILL never rewrites it, so a dead one reads as 'failed', with
+ * `supervisorGone` and a note saying whether its trainer still runs (a relaunch re-adopts it).
+ */
 export async function readSupervisorState(host: Host, dir: string): Promise<SupervisorState | null> {
   const { runDir } = await resolveRunDirs(host, dir);
   const s = await readJson<SupervisorState>(host, join(nsaDir(runDir), STATE_FILE));
   if (!s || typeof s !== 'object' || typeof s.state !== 'string') return null;
+  if (ACTIVE_STATES.includes(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
+    if (!(await verifyProcess(host, s.supervisor).catch(() => true))) {
+      const child = s.child?.startTime ? await verifyProcess(host, s.child).catch(() => false) : false;
+      const was = s.state;
+      return {
+        ...s,
+        state: 'failed',
+        supervisorGone: true,
+        note: child
+          ? `the supervisor (pid ${s.supervisor.pid}) is gone (it said ${was}); its trainer (pid ${s.child!.pid}) still runs unsupervised — nsa-top relaunch ${runDir} re-adopts it`
+          : `the supervisor (pid ${s.supervisor.pid}) is gone (it said ${was}), and so is its trainer`,
+      };
+    }
+  }
   return s;
 }
 

@@ -1,12 +1,14 @@
 // The supervisor: `nsa-top supervise RUN_DIR [--resume]`, started detached (own session, stdio to
 // .nsa-top/supervisor.log) by `nsa-top launch` / relaunch, so quitting the cockpit or losing SSH
-// never stops training. It runs the trainer in a pty (line-buffered output, progress bars render),
-// tees it to train.log, keeps .nsa-top/supervisor.json current, restarts a crashed trainer from the
+// never stops training. It runs the trainer in its own session (setsid) with its output straight
+// into train.log — no pty, whose hang-up would kill the trainer when the supervisor dies — so a
+// supervisor killed outright leaves training running, and the next one (relaunch, attach) adopts
+// the live trainer instead of starting a second copy. It keeps .nsa-top/supervisor.json current, restarts a crashed trainer from the
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
 import { closeSync, existsSync, openSync, readFileSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { LocalHost } from '../../remote/local.js';
 import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
@@ -16,8 +18,6 @@ import { escalate, recordAction, requestHalt, type RankTarget } from '../control
 import { RequestOwner } from '../requests.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
-type Pty = typeof import('node-pty');
-const require = createRequire(import.meta.url);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -203,40 +203,66 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     process.on(sig, () => requestStop({ ts: Date.now(), who: supervisorActor(`received ${sig}`), reason: `supervisor received ${sig}` }));
   }
 
-  const pty = require('node-pty') as Pty;
+  /** Waits until a process this supervisor did not start (an adopted trainer) is gone. */
+  const watchGone = (pid: number, startTime: string): Promise<ChildResult> =>
+    new Promise((resolve) => {
+      const t = setInterval(() => {
+        void readProc(host, pid)
+          .then((p) => {
+            if (!p || p.startTime !== startTime || p.state === 'Z' || p.state === 'X') {
+              clearInterval(t);
+              // not our child: its exit status is not ours to read (see adoptedResult)
+              resolve({ code: null, signal: null });
+            }
+          })
+          .catch(() => {});
+      }, 1000);
+    });
+
+  /**
+   * The trainer runs in its own session and process group (setsid), its output straight into the
+   * log file: no pty whose hang-up would kill it, no pipe that breaks, when this supervisor dies
+   * (SIGKILL, OOM killer, a reboot of nothing but node). A later supervisor re-adopts it.
+   */
   const runChild = (argv: string[], env: Record<string, string>, cwd: string, logFd: number): Promise<ChildResult> => {
     const [file, ...args] = argv;
     const childEnv: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined) childEnv[k] = v;
     Object.assign(childEnv, env);
-    let p: import('node-pty').IPty;
+    let p: import('node:child_process').ChildProcess;
     try {
-      p = pty.spawn(file!, args, { name: 'xterm-256color', cols: 160, rows: 48, cwd, env: childEnv });
+      p = spawn(file!, args, { cwd, env: childEnv, detached: true, stdio: ['ignore', logFd, logFd] });
     } catch (e) {
       say(`could not start ${file}: ${(e as Error).message}`, logFd);
       return Promise.resolve({ code: 127, signal: null });
     }
     const done = new Promise<ChildResult>((resolve) => {
-      p.onExit(({ exitCode, signal }) => resolve({ code: signal ? null : exitCode, signal: signal ? `signal ${signal}` : null }));
-    });
-    p.onData((d) => {
-      try {
-        writeSync(logFd, d.replace(/\r\n/g, '\n'));
-      } catch {
-        /* keep running */
-      }
-    });
-    const child = { pid: p.pid, startTime: '', done };
-    current = child;
-    void readProc(host, p.pid)
-      .then((info) => {
-        if (info && current === child) {
-          child.startTime = info.startTime;
-          save({ child: { pid: p.pid, startTime: info.startTime } });
+      p.once('error', (e) => {
+        if (p.pid === undefined) {
+          say(`could not start ${file}: ${e.message}`, logFd);
+          resolve({ code: 127, signal: null });
         }
-      })
-      .catch(() => {});
-    save({ child: { pid: p.pid, startTime: '' }, lastCommand: argv });
+      });
+      p.once('exit', (exitCode, signal) => resolve({ code: signal ? null : exitCode, signal: signal ? `signal ${signal}` : null }));
+    });
+    if (p.pid === undefined) return done;
+    return track(p.pid, done, argv);
+  };
+
+  /** Makes pid the current trainer: recorded in supervisor.json with its start time. */
+  const track = (pid: number, done: Promise<ChildResult>, argv: string[] | null, startTime = ''): Promise<ChildResult> => {
+    const child = { pid, startTime, done };
+    current = child;
+    if (!startTime)
+      void readProc(host, pid)
+        .then((info) => {
+          if (info && current === child) {
+            child.startTime = info.startTime;
+            save({ child: { pid, startTime: info.startTime } });
+          }
+        })
+        .catch(() => {});
+    save({ child: { pid, startTime }, ...(argv ? { lastCommand: argv } : {}) });
     if (stop && !escalating) escalating = doEscalate(stop).finally(() => (escalating = null));
     return done.then(async (r) => {
       if (escalating) await escalating;
@@ -245,9 +271,23 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     });
   };
 
+  // A trainer left running by an earlier supervisor of this run (killed, or the box's node died):
+  // adopt it instead of starting a second copy into the same out_dir.
+  let adopt: { pid: number; startTime: string } | null = null;
+  if (prev?.child?.startTime && prev.supervisor?.pid !== process.pid) {
+    const live = await readProc(host, prev.child.pid).catch(() => null);
+    if (live && live.startTime === prev.child.startTime && live.state !== 'Z' && live.state !== 'X') adopt = prev.child;
+  }
+
   let code = 0;
   try {
     say(`supervising profile ${plan.profile} in ${runDir} (out_dir ${plan.outDir}), restarts ≤ ${plan.restart.max_restarts}`);
+    if (adopt && st.phase === 'smoke') {
+      // an earlier supervisor's smoke run is still going: never two at once
+      say(`the smoke run of an earlier supervisor (pid ${adopt.pid}) is still running: waiting for it to end`);
+      await watchGone(adopt.pid, adopt.startTime);
+      adopt = null;
+    }
     // --- smoke phase
     if (st.phase === 'smoke' && plan.smoke) {
       const s = plan.smoke;
@@ -290,7 +330,8 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         await recordAction(host, runDir, { ts: Date.now(), who: req.who, action: 'halt', target: { runDir }, result: 'ok', detail: `stop requested while no trainer ran (${req.reason}): not restarted` }).catch(() => {});
         break;
       }
-      const halt = readSmall(haltPath);
+      const adopting = attempt === 0 ? adopt : null;
+      const halt = adopting ? null : readSmall(haltPath);
       if (halt !== null) {
         const note =
           attempt === 0
@@ -302,7 +343,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         break;
       }
       let resumeFrom: string | null = null;
-      if (attempt > 0 || opts.resume) {
+      if (!adopting && (attempt > 0 || opts.resume)) {
         const pick = await pickResumeCheckpoint(host, plan.outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
         for (const w of pick.skipped) say(`checkpoint ${w}`);
         for (const w of pick.warnings) say(`warning: ${w}`);
@@ -310,13 +351,26 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         say(pick.found ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}` : 'no complete checkpoint: starting from scratch');
       }
       const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
-      // which weights each start begins from: restarts that never move it forward are judged in src/checks
-      const starts = [...(st.startCheckpoints ?? []), { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null }].slice(-50);
-      save({ state: 'running', resumeFrom, backoffUntil: null, startCheckpoints: starts, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
-      say(`start: ${argv.join(' ')}`);
       const anomalyPath = join(plan.outDir, '.anomaly_type');
-      const anomalyBefore = mtimeOf(anomalyPath); // an old .anomaly_type (kept as evidence) is not this run's
-      const r = await runChild(argv, plan.env, plan.cwd, trainLog);
+      let anomalyBefore = mtimeOf(anomalyPath); // an old .anomaly_type (kept as evidence) is not this run's
+      let r: ChildResult;
+      if (adopting) {
+        const info = await readProc(host, adopting.pid).catch(() => null);
+        const startedMs = info?.startedAtMs ?? null;
+        // what the adopted trainer wrote before we looked is its own
+        if (anomalyBefore !== null && startedMs !== null && anomalyBefore > startedMs) anomalyBefore = null;
+        const note = `adopted the running trainer (pid ${adopting.pid}) of an earlier supervisor${prev?.supervisor ? ` (pid ${prev.supervisor.pid}, gone)` : ''}`;
+        save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note });
+        say(`${note}: not starting a second copy`);
+        r = await track(adopting.pid, watchGone(adopting.pid, adopting.startTime), null, adopting.startTime);
+        r = adoptedResult(plan.outDir, startedMs);
+      } else {
+        // which weights each start begins from: restarts that never move it forward are judged in src/checks
+        const starts = [...(st.startCheckpoints ?? []), { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null }].slice(-50);
+        save({ state: 'running', resumeFrom, backoffUntil: null, startCheckpoints: starts, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
+        say(`start: ${argv.join(' ')}`);
+        r = await runChild(argv, plan.env, plan.cwd, trainLog);
+      }
       st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
       if (st.exitCodes.length > 200) st.exitCodes.splice(0, st.exitCodes.length - 200);
       save({ child: null, lastCause: r.signal ?? `exit ${r.code}` });
@@ -382,6 +436,17 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     }
   }
   return code;
+}
+
+/**
+ * How an adopted trainer ended. It was not our child, so its exit status is gone; what it left
+ * says: both trainers write metrics.json when they end gracefully (finished, HALT, NaN abort), and
+ * a crash or a kill leaves none.
+ */
+function adoptedResult(outDir: string, startedMs: number | null): ChildResult {
+  const m = mtimeOf(join(outDir, 'metrics.json'));
+  if (m !== null && (startedMs === null || m >= startedMs)) return { code: 0, signal: null };
+  return { code: null, signal: 'an unknown signal or error (adopted trainer: its exit status is not ours to read, and it wrote no metrics.json)' };
 }
 
 /** Exclusive lock file holding pid + start time; a holder that is no longer alive is replaced. */
