@@ -30,6 +30,8 @@ const result = await build({
   sourcemap: 'linked',
   logLevel: 'warning',
   legalComments: 'none',
+  // the bundled CommonJS (yaml) calls require('process'): give each ESM chunk a real require
+  banner: { js: "import { createRequire as __nsaTopRequire } from 'node:module'; const require = __nsaTopRequire(import.meta.url);" },
 });
 // Chunks of earlier builds would pile up: remove them only after the new ones are written, so a
 // process starting during a rebuild never finds dist/cli.js or its chunks missing.
