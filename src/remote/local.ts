@@ -12,6 +12,7 @@ import * as fsSync from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
+import { ownRemoveLocal, ownWriteLocal } from './own-local.js';
 import { procTableLocal } from './procs-local.js';
 import { StreamLines } from './streamlines.js';
 import type {
@@ -22,6 +23,7 @@ import type {
   ExecResult,
   FileStat,
   Host,
+  OwnWriteMode,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -497,6 +499,14 @@ export class LocalHost implements Host {
 
   async remove(path: string): Promise<void> {
     await fs.unlink(path);
+  }
+
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+    return ownWriteLocal(root, rel, data, mode);
+  }
+
+  removeOwn(root: string, rel: string): Promise<void> {
+    return ownRemoveLocal(root, rel);
   }
 
   now(): number {

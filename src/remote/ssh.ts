@@ -11,6 +11,7 @@
 // - Every argument reaching the remote shell is quoted (quote.ts); exec() learns the remote pid
 //   (`echo $$; exec …`) so a timeout kills the remote command group with `kill`.
 import { StreamLines } from './streamlines.js';
+import { ownError, splitOwnRel } from './own-local.js';
 import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ import type {
   ExecResult,
   FileStat,
   Host,
+  OwnWriteMode,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -833,6 +835,40 @@ export class SshHost implements Host {
   }
 
   /**
+   * nsa-top's own files on the remote box (see Host.writeOwn), by one guarded sh script: `cd -P`
+   * into the root, then into `sub` only when it is a real directory (`[ -h ]` first), then the file
+   * by its bare name, refused when it is a link or not a regular file. Where GNU dd is there the
+   * write itself opens with O_NOFOLLOW (`oflag=nofollow`, `conv=excl`), so a link planted between
+   * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
+   */
+  async writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+    const [sub, name] = splitOwnRel(rel);
+    const r = await this.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode], { input: data });
+    if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
+  }
+
+  async removeOwn(root: string, rel: string): Promise<void> {
+    const [sub, name] = splitOwnRel(rel);
+    const r = await this.sh(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
+    if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, 'remove');
+  }
+
+  private ownErrorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
+    const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
+    const code = r.timedOut ? 'ETIMEDOUT' : (OWN_CODES[r.code ?? -1] ?? 'EIO');
+    const why = r.timedOut ? 'timed out' : msg.replace(/^[^:]*: /, '') || `exit ${r.code}`;
+    const partial = r.code === 45 || (r.code === 44 && what === 'append');
+    const text =
+      r.code === 40 ? 'is a symbolic link: refused (nsa-top never writes through a link)'
+      : r.code === 42 ? 'is not a directory: refused'
+      : r.code === 43 ? 'is not a regular file: refused'
+      : r.code === 17 ? 'already exists'
+      : r.code === 45 ? `created, but its content could not be written (${why})`
+      : why;
+    return ownError(code, `${r.code === 42 || r.code === 40 ? (msg.split(': ')[0] || path) : path} on ${this.label}`, text, partial);
+  }
+
+  /**
    * `kill -s SIG pid` on the remote box. With `expect.startTime`, the remote side first checks
    * /proc/PID/stat field 22 in the same command, so a recycled pid is never signalled.
    */
@@ -1371,3 +1407,52 @@ export class SshHost implements Host {
     this.sock?.destroy();
   }
 }
+
+// ------------------------------------------------------------------ nsa-top's own files (remote)
+
+/** exit codes of the scripts below → errno names */
+const OWN_CODES: Record<number, string> = { 3: 'ENOENT', 17: 'EEXIST', 40: 'ELOOP', 42: 'ENOTDIR', 43: 'EFTYPE', 44: 'EIO', 45: 'EIO' };
+
+/** $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin */
+const OWN_WRITE_SCRIPT = `set -f
+r=$1 sub=$2 n=$3 m=$4
+cd -P -- "$r" 2>/dev/null || { echo "$r: cannot enter the directory" >&2; exit 3; }
+if [ -n "$sub" ]; then
+  [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }
+  [ -e "$sub" ] || mkdir -- "$sub" 2>/dev/null
+  [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }
+  [ -d "$sub" ] || { echo "$r/$sub: not a directory" >&2; exit 42; }
+  cd -P -- "$sub" || exit 42
+fi
+[ -h "$n" ] && { echo "$n: is a link" >&2; exit 40; }
+if [ -e "$n" ] && [ ! -f "$n" ]; then echo "$n: not a regular file" >&2; exit 43; fi
+nf=; if dd if=/dev/null of=/dev/null oflag=nofollow status=none 2>/dev/null; then nf=1; fi
+case $m in
+exclusive)
+  [ -e "$n" ] && { echo "$n: File exists" >&2; exit 17; }
+  if [ -n "$nf" ]; then e=$(dd of="$n" conv=excl oflag=nofollow status=none 2>&1); rc=$?
+  else e=$( (set -C; cat > "$n") 2>&1 ); rc=$?; fi
+  if [ $rc -ne 0 ]; then
+    case $e in *[Ee]xists*) echo "$n: File exists" >&2; exit 17;; *[Tt]oo\\ many\\ levels*|*[Ss]ymbolic*) echo "$n: is a link" >&2; exit 40;; esac
+    [ -f "$n" ] && { echo "$n: $e" >&2; exit 45; }
+    echo "$n: $e" >&2; exit 44
+  fi;;
+append)
+  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=notrunc status=none || exit 44
+  else cat >> "$n" || exit 44; fi;;
+replace)
+  t=".$n.nsa-top.$$.tmp"
+  if [ -n "$nf" ]; then dd of="$t" conv=excl oflag=nofollow status=none || { rm -f -- "$t"; exit 44; }
+  else (set -C; cat > "$t") || { rm -f -- "$t"; exit 44; }; fi
+  [ -d "$n" ] && { rm -f -- "$t"; echo "$n: not a regular file" >&2; exit 43; }
+  mv -f -- "$t" "$n" || { rm -f -- "$t"; exit 44; };;
+*) exit 2;;
+esac`;
+
+/** $1 root, $2 sub, $3 name: removes the name itself (a link is removed, never followed) */
+const OWN_REMOVE_SCRIPT = `set -f
+cd -P -- "$1" 2>/dev/null || exit 3
+if [ -n "$2" ]; then [ -h "$2" ] && { echo "$1/$2: is a link" >&2; exit 40; }; cd -P -- "$2" 2>/dev/null || exit 3; fi
+[ -e "$3" ] || [ -h "$3" ] || exit 3
+[ -d "$3" ] && [ ! -h "$3" ] && { echo "$3: is a directory" >&2; exit 43; }
+rm -f -- "$3" || exit 44`;
