@@ -117,6 +117,8 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
   }
   const bad = unjudgeable(snap, outDir);
   if (bad) throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
+  const unreadable = Object.entries(snap.files).filter(([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError)).map(([n]) => n);
+  if (unreadable.length > 0) process.stderr.write(`nsa-top: warning: cannot read ${unreadable.join(', ')} in ${outDir} (permission denied): their data is missing below\n`);
   const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later

@@ -215,16 +215,25 @@ export class LocalHost implements Host {
   private async listWith(io: PollIo, dir: string): Promise<DirEntry[]> {
     const names = await io.readdir(dir);
     const out: DirEntry[] = [];
+    let denied: NodeJS.ErrnoException | null = null;
     const one = async (name: string) => {
       try {
         const s = await io.stat(join(dir, name));
         out.push({ name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino });
-      } catch {
-        /* vanished between readdir and stat */
+      } catch (e) {
+        // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
+        // can be read, so the listing is an error, not an empty run
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EACCES' || code === 'EPERM') denied = e as NodeJS.ErrnoException;
+        /* else vanished between readdir and stat, or a link loop / dangling link (ELOOP, ENOENT) */
       }
     };
     if (io === SYNC_IO) for (const name of names) await one(name);
     else await Promise.all(names.map(one));
+    if (denied && out.length === 0) {
+      const code = (denied as NodeJS.ErrnoException).code;
+      throw Object.assign(new Error(`${code}: ${dir}: the directory can be listed but its entries cannot be read (no search permission)`), { code });
+    }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 

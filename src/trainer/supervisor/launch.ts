@@ -113,6 +113,20 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
   }
 }
 
+/**
+ * What a .HALT in `outDir` says, or null when there is none. One that is not a regular file (a
+ * directory stops the real trainer too: it only asks whether the name exists) or cannot be read
+ * still counts: it blocks a launch like a stale one.
+ */
+async function haltText(host: Host, outDir: string): Promise<string | null> {
+  const path = join(outDir, '.HALT');
+  const st = await host.stat(path).catch(() => undefined);
+  if (st === null) return null;
+  if (st && !st.isFile) return `not a regular file: ${st.isDir ? 'a directory' : 'a special file'} — remove it by hand`;
+  const text = await readSmall(host, path);
+  return text ?? 'present but unreadable';
+}
+
 /** Why `prog` cannot be started from `cwd`, or null when it can. */
 async function missingProgram(host: Host, prog: string, cwd: string): Promise<string | null> {
   if (prog.includes('/')) {
@@ -209,7 +223,7 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   if (plan.outDir !== runDir) {
     await writeOwnAtomic(host, plan.outDir, `${NSA_DIR}/run.json`, `${JSON.stringify({ runDir, profile: plan.profile, started: started.toISOString() }, null, 2)}\n`, { fresh: true });
   }
-  const halt = await readSmall(host, join(plan.outDir, '.HALT'));
+  const halt = await haltText(host, plan.outDir);
   if (halt !== null) {
     const note = `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1`;
     writeStateLocal(runDir, {
@@ -382,7 +396,7 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   if (host.kind !== 'local') return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
   const prep = await prepareRelaunch(host, dir);
   if (prep.refusal) return log(mk('refused', prep.refusal));
-  const halt = await readSmall(host, join(outDir, '.HALT'));
+  const halt = await haltText(host, outDir);
   if (halt !== null) {
     if (!opts.removeStaleHalt)
       return log(mk('refused', `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`, { halt: halt.trim() }));
