@@ -260,6 +260,10 @@ export function ruleAnomalyFile(ctx: Ctx): Draft[] {
       `written ${ago(ctx, an.mtimeMs)} ago, before this run booted ${ago(ctx, boot)} ago: read it, then remove it so a new anomaly is not confused with it`,
       { since: boot })];
   }
+  if (an.type.trim() === '') {
+    return [a('anomaly-file:empty', 'anomaly', 'warning', '.anomaly_type is empty: no anomaly named',
+      'a bare touch, or a write cut short (a full disk): nsa-top names its own failed writes in .nsa-top/actions.jsonl and watchdog.jsonl', { since: an.mtimeMs ?? undefined })];
+  }
   return [a(`anomaly-file:${an.type}`, 'anomaly', 'critical', `.anomaly_type says "${an.type}"`,
     `written ${an.mtimeMs === null ? '' : ago(ctx, an.mtimeMs) + ' ago '}by the trainer or a watchdog${ctx.run.control.gateCollapseDetails ? `; gate_collapse_details.json: ${JSON.stringify(ctx.run.control.gateCollapseDetails)}` : ''}`,
     { anomaly: an.type, since: an.mtimeMs ?? undefined })];

@@ -108,7 +108,9 @@ async function openDirs(root: string, sub: string | null, create: boolean): Prom
     try {
       dirH = await fs.open(subPath, fsc.O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     } catch (e) {
-      throw explain(e, subShown, 'dir');
+      // O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR: tell a link from a file
+      const link = await fs.lstat(subPath).then((st) => st.isSymbolicLink()).catch(() => false);
+      throw explain(link ? Object.assign(new Error('link'), { code: 'ELOOP' }) : e, subShown, 'dir');
     }
     return { root: rootH, dir: dirH, at: (n) => (PROC_FD ? `/proc/self/fd/${dirH.fd}/${n}` : join(subShown, n)) };
   } catch (e) {
@@ -212,7 +214,13 @@ function openDirsSync(root: string, sub: string | null, create = true): Dirs<num
     try {
       dirFd = fsSync.openSync(subPath, fsc.O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     } catch (e) {
-      throw explain(e, subShown, 'dir');
+      let link = false;
+      try {
+        link = fsSync.lstatSync(subPath).isSymbolicLink();
+      } catch {
+        /* gone */
+      }
+      throw explain(link ? Object.assign(new Error('link'), { code: 'ELOOP' }) : e, subShown, 'dir');
     }
     return { root: rootFd, dir: dirFd, at: (n) => (PROC_FD ? `/proc/self/fd/${dirFd}/${n}` : join(subShown, n)) };
   } catch (e) {

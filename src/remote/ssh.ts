@@ -178,6 +178,8 @@ function parseFindEntry(rest: string): DirEntry | null {
 /** find's %y (or the ls fallback's d/f/o) of something that is not a regular file → the error naming it */
 function notRegularType(type: string | undefined): string | undefined {
   if (type === 'f') return undefined;
+  // the watch loop's `u`: a regular file this user may not read (never read as zeros)
+  if (type === 'u') return 'EACCES: permission denied';
   const what = type === 'd' ? 'a directory' : type === 'p' ? 'a FIFO' : type === 's' ? 'a socket' : type === 'c' ? 'a character device' : type === 'b' ? 'a block device' : type === 'l' || type === 'L' ? 'a dangling or looping link' : 'not a regular file';
   return `not a regular file (${what}): not read`;
 }
@@ -759,7 +761,7 @@ export class SshHost implements Host {
   private errorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
     const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
     const e = new Error(`${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`) as NodeJS.ErrnoException;
-    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
+    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.code === 13 ? 'EACCES' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
     return e;
   }
 
@@ -778,9 +780,11 @@ export class SshHost implements Host {
   }
 
   async list(dir: string): Promise<DirEntry[]> {
-    const script = this.gnuFind
-      ? `[ -d "$1" ] || exit 3; find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'`
-      : `[ -d "$1" ] || exit 3; ls -lnaiL "$1"`;
+    // One entry that cannot be followed (a link loop, a dangling link) makes find and ls exit 1:
+    // that entry is left out, the rest of the listing stands. A dir that cannot be searched fails.
+    const script =
+      `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
+      (this.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n' 2>/dev/null; exit 0` : `ls -lnaiL "$1" 2>/dev/null; exit 0`);
     const r = await this.sh(script, [dir], { timeoutMs: 15000 });
     const now = this.now();
     const out: DirEntry[] = [];
