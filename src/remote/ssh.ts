@@ -869,7 +869,9 @@ export class SshHost implements Host {
       : r.code === 17 ? 'already exists'
       : r.code === 45 ? `created, but its content could not be written (${why})`
       : why;
-    return ownError(code, `${r.code === 42 || r.code === 40 ? (msg.split(': ')[0] || path) : path} on ${this.label}`, text, partial);
+    // the culprit: `.nsa-top` (the script names it by its full path) or the file itself
+    const who = msg.startsWith('/') ? msg.slice(0, msg.indexOf(': ')) : path;
+    return ownError(code, `${who} on ${this.label}`, text, partial);
   }
 
   /**
@@ -1428,7 +1430,11 @@ if [ -n "$sub" ]; then
   [ -d "$sub" ] || { echo "$r/$sub: not a directory" >&2; exit 42; }
   cd -P -- "$sub" || exit 42
 fi
-[ -h "$n" ] && { echo "$n: is a link" >&2; exit 40; }
+if [ -h "$n" ]; then
+  # replace puts a file in the link's place (the rename never follows it); the others refuse
+  [ "$m" = replace ] || { echo "$n: is a link" >&2; exit 40; }
+  rm -f -- "$n" || exit 44
+fi
 if [ -e "$n" ] && [ ! -f "$n" ]; then echo "$n: not a regular file" >&2; exit 43; fi
 nf=; if dd if=/dev/null of=/dev/null oflag=nofollow status=none 2>/dev/null; then nf=1; fi
 case $m in
