@@ -488,13 +488,16 @@ export class LocalHost implements Host {
     process.kill(pid, sig === 'SIG0' ? 0 : sig);
   }
 
+  // writeFile/appendFile never follow a link at the file either (nsa-top's own writes into a run
+  // go through src/trainer/ownfiles.ts and writeOwn, which also guard .nsa-top and the run dir)
   async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
-    await fs.writeFile(path, data, { flag: opts.exclusive ? 'wx' : 'w', mode: opts.mode });
+    const flags = fsc.O_WRONLY | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0) | (opts.exclusive ? fsc.O_EXCL : fsc.O_TRUNC);
+    await fs.writeFile(path, data, { flag: flags as unknown as string, mode: opts.mode });
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
     // O_APPEND: concurrent appenders (two cockpits) never interleave within one short write
-    const fh = await fs.open(path, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT, 0o644);
+    const fh = await fs.open(path, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0), 0o644);
     try {
       await fh.write(typeof data === 'string' ? Buffer.from(data) : data);
     } finally {

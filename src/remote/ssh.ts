@@ -817,14 +817,14 @@ export class SshHost implements Host {
   async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
     const mode = opts.mode !== undefined ? (opts.mode & 0o7777).toString(8) : '';
     const script =
-      (opts.exclusive ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; ` : '') +
+      (opts.exclusive ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; ` : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
       `cat > "$1" || exit 1; if [ -n "$2" ]; then chmod "$2" "$1" || exit 1; fi`;
     const r = await this.sh(script, [path, mode], { input: data });
     if (r.code !== 0) throw this.errorFor(path, r, 'write');
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
-    const r = await this.sh(`cat >> "$1"`, [path], { input: data });
+    const r = await this.sh(`[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`, [path], { input: data });
     if (r.code !== 0) throw this.errorFor(path, r, 'append to');
   }
 
