@@ -518,9 +518,18 @@ async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wr
     const st = await host.stat(path).catch(() => null);
     if (st && !st.isFile) return { wrote: false, existing: `not a regular file (${st.isDir ? 'a directory' : 'a special file'})` };
     const existing = await readSmall(host, path);
+    if (existing !== null && existing.trim() === '') return { wrote: false, existing: await emptyHaltWhy(host, outDir, path) };
     if (existing !== null) return { wrote: false, existing: existing.trim() };
     throw e;
   }
+}
+
+/** Whose is an empty .HALT: nsa-top's own cut-short write (its action log says so), or unknown. */
+async function emptyHaltWhy(host: Host, outDir: string, path: string): Promise<string> {
+  const recs = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
+  const own = recs.reverse().find((r) => r.target.path === path && r.target.partial === true);
+  if (own) return `empty: nsa-top's own write cut short at ${new Date(own.ts).toISOString()} by ${own.who.user} (${own.detail.replace(/^could not write \.HALT: /, '').slice(0, 120)}); it still stops the trainer`;
+  return 'empty: no reason given (a bare touch)';
 }
 
 /**
@@ -594,7 +603,8 @@ export async function requestHalt(
     const w = await writeHalt(host, outDir, actor);
     return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`));
   } catch (e) {
-    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', `could not write .HALT: ${(e as Error).message}`));
+    const partial = e instanceof OwnWriteError && e.partial;
+    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath, ...(partial ? { partial: true } : {}) }, 'failed', `could not write .HALT: ${(e as Error).message}`));
   }
 }
 

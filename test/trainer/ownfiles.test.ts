@@ -210,14 +210,20 @@ test('a full disk (a 64 KiB tmpfs): the 0-byte .HALT and .anomaly_type are repor
     const d = join(mnt, 'run');
     mkdirSync(join(d, '.nsa-top'), { recursive: true });
     writeFileSync(join(d, 'training.csv'), 'step,loss,lr,toks_per_s\n1,5.5,0.0001,500\n');
+    const who = await currentActor(host);
+    // an action log with room left in its last page, as a run's log usually has
+    await requestHalt(host, d, 'after-checkpoint', who, { timeoutMs: 0 });
     // fill the disk
     spawnSync('sh', ['-c', `dd if=/dev/zero of=${join(mnt, 'fill')} bs=4k 2>/dev/null; true`]);
-    const rec = await requestHalt(host, d, 'now', await currentActor(host));
+    const rec = await requestHalt(host, d, 'now', who);
     assert.equal(rec.result, 'failed');
     assert.match(rec.detail, /created, but its content could not be written \(ENOSPC\)/);
     assert.match(rec.detail, /the empty \.HALT is nsa-top's own/);
     assert.doesNotMatch(rec.detail, /already present/);
     assert.equal(statSync(join(d, '.HALT')).size, 0);
+    // later, the empty .HALT is still known as nsa-top's own cut-short write, not someone else's
+    const again = await requestHalt(host, d, 'now', who);
+    assert.match(again.detail, /\.HALT already present \(empty: nsa-top's own write cut short at .* by /);
     rmSync(join(d, '.HALT'));
     // the watchdog's own .anomaly_type and .HALT, the same way
     const e = await createOwn(host, d, '.anomaly_type', 'nan_loss\n').catch((x: unknown) => x);
