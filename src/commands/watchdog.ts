@@ -355,7 +355,11 @@ export class Watchdog {
         if (first.anomaly === 'gate_collapse') await this.writeGateDetails(run);
       } catch (e) {
         const partial = e instanceof OwnWriteError && e.partial;
-        const existing = e instanceof OwnWriteError && e.code !== 'EEXIST' ? null : await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
+        const st = await this.host.stat(path).catch(() => null);
+        const existing =
+          e instanceof OwnWriteError && e.code !== 'EEXIST' ? null
+          : st && !st.isFile ? `[not a regular file: ${st.isDir ? 'a directory' : 'a special file'}]`
+          : await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
         await this.log('anomaly', {
           type: first.anomaly,
           alert: first.id,
@@ -393,7 +397,8 @@ export class Watchdog {
           rec = mk('ok', `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}`);
         } catch (e) {
           const st = await this.host.stat(path).catch(() => null);
-          const existing = e instanceof OwnWriteError && e.code === 'EEXIST' ? await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null) : null;
+          // read only a regular file (a FIFO planted as .HALT would block the read)
+          const existing = e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile ? await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null) : null;
           if (e instanceof OwnWriteError && e.partial) rec = mk('partial', `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`, { partial: true });
           else if (st && !st.isFile) rec = mk('ok', `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`);
           else if (existing !== null) rec = mk('ok', `.HALT already present (${existing}); left as it is`);

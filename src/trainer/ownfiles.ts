@@ -101,7 +101,7 @@ export async function runRootProblem(host: Host, dir: string): Promise<string | 
   try {
     names = (await host.list(key)).map((e) => e.name);
   } catch (e) {
-    return `${key}: cannot list (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+    return `${key}: cannot list (${(e as Error).message})`;
   }
   if (!holdsRun(names)) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or ${NSA_DIR}/): refused to write into it`;
   let set = validRoots.get(host);

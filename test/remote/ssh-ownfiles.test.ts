@@ -3,6 +3,7 @@
 // .nsa-top — the link's target is never touched; a halt with a linked action log is refused over
 // SSH as it is locally; one link loop in a run dir does not make the whole dir unreadable.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -106,4 +107,24 @@ test('over SSH: one link loop in a run dir leaves the rest of it readable', asyn
   const snap = await new RunModel(host, d).poll();
   assert.equal(snap.exists, true, snap.error ?? '');
   assert.equal(snap.step, 40);
+});
+
+test('over SSH: a write cut short by a full disk (a 64 KiB tmpfs) is nsa-top\'s own partial write', async (t) => {
+  if (process.getuid?.() !== 0) return void t.skip('needs root to mount a tmpfs');
+  const mnt = join(tmp, `full-${n++}`);
+  mkdirSync(mnt);
+  const m = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', mnt], { encoding: 'utf8' });
+  if (m.status !== 0) return void t.skip(`cannot mount a tmpfs here: ${m.stderr.trim()}`);
+  try {
+    const d = join(mnt, 'run');
+    mkdirSync(join(d, '.nsa-top'), { recursive: true });
+    writeFileSync(join(d, 'training.csv'), 'step,loss,lr,toks_per_s\n');
+    spawnSync('sh', ['-c', `dd if=/dev/zero of=${join(mnt, 'fill')} bs=4k 2>/dev/null; true`]);
+    const e = await createOwn(host, d, '.HALT', 'halt: manual_stop someone\n').catch((x: unknown) => x);
+    assert.ok(e instanceof OwnWriteError, String(e));
+    assert.equal(e.partial, true, e.message);
+    assert.match(e.message, /created, but its content could not be written/);
+  } finally {
+    spawnSync('umount', [mnt]);
+  }
 });
