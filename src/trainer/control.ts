@@ -644,8 +644,12 @@ export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, 
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'remove-stale-halt', { path });
   const unaudited = await actionLogRefusal(host, outDir, opts);
   if (unaudited) return makeRecord(host, actor, 'remove-stale-halt', { path }, 'refused', unaudited);
+  const st = await host.stat(path).catch(() => undefined);
+  if (st && !st.isFile)
+    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`));
   const content = await readSmall(host, path);
-  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
+  if (content === null && st === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
+  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', 'could not read .HALT (to record what it said): not removed'));
   const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
   try {
     await removeOwn(host, outDir, '.HALT', opts);

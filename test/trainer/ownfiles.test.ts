@@ -15,6 +15,7 @@ import { currentActor, readActions, requestHalt } from '../../src/trainer/contro
 import { appendOwn, createOwn, ownNameProblem, OwnWriteError, writeOwnAtomic } from '../../src/trainer/ownfiles.js';
 import { RunModel } from '../../src/trainer/run.js';
 import { resolveRunDirs } from '../../src/trainer/supervisor/rundirs.js';
+import { relaunch } from '../../src/trainer/supervisor/launch.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -164,6 +165,18 @@ test('a .HALT that is a directory is shown, reported by a halt, and named by the
   assert.equal(rec.result, 'ok');
   assert.match(rec.detail, /not a regular file \(a directory\)/);
   assert.ok(statSync(join(d, '.HALT')).isDirectory(), 'left as it is');
+  // it blocks a relaunch like a stale .HALT, and nsa-top does not remove a directory
+  mkdirSync(join(d, '.nsa-top'), { recursive: true });
+  writeFileSync(join(d, '.nsa-top', 'launch.json'), JSON.stringify({ version: 1, command: ['true'], outDir: d }));
+  const who = await currentActor(host);
+  const refused = await relaunch(host, d, who, { removeStaleHalt: false });
+  assert.equal(refused.result, 'refused');
+  assert.match(refused.detail, /\.HALT present \("not a regular file: a directory/);
+  const failed = await relaunch(host, d, who, { removeStaleHalt: true });
+  assert.equal(failed.result, 'failed');
+  assert.match(failed.detail, /could not remove \.HALT: .*is a directory/);
+  assert.ok(statSync(join(d, '.HALT')).isDirectory());
+  assert.ok(!existsSync(join(d, '.nsa-top', 'supervisor.json')), 'no supervisor started');
 });
 
 const setpriv = spawnSync('setpriv', ['--version']).status === 0 && process.getuid?.() === 0;
