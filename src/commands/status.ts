@@ -103,7 +103,8 @@ export function jsonAlerts(alerts: readonly Alert[]) {
 async function statusOn(host: Host, dir: string | undefined, json: boolean, full: boolean, checker: Checker): Promise<number> {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
-  const { model, outDir, runDir: launcherDir } = await openRunModel(host, runDir);
+  const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, runDir);
+  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${outDirProblem}\n`);
   let snap = await model.poll();
   if (full) {
     const started = Date.now();

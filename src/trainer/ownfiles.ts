@@ -103,7 +103,7 @@ export async function runRootProblem(host: Host, dir: string): Promise<string | 
   } catch (e) {
     return `${key}: cannot list (${(e as Error).message})`;
   }
-  if (!holdsRun(names)) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or ${NSA_DIR}/): refused to write into it`;
+  if (!holdsRun(names)) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or ${NSA_DIR}/)`;
   let set = validRoots.get(host);
   if (!set) validRoots.set(host, (set = new Set()));
   set.add(key);
@@ -122,7 +122,7 @@ async function guard(host: Host, root: string, rel: string, opts: OwnWriteOption
   if (bad) throw new OwnWriteError(path, bad, 'EPERM');
   if (!opts.fresh) {
     const why = await runRootProblem(host, root);
-    if (why) throw new OwnWriteError(path, why, 'EPERM');
+    if (why) throw new OwnWriteError(path, `${why}: refused to write into it`, 'EPERM');
   } else if (!isAbsolute(root)) throw new OwnWriteError(path, `${root} is not an absolute path`, 'EPERM');
   return path;
 }
