@@ -5,7 +5,7 @@
 //  - only nsa-top's own names are written: `.nsa-top/<file>`, `.HALT`, `.anomaly_type`,
 //    `gate_collapse_details.json` and `pyspy_*.txt`, directly inside the run's directory;
 //  - that directory must be a real directory holding a run (a heartbeat, training.csv, env.json,
-//    a checkpoint, run.info, train.log or nsa-top's own .nsa-top/), and neither `.nsa-top` nor the
+//    a checkpoint, run.info, train.log or launch's .nsa-top/run.json), and neither `.nsa-top` nor the
 //    file is ever followed when it is a link (Host.writeOwn: O_NOFOLLOW locally, guarded sh over SSH).
 // A refused or failed write throws an OwnWriteError: one line that names the path and why.
 import { lstatSync, mkdirSync } from 'node:fs';
@@ -72,12 +72,18 @@ export function ownNameProblem(rel: string, launcher = false): string | null {
 /** names that show a directory holds a run (any one is enough) */
 function holdsRun(names: string[]): boolean {
   for (const n of names) {
-    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === NSA_DIR || n === 'config.yaml' || LOG_NAMES.includes(n)) return true;
+    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === 'config.yaml' || LOG_NAMES.includes(n)) return true;
     const k = classify(n).kind;
     if (k === 'checkpoint' || k === 'metrics-json' || k === 'stackdump') return true;
   }
   return false;
 }
+
+/**
+ * A `.nsa-top/` alone is weak evidence (an old nsa-top may have made one anywhere, e.g. at `/`):
+ * it counts only with launch's or the supervisor's own files in it.
+ */
+const NSA_RUN_FILES = new Set(['run.json', 'launch.json', 'supervisor.json']);
 
 const validRoots = new WeakMap<Host, Set<string>>();
 
@@ -103,7 +109,9 @@ export async function runRootProblem(host: Host, dir: string): Promise<string | 
   } catch (e) {
     return `${key}: cannot list (${(e as Error).message})`;
   }
-  if (!holdsRun(names)) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or ${NSA_DIR}/)`;
+  let ok = holdsRun(names);
+  if (!ok && names.includes(NSA_DIR)) ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
+  if (!ok) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
   let set = validRoots.get(host);
   if (!set) validRoots.set(host, (set = new Set()));
   set.add(key);

@@ -244,7 +244,7 @@ test('read-only refuses every mutating action and writes nothing', async () => {
     const d = await dumpAll(host, dir, t, who);
     assert.deepEqual(d.perRank.map((r) => r.status), ['refused']);
     assert.ok(existsSync(join(dir, '.HALT')));
-    assert.equal(existsSync(join(dir, '.nsa-top', 'actions.jsonl')), false);
+    assert.equal(existsSync(join(dir, '.nsa-top')), false);
     assert.equal(kids[0]!.child.exitCode, null);
   } finally {
     delete process.env.NSA_TOP_READ_ONLY;

@@ -1,7 +1,7 @@
 // Real child processes for control tests: they answer SIGUSR1 with a stack dump named like the
 // real trainer's (stackdump_<epoch>.txt, no rank), exit 130 on SIGINT, and say when they are ready.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -24,11 +24,11 @@ process.stdout.write('ready\\n');
 
 /**
  * A temp dir that is a run dir as far as nsa-top's writes go (src/trainer/ownfiles.ts writes only
- * into a directory that holds a run): it carries nsa-top's own .nsa-top/.
+ * into a directory that holds a run): it carries an (empty) train.log.
  */
 export function tempDir(tag: string): string {
   const d = mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`));
-  mkdirSync(join(d, '.nsa-top'));
+  writeFileSync(join(d, 'train.log'), '');
   return d;
 }
 

@@ -102,13 +102,17 @@ test("run.info's out_dir cannot send writes out of the run: a relative ../../ th
   mkdirSync(join(outside, 'x'), { recursive: true });
   cpSync(FIX, launcher, { recursive: true });
   writeFileSync(join(launcher, 'run.info'), 'run_dir: x\nout_dir: ../../\n');
+  // what an older nsa-top left at the file-system root: a .nsa-top/ alone does not make a run
+  mkdirSync(join(outside, '.nsa-top'));
+  writeFileSync(join(outside, '.nsa-top', 'watchdog.jsonl'), '{"old":1}\n');
   const dirs = await resolveRunDirs(host, launcher);
   assert.equal(dirs.outDir, launcher);
   assert.match(dirs.outDirProblem ?? '', /out_dir \.\.\/\.\.\/: .*holds no run/);
   const r = cli(['watchdog', launcher, '--once', '--no-gpu'], {});
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /run\.info's out_dir \.\.\/\.\.\/: .* holds no run/);
-  assert.deepEqual(spawnSync('ls', ['-A', outside], { encoding: 'utf8' }).stdout.trim(), 'x', 'nothing created outside the run');
+  assert.deepEqual(spawnSync('ls', ['-A', outside], { encoding: 'utf8' }).stdout.trim().split('\n'), ['.nsa-top', 'x'], 'nothing created outside the run');
+  assert.equal(readFileSync(join(outside, '.nsa-top', 'watchdog.jsonl'), 'utf8'), '{"old":1}\n');
   assert.ok(existsSync(join(launcher, '.nsa-top', 'watchdog.jsonl')), 'decisions kept inside the run itself');
   // an out_dir that holds a run is taken, relative to the launcher dir (not the caller's cwd)
   const real = run('real-out');
