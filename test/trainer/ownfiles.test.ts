@@ -32,7 +32,7 @@ function run(tag: string): string {
   cpSync(FIX, d, { recursive: true });
   return d;
 }
-/** a run whose loss went NaN: `watchdog --once --halt` acts on it (nan_loss is critical) */
+/** a finished run whose loss went NaN: `watchdog --halt` acts on it (nan_loss is critical), then exits (the run ended) */
 function nanRun(tag: string): string {
   const d = run(tag);
   rmSync(join(d, 'metrics.json'));
@@ -71,7 +71,7 @@ test('watchdog --halt with a linked action log and a linked watchdog.jsonl: noth
   symlinkSync('../heartbeat_rank0.jsonl', join(d, '.nsa-top', 'watchdog.jsonl'));
   const csv = bytes(join(d, 'training.csv'));
   const hb = bytes(join(d, 'heartbeat_rank0.jsonl'));
-  const r = cli(['watchdog', d, '--once', '--halt', '--no-gpu']);
+  const r = cli(['watchdog', d, '--halt', '--no-gpu']);
   assert.equal(r.status, 1, r.stderr);
   assert.equal(bytes(join(d, 'training.csv')), csv);
   assert.equal(bytes(join(d, 'heartbeat_rank0.jsonl')), hb);
@@ -148,7 +148,7 @@ test('read-only is global: NSA_TOP_READ_ONLY=1 and --read-only stop watchdog --h
     [['--read-only'], {}],
   ] as [string[], Record<string, string>][]) {
     const d = nanRun('ro');
-    const r = cli(['watchdog', d, '--once', '--halt', '--no-gpu', ...args], env);
+    const r = cli(['watchdog', d, '--halt', '--no-gpu', ...args], env);
     assert.equal(r.status, 1, r.stderr);
     const ev = events(r.stdout);
     assert.equal(ev.find((e) => e.event === 'halt')?.result, 'refused');
