@@ -780,11 +780,10 @@ export class SshHost implements Host {
   }
 
   async list(dir: string): Promise<DirEntry[]> {
-    // One entry that cannot be followed (a link loop, a dangling link) makes find and ls exit 1:
-    // that entry is left out, the rest of the listing stands. A dir that cannot be searched fails.
+    // a dir that can be listed but not searched (mode 444) holds nothing readable: EACCES
     const script =
       `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
-      (this.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n' 2>/dev/null; exit 0` : `ls -lnaiL "$1" 2>/dev/null; exit 0`);
+      (this.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
     const r = await this.sh(script, [dir], { timeoutMs: 15000 });
     const now = this.now();
     const out: DirEntry[] = [];
