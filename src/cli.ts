@@ -76,10 +76,17 @@ export async function main(argv: string[]): Promise<number> {
     delete process.env.CI;
     delete process.env.CONTINUOUS_INTEGRATION;
   }
+  // --read-only is global: any command takes it, and it is NSA_TOP_READ_ONLY=1 for every effect
+  // (src/trainer/ownfiles.ts refuses each write and control.ts each signal). The cockpit also
+  // parses it itself; elsewhere it is taken out of the command's own flags (never past a `--`).
+  const end = argv.indexOf('--');
+  const flags = end < 0 ? argv : argv.slice(0, end);
+  if (flags.includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {
       const mod = await loadProduction(COMMANDS[first]!.load);
-      return await mod.run(rest);
+      const own = first === 'attach' ? rest : withoutReadOnly(rest);
+      return await mod.run(own);
     }
     // No command word: the cockpit, with RUN_DIR and flags as given.
     const mod = await loadProduction(() => import('./commands/cockpit.js'));
@@ -90,4 +97,11 @@ export async function main(argv: string[]): Promise<number> {
     if (process.env.NSA_TOP_DEBUG) process.stderr.write(`${e.stack}\n`);
     return e.exitCode ?? 1;
   }
+}
+
+/** argv without `--read-only` before any `--` (the commands other than the cockpit do not parse it) */
+function withoutReadOnly(argv: string[]): string[] {
+  const end = argv.indexOf('--');
+  const head = (end < 0 ? argv : argv.slice(0, end)).filter((x) => x !== '--read-only');
+  return end < 0 ? head : [...head, ...argv.slice(end)];
 }

@@ -3,7 +3,7 @@
 import type { RunState } from '../cockpit/state.js';
 import { buildCtx, type CheckInput, type Ctx } from './context.js';
 import {
-  hangVerdicts, ruleAnomalyFile, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
+  hangVerdicts, ruleAnomalyFile, ruleUnreadable, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
   ruleLoss, ruleMemory, ruleProcesses, ruleStall, ruleThroughput, stallInfo, type Draft, type MemSample,
 } from './rules.js';
 import { deriveRunState } from './runstate.js';
@@ -80,6 +80,7 @@ export class Checker {
       ...ruleProcesses(ctx, si),
       ...ruleHalt(ctx),
       ...ruleAnomalyFile(ctx),
+      ...ruleUnreadable(ctx),
       ...ruleExited(ctx),
       ...ruleThroughput(ctx),
       ...ruleIdentity(ctx),

@@ -215,7 +215,12 @@ export function ruleHalt(ctx: Ctx): Draft[] {
   const r0 = ctx.ranks.find((r) => r.rank === 0);
   const boot = r0?.bootTs ?? null;
   const content = h.content?.trim() ? ` ("${h.content.trim()}")` : '';
-  if (h.mtimeMs !== null && boot !== null && h.mtimeMs < boot - 1000 && !ctx.ended) {
+  const notFile = h.content?.startsWith('[not a regular file') === true;
+  if (notFile && !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0)) {
+    out.push(a('halt:not-a-file', 'stale-halt', 'critical',
+      `.HALT is a directory, not a file: the trainer stops at its next step, and a relaunch into it stops at step 1`,
+      'the trainer only asks whether .HALT exists; nsa-top will not remove a directory: remove it by hand once the run is stopped', { since: h.mtimeMs ?? undefined }));
+  } else if (h.mtimeMs !== null && boot !== null && h.mtimeMs < boot - 1000 && !ctx.ended) {
     out.push(a('halt:stale', 'stale-halt', 'critical',
       `stale .HALT${content} predates this launch: the trainer stops at step 1`,
       `.HALT modified ${ago(ctx, h.mtimeMs)} ago, rank 0 booted ${ago(ctx, boot)} ago; the trainer never deletes .HALT (contract §2.5): remove it (and .anomaly_type) before relaunching`,
@@ -233,6 +238,19 @@ export function ruleHalt(ctx: Ctx): Draft[] {
   return out;
 }
 
+/**
+ * Artifacts nsa-top may not read (permission denied, or not a regular file): named, never passed
+ * over in silence — whatever they hold is missing from every other verdict.
+ */
+export function ruleUnreadable(ctx: Ctx): Draft[] {
+  const bad = Object.entries(ctx.run.files).filter(([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError));
+  if (bad.length === 0) return [];
+  const names = bad.map(([n]) => n);
+  return [a('files:unreadable', 'unreadable-artifacts', 'warning',
+    `cannot read ${names.length} artifact${names.length > 1 ? 's' : ''}: ${names.slice(0, 6).join(', ')}${names.length > 6 ? ', …' : ''} (permission denied)`,
+    `what ${names.length > 1 ? 'they hold is' : 'it holds is'} missing from every check; run nsa-top as the trainer's user, or make ${names.length > 1 ? 'them' : 'it'} readable`)];
+}
+
 export function ruleAnomalyFile(ctx: Ctx): Draft[] {
   const an = ctx.run.control.anomaly;
   if (!an || an.type === 'nan_loss') return []; // nan_loss is reported by the loss rule
@@ -241,6 +259,10 @@ export function ruleAnomalyFile(ctx: Ctx): Draft[] {
     return [a(`anomaly-file:${an.type}`, 'anomaly', 'warning', `.anomaly_type "${an.type}" is left from an earlier run`,
       `written ${ago(ctx, an.mtimeMs)} ago, before this run booted ${ago(ctx, boot)} ago: read it, then remove it so a new anomaly is not confused with it`,
       { since: boot })];
+  }
+  if (an.type.trim() === '') {
+    return [a('anomaly-file:empty', 'anomaly', 'warning', '.anomaly_type is empty: no anomaly named',
+      'a bare touch, or a write cut short (a full disk): nsa-top names its own failed writes in .nsa-top/actions.jsonl and watchdog.jsonl', { since: an.mtimeMs ?? undefined })];
   }
   return [a(`anomaly-file:${an.type}`, 'anomaly', 'critical', `.anomaly_type says "${an.type}"`,
     `written ${an.mtimeMs === null ? '' : ago(ctx, an.mtimeMs) + ' ago '}by the trainer or a watchdog${ctx.run.control.gateCollapseDetails ? `; gate_collapse_details.json: ${JSON.stringify(ctx.run.control.gateCollapseDetails)}` : ''}`,

@@ -154,7 +154,8 @@ export async function run(argv: string[]): Promise<number> {
 
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
-  const { model, outDir, runDir: launcherDir } = await openRunModel(host, dir);
+  const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, dir);
+  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${outDirProblem}\n`);
   const launched = await readLaunched(host, launcherDir);
   await model.poll();
   // a second poll settles checkpoint completeness (size stable); the history is read below, whole

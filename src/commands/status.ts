@@ -103,7 +103,8 @@ export function jsonAlerts(alerts: readonly Alert[]) {
 async function statusOn(host: Host, dir: string | undefined, json: boolean, full: boolean, checker: Checker): Promise<number> {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
-  const { model, outDir, runDir: launcherDir } = await openRunModel(host, runDir);
+  const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, runDir);
+  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${outDirProblem}\n`);
   let snap = await model.poll();
   if (full) {
     const started = Date.now();
@@ -117,6 +118,8 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
   }
   const bad = unjudgeable(snap, outDir);
   if (bad) throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
+  const unreadable = Object.entries(snap.files).filter(([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError)).map(([n]) => n);
+  if (unreadable.length > 0) process.stderr.write(`nsa-top: warning: cannot read ${unreadable.join(', ')} in ${outDir} (permission denied): their data is missing below\n`);
   const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later

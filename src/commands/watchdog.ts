@@ -22,6 +22,7 @@ import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
 import { RunModel } from '../trainer/run.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
+import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode, ReadOnlyError } from '../trainer/ownfiles.js';
 import { CliError, orCliError } from './errors.js';
 import { recordAdoption } from '../trainer/adopt.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
@@ -162,6 +163,7 @@ export async function run(argv: string[]): Promise<number> {
       const bad = unjudgeable(snap, dirs.outDir);
       if (bad) throw new CliError(`watchdog: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, dirs.outDir))) || bad}`, 2);
     }
+    if (dirs.outDirProblem) process.stderr.write(`nsa-top watchdog: ${dirs.outDirProblem}\n`);
     const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
     try {
       return await wd.loop(a.once);
@@ -193,7 +195,7 @@ export class Watchdog {
   private dumpedEpisode = false;
   private haltWritten = false;
   private stopping = false;
-  private logDirReady = false;
+  private logRefusedSaid = false;
   private sawAnomaly = false;
 
   constructor(
@@ -212,14 +214,13 @@ export class Watchdog {
     const line = jsonSafe(JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields }));
     process.stdout.write(line + '\n');
     try {
-      const d = join(this.outDir, NSA_DIR);
-      if (!this.logDirReady) {
-        await this.host.mkdirp(d);
-        this.logDirReady = true;
-      }
-      await this.host.appendFile(join(d, 'watchdog.jsonl'), line + '\n');
+      await appendOwn(this.host, this.outDir, `${NSA_DIR}/watchdog.jsonl`, line + '\n');
     } catch (e) {
-      process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
+      // read-only, or a refused path: said once, not on every line
+      if (e instanceof ReadOnlyError || (e instanceof OwnWriteError && e.code !== 'ENOSPC' && e.code !== 'EIO')) {
+        if (!this.logRefusedSaid) process.stderr.write(`nsa-top watchdog: not appending to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
+        this.logRefusedSaid = true;
+      } else process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
     }
   }
 
@@ -359,12 +360,24 @@ export class Watchdog {
       this.firstAnomaly = first.anomaly!;
       const path = join(this.outDir, '.anomaly_type');
       try {
-        await this.host.writeFile(path, `${first.anomaly}\n`, { exclusive: true });
+        await createOwn(this.host, this.outDir, '.anomaly_type', `${first.anomaly}\n`);
         await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: path });
         if (first.anomaly === 'gate_collapse') await this.writeGateDetails(run);
       } catch (e) {
-        const existing = await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
-        await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: null, kept: existing, why: existing !== null ? 'an earlier anomaly is recorded; it is kept' : (e as Error).message });
+        const partial = e instanceof OwnWriteError && e.partial;
+        const st = await this.host.stat(path).catch(() => null);
+        const existing =
+          e instanceof OwnWriteError && e.code !== 'EEXIST' ? null
+          : st && !st.isFile ? `[not a regular file: ${st.isDir ? 'a directory' : 'a special file'}]`
+          : await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
+        await this.log('anomaly', {
+          type: first.anomaly,
+          alert: first.id,
+          wrote: partial ? path : null,
+          kept: existing,
+          ...(partial ? { partial: true } : {}),
+          why: existing !== null ? 'an earlier anomaly is recorded; it is kept' : partial ? `nsa-top's own write failed: ${(e as Error).message}` : (e as Error).message,
+        });
       }
     }
     // 2. stack dumps of every rank at the moment of the stall, before a halt or a kill.
@@ -385,14 +398,26 @@ export class Watchdog {
       const path = join(this.outDir, '.HALT');
       const actor = await currentActor(this.host);
       let rec: ActionRecord;
-      try {
-        await this.host.writeFile(path, `halt: ${first.anomaly}\n`, { exclusive: true });
-        rec = { ts: this.host.now(), who: actor, action: 'watchdog-halt', target: { host: this.host.label, path }, result: 'ok', detail: `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}` };
-      } catch {
-        const existing = await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
-        rec = { ts: this.host.now(), who: actor, action: 'watchdog-halt', target: { host: this.host.label, path }, result: existing !== null ? 'ok' : 'failed', detail: existing !== null ? `.HALT already present (${existing}); left as it is` : 'could not write .HALT' };
+      const mk = (result: ActionRecord['result'], detail: string, extra: Record<string, unknown> = {}): ActionRecord => ({ ts: this.host.now(), who: actor, action: 'watchdog-halt', target: { host: this.host.label, path, ...extra }, result, detail });
+      // the audited path: no .HALT when read-only, nor when its record could not be kept (a linked log)
+      const unaudited = readOnlyMode() ? 'read-only mode: no action taken' : await actionLogRefusal(this.host, this.outDir);
+      if (unaudited) rec = mk('refused', unaudited);
+      else {
+        try {
+          await createOwn(this.host, this.outDir, '.HALT', `halt: ${first.anomaly}\n`);
+          rec = mk('ok', `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}`);
+        } catch (e) {
+          const st = await this.host.stat(path).catch(() => null);
+          // read only a regular file (a FIFO planted as .HALT would block the read)
+          const existing = e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile ? await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null) : null;
+          if (e instanceof OwnWriteError && e.partial) rec = mk('partial', `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`, { partial: true });
+          else if (st && !st.isFile) rec = mk('ok', `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`);
+          else if (existing !== null) rec = mk('ok', `.HALT already present (${existing}); left as it is`);
+          else rec = mk('failed', `could not write .HALT: ${(e as Error).message}`);
+        }
+        await recordAction(this.host, this.runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
       }
-      await recordAction(this.host, this.runDir, rec).catch(() => {});
+      if (rec.result === 'refused' || rec.result === 'failed' || rec.result === 'partial') process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${rec.detail}\n`);
       await this.log('halt', { path, result: rec.result, detail: rec.detail });
     }
   }
@@ -407,9 +432,9 @@ export class Watchdog {
     const details = { gate_entropy_mean: g.entropyMean, gate_max_gate: g.maxGate, gate_collapse_frac: g.collapseFrac, gate_branch_shares: g.branchShares, step: g.step };
     const path = join(this.outDir, 'gate_collapse_details.json');
     try {
-      await this.host.writeFile(path, JSON.stringify(details, null, 2) + '\n', { exclusive: true });
-    } catch {
-      /* one is there already: kept */
+      await createOwn(this.host, this.outDir, 'gate_collapse_details.json', JSON.stringify(details, null, 2) + '\n');
+    } catch (e) {
+      if (!(e instanceof OwnWriteError && e.code === 'EEXIST')) await this.log('error', { message: `gate_collapse_details.json not written: ${(e as Error).message}`, consecutive: 0 });
     }
   }
 }

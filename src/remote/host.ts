@@ -97,6 +97,8 @@ export type ConnState =
   | { state: 'reconnecting'; since: number; attempt: number; lastError: string }
   | { state: 'closed' };
 
+export type OwnWriteMode = 'append' | 'exclusive' | 'replace';
+
 export type SignalName = 'SIGUSR1' | 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGCONT' | 'SIGSTOP' | 'SIG0';
 
 export interface Host {
@@ -136,6 +138,19 @@ export interface Host {
   mkdirp(path: string): Promise<void>;
   /** Removes one file (never a directory tree). */
   remove(path: string): Promise<void>;
+
+  /**
+   * nsa-top's own files — only src/trainer/ownfiles.ts calls these. `rel` is `name` or
+   * `sub/name` inside `root`. The links in `root`'s own path are the operator's choice and are
+   * followed once; `sub` must be a real directory (made when missing) and `name` a regular file or
+   * absent: a link at either is refused (never followed), and so is a FIFO, device or directory.
+   * 'exclusive' fails with EEXIST when the name exists; 'replace' writes a temporary file and
+   * renames it over the name. A write that failed after the file was created throws an error with
+   * `partial: true` (e.g. ENOSPC: the file is there, its content is not).
+   */
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void>;
+  /** Removes `rel` (a file, or a link itself — never what it points at) below `root`. */
+  removeOwn(root: string, rel: string): Promise<void>;
 
   /**
    * Optional: run one of nsa-top's own fixed scripts (by name; 'procs' = the process-table reader

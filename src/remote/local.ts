@@ -12,6 +12,7 @@ import * as fsSync from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
+import { ownRemoveLocal, ownWriteLocal } from './own-local.js';
 import { procTableLocal } from './procs-local.js';
 import { StreamLines } from './streamlines.js';
 import type {
@@ -22,6 +23,7 @@ import type {
   ExecResult,
   FileStat,
   Host,
+  OwnWriteMode,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -213,16 +215,25 @@ export class LocalHost implements Host {
   private async listWith(io: PollIo, dir: string): Promise<DirEntry[]> {
     const names = await io.readdir(dir);
     const out: DirEntry[] = [];
+    let denied: NodeJS.ErrnoException | null = null;
     const one = async (name: string) => {
       try {
         const s = await io.stat(join(dir, name));
         out.push({ name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino });
-      } catch {
-        /* vanished between readdir and stat */
+      } catch (e) {
+        // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
+        // can be read, so the listing is an error, not an empty run
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EACCES' || code === 'EPERM') denied = e as NodeJS.ErrnoException;
+        /* else vanished between readdir and stat, or a link loop / dangling link (ELOOP, ENOENT) */
       }
     };
     if (io === SYNC_IO) for (const name of names) await one(name);
     else await Promise.all(names.map(one));
+    if (denied && out.length === 0) {
+      const code = (denied as NodeJS.ErrnoException).code;
+      throw Object.assign(new Error(`${code}: ${dir}: the directory can be listed but its entries cannot be read (no search permission)`), { code });
+    }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -477,13 +488,16 @@ export class LocalHost implements Host {
     process.kill(pid, sig === 'SIG0' ? 0 : sig);
   }
 
+  // writeFile/appendFile never follow a link at the file either (nsa-top's own writes into a run
+  // go through src/trainer/ownfiles.ts and writeOwn, which also guard .nsa-top and the run dir)
   async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
-    await fs.writeFile(path, data, { flag: opts.exclusive ? 'wx' : 'w', mode: opts.mode });
+    const flags = fsc.O_WRONLY | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0) | (opts.exclusive ? fsc.O_EXCL : fsc.O_TRUNC);
+    await fs.writeFile(path, data, { flag: flags as unknown as string, mode: opts.mode });
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
     // O_APPEND: concurrent appenders (two cockpits) never interleave within one short write
-    const fh = await fs.open(path, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT, 0o644);
+    const fh = await fs.open(path, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0), 0o644);
     try {
       await fh.write(typeof data === 'string' ? Buffer.from(data) : data);
     } finally {
@@ -497,6 +511,14 @@ export class LocalHost implements Host {
 
   async remove(path: string): Promise<void> {
     await fs.unlink(path);
+  }
+
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+    return ownWriteLocal(root, rel, data, mode);
+  }
+
+  removeOwn(root: string, rel: string): Promise<void> {
+    return ownRemoveLocal(root, rel);
   }
 
   now(): number {

@@ -11,6 +11,7 @@
 // - Every argument reaching the remote shell is quoted (quote.ts); exec() learns the remote pid
 //   (`echo $$; exec …`) so a timeout kills the remote command group with `kill`.
 import { StreamLines } from './streamlines.js';
+import { ownError, splitOwnRel } from './own-local.js';
 import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ import type {
   ExecResult,
   FileStat,
   Host,
+  OwnWriteMode,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -176,6 +178,8 @@ function parseFindEntry(rest: string): DirEntry | null {
 /** find's %y (or the ls fallback's d/f/o) of something that is not a regular file → the error naming it */
 function notRegularType(type: string | undefined): string | undefined {
   if (type === 'f') return undefined;
+  // the watch loop's `u`: a regular file this user may not read (never read as zeros)
+  if (type === 'u') return 'EACCES: permission denied';
   const what = type === 'd' ? 'a directory' : type === 'p' ? 'a FIFO' : type === 's' ? 'a socket' : type === 'c' ? 'a character device' : type === 'b' ? 'a block device' : type === 'l' || type === 'L' ? 'a dangling or looping link' : 'not a regular file';
   return `not a regular file (${what}): not read`;
 }
@@ -757,7 +761,7 @@ export class SshHost implements Host {
   private errorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
     const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
     const e = new Error(`${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`) as NodeJS.ErrnoException;
-    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
+    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.code === 13 ? 'EACCES' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
     return e;
   }
 
@@ -776,9 +780,10 @@ export class SshHost implements Host {
   }
 
   async list(dir: string): Promise<DirEntry[]> {
-    const script = this.gnuFind
-      ? `[ -d "$1" ] || exit 3; find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'`
-      : `[ -d "$1" ] || exit 3; ls -lnaiL "$1"`;
+    // a dir that can be listed but not searched (mode 444) holds nothing readable: EACCES
+    const script =
+      `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
+      (this.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
     const r = await this.sh(script, [dir], { timeoutMs: 15000 });
     const now = this.now();
     const out: DirEntry[] = [];
@@ -811,14 +816,14 @@ export class SshHost implements Host {
   async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
     const mode = opts.mode !== undefined ? (opts.mode & 0o7777).toString(8) : '';
     const script =
-      (opts.exclusive ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; ` : '') +
+      (opts.exclusive ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; ` : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
       `cat > "$1" || exit 1; if [ -n "$2" ]; then chmod "$2" "$1" || exit 1; fi`;
     const r = await this.sh(script, [path, mode], { input: data });
     if (r.code !== 0) throw this.errorFor(path, r, 'write');
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
-    const r = await this.sh(`cat >> "$1"`, [path], { input: data });
+    const r = await this.sh(`[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`, [path], { input: data });
     if (r.code !== 0) throw this.errorFor(path, r, 'append to');
   }
 
@@ -830,6 +835,42 @@ export class SshHost implements Host {
   async remove(path: string): Promise<void> {
     const r = await this.sh(`[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && { echo "$1 is a directory" >&2; exit 1; }; rm -f -- "$1"`, [path]);
     if (r.code !== 0) throw this.errorFor(path, r, 'remove');
+  }
+
+  /**
+   * nsa-top's own files on the remote box (see Host.writeOwn), by one guarded sh script: `cd -P`
+   * into the root, then into `sub` only when it is a real directory (`[ -h ]` first), then the file
+   * by its bare name, refused when it is a link or not a regular file. Where GNU dd is there the
+   * write itself opens with O_NOFOLLOW (`oflag=nofollow`, `conv=excl`), so a link planted between
+   * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
+   */
+  async writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+    const [sub, name] = splitOwnRel(rel);
+    const r = await this.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode], { input: data });
+    if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
+  }
+
+  async removeOwn(root: string, rel: string): Promise<void> {
+    const [sub, name] = splitOwnRel(rel);
+    const r = await this.sh(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
+    if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, 'remove');
+  }
+
+  private ownErrorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
+    const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
+    const code = r.timedOut ? 'ETIMEDOUT' : (OWN_CODES[r.code ?? -1] ?? 'EIO');
+    const why = r.timedOut ? 'timed out' : msg.replace(/^[^:]*: /, '') || `exit ${r.code}`;
+    const partial = r.code === 45 || (r.code === 44 && what === 'append');
+    const text =
+      r.code === 40 ? 'is a symbolic link: refused (nsa-top never writes through a link)'
+      : r.code === 42 ? 'is not a directory: refused'
+      : r.code === 43 ? 'is not a regular file: refused'
+      : r.code === 17 ? 'already exists'
+      : r.code === 45 ? `created, but its content could not be written (${why})`
+      : why;
+    // the culprit: `.nsa-top` (the script names it by its full path) or the file itself
+    const who = msg.startsWith('/') ? msg.slice(0, msg.indexOf(': ')) : path;
+    return ownError(code, `${who} on ${this.label}`, text, partial);
   }
 
   /**
@@ -1371,3 +1412,56 @@ export class SshHost implements Host {
     this.sock?.destroy();
   }
 }
+
+// ------------------------------------------------------------------ nsa-top's own files (remote)
+
+/** exit codes of the scripts below → errno names */
+const OWN_CODES: Record<number, string> = { 3: 'ENOENT', 17: 'EEXIST', 40: 'ELOOP', 42: 'ENOTDIR', 43: 'EFTYPE', 44: 'EIO', 45: 'EIO' };
+
+/** $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin */
+const OWN_WRITE_SCRIPT = `set -f
+r=$1 sub=$2 n=$3 m=$4
+cd -P -- "$r" 2>/dev/null || { echo "$r: cannot enter the directory" >&2; exit 3; }
+if [ -n "$sub" ]; then
+  [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }
+  [ -e "$sub" ] || mkdir -- "$sub" 2>/dev/null
+  [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }
+  [ -d "$sub" ] || { echo "$r/$sub: not a directory" >&2; exit 42; }
+  cd -P -- "$sub" || exit 42
+fi
+if [ -h "$n" ]; then
+  # replace puts a file in the link's place (the rename never follows it); the others refuse
+  [ "$m" = replace ] || { echo "$n: is a link" >&2; exit 40; }
+  rm -f -- "$n" || exit 44
+fi
+if [ -e "$n" ] && [ ! -f "$n" ]; then echo "$n: not a regular file" >&2; exit 43; fi
+nf=; if dd if=/dev/null of=/dev/null oflag=nofollow status=none 2>/dev/null; then nf=1; fi
+case $m in
+exclusive)
+  [ -e "$n" ] && { echo "$n: File exists" >&2; exit 17; }
+  if [ -n "$nf" ]; then e=$(dd of="$n" conv=excl oflag=nofollow status=none 2>&1); rc=$?
+  else e=$( (set -C; cat > "$n") 2>&1 ); rc=$?; fi
+  if [ $rc -ne 0 ]; then
+    case $e in *[Ee]xists*) echo "$n: File exists" >&2; exit 17;; *[Tt]oo\\ many\\ levels*|*[Ss]ymbolic*) echo "$n: is a link" >&2; exit 40;; esac
+    [ -f "$n" ] && { echo "$n: $e" >&2; exit 45; }
+    echo "$n: $e" >&2; exit 44
+  fi;;
+append)
+  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=notrunc status=none || exit 44
+  else cat >> "$n" || exit 44; fi;;
+replace)
+  t=".$n.nsa-top.$$.tmp"
+  if [ -n "$nf" ]; then dd of="$t" conv=excl oflag=nofollow status=none || { rm -f -- "$t"; exit 44; }
+  else (set -C; cat > "$t") || { rm -f -- "$t"; exit 44; }; fi
+  [ -d "$n" ] && { rm -f -- "$t"; echo "$n: not a regular file" >&2; exit 43; }
+  mv -f -- "$t" "$n" || { rm -f -- "$t"; exit 44; };;
+*) exit 2;;
+esac`;
+
+/** $1 root, $2 sub, $3 name: removes the name itself (a link is removed, never followed) */
+const OWN_REMOVE_SCRIPT = `set -f
+cd -P -- "$1" 2>/dev/null || exit 3
+if [ -n "$2" ]; then [ -h "$2" ] && { echo "$1/$2: is a link" >&2; exit 40; }; cd -P -- "$2" 2>/dev/null || exit 3; fi
+[ -e "$3" ] || [ -h "$3" ] || exit 3
+[ -d "$3" ] && [ ! -h "$3" ] && { echo "$3: is a directory" >&2; exit 43; }
+rm -f -- "$3" || exit 44`;

@@ -25,7 +25,8 @@ import { PROC_SCRIPT } from './procs.js';
 //   L ID / e INO TYPE SIZE MTIME NAME / E ID     a listing (GNU find); `l <ls -lnai line>` without it
 //   N ID                                         directory missing or unreadable
 //   s K ID INO SIZE MTIME TYPE MODE RESET OFF LEN   then exactly LEN raw bytes (K = f | o;
-//                                                RESET = - | r (replaced) | x (truncated))
+//                                                RESET = - | r (replaced) | x (truncated);
+//                                                TYPE u: a file this user may not read)
 //   m K ID                                       file missing
 // (`$\{` below stands for `${`, which a template literal would interpolate)
 export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
@@ -44,7 +45,8 @@ rmid() { out=; for j in $1; do [ "$j" = "$2" ] || out="$out $j"; done; }
 ld() {
   # a listing (or a missing dir) is sent only when it differs from the last one sent
   eval "pv=\$lp_$1"
-  if [ ! -d "$2" ] || [ ! -r "$2" ]; then
+  # listable but not searchable (mode 444): nothing in it can be read — unreadable, not empty
+  if [ ! -d "$2" ] || [ ! -r "$2" ] || [ ! -x "$2" ]; then
     [ "$pv" = N ] || printf 'N %s\n' "$1"
     eval "lp_$1=N"; return
   fi
@@ -75,6 +77,8 @@ rd() {
     R_OFF=$off; R_INO=-1; return
   fi
   set -- $st
+  # a file we may not read is said so (type u), never read as zeros
+  if [ "$4" = f ] && [ ! -r "$p" ]; then set -- "$1" "$2" "$3" u "$5"; fi
   rs=-
   if [ "$ino" != 0 ] && [ "$ino" != "$1" ]; then rs=r; off=0; fi
   if [ "$2" -lt "$off" ]; then rs=x; off=0; fi

@@ -14,7 +14,8 @@ import type { ProcInfo, RunProcesses } from '../remote/types.js';
 import { currentActor, readOnlyMode, recordAction } from './control.js';
 import type { GpuInventory, LaunchPlan } from './profiles.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
-import { readLaunchPlan, writeJsonAtomic } from './supervisor/state.js';
+import { writeOwnAtomic } from './ownfiles.js';
+import { readLaunchPlan } from './supervisor/state.js';
 
 export const ADOPT_FILE = 'launch.json';
 
@@ -184,10 +185,8 @@ export async function recordAdoption(host: Host, outDir: string, procs: RunProce
     procs: nprocOf(argv) ?? Math.max(1, procs.ranks.length),
     stdout,
   };
-  await host.mkdirp(join(dirs.outDir, NSA_DIR));
   const path = join(dirs.outDir, NSA_DIR, ADOPT_FILE);
-  if (host.kind === 'local') writeJsonAtomic(path, rec);
-  else await host.writeFile(path, `${JSON.stringify(rec, null, 2)}\n`);
+  await writeOwnAtomic(host, dirs.outDir, `${NSA_DIR}/${ADOPT_FILE}`, `${JSON.stringify(rec, null, 2)}\n`);
   seen.set(key, 'recorded');
   const actor = await currentActor(host);
   const what = `${kind} pid ${launcher.pid} in ${info.cwd}: ${argv.join(' ')}${rec.config ? ` (CONFIG=${rec.config})` : ''}`;

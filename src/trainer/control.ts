@@ -13,6 +13,7 @@ import type { ProcInfo } from '../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from './checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './control-types.js';
 import type { RunSnapshot } from './snapshot.js';
+import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
 import { readSupervisorState } from './supervisor/state.js';
 
@@ -37,8 +38,9 @@ export interface ControlOptions {
   readOnly?: boolean;
 }
 
+/** the one read-only switch (src/trainer/ownfiles.ts): every write there refuses it again */
 export function readOnlyMode(opts?: ControlOptions): boolean {
-  return opts?.readOnly === true || process.env.NSA_TOP_READ_ONLY === '1';
+  return ownReadOnly(opts);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,13 +208,14 @@ export async function readActions(host: Host, runDir: string, limit?: number): P
 
 const MAX_DETAIL = 2000;
 
-/** Appends one record as one O_APPEND line (short enough to stay one write). */
+/**
+ * Appends one record as one O_APPEND line (short enough to stay one write), through
+ * src/trainer/ownfiles.ts: never through a link, never outside the run, never in read-only mode.
+ */
 export async function recordAction(host: Host, runDir: string, rec: ActionRecord): Promise<void> {
   const { outDir } = await resolveRunDirs(host, runDir);
-  const dir = join(outDir, NSA_DIR);
-  await host.mkdirp(dir);
   const clean: ActionRecord = { ...rec, detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail };
-  await host.appendFile(join(dir, ACTIONS_FILE), `${JSON.stringify(clean)}\n`);
+  await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, `${JSON.stringify(clean)}\n`);
 }
 
 function makeRecord(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>, result: ActionRecord['result'], detail: string): ActionRecord {
@@ -384,6 +387,8 @@ export async function dumpAll(
     return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: 'read-only mode' })), pySpy: false };
   }
   const { outDir } = await resolveRunDirs(host, runDir);
+  const unaudited = await actionLogRefusal(host, outDir, opts);
+  if (unaudited) return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: unaudited })), pySpy: false };
   const stagger = Math.max(1100, opts.staggerMs ?? 1100);
   const waitMs = opts.waitMs ?? 8000;
   const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
@@ -535,17 +540,34 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
   }
 }
 
-/** Writes .HALT unless one is there already (whose reason is then kept and reported). */
+/**
+ * Writes .HALT unless one is there already (whose reason is then kept and reported). A .HALT that
+ * is not a regular file (a directory, a link) is reported as such, never written through. A .HALT
+ * created but left without its reason (a full disk) is ours: said so, not taken for someone else's.
+ */
 async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wrote: boolean; existing: string | null }> {
   const path = join(outDir, '.HALT');
   try {
-    await host.writeFile(path, haltContent('manual_stop', actor), { exclusive: true });
+    await createOwn(host, outDir, '.HALT', haltContent('manual_stop', actor));
     return { wrote: true, existing: null };
   } catch (e) {
+    if (e instanceof OwnWriteError && e.partial) throw new OwnWriteError(path, `${e.message} — the empty .HALT is nsa-top's own and still stops the trainer at its next step`, e.code, true);
+    if (e instanceof OwnWriteError && e.code !== 'EEXIST') throw e;
+    const st = await host.stat(path).catch(() => null);
+    if (st && !st.isFile) return { wrote: false, existing: `not a regular file (${st.isDir ? 'a directory' : 'a special file'})` };
     const existing = await readSmall(host, path);
+    if (existing !== null && existing.trim() === '') return { wrote: false, existing: await emptyHaltWhy(host, outDir, path) };
     if (existing !== null) return { wrote: false, existing: existing.trim() };
     throw e;
   }
+}
+
+/** Whose is an empty .HALT: nsa-top's own cut-short write (its action log says so), or unknown. */
+async function emptyHaltWhy(host: Host, outDir: string, path: string): Promise<string> {
+  const recs = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
+  const own = recs.reverse().find((r) => r.target.path === path && r.target.partial === true);
+  if (own) return `empty: nsa-top's own write cut short at ${new Date(own.ts).toISOString()} by ${own.who.user} (${own.detail.replace(/^could not write \.HALT: /, '').slice(0, 120)}); it still stops the trainer`;
+  return 'empty: no reason given (a bare touch)';
 }
 
 /**
@@ -583,6 +605,8 @@ export async function requestHalt(
   const { outDir } = await resolveRunDirs(host, runDir);
   const haltPath = join(outDir, '.HALT');
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, { path: haltPath });
+  const unaudited = await actionLogRefusal(host, outDir, opts);
+  if (unaudited) return makeRecord(host, actor, kind, { path: haltPath }, 'refused', unaudited);
   if (mode === 'after-checkpoint') {
     // "the next checkpoint" is one written after now (by mtime), not a step number above the old
     // maximum: after a resume the real trainer counts from step 1 again
@@ -617,7 +641,8 @@ export async function requestHalt(
     const w = await writeHalt(host, outDir, actor);
     return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`));
   } catch (e) {
-    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', `could not write .HALT: ${(e as Error).message}`));
+    const partial = e instanceof OwnWriteError && e.partial;
+    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath, ...(partial ? { partial: true } : {}) }, 'failed', `could not write .HALT: ${(e as Error).message}`));
   }
 }
 
@@ -629,6 +654,8 @@ export async function escalate(host: Host, runDir: string, ranks: RankTarget[], 
   const kind: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
   const target = { signal: sig, ranks: ranks.map(targetOf) };
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, target);
+  const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
+  if (unaudited) return makeRecord(host, actor, kind, target, 'refused', unaudited);
   const sent: number[] = [];
   const notes: string[] = [];
   for (const t of [...ranks].sort((a, b) => a.rank - b.rank)) {
@@ -658,11 +685,17 @@ export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, 
   const { outDir } = await resolveRunDirs(host, runDir);
   const path = join(outDir, '.HALT');
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'remove-stale-halt', { path });
+  const unaudited = await actionLogRefusal(host, outDir, opts);
+  if (unaudited) return makeRecord(host, actor, 'remove-stale-halt', { path }, 'refused', unaudited);
+  const st = await host.stat(path).catch(() => undefined);
+  if (st && !st.isFile)
+    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`));
   const content = await readSmall(host, path);
-  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
+  if (content === null && st === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
+  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', 'could not read .HALT (to record what it said): not removed'));
   const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
   try {
-    await host.remove(path);
+    await removeOwn(host, outDir, '.HALT', opts);
   } catch (e) {
     return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path, content: content.trim() }, 'failed', `could not remove .HALT: ${(e as Error).message}`));
   }
@@ -719,6 +752,8 @@ export async function acknowledgeAlert(host: Host, runDir: string, alert: AlertR
 export async function pySpyDump(host: Host, runDir: string, target: RankTarget, actor: Actor, opts: ControlOptions & { timeoutMs?: number } = {}): Promise<ActionRecord & { file: string | null }> {
   const t = targetOf(target);
   if (readOnlyMode(opts)) return { ...refusedReadOnly(host, actor, 'py-spy-dump', t), file: null };
+  const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
+  if (unaudited) return { ...makeRecord(host, actor, 'py-spy-dump', t, 'refused', unaudited), file: null };
   const v = await verifyRank(host, target);
   if (!v.ok) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))), file: null };
   const unproven = await proveTarget(host, runDir, target);
@@ -729,9 +764,10 @@ export async function pySpyDump(host: Host, runDir: string, target: RankTarget, 
     return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', why))), file: null };
   }
   const { outDir } = await resolveRunDirs(host, runDir);
-  const file = join(outDir, `pyspy_${Math.floor(host.now() / 1000)}_rank${target.rank}_${target.pid}.txt`);
+  const name = `pyspy_${Math.floor(host.now() / 1000)}_rank${target.rank}_${target.pid}.txt`;
+  const file = join(outDir, name);
   try {
-    await host.writeFile(file, r.stdout, { exclusive: true });
+    await createOwn(host, outDir, name, r.stdout, opts);
   } catch (e) {
     return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', `could not save: ${(e as Error).message}`))), file: null };
   }

@@ -9,13 +9,14 @@
 // requests.json is changed only under a lock file (read-modify-write, temp + rename), so a cancel
 // and the owner's ".HALT now" cannot both win: whichever takes the lock first decides.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, readProc, verifyProcess } from '../remote/procs.js';
 import { selfCommand } from '../self.js';
 import { type ActionRecord, activeRequest, type Actor, type ControlRequest, type RequestsFile } from './control-types.js';
 import { checkpointWrittenSince, haltContent, readOnlyMode, recordAction, type ControlOptions } from './control.js';
+import { createOwnSync, openOwnAppendSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './supervisor/rundirs.js';
 import { readLaunchPlan, readSupervisorState } from './supervisor/state.js';
 
@@ -82,14 +83,14 @@ function pidAlive(pid: number): boolean {
 
 /** Runs fn on the requests under the lock and writes the result back atomically. Local only. */
 export async function updateRequests<T>(outDir: string, fn: (reqs: ControlRequest[]) => T): Promise<T> {
+  // every write here goes through src/trainer/ownfiles.ts: never through a link, not in read-only mode
   const dir = join(outDir, NSA_DIR);
-  mkdirSync(dir, { recursive: true });
+  const lockRel = `${NSA_DIR}/${LOCK_FILE}`;
   const lock = join(dir, LOCK_FILE);
   const until = Date.now() + 10_000;
   for (;;) {
     try {
-      closeSync(openSync(lock, 'wx'));
-      writeFileSync(lock, `${process.pid}\n`);
+      createOwnSync(outDir, lockRel, `${process.pid}\n`);
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
@@ -105,7 +106,7 @@ export async function updateRequests<T>(outDir: string, fn: (reqs: ControlReques
     }
     if (stale) {
       try {
-        unlinkSync(lock);
+        removeOwnSync(outDir, lockRel);
       } catch {
         /* someone else broke it */
       }
@@ -121,14 +122,11 @@ export async function updateRequests<T>(outDir: string, fn: (reqs: ControlReques
     const finished = reqs.filter((r) => r.state !== 'pending' && r.state !== 'halt-written');
     const drop = new Set(finished.slice(0, Math.max(0, finished.length - KEEP_FINISHED)).map((r) => r.id));
     const file: RequestsFile = { version: 1, requests: reqs.filter((r) => !drop.has(r.id)) };
-    const path = join(dir, REQUESTS_FILE);
-    const tmp = `${path}.${process.pid}.tmp`;
-    writeFileSync(tmp, `${JSON.stringify(file, null, 1)}\n`);
-    renameSync(tmp, path);
+    writeOwnAtomicSync(outDir, `${NSA_DIR}/${REQUESTS_FILE}`, `${JSON.stringify(file, null, 1)}\n`);
     return out;
   } finally {
     try {
-      unlinkSync(lock);
+      removeOwnSync(outDir, lockRel);
     } catch {
       /* broken as stale by someone else */
     }
@@ -292,7 +290,7 @@ export class RequestOwner {
         const x = all.find((y) => y.id === r.id);
         if (!x || x.state !== 'pending' || !this.mine(x)) return { req: x ? { ...x } : null, wrote: false, err: null as string | null };
         try {
-          writeFileSync(haltPath, haltContent('manual_stop', x.who), { flag: 'wx' });
+          createOwnSync(this.outDir, '.HALT', haltContent('manual_stop', x.who));
         } catch (e) {
           if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return { req: { ...x }, wrote: false, err: (e as Error).message };
         }
@@ -360,10 +358,12 @@ export class RequestOwner {
 // the agent process (`nsa-top agent`, internal)
 
 /** One agent per out_dir: an exclusive lock file with pid + start time; a dead holder's is replaced. */
-async function takeAgentLock(host: Host, path: string, me: OwnerIdentity): Promise<boolean> {
+async function takeAgentLock(host: Host, outDir: string, me: OwnerIdentity): Promise<boolean> {
+  const rel = `${NSA_DIR}/${AGENT_LOCK}`;
+  const path = join(outDir, rel);
   for (let i = 0; i < 3; i++) {
     try {
-      writeFileSync(path, `${JSON.stringify({ pid: me.pid, startTime: me.startTime })}\n`, { flag: 'wx' });
+      createOwnSync(outDir, rel, `${JSON.stringify({ pid: me.pid, startTime: me.startTime })}\n`);
       return true;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return false;
@@ -376,7 +376,7 @@ async function takeAgentLock(host: Host, path: string, me: OwnerIdentity): Promi
       continue;
     }
     try {
-      unlinkSync(path);
+      removeOwnSync(outDir, rel);
     } catch {
       /* raced */
     }
@@ -389,8 +389,7 @@ export async function runAgent(host: Host, outDir: string, opts: { tickMs?: numb
   const info = await readProc(host, process.pid).catch(() => null);
   const me: OwnerIdentity = { kind: 'agent', pid: process.pid, startTime: info?.startTime ?? '' };
   const lock = join(outDir, NSA_DIR, AGENT_LOCK);
-  mkdirSync(join(outDir, NSA_DIR), { recursive: true });
-  if (!(await takeAgentLock(host, lock, me))) {
+  if (!(await takeAgentLock(host, outDir, me))) {
     say('another agent carries this run\'s requests: nothing to do');
     return 0;
   }
@@ -410,7 +409,7 @@ export async function runAgent(host: Host, outDir: string, opts: { tickMs?: numb
     }
   } finally {
     try {
-      if (JSON.parse(readFileSync(lock, 'utf8')).pid === process.pid) unlinkSync(lock);
+      if (JSON.parse(readFileSync(lock, 'utf8')).pid === process.pid) removeOwnSync(outDir, `${NSA_DIR}/${AGENT_LOCK}`);
     } catch {
       /* not ours */
     }
@@ -421,8 +420,7 @@ export async function runAgent(host: Host, outDir: string, opts: { tickMs?: numb
 
 function spawnAgent(outDir: string): number {
   const [node, ...pre] = selfCommand();
-  mkdirSync(join(outDir, NSA_DIR), { recursive: true });
-  const fd = openSync(join(outDir, NSA_DIR, AGENT_LOG), 'a');
+  const fd = openOwnAppendSync(outDir, `${NSA_DIR}/${AGENT_LOG}`);
   try {
     const env: NodeJS.ProcessEnv = { ...process.env, [AGENT_ENV]: outDir };
     delete env.NSA_TOP_RUN_DIR;

@@ -511,6 +511,11 @@ export class RunModel {
         if (e.name === 'tb') this.hasTbDir = true;
         // a directory named like an artifact is reported by name, never read
         else if (classify(e.name).kind !== 'other') this.refused.set(e.name, 'not a regular file (a directory): not read');
+        // the real trainer only asks whether .HALT exists: a directory stops it as well
+        if (e.name === '.HALT') {
+          haltSeen = true;
+          this.halt = { present: true, content: '[not a regular file: a directory]', mtimeMs: e.mtimeMs };
+        }
         continue;
       }
       const k = classify(e.name);

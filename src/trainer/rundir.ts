@@ -75,8 +75,12 @@ export async function resolveRunDir(host: Host, arg: string | undefined, cwd: st
  * out_dir (run.info `out_dir:`), and the trainer's stdout from the launcher dir's train.log when the
  * two differ (the real trainer's layout, contract §1.21).
  */
-export async function openRunModel(host: Host, dir: string, opts: RunModelOptions = {}): Promise<{ model: RunModel; runDir: string; outDir: string }> {
-  let dirs: { runDir: string; outDir: string } = { runDir: dir, outDir: dir };
+export async function openRunModel(
+  host: Host,
+  dir: string,
+  opts: RunModelOptions = {},
+): Promise<{ model: RunModel; runDir: string; outDir: string; outDirProblem?: string }> {
+  let dirs: { runDir: string; outDir: string; outDirProblem?: string } = { runDir: dir, outDir: dir };
   try {
     dirs = await resolveRunDirs(host, dir);
   } catch {
@@ -90,5 +94,5 @@ export async function openRunModel(host: Host, dir: string, opts: RunModelOption
     const pick = pickLog(present);
     if (pick) logPath = join(dirs.runDir, pick.name);
   }
-  return { model: new RunModel(host, outDir, { ...opts, logPath }), runDir: dirs.runDir, outDir };
+  return { model: new RunModel(host, outDir, { ...opts, logPath }), runDir: dirs.runDir, outDir, ...(dirs.outDirProblem ? { outDirProblem: dirs.outDirProblem } : {}) };
 }

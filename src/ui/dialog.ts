@@ -123,6 +123,8 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       const lines: Line[] = [];
       const age = (now - d.startedAt) / 1000;
       const req = d.mode === 'after-checkpoint' ? trackedRequest(s, d.startedAt) : null;
+      // a refused or failed request wrote nothing: never say it did
+      const notTaken = d.result !== null && (d.result.result === 'refused' || d.result.result === 'failed');
       const supervised = !!s.supervisor && ['starting', 'running', 'backoff', 'stopping'].includes(s.supervisor.state);
       if (d.mode === 'after-checkpoint') {
         if (req) {
@@ -131,7 +133,8 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
           lines.push([t(`${req.state === 'pending' ? 'pending' : req.state}: `, role, { bold: true }), t(clean(req.note), role)]);
           lines.push([t(`requested by ${clean(req.who.user)} at ${new Date(req.ts).toISOString().slice(11, 19)} · carried by ${owner} (outlives this cockpit)`, 'dim')]);
         } else lines.push([t('handing the request to a detached process…', 'info')]);
-      } else lines.push([t(supervised ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace' : '.HALT written: ranks stop before their next micro-step', 'info')]);
+      } else if (notTaken) lines.push([t(`no .HALT requested: ${d.result!.result}`, 'crit', { bold: true })]);
+      else lines.push([t(supervised ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace' : '.HALT written: ranks stop before their next micro-step', 'info')]);
       if (d.result && !(d.mode === 'after-checkpoint' && req && d.result.ok)) lines.push(...wrap(clean(d.result.detail), W - 4).map((l) => [t(l, d.result!.ok ? 'dim' : 'crit')]));
       if (supervised && s.supervisor?.note) lines.push([t(`supervisor: ${clean(s.supervisor.note)}`, 'dim')]);
       const rows = rankRows(s, now);
@@ -147,14 +150,16 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       if (d.escalation) lines.push([t(`${d.escalation.sig} sent${d.escalation.result ? `: ${clean(d.escalation.result.detail)}` : '…'}`, d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info')]);
       if (done) lines.push([t(`all ranks stopped after ${dur(age)} — r relaunches`, 'ok', { bold: true })]);
       const blocked = escalationGate(s, now);
-      if (!done && (blocked === null || d.escalation)) {
+      if (notTaken && d.mode === 'now') {
+        /* nothing was requested: nothing to escalate from here */
+      } else if (!done && (blocked === null || d.escalation)) {
         lines.push([t(`${alive} rank(s) still running after the grace: `, 'warn'), t('i', 'accent', { bold: true }), t(' SIGINT  '), t('K', 'accent', { bold: true }), t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined)]);
       } else if (!done) lines.push([t(`SIGINT/SIGKILL not offered: ${blocked}`, 'dim')]);
       const keys: Line = [];
       if (req?.state === 'pending') keys.push(t('x', 'accent', { bold: true }), t(' cancel the request   '));
       keys.push(t(req && (req.state === 'pending' || req.state === 'halt-written') ? 'esc closes this window; the request stays in force' : 'esc closes this window', 'dim'));
       lines.push(keys);
-      return { title: `Halt (${d.mode === 'now' ? 'now' : 'after the next checkpoint'})`, role: 'warn', lines };
+      return { title: `Halt (${d.mode === 'now' ? 'now' : 'after the next checkpoint'})`, role: notTaken ? 'crit' : 'warn', lines };
     }
     case 'relaunch': {
       const name = s.run.identity.name;

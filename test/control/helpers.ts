@@ -22,8 +22,14 @@ setInterval(() => {}, 1000);
 process.stdout.write('ready\\n');
 `;
 
+/**
+ * A temp dir that is a run dir as far as nsa-top's writes go (src/trainer/ownfiles.ts writes only
+ * into a directory that holds a run): it carries an (empty) train.log.
+ */
 export function tempDir(tag: string): string {
-  return mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`));
+  const d = mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`));
+  writeFileSync(join(d, 'train.log'), '');
+  return d;
 }
 
 export interface Kid {

@@ -26,6 +26,7 @@ import {
   trainerRepo,
   type LaunchPlan,
 } from '../profiles.js';
+import { createOwn, ensureOwnDirsSync, openOwnAppendSync, removeOwn, writeOwnAtomic } from '../ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
 import { nsaDir, PLAN_FILE, SUPERVISE_ENV, readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG, writeJsonAtomic, writeStateLocal } from './state.js';
 
@@ -67,8 +68,7 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
 
 function spawnSupervisor(runDir: string, resume: boolean): number {
   const [node, ...pre] = selfCommand();
-  mkdirSync(nsaDir(runDir), { recursive: true });
-  const fd = openSync(join(nsaDir(runDir), SUPERVISOR_LOG), 'a');
+  const fd = openOwnAppendSync(runDir, `${NSA_DIR}/${SUPERVISOR_LOG}`);
   try {
     // The run dir travels in the environment, not argv: process discovery (src/remote/procs) matches
     // processes whose argv names the run dir, and the supervisor is not a rank.
@@ -111,6 +111,20 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
   } catch {
     return null;
   }
+}
+
+/**
+ * What a .HALT in `outDir` says, or null when there is none. One that is not a regular file (a
+ * directory stops the real trainer too: it only asks whether the name exists) or cannot be read
+ * still counts: it blocks a launch like a stale one.
+ */
+async function haltText(host: Host, outDir: string): Promise<string | null> {
+  const path = join(outDir, '.HALT');
+  const st = await host.stat(path).catch(() => undefined);
+  if (st === null) return null;
+  if (st && !st.isFile) return `not a regular file: ${st.isDir ? 'a directory' : 'a special file'} — remove it by hand`;
+  const text = await readSmall(host, path);
+  return text ?? 'present but unreadable';
 }
 
 /** Why `prog` cannot be started from `cwd`, or null when it can. */
@@ -202,15 +216,14 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
       }
     }
   }
-  await host.mkdirp(nsaDir(runDir));
   await host.mkdirp(plan.outDir);
-  writeJsonAtomic(join(nsaDir(runDir), PLAN_FILE), plan);
-  await host.writeFile(join(runDir, 'run.info'), runInfoText(plan, started));
+  writeJsonAtomic(runDir, PLAN_FILE, plan);
+  // the launcher dir was made just now (exclusive mkdir); the out_dir may be a fresh one
+  await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
   if (plan.outDir !== runDir) {
-    await host.mkdirp(join(plan.outDir, NSA_DIR));
-    writeJsonAtomic(join(plan.outDir, NSA_DIR, 'run.json'), { runDir, profile: plan.profile, started: started.toISOString() });
+    await writeOwnAtomic(host, plan.outDir, `${NSA_DIR}/run.json`, `${JSON.stringify({ runDir, profile: plan.profile, started: started.toISOString() }, null, 2)}\n`, { fresh: true });
   }
-  const halt = await readSmall(host, join(plan.outDir, '.HALT'));
+  const halt = await haltText(host, plan.outDir);
   if (halt !== null) {
     const note = `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1`;
     writeStateLocal(runDir, {
@@ -337,8 +350,8 @@ export function describePick(pick: ResumePick | null): string {
  * train.log, supervisor state) and the out_dir a pointer to it, like a launched real-trainer run.
  */
 async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<string> {
-  const base = join(rec.outDir, NSA_DIR, 'supervised');
-  await host.mkdirp(base);
+  // .nsa-top/supervised/ inside the run: made (or found) as real directories, never through a link
+  const base = ensureOwnDirsSync(rec.outDir, `${NSA_DIR}/supervised`);
   const started = new Date();
   let runDir = join(base, `${basename(rec.outDir)}_${stamp(started)}`);
   for (let i = 2; ; i++) {
@@ -352,10 +365,9 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
   }
   const plan = planFromAdoption(rec, runDir, await queryGpus(host));
   plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
-  await host.mkdirp(nsaDir(runDir));
-  writeJsonAtomic(join(nsaDir(runDir), PLAN_FILE), plan);
-  await host.writeFile(join(runDir, 'run.info'), runInfoText(plan, started));
-  writeJsonAtomic(join(rec.outDir, NSA_DIR, 'run.json'), { runDir, profile: plan.profile, started: started.toISOString(), adoptedFrom: rec.launcher.pid });
+  writeJsonAtomic(runDir, PLAN_FILE, plan);
+  await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
+  writeJsonAtomic(rec.outDir, 'run.json', { runDir, profile: plan.profile, started: started.toISOString(), adoptedFrom: rec.launcher.pid });
   return runDir;
 }
 
@@ -397,7 +409,7 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   }
   const prep = await prepareRelaunch(host, dir);
   if (prep.refusal) return log(mk('refused', prep.refusal));
-  const halt = await readSmall(host, join(outDir, '.HALT'));
+  const halt = await haltText(host, outDir);
   if (halt !== null) {
     if (!opts.removeStaleHalt)
       return log(mk('refused', `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`, { halt: halt.trim() }));
@@ -406,7 +418,7 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   }
   if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
   try {
-    await host.remove(join(nsaDir(runDir), STOP_FILE));
+    await removeOwn(host, runDir, `${NSA_DIR}/${STOP_FILE}`);
   } catch {
     /* none */
   }
@@ -471,8 +483,7 @@ export async function stopRun(host: Host, dir: string, actor: Actor, opts: Contr
   if (readOnlyMode(opts)) return { ts: Date.now(), who: actor, action: 'halt', target: { runDir }, result: 'refused', detail: 'read-only mode: no action taken' };
   const st = await readSupervisorState(host, runDir);
   if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
-    await host.mkdirp(nsaDir(runDir));
-    await host.writeFile(join(nsaDir(runDir), STOP_FILE), `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`);
+    await writeOwnAtomic(host, runDir, `${NSA_DIR}/${STOP_FILE}`, `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`);
     const plan = await readLaunchPlan(host, runDir);
     const g = plan ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)` : '';
     return { ts: Date.now(), who: actor, action: 'halt', target: { runDir, supervisorPid: st.supervisor!.pid }, result: 'started', detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged` };

@@ -1,11 +1,11 @@
 // <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the resolved
 // LaunchPlan): read through a Host by anyone, written atomically (temp + rename) by the supervisor.
-import { renameSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import type { SupervisorState } from '../control-types.js';
 import type { LaunchPlan } from '../profiles.js';
+import { writeOwnAtomicSync } from '../ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
 
 export const STATE_FILE = 'supervisor.json';
@@ -20,16 +20,16 @@ export function nsaDir(runDir: string): string {
   return join(runDir, NSA_DIR);
 }
 
-/** Local atomic write: readers never see a half-written file. */
-export function writeJsonAtomic(path: string, value: unknown): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
-  renameSync(tmp, path);
+/**
+ * Local atomic write of <dir>/.nsa-top/<name>: readers never see a half-written file, and neither
+ * .nsa-top nor the file is followed when it is a link (src/trainer/ownfiles.ts).
+ */
+export function writeJsonAtomic(dir: string, name: string, value: unknown): void {
+  writeOwnAtomicSync(dir, `${NSA_DIR}/${name}`, `${JSON.stringify(value, null, 2)}\n`);
 }
 
 export function writeStateLocal(runDir: string, s: SupervisorState): void {
-  mkdirSync(nsaDir(runDir), { recursive: true });
-  writeJsonAtomic(join(nsaDir(runDir), STATE_FILE), s);
+  writeJsonAtomic(runDir, STATE_FILE, s);
 }
 
 async function readJson<T>(host: Host, path: string): Promise<T | null> {

@@ -7,15 +7,16 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
-import { closeSync, existsSync, openSync, readFileSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { LocalHost } from '../../remote/local.js';
 import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { pickResumeCheckpoint } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
 import { escalate, recordAction, requestHalt, type RankTarget } from '../control.js';
 import { RequestOwner } from '../requests.js';
+import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../ownfiles.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
 
@@ -62,7 +63,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
   const me = await readProc(host, process.pid).catch(() => null);
   // One supervisor per run: two relaunches at once (two cockpits) must not start two trainers.
   const lockPath = join(nsaDir(runDir), LOCK_FILE);
-  const lockErr = await takeLock(host, lockPath, { pid: process.pid, startTime: me?.startTime ?? '' });
+  const lockErr = await takeLock(host, runDir, { pid: process.pid, startTime: me?.startTime ?? '' });
   if (lockErr) {
     process.stderr.write(`supervise: ${lockErr}\n`);
     return 4;
@@ -89,7 +90,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     Object.assign(st, patch, { updatedAt: Date.now() });
     writeStateLocal(runDir, st);
   };
-  const trainLog = openSync(join(runDir, 'train.log'), 'a');
+  const trainLog = openOwnAppendSync(runDir, 'train.log', { launcher: true });
   const say = (msg: string, fd = trainLog) => {
     const line = `[nsa-top supervisor] ${new Date().toISOString()} ${msg}\n`;
     try {
@@ -101,7 +102,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
   };
   const stopPath = join(nsaDir(runDir), STOP_FILE);
   // a stop request left from an earlier supervisor of this run does not apply to this one
-  if (existsSync(stopPath)) unlinkSync(stopPath);
+  if (existsSync(stopPath)) removeOwnSync(runDir, `${NSA_DIR}/${STOP_FILE}`);
   let stop: StopRequest | null = null;
   let current: { pid: number; startTime: string; done: Promise<ChildResult> } | null = null;
   let escalating: Promise<void> | null = null;
@@ -291,7 +292,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     // --- smoke phase
     if (st.phase === 'smoke' && plan.smoke) {
       const s = plan.smoke;
-      const smokeLog = openSync(s.log, 'a');
+      const smokeLog = openOwnAppendSync(dirname(s.log), basename(s.log), { launcher: true });
       save({ state: 'running', note: `smoke phase: ${s.command.join(' ')}` });
       say(`smoke: ${s.command.join(' ')} (log ${s.log})`);
       let timedOut = false;
@@ -430,7 +431,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     say(`supervisor done: ${st.state}${st.note ? ` — ${st.note}` : ''}`);
     closeSync(trainLog);
     try {
-      if (JSON.parse(readSmall(lockPath) ?? '{}').pid === process.pid) unlinkSync(lockPath);
+      if (JSON.parse(readSmall(lockPath) ?? '{}').pid === process.pid) removeOwnSync(runDir, `${NSA_DIR}/${LOCK_FILE}`);
     } catch {
       /* not ours, or gone */
     }
@@ -450,10 +451,12 @@ function adoptedResult(outDir: string, startedMs: number | null): ChildResult {
 }
 
 /** Exclusive lock file holding pid + start time; a holder that is no longer alive is replaced. */
-async function takeLock(host: LocalHost, path: string, me: { pid: number; startTime: string }): Promise<string | null> {
+async function takeLock(host: LocalHost, runDir: string, me: { pid: number; startTime: string }): Promise<string | null> {
+  const rel = `${NSA_DIR}/${LOCK_FILE}`;
+  const path = join(runDir, rel);
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      writeFileSync(path, `${JSON.stringify(me)}\n`, { flag: 'wx' });
+      createOwnSync(runDir, rel, `${JSON.stringify(me)}\n`);
       return null;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return `cannot create ${path}: ${(e as Error).message}`;
@@ -471,7 +474,7 @@ async function takeLock(host: LocalHost, path: string, me: { pid: number; startT
         return `another supervisor (pid ${holder.pid}) already runs this run`;
     }
     try {
-      unlinkSync(path); // stale: its supervisor is gone
+      removeOwnSync(runDir, rel); // stale: its supervisor is gone
     } catch {
       /* someone else removed it */
     }
