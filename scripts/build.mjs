@@ -33,6 +33,12 @@ const result = await build({
   // the bundled CommonJS (yaml) calls require('process'): give each ESM chunk a real require
   banner: { js: "import { createRequire as __nsaTopRequire } from 'node:module'; const require = __nsaTopRequire(import.meta.url);" },
 });
+// A bundled CommonJS package reached by a dynamic import() lands in a chunk whose only export is
+// `default` (esbuild), so `const { x } = await import('pkg')` would be undefined at run time: refuse.
+for (const out of Object.keys(result.metafile.outputs)) {
+  if (out.endsWith('.js') && /^export default require_/m.test(readFileSync(out, 'utf8')))
+    throw new Error(`build: ${out} is a bundled CommonJS package behind a dynamic import(); import it statically or through one of our modules`);
+}
 // Chunks of earlier builds would pile up: remove them only after the new ones are written, so a
 // process starting during a rebuild never finds dist/cli.js or its chunks missing.
 const written = new Set(Object.keys(result.metafile.outputs).map((o) => resolve(o)));

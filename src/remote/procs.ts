@@ -702,15 +702,15 @@ async function readYamlOutDir(host: Host, path: string): Promise<{ outDir: strin
   } catch (e) {
     return { outDir: null, error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}` };
   }
-  try {
-    const { parseDocument } = await import('yaml');
-    const doc = parseDocument(text).toJS() as { train?: { out_dir?: unknown } } | null;
-    const od = doc?.train?.out_dir;
-    if (typeof od === 'string' && od.length > 0) return { outDir: od, error: null };
-    return { outDir: null, error: `${path}: no train.out_dir` };
-  } catch (e) {
-    return { outDir: null, error: `${path}: ${(e as Error).message}` };
-  }
+  // the readers' parser (depth-bounded, no warnings on stderr), loaded only when a CONFIG is to be read.
+  // Not `import('yaml')` here: yaml is bundled as CommonJS, and a dynamic import of its chunk has no
+  // named exports (parseDocument was undefined in the built CLI).
+  const { parseTrainerConfig } = await import('../trainer/readers/config.js');
+  const r = parseTrainerConfig(text);
+  if (!r.ok) return { outDir: null, error: `${path}: ${r.error}` };
+  const od = r.value.train?.out_dir;
+  if (typeof od === 'string' && od.length > 0) return { outDir: od, error: null };
+  return { outDir: null, error: `${path}: no train.out_dir` };
 }
 
 /** Pure: given a process table, which processes are this run's. Exported for tests. */
