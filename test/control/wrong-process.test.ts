@@ -259,6 +259,8 @@ test('over SSH (loopback sshd): a heartbeat naming an unrelated python signals n
     // over SSH and answers
     const good = join(tmp, 'over-ssh-good');
     mkdirSync(good, { recursive: true });
+    // a run dir holds a run's artifacts (nsa-top writes its action log into nothing else)
+    writeFileSync(join(good, 'env.json'), JSON.stringify({ env: {} }));
     kids.push(await startKid(host, good));
     const gp = await findRunProcesses(remote, good, { heartbeatPids: [] });
     assert.deepEqual(gp.ranks.map((r) => r.proc.pid), [kids[0]!.pid]);
