@@ -1,7 +1,7 @@
 // `nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json|--md]`: grade a finished or live run against
 // the runbooks' acceptance phases with evidence, using the same rules as the cockpit and the
 // watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
-import { jsonSafe, sanitizeText } from '../sanitize.js';
+import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import asciichart from 'asciichart';
 import { isAbsolute, join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
@@ -155,7 +155,7 @@ export async function run(argv: string[]): Promise<number> {
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
   const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, dir);
-  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${outDirProblem}\n`);
+  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(outDirProblem)}\n`); // run.info is input
   const launched = await readLaunched(host, launcherDir);
   await model.poll();
   // a second poll settles checkpoint completeness (size stable); the history is read below, whole

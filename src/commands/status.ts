@@ -1,7 +1,7 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
-import { jsonSafe, sanitizeText } from '../sanitize.js';
+import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local.js';
@@ -104,7 +104,7 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
   const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, runDir);
-  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${outDirProblem}\n`);
+  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(outDirProblem)}\n`); // run.info is input
   let snap = await model.poll();
   if (full) {
     const started = Date.now();

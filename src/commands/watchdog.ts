@@ -163,7 +163,7 @@ export async function run(argv: string[]): Promise<number> {
       const bad = unjudgeable(snap, dirs.outDir);
       if (bad) throw new CliError(`watchdog: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, dirs.outDir))) || bad}`, 2);
     }
-    if (dirs.outDirProblem) process.stderr.write(`nsa-top watchdog: ${dirs.outDirProblem}\n`);
+    if (dirs.outDirProblem) process.stderr.write(`nsa-top watchdog: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
     const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
     try {
       return await wd.loop(a.once);
