@@ -1,7 +1,7 @@
 // Stack dump sets: the newest set of dumps (one per rank, written within a few seconds of each
 // other), grouped by identical stacks so the odd rank stands out. Pure functions of the snapshot.
 import type { StackDump, StackFrame } from '../trainer/snapshot.js';
-import { dumpPlace, mainThreadFrames } from '../trainer/stackdump.js';
+import { dumpPlace, dumpTimeMs, mainThreadFrames } from '../trainer/stackdump.js';
 
 export interface DumpMember {
   dump: StackDump;
@@ -75,5 +75,5 @@ export function newestDumpSet(dumps: StackDump[], pidToRank: Map<number, number>
   }
   const groups = [...bySig.values()].sort((a, b) => b.members.length - a.members.length);
   if (oddRank !== null) for (const g of groups) g.odd = g.members.some((m) => m.rank === oddRank) && groups.length > 1;
-  return { at: newest.mtimeMs, kind: newest.kind, dumps: uniq, groups };
+  return { at: dumpTimeMs(newest), kind: newest.kind, dumps: uniq, groups };
 }
