@@ -54,7 +54,9 @@ export function identityLine(s: CockpitState): Line {
   if (tr?.batchSize != null) parts.push([t(`batch ${tr.batchSize}${tr.accum && tr.accum > 1 ? `×${tr.accum}` : ''}`)]);
   if (id.dataset) {
     const synth = s.run.data.syntheticFallback;
-    parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth ? 'crit' : undefined)]);
+    // coloured by the synthetic-data rule's alert, when it holds
+    const tell = s.alerts.find((a) => a.rule === 'synthetic-data' && a.severity !== 'info');
+    parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth && tell ? HEALTH_ROLE[tell.severity] : undefined)]);
   }
   parts.push([t(`CONFIG=${id.config ?? '(default)'}`, id.config ? 'dim' : 'warn')]);
   if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
