@@ -176,7 +176,6 @@ export class Collector {
     void this.loop();
     // a poll stuck on a dropped connection must not leave a live-looking frame on screen
     this.staleTimer = setInterval(() => this.checkStuck(), 1000);
-    this.staleTimer.unref?.();
   }
 
   stop(): void {
