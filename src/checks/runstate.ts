@@ -4,7 +4,7 @@
 // RUNNING at once: the watchdog's 180 s floor governs what it does, not what the operator sees).
 import { isToolProcess } from '../remote/procs.js';
 import type { Ctx } from './context.js';
-import type { StallInfo } from './rules.js';
+import { oddRankFromDumps, oddRankFromGpus, type StallInfo } from './rules.js';
 import { fmtS } from './stats.js';
 import type { Culprit, Health, RunState } from './types.js';
 
@@ -109,9 +109,17 @@ export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
   const d = ctx.alive.find((r) => r.proc.state === 'D');
   if (d && ctx.alive.length > 1) return { rank: d.rank, why: `rank ${d.rank} (pid ${d.proc.pid}) is ${STATE_TXT.D} (wchan ${d.proc.wchan ?? '?'})` };
   if (si.oddRank !== null) {
-    const r = ctx.ranks.find((x) => x.rank === si.oddRank);
-    const others = ctx.ranks.filter((x) => x.rank !== si.oddRank && x.lastStep !== null);
-    return { rank: si.oddRank, why: `rank ${si.oddRank} lags${r?.lastStep != null && others.length ? ` (its last beat is step ${r.lastStep}, rank(s) ${others.map((o) => `${o.rank}@${o.lastStep}`).join(', ')})` : ''}` };
+    const rank = si.oddRank;
+    const r = ctx.ranks.find((x) => x.rank === rank);
+    const others = ctx.ranks.filter((x) => x.rank !== rank && x.lastStep !== null);
+    if (r?.lastStep != null && others.length && others.every((o) => o.lastStep! > r.lastStep!)) {
+      return { rank, why: `rank ${rank} lags: its last beat is step ${r.lastStep}, rank(s) ${others.map((o) => `${o.rank}@${o.lastStep}`).join(', ')}` };
+    }
+    const dump = oddRankFromDumps(ctx);
+    if (dump?.rank === rank) return { rank, why: `rank ${rank}'s stack dump shows ${dump.where} while the others are in ${dump.others}` };
+    const g = oddRankFromGpus(ctx);
+    if (g?.rank === rank) return { rank, why: `rank ${rank}'s GPU ${g.gpu} is idle while the others spin in the collective` };
+    return { rank, why: `rank ${rank} is behind the others` };
   }
   if (si.stalledRanks.length === 1) {
     const r = ctx.ranks.find((x) => x.rank === si.stalledRanks[0]);
