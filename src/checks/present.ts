@@ -31,10 +31,11 @@ export function rankHealth(ctx: Ctx, si: StallInfo, state: RunState, alerts: rea
       out.push({ rank, health: 'ok', why: 'heartbeat file left by an earlier launch' });
       continue;
     }
-    for (const a of alerts) if (a.rank === rank) raise(a.severity === 'info' ? 'info' : a.severity, a.title);
+    // the most specific evidence first: the verdict naming the rank, then the state's culprit, then alerts
     const verdict = verdicts.find((v) => v.rank === rank);
     if (verdict) raise('critical', verdict.text);
     if (culprit?.rank === rank) raise('critical', culprit.why);
+    for (const a of alerts) if (a.rank === rank) raise(a.severity === 'info' ? 'info' : a.severity, a.title);
     const st = proc?.proc.state;
     if (st === 'Z' || st === 'X') raise('critical', `process is ${st === 'Z' ? 'a zombie' : 'dead'}`);
     // a rank's own per-step heartbeat overdue by the run's cadence (rank 0 always beats; others only with beats)

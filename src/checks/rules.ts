@@ -757,7 +757,7 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   if (spin.length > 0 && (spin.length === ctx.gpus.length || gOdd)) {
     v.push({ kind: 'collective-spin', text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${fmtS(si.frozenS!)}` });
   }
-  if (hbAge !== null && hbAge < ctx.cadence.thresholdS) {
+  if (hbAge !== null && hbAge < si.overdueS) {
     v.push({ kind: 'heartbeat-without-progress', text: `heartbeats still written (last ${fmtS(hbAge)} ago) but the step has been frozen at ${ctx.run.step ?? 0} for ${fmtS(si.frozenS!)}${ctx.ranks.some((r) => r.lastMsg === 'watchdog_dump') ? ' — only in-process watchdog dumps' : ''}` });
   } else {
     v.push({ kind: 'all-silent', text: `all ranks silent: no heartbeat for ${hbAge === null ? '?' : fmtS(hbAge)}${ctx.procsKnown ? `, ${ctx.alive.length} process(es) alive` : ''}` });

@@ -268,7 +268,10 @@ export class Collector {
     let procs: RunProcesses | null = this.state?.procs ?? null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
     // metrics.json just written: look at the processes now (HALTING until none lives)
-    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) || hbPids !== this.procsPids || (run.ended && !this.state?.run.ended);
+    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) || hbPids !== this.procsPids || (run.ended && !this.state?.run.ended)
+      // stopping, or a named culprit whose run moves again (SIGCONT): the process table tells first
+      || (this.state?.runState === 'HALTING' && Date.now() - this.procsAt >= 1000)
+      || (this.state?.culprit != null && run.step !== this.state.run.step);
     if (procsDue) try {
       this.procsAt = Date.now();
       this.procsPids = hbPids;
