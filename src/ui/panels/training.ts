@@ -25,7 +25,8 @@ export const trainingPanel: PanelFn = ({ s, v, w, h }) => {
     [t('loss '), t(num(lossNow, 4), 'info', { bold: true }), ...(v.ema ? [t(' ema', 'dim')] : [])],
     r.lr != null ? [t(`lr ${r.lr.toExponential(2)}`, 'dim')] : null,
     val ? [t(`val ${num(val.value, 4)} @${val.step}`, 'info')] : null,
-    r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
+    // a rate only while the evaluation says the run advances (the chart keeps the history)
+    s.advancing === true && r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
     // coloured by the loss rule's alert (the checks judge), the count is only a fact
     r.series.loss.nonFinite ? [t(`${r.series.loss.nonFinite} non-finite`, nonFiniteRole(s))] : null,
   ]);
