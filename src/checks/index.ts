@@ -2,7 +2,7 @@
 // call Checker.evaluate, so they can never disagree. Pure: no I/O here (the command modules do it).
 import type { RunState } from './types.js';
 import { buildCtx, type CheckInput, type Ctx } from './context.js';
-import { gatesView, rankHealth } from './present.js';
+import { gatesView, gpuHealth, rankHealth } from './present.js';
 import {
   hangVerdicts, oddRankFromDumps, ruleAnomalyFile, ruleUnreadable, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
   ruleLoss, ruleMemory, ruleProcesses, ruleStall, ruleThroughput, stallInfo, type Draft, type MemSample,
@@ -10,13 +10,13 @@ import {
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { ruleSupervisor } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
-import type { Alert, ClearedAlert, Culprit, GatesView, HangVerdict, Health, RankHealth, Severity } from './types.js';
+import type { Alert, ClearedAlert, Culprit, GatesView, GpuHealth, HangVerdict, Health, RankHealth, Severity } from './types.js';
 
 export type { CheckInput, Launched } from './context.js';
 export type { Thresholds } from './thresholds.js';
 export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './thresholds.js';
 export { launchedFromRunInfo } from './launched.js';
-export type { Alert, ClearedAlert, Culprit, GateReading, GatesView, HangVerdict, Health, RankHealth, RunState, Severity } from './types.js';
+export type { Alert, ClearedAlert, Culprit, GateReading, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState, Severity } from './types.js';
 export { haltOutlook } from './present.js';
 export { STATE_HEALTH, staleVerdict } from './runstate.js';
 
@@ -48,6 +48,8 @@ export interface Evaluation {
   ranks: RankHealth[];
   /** gate readings against the thresholds in force; null without gate stats */
   gates: GatesView | null;
+  /** each GPU's readings judged, for the GPUs panel */
+  gpus: GpuHealth[];
   /** the odd rank of the stack dumps taken since the step froze (the rule's answer; the Dumps panel marks it) */
   dumpOdd: { rank: number; where: string; others: string } | null;
   /** the critical alerts the watchdog acts on (.anomaly_type, dumps, .HALT): conditions that hold now
@@ -128,6 +130,7 @@ export class Checker {
       noStepSinceMs: (rs.state === 'STALLED' || rs.state === 'HALTING') && lastAdvance !== null && (ctx.run.step ?? 0) > 0 ? lastAdvance : null,
       ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
       gates: gatesView(ctx, gates.haltIn, alerts),
+      gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,
       actOn: alerts.filter((x) => x.severity === 'critical' && !!x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:') && (x.id !== 'stall:run' || si.runStalled)),
       gateHaltIn: gates.haltIn,

@@ -3,7 +3,7 @@
 import type { Ctx } from './context.js';
 import { gateViolations, type StallInfo } from './rules.js';
 import { fmtS } from './stats.js';
-import type { Alert, Culprit, GateReading, GatesView, HangVerdict, Health, RankHealth, RunState } from './types.js';
+import type { Alert, Culprit, GateReading, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState } from './types.js';
 
 const ORDER: Record<Health, number> = { ok: 0, info: 1, warning: 2, critical: 3 };
 const worse = (a: Health, b: Health): Health => (ORDER[b] > ORDER[a] ? b : a);
@@ -91,4 +91,27 @@ export function haltOutlook(
   if (risk?.savesOnHalt) return { text: 'halting now loses nothing: this trainer saves a checkpoint when it sees .HALT', health: 'ok' };
   if (lost !== null) return { text: `halting now loses ${lost} step${lost === 1 ? '' : 's'} (the nsa-vibe trainer writes no checkpoint on HALT)`, health: lost > 0 ? 'warning' : 'ok' };
   return null;
+}
+
+/** GPU readings: memory near full (the memory rule's threshold critical, 85 % a warning), an idle
+ *  GPU, power at its limit (throttling), temperature near the throttle points. */
+export const GPU_MEM_WARN_FRAC = 0.85;
+export const GPU_IDLE_UTIL_PCT = 10;
+export const GPU_POWER_CAP_FRAC = 0.98;
+export const GPU_TEMP_WARN_C = 78;
+export const GPU_TEMP_CRIT_C = 85;
+
+export function gpuHealth(ctx: Ctx): GpuHealth[] {
+  const g = ctx.in.gpu;
+  if (!g || g.status !== 'ok') return [];
+  return g.devices.map((d) => {
+    const frac = d.memUsedMiB != null && d.memTotalMiB ? d.memUsedMiB / d.memTotalMiB : null;
+    return {
+      uuid: d.uuid,
+      mem: frac === null ? 'ok' : frac > ctx.t.gpuMemNearFrac ? 'critical' : frac > GPU_MEM_WARN_FRAC ? 'warning' : 'ok',
+      util: d.utilPct != null && d.utilPct < GPU_IDLE_UTIL_PCT ? 'warning' : 'ok',
+      power: d.powerW != null && d.powerLimitW ? (d.powerW > GPU_POWER_CAP_FRAC * d.powerLimitW ? 'warning' : 'ok') : 'ok',
+      temp: d.tempC == null ? 'ok' : d.tempC >= GPU_TEMP_CRIT_C ? 'critical' : d.tempC >= GPU_TEMP_WARN_C ? 'warning' : 'ok',
+    };
+  });
 }

@@ -76,3 +76,12 @@ export interface Culprit {
   rank: number;
   why: string;
 }
+
+/** One GPU's readings judged (the GPUs panel colours them as said). */
+export interface GpuHealth {
+  uuid: string;
+  mem: Health;
+  util: Health;
+  power: Health;
+  temp: Health;
+}

@@ -148,3 +148,24 @@ test('the halt dialog never says "loses nothing" while a rank is hung', async ()
   assert.match(text, /rank 1 .*stopped/);
   assert.match(text, /loses 11 steps \(since the checkpoint at step 20\)/);
 });
+
+test('the GPUs panel colours what the checks judge: memory near full, temperature, idle', async () => {
+  const { run, lastTs } = await live('single');
+  const dev = (o: Record<string, unknown>) => ({ index: 0, name: 'NVIDIA A100', uuid: 'GPU-0', mig: null, memUsedMiB: 20000, memTotalMiB: 81920, utilPct: 60, powerW: 250, powerLimitW: 400, tempC: 50, smClockMHz: null, memClockMHz: null, ...o });
+  const gpu = (o: Record<string, unknown>) => ({ status: 'ok' as const, at: lastTs, latencyMs: 5, apps: [], devices: [dev(o)] });
+  for (const [o, field, want] of [
+    [{ tempC: 90 }, 'temp', 'critical'],
+    [{ tempC: 80 }, 'temp', 'warning'],
+    [{ memUsedMiB: 80000 }, 'mem', 'critical'],
+    [{ utilPct: 2 }, 'util', 'warning'],
+  ] as const) {
+    const s = judgedState({ now: lastTs + 1000, run, procs: procsOf(['S']), gpu: gpu(o) });
+    const h = s.gpuHealth?.[0]?.[field];
+    assert.equal(h, want, `${JSON.stringify(o)}: ${field}`);
+    const shown = field === 'temp' ? `${o.tempC}°C` : field === 'util' ? `${o.utilPct}%` : null;
+    if (shown) {
+      const seg = frame(s).flatMap((l) => l).find((x) => x.text.trim() === shown);
+      assert.equal(seg?.role, HEALTH_ROLE[want], `${shown} coloured ${want}`);
+    }
+  }
+});
