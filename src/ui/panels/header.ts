@@ -58,7 +58,9 @@ export function identityLine(s: CockpitState): Line {
     const tell = s.alerts.find((a) => a.rule === 'synthetic-data' && a.severity !== 'info');
     parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth && tell ? HEALTH_ROLE[tell.severity] : undefined)]);
   }
-  parts.push([t(`CONFIG=${id.config ?? '(default)'}`, id.config ? 'dim' : 'warn')]);
+  // coloured by the identity rules (a wrong or missing CONFIG), else plain
+  const cfgAlert = s.alerts.find((a) => a.id === 'identity:config' || a.id === 'identity:no-config');
+  parts.push([t(`CONFIG=${id.config ?? '(default)'}`, cfgAlert ? HEALTH_ROLE[cfgAlert.severity] : 'dim')]);
   if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
   if (id.device || id.dtype) parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
   if (!m && id.worldSize == null && !flags.length) return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
