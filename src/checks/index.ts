@@ -117,9 +117,10 @@ export class Checker {
     const alerts = this.stamp(drafts, ctx.now);
     const rs = deriveRunState(ctx, si);
     const verdicts = hangVerdicts(ctx, si);
+    const sorted = sortAlerts(alerts);
     const lastAdvance = ctx.lastAdvanceTs;
     return {
-      alerts: sortAlerts(alerts),
+      alerts: sorted,
       history: this.history.slice(),
       verdicts,
       runState: rs.state,
@@ -132,7 +133,7 @@ export class Checker {
       gates: gatesView(ctx, gates.haltIn, alerts),
       gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,
-      actOn: alerts.filter((x) => x.severity === 'critical' && !!x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:') && (x.id !== 'stall:run' || si.runStalled)),
+      actOn: sorted.filter((x) => x.severity === 'critical' && !!x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:') && (x.id !== 'stall:run' || si.runStalled)),
       gateHaltIn: gates.haltIn,
       stallThresholdS: ctx.cadence.thresholdS,
       expectedIntervalS: ctx.cadence.expectedS,
