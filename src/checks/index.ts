@@ -1,21 +1,24 @@
 // src/checks: snapshots in, judgements out. The TUI, `nsa-top watchdog` and `nsa-top report` all
 // call Checker.evaluate, so they can never disagree. Pure: no I/O here (the command modules do it).
-import type { RunState } from '../cockpit/state.js';
+import type { RunState } from './types.js';
 import { buildCtx, type CheckInput, type Ctx } from './context.js';
+import { gatesView, gpuHealth, rankHealth } from './present.js';
 import {
-  hangVerdicts, ruleAnomalyFile, ruleUnreadable, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
+  hangVerdicts, oddRankFromDumps, ruleAnomalyFile, ruleUnreadable, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
   ruleLoss, ruleMemory, ruleProcesses, ruleStall, ruleThroughput, stallInfo, type Draft, type MemSample,
 } from './rules.js';
-import { deriveRunState } from './runstate.js';
+import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { ruleSupervisor } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
-import type { Alert, ClearedAlert, HangVerdict, Severity } from './types.js';
+import type { Alert, ClearedAlert, Culprit, GatesView, GpuHealth, HangVerdict, Health, RankHealth, Severity } from './types.js';
 
 export type { CheckInput, Launched } from './context.js';
 export type { Thresholds } from './thresholds.js';
 export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './thresholds.js';
 export { launchedFromRunInfo } from './launched.js';
-export type { Alert, ClearedAlert, HangVerdict, Severity } from './types.js';
+export type { Alert, ClearedAlert, Culprit, GateReading, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState, Severity } from './types.js';
+export { haltOutlook } from './present.js';
+export { STATE_HEALTH, staleVerdict } from './runstate.js';
 
 export interface Evaluation {
   /** alerts in force (critical first, then newest), including those clearing under hysteresis */
@@ -31,8 +34,28 @@ export interface Evaluation {
   stallThresholdS: number;
   /** expected seconds between rank-0 heartbeats from the run's own cadence; null until known */
   expectedIntervalS: number | null;
-  /** ms epoch at which the stall rule fires if nothing advances; null when the run is not live */
+  /** ms epoch at which the watchdog's stall threshold is crossed if nothing advances; null when the run is not live */
   stallDeadline: number | null;
+  /** how the state is to be shown */
+  stateHealth: Health;
+  /** the rank the evidence names when the run does not advance */
+  culprit: Culprit | null;
+  /** the run advances: step rate and ETA mean something */
+  advancing: boolean;
+  /** the step has not advanced since (ms) and the run is meant to be moving: "no step for …"; null otherwise */
+  noStepSinceMs: number | null;
+  /** per-rank health for the Ranks panel */
+  ranks: RankHealth[];
+  /** gate readings against the thresholds in force; null without gate stats */
+  gates: GatesView | null;
+  /** each GPU's readings judged, for the GPUs panel */
+  gpus: GpuHealth[];
+  /** the odd rank of the stack dumps taken since the step froze (the rule's answer; the Dumps panel marks it) */
+  dumpOdd: { rank: number; where: string; others: string } | null;
+  /** the critical alerts the watchdog acts on (.anomaly_type, dumps, .HALT): conditions that hold now
+   *  (not clearing), past its action threshold — the stall floor (NSA_WATCH_HEARTBEAT_STALL_S) — which
+   *  is not what the operator sees */
+  actOn: Alert[];
 }
 
 const SEV_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info: 2 };
@@ -93,12 +116,24 @@ export class Checker {
     ];
     const alerts = this.stamp(drafts, ctx.now);
     const rs = deriveRunState(ctx, si);
+    const verdicts = hangVerdicts(ctx, si);
+    const sorted = sortAlerts(alerts);
+    const lastAdvance = ctx.lastAdvanceTs;
     return {
-      alerts: sortAlerts(alerts),
+      alerts: sorted,
       history: this.history.slice(),
-      verdicts: hangVerdicts(ctx, si),
+      verdicts,
       runState: rs.state,
       runStateWhy: rs.why,
+      stateHealth: STATE_HEALTH[rs.state],
+      culprit: rs.culprit,
+      advancing: rs.state === 'RUNNING',
+      noStepSinceMs: (rs.state === 'STALLED' || rs.state === 'HALTING') && lastAdvance !== null && (ctx.run.step ?? 0) > 0 ? lastAdvance : null,
+      ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
+      gates: gatesView(ctx, gates.haltIn, alerts),
+      gpus: gpuHealth(ctx),
+      dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,
+      actOn: sorted.filter((x) => x.severity === 'critical' && !!x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:') && (x.id !== 'stall:run' || si.runStalled)),
       gateHaltIn: gates.haltIn,
       stallThresholdS: ctx.cadence.thresholdS,
       expectedIntervalS: ctx.cadence.expectedS,

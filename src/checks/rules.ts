@@ -1,12 +1,13 @@
 // The watchdog rules. Each is a pure function of the evaluation context (and, for the few that need
 // more than one snapshot, the Checker's bounded history). Each alert says what, since when and why.
-import type { ProcState } from '../remote/types.js';
+import type { ProcState, RankProc } from '../remote/types.js';
 import type { RunSnapshot, Series, SeriesPoint, StackDump } from '../trainer/snapshot.js';
 import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
 import { maxGateEntropyBound, type Thresholds } from './thresholds.js';
 import { claims125m, configBasename, cpuPeak, flopsPerToken, gpuPeak, isToyModel, knownConfig } from './flops.js';
 import { currentSegment, fmtNum, fmtS, linfit, median } from './stats.js';
+import { dumpPlace, dumpTimeMs } from '../trainer/stackdump.js';
 
 export type Draft = Omit<Alert, 'since'> & { since?: number };
 
@@ -22,15 +23,39 @@ const ago = (ctx: Ctx, ts: number) => fmtS(Math.max(0, (ctx.now - ts) / 1000));
 // Liveness: stall per rank and for the run; "step advanced" ≠ "heartbeat written" ≠ "process alive"
 
 export interface StallInfo {
-  /** the run-level step has not advanced for longer than the threshold */
+  /** the run-level step has not advanced for longer than the stall threshold: the watchdog's action threshold
+   *  (max(floor, factor × cadence); the 180 s floor and NSA_WATCH_HEARTBEAT_STALL_S govern it) */
   runStalled: boolean;
+  /** the step is overdue by the run's own cadence (max(lateFactor × expected, lateFloorS), never later than
+   *  the stall threshold): what the operator sees — the run is not advancing */
+  overdue: boolean;
+  /** seconds after the last advance at which the step is overdue */
+  overdueS: number;
   frozenS: number | null;
   /** ranks whose own per-step heartbeat stopped (only ranks that write per-step records) */
   stalledRanks: number[];
   /** the rank that lags the others (lowest last step among per-step writers) when one does */
   oddRank: number | null;
+  /** live rank processes stopped (T) or traced (t): they can never reach their next collective */
+  stopped: RankProc[];
+  /** ranks of this launch whose process is gone or a zombie while others still run */
+  dead: { rank: number; zombie: boolean }[];
   /** the run is live enough for a stall to mean something */
   live: boolean;
+  /** evidence says the run is not advancing: overdue, a stopped rank, or a dead one */
+  hung: boolean;
+}
+
+/** Seconds without a step advance after which a run is overdue by its own cadence (the state leaves RUNNING). */
+export function overdueAfterS(ctx: Ctx): number {
+  const { cadence } = ctx;
+  if (cadence.expectedS === null) return cadence.thresholdS;
+  return Math.min(cadence.thresholdS, Math.max(ctx.t.lateFactor * cadence.expectedS, ctx.t.lateFloorS));
+}
+
+/** Ranks leave at different moments of a normal end, a HALT or a NaN abort: those are not deaths. */
+function stopping(ctx: Ctx): boolean {
+  return ctx.ended || ctx.run.control.halt.present || ctx.run.control.anomaly?.type === 'nan_loss' || ctx.run.log.fatalNonFinite || ctx.run.log.haltSeen;
 }
 
 export function stallInfo(ctx: Ctx): StallInfo {
@@ -38,8 +63,21 @@ export function stallInfo(ctx: Ctx): StallInfo {
   const live = !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0 && !ctx.launcherAlive) && run.exists && ctx.ranks.length > 0;
   const frozenS = ctx.lastAdvanceTs === null ? null : (ctx.now - ctx.lastAdvanceTs) / 1000;
   const runStalled = live && frozenS !== null && frozenS > cadence.thresholdS;
+  const overdueS = overdueAfterS(ctx);
+  const overdue = live && frozenS !== null && frozenS > overdueS;
   const stalledRanks: number[] = [];
   let oddRank: number | null = null;
+  const stopped = live ? ctx.alive.filter((r) => r.proc.state === 'T' || r.proc.state === 't') : [];
+  const dead: { rank: number; zombie: boolean }[] = [];
+  if (live && ctx.procsKnown && ctx.alive.length > 0 && !stopping(ctx)) {
+    const aliveRanks = new Set(ctx.alive.map((r) => r.rank));
+    const total = run.totalSteps;
+    for (const hb of ctx.ranks) {
+      if (aliveRanks.has(hb.rank)) continue;
+      if (total !== null && Math.max(run.step ?? 0, hb.lastStep ?? 0) >= total) continue;
+      dead.push({ rank: hb.rank, zombie: ctx.in.procs!.ranks.some((r) => r.rank === hb.rank) });
+    }
+  }
   if (live) {
     // Per-rank: only ranks that write per-step records can be judged on their own heartbeat. Rank 0
     // always writes progress; ranks >= 1 only with `beat` (a boot record alone is routine, §2.7).
@@ -53,11 +91,12 @@ export function stallInfo(ctx: Ctx): StallInfo {
       const steps = perStep.map((r) => r.lastStep ?? 0);
       const max = Math.max(...steps);
       const laggards = perStep.filter((r) => (r.lastStep ?? 0) < max);
-      if (laggards.length === 1 && runStalled) oddRank = laggards[0]!.rank;
+      if (laggards.length === 1 && overdue) oddRank = laggards[0]!.rank;
     }
-    if (oddRank === null && runStalled) oddRank = oddRankFromDumps(ctx)?.rank ?? oddRankFromGpus(ctx)?.rank ?? null;
+    if (oddRank === null && overdue) oddRank = oddRankFromDumps(ctx)?.rank ?? oddRankFromGpus(ctx)?.rank ?? null;
   }
-  return { runStalled, frozenS, stalledRanks, oddRank, live };
+  const hung = overdue || stopped.length > 0 || dead.length > 0;
+  return { runStalled, overdue, overdueS, frozenS, stalledRanks, oddRank, stopped, dead, live, hung };
 }
 
 /**
@@ -75,14 +114,6 @@ export function oddRankFromGpus(ctx: Ctx): { rank: number; gpu: number } | null 
   return null;
 }
 
-/** Where a dump says the rank is: the phase the reference trainer names, else the main thread's innermost frame. */
-function dumpSignature(d: StackDump): string | null {
-  if (d.phase) return d.phase;
-  const main = d.threads.find((t) => /main/i.test(t.name)) ?? d.threads[0];
-  const f = main?.frames[main.frames.length - 1];
-  return f ? `${f.func} (${f.file.split('/').pop()}:${f.line ?? '?'})` : null;
-}
-
 /**
  * Stack dumps taken since the step froze, newest per rank: when every rank but one shows the same
  * place (waiting in the collective) and one shows another, that one is the odd one out.
@@ -91,14 +122,14 @@ export function oddRankFromDumps(ctx: Ctx): { rank: number; where: string; other
   const since = ctx.lastAdvanceTs ?? 0;
   const newest = new Map<number, StackDump>();
   for (const d of ctx.run.dumps) {
-    if (d.rank === null || d.mtimeMs < since) continue;
+    if (d.rank === null || dumpTimeMs(d) < since) continue;
     const prev = newest.get(d.rank);
-    if (!prev || d.mtimeMs > prev.mtimeMs) newest.set(d.rank, d);
+    if (!prev || dumpTimeMs(d) > dumpTimeMs(prev)) newest.set(d.rank, d);
   }
   if (newest.size < 2) return null;
   const sig = new Map<number, string>();
   for (const [r, d] of newest) {
-    const s = dumpSignature(d);
+    const s = dumpPlace(d);
     if (s) sig.set(r, s);
   }
   const counts = new Map<string, number[]>();
@@ -123,36 +154,30 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
   const { cadence } = ctx;
   const expect = cadence.expectedS === null ? 'cadence not known yet' : `expected every ${fmtS(cadence.expectedS)}${cadence.beat ? ' (per-step beats)' : ` (log_every ${cadence.logEvery ?? '?'} × ${fmtNum(cadence.stepTimeS ?? 0)} s/step)`}`;
   const thr = `threshold ${fmtS(cadence.thresholdS)} = max(floor ${fmtS(ctx.t.stallFloorS)}, ${ctx.t.stallCadenceFactor} × expected)`;
-  if (si.runStalled && ctx.lastAdvanceTs !== null) {
+  // The step is overdue by the run's own cadence: the run is not advancing, and the operator sees it
+  // now (at 20 steps/s, 40 s without a step is a hang in all but name). The watchdog acts on it only
+  // past the stall threshold (the 180 s floor spares slow steps a false HALT): Evaluation.actOn.
+  if (si.overdue && ctx.lastAdvanceTs !== null) {
     const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
     const stepTxt = ctx.run.step === null || ctx.run.step === 0 ? 'no first step' : `step frozen at ${ctx.run.step}`;
-    const hbFresh = hbAge !== null && hbAge < cadence.thresholdS;
+    const hbFresh = hbAge !== null && hbAge < si.overdueS;
     const procTxt = ctx.procsKnown ? `${ctx.alive.length} rank process(es) alive` : 'process table unknown';
     const who = si.oddRank !== null ? ` — rank ${si.oddRank} is behind the others` : '';
+    const times = cadence.expectedS !== null && cadence.expectedS > 0 ? ` (${fmtNum(si.frozenS! / cadence.expectedS)}× its usual interval)` : '';
+    const act = si.runStalled ? 'past the watchdog threshold' : `the watchdog acts at ${fmtS(cadence.thresholdS)}`;
     out.push(
       a('stall:run', 'heartbeat-stall', 'critical',
         hbFresh
-          ? `${stepTxt} for ${fmtS(si.frozenS!)} while heartbeats are still written (last ${fmtS(hbAge!)} ago)${who}`
-          : `${stepTxt} for ${fmtS(si.frozenS!)}; no heartbeat from any rank for ${hbAge === null ? '?' : fmtS(hbAge)}${who}`,
-        `step last advanced ${ago(ctx, ctx.lastAdvanceTs)} ago; newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}; ${procTxt}; ${expect}; ${thr}`,
-        { since: ctx.lastAdvanceTs + cadence.thresholdS * 1000, step: ctx.run.step ?? undefined, anomaly: 'heartbeat_stall', rank: si.oddRank ?? undefined }),
-    );
-  }
-  // Overdue but not yet past the stall threshold: at 20 steps/s, 40 s without a step is a hang in
-  // all but name, and the operator should see it long before the 180 s floor.
-  const lateS = cadence.expectedS === null ? null : Math.max(ctx.t.lateFactor * cadence.expectedS, ctx.t.lateFloorS);
-  if (si.live && !si.runStalled && lateS !== null && lateS < cadence.thresholdS && si.frozenS !== null && si.frozenS > lateS && ctx.lastAdvanceTs !== null) {
-    out.push(
-      a('late:run', 'heartbeat-stall', 'warning',
-        `step ${ctx.run.step ?? 0} has not advanced for ${fmtS(si.frozenS)} (${fmtNum(si.frozenS / cadence.expectedS!)}× its usual interval); STALLED at ${fmtS(cadence.thresholdS)}`,
-        `${expect}; warning past max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)}); ${thr}`,
-        { since: ctx.lastAdvanceTs + lateS * 1000, step: ctx.run.step ?? undefined }),
+          ? `${stepTxt} for ${fmtS(si.frozenS!)}${times} while heartbeats are still written (last ${fmtS(hbAge!)} ago)${who}`
+          : `${stepTxt} for ${fmtS(si.frozenS!)}${times}; no heartbeat from any rank for ${hbAge === null ? '?' : fmtS(hbAge)}${who}`,
+        `step last advanced ${ago(ctx, ctx.lastAdvanceTs)} ago; newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}; ${procTxt}; ${expect}; overdue past ${fmtS(si.overdueS)} = max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)}); ${act} (${thr})`,
+        { since: ctx.lastAdvanceTs + si.overdueS * 1000, step: ctx.run.step ?? undefined, anomaly: 'heartbeat_stall', rank: si.oddRank ?? undefined }),
     );
   }
   for (const rank of si.stalledRanks) {
     const r = ctx.ranks.find((x) => x.rank === rank)!;
     out.push(
-      a(`stall:rank${rank}`, 'heartbeat-stall', si.runStalled ? 'critical' : 'warning',
+      a(`stall:rank${rank}`, 'heartbeat-stall', si.overdue ? 'critical' : 'warning',
         `rank ${rank} heartbeat silent ${ago(ctx, r.lastTs!)} (last "${r.lastMsg ?? '?'}" at step ${r.lastStep ?? '?'})`,
         `pid ${r.pid ?? '?'}; step advanced ${r.stepAdvancedTs === null ? 'never' : ago(ctx, r.stepAdvancedTs) + ' ago'}; ${expect}; ${thr}`,
         { since: r.lastTs! + cadence.thresholdS * 1000, rank, step: r.lastStep ?? undefined }),
@@ -177,29 +202,20 @@ const STATE_TXT: Partial<Record<ProcState, string>> = { T: 'stopped (T)', t: 'tr
 export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
   const out: Draft[] = [];
   if (!ctx.procsKnown) return out;
-  const procs = ctx.in.procs!;
-  const aliveRanks = new Set(ctx.alive.map((r) => r.rank));
-  // Ranks leave at different moments of a normal end (the others exit while rank 0 still writes
-  // metrics.json and the final save), of a HALT and of a NaN abort: those are not deaths.
-  const total = ctx.run.totalSteps;
-  const stopping = ctx.run.control.halt.present || ctx.run.control.anomaly?.type === 'nan_loss' || ctx.run.log.fatalNonFinite || ctx.run.log.haltSeen;
-  if (ctx.alive.length > 0 && !ctx.ended && !stopping) {
-    for (const hb of ctx.ranks) {
-      if (aliveRanks.has(hb.rank)) continue;
-      if (total !== null && Math.max(ctx.run.step ?? 0, hb.lastStep ?? 0) >= total) continue;
-      const z = procs.ranks.find((r) => r.rank === hb.rank);
-      out.push(a(`rank-died:${hb.rank}`, 'rank-died', 'critical',
-        `rank ${hb.rank} ${z ? 'is a zombie' : 'process is gone'} while rank(s) ${[...aliveRanks].sort().join(',')} still run`,
-        `heartbeat pid ${hb.pid ?? '?'}, last "${hb.lastMsg ?? '?'}" ${hb.lastTs === null ? '' : ago(ctx, hb.lastTs) + ' ago'} at step ${hb.lastStep ?? '?'}; the others will block in their next collective`,
-        { rank: hb.rank, step: hb.lastStep ?? undefined, anomaly: 'rank_died', since: hb.lastTs ?? undefined }));
-    }
+  const aliveRanks = [...new Set(ctx.alive.map((r) => r.rank))].sort((x, y) => x - y);
+  for (const d of si.dead) {
+    const hb = ctx.ranks.find((r) => r.rank === d.rank)!;
+    out.push(a(`rank-died:${hb.rank}`, 'rank-died', 'critical',
+      `rank ${hb.rank} ${d.zombie ? 'is a zombie' : 'process is gone'} while rank(s) ${aliveRanks.join(',')} still run`,
+      `heartbeat pid ${hb.pid ?? '?'}, last "${hb.lastMsg ?? '?'}" ${hb.lastTs === null ? '' : ago(ctx, hb.lastTs) + ' ago'} at step ${hb.lastStep ?? '?'}; the others will block in their next collective`,
+      { rank: hb.rank, step: hb.lastStep ?? undefined, anomaly: 'rank_died', since: hb.lastTs ?? undefined }));
   }
   for (const r of ctx.alive) {
     const st = r.proc.state;
     if (st === 'T' || st === 't' || st === 'D') {
       const others = ctx.alive.filter((o) => o.rank !== r.rank).map((o) => `${o.rank}:${o.proc.state}`);
       // D while steps still advance is routine I/O (a checkpoint's fsync); it matters when the step is frozen
-      out.push(a(`proc-state:${r.rank}`, 'rank-state', si.runStalled || st !== 'D' ? 'critical' : 'info',
+      out.push(a(`proc-state:${r.rank}`, 'rank-state', si.overdue || st !== 'D' ? 'critical' : 'info',
         `rank ${r.rank} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
         `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${r.proc.cpuPct ?? '?'} %`,
         { rank: r.rank }));
@@ -716,10 +732,10 @@ export function ruleGradNorm(ctx: Ctx): Draft[] {
 
 export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   const v: HangVerdict[] = [];
-  if (!si.runStalled) return v;
+  if (!si.hung) return v;
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
-  // One rank stopped / in D state while the others wait.
-  const odd = ctx.alive.filter((r) => r.proc.state === 'T' || r.proc.state === 't' || r.proc.state === 'D');
+  // One rank stopped (or, once the step is overdue, in D state) while the others wait.
+  const odd = ctx.alive.filter((r) => r.proc.state === 'T' || r.proc.state === 't' || (si.overdue && r.proc.state === 'D'));
   if (odd.length === 1 && ctx.alive.length > 1) {
     const r = odd[0]!;
     v.push({ kind: 'odd-rank', rank: r.rank, text: `rank ${r.rank} is the odd one out: ${STATE_TXT[r.proc.state]} while the others wait (${ctx.alive.filter((o) => o !== r).map((o) => `rank ${o.rank} ${o.proc.state}`).join(', ')})` });
@@ -731,6 +747,7 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
     const others = ctx.ranks.filter((x) => x.rank !== si.oddRank);
     v.push({ kind: 'odd-rank', rank: si.oddRank, text: `rank ${si.oddRank} is the odd one out: its last beat is step ${r.lastStep ?? '?'} while rank(s) ${others.map((o) => `${o.rank}@${o.lastStep ?? '?'}`).join(', ')} moved on and wait in the collective` });
   }
+  if (!si.overdue) return v;
   // GPUs busy at idle power: NCCL kernels spinning in a collective.
   const spin = ctx.gpus.filter((g) => g.utilPct !== null && g.utilPct >= ctx.t.spinUtilPct && g.powerW !== null && g.powerLimitW !== null && g.powerW < ctx.t.spinPowerFrac * g.powerLimitW);
   const gOdd = oddRankFromGpus(ctx);
@@ -740,7 +757,7 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   if (spin.length > 0 && (spin.length === ctx.gpus.length || gOdd)) {
     v.push({ kind: 'collective-spin', text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${fmtS(si.frozenS!)}` });
   }
-  if (hbAge !== null && hbAge < ctx.cadence.thresholdS) {
+  if (hbAge !== null && hbAge < si.overdueS) {
     v.push({ kind: 'heartbeat-without-progress', text: `heartbeats still written (last ${fmtS(hbAge)} ago) but the step has been frozen at ${ctx.run.step ?? 0} for ${fmtS(si.frozenS!)}${ctx.ranks.some((r) => r.lastMsg === 'watchdog_dump') ? ' — only in-process watchdog dumps' : ''}` });
   } else {
     v.push({ kind: 'all-silent', text: `all ranks silent: no heartbeat for ${hbAge === null ? '?' : fmtS(hbAge)}${ctx.procsKnown ? `, ${ctx.alive.length} process(es) alive` : ''}` });

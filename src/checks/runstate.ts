@@ -1,13 +1,39 @@
 // RunState is a judgement, so it is derived here from the same context the rules use.
-import type { RunState } from '../cockpit/state.js';
+// Order of evidence: liveness first (a run with a living rank is never HALTED/FINISHED/EXITED, even
+// when metrics.json is written), then whether it advances (a stopped, dead or overdue rank leaves
+// RUNNING at once: the watchdog's 180 s floor governs what it does, not what the operator sees).
 import { isToolProcess } from '../remote/procs.js';
 import type { Ctx } from './context.js';
-import type { StallInfo } from './rules.js';
+import { oddRankFromDumps, oddRankFromGpus, type StallInfo } from './rules.js';
 import { fmtS } from './stats.js';
+import type { Culprit, Health, RunState } from './types.js';
 
-export function deriveRunState(ctx: Ctx, si: StallInfo): { state: RunState; why: string } {
+export interface StateVerdict {
+  state: RunState;
+  why: string;
+  /** the rank to look at when the evidence names one (stopped, dead, lagging, a dump) */
+  culprit: Culprit | null;
+}
+
+/** How each state is to be shown (the UI maps it to a colour). */
+export const STATE_HEALTH: Record<RunState, Health> = {
+  STARTING: 'info',
+  RUNNING: 'ok',
+  STALLED: 'critical',
+  HALTING: 'warning',
+  HALTED: 'warning',
+  EXITED: 'critical',
+  FINISHED: 'ok',
+  'NO TRAINER': 'critical',
+  STALE: 'warning',
+};
+
+const STATE_TXT: Record<string, string> = { T: 'stopped (T)', t: 'traced (t)', D: 'in uninterruptible I/O (D)' };
+
+export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
   const run = ctx.run;
-  if (!run.exists) return { state: 'NO TRAINER', why: run.error ? `run dir unreadable: ${run.error}` : 'run dir does not exist' };
+  const v = (state: RunState, why: string, culprit: Culprit | null = null): StateVerdict => ({ state, why, culprit });
+  if (!run.exists) return v('NO TRAINER', run.error ? `run dir unreadable: ${run.error}` : 'run dir does not exist');
   const step = run.step ?? 0;
   const total = run.totalSteps ?? (typeof run.metrics?.['steps'] === 'number' ? (run.metrics['steps'] as number) : null);
   const of = total !== null ? ` of ${total}` : '';
@@ -18,53 +44,110 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): { state: RunState; why:
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
   const nan = run.control.anomaly?.type === 'nan_loss' || run.log.fatalNonFinite;
 
-  if (ctx.ended) {
-    if (total !== null && step >= total) return { state: 'FINISHED', why: `reached step ${step}${of}; metrics.json written` };
-    if (nan) return { state: 'HALTED', why: `aborted on a non-finite loss after step ${step}${of} (nan_loss)` };
-    if (halt.present) return { state: 'HALTED', why: `stopped by .HALT${haltTxt} at step ${step}${of}` };
-    return { state: 'HALTED', why: `stopped at step ${step}${of}; metrics.json written` };
-  }
-  const unknownAlive = ctx.procsKnown ? (ctx.in.procs!.unknown ?? []).filter((p) => !isToolProcess(p) && p.state !== 'Z').length : 0;
+  const unknownAlive = ctx.procsKnown ? (ctx.in.procs!.unknown ?? []).filter((p) => !isToolProcess(p) && p.state !== 'Z' && p.state !== 'X').length : 0;
   const ranksTxt = ctx.alive.map((r) => r.rank).join(',');
-  if (ctx.procsKnown && ctx.alive.length === 0 && unknownAlive === 0 && ctx.launcherAlive) {
-    const l = ctx.in.procs!.launcher!;
-    if (ctx.ranks.length === 0 || step === 0) return { state: 'STARTING', why: `launcher pid ${l.pid} alive, no rank step yet` };
-    if (halt.present && !staleHalt) return { state: 'HALTING', why: `.HALT${haltTxt} requested; launcher pid ${l.pid} still alive, no rank process seen` };
-    if (si.runStalled) return stalled(ctx, si);
-    return { state: 'RUNNING', why: `step ${step}${of}; launcher pid ${l.pid} alive, rank processes not identified` };
-  }
-  if (ctx.procsKnown && ctx.alive.length === 0 && unknownAlive === 0) {
-    if (ctx.ranks.length === 0) return { state: 'NO TRAINER', why: 'no rank processes and no heartbeat in the run dir' };
-    if (halt.present && !staleHalt) return { state: 'HALTED', why: `ranks gone after .HALT${haltTxt} at step ${step}${of} (no metrics.json)` };
-    if (total !== null && step >= total) return { state: 'FINISHED', why: `reached step ${step}${of}; ranks gone (no metrics.json)` };
-    return {
-      state: 'EXITED',
-      why: `ranks gone at step ${step}${of} without metrics.json${hbAge !== null ? `; last heartbeat ${fmtS(hbAge)} ago` : ''}${run.log.oom ? '; CUDA OOM in the log' : ''}`,
-    };
-  }
-  const alive = ctx.procsKnown;
-  if (alive || (hbAge !== null && hbAge < ctx.cadence.thresholdS)) {
+  const anyAlive = ctx.procsKnown && (ctx.alive.length > 0 || unknownAlive > 0 || ctx.launcherAlive);
+  // No process table (a report on a copied dir, a host that cannot list processes): heartbeats speak.
+  const hbLive = !ctx.procsKnown && !ctx.ended && hbAge !== null && hbAge < ctx.cadence.thresholdS;
+
+  if (anyAlive || hbLive) {
+    const who = anyAlive
+      ? ctx.alive.length
+        ? `rank(s) ${ranksTxt} still alive`
+        : ctx.launcherAlive
+          ? `launcher pid ${ctx.in.procs!.launcher!.pid} still alive`
+          : `${unknownAlive} trainer process(es) still alive`
+      : 'heartbeats still arriving';
+    const hung = si.hung ? hungCulprit(ctx, si) : null;
+    const hungTxt = hung ? `; ${hung.why}` : '';
     if (halt.present && !staleHalt) {
       const ago = halt.mtimeMs !== null ? ` ${fmtS((ctx.now - halt.mtimeMs) / 1000)} ago` : '';
-      return { state: 'HALTING', why: `.HALT${haltTxt} requested${ago}; ${alive ? `rank(s) ${ranksTxt || '?'} still alive` : 'heartbeats still arriving'}` };
+      return v('HALTING', `.HALT${haltTxt} requested${ago}; ${who}${hungTxt}`, hung);
     }
-    if (si.runStalled) return stalled(ctx, si);
-    if (ctx.ranks.length === 0 || step === 0) {
+    if (ctx.ended) {
+      const what = total !== null && step >= total ? `reached step ${step}${of}` : `stopped at step ${step}${of}`;
+      return v('HALTING', `${what}, metrics.json written; ${who}${hungTxt}`, hung);
+    }
+    if (nan) return v('HALTING', `aborting on a non-finite loss after step ${step}${of}; ${who}${hungTxt}`, hung);
+    if (run.log.haltSeen) return v('HALTING', `the trainer saw .HALT at step ${step}${of}; ${who}${hungTxt}`, hung);
+    if (ctx.ranks.length === 0 || (step === 0 && !si.hung)) {
+      if (ctx.launcherAlive && ctx.alive.length === 0) return v('STARTING', `launcher pid ${ctx.in.procs!.launcher!.pid} alive, no rank step yet`);
       const boot = r0boot !== null ? `booted ${fmtS((ctx.now - r0boot) / 1000)} ago` : 'no heartbeat yet';
-      return { state: 'STARTING', why: `${alive ? `rank(s) ${ranksTxt || '?'} alive, ` : ''}${boot}, no step yet` };
+      return v('STARTING', `${ctx.alive.length ? `rank(s) ${ranksTxt} alive, ` : ''}${boot}, no step yet`);
     }
-    return { state: 'RUNNING', why: `step ${step}${of}${hbAge !== null ? `, last heartbeat ${fmtS(hbAge)} ago` : ''}` };
+    if (si.hung) return stalled(ctx, si, hung);
+    if (anyAlive && ctx.alive.length === 0) return v('RUNNING', `step ${step}${of}; ${who}, rank processes not identified`);
+    return v('RUNNING', `step ${step}${of}${hbAge !== null ? `, last heartbeat ${fmtS(hbAge)} ago` : ''}`);
+  }
+
+  // No rank lives (or, without a process table, none has written lately): the run has stopped.
+  if (ctx.ended) {
+    if (total !== null && step >= total) return v('FINISHED', `reached step ${step}${of}; metrics.json written`);
+    if (nan) return v('HALTED', `aborted on a non-finite loss after step ${step}${of} (nan_loss)`);
+    if (halt.present) return v('HALTED', `stopped by .HALT${haltTxt} at step ${step}${of}`);
+    return v('HALTED', `stopped at step ${step}${of}; metrics.json written`);
+  }
+  if (ctx.procsKnown) {
+    if (ctx.ranks.length === 0) return v('NO TRAINER', 'no rank processes and no heartbeat in the run dir');
+    if (halt.present && !staleHalt) return v('HALTED', `ranks gone after .HALT${haltTxt} at step ${step}${of} (no metrics.json)`);
+    if (total !== null && step >= total) return v('FINISHED', `reached step ${step}${of}; ranks gone (no metrics.json)`);
+    return v('EXITED', `ranks gone at step ${step}${of} without metrics.json${hbAge !== null ? `; last heartbeat ${fmtS(hbAge)} ago` : ''}${run.log.oom ? '; CUDA OOM in the log' : ''}`);
   }
   // Process table unknown and no fresh heartbeat.
-  if (ctx.ranks.length === 0) return { state: 'NO TRAINER', why: 'no heartbeat in the run dir and no process information' };
-  if (si.runStalled) return stalled(ctx, si);
-  return { state: 'NO TRAINER', why: `no recent heartbeat (${hbAge === null ? 'never' : fmtS(hbAge) + ' ago'}) and no process information` };
+  if (ctx.ranks.length === 0) return v('NO TRAINER', 'no heartbeat in the run dir and no process information');
+  if (si.hung) return stalled(ctx, si, hungCulprit(ctx, si));
+  return v('NO TRAINER', `no recent heartbeat (${hbAge === null ? 'never' : fmtS(hbAge) + ' ago'}) and no process information`);
 }
 
-function stalled(ctx: Ctx, si: StallInfo): { state: RunState; why: string } {
-  const odd = ctx.alive.find((r) => r.proc.state === 'T' || r.proc.state === 't' || r.proc.state === 'D');
-  const rank = odd?.rank ?? si.oddRank ?? (si.stalledRanks.length === 1 ? si.stalledRanks[0]! : null);
-  const who = rank !== null ? `rank ${rank}` : ctx.ranks.length === 1 ? `rank ${ctx.ranks[0]!.rank}` : 'all ranks';
+/** The rank the evidence names when the run does not advance, with the evidence in one phrase. */
+export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
+  const stopped = si.stopped[0];
+  if (stopped) return { rank: stopped.rank, why: `rank ${stopped.rank} (pid ${stopped.proc.pid}) is ${STATE_TXT[stopped.proc.state]}: it never reaches its next collective` };
+  const dead = si.dead[0];
+  if (dead) return { rank: dead.rank, why: `rank ${dead.rank} ${dead.zombie ? 'is a zombie' : 'process is gone'}: the others block in their next collective` };
+  if (!si.overdue) return null;
+  const d = ctx.alive.find((r) => r.proc.state === 'D');
+  if (d && ctx.alive.length > 1) return { rank: d.rank, why: `rank ${d.rank} (pid ${d.proc.pid}) is ${STATE_TXT.D} (wchan ${d.proc.wchan ?? '?'})` };
+  if (si.oddRank !== null) {
+    const rank = si.oddRank;
+    const r = ctx.ranks.find((x) => x.rank === rank);
+    const others = ctx.ranks.filter((x) => x.rank !== rank && x.lastStep !== null);
+    if (r?.lastStep != null && others.length && others.every((o) => o.lastStep! > r.lastStep!)) {
+      return { rank, why: `rank ${rank} lags: its last beat is step ${r.lastStep}, rank(s) ${others.map((o) => `${o.rank}@${o.lastStep}`).join(', ')}` };
+    }
+    const dump = oddRankFromDumps(ctx);
+    if (dump?.rank === rank) return { rank, why: `rank ${rank}'s stack dump shows ${dump.where} while the others are in ${dump.others}` };
+    const g = oddRankFromGpus(ctx);
+    if (g?.rank === rank) return { rank, why: `rank ${rank}'s GPU ${g.gpu} is idle while the others spin in the collective` };
+    return { rank, why: `rank ${rank} is behind the others` };
+  }
+  if (si.stalledRanks.length === 1) {
+    const r = ctx.ranks.find((x) => x.rank === si.stalledRanks[0]);
+    return { rank: si.stalledRanks[0]!, why: `rank ${si.stalledRanks[0]} heartbeat silent${r?.lastTs != null ? ` ${fmtS((ctx.now - r.lastTs) / 1000)}` : ''}` };
+  }
+  return null;
+}
+
+function clock(ms: number): string {
+  return new Date(ms).toISOString().slice(11, 19) + 'Z';
+}
+
+function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict {
   const step = ctx.run.step ?? 0;
-  return { state: 'STALLED', why: `${who}: no step advance for ${fmtS(si.frozenS ?? 0)} at step ${step} (threshold ${fmtS(ctx.cadence.thresholdS)})${ctx.procsKnown ? '' : '; process table unknown'}` };
+  const frozen = si.frozenS !== null ? `no step advance for ${fmtS(si.frozenS)} at step ${step}` : `no step at ${step}`;
+  const proc = ctx.procsKnown ? '' : '; process table unknown';
+  if (culprit) return { state: 'STALLED', why: `${culprit.why}; ${frozen}${proc}`, culprit };
+  if (ctx.ranks.length === 1) return { state: 'STALLED', why: `rank ${ctx.ranks[0]!.rank}: ${frozen}${proc}`, culprit: null };
+  const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
+  if (hbAge !== null && hbAge < si.overdueS) {
+    return { state: 'STALLED', why: `${frozen} while heartbeats still arrive (last ${fmtS(hbAge)} ago)${proc}`, culprit: null };
+  }
+  const since = ctx.lastHeartbeatTs ?? ctx.lastAdvanceTs;
+  return { state: 'STALLED', why: `all ranks silent since ${since !== null ? `${clock(since)} (${fmtS((ctx.now - since) / 1000)} ago)` : 'boot'}; ${frozen}${proc}`, culprit: null };
+}
+
+/** STALE: the data the state was judged on is too old (the host unreachable, a poll stuck). */
+export function staleVerdict(last: { state: RunState; why: string } | null, ageS: number, cause: string): StateVerdict {
+  const seen = last && last.state !== 'STALE' ? `; last seen ${last.state}` : '';
+  return { state: 'STALE', why: `no fresh data for ${fmtS(ageS)} (${cause})${seen}`, culprit: null };
 }

@@ -6,9 +6,9 @@ export interface Thresholds {
   stallFloorS: number;
   /** a stall is `stallCadenceFactor` × the run's own expected heartbeat interval, never below the floor */
   stallCadenceFactor: number;
-  /** before the stall threshold: a warning once the step is `lateFactor` × its expected interval
-   *  overdue (never sooner than `lateFloorS`) — a hang is visible in seconds, while the floor still
-   *  spares slow-step runs a false STALLED/HALT */
+  /** the step is overdue once it is `lateFactor` × its expected interval late (never sooner than
+   *  `lateFloorS`, never later than the stall threshold): the state leaves RUNNING and a hang is
+   *  visible in seconds, while the stall floor still keeps the watchdog from acting on slow steps */
   lateFactor: number;
   lateFloorS: number;
   /** toks/s <= 0 on this many consecutive records (NSA_WATCH_FLATLINE_N, real default 4) */

@@ -37,3 +37,51 @@ export interface HangVerdict {
   rank?: number;
   text: string;
 }
+
+/** The run's state: a judgement of src/checks, shown by every surface. STALE: the data is too old to judge. */
+export type RunState = 'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER' | 'STALE';
+
+/** How a state, a rank or a gate reading is to be coloured: the checks decide, the UI maps it to a colour. */
+export type Health = 'ok' | 'info' | 'warning' | 'critical';
+
+/** One rank's health and the reason, for the Ranks panel (and the halt dialog). */
+export interface RankHealth {
+  rank: number;
+  health: Health;
+  /** one line when the health is not ok (or a verdict names the rank); null when nothing to say */
+  why: string | null;
+}
+
+/** One gate statistic against the threshold in force (NSA_WATCH_GATE_* honoured). */
+export interface GateReading {
+  key: 'entropy' | 'maxGate' | 'collapse';
+  value: number | null;
+  /** the threshold in force and which side of it is bad */
+  limit: number;
+  bad: '<' | '>';
+  health: Health;
+}
+
+/** The Gates panel's judgements: each reading, the watchdog countdown, the uniform-gate note. */
+export interface GatesView {
+  readings: GateReading[];
+  /** "watchdog would halt in k checks" / "gate rules clear" */
+  watchdog: { text: string; health: Health };
+  /** the gate-frozen-at-uniform note when the rule holds, else null */
+  uniform: string | null;
+}
+
+/** The culprit of a not-advancing run, when the evidence names one. */
+export interface Culprit {
+  rank: number;
+  why: string;
+}
+
+/** One GPU's readings judged (the GPUs panel colours them as said). */
+export interface GpuHealth {
+  uuid: string;
+  mem: Health;
+  util: Health;
+  power: Health;
+  temp: Health;
+}

@@ -3,7 +3,7 @@
 // the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
 // CockpitState only when something the screen shows has changed.
 import { join } from 'node:path';
-import { Checker, thresholdsFromEnv, type Launched } from '../checks/index.js';
+import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
@@ -16,7 +16,7 @@ import type { RunModel } from '../trainer/run.js';
 import { openRunModel } from '../trainer/rundir.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
-import type { CockpitState } from './state.js';
+import { evaluationFields, type CockpitState } from './state.js';
 
 export interface GpuSource {
   current(): GpuTelemetry | null;
@@ -34,6 +34,8 @@ export interface CollectorOptions {
   actionLimit?: number;
   /** the process table is read at most this often (default 5000 ms; each read runs a command) */
   procsIntervalMs?: number;
+  /** data older than this (no successful poll, or a poll stuck) is shown as STALE (default max(3 × interval, 5 s)) */
+  staleAfterMs?: number;
 }
 
 type Listener = (s: CockpitState) => void;
@@ -75,6 +77,9 @@ function changeKey(s: CockpitState): string {
     (s.requests ?? []).map((q) => `${q.id}:${q.state}:${q.updatedAt}`).join(','),
     JSON.stringify(s.conn),
     s.collectError,
+    s.noStepSinceMs,
+    s.advancing,
+    s.rankHealth?.map((r) => `${r.rank}:${r.health}:${r.why}`).join(','),
   ].join('|');
 }
 
@@ -102,6 +107,12 @@ export class Collector {
   private graceS: number | undefined;
   private launcherDir: string | null = null;
   private launched: Launched | undefined;
+  /** wall ms of the last poll that brought fresh data (the host reachable) */
+  private lastFreshAt: number | null = null;
+  private tickStartedAt: number | null = null;
+  private staleTimer: NodeJS.Timeout | null = null;
+  /** the last state judged on fresh data (what STALE says was last seen) */
+  private lastFresh: { state: CockpitState['runState']; why: string } | null = null;
   /** ms the last tick took (reading files, process table, checks) */
   lastTickMs: number | null = null;
   ticks = 0;
@@ -163,16 +174,70 @@ export class Collector {
     if (!this.stopped) return;
     this.stopped = false;
     void this.loop();
+    // a poll stuck on a dropped connection must not leave a live-looking frame on screen
+    this.staleTimer = setInterval(() => this.checkStuck(), 1000);
   }
 
   stop(): void {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.staleTimer) clearInterval(this.staleTimer);
+    this.staleTimer = null;
+  }
+
+  get staleAfterMs(): number {
+    return this.o.staleAfterMs ?? Math.max(3 * this.intervalMs, 5000);
+  }
+
+  /** While a collection round hangs past the stale limit, say STALE (with its age) on the last state. */
+  private checkStuck(): void {
+    const prev = this.state;
+    if (!prev || this.tickStartedAt === null) return;
+    const wall = Date.now();
+    if (wall - this.tickStartedAt < this.staleAfterMs) return;
+    const age = this.lastFreshAt === null ? (wall - this.tickStartedAt) / 1000 : (wall - this.lastFreshAt) / 1000;
+    const conn = this.host.connState();
+    this.emitIfChanged(this.staleState(prev, age, `${connCause(conn) ?? 'the host does not answer'}`, conn));
+  }
+
+  private staleState(s: CockpitState, ageS: number, cause: string, conn: CockpitState['conn']): CockpitState {
+    const v = staleVerdict(this.lastFresh, ageS, cause);
+    return {
+      ...s,
+      at: s.at,
+      conn,
+      runState: v.state,
+      runStateWhy: v.why,
+      stateHealth: STATE_HEALTH[v.state],
+      advancing: false,
+      noStepSinceMs: null,
+    };
+  }
+
+  private emitIfChanged(state: CockpitState): boolean {
+    const key = changeKey(state);
+    const changed = key !== this.lastKey;
+    this.lastKey = key;
+    this.state = state;
+    if (changed) {
+      this.emits++;
+      for (const l of this.listeners) l(state);
+    }
+    return changed;
   }
 
   private async collect(): Promise<CockpitState> {
     const t0 = Date.now();
+    this.tickStartedAt = t0;
+    try {
+      return await this.collectRound(t0);
+    } finally {
+      this.tickStartedAt = null;
+    }
+  }
+
+  private async collectRound(t0: number): Promise<CockpitState> {
     this.ticks++;
     const errors: string[] = [];
     if (!this.model) {
@@ -191,8 +256,10 @@ export class Collector {
       this.graceS = await haltGraceS(this.host, opened.runDir).catch(() => undefined);
     }
     let run: RunSnapshot;
+    let fresh = false;
     try {
       run = await this.model.poll();
+      fresh = true;
     } catch (e) {
       errors.push(`reading the run: ${(e as Error).message}`);
       run = this.model.snapshot();
@@ -200,7 +267,11 @@ export class Collector {
     const gpu = this.o.gpu?.current() ?? null;
     let procs: RunProcesses | null = this.state?.procs ?? null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
-    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) || hbPids !== this.procsPids;
+    // metrics.json just written: look at the processes now (HALTING until none lives)
+    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) || hbPids !== this.procsPids || (run.ended && !this.state?.run.ended)
+      // stopping, or a named culprit whose run moves again (SIGCONT): the process table tells first
+      || (this.state?.runState === 'HALTING' && Date.now() - this.procsAt >= 1000)
+      || (this.state?.culprit != null && run.step !== this.state.run.step);
     if (procsDue) try {
       this.procsAt = Date.now();
       this.procsPids = hbPids;
@@ -288,37 +359,38 @@ export class Collector {
     }
     this.lastTickMs = Date.now() - t0;
     const gpuLatency = gpu && gpu.status === 'ok' ? gpu.latencyMs : null;
+    const conn = this.host.connState();
+    const cause = connCause(conn);
+    if (fresh && cause === null) this.lastFreshAt = wall;
     const state: CockpitState = {
       at: now,
       hostLabel: this.host.label,
-      conn: this.host.connState(),
+      conn,
       readOnly: this.o.readOnly === true,
       run,
-      runState: ev.runState,
-      runStateWhy: ev.runStateWhy,
+      ...evaluationFields(ev),
       gpu,
       procs,
-      alerts: ev.alerts,
       alertHistory: ev.history,
-      verdicts: ev.verdicts,
       actions,
       supervisor,
       requests,
       haltGraceS: this.graceS,
       self: { cpuPct, rssMiB, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
-      gateHaltIn: ev.gateHaltIn,
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },
       caps: { pySpy: this.pySpy },
       collectError: errors.length ? errors.join('; ') : null,
     };
-    const key = changeKey(state);
-    const changed = key !== this.lastKey;
-    this.lastKey = key;
-    this.state = state;
-    if (changed) {
-      this.emits++;
-      for (const l of this.listeners) l(state);
+    // Data older than the stale limit (the host unreachable, polls failing): STALE with its age,
+    // never the last live-looking verdict.
+    const ageMs = this.lastFreshAt === null ? null : wall - this.lastFreshAt;
+    if (cause !== null || (ageMs !== null && ageMs > this.staleAfterMs) || (!fresh && this.lastFreshAt === null)) {
+      const out = this.staleState(state, (ageMs ?? 0) / 1000, cause ?? (errors[0] ?? 'no data'), conn);
+      this.emitIfChanged(out);
+      return out;
     }
+    this.lastFresh = { state: state.runState, why: state.runStateWhy };
+    this.emitIfChanged(state);
     return state;
   }
 
@@ -330,4 +402,11 @@ export class Collector {
       this.pySpy = false;
     }
   }
+}
+
+/** Why the host's data cannot be fresh, from its connection state; null when it can. */
+function connCause(c: CockpitState['conn']): string | null {
+  if (c.state === 'reconnecting') return `host reconnecting, try ${c.attempt}${c.lastError ? `: ${c.lastError}` : ''}`;
+  if (c.state === 'closed') return 'host disconnected';
+  return null;
 }

@@ -1,12 +1,12 @@
 // CockpitState: the one value the UI draws. Assembled by the collector from the run snapshot,
 // telemetry, the process table, the checks and the action log. Plain data only.
-import type { Alert, ClearedAlert, HangVerdict } from '../checks/types.js';
+import type { Alert, ClearedAlert, Culprit, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState } from '../checks/types.js';
 import type { ConnState } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control-types.js';
 import type { RunSnapshot } from '../trainer/snapshot.js';
 
-export type RunState = 'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER';
+export type { RunState } from '../checks/types.js';
 
 export interface CockpitState {
   at: number;
@@ -38,4 +38,44 @@ export interface CockpitState {
   caps?: { pySpy: boolean | null };
   /** the last collection problem (a failed poll, an unreadable actions log), one line */
   collectError?: string | null;
+  // Judgements from the evaluation (src/checks) that panels present as they are. Optional so a
+  // hand-built state still draws; the collector always sets them (evaluationFields).
+  /** how the state is to be shown */
+  stateHealth?: Health;
+  /** the rank the evidence names when the run does not advance */
+  culprit?: Culprit | null;
+  /** rate and ETA mean something only while the run advances */
+  advancing?: boolean;
+  /** "no step for …" since this ms epoch; null when not to be said */
+  noStepSinceMs?: number | null;
+  rankHealth?: RankHealth[];
+  gates?: GatesView | null;
+  gpuHealth?: GpuHealth[];
+  /** the odd rank of the dumps since the step froze, as the rule found it */
+  dumpOdd?: { rank: number; where: string; others: string } | null;
+}
+
+type EvalLike = {
+  runState: RunState; runStateWhy: string; alerts: Alert[]; verdicts: HangVerdict[]; gateHaltIn: number | null;
+  stateHealth: Health; culprit: Culprit | null; advancing: boolean; noStepSinceMs: number | null; ranks: RankHealth[];
+  gates: GatesView | null; gpus: GpuHealth[]; dumpOdd: { rank: number; where: string; others: string } | null;
+};
+
+/** The part of a CockpitState that is the evaluation, copied as it is (the collector and tests use it). */
+export function evaluationFields(ev: EvalLike): Pick<CockpitState, 'runState' | 'runStateWhy' | 'alerts' | 'verdicts' | 'gateHaltIn' | 'stateHealth' | 'culprit' | 'advancing' | 'noStepSinceMs' | 'rankHealth' | 'gates' | 'gpuHealth' | 'dumpOdd'> {
+  return {
+    runState: ev.runState,
+    runStateWhy: ev.runStateWhy,
+    alerts: ev.alerts,
+    verdicts: ev.verdicts,
+    gateHaltIn: ev.gateHaltIn,
+    stateHealth: ev.stateHealth,
+    culprit: ev.culprit,
+    advancing: ev.advancing,
+    noStepSinceMs: ev.noStepSinceMs,
+    rankHealth: ev.ranks,
+    gates: ev.gates,
+    gpuHealth: ev.gpus,
+    dumpOdd: ev.dumpOdd,
+  };
 }

@@ -343,11 +343,12 @@ export class Watchdog {
       this.lastVerdicts = key;
     } else this.lastVerdicts = '';
 
-    const stall = ev.alerts.find((x) => x.id === 'stall:run' && x.clearing === undefined);
+    // act on our own rules' findings past the action threshold (a stall only past the stall floor,
+    // NSA_WATCH_HEARTBEAT_STALL_S, though the state said STALLED sooner), and only on a condition that
+    // holds now (not one held while it clears); an .anomaly_type someone else wrote is reported, not acted on
+    const critical = ev.actOn;
+    const stall = critical.find((x) => x.id === 'stall:run');
     if (!stall) this.dumpedEpisode = false;
-    // act on our own rules' findings; an .anomaly_type someone else wrote is reported, not acted on
-    // … and only on a condition that holds now (not one held while it clears)
-    const critical = ev.alerts.filter((x) => x.severity === 'critical' && x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:'));
     if (critical.length === 0) return;
     this.sawAnomaly = true;
     // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create); only when

@@ -129,14 +129,39 @@ export function toStackDump(
   };
 }
 
+/** The dump's own frames (the signal handler that wrote it), never "where the rank is". */
+const HANDLER = /^(_?dump_stacks?|_dump_handler|_on_signal|handle_sigusr1|format_stack|print_stack|_watchdog_dump)$/;
+
+/** The main thread: named MainThread, else one whose name says main, else the first. */
+export function mainThread(d: StackDump): StackThread | null {
+  return d.threads.find((x) => x.name === 'MainThread') ?? d.threads.find((x) => /main/i.test(x.name)) ?? d.threads[0] ?? null;
+}
+
+/** The main thread's frames, outermost first, without the dump handler's own frames at the top. */
+export function mainThreadFrames(d: StackDump): StackFrame[] {
+  const t = mainThread(d);
+  if (!t) return [];
+  const frames = [...t.frames];
+  while (frames.length && HANDLER.test(frames[frames.length - 1]!.func)) frames.pop();
+  return frames;
+}
+
 /** The innermost frame of the main thread, skipping the dump handler itself ("where is it stuck"). */
 export function mainThreadTop(d: StackDump): StackFrame | null {
-  const t = d.threads.find((x) => x.name === 'MainThread') ?? d.threads[0];
-  if (!t) return null;
-  for (let i = t.frames.length - 1; i >= 0; i--) {
-    const f = t.frames[i]!;
-    if (f.func === 'dump_stack' || f.func === '_dump_stack' || f.func === 'dump_stacks') continue;
-    return f;
-  }
-  return null;
+  const f = mainThreadFrames(d);
+  return f[f.length - 1] ?? null;
+}
+
+/** Where a dump says the rank is: the phase the reference trainer names, else the main thread's
+ *  innermost frame. The one answer the odd-rank rule and the Dumps panel both group by. */
+export function dumpPlace(d: StackDump): string | null {
+  if (d.phase) return d.phase;
+  const f = mainThreadTop(d);
+  return f ? `${f.func} (${f.file.split('/').pop()}:${f.line ?? '?'})` : null;
+}
+
+/** When the dump was written: its mtime, unless a copy changed that (then the epoch in its name). */
+export function dumpTimeMs(d: StackDump): number {
+  if (d.epoch > 0 && Math.abs(d.mtimeMs - d.epoch * 1000) > 120_000) return d.epoch * 1000 + 999;
+  return d.mtimeMs;
 }

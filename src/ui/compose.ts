@@ -7,7 +7,7 @@ import { actionsPanel, alertBannerPanel, alertRowsWanted, alertsPanel, dumpsPane
 import { footerLine } from './panels/footer.js';
 import { gatesPanel } from './panels/gates.js';
 import { gpusPanel } from './panels/gpus.js';
-import { headerPanel, STATE_ROLE } from './panels/header.js';
+import { headerPanel, stateRole } from './panels/header.js';
 import { ranksPanel, rankRows } from './panels/ranks.js';
 import { trainingPanel } from './panels/training.js';
 import { type Role } from './palette.js';
@@ -146,7 +146,7 @@ function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
   const msg: Line[] = [
     [t('terminal too small', 'warn', { bold: true })],
     [t(`${cols}×${rows}, nsa-top needs ${MIN_COLS}×${MIN_ROWS}`, 'dim')],
-    [t(` ${s.runState} `, STATE_ROLE[s.runState], { inverse: true }), t(` step ${s.run.step ?? '–'}`)],
+    [t(` ${s.runState} `, stateRole(s), { inverse: true }), t(` step ${s.run.step ?? '–'}`)],
     [t('q quits', 'dim')],
   ];
   const out: Line[] = [];

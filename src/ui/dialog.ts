@@ -7,6 +7,8 @@ import { dur } from './format.js';
 import { KEYMAP } from './keymap.js';
 import type { Role } from './palette.js';
 import { rankRows } from './panels/ranks.js';
+import { HEALTH_ROLE } from './panels/header.js';
+import { haltOutlook } from '../checks/present.js';
 import { clean, type Line, t, wrap } from './text.js';
 
 /** the profile default stop.halt_grace_s (src/trainer/profiles.ts), when the state does not say */
@@ -111,8 +113,9 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       const lines: Line[] = [];
       if (risk?.lastCheckpointStep != null) lines.push([t(`newest complete checkpoint: step ${risk.lastCheckpointStep}`)]);
       else lines.push([t('no complete checkpoint in the run dir', 'warn')]);
-      if (risk?.savesOnHalt) lines.push([t('halting now loses nothing: this trainer saves a checkpoint when it sees .HALT', 'ok')]);
-      else if (risk?.steps != null) lines.push([t(`halting now loses ${risk.steps} step${risk.steps === 1 ? '' : 's'} (the nsa-vibe trainer writes no checkpoint on HALT)`, risk.steps > 0 ? 'warn' : 'ok')]);
+      // what a halt costs is the evaluation's word: a hung rank never sees .HALT, so nothing is saved
+      const outlook = haltOutlook({ runState: s.runState, culprit: s.culprit ?? null }, risk ? { ...risk, step: s.run.step } : null);
+      if (outlook) lines.push(...wrap(clean(outlook.text), W - 4).map((l) => [t(l, HEALTH_ROLE[outlook.health])]));
       const every = s.run.identity.train?.saveEvery;
       if (every && s.run.step != null) lines.push([t(`next checkpoint at step ${Math.ceil((s.run.step + 1) / every) * every} (save_every ${every})`, 'dim')]);
       lines.push([]);

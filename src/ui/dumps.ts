@@ -1,6 +1,7 @@
 // Stack dump sets: the newest set of dumps (one per rank, written within a few seconds of each
 // other), grouped by identical stacks so the odd rank stands out. Pure functions of the snapshot.
-import type { StackDump, StackFrame, StackThread } from '../trainer/snapshot.js';
+import type { StackDump, StackFrame } from '../trainer/snapshot.js';
+import { dumpPlace, dumpTimeMs, mainThreadFrames } from '../trainer/stackdump.js';
 
 export interface DumpMember {
   dump: StackDump;
@@ -24,28 +25,21 @@ export interface DumpSet {
   groups: DumpGroup[];
 }
 
-const HANDLER = /dump_stack|_dump_handler|_on_signal|handle_sigusr1|format_stack/;
-
-function mainThread(d: StackDump): StackThread | null {
-  return d.threads.find((t) => /MainThread/.test(t.name)) ?? d.threads[0] ?? null;
-}
-
 /** Frames of the main thread, innermost first, without the dump handler's own frames. */
 export function relevantFrames(d: StackDump): StackFrame[] {
-  const th = mainThread(d);
-  if (!th) return [];
-  const frames = [...th.frames];
-  while (frames.length && HANDLER.test(frames[frames.length - 1]!.func)) frames.pop();
-  return frames.reverse();
+  return mainThreadFrames(d).reverse();
 }
 
+/** The group key: where the dump says the rank is — the same place the odd-rank rule compares. */
 export function signature(d: StackDump): string {
-  return relevantFrames(d)
-    .map((f) => `${f.file}:${f.line ?? '?'}:${f.func}`)
-    .join('|');
+  return dumpPlace(d) ?? d.name;
 }
 
-export function newestDumpSet(dumps: StackDump[], pidToRank: Map<number, number>, windowS = 8): DumpSet | null {
+/**
+ * The newest set of dumps grouped by place. Which group is the odd one is not judged here: it is the
+ * evaluation's answer (`oddRank`, from the odd-rank rule), so the panel and the rules never disagree.
+ */
+export function newestDumpSet(dumps: StackDump[], pidToRank: Map<number, number>, oddRank: number | null = null, windowS = 8): DumpSet | null {
   if (dumps.length === 0) return null;
   const sorted = [...dumps].sort((a, b) => b.epoch - a.epoch || b.mtimeMs - a.mtimeMs);
   const newest = sorted[0]!;
@@ -80,9 +74,6 @@ export function newestDumpSet(dumps: StackDump[], pidToRank: Map<number, number>
     g.members.push(m);
   }
   const groups = [...bySig.values()].sort((a, b) => b.members.length - a.members.length);
-  if (groups.length > 1) {
-    const biggest = groups[0]!.members.length;
-    for (const g of groups.slice(1)) if (g.members.length < biggest || groups.length === uniq.length) g.odd = true;
-  }
-  return { at: newest.mtimeMs, kind: newest.kind, dumps: uniq, groups };
+  if (oddRank !== null) for (const g of groups) g.odd = g.members.some((m) => m.rank === oddRank) && groups.length > 1;
+  return { at: dumpTimeMs(newest), kind: newest.kind, dumps: uniq, groups };
 }

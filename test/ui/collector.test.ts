@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Collector } from '../../src/cockpit/collector.js';
 import type { CockpitState } from '../../src/cockpit/state.js';
+import type { ConnState } from '../../src/remote/host.js';
 import { LocalHost } from '../../src/remote/local.js';
 import { readProc } from '../../src/remote/procs.js';
 import { FIXTURES } from './helpers.js';
@@ -67,6 +68,52 @@ test('collector: a hand-launched run relaunched under a supervisor — the super
     assert.equal(s2.supervisor?.profile, 'adopted');
     assert.equal(s2.supervisor?.state, 'running');
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** A LocalHost whose connection can drop and whose polls can hang, as an SSH host's do. */
+class DroppingHost extends LocalHost {
+  conn: ConnState = { state: 'connected', since: Date.now() };
+  hang: Promise<void> | null = null;
+  override connState(): ConnState {
+    return this.conn;
+  }
+  override async pollDir(...a: Parameters<LocalHost['pollDir']>): ReturnType<LocalHost['pollDir']> {
+    if (this.hang) await this.hang;
+    return super.pollDir(...a);
+  }
+}
+
+test('collector: a dropped host or a stuck poll is STALE with its age, never the last live-looking state', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-'));
+  const host = new DroppingHost();
+  const c = new Collector({ host, runDir: dir, readOnly: true, intervalMs: 200, staleAfterMs: 400 });
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const s1 = await c.tick();
+    assert.equal(s1.runState, 'HALTED');
+    host.conn = { state: 'reconnecting', since: Date.now(), attempt: 2, lastError: 'ECONNRESET' };
+    const s2 = await c.tick();
+    assert.equal(s2.runState, 'STALE');
+    assert.equal(s2.stateHealth, 'warning');
+    assert.match(s2.runStateWhy, /^no fresh data for [\d.]+ ?\w+ \(host reconnecting, try 2: ECONNRESET\); last seen HALTED/);
+    assert.equal(s2.advancing, false);
+    host.conn = { state: 'connected', since: Date.now() };
+    assert.equal((await c.tick()).runState, 'HALTED', 'fresh again: judged again');
+    // a poll that hangs (the connection silently gone): the screen must not keep the last frame
+    let release!: () => void;
+    host.hang = new Promise<void>((r) => (release = r));
+    const stale = new Promise<CockpitState>((resolve) => c.subscribe((s) => s.runState === 'STALE' && resolve(s)));
+    c.start();
+    const s3 = await stale;
+    assert.match(s3.runStateWhy, /^no fresh data for .*last seen HALTED/);
+    host.hang = null;
+    release();
+    const back = new Promise<CockpitState>((resolve) => c.subscribe((s) => s.runState !== 'STALE' && resolve(s)));
+    assert.equal((await back).runState, 'HALTED');
+  } finally {
+    c.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import xterm from '@xterm/headless';
 const { Terminal } = xterm;
 type Terminal = InstanceType<typeof Terminal>;
-import type { CockpitState } from '../../src/cockpit/state.js';
+import { Checker, type CheckInput, type Thresholds } from '../../src/checks/index.js';
+import { evaluationFields, type CockpitState } from '../../src/cockpit/state.js';
 import { LocalHost } from '../../src/remote/local.js';
 import { RunModel } from '../../src/trainer/run.js';
 import { emptySnapshot, type RunSnapshot } from '../../src/trainer/snapshot.js';
@@ -68,4 +69,11 @@ export function toAnsi(lines: Line[], colors = true): string {
         .join(''),
     )
     .join('\r\n');
+}
+
+/** A CockpitState whose every judgement is the Checker's, as the collector assembles it. */
+export function judgedState(input: Omit<CheckInput, 'now'> & { now?: number }, o: { thresholds?: Partial<Thresholds>; over?: Partial<CockpitState> } = {}): CockpitState {
+  const now = input.now ?? input.run.takenAt;
+  const ev = new Checker(o.thresholds).evaluate({ ...input, now });
+  return { ...baseState(input.run), at: now, procs: input.procs, gpu: input.gpu, ...evaluationFields(ev), ...(o.over ?? {}) };
 }

@@ -1,15 +1,17 @@
-// Gates: entropy against the watchdog threshold, max gate, collapse fraction, branch shares, and
-// how many more checks until the watchdog's gate rule would halt the run.
+// Gates: entropy, max gate and collapse fraction against the watchdog thresholds in force, branch
+// shares, and how many more checks until the watchdog's gate rule would flag the run. Every colour and
+// every threshold here is the evaluation's (src/checks: NSA_WATCH_GATE_* honoured).
+import type { GateReading } from '../../checks/index.js';
 import { chart, seriesPoints } from '../chart.js';
 import { bar, num } from '../format.js';
 import { type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
+import { HEALTH_ROLE } from './header.js';
 
-/** Watchdog defaults (contract §10 fact 6). */
-export const GATE_ENTROPY_MIN = 0.2;
-export const GATE_MAX_MAX = 0.9;
-export const COLLAPSE_MAX = 0.5;
 const LN3 = Math.log(3);
+
+const role = (r: GateReading | undefined) => (r ? HEALTH_ROLE[r.health] : undefined);
+const limit = (r: GateReading | undefined) => (r ? `  flag ${r.bad}${r.key === 'collapse' ? `${num(r.limit * 100, 0)}%` : r.limit}` : '');
 
 export const gatesPanel: PanelFn = ({ s, w, h }) => {
   const g = s.run.gates;
@@ -17,22 +19,27 @@ export const gatesPanel: PanelFn = ({ s, w, h }) => {
     const off = s.run.identity.flags['NSA_DISABLE_AUX_STATS'] === '1';
     return { lines: [[t(off ? 'no gate stats: NSA_DISABLE_AUX_STATS=1' : 'no gate stats yet', 'dim')]] };
   }
+  const view = s.gates ?? null;
+  const get = (k: GateReading['key']) => view?.readings.find((r) => r.key === k);
+  const ent = get('entropy');
+  const mx = get('maxGate');
+  const col = get('collapse');
   const lines: Line[] = [];
   const e = g.entropyMean;
-  const eRole = e == null ? 'dim' : e < GATE_ENTROPY_MIN ? 'crit' : e < 0.5 ? 'warn' : 'ok';
   lines.push([
     t('entropy '),
-    t(num(e, 3), eRole, { bold: true }),
+    t(num(e, 3), e == null ? 'dim' : role(ent), { bold: true }),
     t(` min ${num(g.entropyMin, 3)} /${LN3.toFixed(3)}`, 'dim'),
-    t(`  halt<${GATE_ENTROPY_MIN}`, 'dim'),
+    t(limit(ent), 'dim'),
   ]);
-  const mg = g.maxGate;
   const cf = g.collapseFrac;
   lines.push([
     t('max gate '),
-    t(num(mg, 3), mg != null && mg > GATE_MAX_MAX ? 'crit' : undefined),
+    t(num(g.maxGate, 3), role(mx)),
+    t(limit(mx), 'dim'),
     t('  collapse '),
-    t(cf == null ? '–' : `${(cf * 100).toFixed(1)}%`, cf != null && cf > COLLAPSE_MAX ? 'crit' : undefined),
+    t(cf == null ? '–' : `${(cf * 100).toFixed(1)}%`, role(col)),
+    t(limit(col), 'dim'),
     t(`  step ${g.step}`, 'dim'),
   ]);
   if (g.branchShares) {
@@ -44,14 +51,14 @@ export const gatesPanel: PanelFn = ({ s, w, h }) => {
     });
     lines.push(l);
   }
-  const k = s.gateHaltIn;
-  if (k != null) lines.push([t(`watchdog would halt in ${k} check${k === 1 ? '' : 's'}`, 'crit', { bold: true })]);
-  else lines.push([t('watchdog: gate rules clear', 'ok')]);
-  if (e != null && e > LN3 - 0.005 && (s.run.step ?? 0) > 100) lines.push([t('≈ uniform gate: is it learning? (contract §8.8)', 'warn')]);
+  if (view) {
+    lines.push([t(view.watchdog.text, HEALTH_ROLE[view.watchdog.health], { bold: view.watchdog.health === 'critical' })]);
+    if (view.uniform) lines.push([t(view.uniform, 'warn')]);
+  }
   const left = h - lines.length;
   if (left >= 5) {
     const pts = seriesPoints(s.run.series.gateEntropy, 'recent');
-    if (pts.length > 1) lines.push(...chart(pts, { w, h: left - 1, threshold: GATE_ENTROPY_MIN, role: 'accent' }));
+    if (pts.length > 1) lines.push(...chart(pts, { w, h: left - 1, threshold: ent?.limit, role: 'accent' }));
   }
   return { lines };
 };

@@ -6,6 +6,8 @@ import { bar, dur, mib } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
+import type { Health } from '../../checks/index.js';
+import { HEALTH_ROLE } from './header.js';
 
 function ranksOn(s: CockpitState, dev: GpuDevice): { rank: number; mem: number | null }[] {
   const out: { rank: number; mem: number | null }[] = [];
@@ -17,15 +19,18 @@ function deviceLines(s: CockpitState, g: GpuSample, w: number, stale: boolean): 
   const lines: Line[] = [];
   for (const d of g.devices) {
     const frac = d.memUsedMiB != null && d.memTotalMiB ? d.memUsedMiB / d.memTotalMiB : null;
-    const memRole: Role = frac != null && frac > 0.95 ? 'crit' : frac != null && frac > 0.85 ? 'warn' : 'bar';
+    // colours are the evaluation's (src/checks); a device it did not judge (stale telemetry) stays plain
+    const judged = stale ? undefined : s.gpuHealth?.find((x) => x.uuid === d.uuid);
+    const role = (h: Health | undefined): Role | undefined => (h && h !== 'ok' ? HEALTH_ROLE[h] : undefined);
+    const memRole: Role = role(judged?.mem) ?? 'bar';
     const barW = Math.max(4, Math.min(20, w - 52));
     const name = clean(d.name).replace(/^NVIDIA /, '');
     const l: Line = [t(`${d.mig ? `${d.index}m` : d.index} `, 'title'), t(name.slice(0, 14).padEnd(Math.min(14, name.length) + 1), 'dim')];
     if (frac != null) l.push(t(bar(frac, barW), stale ? 'dim' : memRole), t(` ${mib(d.memUsedMiB)}/${mib(d.memTotalMiB)}`));
     else if (d.memUsedMiB != null) l.push(t(`mem ${mib(d.memUsedMiB)}`));
-    if (d.utilPct != null) l.push(t(` ${String(Math.round(d.utilPct)).padStart(3)}%`, d.utilPct < 10 ? 'warn' : undefined));
-    if (d.powerW != null) l.push(t(` ${Math.round(d.powerW)}${d.powerLimitW != null ? `/${Math.round(d.powerLimitW)}` : ''}W`, d.powerLimitW && d.powerW > 0.98 * d.powerLimitW ? 'warn' : undefined));
-    if (d.tempC != null) l.push(t(` ${Math.round(d.tempC)}°C`, d.tempC >= 85 ? 'crit' : d.tempC >= 78 ? 'warn' : undefined));
+    if (d.utilPct != null) l.push(t(` ${String(Math.round(d.utilPct)).padStart(3)}%`, role(judged?.util)));
+    if (d.powerW != null) l.push(t(` ${Math.round(d.powerW)}${d.powerLimitW != null ? `/${Math.round(d.powerLimitW)}` : ''}W`, role(judged?.power)));
+    if (d.tempC != null) l.push(t(` ${Math.round(d.tempC)}°C`, role(judged?.temp)));
     if (d.invalid?.length) l.push(t(` invalid: ${d.invalid.join(', ')}`, 'warn'));
     const on = ranksOn(s, d);
     const rankTxt = on.map((r) => `r${r.rank}${r.mem != null ? ` ${mib(r.mem)}` : ''}`).join(' ');

@@ -1,21 +1,19 @@
 // Header: what run, where, in what state and why; what it is (config identity); how far along.
-import type { CockpitState, RunState } from '../../cockpit/state.js';
+import { STATE_HEALTH, type Health } from '../../checks/index.js';
+import type { CockpitState } from '../../cockpit/state.js';
 import type { ConnState } from '../../remote/host.js';
 import { dur, num, si } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, join, type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
 
-export const STATE_ROLE: Record<RunState, Role> = {
-  STARTING: 'info',
-  RUNNING: 'ok',
-  STALLED: 'crit',
-  HALTING: 'warn',
-  HALTED: 'warn',
-  EXITED: 'crit',
-  FINISHED: 'ok',
-  'NO TRAINER': 'crit',
-};
+/** The colour of a judgement: the checks decide the health, this only maps it to a role. */
+export const HEALTH_ROLE: Record<Health, Role> = { ok: 'ok', info: 'info', warning: 'warn', critical: 'crit' };
+
+/** The state badge's colour, from the evaluation (STATE_HEALTH only for a state built without one). */
+export function stateRole(s: Pick<CockpitState, 'runState' | 'stateHealth'>): Role {
+  return HEALTH_ROLE[s.stateHealth ?? STATE_HEALTH[s.runState]];
+}
 
 export function connText(c: ConnState, label: string, now: number): { text: string; role: Role } {
   switch (c.state) {
@@ -56,9 +54,13 @@ export function identityLine(s: CockpitState): Line {
   if (tr?.batchSize != null) parts.push([t(`batch ${tr.batchSize}${tr.accum && tr.accum > 1 ? `×${tr.accum}` : ''}`)]);
   if (id.dataset) {
     const synth = s.run.data.syntheticFallback;
-    parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth ? 'crit' : undefined)]);
+    // coloured by the synthetic-data rule's alert, when it holds
+    const tell = s.alerts.find((a) => a.rule === 'synthetic-data' && a.severity !== 'info');
+    parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth && tell ? HEALTH_ROLE[tell.severity] : undefined)]);
   }
-  parts.push([t(`CONFIG=${id.config ?? '(default)'}`, id.config ? 'dim' : 'warn')]);
+  // coloured by the identity rules (a wrong or missing CONFIG), else plain
+  const cfgAlert = s.alerts.find((a) => a.id === 'identity:config' || a.id === 'identity:no-config');
+  parts.push([t(`CONFIG=${id.config ?? '(default)'}`, cfgAlert ? HEALTH_ROLE[cfgAlert.severity] : 'dim')]);
   if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
   if (id.device || id.dtype) parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
   if (!m && id.worldSize == null && !flags.length) return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
@@ -69,17 +71,18 @@ export function progressLine(s: CockpitState): Line {
   const r = s.run;
   const total = r.totalSteps;
   const stepTxt = r.step == null ? 'step –' : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${((100 * r.step) / total).toFixed(1)}%)` : ''}`;
-  // a frozen step makes the last rate and ETA a lie: say how long there has been no step instead
-  const overdue = (s.runState === 'STALLED' || s.alerts.some((a) => a.id === 'late:run')) && r.stepAdvancedTs != null;
+  // rate and ETA only while the evaluation says the run advances; a frozen step says how long instead
+  const frozen = s.noStepSinceMs ?? null;
+  const moving = s.advancing === true;
   const parts: (Line | null)[] = [
     [t(stepTxt, 'title', { bold: true })],
-    overdue
-      ? [t(`no step for ${dur(Math.max(0, s.at - r.stepAdvancedTs!) / 1000)}`, 'warn', { bold: true })]
-      : r.stepsPerS != null
+    frozen !== null
+      ? [t(`no step for ${dur(Math.max(0, s.at - frozen) / 1000)}`, 'warn', { bold: true })]
+      : moving && r.stepsPerS != null
         ? [t(`${num(r.stepsPerS, r.stepsPerS < 1 ? 3 : 2)} step/s`)]
         : null,
-    r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
-    !overdue && r.etaS != null ? [t(`ETA ${dur(r.etaS)}`)] : null,
+    moving && r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
+    moving && r.etaS != null ? [t(`ETA ${dur(r.etaS)}`)] : null,
     r.loss != null ? [t('loss '), t(num(r.loss, 4), 'info', { bold: true })] : null,
     r.lr != null ? [t(`lr ${r.lr.toExponential(2)}`, 'dim')] : null,
   ];
@@ -91,21 +94,9 @@ export function progressLine(s: CockpitState): Line {
   return join(parts, ' · ');
 }
 
-/** The why, led by the rank to look at when the run is stalled and the why names none. */
-export function headerWhy(s: CockpitState): string {
-  if ((s.runState === 'STALLED' || s.runState === 'HALTING') && !/\brank \d/.test(s.runStateWhy)) {
-    const v = s.verdicts.find((x) => x.rank != null);
-    if (v) return `${v.text} · ${s.runStateWhy}`;
-    // only when one rank alone is in trouble: several silent ranks say nothing about which one hangs
-    const crit = s.alerts.filter((x) => x.rank != null && x.severity === 'critical');
-    if (crit.length > 0 && crit.every((x) => x.rank === crit[0]!.rank)) return `${crit[0]!.title} · ${s.runStateWhy}`;
-  }
-  return s.runStateWhy;
-}
-
 export const headerPanel: PanelFn = ({ s, now }) => {
   const conn = connText(s.conn, s.hostLabel, now);
-  const role = STATE_ROLE[s.runState];
+  const role = stateRole(s);
   const first: Line = [
     t(` ${s.runState} `, role, { inverse: true, bold: true }),
     t(' '),
@@ -114,7 +105,7 @@ export const headerPanel: PanelFn = ({ s, now }) => {
     t(' @ ', 'dim'),
     t(conn.text, conn.role),
     t(' — ', 'dim'),
-    t(clean(headerWhy(s)), role === 'ok' ? 'muted' : role),
+    t(clean(s.runStateWhy), role === 'ok' ? 'muted' : role),
   ];
   if (s.collectError) first.push(t(`  ⚠ ${clean(s.collectError)}`, 'warn'));
   return { lines: [first, identityLine(s), progressLine(s)] };

@@ -195,7 +195,7 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const pidToRank = new Map<number, number>();
   for (const r of s.run.ranks) if (r.pid != null) pidToRank.set(r.pid, r.rank);
   for (const r of s.procs?.ranks ?? []) pidToRank.set(r.proc.pid, r.rank);
-  const set = newestDumpSet(s.run.dumps, pidToRank);
+  const set = newestDumpSet(s.run.dumps, pidToRank, s.dumpOdd?.rank ?? null);
   if (!set) return { lines: [[t('no stack dumps yet (d dumps every rank)', 'dim')]] };
   const body: Line[] = [];
   body.push([t(`${set.kind === 'watchdog' ? 'watchdog ' : ''}set @ ${clock(set.at)} (${ago(set.at, now)}) · ${set.dumps.length} dump${set.dumps.length === 1 ? '' : 's'}: `, 'dim'), t(set.dumps.map((d) => d.label).join(' '), 'info')]);

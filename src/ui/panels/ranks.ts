@@ -1,5 +1,5 @@
 // Ranks: one row per rank, merged from the process table (pid, state, CPU, RSS) and the heartbeat
-// files (step advance, last beat), coloured by staleness.
+// files (step advance, last beat), coloured by the health the evaluation gives each rank.
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
 import type { RankHeartbeat } from '../../trainer/snapshot.js';
@@ -7,6 +7,7 @@ import { dur, mib } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, type Line, t } from '../text.js';
 import { scrollSlice, type PanelFn } from '../view.js';
+import { HEALTH_ROLE } from './header.js';
 
 export interface RankRow {
   rank: number;
@@ -19,7 +20,7 @@ export interface RankRow {
 
 const STATE_NAMES: Record<string, string> = { R: 'run', S: 'sleep', D: 'disk(D)', T: 'stopped', t: 'traced', Z: 'zombie', I: 'idle', X: 'dead', '?': '?' };
 
-export function rankRows(s: CockpitState, now: number): RankRow[] {
+export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   const ids = new Set<number>();
   for (const r of s.run.ranks) ids.add(r.rank);
   for (const r of s.procs?.ranks ?? []) ids.add(r.rank);
@@ -30,27 +31,10 @@ export function rankRows(s: CockpitState, now: number): RankRow[] {
     const pid = proc?.proc.pid ?? hb?.pid ?? null;
     const dumps = s.run.dumps.filter((d) => d.rank === rank || (d.rank == null && pid != null && d.pid === pid));
     const lastDumpMs = dumps.length ? Math.max(...dumps.map((d) => d.mtimeMs)) : null;
-    let role: Role = 'ok';
-    let why: string | null = null;
-    const alert = s.alerts.filter((a) => a.rank === rank).sort((a, b) => (a.severity === 'critical' ? -1 : 1) - (b.severity === 'critical' ? -1 : 1))[0];
-    const verdict = s.verdicts.find((v) => v.rank === rank);
-    const hbAge = hb?.lastTs != null ? (now - hb.lastTs) / 1000 : null;
-    if (alert) {
-      role = alert.severity === 'critical' ? 'crit' : alert.severity === 'warning' ? 'warn' : 'ok';
-      why = alert.title;
-    } else if (hbAge != null && hbAge > 180) role = 'crit';
-    else if (hbAge != null && hbAge > 60) role = 'warn';
-    if (verdict) {
-      role = 'crit';
-      why = verdict.text;
-    }
-    const st = proc?.proc.state;
-    if (st === 'Z' || st === 'X') role = 'crit';
-    else if ((st === 'D' || st === 'T') && role === 'ok') role = 'warn';
-    if (!proc && s.procs && s.runState !== 'FINISHED' && s.runState !== 'HALTED') {
-      role = role === 'ok' ? 'warn' : role;
-      why = why ?? 'no process';
-    }
+    // health and its reason are the evaluation's (src/checks): this only presents them
+    const judged = s.rankHealth?.find((x) => x.rank === rank);
+    const role: Role = judged ? HEALTH_ROLE[judged.health] : 'dim';
+    const why = judged?.why ?? null;
     rows.push({ rank, proc, hb, lastDumpMs, role, why });
   }
   return rows;

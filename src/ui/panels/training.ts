@@ -3,6 +3,13 @@ import { chart, ema, seriesPoints } from '../chart.js';
 import { num, si } from '../format.js';
 import { join, type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
+import type { CockpitState } from '../../cockpit/state.js';
+import { HEALTH_ROLE } from './header.js';
+
+function nonFiniteRole(s: CockpitState) {
+  const a = s.alerts.find((x) => x.id === 'loss:nonfinite');
+  return a ? HEALTH_ROLE[a.severity] : 'dim';
+}
 
 export const trainingPanel: PanelFn = ({ s, v, w, h }) => {
   const r = s.run;
@@ -18,8 +25,10 @@ export const trainingPanel: PanelFn = ({ s, v, w, h }) => {
     [t('loss '), t(num(lossNow, 4), 'info', { bold: true }), ...(v.ema ? [t(' ema', 'dim')] : [])],
     r.lr != null ? [t(`lr ${r.lr.toExponential(2)}`, 'dim')] : null,
     val ? [t(`val ${num(val.value, 4)} @${val.step}`, 'info')] : null,
-    r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
-    r.series.loss.nonFinite ? [t(`${r.series.loss.nonFinite} non-finite`, 'crit')] : null,
+    // a rate only while the evaluation says the run advances (the chart keeps the history)
+    s.advancing === true && r.toksPerS != null ? [t(`${si(r.toksPerS)} tok/s`)] : null,
+    // coloured by the loss rule's alert (the checks judge), the count is only a fact
+    r.series.loss.nonFinite ? [t(`${r.series.loss.nonFinite} non-finite`, nonFiniteRole(s))] : null,
   ]);
   const lines: Line[] = [top];
   const note = `${v.ema ? 'EMA · ' : ''}${v.chartRange === 'all' ? 'whole run' : 'recent'}`;
