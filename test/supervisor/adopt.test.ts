@@ -17,6 +17,7 @@ import { readSupervisorState, relaunch, stopRun } from '../../src/trainer/superv
 import { resolveRunDirs } from '../../src/trainer/supervisor/rundirs.js';
 import { selfCommand } from '../../src/self.js';
 import { tempDir } from '../control/helpers.js';
+import { until } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake_train.py', import.meta.url));
@@ -26,15 +27,6 @@ after(() => {
   for (const f of cleanup) f();
 });
 
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 30000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function cli(args: string[], cwd: string) {
   return spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { cwd, encoding: 'utf8', env: { ...process.env, NSA_TOP_READ_ONLY: '' } });

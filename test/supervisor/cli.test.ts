@@ -13,6 +13,7 @@ import { readActions } from '../../src/trainer/control.js';
 import { launchRun, readSupervisorState } from '../../src/trainer/supervisor/launch.js';
 import { selfCommand } from '../../src/self.js';
 import { tempDir } from '../control/helpers.js';
+import { until } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
@@ -36,15 +37,6 @@ function cli(args: string[], cwd?: string) {
   return spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { encoding: 'utf8', cwd, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 30000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const finished = (runDir: string) =>
   until('the supervisor to finish', async () => {

@@ -11,19 +11,11 @@ import { verifyProcess } from '../../src/remote/procs.js';
 import { readActions } from '../../src/trainer/control.js';
 import { launchRun, readSupervisorState } from '../../src/trainer/supervisor/launch.js';
 import { tempDir } from '../control/helpers.js';
+import { until } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
 
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, ms = 30000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('a real-trainer profile: CONFIG via env by GPU memory, out_dir from the config, smoke first, pointer in the out_dir', async () => {
   const repo = tempDir('nsa-vibe-repo');

@@ -12,6 +12,7 @@ import type { SupervisorState } from '../../src/trainer/control-types.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { selfCommand } from '../../src/self.js';
 import { tempDir } from '../control/helpers.js';
+import { until } from './helpers.js';
 
 const host = new LocalHost();
 const supervisors: NonNullable<SupervisorState['supervisor']>[] = [];
@@ -57,15 +58,6 @@ function progress(dir: string): number[] {
   return recs.slice(boot + 1).filter((r) => r.msg === 'progress').map((r) => r.step);
 }
 
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 45000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 150));
-  }
-}
 
 const settled = (runDir: string) =>
   until('the supervisor to finish', async () => {

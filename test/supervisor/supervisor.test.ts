@@ -14,6 +14,7 @@ import type { SupervisorState } from '../../src/trainer/control-types.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { selfCommand } from '../../src/self.js';
 import { tempDir } from '../control/helpers.js';
+import { until, lastStep } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
@@ -64,22 +65,7 @@ ${extra}`,
   return f;
 }
 
-function lastStep(outDir: string): number {
-  const p = join(outDir, 'heartbeat_rank0.jsonl');
-  if (!existsSync(p)) return 0;
-  const lines = readFileSync(p, 'utf8').trim().split('\n');
-  return JSON.parse(lines.at(-1)!).step as number;
-}
 
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 20000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function track(runDir: string): Promise<SupervisorState> {
   runs.add(runDir);

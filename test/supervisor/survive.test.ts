@@ -13,6 +13,7 @@ import { listProcesses, readProc, verifyProcess } from '../../src/remote/procs.j
 import { currentActor } from '../../src/trainer/control.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { tempDir } from '../control/helpers.js';
+import { until, lastStep } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
@@ -22,22 +23,7 @@ after(async () => {
   for (const p of leftovers) if (await verifyProcess(host, p).catch(() => false)) process.kill(p.pid, 'SIGKILL');
 });
 
-function lastStep(outDir: string): number {
-  const p = join(outDir, 'heartbeat_rank0.jsonl');
-  if (!existsSync(p)) return 0;
-  const lines = readFileSync(p, 'utf8').trim().split('\n');
-  return JSON.parse(lines.at(-1)!).step as number;
-}
 
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 20000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v as T;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function trainersOf(runDir: string): Promise<number[]> {
   return (await listProcesses(host)).filter((p) => p.argv.includes(FAKE) && p.argv.includes(runDir) && p.state !== 'Z').map((p) => p.pid);
