@@ -191,6 +191,23 @@ test('a NaN abort is never restarted', async () => {
   assert.match(st.note ?? '', /nan_loss/);
 });
 
+test('a .HALT that is a FIFO stops the run like any .HALT: not restarted, and the supervisor does not freeze reading it', async () => {
+  const cwd = tempDir('sup-fifo-halt');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd });
+  const st0 = await until('the trainer', async () => {
+    const s = await track(r.runDir);
+    return s.child ? s : null;
+  });
+  const outDir = st0.outDir ?? r.runDir;
+  await until('a few steps', () => lastStep(outDir) >= 3);
+  // the trainer only asks whether .HALT exists; a blocking read of a FIFO would never return
+  spawnSync('mkfifo', [join(outDir, '.HALT')]);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted');
+  assert.equal(st.exitCodes.length, 1, 'not restarted');
+  assert.match(st.note ?? '', /HALT .*a FIFO.*not restarted/);
+});
+
 test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step logged', async () => {
   const cwd = tempDir('sup-hang');
   const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'hang@step=5'] });

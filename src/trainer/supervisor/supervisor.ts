@@ -7,10 +7,10 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
-import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
-import { LocalHost } from '../../remote/local.js';
+import { LocalHost, notRegular, READ_FLAGS } from '../../remote/local.js';
 import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { pickResumeCheckpoint } from '../checkpoints.js';
 import type { Actor, SupervisorState } from '../control-types.js';
@@ -22,11 +22,27 @@ import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writ
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * The first 4 KiB of a control file (.HALT, .anomaly_type), opened non-blocking: a FIFO planted
+ * under that name must not freeze the supervisor. A non-regular one (a FIFO, a directory) counts as
+ * present, as it does for the trainer, which only asks whether the path exists.
+ */
 function readSmall(path: string): string | null {
+  let fd: number;
   try {
-    return readFileSync(path, 'utf8').slice(0, 4096);
+    fd = openSync(path, READ_FLAGS);
   } catch {
     return null;
+  }
+  try {
+    const why = notRegular(fstatSync(fd));
+    if (why) return `(${why})`;
+    const buf = Buffer.alloc(4096);
+    return buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8');
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }
 
