@@ -40,6 +40,8 @@ export interface StallInfo {
   stopped: RankProc[];
   /** ranks of this launch whose process is gone or a zombie while others still run */
   dead: { rank: number; zombie: boolean }[];
+  /** the last advance was at a save/eval step (or a checkpoint is being written): a routine pause */
+  pause: PauseInfo | null;
   /** the run is live enough for a stall to mean something */
   live: boolean;
   /** evidence says the run is not advancing: overdue, a stopped rank, or a dead one */
@@ -53,6 +55,69 @@ export function overdueAfterS(ctx: Ctx): number {
   return Math.min(cadence.thresholdS, Math.max(ctx.t.lateFactor * cadence.expectedS, ctx.t.lateFloorS));
 }
 
+export interface PauseInfo {
+  /** what the trainer does between this step and the next heartbeat, e.g. "saving checkpoint_step2000.pt (save_every 2000)" */
+  what: string;
+  /** the step whose save/eval it is */
+  step: number;
+  /** seconds after the last advance at which the step is overdue during this pause */
+  allowS: number;
+  /** the longest such pause measured earlier in this segment, s (null: none measured) */
+  measuredS: number | null;
+}
+
+/**
+ * The real trainer saves `checkpoint_step{N}.pt` on rank 0 when N % save_every == 0 and evaluates when
+ * N % eval_every == 0 (at a log step), both AFTER step N's progress/step_end heartbeat: the heartbeat
+ * says nothing meanwhile (contract §1.14). A save in any step before the next heartbeat delays it too.
+ * Also a checkpoint file newer than the last advance and not yet settled: being written now.
+ */
+export function pauseAt(ctx: Ctx): PauseInfo | null {
+  const { run, cadence } = ctx;
+  const last = ctx.lastAdvanceTs;
+  if (last === null) return null;
+  let n = run.step ?? 0;
+  for (const r of ctx.ranks) if (r.lastStep !== null && r.lastStep > n) n = r.lastStep;
+  if (n <= 0) return null;
+  const stride = cadence.beat ? 1 : Math.max(1, Math.round(cadence.logEvery ?? 1));
+  const total = run.totalSteps ?? Infinity;
+  const saveEvery = run.identity.train?.saveEvery ?? 0;
+  const evalEvery = run.identity.train?.evalEvery ?? 0;
+  let saveStep: number | null = null;
+  if (saveEvery > 0) {
+    const s = Math.ceil(n / saveEvery) * saveEvery;
+    if (s < n + stride && s <= total) saveStep = s;
+  }
+  const evalStep = evalEvery > 0 && n % evalEvery === 0 ? n : null;
+  const writing = run.checkpoints.filter((c) => c.mtimeMs > last && !c.complete).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
+  // the save step's file already written and settled after the advance: that pause is over
+  const saved = saveStep !== null ? run.checkpoints.find((c) => c.step === saveStep && c.mtimeMs > last && c.complete) : undefined;
+  if (saved && !writing && evalStep === null) return null;
+  if (saveStep === null && evalStep === null && !writing) return null;
+  const parts: string[] = [];
+  if (evalStep !== null) parts.push(`evaluating (eval_every ${evalEvery})`);
+  if (writing) parts.push(`writing ${writing.name} (${fmtNum(writing.size / 2 ** 20)} MiB so far)`);
+  else if (saveStep !== null && !saved) parts.push(`saving checkpoint_step${saveStep}.pt (save_every ${saveEvery})`);
+  if (parts.length === 0) return null;
+  // earlier pauses of the same kind: the gap between a heartbeat and the next across a save/eval step,
+  // less the run's usual time for those steps
+  const pts = currentSegment(run.series.loss).filter((p) => p.t !== null);
+  const st = cadence.stepTimeS ?? 0;
+  const pauses: number[] = [];
+  for (let i = 1; i < pts.length; i++) {
+    const a = pts[i - 1]!, b = pts[i]!;
+    if (b.step <= a.step || b.step > n) continue;
+    const hasSave = (saveStep !== null || writing) && saveEvery > 0 && Math.ceil(a.step / saveEvery) * saveEvery < b.step;
+    const hasEval = evalStep !== null && a.step % evalEvery === 0;
+    if (!hasSave && !hasEval) continue;
+    pauses.push(Math.max(0, (b.t! - a.t!) / 1000 - (b.step - a.step) * st));
+  }
+  const measuredS = pauses.length ? Math.max(...pauses.slice(-3)) : null;
+  const base = overdueAfterS(ctx);
+  const allowS = measuredS === null ? cadence.thresholdS : Math.min(cadence.thresholdS, Math.max(base, base + ctx.t.pauseFactor * measuredS));
+  return { what: parts.join(', then '), step: saveStep ?? n, allowS, measuredS };
+}
+
 /** Ranks leave at different moments of a normal end, a HALT or a NaN abort: those are not deaths. */
 function stopping(ctx: Ctx): boolean {
   return ctx.ended || ctx.run.control.halt.present || ctx.run.control.anomaly?.type === 'nan_loss' || ctx.run.log.fatalNonFinite || ctx.run.log.haltSeen;
@@ -63,7 +128,8 @@ export function stallInfo(ctx: Ctx): StallInfo {
   const live = !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0 && !ctx.launcherAlive) && run.exists && ctx.ranks.length > 0;
   const frozenS = ctx.lastAdvanceTs === null ? null : (ctx.now - ctx.lastAdvanceTs) / 1000;
   const runStalled = live && frozenS !== null && frozenS > cadence.thresholdS;
-  const overdueS = overdueAfterS(ctx);
+  const pause = live && frozenS !== null ? pauseAt(ctx) : null;
+  const overdueS = pause ? pause.allowS : overdueAfterS(ctx);
   const overdue = live && frozenS !== null && frozenS > overdueS;
   const stalledRanks: number[] = [];
   let oddRank: number | null = null;
@@ -96,7 +162,7 @@ export function stallInfo(ctx: Ctx): StallInfo {
     if (oddRank === null && overdue) oddRank = oddRankFromDumps(ctx)?.rank ?? oddRankFromGpus(ctx)?.rank ?? null;
   }
   const hung = overdue || stopped.length > 0 || dead.length > 0;
-  return { runStalled, overdue, overdueS, frozenS, stalledRanks, oddRank, stopped, dead, live, hung };
+  return { runStalled, overdue, overdueS, frozenS, stalledRanks, oddRank, stopped, dead, pause, live, hung };
 }
 
 /**
@@ -165,12 +231,16 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
     const who = si.oddRank !== null ? ` — rank ${si.oddRank} is behind the others` : '';
     const times = cadence.expectedS !== null && cadence.expectedS > 0 ? ` (${fmtNum(si.frozenS! / cadence.expectedS)}× its usual interval)` : '';
     const act = si.runStalled ? 'past the watchdog threshold' : `the watchdog acts at ${fmtS(cadence.thresholdS)}`;
+    const atPause = si.pause ? ` at a save/eval step (${si.pause.what}; allowed ${fmtS(si.pause.allowS)})` : '';
+    const overTxt = si.pause
+      ? `overdue past ${fmtS(si.overdueS)} = ${si.pause.measuredS === null ? 'the stall threshold (no earlier save/eval pause measured)' : `min(threshold, lateness + ${ctx.t.pauseFactor} × the ${fmtS(si.pause.measuredS)} an earlier one took)`}`
+      : `overdue past ${fmtS(si.overdueS)} = max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)})`;
     out.push(
       a('stall:run', 'heartbeat-stall', 'critical',
         hbFresh
-          ? `${stepTxt} for ${fmtS(si.frozenS!)}${times} while heartbeats are still written (last ${fmtS(hbAge!)} ago)${who}`
-          : `${stepTxt} for ${fmtS(si.frozenS!)}${times}; no heartbeat from any rank for ${hbAge === null ? '?' : fmtS(hbAge)}${who}`,
-        `step last advanced ${ago(ctx, ctx.lastAdvanceTs)} ago; newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}; ${procTxt}; ${expect}; overdue past ${fmtS(si.overdueS)} = max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)}); ${act} (${thr})`,
+          ? `${stepTxt} for ${fmtS(si.frozenS!)}${times}${atPause} while heartbeats are still written (last ${fmtS(hbAge!)} ago)${who}`
+          : `${stepTxt} for ${fmtS(si.frozenS!)}${times}${atPause}; no heartbeat from any rank for ${hbAge === null ? '?' : fmtS(hbAge)}${who}`,
+        `step last advanced ${ago(ctx, ctx.lastAdvanceTs)} ago; newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}; ${procTxt}; ${expect}; ${overTxt}; ${act} (${thr})`,
         { since: ctx.lastAdvanceTs + si.overdueS * 1000, step: ctx.run.step ?? undefined, anomaly: 'heartbeat_stall', rank: si.oddRank ?? undefined }),
     );
   }

@@ -4,7 +4,7 @@
 // RUNNING at once: the watchdog's 180 s floor governs what it does, not what the operator sees).
 import { isToolProcess } from '../remote/procs.js';
 import type { Ctx } from './context.js';
-import { oddRankFromDumps, oddRankFromGpus, type StallInfo } from './rules.js';
+import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules.js';
 import { fmtS } from './stats.js';
 import type { Culprit, Health, RunState } from './types.js';
 
@@ -77,6 +77,9 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     }
     if (si.hung) return stalled(ctx, si, hung);
     if (anyAlive && ctx.alive.length === 0) return v('RUNNING', `step ${step}${of}; ${who}, rank processes not identified`);
+    // a routine pause (checkpoint save, eval) the trainer takes after step N's heartbeat: not overdue yet
+    const overCadence = si.frozenS !== null && si.frozenS > overdueAfterS(ctx);
+    if (si.pause && overCadence) return v('RUNNING', `step ${step}${of}; ${si.pause.what} for ${fmtS(si.frozenS!)} (overdue after ${fmtS(si.pause.allowS)})`);
     return v('RUNNING', `step ${step}${of}${hbAge !== null ? `, last heartbeat ${fmtS(hbAge)} ago` : ''}`);
   }
 
@@ -135,7 +138,7 @@ function clock(ms: number): string {
 function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict {
   const step = ctx.run.step ?? 0;
   const frozen = si.frozenS !== null ? `no step advance for ${fmtS(si.frozenS)} at step ${step}` : `no step at ${step}`;
-  const proc = ctx.procsKnown ? '' : '; process table unknown';
+  const proc = (ctx.procsKnown ? '' : '; process table unknown') + (si.pause && si.overdue ? `; at a save/eval step (${si.pause.what}), past the ${fmtS(si.pause.allowS)} allowed for it` : '');
   if (culprit) return { state: 'STALLED', why: `${culprit.why}; ${frozen}${proc}`, culprit };
   if (ctx.ranks.length === 1) return { state: 'STALLED', why: `rank ${ctx.ranks[0]!.rank}: ${frozen}${proc}`, culprit: null };
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;

@@ -11,6 +11,10 @@ export interface Thresholds {
    *  visible in seconds, while the stall floor still keeps the watchdog from acting on slow steps */
   lateFactor: number;
   lateFloorS: number;
+  /** at a checkpoint-save or eval step the trainer writes no heartbeat while it saves/evaluates: the
+   *  step is overdue only after lateness + `pauseFactor` × the longest such pause measured earlier in
+   *  the run (the stall threshold when none was measured yet), never later than the stall threshold */
+  pauseFactor: number;
   /** toks/s <= 0 on this many consecutive records (NSA_WATCH_FLATLINE_N, real default 4) */
   flatlineN: number;
   /** gate entropy below this (NSA_WATCH_GATE_ENTROPY_MIN, 0.2) */
@@ -88,6 +92,7 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   stallCadenceFactor: 3,
   lateFactor: 10,
   lateFloorS: 15,
+  pauseFactor: 3,
   flatlineN: 4,
   gateEntropyMin: 0.2,
   gateMaxThreshold: 0.9,

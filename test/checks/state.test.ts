@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Checker, staleVerdict } from '../../src/checks/index.js';
 import { newestDumpSet } from '../../src/ui/dumps.js';
-import { fixture, liveFixture, proc, procs } from './helpers.js';
+import { fixture, liveFixture, liveRun, proc, procs, series } from './helpers.js';
 
 test('metrics.json written while a rank still lives is HALTING; HALTED / FINISHED only once none lives', async () => {
   const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
@@ -79,4 +79,65 @@ test('STALE says the age and what was last seen', () => {
   const v = staleVerdict({ state: 'RUNNING', why: 'step 5' }, 17, 'host reconnecting, try 3');
   assert.equal(v.state, 'STALE');
   assert.match(v.why, /^no fresh data for 17 s \(host reconnecting, try 3\); last seen RUNNING$/);
+});
+
+// The real trainer saves checkpoint_step{N}.pt on rank 0 when N % save_every == 0, after step N's
+// progress/step_end heartbeat (contract §1.14): the heartbeat is silent for the whole save. 1 s steps,
+// log_every 1, save_every 2000 of 50000 steps.
+function atSave(step: number, t: number, o: { earlierSaveS?: number } = {}) {
+  const run = liveRun({ step, t, total: 50000, stepTimeS: 1, logEvery: 1 });
+  run.identity.train = { ...run.identity.train!, saveEvery: 2000 };
+  if (o.earlierSaveS !== undefined) {
+    // this segment's loss, one point a second up to step `step` (at t), with the previous save's gap
+    const from = step - 2100, gapMs = o.earlierSaveS * 1000;
+    const s = series(Array.from({ length: 2101 }, () => 3), { step0: from, t0: t - 2100 * 1000 - gapMs });
+    for (const p of s.recent) if (p.step > step - 2000) p.t! += gapMs;
+    run.series.loss = s;
+  }
+  return run;
+}
+
+test('a pause at a save step: RUNNING and saying so, where the same pause at any other step is STALLED', () => {
+  const t = 1_700_000_000_000;
+  const ev = new Checker().evaluate({ now: t + 40_000, run: atSave(2000, t), procs: procs([proc(0)]), gpu: null });
+  assert.equal(ev.runState, 'RUNNING', '40 s without a step at step 2000 (save_every 2000) is the save');
+  assert.equal(ev.runStateWhy, 'step 2000 of 50000; saving checkpoint_step2000.pt (save_every 2000) for 40 s (overdue after 180 s)');
+  assert.equal(ev.advancing, true);
+  assert.equal(ev.noStepSinceMs, null, 'the header shows no "no step for"');
+  assert.ok(!ev.alerts.some((a) => a.id === 'stall:run'), 'no critical stall alert for a save');
+  // the checkpoint file appearing, still growing: the same, naming what is written
+  const run = atSave(2000, t);
+  run.checkpoints = [{ name: 'checkpoint_step2000.pt', path: '/tmp/run/checkpoint_step2000.pt', step: 2000, size: 512 * 2 ** 20, mtimeMs: t + 39_000, fsdp: false, complete: false }];
+  const w = new Checker().evaluate({ now: t + 40_000, run, procs: procs([proc(0)]), gpu: null });
+  assert.equal(w.runState, 'RUNNING');
+  assert.match(w.runStateWhy, /writing checkpoint_step2000\.pt \(512 MiB so far\) for 40 s/);
+  // the same 40 s at step 1999: overdue by the run's 1 s cadence
+  const off = new Checker().evaluate({ now: t + 40_000, run: atSave(1999, t), procs: procs([proc(0)]), gpu: null });
+  assert.equal(off.runState, 'STALLED');
+  assert.ok(off.alerts.some((a) => a.id === 'stall:run' && a.severity === 'critical'));
+});
+
+test('a save step past its allowance is STALLED and says it was at a save; the watchdog threshold is unchanged', () => {
+  const t = 1_700_000_000_000;
+  // no earlier save measured: allowed up to the stall threshold (180 s), where the watchdog acts as before
+  const late = new Checker().evaluate({ now: t + 200_000, run: atSave(2000, t), procs: procs([proc(0)]), gpu: null });
+  assert.equal(late.runState, 'STALLED');
+  assert.match(late.runStateWhy, /no step advance for 200 s at step 2000.*at a save\/eval step \(saving checkpoint_step2000\.pt \(save_every 2000\)\), past the 180 s allowed for it/);
+  assert.deepEqual(late.actOn.map((a) => a.id), ['stall:run']);
+  assert.match(late.alerts.find((a) => a.id === 'stall:run')!.title, /at a save\/eval step/);
+  // the step-2000 save took 10 s: this one is allowed lateness 15 s + 3 × 10 s = 45 s
+  const ok = new Checker().evaluate({ now: t + 40_000, run: atSave(4000, t, { earlierSaveS: 10 }), procs: procs([proc(0)]), gpu: null });
+  assert.equal(ok.runState, 'RUNNING');
+  assert.match(ok.runStateWhy, /for 40 s \(overdue after 45 s\)/);
+  const over = new Checker().evaluate({ now: t + 60_000, run: atSave(4000, t, { earlierSaveS: 10 }), procs: procs([proc(0)]), gpu: null });
+  assert.equal(over.runState, 'STALLED');
+  assert.match(over.runStateWhy, /past the 45 s allowed for it/);
+  assert.deepEqual(over.actOn, [], 'the watchdog still waits for its own threshold');
+});
+
+test('a stopped rank at a save step is STALLED at once: a pause does not hide a stopped process', () => {
+  const t = 1_700_000_000_000;
+  const ev = new Checker().evaluate({ now: t + 2_000, run: atSave(2000, t), procs: procs([proc(0, 'T')]), gpu: null });
+  assert.equal(ev.runState, 'STALLED');
+  assert.match(ev.runStateWhy, /^rank 0 \(pid 1000\) is stopped \(T\)/);
 });
