@@ -101,7 +101,12 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
   if (parts.length === 0) return null;
   // earlier pauses of the same kind: the gap between a heartbeat and the next across a save/eval step,
   // less the run's usual time for those steps
-  const pts = currentSegment(run.series.loss).filter((p) => p.t !== null);
+  // training.csv (preferred for loss) has no timestamps: the first series whose points carry them
+  let pts: SeriesPoint[] = [];
+  for (const ser of [run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB]) {
+    pts = currentSegment(ser).filter((p) => p.t !== null);
+    if (pts.length >= 2) break;
+  }
   const st = cadence.stepTimeS ?? 0;
   const pauses: number[] = [];
   for (let i = 1; i < pts.length; i++) {

@@ -88,11 +88,13 @@ function atSave(step: number, t: number, o: { earlierSaveS?: number } = {}) {
   const run = liveRun({ step, t, total: 50000, stepTimeS: 1, logEvery: 1 });
   run.identity.train = { ...run.identity.train!, saveEvery: 2000 };
   if (o.earlierSaveS !== undefined) {
-    // this segment's loss, one point a second up to step `step` (at t), with the previous save's gap
+    // one point a second up to step `step` (at t), with the previous save's gap: the loss from
+    // training.csv carries no time; the heartbeat's gate stats do
     const from = step - 2100, gapMs = o.earlierSaveS * 1000;
-    const s = series(Array.from({ length: 2101 }, () => 3), { step0: from, t0: t - 2100 * 1000 - gapMs });
+    const s = series(Array.from({ length: 2101 }, () => 1.05), { step0: from, t0: t - 2100 * 1000 - gapMs });
     for (const p of s.recent) if (p.step > step - 2000) p.t! += gapMs;
-    run.series.loss = s;
+    run.series.gateEntropy = s;
+    run.series.loss = { ...s, recent: s.recent.map((p) => ({ ...p, t: null, value: 3 })) };
   }
   return run;
 }
