@@ -113,6 +113,12 @@ test('a pause at a save step: RUNNING and saying so, where the same pause at any
   const w = new Checker().evaluate({ now: t + 40_000, run, procs: procs([proc(0)]), gpu: null });
   assert.equal(w.runState, 'RUNNING');
   assert.match(w.runStateWhy, /writing checkpoint_step2000\.pt \(512 MiB so far\) for 40 s/);
+  // an eval step (eval_every 500, after step 1500's heartbeat, contract §1.14): the same
+  const ev1500 = atSave(1500, t);
+  ev1500.identity.train = { ...ev1500.identity.train!, evalEvery: 500 };
+  const e = new Checker().evaluate({ now: t + 40_000, run: ev1500, procs: procs([proc(0)]), gpu: null });
+  assert.equal(e.runState, 'RUNNING');
+  assert.match(e.runStateWhy, /^step 1500 of 50000; evaluating \(eval_every 500\) for 40 s/);
   // the same 40 s at step 1999: overdue by the run's 1 s cadence
   const off = new Checker().evaluate({ now: t + 40_000, run: atSave(1999, t), procs: procs([proc(0)]), gpu: null });
   assert.equal(off.runState, 'STALLED');
