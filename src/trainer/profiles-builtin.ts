@@ -67,6 +67,11 @@ profiles:
     restart:
       max_restarts: 3
       backoff_s: 2
+    # the reference trainer stops within a step of .HALT: a hung demo (--inject hang) must not
+    # outlive its quit by the production default of 5 minutes
+    stop:
+      halt_grace_s: 10
+      sigint_grace_s: 5
 
   cpu-smoke:
     description: reference trainer, one rank, 60 steps; checks the machine, the supervisor and the cockpit

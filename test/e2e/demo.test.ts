@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { LocalHost } from '../../src/remote/local.js';
+import { verifyProcess } from '../../src/remote/procs.js';
 import { killRecorded, runPids } from './cleanup.js';
 import { Cockpit, ENTER, ESC } from './pty.js';
 
@@ -139,6 +141,33 @@ test('demo: Ctrl-C at the quit question takes the safe default — the trainer i
       await new Promise((r) => setTimeout(r, 3000));
       killRecorded([...recorded, ...runPids(runDir)]);
     }
+    rmSync(cwd, { recursive: true, force: true });
+  }
+});
+
+test('demo: quitting a hung demo with the default answer leaves no trainer behind (the supervisor escalates within the demo\'s grace)', { timeout: 180_000 }, async () => {
+  const cwd = mkdtempSync(join(tmpdir(), 'nsa-top-e2e-demo-hung-'));
+  const main = new Cockpit(['demo', '--steps', '3000', '--inject', 'hang@step=20,rank=1'], { cwd });
+  let runDir = '';
+  const recorded: { pid: number; startTime: string | null }[] = [];
+  const host = new LocalHost();
+  try {
+    runDir = (await main.waitRaw(/started \(2 ranks\) in (\S+)/, 60_000))[1]!;
+    await main.waitFor(/STALLED/, 90_000);
+    recorded.push(...runPids(runDir));
+    assert.ok(recorded.length >= 3, `supervisor, trainer and ranks recorded: ${JSON.stringify(recorded)}`);
+    await main.send('q', 500);
+    await main.waitRaw(/Halt it gracefully/, 15_000);
+    await main.send(ENTER);
+    assert.equal(await main.exited, 0);
+    // a .HALT cannot reach a hung rank: the supervisor's SIGINT/SIGKILL does, within the demo's wait
+    assert.match(main.raw, /demo run halted/);
+    const alive = [];
+    for (const p of recorded) if (p.startTime && (await verifyProcess(host, { pid: p.pid, startTime: p.startTime }).catch(() => false))) alive.push(p.pid);
+    assert.deepEqual(alive, [], 'no process of the demo run is left');
+  } finally {
+    await main.close();
+    if (runDir) killRecorded([...recorded, ...runPids(runDir)]);
     rmSync(cwd, { recursive: true, force: true });
   }
 });
