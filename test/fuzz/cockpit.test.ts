@@ -14,6 +14,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { BIN, Cockpit } from '../e2e/pty.js';
 import { ESCAPES, makeSpecial, Rng, seedFromEnv, writeRunDir } from './gen.js';
+import { procsUnder } from '../helpers/procs.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/nsa-vibe/single', import.meta.url));
 const SEED = seedFromEnv();
@@ -29,18 +30,6 @@ function fakeSmi(name: string, body: string): string {
   return dir;
 }
 
-function procsUnder(dir: string): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(dir)) out.push(Number(name));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 async function until(f: () => boolean, what: string, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { GpuMonitor } from '../../src/remote/gpu.js';
 import { LocalHost } from '../../src/remote/local.js';
+import { procsUnder } from '../helpers/procs.js';
 
 /** a fake nvidia-smi whose --query-gpu stream runs `body`; -L and the apps query print nothing */
 function fakeSmi(body: string): { dir: string; env: Record<string, string>; done(): void } {
@@ -17,19 +18,6 @@ function fakeSmi(body: string): { dir: string; env: Record<string, string>; done
   return { dir, env: { PATH: `${dir}:${process.env.PATH}` }, done: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** pids whose command line names `dir` (the fake's own processes) */
-function procsUnder(dir: string): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(dir)) out.push(Number(name));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 async function until<T>(f: () => T | null | undefined | false, what: string, ms = 20_000): Promise<T> {
   const end = Date.now() + ms;

@@ -14,7 +14,7 @@ import type { SupervisorState } from '../../src/trainer/control-types.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { selfCommand } from '../../src/self.js';
 import { tempDir } from '../control/helpers.js';
-import { until, lastStep } from './helpers.js';
+import { until, lastStep, profilesFile } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
@@ -47,23 +47,6 @@ after(async () => {
   }
 });
 
-function profilesFile(dir: string, extra = ''): string {
-  const f = join(dir, 'profiles.yaml');
-  writeFileSync(
-    f,
-    `profiles:
-  fake:
-    trainer: reference
-    command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(FAKE)}]
-    procs: 1
-    steps: 100000
-    save_every: 10
-    restart: { max_restarts: 2, backoff_s: 0.2, backoff_factor: 1 }
-    stop: { halt_grace_s: 2, sigint_grace_s: 1.5 }
-${extra}`,
-  );
-  return f;
-}
 
 
 

@@ -13,7 +13,7 @@ import { listProcesses, readProc, verifyProcess } from '../../src/remote/procs.j
 import { currentActor } from '../../src/trainer/control.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../src/trainer/supervisor/launch.js';
 import { tempDir } from '../control/helpers.js';
-import { until, lastStep } from './helpers.js';
+import { until, lastStep, profilesFile } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
@@ -31,20 +31,7 @@ async function trainersOf(runDir: string): Promise<number[]> {
 
 test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json says the supervisor is gone, relaunch re-adopts (one trainer), stop still works', async () => {
   const cwd = tempDir('sup-adopt');
-  const pf = join(cwd, 'profiles.yaml');
-  writeFileSync(
-    pf,
-    `profiles:
-  fake:
-    trainer: reference
-    command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(FAKE)}]
-    procs: 1
-    steps: 100000
-    save_every: 10
-    restart: { max_restarts: 2, backoff_s: 0.2, backoff_factor: 1 }
-    stop: { halt_grace_s: 2, sigint_grace_s: 1.5 }
-`,
-  );
+  const pf = profilesFile(cwd);
   const { runDir, supervisorPid } = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
   const st0 = await until('the trainer', async () => {
     const s = await readSupervisorState(host, runDir);
