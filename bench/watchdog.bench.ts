@@ -7,7 +7,7 @@
 //   3. a live reference-trainer hang injection (2 ranks, per-step beats).
 // Runs the built binary (npm run bench builds first). Prints the figures.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,8 +27,8 @@ function cleanup(): void {
 }
 process.on('exit', cleanup);
 
-function spawnOut(cmd: string[], env: Record<string, string> = {}): { child: ChildProcess; out: () => string } {
-  const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env } });
+function spawnOut(cmd: string[], env: Record<string, string> = {}, cwd?: string): { child: ChildProcess; out: () => string } {
+  const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env }, ...(cwd ? { cwd } : {}) });
   kids.push(child);
   let out = '';
   child.stdout!.on('data', (b) => (out += b));
@@ -76,7 +76,15 @@ const WRITER = [
 async function writerRun(interval: string | null): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-wd-bench-'));
   dirs.push(dir);
-  const w = spawnOut(['python3', '-c', WRITER, dir, '30']);
+  // laid out as the real trainer runs (scripts/train_showcase.py, CONFIG naming this out_dir): only a
+  // process that proves itself a rank of the run is watched as one
+  const repo = mkdtempSync(join(tmpdir(), 'nsa-wd-bench-repo-'));
+  dirs.push(repo);
+  mkdirSync(join(repo, 'scripts'));
+  mkdirSync(join(repo, 'configs'));
+  writeFileSync(join(repo, 'scripts', 'train_showcase.py'), WRITER);
+  writeFileSync(join(repo, 'configs', 'bench.yaml'), `train: {out_dir: ${JSON.stringify(dir)}}\n`);
+  const w = spawnOut(['python3', 'scripts/train_showcase.py', dir, '30'], { CONFIG: 'configs/bench.yaml' }, repo);
   await until(() => (readdirSync(dir).includes('heartbeat_rank0.jsonl') ? true : null), 5000, 'the writer');
   const wd = spawnOut([process.execPath, BIN, 'watchdog', dir, '--stall', String(STALL_S), '--no-gpu', ...(interval ? ['--interval', interval] : [])]);
   await until(() => (/STOPPED/.test(w.out()) ? true : null), 20_000, 'the writer to stop');
