@@ -55,10 +55,13 @@ export const gatesPanel: PanelFn = ({ s, w, h }) => {
     lines.push([t(view.watchdog.text, HEALTH_ROLE[view.watchdog.health], { bold: view.watchdog.health === 'critical' })]);
     if (view.uniform) lines.push([t(view.uniform, 'warn')]);
   }
-  const left = h - lines.length;
-  if (left >= 5) {
+  const rowsLeft = h - lines.length;
+  if (rowsLeft >= MIN_CHART_ROWS) {
     const pts = seriesPoints(s.run.series.gateEntropy, 'recent');
-    if (pts.length > 1) lines.push(...chart(pts, { w, h: left - 1, threshold: ent?.limit, role: 'accent' }));
+    if (pts.length > 1) lines.push(...chart(pts, { w, h: rowsLeft - 1, threshold: ent?.limit, role: 'accent' }));
   }
   return { lines };
 };
+
+/** rows the entropy chart needs (a title row and four of plot): layout, not a judgement */
+const MIN_CHART_ROWS = 5;
