@@ -11,6 +11,7 @@ import { dirname, join, relative } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { FIXTURES } from './helpers.js';
+import { spawnWithoutDac, withoutDacSkip } from '../helpers/unprivileged.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -169,7 +170,7 @@ test('an empty or missing dir is bad input for status and watchdog --once: one l
   assert.ok(!existsSync(join(empty, '.nsa-top')), 'nothing written into an empty dir');
 });
 
-test('a run dir that lists but cannot be read (mode 444, as an unprivileged user) is exit 2, never "running"', { skip: process.getuid?.() !== 0 || spawnSync('runuser', ['--help']).error !== undefined }, () => {
+test('a run dir that lists but cannot be read (mode 444, as an unprivileged user) is exit 2, never "running"', { skip: withoutDacSkip }, () => {
   const base = mkdtempSync(join(tmpdir(), 'nsa-judge-perm-'));
   try {
     const dir = join(base, 'run');
@@ -177,7 +178,7 @@ test('a run dir that lists but cannot be read (mode 444, as an unprivileged user
     chmodSync(base, 0o755);
     chmodSync(dir, 0o444);
     for (const args of [['status', dir, '--json'], ['watchdog', dir, '--once', '--no-gpu'], ['report', dir]]) {
-      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000, cwd: '/' });
+      const r = spawnWithoutDac([process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000, cwd: '/' });
       assert.equal(r.status, 2, `${args[0]}: ${r.stdout}${r.stderr}`);
       assert.equal(r.stdout, '');
       // one line that says why (whichever layer finds it first: the dir's listing or its entries)

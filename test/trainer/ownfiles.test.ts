@@ -16,6 +16,7 @@ import { appendOwn, createOwn, ownNameProblem, OwnWriteError, writeOwnAtomic } f
 import { RunModel } from '../../src/trainer/run.js';
 import { resolveRunDirs } from '../../src/trainer/supervisor/rundirs.js';
 import { relaunch } from '../../src/trainer/supervisor/launch.js';
+import { spawnWithoutDac, withoutDacSkip } from '../helpers/unprivileged.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -183,30 +184,24 @@ test('a .HALT that is a directory is shown, reported by a halt, and named by the
   assert.ok(!existsSync(join(d, '.nsa-top', 'supervisor.json')), 'no supervisor started');
 });
 
-const setpriv = spawnSync('setpriv', ['--version']).status === 0 && process.getuid?.() === 0;
-
-test('as an unprivileged user: an unsearchable run dir is an error (exit 2), unreadable artifacts a named warning', { skip: setpriv ? false : 'needs root and setpriv to run as nobody' }, (t) => {
-  const asNobody = (args: string[]) =>
-    spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
-  // nobody must be able to run the built CLI from this checkout
-  const v = asNobody(['--version']);
-  if (v.status !== 0) return void t.skip(`nobody cannot run ${BIN}: ${v.stderr.trim().split('\n')[0]}`);
+test('as an unprivileged user: an unsearchable run dir is an error (exit 2), unreadable artifacts a named warning', { skip: withoutDacSkip }, () => {
+  const asUnprivileged = (args: string[]) => spawnWithoutDac([process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
   const d444 = run('r444');
   chmodSync(d444, 0o444);
   for (const cmd of ['status', 'report']) {
-    const r = asNobody([cmd, d444]);
+    const r = asUnprivileged([cmd, d444]);
     assert.equal(r.status, 2, `${cmd}: ${r.stdout}${r.stderr}`);
     assert.match(r.stderr, /cannot read run dir .*EACCES/);
     assert.doesNotMatch(r.stdout, /no errors/);
   }
-  const w = asNobody(['watchdog', d444, '--once', '--no-gpu']);
+  const w = asUnprivileged(['watchdog', d444, '--once', '--no-gpu']);
   assert.equal(w.status, 2, w.stderr);
   chmodSync(d444, 0o755);
   const df = run('unreadable-files');
   for (const f of ['training.csv', 'heartbeat_rank0.jsonl']) chmodSync(join(df, f), 0o000);
-  const s = asNobody(['status', df]);
+  const s = asUnprivileged(['status', df]);
   assert.match(s.stderr, /warning: cannot read heartbeat_rank0\.jsonl, training\.csv .*permission denied/);
-  const wd = asNobody(['watchdog', df, '--once', '--no-gpu']);
+  const wd = asUnprivileged(['watchdog', df, '--once', '--no-gpu']);
   const al = events(wd.stdout).find((e) => e.id === 'files:unreadable');
   assert.equal(al?.severity, 'warning');
   assert.match(String(al?.title), /cannot read 2 artifacts: .*heartbeat_rank0\.jsonl/);
