@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSshd } from '../test/helpers/sshd.js';
-import type { SshHost } from '../src/remote/ssh.js';
+import type { SshHost } from '../src/remote/ssh/host.js';
 import type { Host } from '../src/remote/host.js';
 import { findRunProcesses } from '../src/remote/procs.js';
-import { RunModel } from '../src/trainer/run.js';
+import { RunModel } from '../src/trainer/run/model.js';
 import { GpuMonitor } from '../src/remote/gpu.js';
 
 const FIXTURE = fileURLToPath(new URL('../test/fixtures/nsa-vibe/single/', import.meta.url));

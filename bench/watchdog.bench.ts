@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Checker } from '../src/checks/index.js';
-import { emptySnapshot, type Series } from '../src/trainer/snapshot.js';
+import { emptySnapshot, type Series } from '../src/trainer/run/snapshot.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');

@@ -77,7 +77,7 @@ export async function main(argv: string[]): Promise<number> {
     delete process.env.CONTINUOUS_INTEGRATION;
   }
   // --read-only is global: any command takes it, and it is NSA_TOP_READ_ONLY=1 for every effect
-  // (src/trainer/ownfiles.ts refuses each write and control.ts each signal). The cockpit also
+  // (src/trainer/control/ownfiles.ts refuses each write and control.ts each signal). The cockpit also
   // parses it itself; elsewhere it is taken out of the command's own flags (never past a `--`).
   const end = argv.indexOf('--');
   const flags = end < 0 ? argv : argv.slice(0, end);

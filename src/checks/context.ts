@@ -1,8 +1,8 @@
 // What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
 // liveness of the rank processes, the GPUs of the run. Pure.
 import type { GpuDevice, GpuTelemetry, ProcInfo, RankProc, RunProcesses } from '../remote/types.js';
-import type { RankHeartbeat, RunSnapshot } from '../trainer/snapshot.js';
-import type { ControlRequest, SupervisorState } from '../trainer/control-types.js';
+import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
+import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { isToolProcess } from '../remote/procs.js';
 import { currentSegment, median } from './stats.js';
 import type { Thresholds } from './thresholds.js';

@@ -1,7 +1,7 @@
 // Model FLOPs per token and device peaks, for the throughput plausibility rule. Estimates, said
 // as such: ≈ 6 × (matmul parameters) for forward + backward, plus the attention score/value terms
 // over the keys NSA actually attends to (window + selected blocks + compressed tokens).
-import type { ModelDims, NsaDims } from '../trainer/snapshot.js';
+import type { ModelDims, NsaDims } from '../trainer/run/snapshot.js';
 
 /** The nsa-vibe configs of contract §4.2, by basename without .yaml. */
 export const KNOWN_CONFIGS: Record<string, { model: ModelDims; nsa: NsaDims; seqLen: number; toy: boolean }> = (() => {

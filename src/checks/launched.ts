@@ -3,7 +3,7 @@
 import type { Launched } from './context.js';
 
 /**
- * What a supervised run was launched with, from its run.info (src/trainer/supervisor/launch.ts):
+ * What a supervised run was launched with, from its run.info (src/trainer/launch/launch.ts):
  * `config:` and the `env:` lines. Only for the real trainer: the reference trainer records the
  * config it wrote into its out_dir, so a name comparison would mean nothing there.
  */

@@ -2,8 +2,8 @@
 // Evaluation (the same rules as the cockpit and the watchdog) and optional per-record memory read
 // by the command module. Honest: a run stopped at step 20 of 300 does not pass phase 1, and what
 // cannot be measured is said so, not passed.
-import type { RunHistory } from '../trainer/history.js';
-import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/snapshot.js';
+import type { RunHistory } from '../trainer/run/history.js';
+import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/run/snapshot.js';
 import { configBasename, estimateParams, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
 import { leakOf, type MemSample } from './rules.js';
@@ -66,7 +66,7 @@ export interface GradeInput {
   thresholds?: Thresholds;
   /** (step, ms) of rank 0's progress records, read from its heartbeat file by the command */
   progressTimes?: { step: number; t: number }[];
-  /** every segment of the run, read from the first byte (src/trainer/history.ts) */
+  /** every segment of the run, read from the first byte (src/trainer/run/history.ts) */
   history?: RunHistory;
 }
 

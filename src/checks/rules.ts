@@ -1,13 +1,13 @@
 // The watchdog rules. Each is a pure function of the evaluation context (and, for the few that need
 // more than one snapshot, the Checker's bounded history). Each alert says what, since when and why.
 import type { ProcState, RankProc } from '../remote/types.js';
-import type { RunSnapshot, Series, SeriesPoint, StackDump } from '../trainer/snapshot.js';
+import type { RunSnapshot, Series, SeriesPoint, StackDump } from '../trainer/run/snapshot.js';
 import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
 import { maxGateEntropyBound, type Thresholds } from './thresholds.js';
 import { claims125m, configBasename, cpuPeak, flopsPerToken, gpuPeak, isToyModel, knownConfig } from './flops.js';
 import { currentSegment, fmtNum, fmtS, linfit, median } from './stats.js';
-import { dumpPlace, dumpTimeMs } from '../trainer/stackdump.js';
+import { dumpPlace, dumpTimeMs } from '../trainer/run/readers/stackdump.js';
 
 export type Draft = Omit<Alert, 'since'> & { since?: number };
 

@@ -1,5 +1,5 @@
 // Small robust statistics used by the rules. Pure.
-import type { Series, SeriesPoint } from '../trainer/snapshot.js';
+import type { Series, SeriesPoint } from '../trainer/run/snapshot.js';
 
 export function median(xs: readonly number[]): number | null {
   if (xs.length === 0) return null;

@@ -1,7 +1,7 @@
 // The supervisor and durable requests on screen: judgements on .nsa-top/supervisor.json (restarts,
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
-import { activeRequest } from '../trainer/control-types.js';
+import { activeRequest } from '../trainer/control/types.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules.js';
 

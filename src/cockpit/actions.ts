@@ -1,12 +1,12 @@
 // What the cockpit's keys can do to a run, as one object the UI calls. No Ink here: every action
-// goes through src/trainer/control (verified pids, audited in actions.jsonl). Read-only is
+// goes through src/trainer/control/actions (verified pids, audited in actions.jsonl). Read-only is
 // enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
 import type { Host } from '../remote/host.js';
-import type { ActionRecord, Actor } from '../trainer/control-types.js';
-import { withoutResume } from '../trainer/adopt.js';
-import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control.js';
-import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/requests.js';
-import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/supervisor/launch.js';
+import type { ActionRecord, Actor } from '../trainer/control/types.js';
+import { withoutResume } from '../trainer/run/adopt.js';
+import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control/actions.js';
+import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
+import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
 
 export interface RankDumpResult {
@@ -47,7 +47,7 @@ export interface CockpitActions {
   prepareRelaunch?(): Promise<RelaunchInfo>;
 }
 
-/** What `r` would do (src/trainer/supervisor/launch.ts prepareRelaunch), as plain data for the dialog. */
+/** What `r` would do (src/trainer/launch/launch.ts prepareRelaunch), as plain data for the dialog. */
 export interface RelaunchInfo {
   /** why it cannot work and what to do instead; null = it can */
   refusal: string | null;
@@ -63,7 +63,7 @@ export interface RelaunchInfo {
 
 export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';
 
-/** The supervisor's relaunch, injected by the command (src/trainer/supervisor). */
+/** The supervisor's relaunch, injected by the command (src/trainer/launch). */
 export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;
 /** The supervisor's stop escalation, injected by the command; null when the run has no live supervisor. */
 export type StopFn = () => Promise<ActionOutcome | null>;

@@ -7,15 +7,15 @@ import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv, type Launched }
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
-import { recordAdoption } from '../trainer/adopt.js';
+import { recordAdoption } from '../trainer/run/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import { activeRequest, type ActionRecord, type ControlRequest, type SupervisorState } from '../trainer/control-types.js';
-import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE } from '../trainer/requests.js';
-import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control.js';
-import type { RunModel } from '../trainer/run.js';
-import { openRunModel } from '../trainer/rundir.js';
-import type { RunSnapshot } from '../trainer/snapshot.js';
-import { NSA_DIR, resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import { activeRequest, type ActionRecord, type ControlRequest, type SupervisorState } from '../trainer/control/types.js';
+import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE } from '../trainer/control/requests.js';
+import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control/actions.js';
+import type { RunModel } from '../trainer/run/model.js';
+import { openRunModel } from '../trainer/run/rundir.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import { NSA_DIR, resolveRunDirs } from '../trainer/launch/rundirs.js';
 import { evaluationFields, type CockpitState } from './state.js';
 
 export interface GpuSource {
@@ -282,7 +282,7 @@ export class Collector {
       // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
       const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find((p) => p.cwd)?.cwd;
       if (cwd) this.model.setTrainerCwd(cwd);
-      // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/adopt)
+      // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
       void recordAdoption(this.host, this.outDir!, procs, 'cockpit').catch(() => {});
     } catch (e) {
       errors.push(`process table: ${(e as Error).message}`);
@@ -306,7 +306,7 @@ export class Collector {
         // re-read only when supervisor.json changed
         let st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
         if (!st && this.launcherDir === this.outDir && (this.host.kind === 'local' || this.ticks % 10 === 0) && (await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json')))) {
-          // a run started by hand and relaunched under a supervisor (src/trainer/adopt) gets a
+          // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
           // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
           const d = await resolveRunDirs(this.host, this.outDir!);
           if (d.runDir !== this.launcherDir) {

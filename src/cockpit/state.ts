@@ -3,8 +3,8 @@
 import type { Alert, ClearedAlert, Culprit, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState } from '../checks/types.js';
 import type { ConnState } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control-types.js';
-import type { RunSnapshot } from '../trainer/snapshot.js';
+import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control/types.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
 export type { RunState } from '../checks/types.js';
 

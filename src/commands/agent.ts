@@ -2,8 +2,8 @@
 // requests (halt after the next checkpoint) when no supervisor does. Started by `nsa-top halt
 // --after-checkpoint` and the cockpit in its own session; its out_dir comes from the environment.
 import { resolve } from 'node:path';
-import { LocalHost } from '../remote/local.js';
-import { AGENT_ENV, runAgent } from '../trainer/requests.js';
+import { LocalHost } from '../remote/local/host.js';
+import { AGENT_ENV, runAgent } from '../trainer/control/requests.js';
 import { CliError } from './errors.js';
 
 export async function run(argv: string[]): Promise<number> {

@@ -1,8 +1,8 @@
 // `nsa-top attach RUN_DIR` — open the cockpit on a supervised run (launcher dir or out_dir).
-import { LocalHost } from '../remote/local.js';
+import { LocalHost } from '../remote/local/host.js';
 import { verifyProcess } from '../remote/procs.js';
-import { currentActor, readOnlyMode } from '../trainer/control.js';
-import { readSupervisorState, relaunch } from '../trainer/supervisor/launch.js';
+import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
+import { readSupervisorState, relaunch } from '../trainer/launch/launch.js';
 import { CliError } from './errors.js';
 
 export async function run(argv: string[]): Promise<number> {

@@ -7,11 +7,11 @@ import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '.
 import { Collector } from '../cockpit/collector.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
-import { LocalHost } from '../remote/local.js';
-import { currentActor } from '../trainer/control.js';
-import { relaunch } from '../trainer/supervisor/launch.js';
-import { readSupervisorState } from '../trainer/supervisor/state.js';
-import { resolveRunDir } from '../trainer/rundir.js';
+import { LocalHost } from '../remote/local/host.js';
+import { currentActor } from '../trainer/control/actions.js';
+import { relaunch } from '../trainer/launch/launch.js';
+import { readSupervisorState } from '../trainer/launch/state.js';
+import { resolveRunDir } from '../trainer/run/rundir.js';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
 import { FramePainter } from '../ui/paint.js';

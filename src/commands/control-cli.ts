@@ -1,9 +1,9 @@
 // Shared by `nsa-top halt | dump | stop`: argument parsing, the run dir, and one way of printing an
 // action's outcome (a line for people, or --json for scripts) with a stable exit code:
 //   0 done or under way (started), 1 failed or partial, 2 bad input, 3 refused (read-only included).
-import type { ActionRecord } from '../trainer/control-types.js';
-import { LocalHost } from '../remote/local.js';
-import { resolveRunDir } from '../trainer/rundir.js';
+import type { ActionRecord } from '../trainer/control/types.js';
+import { LocalHost } from '../remote/local/host.js';
+import { resolveRunDir } from '../trainer/run/rundir.js';
 import { CliError } from './errors.js';
 
 export interface ControlArgs {

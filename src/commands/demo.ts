@@ -3,9 +3,9 @@
 // it, and on quit asks whether to stop the run (default: halt it gracefully, keeping a checkpoint),
 // then says where the artifacts are.
 import { createInterface } from 'node:readline/promises';
-import { LocalHost } from '../remote/local.js';
-import { currentActor, describeActor } from '../trainer/control.js';
-import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/supervisor/launch.js';
+import { LocalHost } from '../remote/local/host.js';
+import { currentActor, describeActor } from '../trainer/control/actions.js';
+import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/launch/launch.js';
 import { supervisorStopFn } from '../cockpit/actions.js';
 import { openCockpit } from './cockpit.js';
 import { CliError } from './errors.js';

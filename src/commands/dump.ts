@@ -1,9 +1,9 @@
 // `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, staggered, verified pid + start
 // time, never the launcher), like the cockpit's d; logged in actions.jsonl.
-import { currentActor, dumpAll, readOnlyMode } from '../trainer/control.js';
+import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.js';
 import { findRunProcesses } from '../remote/procs.js';
-import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
-import { heartbeatPidsOf } from '../trainer/requests.js';
+import { resolveRunDirs } from '../trainer/launch/rundirs.js';
+import { heartbeatPidsOf } from '../trainer/control/requests.js';
 import { localRun, parseControlArgs } from './control-cli.js';
 
 const HELP = `usage: nsa-top dump RUN [--json] [--read-only]

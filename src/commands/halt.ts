@@ -3,8 +3,8 @@
 // detached owner (the run's supervisor, else `nsa-top agent`) and return at once; it writes .HALT
 // after the next complete checkpoint written from now on, whether or not anyone is watching.
 // --cancel: cancel that request (too late once .HALT is written: it says so).
-import { currentActor, readOnlyMode, requestHalt } from '../trainer/control.js';
-import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/requests.js';
+import { currentActor, readOnlyMode, requestHalt } from '../trainer/control/actions.js';
+import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
 import { localRun, parseControlArgs, report } from './control-cli.js';
 import { CliError } from './errors.js';
 

@@ -10,8 +10,8 @@ import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { RunModel } from '../trainer/run.js';
-import type { RunSnapshot } from '../trainer/snapshot.js';
+import type { RunModel } from '../trainer/run/model.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
 export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
   try {

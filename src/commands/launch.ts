@@ -1,6 +1,6 @@
 // `nsa-top launch --profile NAME [--profiles FILE] [--steps N] [--attach] [-- EXTRA TRAINER ARGS]`
-import { LocalHost } from '../remote/local.js';
-import { launchRun } from '../trainer/supervisor/launch.js';
+import { LocalHost } from '../remote/local/host.js';
+import { launchRun } from '../trainer/launch/launch.js';
 import { CliError } from './errors.js';
 
 const HELP = `usage: nsa-top launch --profile NAME [--profiles FILE] [--steps N] [--attach] [-- ARGS...]

@@ -12,8 +12,9 @@ import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import type { GpuTelemetry } from '../remote/types.js';
-import { loadProfiles, readConfigOutDir, rendezvousPort, resolveLaunchPlan, runDirBase, trainerCwd, type GpuInventory, type LaunchPlan, type Profile, type ProfilesFile } from '../trainer/profiles.js';
+import { loadProfiles, readConfigOutDir, rendezvousPort, resolveLaunchPlan, runDirBase, trainerCwd, type GpuInventory, type LaunchPlan, type Profile, type ProfilesFile } from '../trainer/launch/profiles.js';
 import { CliError } from './errors.js';
+import { InputError } from '../errors.js';
 
 const HELP = `usage: nsa-top preflight [--profile NAME] [--profiles FILE] [--run-dir DIR] [--config FILE]
                          [--port N] [--host user@box[:port]] [-i KEY] [--json]
@@ -175,7 +176,7 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   try {
     profiles = await loadProfiles(host, a.profiles ?? undefined);
   } catch (e) {
-    if (a.profile || a.profiles) throw e instanceof CliError ? e : new CliError(`preflight: ${(e as Error).message}`, 2);
+    if (a.profile || a.profiles) throw e instanceof InputError ? e : new CliError(`preflight: ${(e as Error).message}`, 2);
   }
   if (a.profile) {
     profile = profiles?.profiles[a.profile] ?? null;

@@ -1,9 +1,9 @@
 // `nsa-top profiles [--file F] [--check] [--show NAME] [--json]` — list, validate, and show what a
 // profile would run on this machine.
 import { join } from 'node:path';
-import { LocalHost } from '../remote/local.js';
-import { chooseConfig, describeProfile, loadProfiles, ProfileError, queryGpus, readConfigOutDir, resolveLaunchPlan, runDirBase, trainerCwd } from '../trainer/profiles.js';
-import { runInfoText } from '../trainer/supervisor/launch.js';
+import { LocalHost } from '../remote/local/host.js';
+import { chooseConfig, describeProfile, loadProfiles, ProfileError, queryGpus, readConfigOutDir, resolveLaunchPlan, runDirBase, trainerCwd } from '../trainer/launch/profiles.js';
+import { runInfoText } from '../trainer/launch/launch.js';
 import { CliError } from './errors.js';
 
 const HELP = `usage: nsa-top profiles [--file FILE] [--check] [--show NAME] [--json]

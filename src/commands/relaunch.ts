@@ -2,10 +2,10 @@
 // from its newest complete checkpoint. A .HALT in its out_dir is removed only after confirmation.
 import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { LocalHost } from '../remote/local.js';
-import { currentActor } from '../trainer/control.js';
-import { withoutResume } from '../trainer/adopt.js';
-import { describePick, prepareRelaunch, relaunch } from '../trainer/supervisor/launch.js';
+import { LocalHost } from '../remote/local/host.js';
+import { currentActor } from '../trainer/control/actions.js';
+import { withoutResume } from '../trainer/run/adopt.js';
+import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
 import { CliError } from './errors.js';
 
 const HELP = `usage: nsa-top relaunch RUN_DIR [--remove-stale-halt] [--yes]

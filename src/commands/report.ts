@@ -11,11 +11,11 @@ import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
 import { openHost, type OpenHostSpec } from '../remote/index.js';
 import { splitHostFlags } from './hostflags.js';
-import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
-import type { RunSnapshot, Series } from '../trainer/snapshot.js';
+import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
+import type { RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
-import { readRunHistory } from '../trainer/history.js';
+import { readRunHistory } from '../trainer/run/history.js';
 
 const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N] [--host user@box[:port]]
 

@@ -4,17 +4,17 @@ import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../chec
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
-import { LocalHost } from '../remote/local.js';
+import { LocalHost } from '../remote/local/host.js';
 import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
-import { mainThreadTop } from '../trainer/stackdump.js';
-import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
-import type { RunSnapshot } from '../trainer/snapshot.js';
+import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
+import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
-import { readAdoption, recordAdoption } from '../trainer/adopt.js';
-import { pickResumeCheckpoint } from '../trainer/checkpoints.js';
-import { readLaunchPlan } from '../trainer/supervisor/state.js';
-import { resolveRunDirs } from '../trainer/supervisor/rundirs.js';
+import { readAdoption, recordAdoption } from '../trainer/run/adopt.js';
+import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
+import { readLaunchPlan } from '../trainer/launch/state.js';
+import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {

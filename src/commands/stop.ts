@@ -2,8 +2,8 @@
 // then SIGINT after the profile's halt_grace_s, SIGKILL sigint_grace_s later, carried out by the
 // detached supervisor (this command returns at once). Without a live supervisor: .HALT only, and
 // it says so.
-import { currentActor, readOnlyMode } from '../trainer/control.js';
-import { stopRun } from '../trainer/supervisor/launch.js';
+import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
+import { stopRun } from '../trainer/launch/launch.js';
 import { localRun, parseControlArgs, report } from './control-cli.js';
 
 const HELP = `usage: nsa-top stop RUN [--reason TEXT] [--json] [--read-only]

@@ -1,8 +1,8 @@
 // `nsa-top supervise RUN_DIR [--resume]` — internal: the detached supervisor process that
-// `nsa-top launch` and `nsa-top relaunch` start. See src/trainer/supervisor/supervisor.ts.
+// `nsa-top launch` and `nsa-top relaunch` start. See src/trainer/launch/supervisor.ts.
 import { resolve } from 'node:path';
-import { SUPERVISE_ENV } from '../trainer/supervisor/state.js';
-import { runSupervisor } from '../trainer/supervisor/supervisor.js';
+import { SUPERVISE_ENV } from '../trainer/launch/state.js';
+import { runSupervisor } from '../trainer/launch/supervisor.js';
 import { CliError } from './errors.js';
 
 export async function run(argv: string[]): Promise<number> {

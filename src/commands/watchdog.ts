@@ -16,15 +16,15 @@ import { GpuMonitor } from '../remote/gpu.js';
 import { openHost, type OpenHostSpec } from '../remote/index.js';
 import { splitHostFlags } from './hostflags.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord } from '../trainer/control-types.js';
-import { currentActor, dumpAll, recordAction } from '../trainer/control.js';
-import { openRunModel, resolveRunDir } from '../trainer/rundir.js';
-import { RunModel } from '../trainer/run.js';
-import type { RunSnapshot } from '../trainer/snapshot.js';
-import { NSA_DIR } from '../trainer/supervisor/rundirs.js';
-import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode, ReadOnlyError } from '../trainer/ownfiles.js';
+import type { ActionRecord } from '../trainer/control/types.js';
+import { currentActor, dumpAll, recordAction } from '../trainer/control/actions.js';
+import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
+import { RunModel } from '../trainer/run/model.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import { NSA_DIR } from '../trainer/launch/rundirs.js';
+import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import { CliError, orCliError } from './errors.js';
-import { recordAdoption } from '../trainer/adopt.js';
+import { recordAdoption } from '../trainer/run/adopt.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
@@ -227,7 +227,7 @@ export class Watchdog {
   private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
     const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
     const j = await judge(this.host, this.outDir, this.model, await this.model.poll(), { checker: this.checker, gpu, launched: this.o.launched });
-    // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/adopt)
+    // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
     await recordAdoption(this.host, this.outDir, j.procs, 'watchdog').catch(() => {});
     return { ...j, gpu };
   }

@@ -140,7 +140,7 @@ export interface Host {
   remove(path: string): Promise<void>;
 
   /**
-   * nsa-top's own files — only src/trainer/ownfiles.ts calls these. `rel` is `name` or
+   * nsa-top's own files — only src/trainer/control/ownfiles.ts calls these. `rel` is `name` or
    * `sub/name` inside `root`. The links in `root`'s own path are the operator's choice and are
    * followed once; `sub` must be a real directory (made when missing) and `name` a regular file or
    * absent: a link at either is refused (never followed), and so is a FIFO, device or directory.

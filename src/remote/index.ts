@@ -1,13 +1,13 @@
 // openHost: the one way commands get a Host. No --host → LocalHost; otherwise an SshHost
 // resolved through ~/.ssh/config (aliases: HostName/User/Port/IdentityFile), -i, ssh-agent.
 import type { Host } from './host.js';
-import { LocalHost } from './local.js';
-import { SshHost, type SshHostOptions } from './ssh.js';
-import { resolveTarget } from './sshconfig.js';
+import { LocalHost } from './local/host.js';
+import { SshHost, type SshHostOptions } from './ssh/host.js';
+import { resolveTarget } from './ssh/config.js';
 
 export type { Host } from './host.js';
-export { LocalHost } from './local.js';
-export { SshHost, HostKeyError, SshConnectError } from './ssh.js';
+export { LocalHost } from './local/host.js';
+export { SshHost, HostKeyError, SshConnectError } from './ssh/host.js';
 export { GpuMonitor, sampleGpus } from './gpu.js';
 export { findRunProcesses, listProcesses, readProc, verifyProcess } from './procs.js';
 

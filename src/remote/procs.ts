@@ -705,7 +705,7 @@ async function readYamlOutDir(host: Host, path: string): Promise<{ outDir: strin
   // the readers' parser (depth-bounded, no warnings on stderr), loaded only when a CONFIG is to be read.
   // Not `import('yaml')` here: yaml is bundled as CommonJS, and a dynamic import of its chunk has no
   // named exports (parseDocument was undefined in the built CLI).
-  const { parseTrainerConfig } = await import('../trainer/readers/config.js');
+  const { parseTrainerConfig } = await import('../trainer/run/readers/config.js');
   const r = parseTrainerConfig(text);
   if (!r.ok) return { outDir: null, error: `${path}: ${r.error}` };
   const od = r.value.train?.out_dir;

@@ -15,7 +15,7 @@ import type { FramePainter } from './paint.js';
 import { compose, type Frame, visiblePanels } from './compose.js';
 import { type Dialog, escalationGate, trackedRequest } from './dialog.js';
 import { bindingOf, commandFor, type Command } from './keymap.js';
-import { activeRequest } from '../trainer/control-types.js';
+import { activeRequest } from '../trainer/control/types.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
 import { initialView, type ViewState } from './view.js';

@@ -2,7 +2,7 @@
 // resumed run (steps repeating from a checkpoint) keeps one continuous axis and its resume points
 // are marked under the chart.
 import asciichart from 'asciichart';
-import type { Series } from '../trainer/snapshot.js';
+import type { Series } from '../trainer/run/snapshot.js';
 import { si } from './format.js';
 import { cut, type Line, t } from './text.js';
 

@@ -2,7 +2,7 @@
 // (progress, per-rank results). The App owns the dialog value; this file only draws it.
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
-import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control-types.js';
+import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control/types.js';
 import { dur } from './format.js';
 import { KEYMAP } from './keymap.js';
 import type { Role } from './palette.js';
@@ -11,7 +11,7 @@ import { HEALTH_ROLE } from './panels/header.js';
 import { haltOutlook } from '../checks/present.js';
 import { clean, type Line, t, wrap } from './text.js';
 
-/** the profile default stop.halt_grace_s (src/trainer/profiles.ts), when the state does not say */
+/** the profile default stop.halt_grace_s (src/trainer/launch/profiles.ts), when the state does not say */
 const DEFAULT_HALT_GRACE_S = 300;
 
 export type Dialog =
@@ -44,7 +44,7 @@ export type Dialog =
 /**
  * Whether SIGINT/SIGKILL may be offered in the halt window, and if not, why: from the run's state
  * (.HALT present and since when, the ranks alive) and the grace its profile gives (the request's,
- * else the run's). The judgement itself is escalationBlocked (src/trainer/control-types).
+ * else the run's). The judgement itself is escalationBlocked (src/trainer/control/types).
  */
 export function escalationGate(s: CockpitState, now: number): string | null {
   const req = activeRequest(s.requests);

@@ -1,7 +1,7 @@
 // Stack dump sets: the newest set of dumps (one per rank, written within a few seconds of each
 // other), grouped by identical stacks so the odd rank stands out. Pure functions of the snapshot.
-import type { StackDump, StackFrame } from '../trainer/snapshot.js';
-import { dumpPlace, dumpTimeMs, mainThreadFrames } from '../trainer/stackdump.js';
+import type { StackDump, StackFrame } from '../trainer/run/snapshot.js';
+import { dumpPlace, dumpTimeMs, mainThreadFrames } from '../trainer/run/readers/stackdump.js';
 
 export interface DumpMember {
   dump: StackDump;

@@ -3,7 +3,7 @@
 // action (see src/cockpit/actions.ts).
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
-import { activeRequest } from '../trainer/control-types.js';
+import { activeRequest } from '../trainer/control/types.js';
 
 export type Command =
   | 'dump'

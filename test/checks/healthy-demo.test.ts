@@ -11,8 +11,8 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Checker } from '../../src/checks/index.js';
-import { LocalHost } from '../../src/remote/local.js';
-import { RunModel } from '../../src/trainer/run.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { RunModel } from '../../src/trainer/run/model.js';
 
 const SRC = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'reference', 'demo-healthy');
 

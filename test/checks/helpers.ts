@@ -2,11 +2,11 @@
 // small pieces of process/GPU data. Not a test file itself.
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 import type { GpuDevice, GpuTelemetry, ProcState, RankProc, RunProcesses } from '../../src/remote/types.js';
-import { RunModel } from '../../src/trainer/run.js';
-import type { RunSnapshot, Series } from '../../src/trainer/snapshot.js';
-import { emptySnapshot } from '../../src/trainer/snapshot.js';
+import { RunModel } from '../../src/trainer/run/model.js';
+import type { RunSnapshot, Series } from '../../src/trainer/run/snapshot.js';
+import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'nsa-vibe');
 

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { evaluateOnce } from '../../src/checks/index.js';
-import type { SupervisorState } from '../../src/trainer/control-types.js';
-import { emptySnapshot } from '../../src/trainer/snapshot.js';
+import type { SupervisorState } from '../../src/trainer/control/types.js';
+import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
 
 const now = 1_800_000_000_000;
 const sup = (o: Partial<SupervisorState>): SupervisorState => ({

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 import { verifyProcess } from '../../src/remote/procs.js';
 import { killRecorded, runPids } from './cleanup.js';
 import { Cockpit, ENTER, ESC } from './pty.js';

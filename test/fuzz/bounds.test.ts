@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { Checker } from '../../src/checks/index.js';
 import { gradeRun } from '../../src/checks/report.js';
-import { LocalHost } from '../../src/remote/local.js';
-import { parseTrainerConfig } from '../../src/trainer/readers/config.js';
-import { RunModel } from '../../src/trainer/run.js';
-import { copyFixture } from '../trainer/helpers.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { parseTrainerConfig } from '../../src/trainer/run/readers/config.js';
+import { RunModel } from '../../src/trainer/run/model.js';
+import { copyFixture } from '../trainer/run/helpers.js';
 import { deepJson } from './gen.js';
 
 async function snap(dir: string) {

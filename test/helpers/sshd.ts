@@ -12,9 +12,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { createServer, connect as netConnect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { SshHost, type SshHostOptions } from '../../src/remote/ssh.js';
-import { resolveTarget } from '../../src/remote/sshconfig.js';
-import { knownHostName } from '../../src/remote/knownhosts.js';
+import { SshHost, type SshHostOptions } from '../../src/remote/ssh/host.js';
+import { resolveTarget } from '../../src/remote/ssh/config.js';
+import { knownHostName } from '../../src/remote/ssh/knownhosts.js';
 
 const SSHD = ['/usr/sbin/sshd', '/usr/local/sbin/sshd', '/sbin/sshd'].find((p) => existsSync(p)) ?? null;
 

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { FrameParser } from '../../src/remote/ssh.js';
+import { FrameParser } from '../../src/remote/ssh/host.js';
 
 type Ev = ['line', string] | ['data', string, string] | ['raw', string];
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { GpuMonitor } from '../../src/remote/gpu.js';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 import { procsUnder } from '../helpers/procs.js';
 
 /** a fake nvidia-smi whose --query-gpu stream runs `body`; -L and the apps query print nothing */

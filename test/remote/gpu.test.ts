@@ -6,7 +6,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 import { GpuMonitor, parseGpuLine, parseListing, parseMigQuery, sampleGpus, smiValue } from '../../src/remote/gpu.js';
 import { listProcesses } from '../../src/remote/procs.js';
 import { startSshd } from '../helpers/sshd.js';

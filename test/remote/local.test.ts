@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 
 for (const mode of ['sync', 'async'] as const) {
   test(`pollDir (${mode} I/O): listing, incremental bytes, truncation, replacement, missing and unreadable paths`, async () => {

@@ -9,7 +9,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, readFileSync, exist
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 import type { ProcInfo } from '../../src/remote/types.js';
 import { findRunProcesses, listProcesses, matchRun, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
 

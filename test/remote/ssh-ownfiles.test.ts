@@ -10,11 +10,11 @@ import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
-import type { SshHost } from '../../src/remote/ssh.js';
-import { currentActor, readActions, requestHalt } from '../../src/trainer/control.js';
-import { appendOwn, createOwn, OwnWriteError, writeOwnAtomic } from '../../src/trainer/ownfiles.js';
-import { resolveRunDir } from '../../src/trainer/rundir.js';
-import { RunModel } from '../../src/trainer/run.js';
+import type { SshHost } from '../../src/remote/ssh/host.js';
+import { currentActor, readActions, requestHalt } from '../../src/trainer/control/actions.js';
+import { appendOwn, createOwn, OwnWriteError, writeOwnAtomic } from '../../src/trainer/control/ownfiles.js';
+import { resolveRunDir } from '../../src/trainer/run/rundir.js';
+import { RunModel } from '../../src/trainer/run/model.js';
 
 const FIX = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'nsa-vibe', 'single');
 let sshd: TestSshd;

@@ -9,12 +9,12 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
-import { LocalHost } from '../../src/remote/local.js';
-import { HostKeyError, SshHost } from '../../src/remote/ssh.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { HostKeyError, SshHost } from '../../src/remote/ssh/host.js';
 import { openHost } from '../../src/remote/index.js';
-import { resolveTarget } from '../../src/remote/sshconfig.js';
+import { resolveTarget } from '../../src/remote/ssh/config.js';
 import { findRunProcesses, listProcesses, readProc } from '../../src/remote/procs.js';
-import { RunModel } from '../../src/trainer/run.js';
+import { RunModel } from '../../src/trainer/run/model.js';
 
 const FIXTURES = new URL('../fixtures/nsa-vibe/', import.meta.url).pathname;
 let sshd: TestSshd;

@@ -7,8 +7,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { parseHostSpec, resolveSshConfig, resolveTarget } from '../../src/remote/sshconfig.js';
-import { appendKnownHost, checkHostKey, fingerprint } from '../../src/remote/knownhosts.js';
+import { parseHostSpec, resolveSshConfig, resolveTarget } from '../../src/remote/ssh/config.js';
+import { appendKnownHost, checkHostKey, fingerprint } from '../../src/remote/ssh/knownhosts.js';
 import { shJoin, shQuote } from '../../src/remote/quote.js';
 
 test('--host forms', () => {

@@ -12,7 +12,7 @@ import type { Alert, ClearedAlert } from '../../src/checks/types.js';
 import { createActions } from '../../src/cockpit/actions.js';
 import { Collector } from '../../src/cockpit/collector.js';
 import type { CockpitState } from '../../src/cockpit/state.js';
-import { LocalHost } from '../../src/remote/local.js';
+import { LocalHost } from '../../src/remote/local/host.js';
 import { compose } from '../../src/ui/compose.js';
 import type { PanelId } from '../../src/ui/layout.js';
 import { lineWidth, plain } from '../../src/ui/text.js';

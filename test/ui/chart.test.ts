@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chart, ema, seriesPoints } from '../../src/ui/chart.js';
 import { lineWidth, plain } from '../../src/ui/text.js';
-import type { Series } from '../../src/trainer/snapshot.js';
+import type { Series } from '../../src/trainer/run/snapshot.js';
 
 function series(): Series {
   const recent = [];

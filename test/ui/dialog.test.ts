@@ -56,7 +56,7 @@ import { escalationGate } from '../../src/ui/dialog.js';
 import { haltDisabled, relaunchDisabled } from '../../src/ui/keymap.js';
 import { footerLine } from '../../src/ui/panels/footer.js';
 import { proc, procs } from '../checks/helpers.js';
-import type { ControlRequest } from '../../src/trainer/control-types.js';
+import type { ControlRequest } from '../../src/trainer/control/types.js';
 
 const track = { kind: 'halt-track' as const, mode: 'after-checkpoint' as const, startStep: 10, result: null, escalation: null, killArmed: false };
 const who = { user: 'alice', tty: null, tmux: null, host: 'box', pid: 1 };

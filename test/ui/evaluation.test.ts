@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { thresholdsFromEnv, type Thresholds } from '../../src/checks/index.js';
 import type { CockpitState } from '../../src/cockpit/state.js';
 import type { ProcState, RunProcesses } from '../../src/remote/types.js';
-import type { RunSnapshot } from '../../src/trainer/snapshot.js';
+import type { RunSnapshot } from '../../src/trainer/run/snapshot.js';
 import { compose } from '../../src/ui/compose.js';
 import { dialogView } from '../../src/ui/dialog.js';
 import { HEALTH_ROLE } from '../../src/ui/panels/header.js';

@@ -6,9 +6,9 @@ const { Terminal } = xterm;
 type Terminal = InstanceType<typeof Terminal>;
 import { Checker, type CheckInput, type Thresholds } from '../../src/checks/index.js';
 import { evaluationFields, type CockpitState } from '../../src/cockpit/state.js';
-import { LocalHost } from '../../src/remote/local.js';
-import { RunModel } from '../../src/trainer/run.js';
-import { emptySnapshot, type RunSnapshot } from '../../src/trainer/snapshot.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { RunModel } from '../../src/trainer/run/model.js';
+import { emptySnapshot, type RunSnapshot } from '../../src/trainer/run/snapshot.js';
 import { colorOf } from '../../src/ui/palette.js';
 import type { Line } from '../../src/ui/text.js';
 

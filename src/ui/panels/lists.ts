@@ -1,7 +1,7 @@
 // Alerts, Log, Dumps and the Action log: scrollable lists.
 import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
-import { alertAcks, type ActionRecord } from '../../trainer/control-types.js';
+import { alertAcks, type ActionRecord } from '../../trainer/control/types.js';
 import { newestDumpSet } from '../dumps.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';

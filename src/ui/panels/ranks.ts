@@ -2,7 +2,7 @@
 // files (step advance, last beat), coloured by the health the evaluation gives each rank.
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
-import type { RankHeartbeat } from '../../trainer/snapshot.js';
+import type { RankHeartbeat } from '../../trainer/run/snapshot.js';
 import { dur, mib } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, type Line, t } from '../text.js';

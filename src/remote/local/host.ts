@@ -1,0 +1,529 @@
+// LocalHost: the Host interface on this machine, with plain Node APIs.
+//
+// The poll path (pollDir: a listing plus incremental reads, every second) does its file system
+// calls synchronously when the directory sits on a local file system (ext4, xfs, tmpfs, overlay…):
+// measured on the shared 2-core box, a promise-based open/fstat/read/close costs ~115 µs of CPU and
+// a stat ~15–30 µs, against ~5 µs and ~2 µs synchronously — the difference between the cockpit's
+// refresh costing a percent of a core or a fraction of it. On anything else (NFS, Lustre, CIFS,
+// FUSE, an unrecognised type) the calls stay asynchronous, so a hung mount stalls the poll but
+// never freezes the keys.
+import { spawn } from 'node:child_process';
+import * as fsSync from 'node:fs';
+import { constants as fsc } from 'node:fs';
+import * as fs from 'node:fs/promises';
+import { join } from 'node:path';
+import { ownRemoveLocal, ownWriteLocal } from './ownfiles.js';
+import { procTableLocal } from './procs.js';
+import { StreamLines } from '../streamlines.js';
+import type {
+  ConnState,
+  DirEntry,
+  DirPoll,
+  ExecOptions,
+  ExecResult,
+  FileStat,
+  Host,
+  OwnWriteMode,
+  ReadRequest,
+  ReadResult,
+  SignalName,
+  StreamHandle,
+  StreamOptions,
+} from '../host.js';
+
+const DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024;
+/** a stopped stream that ignores SIGTERM gets SIGKILL this much later */
+export const STREAM_KILL_GRACE_MS = 300;
+
+/** process groups of the commands started here and not yet seen to exit */
+const liveGroups = new Set<number>();
+
+function killGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+// Whatever way nsa-top ends (q, an error, process.exit), no command it started is left behind:
+// every group still running gets SIGKILL synchronously on the way out.
+process.on('exit', () => {
+  for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
+  liveGroups.clear();
+});
+
+function toStat(s: import('node:fs').Stats): FileStat {
+  return { size: s.size, mtimeMs: s.mtimeMs, ino: s.ino, isDir: s.isDirectory(), isFile: s.isFile(), mode: s.mode };
+}
+
+type Maybe<T> = T | Promise<T>;
+
+/** The file system calls of the poll path, either all synchronous or all asynchronous. */
+interface PollIo {
+  readdir(dir: string): Maybe<string[]>;
+  stat(path: string): Maybe<fsSync.Stats>;
+  open(path: string): Maybe<number>;
+  fstat(fd: number): Maybe<fsSync.Stats>;
+  read(fd: number, buf: Buffer, off: number, len: number, pos: number): Maybe<number>;
+  close(fd: number): Maybe<void>;
+}
+
+/**
+ * Artifacts are opened read-only, non-blocking and without taking a controlling terminal: a FIFO
+ * or a device named like an artifact must never block the poll (open(2) of a FIFO for reading
+ * waits for a writer in the kernel, where no signal handler and no `q` can reach it). What is not
+ * a regular file is then reported by name and never read (see notRegular).
+ */
+export const READ_FLAGS = fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY;
+
+/** What a non-regular file is, for the error that names it (null: a regular file). */
+export function notRegular(st: import('node:fs').Stats): string | null {
+  if (st.isFile()) return null;
+  const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : st.isCharacterDevice() ? 'a character device' : st.isBlockDevice() ? 'a block device' : 'not a regular file';
+  return `not a regular file (${what}): not read`;
+}
+
+/** The error thrown for a path that is not a regular file (code ENOTREG, never retried as a read). */
+export function notRegularError(path: string, why: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${path}: ${why}`), { code: 'ENOTREG' });
+}
+
+const SYNC_IO: PollIo = {
+  readdir: (d) => fsSync.readdirSync(d),
+  stat: (p) => fsSync.statSync(p),
+  open: (p) => fsSync.openSync(p, READ_FLAGS),
+  fstat: (fd) => fsSync.fstatSync(fd),
+  read: (fd, b, o, l, p) => fsSync.readSync(fd, b, o, l, p),
+  close: (fd) => fsSync.closeSync(fd),
+};
+
+/** callback fs wrapped once: cheaper than FileHandle objects, same thread-pool behaviour */
+function cb<T>(f: (done: (e: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> {
+  return new Promise((resolve, reject) => f((e, v) => (e ? reject(e) : resolve(v))));
+}
+
+const ASYNC_IO: PollIo = {
+  readdir: (d) => fs.readdir(d),
+  stat: (p) => cb((d) => fsSync.stat(p, d)),
+  open: (p) => cb((d) => fsSync.open(p, READ_FLAGS, d)),
+  fstat: (fd) => cb((d) => fsSync.fstat(fd, d)),
+  read: (fd, b, o, l, p) => cb((d) => fsSync.read(fd, b, o, l, p, d)),
+  close: (fd) => cb<void>((d) => fsSync.close(fd, (e) => d(e, undefined))),
+};
+
+/**
+ * statfs f_type of file systems whose metadata and page-cached reads answer in microseconds and
+ * cannot hang on a network: ext2/3/4, xfs, btrfs, tmpfs, ramfs, overlayfs, zfs, f2fs, bcachefs,
+ * reiserfs, jfs.
+ */
+const LOCAL_FS_TYPES = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0x858458f6, 0x794c7630, 0x2fc12fc1, 0xf2f52010, 0xca451a4e, 0x52654973, 0x3153464a]);
+
+export interface LocalHostOptions {
+  /**
+   * How the poll path touches files: 'auto' (default) synchronously on local file systems and
+   * asynchronously elsewhere; 'sync' / 'async' force one (tests cover both).
+   */
+  pollIo?: 'auto' | 'sync' | 'async';
+}
+
+/** How much of a file that reports size 0 (procfs, sysfs) is read at the most. */
+const ZERO_SIZE_READ_CAP = 16 * 2 ** 20;
+
+async function readToEof(fh: fs.FileHandle, start: number, end: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let pos = start;
+  while (pos < end) {
+    const buf = Buffer.allocUnsafe(Math.min(64 * 1024, end - pos));
+    const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
+    if (bytesRead === 0) break;
+    parts.push(buf.subarray(0, bytesRead));
+    pos += bytesRead;
+  }
+  return Buffer.concat(parts);
+}
+
+export class LocalHost implements Host {
+  readonly kind = 'local' as const;
+  readonly label = 'local';
+  /** inode last seen per path, to report replacement in pollDir */
+  private readonly lastIno = new Map<string, number>();
+  /** per polled directory: can its calls be synchronous (decided once, by statfs) */
+  private readonly ioFor = new Map<string, PollIo>();
+
+  constructor(private readonly opts: LocalHostOptions = {}) {}
+
+  /** The I/O mode of the poll path for `dir` (exported for the tests and the bench). */
+  async pollIoMode(dir: string): Promise<'sync' | 'async'> {
+    return (await this.pollIo(dir)) === SYNC_IO ? 'sync' : 'async';
+  }
+
+  /** a path inside a directory already polled on a local file system */
+  private syncFor(path: string): boolean {
+    for (const [d, io] of this.ioFor) if (io === SYNC_IO && path.startsWith(d.endsWith('/') ? d : `${d}/`)) return true;
+    return this.opts.pollIo === 'sync';
+  }
+
+  private async pollIo(dir: string): Promise<PollIo> {
+    const mode = this.opts.pollIo ?? 'auto';
+    if (mode !== 'auto') return mode === 'sync' ? SYNC_IO : ASYNC_IO;
+    const known = this.ioFor.get(dir);
+    if (known) return known;
+    let io = ASYNC_IO;
+    try {
+      // asynchronous on purpose: statfs of a hung mount must not block
+      const st = await fs.statfs(dir);
+      if (LOCAL_FS_TYPES.has(Number(st.type))) io = SYNC_IO;
+    } catch {
+      return ASYNC_IO; // missing dir: decide when it exists
+    }
+    this.ioFor.set(dir, io);
+    return io;
+  }
+
+  connState(): ConnState {
+    return { state: 'local' };
+  }
+
+  async stat(path: string): Promise<FileStat | null> {
+    if (this.syncFor(path)) {
+      // no exception for a missing file (an Error with its stack costs more than the stat)
+      try {
+        const st = fsSync.statSync(path, { throwIfNoEntry: false });
+        return st ? toStat(st) : null;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+        throw e;
+      }
+    }
+    try {
+      return toStat(await fs.stat(path));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+      throw e;
+    }
+  }
+
+  async list(dir: string): Promise<DirEntry[]> {
+    return this.listWith(ASYNC_IO, dir);
+  }
+
+  private async listWith(io: PollIo, dir: string): Promise<DirEntry[]> {
+    const names = await io.readdir(dir);
+    const out: DirEntry[] = [];
+    let denied: NodeJS.ErrnoException | null = null;
+    const one = async (name: string) => {
+      try {
+        const s = await io.stat(join(dir, name));
+        out.push({ name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino });
+      } catch (e) {
+        // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
+        // can be read, so the listing is an error, not an empty run
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EACCES' || code === 'EPERM') denied = e as NodeJS.ErrnoException;
+        /* else vanished between readdir and stat, or a link loop / dangling link (ELOOP, ENOENT) */
+      }
+    };
+    if (io === SYNC_IO) for (const name of names) await one(name);
+    else await Promise.all(names.map(one));
+    if (denied && out.length === 0) {
+      const code = (denied as NodeJS.ErrnoException).code;
+      throw Object.assign(new Error(`${code}: ${dir}: the directory can be listed but its entries cannot be read (no search permission)`), { code });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async readRange(path: string, start: number, end?: number): Promise<Buffer> {
+    const fh = await fs.open(path, READ_FLAGS);
+    try {
+      const st = await fh.stat();
+      const why = notRegular(st);
+      if (why) throw notRegularError(path, why);
+      const size = st.size;
+      // procfs and sysfs files (/proc/net/tcp, /proc/PID/status) are regular but say size 0: read to EOF, capped
+      if (size === 0) return await readToEof(fh, start, end ?? ZERO_SIZE_READ_CAP);
+      const stop = Math.min(end ?? size, size);
+      if (stop <= start) return Buffer.alloc(0);
+      const buf = Buffer.allocUnsafe(stop - start);
+      let got = 0;
+      while (got < buf.length) {
+        const { bytesRead } = await fh.read(buf, got, buf.length - got, start + got);
+        if (bytesRead === 0) break;
+        got += bytesRead;
+      }
+      return got === buf.length ? buf : buf.subarray(0, got);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async readFile(path: string, maxBytes?: number): Promise<Buffer> {
+    return this.readRange(path, 0, maxBytes);
+  }
+
+  private async readOne(io: PollIo, req: ReadRequest): Promise<ReadResult> {
+    let fd: number;
+    try {
+      fd = await io.open(req.path);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      this.lastIno.delete(req.path);
+      if (code === 'ENOENT') return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0) };
+      return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0), error: `${code ?? 'error'}: ${(e as Error).message}` };
+    }
+    try {
+      const raw = await io.fstat(fd);
+      const st = toStat(raw);
+      const why = notRegular(raw);
+      if (why) {
+        // reported by name with its stat (the run model shows it), never read
+        this.lastIno.delete(req.path);
+        return { path: req.path, stat: st, offset: req.offset, data: Buffer.alloc(0), error: why };
+      }
+      let offset = req.offset;
+      let reset: ReadResult['reset'];
+      const prevIno = this.lastIno.get(req.path);
+      this.lastIno.set(req.path, st.ino);
+      if (prevIno !== undefined && prevIno !== st.ino) {
+        reset = 'replaced';
+        offset = 0;
+      } else if (st.size < offset) {
+        reset = 'truncated';
+        offset = 0;
+      }
+      const want = Math.max(0, Math.min(st.size - offset, req.maxBytes ?? Number.MAX_SAFE_INTEGER));
+      const data = Buffer.allocUnsafe(want);
+      let got = 0;
+      while (got < want) {
+        const n = await io.read(fd, data, got, want - got, offset + got);
+        if (n === 0) break;
+        got += n;
+      }
+      return { path: req.path, stat: st, offset, data: got === want ? data : data.subarray(0, got), reset };
+    } catch (e) {
+      return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0), error: (e as Error).message };
+    } finally {
+      try {
+        await io.close(fd);
+      } catch {
+        /* nothing to lose: read-only */
+      }
+    }
+  }
+
+  async pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []): Promise<DirPoll> {
+    const hostNowMs = Date.now();
+    const io = await this.pollIo(dir);
+    let entries: DirEntry[] | null = null;
+    let error: string | undefined;
+    try {
+      entries = await this.listWith(io, dir);
+    } catch (e) {
+      error = `${(e as NodeJS.ErrnoException).code ?? 'error'}: ${(e as Error).message}`;
+    }
+    const sub: Record<string, DirEntry[] | null> = {};
+    const listSub = async (name: string) => {
+      try {
+        sub[name] = await this.listWith(io, join(dir, name));
+      } catch {
+        sub[name] = null;
+      }
+    };
+    let results: ReadResult[];
+    if (io === SYNC_IO) {
+      for (const name of subdirs) await listSub(name);
+      results = [];
+      for (const r of reads) results.push(await this.readOne(io, r));
+    } else {
+      await Promise.all(subdirs.map(listSub));
+      results = await Promise.all(reads.map((r) => this.readOne(io, r)));
+    }
+    return { dir, entries, subdirs: sub, reads: results, error, hostNowMs };
+  }
+
+  /**
+   * The process table without a child process (see procs-local.ts). Null past the time limit: the
+   * caller then runs the script, whose own time limit kills it.
+   */
+  async runLight(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null> {
+    if (name !== 'procs' || process.platform !== 'linux') return null;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((r) => (timer = setTimeout(() => r(null), timeoutMs)));
+    try {
+      return await Promise.race([procTableLocal(args), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  exec(argv: string[], opts: ExecOptions): Promise<ExecResult> {
+    const started = Date.now();
+    const max = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+    return new Promise((resolve) => {
+      const [cmd, ...args] = argv;
+      if (!cmd) throw new Error('exec: empty argv');
+      const child = spawn(cmd, args, {
+        cwd: opts.cwd,
+        env: opts.env ? { ...process.env, ...opts.env } : process.env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true, // own process group, so a timeout kills the whole command
+      });
+      const gpid = child.pid;
+      if (gpid) liveGroups.add(gpid);
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      let outLen = 0;
+      let errLen = 0;
+      let timedOut = false;
+      let settled = false;
+      child.stdout.on('data', (b: Buffer) => {
+        if (outLen < max) out.push(b);
+        outLen += b.length;
+      });
+      child.stderr.on('data', (b: Buffer) => {
+        if (errLen < max) err.push(b);
+        errLen += b.length;
+      });
+      const timer = setTimeout(() => {
+        timedOut = true;
+        try {
+          if (child.pid) process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          child.kill('SIGKILL');
+        }
+      }, opts.timeoutMs);
+      const finish = (code: number | null, signal: string | null, spawnError?: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (gpid) liveGroups.delete(gpid);
+        resolve({
+          code: spawnError ? 127 : code,
+          signal,
+          stdout: Buffer.concat(out).toString('utf8'),
+          stderr: spawnError ? `${spawnError.message}` : Buffer.concat(err).toString('utf8'),
+          timedOut,
+          durationMs: Date.now() - started,
+        });
+      };
+      child.on('error', (e) => finish(null, null, e));
+      child.on('close', (code, signal) => finish(code, signal));
+      child.stdin.on('error', () => {});
+      if (opts.input !== undefined) child.stdin.end(opts.input);
+      else child.stdin.end();
+    });
+  }
+
+  stream(argv: string[], opts: StreamOptions): StreamHandle {
+    const [cmd, ...args] = argv;
+    if (!cmd) throw new Error('stream: empty argv');
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: opts.env ? { ...process.env, ...opts.env } : process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const pid = child.pid;
+    if (pid) liveGroups.add(pid);
+    // bounded line splitting (a command that never prints a newline costs at most the cap)
+    const out = new StreamLines((l) => opts.onLine(l), (n) => opts.onOverflow?.(n));
+    const err = new StreamLines((l) => opts.onStderr?.(l));
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    let exited = false;
+    let killTimer: NodeJS.Timeout | null = null;
+    const done = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+      child.on('error', () => {
+        exited = true;
+        if (pid) liveGroups.delete(pid);
+        resolve({ code: 127, signal: null });
+      });
+      // 'exit', not 'close': a grandchild holding the pipe open must not keep `done` pending
+      child.on('exit', (code, signal) => {
+        exited = true;
+        if (killTimer) clearTimeout(killTimer);
+        out.end();
+        err.end();
+        resolve({ code, signal });
+        // the group may outlive its leader (a grandchild): make sure nothing of it is left
+        if (pid) {
+          killGroup(pid, 'SIGKILL');
+          liveGroups.delete(pid);
+        }
+        child.stdout.destroy();
+        child.stderr.destroy();
+      });
+    });
+    return {
+      done,
+      stop() {
+        if (exited || !pid) return;
+        killGroup(pid, 'SIGTERM');
+        if (!killTimer) {
+          killTimer = setTimeout(() => killGroup(pid, 'SIGKILL'), STREAM_KILL_GRACE_MS);
+          killTimer.unref();
+        }
+      },
+    };
+  }
+
+  async signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void> {
+    if (!Number.isInteger(pid) || pid <= 1) throw new Error(`refusing to signal pid ${pid}`);
+    if (expect) {
+      let stat: string;
+      try {
+        stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+      } catch {
+        throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
+      }
+      const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+      if (start !== String(expect.startTime)) {
+        throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), { code: 'ESRCH' });
+      }
+    }
+    process.kill(pid, sig === 'SIG0' ? 0 : sig);
+  }
+
+  // writeFile/appendFile never follow a link at the file either (nsa-top's own writes into a run
+  // go through src/trainer/control/ownfiles.ts and writeOwn, which also guard .nsa-top and the run dir)
+  async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
+    const flags = fsc.O_WRONLY | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0) | (opts.exclusive ? fsc.O_EXCL : fsc.O_TRUNC);
+    await fs.writeFile(path, data, { flag: flags as unknown as string, mode: opts.mode });
+  }
+
+  async appendFile(path: string, data: string | Buffer): Promise<void> {
+    // O_APPEND: concurrent appenders (two cockpits) never interleave within one short write
+    const fh = await fs.open(path, fsc.O_WRONLY | fsc.O_APPEND | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0), 0o644);
+    try {
+      await fh.write(typeof data === 'string' ? Buffer.from(data) : data);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async mkdirp(path: string): Promise<void> {
+    await fs.mkdir(path, { recursive: true });
+  }
+
+  async remove(path: string): Promise<void> {
+    await fs.unlink(path);
+  }
+
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+    return ownWriteLocal(root, rel, data, mode);
+  }
+
+  removeOwn(root: string, rel: string): Promise<void> {
+    return ownRemoveLocal(root, rel);
+  }
+
+  now(): number {
+    return Date.now();
+  }
+
+  async close(): Promise<void> {}
+}

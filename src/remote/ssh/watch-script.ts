@@ -1,0 +1,157 @@
+import { PROC_SCRIPT } from '../procs.js';
+
+// The remote half of SshHost.pollDir: a POSIX sh loop on one long-lived SSH channel. The client
+// writes commands on its stdin (one per line) and a `t SEQ` tick at the poll interval; for each tick
+// the loop lists every watched directory and emits the new bytes of every followed file, so a
+// pollDir() on the client costs no round trip and no channel. Paths arrive as data read with
+// `read -r`, never as shell text (each path line ends in a `|` sentinel so trailing blanks
+// survive); `set -f` disables globbing; ids are checked to be numeric before any `eval`.
+
+//
+// Commands (client → remote):
+//   t SEQ                       emit a frame: B SEQ … Z SEQ
+//   d ID PATH|                  list directory PATH in every frame
+//   u ID                        stop listing ID
+//   f ID OFF INO MAX PATH|      follow PATH from byte OFF; INO = inode last seen (0 unknown, -1 gone);
+//                               at most MAX bytes per frame
+//   g ID                        stop following ID
+//   o ID OFF INO MAX PATH|      read PATH once from OFF (answer right away, outside frames)
+//   P ID TK MODE KNOWN PIDS RUNDIR|  run the process-table reader of procs.ts (TK 1|-, KNOWN and
+//                               PIDS comma-separated or -) in a subshell; answer: a `P ID` line,
+//                               its raw output, then `\n@@P ID NONCE@@\n` (NONCE = $2, random)
+//   k TERM|KILL PID             end a command this client started (exec timeout, stream stop):
+//                               its process group, else the pid — without a new channel
+// Output (remote → client):
+//   L ID / e INO TYPE SIZE MTIME NAME / E ID     a listing (GNU find); `l <ls -lnai line>` without it
+//   N ID                                         directory missing or unreadable
+//   s K ID INO SIZE MTIME TYPE MODE RESET OFF LEN   then exactly LEN raw bytes (K = f | o;
+//                                                RESET = - | r (replaced) | x (truncated);
+//                                                TYPE u: a file this user may not read)
+//   m K ID                                       file missing
+// (`$\{` below stands for `${`, which a template literal would interpolate)
+export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
+NONCE=$2
+procs_fn() {
+@@PROC_SCRIPT@@
+}
+set -f
+G=0
+if [ "$1" != posix ] && find / -maxdepth 0 -printf '' ; then G=1; fi
+echo "H $G"
+dids=
+fids=
+num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
+rmid() { out=; for j in $1; do [ "$j" = "$2" ] || out="$out $j"; done; }
+ld() {
+  # a listing (or a missing dir) is sent only when it differs from the last one sent
+  eval "pv=\$lp_$1"
+  # listable but not searchable (mode 444): nothing in it can be read — unreadable, not empty
+  if [ ! -d "$2" ] || [ ! -r "$2" ] || [ ! -x "$2" ]; then
+    [ "$pv" = N ] || printf 'N %s\n' "$1"
+    eval "lp_$1=N"; return
+  fi
+  if [ $G = 1 ]; then cur=+$(find -L "$2" -mindepth 1 -maxdepth 1 -printf 'e %i %y %s %T@ %f\n')
+  else cur=+$(ls -lnaiL "$2" | while IFS= read -r x; do printf 'l %s\n' "$x"; done)
+  fi
+  [ "$cur" = "$pv" ] && return
+  printf 'L %s\n' "$1"
+  [ "$cur" = + ] || printf '%s\n' "$\{cur#+}"
+  printf 'E %s\n' "$1"
+  eval "lp_$1=\$cur"
+}
+rd() {
+  k=$1; id=$2; off=$3; ino=$4; max=$5; p=$6
+  if [ $G = 1 ]; then st=$(find -L "$p" -maxdepth 0 -printf '%i %s %T@ %y %m')
+  else
+    st=
+    set -- $(ls -lniLd "$p")
+    if [ -n "$1" ]; then
+      case $2 in d*) t=d;; -*) t=f;; *) t=o;; esac
+      st="$1 $6 0 $t 0"
+    fi
+  fi
+  if [ -z "$st" ]; then
+    if [ "$k" = o ]; then printf 'm o %s\n' "$id"
+    else eval "pv=\$sp_$id"; [ "$pv" = m ] || printf 'm f %s\n' "$id"; eval "sp_$id=m"
+    fi
+    R_OFF=$off; R_INO=-1; return
+  fi
+  set -- $st
+  # a file we may not read is said so (type u), never read as zeros
+  if [ "$4" = f ] && [ ! -r "$p" ]; then set -- "$1" "$2" "$3" u "$5"; fi
+  rs=-
+  if [ "$ino" != 0 ] && [ "$ino" != "$1" ]; then rs=r; off=0; fi
+  if [ "$2" -lt "$off" ]; then rs=x; off=0; fi
+  len=$(( $2 - off ))
+  [ "$len" -gt "$max" ] && len=$max
+  [ "$len" -lt 0 ] && len=0
+  [ "$4" = f ] || len=0
+  R_OFF=$((off + len)); R_INO=$1
+  if [ "$k" = f ]; then
+    # an unchanged follow (same stat, nothing new) costs nothing
+    cur="$1 $2 $3 $4 $5 $rs $off $len"
+    eval "pv=\$sp_$id"
+    [ "$len" = 0 ] && [ "$cur" = "$pv" ] && return
+    eval "sp_$id=\$cur"
+  fi
+  printf 's %s %s %s %s %s %s %s %s %s %s\n' "$k" "$id" "$1" "$2" "$3" "$4" "$5" "$rs" "$off" "$len"
+  # [ -f ] again right before reading: a FIFO swapped in since the stat must not block the loop
+  if [ "$len" -gt 0 ]; then { [ -f "$p" ] && tail -c +$((off + 1)) "$p"; cat /dev/zero; } | head -c "$len"; fi
+}
+pf() {
+  r=$1; i=$\{r%% *}; r=$\{r#* }; off=$\{r%% *}; r=$\{r#* }; ino=$\{r%% *}; r=$\{r#* }; max=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
+  num "$i" && num "$off" && num "$max" || return 1
+  case $ino in -1) ;; *) num "$ino" || return 1;; esac
+  return 0
+}
+while IFS= read -r line; do
+  case $line in
+    't '*)
+      s=$\{line#t }
+      printf 'B %s\n' "$s"
+      for i in $dids; do eval "p=\$d_$i"; ld "$i" "$p"; done
+      for i in $fids; do
+        eval "p=\$f_$i; o=\$o_$i; n=\$n_$i; x=\$x_$i"
+        rd f "$i" "$o" "$n" "$x" "$p"
+        eval "o_$i=\$R_OFF; n_$i=\$R_INO"
+      done
+      printf 'Z %s\n' "$s" ;;
+    'd '*)
+      r=$\{line#d }; i=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
+      num "$i" || continue
+      eval "d_$i=\$p; lp_$i="; rmid "$dids" "$i"; dids="$out $i" ;;
+    'u '*)
+      i=$\{line#u }; num "$i" || continue
+      rmid "$dids" "$i"; dids=$out ;;
+    'f '*)
+      pf "$\{line#f }" || continue
+      eval "f_$i=\$p; o_$i=\$off; n_$i=\$ino; x_$i=\$max; sp_$i="; rmid "$fids" "$i"; fids="$out $i" ;;
+    'g '*)
+      i=$\{line#g }; num "$i" || continue
+      rmid "$fids" "$i"; fids=$out ;;
+    'o '*)
+      pf "$\{line#o }" || continue
+      rd o "$i" "$off" "$ino" "$max" "$p" ;;
+    'P '*)
+      r=$\{line#P }; i=$\{r%% *}; r=$\{r#* }; tk=$\{r%% *}; r=$\{r#* }; md=$\{r%% *}; r=$\{r#* }
+      kn=$\{r%% *}; r=$\{r#* }; ps=$\{r%% *}; rd=$\{r#* }; rd=$\{rd%|}
+      num "$i" || continue
+      case "$tk$md$kn$ps" in *[!0-9a-z,-]*) continue;; esac
+      printf 'P %s\n' "$i"
+      (
+        set +f
+        [ "$tk" = - ] && tk=
+        IFS=,; set -- $kn; IFS=' '; kn="$*"
+        IFS=,; set -- $ps; IFS=' '
+        [ "$1" = - ] && set --
+        [ "$kn" = - ] && kn=
+        procs_fn "$rd" "$tk" "$md" "$kn" "$@"
+      )
+      printf '\n@@P %s %s@@\n' "$i" "$NONCE" ;;
+    'k '*)
+      r=$\{line#k }; sg=$\{r%% *}; i=$\{r#* }
+      num "$i" || continue
+      case $sg in TERM|KILL) kill -s "$sg" -- -"$i" || kill -s "$sg" "$i" ;; esac ;;
+  esac
+done
+`.replace(/\$\\\{/g, '${').replace('@@PROC_SCRIPT@@', () => PROC_SCRIPT);

@@ -1,0 +1,775 @@
+// Control actions on a run (dump, halt, escalate, remove a stale .HALT): every one goes through
+// this module, is aimed only at processes verified by pid + start time, and leaves one line in
+// <out_dir>/.nsa-top/actions.jsonl saying who did what, when, and how it went — so two people
+// sharing a tmux pane both see what happened. Read-only mode (an option or NSA_TOP_READ_ONLY=1)
+// refuses every mutating call here too, whatever the UI does.
+import { execFile } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import type { Host, SignalName } from '../../remote/host.js';
+import { isLauncher, proveRunProcess, readProc, verifyProcess } from '../../remote/procs.js';
+import type { ProcInfo } from '../../remote/types.js';
+import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
+import type { ActionKind, ActionRecord, Actor } from './types.js';
+import type { RunSnapshot } from '../run/snapshot.js';
+import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
+import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { readSupervisorState } from '../launch/state.js';
+
+export type { ActionRecord, Actor } from './types.js';
+
+export const ACTIONS_FILE = 'actions.jsonl';
+
+export interface RankTarget {
+  rank: number;
+  pid: number;
+  startTime: string;
+  state?: string;
+}
+
+export interface DumpOutcome {
+  perRank: { rank: number; pid: number; status: 'dumped' | 'no-answer' | 'refused'; file?: string; why?: string }[];
+  pySpy: boolean;
+}
+
+export interface ControlOptions {
+  /** defence in depth: a read-only cockpit passes true; NSA_TOP_READ_ONLY=1 does the same */
+  readOnly?: boolean;
+}
+
+/** the one read-only switch (src/trainer/control/ownfiles.ts): every write there refuses it again */
+export function readOnlyMode(opts?: ControlOptions): boolean {
+  return ownReadOnly(opts);
+}
+
+// ---------------------------------------------------------------------------------------------
+// who
+
+function localTty(): string | null {
+  for (const fd of [0, 1, 2]) {
+    try {
+      const p = readlinkSync(`/proc/self/fd/${fd}`);
+      if (p.startsWith('/dev/pts/') || p.startsWith('/dev/tty')) return p;
+    } catch {
+      /* not Linux, or no such fd */
+    }
+  }
+  return null;
+}
+
+function run(cmd: string, args: string[], timeoutMs: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    try {
+      execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout) => resolve(err ? null : stdout.trim()));
+    } catch {
+      resolve(null);
+    }
+  });
+}
+
+let actorCache: Promise<Actor> | null = null;
+let actorCacheLabel = '';
+
+/** Who is acting: user, tty, tmux client and session (when inside tmux), host, pid. */
+export function currentActor(host: Host): Promise<Actor> {
+  if (actorCache && actorCacheLabel === host.label) return actorCache;
+  actorCacheLabel = host.label;
+  actorCache = (async (): Promise<Actor> => {
+    let user = process.env.USER || process.env.LOGNAME || '';
+    try {
+      user = userInfo().username || user;
+    } catch {
+      /* no passwd entry (containers): keep $USER */
+    }
+    let tmux: string | null = null;
+    if (process.env.TMUX) {
+      const pane = process.env.TMUX_PANE ?? '';
+      // -t: the pane we run in, not whichever pane is current for the server
+      const args = ['display-message', '-p', ...(pane ? ['-t', pane] : []), '#{client_tty}|#{session_name}:#{window_index}.#{pane_index}'];
+      const shown = await run('tmux', args, 1500);
+      const [clientTty = '', where = ''] = (shown ?? '').split('|');
+      const parts = [clientTty ? `client ${clientTty}` : null, where ? `session ${where}` : null, pane || null].filter(Boolean);
+      tmux = parts.length > 0 ? parts.join(' ') : 'tmux';
+    }
+    const me = hostname();
+    return {
+      user: user || `uid${process.getuid?.() ?? '?'}`,
+      tty: localTty(),
+      tmux,
+      host: host.kind === 'local' ? me : `${me} → ${host.label}`,
+      pid: process.pid,
+    };
+  })();
+  return actorCache;
+}
+
+export function describeActor(a: Actor): string {
+  const where = [a.tmux ? `tmux ${a.tmux}` : a.tty, a.host].filter(Boolean).join(', ');
+  return `${a.user}${where ? ` (${where})` : ''}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the action log
+
+export interface ActionLog {
+  records: ActionRecord[];
+  /** lines that were not a valid action record (skipped, never fatal) */
+  badLines: number;
+  error: string | null;
+}
+
+const KINDS = new Set<string>([
+  'dump',
+  'halt',
+  'halt-after-checkpoint',
+  'escalate-sigint',
+  'escalate-sigkill',
+  'relaunch',
+  'remove-stale-halt',
+  'launch',
+  'watchdog-halt',
+  'watchdog-dump',
+  'py-spy-dump',
+  'ack',
+  'adopt',
+  'cancel-request',
+  'stop',
+]);
+const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
+
+function asRecord(v: unknown): ActionRecord | null {
+  if (!v || typeof v !== 'object') return null;
+  const o = v as Record<string, unknown>;
+  const who = o.who as Record<string, unknown> | undefined;
+  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return null;
+  if (typeof o.action !== 'string' || !KINDS.has(o.action)) return null;
+  if (typeof o.result !== 'string' || !RESULTS.has(o.result)) return null;
+  if (!who || typeof who !== 'object' || typeof who.user !== 'string') return null;
+  return {
+    ts: o.ts,
+    who: {
+      user: who.user,
+      tty: typeof who.tty === 'string' ? who.tty : null,
+      tmux: typeof who.tmux === 'string' ? who.tmux : null,
+      host: typeof who.host === 'string' ? who.host : '?',
+      pid: typeof who.pid === 'number' ? who.pid : 0,
+    },
+    action: o.action as ActionKind,
+    target: o.target && typeof o.target === 'object' ? (o.target as Record<string, unknown>) : {},
+    result: o.result as ActionRecord['result'],
+    detail: typeof o.detail === 'string' ? o.detail : '',
+  };
+}
+
+/** Reads the action log (newest last). Bad lines are skipped and counted; a missing log is empty. */
+export async function readActionLog(host: Host, runDir: string, limit?: number): Promise<ActionLog> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const path = join(outDir, NSA_DIR, ACTIONS_FILE);
+  let buf: Buffer;
+  let partialHead = false;
+  try {
+    const st = await host.stat(path);
+    if (!st) return { records: [], badLines: 0, error: null };
+    // With a limit, read only the tail: a few KiB per record is plenty.
+    const want = limit !== undefined ? Math.max(64 * 1024, limit * 4096) : st.size;
+    const start = Math.max(0, st.size - want);
+    partialHead = start > 0;
+    buf = await host.readRange(path, start);
+  } catch (e) {
+    return { records: [], badLines: 0, error: `${path}: ${(e as Error).message}` };
+  }
+  const lines = buf.toString('utf8').split('\n');
+  if (partialHead) lines.shift(); // the first line is cut
+  const records: ActionRecord[] = [];
+  let badLines = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (line.length === 0) continue;
+    let rec: ActionRecord | null = null;
+    try {
+      rec = asRecord(JSON.parse(line));
+    } catch {
+      rec = null;
+    }
+    // an unterminated last line may be an append in progress: not counted as bad
+    if (!rec) {
+      if (i !== lines.length - 1) badLines++;
+      continue;
+    }
+    records.push(rec);
+  }
+  return { records: limit !== undefined ? records.slice(-limit) : records, badLines, error: null };
+}
+
+export async function readActions(host: Host, runDir: string, limit?: number): Promise<ActionRecord[]> {
+  return (await readActionLog(host, runDir, limit)).records;
+}
+
+const MAX_DETAIL = 2000;
+
+/**
+ * Appends one record as one O_APPEND line (short enough to stay one write), through
+ * src/trainer/control/ownfiles.ts: never through a link, never outside the run, never in read-only mode.
+ */
+export async function recordAction(host: Host, runDir: string, rec: ActionRecord): Promise<void> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const clean: ActionRecord = { ...rec, detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail };
+  await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, `${JSON.stringify(clean)}\n`);
+}
+
+function makeRecord(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>, result: ActionRecord['result'], detail: string): ActionRecord {
+  return { ts: host.now(), who: actor, action, target: { host: host.label, ...target }, result, detail };
+}
+
+/** Records, but never lets a failing log write hide the outcome of the action itself. */
+async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<ActionRecord> {
+  try {
+    await recordAction(host, runDir, rec);
+  } catch (e) {
+    rec.detail += ` [not logged: ${(e as Error).message}]`;
+  }
+  return rec;
+}
+
+function refusedReadOnly(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>): ActionRecord {
+  // Read-only means nothing is written, the action log included.
+  return makeRecord(host, actor, action, target, 'refused', 'read-only mode: no action taken');
+}
+
+// ---------------------------------------------------------------------------------------------
+// process identity
+
+export interface VerifiedRank {
+  target: RankTarget;
+  ok: boolean;
+  proc: ProcInfo | null;
+  why: string | null;
+}
+
+function stateWhy(p: ProcInfo): string | null {
+  switch (p.state) {
+    case 'T':
+    case 't':
+      return 'stopped (state T): it cannot run a signal handler until continued (SIGCONT)';
+    case 'D':
+      return `in uninterruptible sleep (state D${p.wchan ? `, wchan ${p.wchan}` : ''}): usually stuck in I/O or a driver call`;
+    case 'Z':
+      return 'zombie (state Z): the process has exited and was not reaped';
+    case 'X':
+      return 'dead (state X)';
+    default:
+      return null;
+  }
+}
+
+/** pid + start time must both match: a recycled pid is never signalled. */
+export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRank> {
+  if (!Number.isInteger(t.pid) || t.pid <= 1) return { target: t, ok: false, proc: null, why: `invalid pid ${t.pid}` };
+  let ok = false;
+  try {
+    ok = await verifyProcess(host, { pid: t.pid, startTime: t.startTime });
+  } catch (e) {
+    return { target: t, ok: false, proc: null, why: `could not verify pid ${t.pid}: ${(e as Error).message}` };
+  }
+  let proc: ProcInfo | null = null;
+  try {
+    proc = await readProc(host, t.pid);
+  } catch {
+    proc = null;
+  }
+  if (!ok) {
+    const why = proc
+      ? `pid ${t.pid} now belongs to another process (start time ${proc.startTime} ≠ ${t.startTime}): refused`
+      : `pid ${t.pid} is gone`;
+    return { target: t, ok: false, proc, why };
+  }
+  if (proc && (proc.state === 'Z' || proc.state === 'X')) return { target: t, ok: false, proc, why: stateWhy(proc) };
+  return { target: t, ok: true, proc, why: null };
+}
+
+/**
+ * Positive proof that a verified process is this run's: a rank (or with `launcherToo` its
+ * launcher) by its own command, environment and start time (src/remote/procs), or — for stop
+ * escalations — a process the run's supervisor started (its recorded child, verified by pid + start
+ * time, or a descendant of it). null when proven, else why not. Never from a heartbeat's pid.
+ */
+export async function proveTarget(host: Host, runDir: string, t: RankTarget, opts: { launcherToo?: boolean; launch?: boolean } = {}): Promise<string | null> {
+  const { outDir, runDir: rd } = await resolveRunDirs(host, runDir);
+  let why: string | null;
+  try {
+    why = await proveRunProcess(host, outDir, t, { launcherToo: opts.launcherToo });
+  } catch (e) {
+    return `could not prove pid ${t.pid}: ${(e as Error).message}`;
+  }
+  if (why === null || !opts.launch) return why;
+  const st = await readSupervisorState(host, rd).catch(() => null);
+  const child = st?.child;
+  if (!child?.startTime) return why;
+  if (!(await verifyProcess(host, child).catch(() => false))) return why;
+  // the supervisor's child, or a descendant of it
+  let cur = await readProc(host, t.pid).catch(() => null);
+  if (!cur || cur.startTime !== String(t.startTime)) return why;
+  for (let i = 0; cur && i < 16; i++) {
+    if (cur.pid === child.pid && cur.startTime === child.startTime) return null;
+    if (cur.ppid <= 1) break;
+    cur = await readProc(host, cur.ppid).catch(() => null);
+  }
+  return why;
+}
+
+function targetOf(t: RankTarget): Record<string, unknown> {
+  return { rank: t.rank, pid: t.pid, startTime: t.startTime };
+}
+
+// ---------------------------------------------------------------------------------------------
+// dump
+
+const DUMP_RE = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))?(?:[_.-][^/]*)?\.txt$/;
+
+async function dumpFiles(host: Host, dir: string): Promise<Map<string, number>> {
+  const m = new Map<string, number>();
+  try {
+    for (const e of await host.list(dir)) {
+      const r = DUMP_RE.exec(e.name);
+      if (r && !r[1] && e.isFile) m.set(e.name, e.mtimeMs); // signal dumps only, not watchdog ones
+    }
+  } catch {
+    /* dir vanished: nothing to compare against */
+  }
+  return m;
+}
+
+/** When the dump says it was written: its "Signal N at <iso>Z" header, else the file's mtime. */
+async function dumpTime(host: Host, path: string, mtimeMs: number): Promise<number> {
+  try {
+    const head = (await host.readRange(path, 0, 200)).toString('utf8');
+    const m = /^Signal \d+ at (\d{4}-\d\d-\d\dT[\d:.]+)Z?/.exec(head);
+    const t = m ? Date.parse(`${m[1]}Z`) : NaN;
+    if (Number.isFinite(t)) return t;
+  } catch {
+    /* vanished or unreadable: mtime */
+  }
+  return mtimeMs;
+}
+
+async function pySpyInstalled(host: Host): Promise<boolean> {
+  try {
+    const r = await host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
+    return r.code === 0 && r.stdout.trim().length > 0;
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * SIGUSR1 to every rank (never the launcher: torchrun does not forward it), each pid + start time
+ * verified first, staggered >= 1.1 s so the real trainer's one-file-per-second names cannot collide.
+ * Each rank gets `answerMs` (default 2 s) to answer before the next is signalled; ranks that have not
+ * answered by then keep being waited for until `waitMs` after the last signal, so a run whose ranks
+ * all hang costs n x answerMs + waitMs, not n x waitMs. A dump is matched to its rank by the pid in
+ * its name (the reference trainer) or else by when it was written (the real trainer's names carry
+ * only the second): the signalled rank whose signal came last before it. Non-answering ranks are
+ * named with why (stopped, D state, zombie, gone, inside a C call); py-spy availability is noted.
+ */
+export async function dumpAll(
+  host: Host,
+  runDir: string,
+  ranks: RankTarget[],
+  actor: Actor,
+  opts: ControlOptions & { staggerMs?: number; waitMs?: number; answerMs?: number; onProgress?: (msg: string) => void } = {},
+): Promise<DumpOutcome> {
+  const say = opts.onProgress ?? (() => {});
+  const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
+  if (readOnlyMode(opts)) {
+    return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: 'read-only mode' })), pySpy: false };
+  }
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const unaudited = await actionLogRefusal(host, outDir, opts);
+  if (unaudited) return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: unaudited })), pySpy: false };
+  const stagger = Math.max(1100, opts.staggerMs ?? 1100);
+  const waitMs = opts.waitMs ?? 8000;
+  const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
+  // a remote host's clock is corrected, not exact: allow for it when matching dumps to signals
+  const skewMs = host.kind === 'local' ? 50 : 750;
+  const pySpyP = pySpyInstalled(host);
+  type Slot = { t: RankTarget; status: 'dumped' | 'no-answer' | 'refused' | 'pending'; file?: string; why?: string; sentAt?: number };
+  const slots: Slot[] = sorted.map((t) => ({ t, status: 'pending' }));
+  const seen = await dumpFiles(host, outDir); // name → mtime already accounted for
+  let lastSignalAt = -Infinity;
+
+  /** New dump files since the last look, each given to the rank it belongs to. */
+  const collect = async () => {
+    const now = await dumpFiles(host, outDir);
+    for (const [name, mtime] of now) {
+      if (seen.get(name) === mtime) continue;
+      seen.set(name, mtime);
+      const pidInName = DUMP_RE.exec(name)?.[5];
+      let slot: Slot | undefined;
+      if (pidInName !== undefined) slot = slots.find((x) => x.t.pid === Number(pidInName) && x.sentAt !== undefined);
+      else {
+        const at = await dumpTime(host, join(outDir, name), mtime);
+        const cands = slots.filter((x) => x.sentAt !== undefined && x.sentAt - skewMs <= at);
+        slot = cands.sort((x, y) => y.sentAt! - x.sentAt!)[0];
+      }
+      if (!slot || slot.status === 'dumped') continue; // someone else's dump, or a second one
+      slot.status = 'dumped';
+      slot.file = join(outDir, name);
+      say(`rank ${slot.t.rank}: ${name}`);
+    }
+  };
+
+  for (const slot of slots) {
+    const t = slot.t;
+    const v = await verifyRank(host, t);
+    if (!v.ok) {
+      Object.assign(slot, { status: 'refused', why: v.why ?? 'not verified' });
+      say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
+      continue;
+    }
+    if (v.proc && isLauncher(v.proc)) {
+      // torchrun does not forward SIGUSR1, and its default action would kill the launcher
+      Object.assign(slot, { status: 'refused', why: `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded` });
+      say(`rank ${t.rank}: refused — ${slot.why}`);
+      continue;
+    }
+    // SIGUSR1's default action kills a process without a handler: only a proven rank gets it
+    const unproven = await proveTarget(host, runDir, t);
+    if (unproven !== null) {
+      Object.assign(slot, { status: 'refused', why: `not signalled: ${unproven}` });
+      say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
+      continue;
+    }
+    const gap = lastSignalAt + stagger - Date.now();
+    if (gap > 0) await sleep(gap);
+    await collect(); // late answers from earlier ranks belong to them, not to this one
+    slot.sentAt = host.now();
+    try {
+      await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime });
+    } catch (e) {
+      Object.assign(slot, { status: 'no-answer', why: `signal failed: ${(e as Error).message}`, sentAt: undefined });
+      continue;
+    }
+    lastSignalAt = Date.now();
+    say(`rank ${t.rank} (pid ${t.pid}): SIGUSR1 sent, waiting for its stack dump…`);
+    const until = lastSignalAt + answerMs;
+    while (Date.now() < until && slot.status !== 'dumped') {
+      await sleep(150);
+      await collect();
+    }
+    if (slot.status !== 'dumped') say(`rank ${t.rank}: no dump yet after ${(answerMs / 1000).toFixed(1)} s; moving on and still watching for it`);
+  }
+  const deadline = lastSignalAt + waitMs;
+  while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined) && Date.now() < deadline) {
+    await sleep(200);
+    await collect();
+  }
+  for (const slot of slots) {
+    if (slot.status !== 'pending') continue;
+    // Why not? Look at the process now.
+    let why = `no stack dump within ${((Date.now() - (slot.sentAt ?? Date.now())) / 1000).toFixed(1)} s`;
+    const p = await readProc(host, slot.t.pid).catch(() => null);
+    if (!p) why += '; the process is gone';
+    else {
+      const s = stateWhy(p);
+      if (s) why += `; ${s}`;
+      else why += `; state ${p.state}${p.wchan ? ` (wchan ${p.wchan})` : ''} — the main thread may be inside a long C/CUDA/NCCL call (Python runs handlers only between bytecodes)`;
+    }
+    Object.assign(slot, { status: 'no-answer', why });
+    say(`rank ${slot.t.rank}: ${why}`);
+  }
+  const perRank: DumpOutcome['perRank'] = slots.map((x) => ({
+    rank: x.t.rank,
+    pid: x.t.pid,
+    status: x.status as 'dumped' | 'no-answer' | 'refused',
+    ...(x.file ? { file: x.file } : {}),
+    ...(x.why ? { why: x.why } : {}),
+  }));
+  const pySpy = await pySpyP;
+  const dumped = perRank.filter((r) => r.status === 'dumped').length;
+  const result: ActionRecord['result'] = dumped === sorted.length && sorted.length > 0 ? 'ok' : dumped > 0 ? 'partial' : perRank.every((r) => r.status === 'refused') ? 'refused' : 'failed';
+  const detail =
+    `${dumped}/${sorted.length} ranks dumped` +
+    perRank
+      .filter((r) => r.status !== 'dumped')
+      .map((r) => `; rank ${r.rank} ${r.status}: ${r.why}`)
+      .join('') +
+    (pySpy && dumped < sorted.length ? '; py-spy is installed (py-spy dump --pid PID shows native frames too)' : '');
+  await logged(
+    host,
+    runDir,
+    makeRecord(host, actor, 'dump', { ranks: sorted.map(targetOf), files: perRank.filter((r) => r.file).map((r) => r.file) }, result, detail),
+  );
+  return { perRank, pySpy };
+}
+
+// ---------------------------------------------------------------------------------------------
+// halt
+
+/** Steps lost if the run stopped now: the real trainer writes no checkpoint on HALT (contract §2.5). */
+export function stepsAtRisk(run: RunSnapshot): { lastCheckpointStep: number | null; step: number | null; lost: number | null; savesOnHalt: boolean } {
+  const step = run.step;
+  const savesOnHalt = run.identity.trainer === 'nsa-top-reference';
+  // The real trainer restarts its step counter at 1 on resume: only checkpoints written during
+  // the current segment count.
+  const seg = run.segments.length > 0 ? run.segments[run.segments.length - 1]! : null;
+  const segStart = run.identity.trainer === 'nsa-vibe' && seg && seg.index > 0 ? seg.startTs : null;
+  let last: number | null = null;
+  for (const c of run.checkpoints) {
+    if (!c.complete) continue;
+    if (step !== null && c.step > step) continue;
+    if (segStart !== null && c.mtimeMs < segStart) continue;
+    if (last === null || c.step > last) last = c.step;
+  }
+  let lost: number | null = null;
+  if (step !== null) lost = savesOnHalt ? 0 : Math.max(0, step - (last ?? 0));
+  return { lastCheckpointStep: last, step, lost, savesOnHalt };
+}
+
+export function haltContent(reason: string, actor: Actor): string {
+  return `halt: ${reason} ${actor.user}\n`;
+}
+
+async function readSmall(host: Host, path: string): Promise<string | null> {
+  try {
+    return (await host.readFile(path, 4096)).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Writes .HALT unless one is there already (whose reason is then kept and reported). A .HALT that
+ * is not a regular file (a directory, a link) is reported as such, never written through. A .HALT
+ * created but left without its reason (a full disk) is ours: said so, not taken for someone else's.
+ */
+async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wrote: boolean; existing: string | null }> {
+  const path = join(outDir, '.HALT');
+  try {
+    await createOwn(host, outDir, '.HALT', haltContent('manual_stop', actor));
+    return { wrote: true, existing: null };
+  } catch (e) {
+    if (e instanceof OwnWriteError && e.partial) throw new OwnWriteError(path, `${e.message} — the empty .HALT is nsa-top's own and still stops the trainer at its next step`, e.code, true);
+    if (e instanceof OwnWriteError && e.code !== 'EEXIST') throw e;
+    const st = await host.stat(path).catch(() => null);
+    if (st && !st.isFile) return { wrote: false, existing: `not a regular file (${st.isDir ? 'a directory' : 'a special file'})` };
+    const existing = await readSmall(host, path);
+    if (existing !== null && existing.trim() === '') return { wrote: false, existing: await emptyHaltWhy(host, outDir, path) };
+    if (existing !== null) return { wrote: false, existing: existing.trim() };
+    throw e;
+  }
+}
+
+/** Whose is an empty .HALT: nsa-top's own cut-short write (its action log says so), or unknown. */
+async function emptyHaltWhy(host: Host, outDir: string, path: string): Promise<string> {
+  const recs = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
+  const own = recs.reverse().find((r) => r.target.path === path && r.target.partial === true);
+  if (own) return `empty: nsa-top's own write cut short at ${new Date(own.ts).toISOString()} by ${own.who.user} (${own.detail.replace(/^could not write \.HALT: /, '').slice(0, 120)}); it still stops the trainer`;
+  return 'empty: no reason given (a bare touch)';
+}
+
+/**
+ * The newest COMPLETE checkpoint whose file was written after `sinceMs` (its mtime), or null. A
+ * file modified within the last second is left for the next look (it may still be growing: the
+ * real trainer torch.save()s in place); the rest must pass the structural check in checkpoints.ts.
+ */
+export async function checkpointWrittenSince(host: Host, outDir: string, sinceMs: number): Promise<{ path: string; name: string; step: number; mtimeMs: number } | null> {
+  const now = host.now();
+  const cands = (await listCheckpoints(host, outDir)).filter((c) => c.mtimeMs > sinceMs).sort((a, b) => b.mtimeMs - a.mtimeMs);
+  for (const c of cands) {
+    if (now - c.mtimeMs < 1000) continue;
+    const st = await host.stat(c.path).catch(() => null);
+    if (!st || st.size !== c.size || st.mtimeMs !== c.mtimeMs) continue; // changed since the listing
+    const problem = await checkpointTailProblem(host, c.path, st.size).catch((e: Error) => e.message);
+    if (problem) continue;
+    return { path: c.path, name: c.name, step: c.step, mtimeMs: c.mtimeMs };
+  }
+  return null;
+}
+
+/**
+ * 'now': write .HALT ("halt: manual_stop <user>"). 'after-checkpoint': wait IN THIS PROCESS for a
+ * complete checkpoint written after now, then write .HALT (cancel with opts.signal). The cockpit and
+ * `nsa-top halt` use the durable request instead (src/trainer/control/requests.ts), which outlives them.
+ */
+export async function requestHalt(
+  host: Host,
+  runDir: string,
+  mode: 'now' | 'after-checkpoint',
+  actor: Actor,
+  opts: ControlOptions & { signal?: AbortSignal; pollMs?: number; timeoutMs?: number; onProgress?: (msg: string) => void } = {},
+): Promise<ActionRecord> {
+  const kind: ActionKind = mode === 'now' ? 'halt' : 'halt-after-checkpoint';
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const haltPath = join(outDir, '.HALT');
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, { path: haltPath });
+  const unaudited = await actionLogRefusal(host, outDir, opts);
+  if (unaudited) return makeRecord(host, actor, kind, { path: haltPath }, 'refused', unaudited);
+  if (mode === 'after-checkpoint') {
+    // "the next checkpoint" is one written after now (by mtime), not a step number above the old
+    // maximum: after a resume the real trainer counts from step 1 again
+    const since = host.now();
+    await logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'started', `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`));
+    opts.onProgress?.('waiting for the next complete checkpoint');
+    const pollMs = opts.pollMs ?? 1000;
+    const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;
+    for (;;) {
+      if (opts.signal?.aborted) return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', 'cancelled before a new checkpoint appeared; no .HALT written'));
+      if (Date.now() > deadline) return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', 'timed out waiting for a new checkpoint; no .HALT written'));
+      if ((await host.stat(haltPath)) !== null) {
+        const existing = (await readSmall(host, haltPath))?.trim() ?? '';
+        return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', `.HALT appeared meanwhile (${existing}); nothing written`));
+      }
+      const c = await checkpointWrittenSince(host, outDir, since).catch(() => null);
+      if (c) {
+        const w = await writeHalt(host, outDir, actor);
+        return logged(
+          host,
+          runDir,
+          makeRecord(host, actor, kind, { path: haltPath, checkpoint: c.path, checkpointStep: c.step }, 'ok', w.wrote ? `checkpoint step ${c.step} complete; .HALT written` : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`),
+        );
+      }
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, pollMs);
+        opts.signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+      });
+    }
+  }
+  try {
+    const w = await writeHalt(host, outDir, actor);
+    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`));
+  } catch (e) {
+    const partial = e instanceof OwnWriteError && e.partial;
+    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath, ...(partial ? { partial: true } : {}) }, 'failed', `could not write .HALT: ${(e as Error).message}`));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// escalate, remove a stale .HALT
+
+/** SIGINT or SIGKILL to verified ranks only; each pid that failed verification is named. */
+export async function escalate(host: Host, runDir: string, ranks: RankTarget[], sig: 'SIGINT' | 'SIGKILL', actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+  const kind: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
+  const target = { signal: sig, ranks: ranks.map(targetOf) };
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, target);
+  const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
+  if (unaudited) return makeRecord(host, actor, kind, target, 'refused', unaudited);
+  const sent: number[] = [];
+  const notes: string[] = [];
+  for (const t of [...ranks].sort((a, b) => a.rank - b.rank)) {
+    const v = await verifyRank(host, t);
+    if (!v.ok) {
+      notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
+      continue;
+    }
+    const unproven = await proveTarget(host, runDir, t, { launcherToo: true, launch: true });
+    if (unproven !== null) {
+      notes.push(`rank ${t.rank} pid ${t.pid}: not signalled: ${unproven}`);
+      continue;
+    }
+    try {
+      await host.signal(t.pid, sig as SignalName, { startTime: t.startTime });
+      sent.push(t.pid);
+    } catch (e) {
+      notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
+    }
+  }
+  const result: ActionRecord['result'] = sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
+  return logged(host, runDir, makeRecord(host, actor, kind, { ...target, sentTo: sent }, result, `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`));
+}
+
+/** Removes a .HALT the operator confirmed is stale; logs the file's content first. */
+export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const path = join(outDir, '.HALT');
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'remove-stale-halt', { path });
+  const unaudited = await actionLogRefusal(host, outDir, opts);
+  if (unaudited) return makeRecord(host, actor, 'remove-stale-halt', { path }, 'refused', unaudited);
+  const st = await host.stat(path).catch(() => undefined);
+  if (st && !st.isFile)
+    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`));
+  const content = await readSmall(host, path);
+  if (content === null && st === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
+  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', 'could not read .HALT (to record what it said): not removed'));
+  const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
+  try {
+    await removeOwn(host, outDir, '.HALT', opts);
+  } catch (e) {
+    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path, content: content.trim() }, 'failed', `could not remove .HALT: ${(e as Error).message}`));
+  }
+  return logged(
+    host,
+    runDir,
+    makeRecord(
+      host,
+      actor,
+      'remove-stale-halt',
+      { path, content: content.trim(), anomalyType: anomaly?.trim() ?? null },
+      'ok',
+      `removed .HALT ("${content.trim()}")${anomaly ? `; .anomaly_type (${anomaly.trim()}) kept as evidence` : ''}`,
+    ),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// acknowledging an alert
+
+/** The episode of an alert an acknowledgement names: its id and start (a later episode is new). */
+export interface AlertRef {
+  id: string;
+  since: number;
+  severity: string;
+  title: string;
+}
+
+/**
+ * Acknowledges one alert episode. The acknowledgement is the action-log line itself, so everyone
+ * watching the run (two people sharing a pane, a second cockpit) reads it back from actions.jsonl;
+ * a failed write is reported as failed, never as done.
+ */
+export async function acknowledgeAlert(host: Host, runDir: string, alert: AlertRef, actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+  const target = { alert: alert.id, since: alert.since, severity: alert.severity };
+  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'ack', target);
+  const rec = makeRecord(host, actor, 'ack', target, 'ok', `acknowledged ${alert.severity}: ${alert.title}`);
+  try {
+    await recordAction(host, runDir, rec);
+    return rec;
+  } catch (e) {
+    return { ...rec, result: 'failed', detail: `not acknowledged: cannot write the action log: ${(e as Error).message}` };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// py-spy
+
+/**
+ * `py-spy dump --pid PID` for one verified rank (native and Python frames, even when the main
+ * thread is stuck in C and cannot run the SIGUSR1 handler). Output saved next to the trainer's own
+ * dumps as pyspy_<epoch>_rank<R>_<pid>.txt and logged.
+ */
+export async function pySpyDump(host: Host, runDir: string, target: RankTarget, actor: Actor, opts: ControlOptions & { timeoutMs?: number } = {}): Promise<ActionRecord & { file: string | null }> {
+  const t = targetOf(target);
+  if (readOnlyMode(opts)) return { ...refusedReadOnly(host, actor, 'py-spy-dump', t), file: null };
+  const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
+  if (unaudited) return { ...makeRecord(host, actor, 'py-spy-dump', t, 'refused', unaudited), file: null };
+  const v = await verifyRank(host, target);
+  if (!v.ok) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))), file: null };
+  const unproven = await proveTarget(host, runDir, target);
+  if (unproven !== null) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', `not attached: ${unproven}`))), file: null };
+  const r = await host.exec(['py-spy', 'dump', '--pid', String(target.pid)], { timeoutMs: opts.timeoutMs ?? 30000 });
+  if (r.code !== 0 || r.timedOut) {
+    const why = r.timedOut ? 'py-spy did not finish in time' : r.code === 127 ? 'py-spy is not installed' : (r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`;
+    return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', why))), file: null };
+  }
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const name = `pyspy_${Math.floor(host.now() / 1000)}_rank${target.rank}_${target.pid}.txt`;
+  const file = join(outDir, name);
+  try {
+    await createOwn(host, outDir, name, r.stdout, opts);
+  } catch (e) {
+    return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', `could not save: ${(e as Error).message}`))), file: null };
+  }
+  return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', { ...t, file }, 'ok', `py-spy dump of rank ${target.rank} saved`))), file };
+}

@@ -1,0 +1,267 @@
+// nsa-top's own writes into a run — the one module every writer goes through (the action log,
+// .HALT, .anomaly_type, watchdog.jsonl, the supervisor's files, launch). Three rules hold here, so
+// no command can forget them:
+//  - read-only (`--read-only`, NSA_TOP_READ_ONLY=1) refuses every write, whoever asks;
+//  - only nsa-top's own names are written: `.nsa-top/<file>`, `.HALT`, `.anomaly_type`,
+//    `gate_collapse_details.json` and `pyspy_*.txt`, directly inside the run's directory;
+//  - that directory must be a real directory holding a run (a heartbeat, training.csv, env.json,
+//    a checkpoint, run.info, train.log or launch's .nsa-top/run.json), and neither `.nsa-top` nor the
+//    file is ever followed when it is a link (Host.writeOwn: O_NOFOLLOW locally, guarded sh over SSH).
+// A refused or failed write throws an OwnWriteError: one line that names the path and why.
+import { lstatSync, mkdirSync } from 'node:fs';
+import { isAbsolute, join, normalize } from 'node:path';
+import type { Host, OwnWriteMode } from '../../remote/host.js';
+import { ownOpenAppendLocalSync, ownRemoveLocalSync, ownWriteLocalSync } from '../../remote/local/ownfiles.js';
+import { classify, isRunMarker, LOG_NAMES } from '../run/readers/names.js';
+
+/** nsa-top's own directory inside a run dir */
+export const NSA_DIR = '.nsa-top';
+
+export class OwnWriteError extends Error {
+  readonly code: string;
+  readonly path: string;
+  /** the file was created but its content not (all) written: a 0-byte .HALT on a full disk */
+  readonly partial: boolean;
+  constructor(path: string, why: string, code = 'EIO', partial = false) {
+    super(why.startsWith(path) ? why : `${path}: ${why}`);
+    this.code = code;
+    this.path = path;
+    this.partial = partial;
+  }
+}
+
+/** read-only mode refused the write */
+export class ReadOnlyError extends OwnWriteError {
+  constructor(path: string) {
+    super(path, 'read-only mode: nothing written', 'EROFS');
+  }
+}
+
+export interface EffectOptions {
+  /** a read-only cockpit passes true; NSA_TOP_READ_ONLY=1 and `--read-only` do the same */
+  readOnly?: boolean;
+  /** a launcher dir's run.info and train.log may be written too */
+  launcher?: boolean;
+}
+
+/** Read-only for the whole process: `--read-only` on any command, or NSA_TOP_READ_ONLY=1. */
+export function readOnlyMode(opts?: EffectOptions): boolean {
+  return opts?.readOnly === true || process.env.NSA_TOP_READ_ONLY === '1';
+}
+
+/** Throws ReadOnlyError when effects are off (signals and launches call this too). */
+export function assertEffectsAllowed(what: string, opts?: EffectOptions): void {
+  if (readOnlyMode(opts)) throw new ReadOnlyError(what);
+}
+
+const TOP_NAMES = new Set(['.HALT', '.anomaly_type', 'gate_collapse_details.json']);
+/** a launcher dir's own files (launch writes run.info, the supervisor tees the trainer to its log) */
+const LAUNCHER_NAMES = new Set(['run.info', ...LOG_NAMES]);
+const PYSPY_RE = /^pyspy_\d+_rank\d+_\d+\.txt$/;
+const OWN_NAME_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+
+/** `rel` is one of nsa-top's own names inside a run dir, or the reason it is not. */
+export function ownNameProblem(rel: string, launcher = false): string | null {
+  if (launcher && LAUNCHER_NAMES.has(rel)) return null;
+  const parts = rel.split('/');
+  if (parts.length === 2 && parts[0] === NSA_DIR && OWN_NAME_RE.test(parts[1]!)) return null;
+  if (parts.length === 1 && (TOP_NAMES.has(rel) || PYSPY_RE.test(rel))) return null;
+  return `${rel} is not one of nsa-top's own files (.nsa-top/*, .HALT, .anomaly_type, gate_collapse_details.json, pyspy_*.txt)`;
+}
+
+/** names that show a directory holds a run (any one is enough) */
+function holdsRun(names: string[]): boolean {
+  for (const n of names) {
+    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === 'config.yaml' || LOG_NAMES.includes(n)) return true;
+    const k = classify(n).kind;
+    if (k === 'checkpoint' || k === 'metrics-json' || k === 'stackdump') return true;
+  }
+  return false;
+}
+
+/**
+ * A `.nsa-top/` alone is weak evidence (an old nsa-top may have made one anywhere, e.g. at `/`):
+ * it counts only with launch's or the supervisor's own files in it.
+ */
+const NSA_RUN_FILES = new Set(['run.json', 'launch.json', 'supervisor.json']);
+
+const validRoots = new WeakMap<Host, Set<string>>();
+
+/**
+ * Why `dir` cannot take nsa-top's files, or null when it can: it must be an absolute path to a
+ * directory that holds a run. Checked once per host and directory (a run does not stop being one).
+ */
+export async function runRootProblem(host: Host, dir: string): Promise<string | null> {
+  if (!isAbsolute(dir)) return `${dir} is not an absolute path`;
+  const key = normalize(dir);
+  if (validRoots.get(host)?.has(key)) return null;
+  let st;
+  try {
+    st = await host.stat(key);
+  } catch (e) {
+    return `${key}: cannot stat (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+  }
+  if (!st) return `${key} does not exist`;
+  if (!st.isDir) return `${key} is not a directory`;
+  let names: string[];
+  try {
+    names = (await host.list(key)).map((e) => e.name);
+  } catch (e) {
+    return `${key}: cannot list (${(e as Error).message})`;
+  }
+  let ok = holdsRun(names);
+  if (!ok && names.includes(NSA_DIR)) ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
+  if (!ok) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
+  let set = validRoots.get(host);
+  if (!set) validRoots.set(host, (set = new Set()));
+  set.add(key);
+  return null;
+}
+
+export interface OwnWriteOptions extends EffectOptions {
+  /** a directory nsa-top has just made for a launch (it holds nothing yet) */
+  fresh?: boolean;
+}
+
+async function guard(host: Host, root: string, rel: string, opts: OwnWriteOptions): Promise<string> {
+  const path = join(root, rel);
+  if (readOnlyMode(opts)) throw new ReadOnlyError(path);
+  const bad = ownNameProblem(rel, opts.launcher);
+  if (bad) throw new OwnWriteError(path, bad, 'EPERM');
+  if (!opts.fresh) {
+    const why = await runRootProblem(host, root);
+    if (why) throw new OwnWriteError(path, `${why}: refused to write into it`, 'EPERM');
+  } else if (!isAbsolute(root)) throw new OwnWriteError(path, `${root} is not an absolute path`, 'EPERM');
+  return path;
+}
+
+function rethrow(path: string, e: unknown): never {
+  if (e instanceof OwnWriteError) throw e;
+  const x = e as NodeJS.ErrnoException & { partial?: boolean };
+  throw new OwnWriteError(path, x.message, x.code ?? 'EIO', x.partial === true);
+}
+
+async function write(host: Host, root: string, rel: string, data: string | Buffer, mode: OwnWriteMode, opts: OwnWriteOptions): Promise<void> {
+  const path = await guard(host, root, rel, opts);
+  try {
+    await host.writeOwn(root, rel, data, mode);
+  } catch (e) {
+    rethrow(path, e);
+  }
+}
+
+/** Appends to nsa-top's own file (one O_APPEND write: short records never interleave). */
+export function appendOwn(host: Host, root: string, rel: string, data: string | Buffer, opts: OwnWriteOptions = {}): Promise<void> {
+  return write(host, root, rel, data, 'append', opts);
+}
+
+/** Creates the file; EEXIST when it is there (its content is then kept). */
+export function createOwn(host: Host, root: string, rel: string, data: string | Buffer, opts: OwnWriteOptions = {}): Promise<void> {
+  return write(host, root, rel, data, 'exclusive', opts);
+}
+
+/** Writes a temporary file and renames it over the name: readers never see half of it. */
+export function writeOwnAtomic(host: Host, root: string, rel: string, data: string | Buffer, opts: OwnWriteOptions = {}): Promise<void> {
+  return write(host, root, rel, data, 'replace', opts);
+}
+
+/** Removes one of nsa-top's own names (a stale .HALT, a stop request); a link is removed, never followed. */
+export async function removeOwn(host: Host, root: string, rel: string, opts: OwnWriteOptions = {}): Promise<void> {
+  const path = await guard(host, root, rel, { ...opts, fresh: true });
+  try {
+    await host.removeOwn(root, rel);
+  } catch (e) {
+    rethrow(path, e);
+  }
+}
+
+/** failures that mean the run dir was tampered with, not that the disk is full or slow */
+const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO', 'EINVAL']);
+
+/**
+ * Why an action must not be taken because its record could not be kept: the action log (or
+ * `.nsa-top`) is a link, not a regular file, or the run dir is not a run. Null when it can take a
+ * record, and also when it fails for an ordinary reason (a full disk): stopping a run matters more
+ * than its log line, and the outcome then says it was not logged. Creates an empty log if missing.
+ */
+export async function actionLogRefusal(host: Host, outDir: string, opts: EffectOptions = {}): Promise<string | null> {
+  try {
+    await appendOwn(host, outDir, `${NSA_DIR}/actions.jsonl`, '', opts);
+    return null;
+  } catch (e) {
+    if (e instanceof OwnWriteError && HOSTILE.has(e.code)) return `${e.message} — the action could not be recorded, so it was not taken`;
+    return null;
+  }
+}
+
+// ------------------------------------------------------------------ synchronous, this machine
+
+function guardSync(root: string, rel: string, opts: EffectOptions): string {
+  const path = join(root, rel);
+  if (readOnlyMode(opts)) throw new ReadOnlyError(path);
+  const bad = ownNameProblem(rel, opts.launcher);
+  if (bad) throw new OwnWriteError(path, bad, 'EPERM');
+  if (!isAbsolute(root)) throw new OwnWriteError(path, `${root} is not an absolute path`, 'EPERM');
+  return path;
+}
+
+/** writeOwnAtomic for the supervisor's state (its run dir is the one launch made). */
+export function writeOwnAtomicSync(root: string, rel: string, data: string | Buffer, opts: EffectOptions = {}): void {
+  const path = guardSync(root, rel, opts);
+  try {
+    ownWriteLocalSync(root, rel, data, 'replace');
+  } catch (e) {
+    rethrow(path, e);
+  }
+}
+
+export function createOwnSync(root: string, rel: string, data: string | Buffer, opts: EffectOptions = {}): void {
+  const path = guardSync(root, rel, opts);
+  try {
+    ownWriteLocalSync(root, rel, data, 'exclusive');
+  } catch (e) {
+    rethrow(path, e);
+  }
+}
+
+/** An fd open for appending to nsa-top's own file (the supervisor's log). */
+export function openOwnAppendSync(root: string, rel: string, opts: EffectOptions = {}): number {
+  const path = guardSync(root, rel, opts);
+  try {
+    return ownOpenAppendLocalSync(root, rel);
+  } catch (e) {
+    rethrow(path, e);
+  }
+}
+
+/**
+ * Makes (or finds) `rel`'s directories below `root` on this machine, each a real directory: a link
+ * or a file at any of them is refused. Returns the absolute path. Read-only refuses it too.
+ */
+export function ensureOwnDirsSync(root: string, rel: string, opts: EffectOptions = {}): string {
+  let path = root;
+  if (readOnlyMode(opts)) throw new ReadOnlyError(join(root, rel));
+  if (!isAbsolute(root)) throw new OwnWriteError(join(root, rel), `${root} is not an absolute path`, 'EPERM');
+  for (const part of rel.split('/')) {
+    if (!OWN_NAME_RE.test(part) && part !== NSA_DIR) throw new OwnWriteError(join(root, rel), `${part}: not a plain name`, 'EINVAL');
+    path = join(path, part);
+    try {
+      mkdirSync(path, { mode: 0o755 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new OwnWriteError(path, (e as Error).message, (e as NodeJS.ErrnoException).code ?? 'EIO');
+    }
+    const st = lstatSync(path);
+    if (st.isSymbolicLink()) throw new OwnWriteError(path, 'is a symbolic link: refused (nsa-top never writes through a link)', 'ELOOP');
+    if (!st.isDirectory()) throw new OwnWriteError(path, 'is not a directory: refused', 'ENOTDIR');
+  }
+  return path;
+}
+
+export function removeOwnSync(root: string, rel: string, opts: EffectOptions = {}): void {
+  const path = guardSync(root, rel, opts);
+  try {
+    ownRemoveLocalSync(root, rel);
+  } catch (e) {
+    rethrow(path, e);
+  }
+}

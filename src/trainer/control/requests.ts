@@ -1,0 +1,581 @@
+// Durable control requests: <out_dir>/.nsa-top/requests.json. A "halt after the next checkpoint"
+// is not a loop inside whoever asked (a cockpit that quits or loses SSH would drop it): it is a
+// record owned by a detached process — the run's supervisor when it has a live one, else a small
+// `nsa-top agent` started in its own session — which writes .HALT once a COMPLETE checkpoint written
+// after the request appears (by mtime, not step number: after a resume the real trainer counts
+// from 1 again), then watches the ranks exit. Any cockpit reads the file, shows the request and
+// can cancel it; every step goes through the action log.
+//
+// requests.json is changed only under a lock file (read-modify-write, temp + rename), so a cancel
+// and the owner's ".HALT now" cannot both win: whichever takes the lock first decides.
+import { spawn } from 'node:child_process';
+import { closeSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import { findRunProcesses, readProc, verifyProcess } from '../../remote/procs.js';
+import { selfCommand } from '../../self.js';
+import { type ActionRecord, activeRequest, type Actor, type ControlRequest, type RequestsFile } from './types.js';
+import { checkpointWrittenSince, haltContent, readOnlyMode, recordAction, type ControlOptions } from './actions.js';
+import { createOwnSync, openOwnAppendSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
+import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
+
+export const REQUESTS_FILE = 'requests.json';
+const LOCK_FILE = 'requests.lock';
+export const AGENT_LOCK = 'agent.lock';
+export const AGENT_LOG = 'agent.log';
+/** how `nsa-top agent` learns its out_dir (kept out of argv: process discovery matches argv) */
+export const AGENT_ENV = 'NSA_TOP_AGENT_OUT_DIR';
+/** the profile default (src/trainer/launch/profiles.ts stop.halt_grace_s) for runs without a profile */
+export const DEFAULT_HALT_GRACE_S = 300;
+const KEEP_FINISHED = 20;
+
+/** The owner is alive: same pid and start time, and not a zombie (an unreaped dead process). */
+export async function ownerAlive(host: Host, o: { pid: number; startTime: string }): Promise<boolean> {
+  if (!(await verifyProcess(host, o).catch(() => false))) return false;
+  const info = await readProc(host, o.pid).catch(() => null);
+  return !!info && info.state !== 'Z' && info.state !== 'X';
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
+
+// ---------------------------------------------------------------------------------------------
+// the file
+
+function parseRequests(text: string | null): ControlRequest[] {
+  if (!text) return [];
+  try {
+    const j = JSON.parse(text) as Partial<RequestsFile>;
+    if (!j || !Array.isArray(j.requests)) return [];
+    return j.requests.filter((r): r is ControlRequest => !!r && typeof r === 'object' && typeof r.id === 'string' && typeof r.state === 'string' && typeof r.ts === 'number');
+  } catch {
+    return [];
+  }
+}
+
+/** The run's requests (oldest first), through a Host: any cockpit, local or over SSH, reads them. */
+export async function readRequests(host: Host, dir: string): Promise<ControlRequest[]> {
+  const { outDir } = await resolveRunDirs(host, dir);
+  try {
+    return parseRequests((await host.readFile(join(outDir, NSA_DIR, REQUESTS_FILE), 1024 * 1024)).toString('utf8'));
+  } catch {
+    return [];
+  }
+}
+
+function readLocal(outDir: string): ControlRequest[] {
+  try {
+    return parseRequests(readFileSync(join(outDir, NSA_DIR, REQUESTS_FILE), 'utf8'));
+  } catch {
+    return [];
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Runs fn on the requests under the lock and writes the result back atomically. Local only. */
+export async function updateRequests<T>(outDir: string, fn: (reqs: ControlRequest[]) => T): Promise<T> {
+  // every write here goes through src/trainer/control/ownfiles.ts: never through a link, not in read-only mode
+  const dir = join(outDir, NSA_DIR);
+  const lockRel = `${NSA_DIR}/${LOCK_FILE}`;
+  const lock = join(dir, LOCK_FILE);
+  const until = Date.now() + 10_000;
+  for (;;) {
+    try {
+      createOwnSync(outDir, lockRel, `${process.pid}\n`);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    // a holder that died, or one that has held it for seconds (a lock is held for milliseconds)
+    let stale = false;
+    try {
+      const holder = Number(readFileSync(lock, 'utf8').trim());
+      const age = Date.now() - statSync(lock).mtimeMs;
+      stale = (Number.isInteger(holder) && holder > 0 && !pidAlive(holder)) || age > 5000;
+    } catch {
+      /* gone or half-written: try again */
+    }
+    if (stale) {
+      try {
+        removeOwnSync(outDir, lockRel);
+      } catch {
+        /* someone else broke it */
+      }
+      continue;
+    }
+    if (Date.now() > until) throw new Error(`${lock} is held by another process`);
+    await sleep(15);
+  }
+  try {
+    const reqs = readLocal(outDir);
+    const out = fn(reqs);
+    // keep every active request, and the newest finished ones for the record
+    const finished = reqs.filter((r) => r.state !== 'pending' && r.state !== 'halt-written');
+    const drop = new Set(finished.slice(0, Math.max(0, finished.length - KEEP_FINISHED)).map((r) => r.id));
+    const file: RequestsFile = { version: 1, requests: reqs.filter((r) => !drop.has(r.id)) };
+    writeOwnAtomicSync(outDir, `${NSA_DIR}/${REQUESTS_FILE}`, `${JSON.stringify(file, null, 1)}\n`);
+    return out;
+  } finally {
+    try {
+      removeOwnSync(outDir, lockRel);
+    } catch {
+      /* broken as stale by someone else */
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// what the owner looks at
+
+/** The newest pid each heartbeat_rank{R}.jsonl names (from its last 4 KiB): hints for process discovery. */
+export async function heartbeatPidsOf(host: Host, outDir: string): Promise<{ rank: number; pid: number; lastTs: number | null }[]> {
+  const heartbeatPids: { rank: number; pid: number; lastTs: number | null }[] = [];
+  try {
+    for (const e of await host.list(outDir)) {
+      const m = /^heartbeat_rank(\d+)\.jsonl$/.exec(e.name);
+      if (!m || !e.isFile) continue;
+      const tail = (await host.readRange(join(outDir, e.name), Math.max(0, e.size - 4096), e.size)).toString('utf8').trim().split('\n');
+      for (let i = tail.length - 1; i >= 0; i--) {
+        try {
+          const j = JSON.parse(tail[i]!) as { pid?: unknown; ts?: unknown };
+          if (typeof j.pid === 'number') {
+            heartbeatPids.push({ rank: Number(m[1]), pid: j.pid, lastTs: typeof j.ts === 'number' ? j.ts * 1000 : null });
+            break;
+          }
+        } catch {
+          /* a cut line */
+        }
+      }
+    }
+  } catch {
+    /* no dir yet */
+  }
+  return heartbeatPids;
+}
+
+/** Is any process of the run alive (a rank, or the launcher that may be starting them)? */
+export async function runAlive(host: Host, outDir: string): Promise<{ alive: boolean; ranks: number; error: string | null }> {
+  const p = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
+  if (p.error && p.ranks.length === 0 && !p.launcher) return { alive: true, ranks: 0, error: p.error }; // unknown: assume alive
+  const ranks = p.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X').length;
+  return { alive: ranks > 0 || p.launcher !== null, ranks, error: null };
+}
+
+// ---------------------------------------------------------------------------------------------
+// the owner (the agent, or the supervisor)
+
+export interface OwnerIdentity {
+  kind: 'agent' | 'supervisor';
+  pid: number;
+  startTime: string;
+}
+
+function ownerActor(me: OwnerIdentity, req: ControlRequest): Actor {
+  // the action is the requester's; the log says who carried it out
+  return { ...req.who, pid: me.pid, user: `${req.who.user} via nsa-top ${me.kind}` };
+}
+
+/**
+ * Carries out the run's requests: claims the ones nobody (alive) owns, writes .HALT once a complete
+ * checkpoint newer than the request is there, watches the ranks exit. Call tick() about once a
+ * second; it never throws.
+ */
+export class RequestOwner {
+  private lastAliveCheck = 0;
+  private alive = true;
+  constructor(
+    private readonly host: Host,
+    private readonly runDir: string,
+    private readonly outDir: string,
+    private readonly me: OwnerIdentity,
+    private readonly hooks: {
+      onHaltWritten?: (req: ControlRequest) => void;
+      say?: (msg: string) => void;
+      /** whether the run is still alive; default: its processes in the process table (a supervisor knows its child) */
+      alive?: () => Promise<boolean>;
+    } = {},
+  ) {}
+
+  private log(req: ControlRequest, result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): Promise<void> {
+    this.hooks.say?.(`request ${req.id}: ${detail}`);
+    return recordAction(this.host, this.runDir, {
+      ts: Date.now(),
+      who: ownerActor(this.me, req),
+      action: 'halt-after-checkpoint',
+      target: { request: req.id, path: join(this.outDir, '.HALT'), owner: { ...this.me }, ...target },
+      result,
+      detail,
+    }).catch(() => {});
+  }
+
+  private mine(r: ControlRequest): boolean {
+    return r.owner?.pid === this.me.pid && r.owner.startTime === this.me.startTime;
+  }
+
+  /** The number of active requests this owner carries after the tick. */
+  async tick(): Promise<number> {
+    try {
+      return await this.tickInner();
+    } catch (e) {
+      this.hooks.say?.(`requests: ${(e as Error).message}`);
+      return readLocal(this.outDir).filter((r) => this.mine(r) && (r.state === 'pending' || r.state === 'halt-written')).length;
+    }
+  }
+
+  private async tickInner(): Promise<number> {
+    const reqs = readLocal(this.outDir).filter((r) => r.state === 'pending' || r.state === 'halt-written');
+    // claim what nobody alive owns
+    for (const r of reqs) {
+      if (this.mine(r)) continue;
+      if (r.owner && (await ownerAlive(this.host, r.owner))) continue;
+      const prev = r.owner;
+      const claimed = await updateRequests(this.outDir, (all) => {
+        const x = all.find((y) => y.id === r.id);
+        if (!x || (x.state !== 'pending' && x.state !== 'halt-written') || (x.owner && x.owner.pid !== prev?.pid)) return null;
+        x.owner = { ...this.me };
+        x.updatedAt = Date.now();
+        if (x.state === 'pending') x.note = `waiting for a complete checkpoint written after ${hhmmss(x.ts)}`;
+        return { ...x };
+      });
+      if (claimed) await this.log(claimed, 'started', `taken over by nsa-top ${this.me.kind} (pid ${this.me.pid})${prev ? ` from pid ${prev.pid}, which is gone` : ''}: ${claimed.note}`);
+    }
+    const now = Date.now();
+    if (now - this.lastAliveCheck >= 3000) {
+      this.lastAliveCheck = now;
+      this.alive = this.hooks.alive ? await this.hooks.alive().catch(() => true) : (await runAlive(this.host, this.outDir).catch(() => ({ alive: true }))).alive;
+    }
+    let active = 0;
+    for (const r of readLocal(this.outDir)) {
+      if (!this.mine(r) || (r.state !== 'pending' && r.state !== 'halt-written')) continue;
+      if (r.state === 'pending') await this.advancePending(r);
+      else await this.watchHalt(r);
+      const after = readLocal(this.outDir).find((x) => x.id === r.id);
+      if (after && (after.state === 'pending' || after.state === 'halt-written')) active++;
+    }
+    return active;
+  }
+
+  private async advancePending(r: ControlRequest): Promise<void> {
+    const haltPath = join(this.outDir, '.HALT');
+    const haltNow = await this.host.stat(haltPath).catch(() => null);
+    if (haltNow) {
+      let content = '';
+      try {
+        content = (await this.host.readFile(haltPath, 4096)).toString('utf8').trim();
+      } catch {
+        /* vanished */
+      }
+      const done = await updateRequests(this.outDir, (all) => {
+        const x = all.find((y) => y.id === r.id);
+        if (!x || x.state !== 'pending') return null;
+        Object.assign(x, { state: 'halt-written', haltAt: haltNow.mtimeMs, note: `.HALT appeared meanwhile ("${content}"): nothing written; watching the ranks exit`, updatedAt: Date.now() });
+        return { ...x };
+      });
+      if (done) await this.log(done, 'ok', done.note);
+      return;
+    }
+    const c = await checkpointWrittenSince(this.host, this.outDir, r.ts);
+    if (c) {
+      // decide under the lock: a cancel that got there first wins, and no .HALT is written
+      const res = await updateRequests(this.outDir, (all) => {
+        const x = all.find((y) => y.id === r.id);
+        if (!x || x.state !== 'pending' || !this.mine(x)) return { req: x ? { ...x } : null, wrote: false, err: null as string | null };
+        try {
+          createOwnSync(this.outDir, '.HALT', haltContent('manual_stop', x.who));
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return { req: { ...x }, wrote: false, err: (e as Error).message };
+        }
+        Object.assign(x, {
+          state: 'halt-written',
+          haltAt: Date.now(),
+          checkpoint: { path: c.path, step: c.step, mtimeMs: c.mtimeMs },
+          note: `${c.name} (step ${c.step}, written ${hhmmss(c.mtimeMs)}) is complete: .HALT written; watching the ranks exit`,
+          updatedAt: Date.now(),
+        });
+        return { req: { ...x }, wrote: true, err: null };
+      });
+      if (res.err && res.req) {
+        await this.log(res.req, 'failed', `could not write .HALT: ${res.err}; still waiting`);
+        return;
+      }
+      if (res.wrote && res.req) {
+        await this.log(res.req, 'ok', res.req.note, { checkpoint: c.path, checkpointStep: c.step, checkpointMtimeMs: c.mtimeMs });
+        this.hooks.onHaltWritten?.(res.req);
+      }
+      return;
+    }
+    if (!this.alive) {
+      const failed = await updateRequests(this.outDir, (all) => {
+        const x = all.find((y) => y.id === r.id);
+        if (!x || x.state !== 'pending') return null;
+        Object.assign(x, { state: 'failed', note: 'the run ended before a new checkpoint appeared: no .HALT written', updatedAt: Date.now() });
+        return { ...x };
+      });
+      if (failed) await this.log(failed, 'failed', failed.note);
+    }
+  }
+
+  private async watchHalt(r: ControlRequest): Promise<void> {
+    if (this.alive) return;
+    const since = r.haltAt ?? r.ts;
+    const done = await updateRequests(this.outDir, (all) => {
+      const x = all.find((y) => y.id === r.id);
+      if (!x || x.state !== 'halt-written') return null;
+      const ck = x.checkpoint ? `; ${x.checkpoint.path.split('/').pop()} is there` : '';
+      Object.assign(x, { state: 'done', note: `the run stopped ${Math.max(0, Math.round((Date.now() - since) / 1000))} s after .HALT${ck}`, updatedAt: Date.now() });
+      return { ...x };
+    });
+    if (done) await this.log(done, 'ok', done.note);
+  }
+
+  /** The owner is going away (a supervisor whose trainer is done): end its requests honestly. */
+  async release(why: string): Promise<void> {
+    const ended = await updateRequests(this.outDir, (all) => {
+      const out: ControlRequest[] = [];
+      for (const x of all) {
+        if (!this.mine(x) || (x.state !== 'pending' && x.state !== 'halt-written')) continue;
+        if (x.state === 'pending') Object.assign(x, { state: 'failed', note: `${why} before a new checkpoint appeared: no .HALT written` });
+        else Object.assign(x, { state: 'done', note: `${why} after .HALT` });
+        x.updatedAt = Date.now();
+        out.push({ ...x });
+      }
+      return out;
+    }).catch(() => [] as ControlRequest[]);
+    for (const x of ended) await this.log(x, x.state === 'failed' ? 'failed' : 'ok', x.note);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the agent process (`nsa-top agent`, internal)
+
+/** One agent per out_dir: an exclusive lock file with pid + start time; a dead holder's is replaced. */
+async function takeAgentLock(host: Host, outDir: string, me: OwnerIdentity): Promise<boolean> {
+  const rel = `${NSA_DIR}/${AGENT_LOCK}`;
+  const path = join(outDir, rel);
+  for (let i = 0; i < 3; i++) {
+    try {
+      createOwnSync(outDir, rel, `${JSON.stringify({ pid: me.pid, startTime: me.startTime })}\n`);
+      return true;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return false;
+    }
+    try {
+      const h = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown; startTime?: unknown };
+      if (typeof h.pid === 'number' && typeof h.startTime === 'string' && (await ownerAlive(host, { pid: h.pid, startTime: h.startTime }))) return false;
+    } catch {
+      await sleep(100);
+      continue;
+    }
+    try {
+      removeOwnSync(outDir, rel);
+    } catch {
+      /* raced */
+    }
+  }
+  return false;
+}
+
+export async function runAgent(host: Host, outDir: string, opts: { tickMs?: number; idleTicks?: number } = {}): Promise<number> {
+  const say = (m: string) => process.stdout.write(`[nsa-top agent] ${new Date().toISOString()} ${m}\n`);
+  const info = await readProc(host, process.pid).catch(() => null);
+  const me: OwnerIdentity = { kind: 'agent', pid: process.pid, startTime: info?.startTime ?? '' };
+  const lock = join(outDir, NSA_DIR, AGENT_LOCK);
+  if (!(await takeAgentLock(host, outDir, me))) {
+    say('another agent carries this run\'s requests: nothing to do');
+    return 0;
+  }
+  process.on('SIGHUP', () => {
+    /* the session that started us is gone: keep going */
+  });
+  const { runDir } = await resolveRunDirs(host, outDir);
+  const owner = new RequestOwner(host, runDir, outDir, me, { say });
+  say(`carrying the requests of ${outDir}`);
+  let idle = 0;
+  try {
+    // leave once nothing is left to carry (a few idle looks, so a request being submitted is seen)
+    while (idle < (opts.idleTicks ?? 5)) {
+      const n = await owner.tick();
+      idle = n > 0 ? 0 : idle + 1;
+      await sleep(opts.tickMs ?? 1000);
+    }
+  } finally {
+    try {
+      if (JSON.parse(readFileSync(lock, 'utf8')).pid === process.pid) removeOwnSync(outDir, `${NSA_DIR}/${AGENT_LOCK}`);
+    } catch {
+      /* not ours */
+    }
+  }
+  say('no request left: exiting');
+  return 0;
+}
+
+function spawnAgent(outDir: string): number {
+  const [node, ...pre] = selfCommand();
+  const fd = openOwnAppendSync(outDir, `${NSA_DIR}/${AGENT_LOG}`);
+  try {
+    const env: NodeJS.ProcessEnv = { ...process.env, [AGENT_ENV]: outDir };
+    delete env.NSA_TOP_RUN_DIR;
+    const child = spawn(node!, [...pre, 'agent'], { detached: true, stdio: ['ignore', fd, fd], cwd: outDir, env });
+    child.on('error', () => {});
+    child.unref();
+    if (!child.pid) throw new Error('could not start nsa-top agent');
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// asking and cancelling
+
+export interface RequestOutcome {
+  record: ActionRecord;
+  request: ControlRequest | null;
+}
+
+const mk = (actor: Actor, action: ActionRecord['action'], target: Record<string, unknown>, result: ActionRecord['result'], detail: string): ActionRecord => ({ ts: Date.now(), who: actor, action, target, result, detail });
+
+async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<ActionRecord> {
+  await recordAction(host, runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
+  return rec;
+}
+
+/**
+ * Grace after .HALT for this run: its profile's stop.halt_grace_s; for a run without a profile,
+ * NSA_TOP_HALT_GRACE_S when set, else the profile default (300 s).
+ */
+export async function haltGraceS(host: Host, runDir: string): Promise<number> {
+  const plan = await readLaunchPlan(host, runDir).catch(() => null);
+  const g = plan?.stop?.halt_grace_s;
+  if (typeof g === 'number' && Number.isFinite(g) && g >= 0) return g;
+  const env = Number(process.env.NSA_TOP_HALT_GRACE_S);
+  return process.env.NSA_TOP_HALT_GRACE_S && Number.isFinite(env) && env >= 0 ? env : DEFAULT_HALT_GRACE_S;
+}
+
+/**
+ * Asks for a halt after the next complete checkpoint and returns as soon as a detached owner (the
+ * supervisor, else a new agent) has taken the request. Refused: read-only, not on the training
+ * box, a .HALT already there, no process of the run alive.
+ */
+export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: Actor, opts: ControlOptions & { claimTimeoutMs?: number } = {}): Promise<RequestOutcome> {
+  const { runDir, outDir, supervised } = await resolveRunDirs(host, dir);
+  const haltPath = join(outDir, '.HALT');
+  const target = { path: haltPath };
+  if (readOnlyMode(opts)) return { record: mk(actor, 'halt-after-checkpoint', target, 'refused', 'read-only mode: no action taken'), request: null };
+  const refuse = async (detail: string) => ({ record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', target, 'refused', detail)), request: null });
+  if (host.kind !== 'local') return refuse('a halt after the next checkpoint is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` there');
+  const existing = activeRequest(readLocal(outDir));
+  if (existing && existing.owner && (await ownerAlive(host, existing.owner)))
+    return { record: mk(actor, 'halt-after-checkpoint', { ...target, request: existing.id }, 'ok', `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`), request: existing };
+  const halt = await host.stat(haltPath).catch(() => null);
+  if (halt) {
+    let content = '';
+    try {
+      content = (await host.readFile(haltPath, 4096)).toString('utf8').trim();
+    } catch {
+      /* vanished */
+    }
+    return refuse(`.HALT is already there ("${content}"): the run is stopping at its next step; nothing requested`);
+  }
+  // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
+  const sup = supervised ? await readSupervisorState(host, runDir) : null;
+  const supAlive = !!sup?.supervisor?.startTime && ['starting', 'running', 'backoff'].includes(sup.state) && (await verifyProcess(host, sup.supervisor).catch(() => false));
+  if (!supAlive && !(await runAlive(host, outDir)).alive) return refuse('no process of this run is running (finished or stopped): nothing to halt');
+  const graceS = await haltGraceS(host, runDir);
+  const now = Date.now();
+  const req: ControlRequest = existing ?? {
+    id: `${now.toString(36)}-${process.pid.toString(36)}`,
+    kind: 'halt-after-checkpoint',
+    ts: now,
+    who: actor,
+    state: 'pending',
+    owner: null,
+    graceS,
+    note: `waiting for a complete checkpoint written after ${hhmmss(now)}`,
+    updatedAt: now,
+  };
+  if (existing) {
+    // its owner is gone: hand it to whoever comes next
+    await updateRequests(outDir, (all) => {
+      const x = all.find((y) => y.id === existing.id);
+      if (x && x.state === 'pending') x.owner = null;
+    });
+    req.owner = null;
+  } else {
+    await updateRequests(outDir, (all) => {
+      all.push(req);
+    });
+    await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id }, 'started', `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`));
+  }
+  const waitClaim = async (ms: number) => {
+    const until = Date.now() + ms;
+    for (;;) {
+      const x = readLocal(outDir).find((y) => y.id === req.id);
+      if (!x || x.state !== 'pending' || x.owner) return x ?? null;
+      if (Date.now() > until) return x;
+      await sleep(100);
+    }
+  };
+  let got = supAlive ? await waitClaim(opts.claimTimeoutMs ?? 5000) : null;
+  let agentPid: number | null = null;
+  if (!got?.owner) {
+    try {
+      agentPid = spawnAgent(outDir);
+    } catch (e) {
+      await updateRequests(outDir, (all) => {
+        const x = all.find((y) => y.id === req.id);
+        if (x && x.state === 'pending' && !x.owner) Object.assign(x, { state: 'failed', note: `no process could carry it: ${(e as Error).message}`, updatedAt: Date.now() });
+      });
+      return { record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id }, 'failed', `could not start nsa-top agent: ${(e as Error).message}`)), request: null };
+    }
+    got = await waitClaim(opts.claimTimeoutMs ?? 8000);
+  }
+  if (!got?.owner) {
+    // nobody took it: say so, never leave it looking pending
+    const failed = await updateRequests(outDir, (all) => {
+      const x = all.find((y) => y.id === req.id);
+      if (x && x.state === 'pending' && !x.owner) Object.assign(x, { state: 'failed', note: 'no process took the request', updatedAt: Date.now() });
+      return x ? { ...x } : null;
+    });
+    if (failed?.owner) got = failed;
+    else
+      return {
+        record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id, agentPid }, 'failed', `nsa-top agent (pid ${agentPid}) did not take the request; see ${join(outDir, NSA_DIR, AGENT_LOG)}. Nothing will be written`)),
+        request: failed,
+      };
+  }
+  const who = got.owner!.kind === 'supervisor' ? `the supervisor (pid ${got.owner!.pid})` : `nsa-top agent (pid ${got.owner!.pid}, detached)`;
+  return {
+    record: mk(actor, 'halt-after-checkpoint', { ...target, request: req.id, owner: got.owner }, 'started', `${who} writes .HALT once a complete checkpoint written after ${hhmmss(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`),
+    request: got,
+  };
+}
+
+/** Cancels the active request (or the one named). Too late once .HALT is written: then it says so. */
+export async function cancelRequest(host: Host, dir: string, actor: Actor, opts: ControlOptions & { id?: string } = {}): Promise<RequestOutcome> {
+  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  if (readOnlyMode(opts)) return { record: mk(actor, 'cancel-request', {}, 'refused', 'read-only mode: no action taken'), request: null };
+  if (host.kind !== 'local') return { record: await logged(host, runDir, mk(actor, 'cancel-request', {}, 'refused', 'run `nsa-top halt RUN --cancel` on the training box')), request: null };
+  const res = await updateRequests(outDir, (all) => {
+    const x = opts.id ? all.find((y) => y.id === opts.id) : activeRequest(all);
+    if (!x) return { req: null, was: null as string | null };
+    const was = x.state;
+    if (x.state === 'pending') Object.assign(x, { state: 'cancelled', cancelledBy: actor, note: `cancelled by ${actor.user} before a new checkpoint; no .HALT written`, updatedAt: Date.now() });
+    return { req: { ...x }, was };
+  });
+  if (!res.req) return { record: mk(actor, 'cancel-request', {}, 'refused', 'no pending request to cancel'), request: null };
+  const target = { request: res.req.id, kind: res.req.kind };
+  if (res.was === 'pending') return { record: await logged(host, runDir, mk(actor, 'cancel-request', target, 'ok', `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${hhmmss(res.req.ts)}; no .HALT written`)), request: res.req };
+  if (res.was === 'halt-written')
+    return { record: await logged(host, runDir, mk(actor, 'cancel-request', target, 'refused', `too late: .HALT was written at ${hhmmss(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`)), request: res.req };
+  return { record: mk(actor, 'cancel-request', target, 'refused', `request already ${res.was}: ${res.req.note}`), request: res.req };
+}

@@ -1,0 +1,137 @@
+// Plain data about control actions and the supervisor, shared by src/trainer/control/actions,
+// the supervisor, the checks and the UI (which only draws these).
+
+export interface Actor {
+  user: string;
+  tty: string | null;
+  /** tmux client tty / session when nsa-top runs inside tmux */
+  tmux: string | null;
+  host: string;
+  pid: number;
+}
+
+export type ActionKind =
+  | 'dump'
+  | 'halt'
+  | 'halt-after-checkpoint'
+  | 'escalate-sigint'
+  | 'escalate-sigkill'
+  | 'relaunch'
+  | 'remove-stale-halt'
+  | 'launch'
+  | 'watchdog-halt'
+  | 'watchdog-dump'
+  | 'py-spy-dump'
+  /** an operator acknowledged an alert: target {alert: id, since, severity} names the episode */
+  | 'ack'
+  /** nsa-top recorded the launch of a run it did not start (src/trainer/run/adopt.ts) */
+  | 'adopt'
+  | 'cancel-request'
+  | 'stop';
+
+/** One line of <run>/.nsa-top/actions.jsonl */
+export interface ActionRecord {
+  ts: number;
+  who: Actor;
+  action: ActionKind;
+  /** what it was aimed at: pids with start times, paths */
+  target: Record<string, unknown>;
+  result: 'started' | 'ok' | 'partial' | 'failed' | 'refused';
+  detail: string;
+}
+
+export interface SupervisorState {
+  runDir: string;
+  profile: string | null;
+  supervisor: { pid: number; startTime: string } | null;
+  child: { pid: number; startTime: string } | null;
+  state: 'starting' | 'running' | 'backoff' | 'stopping' | 'halted' | 'exited' | 'failed';
+  restarts: number;
+  maxRestarts: number;
+  exitCodes: { at: number; code: number | null; signal: string | null }[];
+  lastCommand: string[];
+  resumeFrom: string | null;
+  updatedAt: number;
+  /** where the trainer writes its artifacts (== runDir for the reference trainer) */
+  outDir?: string;
+  /** 'smoke' while the profile's smoke phase runs, then 'train' */
+  phase?: 'smoke' | 'train';
+  /** one human sentence on why the state is what it is ("HALT by alice: not restarted", "stale .HALT: ...") */
+  note?: string | null;
+  /** while state is 'backoff': when the next start is due (ms epoch) */
+  backoffUntil?: number | null;
+  /** why the trainer last exited, one phrase ("exit 2", "signal SIGKILL", "HALT", "NaN abort") */
+  lastCause?: string | null;
+  /** the newest complete checkpoint (path, mtime) seen at each start: judges "restarts without progress" */
+  startCheckpoints?: { at: number; path: string | null; mtimeMs: number | null }[];
+  /** set by readers (never written): the file said active, but its supervisor process is gone */
+  supervisorGone?: boolean;
+}
+
+// ---------------------------------------------------------------------------------------------
+// durable control requests (<out_dir>/.nsa-top/requests.json)
+
+export type RequestState = 'pending' | 'halt-written' | 'done' | 'cancelled' | 'failed';
+
+/**
+ * A control request that outlives whoever made it: owned by a detached process (the supervisor of
+ * a supervised run, else `nsa-top agent`), so quitting the cockpit or losing SSH does not drop it.
+ */
+export interface ControlRequest {
+  id: string;
+  kind: 'halt-after-checkpoint';
+  /** when it was requested (ms epoch, host clock): only a checkpoint written after this counts */
+  ts: number;
+  who: Actor;
+  state: RequestState;
+  /** the detached process carrying it out; null until one has claimed it */
+  owner: { kind: 'agent' | 'supervisor'; pid: number; startTime: string } | null;
+  /** seconds the ranks get after .HALT before SIGINT/SIGKILL are offered (the profile's stop.halt_grace_s) */
+  graceS: number;
+  /** the complete checkpoint written after the request that triggered .HALT */
+  checkpoint?: { path: string; step: number; mtimeMs: number } | null;
+  /** when .HALT was written by this request (ms epoch) */
+  haltAt?: number | null;
+  cancelledBy?: Actor | null;
+  /** one line: what it is waiting for, or how it ended */
+  note: string;
+  updatedAt: number;
+}
+
+export interface RequestsFile {
+  version: 1;
+  requests: ControlRequest[];
+}
+
+export const ACTIVE_REQUEST_STATES: readonly RequestState[] = ['pending', 'halt-written'];
+
+/** The request still in force (pending or waiting for the ranks after its .HALT), newest first. */
+export function activeRequest(reqs: readonly ControlRequest[] | null | undefined): ControlRequest | null {
+  if (!reqs) return null;
+  for (let i = reqs.length - 1; i >= 0; i--) if (ACTIVE_REQUEST_STATES.includes(reqs[i]!.state)) return reqs[i]!;
+  return null;
+}
+
+/**
+ * Whether SIGINT/SIGKILL may be offered: only once a .HALT exists (something was asked of the
+ * trainer) and the ranks have had the grace the profile gives since it was written. Returns the
+ * reason when not (for the key's hint), or null when escalation may be offered.
+ */
+export function escalationBlocked(o: { haltPresent: boolean; haltSinceMs: number | null; graceS: number; ranksAlive: number; now: number }): string | null {
+  if (o.ranksAlive === 0) return 'no rank is running';
+  if (!o.haltPresent) return 'no .HALT yet: nothing has been asked of the trainer';
+  if (o.haltSinceMs === null) return null;
+  const left = o.haltSinceMs + o.graceS * 1000 - o.now;
+  if (left > 0) return `the ranks have ${Math.ceil(left / 1000)} s of their ${o.graceS} s grace left after .HALT`;
+  return null;
+}
+
+/** The acknowledgements in an action log, with the alert id each names (oldest first). */
+export function alertAcks(records: readonly ActionRecord[]): { id: string; rec: ActionRecord }[] {
+  const out: { id: string; rec: ActionRecord }[] = [];
+  for (const r of records) {
+    const id = r.target['alert'];
+    if (r.action === 'ack' && r.result === 'ok' && typeof id === 'string') out.push({ id, rec: r });
+  }
+  return out.sort((a, b) => a.rec.ts - b.rec.ts);
+}

@@ -1,0 +1,494 @@
+// Launch, relaunch and stop a supervised run — the cockpit's `r` key and the launch/relaunch
+// commands call these. Every run gets artifacts/train_runs/<profile>_<YYYYmmdd-HHMMSS>/ with
+// run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
+// in its own session, so the caller can go away.
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, rmdirSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import { verifyProcess } from '../../remote/procs.js';
+import { InputError } from '../../errors.js';
+import { selfCommand } from '../../self.js';
+import type { PreflightLine } from '../../checks/preflight.js';
+import { adoptionPreflight, notRecordedAdvice, planFromAdoption, readAdoption, withoutResume, type AdoptionRecord } from '../run/adopt.js';
+import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
+import type { ActionRecord, Actor, SupervisorState } from '../control/types.js';
+import { currentActor, readOnlyMode, recordAction, removeStaleHalt, requestHalt, type ControlOptions } from '../control/actions.js';
+import {
+  chooseConfig,
+  gitCommitOf,
+  loadProfiles,
+  queryGpus,
+  readConfigOutDir,
+  resolveLaunchPlan,
+  runDirBase,
+  trainerCwd,
+  trainerRepo,
+  type LaunchPlan,
+} from './profiles.js';
+import { createOwn, ensureOwnDirsSync, openOwnAppendSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
+import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { nsaDir, PLAN_FILE, SUPERVISE_ENV, readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG, writeJsonAtomic, writeStateLocal } from './state.js';
+
+export { readSupervisorState } from './state.js';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function stamp(d = new Date()): string {
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}`;
+}
+
+function q(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** run.info: the real launcher's `key: value` lines, extended with everything needed to redo the run. */
+export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
+  const lines = [
+    `run_dir: ${plan.runDir}`,
+    `profile: ${plan.profile}`,
+    `trainer: ${plan.trainer}`,
+    `started: ${startedAt.toISOString()}`,
+    `cwd: ${plan.cwd}`,
+    `command: ${plan.command.map(q).join(' ')}`,
+    `config: ${plan.config ?? '(none)'}${plan.configWhy ? `  # ${plan.configWhy}` : ''}`,
+    `gpus: ${plan.gpus.count} (max_mem=${plan.gpus.maxMemMiB ?? '?'}MB)${plan.gpus.error ? `  # ${plan.gpus.error}` : plan.gpus.source === 'none' ? '  # no nvidia-smi' : ''}`,
+    `procs: ${plan.procs}${plan.masterPort ? ` (torchrun --master_port=${plan.masterPort})` : ''}`,
+    `out_dir: ${plan.outDir}`,
+    `git_commit: ${plan.gitCommit ?? '(not a git checkout)'}`,
+    `restart: max_restarts=${plan.restart.max_restarts} backoff_s=${plan.restart.backoff_s} factor=${plan.restart.backoff_factor} max_s=${plan.restart.backoff_max_s}`,
+    `stop: halt_grace_s=${plan.stop.halt_grace_s} sigint_grace_s=${plan.stop.sigint_grace_s}`,
+  ];
+  if (plan.smoke) lines.push(`smoke: ${plan.smoke.command.map(q).join(' ')}  # log ${plan.smoke.log}`);
+  for (const [k, v] of Object.entries(plan.env).sort(([a], [b]) => (a < b ? -1 : 1))) lines.push(`env: ${k}=${q(v)}`);
+  for (const w of plan.warnings) lines.push(`warning: ${w}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function spawnSupervisor(runDir: string, resume: boolean): number {
+  const [node, ...pre] = selfCommand();
+  const fd = openOwnAppendSync(runDir, `${NSA_DIR}/${SUPERVISOR_LOG}`);
+  try {
+    // The run dir travels in the environment, not argv: process discovery (src/remote/procs) matches
+    // processes whose argv names the run dir, and the supervisor is not a rank.
+    const env: NodeJS.ProcessEnv = { ...process.env, [SUPERVISE_ENV]: runDir };
+    delete env.NSA_TOP_RUN_DIR;
+    const child = spawn(node!, [...pre, 'supervise', ...(resume ? ['--resume'] : [])], {
+      detached: true, // setsid: its own session, so a hangup of ours never reaches it
+      stdio: ['ignore', fd, fd],
+      cwd: runDir,
+      env,
+    });
+    child.on('error', () => {});
+    child.unref();
+    if (!child.pid) throw new InputError('could not start the supervisor process');
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Waits until the supervisor has written its state (or has died trying). */
+async function awaitSupervisor(host: Host, runDir: string, pid: number, timeoutMs = 15000): Promise<SupervisorState | null> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const s = await readSupervisorState(host, runDir);
+    if (s?.supervisor?.pid === pid) return s;
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return readSupervisorState(host, runDir);
+    }
+    await sleep(100);
+  }
+  return null;
+}
+
+async function readSmall(host: Host, path: string): Promise<string | null> {
+  try {
+    return (await host.readFile(path, 4096)).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What a .HALT in `outDir` says, or null when there is none. One that is not a regular file (a
+ * directory stops the real trainer too: it only asks whether the name exists) or cannot be read
+ * still counts: it blocks a launch like a stale one.
+ */
+async function haltText(host: Host, outDir: string): Promise<string | null> {
+  const path = join(outDir, '.HALT');
+  const st = await host.stat(path).catch(() => undefined);
+  if (st === null) return null;
+  if (st && !st.isFile) return `not a regular file: ${st.isDir ? 'a directory' : 'a special file'} — remove it by hand`;
+  const text = await readSmall(host, path);
+  return text ?? 'present but unreadable';
+}
+
+/** Why `prog` cannot be started from `cwd`, or null when it can. */
+async function missingProgram(host: Host, prog: string, cwd: string): Promise<string | null> {
+  if (prog.includes('/')) {
+    const st = await host.stat(prog.startsWith('/') ? prog : join(cwd, prog)).catch(() => null);
+    return st?.isFile ? null : `${prog}: no such program`;
+  }
+  const r = await host.exec(['sh', '-c', 'command -v "$1"', 'sh', prog], { timeoutMs: 5000, cwd }).catch(() => null);
+  if (r && r.code === 0 && r.stdout.trim()) return null;
+  const hint = prog === 'python' || prog === 'torchrun' ? ' (activate the trainer\'s venv first, e.g. source .venv/bin/activate, or set python:/torchrun: in the profile)' : '';
+  return `${prog} is not on PATH${hint}`;
+}
+
+export interface LaunchOptions {
+  profile: string;
+  profilesFile?: string;
+  cwd: string;
+  steps?: number;
+  extraArgs?: string[];
+}
+
+export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runDir: string; outDir: string; supervisorPid: number }> {
+  if (host.kind !== 'local') throw new InputError('launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself');
+  if (readOnlyMode()) throw new InputError('read-only mode (NSA_TOP_READ_ONLY=1): launch refused');
+  const actor = await currentActor(host);
+  const cwd = resolve(opts.cwd);
+  const file = await loadProfiles(host, opts.profilesFile);
+  const profile = file.profiles[opts.profile];
+  if (!profile) throw new InputError(`unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`);
+  const gpus = await queryGpus(host);
+  // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
+  const base = runDirBase(profile, cwd);
+  // everything that can be checked before anything is created
+  const tcwd = trainerCwd(profile, cwd);
+  if (profile.trainer === 'nsa-vibe' && !profile.command) {
+    const script = profile.script.startsWith('/') ? profile.script : join(tcwd, profile.script);
+    if (!(await host.stat(script).catch(() => null))?.isFile)
+      throw new InputError(`profile ${opts.profile}: ${script} not found — run from the nsa-vibe checkout or set repo: in the profile. Nothing was started.`);
+  }
+  let configOutDir: string | null = null;
+  if (profile.trainer === 'nsa-vibe' && !profile.out_dir) {
+    const { config } = chooseConfig(profile, gpus);
+    if (config) {
+      const r = await readConfigOutDir(host, tcwd, config);
+      if (r.error) throw new InputError(`profile ${opts.profile}: config ${r.error} — is the trainer repo right (repo: ${tcwd})? Nothing was started.`);
+      configOutDir = r.outDir;
+    }
+  }
+  const program = resolveLaunchPlan({ profileName: opts.profile, profile, presets: file.presets, gpus, runDir: join(base, 'probe'), cwd, configOutDir, steps: opts.steps }).command[0]!;
+  const missing = await missingProgram(host, program, tcwd);
+  if (missing) throw new InputError(`profile ${opts.profile}: ${missing}. Nothing was started.`);
+  await host.mkdirp(base);
+  const started = new Date();
+  let runDir = join(base, `${opts.profile}_${stamp(started)}`);
+  for (let i = 2; ; i++) {
+    try {
+      mkdirSync(runDir); // exclusive: two launches in the same second get distinct dirs
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || i > 50) throw e;
+      runDir = join(base, `${opts.profile}_${stamp(started)}-${i}`);
+    }
+  }
+  const plan = resolveLaunchPlan({
+    profileName: opts.profile,
+    profile,
+    presets: file.presets,
+    gpus,
+    runDir,
+    cwd,
+    configOutDir,
+    steps: opts.steps,
+    extraArgs: opts.extraArgs,
+  });
+  plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
+  if (plan.outDir !== runDir) {
+    // a shared out_dir (the real trainer's configs fix it): never two trainers writing into it
+    const other = await resolveRunDirs(host, plan.outDir);
+    if (other.supervised && other.runDir !== runDir) {
+      const ost = await readSupervisorState(host, other.runDir);
+      if (ost && ACTIVE.includes(ost.state) && (await supervisorAlive(host, ost))) {
+        try {
+          rmdirSync(runDir); // still empty: nothing written yet
+        } catch {
+          /* keep it */
+        }
+        throw new InputError(`${plan.outDir} is being written by the run ${other.runDir} (supervisor pid ${ost.supervisor!.pid}, ${ost.state}): stop it first (nsa-top attach, h) — nothing was started`);
+      }
+    }
+  }
+  await host.mkdirp(plan.outDir);
+  writeJsonAtomic(runDir, PLAN_FILE, plan);
+  // the launcher dir was made just now (exclusive mkdir); the out_dir may be a fresh one
+  await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
+  if (plan.outDir !== runDir) {
+    await writeOwnAtomic(host, plan.outDir, `${NSA_DIR}/run.json`, `${JSON.stringify({ runDir, profile: plan.profile, started: started.toISOString() }, null, 2)}\n`, { fresh: true });
+  }
+  const halt = await haltText(host, plan.outDir);
+  if (halt !== null) {
+    const note = `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1`;
+    writeStateLocal(runDir, {
+      runDir,
+      profile: plan.profile,
+      supervisor: null,
+      child: null,
+      state: 'failed',
+      restarts: 0,
+      maxRestarts: plan.restart.max_restarts,
+      exitCodes: [],
+      lastCommand: [],
+      resumeFrom: null,
+      updatedAt: Date.now(),
+      outDir: plan.outDir,
+      phase: plan.smoke ? 'smoke' : 'train',
+      note: `${note}; not started`,
+    });
+    await recordAction(host, runDir, { ts: Date.now(), who: actor, action: 'launch', target: { runDir, profile: plan.profile, halt: halt.trim() }, result: 'refused', detail: `${note}; nothing started` }).catch(() => {});
+    throw new InputError(
+      `${note}. Nothing was started (run dir ${runDir} prepared).\n` +
+        `Check that no earlier run is still stopping, then: nsa-top relaunch ${runDir} --remove-stale-halt`,
+      3,
+    );
+  }
+  const pid = spawnSupervisor(runDir, false);
+  const st = await awaitSupervisor(host, runDir, pid);
+  const ok = st?.supervisor?.pid === pid;
+  await recordAction(host, runDir, {
+    ts: Date.now(),
+    who: actor,
+    action: 'launch',
+    target: { runDir, outDir: plan.outDir, profile: plan.profile, supervisorPid: pid, command: plan.command },
+    result: ok ? 'ok' : 'failed',
+    detail: ok ? `profile ${plan.profile}: ${plan.command.join(' ')}` : `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+  }).catch(() => {});
+  if (!ok) throw new InputError(`the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, 1);
+  return { runDir, outDir: plan.outDir, supervisorPid: pid };
+}
+
+const ACTIVE: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
+
+/**
+ * The supervisor's state plus whether its process is alive. `stale` = the file says it is active
+ * but the process is gone (killed, machine rebooted): the run is not supervised any more.
+ */
+export async function supervisorStatus(host: Host, dir: string): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
+  const state = await readSupervisorState(host, dir);
+  const alive = await supervisorAlive(host, state);
+  return { state, alive, stale: !!state && ACTIVE.includes(state.state) && !alive };
+}
+
+/** The last `supervise: …` error line of the supervisor log, if any. */
+async function supervisorError(host: Host, runDir: string): Promise<string | null> {
+  const path = join(nsaDir(runDir), SUPERVISOR_LOG);
+  const st = await host.stat(path).catch(() => null);
+  if (!st) return null;
+  const tail = (await host.readRange(path, Math.max(0, st.size - 4096)).catch(() => Buffer.alloc(0))).toString('utf8');
+  const lines = tail.split('\n').filter((l) => l.startsWith('supervise: '));
+  return lines.length ? lines[lines.length - 1]!.slice('supervise: '.length) : null;
+}
+
+/** true when the recorded supervisor process is still the same process */
+export async function supervisorAlive(host: Host, st: SupervisorState | null): Promise<boolean> {
+  if (!st?.supervisor || !st.supervisor.startTime) return false;
+  return verifyProcess(host, st.supervisor).catch(() => false);
+}
+
+export interface RelaunchPrep {
+  runDir: string;
+  outDir: string;
+  /** why a relaunch cannot work, with what to do instead (null: it can) */
+  refusal: string | null;
+  /** the run was started by hand: what nsa-top recorded while it ran */
+  adopted: AdoptionRecord | null;
+  /** an adopted run's preflight (a FAIL is the refusal) */
+  preflight: PreflightLine[];
+  /** the checkpoint the relaunch will resume from, and why (null: starts fresh, never ran) */
+  pick: ResumePick | null;
+}
+
+/**
+ * Everything a relaunch needs to know before anyone is asked to confirm it: can it work at all
+ * (supervised, or adopted with a record), is anything still running, and which checkpoint it
+ * resumes from and why. The CLI and the cockpit's dialog show this first.
+ */
+export async function prepareRelaunch(host: Host, dir: string): Promise<RelaunchPrep> {
+  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  const prep: RelaunchPrep = { runDir, outDir, refusal: null, adopted: null, preflight: [], pick: null };
+  const plan = await readLaunchPlan(host, runDir);
+  const rec = await readAdoption(host, outDir);
+  const st = plan ? await readSupervisorState(host, runDir) : null;
+  // a run started by hand after the last supervised one (a shared out_dir): its command is the one to redo
+  const handLaunchedSince = !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
+  if (plan && !handLaunchedSince) {
+    if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state)) prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
+    else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
+    const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
+    if (!neverRan) prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
+    return prep;
+  }
+  prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: rec?.stdout ? [rec.stdout] : [] });
+  if (!rec) {
+    prep.refusal = notRecordedAdvice(outDir, prep.pick.found?.path ?? null);
+    return prep;
+  }
+  prep.adopted = rec;
+  prep.preflight = await adoptionPreflight(host, rec);
+  const fails = prep.preflight.filter((l) => l.status === 'FAIL');
+  if (fails.length) prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
+  return prep;
+}
+
+/** One line: which checkpoint a relaunch resumes from, and why. */
+export function describePick(pick: ResumePick | null): string {
+  if (!pick) return 'first start (the run had never run)';
+  if (!pick.found) return 'no complete checkpoint: from scratch';
+  const f = pick.found;
+  return `resuming from ${f.path} (step ${f.step}): ${f.why}`;
+}
+
+/**
+ * An adopted run gets a launcher dir of its own inside its out_dir's .nsa-top/ (plan, run.info,
+ * train.log, supervisor state) and the out_dir a pointer to it, like a launched real-trainer run.
+ */
+async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<string> {
+  // .nsa-top/supervised/ inside the run: made (or found) as real directories, never through a link
+  const base = ensureOwnDirsSync(rec.outDir, `${NSA_DIR}/supervised`);
+  const started = new Date();
+  let runDir = join(base, `${basename(rec.outDir)}_${stamp(started)}`);
+  for (let i = 2; ; i++) {
+    try {
+      mkdirSync(runDir);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || i > 50) throw e;
+      runDir = join(base, `${basename(rec.outDir)}_${stamp(started)}-${i}`);
+    }
+  }
+  const plan = planFromAdoption(rec, runDir, await queryGpus(host));
+  plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
+  writeJsonAtomic(runDir, PLAN_FILE, plan);
+  await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
+  writeJsonAtomic(rec.outDir, 'run.json', { runDir, profile: plan.profile, started: started.toISOString(), adoptedFrom: rec.launcher.pid });
+  return runDir;
+}
+
+/**
+ * Starts the run again under a new supervisor, resuming from the newest complete checkpoint (the
+ * newest weights: see pickResumeCheckpoint). A run nsa-top did not start is relaunched from what
+ * was recorded while it ran (src/trainer/run/adopt.ts), after its preflight. A .HALT present is
+ * removed only with opts.removeStaleHalt (the operator confirmed), logged with its content;
+ * otherwise the relaunch is refused and says how.
+ */
+export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number }): Promise<ActionRecord> {
+  let { runDir, outDir } = await resolveRunDirs(host, dir);
+  const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
+    ts: Date.now(),
+    who: actor,
+    action: 'relaunch',
+    target: { host: host.label, runDir, outDir, ...target },
+    result,
+    detail,
+  });
+  const log = async (rec: ActionRecord) => {
+    await recordAction(host, runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
+    return rec;
+  };
+  if (readOnlyMode(opts)) return mk('refused', 'read-only mode: no action taken');
+  if (host.kind !== 'local') return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
+  // a supervised run whose supervisor is gone while its trainer runs on (its own session): a new
+  // supervisor adopts it — never a second copy into the same out_dir
+  const plan0 = await readLaunchPlan(host, runDir);
+  const st = plan0 ? await readSupervisorState(host, runDir) : null;
+  if (plan0 && !(await supervisorAlive(host, st)) && st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) {
+    const pid = spawnSupervisor(runDir, true);
+    const up = await awaitSupervisor(host, runDir, pid);
+    if (up?.supervisor?.pid !== pid) {
+      const why = await supervisorError(host, runDir);
+      return log(mk('failed', `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`, { supervisorPid: pid }));
+    }
+    return log(mk('ok', `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`, { supervisorPid: pid, adopted: st.child }));
+  }
+  const prep = await prepareRelaunch(host, dir);
+  if (prep.refusal) return log(mk('refused', prep.refusal));
+  const halt = await haltText(host, outDir);
+  if (halt !== null) {
+    if (!opts.removeStaleHalt)
+      return log(mk('refused', `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`, { halt: halt.trim() }));
+    const rm = await removeStaleHalt(host, runDir, actor, opts);
+    if (rm.result !== 'ok') return log(mk('failed', `could not remove .HALT: ${rm.detail}`));
+  }
+  if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
+  try {
+    await removeOwn(host, runDir, `${NSA_DIR}/${STOP_FILE}`);
+  } catch {
+    /* none */
+  }
+  // a run refused at launch (stale .HALT) never ran: its first start is a fresh one, like launch
+  const pick = prep.pick;
+  const hbPath = join(outDir, 'heartbeat_rank0.jsonl');
+  const hbBefore = (await host.stat(hbPath).catch(() => null))?.size ?? 0;
+  const pid = spawnSupervisor(runDir, pick !== null);
+  const up = await awaitSupervisor(host, runDir, pid);
+  if (up?.supervisor?.pid !== pid) {
+    const why = await supervisorError(host, runDir);
+    if (why && /another supervisor/.test(why)) return log(mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid }));
+    return log(mk('failed', `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
+  }
+  const from = `${prep.adopted ? `adopted (started by hand: ${withoutResume(prep.adopted.launcher.argv).join(' ')}); ` : ''}${describePick(pick)}`;
+  const extra = [...(pick?.skipped.length ? [`skipped: ${pick.skipped.join('; ')}`] : []), ...(pick?.warnings ?? []).map((w) => `warning: ${w}`)];
+  // a trainer that dies at once (a usage error, a finished run) is a failed relaunch, not a success
+  const watchUntil = Date.now() + (opts.watchMs ?? 4000);
+  while (Date.now() < watchUntil) {
+    const now = await readSupervisorState(host, runDir);
+    if (now && now.supervisor?.pid === pid && ['backoff', 'failed'].includes(now.state) && (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')) {
+      const last = now.exitCodes.at(-1);
+      return log(
+        mk('failed', `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`, {
+          supervisorPid: pid,
+          resumeFrom: pick?.found?.path ?? null,
+          supervisorState: now.state,
+        }),
+      );
+    }
+    // the trainer logged a training step since the relaunch (both trainers log step 1): it is training
+    if (now?.state === 'running' && (await progressSince(host, hbPath, hbBefore))) break;
+    await sleep(250);
+  }
+  return log(
+    mk('ok', `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
+      supervisorPid: pid,
+      runDir,
+      resumeFrom: pick?.found?.path ?? null,
+      resumeStep: pick?.found?.step ?? null,
+      resumeSegment: pick?.found?.segment ?? null,
+      adopted: prep.adopted ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt } : undefined,
+    }),
+  );
+}
+
+/** Whether a `progress` heartbeat was appended to `path` after byte `from`. */
+async function progressSince(host: Host, path: string, from: number): Promise<boolean> {
+  const size = (await host.stat(path).catch(() => null))?.size ?? 0;
+  if (size <= from) return false;
+  const buf = await host.readRange(path, Math.max(from, size - 64 * 1024), size).catch(() => Buffer.alloc(0));
+  return /"msg":\s*"progress"/.test(buf.toString('utf8'));
+}
+
+/**
+ * Stop a run: .HALT → wait → SIGINT → SIGKILL. A live supervisor carries the escalation out (it
+ * outlives the caller) and logs each step with this actor; without one, .HALT is written here and
+ * the caller escalates with control.escalate() if the ranks do not stop.
+ */
+export async function stopRun(host: Host, dir: string, actor: Actor, opts: ControlOptions & { reason?: string } = {}): Promise<ActionRecord> {
+  const { runDir } = await resolveRunDirs(host, dir);
+  if (readOnlyMode(opts)) return { ts: Date.now(), who: actor, action: 'halt', target: { runDir }, result: 'refused', detail: 'read-only mode: no action taken' };
+  const st = await readSupervisorState(host, runDir);
+  if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
+    await writeOwnAtomic(host, runDir, `${NSA_DIR}/${STOP_FILE}`, `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`);
+    const plan = await readLaunchPlan(host, runDir);
+    const g = plan ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)` : '';
+    return { ts: Date.now(), who: actor, action: 'halt', target: { runDir, supervisorPid: st.supervisor!.pid }, result: 'started', detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged` };
+  }
+  const rec = await requestHalt(host, runDir, 'now', actor, opts);
+  rec.detail += '; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';
+  return rec;
+}

@@ -1,0 +1,87 @@
+// Where a run's pieces live. A supervised run has a launcher dir (artifacts/train_runs/<profile>_<ts>/
+// with run.info, train.log, .nsa-top/supervisor.json) and an out_dir where the trainer writes its
+// artifacts. For nsa-top's reference trainer they are the same directory; for the real trainer the
+// out_dir is the config's train.out_dir (contract §1.2, §1.21). Either may be handed to us: the
+// launcher dir names its out_dir in run.info (`out_dir: ...`), and an out_dir that differs from its
+// launcher dir carries a pointer in .nsa-top/run.json.
+import { isAbsolute, join, normalize, resolve } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import { NSA_DIR, runRootProblem } from '../control/ownfiles.js';
+
+export interface RunDirs {
+  /** the launcher dir (run.info, train.log, supervisor.json); equals `outDir` when unsupervised */
+  runDir: string;
+  /** where the trainer writes heartbeats, checkpoints, .HALT, stack dumps */
+  outDir: string;
+  supervised: boolean;
+  /**
+   * why run.info's `out_dir:` was not taken (then `outDir` is the launcher dir itself): it is not
+   * a directory, or it holds no run and no `.nsa-top/run.json` naming this launcher dir
+   */
+  outDirProblem?: string;
+}
+
+export { NSA_DIR };
+
+/** Parses `key: value` lines of run.info (the real launcher's shape, which we extend). */
+export function parseRunInfo(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z_][\w.-]*):\s?(.*)$/.exec(line);
+    if (m && !(m[1]! in out)) out[m[1]!] = m[2]!.trimEnd();
+  }
+  return out;
+}
+
+async function readText(host: Host, path: string, max = 256 * 1024): Promise<string | null> {
+  try {
+    return (await host.readFile(path, max)).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+export async function resolveRunDirs(host: Host, dir: string): Promise<RunDirs> {
+  const info = await readText(host, join(dir, 'run.info'));
+  if (info !== null) {
+    const kv = parseRunInfo(info);
+    const supervised = (await host.stat(join(dir, NSA_DIR, 'supervisor.json')).catch(() => null)) !== null || 'profile' in kv;
+    const declared = kv.out_dir?.trim() ?? '';
+    if (declared.length === 0) return { runDir: dir, outDir: dir, supervised };
+    // relative to the launcher dir, never to whatever the caller's cwd is
+    const out = normalize(isAbsolute(declared) ? declared : resolve(dir, declared));
+    if (out === normalize(dir)) return { runDir: dir, outDir: dir, supervised };
+    const why = await outDirProblem(host, dir, out);
+    if (why) return { runDir: dir, outDir: dir, supervised, outDirProblem: `run.info's out_dir ${declared}: ${why}; using ${dir} itself` };
+    return { runDir: dir, outDir: out, supervised };
+  }
+  const ptr = await readText(host, join(dir, NSA_DIR, 'run.json'));
+  if (ptr !== null) {
+    try {
+      const j = JSON.parse(ptr) as { runDir?: unknown };
+      if (typeof j.runDir === 'string' && j.runDir.length > 0) return { runDir: j.runDir, outDir: dir, supervised: true };
+    } catch {
+      /* a broken pointer: treat the dir as unsupervised */
+    }
+  }
+  return { runDir: dir, outDir: dir, supervised: false };
+}
+
+/**
+ * Why `out` cannot be this launcher dir's out_dir, or null: it must be a real directory that holds
+ * a run, or one nsa-top launch prepared for this launcher dir (its .nsa-top/run.json names it).
+ */
+async function outDirProblem(host: Host, dir: string, out: string): Promise<string | null> {
+  const why = await runRootProblem(host, out);
+  if (why === null) return null;
+  const ptr = await readText(host, join(out, NSA_DIR, 'run.json'), 64 * 1024);
+  if (ptr !== null) {
+    try {
+      const j = JSON.parse(ptr) as { runDir?: unknown };
+      if (typeof j.runDir === 'string' && normalize(j.runDir) === normalize(dir)) return null;
+    } catch {
+      /* not ours */
+    }
+  }
+  return why;
+}

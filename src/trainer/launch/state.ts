@@ -1,0 +1,83 @@
+// <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the resolved
+// LaunchPlan): read through a Host by anyone, written atomically (temp + rename) by the supervisor.
+import { join } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import { verifyProcess } from '../../remote/procs.js';
+import type { SupervisorState } from '../control/types.js';
+import type { LaunchPlan } from './profiles.js';
+import { writeOwnAtomicSync } from '../control/ownfiles.js';
+import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+
+export const STATE_FILE = 'supervisor.json';
+export const PLAN_FILE = 'launch.json';
+export const STOP_FILE = 'stop.json';
+export const SUPERVISOR_LOG = 'supervisor.log';
+export const LOCK_FILE = 'supervisor.lock';
+/** how `nsa-top supervise` learns its run dir (kept out of argv, see launch.ts) */
+export const SUPERVISE_ENV = 'NSA_TOP_SUPERVISE_RUN_DIR';
+
+export function nsaDir(runDir: string): string {
+  return join(runDir, NSA_DIR);
+}
+
+/**
+ * Local atomic write of <dir>/.nsa-top/<name>: readers never see a half-written file, and neither
+ * .nsa-top nor the file is followed when it is a link (src/trainer/control/ownfiles.ts).
+ */
+export function writeJsonAtomic(dir: string, name: string, value: unknown): void {
+  writeOwnAtomicSync(dir, `${NSA_DIR}/${name}`, `${JSON.stringify(value, null, 2)}\n`);
+}
+
+export function writeStateLocal(runDir: string, s: SupervisorState): void {
+  writeJsonAtomic(runDir, STATE_FILE, s);
+}
+
+async function readJson<T>(host: Host, path: string): Promise<T | null> {
+  let buf: Buffer;
+  try {
+    buf = await host.readFile(path, 4 * 1024 * 1024);
+  } catch {
+    return null;
+  }
+  try {
+    return JSON.parse(buf.toString('utf8')) as T;
+  } catch {
+    return null;
+  }
+}
+
+const ACTIVE_STATES: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
+
+/**
+ * The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. A file that says
+ * starting/running/backoff/stopping is believed only while its supervisor (pid + start time) lives:
+ * a supervisor killed with SIGKILL never rewrites it, so a dead one reads as 'failed', with
+ * `supervisorGone` and a note saying whether its trainer still runs (a relaunch re-adopts it).
+ */
+export async function readSupervisorState(host: Host, dir: string): Promise<SupervisorState | null> {
+  const { runDir } = await resolveRunDirs(host, dir);
+  const s = await readJson<SupervisorState>(host, join(nsaDir(runDir), STATE_FILE));
+  if (!s || typeof s !== 'object' || typeof s.state !== 'string') return null;
+  if (ACTIVE_STATES.includes(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
+    if (!(await verifyProcess(host, s.supervisor).catch(() => true))) {
+      const child = s.child?.startTime ? await verifyProcess(host, s.child).catch(() => false) : false;
+      const was = s.state;
+      return {
+        ...s,
+        state: 'failed',
+        supervisorGone: true,
+        note: child
+          ? `the supervisor (pid ${s.supervisor.pid}) is gone (it said ${was}); its trainer (pid ${s.child!.pid}) still runs unsupervised — nsa-top relaunch ${runDir} re-adopts it`
+          : `the supervisor (pid ${s.supervisor.pid}) is gone (it said ${was}), and so is its trainer`,
+      };
+    }
+  }
+  return s;
+}
+
+export async function readLaunchPlan(host: Host, runDir: string): Promise<LaunchPlan | null> {
+  const p = await readJson<LaunchPlan>(host, join(nsaDir(runDir), PLAN_FILE));
+  // an adoption record (src/trainer/run/adopt.ts) shares the name in an out_dir: it is not a plan
+  if (!p || p.version !== 1 || !Array.isArray(p.command) || (p as { kind?: unknown }).kind === 'adopted') return null;
+  return p;
+}

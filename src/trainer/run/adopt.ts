@@ -1,0 +1,271 @@
+// Adopting runs nsa-top did not start. While a hand- or runbook-launched run is alive, the cockpit,
+// `status` and `watchdog` record what they verified about its launch — the launcher's argv
+// (torchrun / python), working directory, CONFIG and the NSA_* / torchrun environment, read from
+// /proc/PID/{cmdline,cwd,environ} of a process verified by pid + start time before and after the
+// read — in <out_dir>/.nsa-top/launch.json (nsa-top's own file, never a training artifact). Later
+// `nsa-top relaunch` starts the same command under the supervisor with --resume <newest complete
+// checkpoint> (any earlier --resume replaced), after a preflight of what the record names.
+import { readFile, readlink } from 'node:fs/promises';
+import { isAbsolute, join } from 'node:path';
+import { judgePort, listeningPorts, type PreflightLine } from '../../checks/preflight.js';
+import type { Host } from '../../remote/host.js';
+import { isLauncher, parseCmdline, readProc, verifyProcess } from '../../remote/procs.js';
+import type { ProcInfo, RunProcesses } from '../../remote/types.js';
+import { currentActor, readOnlyMode, recordAction } from '../control/actions.js';
+import type { GpuInventory, LaunchPlan } from '../launch/profiles.js';
+import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { writeOwnAtomic } from '../control/ownfiles.js';
+import { readLaunchPlan } from '../launch/state.js';
+
+export const ADOPT_FILE = 'launch.json';
+
+export interface AdoptionRecord {
+  kind: 'adopted';
+  version: 1;
+  outDir: string;
+  /** ms epoch, and which nsa-top command saw the run */
+  recordedAt: number;
+  recordedBy: string;
+  host: string;
+  launcher: { pid: number; startTime: string; argv: string[]; cwd: string; kind: 'torchrun' | 'python' | 'nsa-top' | 'other' };
+  ranks: { rank: number; pid: number; startTime: string }[];
+  /** the launcher's environment, only the variables that shape a run (allow-list, no secrets) */
+  env: Record<string, string>;
+  /** CONFIG as the trainer saw it (relative to `launcher.cwd` when not absolute) */
+  config: string | null;
+  procs: number;
+  /** where the launcher's stdout went, when a regular file (the trainer's log, for cross-checks) */
+  stdout: string | null;
+}
+
+/** Variables copied from the launcher's environment: what shapes the run, never credentials. */
+const ENV_KEEP = /^(CONFIG|PYTHONPATH|PYTHONUNBUFFERED|PATH|VIRTUAL_ENV|CONDA_PREFIX|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|OMP_NUM_THREADS|MKL_NUM_THREADS|NSA_[A-Z0-9_]*|TORCH_[A-Z0-9_]*|TORCHELASTIC_[A-Z0-9_]*|PET_[A-Z0-9_]*|NCCL_[A-Z0-9_]*|GLOO_[A-Z0-9_]*|MASTER_ADDR|MASTER_PORT|LOGLEVEL|HF_HOME|HF_DATASETS_CACHE|HF_HUB_OFFLINE|TRANSFORMERS_CACHE|TOKENIZERS_PARALLELISM|PYTORCH_CUDA_ALLOC_CONF)$/;
+const ENV_DROP = /(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL)/i;
+
+export function keepEnv(raw: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of raw.split('\0')) {
+    const eq = kv.indexOf('=');
+    if (eq <= 0) continue;
+    const k = kv.slice(0, eq);
+    if (ENV_KEEP.test(k) && !ENV_DROP.test(k) && !k.startsWith('NSA_TOP_')) out[k] = kv.slice(eq + 1);
+  }
+  return out;
+}
+
+function base(s: string | undefined): string {
+  return s ? s.slice(s.lastIndexOf('/') + 1) : '';
+}
+
+function launcherKind(p: ProcInfo): AdoptionRecord['launcher']['kind'] {
+  const a = p.argv;
+  if (isLauncher(p) && a.some((x) => /torchrun$|^torch\.distributed\.(run|launch)$/.test(x))) return 'torchrun';
+  if (a.some((x) => /^nsa-top(\.js|\.mjs)?$/.test(base(x)))) return 'nsa-top';
+  if (/^python[0-9.]*$/.test(base(a[0]))) return 'python';
+  return 'other';
+}
+
+/** `--resume X` / `--resume=X` removed (the relaunch names the checkpoint itself). */
+export function withoutResume(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--resume') {
+      i++;
+      continue;
+    }
+    if (a.startsWith('--resume=')) continue;
+    out.push(a);
+  }
+  return out;
+}
+
+/** torchrun's rendezvous port named on its command line or in its environment (default 29500). */
+export function masterPortOf(argv: string[], env: Record<string, string>): number {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const m = /^--master[_-]port(?:=(\d+))?$/.exec(a);
+    if (m) return Number(m[1] ?? argv[i + 1]);
+  }
+  const e = env.MASTER_PORT ?? env.PET_MASTER_PORT;
+  return e && /^\d+$/.test(e) ? Number(e) : 29500;
+}
+
+function nprocOf(argv: string[]): number | null {
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--nproc[_-]per[_-]node(?:=(\d+))?$/.exec(argv[i]!);
+    if (m) {
+      const v = Number(m[1] ?? argv[i + 1]);
+      return Number.isInteger(v) && v > 0 ? v : null;
+    }
+  }
+  return null;
+}
+
+export async function readAdoption(host: Host, outDir: string): Promise<AdoptionRecord | null> {
+  try {
+    const j = JSON.parse((await host.readFile(join(outDir, NSA_DIR, ADOPT_FILE), 1 << 20)).toString('utf8')) as AdoptionRecord;
+    if (j?.kind !== 'adopted' || j.version !== 1 || !Array.isArray(j.launcher?.argv) || typeof j.launcher.cwd !== 'string') return null;
+    return j;
+  } catch {
+    return null;
+  }
+}
+
+/** /proc/PID/FILE in full (procfs reports size 0, so not through a size-bounded read) */
+async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline'): Promise<string> {
+  if (host.kind === 'local') return (await readFile(`/proc/${pid}/${file}`)).toString('utf8');
+  const r = await host.exec(['cat', `/proc/${pid}/${file}`], { timeoutMs: 10_000 });
+  if (r.code !== 0) throw new Error(r.stderr.trim() || `exit ${r.code}`);
+  return r.stdout;
+}
+
+/** what this process already recorded (the cockpit calls every 5 s: read /proc once per launcher) */
+const seen = new Map<string, string>();
+
+/**
+ * Records the launch of a live run nsa-top did not start, once per launcher process. Returns what
+ * was done, in words (null = nothing to do: supervised, no live launcher, already recorded).
+ */
+export async function recordAdoption(host: Host, outDir: string, procs: RunProcesses | null, recordedBy: string): Promise<{ record: AdoptionRecord | null; note: string | null }> {
+  if (!procs || readOnlyMode()) return { record: null, note: null };
+  const launcher = procs.launcher ?? (procs.ranks.length === 1 && procs.unknown.length === 0 ? procs.ranks[0]!.proc : null);
+  if (!launcher || launcher.state === 'Z') return { record: null, note: null };
+  const key = `${host.label}|${outDir}|${launcher.pid}|${launcher.startTime}`;
+  if (seen.has(key)) return { record: null, note: null };
+  const dirs = await resolveRunDirs(host, outDir);
+  // the plan of a supervised run whose launcher dir is its out_dir (reference trainer) has this name
+  if (await readLaunchPlan(host, dirs.outDir)) {
+    seen.set(key, 'supervised');
+    return { record: null, note: null };
+  }
+  const prev = await readAdoption(host, dirs.outDir);
+  if (prev && prev.launcher.pid === launcher.pid && prev.launcher.startTime === launcher.startTime) {
+    seen.set(key, 'recorded earlier');
+    return { record: prev, note: null };
+  }
+  const info = await readProc(host, launcher.pid).catch(() => null);
+  if (!info || info.startTime !== launcher.startTime || info.argv.length === 0 || !info.cwd) return { record: null, note: null };
+  let environ: string;
+  let argv: string[];
+  try {
+    environ = await readProcFile(host, launcher.pid, 'environ');
+    argv = parseCmdline(await readProcFile(host, launcher.pid, 'cmdline'));
+    if (argv.length === 0) throw new Error('empty command line');
+  } catch (e) {
+    seen.set(key, 'unreadable');
+    return { record: null, note: `launch not recorded: /proc/${launcher.pid} unreadable (${(e as Error).message})` };
+  }
+  let stdout: string | null = null;
+  if (host.kind === 'local') {
+    const t = await readlink(`/proc/${launcher.pid}/fd/1`).catch(() => null);
+    if (t && t.startsWith('/') && !t.startsWith('/dev/') && !/ \(deleted\)$/.test(t)) stdout = t;
+  }
+  // nsa-top's supervisor started it (every plan sets NSA_TOP_RUN_DIR): not a hand launch. A run
+  // started by hand in an out_dir that an earlier supervised run used is recorded all the same.
+  if (/(^|\0)NSA_TOP_RUN_DIR=/.test(environ)) {
+    seen.set(key, 'started by nsa-top');
+    return { record: null, note: null };
+  }
+  // the same process before and after the reads: a recycled pid records nothing
+  if (!(await verifyProcess(host, launcher).catch(() => false))) return { record: null, note: null };
+  const env = keepEnv(environ);
+  const kind = launcherKind(info);
+  const rec: AdoptionRecord = {
+    kind: 'adopted',
+    version: 1,
+    outDir: dirs.outDir,
+    recordedAt: host.now(),
+    recordedBy,
+    host: host.label,
+    launcher: { pid: launcher.pid, startTime: launcher.startTime, argv, cwd: info.cwd, kind },
+    ranks: procs.ranks.map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime })),
+    env,
+    config: env.CONFIG ?? null,
+    procs: nprocOf(argv) ?? Math.max(1, procs.ranks.length),
+    stdout,
+  };
+  const path = join(dirs.outDir, NSA_DIR, ADOPT_FILE);
+  await writeOwnAtomic(host, dirs.outDir, `${NSA_DIR}/${ADOPT_FILE}`, `${JSON.stringify(rec, null, 2)}\n`);
+  seen.set(key, 'recorded');
+  const actor = await currentActor(host);
+  const what = `${kind} pid ${launcher.pid} in ${info.cwd}: ${argv.join(' ')}${rec.config ? ` (CONFIG=${rec.config})` : ''}`;
+  await recordAction(host, dirs.outDir, { ts: host.now(), who: actor, action: 'adopt', target: { outDir: dirs.outDir, launcherPid: launcher.pid, startTime: launcher.startTime, file: path }, result: 'ok', detail: `recorded the launch of a run nsa-top did not start: ${what}` }).catch(() => {});
+  return { record: rec, note: `recorded its launch for relaunch: ${path}` };
+}
+
+/** The supervisor's plan for an adopted run: the recorded command, environment and cwd. */
+export function planFromAdoption(rec: AdoptionRecord, runDir: string, gpus: GpuInventory): LaunchPlan {
+  const command = withoutResume(rec.launcher.argv);
+  const env: Record<string, string> = { ...rec.env, NSA_TOP_RUN_DIR: rec.outDir };
+  env.PYTHONUNBUFFERED ??= '1';
+  return {
+    version: 1,
+    profile: 'adopted',
+    trainer: rec.launcher.kind === 'nsa-top' ? 'reference' : 'nsa-vibe',
+    runDir,
+    outDir: rec.outDir,
+    cwd: rec.launcher.cwd,
+    command,
+    resumeFlag: '--resume',
+    env,
+    config: rec.config,
+    configWhy: `as the hand-launched run had it (recorded ${new Date(rec.recordedAt).toISOString()} by nsa-top ${rec.recordedBy})`,
+    procs: rec.procs,
+    gpus,
+    smoke: null,
+    restart: { max_restarts: 3, backoff_s: 10, backoff_factor: 2, backoff_max_s: 300 },
+    stop: { halt_grace_s: 300, sigint_grace_s: 60 },
+    gitCommit: null,
+    warnings: [`adopted: started by hand (launcher pid ${rec.launcher.pid}); the restart/stop policy is nsa-top's default — launch with a profile to choose it`],
+    adopted: { recordedAt: rec.recordedAt, recordedBy: rec.recordedBy, launcherPid: rec.launcher.pid, stdout: rec.stdout },
+  };
+}
+
+/**
+ * What must hold before the recorded command runs again: none of its processes alive, the program,
+ * working directory and CONFIG still there, torchrun's port free. FAIL lines block the relaunch.
+ */
+export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promise<PreflightLine[]> {
+  const out: PreflightLine[] = [];
+  const alive: string[] = [];
+  for (const p of [rec.launcher, ...rec.ranks]) if (await verifyProcess(host, p).catch(() => false)) alive.push(String(p.pid));
+  out.push(
+    alive.length
+      ? { check: 'processes', status: 'FAIL', text: `the run is still running (pid ${alive.join(', ')})`, fix: 'halt it first (h in the cockpit, or touch .HALT) and wait for it to exit' }
+      : { check: 'processes', status: 'PASS', text: 'none of the recorded processes is alive' },
+  );
+  const cwdSt = await host.stat(rec.launcher.cwd).catch(() => null);
+  out.push(cwdSt?.isDir ? { check: 'cwd', status: 'PASS', text: rec.launcher.cwd } : { check: 'cwd', status: 'FAIL', text: `${rec.launcher.cwd}: no such directory`, fix: 'start the run with a profile (nsa-top launch --profile NAME)' });
+  const prog = rec.launcher.argv[0]!;
+  if (isAbsolute(prog)) {
+    const st = await host.stat(prog).catch(() => null);
+    out.push(st?.isFile ? { check: 'program', status: 'PASS', text: prog } : { check: 'program', status: 'FAIL', text: `${prog}: not found`, fix: 'reinstall it, or start the run with a profile' });
+  }
+  if (rec.config) {
+    const p = isAbsolute(rec.config) ? rec.config : join(rec.launcher.cwd, rec.config);
+    const st = await host.stat(p).catch(() => null);
+    out.push(st?.isFile ? { check: 'config', status: 'PASS', text: `CONFIG=${rec.config} (${p})` } : { check: 'config', status: 'FAIL', text: `CONFIG=${rec.config}: ${p} not found`, fix: 'restore the config, or start the run with a profile' });
+  } else if (rec.launcher.kind !== 'nsa-top') {
+    out.push({ check: 'config', status: 'WARN', text: 'no CONFIG in the launcher\'s environment: the real trainer trains its toy default config' });
+  }
+  if (rec.launcher.kind === 'torchrun' && rec.procs > 1) {
+    const port = masterPortOf(rec.launcher.argv, rec.env);
+    const texts: string[] = [];
+    for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      const t = await host.readFile(f).catch(() => null); // procfs: size 0, read in full
+      if (t) texts.push(t.toString('utf8'));
+    }
+    out.push(...judgePort(port, texts.length ? listeningPorts(texts.join('\n')) : null, true, texts.length ? null : 'no /proc/net/tcp'));
+  }
+  return out;
+}
+
+/** One paragraph for a run with neither a launch plan nor an adoption record. */
+export function notRecordedAdvice(outDir: string, resumePath: string | null): string {
+  return (
+    `${outDir} was not started by nsa-top, and nsa-top never saw it running, so its launch command is unknown ` +
+    `(the cockpit, status and watchdog record it while a hand-launched run is alive: if it is running now, \`nsa-top status ${outDir}\` records it; halt it, then relaunch). Otherwise start it with a profile: ` +
+    `nsa-top launch --profile NAME${resumePath ? ` -- --resume ${resumePath}` : ''} (nsa-top profiles lists them; set CONFIG with config: and torchrun's port with master_port:)`
+  );
+}

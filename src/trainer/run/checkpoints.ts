@@ -1,0 +1,345 @@
+// Which checkpoint can a run resume from? The one holding the NEWEST WEIGHTS that is COMPLETE.
+// Newest = written last: the real trainer's --resume loads weights only and restarts its step count
+// at 1, so after a resume a later segment's checkpoint_step20.pt holds newer weights than an
+// earlier segment's checkpoint_step60.pt (and may overwrite an earlier segment's file of the same
+// name). pickResumeCheckpoint orders by the run's own history (segments from the heartbeat's boot
+// records), then mtime, then step — never by step alone — and cross-checks the trainer's log
+// ("[train] resumed from" / "resume failed"). Complete (the real launcher's `ls -t` picks a
+// half-written file as happily as a good one):
+//  - its size is stable across two stats about a second apart (or it is a few seconds old), and
+//  - it is readable: a torch zip (.pt) has its end-of-central-directory record (PK\x05\x06) in the
+//    last 64 KiB; nsa-top's reference trainer ends every checkpoint with a u32 CRC and the ASCII
+//    trailer "NSACKEND".
+// A skipped file is named with the reason in `why`.
+import { basename, join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { Host } from '../../remote/host.js';
+
+export interface CompleteCheckpoint {
+  path: string;
+  step: number;
+  /** files newer by step that were skipped, and why */
+  why: string[];
+}
+
+export const CKPT_RE = /^checkpoint_(fsdp_)?step(\d+)(\.[A-Za-z0-9]+)?$/;
+const TRAILER = Buffer.from('NSACKEND', 'ascii');
+const EOCD = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
+const TAIL = 64 * 1024 + 22;
+const REF_MAGIC = Buffer.from('NSATOPCK', 'ascii');
+const CRC_CHECK_MAX = 64 * 1024 * 1024;
+
+export interface CheckpointCheckOptions {
+  /** a file not modified for this long counts as settled without a second stat (default 5000) */
+  settledMs?: number;
+  /** wait between the two stats otherwise (default 1000) */
+  stableWaitMs?: number;
+}
+
+/** A real end-of-central-directory record ends the file exactly (22 bytes + its comment). */
+function hasEocd(tail: Buffer): boolean {
+  for (let i = tail.lastIndexOf(EOCD); i >= 0; i = i > 0 ? tail.lastIndexOf(EOCD, i - 1) : -1) {
+    if (i + 22 <= tail.length && i + 22 + tail.readUInt16LE(i + 20) === tail.length) return true;
+  }
+  return false;
+}
+
+/** Reads the tail and says whether the file is structurally complete; null = fine. */
+export async function checkpointTailProblem(host: Host, path: string, size: number): Promise<string | null> {
+  if (size === 0) return 'empty file';
+  const start = Math.max(0, size - TAIL);
+  const tail = await host.readRange(path, start, size);
+  if (tail.length < Math.min(size, TAIL)) return `short read (${tail.length} of ${Math.min(size, TAIL)} bytes)`;
+  if (tail.length >= TRAILER.length + 4 && tail.subarray(tail.length - TRAILER.length).equals(TRAILER)) {
+    // nsa-top reference format: u32 LE CRC-32 of every byte before it, then the trailer.
+    // Checked in full when small enough to read cheaply (the reference trainer's are ~1 MB).
+    if (size > CRC_CHECK_MAX) return null;
+    const all = size <= tail.length && start === 0 ? tail : await host.readRange(path, 0, size);
+    if (all.length !== size) return `short read (${all.length} of ${size} bytes)`;
+    const body = all.subarray(0, size - TRAILER.length - 4);
+    const want = all.readUInt32LE(size - TRAILER.length - 4);
+    return (crc32(body) >>> 0) === want ? null : 'CRC mismatch (corrupt or overwritten in place)';
+  }
+  if (hasEocd(tail)) return null;
+  const head = await host.readRange(path, 0, Math.min(size, 8));
+  if (head.subarray(0, 2).equals(Buffer.from('PK'))) return 'zip without its end-of-central-directory record in the last 64 KiB (still being written?)';
+  if (head.subarray(0, 8).equals(REF_MAGIC)) return 'no NSACKEND trailer (still being written?)';
+  // Legacy (non-zip) torch pickles cannot be checked structurally; size stability must do.
+  if (head[0] === 0x80) return null;
+  return 'neither a torch zip nor an nsa-top checkpoint (no end record, no NSACKEND trailer)';
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Every checkpoint_step*.* file in `dir`, highest step first (NOT the resume order: see pickResumeCheckpoint). */
+export async function listCheckpoints(host: Host, dir: string): Promise<{ name: string; path: string; step: number; size: number; mtimeMs: number }[]> {
+  let entries;
+  try {
+    entries = await host.list(dir);
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const e of entries) {
+    if (!e.isFile) continue;
+    const m = CKPT_RE.exec(e.name);
+    if (!m) continue;
+    out.push({ name: e.name, path: join(dir, e.name), step: Number(m[2]), size: e.size, mtimeMs: e.mtimeMs });
+  }
+  // newest step first; among equal steps (fsdp and plain) the newer file first
+  return out.sort((a, b) => b.step - a.step || b.mtimeMs - a.mtimeMs);
+}
+
+/** The checkpoint to resume from (see pickResumeCheckpoint), or null. */
+export async function newestCompleteCheckpoint(host: Host, dir: string, opts: CheckpointCheckOptions = {}): Promise<CompleteCheckpoint | null> {
+  return (await scanCheckpoints(host, dir, opts)).found;
+}
+
+/** Like newestCompleteCheckpoint, but also says why when none qualifies (`why`: skipped files). */
+export async function scanCheckpoints(host: Host, dir: string, opts: CheckpointCheckOptions = {}): Promise<{ found: CompleteCheckpoint | null; why: string[] }> {
+  const r = await pickResumeCheckpoint(host, dir, opts);
+  return { found: r.found ? { path: r.found.path, step: r.found.step, why: r.skipped } : null, why: r.skipped };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The newest weights: segment order, then mtime, then step
+
+/** One run segment = one trainer process (a heartbeat `boot` record with a new pid). */
+export interface RunSegmentMark {
+  /** 0-based, in boot order: the same numbering as status --json `segments[].index` in the usual case */
+  index: number;
+  /** ms epoch of the boot record */
+  startTs: number;
+  pid: number | null;
+  /** the last step rank 0 logged in this segment (null: none logged) */
+  lastStep: number | null;
+}
+
+export interface ResumeChoice {
+  path: string;
+  name: string;
+  step: number;
+  mtimeMs: number;
+  /** the segment that wrote it (0-based, see RunSegmentMark), -1 = before the first recorded boot, null = no history */
+  segment: number | null;
+  /** one line: why this file */
+  why: string;
+}
+
+export interface ResumePick {
+  found: ResumeChoice | null;
+  /** files passed over as incomplete or unreadable, with the reason */
+  skipped: string[];
+  /** things the operator should know: overwritten/overwritable files, a failed resume in the log */
+  warnings: string[];
+  segments: RunSegmentMark[];
+}
+
+const HB_RE = /^heartbeat_rank(\d+)\.jsonl$/;
+const SCAN_CHUNK = 4 * 1024 * 1024;
+const SCAN_MAX = 512 * 1024 * 1024;
+
+/** The heartbeat file the segments are read from: rank 0's (the lowest rank present). */
+async function segmentHeartbeat(host: Host, outDir: string): Promise<{ name: string; rank: number; size: number } | null> {
+  let entries;
+  try {
+    entries = await host.list(outDir);
+  } catch {
+    return null;
+  }
+  let hb: { name: string; rank: number; size: number } | null = null;
+  for (const e of entries) {
+    const m = e.isFile ? HB_RE.exec(e.name) : null;
+    if (m && (!hb || Number(m[1]) < hb.rank)) hb = { name: e.name, rank: Number(m[1]), size: e.size };
+  }
+  return hb;
+}
+
+/**
+ * The run's segments from rank 0's heartbeat (the lowest rank present): every `boot` record of a
+ * new pid starts one. Reads the file in chunks; only boot lines are parsed.
+ */
+export async function readRunSegments(host: Host, outDir: string): Promise<RunSegmentMark[]> {
+  const hb = await segmentHeartbeat(host, outDir);
+  if (!hb) return [];
+  const path = join(outDir, hb.name);
+  const segs: RunSegmentMark[] = [];
+  let carry = '';
+  const end = Math.min(hb.size, SCAN_MAX);
+  // only boot lines are parsed; a segment's last step comes from the last step-bearing line before
+  // the next boot (kept as a string, parsed once per segment)
+  let lastStepLine: string | null = null;
+  const closeSegment = () => {
+    const cur = segs[segs.length - 1];
+    const m = cur && lastStepLine ? /"step":\s*(\d+)/.exec(lastStepLine) : null;
+    if (cur && m && Number(m[1]) > 0) cur.lastStep = Number(m[1]);
+    lastStepLine = null;
+  };
+  const onLine = (line: string) => {
+    if (line.includes('"boot"')) {
+      try {
+        const j = JSON.parse(line) as { ts?: unknown; pid?: unknown; msg?: unknown };
+        if (j.msg === 'boot' && typeof j.ts === 'number') {
+          const pid = typeof j.pid === 'number' ? j.pid : null;
+          const cur = segs[segs.length - 1];
+          if (!cur || cur.pid !== pid || pid === null) {
+            closeSegment();
+            segs.push({ index: segs.length, startTs: j.ts * 1000, pid, lastStep: null });
+          }
+          return;
+        }
+      } catch {
+        /* a torn line: not a boot */
+      }
+    }
+    if (segs.length && line.includes('"step"') && !/"step":\s*0[,}]/.test(line)) lastStepLine = line;
+  };
+  for (let off = 0; off < end; off += SCAN_CHUNK) {
+    let buf: Buffer;
+    try {
+      buf = await host.readRange(path, off, Math.min(end, off + SCAN_CHUNK));
+    } catch {
+      break;
+    }
+    if (buf.length === 0) break;
+    const text = carry + buf.toString('utf8');
+    const lines = text.split('\n');
+    carry = lines.pop() ?? '';
+    for (const l of lines) onLine(l);
+  }
+  if (carry) onLine(carry);
+  closeSegment();
+  return segs;
+}
+
+/** Resume outcomes the trainer printed, in order: `[train] resumed from X` / `[train] resume failed: E`. */
+export async function readResumeLog(host: Host, logFile: string): Promise<{ ok: boolean; text: string }[]> {
+  const st = await host.stat(logFile).catch(() => null);
+  if (!st || !st.isFile) return [];
+  const start = Math.max(0, st.size - 64 * 1024 * 1024);
+  let text: string;
+  try {
+    text = (await host.readRange(logFile, start, st.size)).toString('utf8');
+  } catch {
+    return [];
+  }
+  const out: { ok: boolean; text: string }[] = [];
+  for (const m of text.matchAll(/\[train\] (resumed from (.+)|resume failed: (.*))/g)) {
+    out.push(m[2] !== undefined ? { ok: true, text: m[2].trim() } : { ok: false, text: (m[3] ?? '').trim() });
+  }
+  return out;
+}
+
+function hms(ms: number): string {
+  return new Date(ms).toISOString().slice(11, 19);
+}
+
+/** The segment whose time span holds `mtimeMs`; -1 before the first boot; null without history. */
+export function segmentOf(segs: RunSegmentMark[], mtimeMs: number): number | null {
+  if (segs.length === 0) return null;
+  let k = -1;
+  for (const s of segs) if (s.startTs <= mtimeMs) k = s.index;
+  return k;
+}
+
+/** Pure ordering: later segment first, then later mtime, then higher step. */
+export function orderByWritten<T extends { segment: number | null; mtimeMs: number; step: number }>(files: T[]): T[] {
+  return [...files].sort((a, b) => (b.segment ?? -1) - (a.segment ?? -1) || b.mtimeMs - a.mtimeMs || b.step - a.step);
+}
+
+/**
+ * The checkpoint to resume from: the newest weights that are complete. `logFiles`: the trainer's
+ * stdout logs (a supervised run's train.log, an adopted run's recorded stdout) for the cross-check.
+ */
+export async function pickResumeCheckpoint(
+  host: Host,
+  outDir: string,
+  opts: CheckpointCheckOptions & {
+    logFiles?: string[];
+    segments?: RunSegmentMark[];
+    /** a heartbeat history larger than this is not scanned for segments (status answers from the
+     *  tail): the order is then mtime's, which is the same order (a file's segment is found from
+     *  its mtime); only the segment labels and the overwrite warning need the scan */
+    segmentScanMaxBytes?: number;
+  } = {},
+): Promise<ResumePick> {
+  const listed = await listCheckpoints(host, outDir);
+  let segs: RunSegmentMark[] = opts.segments ?? [];
+  let unscanned: string | null = null;
+  if (!opts.segments && listed.length > 0) {
+    const hb = opts.segmentScanMaxBytes !== undefined ? await segmentHeartbeat(host, outDir) : null;
+    if (hb && hb.size > opts.segmentScanMaxBytes!) unscanned = `${hb.name} (${(hb.size / 2 ** 20).toFixed(0)} MiB) not scanned for segments: ordered by write time`;
+    else segs = await readRunSegments(host, outDir);
+  }
+  const files = listed.map((c) => ({ ...c, segment: segmentOf(segs, c.mtimeMs) }));
+  const ordered = orderByWritten(files);
+  const skipped: string[] = [];
+  const warnings: string[] = [];
+  let found: ResumeChoice | null = null;
+  for (const c of ordered) {
+    const problem = await completenessProblem(host, c.path, opts);
+    if (problem) {
+      skipped.push(`${c.name}: ${problem}`);
+      continue;
+    }
+    found = { path: c.path, name: c.name, step: c.step, mtimeMs: c.mtimeMs, segment: c.segment, why: '' };
+    break;
+  }
+  const newest = segs.length - 1;
+  const segText = (k: number | null) =>
+    k === null ? '' : k < 0 ? 'before the first recorded boot' : `by segment #${k}${segs[k]?.pid ? ` (pid ${segs[k]!.pid}${k === newest ? ', the newest' : ''})` : k === newest ? ' (the newest)' : ''}`;
+  if (found) {
+    const f = found;
+    const higher = files.filter((c) => c.step > f.step && c.path !== f.path).sort((a, b) => b.step - a.step);
+    const parts = [`newest complete weights: written ${hms(f.mtimeMs)}${f.segment !== null ? ` ${segText(f.segment)}` : ''}`];
+    if (higher.length) {
+      const h = higher[0]!;
+      const older = h.segment !== null && f.segment !== null && h.segment < f.segment;
+      parts.push(
+        `${h.name} has a higher step but ${older ? `segment #${h.segment} wrote it earlier (${hms(h.mtimeMs)}); the trainer restarts its step count at 1 on --resume` : h.mtimeMs <= f.mtimeMs ? `was written earlier (${hms(h.mtimeMs)})` : 'is not complete'}`,
+      );
+    }
+    if (segs.length === 0) parts.push('no heartbeat history: ordered by mtime');
+    f.why = parts.join('; ');
+  }
+  // the trainer's own log: which file the newest start resumed from, and whether that worked
+  const outcomes: { ok: boolean; text: string }[] = [];
+  for (const lf of opts.logFiles ?? []) outcomes.push(...(await readResumeLog(host, lf)));
+  const last = outcomes[outcomes.length - 1];
+  if (found && last) {
+    if (last.ok) found.why += `; log: the last start resumed from ${basename(last.text)}`;
+    else if (found.segment !== null && found.segment === newest && segs.length > 1)
+      warnings.push(`the log says the newest start's resume failed (${last.text}): it trained from scratch, so ${found.name} holds from-scratch weights; an older segment's file may hold more training`);
+  }
+  // the naming scheme: a segment resumed with --resume counts from 1 again and reuses names
+  if (found && segs.length > 1) {
+    const earlier = files.filter((c) => c.segment !== null && c.segment >= 0 && c.segment < newest).sort((a, b) => a.step - b.step);
+    if (earlier.length)
+      warnings.push(
+        `checkpoint names repeat across segments (the trainer restarts at step 1 on --resume): ${earlier.map((c) => c.name).join(', ')} (segment ${[...new Set(earlier.map((c) => `#${c.segment}`))].join(', ')}) will be overwritten when a later segment reaches ${earlier.length === 1 ? 'that step' : 'those steps'}; copy them away to keep them`,
+      );
+  }
+  if (unscanned) warnings.push(unscanned);
+  return { found, skipped, warnings, segments: segs };
+}
+
+/** The completeness check of one file (size settled, structurally whole); null = complete. */
+async function completenessProblem(host: Host, path: string, opts: CheckpointCheckOptions): Promise<string | null> {
+  const settledMs = opts.settledMs ?? 5000;
+  const stableWaitMs = opts.stableWaitMs ?? 1000;
+  let st = await host.stat(path).catch(() => null);
+  if (!st) return 'vanished';
+  if (host.now() - st.mtimeMs < settledMs) {
+    await sleep(stableWaitMs);
+    const again = await host.stat(path).catch(() => null);
+    if (!again) return 'vanished';
+    if (again.size !== st.size || again.mtimeMs !== st.mtimeMs) return `still being written (size ${st.size} → ${again.size} bytes within ${(stableWaitMs / 1000).toFixed(1)} s)`;
+    st = again;
+  }
+  try {
+    const p = await checkpointTailProblem(host, path, st.size);
+    return p ? `skipped, ${p}` : null;
+  } catch (e) {
+    return `skipped, unreadable: ${(e as Error).message}`;
+  }
+}

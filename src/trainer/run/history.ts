@@ -1,0 +1,279 @@
+// The whole history of a run, for `report`: rank 0's heartbeat file and the trainer's log read from
+// their first byte to their last, streaming (bounded memory whatever their size), folded into
+// segments (one per process: a boot, or the step count going backwards) and the events an
+// acceptance verdict must not miss — stalls that cleared, non-finite losses, failed checkpoint
+// saves, crashes and restarts — each with its steps and time. The cockpit reads huge files from
+// the end and back-fills lazily; this reads everything, once.
+import type { Host } from '../../remote/host.js';
+import { parseHeartbeatLine } from './readers/heartbeat.js';
+import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
+
+export interface HistorySegment {
+  index: number;
+  pid: number | null;
+  firstStep: number | null;
+  lastStep: number | null;
+  /** ms epoch of its first and last record */
+  startTs: number | null;
+  endTs: number | null;
+  records: number;
+  /** how it ended, for every segment but the last (the current one is judged live) */
+  end: 'crashed' | 'halted' | 'non-finite' | 'finished' | 'current';
+  /** evidence for `end` */
+  endWhy: string;
+}
+
+export type HistoryEventKind = 'stall' | 'non-finite' | 'checkpoint-failed' | 'crash';
+
+export interface HistoryEvent {
+  kind: HistoryEventKind;
+  segment: number;
+  step: number | null;
+  stepTo?: number | null;
+  /** ms epoch */
+  ts: number | null;
+  tsTo?: number | null;
+  gapS?: number;
+  text: string;
+}
+
+export interface RunHistory {
+  /** false when a file could not be read to its end */
+  complete: boolean;
+  error: string | null;
+  bytes: number;
+  records: number;
+  segments: HistorySegment[];
+  /** the first MAX_EVENTS of each kind, in file order */
+  events: HistoryEvent[];
+  counts: Record<HistoryEventKind, number>;
+  /** (step, ms) of rank 0's progress records in the current segment (step times) */
+  progressTimes: { step: number; t: number }[];
+}
+
+const MAX_EVENTS = 50;
+const MAX_PROGRESS_TIMES = 20_000;
+const CHUNK = 8 * 1024 * 1024;
+
+interface LogProc {
+  /** a training line was printed since this process's boot (the next boot is a new launch) */
+  trained: boolean;
+  resumedFrom: string | null;
+  halt: boolean;
+  fatal: boolean;
+  ckptFailed: { step: number; text: string }[];
+  killed: string | null;
+}
+
+const RE_LOG_BOOT = /^\[boot\] loading config /;
+// past boot: every rank of a launch prints its own `[boot] loading config` before any of these
+const RE_LOG_TRAINING = /^(\[ddp\] process group ready|\[train\]|step \d+ \|)/;
+const RE_LOG_RESUMED = /^\[train\] resumed from (.*)$/;
+const RE_LOG_HALT = /\[train\] HALT file detected/;
+const RE_LOG_FATAL = /\[train\]\[FATAL\] non-finite loss detected/;
+// the reference trainer says so; the real one swallows a failed torch.save (TS:1489-1499)
+const RE_LOG_CKPT_FAIL = /\[train\] checkpoint at step (\d+) FAILED\b(.*)$/;
+// torchrun's summary of a rank killed by a signal
+const RE_LOG_SIGNAL = /Signal (\d+) \((SIG\w+)\) received by PID (\d+)/;
+
+/** Folds heartbeat records of one rank into segments and events. Pure: feed lines, then finish(). */
+export class HistoryFold {
+  private segs: HistorySegment[] = [];
+  private cur: HistorySegment | null = null;
+  private lastTs: number | null = null;
+  private lastStepSeen: number | null = null;
+  private lastLossNonFinite = false;
+  readonly events: HistoryEvent[] = [];
+  readonly counts: Record<HistoryEventKind, number> = { stall: 0, 'non-finite': 0, 'checkpoint-failed': 0, crash: 0 };
+  records = 0;
+  progressTimes: { step: number; t: number }[] = [];
+
+  constructor(private readonly stallS: number) {}
+
+  private add(e: HistoryEvent): void {
+    this.counts[e.kind]++;
+    if (this.events.filter((x) => x.kind === e.kind).length < MAX_EVENTS) this.events.push(e);
+  }
+
+  private open(pid: number | null, ts: number): HistorySegment {
+    const s: HistorySegment = { index: this.segs.length, pid, firstStep: null, lastStep: null, startTs: ts, endTs: ts, records: 0, end: 'current', endWhy: '' };
+    this.segs.push(s);
+    this.cur = s;
+    this.lastTs = null;
+    this.lastStepSeen = null;
+    this.lastLossNonFinite = false;
+    this.progressTimes = [];
+    return s;
+  }
+
+  line(text: string): void {
+    const r = parseHeartbeatLine(text);
+    if (!r.ok) return;
+    const o = r.value as unknown as Record<string, unknown>;
+    const ts = (o.ts as number) * 1000;
+    const msg = o.msg as string;
+    const step = typeof o.step === 'number' ? o.step : null;
+    const pid = typeof o.pid === 'number' ? o.pid : null;
+    this.records++;
+    let seg = this.cur;
+    if (!seg || msg === 'boot' || (pid !== null && seg.pid !== null && pid !== seg.pid)) seg = this.open(pid, ts);
+    else if (step !== null && step > 0 && this.lastStepSeen !== null && step < this.lastStepSeen && msg === 'progress') seg = this.open(pid, ts);
+    seg.records++;
+    seg.pid ??= pid;
+    // a gap between consecutive records of one process longer than the stall threshold: a stall
+    // (it cleared: records came after it)
+    if (this.lastTs !== null && ts - this.lastTs > this.stallS * 1000) {
+      this.add({
+        kind: 'stall',
+        segment: seg.index,
+        step: this.lastStepSeen,
+        stepTo: step,
+        ts: this.lastTs,
+        tsTo: ts,
+        gapS: (ts - this.lastTs) / 1000,
+        text: `no heartbeat for ${fmtGap((ts - this.lastTs) / 1000)} after step ${this.lastStepSeen ?? 0} (${iso(this.lastTs)} → ${iso(ts)}), then it went on`,
+      });
+    }
+    if (this.lastTs === null || ts >= this.lastTs) this.lastTs = ts;
+    seg.endTs = Math.max(seg.endTs ?? ts, ts);
+    if (step !== null && step > 0) {
+      seg.firstStep ??= step;
+      seg.lastStep = Math.max(seg.lastStep ?? step, step);
+      this.lastStepSeen = step;
+    }
+    if (msg === 'progress' && step !== null) {
+      const loss = o.loss;
+      const nonFinite = (typeof loss === 'number' && !Number.isFinite(loss)) || (typeof loss === 'string' && /^-?(NaN|Infinity)$/.test(loss));
+      this.lastLossNonFinite = nonFinite;
+      if (nonFinite) this.add({ kind: 'non-finite', segment: seg.index, step, ts, text: `loss ${String(loss)} at step ${step} (${iso(ts)})` });
+      const last = this.progressTimes[this.progressTimes.length - 1];
+      if (last && step <= last.step) this.progressTimes = [];
+      this.progressTimes.push({ step, t: ts });
+      if (this.progressTimes.length > MAX_PROGRESS_TIMES) this.progressTimes.splice(0, this.progressTimes.length - MAX_PROGRESS_TIMES / 2);
+    }
+    if (this.cur === seg && msg === 'progress') seg.end = this.lastLossNonFinite ? 'non-finite' : 'current';
+  }
+
+  /** Close: how each earlier segment ended, given the log's processes (aligned from the end) and the configured total. */
+  finish(logProcs: LogProc[], total: number | null): HistorySegment[] {
+    const n = this.segs.length;
+    const off = logProcs.length - n;
+    for (let i = 0; i < n; i++) {
+      const s = this.segs[i]!;
+      const lp = off + i >= 0 ? logProcs[off + i] : undefined;
+      if (lp) for (const f of lp.ckptFailed) this.add({ kind: 'checkpoint-failed', segment: i, step: f.step, ts: null, text: f.text });
+      if (i === n - 1) {
+        s.end = 'current';
+        s.endWhy = 'the current process';
+        continue;
+      }
+      const next = this.segs[i + 1]!;
+      const nextLog = off + i + 1 >= 0 ? logProcs[off + i + 1] : undefined;
+      const restart = `restarted ${next.startTs !== null && s.endTs !== null ? `${fmtGap((next.startTs - s.endTs) / 1000)} later ` : ''}as segment #${next.index}${next.pid !== null ? ` (pid ${next.pid})` : ''}, step count from ${next.firstStep ?? 1}${nextLog?.resumedFrom ? `, weights from ${nextLog.resumedFrom}` : ''}`;
+      if (lp?.halt) {
+        s.end = 'halted';
+        s.endWhy = `stopped by .HALT (log: "HALT file detected"); ${restart}`;
+      } else if (lp?.fatal || s.end === 'non-finite') {
+        s.end = 'non-finite';
+        s.endWhy = `aborted on a non-finite loss; ${restart}`;
+      } else if (total !== null && s.lastStep !== null && s.lastStep >= total) {
+        s.end = 'finished';
+        s.endWhy = `reached step ${s.lastStep} of ${total}; ${restart}`;
+      } else {
+        s.end = 'crashed';
+        // with no log for this process a .HALT cannot be ruled out: an unexplained stop is judged a
+        // crash (an acceptance gate passes only what it can show), and says so
+        // (no "of N": the configured total now may not be the one this process ran with)
+        s.endWhy = `ended at step ${s.lastStep ?? 0} without finishing, a .HALT or a non-finite loss${lp?.killed ? ` (${lp.killed})` : ''}${lp ? '' : ' (no log covers it: taken as a crash)'}; ${restart}`;
+        this.add({
+          kind: 'crash',
+          segment: i,
+          step: s.lastStep,
+          ts: s.endTs,
+          text: `segment #${i}${s.pid !== null ? ` (pid ${s.pid})` : ''}, steps ${s.firstStep ?? 0}–${s.lastStep ?? 0} (${iso(s.startTs)} → ${iso(s.endTs)}), crashed: ${s.endWhy}`,
+        });
+      }
+    }
+    return this.segs;
+  }
+}
+
+/** Folds the trainer's log into its processes (one per `[boot] loading config`). */
+export class LogFold {
+  readonly procs: LogProc[] = [];
+  private fresh(): LogProc {
+    return { trained: false, resumedFrom: null, halt: false, fatal: false, ckptFailed: [], killed: null };
+  }
+  private cur(): LogProc {
+    if (!this.procs.length) this.procs.push(this.fresh());
+    return this.procs[this.procs.length - 1]!;
+  }
+  line(text: string): void {
+    if (RE_LOG_BOOT.test(text)) {
+      // the other ranks of the same launch print theirs too, before anything trains
+      if (!this.procs.length || this.cur().trained) this.procs.push(this.fresh());
+      return;
+    }
+    if (text.length > 4000) return;
+    if (RE_LOG_TRAINING.test(text)) this.cur().trained = true;
+    let m: RegExpExecArray | null;
+    if ((m = RE_LOG_RESUMED.exec(text))) this.cur().resumedFrom ??= m[1]!.trim().slice(0, 300);
+    else if (RE_LOG_HALT.test(text)) this.cur().halt = true;
+    else if (RE_LOG_FATAL.test(text)) this.cur().fatal = true;
+    else if ((m = RE_LOG_CKPT_FAIL.exec(text))) {
+      const p = this.cur();
+      if (p.ckptFailed.length < MAX_EVENTS) p.ckptFailed.push({ step: Number(m[1]), text: text.trim().slice(0, 300) });
+    } else if ((m = RE_LOG_SIGNAL.exec(text))) this.cur().killed ??= `rank pid ${m[3]} killed by ${m[2]}`;
+  }
+}
+
+async function streamLines(host: Host, path: string, cb: (line: string) => void): Promise<{ bytes: number; error: string | null }> {
+  const st = await host.stat(path);
+  if (!st) return { bytes: 0, error: null };
+  if (!st.isFile) return { bytes: 0, error: `${path} is not a regular file` };
+  const split = new LineSplitter(DEFAULT_MAX_LINE);
+  const cbs = { line: cb, error: () => {} };
+  let pos = 0;
+  while (pos < st.size) {
+    const end = Math.min(st.size, pos + CHUNK);
+    const buf = await host.readRange(path, pos, end);
+    if (buf.length === 0) break;
+    split.push(buf, cbs);
+    pos += buf.length;
+  }
+  split.flushPartial(cbs);
+  return { bytes: pos, error: null };
+}
+
+/**
+ * Read rank 0's heartbeat file and the trainer's log from start to end. `stallS`: the stall
+ * threshold in force; `total`: the configured step count (to tell a finished segment).
+ */
+export async function readRunHistory(host: Host, o: { heartbeat: string | null; log: string | null; stallS: number; total: number | null }): Promise<RunHistory> {
+  const fold = new HistoryFold(o.stallS);
+  const logFold = new LogFold();
+  let bytes = 0;
+  let error: string | null = null;
+  for (const [path, f] of [[o.heartbeat, (l: string) => fold.line(l)], [o.log, (l: string) => logFold.line(l)]] as const) {
+    if (!path) continue;
+    try {
+      const r = await streamLines(host, path, f);
+      bytes += r.bytes;
+      error ??= r.error;
+    } catch (e) {
+      error ??= `${path}: ${(e as Error).message}`;
+    }
+  }
+  const segments = fold.finish(logFold.procs, o.total);
+  return { complete: error === null, error, bytes, records: fold.records, segments, events: fold.events, counts: fold.counts, progressTimes: fold.progressTimes };
+}
+
+function iso(ms: number | null): string {
+  return ms === null ? '?' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+function fmtGap(s: number): string {
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  return `${(s / 3600).toFixed(1)} h`;
+}

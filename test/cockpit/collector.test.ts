@@ -1,0 +1,119 @@
+// The collector reads a real run dir through the Host and emits a CockpitState only when something
+// the screen shows changed (the UI renders on emission), judged by the shared Checker.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Collector } from '../../src/cockpit/collector.js';
+import type { CockpitState } from '../../src/cockpit/state.js';
+import type { ConnState } from '../../src/remote/host.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { readProc } from '../../src/remote/procs.js';
+import { FIXTURES } from '../ui/helpers.js';
+
+test('collector: one emission per visible change, none for an unchanged run', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-'));
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true });
+    const seen: CockpitState[] = [];
+    c.subscribe((s) => seen.push(s));
+    const s1 = await c.tick();
+    assert.equal(seen.length, 1);
+    assert.equal(s1.runState, 'HALTED');
+    assert.equal(s1.run.step, 31);
+    assert.equal(s1.readOnly, true);
+    assert.ok(s1.self.rssMiB && s1.self.rssMiB > 10, 'measures its own RSS');
+    await c.tick();
+    await c.tick();
+    assert.equal(seen.length, 1, 'nothing changed: no new state, no new frame');
+    // the trainer writes another progress record: step 32 shows up
+    appendFileSync(
+      join(dir, 'heartbeat_rank0.jsonl'),
+      JSON.stringify({ ts: Date.now() / 1000, pid: 32202, rank: 0, step: 32, msg: 'progress', loss: 5.6, toks_per_s: 1000 }) + '\n',
+    );
+    appendFileSync(join(dir, 'training.csv'), '32,5.6,2.97e-04,1000\n');
+    const s2 = await c.tick();
+    assert.equal(seen.length, 2, 'a new step is a new state');
+    assert.equal(s2.run.step, 32);
+    // an action by someone else appears in the shared action log
+    const rec = { ts: Date.now(), who: { user: 'alice', tty: '/dev/pts/3', tmux: null, host: 'box', pid: 1 }, action: 'dump', target: {}, result: 'ok', detail: '2/2 ranks dumped' };
+    mkdirSync(join(dir, '.nsa-top'), { recursive: true });
+    appendFileSync(join(dir, '.nsa-top', 'actions.jsonl'), JSON.stringify(rec) + '\n');
+    const s3 = await c.tick();
+    assert.equal(seen.length, 3);
+    assert.equal(s3.actions.at(-1)?.who.user, 'alice');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('collector: a hand-launched run relaunched under a supervisor — the supervisor shows without reopening the cockpit', async () => {
+  const { readSupervisorState } = await import('../../src/trainer/launch/state.js');
+  const { writeFileSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-adopt-'));
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true, readSupervisorState });
+    assert.equal((await c.tick()).supervisor, null);
+    // what relaunch of an adopted run leaves: a launcher dir inside .nsa-top/, pointed at by run.json
+    const launcher = join(dir, '.nsa-top', 'supervised', 'x_1');
+    mkdirSync(join(launcher, '.nsa-top'), { recursive: true });
+    // the supervisor must be alive to be believed: this test process stands in for it
+    const me = await readProc(new LocalHost(), process.pid);
+    writeFileSync(join(launcher, '.nsa-top', 'supervisor.json'), JSON.stringify({ runDir: launcher, profile: 'adopted', supervisor: { pid: process.pid, startTime: me!.startTime }, child: null, state: 'running', restarts: 0, maxRestarts: 3, exitCodes: [], lastCommand: [], resumeFrom: null, updatedAt: Date.now(), outDir: dir, phase: 'train', note: null }));
+    writeFileSync(join(dir, '.nsa-top', 'run.json'), JSON.stringify({ runDir: launcher, profile: 'adopted' }));
+    const s2 = await c.tick();
+    assert.equal(s2.supervisor?.profile, 'adopted');
+    assert.equal(s2.supervisor?.state, 'running');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** A LocalHost whose connection can drop and whose polls can hang, as an SSH host's do. */
+class DroppingHost extends LocalHost {
+  conn: ConnState = { state: 'connected', since: Date.now() };
+  hang: Promise<void> | null = null;
+  override connState(): ConnState {
+    return this.conn;
+  }
+  override async pollDir(...a: Parameters<LocalHost['pollDir']>): ReturnType<LocalHost['pollDir']> {
+    if (this.hang) await this.hang;
+    return super.pollDir(...a);
+  }
+}
+
+test('collector: a dropped host or a stuck poll is STALE with its age, never the last live-looking state', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-'));
+  const host = new DroppingHost();
+  const c = new Collector({ host, runDir: dir, readOnly: true, intervalMs: 200, staleAfterMs: 400 });
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const s1 = await c.tick();
+    assert.equal(s1.runState, 'HALTED');
+    host.conn = { state: 'reconnecting', since: Date.now(), attempt: 2, lastError: 'ECONNRESET' };
+    const s2 = await c.tick();
+    assert.equal(s2.runState, 'STALE');
+    assert.equal(s2.stateHealth, 'warning');
+    assert.match(s2.runStateWhy, /^no fresh data for [\d.]+ ?\w+ \(host reconnecting, try 2: ECONNRESET\); last seen HALTED/);
+    assert.equal(s2.advancing, false);
+    host.conn = { state: 'connected', since: Date.now() };
+    assert.equal((await c.tick()).runState, 'HALTED', 'fresh again: judged again');
+    // a poll that hangs (the connection silently gone): the screen must not keep the last frame
+    let release!: () => void;
+    host.hang = new Promise<void>((r) => (release = r));
+    const stale = new Promise<CockpitState>((resolve) => c.subscribe((s) => s.runState === 'STALE' && resolve(s)));
+    c.start();
+    const s3 = await stale;
+    assert.match(s3.runStateWhy, /^no fresh data for .*last seen HALTED/);
+    host.hang = null;
+    release();
+    const back = new Promise<CockpitState>((resolve) => c.subscribe((s) => s.runState !== 'STALE' && resolve(s)));
+    assert.equal((await back).runState, 'HALTED');
+  } finally {
+    c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,87 @@
+// Real child processes for control tests: they answer SIGUSR1 with a stack dump named like the
+// real trainer's (stackdump_<epoch>.txt, no rank), exit 130 on SIGINT, and say when they are ready.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { Host } from '../../../src/remote/host.js';
+import { readProc } from '../../../src/remote/procs.js';
+
+const CHILD = `
+const fs = require('fs');
+const dir = process.env.DUMP_DIR;
+const delay = Number(process.env.DUMP_DELAY_MS || 0);
+process.on('SIGUSR1', () => setTimeout(() => {
+  const tag = process.env.DUMP_RANK ? '_rank' + process.env.DUMP_RANK + '_' + process.pid : '';
+  const name = dir + '/stackdump_' + Math.floor(Date.now() / 1000) + tag + '.txt';
+  fs.writeFileSync(name, 'Signal 10 at ' + new Date().toISOString().replace('Z', '') + 'Z\\n--- Thread: MainThread (1) ---\\n  pid ' + process.pid + '\\n');
+}, delay));
+process.on('SIGINT', () => process.exit(130));
+setInterval(() => {}, 1000);
+process.stdout.write('ready\\n');
+`;
+
+/**
+ * A temp dir that is a run dir as far as nsa-top's writes go (src/trainer/control/ownfiles.ts writes only
+ * into a directory that holds a run): it carries an (empty) train.log.
+ */
+export function tempDir(tag: string): string {
+  const d = mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`));
+  writeFileSync(join(d, 'train.log'), '');
+  return d;
+}
+
+export interface Kid {
+  child: ChildProcess;
+  pid: number;
+  startTime: string;
+  exited: Promise<{ code: number | null; signal: string | null }>;
+}
+
+// The kids are shaped like nsa-top's reference ranks (`node …/nsa-top.js train --rank-worker` with
+// RANK and NSA_TOP_RUN_DIR in their environment): control only signals processes that prove they
+// are ranks of the run.
+let kidScript: string | null = null;
+function kidScriptPath(): string {
+  if (!kidScript) {
+    const d = mkdtempSync(join(tmpdir(), 'nsa-top-kid-'));
+    kidScript = join(d, 'nsa-top.js');
+    writeFileSync(kidScript, CHILD);
+  }
+  return kidScript;
+}
+
+export async function startKid(host: Host, dir: string, argv0?: string, env: Record<string, string> = {}): Promise<Kid> {
+  const child = spawn(process.execPath, [kidScriptPath(), 'train', '--rank-worker'], {
+    argv0,
+    env: { ...process.env, DUMP_DIR: dir, RANK: env.DUMP_RANK ?? '0', NSA_TOP_RUN_DIR: dir, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', () => reject(new Error('child exited early')));
+  });
+  const info = await readProc(host, child.pid!);
+  if (!info) throw new Error('child not visible in /proc');
+  return { child, pid: child.pid!, startTime: info.startTime, exited };
+}
+
+export function killKids(kids: Kid[]): void {
+  for (const k of kids) {
+    try {
+      process.kill(k.pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+    if (k.child.exitCode === null && k.child.signalCode === null) k.child.kill('SIGKILL');
+  }
+}
+
+/** A checkpoint in the reference format's framing: payload | u32 CRC | "NSACKEND". */
+export function nsaCheckpoint(payload: Buffer): Buffer {
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(crc32(payload) >>> 0);
+  return Buffer.concat([payload, crc, Buffer.from('NSACKEND')]);
+}
