@@ -23,7 +23,11 @@ function stat(pid: number): { self: number; children: number; rssMiB: number } |
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-    return { self: (Number(f[11]) + Number(f[12])) / TICK, children: (Number(f[13]) + Number(f[14])) / TICK, rssMiB: rss };
+    return {
+      self: (Number(f[11]) + Number(f[12])) / TICK,
+      children: (Number(f[13]) + Number(f[14])) / TICK,
+      rssMiB: rss,
+    };
   } catch {
     return null;
   }
@@ -32,7 +36,11 @@ function stat(pid: number): { self: number; children: number; rssMiB: number } |
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const dir = mkdtempSync(join(tmpdir(), 'nsa-top-bench-cockpit-'));
 const out = join(dir, 'run');
-const trainer = spawn(process.execPath, [BIN, 'train', '--out', out, '--ranks', '2', '--steps', '100000', '--log-every', '5', '--save-every', '0'], { stdio: 'ignore' });
+const trainer = spawn(
+  process.execPath,
+  [BIN, 'train', '--out', out, '--ranks', '2', '--steps', '100000', '--log-every', '5', '--save-every', '0'],
+  { stdio: 'ignore' },
+);
 let cockpit: pty.IPty | null = null;
 try {
   // wait for the run to be live
@@ -86,8 +94,13 @@ try {
   const fmt = (w: { from: number; wall: number }) => `${w.from.toFixed(0)}–${(w.from + w.wall).toFixed(0)} s`;
   console.log(`cockpit on a live 2-rank reference run, 120x40, 1 s refresh (load average ${loadavg})`);
   console.log(`  metric                               first minute  steady state   target`);
-  console.log(`  window after start                   ${fmt(first).padStart(12)}  ${(steady ? fmt(steady) : '–').padStart(12)}`);
-  const row = (name: string, f: (w: typeof first) => string, target: string) => console.log(`  ${name.padEnd(36)} ${f(first).padStart(12)}  ${(steady ? f(steady) : '–').padStart(12)}   ${target}`);
+  console.log(
+    `  window after start                   ${fmt(first).padStart(12)}  ${(steady ? fmt(steady) : '–').padStart(12)}`,
+  );
+  const row = (name: string, f: (w: typeof first) => string, target: string) =>
+    console.log(
+      `  ${name.padEnd(36)} ${f(first).padStart(12)}  ${(steady ? f(steady) : '–').padStart(12)}   ${target}`,
+    );
   row('CPU, nsa-top process (% of 1 core)', (w) => `${w.selfPct.toFixed(2)} %`, '<= 0.5 %');
   row('CPU incl. commands it ran', (w) => `${w.allPct.toFixed(2)} %`, '');
   row('terminal output', (w) => `${w.kibPerS.toFixed(1)} KiB/s`, '');

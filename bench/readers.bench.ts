@@ -110,9 +110,16 @@ function writeRun(dir: string, target: { lines?: number; bytes?: number }): numb
   mkdirSync(dir, { recursive: true });
   const lines = writeHeartbeat(join(dir, 'heartbeat_rank0.jsonl'), target);
   let csv = '';
-  for (let step = 1; step <= STEPS; step++) csv += `${step},${(5.5 - Math.log1p(step) / 5).toFixed(6)},${(2e-4).toExponential(6)},${9000 + (step % 500)}\n`;
+  for (let step = 1; step <= STEPS; step++)
+    csv += `${step},${(5.5 - Math.log1p(step) / 5).toFixed(6)},${(2e-4).toExponential(6)},${9000 + (step % 500)}\n`;
   writeFileSync(join(dir, 'training.csv'), csv);
-  writeFileSync(join(dir, 'env.json'), JSON.stringify({ torch: '2.4', env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '1', NSA_PREFILL_BATCHED: '1' } }));
+  writeFileSync(
+    join(dir, 'env.json'),
+    JSON.stringify({
+      torch: '2.4',
+      env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '1', NSA_PREFILL_BATCHED: '1' },
+    }),
+  );
   writeFileSync(
     join(dir, 'config.yaml'),
     'model: {dim: 768, n_layers: 12, n_heads: 12, n_kv_groups: 2, d_k: 64, d_v: 64}\nnsa: {l: 32, d: 16, l_sel: 64, n_sel: 16, w: 512}\ntrain: {steps: 50000, seq_len: 2048, batch_size: 2, lr: 2.0e-4, log_every: 1, save_every: 5000, seed: 1, out_dir: x}\n',
@@ -137,7 +144,13 @@ function statusVsNode(dir: string): string[] {
   const load = medianMs([BIN, 'status', '--help']);
   const json = medianMs([BIN, 'status', dir, '--json']);
   const table = medianMs([BIN, 'status', dir]);
-  return [`${node.toFixed(0)} ms`, `${load.toFixed(0)} ms`, `${json.toFixed(0)} ms`, `${table.toFixed(0)} ms`, `${(json / node).toFixed(2)} ×`];
+  return [
+    `${node.toFixed(0)} ms`,
+    `${load.toFixed(0)} ms`,
+    `${json.toFixed(0)} ms`,
+    `${table.toFixed(0)} ms`,
+    `${(json / node).toFixed(2)} ×`,
+  ];
 }
 const statusRows: string[][] = [];
 
@@ -155,8 +168,16 @@ try {
   const childJs = join(root, 'child.mjs');
   writeFileSync(childTs, CHILD);
   const esbuild = await import('esbuild');
-  await esbuild.build({ entryPoints: [childTs], bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile: childJs, logLevel: 'error',
-    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" } });
+  await esbuild.build({
+    entryPoints: [childTs],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile: childJs,
+    logLevel: 'error',
+    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+  });
 
   const scenarios: { name: string; target: { lines?: number; bytes?: number } }[] = [
     { name: '1k lines', target: { lines: 1_000 } },
@@ -170,7 +191,22 @@ try {
     const lines = writeRun(dir, sc.target);
     const size = statSync(join(dir, 'heartbeat_rank0.jsonl')).size;
     const gen = performance.now() - g0;
-    const r = spawnSync(process.execPath, [...(process.env.NSA_BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), childJs, dir], { encoding: 'utf8', maxBuffer: 16 * MB, env: { ...process.env, ...(process.env.NSA_BENCH_CHILD_ENV ? Object.fromEntries(process.env.NSA_BENCH_CHILD_ENV.split(',').map((kv) => kv.split('=') as [string, string])) : {}) } });
+    const r = spawnSync(
+      process.execPath,
+      [...(process.env.NSA_BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), childJs, dir],
+      {
+        encoding: 'utf8',
+        maxBuffer: 16 * MB,
+        env: {
+          ...process.env,
+          ...(process.env.NSA_BENCH_CHILD_ENV
+            ? Object.fromEntries(
+                process.env.NSA_BENCH_CHILD_ENV.split(',').map((kv) => kv.split('=') as [string, string]),
+              )
+            : {}),
+        },
+      },
+    );
     if (r.status !== 0) throw new Error(`child failed: ${r.stderr}`);
     if (process.env.NSA_BENCH_VERBOSE) console.log(sc.name, r.stderr.trim());
     const j = JSON.parse(r.stdout.trim().split('\n').pop()!);
@@ -190,19 +226,46 @@ try {
     statusRows.push([sc.name, ...statusVsNode(dir)]);
     rmSync(dir, { recursive: true, force: true });
   }
-  const head = ['heartbeat', 'node base', 'lines', 'size', 'first snapshot (CPU)', 'RSS at first', 'peak RSS incl. backfill', 'full history / polls', 'poll idle / +1 step', 'step · segments · errors', 'generate'];
+  const head = [
+    'heartbeat',
+    'node base',
+    'lines',
+    'size',
+    'first snapshot (CPU)',
+    'RSS at first',
+    'peak RSS incl. backfill',
+    'full history / polls',
+    'poll idle / +1 step',
+    'step · segments · errors',
+    'generate',
+  ];
   const all = [head, ...rows];
   const w = head.map((_, i) => Math.max(...all.map((r) => r[i]!.length)));
   for (const r of all) console.log(r.map((c, i) => c.padEnd(w[i]!)).join('  '));
-  console.log(`machine: ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} (times scale with the load)`);
+  console.log(
+    `machine: ${cpus().length} cores, load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} (times scale with the load)`,
+  );
   console.log('targets: first snapshot <= 250 ms, RSS <= 100 MB, flat from 1k to 1M+ lines (node baseline included)');
-  console.log('"full history" polls back to back (no cockpit interval): the peak there is GC slack of a 1 GB parse at full speed');
+  console.log(
+    '"full history" polls back to back (no cockpit interval): the peak there is GC slack of a 1 GB parse at full speed',
+  );
   console.log('');
-  const sHead = ['heartbeat', 'bare `node -e \'\'`', '`status --help` (loading only)', '`status --json`', '`status` (table)', 'ratio json / node'];
+  const sHead = [
+    'heartbeat',
+    "bare `node -e ''`",
+    '`status --help` (loading only)',
+    '`status --json`',
+    '`status` (table)',
+    'ratio json / node',
+  ];
   const sAll = [sHead, ...statusRows];
   const sw = sHead.map((_, i) => Math.max(...sAll.map((r) => r[i]!.length)));
   for (const r of sAll) console.log(r.map((c, i) => c.padEnd(sw[i]!)).join('  '));
-  console.log('target: `nsa-top status` answers from the tail in <= 3 x a bare node start (medians of 5 runs; the process table is read too)');
+  console.log(
+    'target: `nsa-top status` answers from the tail in <= 3 x a bare node start (medians of 5 runs; the process table is read too)',
+  );
 } finally {
   cleanup();
 }

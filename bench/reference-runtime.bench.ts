@@ -50,10 +50,24 @@ async function viaTrainer(): Promise<{ cpu: number; wall: number }> {
     process.stdout.write = (() => true) as typeof process.stdout.write;
     const c0 = process.cpuUsage();
     const t0 = performance.now();
-    const code = await runTrain(['--out', join(dir, 'run'), '--steps', String(STEPS + 1), '--log-every', '1', '--save-every', '10', '--eval-every', '0'], {
-      selfCommand: [],
-      packageRoot: root,
-    });
+    const code = await runTrain(
+      [
+        '--out',
+        join(dir, 'run'),
+        '--steps',
+        String(STEPS + 1),
+        '--log-every',
+        '1',
+        '--save-every',
+        '10',
+        '--eval-every',
+        '0',
+      ],
+      {
+        selfCommand: [],
+        packageRoot: root,
+      },
+    );
     const c = process.cpuUsage(c0);
     if (code !== 0) throw new Error(`trainer exited ${code}`);
     return { cpu: (c.user + c.system) / 1e6, wall: (performance.now() - t0) / 1000 };
@@ -66,9 +80,26 @@ async function viaTrainer(): Promise<{ cpu: number; wall: number }> {
 function ranksRun(ranks: number): number {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-bench-'));
   try {
-    const r = spawnSync(process.execPath, [join(root, 'bin/nsa-top.js'), 'train', '--out', join(dir, 'run'), '--steps', String(STEPS), '--log-every', '1', '--save-every', '0', '--ranks', String(ranks)], {
-      encoding: 'utf8',
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        join(root, 'bin/nsa-top.js'),
+        'train',
+        '--out',
+        join(dir, 'run'),
+        '--steps',
+        String(STEPS),
+        '--log-every',
+        '1',
+        '--save-every',
+        '0',
+        '--ranks',
+        String(ranks),
+      ],
+      {
+        encoding: 'utf8',
+      },
+    );
     if (r.status !== 0) throw new Error(`--ranks ${ranks} exited ${r.status}: ${r.stderr}`);
     const rows = readFileSync(join(dir, 'run/training.csv'), 'utf8').trim().split('\n').slice(5);
     const tps = rows.map((l) => Number(l.split(',')[3]));
@@ -91,8 +122,14 @@ const rows = [
   ['bare model loop', (tokA / a.cpu).toFixed(0), (tokA / a.wall).toFixed(0)],
   ['nsa-top train (in-process, all writes)', (tokB / b.cpu).toFixed(0), (tokB / b.wall).toFixed(0)],
 ];
-console.log(`default config (dim 64, 2 layers, 2 heads, seq ${S}, batch ${B}), ${STEPS} steps; load average ${load0.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`);
+console.log(
+  `default config (dim 64, 2 layers, 2 heads, seq ${S}, batch ${B}), ${STEPS} steps; load average ${load0.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`,
+);
 console.log('run                                      tok/s per CPU-s   tok/s wall');
 for (const r of rows) console.log(`${r[0]!.padEnd(40)} ${r[1]!.padStart(15)}   ${r[2]!.padStart(10)}`);
-console.log(`runtime cost: trainer/bare per CPU-s = ${(tokB / b.cpu / (tokA / a.cpu)).toFixed(3)} (1.0 = free; includes startup and checkpoints)`);
-console.log(`--ranks 1: ${r1.toFixed(0)} tok/s   --ranks 2: ${r2.toFixed(0)} tok/s (trainers' own toks_per_s, wall)   ratio ${(r2 / r1).toFixed(2)}`);
+console.log(
+  `runtime cost: trainer/bare per CPU-s = ${(tokB / b.cpu / (tokA / a.cpu)).toFixed(3)} (1.0 = free; includes startup and checkpoints)`,
+);
+console.log(
+  `--ranks 1: ${r1.toFixed(0)} tok/s   --ranks 2: ${r2.toFixed(0)} tok/s (trainers' own toks_per_s, wall)   ratio ${(r2 / r1).toFixed(2)}`,
+);

@@ -40,7 +40,23 @@ function median(xs: number[]): number {
 /** the host without its watch-loop shortcut for the process table: what the naive way costs */
 function withoutLight(h: SshHost): Host {
   const o: Record<string, unknown> = { kind: h.kind, label: h.label };
-  for (const k of ['connState', 'stat', 'list', 'readRange', 'readFile', 'pollDir', 'exec', 'stream', 'signal', 'writeFile', 'appendFile', 'mkdirp', 'remove', 'now', 'close'] as const) {
+  for (const k of [
+    'connState',
+    'stat',
+    'list',
+    'readRange',
+    'readFile',
+    'pollDir',
+    'exec',
+    'stream',
+    'signal',
+    'writeFile',
+    'appendFile',
+    'mkdirp',
+    'remove',
+    'now',
+    'close',
+  ] as const) {
     o[k] = (h[k] as (...a: unknown[]) => unknown).bind(h);
   }
   return o as unknown as Host;
@@ -63,20 +79,34 @@ async function scenario(host: SshHost, name: string, busy: boolean, naive: boole
   const procHost = withoutLight(host);
   await findRunProcesses(naive ? procHost : host, runDir, { heartbeatPids: [] });
   const offsets = new Map<string, number>();
-  if (naive) for (const f of [csv, hb, join(runDir, 'train.log'), join(runDir, 'k_stats.csv'), join(runDir, 'fallback_counters.csv')]) offsets.set(f, readFileSync(f).length);
+  if (naive)
+    for (const f of [
+      csv,
+      hb,
+      join(runDir, 'train.log'),
+      join(runDir, 'k_stats.csv'),
+      join(runDir, 'fallback_counters.csv'),
+    ])
+      offsets.set(f, readFileSync(f).length);
   let step = 10_000;
   const writer = busy
     ? setInterval(() => {
         step++;
         appendFileSync(csv, `${step},2.5,0.0003,1234\n`);
-        appendFileSync(hb, `${JSON.stringify({ ts: Date.now() / 1000, iso: new Date().toISOString(), pid: 1, rank: 0, step, msg: 'progress', loss: 2.5, toks_per_s: 1234 })}\n`);
+        appendFileSync(
+          hb,
+          `${JSON.stringify({ ts: Date.now() / 1000, iso: new Date().toISOString(), pid: 1, rank: 0, step, msg: 'progress', loss: 2.5, toks_per_s: 1234 })}\n`,
+        );
       }, 50)
     : null;
   let mon: GpuMonitor | null = null;
   if (gpu) {
     const smiDir = join(dir, 'smi');
     cpSync(join(FAKE_SMI, 'a100x2'), smiDir, { recursive: true });
-    mon = new GpuMonitor(host, { intervalMs: PERIOD_MS, env: { PATH: `${join(FAKE_SMI, 'bin')}:/usr/local/bin:/usr/bin:/bin`, NSA_FAKE_SMI_DIR: smiDir } });
+    mon = new GpuMonitor(host, {
+      intervalMs: PERIOD_MS,
+      env: { PATH: `${join(FAKE_SMI, 'bin')}:/usr/local/bin:/usr/bin:/bin`, NSA_FAKE_SMI_DIR: smiDir },
+    });
     await mon.start();
   }
   const s0 = host.stats();
@@ -120,7 +150,9 @@ async function scenario(host: SshHost, name: string, busy: boolean, naive: boole
 }
 
 const sshd = await startSshd();
-console.log(`ssh server: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : 'ssh2 Server fallback'} on loopback; ${REFRESHES} refreshes every ${PERIOD_MS} ms per scenario`);
+console.log(
+  `ssh server: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : 'ssh2 Server fallback'} on loopback; ${REFRESHES} refreshes every ${PERIOD_MS} ms per scenario`,
+);
 const rows: Row[] = [];
 try {
   for (const [name, busy, naive, gpu] of [
@@ -141,11 +173,24 @@ try {
   await sshd.stop();
 }
 const fmt = (n: number, d = 0) => n.toFixed(d).padStart(10);
-console.log(`\n${'scenario'.padEnd(38)}${'chan/ref'.padStart(10)}${'B in/ref'.padStart(10)}${'files'.padStart(10)}${'procs'.padStart(10)}${'other'.padStart(10)}${'B out/ref'.padStart(10)}${'median ms'.padStart(10)}`);
-for (const r of rows) console.log(`${r.scenario.padEnd(38)}${fmt(r.channels, 1)}${fmt(r.bytesIn)}${fmt(r.filesIn)}${fmt(r.procsIn)}${fmt(r.bytesIn - r.filesIn - r.procsIn)}${fmt(r.bytesOut)}${fmt(r.medianMs)}`);
+console.log(
+  `\n${'scenario'.padEnd(38)}${'chan/ref'.padStart(10)}${'B in/ref'.padStart(10)}${'files'.padStart(10)}${'procs'.padStart(10)}${'other'.padStart(10)}${'B out/ref'.padStart(10)}${'median ms'.padStart(10)}`,
+);
+for (const r of rows)
+  console.log(
+    `${r.scenario.padEnd(38)}${fmt(r.channels, 1)}${fmt(r.bytesIn)}${fmt(r.filesIn)}${fmt(r.procsIn)}${fmt(r.bytesIn - r.filesIn - r.procsIn)}${fmt(r.bytesOut)}${fmt(r.medianMs)}`,
+  );
 const w = rows[1]!;
 const n = rows[3]!;
-console.log(`\nbusy run: the watch loop opens ${w.channels.toFixed(1)} channels per refresh vs ${n.channels.toFixed(1)} the naive way; refresh median ${w.medianMs.toFixed(0)} ms vs ${n.medianMs.toFixed(0)} ms (${(n.medianMs / Math.max(w.medianMs, 1)).toFixed(0)}x); bytes in ${(n.bytesIn / Math.max(w.bytesIn, 1)).toFixed(1)}x fewer`);
-console.log('B in = all bytes received per refresh (SSH framing included) = files (during the pollDir round / naive reads) + procs (the process-table command;');
-console.log('it grows with the trainer-looking processes on the box) + other (watch-loop frames and telemetry streams arriving between refreshes).');
-console.log('GPU telemetry holds 2 long-lived channels opened once at start: 0 channels per refresh; its bytes land in "other".');
+console.log(
+  `\nbusy run: the watch loop opens ${w.channels.toFixed(1)} channels per refresh vs ${n.channels.toFixed(1)} the naive way; refresh median ${w.medianMs.toFixed(0)} ms vs ${n.medianMs.toFixed(0)} ms (${(n.medianMs / Math.max(w.medianMs, 1)).toFixed(0)}x); bytes in ${(n.bytesIn / Math.max(w.bytesIn, 1)).toFixed(1)}x fewer`,
+);
+console.log(
+  'B in = all bytes received per refresh (SSH framing included) = files (during the pollDir round / naive reads) + procs (the process-table command;',
+);
+console.log(
+  'it grows with the trainer-looking processes on the box) + other (watch-loop frames and telemetry streams arriving between refreshes).',
+);
+console.log(
+  'GPU telemetry holds 2 long-lived channels opened once at start: 0 channels per refresh; its bytes land in "other".',
+);

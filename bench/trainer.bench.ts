@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { loadKernels } from '../src/trainer/reference/kernels/index.js';
-import { AdamW, clipGradNorm, createModel, defaultModelConfig, lrAt, type ModelConfig } from '../src/trainer/reference/model/index.js';
+import {
+  AdamW,
+  clipGradNorm,
+  createModel,
+  defaultModelConfig,
+  lrAt,
+  type ModelConfig,
+} from '../src/trainer/reference/model/index.js';
 
 type KernelMode = 'wasm' | 'js';
 const here = fileURLToPath(import.meta.url);
@@ -24,8 +31,10 @@ async function trainer(cfg: ModelConfig, batch: number, kernels: KernelMode) {
   const mask = new Uint8Array(m.params.length);
   for (const e of m.layout) if (e.decay) mask.fill(1, e.offset, e.offset + e.size);
   const opt = new AdamW(m.params.length, { weightDecay: 0.1, decayMask: mask });
-  const S = cfg.seqLen, tok = new Uint8Array(batch * S);
-  let pos = 0, step = 0;
+  const S = cfg.seqLen,
+    tok = new Uint8Array(batch * S);
+  let pos = 0,
+    step = 0;
   const one = () => {
     for (let b = 0; b < batch; b++) {
       if (pos + S > corpus.length) pos = 0;
@@ -43,30 +52,51 @@ async function trainer(cfg: ModelConfig, batch: number, kernels: KernelMode) {
 
 async function child(spec: { cfg: ModelConfig; batch: number; kernels: KernelMode; steps: number }) {
   const t = await trainer(spec.cfg, spec.batch, spec.kernels);
-  t.one(); t.one();
+  t.one();
+  t.one();
   process.stdout.write('ready\n');
   const rl = createInterface({ input: process.stdin });
   await new Promise<void>((res) => rl.once('line', () => res()));
   rl.close();
-  const t0 = performance.now(), c0 = process.cpuUsage();
+  const t0 = performance.now(),
+    c0 = process.cpuUsage();
   for (let i = 0; i < spec.steps; i++) t.one();
-  const secs = (performance.now() - t0) / 1000, cpu = process.cpuUsage(c0).user / 1e6;
-  process.stdout.write(JSON.stringify({ tokens: spec.steps * spec.batch * spec.cfg.seqLen, secs, cpu, kernels: t.model.kernels }) + '\n');
+  const secs = (performance.now() - t0) / 1000,
+    cpu = process.cpuUsage(c0).user / 1e6;
+  process.stdout.write(
+    JSON.stringify({ tokens: spec.steps * spec.batch * spec.cfg.seqLen, secs, cpu, kernels: t.model.kernels }) + '\n',
+  );
 }
 
 /** Aggregate tok/s of `ranks` concurrent processes, each training on batch/ranks rows. */
-interface Rate { wall: number; cpu: number }
+interface Rate {
+  wall: number;
+  cpu: number;
+}
 
-async function ranksTokPerSec(cfg: ModelConfig, batch: number, ranks: number, kernels: KernelMode, steps: number): Promise<Rate> {
+async function ranksTokPerSec(
+  cfg: ModelConfig,
+  batch: number,
+  ranks: number,
+  kernels: KernelMode,
+  steps: number,
+): Promise<Rate> {
   const spec = JSON.stringify({ cfg, batch: batch / ranks, kernels, steps });
-  const kids = Array.from({ length: ranks }, () => spawn(process.execPath, ['--import', 'tsx', here, '--child', spec], { stdio: ['pipe', 'pipe', 'inherit'] }));
+  const kids = Array.from({ length: ranks }, () =>
+    spawn(process.execPath, ['--import', 'tsx', here, '--child', spec], { stdio: ['pipe', 'pipe', 'inherit'] }),
+  );
   const lines = kids.map((k) => createInterface({ input: k.stdout! })[Symbol.asyncIterator]());
   try {
     for (const l of lines) if ((await l.next()).value !== 'ready') throw new Error('bench child did not start');
     for (const k of kids) k.stdin!.write('go\n');
     const total = { wall: 0, cpu: 0 };
     for (const l of lines) {
-      const r = JSON.parse((await l.next()).value as string) as { tokens: number; secs: number; cpu: number; kernels: string };
+      const r = JSON.parse((await l.next()).value as string) as {
+        tokens: number;
+        secs: number;
+        cpu: number;
+        kernels: string;
+      };
       if (r.kernels !== kernels) throw new Error(`child ran ${r.kernels} kernels, asked for ${kernels}`);
       total.wall += r.tokens / r.secs;
       total.cpu += r.tokens / r.cpu;
@@ -80,7 +110,8 @@ async function ranksTokPerSec(cfg: ModelConfig, batch: number, ranks: number, ke
 async function singleTokPerSec(cfg: ModelConfig, batch: number, kernels: KernelMode, steps: number): Promise<Rate> {
   const t = await trainer(cfg, batch, kernels);
   t.one();
-  const t0 = performance.now(), c0 = process.cpuUsage();
+  const t0 = performance.now(),
+    c0 = process.cpuUsage();
   for (let i = 0; i < steps; i++) t.one();
   const tokens = steps * batch * cfg.seqLen;
   return { wall: tokens / ((performance.now() - t0) / 1000), cpu: tokens / (process.cpuUsage(c0).user / 1e6) };
@@ -95,18 +126,43 @@ async function endToEnd(kernels: KernelMode, steps: number): Promise<string> {
   const bin = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
   const out = mkdtempSync(join(tmpdir(), 'nsa-bench-train-'));
   try {
-    const child = spawn(process.execPath, [bin, 'train', '--out', join(out, 'run'), '--steps', String(steps), '--ranks', '2', '--log-every', '1',
-      '--save-every', '0', '--eval-every', '0', '--kernels', kernels], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        bin,
+        'train',
+        '--out',
+        join(out, 'run'),
+        '--steps',
+        String(steps),
+        '--ranks',
+        '2',
+        '--log-every',
+        '1',
+        '--save-every',
+        '0',
+        '--eval-every',
+        '0',
+        '--kernels',
+        kernels,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let err = '';
-    child.stderr!.on('data', (d: Buffer) => { err = (err + d.toString()).slice(-400); });
+    child.stderr!.on('data', (d: Buffer) => {
+      err = (err + d.toString()).slice(-400);
+    });
     const code = await new Promise<number | null>((res) => child.on('exit', (c) => res(c)));
     if (code !== 0) return `n/a (exit ${code}: ${err.trim().split('\n').pop() ?? ''})`;
-    const rates = readFileSync(join(out, 'run', 'heartbeat_rank0.jsonl'), 'utf8').split('\n').filter(Boolean)
+    const rates = readFileSync(join(out, 'run', 'heartbeat_rank0.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
       .map((l) => JSON.parse(l) as { msg?: string; step?: number; toks_per_s?: number })
       .filter((r) => r.msg === 'progress' && (r.step ?? 0) > Math.min(5, steps / 2) && typeof r.toks_per_s === 'number')
-      .map((r) => r.toks_per_s!).sort((a, b) => a - b);
+      .map((r) => r.toks_per_s!)
+      .sort((a, b) => a - b);
     if (rates.length === 0) return 'n/a (no progress heartbeats)';
-    return (rates[Math.floor(rates.length / 2)]!).toFixed(0);
+    return rates[Math.floor(rates.length / 2)]!.toFixed(0);
   } catch (e) {
     return `n/a (${(e as Error).message})`;
   } finally {
@@ -116,20 +172,32 @@ async function endToEnd(kernels: KernelMode, steps: number): Promise<string> {
 
 async function gemmGflops(kind: KernelMode, M: number, K: number, N: number, transA: boolean): Promise<Rate> {
   const k = await loadKernels(kind);
-  const a = k.base, b = a + M * K, c = b + K * N;
+  const a = k.base,
+    b = a + M * K,
+    c = b + K * N;
   k.ensure(c + M * N + 16);
   for (let i = 0; i < M * K + K * N; i++) k.f[a + i] = Math.sin(i);
   // transA: C[M,N] = Aᵀ·B with A stored [K,M] (the weight-gradient shape)
-  const run = () => transA ? k.gemm(a, 1, M, b, N, c, N, M, N, K, false) : k.gemm(a, K, 1, b, N, c, N, M, N, K, false);
+  const run = () =>
+    transA ? k.gemm(a, 1, M, b, N, c, N, M, N, K, false) : k.gemm(a, K, 1, b, N, c, N, M, N, K, false);
   run();
   let reps = 0;
-  const t0 = performance.now(), c0 = process.cpuUsage();
-  while (performance.now() - t0 < (kind === 'wasm' ? 300 : 600)) { run(); reps++; }
+  const t0 = performance.now(),
+    c0 = process.cpuUsage();
+  while (performance.now() - t0 < (kind === 'wasm' ? 300 : 600)) {
+    run();
+    reps++;
+  }
   const flop = 2 * M * K * N * reps;
   return { wall: flop / ((performance.now() - t0) / 1000) / 1e9, cpu: flop / (process.cpuUsage(c0).user / 1e6) / 1e9 };
 }
 
-async function secondsTo(target: number, cfg: ModelConfig, batch: number, limitS: number): Promise<{ secs: number; steps: number; loss: number }> {
+async function secondsTo(
+  target: number,
+  cfg: ModelConfig,
+  batch: number,
+  limitS: number,
+): Promise<{ secs: number; steps: number; loss: number }> {
   const t = await trainer(cfg, batch, 'wasm');
   const window: number[] = [];
   const t0 = performance.now();
@@ -148,8 +216,13 @@ async function main() {
   const fmt = (x: number, d = 0) => x.toFixed(d);
   const both = (r: Rate, d = 0) => `${fmt(r.wall, d)} (${fmt(r.cpu, d)})`;
   const ratio = (a: Rate, b: Rate) => `${fmt(a.wall / b.wall, 1)}× (${fmt(a.cpu / b.cpu, 1)}×)`;
-  for (const [label, M, K, N, tA] of [['matmul 512×64·64×256', 512, 64, 256, false], ['matmul 512×256·256×64', 512, 256, 64, false], ['matmul ᵀ 64×512·512×256 (dW)', 64, 512, 256, true]] as const) {
-    const w = await gemmGflops('wasm', M, K, N, tA), j = await gemmGflops('js', M, K, N, tA);
+  for (const [label, M, K, N, tA] of [
+    ['matmul 512×64·64×256', 512, 64, 256, false],
+    ['matmul 512×256·256×64', 512, 256, 64, false],
+    ['matmul ᵀ 64×512·512×256 (dW)', 64, 512, 256, true],
+  ] as const) {
+    const w = await gemmGflops('wasm', M, K, N, tA),
+      j = await gemmGflops('js', M, K, N, tA);
     rows.push([`${label} GFLOP/s`, both(w, 1), both(j, 2), ratio(w, j)]);
   }
   const def = defaultModelConfig();
@@ -159,7 +232,8 @@ async function main() {
   const w2 = await ranksTokPerSec(def, 8, 2, 'wasm', 30);
   const j2 = await ranksTokPerSec(def, 8, 2, 'js', 3);
   rows.push(['default cfg, 2 ranks × batch 4 tok/s', both(w2), both(j2), ratio(w2, j2)]);
-  const ew = await endToEnd('wasm', 60), ej = await endToEnd('js', 10);
+  const ew = await endToEnd('wasm', 60),
+    ej = await endToEnd('js', 10);
   const er = Number(ew) / Number(ej);
   rows.push(['nsa-top train --ranks 2, median toks_per_s', ew, ej, Number.isFinite(er) ? `${fmt(er, 1)}×` : 'n/a']);
   const alt: ModelConfig = { ...def, nHeads: 4, dK: 16, dV: 16, seqLen: 256 };
@@ -177,14 +251,22 @@ async function main() {
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const r of rows) console.log(line(r));
   console.log('');
-  console.log(`1-min load average ${fmt(load0, 1)} → ${fmt(load1, 1)} on ${2} cores here: wall-clock rates are only comparable with each other within this run.`);
-  console.log(`forward+backward FLOPs/token (default cfg): ${fmt(m.flopsPerToken() / 1e3)} k  →  2-rank wasm ≈ ${fmt((w2.wall * m.flopsPerToken()) / 1e9, 1)} GFLOP/s wall`);
+  console.log(
+    `1-min load average ${fmt(load0, 1)} → ${fmt(load1, 1)} on ${2} cores here: wall-clock rates are only comparable with each other within this run.`,
+  );
+  console.log(
+    `forward+backward FLOPs/token (default cfg): ${fmt(m.flopsPerToken() / 1e3)} k  →  2-rank wasm ≈ ${fmt((w2.wall * m.flopsPerToken()) / 1e9, 1)} GFLOP/s wall`,
+  );
   const verdict = (x: number) => (x >= 8000 ? 'MET' : 'MISSED');
-  console.log(`target ≥ 8000 tok/s on 2 cores with wasm: wall-clock ${verdict(w2.wall)} (${fmt(w2.wall)} tok/s, ${fmt(w2.wall / 8000, 2)}×);` +
-    ` on two idle cores ${verdict(w2.cpu)} (${fmt(w2.cpu)} tok/s, ${fmt(w2.cpu / 8000, 2)}×);` +
-    ` end to end (nsa-top train --ranks 2, wall-clock) ${Number.isFinite(Number(ew)) ? `${verdict(Number(ew))} (${ew} tok/s)` : ew}`);
-  console.log(`loss on Pride and Prejudice (1 process, batch 8, wasm): mean of 10 steps ${to.loss < 2.7 ? '< 2.7' : '= ' + to.loss.toFixed(3)} after ${to.steps} steps, ${fmt(to.secs, 1)} s` +
-    ` (bar: within about a minute: ${to.loss < 2.7 && to.secs <= 60 ? 'MET' : 'MISSED'})`);
+  console.log(
+    `target ≥ 8000 tok/s on 2 cores with wasm: wall-clock ${verdict(w2.wall)} (${fmt(w2.wall)} tok/s, ${fmt(w2.wall / 8000, 2)}×);` +
+      ` on two idle cores ${verdict(w2.cpu)} (${fmt(w2.cpu)} tok/s, ${fmt(w2.cpu / 8000, 2)}×);` +
+      ` end to end (nsa-top train --ranks 2, wall-clock) ${Number.isFinite(Number(ew)) ? `${verdict(Number(ew))} (${ew} tok/s)` : ew}`,
+  );
+  console.log(
+    `loss on Pride and Prejudice (1 process, batch 8, wasm): mean of 10 steps ${to.loss < 2.7 ? '< 2.7' : '= ' + to.loss.toFixed(3)} after ${to.steps} steps, ${fmt(to.secs, 1)} s` +
+      ` (bar: within about a minute: ${to.loss < 2.7 && to.secs <= 60 ? 'MET' : 'MISSED'})`,
+  );
 }
 
 if (process.argv[2] === '--child') await child(JSON.parse(process.argv[3]!));

@@ -27,8 +27,16 @@ function cleanup(): void {
 }
 process.on('exit', cleanup);
 
-function spawnOut(cmd: string[], env: Record<string, string> = {}, cwd?: string): { child: ChildProcess; out: () => string } {
-  const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env }, ...(cwd ? { cwd } : {}) });
+function spawnOut(
+  cmd: string[],
+  env: Record<string, string> = {},
+  cwd?: string,
+): { child: ChildProcess; out: () => string } {
+  const child = spawn(cmd[0]!, cmd.slice(1), {
+    stdio: ['ignore', 'pipe', 'ignore'],
+    env: { ...process.env, ...env },
+    ...(cwd ? { cwd } : {}),
+  });
   kids.push(child);
   let out = '';
   child.stdout!.on('data', (b) => (out += b));
@@ -86,7 +94,16 @@ async function writerRun(interval: string | null): Promise<number> {
   writeFileSync(join(repo, 'configs', 'bench.yaml'), `train: {out_dir: ${JSON.stringify(dir)}}\n`);
   const w = spawnOut(['python3', 'scripts/train_showcase.py', dir, '30'], { CONFIG: 'configs/bench.yaml' }, repo);
   await until(() => (readdirSync(dir).includes('heartbeat_rank0.jsonl') ? true : null), 5000, 'the writer');
-  const wd = spawnOut([process.execPath, BIN, 'watchdog', dir, '--stall', String(STALL_S), '--no-gpu', ...(interval ? ['--interval', interval] : [])]);
+  const wd = spawnOut([
+    process.execPath,
+    BIN,
+    'watchdog',
+    dir,
+    '--stall',
+    String(STALL_S),
+    '--no-gpu',
+    ...(interval ? ['--interval', interval] : []),
+  ]);
   await until(() => (/STOPPED/.test(w.out()) ? true : null), 20_000, 'the writer to stop');
   const alert = await until(() => stallLine(wd.out()), 60_000, 'the stall decision');
   // the last heartbeat actually written (the moment the heartbeat stopped)
@@ -100,7 +117,22 @@ async function writerRun(interval: string | null): Promise<number> {
 async function trainerHang(): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-wd-bench-train-'));
   dirs.push(dir);
-  const tr = spawnOut([process.execPath, BIN, 'train', '--out', dir, '--steps', '400', '--ranks', '2', '--log-every', '5', '--heartbeat-every', '--inject', 'hang@step=25,rank=1']);
+  const tr = spawnOut([
+    process.execPath,
+    BIN,
+    'train',
+    '--out',
+    dir,
+    '--steps',
+    '400',
+    '--ranks',
+    '2',
+    '--log-every',
+    '5',
+    '--heartbeat-every',
+    '--inject',
+    'hang@step=25,rank=1',
+  ]);
   const wd = spawnOut([process.execPath, BIN, 'watchdog', dir, '--stall', String(STALL_S), '--no-gpu']);
   const alert = await until(() => stallLine(wd.out()), 120_000, 'the stall decision (trainer)');
   let lastTs = 0;
@@ -136,7 +168,17 @@ function evaluateCost(): number {
   run.totalSteps = 100_000;
   run.stepAdvancedTs = now;
   run.stepTimeS = 0.5;
-  const mk = (f: (i: number) => number): Series => ({ recent: Array.from({ length: 2000 }, (_, i) => ({ step: 48_000 + i, t: now - (2000 - i) * 500, value: f(i), segment: 0 })), history: [], total: 50_000, nonFinite: 0 });
+  const mk = (f: (i: number) => number): Series => ({
+    recent: Array.from({ length: 2000 }, (_, i) => ({
+      step: 48_000 + i,
+      t: now - (2000 - i) * 500,
+      value: f(i),
+      segment: 0,
+    })),
+    history: [],
+    total: 50_000,
+    nonFinite: 0,
+  });
   run.series.loss = mk((i) => 3 - i * 1e-4 + Math.sin(i) * 0.05);
   run.series.toksPerS = mk(() => 9000);
   run.series.gateEntropy = mk(() => 0.9);
@@ -144,7 +186,24 @@ function evaluateCost(): number {
   run.series.collapseFrac = mk(() => 0);
   run.series.dtFetchS = mk(() => 0.01);
   run.series.memReservedMiB = mk(() => 3000);
-  run.ranks = [{ rank: 0, pid: 1, file: 'heartbeat_rank0.jsonl', bootTs: 0, lastTs: now, lastMsg: 'step_end', lastStep: 50_000, stepAdvancedTs: now, records: 1, watchdogDumps: 0, memAllocMiB: null, memReservedMiB: null, loaderEvents: [], events: {} }];
+  run.ranks = [
+    {
+      rank: 0,
+      pid: 1,
+      file: 'heartbeat_rank0.jsonl',
+      bootTs: 0,
+      lastTs: now,
+      lastMsg: 'step_end',
+      lastStep: 50_000,
+      stepAdvancedTs: now,
+      records: 1,
+      watchdogDumps: 0,
+      memAllocMiB: null,
+      memReservedMiB: null,
+      loaderEvents: [],
+      events: {},
+    },
+  ];
   const c = new Checker();
   for (let i = 0; i < 50; i++) c.evaluate({ now, run, procs: null, gpu: null });
   const n = 500;
@@ -154,18 +213,25 @@ function evaluateCost(): number {
 }
 
 async function main(): Promise<void> {
-  const a: number[] = [], b: number[] = [];
+  const a: number[] = [],
+    b: number[] = [];
   for (let i = 0; i < REPS; i++) a.push(await writerRun(null));
   for (let i = 0; i < REPS; i++) b.push(await writerRun('1'));
   const c = [await trainerHang()];
-  console.log(`watchdog stall latency: heartbeat stop → decision line, threshold ${STALL_S} s (target ≤ threshold + 1 s)`);
-  console.log(`${'case'.padEnd(44)} ${'n'.padStart(3)}  ${'min'.padStart(8)} ${'median'.padStart(8)} ${'max'.padStart(8)}  ${'late max'.padStart(8)}   ≤ +1 s`);
+  console.log(
+    `watchdog stall latency: heartbeat stop → decision line, threshold ${STALL_S} s (target ≤ threshold + 1 s)`,
+  );
+  console.log(
+    `${'case'.padEnd(44)} ${'n'.padStart(3)}  ${'min'.padStart(8)} ${'median'.padStart(8)} ${'max'.padStart(8)}  ${'late max'.padStart(8)}   ≤ +1 s`,
+  );
   console.log(row('writer stopped, default 30 s interval', a));
   console.log(row('writer stopped, --interval 1', b));
   console.log(row('reference trainer hang@step=25,rank=1', c));
   console.log('(the real scripts/_watchdog.py checks every 30 s: up to threshold + 30 s)');
   const ms = evaluateCost();
-  console.log(`Checker.evaluate on 2000-point windows: ${ms.toFixed(3)} ms per call (${((ms / 1000) * 100).toFixed(3)} % of a core at 1 Hz)`);
+  console.log(
+    `Checker.evaluate on 2000-point windows: ${ms.toFixed(3)} ms per call (${((ms / 1000) * 100).toFixed(3)} % of a core at 1 Hz)`,
+  );
 }
 
 main().then(

@@ -10,13 +10,21 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const kdir = join(root, 'src/trainer/reference/kernels');
 const asc = join(root, 'node_modules/assemblyscript/bin/asc.js');
 const args = [
-  asc, join(kdir, 'assembly/kernels.ts'),
-  '--outFile', join(kdir, 'kernels.wasm'),
-  '--enable', 'simd',
-  '-O3', '--noAssert', '--converge',
-  '--runtime', 'stub',
-  '--use', 'abort=',
-  '--initialMemory', '32',
+  asc,
+  join(kdir, 'assembly/kernels.ts'),
+  '--outFile',
+  join(kdir, 'kernels.wasm'),
+  '--enable',
+  'simd',
+  '-O3',
+  '--noAssert',
+  '--converge',
+  '--runtime',
+  'stub',
+  '--use',
+  'abort=',
+  '--initialMemory',
+  '32',
 ];
 const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit' });
 if (r.status !== 0) {

@@ -25,19 +25,25 @@ const result = await build({
   format: 'esm',
   target: 'node20',
   // everything in package.json's dependencies but BUNDLED stays external (native modules, React/Ink)
-  external: Object.keys(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).dependencies).filter((d) => !BUNDLED.includes(d)),
+  external: Object.keys(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).dependencies).filter(
+    (d) => !BUNDLED.includes(d),
+  ),
   jsx: 'automatic',
   sourcemap: 'linked',
   logLevel: 'warning',
   legalComments: 'none',
   // the bundled CommonJS (yaml) calls require('process'): give each ESM chunk a real require
-  banner: { js: "import { createRequire as __nsaTopRequire } from 'node:module'; const require = __nsaTopRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __nsaTopRequire } from 'node:module'; const require = __nsaTopRequire(import.meta.url);",
+  },
 });
 // A bundled CommonJS package reached by a dynamic import() lands in a chunk whose only export is
 // `default` (esbuild), so `const { x } = await import('pkg')` would be undefined at run time: refuse.
 for (const out of Object.keys(result.metafile.outputs)) {
   if (out.endsWith('.js') && /^export default require_/m.test(readFileSync(out, 'utf8')))
-    throw new Error(`build: ${out} is a bundled CommonJS package behind a dynamic import(); import it statically or through one of our modules`);
+    throw new Error(
+      `build: ${out} is a bundled CommonJS package behind a dynamic import(); import it statically or through one of our modules`,
+    );
 }
 // Chunks of earlier builds would pile up: remove them only after the new ones are written, so a
 // process starting during a rebuild never finds dist/cli.js or its chunks missing.

@@ -36,7 +36,9 @@ const r = spawnSync(process.execPath, args, {
   killSignal: 'SIGKILL',
 });
 if (r.error && /ETIMEDOUT/.test(String(r.error))) {
-  console.error(`run-tests: the run exceeded ${limitMin} minutes and was stopped — a test file did not exit (an open handle?)`);
+  console.error(
+    `run-tests: the run exceeded ${limitMin} minutes and was stopped — a test file did not exit (an open handle?)`,
+  );
   process.exit(1);
 }
 process.exit(r.status ?? 1);

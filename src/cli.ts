@@ -6,20 +6,53 @@ type Command = { summary: string; load: () => Promise<{ run(argv: string[]): Pro
 
 export const COMMANDS: Record<string, Command> = {
   status: { summary: 'print the run snapshot (table or --json) and exit', load: () => import('./commands/status.js') },
-  demo: { summary: 'start the reference trainer (2 ranks) in a fresh run dir and open the cockpit', load: () => import('./commands/demo.js') },
-  train: { summary: 'run the reference NSA trainer (writes the nsa-vibe contract)', load: () => import('./commands/train.js') },
-  watchdog: { summary: 'headless watchdog: rules, .anomaly_type, dumps, optional .HALT', load: () => import('./commands/watchdog.js') },
-  report: { summary: 'grade a run against the runbooks\' acceptance phases (Go/No-Go)', load: () => import('./commands/report.js') },
-  preflight: { summary: 'check a machine before a launch (GPUs, disk, stale .HALT, port, env)', load: () => import('./commands/preflight.js') },
-  launch: { summary: 'launch a run from a profile under a detached supervisor', load: () => import('./commands/launch.js') },
-  relaunch: { summary: 'relaunch a supervised run, resuming from its newest complete checkpoint', load: () => import('./commands/relaunch.js') },
+  demo: {
+    summary: 'start the reference trainer (2 ranks) in a fresh run dir and open the cockpit',
+    load: () => import('./commands/demo.js'),
+  },
+  train: {
+    summary: 'run the reference NSA trainer (writes the nsa-vibe contract)',
+    load: () => import('./commands/train.js'),
+  },
+  watchdog: {
+    summary: 'headless watchdog: rules, .anomaly_type, dumps, optional .HALT',
+    load: () => import('./commands/watchdog.js'),
+  },
+  report: {
+    summary: "grade a run against the runbooks' acceptance phases (Go/No-Go)",
+    load: () => import('./commands/report.js'),
+  },
+  preflight: {
+    summary: 'check a machine before a launch (GPUs, disk, stale .HALT, port, env)',
+    load: () => import('./commands/preflight.js'),
+  },
+  launch: {
+    summary: 'launch a run from a profile under a detached supervisor',
+    load: () => import('./commands/launch.js'),
+  },
+  relaunch: {
+    summary: 'relaunch a supervised run, resuming from its newest complete checkpoint',
+    load: () => import('./commands/relaunch.js'),
+  },
   attach: { summary: 'open the cockpit on a supervised run', load: () => import('./commands/attach.js') },
   profiles: { summary: 'list and validate launch profiles', load: () => import('./commands/profiles.js') },
-  halt: { summary: 'halt a run: now, or after its next complete checkpoint (--after-checkpoint; durable), --cancel', load: () => import('./commands/halt.js') },
-  stop: { summary: 'stop a run: the supervisor\'s escalation (.HALT, then SIGINT, then SIGKILL)', load: () => import('./commands/stop.js') },
-  dump: { summary: 'stack dump of every rank (SIGUSR1, staggered), for scripts', load: () => import('./commands/dump.js') },
+  halt: {
+    summary: 'halt a run: now, or after its next complete checkpoint (--after-checkpoint; durable), --cancel',
+    load: () => import('./commands/halt.js'),
+  },
+  stop: {
+    summary: "stop a run: the supervisor's escalation (.HALT, then SIGINT, then SIGKILL)",
+    load: () => import('./commands/stop.js'),
+  },
+  dump: {
+    summary: 'stack dump of every rank (SIGUSR1, staggered), for scripts',
+    load: () => import('./commands/dump.js'),
+  },
   supervise: { summary: '(internal) the detached supervisor process', load: () => import('./commands/supervise.js') },
-  agent: { summary: '(internal) the detached process that carries durable control requests', load: () => import('./commands/agent.js') },
+  agent: {
+    summary: '(internal) the detached process that carries durable control requests',
+    load: () => import('./commands/agent.js'),
+  },
 };
 
 export const VERSION = '0.1.0';

@@ -9,12 +9,10 @@
 // ESC-introduced sequences: CSI (ESC [ … final), OSC / DCS / SOS / PM / APC strings (up to BEL or
 // ST, or to the end when unterminated), and two-character escapes. Their 8-bit C1 forms too
 // (\x9b CSI, \x9d OSC, \x90 DCS, \x98 SOS, \x9e PM, \x9f APC).
-// eslint-disable-next-line no-control-regex
-const SEQ = /(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[ -/]*[0-~]?/g;
+const SEQ =
+  /(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[ -/]*[0-~]?/g;
 // every remaining C0 control but TAB and LF, DEL, and C1
-// eslint-disable-next-line no-control-regex
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
-// eslint-disable-next-line no-control-regex
 const ANY = /[\x00-\x1f\x7f-\x9f]/;
 
 /** true when `s` holds anything sanitize would change (the cheap test; most text has none) */
@@ -28,7 +26,11 @@ export function hasControl(s: string): boolean {
  */
 export function sanitize(s: string): string {
   if (!ANY.test(s)) return s;
-  return s.replace(SEQ, '').replace(/\t/g, '  ').replace(/\r?\n|\r/g, ' ').replace(CONTROL, '');
+  return s
+    .replace(SEQ, '')
+    .replace(/\t/g, '  ')
+    .replace(/\r?\n|\r/g, ' ')
+    .replace(CONTROL, '');
 }
 
 /** Multi-line display text (a command's whole human output): as sanitize, but line breaks kept. */
@@ -37,7 +39,6 @@ export function sanitizeText(s: string): string {
   return s.replace(SEQ, '').replace(/\r\n/g, '\n').replace(CONTROL, '');
 }
 
-// eslint-disable-next-line no-control-regex
 const JSON_C1 = /[\x7f-\x9f]/g;
 
 /**

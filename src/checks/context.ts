@@ -1,6 +1,6 @@
 // What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
 // liveness of the rank processes, the GPUs of the run. Pure.
-import type { GpuDevice, GpuTelemetry, ProcInfo, RankProc, RunProcesses } from '../remote/types.js';
+import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { isToolProcess } from '../remote/procs.js';
@@ -68,7 +68,9 @@ export interface Ctx {
 
 function beatOn(run: RunSnapshot): boolean {
   if (run.identity.flags['NSA_HEARTBEAT_EVERY'] === '1') return true;
-  return run.ranks.some((r) => (r.events?.['beat'] ?? 0) > 0 || r.lastMsg === 'beat' || (r.rank > 0 && (r.lastStep ?? 0) > 0));
+  return run.ranks.some(
+    (r) => (r.events?.['beat'] ?? 0) > 0 || r.lastMsg === 'beat' || (r.rank > 0 && (r.lastStep ?? 0) > 0),
+  );
 }
 
 export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
@@ -80,7 +82,8 @@ export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
     const dSteps: number[] = [];
     const perStep: number[] = [];
     for (let i = 1; i < pts.length; i++) {
-      const a = pts[i - 1]!, b = pts[i]!;
+      const a = pts[i - 1]!,
+        b = pts[i]!;
       const ds = b.step - a.step;
       if (ds <= 0) continue;
       dSteps.push(ds);
@@ -103,13 +106,17 @@ export function currentLaunchRanks(ranks: RankHeartbeat[]): RankHeartbeat[] {
   const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
   const boot0 = sorted.find((r) => r.rank === 0)?.bootTs ?? null;
   if (boot0 === null) return sorted;
-  return sorted.filter((r) => r.rank === 0 || r.bootTs === null || r.bootTs >= boot0 - 600_000 || (r.lastTs ?? 0) >= boot0);
+  return sorted.filter(
+    (r) => r.rank === 0 || r.bootTs === null || r.bootTs >= boot0 - 600_000 || (r.lastTs ?? 0) >= boot0,
+  );
 }
 
 export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
   const run = input.run;
   const procsKnown = !!input.procs && !input.procs.error;
-  const alive = procsKnown ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X' && !isToolProcess(r.proc)) : [];
+  const alive = procsKnown
+    ? input.procs!.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X' && !isToolProcess(r.proc))
+    : [];
   let lastHeartbeatTs: number | null = null;
   let bootTs: number | null = null;
   for (const r of run.ranks) {
@@ -118,7 +125,9 @@ export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
   }
   let lastAdvanceTs = run.stepAdvancedTs ?? run.lastProgress?.ts ?? null;
   // With per-step beats a rank's own step moves every step, between the log steps that move the run's.
-  for (const r of run.ranks) if (r.stepAdvancedTs !== null && (lastAdvanceTs === null || r.stepAdvancedTs > lastAdvanceTs)) lastAdvanceTs = r.stepAdvancedTs;
+  for (const r of run.ranks)
+    if (r.stepAdvancedTs !== null && (lastAdvanceTs === null || r.stepAdvancedTs > lastAdvanceTs))
+      lastAdvanceTs = r.stepAdvancedTs;
   if (bootTs !== null && (lastAdvanceTs === null || bootTs > lastAdvanceTs)) lastAdvanceTs = bootTs;
   let gpus: GpuDevice[] = [];
   if (input.gpu && input.gpu.status === 'ok') {
@@ -133,7 +142,11 @@ export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
     cadence: cadenceOf(run, t),
     procsKnown,
     alive,
-    launcherAlive: procsKnown && !!input.procs!.launcher && !['Z', 'X'].includes(input.procs!.launcher.state) && !isToolProcess(input.procs!.launcher),
+    launcherAlive:
+      procsKnown &&
+      !!input.procs!.launcher &&
+      !['Z', 'X'].includes(input.procs!.launcher.state) &&
+      !isToolProcess(input.procs!.launcher),
     lastHeartbeatTs,
     lastAdvanceTs,
     ended: run.ended,

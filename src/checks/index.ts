@@ -4,19 +4,57 @@ import type { RunState } from './types.js';
 import { buildCtx, type CheckInput, type Ctx } from './context.js';
 import { gatesView, gpuHealth, rankHealth } from './present.js';
 import {
-  hangVerdicts, oddRankFromDumps, ruleAnomalyFile, ruleUnreadable, ruleData, ruleExited, ruleGates, ruleGradNorm, ruleHalt, ruleIdentity,
-  ruleLoss, ruleMemory, ruleProcesses, ruleStall, ruleThroughput, stallInfo, type Draft, type MemSample,
+  hangVerdicts,
+  oddRankFromDumps,
+  ruleAnomalyFile,
+  ruleUnreadable,
+  ruleData,
+  ruleExited,
+  ruleGates,
+  ruleGradNorm,
+  ruleHalt,
+  ruleIdentity,
+  ruleLoss,
+  ruleMemory,
+  ruleProcesses,
+  ruleStall,
+  ruleThroughput,
+  stallInfo,
+  type Draft,
+  type MemSample,
 } from './rules.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { ruleSupervisor } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
-import type { Alert, ClearedAlert, Culprit, GatesView, GpuHealth, HangVerdict, Health, RankHealth, Severity } from './types.js';
+import type {
+  Alert,
+  ClearedAlert,
+  Culprit,
+  GatesView,
+  GpuHealth,
+  HangVerdict,
+  Health,
+  RankHealth,
+  Severity,
+} from './types.js';
 
 export type { CheckInput, Launched } from './context.js';
 export type { Thresholds } from './thresholds.js';
 export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './thresholds.js';
 export { launchedFromRunInfo } from './launched.js';
-export type { Alert, ClearedAlert, Culprit, GateReading, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState, Severity } from './types.js';
+export type {
+  Alert,
+  ClearedAlert,
+  Culprit,
+  GateReading,
+  GatesView,
+  GpuHealth,
+  HangVerdict,
+  Health,
+  RankHealth,
+  RunState,
+  Severity,
+} from './types.js';
 export { haltOutlook } from './present.js';
 export { STATE_HEALTH, staleVerdict } from './runstate.js';
 
@@ -62,7 +100,9 @@ const SEV_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info: 2 }
 
 /** Alerts ordered for display: critical first, then newest first. */
 export function sortAlerts(alerts: Alert[]): Alert[] {
-  return [...alerts].sort((x, y) => SEV_ORDER[x.severity] - SEV_ORDER[y.severity] || y.since - x.since || x.id.localeCompare(y.id));
+  return [...alerts].sort(
+    (x, y) => SEV_ORDER[x.severity] - SEV_ORDER[y.severity] || y.since - x.since || x.id.localeCompare(y.id),
+  );
 }
 
 export function worstSeverity(alerts: readonly Alert[]): Severity | null {
@@ -128,12 +168,22 @@ export class Checker {
       stateHealth: STATE_HEALTH[rs.state],
       culprit: rs.culprit,
       advancing: rs.state === 'RUNNING',
-      noStepSinceMs: (rs.state === 'STALLED' || rs.state === 'HALTING') && lastAdvance !== null && (ctx.run.step ?? 0) > 0 ? lastAdvance : null,
+      noStepSinceMs:
+        (rs.state === 'STALLED' || rs.state === 'HALTING') && lastAdvance !== null && (ctx.run.step ?? 0) > 0
+          ? lastAdvance
+          : null,
       ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
       gates: gatesView(ctx, gates.haltIn, alerts),
       gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,
-      actOn: sorted.filter((x) => x.severity === 'critical' && !!x.anomaly && x.clearing === undefined && !x.id.startsWith('anomaly-file:') && (x.id !== 'stall:run' || si.runStalled)),
+      actOn: sorted.filter(
+        (x) =>
+          x.severity === 'critical' &&
+          !!x.anomaly &&
+          x.clearing === undefined &&
+          !x.id.startsWith('anomaly-file:') &&
+          (x.id !== 'stall:run' || si.runStalled),
+      ),
       gateHaltIn: gates.haltIn,
       stallThresholdS: ctx.cadence.thresholdS,
       expectedIntervalS: ctx.cadence.expectedS,
@@ -152,7 +202,8 @@ export class Checker {
     const seen = new Set<string>();
     const out: Alert[] = [];
     const t = this.thresholds;
-    const done = (e: { lastSeen: number; absent: number }) => e.absent >= t.alertClearChecks && now - e.lastSeen >= t.alertClearS * 1000;
+    const done = (e: { lastSeen: number; absent: number }) =>
+      e.absent >= t.alertClearChecks && now - e.lastSeen >= t.alertClearS * 1000;
     const clear = (a: Alert, at: number) => {
       const { clearing: _c, ...rest } = a;
       this.history.unshift({ ...rest, cleared: at });
@@ -163,7 +214,10 @@ export class Checker {
       seen.add(d.id);
       const prev = this.shown.get(d.id);
       const prevSince = prev?.alert.since;
-      const since = d.since !== undefined && Number.isFinite(d.since) ? Math.min(d.since, prevSince ?? d.since) : prevSince ?? now;
+      const since =
+        d.since !== undefined && Number.isFinite(d.since)
+          ? Math.min(d.since, prevSince ?? d.since)
+          : (prevSince ?? now);
       const alert: Alert = { ...d, since };
       for (const k of ['step', 'rank', 'anomaly'] as const) if (alert[k] === undefined) delete alert[k];
       if (prev && SEV_ORDER[d.severity] > SEV_ORDER[prev.alert.severity]) {
@@ -200,7 +254,10 @@ export class Checker {
       if (!arr) this.mem.set(key, (arr = []));
       const last = arr[arr.length - 1];
       if (last && s < last.step) arr.length = 0; // resumed or relaunched: a new series
-      if (last && last.step === s && arr.length) { arr[arr.length - 1] = { step: s, mib }; return; }
+      if (last && last.step === s && arr.length) {
+        arr[arr.length - 1] = { step: s, mib };
+        return;
+      }
       arr.push({ step: s, mib });
       if (arr.length > MAX_MEM_SAMPLES) arr.splice(0, arr.length - MAX_MEM_SAMPLES);
     };

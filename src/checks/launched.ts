@@ -37,4 +37,3 @@ function unquote(s: string): string {
   if (t.length >= 2 && t.startsWith('"') && t.endsWith('"')) return t.slice(1, -1);
   return t;
 }
-

@@ -3,14 +3,31 @@
 import type { Ctx } from './context.js';
 import { gateViolations, type StallInfo } from './rules.js';
 import { fmtS } from './stats.js';
-import type { Alert, Culprit, GateReading, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState } from './types.js';
+import type {
+  Alert,
+  Culprit,
+  GateReading,
+  GatesView,
+  GpuHealth,
+  HangVerdict,
+  Health,
+  RankHealth,
+  RunState,
+} from './types.js';
 
 const ORDER: Record<Health, number> = { ok: 0, info: 1, warning: 2, critical: 3 };
 const worse = (a: Health, b: Health): Health => (ORDER[b] > ORDER[a] ? b : a);
 
 const LIVE: ReadonlySet<RunState> = new Set(['STARTING', 'RUNNING', 'STALLED', 'HALTING']);
 
-export function rankHealth(ctx: Ctx, si: StallInfo, state: RunState, alerts: readonly Alert[], verdicts: readonly HangVerdict[], culprit: Culprit | null): RankHealth[] {
+export function rankHealth(
+  ctx: Ctx,
+  si: StallInfo,
+  state: RunState,
+  alerts: readonly Alert[],
+  verdicts: readonly HangVerdict[],
+  culprit: Culprit | null,
+): RankHealth[] {
   const ids = new Set<number>();
   for (const r of ctx.run.ranks) ids.add(r.rank);
   for (const r of ctx.in.procs?.ranks ?? []) ids.add(r.rank);
@@ -41,7 +58,8 @@ export function rankHealth(ctx: Ctx, si: StallInfo, state: RunState, alerts: rea
     // a rank's own per-step heartbeat overdue by the run's cadence (rank 0 always beats; others only with beats)
     if (si.live && hb?.lastTs != null && (rank === 0 || ctx.cadence.beat) && ctx.cadence.expectedS !== null) {
       const age = (ctx.now - hb.lastTs) / 1000;
-      if (age > si.overdueS) raise('warning', `heartbeat silent ${fmtS(age)} (usually every ${fmtS(ctx.cadence.expectedS)})`);
+      if (age > si.overdueS)
+        raise('warning', `heartbeat silent ${fmtS(age)} (usually every ${fmtS(ctx.cadence.expectedS)})`);
     }
     if (ctx.procsKnown && !proc && LIVE.has(state)) raise('warning', 'no process');
     out.push({ rank, health, why });
@@ -56,8 +74,17 @@ export function gatesView(ctx: Ctx, haltIn: number | null, alerts: readonly Aler
   const badHealth: Health = collapse?.severity === 'critical' ? 'critical' : 'warning';
   const rec = { step: g.step, t: null, entropy: g.entropyMean, max: g.maxGate, collapse: g.collapseFrac };
   const viol = gateViolations(rec, ctx);
-  const reading = (key: GateReading['key'], value: number | null, limit: number, bad: '<' | '>', tag: string): GateReading => ({
-    key, value, limit, bad,
+  const reading = (
+    key: GateReading['key'],
+    value: number | null,
+    limit: number,
+    bad: '<' | '>',
+    tag: string,
+  ): GateReading => ({
+    key,
+    value,
+    limit,
+    bad,
     health: value === null ? 'ok' : viol.some((v) => v.startsWith(tag)) ? badHealth : 'ok',
   });
   const readings = [
@@ -67,8 +94,16 @@ export function gatesView(ctx: Ctx, haltIn: number | null, alerts: readonly Aler
   ];
   let watchdog: GatesView['watchdog'];
   if (haltIn === null) watchdog = { text: 'watchdog: gate rules clear', health: 'ok' };
-  else if (haltIn === 0 || collapse?.severity === 'critical') watchdog = { text: `watchdog gate rule met (${ctx.t.gateCollapseN} consecutive records): it flags gate_collapse`, health: 'critical' };
-  else watchdog = { text: `watchdog would flag gate_collapse in ${haltIn} more check${haltIn === 1 ? '' : 's'}`, health: 'warning' };
+  else if (haltIn === 0 || collapse?.severity === 'critical')
+    watchdog = {
+      text: `watchdog gate rule met (${ctx.t.gateCollapseN} consecutive records): it flags gate_collapse`,
+      health: 'critical',
+    };
+  else
+    watchdog = {
+      text: `watchdog would flag gate_collapse in ${haltIn} more check${haltIn === 1 ? '' : 's'}`,
+      health: 'warning',
+    };
   const frozen = alerts.find((a) => a.id === 'gates:frozen');
   return { readings, watchdog, uniform: frozen ? frozen.title : null };
 }
@@ -86,10 +121,18 @@ export function haltOutlook(
     const since = ck !== null ? `since the checkpoint at step ${ck}` : 'there is no complete checkpoint';
     // savesOnHalt counts nothing lost; the steps since the checkpoint are what a kill loses
     const killLoses = risk?.savesOnHalt && risk.step != null ? Math.max(0, risk.step - (ck ?? 0)) : lost;
-    return { text: `${who}: .HALT will not be seen and no checkpoint is written; stopping needs escalation (SIGINT/SIGKILL) and loses ${killLoses ?? '?'} step${killLoses === 1 ? '' : 's'} (${since})`, health: 'critical' };
+    return {
+      text: `${who}: .HALT will not be seen and no checkpoint is written; stopping needs escalation (SIGINT/SIGKILL) and loses ${killLoses ?? '?'} step${killLoses === 1 ? '' : 's'} (${since})`,
+      health: 'critical',
+    };
   }
-  if (risk?.savesOnHalt) return { text: 'halting now loses nothing: this trainer saves a checkpoint when it sees .HALT', health: 'ok' };
-  if (lost !== null) return { text: `halting now loses ${lost} step${lost === 1 ? '' : 's'} (the nsa-vibe trainer writes no checkpoint on HALT)`, health: lost > 0 ? 'warning' : 'ok' };
+  if (risk?.savesOnHalt)
+    return { text: 'halting now loses nothing: this trainer saves a checkpoint when it sees .HALT', health: 'ok' };
+  if (lost !== null)
+    return {
+      text: `halting now loses ${lost} step${lost === 1 ? '' : 's'} (the nsa-vibe trainer writes no checkpoint on HALT)`,
+      health: lost > 0 ? 'warning' : 'ok',
+    };
   return null;
 }
 
@@ -108,10 +151,19 @@ export function gpuHealth(ctx: Ctx): GpuHealth[] {
     const frac = d.memUsedMiB != null && d.memTotalMiB ? d.memUsedMiB / d.memTotalMiB : null;
     return {
       uuid: d.uuid,
-      mem: frac === null ? 'ok' : frac > ctx.t.gpuMemNearFrac ? 'critical' : frac > GPU_MEM_WARN_FRAC ? 'warning' : 'ok',
+      mem:
+        frac === null ? 'ok' : frac > ctx.t.gpuMemNearFrac ? 'critical' : frac > GPU_MEM_WARN_FRAC ? 'warning' : 'ok',
       util: d.utilPct != null && d.utilPct < GPU_IDLE_UTIL_PCT ? 'warning' : 'ok',
-      power: d.powerW != null && d.powerLimitW ? (d.powerW > GPU_POWER_CAP_FRAC * d.powerLimitW ? 'warning' : 'ok') : 'ok',
-      temp: d.tempC == null ? 'ok' : d.tempC >= GPU_TEMP_CRIT_C ? 'critical' : d.tempC >= GPU_TEMP_WARN_C ? 'warning' : 'ok',
+      power:
+        d.powerW != null && d.powerLimitW ? (d.powerW > GPU_POWER_CAP_FRAC * d.powerLimitW ? 'warning' : 'ok') : 'ok',
+      temp:
+        d.tempC == null
+          ? 'ok'
+          : d.tempC >= GPU_TEMP_CRIT_C
+            ? 'critical'
+            : d.tempC >= GPU_TEMP_WARN_C
+              ? 'warning'
+              : 'ok',
     };
   });
 }

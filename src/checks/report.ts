@@ -34,7 +34,17 @@ export interface PhaseGrade {
 }
 
 export interface Report {
-  run: { name: string; dir: string; host: string; step: number | null; total: number | null; state: string; stateWhy: string; trainer: string; config: string | null };
+  run: {
+    name: string;
+    dir: string;
+    host: string;
+    step: number | null;
+    total: number | null;
+    state: string;
+    stateWhy: string;
+    trainer: string;
+    config: string | null;
+  };
   /** the phase the verdict is for */
   target: Phase;
   verdict: Verdict;
@@ -46,7 +56,13 @@ export interface Report {
   /** per-step seconds where known */
   stepTime: { median: number | null; p95: number | null; max: number | null };
   /** the whole history, every segment (when the command read it) */
-  history: { segments: RunHistory['segments']; events: RunHistory['events']; counts: RunHistory['counts']; complete: boolean; records: number } | null;
+  history: {
+    segments: RunHistory['segments'];
+    events: RunHistory['events'];
+    counts: RunHistory['counts'];
+    complete: boolean;
+    records: number;
+  } | null;
 }
 
 export const PHASES: Record<Phase, { title: string; steps: number }> = {
@@ -112,7 +128,8 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
   const critical = ev.alerts.filter((a) => a.severity === 'critical');
   const warnings = ev.alerts.filter((a) => a.severity === 'warning');
   const crit: Criterion[] = [];
-  const C = (phase: Phase, id: string, name: string, status: Status, evidence: string) => crit.push({ id, phase, name, status, evidence });
+  const C = (phase: Phase, id: string, name: string, status: Status, evidence: string) =>
+    crit.push({ id, phase, name, status, evidence });
 
   // ---------- step time, from timed records (per step): the heartbeat progress times when the
   // command read them, else the first series whose points carry times (CSV rows have none)
@@ -120,27 +137,61 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
   const pt = inp.history?.progressTimes.length ? inp.history.progressTimes : inp.progressTimes;
   const timed: readonly SeriesPoint[] = pt?.length
     ? pt.map((p) => ({ step: p.step, t: p.t, value: 0, segment: 0 }))
-    : [run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB].map((s) => allPoints(s)).find((ps) => ps.filter((p) => p.t !== null).length >= 2) ?? [];
+    : ([run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB]
+        .map((s) => allPoints(s))
+        .find((ps) => ps.filter((p) => p.t !== null).length >= 2) ?? []);
   const perStep: { step: number; s: number }[] = [];
   for (let i = 1; i < timed.length; i++) {
-    const a = timed[i - 1]!, b = timed[i]!;
+    const a = timed[i - 1]!,
+      b = timed[i]!;
     if (a.t === null || b.t === null || b.step <= a.step) continue;
     perStep.push({ step: b.step, s: (b.t - a.t) / 1000 / (b.step - a.step) });
   }
   const steady = perStep.filter((p) => p.step > 5).map((p) => p.s);
-  const stMed = median(steady), stP95 = quantile(steady, 0.95), stMax = steady.length ? Math.max(...steady) : null;
+  const stMed = median(steady),
+    stP95 = quantile(steady, 0.95),
+    stMax = steady.length ? Math.max(...steady) : null;
 
   // ---------- no critical alert (every phase)
   const critTxt = critical.map((a) => a.title).join('; ');
-  const noCrit = (p: Phase) => C(p, 'no-critical', 'no critical alert', critical.length ? 'fail' : 'pass', critical.length ? critTxt : 'none of the rules raised a critical alert');
+  const noCrit = (p: Phase) =>
+    C(
+      p,
+      'no-critical',
+      'no critical alert',
+      critical.length ? 'fail' : 'pass',
+      critical.length ? critTxt : 'none of the rules raised a critical alert',
+    );
 
   // ---------- phase 0
   const stepsCrit = (p: Phase, need: number) => {
     const id = `steps-${need}`;
-    if (step >= need) C(p, id, `${need} step${need > 1 ? 's' : ''}`, 'pass', `reached step ${step}${total !== null ? ` of ${total}` : ''}`);
-    else if (ended) C(p, id, `${need} step${need > 1 ? 's' : ''}`, 'fail', `the run ${ev.runState === 'FINISHED' ? 'finished' : 'stopped'} at step ${step}${total !== null ? ` of ${total}` : ''} (${ev.runStateWhy})`);
-    else if (total !== null && total < need) C(p, id, `${need} steps`, 'fail', `the run is configured for ${total} steps only`);
-    else C(p, id, `${need} step${need > 1 ? 's' : ''}`, 'pending', `live at step ${step}${total !== null ? ` of ${total}` : ''}: not there yet`);
+    if (step >= need)
+      C(
+        p,
+        id,
+        `${need} step${need > 1 ? 's' : ''}`,
+        'pass',
+        `reached step ${step}${total !== null ? ` of ${total}` : ''}`,
+      );
+    else if (ended)
+      C(
+        p,
+        id,
+        `${need} step${need > 1 ? 's' : ''}`,
+        'fail',
+        `the run ${ev.runState === 'FINISHED' ? 'finished' : 'stopped'} at step ${step}${total !== null ? ` of ${total}` : ''} (${ev.runStateWhy})`,
+      );
+    else if (total !== null && total < need)
+      C(p, id, `${need} steps`, 'fail', `the run is configured for ${total} steps only`);
+    else
+      C(
+        p,
+        id,
+        `${need} step${need > 1 ? 's' : ''}`,
+        'pending',
+        `live at step ${step}${total !== null ? ` of ${total}` : ''}: not there yet`,
+      );
   };
   stepsCrit(0, 1);
   {
@@ -150,12 +201,27 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const r0 = run.ranks.find((r) => r.rank === 0);
     const prog = (r0?.events?.['progress'] ?? 0) > 0 || run.lastProgress !== null;
     const status: Status = missing.length === 0 && prog ? 'pass' : ended || step > 0 ? 'fail' : 'pending';
-    C(0, 'heartbeats', 'heartbeats from every rank', status,
-      missing.length ? `no heartbeat from rank(s) ${missing.slice(0, 32).join(',')}${missing.length > 32 ? ` … (${missing.length} ranks)` : ''} of ${world}` : !prog ? 'rank 0 wrote no progress record' : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`);
+    C(
+      0,
+      'heartbeats',
+      'heartbeats from every rank',
+      status,
+      missing.length
+        ? `no heartbeat from rank(s) ${missing.slice(0, 32).join(',')}${missing.length > 32 ? ` … (${missing.length} ranks)` : ''} of ${world}`
+        : !prog
+          ? 'rank 0 wrote no progress record'
+          : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`,
+    );
   }
   {
     const first = lossPts[0];
-    C(0, 'first-loss', 'first loss finite', first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending', first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged');
+    C(
+      0,
+      'first-loss',
+      'first loss finite',
+      first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending',
+      first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged',
+    );
   }
   {
     // every earlier segment of the run: a crash anywhere, even one that was resumed, is NO-GO at
@@ -165,11 +231,24 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     if (h) {
       const crashes = h.events.filter((e) => e.kind === 'crash');
       const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
-      const restartTxt = others.map((g) => `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`);
-      C(0, 'no-crash', 'no crash or restart', h.counts.crash ? 'fail' : 'pass',
+      const restartTxt = others.map(
+        (g) =>
+          `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`,
+      );
+      C(
+        0,
+        'no-crash',
+        'no crash or restart',
+        h.counts.crash ? 'fail' : 'pass',
         h.counts.crash
-          ? `${h.counts.crash} crash(es): ${listSome(crashes.map((e) => e.text), h.counts.crash)}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
-          : h.segments.length > 1 ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}` : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`);
+          ? `${h.counts.crash} crash(es): ${listSome(
+              crashes.map((e) => e.text),
+              h.counts.crash,
+            )}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
+          : h.segments.length > 1
+            ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}`
+            : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`,
+      );
     }
   }
   noCrit(0);
@@ -181,7 +260,8 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const thr = ev.stallThresholdS;
     let worst: { gap: number; from: number; to: number } | null = null;
     for (let i = 1; i < timed.length; i++) {
-      const a = timed[i - 1]!, b = timed[i]!;
+      const a = timed[i - 1]!,
+        b = timed[i]!;
       if (a.t === null || b.t === null) continue;
       const gap = (b.t - a.t) / 1000;
       if (!worst || gap > worst.gap) worst = { gap, from: a.step, to: b.step };
@@ -201,24 +281,64 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const nStalls = h?.counts.stall ?? 0;
     const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
     const parts = [
-      nStalls ? `${nStalls} stall(s) in the history (gap > ${fmtS(thr)}): ${listSome(hStalls.map((e) => `segment #${e.segment}: ${e.text}`), nStalls)}` : null,
-      h ? `whole history read: ${h.records.toLocaleString('en-US')} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}` : null,
-      h ? null : worst ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}` : 'no record gaps measurable',
+      nStalls
+        ? `${nStalls} stall(s) in the history (gap > ${fmtS(thr)}): ${listSome(
+            hStalls.map((e) => `segment #${e.segment}: ${e.text}`),
+            nStalls,
+          )}`
+        : null,
+      h
+        ? `whole history read: ${h.records.toLocaleString('en-US')} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}`
+        : null,
+      h
+        ? null
+        : worst
+          ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}`
+          : 'no record gaps measurable',
       stalls.length ? stalls.map((a) => a.title).join('; ') : null,
       anomalyStall ? '.anomaly_type = heartbeat_stall' : null,
       r0dumps ? `rank 0 wrote ${r0dumps} in-process watchdog dump(s)` : null,
     ].filter(Boolean);
-    C(1, 'no-stall', 'no stalls', bad ? 'fail' : worst !== null || (h && h.records > 0) ? 'pass' : ended ? 'unknown' : 'pending', parts.join('; '));
+    C(
+      1,
+      'no-stall',
+      'no stalls',
+      bad ? 'fail' : worst !== null || (h && h.records > 0) ? 'pass' : ended ? 'unknown' : 'pending',
+      parts.join('; '),
+    );
   }
   {
     const past5 = lossPts.filter((p) => p.step > 5);
     const hNf = inp.history ? inp.history.events.filter((e) => e.kind === 'non-finite') : [];
     const nHNf = inp.history?.counts['non-finite'] ?? 0;
-    const nonFinite = run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
-    const st: Status = nonFinite > 0 || run.control.anomaly?.type === 'nan_loss' ? 'fail' : past5.length ? 'pass' : ended ? 'fail' : 'pending';
-    C(1, 'loss-finite', 'finite loss past step 5', st,
-      st === 'fail' && nonFinite ? `${nHNf ? `${nHNf} non-finite loss record(s) in the history: ${listSome(hNf.map((e) => `segment #${e.segment}: ${e.text}`), nHNf)}` : `${run.series.loss.nonFinite} non-finite loss record(s)`}${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
-        : past5.length ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})` : 'no loss logged past step 5');
+    const nonFinite =
+      run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
+    const st: Status =
+      nonFinite > 0 || run.control.anomaly?.type === 'nan_loss'
+        ? 'fail'
+        : past5.length
+          ? 'pass'
+          : ended
+            ? 'fail'
+            : 'pending';
+    C(
+      1,
+      'loss-finite',
+      'finite loss past step 5',
+      st,
+      st === 'fail' && nonFinite
+        ? `${
+            nHNf
+              ? `${nHNf} non-finite loss record(s) in the history: ${listSome(
+                  hNf.map((e) => `segment #${e.segment}: ${e.text}`),
+                  nHNf,
+                )}`
+              : `${run.series.loss.nonFinite} non-finite loss record(s)`
+          }${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
+        : past5.length
+          ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})`
+          : 'no loss logged past step 5',
+    );
   }
   {
     let st: Status = 'unknown';
@@ -242,27 +362,62 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     if (tAlerts.some((a) => a.severity === 'critical')) st = 'fail';
     else if (med === null) st = ended ? 'fail' : 'pending';
     else st = med >= minTps && tAlerts.length === 0 ? 'pass' : 'fail';
-    C(1, 'throughput', 'throughput in bounds', st,
-      `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`);
+    C(
+      1,
+      'throughput',
+      'throughput in bounds',
+      st,
+      `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`,
+    );
   }
   {
     // the runbook's phase 1 is a dataset run of the intended model: a toy or synthetic run can pass
     // the smoke (phase 0) and nothing after it
     const id = run.identity;
-    const synth = id.dataset === 'synthetic' || run.data.syntheticFallback || ev.alerts.some((a) => a.rule === 'synthetic-data' && a.id.startsWith('data:synthetic'));
+    const synth =
+      id.dataset === 'synthetic' ||
+      run.data.syntheticFallback ||
+      ev.alerts.some((a) => a.rule === 'synthetic-data' && a.id.startsWith('data:synthetic'));
     const known = knownConfig(id.config);
     const envRead = (run.files['env.json']?.records ?? 0) > 0;
     const params = id.model ? approxParams(id.model) : null;
     const fails: string[] = [];
-    if (synth) fails.push(`synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`);
+    if (synth)
+      fails.push(
+        `synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`,
+      );
     if (known?.toy) fails.push(`toy config ${configBasename(id.config)}`);
-    else if (id.trainer === 'nsa-vibe' && id.config === null && envRead) fails.push('no CONFIG in env.json: the toy default configs/train_showcase.yaml');
-    if (params !== null && params < MIN_INTENDED_PARAMS) fails.push(`a ${fmtParams(params)}-parameter model (dim ${id.model!.dim} × ${id.model!.nLayers} layers; the runbooks' model is 125M)`);
-    const dataTxt = id.dataset ? `dataset ${id.dataset}` : run.data.withFetch > 0 ? `${run.data.withFetch} records with a data fetch time` : 'dataset not named';
-    const modelTxt = params !== null ? `${fmtParams(params)} parameters (dim ${id.model!.dim} × ${id.model!.nLayers})` : 'model dims unknown';
-    const st: Status = fails.length ? 'fail' : params === null || (!id.dataset && run.data.withFetch === 0) ? 'unknown' : 'pass';
-    C(1, 'real-run', 'a dataset run of the intended model', st,
-      fails.length ? fails.join('; ') : st === 'unknown' ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !id.dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}` : `${dataTxt}; ${modelTxt}; CONFIG ${id.config}`);
+    else if (id.trainer === 'nsa-vibe' && id.config === null && envRead)
+      fails.push('no CONFIG in env.json: the toy default configs/train_showcase.yaml');
+    if (params !== null && params < MIN_INTENDED_PARAMS)
+      fails.push(
+        `a ${fmtParams(params)}-parameter model (dim ${id.model!.dim} × ${id.model!.nLayers} layers; the runbooks' model is 125M)`,
+      );
+    const dataTxt = id.dataset
+      ? `dataset ${id.dataset}`
+      : run.data.withFetch > 0
+        ? `${run.data.withFetch} records with a data fetch time`
+        : 'dataset not named';
+    const modelTxt =
+      params !== null
+        ? `${fmtParams(params)} parameters (dim ${id.model!.dim} × ${id.model!.nLayers})`
+        : 'model dims unknown';
+    const st: Status = fails.length
+      ? 'fail'
+      : params === null || (!id.dataset && run.data.withFetch === 0)
+        ? 'unknown'
+        : 'pass';
+    C(
+      1,
+      'real-run',
+      'a dataset run of the intended model',
+      st,
+      fails.length
+        ? fails.join('; ')
+        : st === 'unknown'
+          ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !id.dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}`
+          : `${dataTxt}; ${modelTxt}; CONFIG ${id.config}`,
+    );
   }
   noCrit(1);
 
@@ -279,19 +434,35 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
       const [rank, src] = key.split(':');
       if (s.length < 2) continue;
       const l = leakOf(s, t);
-      const a = s[0]!, b = s[s.length - 1]!;
-      (l ? found : flat).push(`rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${fmtNum(l.slope)} MiB/step)` : ''}`);
+      const a = s[0]!,
+        b = s[s.length - 1]!;
+      (l ? found : flat).push(
+        `rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${fmtNum(l.slope)} MiB/step)` : ''}`,
+      );
     }
-    const st: Status = leaks.length || found.length ? 'fail' : flat.length ? (step >= 1000 || ended ? 'pass' : 'pending') : 'unknown';
-    C(2, 'memory-stable', 'memory stable (no creep)', st,
-      [...leaks.map((a) => a.title), ...found, ...flat].join('; ') || 'no memory telemetry in the heartbeats (gpu_mem_* appear only with CUDA)');
+    const st: Status =
+      leaks.length || found.length ? 'fail' : flat.length ? (step >= 1000 || ended ? 'pass' : 'pending') : 'unknown';
+    C(
+      2,
+      'memory-stable',
+      'memory stable (no creep)',
+      st,
+      [...leaks.map((a) => a.title), ...found, ...flat].join('; ') ||
+        'no memory telemetry in the heartbeats (gpu_mem_* appear only with CUDA)',
+    );
   }
   noCrit(2);
 
   // ---------- phase 3
   {
     const fin = ev.runState === 'FINISHED';
-    C(3, 'finished', 'ran to its configured length', fin ? 'pass' : ended ? 'fail' : 'pending', `${ev.runState}: ${ev.runStateWhy}`);
+    C(
+      3,
+      'finished',
+      'ran to its configured length',
+      fin ? 'pass' : ended ? 'fail' : 'pending',
+      `${ev.runState}: ${ev.runStateWhy}`,
+    );
     const ck = run.checkpoints.filter((c) => c.complete);
     const saveEvery = run.identity.train?.saveEvery ?? null;
     const h = inp.history;
@@ -302,25 +473,65 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const missing: number[] = [];
     if (saveEvery && saveEvery > 0 && cur && cur.lastStep !== null) {
       const have = new Set(run.checkpoints.map((c) => c.step));
-      for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery) if (!have.has(k)) missing.push(k);
+      for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery)
+        if (!have.has(k)) missing.push(k);
     }
     const ckBad = failedSaves.length > 0 || missing.length > 0;
-    C(3, 'checkpoints', 'checkpoints saved', ckBad ? 'fail' : ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
+    C(
+      3,
+      'checkpoints',
+      'checkpoints saved',
+      ckBad ? 'fail' : ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
       ckBad
-        ? [failedSaves.length ? `${h!.counts['checkpoint-failed']} failed save(s): ${listSome(failedSaves.map((e) => `segment #${e.segment} step ${e.step}: ${e.text}`), h!.counts['checkpoint-failed'])}` : null,
-          missing.length ? `save_every ${saveEvery} but no checkpoint_step{${missing.join(',')}}.pt from the current segment (steps ${cur!.firstStep}–${cur!.lastStep}): saves that failed silently, or removed` : null].filter(Boolean).join('; ')
-        : ck.length ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}` : saveEvery === 0 ? 'save_every is 0: this run never writes a checkpoint' : ended ? 'no complete checkpoint was written' : 'no checkpoint yet');
+        ? [
+            failedSaves.length
+              ? `${h!.counts['checkpoint-failed']} failed save(s): ${listSome(
+                  failedSaves.map((e) => `segment #${e.segment} step ${e.step}: ${e.text}`),
+                  h!.counts['checkpoint-failed'],
+                )}`
+              : null,
+            missing.length
+              ? `save_every ${saveEvery} but no checkpoint_step{${missing.join(',')}}.pt from the current segment (steps ${cur!.firstStep}–${cur!.lastStep}): saves that failed silently, or removed`
+              : null,
+          ]
+            .filter(Boolean)
+            .join('; ')
+        : ck.length
+          ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}`
+          : saveEvery === 0
+            ? 'save_every is 0: this run never writes a checkpoint'
+            : ended
+              ? 'no complete checkpoint was written'
+              : 'no checkpoint yet',
+    );
     const synth = ev.alerts.filter((a) => a.rule === 'synthetic-data');
-    C(3, 'real-data', 'trained on real data', synth.length ? 'fail' : run.data.withFetch > 0 ? 'pass' : 'unknown',
-      synth.length ? synth.map((a) => a.title).join('; ') : run.data.withFetch > 0 ? `${run.data.withFetch} progress records carry dt_fetch_s` : 'no dt_fetch_s seen: the data source cannot be confirmed');
+    C(
+      3,
+      'real-data',
+      'trained on real data',
+      synth.length ? 'fail' : run.data.withFetch > 0 ? 'pass' : 'unknown',
+      synth.length
+        ? synth.map((a) => a.title).join('; ')
+        : run.data.withFetch > 0
+          ? `${run.data.withFetch} progress records carry dt_fetch_s`
+          : 'no dt_fetch_s seen: the data source cannot be confirmed',
+    );
     const idA = ev.alerts.filter((a) => a.rule === 'run-identity' || a.id === 'throughput:impossible');
     const m = run.identity.model;
     const small = m && approxParams(m) < MIN_INTENDED_PARAMS;
-    C(3, 'identity', 'the intended model and config', idA.length || small ? 'fail' : m ? 'pass' : 'unknown',
-      idA.length ? idA.map((a) => a.title).join('; ')
-        : small ? `a ${fmtParams(approxParams(m!))}-parameter model (dim ${m!.dim} × ${m!.nLayers} layers) is not the intended 125M model; CONFIG ${run.identity.config ?? '(none)'}`
-        : m ? `CONFIG ${run.identity.config ?? '(none)'}; model dim ${m.dim} × ${m.nLayers} layers (${fmtParams(approxParams(m))} parameters)`
-        : `CONFIG ${run.identity.config ?? '(none)'}; model dims unknown (no config readable): the model cannot be confirmed`);
+    C(
+      3,
+      'identity',
+      'the intended model and config',
+      idA.length || small ? 'fail' : m ? 'pass' : 'unknown',
+      idA.length
+        ? idA.map((a) => a.title).join('; ')
+        : small
+          ? `a ${fmtParams(approxParams(m!))}-parameter model (dim ${m!.dim} × ${m!.nLayers} layers) is not the intended 125M model; CONFIG ${run.identity.config ?? '(none)'}`
+          : m
+            ? `CONFIG ${run.identity.config ?? '(none)'}; model dim ${m.dim} × ${m.nLayers} layers (${fmtParams(approxParams(m))} parameters)`
+            : `CONFIG ${run.identity.config ?? '(none)'}; model dims unknown (no config readable): the model cannot be confirmed`,
+    );
   }
   noCrit(3);
 
@@ -329,13 +540,27 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     const fail = cs.find((c) => c.status === 'fail');
     const pend = cs.find((c) => c.status === 'pending' || c.status === 'unknown');
     const verdict: Verdict = fail ? 'NO-GO' : pend ? 'CANNOT JUDGE' : 'GO';
-    const why = fail ? `${fail.name}: ${fail.evidence}` : pend ? `${pend.name}: ${pend.evidence}` : `all ${cs.length} criteria pass`;
+    const why = fail
+      ? `${fail.name}: ${fail.evidence}`
+      : pend
+        ? `${pend.name}: ${pend.evidence}`
+        : `all ${cs.length} criteria pass`;
     return { phase: p, title: PHASES[p].title, verdict, why, criteria: cs };
   });
   const tgt = target ?? reachablePhase(run);
   const verdict = phases[tgt]!.verdict;
   return {
-    run: { name: run.identity.name, dir: run.runDir, host: run.host, step: run.step, total, state: ev.runState, stateWhy: ev.runStateWhy, trainer: run.identity.trainer, config: run.identity.config },
+    run: {
+      name: run.identity.name,
+      dir: run.runDir,
+      host: run.host,
+      step: run.step,
+      total,
+      state: ev.runState,
+      stateWhy: ev.runStateWhy,
+      trainer: run.identity.trainer,
+      config: run.identity.config,
+    },
     target: tgt,
     verdict,
     exitCode: verdict === 'GO' ? 0 : verdict === 'NO-GO' ? 1 : 2,
@@ -343,7 +568,15 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     critical,
     warnings,
     stepTime: { median: stMed, p95: stP95, max: stMax },
-    history: inp.history ? { segments: inp.history.segments, events: inp.history.events, counts: inp.history.counts, complete: inp.history.complete, records: inp.history.records } : null,
+    history: inp.history
+      ? {
+          segments: inp.history.segments,
+          events: inp.history.events,
+          counts: inp.history.counts,
+          complete: inp.history.complete,
+          records: inp.history.records,
+        }
+      : null,
   };
 }
 

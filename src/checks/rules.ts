@@ -13,7 +13,14 @@ export type Draft = Omit<Alert, 'since'> & { since?: number };
 
 export const LN3 = Math.log(3);
 
-function a(id: string, rule: string, severity: Severity, title: string, detail: string, extra: Partial<Draft> = {}): Draft {
+function a(
+  id: string,
+  rule: string,
+  severity: Severity,
+  title: string,
+  detail: string,
+  extra: Partial<Draft> = {},
+): Draft {
   return { id, rule, severity, title, detail, ...extra };
 }
 
@@ -89,9 +96,12 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
     if (s < n + stride && s <= total) saveStep = s;
   }
   const evalStep = evalEvery > 0 && n % evalEvery === 0 ? n : null;
-  const writing = run.checkpoints.filter((c) => c.mtimeMs > last && !c.complete).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
+  const writing = run.checkpoints
+    .filter((c) => c.mtimeMs > last && !c.complete)
+    .sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
   // the save step's file already written and settled after the advance: that pause is over
-  const saved = saveStep !== null ? run.checkpoints.find((c) => c.step === saveStep && c.mtimeMs > last && c.complete) : undefined;
+  const saved =
+    saveStep !== null ? run.checkpoints.find((c) => c.step === saveStep && c.mtimeMs > last && c.complete) : undefined;
   if (saved && !writing && evalStep === null) return null;
   if (saveStep === null && evalStep === null && !writing) return null;
   const parts: string[] = [];
@@ -103,34 +113,55 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
   // less the run's usual time for those steps
   // training.csv (preferred for loss) has no timestamps: the first series whose points carry them
   let pts: SeriesPoint[] = [];
-  for (const ser of [run.series.loss, run.series.toksPerS, run.series.gateEntropy, run.series.dtFetchS, run.series.memReservedMiB]) {
+  for (const ser of [
+    run.series.loss,
+    run.series.toksPerS,
+    run.series.gateEntropy,
+    run.series.dtFetchS,
+    run.series.memReservedMiB,
+  ]) {
     pts = currentSegment(ser).filter((p) => p.t !== null);
     if (pts.length >= 2) break;
   }
   const st = cadence.stepTimeS ?? 0;
   const pauses: number[] = [];
   for (let i = 1; i < pts.length; i++) {
-    const a = pts[i - 1]!, b = pts[i]!;
+    const a = pts[i - 1]!,
+      b = pts[i]!;
     if (b.step <= a.step || b.step > n) continue;
-    const hasSave = (saveStep !== null || writing) && saveEvery > 0 && Math.ceil(a.step / saveEvery) * saveEvery < b.step;
+    const hasSave =
+      (saveStep !== null || writing) && saveEvery > 0 && Math.ceil(a.step / saveEvery) * saveEvery < b.step;
     const hasEval = evalStep !== null && a.step % evalEvery === 0;
     if (!hasSave && !hasEval) continue;
     pauses.push(Math.max(0, (b.t! - a.t!) / 1000 - (b.step - a.step) * st));
   }
   const measuredS = pauses.length ? Math.max(...pauses.slice(-3)) : null;
   const base = overdueAfterS(ctx);
-  const allowS = measuredS === null ? cadence.thresholdS : Math.min(cadence.thresholdS, Math.max(base, base + ctx.t.pauseFactor * measuredS));
+  const allowS =
+    measuredS === null
+      ? cadence.thresholdS
+      : Math.min(cadence.thresholdS, Math.max(base, base + ctx.t.pauseFactor * measuredS));
   return { what: parts.join(', then '), step: saveStep ?? n, allowS, measuredS };
 }
 
 /** Ranks leave at different moments of a normal end, a HALT or a NaN abort: those are not deaths. */
 function stopping(ctx: Ctx): boolean {
-  return ctx.ended || ctx.run.control.halt.present || ctx.run.control.anomaly?.type === 'nan_loss' || ctx.run.log.fatalNonFinite || ctx.run.log.haltSeen;
+  return (
+    ctx.ended ||
+    ctx.run.control.halt.present ||
+    ctx.run.control.anomaly?.type === 'nan_loss' ||
+    ctx.run.log.fatalNonFinite ||
+    ctx.run.log.haltSeen
+  );
 }
 
 export function stallInfo(ctx: Ctx): StallInfo {
   const { run, cadence } = ctx;
-  const live = !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0 && !ctx.launcherAlive) && run.exists && ctx.ranks.length > 0;
+  const live =
+    !ctx.ended &&
+    !(ctx.procsKnown && ctx.alive.length === 0 && !ctx.launcherAlive) &&
+    run.exists &&
+    ctx.ranks.length > 0;
   const frozenS = ctx.lastAdvanceTs === null ? null : (ctx.now - ctx.lastAdvanceTs) / 1000;
   const runStalled = live && frozenS !== null && frozenS > cadence.thresholdS;
   const pause = live && frozenS !== null ? pauseAt(ctx) : null;
@@ -154,10 +185,11 @@ export function stallInfo(ctx: Ctx): StallInfo {
     // always writes progress; ranks >= 1 only with `beat` (a boot record alone is routine, §2.7).
     const perStep = ctx.ranks.filter((r) => r.rank === 0 || cadence.beat);
     // one alert per rank only when there is more than one rank to tell apart (else stall:run says it)
-    if (cadence.beat && perStep.length > 1) for (const r of perStep) {
-      const ts = r.lastTs;
-      if (ts !== null && (ctx.now - ts) / 1000 > cadence.thresholdS) stalledRanks.push(r.rank);
-    }
+    if (cadence.beat && perStep.length > 1)
+      for (const r of perStep) {
+        const ts = r.lastTs;
+        if (ts !== null && (ctx.now - ts) / 1000 > cadence.thresholdS) stalledRanks.push(r.rank);
+      }
     if (cadence.beat && perStep.length >= 2) {
       const steps = perStep.map((r) => r.lastStep ?? 0);
       const max = Math.max(...steps);
@@ -178,10 +210,16 @@ export function oddRankFromGpus(ctx: Ctx): { rank: number; gpu: number } | null 
   if (ctx.gpus.length < 2) return null;
   const byUuid = new Map(ctx.alive.filter((r) => r.gpuUuid).map((r) => [r.gpuUuid!, r.rank]));
   if (byUuid.size < 2) return null;
-  const spinning = (g: (typeof ctx.gpus)[number]) => g.utilPct !== null && g.utilPct >= ctx.t.spinUtilPct && g.powerW !== null && g.powerLimitW !== null && g.powerW < ctx.t.spinPowerFrac * g.powerLimitW;
+  const spinning = (g: (typeof ctx.gpus)[number]) =>
+    g.utilPct !== null &&
+    g.utilPct >= ctx.t.spinUtilPct &&
+    g.powerW !== null &&
+    g.powerLimitW !== null &&
+    g.powerW < ctx.t.spinPowerFrac * g.powerLimitW;
   const idle = ctx.gpus.filter((g) => g.utilPct !== null && g.utilPct < 20 && byUuid.has(g.uuid));
   const spin = ctx.gpus.filter(spinning);
-  if (idle.length === 1 && spin.length === ctx.gpus.length - 1 && spin.length >= 1) return { rank: byUuid.get(idle[0]!.uuid)!, gpu: idle[0]!.index };
+  if (idle.length === 1 && spin.length === ctx.gpus.length - 1 && spin.length >= 1)
+    return { rank: byUuid.get(idle[0]!.uuid)!, gpu: idle[0]!.index };
   return null;
 }
 
@@ -207,7 +245,14 @@ export function oddRankFromDumps(ctx: Ctx): { rank: number; where: string; other
   for (const [r, s] of sig) counts.set(s, [...(counts.get(s) ?? []), r]);
   if (counts.size !== 2) return null;
   const [a, b] = [...counts.entries()];
-  const [odd, rest] = a![1].length === 1 && b![1].length > 1 ? [a!, b!] : b![1].length === 1 && a![1].length > 1 ? [b!, a!] : sig.size === 2 ? pickTwo(a!, b!) : [null, null];
+  const [odd, rest] =
+    a![1].length === 1 && b![1].length > 1
+      ? [a!, b!]
+      : b![1].length === 1 && a![1].length > 1
+        ? [b!, a!]
+        : sig.size === 2
+          ? pickTwo(a!, b!)
+          : [null, null];
   if (!odd || !rest) return null;
   return { rank: odd[1][0]!, where: odd[0], others: rest[0] };
 }
@@ -223,7 +268,10 @@ function pickTwo(a: [string, number[]], b: [string, number[]]): [[string, number
 export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
   const out: Draft[] = [];
   const { cadence } = ctx;
-  const expect = cadence.expectedS === null ? 'cadence not known yet' : `expected every ${fmtS(cadence.expectedS)}${cadence.beat ? ' (per-step beats)' : ` (log_every ${cadence.logEvery ?? '?'} × ${fmtNum(cadence.stepTimeS ?? 0)} s/step)`}`;
+  const expect =
+    cadence.expectedS === null
+      ? 'cadence not known yet'
+      : `expected every ${fmtS(cadence.expectedS)}${cadence.beat ? ' (per-step beats)' : ` (log_every ${cadence.logEvery ?? '?'} × ${fmtNum(cadence.stepTimeS ?? 0)} s/step)`}`;
   const thr = `threshold ${fmtS(cadence.thresholdS)} = max(floor ${fmtS(ctx.t.stallFloorS)}, ${ctx.t.stallCadenceFactor} × expected)`;
   // The step is overdue by the run's own cadence: the run is not advancing, and the operator sees it
   // now (at 20 steps/s, 40 s without a step is a hang in all but name). The watchdog acts on it only
@@ -234,37 +282,61 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
     const hbFresh = hbAge !== null && hbAge < si.overdueS;
     const procTxt = ctx.procsKnown ? `${ctx.alive.length} rank process(es) alive` : 'process table unknown';
     const who = si.oddRank !== null ? ` — rank ${si.oddRank} is behind the others` : '';
-    const times = cadence.expectedS !== null && cadence.expectedS > 0 ? ` (${fmtNum(si.frozenS! / cadence.expectedS)}× its usual interval)` : '';
+    const times =
+      cadence.expectedS !== null && cadence.expectedS > 0
+        ? ` (${fmtNum(si.frozenS! / cadence.expectedS)}× its usual interval)`
+        : '';
     const act = si.runStalled ? 'past the watchdog threshold' : `the watchdog acts at ${fmtS(cadence.thresholdS)}`;
     const atPause = si.pause ? ` at a save/eval step (${si.pause.what}; allowed ${fmtS(si.pause.allowS)})` : '';
     const overTxt = si.pause
       ? `overdue past ${fmtS(si.overdueS)} = ${si.pause.measuredS === null ? 'the stall threshold (no earlier save/eval pause measured)' : `min(threshold, lateness + ${ctx.t.pauseFactor} × the ${fmtS(si.pause.measuredS)} an earlier one took)`}`
       : `overdue past ${fmtS(si.overdueS)} = max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)})`;
     out.push(
-      a('stall:run', 'heartbeat-stall', 'critical',
+      a(
+        'stall:run',
+        'heartbeat-stall',
+        'critical',
         hbFresh
           ? `${stepTxt} for ${fmtS(si.frozenS!)}${times}${atPause} while heartbeats are still written (last ${fmtS(hbAge!)} ago)${who}`
           : `${stepTxt} for ${fmtS(si.frozenS!)}${times}${atPause}; no heartbeat from any rank for ${hbAge === null ? '?' : fmtS(hbAge)}${who}`,
         `step last advanced ${ago(ctx, ctx.lastAdvanceTs)} ago; newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}; ${procTxt}; ${expect}; ${overTxt}; ${act} (${thr})`,
-        { since: ctx.lastAdvanceTs + si.overdueS * 1000, step: ctx.run.step ?? undefined, anomaly: 'heartbeat_stall', rank: si.oddRank ?? undefined }),
+        {
+          since: ctx.lastAdvanceTs + si.overdueS * 1000,
+          step: ctx.run.step ?? undefined,
+          anomaly: 'heartbeat_stall',
+          rank: si.oddRank ?? undefined,
+        },
+      ),
     );
   }
   for (const rank of si.stalledRanks) {
     const r = ctx.ranks.find((x) => x.rank === rank)!;
     out.push(
-      a(`stall:rank${rank}`, 'heartbeat-stall', si.overdue ? 'critical' : 'warning',
+      a(
+        `stall:rank${rank}`,
+        'heartbeat-stall',
+        si.overdue ? 'critical' : 'warning',
         `rank ${rank} heartbeat silent ${ago(ctx, r.lastTs!)} (last "${r.lastMsg ?? '?'}" at step ${r.lastStep ?? '?'})`,
         `pid ${r.pid ?? '?'}; step advanced ${r.stepAdvancedTs === null ? 'never' : ago(ctx, r.stepAdvancedTs) + ' ago'}; ${expect}; ${thr}`,
-        { since: r.lastTs! + cadence.thresholdS * 1000, rank, step: r.lastStep ?? undefined }),
+        { since: r.lastTs! + cadence.thresholdS * 1000, rank, step: r.lastStep ?? undefined },
+      ),
     );
   }
   // Watchdog dumps from rank 0 mean rank 0 itself was silent > 180 s at some point.
   const r0 = ctx.ranks.find((r) => r.rank === 0);
   if (r0 && r0.watchdogDumps > 0) {
-    out.push(a('watchdog-dump:rank0', 'heartbeat-stall', 'warning',
-      `rank 0 wrote ${r0.watchdogDumps} in-process watchdog dump(s): its heartbeat was silent > 180 s`,
-      cadence.beat ? 'per-step beats are on, so this was a real stall' : `without per-step beats this also happens when log_every × step time > 180 s (contract §2.7); ${expect}`,
-      { rank: 0 }));
+    out.push(
+      a(
+        'watchdog-dump:rank0',
+        'heartbeat-stall',
+        'warning',
+        `rank 0 wrote ${r0.watchdogDumps} in-process watchdog dump(s): its heartbeat was silent > 180 s`,
+        cadence.beat
+          ? 'per-step beats are on, so this was a real stall'
+          : `without per-step beats this also happens when log_every × step time > 180 s (contract §2.7); ${expect}`,
+        { rank: 0 },
+      ),
+    );
   }
   return out;
 }
@@ -272,7 +344,12 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
 // ---------------------------------------------------------------------------------------------
 // Processes: died, stopped, D state; HALT handling.
 
-const STATE_TXT: Partial<Record<ProcState, string>> = { T: 'stopped (T)', t: 'traced (t)', D: 'in uninterruptible I/O (D)', Z: 'a zombie (Z)' };
+const STATE_TXT: Partial<Record<ProcState, string>> = {
+  T: 'stopped (T)',
+  t: 'traced (t)',
+  D: 'in uninterruptible I/O (D)',
+  Z: 'a zombie (Z)',
+};
 
 export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
   const out: Draft[] = [];
@@ -280,20 +357,32 @@ export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
   const aliveRanks = [...new Set(ctx.alive.map((r) => r.rank))].sort((x, y) => x - y);
   for (const d of si.dead) {
     const hb = ctx.ranks.find((r) => r.rank === d.rank)!;
-    out.push(a(`rank-died:${hb.rank}`, 'rank-died', 'critical',
-      `rank ${hb.rank} ${d.zombie ? 'is a zombie' : 'process is gone'} while rank(s) ${aliveRanks.join(',')} still run`,
-      `heartbeat pid ${hb.pid ?? '?'}, last "${hb.lastMsg ?? '?'}" ${hb.lastTs === null ? '' : ago(ctx, hb.lastTs) + ' ago'} at step ${hb.lastStep ?? '?'}; the others will block in their next collective`,
-      { rank: hb.rank, step: hb.lastStep ?? undefined, anomaly: 'rank_died', since: hb.lastTs ?? undefined }));
+    out.push(
+      a(
+        `rank-died:${hb.rank}`,
+        'rank-died',
+        'critical',
+        `rank ${hb.rank} ${d.zombie ? 'is a zombie' : 'process is gone'} while rank(s) ${aliveRanks.join(',')} still run`,
+        `heartbeat pid ${hb.pid ?? '?'}, last "${hb.lastMsg ?? '?'}" ${hb.lastTs === null ? '' : ago(ctx, hb.lastTs) + ' ago'} at step ${hb.lastStep ?? '?'}; the others will block in their next collective`,
+        { rank: hb.rank, step: hb.lastStep ?? undefined, anomaly: 'rank_died', since: hb.lastTs ?? undefined },
+      ),
+    );
   }
   for (const r of ctx.alive) {
     const st = r.proc.state;
     if (st === 'T' || st === 't' || st === 'D') {
       const others = ctx.alive.filter((o) => o.rank !== r.rank).map((o) => `${o.rank}:${o.proc.state}`);
       // D while steps still advance is routine I/O (a checkpoint's fsync); it matters when the step is frozen
-      out.push(a(`proc-state:${r.rank}`, 'rank-state', si.overdue || st !== 'D' ? 'critical' : 'info',
-        `rank ${r.rank} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
-        `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${r.proc.cpuPct ?? '?'} %`,
-        { rank: r.rank }));
+      out.push(
+        a(
+          `proc-state:${r.rank}`,
+          'rank-state',
+          si.overdue || st !== 'D' ? 'critical' : 'info',
+          `rank ${r.rank} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
+          `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${r.proc.cpuPct ?? '?'} %`,
+          { rank: r.rank },
+        ),
+      );
     }
   }
   return out;
@@ -308,23 +397,49 @@ export function ruleHalt(ctx: Ctx): Draft[] {
   const content = h.content?.trim() ? ` ("${h.content.trim()}")` : '';
   const notFile = h.content?.startsWith('[not a regular file') === true;
   if (notFile && !ctx.ended && !(ctx.procsKnown && ctx.alive.length === 0)) {
-    out.push(a('halt:not-a-file', 'stale-halt', 'critical',
-      `.HALT is a directory, not a file: the trainer stops at its next step, and a relaunch into it stops at step 1`,
-      'the trainer only asks whether .HALT exists; nsa-top will not remove a directory: remove it by hand once the run is stopped', { since: h.mtimeMs ?? undefined }));
+    out.push(
+      a(
+        'halt:not-a-file',
+        'stale-halt',
+        'critical',
+        `.HALT is a directory, not a file: the trainer stops at its next step, and a relaunch into it stops at step 1`,
+        'the trainer only asks whether .HALT exists; nsa-top will not remove a directory: remove it by hand once the run is stopped',
+        { since: h.mtimeMs ?? undefined },
+      ),
+    );
   } else if (h.mtimeMs !== null && boot !== null && h.mtimeMs < boot - 1000 && !ctx.ended) {
-    out.push(a('halt:stale', 'stale-halt', 'critical',
-      `stale .HALT${content} predates this launch: the trainer stops at step 1`,
-      `.HALT modified ${ago(ctx, h.mtimeMs)} ago, rank 0 booted ${ago(ctx, boot)} ago; the trainer never deletes .HALT (contract §2.5): remove it (and .anomaly_type) before relaunching`,
-      { since: boot }));
+    out.push(
+      a(
+        'halt:stale',
+        'stale-halt',
+        'critical',
+        `stale .HALT${content} predates this launch: the trainer stops at step 1`,
+        `.HALT modified ${ago(ctx, h.mtimeMs)} ago, rank 0 booted ${ago(ctx, boot)} ago; the trainer never deletes .HALT (contract §2.5): remove it (and .anomaly_type) before relaunching`,
+        { since: boot },
+      ),
+    );
   } else if (ctx.ended || (ctx.procsKnown && ctx.alive.length === 0)) {
-    out.push(a('halt:left', 'stale-halt', ctx.ended ? 'info' : 'warning',
-      `.HALT${content} is still in the run dir: a relaunch into it would stop at step 1`,
-      'the trainer never deletes .HALT; remove it (and .anomaly_type) before relaunching', { since: h.mtimeMs ?? undefined }));
+    out.push(
+      a(
+        'halt:left',
+        'stale-halt',
+        ctx.ended ? 'info' : 'warning',
+        `.HALT${content} is still in the run dir: a relaunch into it would stop at step 1`,
+        'the trainer never deletes .HALT; remove it (and .anomaly_type) before relaunching',
+        { since: h.mtimeMs ?? undefined },
+      ),
+    );
   } else if (h.mtimeMs !== null && ctx.alive.length > 0 && (ctx.now - h.mtimeMs) / 1000 > ctx.t.haltGraceS) {
-    out.push(a('halt:stuck', 'halt-not-honoured', 'warning',
-      `HALT requested ${ago(ctx, h.mtimeMs)} ago${content} but rank(s) ${ctx.alive.map((r) => r.rank).join(',')} still alive`,
-      `ranks check .HALT once per micro-step, before the forward: a hung step never sees it; escalate (SIGINT, then SIGKILL) after a stack dump; grace ${fmtS(ctx.t.haltGraceS)}`,
-      { since: h.mtimeMs + ctx.t.haltGraceS * 1000 }));
+    out.push(
+      a(
+        'halt:stuck',
+        'halt-not-honoured',
+        'warning',
+        `HALT requested ${ago(ctx, h.mtimeMs)} ago${content} but rank(s) ${ctx.alive.map((r) => r.rank).join(',')} still alive`,
+        `ranks check .HALT once per micro-step, before the forward: a hung step never sees it; escalate (SIGINT, then SIGKILL) after a stack dump; grace ${fmtS(ctx.t.haltGraceS)}`,
+        { since: h.mtimeMs + ctx.t.haltGraceS * 1000 },
+      ),
+    );
   }
   return out;
 }
@@ -334,12 +449,20 @@ export function ruleHalt(ctx: Ctx): Draft[] {
  * over in silence — whatever they hold is missing from every other verdict.
  */
 export function ruleUnreadable(ctx: Ctx): Draft[] {
-  const bad = Object.entries(ctx.run.files).filter(([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError));
+  const bad = Object.entries(ctx.run.files).filter(
+    ([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError),
+  );
   if (bad.length === 0) return [];
   const names = bad.map(([n]) => n);
-  return [a('files:unreadable', 'unreadable-artifacts', 'warning',
-    `cannot read ${names.length} artifact${names.length > 1 ? 's' : ''}: ${names.slice(0, 6).join(', ')}${names.length > 6 ? ', …' : ''} (permission denied)`,
-    `what ${names.length > 1 ? 'they hold is' : 'it holds is'} missing from every check; run nsa-top as the trainer's user, or make ${names.length > 1 ? 'them' : 'it'} readable`)];
+  return [
+    a(
+      'files:unreadable',
+      'unreadable-artifacts',
+      'warning',
+      `cannot read ${names.length} artifact${names.length > 1 ? 's' : ''}: ${names.slice(0, 6).join(', ')}${names.length > 6 ? ', …' : ''} (permission denied)`,
+      `what ${names.length > 1 ? 'they hold is' : 'it holds is'} missing from every check; run nsa-top as the trainer's user, or make ${names.length > 1 ? 'them' : 'it'} readable`,
+    ),
+  ];
 }
 
 export function ruleAnomalyFile(ctx: Ctx): Draft[] {
@@ -347,17 +470,39 @@ export function ruleAnomalyFile(ctx: Ctx): Draft[] {
   if (!an || an.type === 'nan_loss') return []; // nan_loss is reported by the loss rule
   const boot = ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
   if (an.mtimeMs !== null && boot !== null && an.mtimeMs < boot - 1000) {
-    return [a(`anomaly-file:${an.type}`, 'anomaly', 'warning', `.anomaly_type "${an.type}" is left from an earlier run`,
-      `written ${ago(ctx, an.mtimeMs)} ago, before this run booted ${ago(ctx, boot)} ago: read it, then remove it so a new anomaly is not confused with it`,
-      { since: boot })];
+    return [
+      a(
+        `anomaly-file:${an.type}`,
+        'anomaly',
+        'warning',
+        `.anomaly_type "${an.type}" is left from an earlier run`,
+        `written ${ago(ctx, an.mtimeMs)} ago, before this run booted ${ago(ctx, boot)} ago: read it, then remove it so a new anomaly is not confused with it`,
+        { since: boot },
+      ),
+    ];
   }
   if (an.type.trim() === '') {
-    return [a('anomaly-file:empty', 'anomaly', 'warning', '.anomaly_type is empty: no anomaly named',
-      'a bare touch, or a write cut short (a full disk): nsa-top names its own failed writes in .nsa-top/actions.jsonl and watchdog.jsonl', { since: an.mtimeMs ?? undefined })];
+    return [
+      a(
+        'anomaly-file:empty',
+        'anomaly',
+        'warning',
+        '.anomaly_type is empty: no anomaly named',
+        'a bare touch, or a write cut short (a full disk): nsa-top names its own failed writes in .nsa-top/actions.jsonl and watchdog.jsonl',
+        { since: an.mtimeMs ?? undefined },
+      ),
+    ];
   }
-  return [a(`anomaly-file:${an.type}`, 'anomaly', 'critical', `.anomaly_type says "${an.type}"`,
-    `written ${an.mtimeMs === null ? '' : ago(ctx, an.mtimeMs) + ' ago '}by the trainer or a watchdog${ctx.run.control.gateCollapseDetails ? `; gate_collapse_details.json: ${JSON.stringify(ctx.run.control.gateCollapseDetails)}` : ''}`,
-    { anomaly: an.type, since: an.mtimeMs ?? undefined })];
+  return [
+    a(
+      `anomaly-file:${an.type}`,
+      'anomaly',
+      'critical',
+      `.anomaly_type says "${an.type}"`,
+      `written ${an.mtimeMs === null ? '' : ago(ctx, an.mtimeMs) + ' ago '}by the trainer or a watchdog${ctx.run.control.gateCollapseDetails ? `; gate_collapse_details.json: ${JSON.stringify(ctx.run.control.gateCollapseDetails)}` : ''}`,
+      { anomaly: an.type, since: an.mtimeMs ?? undefined },
+    ),
+  ];
 }
 
 export function ruleExited(ctx: Ctx): Draft[] {
@@ -367,10 +512,16 @@ export function ruleExited(ctx: Ctx): Draft[] {
   const step = ctx.run.step ?? 0;
   if (total !== null && step >= total) return [];
   const oom = ctx.run.log.oom ? '; the log shows CUDA out of memory' : '';
-  return [a('exited', 'run-exited', 'critical',
-    `run ended at step ${step}${total ? ` of ${total}` : ''} without finishing or halting (no rank alive, no metrics.json)`,
-    `newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}${oom}; a crash or a kill: see train.log`,
-    { since: ctx.lastHeartbeatTs ?? undefined, step, anomaly: 'run_exited' })];
+  return [
+    a(
+      'exited',
+      'run-exited',
+      'critical',
+      `run ended at step ${step}${total ? ` of ${total}` : ''} without finishing or halting (no rank alive, no metrics.json)`,
+      `newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}${oom}; a crash or a kill: see train.log`,
+      { since: ctx.lastHeartbeatTs ?? undefined, step, anomaly: 'run_exited' },
+    ),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -387,23 +538,40 @@ export function ruleThroughput(ctx: Ctx): Draft[] {
   if (vals.length >= t.flatlineN) {
     const tail = vals.slice(-t.flatlineN);
     if (tail.every((v) => v < 0.5)) {
-      out.push(a('throughput:flatline', 'throughput-flatline', 'critical',
-        `throughput flat at ${fmtNum(tail[tail.length - 1]!)} tok/s for ${t.flatlineN} records`,
-        `toks_per_s < 0.5 on steps ${pts[pts.length - t.flatlineN]!.step}–${pts[pts.length - 1]!.step} (NSA_WATCH_FLATLINE_N=${t.flatlineN})`,
-        { anomaly: 'throughput_flatline', step: pts[pts.length - 1]!.step, since: pts[pts.length - t.flatlineN]!.t ?? undefined }));
+      out.push(
+        a(
+          'throughput:flatline',
+          'throughput-flatline',
+          'critical',
+          `throughput flat at ${fmtNum(tail[tail.length - 1]!)} tok/s for ${t.flatlineN} records`,
+          `toks_per_s < 0.5 on steps ${pts[pts.length - t.flatlineN]!.step}–${pts[pts.length - 1]!.step} (NSA_WATCH_FLATLINE_N=${t.flatlineN})`,
+          {
+            anomaly: 'throughput_flatline',
+            step: pts[pts.length - 1]!.step,
+            since: pts[pts.length - t.flatlineN]!.t ?? undefined,
+          },
+        ),
+      );
     }
   }
   // Drop vs rolling median, held for throughputDropN records (a single eval dip is not a drop).
-  const n = t.rollingWindow, k = t.throughputDropN;
+  const n = t.rollingWindow,
+    k = t.throughputDropN;
   if (vals.length >= Math.min(n, 8) + k) {
     const base = median(vals.slice(Math.max(0, vals.length - k - n), vals.length - k))!;
     const recent = vals.slice(-k);
     if (base > 0 && recent.every((v) => v < (1 - t.throughputDropFrac) * base)) {
       const first = pts[pts.length - k]!;
-      out.push(a('throughput:drop', 'throughput-drop', 'warning',
-        `throughput dropped to ${fmtNum(recent[recent.length - 1]!)} tok/s from a rolling median of ${fmtNum(base)}`,
-        `last ${k} records (steps ${first.step}–${pts[pts.length - 1]!.step}) all below ${Math.round((1 - t.throughputDropFrac) * 100)} % of the median of the ${n} before`,
-        { step: pts[pts.length - 1]!.step, since: first.t ?? undefined }));
+      out.push(
+        a(
+          'throughput:drop',
+          'throughput-drop',
+          'warning',
+          `throughput dropped to ${fmtNum(recent[recent.length - 1]!)} tok/s from a rolling median of ${fmtNum(base)}`,
+          `last ${k} records (steps ${first.step}–${pts[pts.length - 1]!.step}) all below ${Math.round((1 - t.throughputDropFrac) * 100)} % of the median of the ${n} before`,
+          { step: pts[pts.length - 1]!.step, since: first.t ?? undefined },
+        ),
+      );
     }
   }
   out.push(...rulePlausibility(ctx, vals));
@@ -427,25 +595,44 @@ function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
   const gpuName = ctx.gpus[0]?.name ?? id.gpuName;
   const onCpu = /^cpu/i.test(dev) || (!gpuName && ctx.in.gpu?.status === 'no-nvidia-tools');
   if (onCpu) {
-    if (ctx.in.hostCpus) { peak = cpuPeak(ctx.in.hostCpus); n = 1; }
+    if (ctx.in.hostCpus) {
+      peak = cpuPeak(ctx.in.hostCpus);
+      n = 1;
+    }
   } else if (gpuName) {
     const p = gpuPeak(gpuName, id.dtype);
-    if (p) { peak = p; n = ctx.gpus.length ? Math.min(ctx.gpus.length, world) || world : world; }
+    if (p) {
+      peak = p;
+      n = ctx.gpus.length ? Math.min(ctx.gpus.length, world) || world : world;
+    }
   }
   if (!peak) return [];
   const mfu = achieved / (peak.flops * n);
   const dims = `dim ${model.dim} × ${model.nLayers} layers, S=${seq ?? '?'}${id.model ? '' : ` (dims from the config name ${configBasename(id.config)})`}`;
   const why = `${fmtNum(tps)} tok/s × ≈${fmtNum(fpt / 1e6)} MFLOP/token (${dims}) = ${fmtNum(achieved / 1e12)} TFLOP/s vs ${n} × ${peak.label} peak ${fmtNum(peak.flops / 1e12)} TFLOP/s → MFU ${fmtNum(mfu * 100)} %`;
   if (mfu > ctx.t.mfuImpossibleFrac) {
-    return [a('throughput:impossible', 'throughput-plausibility', 'critical',
-      `throughput impossible for this model: ${fmtNum(tps)} tok/s would be ${fmtNum(mfu * 100)} % of the device peak`,
-      `${why}; the run is not training the model it claims (toy config? wrong CONFIG?)`, { anomaly: 'implausible_throughput' })];
+    return [
+      a(
+        'throughput:impossible',
+        'throughput-plausibility',
+        'critical',
+        `throughput impossible for this model: ${fmtNum(tps)} tok/s would be ${fmtNum(mfu * 100)} % of the device peak`,
+        `${why}; the run is not training the model it claims (toy config? wrong CONFIG?)`,
+        { anomaly: 'implausible_throughput' },
+      ),
+    ];
   }
   const step = ctx.run.step ?? 0;
   if (!onCpu && mfu < ctx.t.mfuLowFrac && step >= 10) {
-    return [a('throughput:low', 'throughput-plausibility', 'warning',
-      `throughput absurdly low: ${fmtNum(tps)} tok/s is ${fmtNum(mfu * 100)} % of the GPUs' peak`,
-      `${why}; check the routing (NSA_PREFILL_BATCHED=${id.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}, sequential prefill and packed selection run at ~11 tok/s, contract §8.1), GPU utilisation and DDP bucket settings`)];
+    return [
+      a(
+        'throughput:low',
+        'throughput-plausibility',
+        'warning',
+        `throughput absurdly low: ${fmtNum(tps)} tok/s is ${fmtNum(mfu * 100)} % of the GPUs' peak`,
+        `${why}; check the routing (NSA_PREFILL_BATCHED=${id.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}, sequential prefill and packed selection run at ~11 tok/s, contract §8.1), GPU utilisation and DDP bucket settings`,
+      ),
+    ];
   }
   return [];
 }
@@ -466,26 +653,54 @@ export function ruleIdentity(ctx: Ctx): Draft[] {
   const real = id.trainer === 'nsa-vibe';
   const cfg = id.config;
   if (launched?.config && cfg !== undefined) {
-    const want = configBasename(launched.config), got = configBasename(cfg);
+    const want = configBasename(launched.config),
+      got = configBasename(cfg);
     if (want !== got) {
-      out.push(a('identity:config', 'run-identity', 'critical',
-        `launched with config ${launched.config} but the run used ${cfg ?? 'the toy default (no CONFIG in env.json)'}`,
-        'the trainer reads its config only from the CONFIG env var; --config is silently ignored (contract §0)', { anomaly: 'wrong_config' }));
+      out.push(
+        a(
+          'identity:config',
+          'run-identity',
+          'critical',
+          `launched with config ${launched.config} but the run used ${cfg ?? 'the toy default (no CONFIG in env.json)'}`,
+          'the trainer reads its config only from the CONFIG env var; --config is silently ignored (contract §0)',
+          { anomaly: 'wrong_config' },
+        ),
+      );
     }
   } else if (real && cfg === null && ctx.run.exists && ctx.ranks.length > 0 && envJsonRead(ctx)) {
-    out.push(a('identity:no-config', 'run-identity', 'warning',
-      'env.json has no CONFIG: the trainer loaded its toy default configs/train_showcase.yaml',
-      'a 50k run once trained the toy model for 24 h this way (contract §8.4); export CONFIG=configs/<name>.yaml'));
+    out.push(
+      a(
+        'identity:no-config',
+        'run-identity',
+        'warning',
+        'env.json has no CONFIG: the trainer loaded its toy default configs/train_showcase.yaml',
+        'a 50k run once trained the toy model for 24 h this way (contract §8.4); export CONFIG=configs/<name>.yaml',
+      ),
+    );
   }
   if (launched?.flags) {
     for (const [k, v] of Object.entries(launched.flags)) {
       const got = id.flags[k];
       if (got !== undefined && got !== v) {
-        out.push(a(`identity:flag:${k}`, 'run-identity', 'warning', `${k}=${got} in env.json, launched with ${k}=${v}`,
-          'env.json records the environment the trainer actually saw'));
+        out.push(
+          a(
+            `identity:flag:${k}`,
+            'run-identity',
+            'warning',
+            `${k}=${got} in env.json, launched with ${k}=${v}`,
+            'env.json records the environment the trainer actually saw',
+          ),
+        );
       } else if (got === undefined && Object.keys(id.flags).length > 0 && /^NSA_/.test(k)) {
-        out.push(a(`identity:flag:${k}`, 'run-identity', 'warning', `${k}=${v} was asked for but is absent from env.json`,
-          'the variable did not reach the trainer process'));
+        out.push(
+          a(
+            `identity:flag:${k}`,
+            'run-identity',
+            'warning',
+            `${k}=${v} was asked for but is absent from env.json`,
+            'the variable did not reach the trainer process',
+          ),
+        );
       }
     }
   }
@@ -496,20 +711,41 @@ export function ruleIdentity(ctx: Ctx): Draft[] {
   const toy = isToyModel(model, seq) || (real && cfg === null && envJsonRead(ctx));
   const claimName = claims125m(cfg) ? cfg : claims125m(launched?.config) ? launched!.config! : null;
   if (model && known && !known.toy && (model.dim !== known.model.dim || model.nLayers !== known.model.nLayers)) {
-    out.push(a('identity:dims', 'run-identity', 'critical',
-      `config ${configBasename(cfg)} names a dim ${known.model.dim} × ${known.model.nLayers}-layer model but the run has dim ${model.dim} × ${model.nLayers}`,
-      'the run is not the model its name says', { anomaly: 'wrong_config' }));
+    out.push(
+      a(
+        'identity:dims',
+        'run-identity',
+        'critical',
+        `config ${configBasename(cfg)} names a dim ${known.model.dim} × ${known.model.nLayers}-layer model but the run has dim ${model.dim} × ${model.nLayers}`,
+        'the run is not the model its name says',
+        { anomaly: 'wrong_config' },
+      ),
+    );
   } else if (toy && claimName) {
-    out.push(a('identity:toy', 'run-identity', 'critical',
-      `toy model (dim ${model?.dim ?? 128}, ${model?.nLayers ?? 1} layer, S=${seq ?? 128}) running under the 125M name ${configBasename(claimName)}`,
-      `contract §8.4: CONFIG ${cfg ?? 'absent'}${ctx.run.checkpoints.length === 0 ? ', no checkpoints' : ''}${id.dtype ? `, dtype ${id.dtype}` : ''}`, { anomaly: 'wrong_config' }));
+    out.push(
+      a(
+        'identity:toy',
+        'run-identity',
+        'critical',
+        `toy model (dim ${model?.dim ?? 128}, ${model?.nLayers ?? 1} layer, S=${seq ?? 128}) running under the 125M name ${configBasename(claimName)}`,
+        `contract §8.4: CONFIG ${cfg ?? 'absent'}${ctx.run.checkpoints.length === 0 ? ', no checkpoints' : ''}${id.dtype ? `, dtype ${id.dtype}` : ''}`,
+        { anomaly: 'wrong_config' },
+      ),
+    );
   } else if (!model && real) {
     // Dims unknown (the real trainer writes no config into out_dir): the other tells of §8.4.
     const ev = toyTells(ctx);
     if (ev.length >= 2 && (claimName || (ctx.run.totalSteps ?? 0) >= 5000)) {
-      out.push(a('identity:toy', 'run-identity', claimName ? 'critical' : 'warning',
-        `this looks like the toy config${claimName ? ` running under the 125M name ${configBasename(claimName)}` : ` on a ${ctx.run.totalSteps}-step run`}`,
-        `contract §8.4 tells: ${ev.join('; ')}`, claimName ? { anomaly: 'wrong_config' } : {}));
+      out.push(
+        a(
+          'identity:toy',
+          'run-identity',
+          claimName ? 'critical' : 'warning',
+          `this looks like the toy config${claimName ? ` running under the 125M name ${configBasename(claimName)}` : ` on a ${ctx.run.totalSteps}-step run`}`,
+          `contract §8.4 tells: ${ev.join('; ')}`,
+          claimName ? { anomaly: 'wrong_config' } : {},
+        ),
+      );
     }
   }
   out.push(...ruleSyntheticData(ctx));
@@ -524,10 +760,13 @@ function toyTells(ctx: Ctx): string[] {
   if (seq !== null && seq <= 128) out.push(`seq_len ${seq}`);
   if (id.config === null && envJsonRead(ctx)) out.push('no CONFIG in env.json');
   const mem = ctx.run.lastProgress?.gpuMemReservedMiB ?? ctx.ranks.find((r) => r.rank === 0)?.memReservedMiB ?? null;
-  if (mem !== null && mem < 200 && (ctx.run.step ?? 0) >= 10) out.push(`GPU memory reserved only ${Math.round(mem)} MiB`);
-  if (id.dtype && /float32|fp32/i.test(id.dtype) && (id.gpuName || mem !== null)) out.push(`dtype ${id.dtype} on a GPU`);
+  if (mem !== null && mem < 200 && (ctx.run.step ?? 0) >= 10)
+    out.push(`GPU memory reserved only ${Math.round(mem)} MiB`);
+  if (id.dtype && /float32|fp32/i.test(id.dtype) && (id.gpuName || mem !== null))
+    out.push(`dtype ${id.dtype} on a GPU`);
   if (id.train?.saveEvery === 0) out.push('save_every 0 (no checkpoints)');
-  if (/\[boot\] loading config configs\/train_showcase\.yaml/.test(ctx.run.log.lines.join('\n'))) out.push('train.log: "[boot] loading config configs/train_showcase.yaml"');
+  if (/\[boot\] loading config configs\/train_showcase\.yaml/.test(ctx.run.log.lines.join('\n')))
+    out.push('train.log: "[boot] loading config configs/train_showcase.yaml"');
   return out;
 }
 
@@ -541,20 +780,34 @@ function ruleSyntheticData(ctx: Ctx): Draft[] {
   const d = ctx.run.data;
   const progressed = d.withFetch + d.withoutFetch > 0;
   if (claimsReal && progressed && (d.dtFetchAbsent || d.syntheticFallback)) {
-    out.push(a('data:synthetic-tell', 'synthetic-data', 'critical',
-      `dataset says ${ds} but the run trains on random tokens${d.syntheticFallback ? ' (loader fell back to synthetic)' : ' (no dt_fetch_s in recent progress records)'}`,
-      `${d.withFetch} progress records with dt_fetch_s, ${d.withoutFetch} without; a dead prefetch thread or --dataset fineweb_edu_local silently trains on random tokens (contract §8.6)`,
-      { anomaly: 'synthetic_data' }));
+    out.push(
+      a(
+        'data:synthetic-tell',
+        'synthetic-data',
+        'critical',
+        `dataset says ${ds} but the run trains on random tokens${d.syntheticFallback ? ' (loader fell back to synthetic)' : ' (no dt_fetch_s in recent progress records)'}`,
+        `${d.withFetch} progress records with dt_fetch_s, ${d.withoutFetch} without; a dead prefetch thread or --dataset fineweb_edu_local silently trains on random tokens (contract §8.6)`,
+        { anomaly: 'synthetic_data' },
+      ),
+    );
   } else if (synthetic) {
-    out.push(a('data:synthetic', 'synthetic-data', 'warning',
-      'training on synthetic random tokens (train.log: dataset=synthetic)',
-      `loss cannot fall below ln(vocab) (${fmtNum(Math.log(id.model?.vocab ?? 256), 4)}); loss and throughput say nothing about real data${d.dtFetchAbsent ? '; no dt_fetch_s in progress records' : ''}`,
-      // the dataset is chosen at launch: true since this segment of the run started, not since
-      // the cockpit noticed
-      { since: ctx.run.segments.at(-1)?.startTs ?? undefined }));
+    out.push(
+      a(
+        'data:synthetic',
+        'synthetic-data',
+        'warning',
+        'training on synthetic random tokens (train.log: dataset=synthetic)',
+        `loss cannot fall below ln(vocab) (${fmtNum(Math.log(id.model?.vocab ?? 256), 4)}); loss and throughput say nothing about real data${d.dtFetchAbsent ? '; no dt_fetch_s in progress records' : ''}`,
+        // the dataset is chosen at launch: true since this segment of the run started, not since
+        // the cockpit noticed
+        { since: ctx.run.segments.at(-1)?.startTs ?? undefined },
+      ),
+    );
   }
   // Loss pinned near ln(vocab): the random-data tell once the run is past its early steps.
-  const vocab = id.model?.vocab ?? (id.tokenizer === 'gpt2' ? 50257 : id.tokenizer === 'byte' || id.tokenizer === null ? 256 : null);
+  const vocab =
+    id.model?.vocab ??
+    (id.tokenizer === 'gpt2' ? 50257 : id.tokenizer === 'byte' || id.tokenizer === null ? 256 : null);
   const pts = currentSegment(ctx.run.series.loss);
   const last = pts[pts.length - 1];
   if (vocab && last && last.step >= ctx.t.lossPinnedMinStep && pts.length >= 10) {
@@ -562,10 +815,16 @@ function ruleSyntheticData(ctx: Ctx): Draft[] {
     const tail = pts.slice(-Math.min(pts.length, ctx.t.rollingWindow)).map((p) => p.value);
     const med = median(tail)!;
     if (Math.abs(med - lnV) < ctx.t.lossPinnedEps && Math.min(...tail) > lnV - ctx.t.lossPinnedEps) {
-      out.push(a('loss:pinned-lnV', 'synthetic-data', claimsReal && !synthetic ? 'critical' : 'warning',
-        `loss pinned at ${fmtNum(med, 4)} ≈ ln(${vocab}) = ${fmtNum(lnV, 4)} at step ${last.step}: the model sees random tokens`,
-        `median of the last ${tail.length} losses within ${ctx.t.lossPinnedEps} of ln(vocab); dataset ${ds ?? 'unknown'}`,
-        { step: last.step, anomaly: claimsReal && !synthetic ? 'synthetic_data' : undefined }));
+      out.push(
+        a(
+          'loss:pinned-lnV',
+          'synthetic-data',
+          claimsReal && !synthetic ? 'critical' : 'warning',
+          `loss pinned at ${fmtNum(med, 4)} ≈ ln(${vocab}) = ${fmtNum(lnV, 4)} at step ${last.step}: the model sees random tokens`,
+          `median of the last ${tail.length} losses within ${ctx.t.lossPinnedEps} of ln(vocab); dataset ${ds ?? 'unknown'}`,
+          { step: last.step, anomaly: claimsReal && !synthetic ? 'synthetic_data' : undefined },
+        ),
+      );
     }
   }
   return out;
@@ -578,16 +837,30 @@ export function ruleLoss(ctx: Ctx): Draft[] {
   const out: Draft[] = [];
   const run = ctx.run;
   const lp = run.lastProgress;
-  const nonFinite = run.series.loss.nonFinite > 0 || run.lastLossNonFinite === true || run.log.fatalNonFinite || run.control.anomaly?.type === 'nan_loss' || (lp?.loss !== null && lp?.loss !== undefined && !Number.isFinite(lp.loss));
+  const nonFinite =
+    run.series.loss.nonFinite > 0 ||
+    run.lastLossNonFinite === true ||
+    run.log.fatalNonFinite ||
+    run.control.anomaly?.type === 'nan_loss' ||
+    (lp?.loss !== null && lp?.loss !== undefined && !Number.isFinite(lp.loss));
   if (nonFinite) {
     const why = [
       run.series.loss.nonFinite ? `${run.series.loss.nonFinite} non-finite loss record(s)` : null,
       run.log.fatalNonFinite ? 'train.log: "[train][FATAL] non-finite loss detected"' : null,
       run.control.anomaly?.type === 'nan_loss' ? '.anomaly_type = nan_loss' : null,
-    ].filter(Boolean).join('; ');
-    out.push(a('loss:nonfinite', 'loss-nonfinite', 'critical', `loss went non-finite${run.step !== null ? ` after step ${run.step}` : ''}`,
-      `${why || 'last progress loss is not finite'}; the NaN step itself is never logged (contract §8.5)`,
-      { anomaly: 'nan_loss', step: run.step ?? undefined, since: run.control.anomaly?.mtimeMs ?? undefined }));
+    ]
+      .filter(Boolean)
+      .join('; ');
+    out.push(
+      a(
+        'loss:nonfinite',
+        'loss-nonfinite',
+        'critical',
+        `loss went non-finite${run.step !== null ? ` after step ${run.step}` : ''}`,
+        `${why || 'last progress loss is not finite'}; the NaN step itself is never logged (contract §8.5)`,
+        { anomaly: 'nan_loss', step: run.step ?? undefined, since: run.control.anomaly?.mtimeMs ?? undefined },
+      ),
+    );
   }
   const pts = currentSegment(run.series.loss);
   if (pts.length >= 8) {
@@ -595,11 +868,27 @@ export function ruleLoss(ctx: Ctx): Draft[] {
     const win = pts.slice(Math.max(0, pts.length - 1 - ctx.t.rollingWindow), pts.length - 1).map((p) => p.value);
     const med = median(win)!;
     if (med > 0 && last.value > ctx.t.lossExplodeFactor * med) {
-      out.push(a('loss:spike', 'loss-spike', 'critical', `loss exploding: ${fmtNum(last.value, 4)} at step ${last.step}, ${fmtNum(last.value / med)} × the rolling median ${fmtNum(med, 4)}`,
-        `window of the previous ${win.length} logged losses; threshold ${ctx.t.lossExplodeFactor} ×`, { step: last.step, anomaly: 'loss_spike', since: last.t ?? undefined }));
+      out.push(
+        a(
+          'loss:spike',
+          'loss-spike',
+          'critical',
+          `loss exploding: ${fmtNum(last.value, 4)} at step ${last.step}, ${fmtNum(last.value / med)} × the rolling median ${fmtNum(med, 4)}`,
+          `window of the previous ${win.length} logged losses; threshold ${ctx.t.lossExplodeFactor} ×`,
+          { step: last.step, anomaly: 'loss_spike', since: last.t ?? undefined },
+        ),
+      );
     } else if (med > 0 && last.value > med * (1 + ctx.t.lossSpikeFrac)) {
-      out.push(a('loss:spike', 'loss-spike', 'warning', `loss spike: ${fmtNum(last.value, 4)} at step ${last.step} vs rolling median ${fmtNum(med, 4)}`,
-        `above median × ${1 + ctx.t.lossSpikeFrac} over the previous ${win.length} logged losses`, { step: last.step, since: last.t ?? undefined }));
+      out.push(
+        a(
+          'loss:spike',
+          'loss-spike',
+          'warning',
+          `loss spike: ${fmtNum(last.value, 4)} at step ${last.step} vs rolling median ${fmtNum(med, 4)}`,
+          `above median × ${1 + ctx.t.lossSpikeFrac} over the previous ${win.length} logged losses`,
+          { step: last.step, since: last.t ?? undefined },
+        ),
+      );
     }
   }
   if (pts.length >= ctx.t.lossFlatN) {
@@ -608,8 +897,16 @@ export function ruleLoss(ctx: Ctx): Draft[] {
     const range = Math.max(...vs) - Math.min(...vs);
     const med = median(vs)!;
     if (range < ctx.t.lossFlatEps * Math.max(1, Math.abs(med))) {
-      out.push(a('loss:flat', 'loss-flat', 'warning', `loss flat at ${fmtNum(med, 5)} for ${ctx.t.lossFlatN} logs (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
-        `max − min = ${fmtNum(range)}: the model is not updating (lr 0? frozen params? a constant batch?)`, { step: tail[tail.length - 1]!.step, since: tail[0]!.t ?? undefined }));
+      out.push(
+        a(
+          'loss:flat',
+          'loss-flat',
+          'warning',
+          `loss flat at ${fmtNum(med, 5)} for ${ctx.t.lossFlatN} logs (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
+          `max − min = ${fmtNum(range)}: the model is not updating (lr 0? frozen params? a constant batch?)`,
+          { step: tail[tail.length - 1]!.step, since: tail[0]!.t ?? undefined },
+        ),
+      );
     }
   }
   return out;
@@ -618,7 +915,13 @@ export function ruleLoss(ctx: Ctx): Draft[] {
 // ---------------------------------------------------------------------------------------------
 // Gates (layer 0 in the real trainer; contract §6)
 
-export interface GateRecord { step: number; t: number | null; entropy: number | null; max: number | null; collapse: number | null }
+export interface GateRecord {
+  step: number;
+  t: number | null;
+  entropy: number | null;
+  max: number | null;
+  collapse: number | null;
+}
 
 const gateMemo = new WeakMap<Series, { max: Series; collapse: Series; recs: GateRecord[] }>();
 
@@ -638,7 +941,10 @@ function computeGateRecords(s: RunSnapshot['series']): GateRecord[] {
   const key = (p: SeriesPoint) => p.segment * 2 ** 40 + p.step;
   const get = (p: SeriesPoint) => {
     let r = byStep.get(key(p));
-    if (!r) { r = { step: p.step, t: p.t, entropy: null, max: null, collapse: null }; byStep.set(key(p), r); }
+    if (!r) {
+      r = { step: p.step, t: p.t, entropy: null, max: null, collapse: null };
+      byStep.set(key(p), r);
+    }
     return r;
   };
   // the newest records are all any gate rule looks at (N consecutive; the frozen tail of ≤ 50)
@@ -651,15 +957,19 @@ function computeGateRecords(s: RunSnapshot['series']): GateRecord[] {
 
 export function gateViolations(r: GateRecord, ctx: Ctx): string[] {
   const v: string[] = [];
-  if (r.entropy !== null && r.entropy < ctx.t.gateEntropyMin) v.push(`entropy ${fmtNum(r.entropy)} < ${ctx.t.gateEntropyMin}`);
+  if (r.entropy !== null && r.entropy < ctx.t.gateEntropyMin)
+    v.push(`entropy ${fmtNum(r.entropy)} < ${ctx.t.gateEntropyMin}`);
   // gate_max_gate is one row's extreme among B·S·G rows: a healthy gate crosses 0.9 on some token long
   // before it collapses (the reference run: max 0.93 at entropy 0.88, collapse 0). It counts when the
   // entropy says the average row may be that peaked too (runbook: max_gate_mean < 0.9), or is unknown.
   const bound = maxGateEntropyBound(ctx.t.gateMaxThreshold);
   if (r.max !== null && r.max > ctx.t.gateMaxThreshold && (r.entropy === null || r.entropy < bound)) {
-    v.push(`max gate ${fmtNum(r.max)} > ${ctx.t.gateMaxThreshold}${r.entropy === null ? '' : ` with entropy ${fmtNum(r.entropy)} < ${fmtNum(bound)}`}`);
+    v.push(
+      `max gate ${fmtNum(r.max)} > ${ctx.t.gateMaxThreshold}${r.entropy === null ? '' : ` with entropy ${fmtNum(r.entropy)} < ${fmtNum(bound)}`}`,
+    );
   }
-  if (r.collapse !== null && r.collapse > ctx.t.gateCollapseFrac) v.push(`collapse ${fmtNum(r.collapse)} > ${ctx.t.gateCollapseFrac}`);
+  if (r.collapse !== null && r.collapse > ctx.t.gateCollapseFrac)
+    v.push(`collapse ${fmtNum(r.collapse)} > ${ctx.t.gateCollapseFrac}`);
   return v;
 }
 
@@ -672,17 +982,33 @@ export function ruleGates(ctx: Ctx): { alerts: Draft[]; haltIn: number | null } 
     for (let i = recs.length - 1; i >= 0 && gateViolations(recs[i]!, ctx).length; i--) k++;
     const N = ctx.t.gateCollapseN;
     if (k > 0) {
-      const last = recs[recs.length - 1]!, first = recs[recs.length - k]!;
+      const last = recs[recs.length - 1]!,
+        first = recs[recs.length - k]!;
       const v = gateViolations(last, ctx).join(', ');
       haltIn = Math.max(0, N - k);
       if (k >= N) {
         const g = ctx.run.gates;
-        out.push(a('gates:collapse', 'gate-collapse', 'critical', `gate collapse: ${v} on ${k} consecutive records (steps ${first.step}–${last.step})`,
-          `watchdog rule: entropy < ${ctx.t.gateEntropyMin} or max > ${ctx.t.gateMaxThreshold} (with entropy < ${fmtNum(maxGateEntropyBound(ctx.t.gateMaxThreshold))}) or collapse > ${ctx.t.gateCollapseFrac} for ${N} records (NSA_WATCH_GATE_*)${g?.branchShares ? `; shares [cmp, sel, win] = [${g.branchShares.map((x) => fmtNum(x)).join(', ')}]` : ''}${ctx.run.identity.flags['NSA_FORCE_BRANCH'] ? `; NSA_FORCE_BRANCH=${ctx.run.identity.flags['NSA_FORCE_BRANCH']} forces a one-hot gate` : ''}`,
-          { anomaly: 'gate_collapse', step: last.step, since: first.t ?? undefined }));
+        out.push(
+          a(
+            'gates:collapse',
+            'gate-collapse',
+            'critical',
+            `gate collapse: ${v} on ${k} consecutive records (steps ${first.step}–${last.step})`,
+            `watchdog rule: entropy < ${ctx.t.gateEntropyMin} or max > ${ctx.t.gateMaxThreshold} (with entropy < ${fmtNum(maxGateEntropyBound(ctx.t.gateMaxThreshold))}) or collapse > ${ctx.t.gateCollapseFrac} for ${N} records (NSA_WATCH_GATE_*)${g?.branchShares ? `; shares [cmp, sel, win] = [${g.branchShares.map((x) => fmtNum(x)).join(', ')}]` : ''}${ctx.run.identity.flags['NSA_FORCE_BRANCH'] ? `; NSA_FORCE_BRANCH=${ctx.run.identity.flags['NSA_FORCE_BRANCH']} forces a one-hot gate` : ''}`,
+            { anomaly: 'gate_collapse', step: last.step, since: first.t ?? undefined },
+          ),
+        );
       } else {
-        out.push(a('gates:collapse', 'gate-collapse', 'info', `gates out of bounds on ${k} record(s): watchdog would halt in ${haltIn} more`,
-          `${v} at step ${last.step}`, { step: last.step, since: first.t ?? undefined }));
+        out.push(
+          a(
+            'gates:collapse',
+            'gate-collapse',
+            'info',
+            `gates out of bounds on ${k} record(s): watchdog would halt in ${haltIn} more`,
+            `${v} at step ${last.step}`,
+            { step: last.step, since: first.t ?? undefined },
+          ),
+        );
       }
     }
     // Frozen at uniform (contract §8.8): passes every documented health check, learns nothing.
@@ -695,11 +1021,19 @@ export function ruleGates(ctx: Ctx): { alerts: Draft[]; haltIn: number | null } 
       const allUniform = tail.every((r) => Math.abs(r.entropy! - LN3) < ctx.t.gateFrozenEntropyEps);
       const sharesUniform = !shares || shares.every((x) => Math.abs(x - 1 / 3) < ctx.t.gateFrozenShareEps);
       if (allUniform && sharesUniform) {
-        const flags = ['NSA_STOPGRAD_GATES', 'NSA_FORCE_UNIFORM_GATE', 'NSA_GATE_COMPILE'].filter((f) => ctx.run.identity.flags[f] === '1');
-        out.push(a('gates:frozen', 'gate-frozen', 'warning',
-          `gates frozen at uniform: entropy ≈ ln 3 on ${tail.length} records past warmup (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
-          `|entropy − ${fmtNum(LN3, 5)}| < ${ctx.t.gateFrozenEntropyEps}${shares ? `, shares [${shares.map((x) => fmtNum(x)).join(', ')}] within ${ctx.t.gateFrozenShareEps} of 1/3` : ''}; this passes every documented gate check but the gate learns nothing${flags.length ? `; ${flags.map((f) => f + '=1').join(', ')} set` : ' (NSA_STOPGRAD_GATES / NSA_FORCE_UNIFORM_GATE / NSA_GATE_COMPILE?)'}`,
-          { step: tail[tail.length - 1]!.step, since: tail[0]!.t ?? undefined }));
+        const flags = ['NSA_STOPGRAD_GATES', 'NSA_FORCE_UNIFORM_GATE', 'NSA_GATE_COMPILE'].filter(
+          (f) => ctx.run.identity.flags[f] === '1',
+        );
+        out.push(
+          a(
+            'gates:frozen',
+            'gate-frozen',
+            'warning',
+            `gates frozen at uniform: entropy ≈ ln 3 on ${tail.length} records past warmup (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
+            `|entropy − ${fmtNum(LN3, 5)}| < ${ctx.t.gateFrozenEntropyEps}${shares ? `, shares [${shares.map((x) => fmtNum(x)).join(', ')}] within ${ctx.t.gateFrozenShareEps} of 1/3` : ''}; this passes every documented gate check but the gate learns nothing${flags.length ? `; ${flags.map((f) => f + '=1').join(', ')} set` : ' (NSA_STOPGRAD_GATES / NSA_FORCE_UNIFORM_GATE / NSA_GATE_COMPILE?)'}`,
+            { step: tail[tail.length - 1]!.step, since: tail[0]!.t ?? undefined },
+          ),
+        );
       }
     }
   }
@@ -716,19 +1050,34 @@ export function ruleData(ctx: Ctx): Draft[] {
   const dt = d.lastDtFetchS ?? lp?.dtFetchS ?? null;
   const p95 = d.fetchP95Ms ?? lp?.fetchP95Ms ?? null;
   if ((dt !== null && dt > ctx.t.fetchSlowS) || (p95 !== null && p95 / 1000 > ctx.t.fetchSlowS)) {
-    out.push(a('data:slow', 'data-loader', 'warning',
-      `data loader slow: ${dt !== null ? `dt_fetch ${fmtNum(dt)} s` : ''}${dt !== null && p95 !== null ? ', ' : ''}${p95 !== null ? `fetch p95 ${fmtNum(p95)} ms` : ''}`,
-      `over ${ctx.t.fetchSlowS} s; steady state should be p95 < 100 ms (contract §5); HF streaming throttling (429) or a cold cache?`,
-      { step: lp?.step }));
+    out.push(
+      a(
+        'data:slow',
+        'data-loader',
+        'warning',
+        `data loader slow: ${dt !== null ? `dt_fetch ${fmtNum(dt)} s` : ''}${dt !== null && p95 !== null ? ', ' : ''}${p95 !== null ? `fetch p95 ${fmtNum(p95)} ms` : ''}`,
+        `over ${ctx.t.fetchSlowS} s; steady state should be p95 < 100 ms (contract §5); HF streaming throttling (429) or a cold cache?`,
+        { step: lp?.step },
+      ),
+    );
   }
-  const fetches = currentSegment(ctx.run.series.dtFetchS).slice(-5).map((p) => p.value);
+  const fetches = currentSegment(ctx.run.series.dtFetchS)
+    .slice(-5)
+    .map((p) => p.value);
   const st = ctx.cadence.stepTimeS;
   if (fetches.length >= 3 && st !== null && st > 0) {
     const med = median(fetches)!;
     if (med > ctx.t.fetchDominateFrac * st && med > 0.01) {
-      out.push(a('data:dominates', 'data-loader', 'warning',
-        `data fetch dominates the step: ${fmtNum(med)} s of ${fmtNum(st)} s per step (${Math.round((med / st) * 100)} %)`,
-        `median dt_fetch_s of the last ${fetches.length} progress records vs median step time; the GPUs wait on the loader`, { step: lp?.step }));
+      out.push(
+        a(
+          'data:dominates',
+          'data-loader',
+          'warning',
+          `data fetch dominates the step: ${fmtNum(med)} s of ${fmtNum(st)} s per step (${Math.round((med / st) * 100)} %)`,
+          `median dt_fetch_s of the last ${fetches.length} progress records vs median step time; the GPUs wait on the loader`,
+          { step: lp?.step },
+        ),
+      );
     }
   }
   return out;
@@ -737,15 +1086,24 @@ export function ruleData(ctx: Ctx): Draft[] {
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-export interface MemSample { step: number; mib: number }
+export interface MemSample {
+  step: number;
+  mib: number;
+}
 
-export function leakOf(samples: MemSample[], t: Thresholds): { growth: number; slope: number; first: MemSample; last: MemSample; r2: number } | null {
+export function leakOf(
+  samples: MemSample[],
+  t: Thresholds,
+): { growth: number; slope: number; first: MemSample; last: MemSample; r2: number } | null {
   // drop the first samples (allocator warm-up), keep the last 60
   const s = samples.slice(Math.min(3, Math.floor(samples.length / 4))).slice(-60);
   if (s.length < t.leakMinPoints) return null;
   const span = s[s.length - 1]!.step - s[0]!.step;
   if (span < 5) return null;
-  const fit = linfit(s.map((x) => x.step), s.map((x) => x.mib));
+  const fit = linfit(
+    s.map((x) => x.step),
+    s.map((x) => x.mib),
+  );
   if (!fit) return null;
   const growth = fit.slope * span;
   const base = Math.max(1, s[0]!.mib);
@@ -766,21 +1124,43 @@ export function ruleMemory(ctx: Ctx, perRank: Map<string, MemSample[]>): Draft[]
     const [rank, src] = key.split(':');
     const l = leakOf(samples, ctx.t);
     if (!l) continue;
-    out.push(a(`mem-leak:rank${rank}:${src}`, 'memory-growth', 'warning',
-      `rank ${rank} memory growing ${fmtNum(l.slope)} MiB/step (${src} ${Math.round(l.first.mib)} → ${Math.round(l.last.mib)} MiB over steps ${l.first.step}–${l.last.step})`,
-      `least-squares slope over ${samples.length} samples, r² ${fmtNum(l.r2, 2)}; growth ${Math.round(l.growth)} MiB > ${ctx.t.leakMinMiB} MiB and > ${ctx.t.leakMinFrac * 100} % of the start; "allocated/reserved flat; no creep" is the runbook's criterion`,
-      { rank: Number(rank), step: l.last.step }));
+    out.push(
+      a(
+        `mem-leak:rank${rank}:${src}`,
+        'memory-growth',
+        'warning',
+        `rank ${rank} memory growing ${fmtNum(l.slope)} MiB/step (${src} ${Math.round(l.first.mib)} → ${Math.round(l.last.mib)} MiB over steps ${l.first.step}–${l.last.step})`,
+        `least-squares slope over ${samples.length} samples, r² ${fmtNum(l.r2, 2)}; growth ${Math.round(l.growth)} MiB > ${ctx.t.leakMinMiB} MiB and > ${ctx.t.leakMinFrac * 100} % of the start; "allocated/reserved flat; no creep" is the runbook's criterion`,
+        { rank: Number(rank), step: l.last.step },
+      ),
+    );
   }
   for (const g of ctx.gpus) {
     if (g.memUsedMiB === null || g.memTotalMiB === null || g.memTotalMiB <= 0) continue;
     const f = g.memUsedMiB / g.memTotalMiB;
     if (f > ctx.t.gpuMemNearFrac) {
-      out.push(a(`gpu-mem:${g.index}`, 'gpu-memory', 'warning', `GPU ${g.index} memory at ${Math.round(f * 100)} % (${g.memUsedMiB}/${g.memTotalMiB} MiB)`,
-        `above ${Math.round(ctx.t.gpuMemNearFrac * 100)} %: the next allocation spike (eval, checkpoint) may OOM`));
+      out.push(
+        a(
+          `gpu-mem:${g.index}`,
+          'gpu-memory',
+          'warning',
+          `GPU ${g.index} memory at ${Math.round(f * 100)} % (${g.memUsedMiB}/${g.memTotalMiB} MiB)`,
+          `above ${Math.round(ctx.t.gpuMemNearFrac * 100)} %: the next allocation spike (eval, checkpoint) may OOM`,
+        ),
+      );
     }
   }
   if (ctx.run.log.oom) {
-    out.push(a('oom', 'gpu-memory', 'critical', 'CUDA out of memory in the trainer log', 'train.log contains "CUDA out of memory"', { anomaly: 'oom' }));
+    out.push(
+      a(
+        'oom',
+        'gpu-memory',
+        'critical',
+        'CUDA out of memory in the trainer log',
+        'train.log contains "CUDA out of memory"',
+        { anomaly: 'oom' },
+      ),
+    );
   }
   return out;
 }
@@ -797,9 +1177,18 @@ export function ruleGradNorm(ctx: Ctx): Draft[] {
     // The real trainer reads grad_norm after zero_grad on optimizer steps: 0.0 there is an artefact.
     if (accum <= 1 || lp.step % accum === 0) return [];
   }
-  return [a('grad:zero', 'zero-grad', 'warning', `grad_norm is 0 at step ${lp.step}`,
-    id.trainer === 'nsa-vibe' ? `a mid-accumulation step (accum ${accum}), where the real trainer's grad_norm is meaningful: no gradient reaches the parameters` : 'no gradient reaches the parameters',
-    { step: lp.step, anomaly: 'zero_grad' })];
+  return [
+    a(
+      'grad:zero',
+      'zero-grad',
+      'warning',
+      `grad_norm is 0 at step ${lp.step}`,
+      id.trainer === 'nsa-vibe'
+        ? `a mid-accumulation step (accum ${accum}), where the real trainer's grad_norm is meaningful: no gradient reaches the parameters`
+        : 'no gradient reaches the parameters',
+      { step: lp.step, anomaly: 'zero_grad' },
+    ),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -810,37 +1199,77 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   if (!si.hung) return v;
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
   // One rank stopped (or, once the step is overdue, in D state) while the others wait.
-  const odd = ctx.alive.filter((r) => r.proc.state === 'T' || r.proc.state === 't' || (si.overdue && r.proc.state === 'D'));
+  const odd = ctx.alive.filter(
+    (r) => r.proc.state === 'T' || r.proc.state === 't' || (si.overdue && r.proc.state === 'D'),
+  );
   if (odd.length === 1 && ctx.alive.length > 1) {
     const r = odd[0]!;
-    v.push({ kind: 'odd-rank', rank: r.rank, text: `rank ${r.rank} is the odd one out: ${STATE_TXT[r.proc.state]} while the others wait (${ctx.alive.filter((o) => o !== r).map((o) => `rank ${o.rank} ${o.proc.state}`).join(', ')})` });
+    v.push({
+      kind: 'odd-rank',
+      rank: r.rank,
+      text: `rank ${r.rank} is the odd one out: ${STATE_TXT[r.proc.state]} while the others wait (${ctx.alive
+        .filter((o) => o !== r)
+        .map((o) => `rank ${o.rank} ${o.proc.state}`)
+        .join(', ')})`,
+    });
   } else if (si.oddRank !== null && oddRankFromDumps(ctx)?.rank === si.oddRank) {
     const o = oddRankFromDumps(ctx)!;
-    v.push({ kind: 'odd-rank', rank: o.rank, text: `rank ${o.rank} is the odd one out: its stack dump shows ${o.where} while the others are in ${o.others}` });
+    v.push({
+      kind: 'odd-rank',
+      rank: o.rank,
+      text: `rank ${o.rank} is the odd one out: its stack dump shows ${o.where} while the others are in ${o.others}`,
+    });
   } else if (si.oddRank !== null) {
     const r = ctx.ranks.find((x) => x.rank === si.oddRank)!;
     const others = ctx.ranks.filter((x) => x.rank !== si.oddRank);
-    v.push({ kind: 'odd-rank', rank: si.oddRank, text: `rank ${si.oddRank} is the odd one out: its last beat is step ${r.lastStep ?? '?'} while rank(s) ${others.map((o) => `${o.rank}@${o.lastStep ?? '?'}`).join(', ')} moved on and wait in the collective` });
+    v.push({
+      kind: 'odd-rank',
+      rank: si.oddRank,
+      text: `rank ${si.oddRank} is the odd one out: its last beat is step ${r.lastStep ?? '?'} while rank(s) ${others.map((o) => `${o.rank}@${o.lastStep ?? '?'}`).join(', ')} moved on and wait in the collective`,
+    });
   }
   if (!si.overdue) return v;
   // GPUs busy at idle power: NCCL kernels spinning in a collective.
-  const spin = ctx.gpus.filter((g) => g.utilPct !== null && g.utilPct >= ctx.t.spinUtilPct && g.powerW !== null && g.powerLimitW !== null && g.powerW < ctx.t.spinPowerFrac * g.powerLimitW);
+  const spin = ctx.gpus.filter(
+    (g) =>
+      g.utilPct !== null &&
+      g.utilPct >= ctx.t.spinUtilPct &&
+      g.powerW !== null &&
+      g.powerLimitW !== null &&
+      g.powerW < ctx.t.spinPowerFrac * g.powerLimitW,
+  );
   const gOdd = oddRankFromGpus(ctx);
   if (gOdd && !v.some((x) => x.kind === 'odd-rank')) {
-    v.push({ kind: 'odd-rank', rank: gOdd.rank, text: `rank ${gOdd.rank} is the odd one out: its GPU ${gOdd.gpu} is idle while the others spin in the collective (util ≈100 % at near-idle power)` });
+    v.push({
+      kind: 'odd-rank',
+      rank: gOdd.rank,
+      text: `rank ${gOdd.rank} is the odd one out: its GPU ${gOdd.gpu} is idle while the others spin in the collective (util ≈100 % at near-idle power)`,
+    });
   }
   if (spin.length > 0 && (spin.length === ctx.gpus.length || gOdd)) {
-    v.push({ kind: 'collective-spin', text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${fmtS(si.frozenS!)}` });
+    v.push({
+      kind: 'collective-spin',
+      text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${fmtS(si.frozenS!)}`,
+    });
   }
   if (hbAge !== null && hbAge < si.overdueS) {
-    v.push({ kind: 'heartbeat-without-progress', text: `heartbeats still written (last ${fmtS(hbAge)} ago) but the step has been frozen at ${ctx.run.step ?? 0} for ${fmtS(si.frozenS!)}${ctx.ranks.some((r) => r.lastMsg === 'watchdog_dump') ? ' — only in-process watchdog dumps' : ''}` });
+    v.push({
+      kind: 'heartbeat-without-progress',
+      text: `heartbeats still written (last ${fmtS(hbAge)} ago) but the step has been frozen at ${ctx.run.step ?? 0} for ${fmtS(si.frozenS!)}${ctx.ranks.some((r) => r.lastMsg === 'watchdog_dump') ? ' — only in-process watchdog dumps' : ''}`,
+    });
   } else {
-    v.push({ kind: 'all-silent', text: `all ranks silent: no heartbeat for ${hbAge === null ? '?' : fmtS(hbAge)}${ctx.procsKnown ? `, ${ctx.alive.length} process(es) alive` : ''}` });
+    v.push({
+      kind: 'all-silent',
+      text: `all ranks silent: no heartbeat for ${hbAge === null ? '?' : fmtS(hbAge)}${ctx.procsKnown ? `, ${ctx.alive.length} process(es) alive` : ''}`,
+    });
   }
   // CPU pegged on the ranks with no GPU spin: a Python-side slow step (sequential prefill, §8.1).
   const busy = ctx.alive.filter((r) => (r.proc.cpuPct ?? 0) >= 90);
   if (busy.length && !spin.length && odd.length === 0) {
-    v.push({ kind: 'slow-step', text: `rank(s) ${busy.map((r) => `${r.rank} at ${Math.round(r.proc.cpuPct!)} % CPU`).join(', ')}: a very slow step in Python looks exactly like a hang (NSA_PREFILL_BATCHED=${ctx.run.identity.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}; contract §8.1)` });
+    v.push({
+      kind: 'slow-step',
+      text: `rank(s) ${busy.map((r) => `${r.rank} at ${Math.round(r.proc.cpuPct!)} % CPU`).join(', ')}: a very slow step in Python looks exactly like a hang (NSA_PREFILL_BATCHED=${ctx.run.identity.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}; contract §8.1)`,
+    });
   }
   return v;
 }

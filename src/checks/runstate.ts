@@ -35,7 +35,8 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
   const v = (state: RunState, why: string, culprit: Culprit | null = null): StateVerdict => ({ state, why, culprit });
   if (!run.exists) return v('NO TRAINER', run.error ? `run dir unreadable: ${run.error}` : 'run dir does not exist');
   const step = run.step ?? 0;
-  const total = run.totalSteps ?? (typeof run.metrics?.['steps'] === 'number' ? (run.metrics['steps'] as number) : null);
+  const total =
+    run.totalSteps ?? (typeof run.metrics?.['steps'] === 'number' ? (run.metrics['steps'] as number) : null);
   const of = total !== null ? ` of ${total}` : '';
   const halt = run.control.halt;
   const r0boot = ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
@@ -44,7 +45,9 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
   const nan = run.control.anomaly?.type === 'nan_loss' || run.log.fatalNonFinite;
 
-  const unknownAlive = ctx.procsKnown ? (ctx.in.procs!.unknown ?? []).filter((p) => !isToolProcess(p) && p.state !== 'Z' && p.state !== 'X').length : 0;
+  const unknownAlive = ctx.procsKnown
+    ? (ctx.in.procs!.unknown ?? []).filter((p) => !isToolProcess(p) && p.state !== 'Z' && p.state !== 'X').length
+    : 0;
   const ranksTxt = ctx.alive.map((r) => r.rank).join(',');
   const anyAlive = ctx.procsKnown && (ctx.alive.length > 0 || unknownAlive > 0 || ctx.launcherAlive);
   // No process table (a report on a copied dir, a host that cannot list processes): heartbeats speak.
@@ -71,15 +74,21 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     if (nan) return v('HALTING', `aborting on a non-finite loss after step ${step}${of}; ${who}${hungTxt}`, hung);
     if (run.log.haltSeen) return v('HALTING', `the trainer saw .HALT at step ${step}${of}; ${who}${hungTxt}`, hung);
     if (ctx.ranks.length === 0 || (step === 0 && !si.hung)) {
-      if (ctx.launcherAlive && ctx.alive.length === 0) return v('STARTING', `launcher pid ${ctx.in.procs!.launcher!.pid} alive, no rank step yet`);
+      if (ctx.launcherAlive && ctx.alive.length === 0)
+        return v('STARTING', `launcher pid ${ctx.in.procs!.launcher!.pid} alive, no rank step yet`);
       const boot = r0boot !== null ? `booted ${fmtS((ctx.now - r0boot) / 1000)} ago` : 'no heartbeat yet';
       return v('STARTING', `${ctx.alive.length ? `rank(s) ${ranksTxt} alive, ` : ''}${boot}, no step yet`);
     }
     if (si.hung) return stalled(ctx, si, hung);
-    if (anyAlive && ctx.alive.length === 0) return v('RUNNING', `step ${step}${of}; ${who}, rank processes not identified`);
+    if (anyAlive && ctx.alive.length === 0)
+      return v('RUNNING', `step ${step}${of}; ${who}, rank processes not identified`);
     // a routine pause (checkpoint save, eval) the trainer takes after step N's heartbeat: not overdue yet
     const overCadence = si.frozenS !== null && si.frozenS > overdueAfterS(ctx);
-    if (si.pause && overCadence) return v('RUNNING', `step ${step}${of}; ${si.pause.what} for ${fmtS(si.frozenS!)} (overdue after ${fmtS(si.pause.allowS)})`);
+    if (si.pause && overCadence)
+      return v(
+        'RUNNING',
+        `step ${step}${of}; ${si.pause.what} for ${fmtS(si.frozenS!)} (overdue after ${fmtS(si.pause.allowS)})`,
+      );
     return v('RUNNING', `step ${step}${of}${hbAge !== null ? `, last heartbeat ${fmtS(hbAge)} ago` : ''}`);
   }
 
@@ -92,41 +101,66 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
   }
   if (ctx.procsKnown) {
     if (ctx.ranks.length === 0) return v('NO TRAINER', 'no rank processes and no heartbeat in the run dir');
-    if (halt.present && !staleHalt) return v('HALTED', `ranks gone after .HALT${haltTxt} at step ${step}${of} (no metrics.json)`);
-    if (total !== null && step >= total) return v('FINISHED', `reached step ${step}${of}; ranks gone (no metrics.json)`);
-    return v('EXITED', `ranks gone at step ${step}${of} without metrics.json${hbAge !== null ? `; last heartbeat ${fmtS(hbAge)} ago` : ''}${run.log.oom ? '; CUDA OOM in the log' : ''}`);
+    if (halt.present && !staleHalt)
+      return v('HALTED', `ranks gone after .HALT${haltTxt} at step ${step}${of} (no metrics.json)`);
+    if (total !== null && step >= total)
+      return v('FINISHED', `reached step ${step}${of}; ranks gone (no metrics.json)`);
+    return v(
+      'EXITED',
+      `ranks gone at step ${step}${of} without metrics.json${hbAge !== null ? `; last heartbeat ${fmtS(hbAge)} ago` : ''}${run.log.oom ? '; CUDA OOM in the log' : ''}`,
+    );
   }
   // Process table unknown and no fresh heartbeat.
   if (ctx.ranks.length === 0) return v('NO TRAINER', 'no heartbeat in the run dir and no process information');
   if (si.hung) return stalled(ctx, si, hungCulprit(ctx, si));
-  return v('NO TRAINER', `no recent heartbeat (${hbAge === null ? 'never' : fmtS(hbAge) + ' ago'}) and no process information`);
+  return v(
+    'NO TRAINER',
+    `no recent heartbeat (${hbAge === null ? 'never' : fmtS(hbAge) + ' ago'}) and no process information`,
+  );
 }
 
 /** The rank the evidence names when the run does not advance, with the evidence in one phrase. */
 export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
   const stopped = si.stopped[0];
-  if (stopped) return { rank: stopped.rank, why: `rank ${stopped.rank} (pid ${stopped.proc.pid}) is ${STATE_TXT[stopped.proc.state]}: it never reaches its next collective` };
+  if (stopped)
+    return {
+      rank: stopped.rank,
+      why: `rank ${stopped.rank} (pid ${stopped.proc.pid}) is ${STATE_TXT[stopped.proc.state]}: it never reaches its next collective`,
+    };
   const dead = si.dead[0];
-  if (dead) return { rank: dead.rank, why: `rank ${dead.rank} ${dead.zombie ? 'is a zombie' : 'process is gone'}: the others block in their next collective` };
+  if (dead)
+    return {
+      rank: dead.rank,
+      why: `rank ${dead.rank} ${dead.zombie ? 'is a zombie' : 'process is gone'}: the others block in their next collective`,
+    };
   if (!si.overdue) return null;
   const d = ctx.alive.find((r) => r.proc.state === 'D');
-  if (d && ctx.alive.length > 1) return { rank: d.rank, why: `rank ${d.rank} (pid ${d.proc.pid}) is ${STATE_TXT.D} (wchan ${d.proc.wchan ?? '?'})` };
+  if (d && ctx.alive.length > 1)
+    return { rank: d.rank, why: `rank ${d.rank} (pid ${d.proc.pid}) is ${STATE_TXT.D} (wchan ${d.proc.wchan ?? '?'})` };
   if (si.oddRank !== null) {
     const rank = si.oddRank;
     const r = ctx.ranks.find((x) => x.rank === rank);
     const others = ctx.ranks.filter((x) => x.rank !== rank && x.lastStep !== null);
     if (r?.lastStep != null && others.length && others.every((o) => o.lastStep! > r.lastStep!)) {
-      return { rank, why: `rank ${rank} lags: its last beat is step ${r.lastStep}, rank(s) ${others.map((o) => `${o.rank}@${o.lastStep}`).join(', ')}` };
+      return {
+        rank,
+        why: `rank ${rank} lags: its last beat is step ${r.lastStep}, rank(s) ${others.map((o) => `${o.rank}@${o.lastStep}`).join(', ')}`,
+      };
     }
     const dump = oddRankFromDumps(ctx);
-    if (dump?.rank === rank) return { rank, why: `rank ${rank}'s stack dump shows ${dump.where} while the others are in ${dump.others}` };
+    if (dump?.rank === rank)
+      return { rank, why: `rank ${rank}'s stack dump shows ${dump.where} while the others are in ${dump.others}` };
     const g = oddRankFromGpus(ctx);
-    if (g?.rank === rank) return { rank, why: `rank ${rank}'s GPU ${g.gpu} is idle while the others spin in the collective` };
+    if (g?.rank === rank)
+      return { rank, why: `rank ${rank}'s GPU ${g.gpu} is idle while the others spin in the collective` };
     return { rank, why: `rank ${rank} is behind the others` };
   }
   if (si.stalledRanks.length === 1) {
     const r = ctx.ranks.find((x) => x.rank === si.stalledRanks[0]);
-    return { rank: si.stalledRanks[0]!, why: `rank ${si.stalledRanks[0]} heartbeat silent${r?.lastTs != null ? ` ${fmtS((ctx.now - r.lastTs) / 1000)}` : ''}` };
+    return {
+      rank: si.stalledRanks[0]!,
+      why: `rank ${si.stalledRanks[0]} heartbeat silent${r?.lastTs != null ? ` ${fmtS((ctx.now - r.lastTs) / 1000)}` : ''}`,
+    };
   }
   return null;
 }
@@ -138,15 +172,28 @@ function clock(ms: number): string {
 function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict {
   const step = ctx.run.step ?? 0;
   const frozen = si.frozenS !== null ? `no step advance for ${fmtS(si.frozenS)} at step ${step}` : `no step at ${step}`;
-  const proc = (ctx.procsKnown ? '' : '; process table unknown') + (si.pause && si.overdue ? `; at a save/eval step (${si.pause.what}), past the ${fmtS(si.pause.allowS)} allowed for it` : '');
+  const proc =
+    (ctx.procsKnown ? '' : '; process table unknown') +
+    (si.pause && si.overdue
+      ? `; at a save/eval step (${si.pause.what}), past the ${fmtS(si.pause.allowS)} allowed for it`
+      : '');
   if (culprit) return { state: 'STALLED', why: `${culprit.why}; ${frozen}${proc}`, culprit };
-  if (ctx.ranks.length === 1) return { state: 'STALLED', why: `rank ${ctx.ranks[0]!.rank}: ${frozen}${proc}`, culprit: null };
+  if (ctx.ranks.length === 1)
+    return { state: 'STALLED', why: `rank ${ctx.ranks[0]!.rank}: ${frozen}${proc}`, culprit: null };
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;
   if (hbAge !== null && hbAge < si.overdueS) {
-    return { state: 'STALLED', why: `${frozen} while heartbeats still arrive (last ${fmtS(hbAge)} ago)${proc}`, culprit: null };
+    return {
+      state: 'STALLED',
+      why: `${frozen} while heartbeats still arrive (last ${fmtS(hbAge)} ago)${proc}`,
+      culprit: null,
+    };
   }
   const since = ctx.lastHeartbeatTs ?? ctx.lastAdvanceTs;
-  return { state: 'STALLED', why: `all ranks silent since ${since !== null ? `${clock(since)} (${fmtS((ctx.now - since) / 1000)} ago)` : 'boot'}; ${frozen}${proc}`, culprit: null };
+  return {
+    state: 'STALLED',
+    why: `all ranks silent since ${since !== null ? `${clock(since)} (${fmtS((ctx.now - since) / 1000)} ago)` : 'boot'}; ${frozen}${proc}`,
+    culprit: null,
+  };
 }
 
 /** STALE: the data the state was judged on is too old (the host unreachable, a poll stuck). */

@@ -22,16 +22,29 @@ export function quantile(xs: readonly number[], q: number): number | null {
 }
 
 /** Least-squares fit y = a + b·x; r2 is the coefficient of determination. */
-export function linfit(xs: readonly number[], ys: readonly number[]): { slope: number; intercept: number; r2: number } | null {
+export function linfit(
+  xs: readonly number[],
+  ys: readonly number[],
+): { slope: number; intercept: number; r2: number } | null {
   const n = Math.min(xs.length, ys.length);
   if (n < 2) return null;
-  let sx = 0, sy = 0;
-  for (let i = 0; i < n; i++) { sx += xs[i]!; sy += ys[i]!; }
-  const mx = sx / n, my = sy / n;
-  let sxx = 0, sxy = 0, syy = 0;
+  let sx = 0,
+    sy = 0;
   for (let i = 0; i < n; i++) {
-    const dx = xs[i]! - mx, dy = ys[i]! - my;
-    sxx += dx * dx; sxy += dx * dy; syy += dy * dy;
+    sx += xs[i]!;
+    sy += ys[i]!;
+  }
+  const mx = sx / n,
+    my = sy / n;
+  let sxx = 0,
+    sxy = 0,
+    syy = 0;
+  for (let i = 0; i < n; i++) {
+    const dx = xs[i]! - mx,
+      dy = ys[i]! - my;
+    sxx += dx * dx;
+    sxy += dx * dy;
+    syy += dy * dy;
   }
   if (sxx === 0) return null;
   const slope = sxy / sxx;

@@ -50,12 +50,18 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         rule: 'supervisor',
         severity: 'info',
         title: `supervisor restarted the trainer: ${budget}`,
-        detail: `${lastCause ? `last exit: ${lastCause}` : ''}${sup.resumeFrom ? `; resumed from ${sup.resumeFrom}` : ''}`.replace(/^; /, ''),
+        detail:
+          `${lastCause ? `last exit: ${lastCause}` : ''}${sup.resumeFrom ? `; resumed from ${sup.resumeFrom}` : ''}`.replace(
+            /^; /,
+            '',
+          ),
         since: last?.at ?? sup.updatedAt,
       });
     }
     // restart storm: many exits in a short window (only failures count: exit 0 ends supervision)
-    const recent = sup.exitCodes.filter((e) => ctx.now - e.at <= STORM_WINDOW_MS && !(e.code === 0 && e.signal === null));
+    const recent = sup.exitCodes.filter(
+      (e) => ctx.now - e.at <= STORM_WINDOW_MS && !(e.code === 0 && e.signal === null),
+    );
     if (recent.length >= STORM_EXITS) {
       out.push({
         id: 'supervisor:storm',
@@ -73,7 +79,12 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
       const first = tail[0]!;
       if (tail.every((x) => x.path === first.path && x.mtimeMs === first.mtimeMs)) {
         let n = 0;
-        for (let i = starts.length - 1; i >= 0 && starts[i]!.path === first.path && starts[i]!.mtimeMs === first.mtimeMs; i--) n++;
+        for (
+          let i = starts.length - 1;
+          i >= 0 && starts[i]!.path === first.path && starts[i]!.mtimeMs === first.mtimeMs;
+          i--
+        )
+          n++;
         out.push({
           id: 'supervisor:no-progress',
           rule: 'supervisor',
@@ -103,7 +114,10 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
       id: `request:${req.id}`,
       rule: 'request',
       severity: 'info',
-      title: req.state === 'pending' ? `halt after the next checkpoint requested by ${req.who.user} at ${hhmmss(req.ts)}` : `halting: ${req.note}`,
+      title:
+        req.state === 'pending'
+          ? `halt after the next checkpoint requested by ${req.who.user} at ${hhmmss(req.ts)}`
+          : `halting: ${req.note}`,
       detail: `${req.note} (carried by ${owner}; h shows it and can cancel it, or nsa-top halt RUN --cancel)`,
       since: req.ts,
     });

@@ -174,7 +174,8 @@ export function thresholdsFromEnv(env: NodeJS.ProcessEnv, base: Partial<Threshol
   if (iv !== undefined) t.intervalS = Math.max(0.05, iv);
   const halt = env.NSA_WATCH_HALT;
   if (halt !== undefined && halt.trim() !== '') {
-    if (!/^(0|1|true|false|yes|no)$/i.test(halt.trim())) throw new Error(`NSA_WATCH_HALT=${JSON.stringify(halt)}: expected 0 or 1`);
+    if (!/^(0|1|true|false|yes|no)$/i.test(halt.trim()))
+      throw new Error(`NSA_WATCH_HALT=${JSON.stringify(halt)}: expected 0 or 1`);
     t.halt = /^(1|true|yes)$/i.test(halt.trim());
   }
   return t;

@@ -39,7 +39,8 @@ export interface HangVerdict {
 }
 
 /** The run's state: a judgement of src/checks, shown by every surface. STALE: the data is too old to judge. */
-export type RunState = 'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER' | 'STALE';
+export type RunState =
+  'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER' | 'STALE';
 
 /** How a state, a rank or a gate reading is to be coloured: the checks decide, the UI maps it to a colour. */
 export type Health = 'ok' | 'info' | 'warning' | 'critical';

@@ -4,7 +4,16 @@
 import type { Host } from '../remote/host.js';
 import type { ActionRecord, Actor } from '../trainer/control/types.js';
 import { withoutResume } from '../trainer/run/adopt.js';
-import { acknowledgeAlert, currentActor, dumpAll, escalate, removeStaleHalt, requestHalt, type AlertRef, type RankTarget } from '../trainer/control/actions.js';
+import {
+  acknowledgeAlert,
+  currentActor,
+  dumpAll,
+  escalate,
+  removeStaleHalt,
+  requestHalt,
+  type AlertRef,
+  type RankTarget,
+} from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
@@ -75,20 +84,42 @@ function outcome(r: ActionRecord): ActionOutcome {
 const refused = (): ActionOutcome => ({ ok: false, result: 'refused', detail: READ_ONLY_WHY });
 
 export function rankTargets(s: CockpitState | null): RankTarget[] {
-  return (s?.procs?.ranks ?? []).map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+  return (s?.procs?.ranks ?? []).map((r) => ({
+    rank: r.rank,
+    pid: r.proc.pid,
+    startTime: r.proc.startTime,
+    state: r.proc.state,
+  }));
 }
 
-export function createActions(o: { host: Host; runDir: string; readOnly: boolean; state: () => CockpitState | null; relaunch?: RelaunchFn; stop?: StopFn; changed?: () => void }): CockpitActions {
+export function createActions(o: {
+  host: Host;
+  runDir: string;
+  readOnly: boolean;
+  state: () => CockpitState | null;
+  relaunch?: RelaunchFn;
+  stop?: StopFn;
+  changed?: () => void;
+}): CockpitActions {
   const { host, runDir, readOnly } = o;
   const changed = () => o.changed?.();
   return {
     readOnly,
     async dump(onProgress) {
       const targets = rankTargets(o.state());
-      if (readOnly) return { results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_WHY })), pySpy: false };
+      if (readOnly)
+        return {
+          results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_WHY })),
+          pySpy: false,
+        };
       // processes a heartbeat or an argv named, without proof that they are this run's ranks: never
       // signalled, and the dialog says why
-      const unproven: RankDumpResult[] = (o.state()?.procs?.unproven ?? []).map((u) => ({ rank: u.rank ?? -1, pid: u.pid, outcome: 'refused', why: u.why }));
+      const unproven: RankDumpResult[] = (o.state()?.procs?.unproven ?? []).map((u) => ({
+        rank: u.rank ?? -1,
+        pid: u.pid,
+        outcome: 'refused',
+        why: u.why,
+      }));
       if (targets.length === 0) {
         const why = unproven.map((u) => u.why).join(' ');
         throw new Error(`no rank process of this run is proven: nothing signalled${why ? `. ${why}` : ''}`);
@@ -96,7 +127,13 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
       const actor = await currentActor(host);
       const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress });
       changed();
-      return { pySpy: r.pySpy, results: [...r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })), ...unproven] };
+      return {
+        pySpy: r.pySpy,
+        results: [
+          ...r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })),
+          ...unproven,
+        ],
+      };
     },
     async halt(mode, onProgress) {
       if (readOnly) return refused();
@@ -142,16 +179,36 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
         const r = await removeStaleHalt(host, runDir, actor, { readOnly });
         if (r.result !== 'ok') return outcome(r);
       }
-      if (!o.relaunch) return { ok: false, result: 'failed', detail: 'this run has no supervisor: relaunch it with `nsa-top relaunch` or your launcher' };
+      if (!o.relaunch)
+        return {
+          ok: false,
+          result: 'failed',
+          detail: 'this run has no supervisor: relaunch it with `nsa-top relaunch` or your launcher',
+        };
       const r = await o.relaunch(opts);
       changed();
       return r;
     },
     async prepareRelaunch(): Promise<RelaunchInfo> {
-      const none: RelaunchInfo = { refusal: null, resume: null, fresh: false, warnings: [], skipped: [], adopted: null };
+      const none: RelaunchInfo = {
+        refusal: null,
+        resume: null,
+        fresh: false,
+        warnings: [],
+        skipped: [],
+        adopted: null,
+      };
       if (readOnly) return { ...none, refusal: READ_ONLY_WHY };
-      if (!o.relaunch) return { ...none, refusal: 'this cockpit cannot start a supervisor: run `nsa-top relaunch RUN_DIR` on the training box' };
-      if (host.kind !== 'local') return { ...none, refusal: 'relaunch starts the supervisor on the training box: run `nsa-top relaunch RUN_DIR` there' };
+      if (!o.relaunch)
+        return {
+          ...none,
+          refusal: 'this cockpit cannot start a supervisor: run `nsa-top relaunch RUN_DIR` on the training box',
+        };
+      if (host.kind !== 'local')
+        return {
+          ...none,
+          refusal: 'relaunch starts the supervisor on the training box: run `nsa-top relaunch RUN_DIR` there',
+        };
       const p = await prepareRelaunch(host, runDir);
       const f = p.pick?.found ?? null;
       return {
@@ -160,7 +217,9 @@ export function createActions(o: { host: Host; runDir: string; readOnly: boolean
         fresh: p.pick === null,
         warnings: p.pick?.warnings ?? [],
         skipped: p.pick?.skipped ?? [],
-        adopted: p.adopted ? `(cd ${p.adopted.launcher.cwd} && ${withoutResume(p.adopted.launcher.argv).join(' ')})${p.adopted.config ? ` with CONFIG=${p.adopted.config}` : ''}` : null,
+        adopted: p.adopted
+          ? `(cd ${p.adopted.launcher.cwd} && ${withoutResume(p.adopted.launcher.argv).join(' ')})${p.adopted.config ? ` with CONFIG=${p.adopted.config}` : ''}`
+          : null,
       };
     },
   };

@@ -9,7 +9,12 @@ import type { Host } from '../remote/host.js';
 import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import { activeRequest, type ActionRecord, type ControlRequest, type SupervisorState } from '../trainer/control/types.js';
+import {
+  activeRequest,
+  type ActionRecord,
+  type ControlRequest,
+  type SupervisorState,
+} from '../trainer/control/types.js';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE } from '../trainer/control/requests.js';
 import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control/actions.js';
 import type { RunModel } from '../trainer/run/model.js';
@@ -51,7 +56,9 @@ function changeKey(s: CockpitState): string {
   const files = Object.entries(r.files)
     .map(([k, f]) => `${k}:${f.size}:${f.records}`)
     .join(',');
-  const procs = s.procs ? `${s.procs.ranks.map((p) => `${p.rank}:${p.proc.pid}:${p.proc.state}:${Math.round(p.proc.cpuPct ?? -1)}:${Math.round((p.proc.rssKiB ?? 0) / 10240)}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.error ?? ''}` : 'none';
+  const procs = s.procs
+    ? `${s.procs.ranks.map((p) => `${p.rank}:${p.proc.pid}:${p.proc.state}:${Math.round(p.proc.cpuPct ?? -1)}:${Math.round((p.proc.rssKiB ?? 0) / 10240)}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.error ?? ''}`
+    : 'none';
   const gpu = s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none';
   const alerts = s.alerts.map((a) => `${a.id}:${a.severity}:${a.title}:${a.clearing ?? ''}`).join(',');
   return [
@@ -268,25 +275,32 @@ export class Collector {
     let procs: RunProcesses | null = this.state?.procs ?? null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
     // metrics.json just written: look at the processes now (HALTING until none lives)
-    const procsDue = !procs || Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) || hbPids !== this.procsPids || (run.ended && !this.state?.run.ended)
+    const procsDue =
+      !procs ||
+      Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) ||
+      hbPids !== this.procsPids ||
+      (run.ended && !this.state?.run.ended) ||
       // stopping, or a named culprit whose run moves again (SIGCONT): the process table tells first
-      || (this.state?.runState === 'HALTING' && Date.now() - this.procsAt >= 1000)
-      || (this.state?.culprit != null && run.step !== this.state.run.step);
-    if (procsDue) try {
-      this.procsAt = Date.now();
-      this.procsPids = hbPids;
-      const g = gpu && gpu.status === 'ok' ? gpu : null;
-      // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor),
-      // and a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
-      procs = await findRunProcesses(this.host, this.outDir!, { ...hintsFromRun(run), gpu: g });
-      // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
-      const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find((p) => p.cwd)?.cwd;
-      if (cwd) this.model.setTrainerCwd(cwd);
-      // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
-      void recordAdoption(this.host, this.outDir!, procs, 'cockpit').catch(() => {});
-    } catch (e) {
-      errors.push(`process table: ${(e as Error).message}`);
-    }
+      (this.state?.runState === 'HALTING' && Date.now() - this.procsAt >= 1000) ||
+      (this.state?.culprit != null && run.step !== this.state.run.step);
+    if (procsDue)
+      try {
+        this.procsAt = Date.now();
+        this.procsPids = hbPids;
+        const g = gpu && gpu.status === 'ok' ? gpu : null;
+        // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor),
+        // and a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
+        procs = await findRunProcesses(this.host, this.outDir!, { ...hintsFromRun(run), gpu: g });
+        // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
+        const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find(
+          (p) => p.cwd,
+        )?.cwd;
+        if (cwd) this.model.setTrainerCwd(cwd);
+        // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
+        void recordAdoption(this.host, this.outDir!, procs, 'cockpit').catch(() => {});
+      } catch (e) {
+        errors.push(`process table: ${(e as Error).message}`);
+      }
     const now = this.host.now();
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
@@ -305,7 +319,12 @@ export class Collector {
       try {
         // re-read only when supervisor.json changed
         let st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
-        if (!st && this.launcherDir === this.outDir && (this.host.kind === 'local' || this.ticks % 10 === 0) && (await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json')))) {
+        if (
+          !st &&
+          this.launcherDir === this.outDir &&
+          (this.host.kind === 'local' || this.ticks % 10 === 0) &&
+          (await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json')))
+        ) {
           // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
           // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
           const d = await resolveRunDirs(this.host, this.outDir!);
@@ -342,10 +361,23 @@ export class Collector {
       // looked at every 5 s (a read of /proc/PID/stat; a command over SSH), or when the owner changes
       const key = `${active.owner.pid}:${active.owner.startTime}`;
       if (this.ownerCheck?.key !== key || Date.now() - this.ownerCheck.at >= 5000)
-        this.ownerCheck = { key, at: Date.now(), alive: await ownerAlive(this.host, active.owner).catch(() => undefined) };
+        this.ownerCheck = {
+          key,
+          at: Date.now(),
+          alive: await ownerAlive(this.host, active.owner).catch(() => undefined),
+        };
       requestOwnerAlive = this.ownerCheck.alive;
     }
-    const ev = this.checker.evaluate({ now, run, procs, gpu, launched: this.launched, supervisor, requests, requestOwnerAlive });
+    const ev = this.checker.evaluate({
+      now,
+      run,
+      procs,
+      gpu,
+      launched: this.launched,
+      supervisor,
+      requests,
+      requestOwnerAlive,
+    });
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
@@ -376,7 +408,12 @@ export class Collector {
       supervisor,
       requests,
       haltGraceS: this.graceS,
-      self: { cpuPct, rssMiB, renderMs: this.state?.self.renderMs ?? null, telemetryLatencyMs: gpuLatency ?? this.lastTickMs },
+      self: {
+        cpuPct,
+        rssMiB,
+        renderMs: this.state?.self.renderMs ?? null,
+        telemetryLatencyMs: gpuLatency ?? this.lastTickMs,
+      },
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },
       caps: { pySpy: this.pySpy },
       collectError: errors.length ? errors.join('; ') : null,
@@ -385,7 +422,7 @@ export class Collector {
     // never the last live-looking verdict.
     const ageMs = this.lastFreshAt === null ? null : wall - this.lastFreshAt;
     if (cause !== null || (ageMs !== null && ageMs > this.staleAfterMs) || (!fresh && this.lastFreshAt === null)) {
-      const out = this.staleState(state, (ageMs ?? 0) / 1000, cause ?? (errors[0] ?? 'no data'), conn);
+      const out = this.staleState(state, (ageMs ?? 0) / 1000, cause ?? errors[0] ?? 'no data', conn);
       this.emitIfChanged(out);
       return out;
     }

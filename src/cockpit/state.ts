@@ -1,6 +1,16 @@
 // CockpitState: the one value the UI draws. Assembled by the collector from the run snapshot,
 // telemetry, the process table, the checks and the action log. Plain data only.
-import type { Alert, ClearedAlert, Culprit, GatesView, GpuHealth, HangVerdict, Health, RankHealth, RunState } from '../checks/types.js';
+import type {
+  Alert,
+  ClearedAlert,
+  Culprit,
+  GatesView,
+  GpuHealth,
+  HangVerdict,
+  Health,
+  RankHealth,
+  RunState,
+} from '../checks/types.js';
 import type { ConnState } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control/types.js';
@@ -56,13 +66,40 @@ export interface CockpitState {
 }
 
 type EvalLike = {
-  runState: RunState; runStateWhy: string; alerts: Alert[]; verdicts: HangVerdict[]; gateHaltIn: number | null;
-  stateHealth: Health; culprit: Culprit | null; advancing: boolean; noStepSinceMs: number | null; ranks: RankHealth[];
-  gates: GatesView | null; gpus: GpuHealth[]; dumpOdd: { rank: number; where: string; others: string } | null;
+  runState: RunState;
+  runStateWhy: string;
+  alerts: Alert[];
+  verdicts: HangVerdict[];
+  gateHaltIn: number | null;
+  stateHealth: Health;
+  culprit: Culprit | null;
+  advancing: boolean;
+  noStepSinceMs: number | null;
+  ranks: RankHealth[];
+  gates: GatesView | null;
+  gpus: GpuHealth[];
+  dumpOdd: { rank: number; where: string; others: string } | null;
 };
 
 /** The part of a CockpitState that is the evaluation, copied as it is (the collector and tests use it). */
-export function evaluationFields(ev: EvalLike): Pick<CockpitState, 'runState' | 'runStateWhy' | 'alerts' | 'verdicts' | 'gateHaltIn' | 'stateHealth' | 'culprit' | 'advancing' | 'noStepSinceMs' | 'rankHealth' | 'gates' | 'gpuHealth' | 'dumpOdd'> {
+export function evaluationFields(
+  ev: EvalLike,
+): Pick<
+  CockpitState,
+  | 'runState'
+  | 'runStateWhy'
+  | 'alerts'
+  | 'verdicts'
+  | 'gateHaltIn'
+  | 'stateHealth'
+  | 'culprit'
+  | 'advancing'
+  | 'noStepSinceMs'
+  | 'rankHealth'
+  | 'gates'
+  | 'gpuHealth'
+  | 'dumpOdd'
+> {
   return {
     runState: ev.runState,
     runStateWhy: ev.runStateWhy,

@@ -61,7 +61,8 @@ export function parseCockpitArgs(argv: string[]): CockpitArgs | 'help' {
     else if (x === '--interval' || x.startsWith('--interval=')) {
       const v = x.includes('=') ? x.slice(11) : val();
       const n = Number(v);
-      if (!Number.isFinite(n) || n < 0.2 || n > 3600) throw new CliError(`--interval: "${v}" is not a number of seconds between 0.2 and 3600`, 2);
+      if (!Number.isFinite(n) || n < 0.2 || n > 3600)
+        throw new CliError(`--interval: "${v}" is not a number of seconds between 0.2 and 3600`, 2);
       a.intervalS = n;
     } else if (x.startsWith('-')) throw new CliError(`unknown option ${x} (see nsa-top --help)`, 2);
     else if (a.runDir === undefined) a.runDir = x;
@@ -103,7 +104,14 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
   const gpu = gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
-  const collector = new Collector({ host: o.host, runDir: o.runDir, intervalMs: o.intervalMs, readOnly: o.readOnly, gpu, readSupervisorState });
+  const collector = new Collector({
+    host: o.host,
+    runDir: o.runDir,
+    intervalMs: o.intervalMs,
+    readOnly: o.readOnly,
+    gpu,
+    readSupervisorState,
+  });
   const nc = noColor();
   const out = process.stdout;
   try {
@@ -113,13 +121,26 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       const s = await collector.tick();
       const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now());
       out.write(f.lines.map((l) => plain(l).replace(/ +$/, '')).join('\n') + '\n');
-      process.stderr.write('nsa-top: stdout is not a terminal — printed one frame. `nsa-top status [--json]` is the headless form.\n');
+      process.stderr.write(
+        'nsa-top: stdout is not a terminal — printed one frame. `nsa-top status [--json]` is the headless form.\n',
+      );
       return 'printed';
     }
     const interactive = process.stdin.isTTY === true;
-    if (!interactive) process.stderr.write('nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n');
+    if (!interactive)
+      process.stderr.write(
+        'nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n',
+      );
     collector.start();
-    const actions = createActions({ host: o.host, runDir: o.runDir, readOnly: o.readOnly, state: () => collector.get(), relaunch: o.relaunch, stop: o.stop, changed: () => collector.refreshSoon() });
+    const actions = createActions({
+      host: o.host,
+      runDir: o.runDir,
+      readOnly: o.readOnly,
+      state: () => collector.get(),
+      relaunch: o.relaunch,
+      stop: o.stop,
+      changed: () => collector.refreshSoon(),
+    });
     const renderMs = { current: null as number | null };
     out.write(ALT_ON);
     // NSA_TOP_RENDER=ink draws through Ink's own output (whole frame each time); the default paints
@@ -135,16 +156,19 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     out.on('resize', onResize);
     const restore = () => out.write(ALT_OFF);
     process.once('exit', restore);
-    const inst = render(createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs, painter }), {
-      maxFps: 4,
-      exitOnCtrlC: !interactive,
-      // with the painter, Ink's console patching would print at the cursor over the frame
-      patchConsole: !painter,
-      incrementalRendering: false,
-      onRender: (m) => {
-        if (!painter) renderMs.current = m.renderTime;
+    const inst = render(
+      createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs, painter }),
+      {
+        maxFps: 4,
+        exitOnCtrlC: !interactive,
+        // with the painter, Ink's console patching would print at the cursor over the frame
+        patchConsole: !painter,
+        incrementalRendering: false,
+        onRender: (m) => {
+          if (!painter) renderMs.current = m.renderTime;
+        },
       },
-    });
+    );
     let bySignal = false;
     const onSig = () => {
       bySignal = true;

@@ -14,7 +14,12 @@ export interface ControlArgs {
   values: Map<string, string>;
 }
 
-export function parseControlArgs(cmd: string, argv: string[], flags: string[], valued: string[] = []): ControlArgs | 'help' {
+export function parseControlArgs(
+  cmd: string,
+  argv: string[],
+  flags: string[],
+  valued: string[] = [],
+): ControlArgs | 'help' {
   const a: ControlArgs = { runDir: undefined, json: false, readOnly: false, flags: new Set(), values: new Map() };
   for (let i = 0; i < argv.length; i++) {
     const x = argv[i]!;
@@ -45,7 +50,10 @@ export function exitCodeOf(result: ActionRecord['result']): number {
 /** Prints the outcome and returns the exit code. */
 export function report(cmd: string, a: ControlArgs, rec: ActionRecord, extra: Record<string, unknown> = {}): number {
   const code = exitCodeOf(rec.result);
-  if (a.json) process.stdout.write(`${JSON.stringify({ command: cmd, result: rec.result, exitCode: code, detail: rec.detail, action: rec.action, target: rec.target, ...extra }, null, 2)}\n`);
+  if (a.json)
+    process.stdout.write(
+      `${JSON.stringify({ command: cmd, result: rec.result, exitCode: code, detail: rec.detail, action: rec.action, target: rec.target, ...extra }, null, 2)}\n`,
+    );
   else (code === 0 ? process.stdout : process.stderr).write(`${cmd} ${rec.result}: ${rec.detail}\n`);
   return code;
 }

@@ -44,12 +44,14 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     } else if (a === '--steps' || a.startsWith('--steps=')) {
       const v = val();
-      if (!/^\d+$/.test(v) || Number(v) < 1) throw new CliError(`demo: --steps needs a positive integer, got '${v}'`, 2);
+      if (!/^\d+$/.test(v) || Number(v) < 1)
+        throw new CliError(`demo: --steps needs a positive integer, got '${v}'`, 2);
       steps = Number(v);
     } else if (a === '--inject' || a.startsWith('--inject=')) inject.push(val());
     else if (a === '--interval' || a.startsWith('--interval=')) {
       const v = Number(val());
-      if (!Number.isFinite(v) || v < 0.2 || v > 3600) throw new CliError('demo: --interval needs seconds between 0.2 and 3600', 2);
+      if (!Number.isFinite(v) || v < 0.2 || v > 3600)
+        throw new CliError('demo: --interval needs seconds between 0.2 and 3600', 2);
       intervalS = v;
     } else if (a === '--leave-running') leave = true;
     else throw new CliError(`demo: unknown argument '${a}' (see nsa-top demo --help)`, 2);
@@ -57,7 +59,12 @@ export async function run(argv: string[]): Promise<number> {
   const host = new LocalHost();
   const extraArgs = inject.flatMap((s) => ['--inject', s]);
   // the profile's 400 steps are over in ~20 s on a fast machine: too short to try d, h and r
-  const { runDir } = await launchRun(host, { profile: 'demo', cwd: process.cwd(), steps: steps ?? DEMO_STEPS, extraArgs });
+  const { runDir } = await launchRun(host, {
+    profile: 'demo',
+    cwd: process.cwd(),
+    steps: steps ?? DEMO_STEPS,
+    extraArgs,
+  });
   process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);
   const actor = await currentActor(host);
   const how = await openCockpit({
@@ -99,7 +106,8 @@ export async function run(argv: string[]): Promise<number> {
         }
         await new Promise((res) => setTimeout(res, 300));
       }
-    } else process.stdout.write(`left running (stop it later: nsa-top ${runDir}, then h) — by ${describeActor(actor)}\n`);
+    } else
+      process.stdout.write(`left running (stop it later: nsa-top ${runDir}, then h) — by ${describeActor(actor)}\n`);
   }
   process.stdout.write(`artifacts: ${runDir}\nreopen:    nsa-top ${runDir}\n`);
   return 0;
@@ -119,7 +127,13 @@ async function askStop(): Promise<boolean> {
   process.once('SIGTERM', leave);
   process.once('SIGINT', leave);
   try {
-    const ans = (await rl.question('The demo run is still training. Halt it gracefully (checkpoint, then stop)? [Y/n] ', { signal: ac.signal })).trim().toLowerCase();
+    const ans = (
+      await rl.question('The demo run is still training. Halt it gracefully (checkpoint, then stop)? [Y/n] ', {
+        signal: ac.signal,
+      })
+    )
+      .trim()
+      .toLowerCase();
     return !(ans === 'n' || ans === 'no');
   } catch {
     process.stdout.write('\n(no answer: halting — the default)\n');

@@ -26,15 +26,38 @@ export async function run(argv: string[]): Promise<number> {
     else (code === 0 ? process.stdout : process.stderr).write(line);
     return code;
   };
-  if (readOnly) return out({ result: 'refused', detail: 'read-only mode: no action taken' }, 'dump refused: read-only mode: no action taken\n', 3);
+  if (readOnly)
+    return out(
+      { result: 'refused', detail: 'read-only mode: no action taken' },
+      'dump refused: read-only mode: no action taken\n',
+      3,
+    );
   const { outDir } = await resolveRunDirs(host, runDir);
   const procs = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
-  const targets = procs.ranks.filter((r) => r.proc.state !== 'Z').map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
-  if (targets.length === 0) return out({ result: 'refused', detail: `no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}` }, `dump refused: no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}\n`, 3);
+  const targets = procs.ranks
+    .filter((r) => r.proc.state !== 'Z')
+    .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+  if (targets.length === 0)
+    return out(
+      { result: 'refused', detail: `no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}` },
+      `dump refused: no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}\n`,
+      3,
+    );
   const actor = await currentActor(host);
-  const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`) });
+  const r = await dumpAll(host, runDir, targets, actor, {
+    readOnly,
+    onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`),
+  });
   const dumped = r.perRank.filter((p) => p.status === 'dumped').length;
   const code = dumped === r.perRank.length ? 0 : 1;
-  const lines = r.perRank.map((p) => `rank ${p.rank} pid ${p.pid}: ${p.status}${p.file ? ` → ${p.file}` : ''}${p.why ? ` (${p.why})` : ''}\n`).join('');
-  return out({ result: code === 0 ? 'ok' : dumped > 0 ? 'partial' : 'failed', perRank: r.perRank, pySpy: r.pySpy }, `dump: ${dumped}/${r.perRank.length} ranks dumped\n${lines}`, code);
+  const lines = r.perRank
+    .map(
+      (p) => `rank ${p.rank} pid ${p.pid}: ${p.status}${p.file ? ` → ${p.file}` : ''}${p.why ? ` (${p.why})` : ''}\n`,
+    )
+    .join('');
+  return out(
+    { result: code === 0 ? 'ok' : dumped > 0 ? 'partial' : 'failed', perRank: r.perRank, pySpy: r.pySpy },
+    `dump: ${dumped}/${r.perRank.length} ranks dumped\n${lines}`,
+    code,
+  );
 }

@@ -27,7 +27,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  if (a.flags.has('--after-checkpoint') && a.flags.has('--cancel')) throw new CliError('halt: --after-checkpoint and --cancel do not go together', 2);
+  if (a.flags.has('--after-checkpoint') && a.flags.has('--cancel'))
+    throw new CliError('halt: --after-checkpoint and --cancel do not go together', 2);
   const { host, runDir } = await localRun(a);
   const actor = await currentActor(host);
   const readOnly = a.readOnly || readOnlyMode();

@@ -19,7 +19,8 @@ export function splitHostFlags(cmd: string, argv: string[]): { spec: OpenHostSpe
       spec.acceptNewHostKey = true;
     } else if (flag === '--host' || flag === '-i') {
       const v = eq > 0 ? x.slice(eq + 1) : argv[++i];
-      if (!v || (eq < 0 && v.startsWith('-'))) throw new CliError(`${cmd}: ${flag} needs ${flag === '--host' ? 'user@box[:port]' : 'a key file'}`, 2);
+      if (!v || (eq < 0 && v.startsWith('-')))
+        throw new CliError(`${cmd}: ${flag} needs ${flag === '--host' ? 'user@box[:port]' : 'a key file'}`, 2);
       if (flag === '--host') spec.host = v;
       else spec.identity = v;
     } else rest.push(x);

@@ -5,7 +5,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { Checker, type Evaluation, type Launched, type Thresholds } from '../checks/index.js';
+import { Checker, type Evaluation, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
@@ -22,7 +22,12 @@ export async function readLaunched(host: Host, launcherDir: string): Promise<Lau
 }
 
 /** The run's processes (src/remote/procs); null when the process table cannot be read. */
-export async function runProcesses(host: Host, outDir: string, run: RunSnapshot, gpu: GpuTelemetry | null): Promise<RunProcesses | null> {
+export async function runProcesses(
+  host: Host,
+  outDir: string,
+  run: RunSnapshot,
+  gpu: GpuTelemetry | null,
+): Promise<RunProcesses | null> {
   const g = gpu && gpu.status === 'ok' ? gpu : null;
   try {
     // a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
@@ -39,7 +44,9 @@ export async function runProcesses(host: Host, outDir: string, run: RunSnapshot,
  */
 export function tellTrainerCwd(model: RunModel, procs: RunProcesses | null): boolean {
   if (!procs) return false;
-  const cwds = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].map((p) => p.cwd).filter((c): c is string => !!c);
+  const cwds = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])]
+    .map((p) => p.cwd)
+    .filter((c): c is string => !!c);
   return cwds.length > 0 && model.setTrainerCwd(cwds[0]!);
 }
 
@@ -89,7 +96,10 @@ export async function whyNothingListed(host: Host, outDir: string): Promise<stri
   if (host.kind !== 'local') return null;
   const names = await readdir(outDir).catch(() => null);
   if (!names || names.length === 0) return null;
-  const err = await stat(join(outDir, names[0]!)).then(() => null, (e: NodeJS.ErrnoException) => e.code ?? e.message);
+  const err = await stat(join(outDir, names[0]!)).then(
+    () => null,
+    (e: NodeJS.ErrnoException) => e.code ?? e.message,
+  );
   return err ? `cannot read run dir ${outDir}: its ${names.length} entries cannot be looked at (${err})` : null;
 }
 

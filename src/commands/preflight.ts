@@ -4,15 +4,36 @@
 import { dirname, isAbsolute, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import {
-  checkpointNeed, judgeConfig, judgeDisk, judgeEnv, judgeGpus, judgeHalt, judgePort, judgePython, listeningPorts, preflightExit,
-  type PreflightLine, type PythonFacts,
+  checkpointNeed,
+  judgeConfig,
+  judgeDisk,
+  judgeEnv,
+  judgeGpus,
+  judgeHalt,
+  judgePort,
+  judgePython,
+  listeningPorts,
+  preflightExit,
+  type PreflightLine,
+  type PythonFacts,
 } from '../checks/preflight.js';
 import { estimateParams } from '../checks/flops.js';
 import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import type { GpuTelemetry } from '../remote/types.js';
-import { loadProfiles, readConfigOutDir, rendezvousPort, resolveLaunchPlan, runDirBase, trainerCwd, type GpuInventory, type LaunchPlan, type Profile, type ProfilesFile } from '../trainer/launch/profiles.js';
+import {
+  loadProfiles,
+  readConfigOutDir,
+  rendezvousPort,
+  resolveLaunchPlan,
+  runDirBase,
+  trainerCwd,
+  type GpuInventory,
+  type LaunchPlan,
+  type Profile,
+  type ProfilesFile,
+} from '../trainer/launch/profiles.js';
 import { CliError } from './errors.js';
 import { InputError } from '../errors.js';
 
@@ -27,13 +48,36 @@ Checks a machine before a launch, each line PASS / WARN / FAIL with the fix:
 Exit 0: no FAIL; 1: at least one FAIL; 2: bad input (unknown profile, unreadable profiles file).
 `;
 
-interface Args { profile: string | null; profiles: string | null; runDir: string | null; config: string | null; port: number | null; host: string | null; identity: string | null; acceptNewHostKey: boolean; json: boolean }
+interface Args {
+  profile: string | null;
+  profiles: string | null;
+  runDir: string | null;
+  config: string | null;
+  port: number | null;
+  host: string | null;
+  identity: string | null;
+  acceptNewHostKey: boolean;
+  json: boolean;
+}
 
 function parseArgs(argv: string[]): Args | 'help' {
-  const a: Args = { profile: null, profiles: null, runDir: null, config: null, port: null, host: null, identity: null, acceptNewHostKey: false, json: false };
+  const a: Args = {
+    profile: null,
+    profiles: null,
+    runDir: null,
+    config: null,
+    port: null,
+    host: null,
+    identity: null,
+    acceptNewHostKey: false,
+    json: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const x = argv[i]!;
-    const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
+    const [flag, inline] =
+      x.startsWith('--') && x.includes('=')
+        ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]
+        : [x, undefined];
     const val = (): string => {
       const v = inline !== undefined ? inline : argv[++i];
       if (v === undefined || v === '') throw new CliError(`preflight: ${flag} needs a value`, 2);
@@ -43,18 +87,35 @@ function parseArgs(argv: string[]): Args | 'help' {
       case '-h':
       case '--help':
         return 'help';
-      case '--profile': a.profile = val(); break;
-      case '--profiles': a.profiles = val(); break;
-      case '--run-dir': a.runDir = val(); break;
-      case '--config': a.config = val(); break;
-      case '--host': a.host = val(); break;
-      case '-i': a.identity = val(); break;
-      case '--accept-new-host-key': a.acceptNewHostKey = true; break;
-      case '--json': a.json = true; break;
+      case '--profile':
+        a.profile = val();
+        break;
+      case '--profiles':
+        a.profiles = val();
+        break;
+      case '--run-dir':
+        a.runDir = val();
+        break;
+      case '--config':
+        a.config = val();
+        break;
+      case '--host':
+        a.host = val();
+        break;
+      case '-i':
+        a.identity = val();
+        break;
+      case '--accept-new-host-key':
+        a.acceptNewHostKey = true;
+        break;
+      case '--json':
+        a.json = true;
+        break;
       case '--port': {
         const v = val();
         const n = Number(v);
-        if (!Number.isInteger(n) || n < 1 || n > 65535) throw new CliError(`preflight: --port needs a TCP port, got '${v}'`, 2);
+        if (!Number.isInteger(n) || n < 1 || n > 65535)
+          throw new CliError(`preflight: --port needs a TCP port, got '${v}'`, 2);
         a.port = n;
         break;
       }
@@ -80,8 +141,19 @@ const PY_PROBE = [
 ].join('\n');
 
 async function probePython(host: Host, python: string, cwd: string | undefined): Promise<PythonFacts> {
-  const f: PythonFacts = { python, found: false, version: null, torch: null, torchCuda: null, cudaAvailable: null, deviceCount: null, error: null };
-  const r = await host.exec([python, '-c', PY_PROBE], { timeoutMs: 60_000, cwd }).catch((e: Error) => ({ code: 127, stdout: '', stderr: e.message, timedOut: false }));
+  const f: PythonFacts = {
+    python,
+    found: false,
+    version: null,
+    torch: null,
+    torchCuda: null,
+    cudaAvailable: null,
+    deviceCount: null,
+    error: null,
+  };
+  const r = await host
+    .exec([python, '-c', PY_PROBE], { timeoutMs: 60_000, cwd })
+    .catch((e: Error) => ({ code: 127, stdout: '', stderr: e.message, timedOut: false }));
   if (r.code === 127) return f;
   f.found = true;
   if (r.timedOut) {
@@ -89,7 +161,14 @@ async function probePython(host: Host, python: string, cwd: string | undefined):
     return f;
   }
   try {
-    const j = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as { version?: string; torch?: string; cuda?: string | null; avail?: boolean; count?: number; error?: string };
+    const j = JSON.parse(r.stdout.trim().split('\n').pop() ?? '') as {
+      version?: string;
+      torch?: string;
+      cuda?: string | null;
+      avail?: boolean;
+      count?: number;
+      error?: string;
+    };
     f.version = j.version ?? null;
     f.torch = j.torch ?? null;
     f.torchCuda = j.cuda ?? null;
@@ -106,10 +185,23 @@ async function probePython(host: Host, python: string, cwd: string | undefined):
 function inventory(g: GpuTelemetry): GpuInventory {
   if (g.status === 'ok') {
     const mem = g.devices.map((d) => d.memTotalMiB).filter((m): m is number => m !== null);
-    return { count: g.devices.length, memTotalMiB: mem, maxMemMiB: mem.length ? Math.max(...mem) : null, source: 'nvidia-smi', error: null };
+    return {
+      count: g.devices.length,
+      memTotalMiB: mem,
+      maxMemMiB: mem.length ? Math.max(...mem) : null,
+      source: 'nvidia-smi',
+      error: null,
+    };
   }
-  if (g.status === 'no-nvidia-tools') return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'none', error: null };
-  return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'error', error: g.status === 'error' ? g.message : 'nvidia-smi not answering' };
+  if (g.status === 'no-nvidia-tools')
+    return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'none', error: null };
+  return {
+    count: 0,
+    memTotalMiB: [],
+    maxMemMiB: null,
+    source: 'error',
+    error: g.status === 'error' ? g.message : 'nvidia-smi not answering',
+  };
 }
 
 async function freeBytes(host: Host, dir: string): Promise<{ free: number | null; dir: string; error: string | null }> {
@@ -122,11 +214,15 @@ async function freeBytes(host: Host, dir: string): Promise<{ free: number | null
     if (up === d) break;
     d = up;
   }
-  const r = await host.exec(['df', '-Pk', d], { timeoutMs: 15_000 }).catch((e: Error) => ({ code: 1, stdout: '', stderr: e.message, timedOut: false }));
+  const r = await host
+    .exec(['df', '-Pk', d], { timeoutMs: 15_000 })
+    .catch((e: Error) => ({ code: 1, stdout: '', stderr: e.message, timedOut: false }));
   if (r.code !== 0) return { free: null, dir: d, error: (r.stderr || 'df failed').trim().split('\n')[0] ?? null };
   const row = r.stdout.trim().split('\n').pop()?.trim().split(/\s+/);
   const kb = row && row.length >= 4 ? Number(row[3]) : NaN;
-  return Number.isFinite(kb) ? { free: kb * 1024, dir: d, error: null } : { free: null, dir: d, error: 'unreadable df output' };
+  return Number.isFinite(kb)
+    ? { free: kb * 1024, dir: d, error: null }
+    : { free: null, dir: d, error: 'unreadable df output' };
 }
 
 async function readSmall(host: Host, path: string): Promise<string | null> {
@@ -143,10 +239,15 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  const host = await openHost({ host: a.host ?? undefined, identity: a.identity ?? undefined, acceptNewHostKey: a.acceptNewHostKey });
+  const host = await openHost({
+    host: a.host ?? undefined,
+    identity: a.identity ?? undefined,
+    acceptNewHostKey: a.acceptNewHostKey,
+  });
   try {
     const lines = await preflight(host, a);
-    if (a.json) process.stdout.write(JSON.stringify({ host: host.label, lines, exitCode: preflightExit(lines) }, null, 2) + '\n');
+    if (a.json)
+      process.stdout.write(JSON.stringify({ host: host.label, lines, exitCode: preflightExit(lines) }, null, 2) + '\n');
     else process.stdout.write(formatLines(host.label, a.profile, lines));
     return preflightExit(lines);
   } finally {
@@ -161,7 +262,10 @@ export function formatLines(hostLabel: string, profile: string | null, lines: Pr
     if (l.fix) out.push(`${' '.repeat(19)}fix: ${l.fix}`);
   }
   const n = (s: string) => lines.filter((l) => l.status === s).length;
-  out.push('', `${n('FAIL')} FAIL, ${n('WARN')} WARN, ${n('PASS')} PASS${n('FAIL') ? ' — not ready to launch' : ' — ready to launch'}`);
+  out.push(
+    '',
+    `${n('FAIL')} FAIL, ${n('WARN')} WARN, ${n('PASS')} PASS${n('FAIL') ? ' — not ready to launch' : ' — ready to launch'}`,
+  );
   return out.join('\n') + '\n';
 }
 
@@ -176,11 +280,18 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   try {
     profiles = await loadProfiles(host, a.profiles ?? undefined);
   } catch (e) {
-    if (a.profile || a.profiles) throw e instanceof InputError ? e : new CliError(`preflight: ${(e as Error).message}`, 2);
+    if (a.profile || a.profiles)
+      throw e instanceof InputError ? e : new CliError(`preflight: ${(e as Error).message}`, 2);
   }
   if (a.profile) {
     profile = profiles?.profiles[a.profile] ?? null;
-    if (!profile) throw new CliError(`preflight: unknown profile '${a.profile}' (known: ${Object.keys(profiles?.profiles ?? {}).sort().join(', ')})`, 2);
+    if (!profile)
+      throw new CliError(
+        `preflight: unknown profile '${a.profile}' (known: ${Object.keys(profiles?.profiles ?? {})
+          .sort()
+          .join(', ')})`,
+        2,
+      );
   }
   const real = profile?.trainer === 'nsa-vibe';
   const gpu = await sampleGpus(host, { timeoutMs: 10_000 });
@@ -191,13 +302,23 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
     let configOutDir: string | null = null;
     const cfgName = typeof profile.config === 'string' ? profile.config : null;
     if (real && cfgName) configOutDir = (await readConfigOutDir(host, tcwd, cfgName)).outDir;
-    plan = resolveLaunchPlan({ profileName: a.profile!, profile, presets: profiles!.presets, gpus: inventory(gpu), runDir: a.runDir ?? join(runDirBase(profile, cwd), `${a.profile}_preflight`), cwd, configOutDir });
+    plan = resolveLaunchPlan({
+      profileName: a.profile!,
+      profile,
+      presets: profiles!.presets,
+      gpus: inventory(gpu),
+      runDir: a.runDir ?? join(runDirBase(profile, cwd), `${a.profile}_preflight`),
+      cwd,
+      configOutDir,
+    });
   }
   // ---- GPUs, driver, python/torch
   lines.push(...judgeGpus(gpu, real, real && plan ? plan.procs : null));
   let driver: string | null = null;
   if (gpu.status === 'ok') {
-    const r = await host.exec(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'], { timeoutMs: 10_000 }).catch(() => null);
+    const r = await host
+      .exec(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'], { timeoutMs: 10_000 })
+      .catch(() => null);
     if (r && r.code === 0) driver = r.stdout.trim().split('\n')[0] ?? null;
   }
   const python = profile?.python ?? 'python3';
@@ -225,12 +346,21 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
     const m = cfgDoc?.model;
     let params: number | null = null;
     if (m && m.dim !== undefined) {
-      params = estimateParams({ dim: Number(m.dim), nLayers: Number(m.n_layers ?? 1), nHeads: Number(m.n_heads), nKvGroups: Number(m.n_kv_groups), dK: Number(m.d_k), dV: Number(m.d_v), vocab: cfgDoc?.data?.tokenizer === 'gpt2' ? 50257 : 256 }).total;
+      params = estimateParams({
+        dim: Number(m.dim),
+        nLayers: Number(m.n_layers ?? 1),
+        nHeads: Number(m.n_heads),
+        nKvGroups: Number(m.n_kv_groups),
+        dK: Number(m.d_k),
+        dV: Number(m.d_v),
+        vocab: cfgDoc?.data?.tokenizer === 'gpt2' ? 50257 : 256,
+      }).total;
     }
     const prec = String(cfgDoc?.runtime?.precision ?? 'fp32');
     const bpp = /bf16|fp16/.test(prec) ? 2 : 4;
     const steps = profile?.steps ?? (cfgDoc?.train?.steps !== undefined ? Number(cfgDoc.train.steps) : null);
-    const saveEvery = profile?.save_every ?? (cfgDoc?.train?.save_every !== undefined ? Number(cfgDoc.train.save_every) : null);
+    const saveEvery =
+      profile?.save_every ?? (cfgDoc?.train?.save_every !== undefined ? Number(cfgDoc.train.save_every) : null);
     const f = await freeBytes(host, dir);
     lines.push(...judgeDisk(f.dir, f.free, checkpointNeed(params, bpp, steps, saveEvery), f.error));
   }
@@ -247,15 +377,38 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   // ---- torchrun's port
   {
     // the port the launch will use: --port, else the profile's master_port (or its env), else torchrun's 29500
-    const port = a.port ?? (plan ? rendezvousPort(plan, process.env) : null) ?? Number(process.env.MASTER_PORT ?? 29500);
+    const port =
+      a.port ?? (plan ? rendezvousPort(plan, process.env) : null) ?? Number(process.env.MASTER_PORT ?? 29500);
     // procfs reports size 0: read in full, not through a size-bounded read (which sees an empty file)
-    const texts = await Promise.all(['/proc/net/tcp', '/proc/net/tcp6'].map((p) => host.readFile(p).then((b) => b.toString('utf8')).catch(() => null)));
+    const texts = await Promise.all(
+      ['/proc/net/tcp', '/proc/net/tcp6'].map((p) =>
+        host
+          .readFile(p)
+          .then((b) => b.toString('utf8'))
+          .catch(() => null),
+      ),
+    );
     const known = texts.filter((t): t is string => t !== null);
     const needed = real && (plan?.procs ?? 1) > 1;
-    lines.push(...judgePort(port, known.length ? listeningPorts(known.join('\n')) : null, needed, known.length ? null : 'no /proc/net/tcp on this host'));
+    lines.push(
+      ...judgePort(
+        port,
+        known.length ? listeningPorts(known.join('\n')) : null,
+        needed,
+        known.length ? null : 'no /proc/net/tcp on this host',
+      ),
+    );
   }
   // ---- environment of the profile
-  lines.push(...judgeEnv(a.profile, profile?.env_presets ?? [], plan?.env ?? {}, host.kind === 'local' ? process.env : {}, missingPresets));
+  lines.push(
+    ...judgeEnv(
+      a.profile,
+      profile?.env_presets ?? [],
+      plan?.env ?? {},
+      host.kind === 'local' ? process.env : {},
+      missingPresets,
+    ),
+  );
   for (const w of plan?.warnings ?? []) lines.push({ check: 'plan', status: 'WARN', text: w });
   return lines;
 }

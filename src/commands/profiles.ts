@@ -2,7 +2,17 @@
 // profile would run on this machine.
 import { join } from 'node:path';
 import { LocalHost } from '../remote/local/host.js';
-import { chooseConfig, describeProfile, loadProfiles, ProfileError, queryGpus, readConfigOutDir, resolveLaunchPlan, runDirBase, trainerCwd } from '../trainer/launch/profiles.js';
+import {
+  chooseConfig,
+  describeProfile,
+  loadProfiles,
+  ProfileError,
+  queryGpus,
+  readConfigOutDir,
+  resolveLaunchPlan,
+  runDirBase,
+  trainerCwd,
+} from '../trainer/launch/profiles.js';
 import { runInfoText } from '../trainer/launch/launch.js';
 import { CliError } from './errors.js';
 
@@ -31,7 +41,8 @@ export async function run(argv: string[]): Promise<number> {
     if (a === '-h' || a === '--help') {
       process.stdout.write(HELP);
       return 0;
-    } else if (a === '--file' || a.startsWith('--file=') || a === '--profiles' || a.startsWith('--profiles=')) file = val();
+    } else if (a === '--file' || a.startsWith('--file=') || a === '--profiles' || a.startsWith('--profiles='))
+      file = val();
     else if (a === '--check') check = true;
     else if (a === '--show' || a.startsWith('--show=')) show = val();
     else if (a === '--json') json = true;
@@ -66,15 +77,26 @@ export async function run(argv: string[]): Promise<number> {
       configOutDir = r.outDir;
     }
     // the run dir launch creates: artifacts/train_runs/ in the trainer's cwd (the profile's repo:)
-    const plan = resolveLaunchPlan({ profileName: show, profile: p, presets: loaded.presets, gpus, runDir: join(runDirBase(p, process.cwd()), `${show}_<YYYYmmdd-HHMMSS>`), cwd: process.cwd(), configOutDir });
+    const plan = resolveLaunchPlan({
+      profileName: show,
+      profile: p,
+      presets: loaded.presets,
+      gpus,
+      runDir: join(runDirBase(p, process.cwd()), `${show}_<YYYYmmdd-HHMMSS>`),
+      cwd: process.cwd(),
+      configOutDir,
+    });
     process.stdout.write(json ? `${JSON.stringify(plan, null, 2)}\n` : runInfoText(plan, new Date()));
     return 0;
   }
   if (json) {
-    process.stdout.write(`${JSON.stringify({ presets: loaded.presets, profiles: loaded.profiles, sources: loaded.sources }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ presets: loaded.presets, profiles: loaded.profiles, sources: loaded.sources }, null, 2)}\n`,
+    );
     return 0;
   }
-  for (const n of names) process.stdout.write(`${describeProfile(n, loaded.profiles[n]!)}\n  (${loaded.sources[`profile:${n}`]})\n`);
+  for (const n of names)
+    process.stdout.write(`${describeProfile(n, loaded.profiles[n]!)}\n  (${loaded.sources[`profile:${n}`]})\n`);
   process.stdout.write(`\npresets: ${Object.keys(loaded.presets).join(', ')}\n`);
   return 0;
 }

@@ -52,8 +52,13 @@ export async function run(argv: string[]): Promise<number> {
   }
   const summary =
     `relaunch ${runDir}\n` +
-    (prep.adopted ? `  adopted: started by hand; runs again: (cd ${prep.adopted.launcher.cwd} && ${withoutResume(prep.adopted.launcher.argv).join(' ')} --resume …)${prep.adopted.config ? ` with CONFIG=${prep.adopted.config}` : ''}\n` : '') +
-    prep.preflight.filter((l) => l.status !== 'PASS').map((l) => `  preflight ${l.status} ${l.check}: ${l.text}\n`).join('') +
+    (prep.adopted
+      ? `  adopted: started by hand; runs again: (cd ${prep.adopted.launcher.cwd} && ${withoutResume(prep.adopted.launcher.argv).join(' ')} --resume …)${prep.adopted.config ? ` with CONFIG=${prep.adopted.config}` : ''}\n`
+      : '') +
+    prep.preflight
+      .filter((l) => l.status !== 'PASS')
+      .map((l) => `  preflight ${l.status} ${l.check}: ${l.text}\n`)
+      .join('') +
     `  ${describePick(prep.pick)}\n` +
     (prep.pick?.skipped ?? []).map((w) => `  skipped ${w}\n`).join('') +
     (prep.pick?.warnings ?? []).map((w) => `  warning: ${w}\n`).join('');
@@ -61,9 +66,15 @@ export async function run(argv: string[]): Promise<number> {
   const willRun = halt === null || removeStaleHalt;
   if (yes) process.stderr.write(summary);
   if (willRun && !yes) {
-    if (!process.stdin.isTTY) throw new CliError(`relaunch: confirm with --yes when not on a terminal${halt !== null ? ` (${haltPath} "${halt}" would be removed)` : ''}`);
+    if (!process.stdin.isTTY)
+      throw new CliError(
+        `relaunch: confirm with --yes when not on a terminal${halt !== null ? ` (${haltPath} "${halt}" would be removed)` : ''}`,
+      );
     const name = basename(runDir);
-    process.stderr.write(summary + (halt !== null ? `  remove ${haltPath}: "${halt}" — make sure no rank of this run is still stopping\n` : ''));
+    process.stderr.write(
+      summary +
+        (halt !== null ? `  remove ${haltPath}: "${halt}" — make sure no rank of this run is still stopping\n` : ''),
+    );
     const rl = createInterface({ input: process.stdin, output: process.stderr });
     const typed = (await rl.question(`Type the run name (${name}) to relaunch: `)).trim();
     rl.close();
@@ -76,7 +87,9 @@ export async function run(argv: string[]): Promise<number> {
   const rec = await relaunch(host, dir, actor, { removeStaleHalt });
   const out = `relaunch ${rec.result}: ${rec.detail}\n`;
   if (rec.result === 'ok') {
-    process.stdout.write(`${out}  supervisor pid ${String(rec.target.supervisorPid)}; watch: nsa-top attach ${String(rec.target.runDir ?? runDir)}\n`);
+    process.stdout.write(
+      `${out}  supervisor pid ${String(rec.target.supervisorPid)}; watch: nsa-top attach ${String(rec.target.runDir ?? runDir)}\n`,
+    );
     return 0;
   }
   process.stderr.write(out);

@@ -37,14 +37,23 @@ highest phase the run's configured length allows is graded, and every phase is s
 Exit: 0 GO, 1 NO-GO, 2 cannot judge (yet: a live run short of the phase's steps; or no run data).
 `;
 
-interface ReportArgs { dir: string | undefined; phase: Phase | undefined; format: 'text' | 'json' | 'md'; minTps: number | undefined; hostSpec: OpenHostSpec }
+interface ReportArgs {
+  dir: string | undefined;
+  phase: Phase | undefined;
+  format: 'text' | 'json' | 'md';
+  minTps: number | undefined;
+  hostSpec: OpenHostSpec;
+}
 
 export function parseReportArgs(all: string[]): ReportArgs | 'help' {
   const { spec, rest: argv } = splitHostFlags('report', all);
   const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined, hostSpec: spec };
   for (let i = 0; i < argv.length; i++) {
     const x = argv[i]!;
-    const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
+    const [flag, inline] =
+      x.startsWith('--') && x.includes('=')
+        ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]
+        : [x, undefined];
     const val = () => (inline !== undefined ? inline : argv[++i]);
     switch (flag) {
       case '-h':
@@ -58,14 +67,16 @@ export function parseReportArgs(all: string[]): ReportArgs | 'help' {
         break;
       case '--phase': {
         const v = val();
-        if (v === undefined || !/^[0-3]$/.test(v)) throw new CliError(`report: --phase takes 0, 1, 2 or 3, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
+        if (v === undefined || !/^[0-3]$/.test(v))
+          throw new CliError(`report: --phase takes 0, 1, 2 or 3, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
         a.phase = Number(v) as Phase;
         break;
       }
       case '--min-tps': {
         const v = val();
         const n = Number(v);
-        if (v === undefined || !Number.isFinite(n) || n < 0) throw new CliError(`report: --min-tps needs a number >= 0`, 2);
+        if (v === undefined || !Number.isFinite(n) || n < 0)
+          throw new CliError(`report: --min-tps needs a number >= 0`, 2);
         a.minTps = n;
         break;
       }
@@ -84,7 +95,11 @@ const MEM_TAIL = 32 * 1024 * 1024;
  * From the heartbeat files: per-rank memory per record (gpu_mem_reserved MiB; the reference
  * trainer's rss_mib) and rank 0's progress times (step time and gaps; CSV rows carry no time).
  */
-async function readHeartbeats(host: Host, outDir: string, run: RunSnapshot): Promise<{ memory: Map<string, MemSample[]>; progressTimes: { step: number; t: number }[] }> {
+async function readHeartbeats(
+  host: Host,
+  outDir: string,
+  run: RunSnapshot,
+): Promise<{ memory: Map<string, MemSample[]>; progressTimes: { step: number; t: number }[] }> {
   const out = new Map<string, MemSample[]>();
   let times: { step: number; t: number }[] = [];
   for (const r of run.ranks) {
@@ -101,7 +116,8 @@ async function readHeartbeats(host: Host, outDir: string, run: RunSnapshot): Pro
     }
     for (const line of text.split('\n')) {
       const isProgress = r.rank === 0 && line.includes('"progress"');
-      if (!isProgress && !line.includes('"boot"') && !line.includes('gpu_mem_reserved') && !line.includes('rss_mib')) continue;
+      if (!isProgress && !line.includes('"boot"') && !line.includes('gpu_mem_reserved') && !line.includes('rss_mib'))
+        continue;
       let j: Record<string, unknown>;
       try {
         j = JSON.parse(line) as Record<string, unknown>;
@@ -121,7 +137,10 @@ async function readHeartbeats(host: Host, outDir: string, run: RunSnapshot): Pro
         if (last && step <= last.step) times = [];
         times.push({ step, t: j.ts * 1000 });
       }
-      for (const [field, src] of [['gpu_mem_reserved', 'gpu_mem_reserved'], ['rss_mib', 'rss_mib']] as const) {
+      for (const [field, src] of [
+        ['gpu_mem_reserved', 'gpu_mem_reserved'],
+        ['rss_mib', 'rss_mib'],
+      ] as const) {
         const v = j[field];
         if (typeof v !== 'number' || !Number.isFinite(v)) continue;
         const key = `${r.rank}:${src}`;
@@ -162,9 +181,15 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   let snap = await model.poll();
   if (!snap.exists) throw new CliError(`report: cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
   const bad = unjudgeable(snap, outDir);
-  if (bad) throw new CliError(`report: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad}`, 2);
+  if (bad)
+    throw new CliError(
+      `report: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad}`,
+      2,
+    );
   if (snap.ranks.length === 0 && snap.series.loss.total === 0) {
-    process.stderr.write(sanitizeText(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`));
+    process.stderr.write(
+      sanitizeText(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`),
+    );
     return 2;
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
@@ -175,8 +200,16 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   const hb = await readHeartbeats(host, outDir, snap);
   const r0 = snap.ranks.find((r) => r.rank === 0) ?? snap.ranks[0];
   const logFile = snap.log.file ? (isAbsolute(snap.log.file) ? snap.log.file : join(outDir, snap.log.file)) : null;
-  const history = await readRunHistory(host, { heartbeat: r0 ? join(outDir, r0.file) : null, log: logFile, stallS: ev.stallThresholdS, total: snap.totalSteps });
-  const rep = gradeRun({ run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, history, minTps: a.minTps, thresholds: t }, a.phase);
+  const history = await readRunHistory(host, {
+    heartbeat: r0 ? join(outDir, r0.file) : null,
+    log: logFile,
+    stallS: ev.stallThresholdS,
+    total: snap.totalSteps,
+  });
+  const rep = gradeRun(
+    { run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, history, minTps: a.minTps, thresholds: t },
+    a.phase,
+  );
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
   if (a.format === 'json') process.stdout.write(jsonSafe(JSON.stringify({ ...rep, charts }, null, 2)) + '\n');
   else process.stdout.write(sanitizeText(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts)));
@@ -195,11 +228,13 @@ export function chart(s: Series, height = 8): string | null {
   const W = 64;
   const vals: number[] = [];
   if (pts.length <= W) for (const p of pts) vals.push(p.v);
-  else for (let i = 0; i < W; i++) {
-    const lo = Math.floor((i * pts.length) / W), hi = Math.max(lo + 1, Math.floor(((i + 1) * pts.length) / W));
-    const chunk = pts.slice(lo, hi).map((p) => p.v);
-    vals.push(chunk.reduce((x, y) => x + y, 0) / chunk.length);
-  }
+  else
+    for (let i = 0; i < W; i++) {
+      const lo = Math.floor((i * pts.length) / W),
+        hi = Math.max(lo + 1, Math.floor(((i + 1) * pts.length) / W));
+      const chunk = pts.slice(lo, hi).map((p) => p.v);
+      vals.push(chunk.reduce((x, y) => x + y, 0) / chunk.length);
+    }
   const fmt = (x: number) => {
     const a = Math.abs(x);
     const str = a >= 1000 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(3);
@@ -223,10 +258,16 @@ function alertLine(a: Alert): string {
 function historyLines(r: Report): string[] {
   const h = r.history;
   if (!h) return [];
-  const out = ['', `history   ${h.records.toLocaleString('en-US')} heartbeat records, ${h.segments.length} segment(s)${h.complete ? '' : ' (could not be read to the end)'}`];
-  const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '?' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+  const out = [
+    '',
+    `history   ${h.records.toLocaleString('en-US')} heartbeat records, ${h.segments.length} segment(s)${h.complete ? '' : ' (could not be read to the end)'}`,
+  ];
+  const iso = (ms: number | null | undefined) =>
+    ms === null || ms === undefined ? '?' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
   for (const g of h.segments) {
-    out.push(`  #${g.index}${g.pid !== null ? ` pid ${g.pid}` : ''}  steps ${g.firstStep ?? '—'}–${g.lastStep ?? '—'}  ${iso(g.startTs)} → ${iso(g.endTs)}  ${g.end}${g.end !== 'current' ? `: ${g.endWhy}` : ''}`);
+    out.push(
+      `  #${g.index}${g.pid !== null ? ` pid ${g.pid}` : ''}  steps ${g.firstStep ?? '—'}–${g.lastStep ?? '—'}  ${iso(g.startTs)} → ${iso(g.endTs)}  ${g.end}${g.end !== 'current' ? `: ${g.endWhy}` : ''}`,
+    );
   }
   for (const e of h.events) out.push(`  ${e.kind.toUpperCase().padEnd(17)} ${e.text}`);
   for (const [k, n] of Object.entries(h.counts)) {
@@ -274,7 +315,8 @@ export function formatMd(r: Report, charts: { loss: string | null; toksPerS: str
   for (const p of r.phases) {
     out.push(`## ${p.title}: ${p.verdict}${p.phase === r.target ? ' (graded)' : ''}`, '');
     out.push('| | criterion | evidence |', '|---|---|---|');
-    for (const c of p.criteria.filter((c) => c.phase === p.phase || c.id === 'no-critical')) out.push(`| ${MARK[c.status]} | ${esc(c.name)} | ${esc(c.evidence)} |`);
+    for (const c of p.criteria.filter((c) => c.phase === p.phase || c.id === 'no-critical'))
+      out.push(`| ${MARK[c.status]} | ${esc(c.name)} | ${esc(c.evidence)} |`);
     out.push('');
   }
   const hl = historyLines(r);

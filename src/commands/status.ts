@@ -35,8 +35,16 @@ async function resumeCheckpointOf(host: Host, outDir: string, full: boolean): Pr
   const plan = await readLaunchPlan(host, runDir);
   const adopted = plan ? null : await readAdoption(host, outDir);
   // oldest first: the hand-launched run's own log, then the supervisor's
-  const logs = [...(plan?.adopted?.stdout ? [plan.adopted.stdout] : []), ...(adopted?.stdout ? [adopted.stdout] : []), join(runDir, 'train.log')];
-  const pick = await pickResumeCheckpoint(host, outDir, { logFiles: logs, stableWaitMs: 700, ...(full ? {} : { segmentScanMaxBytes: SEGMENT_SCAN_MAX }) });
+  const logs = [
+    ...(plan?.adopted?.stdout ? [plan.adopted.stdout] : []),
+    ...(adopted?.stdout ? [adopted.stdout] : []),
+    join(runDir, 'train.log'),
+  ];
+  const pick = await pickResumeCheckpoint(host, outDir, {
+    logFiles: logs,
+    stableWaitMs: 700,
+    ...(full ? {} : { segmentScanMaxBytes: SEGMENT_SCAN_MAX }),
+  });
   if (!pick.found) return null;
   const f = pick.found;
   return { path: f.path, step: f.step, segment: f.segment, why: f.why, warnings: pick.warnings, skipped: pick.skipped };
@@ -87,7 +95,8 @@ export async function run(argv: string[]): Promise<number> {
   }
   const t = orCliError('status', () => thresholdsFromEnv(process.env));
   // a local status never loads the SSH stack (ssh2 alone costs about a bare node start)
-  const host = spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
+  const host =
+    spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
   try {
     return await statusOn(host, dir, json, full, new Checker(t));
   } finally {
@@ -97,10 +106,25 @@ export async function run(argv: string[]): Promise<number> {
 
 /** the alerts as status --json gives them (docs/status-json.md) */
 export function jsonAlerts(alerts: readonly Alert[]) {
-  return alerts.map((a) => ({ id: a.id, level: a.severity, title: a.title, since: a.since, detail: a.detail, rule: a.rule, step: a.step ?? null, rank: a.rank ?? null }));
+  return alerts.map((a) => ({
+    id: a.id,
+    level: a.severity,
+    title: a.title,
+    since: a.since,
+    detail: a.detail,
+    rule: a.rule,
+    step: a.step ?? null,
+    rank: a.rank ?? null,
+  }));
 }
 
-async function statusOn(host: Host, dir: string | undefined, json: boolean, full: boolean, checker: Checker): Promise<number> {
+async function statusOn(
+  host: Host,
+  dir: string | undefined,
+  json: boolean,
+  full: boolean,
+  checker: Checker,
+): Promise<number> {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
   const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, runDir);
@@ -117,10 +141,20 @@ async function statusOn(host: Host, dir: string | undefined, json: boolean, full
     snap = await model.poll();
   }
   const bad = unjudgeable(snap, outDir);
-  if (bad) throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
-  const unreadable = Object.entries(snap.files).filter(([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError)).map(([n]) => n);
-  if (unreadable.length > 0) process.stderr.write(`nsa-top: warning: cannot read ${unreadable.join(', ')} in ${outDir} (permission denied): their data is missing below\n`);
-  const j = await judge(host, outDir, model, snap, { checker, gpu: null, launched: await readLaunched(host, launcherDir) });
+  if (bad)
+    throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
+  const unreadable = Object.entries(snap.files)
+    .filter(([, f]) => f.lastError !== null && /^(EACCES|EPERM)\b/.test(f.lastError))
+    .map(([n]) => n);
+  if (unreadable.length > 0)
+    process.stderr.write(
+      `nsa-top: warning: cannot read ${unreadable.join(', ')} in ${outDir} (permission denied): their data is missing below\n`,
+    );
+  const j = await judge(host, outDir, model, snap, {
+    checker,
+    gpu: null,
+    launched: await readLaunched(host, launcherDir),
+  });
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later
   const adopted = await recordAdoption(host, outDir, j.procs, 'status').catch(() => null);
@@ -165,7 +199,14 @@ function fmtBytes(n: number): string {
 function table(rows: string[][], indent: string): string[] {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return rows.map((r) => indent + r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd());
+  return rows.map(
+    (r) =>
+      indent +
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+  );
 }
 
 export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
@@ -177,7 +218,8 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   L('run', `${id.name}  ${s.runDir}${s.host !== 'local' ? `  on ${s.host}` : ''}`);
   if (ev) {
     L('STATE', `${ev.runState} — ${ev.runStateWhy}`);
-    for (const a of ev.alerts.filter((x) => x.severity !== 'info')) L(a.severity === 'critical' ? 'CRITICAL' : 'warning', a.title);
+    for (const a of ev.alerts.filter((x) => x.severity !== 'info'))
+      L(a.severity === 'critical' ? 'CRITICAL' : 'warning', a.title);
   }
   const who = [
     id.trainer,
@@ -192,11 +234,17 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   if (id.model) {
     const m = id.model;
     const n = id.nsa;
-    L('model', `dim ${m.dim} · ${m.nLayers} layers · ${m.nHeads} heads/${m.nKvGroups} kv · d_k ${m.dK} · vocab ${m.vocab}${n ? ` · NSA l=${n.l} d=${n.d} l_sel=${n.lSel} n_sel=${n.nSel} w=${n.w}` : ''}`);
+    L(
+      'model',
+      `dim ${m.dim} · ${m.nLayers} layers · ${m.nHeads} heads/${m.nKvGroups} kv · d_k ${m.dK} · vocab ${m.vocab}${n ? ` · NSA l=${n.l} d=${n.d} l_sel=${n.lSel} n_sel=${n.nSel} w=${n.w}` : ''}`,
+    );
   }
   if (id.train) {
     const t = id.train;
-    L('train', `S=${t.seqLen ?? '?'} B=${t.batchSize ?? '?'} accum=${t.accum ?? '?'} lr=${fmtNum(t.lr)} warmup=${t.warmupSteps ?? '?'} log/eval/save every ${t.logEvery ?? '?'}/${t.evalEvery ?? '?'}/${t.saveEvery ?? '?'}`);
+    L(
+      'train',
+      `S=${t.seqLen ?? '?'} B=${t.batchSize ?? '?'} accum=${t.accum ?? '?'} lr=${fmtNum(t.lr)} warmup=${t.warmupSteps ?? '?'} log/eval/save every ${t.logEvery ?? '?'}/${t.evalEvery ?? '?'}/${t.saveEvery ?? '?'}`,
+    );
   }
   if (s.log.effectiveConfig) L('effective', s.log.effectiveConfig);
   const flags = Object.entries(id.flags).filter(([k]) => k !== 'NSA_VIBE_SRC');
@@ -212,18 +260,27 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
     }ETA ${s.ended ? 'ended' : s.etaS === null ? '—' : fmtAge(s.etaS * 1000)}`,
   );
   if (s.stepAdvancedTs !== null) L('advanced', `${fmtAge(now - s.stepAdvancedTs)} ago`);
-  if (s.lastVal) L('val', `step ${s.lastVal.step}  val_loss ${fmtNum(s.lastVal.valLoss)}  ppl ${fmtNum(s.lastVal.ppl, 2)}`);
+  if (s.lastVal)
+    L('val', `step ${s.lastVal.step}  val_loss ${fmtNum(s.lastVal.valLoss)}  ppl ${fmtNum(s.lastVal.ppl, 2)}`);
   if (s.segments.length > 1) {
-    L('segments', s.segments.map((g) => `#${g.index} ${g.cause} steps ${g.firstStep}–${g.lastStep}${g.pid ? ` pid ${g.pid}` : ''}`).join(' | '));
+    L(
+      'segments',
+      s.segments
+        .map((g) => `#${g.index} ${g.cause} steps ${g.firstStep}–${g.lastStep}${g.pid ? ` pid ${g.pid}` : ''}`)
+        .join(' | '),
+    );
   }
   const src = s.seriesSource;
-  if (src.loss && src.loss !== 'csv') L('series', `loss/tok/s from ${src.loss}${src.lr ? `, lr from ${src.lr}` : ''} (no training.csv)`);
+  if (src.loss && src.loss !== 'csv')
+    L('series', `loss/tok/s from ${src.loss}${src.lr ? `, lr from ${src.lr}` : ''} (no training.csv)`);
 
   // state
   const st: string[] = [];
   if (s.control.halt.present) {
     const c = s.control.halt.content?.trim();
-    st.push(`.HALT present${c ? ` ("${c}")` : ' (empty)'}${s.control.halt.mtimeMs ? `, ${fmtAge(now - s.control.halt.mtimeMs)} old` : ''}`);
+    st.push(
+      `.HALT present${c ? ` ("${c}")` : ' (empty)'}${s.control.halt.mtimeMs ? `, ${fmtAge(now - s.control.halt.mtimeMs)} old` : ''}`,
+    );
   }
   if (s.control.anomaly) st.push(`.anomaly_type ${s.control.anomaly.type}`);
   if (s.log.haltSeen) st.push('log: HALT file detected');
@@ -256,48 +313,84 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   // gates
   const g = s.gates;
   if (g) {
-    const sh = g.branchShares ? `shares cmp ${g.branchShares[0].toFixed(3)} sel ${g.branchShares[1].toFixed(3)} win ${g.branchShares[2].toFixed(3)}` : 'no shares';
-    L('gates', `step ${g.step}: entropy ${fmtNum(g.entropyMean)} (min ${fmtNum(g.entropyMin)}) · max ${fmtNum(g.maxGate, 3)} · collapse ${fmtNum(g.collapseFrac, 3)} · ${sh}`);
+    const sh = g.branchShares
+      ? `shares cmp ${g.branchShares[0].toFixed(3)} sel ${g.branchShares[1].toFixed(3)} win ${g.branchShares[2].toFixed(3)}`
+      : 'no shares';
+    L(
+      'gates',
+      `step ${g.step}: entropy ${fmtNum(g.entropyMean)} (min ${fmtNum(g.entropyMin)}) · max ${fmtNum(g.maxGate, 3)} · collapse ${fmtNum(g.collapseFrac, 3)} · ${sh}`,
+    );
   } else L('gates', 'no gate stats (aux stats off, or no progress record yet)');
-  if (s.sel) L('selection', `k_mean ${fmtNum(s.sel.kMean, 1)} · k_max ${s.sel.kMax ?? '—'} · rows ${s.sel.rows ?? '—'} · at max ${fmtNum(s.sel.pctAtMax, 3)}`);
+  if (s.sel)
+    L(
+      'selection',
+      `k_mean ${fmtNum(s.sel.kMean, 1)} · k_max ${s.sel.kMax ?? '—'} · rows ${s.sel.rows ?? '—'} · at max ${fmtNum(s.sel.pctAtMax, 3)}`,
+    );
   if (s.fallbacks) L('fallbacks', `total ${s.fallbacks.total_fallbacks ?? '—'}`);
 
   // data
   const d = s.data;
   const dataBits: string[] = [];
   if (d.dtFetchAbsent) dataBits.push('no dt_fetch_s on recent progress records (synthetic data)');
-  else if (d.withFetch) dataBits.push(`dt_fetch ${fmtNum(d.lastDtFetchS, 3)} s · p50 ${fmtNum(d.fetchP50Ms, 0)} ms · p95 ${fmtNum(d.fetchP95Ms, 0)} ms`);
+  else if (d.withFetch)
+    dataBits.push(
+      `dt_fetch ${fmtNum(d.lastDtFetchS, 3)} s · p50 ${fmtNum(d.fetchP50Ms, 0)} ms · p95 ${fmtNum(d.fetchP95Ms, 0)} ms`,
+    );
   if (d.syntheticFallback) dataBits.push('loader failed → synthetic fallback');
   L('data', dataBits.length ? dataBits.join(' · ') : '—');
   if (s.optStateMb !== null) L('opt state', `${s.optStateMb} MB`);
 
   // checkpoints
   if (s.checkpoints.length) {
-    L('ckpts', s.checkpoints.map((c) => `step ${c.step} (${fmtBytes(c.size)}${c.complete ? '' : ', being written?'})`).join(' · '));
+    L(
+      'ckpts',
+      s.checkpoints
+        .map((c) => `step ${c.step} (${fmtBytes(c.size)}${c.complete ? '' : ', being written?'})`)
+        .join(' · '),
+    );
   } else L('ckpts', `none${id.train?.saveEvery === 0 ? ' (save_every 0)' : ''}`);
 
   // dumps
   if (s.dumpsTotal) {
-    out.push(`dumps     ${s.dumpsTotal} stack dump${s.dumpsTotal > 1 ? 's' : ''}${s.dumpsTotal > s.dumps.length ? ` (newest ${s.dumps.length} parsed)` : ''}`);
+    out.push(
+      `dumps     ${s.dumpsTotal} stack dump${s.dumpsTotal > 1 ? 's' : ''}${s.dumpsTotal > s.dumps.length ? ` (newest ${s.dumps.length} parsed)` : ''}`,
+    );
     for (const dump of s.dumps.slice(-5)) {
       const top = mainThreadTop(dump);
-      const who2 = [dump.rank !== null ? `rank ${dump.rank}` : null, dump.pid !== null ? `pid ${dump.pid}` : null, dump.step !== null ? `step ${dump.step}` : null, dump.phase ? `phase ${dump.phase}` : null].filter(Boolean).join(' ');
+      const who2 = [
+        dump.rank !== null ? `rank ${dump.rank}` : null,
+        dump.pid !== null ? `pid ${dump.pid}` : null,
+        dump.step !== null ? `step ${dump.step}` : null,
+        dump.phase ? `phase ${dump.phase}` : null,
+      ]
+        .filter(Boolean)
+        .join(' ');
       out.push(
         `  ${dump.name}  ${dump.kind}${dump.signal !== null ? ` ${dump.signal}` : ''}${who2 ? ` ${who2}` : ''} · ${dump.threads.length} threads${
-          top ? ` · main at ${top.file.split('/').pop()}:${top.line ?? '?'} ${top.func}${top.code ? ` — ${top.code}` : ''}` : ''
+          top
+            ? ` · main at ${top.file.split('/').pop()}:${top.line ?? '?'} ${top.func}${top.code ? ` — ${top.code}` : ''}`
+            : ''
         }`,
       );
     }
   } else L('dumps', 'none');
 
-  if (s.tb.present || s.tb.files) L('tb', `${s.tb.files} event file(s), ${s.tb.scalars} scalars, last step ${s.tb.lastStep ?? '—'}`);
+  if (s.tb.present || s.tb.files)
+    L('tb', `${s.tb.files} event file(s), ${s.tb.scalars} scalars, last step ${s.tb.lastStep ?? '—'}`);
 
   // parse errors
   const bad = Object.entries(s.files).filter(([, h]) => h.parseErrors > 0 || h.lastError);
   if (bad.length) {
     out.push('parse');
-    for (const [name, h] of bad) out.push(`  ${name}: ${h.parseErrors} bad of ${h.records + h.parseErrors}${h.lastError ? ` — last: ${h.lastError}` : ''}`);
+    for (const [name, h] of bad)
+      out.push(
+        `  ${name}: ${h.parseErrors} bad of ${h.records + h.parseErrors}${h.lastError ? ` — last: ${h.lastError}` : ''}`,
+      );
   } else L('parse', `${Object.keys(s.files).length} files read, no errors`);
-  if (s.backfill.pending) L('note', `answered from the end of the files: ${fmtBytes(s.backfill.bytesLeft)} of older history not read (--full reads it)`);
+  if (s.backfill.pending)
+    L(
+      'note',
+      `answered from the end of the files: ${fmtBytes(s.backfill.bytesLeft)} of older history not read (--full reads it)`,
+    );
   return out.join('\n') + '\n';
 }

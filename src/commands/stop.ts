@@ -22,6 +22,9 @@ export async function run(argv: string[]): Promise<number> {
   }
   const { host, runDir } = await localRun(a);
   const actor = await currentActor(host);
-  const rec = await stopRun(host, runDir, actor, { readOnly: a.readOnly || readOnlyMode(), reason: a.values.get('--reason') ?? 'nsa-top stop' });
+  const rec = await stopRun(host, runDir, actor, {
+    readOnly: a.readOnly || readOnlyMode(),
+    reason: a.values.get('--reason') ?? 'nsa-top stop',
+  });
   return report('stop', a, rec);
 }

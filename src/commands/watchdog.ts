@@ -8,7 +8,6 @@
 // Observe-only by default: without --halt (and with --once, always) it writes nothing into the run
 // dir outside .nsa-top/ (like nvrx-watch's observe/act split).
 import { jsonSafe, sanitize } from '../sanitize.js';
-import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
@@ -22,7 +21,14 @@ import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { NSA_DIR } from '../trainer/launch/rundirs.js';
-import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode, ReadOnlyError } from '../trainer/control/ownfiles.js';
+import {
+  actionLogRefusal,
+  appendOwn,
+  createOwn,
+  OwnWriteError,
+  readOnlyMode,
+  ReadOnlyError,
+} from '../trainer/control/ownfiles.js';
 import { CliError, orCliError } from './errors.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
@@ -91,15 +97,31 @@ export interface WatchdogArgs {
 
 export function parseWatchdogArgs(all: string[]): WatchdogArgs | 'help' {
   const { spec, rest: argv } = splitHostFlags('watchdog', all);
-  const a: WatchdogArgs = { dir: undefined, halt: false, dumpOnStall: false, intervalS: null, stallS: null, once: false, hostSpec: spec, gpu: true };
+  const a: WatchdogArgs = {
+    dir: undefined,
+    halt: false,
+    dumpOnStall: false,
+    intervalS: null,
+    stallS: null,
+    once: false,
+    hostSpec: spec,
+    gpu: true,
+  };
   const num = (flag: string, v: string | undefined, min: number): number => {
     const n = Number(v);
-    if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min) throw new CliError(`watchdog: ${flag} needs a number >= ${min}, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
+    if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min)
+      throw new CliError(
+        `watchdog: ${flag} needs a number >= ${min}, got ${v === undefined ? 'nothing' : `'${v}'`}`,
+        2,
+      );
     return n;
   };
   for (let i = 0; i < argv.length; i++) {
     const x = argv[i]!;
-    const [flag, inline] = x.startsWith('--') && x.includes('=') ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)] : [x, undefined];
+    const [flag, inline] =
+      x.startsWith('--') && x.includes('=')
+        ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]
+        : [x, undefined];
     const val = () => (inline !== undefined ? inline : argv[++i]);
     switch (flag) {
       case '-h':
@@ -132,7 +154,6 @@ export function parseWatchdogArgs(all: string[]): WatchdogArgs | 'help' {
   return a;
 }
 
-
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -161,10 +182,21 @@ export async function run(argv: string[]): Promise<number> {
       // an unreadable or empty run is bad input for a one-shot look, as for status (exit 2)
       const snap = await dirs.model.poll();
       const bad = unjudgeable(snap, dirs.outDir);
-      if (bad) throw new CliError(`watchdog: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, dirs.outDir))) || bad}`, 2);
+      if (bad)
+        throw new CliError(
+          `watchdog: ${(Object.keys(snap.files).length === 0 && (await whyNothingListed(host, dirs.outDir))) || bad}`,
+          2,
+        );
     }
     if (dirs.outDirProblem) process.stderr.write(`nsa-top watchdog: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
-    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, { halt, dumpOnStall, launched: await readLaunched(host, dirs.runDir), thresholds: t, gpu, model: dirs.model });
+    const wd = new Watchdog(host, dirs.runDir, dirs.outDir, {
+      halt,
+      dumpOnStall,
+      launched: await readLaunched(host, dirs.runDir),
+      thresholds: t,
+      gpu,
+      model: dirs.model,
+    });
     try {
       return await wd.loop(a.once);
     } finally {
@@ -218,15 +250,30 @@ export class Watchdog {
     } catch (e) {
       // read-only, or a refused path: said once, not on every line
       if (e instanceof ReadOnlyError || (e instanceof OwnWriteError && e.code !== 'ENOSPC' && e.code !== 'EIO')) {
-        if (!this.logRefusedSaid) process.stderr.write(`nsa-top watchdog: not appending to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
+        if (!this.logRefusedSaid)
+          process.stderr.write(
+            `nsa-top watchdog: not appending to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`,
+          );
         this.logRefusedSaid = true;
-      } else process.stderr.write(`nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`);
+      } else
+        process.stderr.write(
+          `nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`,
+        );
     }
   }
 
-  private async observe(): Promise<{ run: RunSnapshot; procs: RunProcesses | null; gpu: GpuTelemetry | null; ev: Evaluation }> {
+  private async observe(): Promise<{
+    run: RunSnapshot;
+    procs: RunProcesses | null;
+    gpu: GpuTelemetry | null;
+    ev: Evaluation;
+  }> {
     const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
-    const j = await judge(this.host, this.outDir, this.model, await this.model.poll(), { checker: this.checker, gpu, launched: this.o.launched });
+    const j = await judge(this.host, this.outDir, this.model, await this.model.poll(), {
+      checker: this.checker,
+      gpu,
+      launched: this.o.launched,
+    });
     // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
     await recordAdoption(this.host, this.outDir, j.procs, 'watchdog').catch(() => {});
     return { ...j, gpu };
@@ -246,7 +293,14 @@ export class Watchdog {
       halt: this.o.halt,
       dumpOnStall: this.o.dumpOnStall,
       observeOnly: !this.o.halt,
-      thresholds: { stallFloorS: t.stallFloorS, intervalS: t.intervalS, flatlineN: t.flatlineN, gateEntropyMin: t.gateEntropyMin, gateMaxThreshold: t.gateMaxThreshold, gateCollapseN: t.gateCollapseN },
+      thresholds: {
+        stallFloorS: t.stallFloorS,
+        intervalS: t.intervalS,
+        flatlineN: t.flatlineN,
+        gateEntropyMin: t.gateEntropyMin,
+        gateMaxThreshold: t.gateMaxThreshold,
+        gateCollapseN: t.gateCollapseN,
+      },
       launched: this.o.launched ?? null,
       gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
     });
@@ -278,7 +332,13 @@ export class Watchdog {
         }
         if (ENDED.has(ev.runState)) {
           const code = this.sawAnomaly || ev.runState === 'EXITED' ? 1 : 0;
-          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'run ended', firstAnomaly: this.firstAnomaly ?? run.control.anomaly?.type ?? null, code });
+          await this.log('exit', {
+            state: ev.runState,
+            why: ev.runStateWhy,
+            reason: 'run ended',
+            firstAnomaly: this.firstAnomaly ?? run.control.anomaly?.type ?? null,
+            code,
+          });
           return code;
         }
         if (this.stopping) {
@@ -288,7 +348,8 @@ export class Watchdog {
         // Wake at the interval, or right when the stall threshold would be crossed.
         const now = this.host.now();
         let wait = t.intervalS * 1000;
-        if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now) wait = Math.min(wait, ev.stallDeadline + 25 - now);
+        if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now)
+          wait = Math.min(wait, ev.stallDeadline + 25 - now);
         // no deadline yet (no heartbeat, or nothing running): look again soon, or the first
         // deadline of a run that starts now would only be seen an interval later
         else if (ev.stallDeadline === null) wait = Math.min(wait, 1000);
@@ -327,7 +388,17 @@ export class Watchdog {
       seen.add(al.id);
       const prev = this.active.get(al.id);
       if (!prev || prev.severity !== al.severity) {
-        await this.log('alert', { id: al.id, rule: al.rule, severity: al.severity, title: al.title, detail: al.detail, since: al.since, step: al.step ?? null, rank: al.rank ?? null, anomaly: al.anomaly ?? null });
+        await this.log('alert', {
+          id: al.id,
+          rule: al.rule,
+          severity: al.severity,
+          title: al.title,
+          detail: al.detail,
+          since: al.since,
+          step: al.step ?? null,
+          rank: al.rank ?? null,
+          anomaly: al.anomaly ?? null,
+        });
       }
       this.active.set(al.id, al);
     }
@@ -356,7 +427,12 @@ export class Watchdog {
     const first = critical[0]!;
     if (this.firstAnomaly === null && !this.o.halt) {
       this.firstAnomaly = first.anomaly!;
-      await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: null, why: 'observe-only (no --halt): nothing written into the run' });
+      await this.log('anomaly', {
+        type: first.anomaly,
+        alert: first.id,
+        wrote: null,
+        why: 'observe-only (no --halt): nothing written into the run',
+      });
     } else if (this.firstAnomaly === null) {
       this.firstAnomaly = first.anomaly!;
       const path = join(this.outDir, '.anomaly_type');
@@ -368,29 +444,55 @@ export class Watchdog {
         const partial = e instanceof OwnWriteError && e.partial;
         const st = await this.host.stat(path).catch(() => null);
         const existing =
-          e instanceof OwnWriteError && e.code !== 'EEXIST' ? null
-          : st && !st.isFile ? `[not a regular file: ${st.isDir ? 'a directory' : 'a special file'}]`
-          : await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null);
+          e instanceof OwnWriteError && e.code !== 'EEXIST'
+            ? null
+            : st && !st.isFile
+              ? `[not a regular file: ${st.isDir ? 'a directory' : 'a special file'}]`
+              : await this.host
+                  .readFile(path, 4096)
+                  .then((b) => b.toString('utf8').trim())
+                  .catch(() => null);
         await this.log('anomaly', {
           type: first.anomaly,
           alert: first.id,
           wrote: partial ? path : null,
           kept: existing,
           ...(partial ? { partial: true } : {}),
-          why: existing !== null ? 'an earlier anomaly is recorded; it is kept' : partial ? `nsa-top's own write failed: ${(e as Error).message}` : (e as Error).message,
+          why:
+            existing !== null
+              ? 'an earlier anomaly is recorded; it is kept'
+              : partial
+                ? `nsa-top's own write failed: ${(e as Error).message}`
+                : (e as Error).message,
         });
       }
     }
     // 2. stack dumps of every rank at the moment of the stall, before a halt or a kill.
     if (stall && this.o.dumpOnStall && !this.dumpedEpisode) {
       this.dumpedEpisode = true;
-      const ranks = (procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
-      const unproven = (procs?.unproven ?? []).map((u) => ({ pid: u.pid, rank: u.rank, status: 'refused', why: u.why }));
-      if (ranks.length === 0) await this.log('dump', { ranks: [], why: 'no proven rank process of this run: nothing signalled', refused: unproven });
+      const ranks = (procs?.ranks ?? [])
+        .filter((r) => r.proc.state !== 'Z')
+        .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+      const unproven = (procs?.unproven ?? []).map((u) => ({
+        pid: u.pid,
+        rank: u.rank,
+        status: 'refused',
+        why: u.why,
+      }));
+      if (ranks.length === 0)
+        await this.log('dump', {
+          ranks: [],
+          why: 'no proven rank process of this run: nothing signalled',
+          refused: unproven,
+        });
       else {
         const actor = await currentActor(this.host);
         const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
-        await this.log('dump', { perRank: res.perRank, pySpy: res.pySpy, ...(unproven.length ? { refused: unproven } : {}) });
+        await this.log('dump', {
+          perRank: res.perRank,
+          pySpy: res.pySpy,
+          ...(unproven.length ? { refused: unproven } : {}),
+        });
       }
     }
     // 3. .HALT when asked.
@@ -399,9 +501,22 @@ export class Watchdog {
       const path = join(this.outDir, '.HALT');
       const actor = await currentActor(this.host);
       let rec: ActionRecord;
-      const mk = (result: ActionRecord['result'], detail: string, extra: Record<string, unknown> = {}): ActionRecord => ({ ts: this.host.now(), who: actor, action: 'watchdog-halt', target: { host: this.host.label, path, ...extra }, result, detail });
+      const mk = (
+        result: ActionRecord['result'],
+        detail: string,
+        extra: Record<string, unknown> = {},
+      ): ActionRecord => ({
+        ts: this.host.now(),
+        who: actor,
+        action: 'watchdog-halt',
+        target: { host: this.host.label, path, ...extra },
+        result,
+        detail,
+      });
       // the audited path: no .HALT when read-only, nor when its record could not be kept (a linked log)
-      const unaudited = readOnlyMode() ? 'read-only mode: no action taken' : await actionLogRefusal(this.host, this.outDir);
+      const unaudited = readOnlyMode()
+        ? 'read-only mode: no action taken'
+        : await actionLogRefusal(this.host, this.outDir);
       if (unaudited) rec = mk('refused', unaudited);
       else {
         try {
@@ -410,15 +525,33 @@ export class Watchdog {
         } catch (e) {
           const st = await this.host.stat(path).catch(() => null);
           // read only a regular file (a FIFO planted as .HALT would block the read)
-          const existing = e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile ? await this.host.readFile(path, 4096).then((b) => b.toString('utf8').trim()).catch(() => null) : null;
-          if (e instanceof OwnWriteError && e.partial) rec = mk('partial', `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`, { partial: true });
-          else if (st && !st.isFile) rec = mk('ok', `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`);
+          const existing =
+            e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile
+              ? await this.host
+                  .readFile(path, 4096)
+                  .then((b) => b.toString('utf8').trim())
+                  .catch(() => null)
+              : null;
+          if (e instanceof OwnWriteError && e.partial)
+            rec = mk(
+              'partial',
+              `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`,
+              { partial: true },
+            );
+          else if (st && !st.isFile)
+            rec = mk(
+              'ok',
+              `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`,
+            );
           else if (existing !== null) rec = mk('ok', `.HALT already present (${existing}); left as it is`);
           else rec = mk('failed', `could not write .HALT: ${(e as Error).message}`);
         }
-        await recordAction(this.host, this.runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
+        await recordAction(this.host, this.runDir, rec).catch(
+          (e: Error) => (rec.detail += ` [not logged: ${e.message}]`),
+        );
       }
-      if (rec.result === 'refused' || rec.result === 'failed' || rec.result === 'partial') process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${rec.detail}\n`);
+      if (rec.result === 'refused' || rec.result === 'failed' || rec.result === 'partial')
+        process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${rec.detail}\n`);
       await this.log('halt', { path, result: rec.result, detail: rec.detail });
     }
   }
@@ -430,12 +563,21 @@ export class Watchdog {
   private async writeGateDetails(run: RunSnapshot): Promise<void> {
     const g = run.gates;
     if (!g) return;
-    const details = { gate_entropy_mean: g.entropyMean, gate_max_gate: g.maxGate, gate_collapse_frac: g.collapseFrac, gate_branch_shares: g.branchShares, step: g.step };
-    const path = join(this.outDir, 'gate_collapse_details.json');
+    const details = {
+      gate_entropy_mean: g.entropyMean,
+      gate_max_gate: g.maxGate,
+      gate_collapse_frac: g.collapseFrac,
+      gate_branch_shares: g.branchShares,
+      step: g.step,
+    };
     try {
       await createOwn(this.host, this.outDir, 'gate_collapse_details.json', JSON.stringify(details, null, 2) + '\n');
     } catch (e) {
-      if (!(e instanceof OwnWriteError && e.code === 'EEXIST')) await this.log('error', { message: `gate_collapse_details.json not written: ${(e as Error).message}`, consecutive: 0 });
+      if (!(e instanceof OwnWriteError && e.code === 'EEXIST'))
+        await this.log('error', {
+          message: `gate_collapse_details.json not written: ${(e as Error).message}`,
+          consecutive: 0,
+        });
     }
   }
 }

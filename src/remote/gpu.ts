@@ -15,7 +15,19 @@
 import type { Host, StreamHandle } from './host.js';
 import type { GpuComputeApp, GpuDevice, GpuSample, GpuTelemetry } from './types.js';
 
-export const GPU_FIELDS = ['index', 'name', 'uuid', 'memory.used', 'memory.total', 'utilization.gpu', 'power.draw', 'power.limit', 'temperature.gpu', 'clocks.sm', 'clocks.mem'] as const;
+export const GPU_FIELDS = [
+  'index',
+  'name',
+  'uuid',
+  'memory.used',
+  'memory.total',
+  'utilization.gpu',
+  'power.draw',
+  'power.limit',
+  'temperature.gpu',
+  'clocks.sm',
+  'clocks.mem',
+] as const;
 export const APP_FIELDS = ['pid', 'gpu_uuid', 'used_memory'] as const;
 const FORMAT = '--format=csv,noheader,nounits';
 const APPS_MARK = '@@nsa-top-apps@@';
@@ -24,7 +36,12 @@ const APPS_MARK = '@@nsa-top-apps@@';
 export function smiValue(raw: string | undefined): number | null {
   if (raw === undefined) return null;
   const v = raw.trim();
-  if (v === '' || /^\[.*\]$/.test(v) || /^(N\/A|Not Supported|Unknown Error|ERR!|Insufficient Permissions|GPU is lost)$/i.test(v)) return null;
+  if (
+    v === '' ||
+    /^\[.*\]$/.test(v) ||
+    /^(N\/A|Not Supported|Unknown Error|ERR!|Insufficient Permissions|GPU is lost)$/i.test(v)
+  )
+    return null;
   const n = Number(v.replace(/\s*(MiB|W|%|C|MHz)$/i, ''));
   return Number.isFinite(n) ? n : null;
 }
@@ -93,7 +110,11 @@ export function parseAppLine(line: string): GpuComputeApp | null {
   // pid_max is at most 2^22 on Linux
   if (!Number.isInteger(pid) || pid <= 0 || pid > 4_194_304) return null;
   const mem = smiValue(f[2]);
-  return { pid, gpuUuid: f[1]!.slice(0, MAX_FIELD), usedMemMiB: mem !== null && mem >= 0 && mem <= GPU_RANGES.memUsedMiB.hi ? mem : null };
+  return {
+    pid,
+    gpuUuid: f[1]!.slice(0, MAX_FIELD),
+    usedMemMiB: mem !== null && mem >= 0 && mem <= GPU_RANGES.memUsedMiB.hi ? mem : null,
+  };
 }
 
 export interface MigListing {
@@ -157,7 +178,14 @@ export function parseMigQuery(text: string): MigQuery[] {
       continue;
     }
     if (/^\s+MIG Device\s*$/.test(line)) {
-      cur = { gpuOrdinal: gpu, index: -1, gpuInstance: null, computeInstance: null, memUsedMiB: null, memTotalMiB: null };
+      cur = {
+        gpuOrdinal: gpu,
+        index: -1,
+        gpuInstance: null,
+        computeInstance: null,
+        memUsedMiB: null,
+        memTotalMiB: null,
+      };
       out.push(cur);
       inFb = false;
       continue;
@@ -254,7 +282,10 @@ export class GpuMonitor {
   }
 
   private async boot(): Promise<void> {
-    const probe = await this.host.exec(['sh', '-c', 'command -v nvidia-smi'], { timeoutMs: this.timeoutMs, env: this.opts.env });
+    const probe = await this.host.exec(['sh', '-c', 'command -v nvidia-smi'], {
+      timeoutMs: this.timeoutMs,
+      env: this.opts.env,
+    });
     if (!this.running) return;
     if (probe.code !== 0 && !probe.timedOut) {
       this.noTools = true;
@@ -313,12 +344,15 @@ export class GpuMonitor {
   private startGpuStream(): void {
     this.streamStartedAt = Date.now();
     this.block = [];
-    const s = this.host.stream(['nvidia-smi', `--query-gpu=${GPU_FIELDS.join(',')}`, FORMAT, '-lms', String(this.intervalMs)], {
-      env: this.opts.env,
-      onLine: (l) => this.onGpuLine(l),
-      onStderr: (l) => (this.stderrTail = l.slice(0, 200)),
-      onOverflow: (n) => (this.garbage = { at: Date.now(), sample: `a line longer than ${n} bytes` }),
-    });
+    const s = this.host.stream(
+      ['nvidia-smi', `--query-gpu=${GPU_FIELDS.join(',')}`, FORMAT, '-lms', String(this.intervalMs)],
+      {
+        env: this.opts.env,
+        onLine: (l) => this.onGpuLine(l),
+        onStderr: (l) => (this.stderrTail = l.slice(0, 200)),
+        onOverflow: (n) => (this.garbage = { at: Date.now(), sample: `a line longer than ${n} bytes` }),
+      },
+    );
     this.gpuStream = s;
     this.gpuStreamDone = s.done.then((r) => {
       if (this.gpuStream !== s) return;
@@ -392,7 +426,8 @@ export class GpuMonitor {
     this.blockTimer = null;
     if (!this.block.length) return;
     const now = Date.now();
-    this.latencyMs = this.lastGoodAt === null ? now - this.streamStartedAt : Math.max(0, now - this.lastGoodAt - this.intervalMs);
+    this.latencyMs =
+      this.lastGoodAt === null ? now - this.streamStartedAt : Math.max(0, now - this.lastGoodAt - this.intervalMs);
     this.devices = this.block;
     this.block = [];
     this.lastGoodAt = now;
@@ -410,7 +445,11 @@ export class GpuMonitor {
       if (r.code === 0) this.mig = parseListing(r.stdout);
     }
     if (this.mig.length) {
-      const q = await this.host.exec(['nvidia-smi', '-q'], { timeoutMs: this.timeoutMs, env: this.opts.env, maxOutputBytes: 4 << 20 });
+      const q = await this.host.exec(['nvidia-smi', '-q'], {
+        timeoutMs: this.timeoutMs,
+        env: this.opts.env,
+        maxOutputBytes: 4 << 20,
+      });
       if (q.code === 0) this.migQ = parseMigQuery(q.stdout);
       if (this.running) {
         this.migTimer = setTimeout(() => void this.refreshMig(), this.intervalMs * (this.opts.migEvery ?? 10));
@@ -426,7 +465,11 @@ export class GpuMonitor {
         index: m.parentIndex,
         name: `MIG ${m.profile}`,
         uuid: m.uuid,
-        mig: { gpuInstance: m.gpuInstance ?? q?.gpuInstance ?? -1, computeInstance: m.computeInstance ?? q?.computeInstance ?? -1, parentUuid: m.parentUuid },
+        mig: {
+          gpuInstance: m.gpuInstance ?? q?.gpuInstance ?? -1,
+          computeInstance: m.computeInstance ?? q?.computeInstance ?? -1,
+          parentUuid: m.parentUuid,
+        },
         memUsedMiB: q?.memUsedMiB ?? null,
         memTotalMiB: q?.memTotalMiB ?? null,
         utilPct: null,
@@ -456,10 +499,21 @@ export class GpuMonitor {
     const at = Date.now();
     if (this.noTools) return { status: 'no-nvidia-tools', at };
     const cs = this.host.connState();
-    if (cs.state === 'reconnecting') return { status: 'not-answering', since: Math.min(cs.since, this.lastGoodAt ?? cs.since), at, lastGood: this.lastGood };
+    if (cs.state === 'reconnecting')
+      return {
+        status: 'not-answering',
+        since: Math.min(cs.since, this.lastGoodAt ?? cs.since),
+        at,
+        lastGood: this.lastGood,
+      };
     // it answers, but with nothing that parses as a sample: say so (it is not silent)
     const g = this.garbage;
-    if (g && (this.lastGoodAt === null || this.hungSince !== null) && g.at >= (this.lastGoodAt ?? 0) && at - g.at <= this.timeoutMs * 2) {
+    if (
+      g &&
+      (this.lastGoodAt === null || this.hungSince !== null) &&
+      g.at >= (this.lastGoodAt ?? 0) &&
+      at - g.at <= this.timeoutMs * 2
+    ) {
       return { status: 'error', message: `unparseable output from nvidia-smi: ${JSON.stringify(g.sample)}`, at };
     }
     if (this.hungSince !== null) return { status: 'not-answering', since: this.hungSince, at, lastGood: this.lastGood };

@@ -29,6 +29,11 @@ export interface OpenHostSpec {
 
 export async function openHost(spec: OpenHostSpec = {}): Promise<Host> {
   if (!spec.host || spec.host === 'local') return new LocalHost();
-  const target = resolveTarget(spec.host, { identity: spec.identity, port: spec.port, configText: spec.sshConfigText, home: spec.home });
+  const target = resolveTarget(spec.host, {
+    identity: spec.identity,
+    port: spec.port,
+    configText: spec.sshConfigText,
+    home: spec.home,
+  });
   return SshHost.connect({ target, acceptNewHostKey: spec.acceptNewHostKey, ...spec.ssh });
 }

@@ -103,7 +103,10 @@ export function parseStat(line: string): StatFields | null {
   const pid = Number(line.slice(0, open).trim());
   if (!Number.isInteger(pid) || pid <= 0) return null;
   const comm = line.slice(open + 1, close);
-  const rest = line.slice(close + 1).trim().split(/\s+/);
+  const rest = line
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/);
   // rest[0] is field 3 (state); field N is rest[N - 3]
   if (rest.length < 22) return null;
   const num = (i: number) => Number(rest[i]);
@@ -207,7 +210,12 @@ interface RawSnapshot {
   bytes: number;
 }
 
-async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list', pids: number[]): Promise<RawSnapshot> {
+async function runScript(
+  host: Host,
+  runDir: string,
+  mode: 'all' | 'run' | 'list',
+  pids: number[],
+): Promise<RawSnapshot> {
   const known = stateFor(host);
   for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
   const knownPids = known ? [...known.enriched.keys()].join(' ') : '';
@@ -216,9 +224,28 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
   const light = host.runLight ? await host.runLight('procs', args, EXEC_TIMEOUT_MS).catch(() => null) : null;
   const r = light
     ? { timedOut: false, code: 0, stdout: light.toString('utf8'), stderr: '' }
-    : await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', ...args], { timeoutMs: EXEC_TIMEOUT_MS, maxOutputBytes: 64 * 1024 * 1024 });
-  if (r.timedOut) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: 'process table read timed out', bytes: r.stdout.length };
-  if (r.code !== 0) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`, bytes: r.stdout.length };
+    : await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', ...args], {
+        timeoutMs: EXEC_TIMEOUT_MS,
+        maxOutputBytes: 64 * 1024 * 1024,
+      });
+  if (r.timedOut)
+    return {
+      procs: [],
+      runDirPhysical: null,
+      envJson: null,
+      uptimeS: null,
+      error: 'process table read timed out',
+      bytes: r.stdout.length,
+    };
+  if (r.code !== 0)
+    return {
+      procs: [],
+      runDirPhysical: null,
+      envJson: null,
+      uptimeS: null,
+      error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`,
+      bytes: r.stdout.length,
+    };
   const out = r.stdout;
   const markAt = out.indexOf(`${HEAD_MARK}\n`);
   const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
@@ -305,7 +332,11 @@ async function runScript(host: Host, runDir: string, mode: 'all' | 'run' | 'list
       // the process is a zombie, whose environ stays empty
       if (envRaw === '' && f.state !== 'Z' && f.state !== 'X') st.enriched.delete(f.pid);
       else st.enriched.set(f.pid, enriched);
-    } else if (enriched && (enriched.startTime !== f.startTime || (cmdRaw != null && cmdRaw !== '' && enriched.argvKey !== argvKey && f.state !== 'Z' && f.state !== 'X'))) {
+    } else if (
+      enriched &&
+      (enriched.startTime !== f.startTime ||
+        (cmdRaw != null && cmdRaw !== '' && enriched.argvKey !== argvKey && f.state !== 'Z' && f.state !== 'X'))
+    ) {
       // (a new non-empty argv under the same start time is an exec; an empty one is a process on
       // its way out — its memory is gone before it turns Z — and keeps what was seen while it lived)
       st.enriched.delete(f.pid);
@@ -383,7 +414,8 @@ export function isLauncher(p: ProcInfo): boolean {
     if (m >= 0 && /^torch\.distributed\.(run|launch)$/.test(a[m + 1] ?? '')) return true;
   }
   const nt = nsaTopArgIndex(a);
-  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a) && !isSingleReference(a, nt)) return true;
+  if (nt >= 0 && a[nt + 1] === 'train' && p.env.RANK === undefined && !hasRankArg(a) && !isSingleReference(a, nt))
+    return true;
   return false;
 }
 
@@ -396,7 +428,8 @@ function isSingleReference(a: string[], nt: number): boolean {
 
 const NSA_TOP_SCRIPT = /^nsa-top(\.js|\.mjs|\.cjs)?$/;
 /** node options that take the next argument as their value (`--import X`, `-r X`, …) */
-const NODE_OPTION_WITH_VALUE = /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--inspect-port|--title|--stack-size|--max-old-space-size)$/;
+const NODE_OPTION_WITH_VALUE =
+  /^(--import|--require|-r|--loader|--experimental-loader|--env-file|--conditions|-C|--inspect-port|--title|--stack-size|--max-old-space-size)$/;
 
 /** Index of the script a node command line runs, past node's own options (`node --import X a.js`). */
 export function nodeScriptIndex(a: string[]): number {
@@ -521,11 +554,13 @@ export function rankCommandKind(p: Pick<ProcInfo, 'argv' | 'env'>): 'nsa-vibe' |
   if (isPython(a[0])) {
     const script = pythonScript(a);
     if (script === null || a[a.indexOf(script) - 1] === '-c') return null;
-    if (/^train_showcase(_fsdp)?\.py$/.test(base(script)) || /(^|\.)train_showcase(_fsdp)?$/.test(script)) return 'nsa-vibe';
+    if (/^train_showcase(_fsdp)?\.py$/.test(base(script)) || /(^|\.)train_showcase(_fsdp)?$/.test(script))
+      return 'nsa-vibe';
     return null;
   }
   const nt = nsaTopArgIndex(a);
-  if (nt >= 0 && a[nt + 1] === 'train' && (p.env.RANK !== undefined || hasRankArg(a) || isSingleReference(a, nt))) return 'reference';
+  if (nt >= 0 && a[nt + 1] === 'train' && (p.env.RANK !== undefined || hasRankArg(a) || isSingleReference(a, nt)))
+    return 'reference';
   return null;
 }
 
@@ -558,7 +593,8 @@ export function envTie(p: ProcInfo, ctx: MatchCtx): { ok: true; how: string } | 
     if (r && ctx.runDirs.has(r)) return { ok: true, how: 'CONFIG' };
     return { ok: false, why: `its CONFIG ${cfg} writes to ${r ?? od.outDir}, not this run` };
   }
-  if (p.cwd === null || p.cwd === undefined) return { ok: false, why: 'its environment could not be read (another user, or it is exiting)' };
+  if (p.cwd === null || p.cwd === undefined)
+    return { ok: false, why: 'its environment could not be read (another user, or it is exiting)' };
   return { ok: false, why: 'its environment names neither NSA_TOP_RUN_DIR nor a CONFIG whose out_dir is this run' };
 }
 
@@ -585,14 +621,17 @@ function startTimeWhy(p: ProcInfo, hint: HeartbeatPidHint | undefined, firstReco
   const s = p.startedAtMs;
   if (s === null || s === undefined) return null;
   if (hint?.bootTs != null) {
-    if (s > hint.bootTs + CLOCK_SLACK_MS) return `it started at ${iso(s)}, after the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: the pid was recycled`;
-    if (s < hint.bootTs - LAUNCH_WINDOW_MS) return `it started at ${iso(s)}, long before the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: another process with the same pid`;
+    if (s > hint.bootTs + CLOCK_SLACK_MS)
+      return `it started at ${iso(s)}, after the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: the pid was recycled`;
+    if (s < hint.bootTs - LAUNCH_WINDOW_MS)
+      return `it started at ${iso(s)}, long before the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: another process with the same pid`;
   } else if (hint?.lastTs != null && s > hint.lastTs + CLOCK_SLACK_MS) {
     return `it started at ${iso(s)}, after the last heartbeat (${iso(hint.lastTs)}) that names pid ${p.pid}: the pid was recycled`;
   }
   // (a process the heartbeats name is judged by its own records above: a rotated or truncated
   // heartbeat file moves the run's first record, not the process's boot)
-  if (!hint && firstRecordTs != null && s < firstRecordTs - LAUNCH_WINDOW_MS) return `it started at ${iso(s)}, long before the run's first record (${iso(firstRecordTs)})`;
+  if (!hint && firstRecordTs != null && s < firstRecordTs - LAUNCH_WINDOW_MS)
+    return `it started at ${iso(s)}, long before the run's first record (${iso(firstRecordTs)})`;
   return null;
 }
 
@@ -640,8 +679,22 @@ export async function findRunProcesses(host: Host, runDir: string, hints: FindRu
   if (runDir.startsWith('/')) runDirs.add(normPath(runDir));
   if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
   const named = new Set(hbPids.map((h) => h.pid));
-  const configOutDirs = await configOutDirsFor(host, procs.filter((p) => rankCommandKind(p) !== null || isLauncher(p)), envJsonConfig(snap.envJson), named, runDirs);
-  return matchRun(procs, { runDirs, configOutDirs }, hbPids, hints.gpu ?? null, at, snap.error, hints.firstRecordTs ?? null);
+  const configOutDirs = await configOutDirsFor(
+    host,
+    procs.filter((p) => rankCommandKind(p) !== null || isLauncher(p)),
+    envJsonConfig(snap.envJson),
+    named,
+    runDirs,
+  );
+  return matchRun(
+    procs,
+    { runDirs, configOutDirs },
+    hbPids,
+    hints.gpu ?? null,
+    at,
+    snap.error,
+    hints.firstRecordTs ?? null,
+  );
 }
 
 function envJsonConfig(line: string | null): string | null {
@@ -664,7 +717,13 @@ const configCache = new WeakMap<Host, Map<string, { outDir: string | null; error
  * the candidate's cwd) — or, while the run has no env.json yet, those whose cwd holds the run dir.
  * Other trainers on the box (other runs) cost nothing.
  */
-async function configOutDirsFor(host: Host, cands: ProcInfo[], runConfig: string | null, named: Set<number>, runDirs: Set<string>): Promise<Map<string, { outDir: string | null; error: string | null }>> {
+async function configOutDirsFor(
+  host: Host,
+  cands: ProcInfo[],
+  runConfig: string | null,
+  named: Set<number>,
+  runDirs: Set<string>,
+): Promise<Map<string, { outDir: string | null; error: string | null }>> {
   let cache = configCache.get(host);
   if (!cache) configCache.set(host, (cache = new Map()));
   const out = new Map<string, { outDir: string | null; error: string | null }>();
@@ -700,7 +759,10 @@ async function readYamlOutDir(host: Host, path: string): Promise<{ outDir: strin
   try {
     text = (await host.readFile(path, 1 << 20)).toString('utf8');
   } catch (e) {
-    return { outDir: null, error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}` };
+    return {
+      outDir: null,
+      error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}`,
+    };
   }
   // the readers' parser (depth-bounded, no warnings on stderr), loaded only when a CONFIG is to be read.
   // Not `import('yaml')` here: yaml is bundled as CommonJS, and a dynamic import of its chunk has no
@@ -767,7 +829,12 @@ export function matchRun(
     const p = byPid.get(pid)!;
     if (rankCommandKind(p) !== 'reference' || p.env.RANK !== undefined) continue;
     // (a trainer's own workers inherit its environment: a child with a RANK the parent lacks is a rank)
-    if ((children.get(pid) ?? []).some((c) => c.argv.includes('--rank-worker') || hasRankArg(c.argv) || c.env.RANK !== undefined)) demoted.add(pid);
+    if (
+      (children.get(pid) ?? []).some(
+        (c) => c.argv.includes('--rank-worker') || hasRankArg(c.argv) || c.env.RANK !== undefined,
+      )
+    )
+      demoted.add(pid);
   }
   for (const pid of demoted) proven.delete(pid);
   const launcherLike = (p: ProcInfo) => isLauncher(p) || demoted.has(p.pid);
@@ -808,7 +875,9 @@ export function matchRun(
   }
   if (!launcher) {
     // a launcher whose ranks are not up yet (or gone) but whose own environment names the run
-    for (const p of procs) if (isLauncher(p) && !isToolProcess(p) && p.state !== 'Z' && envTie(p, ctx).ok) if (!launcher || isAncestor(byPid, p, launcher)) launcher = p;
+    for (const p of procs)
+      if (isLauncher(p) && !isToolProcess(p) && p.state !== 'Z' && envTie(p, ctx).ok)
+        if (!launcher || isAncestor(byPid, p, launcher)) launcher = p;
   }
   const memByPid = new Map<number, { mem: number | null; uuid: string }>();
   for (const a of gpu?.apps ?? []) {
@@ -859,31 +928,66 @@ export function matchRun(
     if (listed.has(h.pid)) continue;
     const p = byPid.get(h.pid);
     const inner = byInnerPid.get(h.pid);
-    const ns = inner && inner.pid !== h.pid ? ` The heartbeat comes from another pid namespace: its writer is pid ${inner.pid} here (NSpid ${inner.nsPid!.join(' ')}).` : '';
+    const ns =
+      inner && inner.pid !== h.pid
+        ? ` The heartbeat comes from another pid namespace: its writer is pid ${inner.pid} here (NSpid ${inner.nsPid!.join(' ')}).`
+        : '';
     if (!p) {
-      if (ns) unproven.push({ pid: h.pid, startTime: null, rank: h.rank, argv: [], why: `heartbeat_rank${h.rank} names pid ${h.pid}, which does not exist here.${ns}` });
+      if (ns)
+        unproven.push({
+          pid: h.pid,
+          startTime: null,
+          rank: h.rank,
+          argv: [],
+          why: `heartbeat_rank${h.rank} names pid ${h.pid}, which does not exist here.${ns}`,
+        });
       continue;
     }
     if (isToolProcess(p)) continue;
     listed.add(p.pid);
     let why: string;
-    if (!rankCommandKind(p) && !isLauncher(p)) why = `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
-    else why = whyNot.get(p.pid) ?? (isWorker(p) ? 'it is a worker process of a rank, not a rank' : 'no proof that it belongs to this run');
-    unproven.push({ pid: p.pid, startTime: p.startTime, rank: h.rank, argv: p.argv, why: `heartbeat_rank${h.rank} names pid ${p.pid}, but ${why}: not a rank of this run, never signalled.${ns}` });
+    if (!rankCommandKind(p) && !isLauncher(p))
+      why = `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
+    else
+      why =
+        whyNot.get(p.pid) ??
+        (isWorker(p) ? 'it is a worker process of a rank, not a rank' : 'no proof that it belongs to this run');
+    unproven.push({
+      pid: p.pid,
+      startTime: p.startTime,
+      rank: h.rank,
+      argv: p.argv,
+      why: `heartbeat_rank${h.rank} names pid ${p.pid}, but ${why}: not a rank of this run, never signalled.${ns}`,
+    });
   }
   for (const pid of timeRefused) {
     if (listed.has(pid)) continue;
     const p = byPid.get(pid)!;
     if (isWorker(p)) continue;
     listed.add(pid);
-    unproven.push({ pid, startTime: p.startTime, rank: null, argv: p.argv, why: `pid ${pid} (${describe(p)}) names this run in its environment, but ${whyNot.get(pid)}: not a rank of this run, never signalled` });
+    unproven.push({
+      pid,
+      startTime: p.startTime,
+      rank: null,
+      argv: p.argv,
+      why: `pid ${pid} (${describe(p)}) names this run in its environment, but ${whyNot.get(pid)}: not a rank of this run, never signalled`,
+    });
   }
   for (const p of procs) {
     if (listed.has(p.pid) || isToolProcess(p) || !trainerKind(p) || !argvNamesRunDir(p, ctx)) continue;
     if (isWorker(p) || (launcher && isAncestor(byPid, launcher, p))) continue;
     listed.add(p.pid);
-    const why = !rankCommandKind(p) && !isLauncher(p) ? `its command (${describe(p)}) is not a trainer nsa-top knows` : (whyNot.get(p.pid) ?? 'no proof that it belongs to this run');
-    unproven.push({ pid: p.pid, startTime: p.startTime, rank: null, argv: p.argv, why: `pid ${p.pid} names the run dir in its arguments, but ${why}: not a rank of this run, never signalled` });
+    const why =
+      !rankCommandKind(p) && !isLauncher(p)
+        ? `its command (${describe(p)}) is not a trainer nsa-top knows`
+        : (whyNot.get(p.pid) ?? 'no proof that it belongs to this run');
+    unproven.push({
+      pid: p.pid,
+      startTime: p.startTime,
+      rank: null,
+      argv: p.argv,
+      why: `pid ${p.pid} names the run dir in its arguments, but ${why}: not a rank of this run, never signalled`,
+    });
   }
   const out: RunProcesses = { at, launcher, ranks, unknown };
   if (unproven.length > 0) out.unproven = unproven;
@@ -908,20 +1012,29 @@ function argvNamesRunDir(p: ProcInfo, ctx: MatchCtx): boolean {
  * launcher) of the run in runDir: the same proof findRunProcesses asks for, on a fresh read of the
  * process table. null when proven, else why not.
  */
-export async function proveRunProcess(host: Host, runDir: string, target: { pid: number; startTime: string }, opts: { launcherToo?: boolean; hints?: HeartbeatPidHint[] } = {}): Promise<string | null> {
+export async function proveRunProcess(
+  host: Host,
+  runDir: string,
+  target: { pid: number; startTime: string },
+  opts: { launcherToo?: boolean; hints?: HeartbeatPidHint[] } = {},
+): Promise<string | null> {
   const rp = await findRunProcesses(host, runDir, { heartbeatPids: opts.hints ?? [] });
   if (rp.error && rp.ranks.length === 0 && !rp.launcher) return `could not read the process table: ${rp.error}`;
-  const same = (p: ProcInfo | null | undefined) => !!p && p.pid === target.pid && p.startTime === String(target.startTime);
+  const same = (p: ProcInfo | null | undefined) =>
+    !!p && p.pid === target.pid && p.startTime === String(target.startTime);
   if (rp.ranks.some((r) => same(r.proc)) || rp.unknown.some((p) => same(p))) return null;
-  if (same(rp.launcher)) return opts.launcherToo ? null : `pid ${target.pid} is the launcher (${describe(rp.launcher!)}), not a rank`;
+  if (same(rp.launcher))
+    return opts.launcherToo ? null : `pid ${target.pid} is the launcher (${describe(rp.launcher!)}), not a rank`;
   const u = rp.unproven?.find((x) => x.pid === target.pid);
   if (u) return u.why.replace(/: not a rank of this run, never signalled\.?/, '');
   const p = await readProc(host, target.pid).catch(() => null);
   if (!p) return `pid ${target.pid} is gone`;
-  if (p.startTime !== String(target.startTime)) return `pid ${target.pid} now belongs to another process (start time ${p.startTime} ≠ ${target.startTime})`;
+  if (p.startTime !== String(target.startTime))
+    return `pid ${target.pid} now belongs to another process (start time ${p.startTime} ≠ ${target.startTime})`;
   if (isToolProcess(p)) return `pid ${target.pid} is one of nsa-top's own tools or a watcher (${describe(p)})`;
   const kind = rankCommandKind(p);
-  if (!kind) return `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
+  if (!kind)
+    return `its command (${describe(p)}) is not a trainer nsa-top knows (python …train_showcase.py, a torchrun worker of it, nsa-top train)`;
   return `pid ${target.pid} (${describe(p)}) is not among this run's proven ranks`;
 }
 
@@ -944,8 +1057,11 @@ export function hintsFromRun(run: {
   segments: { startTs: number | null }[];
   backfill?: { pending: boolean };
 }): Pick<FindRunHints, 'heartbeatPids' | 'firstRecordTs'> {
-  const heartbeatPids = run.ranks.filter((r) => r.pid !== null).map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs, bootTs: r.bootTs }));
+  const heartbeatPids = run.ranks
+    .filter((r) => r.pid !== null)
+    .map((r) => ({ rank: r.rank, pid: r.pid!, lastTs: r.lastTs, bootTs: r.bootTs }));
   let first: number | null = null;
-  if (!run.backfill?.pending) for (const s of run.segments) if (s.startTs !== null && (first === null || s.startTs < first)) first = s.startTs;
+  if (!run.backfill?.pending)
+    for (const s of run.segments) if (s.startTs !== null && (first === null || s.startTs < first)) first = s.startTs;
   return { heartbeatPids, firstRecordTs: first };
 }

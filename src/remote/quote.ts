@@ -15,6 +15,7 @@ export function shJoin(argv: string[]): string {
 
 /** NAME=value for `env`, with the name validated (it is not quoted by the shell). */
 export function envAssign(name: string, value: string): string {
-  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`invalid environment variable name: ${JSON.stringify(name)}`);
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    throw new Error(`invalid environment variable name: ${JSON.stringify(name)}`);
   return shQuote(`${name}=${value}`);
 }

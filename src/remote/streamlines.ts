@@ -12,7 +12,11 @@ export class StreamLines {
   private readonly cb: LineCallbacks;
 
   /** onOverflow(maxLine): a line longer than the cap was dropped up to its newline */
-  constructor(onLine: (line: string) => void, onOverflow: (bytes: number) => void = () => {}, maxLine = STREAM_MAX_LINE) {
+  constructor(
+    onLine: (line: string) => void,
+    onOverflow: (bytes: number) => void = () => {},
+    maxLine = STREAM_MAX_LINE,
+  ) {
     this.split = new LineSplitter(maxLine);
     this.cb = { line: onLine, error: () => onOverflow(maxLine) };
   }

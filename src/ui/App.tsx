@@ -107,7 +107,11 @@ export function App(p: AppProps) {
   // a key, a dialog or a resize changed what is drawn: draw now (painter path)
   useLayoutEffect(() => draw(), [view, dialog, size, draw]);
   const state = stateRef.current;
-  const frame = p.painter ? frameRef.current : state ? compose(state, view, size.cols, size.rows, Date.now(), dialog, p.renderMs.current) : null;
+  const frame = p.painter
+    ? frameRef.current
+    : state
+      ? compose(state, view, size.cols, size.rows, Date.now(), dialog, p.renderMs.current)
+      : null;
 
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
 
@@ -121,7 +125,11 @@ export function App(p: AppProps) {
     const startedAt = Date.now();
     setDialog({ kind: 'dump', startedAt, progress: [], result: null, error: null });
     p.actions
-      .dump((line) => update((d) => (d.kind === 'dump' && d.startedAt === startedAt ? { ...d, progress: [...d.progress, line].slice(-20) } : d)))
+      .dump((line) =>
+        update((d) =>
+          d.kind === 'dump' && d.startedAt === startedAt ? { ...d, progress: [...d.progress, line].slice(-20) } : d,
+        ),
+      )
       .then(
         (result) => update((d) => (d.kind === 'dump' && d.startedAt === startedAt ? { ...d, result } : d)),
         (e: Error) => update((d) => (d.kind === 'dump' && d.startedAt === startedAt ? { ...d, error: e.message } : d)),
@@ -131,11 +139,24 @@ export function App(p: AppProps) {
   const startHalt = useCallback(
     (mode: 'now' | 'after-checkpoint') => {
       const startedAt = Date.now();
-      setDialog({ kind: 'halt-track', mode, startedAt, startStep: stateRef.current?.run.step ?? null, result: null, escalation: null, killArmed: false });
+      setDialog({
+        kind: 'halt-track',
+        mode,
+        startedAt,
+        startStep: stateRef.current?.run.step ?? null,
+        result: null,
+        escalation: null,
+        killArmed: false,
+      });
       const mine = (d: Dialog) => d.kind === 'halt-track' && d.startedAt === startedAt;
       p.actions.halt(mode).then(
         (result) => update((d) => (mine(d) && d.kind === 'halt-track' ? { ...d, result } : d)),
-        (e: Error) => update((d) => (mine(d) && d.kind === 'halt-track' ? { ...d, result: { ok: false, result: 'failed', detail: e.message } } : d)),
+        (e: Error) =>
+          update((d) =>
+            mine(d) && d.kind === 'halt-track'
+              ? { ...d, result: { ok: false, result: 'failed', detail: e.message } }
+              : d,
+          ),
       );
     },
     [p.actions, update],
@@ -146,7 +167,12 @@ export function App(p: AppProps) {
       update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result: null }, killArmed: false } : d));
       p.actions.escalate(sig).then(
         (result) => update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result } } : d)),
-        (e: Error) => update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result: { ok: false, result: 'failed', detail: e.message } } } : d)),
+        (e: Error) =>
+          update((d) =>
+            d.kind === 'halt-track'
+              ? { ...d, escalation: { sig, result: { ok: false, result: 'failed', detail: e.message } } }
+              : d,
+          ),
       );
     },
     [p.actions, update],
@@ -155,7 +181,10 @@ export function App(p: AppProps) {
   const startCancel = useCallback(() => {
     p.actions.cancelHalt().then(
       (result) => update((d) => (d.kind === 'halt-track' ? { ...d, result } : d)),
-      (e: Error) => update((d) => (d.kind === 'halt-track' ? { ...d, result: { ok: false, result: 'failed', detail: e.message } } : d)),
+      (e: Error) =>
+        update((d) =>
+          d.kind === 'halt-track' ? { ...d, result: { ok: false, result: 'failed', detail: e.message } } : d,
+        ),
     );
   }, [p.actions, update]);
 
@@ -197,7 +226,12 @@ export function App(p: AppProps) {
           return;
         }
         const st = stateRef.current;
-        if (input === 'x' && st && d.mode === 'after-checkpoint' && trackedRequest(st, d.startedAt)?.state === 'pending') {
+        if (
+          input === 'x' &&
+          st &&
+          d.mode === 'after-checkpoint' &&
+          trackedRequest(st, d.startedAt)?.state === 'pending'
+        ) {
           startCancel();
           return;
         }
@@ -238,7 +272,8 @@ export function App(p: AppProps) {
             setDialogNow({ ...d, input: value, error: `"${value}" is not the run name; nothing done` });
             return;
           }
-          if (stateRef.current?.run.control.halt.present) setDialogNow({ ...d, input: value, stage: 'halt-confirm', error: null });
+          if (stateRef.current?.run.control.halt.present)
+            setDialogNow({ ...d, input: value, stage: 'halt-confirm', error: null });
           else startRelaunch(false);
         } else if (value === 'remove') startRelaunch(true);
         else if (value === 'keep') startRelaunch(false);
@@ -261,7 +296,10 @@ export function App(p: AppProps) {
     if (!s) return;
     const es = alertEntries(s);
     if (es.length === 0) return;
-    setViewNow((v) => ({ ...v, alertSel: es[Math.max(0, Math.min(es.length - 1, to(selectedAlert(es, v.alertSel))))]!.key }));
+    setViewNow((v) => ({
+      ...v,
+      alertSel: es[Math.max(0, Math.min(es.length - 1, to(selectedAlert(es, v.alertSel))))]!.key,
+    }));
   };
 
   /** `a`: the selected alert when the Alerts panel has focus, else the first unacknowledged critical */
@@ -274,10 +312,16 @@ export function App(p: AppProps) {
       const es = alertEntries(s);
       target = es.length ? es[selectedAlert(es, view.alertSel)]!.alert : null;
     } else {
-      target = alertEntries(s).find((e) => e.cleared === null && e.alert.severity === 'critical' && e.acks.length === 0)?.alert ?? null;
+      target =
+        alertEntries(s).find((e) => e.cleared === null && e.alert.severity === 'critical' && e.acks.length === 0)
+          ?.alert ?? null;
     }
     if (!target) {
-      setDialog({ kind: 'refused', what: 'ack', why: 'no alert to acknowledge here: tab to the Alerts panel and pick one with ↑/↓' });
+      setDialog({
+        kind: 'refused',
+        what: 'ack',
+        why: 'no alert to acknowledge here: tab to the Alerts panel and pick one with ↑/↓',
+      });
       return;
     }
     const ref = { id: target.id, since: target.since, severity: target.severity, title: target.title };
@@ -327,19 +371,54 @@ export function App(p: AppProps) {
         // a request in force (from any cockpit or script) or a .HALT already there: show it, offer cancel/escalation
         const st = stateRef.current;
         const req = st ? activeRequest(st.requests) : null;
-        if (req) setDialog({ kind: 'halt-track', mode: 'after-checkpoint', startedAt: req.ts, startStep: st?.run.step ?? null, result: null, escalation: null, killArmed: false });
-        else if (st?.run.control.halt.present) setDialog({ kind: 'halt-track', mode: 'now', startedAt: st.run.control.halt.mtimeMs ?? Date.now(), startStep: st.run.step ?? null, result: null, escalation: null, killArmed: false });
+        if (req)
+          setDialog({
+            kind: 'halt-track',
+            mode: 'after-checkpoint',
+            startedAt: req.ts,
+            startStep: st?.run.step ?? null,
+            result: null,
+            escalation: null,
+            killArmed: false,
+          });
+        else if (st?.run.control.halt.present)
+          setDialog({
+            kind: 'halt-track',
+            mode: 'now',
+            startedAt: st.run.control.halt.mtimeMs ?? Date.now(),
+            startStep: st.run.step ?? null,
+            result: null,
+            escalation: null,
+            killArmed: false,
+          });
         else setDialog({ kind: 'halt-choose', startedAt: Date.now() });
         return;
       }
       case 'relaunch': {
         const prep = p.actions.prepareRelaunch;
         if (!prep) {
-          setDialog({ kind: 'relaunch', stage: 'confirm', input: '', haltInput: '', removeHalt: false, result: null, error: null });
+          setDialog({
+            kind: 'relaunch',
+            stage: 'confirm',
+            input: '',
+            haltInput: '',
+            removeHalt: false,
+            result: null,
+            error: null,
+          });
           return;
         }
         // what a relaunch would do — or why it cannot work — is said before anything is asked
-        setDialogNow({ kind: 'relaunch', stage: 'checking', input: '', haltInput: '', removeHalt: false, result: null, error: null, info: null });
+        setDialogNow({
+          kind: 'relaunch',
+          stage: 'checking',
+          input: '',
+          haltInput: '',
+          removeHalt: false,
+          result: null,
+          error: null,
+          info: null,
+        });
         prep.call(p.actions).then(
           (info) => {
             if (dialogRef.current?.kind !== 'relaunch' || dialogRef.current.stage !== 'checking') return;
@@ -399,7 +478,10 @@ export function App(p: AppProps) {
       if (d) {
         if (key.ctrl && input === 'c') {
           // at a question, Ctrl-C takes the safe default: no action, the question closes
-          if (d.kind === 'halt-choose' || (d.kind === 'relaunch' && (d.stage === 'confirm' || d.stage === 'halt-confirm'))) {
+          if (
+            d.kind === 'halt-choose' ||
+            (d.kind === 'relaunch' && (d.stage === 'confirm' || d.stage === 'halt-confirm'))
+          ) {
             setDialogNow(null);
             return;
           }

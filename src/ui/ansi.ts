@@ -4,7 +4,16 @@ import { boldOf, colorOf } from './palette.js';
 import { sanitize } from '../sanitize.js';
 import type { Line } from './text.js';
 
-const SGR: Record<string, number> = { red: 31, green: 32, yellow: 33, blue: 34, magenta: 35, cyan: 36, white: 37, gray: 90 };
+const SGR: Record<string, number> = {
+  red: 31,
+  green: 32,
+  yellow: 33,
+  blue: 34,
+  magenta: 35,
+  cyan: 36,
+  white: 37,
+  gray: 90,
+};
 
 export function lineToAnsi(line: Line, noColor: boolean): string {
   let out = '';

@@ -41,7 +41,8 @@ function computePoints(s: Series, range: 'recent' | 'all'): readonly XY[] {
   if ((range === 'recent' || s.history.length === 0) && Object.isFrozen(s.recent) && ordered(s.recent)) return s.recent;
   const pts: XY[] = [];
   if (range === 'all') for (const b of s.history) pts.push({ step: b.stepTo, value: b.last, segment: b.segment });
-  for (const p of s.recent) if (Number.isFinite(p.value)) pts.push({ step: p.step, value: p.value, segment: p.segment });
+  for (const p of s.recent)
+    if (Number.isFinite(p.value)) pts.push({ step: p.step, value: p.value, segment: p.segment });
   const byStep = new Map<number, XY>();
   for (const p of pts) {
     const prev = byStep.get(p.step);
@@ -132,7 +133,13 @@ function plotChart(pts: readonly XY[], o: ChartOpts): Line[] {
   }
   // the threshold first, so the data line is drawn over it where they meet
   const series: number[][] = o.threshold != null ? [values.map(() => o.threshold!), values] : [values];
-  const text = asciichart.plot(series.length === 1 ? series[0]! : series, { height: o.h - 1, min, max, format: fmtLabel, offset: 2 });
+  const text = asciichart.plot(series.length === 1 ? series[0]! : series, {
+    height: o.h - 1,
+    min,
+    max,
+    format: fmtLabel,
+    offset: 2,
+  });
   const rows = text.split('\n').slice(0, o.h);
   const out: Line[] = rows.map((r) => {
     const label = r.slice(0, LABEL_W + 1);

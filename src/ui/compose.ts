@@ -42,7 +42,13 @@ function gpuRows(s: CockpitState): number {
 const titleMemo = new Map<string, Line>();
 
 /** The top border with the panel titles; the same few bars come back every frame, so they are kept. */
-function titleBar(slot: Slot, focused: boolean, note: string | undefined, more: number | undefined, s: CockpitState): Line {
+function titleBar(
+  slot: Slot,
+  focused: boolean,
+  note: string | undefined,
+  more: number | undefined,
+  s: CockpitState,
+): Line {
   const crit = slot.panels.includes('alerts') && s.alerts.some((a) => a.severity === 'critical');
   const key = `${slot.w}|${slot.panels.join(',')}|${slot.active}|${focused}|${note}|${more}|${s.alerts.length}|${crit}`;
   let bar = titleMemo.get(key);
@@ -54,7 +60,13 @@ function titleBar(slot: Slot, focused: boolean, note: string | undefined, more: 
   return bar;
 }
 
-function drawTitleBar(slot: Slot, focused: boolean, note: string | undefined, more: number | undefined, s: CockpitState): Line {
+function drawTitleBar(
+  slot: Slot,
+  focused: boolean,
+  note: string | undefined,
+  more: number | undefined,
+  s: CockpitState,
+): Line {
   const role: Role = focused ? 'focus' : 'dim';
   const parts: Line = [t('┌', role)];
   slot.panels.forEach((p, i) => {
@@ -62,8 +74,15 @@ function drawTitleBar(slot: Slot, focused: boolean, note: string | undefined, mo
     const active = p === slot.active;
     let label = TITLES[p];
     if (p === 'alerts' && s.alerts.length) label += `(${s.alerts.length})`;
-    const alertRole: Role | undefined = p === 'alerts' && s.alerts.some((a) => a.severity === 'critical') ? 'crit' : undefined;
-    parts.push(t(` ${active ? label : label.toLowerCase()} `, active ? (focused ? 'focus' : alertRole ?? 'title') : alertRole ?? 'dim', { bold: active, inverse: active && focused }));
+    const alertRole: Role | undefined =
+      p === 'alerts' && s.alerts.some((a) => a.severity === 'critical') ? 'crit' : undefined;
+    parts.push(
+      t(
+        ` ${active ? label : label.toLowerCase()} `,
+        active ? (focused ? 'focus' : (alertRole ?? 'title')) : (alertRole ?? 'dim'),
+        { bold: active, inverse: active && focused },
+      ),
+    );
   });
   if (note) parts.push(t(` ${note} `, 'dim'));
   if (more) parts.push(t(` ↓${more} `, 'dim'));
@@ -109,7 +128,12 @@ function overlay(lines: Line[], cols: number, title: string, role: Role, body: L
   const x0 = Math.floor((cols - w) / 2);
   const box: Line[] = [];
   const tt = ` ${title} `;
-  box.push([t('┏', role), t(tt, role, { bold: true, inverse: true }), t('━'.repeat(Math.max(0, inner - strWidth(tt))), role), t('┓', role)]);
+  box.push([
+    t('┏', role),
+    t(tt, role, { bold: true, inverse: true }),
+    t('━'.repeat(Math.max(0, inner - strWidth(tt))), role),
+    t('┓', role),
+  ]);
   for (const l of shown) box.push([t('┃', role), t(' '), ...fit(l, inner - 2), t(' '), t('┃', role)]);
   box.push([t('┗' + '━'.repeat(inner) + '┛', role)]);
   const out = lines.slice();
@@ -154,16 +178,33 @@ function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
   return out;
 }
 
-export function compose(s: CockpitState, v: ViewState, cols: number, rows: number, now: number, dialog: Dialog | null = null, renderMs: number | null = null): Frame {
-  const inp = { cols, rows, focus: v.focus, zoom: v.zoom, gpuRows: gpuRows(s), rankRows: rankRows(s, now).reduce((n, r) => n + (r.why ? 2 : 1), 0) + (s.procs?.launcher ? 1 : 0) };
+export function compose(
+  s: CockpitState,
+  v: ViewState,
+  cols: number,
+  rows: number,
+  now: number,
+  dialog: Dialog | null = null,
+  renderMs: number | null = null,
+): Frame {
+  const inp = {
+    cols,
+    rows,
+    focus: v.focus,
+    zoom: v.zoom,
+    gpuRows: gpuRows(s),
+    rankRows: rankRows(s, now).reduce((n, r) => n + (r.why ? 2 : 1), 0) + (s.procs?.launcher ? 1 : 0),
+  };
   let L = layout(inp);
   // the wide layout sizes the Alerts panel to the whole text of the alerts in force
-  const al = L.kind === 'ok' && L.mode === 'wide' && s.alerts.length ? L.slots.find((sl) => sl.active === 'alerts') : undefined;
+  const al =
+    L.kind === 'ok' && L.mode === 'wide' && s.alerts.length ? L.slots.find((sl) => sl.active === 'alerts') : undefined;
   if (al) L = layout({ ...inp, alertRows: alertRowsWanted(s, al.w - 2) });
   // a critical alert is always on screen: when the Alerts panel is not (another tab of its slot,
   // another panel zoomed), a banner under the header names it
   const crit = s.alerts.reduce((n, a) => n + (a.severity === 'critical' ? 1 : 0), 0);
-  if (crit && L.kind === 'ok' && !L.slots.some((sl) => sl.active === 'alerts')) L = layout({ ...inp, bannerRows: Math.min(crit, rows >= 40 ? 2 : 1) });
+  if (crit && L.kind === 'ok' && !L.slots.some((sl) => sl.active === 'alerts'))
+    L = layout({ ...inp, bannerRows: Math.min(crit, rows >= 40 ? 2 : 1) });
   if (L.kind === 'too-small') return { lines: tooSmall(s, cols, rows), layout: L };
   const rowsOut: Line[] = Array.from({ length: L.height }, () => []);
   // slots are drawn left to right; within a row, cells are appended in x order

@@ -81,45 +81,87 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
     case 'help': {
       const lines: Line[] = [];
       for (const b of KEYMAP) {
-        lines.push([t(b.keys.padEnd(12), 'accent', { bold: true }), t(b.help), ...(b.dangerous && s.readOnly ? [t('  (read-only)', 'warn')] : [])]);
+        lines.push([
+          t(b.keys.padEnd(12), 'accent', { bold: true }),
+          t(b.help),
+          ...(b.dangerous && s.readOnly ? [t('  (read-only)', 'warn')] : []),
+        ]);
         const off = b.dangerous && !s.readOnly ? (b.disabled?.(s) ?? null) : null;
-        if (off) lines.push(...wrap(`disabled now: ${clean(off.why)}`, Math.max(20, W - 16)).map((l) => [t(' '.repeat(12)), t(l, 'warn')]));
+        if (off)
+          lines.push(
+            ...wrap(`disabled now: ${clean(off.why)}`, Math.max(20, W - 16)).map((l) => [
+              t(' '.repeat(12)),
+              t(l, 'warn'),
+            ]),
+          );
       }
       lines.push([]);
       lines.push([t('esc / ? closes. Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.', 'dim')]);
       return { title: 'Keys', role: 'info', lines };
     }
     case 'refused':
-      return { title: `${d.what}: refused`, role: 'warn', lines: [...wrap(clean(d.why), W - 4).map((l): Line => [t(l, 'warn')]), [], [t('esc closes', 'dim')]] };
+      return {
+        title: `${d.what}: refused`,
+        role: 'warn',
+        lines: [...wrap(clean(d.why), W - 4).map((l): Line => [t(l, 'warn')]), [], [t('esc closes', 'dim')]],
+      };
     case 'dump': {
       const lines: Line[] = d.progress.slice(-6).map((p) => [t(clean(p), 'dim')]);
       if (d.error) lines.push([t(`failed: ${clean(d.error)}`, 'crit')]);
       if (d.result) {
         for (const r of d.result.results) {
           const role: Role = r.outcome === 'dumped' ? 'ok' : 'crit';
-          const what = r.outcome === 'dumped' ? `dumped → ${r.file ?? ''}` : `${r.outcome === 'refused' ? 'refused' : 'did not answer'}: ${r.why ?? ''}`;
-          lines.push([t(r.rank >= 0 ? `rank ${r.rank} ` : 'not a rank ', 'title'), t(`pid ${r.pid ?? '–'} `, 'dim'), t(clean(what), role)]);
+          const what =
+            r.outcome === 'dumped'
+              ? `dumped → ${r.file ?? ''}`
+              : `${r.outcome === 'refused' ? 'refused' : 'did not answer'}: ${r.why ?? ''}`;
+          lines.push([
+            t(r.rank >= 0 ? `rank ${r.rank} ` : 'not a rank ', 'title'),
+            t(`pid ${r.pid ?? '–'} `, 'dim'),
+            t(clean(what), role),
+          ]);
         }
         if (d.result.results.some((r) => r.outcome !== 'dumped')) {
-          if (d.result.pySpy) lines.push([t('py-spy is installed: `py-spy dump --pid PID` reads a stuck rank without its cooperation', 'info')]);
-          else lines.push([t('py-spy is not installed (pip install py-spy) — it can read a rank that ignores SIGUSR1', 'dim')]);
+          if (d.result.pySpy)
+            lines.push([
+              t('py-spy is installed: `py-spy dump --pid PID` reads a stuck rank without its cooperation', 'info'),
+            ]);
+          else
+            lines.push([
+              t('py-spy is not installed (pip install py-spy) — it can read a rank that ignores SIGUSR1', 'dim'),
+            ]);
         }
         lines.push([t('the Dumps panel shows the set · esc closes', 'dim')]);
-      } else if (!d.error) lines.push([t(`sending SIGUSR1 to each rank, one per second… ${dur((now - d.startedAt) / 1000)}`, 'info')]);
+      } else if (!d.error)
+        lines.push([t(`sending SIGUSR1 to each rank, one per second… ${dur((now - d.startedAt) / 1000)}`, 'info')]);
       return { title: 'Stack dump', role: d.error ? 'crit' : 'info', lines };
     }
     case 'halt-choose': {
       const risk = s.stepsAtRisk;
       const lines: Line[] = [];
-      if (risk?.lastCheckpointStep != null) lines.push([t(`newest complete checkpoint: step ${risk.lastCheckpointStep}`)]);
+      if (risk?.lastCheckpointStep != null)
+        lines.push([t(`newest complete checkpoint: step ${risk.lastCheckpointStep}`)]);
       else lines.push([t('no complete checkpoint in the run dir', 'warn')]);
       // what a halt costs is the evaluation's word: a hung rank never sees .HALT, so nothing is saved
-      const outlook = haltOutlook({ runState: s.runState, culprit: s.culprit ?? null }, risk ? { ...risk, step: s.run.step } : null);
+      const outlook = haltOutlook(
+        { runState: s.runState, culprit: s.culprit ?? null },
+        risk ? { ...risk, step: s.run.step } : null,
+      );
       if (outlook) lines.push(...wrap(clean(outlook.text), W - 4).map((l) => [t(l, HEALTH_ROLE[outlook.health])]));
       const every = s.run.identity.train?.saveEvery;
-      if (every && s.run.step != null) lines.push([t(`next checkpoint at step ${Math.ceil((s.run.step + 1) / every) * every} (save_every ${every})`, 'dim')]);
+      if (every && s.run.step != null)
+        lines.push([
+          t(`next checkpoint at step ${Math.ceil((s.run.step + 1) / every) * every} (save_every ${every})`, 'dim'),
+        ]);
       lines.push([]);
-      lines.push([t('n', 'accent', { bold: true }), t(' halt now (.HALT)   '), t('c', 'accent', { bold: true }), t(' halt after the next checkpoint   '), t('esc', 'accent'), t(' cancel')]);
+      lines.push([
+        t('n', 'accent', { bold: true }),
+        t(' halt now (.HALT)   '),
+        t('c', 'accent', { bold: true }),
+        t(' halt after the next checkpoint   '),
+        t('esc', 'accent'),
+        t(' cancel'),
+      ]);
       return { title: 'Halt the run?', role: 'warn', lines };
     }
     case 'halt-track': {
@@ -133,12 +175,29 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
         if (req) {
           const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';
           const role: Role = req.state === 'failed' ? 'crit' : req.state === 'cancelled' ? 'warn' : 'info';
-          lines.push([t(`${req.state === 'pending' ? 'pending' : req.state}: `, role, { bold: true }), t(clean(req.note), role)]);
-          lines.push([t(`requested by ${clean(req.who.user)} at ${new Date(req.ts).toISOString().slice(11, 19)} · carried by ${owner} (outlives this cockpit)`, 'dim')]);
+          lines.push([
+            t(`${req.state === 'pending' ? 'pending' : req.state}: `, role, { bold: true }),
+            t(clean(req.note), role),
+          ]);
+          lines.push([
+            t(
+              `requested by ${clean(req.who.user)} at ${new Date(req.ts).toISOString().slice(11, 19)} · carried by ${owner} (outlives this cockpit)`,
+              'dim',
+            ),
+          ]);
         } else lines.push([t('handing the request to a detached process…', 'info')]);
       } else if (notTaken) lines.push([t(`no .HALT requested: ${d.result!.result}`, 'crit', { bold: true })]);
-      else lines.push([t(supervised ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace' : '.HALT written: ranks stop before their next micro-step', 'info')]);
-      if (d.result && !(d.mode === 'after-checkpoint' && req && d.result.ok)) lines.push(...wrap(clean(d.result.detail), W - 4).map((l) => [t(l, d.result!.ok ? 'dim' : 'crit')]));
+      else
+        lines.push([
+          t(
+            supervised
+              ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace'
+              : '.HALT written: ranks stop before their next micro-step',
+            'info',
+          ),
+        ]);
+      if (d.result && !(d.mode === 'after-checkpoint' && req && d.result.ok))
+        lines.push(...wrap(clean(d.result.detail), W - 4).map((l) => [t(l, d.result!.ok ? 'dim' : 'crit')]));
       if (supervised && s.supervisor?.note) lines.push([t(`supervisor: ${clean(s.supervisor.note)}`, 'dim')]);
       const rows = rankRows(s, now);
       let alive = 0;
@@ -146,23 +205,54 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
         const gone = !r.proc;
         if (!gone) alive++;
         const step = r.hb?.lastStep ?? null;
-        lines.push([t(`rank ${r.rank} `, 'title'), t(gone ? `stopped${step != null ? ` at step ${step}` : ''}` : `still running${step != null ? ` (step ${step})` : ''}${r.proc ? ` pid ${r.proc.proc.pid} ${r.proc.proc.state}` : ''}`, gone ? 'ok' : 'warn')]);
+        lines.push([
+          t(`rank ${r.rank} `, 'title'),
+          t(
+            gone
+              ? `stopped${step != null ? ` at step ${step}` : ''}`
+              : `still running${step != null ? ` (step ${step})` : ''}${r.proc ? ` pid ${r.proc.proc.pid} ${r.proc.proc.state}` : ''}`,
+            gone ? 'ok' : 'warn',
+          ),
+        ]);
       }
       if (rows.length === 0) lines.push([t('no ranks known', 'dim')]);
       const done = rows.length > 0 && alive === 0;
-      if (d.escalation) lines.push([t(`${d.escalation.sig} sent${d.escalation.result ? `: ${clean(d.escalation.result.detail)}` : '…'}`, d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info')]);
+      if (d.escalation)
+        lines.push([
+          t(
+            `${d.escalation.sig} sent${d.escalation.result ? `: ${clean(d.escalation.result.detail)}` : '…'}`,
+            d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info',
+          ),
+        ]);
       if (done) lines.push([t(`all ranks stopped after ${dur(age)} — r relaunches`, 'ok', { bold: true })]);
       const blocked = escalationGate(s, now);
       if (notTaken && d.mode === 'now') {
         /* nothing was requested: nothing to escalate from here */
       } else if (!done && (blocked === null || d.escalation)) {
-        lines.push([t(`${alive} rank(s) still running after the grace: `, 'warn'), t('i', 'accent', { bold: true }), t(' SIGINT  '), t('K', 'accent', { bold: true }), t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined)]);
+        lines.push([
+          t(`${alive} rank(s) still running after the grace: `, 'warn'),
+          t('i', 'accent', { bold: true }),
+          t(' SIGINT  '),
+          t('K', 'accent', { bold: true }),
+          t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined),
+        ]);
       } else if (!done) lines.push([t(`SIGINT/SIGKILL not offered: ${blocked}`, 'dim')]);
       const keys: Line = [];
       if (req?.state === 'pending') keys.push(t('x', 'accent', { bold: true }), t(' cancel the request   '));
-      keys.push(t(req && (req.state === 'pending' || req.state === 'halt-written') ? 'esc closes this window; the request stays in force' : 'esc closes this window', 'dim'));
+      keys.push(
+        t(
+          req && (req.state === 'pending' || req.state === 'halt-written')
+            ? 'esc closes this window; the request stays in force'
+            : 'esc closes this window',
+          'dim',
+        ),
+      );
       lines.push(keys);
-      return { title: `Halt (${d.mode === 'now' ? 'now' : 'after the next checkpoint'})`, role: notTaken ? 'crit' : 'warn', lines };
+      return {
+        title: `Halt (${d.mode === 'now' ? 'now' : 'after the next checkpoint'})`,
+        role: notTaken ? 'crit' : 'warn',
+        lines,
+      };
     }
     case 'relaunch': {
       const name = s.run.identity.name;
@@ -172,18 +262,42 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
         const info = d.info;
         if (info) {
           // which file and why come from the trainer layer (newest weights, not the highest step)
-          if (info.adopted) lines.push(...wrap(clean(`started by hand; runs again under the supervisor: ${info.adopted}`), W - 4).map((l) => [t(l, 'info')]));
-          const head = info.fresh ? 'first start: the run never ran' : info.resume ? `resumes from ${info.resume.name} (step ${info.resume.step})` : 'no complete checkpoint: starts from step 0';
+          if (info.adopted)
+            lines.push(
+              ...wrap(clean(`started by hand; runs again under the supervisor: ${info.adopted}`), W - 4).map((l) => [
+                t(l, 'info'),
+              ]),
+            );
+          const head = info.fresh
+            ? 'first start: the run never ran'
+            : info.resume
+              ? `resumes from ${info.resume.name} (step ${info.resume.step})`
+              : 'no complete checkpoint: starts from step 0';
           lines.push([t(head, info.resume || info.fresh ? 'info' : 'warn', { bold: true })]);
           if (info.resume) lines.push(...wrap(clean(info.resume.why), W - 6).map((l) => [t(`  ${l}`, 'dim')]));
-          for (const w of [...info.skipped.map((x) => `skipped ${x}`), ...info.warnings]) lines.push(...wrap(clean(w), W - 4).map((l) => [t(l, 'warn')]));
+          for (const w of [...info.skipped.map((x) => `skipped ${x}`), ...info.warnings])
+            lines.push(...wrap(clean(w), W - 4).map((l) => [t(l, 'warn')]));
         } else {
           const ck = s.run.checkpoints.filter((c) => c.complete).sort((a, b) => b.mtimeMs - a.mtimeMs)[0];
-          lines.push([t(ck ? `resumes from the newest complete checkpoint (${ck.name} here)` : 'no complete checkpoint: starts from step 0', ck ? 'info' : 'warn')]);
+          lines.push([
+            t(
+              ck
+                ? `resumes from the newest complete checkpoint (${ck.name} here)`
+                : 'no complete checkpoint: starts from step 0',
+              ck ? 'info' : 'warn',
+            ),
+          ]);
         }
-        if (s.runState === 'RUNNING' || s.runState === 'STALLED' || s.runState === 'STARTING') lines.push([t(`the run is ${s.runState}: relaunch stops nothing — halt it first`, 'crit')]);
+        if (s.runState === 'RUNNING' || s.runState === 'STALLED' || s.runState === 'STARTING')
+          lines.push([t(`the run is ${s.runState}: relaunch stops nothing — halt it first`, 'crit')]);
         const halt = s.run.control.halt;
-        if (halt.present) lines.push([t(`a .HALT is present${halt.content ? ` ("${clean(halt.content).trim().slice(0, 40)}")` : ''}: it would stop the new run at step 1`, 'warn')]);
+        if (halt.present)
+          lines.push([
+            t(
+              `a .HALT is present${halt.content ? ` ("${clean(halt.content).trim().slice(0, 40)}")` : ''}: it would stop the new run at step 1`,
+              'warn',
+            ),
+          ]);
       }
       if (d.stage === 'confirm') {
         lines.push([]);

@@ -39,7 +39,12 @@ export function signature(d: StackDump): string {
  * The newest set of dumps grouped by place. Which group is the odd one is not judged here: it is the
  * evaluation's answer (`oddRank`, from the odd-rank rule), so the panel and the rules never disagree.
  */
-export function newestDumpSet(dumps: StackDump[], pidToRank: Map<number, number>, oddRank: number | null = null, windowS = 8): DumpSet | null {
+export function newestDumpSet(
+  dumps: StackDump[],
+  pidToRank: Map<number, number>,
+  oddRank: number | null = null,
+  windowS = 8,
+): DumpSet | null {
   if (dumps.length === 0) return null;
   const sorted = [...dumps].sort((a, b) => b.epoch - a.epoch || b.mtimeMs - a.mtimeMs);
   const newest = sorted[0]!;
@@ -51,8 +56,17 @@ export function newestDumpSet(dumps: StackDump[], pidToRank: Map<number, number>
     set.push(d);
   }
   const members: DumpMember[] = set.map((d) => {
-    const rank = d.rank ?? (d.pid != null ? pidToRank.get(d.pid) ?? null : null);
-    return { dump: d, rank, label: rank != null ? `r${rank}` : d.pid != null ? `pid ${d.pid}` : d.name.replace(/^(watchdog_)?stackdump_/, '').replace(/\.txt$/, '') };
+    const rank = d.rank ?? (d.pid != null ? (pidToRank.get(d.pid) ?? null) : null);
+    return {
+      dump: d,
+      rank,
+      label:
+        rank != null
+          ? `r${rank}`
+          : d.pid != null
+            ? `pid ${d.pid}`
+            : d.name.replace(/^(watchdog_)?stackdump_/, '').replace(/\.txt$/, ''),
+    };
   });
   // one dump per rank: keep the newest of each
   const seen = new Set<string>();

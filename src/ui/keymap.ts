@@ -55,29 +55,46 @@ function ranksAlive(s: CockpitState): number {
 }
 
 export function dumpDisabled(s: CockpitState): Disabled | null {
-  if (s.procs && ranksAlive(s) === 0) return { short: 'no ranks', why: `no rank process is running (the run is ${s.runState})` };
+  if (s.procs && ranksAlive(s) === 0)
+    return { short: 'no ranks', why: `no rank process is running (the run is ${s.runState})` };
   return null;
 }
 
 export function haltDisabled(s: CockpitState): Disabled | null {
   if (activeRequest(s.requests)) return null; // h shows the request and can cancel it
   if (s.run.control.halt.present && ranksAlive(s) > 0) return null; // h tracks the halt and offers escalation
-  if (ENDED.has(s.runState)) return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): nothing to halt` };
+  if (ENDED.has(s.runState))
+    return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): nothing to halt` };
   return null;
 }
 
 export function relaunchDisabled(s: CockpitState): Disabled | null {
-  if (LIVE.has(s.runState)) return { short: s.runState, why: `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first` };
+  if (LIVE.has(s.runState))
+    return {
+      short: s.runState,
+      why: `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first`,
+    };
   const sup = s.supervisor;
   if (sup && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state))
-    return { short: `supervisor ${sup.state}`, why: `its supervisor (pid ${sup.supervisor?.pid ?? '?'}) is ${sup.state}${sup.state === 'backoff' ? ': it restarts the trainer itself' : ''}` };
+    return {
+      short: `supervisor ${sup.state}`,
+      why: `its supervisor (pid ${sup.supervisor?.pid ?? '?'}) is ${sup.state}${sup.state === 'backoff' ? ': it restarts the trainer itself' : ''}`,
+    };
   return null;
 }
 
 const ch = (c: string) => (input: string, key: Partial<Key>) => input === c && !key.ctrl && !key.meta;
 
 export const KEYMAP: readonly Binding[] = [
-  { command: 'dump', keys: 'd', hint: 'dump', dangerous: true, disabled: dumpDisabled, help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer', match: ch('d') },
+  {
+    command: 'dump',
+    keys: 'd',
+    hint: 'dump',
+    dangerous: true,
+    disabled: dumpDisabled,
+    help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer',
+    match: ch('d'),
+  },
   {
     command: 'halt',
     keys: 'h',
@@ -87,13 +104,50 @@ export const KEYMAP: readonly Binding[] = [
     help: 'halt now, or after the next checkpoint (outlives nsa-top; x cancels); SIGINT/KILL after .HALT + grace',
     match: ch('h'),
   },
-  { command: 'relaunch', keys: 'r', hint: 'relaunch', dangerous: true, disabled: relaunchDisabled, help: 'relaunch from the newest complete checkpoint (type-to-confirm)', match: ch('r') },
-  { command: 'ack', keys: 'a', hint: 'ack', dangerous: true, help: 'acknowledge the selected alert (Alerts panel, ↑/↓ to pick; elsewhere: the first unacknowledged critical); logged in actions.jsonl', match: ch('a') },
-  { command: 'focus-next', keys: 'tab', hint: 'focus', help: 'focus the next panel', match: (i, k) => !!k.tab && !k.shift },
+  {
+    command: 'relaunch',
+    keys: 'r',
+    hint: 'relaunch',
+    dangerous: true,
+    disabled: relaunchDisabled,
+    help: 'relaunch from the newest complete checkpoint (type-to-confirm)',
+    match: ch('r'),
+  },
+  {
+    command: 'ack',
+    keys: 'a',
+    hint: 'ack',
+    dangerous: true,
+    help: 'acknowledge the selected alert (Alerts panel, ↑/↓ to pick; elsewhere: the first unacknowledged critical); logged in actions.jsonl',
+    match: ch('a'),
+  },
+  {
+    command: 'focus-next',
+    keys: 'tab',
+    hint: 'focus',
+    help: 'focus the next panel',
+    match: (i, k) => !!k.tab && !k.shift,
+  },
   { command: 'focus-prev', keys: 'shift-tab', help: 'focus the previous panel', match: (i, k) => !!k.tab && !!k.shift },
-  { command: 'zoom', keys: 'z / enter', hint: 'zoom', help: 'zoom the focused panel to the whole screen (again: back)', match: (i, k) => !!k.return || (i === 'z' && !k.ctrl) },
-  { command: 'scroll-up', keys: '↑ / k', help: 'scroll the focused panel up', match: (i, k) => !!k.upArrow || i === 'k' },
-  { command: 'scroll-down', keys: '↓ / j', help: 'scroll the focused panel down', match: (i, k) => !!k.downArrow || i === 'j' },
+  {
+    command: 'zoom',
+    keys: 'z / enter',
+    hint: 'zoom',
+    help: 'zoom the focused panel to the whole screen (again: back)',
+    match: (i, k) => !!k.return || (i === 'z' && !k.ctrl),
+  },
+  {
+    command: 'scroll-up',
+    keys: '↑ / k',
+    help: 'scroll the focused panel up',
+    match: (i, k) => !!k.upArrow || i === 'k',
+  },
+  {
+    command: 'scroll-down',
+    keys: '↓ / j',
+    help: 'scroll the focused panel down',
+    match: (i, k) => !!k.downArrow || i === 'j',
+  },
   { command: 'page-up', keys: 'pgup', help: 'scroll a page up', match: (i, k) => !!k.pageUp },
   { command: 'page-down', keys: 'pgdn', help: 'scroll a page down', match: (i, k) => !!k.pageDown },
   { command: 'top', keys: 'home / g', help: 'scroll to the start', match: (i, k) => !!k.home || i === 'g' },
@@ -101,8 +155,19 @@ export const KEYMAP: readonly Binding[] = [
   { command: 'ema', keys: 'e', hint: 'EMA', help: 'toggle EMA smoothing of the charts', match: ch('e') },
   { command: 'chart-range', keys: 'w', help: 'charts: last N steps ↔ whole run', match: ch('w') },
   { command: 'help', keys: '?', hint: 'help', help: 'this help', match: ch('?') },
-  { command: 'redraw', keys: 'ctrl-l', help: 'redraw the whole screen (after a stray write or a tmux attach)', match: (i, k) => !!k.ctrl && i === 'l' },
-  { command: 'quit', keys: 'q', hint: 'quit', help: 'quit nsa-top (the run keeps going)', match: (i, k) => i === 'q' || (!!k.ctrl && i === 'c') },
+  {
+    command: 'redraw',
+    keys: 'ctrl-l',
+    help: 'redraw the whole screen (after a stray write or a tmux attach)',
+    match: (i, k) => !!k.ctrl && i === 'l',
+  },
+  {
+    command: 'quit',
+    keys: 'q',
+    hint: 'quit',
+    help: 'quit nsa-top (the run keeps going)',
+    match: (i, k) => i === 'q' || (!!k.ctrl && i === 'c'),
+  },
 ];
 
 export function commandFor(input: string, key: Partial<Key>): Binding | null {

@@ -2,7 +2,8 @@
 // frame without overlapping. The frame is rows − 1 tall (a frame as tall as the terminal makes Ink
 // clear the screen every frame).
 
-export type PanelId = 'header' | 'banner' | 'gpus' | 'training' | 'gates' | 'ranks' | 'alerts' | 'log' | 'dumps' | 'actions' | 'footer';
+export type PanelId =
+  'header' | 'banner' | 'gpus' | 'training' | 'gates' | 'ranks' | 'alerts' | 'log' | 'dumps' | 'actions' | 'footer';
 
 /** Focus order (tab). */
 export const FOCUSABLE: PanelId[] = ['training', 'gates', 'gpus', 'ranks', 'alerts', 'log', 'dumps', 'actions'];
@@ -35,7 +36,9 @@ export interface Slot extends Rect {
   border: boolean;
 }
 
-export type Layout = { kind: 'too-small'; cols: number; rows: number; need: { cols: number; rows: number } } | { kind: 'ok'; cols: number; height: number; slots: Slot[]; mode: 'compact' | 'wide' | 'huge' | 'zoom' };
+export type Layout =
+  | { kind: 'too-small'; cols: number; rows: number; need: { cols: number; rows: number } }
+  | { kind: 'ok'; cols: number; height: number; slots: Slot[]; mode: 'compact' | 'wide' | 'huge' | 'zoom' };
 
 export const MIN_COLS = 80;
 // 23, not 24: an 80x24 terminal running tmux (its status line takes a row) gives an 80x23 pane,
@@ -89,16 +92,33 @@ export const FOOTER_H = 1;
 
 export function layout(inp: LayoutInput): Layout {
   const { cols, rows, focus, zoom } = inp;
-  if (cols < MIN_COLS || rows < MIN_ROWS) return { kind: 'too-small', cols, rows, need: { cols: MIN_COLS, rows: MIN_ROWS } };
+  if (cols < MIN_COLS || rows < MIN_ROWS)
+    return { kind: 'too-small', cols, rows, need: { cols: MIN_COLS, rows: MIN_ROWS } };
   const height = rows - 1;
   const bannerH = Math.max(0, Math.min(inp.bannerRows ?? 0, 2));
   const top = HEADER_H + bannerH;
   const mid = height - top - FOOTER_H;
   const header: Slot = { x: 0, y: 0, w: cols, h: HEADER_H, panels: ['header'], active: 'header', border: false };
-  const footer: Slot = { x: 0, y: height - FOOTER_H, w: cols, h: FOOTER_H, panels: ['footer'], active: 'footer', border: false };
-  const banner: Slot[] = bannerH ? [{ x: 0, y: HEADER_H, w: cols, h: bannerH, panels: ['banner'], active: 'banner', border: false }] : [];
+  const footer: Slot = {
+    x: 0,
+    y: height - FOOTER_H,
+    w: cols,
+    h: FOOTER_H,
+    panels: ['footer'],
+    active: 'footer',
+    border: false,
+  };
+  const banner: Slot[] = bannerH
+    ? [{ x: 0, y: HEADER_H, w: cols, h: bannerH, panels: ['banner'], active: 'banner', border: false }]
+    : [];
   if (zoom) {
-    return { kind: 'ok', cols, height, mode: 'zoom', slots: [header, ...banner, { x: 0, y: top, w: cols, h: mid, panels: [zoom], active: zoom, border: true }, footer] };
+    return {
+      kind: 'ok',
+      cols,
+      height,
+      mode: 'zoom',
+      slots: [header, ...banner, { x: 0, y: top, w: cols, h: mid, panels: [zoom], active: zoom, border: true }, footer],
+    };
   }
   const gpuH = Math.max(4, Math.min(inp.gpuRows + 2, 10));
   const rankH = Math.max(4, Math.min(inp.rankRows + 3, 14));
@@ -109,9 +129,29 @@ export function layout(inp: LayoutInput): Layout {
     const w1 = Math.floor(cols * 0.4);
     const w2 = Math.floor(cols * 0.3);
     cs = [
-      { w: w1, items: [{ panels: ['training'], h: Math.floor(mid * 0.6) }, { panels: ['log'], h: 0 }] },
-      { w: w2, items: [{ panels: ['gpus'], h: gpuH }, { panels: ['gates'], h: 12 }, { panels: ['ranks'], h: rankH }, { panels: ['alerts'], h: 0 }] },
-      { w: cols - w1 - w2, items: [{ panels: ['dumps'], h: Math.floor(mid * 0.6) }, { panels: ['actions'], h: 0 }] },
+      {
+        w: w1,
+        items: [
+          { panels: ['training'], h: Math.floor(mid * 0.6) },
+          { panels: ['log'], h: 0 },
+        ],
+      },
+      {
+        w: w2,
+        items: [
+          { panels: ['gpus'], h: gpuH },
+          { panels: ['gates'], h: 12 },
+          { panels: ['ranks'], h: rankH },
+          { panels: ['alerts'], h: 0 },
+        ],
+      },
+      {
+        w: cols - w1 - w2,
+        items: [
+          { panels: ['dumps'], h: Math.floor(mid * 0.6) },
+          { panels: ['actions'], h: 0 },
+        ],
+      },
     ];
   } else if (cols >= 120 && rows >= 36) {
     mode = 'wide';
@@ -119,16 +159,44 @@ export function layout(inp: LayoutInput): Layout {
     // alerts get the rows their whole text wants, from 8 up to half of what gpus and ranks leave
     const alertH = Math.max(8, Math.min((inp.alertRows ?? 0) + 2, Math.floor((mid - gpuH - rankH) / 2)));
     cs = [
-      { w: w1, items: [{ panels: ['training'], h: Math.floor(mid * 0.5) }, { panels: ['gates'], h: 9 }, { panels: ['log'], h: 0 }] },
-      { w: cols - w1, items: [{ panels: ['gpus'], h: gpuH }, { panels: ['ranks'], h: rankH }, { panels: ['alerts'], h: alertH }, { panels: ['dumps', 'actions'], h: 0 }] },
+      {
+        w: w1,
+        items: [
+          { panels: ['training'], h: Math.floor(mid * 0.5) },
+          { panels: ['gates'], h: 9 },
+          { panels: ['log'], h: 0 },
+        ],
+      },
+      {
+        w: cols - w1,
+        items: [
+          { panels: ['gpus'], h: gpuH },
+          { panels: ['ranks'], h: rankH },
+          { panels: ['alerts'], h: alertH },
+          { panels: ['dumps', 'actions'], h: 0 },
+        ],
+      },
     ];
   } else {
     mode = 'compact';
     const w1 = Math.floor(cols * 0.55);
     const rh = Math.min(rankH, Math.floor(mid / 2) - 1);
     cs = [
-      { w: w1, items: [{ panels: ['training'], h: mid - rh }, { panels: ['ranks'], h: 0 }] },
-      { w: cols - w1, items: [{ panels: ['gates'], h: 6 }, { panels: ['gpus'], h: Math.min(gpuH, 5) }, { panels: ['alerts', 'log', 'dumps', 'actions'], h: 0 }] },
+      {
+        w: w1,
+        items: [
+          { panels: ['training'], h: mid - rh },
+          { panels: ['ranks'], h: 0 },
+        ],
+      },
+      {
+        w: cols - w1,
+        items: [
+          { panels: ['gates'], h: 6 },
+          { panels: ['gpus'], h: Math.min(gpuH, 5) },
+          { panels: ['alerts', 'log', 'dumps', 'actions'], h: 0 },
+        ],
+      },
     ];
   }
   const slots: Slot[] = [header, ...banner];

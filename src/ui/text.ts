@@ -130,7 +130,11 @@ export function plain(line: Line): string {
  * CONFIG value, a dump frame or a file name as read, and no ESC or control character reaches the
  * terminal (the cockpit's own styling is added later, by ansi.ts).
  */
-export const t = (text: string, role?: Role, extra?: Omit<Seg, 'text' | 'role'>): Seg => ({ text: sanitize(text), role, ...extra });
+export const t = (text: string, role?: Role, extra?: Omit<Seg, 'text' | 'role'>): Seg => ({
+  text: sanitize(text),
+  role,
+  ...extra,
+});
 
 /** Join segment groups with a separator, dropping empty groups. */
 export function join(parts: (Seg[] | null | undefined | false)[], sep = '  '): Line {

@@ -15,7 +15,13 @@ export interface ViewState {
   alertSel?: string | null;
 }
 
-export const initialView = (): ViewState => ({ focus: 'training', zoom: null, scroll: {}, ema: false, chartRange: 'recent' });
+export const initialView = (): ViewState => ({
+  focus: 'training',
+  zoom: null,
+  scroll: {},
+  ema: false,
+  chartRange: 'recent',
+});
 
 export interface PanelCtx {
   s: CockpitState;

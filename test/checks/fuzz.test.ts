@@ -9,7 +9,11 @@ import { gradeRun } from '../../src/checks/report.js';
 import type { ProcState } from '../../src/remote/types.js';
 import { gpu, liveRun, proc, procs, series } from './helpers.js';
 
-const num = fc.oneof(fc.double({ noNaN: false }), fc.constantFrom(0, -1, 1e308, Number.NaN, Number.POSITIVE_INFINITY), fc.integer({ min: -5, max: 100000 }));
+const num = fc.oneof(
+  fc.double({ noNaN: false }),
+  fc.constantFrom(0, -1, 1e308, Number.NaN, Number.POSITIVE_INFINITY),
+  fc.integer({ min: -5, max: 100000 }),
+);
 const vals = fc.array(num, { maxLength: 40 });
 const state = fc.constantFrom<ProcState>('R', 'S', 'D', 'T', 't', 'Z', 'I', 'X', '?');
 
@@ -17,7 +21,13 @@ test('evaluate and gradeRun never throw, and every alert is well formed', () => 
   fc.assert(
     fc.property(
       fc.record({
-        loss: vals, tps: vals, ent: vals, max: vals, col: vals, fetch: vals, mem: vals,
+        loss: vals,
+        tps: vals,
+        ent: vals,
+        max: vals,
+        col: vals,
+        fetch: vals,
+        mem: vals,
         step: fc.option(fc.integer({ min: -3, max: 100000 }), { nil: null }),
         total: fc.option(fc.integer({ min: 0, max: 100000 }), { nil: null }),
         ageMs: fc.integer({ min: -10_000, max: 10_000_000 }),
@@ -44,10 +54,32 @@ test('evaluate and gradeRun never throw, and every alert is well formed', () => 
         run.series.memReservedMiB = series(x.mem);
         run.control.halt = { present: x.halt, content: null, mtimeMs: x.halt ? t - x.ageMs : null };
         if (x.beat) run.ranks.push({ ...run.ranks[0]!, rank: 1, events: { beat: 3 }, lastStep: x.step });
-        run.lastProgress = { ts: t, step: x.step ?? 0, rank: 0, pid: 1, loss: x.loss[0] ?? null, toksPerS: null, dtFetchS: x.fetch[0] ?? null, fetchP50Ms: null, fetchP95Ms: null, gradNorm: x.gradNorm, gpuMemAllocMiB: null, gpuMemReservedMiB: null, gate: null, sel: null, fallbacks: null, extra: { rss_mib: x.mem[0] } };
+        run.lastProgress = {
+          ts: t,
+          step: x.step ?? 0,
+          rank: 0,
+          pid: 1,
+          loss: x.loss[0] ?? null,
+          toksPerS: null,
+          dtFetchS: x.fetch[0] ?? null,
+          fetchP50Ms: null,
+          fetchP95Ms: null,
+          gradNorm: x.gradNorm,
+          gpuMemAllocMiB: null,
+          gpuMemReservedMiB: null,
+          gate: null,
+          sel: null,
+          fallbacks: null,
+          extra: { rss_mib: x.mem[0] },
+        };
         const c = new Checker({ stallFloorS: 1 });
         for (let i = 0; i < 2; i++) {
-          const ev = c.evaluate({ now: t + x.ageMs, run, procs: procs(x.states.map((s, r) => proc(r, s, { gpuUuid: `GPU-${r}` }))), gpu: gpu(x.states.map(() => ({ utilPct: x.util, powerW: x.power }))) });
+          const ev = c.evaluate({
+            now: t + x.ageMs,
+            run,
+            procs: procs(x.states.map((s, r) => proc(r, s, { gpuUuid: `GPU-${r}` }))),
+            gpu: gpu(x.states.map(() => ({ utilPct: x.util, powerW: x.power }))),
+          });
           const ids = new Set<string>();
           for (const a of ev.alerts) {
             assert.ok(['info', 'warning', 'critical'].includes(a.severity));

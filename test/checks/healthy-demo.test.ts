@@ -30,7 +30,8 @@ test('the healthy default demo: no critical on any record, nothing above info at
     const csvs = [csv('training.csv'), csv('val.csv')];
     const model = new RunModel(new LocalHost(), dir);
     const checker = new Checker();
-    let progress = 0, overMax = 0;
+    let progress = 0,
+      overMax = 0;
     const crit: string[] = [];
     let last: ReturnType<Checker['evaluate']> | null = null;
     for (const line of recs) {
@@ -39,12 +40,17 @@ test('the healthy default demo: no critical on any record, nothing above info at
       if (r.msg !== 'progress') continue;
       progress++;
       if (r.gate_max_gate > 0.9) overMax++;
-      for (const c of csvs) while (c.i < c.rows.length && c.rows[c.i]!.step <= r.step) appendFileSync(join(dir, c.f), c.rows[c.i++]!.line + '\n');
+      for (const c of csvs)
+        while (c.i < c.rows.length && c.rows[c.i]!.step <= r.step)
+          appendFileSync(join(dir, c.f), c.rows[c.i++]!.line + '\n');
       last = checker.evaluate({ now: r.ts * 1000 + 100, run: await model.poll(), procs: null, gpu: null });
       for (const a of last.alerts) if (a.severity === 'critical') crit.push(`step ${r.step}: ${a.title}`);
     }
     assert.equal(progress, 601);
-    assert.ok(overMax >= 250, `the recording carries the signal that used to alarm (${overMax} records with max gate > 0.9)`);
+    assert.ok(
+      overMax >= 250,
+      `the recording carries the signal that used to alarm (${overMax} records with max gate > 0.9)`,
+    );
     assert.deepEqual(crit.slice(0, 5), [], `${crit.length} records with a critical`);
     assert.equal(last!.gateHaltIn, null);
     // the run ends: metrics.json, then one more look
@@ -52,8 +58,15 @@ test('the healthy default demo: no critical on any record, nothing above info at
     const run = await model.poll();
     const end = checker.evaluate({ now: run.hostNowMs, run, procs: null, gpu: null });
     assert.equal(end.runState, 'FINISHED');
-    assert.deepEqual(end.alerts.filter((a) => a.severity !== 'info').map((a) => `${a.severity} ${a.id}: ${a.title}`), []);
-    assert.deepEqual(end.history.filter((a) => a.severity !== 'info').map((a) => `${a.severity} ${a.id}: ${a.title}`), [], 'nothing was raised and cleared either');
+    assert.deepEqual(
+      end.alerts.filter((a) => a.severity !== 'info').map((a) => `${a.severity} ${a.id}: ${a.title}`),
+      [],
+    );
+    assert.deepEqual(
+      end.history.filter((a) => a.severity !== 'info').map((a) => `${a.severity} ${a.id}: ${a.title}`),
+      [],
+      'nothing was raised and cleared either',
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

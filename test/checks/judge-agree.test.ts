@@ -5,7 +5,18 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { after, test } from 'node:test';
@@ -34,7 +45,11 @@ function hashTree(dir: string): Map<string, string> {
       if (st.isDirectory()) {
         out.set(rel + '/', `dir ${st.mode}`);
         walk(p);
-      } else out.set(rel, `${st.mode} ${st.size} ${st.mtimeMs} ${createHash('sha256').update(readFileSync(p)).digest('hex')}`);
+      } else
+        out.set(
+          rel,
+          `${st.mode} ${st.size} ${st.mtimeMs} ${createHash('sha256').update(readFileSync(p)).digest('hex')}`,
+        );
     }
   };
   walk(dir);
@@ -43,9 +58,20 @@ function hashTree(dir: string): Map<string, string> {
 
 const T0 = 1_790_000_000; // 2026-09-21, long before the test runs: nothing is live
 const hb = (o: Record<string, unknown>) => JSON.stringify({ iso: 'x', rank: 0, pid: 4242, ...o }) + '\n';
-function progress(step: number, ts: number, loss: number | string = 5 - step / 1000, extra: Record<string, unknown> = {}): string {
+function progress(
+  step: number,
+  ts: number,
+  loss: number | string = 5 - step / 1000,
+  extra: Record<string, unknown> = {},
+): string {
   const l = typeof loss === 'string' ? loss : loss.toFixed(4);
-  return `{"ts": ${ts}, "iso": "x", "pid": 4242, "rank": 0, "step": ${step}, "msg": "progress", "loss": ${l}, "toks_per_s": 9000.0${Object.entries(extra).map(([k, v]) => `, "${k}": ${JSON.stringify(v)}`).join('')}}\n` + hb({ ts: ts + 0.01, step, msg: 'step_end' });
+  return (
+    `{"ts": ${ts}, "iso": "x", "pid": 4242, "rank": 0, "step": ${step}, "msg": "progress", "loss": ${l}, "toks_per_s": 9000.0${Object.entries(
+      extra,
+    )
+      .map(([k, v]) => `, "${k}": ${JSON.stringify(v)}`)
+      .join('')}}\n` + hb({ ts: ts + 0.01, step, msg: 'step_end' })
+  );
 }
 
 /** generated runs, each a dir of the real trainer's files */
@@ -61,13 +87,23 @@ function generate(): string[] {
     runs.push(d);
     return d;
   };
-  const env = JSON.stringify({ torch: '2.4', env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '1' } });
+  const env = JSON.stringify({
+    torch: '2.4',
+    env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '1' },
+  });
   let text = hb({ ts: T0, step: 0, msg: 'boot' });
   for (let s = 1; s <= 30; s++) text += progress(s, T0 + s, s === 30 ? 'NaN' : undefined);
   mk('nan-died', { 'env.json': env, 'heartbeat_rank0.jsonl': text });
 
   text = hb({ ts: T0, step: 0, msg: 'boot' });
-  for (let s = 1; s <= 50; s++) text += progress(s, T0 + s, undefined, { gate_entropy_mean: 0.01, gate_entropy_min: 0.0, gate_max_gate: 0.99, gate_collapse_frac: 0.9, gate_branch_shares: [0.98, 0.01, 0.01] });
+  for (let s = 1; s <= 50; s++)
+    text += progress(s, T0 + s, undefined, {
+      gate_entropy_mean: 0.01,
+      gate_entropy_min: 0.0,
+      gate_max_gate: 0.99,
+      gate_collapse_frac: 0.9,
+      gate_branch_shares: [0.98, 0.01, 0.01],
+    });
   mk('gate-collapse-died', { 'env.json': env, 'heartbeat_rank0.jsonl': text });
 
   text = hb({ ts: T0, step: 0, msg: 'boot' });
@@ -84,21 +120,45 @@ function generate(): string[] {
   // finished: metrics.json after the last heartbeat
   text = hb({ ts: T0, step: 0, msg: 'boot' });
   for (let s = 1; s <= 20; s++) text += progress(s, T0 + s);
-  mk('finished', { 'env.json': env, 'heartbeat_rank0.jsonl': text, 'metrics.json': JSON.stringify({ device: 'cuda', dtype: 'torch.bfloat16', steps: 20, loss_first: 5, loss_last: 4.98 }) });
+  mk('finished', {
+    'env.json': env,
+    'heartbeat_rank0.jsonl': text,
+    'metrics.json': JSON.stringify({
+      device: 'cuda',
+      dtype: 'torch.bfloat16',
+      steps: 20,
+      loss_first: 5,
+      loss_last: 4.98,
+    }),
+  });
 
   // a supervised launcher dir: run.info names the out dir
-  const out = mk('launcher-out', { 'env.json': env, 'heartbeat_rank0.jsonl': hb({ ts: T0, step: 0, msg: 'boot' }) + progress(1, T0 + 1) });
-  mk('launcher', { 'run.info': `run_dir: ${join(tmp, 'gen', 'launcher')}\nconfig: configs/m7c_125m_2xa100_production.yaml\nout_dir: ${out}\n`, 'train.log': '[boot] loading config configs/m7c_125m_2xa100_production.yaml\n' });
+  const out = mk('launcher-out', {
+    'env.json': env,
+    'heartbeat_rank0.jsonl': hb({ ts: T0, step: 0, msg: 'boot' }) + progress(1, T0 + 1),
+  });
+  mk('launcher', {
+    'run.info': `run_dir: ${join(tmp, 'gen', 'launcher')}\nconfig: configs/m7c_125m_2xa100_production.yaml\nout_dir: ${out}\n`,
+    'train.log': '[boot] loading config configs/m7c_125m_2xa100_production.yaml\n',
+  });
   return runs;
 }
 
 function fixtureRuns(): string[] {
   const dst = join(tmp, 'fx');
   cpSync(FIXTURES, dst, { recursive: true });
-  return [join(dst, 'single'), join(dst, 'ddp2-dumps-halt'), join(dst, 'ddp2-crash-resume', 'artifacts', 'ddp2-crash-resume')];
+  return [
+    join(dst, 'single'),
+    join(dst, 'ddp2-dumps-halt'),
+    join(dst, 'ddp2-crash-resume', 'artifacts', 'ddp2-crash-resume'),
+  ];
 }
 
-const lines = (s: string) => s.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const lines = (s: string) =>
+  s
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
 
 test('status --json and watchdog --once agree on every run; --once (even with --halt) changes nothing outside .nsa-top/', () => {
   const runs = [...fixtureRuns(), ...generate()];
@@ -113,10 +173,20 @@ test('status --json and watchdog --once agree on every run; --once (even with --
     assert.ok(w.status === 0 || w.status === 1, `${dir}: watchdog exit ${w.status} ${w.stderr}`);
     const ls = lines(w.stdout);
     const exit = ls.find((l) => l.event === 'exit');
-    const crit = ls.filter((l) => l.event === 'alert' && l.severity === 'critical').map((l) => l.id).sort();
+    const crit = ls
+      .filter((l) => l.event === 'alert' && l.severity === 'critical')
+      .map((l) => l.id)
+      .sort();
     assert.equal(exit.state, snap.state.runState, `${dir}: state`);
     assert.equal(exit.why, snap.state.why, `${dir}: why`);
-    assert.deepEqual(crit, snap.alerts.filter((a: { level: string }) => a.level === 'critical').map((a: { id: string }) => a.id).sort(), `${dir}: critical alert ids`);
+    assert.deepEqual(
+      crit,
+      snap.alerts
+        .filter((a: { level: string }) => a.level === 'critical')
+        .map((a: { id: string }) => a.id)
+        .sort(),
+      `${dir}: critical alert ids`,
+    );
     assert.equal(w.status, s.status, `${dir}: exit code`);
     assert.equal(ls.find((l) => l.event === 'start').observeOnly, true, '--once never acts');
     assert.ok(!ls.some((l) => l.event === 'halt' || l.event === 'dump'), `${dir}: --once acted`);
@@ -154,13 +224,22 @@ test('without --halt the watchdog only observes: a NaN is reported, .anomaly_typ
   assert.equal(readFileSync(join(dir, '.anomaly_type'), 'utf8'), 'nan_loss\n');
   assert.ok(existsSync(join(dir, '.HALT')));
   const help = cli(['watchdog', '--help']);
-  assert.match(help.stdout, /OBSERVE-ONLY BY DEFAULT: without --halt it writes nothing into the run dir outside \.nsa-top\//);
+  assert.match(
+    help.stdout,
+    /OBSERVE-ONLY BY DEFAULT: without --halt it writes nothing into the run dir outside \.nsa-top\//,
+  );
 });
 
 test('an empty or missing dir is bad input for status and watchdog --once: one line, exit 2', () => {
   const empty = join(tmp, 'empty');
   mkdirSync(empty, { recursive: true });
-  for (const args of [['status', empty], ['status', empty, '--json'], ['watchdog', empty, '--once', '--no-gpu'], ['status', join(tmp, 'nope')], ['watchdog', join(tmp, 'nope'), '--once']]) {
+  for (const args of [
+    ['status', empty],
+    ['status', empty, '--json'],
+    ['watchdog', empty, '--once', '--no-gpu'],
+    ['status', join(tmp, 'nope')],
+    ['watchdog', join(tmp, 'nope'), '--once'],
+  ]) {
     const r = cli(args);
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
     assert.equal(r.stdout, '');
@@ -170,22 +249,30 @@ test('an empty or missing dir is bad input for status and watchdog --once: one l
   assert.ok(!existsSync(join(empty, '.nsa-top')), 'nothing written into an empty dir');
 });
 
-test('a run dir that lists but cannot be read (mode 444, as an unprivileged user) is exit 2, never "running"', { skip: withoutDacSkip }, () => {
-  const base = mkdtempSync(join(tmpdir(), 'nsa-judge-perm-'));
-  try {
-    const dir = join(base, 'run');
-    cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
-    chmodSync(base, 0o755);
-    chmodSync(dir, 0o444);
-    for (const args of [['status', dir, '--json'], ['watchdog', dir, '--once', '--no-gpu'], ['report', dir]]) {
-      const r = spawnWithoutDac([process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000, cwd: '/' });
-      assert.equal(r.status, 2, `${args[0]}: ${r.stdout}${r.stderr}`);
-      assert.equal(r.stdout, '');
-      // one line that says why (whichever layer finds it first: the dir's listing or its entries)
-      assert.match(r.stderr, /^nsa-top: (report: )?cannot read run dir [^\n]*EACCES[^\n]*\n$/);
+test(
+  'a run dir that lists but cannot be read (mode 444, as an unprivileged user) is exit 2, never "running"',
+  { skip: withoutDacSkip },
+  () => {
+    const base = mkdtempSync(join(tmpdir(), 'nsa-judge-perm-'));
+    try {
+      const dir = join(base, 'run');
+      cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
+      chmodSync(base, 0o755);
+      chmodSync(dir, 0o444);
+      for (const args of [
+        ['status', dir, '--json'],
+        ['watchdog', dir, '--once', '--no-gpu'],
+        ['report', dir],
+      ]) {
+        const r = spawnWithoutDac([process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000, cwd: '/' });
+        assert.equal(r.status, 2, `${args[0]}: ${r.stdout}${r.stderr}`);
+        assert.equal(r.stdout, '');
+        // one line that says why (whichever layer finds it first: the dir's listing or its entries)
+        assert.match(r.stderr, /^nsa-top: (report: )?cannot read run dir [^\n]*EACCES[^\n]*\n$/);
+      }
+    } finally {
+      chmodSync(join(base, 'run'), 0o755);
+      rmSync(base, { recursive: true, force: true });
     }
-  } finally {
-    chmodSync(join(base, 'run'), 0o755);
-    rmSync(base, { recursive: true, force: true });
-  }
-});
+  },
+);

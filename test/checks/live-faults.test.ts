@@ -5,8 +5,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { has, start, watched } from './live-helpers.js';
 
-test('nan@step=20: loss non-finite is critical; the trainer\'s nan_loss is kept, never overwritten by a stall', async () => {
-  const r = await watched(200, ['nan@step=20'], ['--stall', '3', '--halt'], { train: ['--ranks', '1', '--log-every', '5'] });
+test("nan@step=20: loss non-finite is critical; the trainer's nan_loss is kept, never overwritten by a stall", async () => {
+  const r = await watched(200, ['nan@step=20'], ['--stall', '3', '--halt'], {
+    train: ['--ranks', '1', '--log-every', '5'],
+  });
   assert.ok(has(r.alerts, 'loss:nonfinite', 'critical'));
   assert.equal(readFileSync(join(r.dir, '.anomaly_type'), 'utf8').trim(), 'nan_loss');
   const an = r.ls.find((l) => l.event === 'anomaly');
@@ -17,7 +19,10 @@ test('nan@step=20: loss non-finite is critical; the trainer\'s nan_loss is kept,
 
 test('crash@step=20,rank=1: the dead rank is critical, the run ends EXITED; report says NO-GO even for phase 0', async () => {
   const r = await watched(200, ['crash@step=20,rank=1'], ['--stall', '10']);
-  assert.ok(r.alerts.some((a) => (a.id === 'rank-died:1' || a.id === 'exited') && a.severity === 'critical'), JSON.stringify(r.alerts.map((a) => a.id)));
+  assert.ok(
+    r.alerts.some((a) => (a.id === 'rank-died:1' || a.id === 'exited') && a.severity === 'critical'),
+    JSON.stringify(r.alerts.map((a) => a.id)),
+  );
   assert.equal(r.ls.at(-1)?.state, 'EXITED');
   assert.equal(r.code, 1);
   // the first anomaly is reported once, whatever follows (a stall, the exit); without --halt the

@@ -9,7 +9,10 @@ import { start, watched } from './live-helpers.js';
 test('healthy run: nothing above info, FINISHED, watchdog exits 0; report: phase 0 GO (0), phase 1 NO-GO (1)', async () => {
   const r = await watched(100, [], ['--stall', '10']);
   const loud = r.alerts.filter((a) => a.severity !== 'info');
-  assert.deepEqual(loud.map((a) => `${a.severity} ${a.id}: ${a['title']}`), []);
+  assert.deepEqual(
+    loud.map((a) => `${a.severity} ${a.id}: ${a['title']}`),
+    [],
+  );
   assert.equal(r.ls.at(-1)?.state, 'FINISHED');
   assert.equal(r.code, 0);
   assert.ok(!existsSync(join(r.dir, '.anomaly_type')));

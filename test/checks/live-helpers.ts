@@ -13,7 +13,16 @@ const BIN = join(ROOT, 'bin', 'nsa-top.js');
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
 
-export interface Line { event: string; id?: string; severity?: string; anomaly?: string | null; state?: string; code?: number; verdicts?: { kind: string; rank?: number }[]; [k: string]: unknown }
+export interface Line {
+  event: string;
+  id?: string;
+  severity?: string;
+  anomaly?: string | null;
+  state?: string;
+  code?: number;
+  verdicts?: { kind: string; rank?: number }[];
+  [k: string]: unknown;
+}
 
 export function tmp(): string {
   const d = mkdtempSync(join(tmpdir(), 'nsa-checks-live-'));
@@ -22,7 +31,10 @@ export function tmp(): string {
 }
 
 export function start(args: string[]): { child: ChildProcess; out: () => string; done: Promise<number | null> } {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NSA_TOP_TEST: '1' } });
+  const child = spawn(process.execPath, [BIN, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NSA_TOP_TEST: '1' },
+  });
   children.push(child);
   let out = '';
   child.stdout!.on('data', (b) => (out += b));
@@ -32,7 +44,10 @@ export function start(args: string[]): { child: ChildProcess; out: () => string;
 }
 
 export function lines(text: string): Line[] {
-  return text.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line);
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Line);
 }
 
 export async function waitFor<T>(what: string, f: () => T | null | undefined | false, ms: number): Promise<T> {
@@ -78,12 +93,38 @@ after(() => {
   }
 });
 
-export const TRAIN2 = ['--ranks', '2', '--log-every', '5', '--heartbeat-every', '--save-every', '50', '--eval-every', '50'];
+export const TRAIN2 = [
+  '--ranks',
+  '2',
+  '--log-every',
+  '5',
+  '--heartbeat-every',
+  '--save-every',
+  '50',
+  '--eval-every',
+  '50',
+];
 
 /** trainer + watchdog side by side; resolves when the watchdog exits (it exits when the run has ended) */
-export async function watched(steps: number, inject: string[], wdArgs: string[], opts: { train?: string[]; whileRunning?: (dir: string, wdOut: () => string, trainer: ChildProcess) => Promise<void> } = {}) {
+export async function watched(
+  steps: number,
+  inject: string[],
+  wdArgs: string[],
+  opts: {
+    train?: string[];
+    whileRunning?: (dir: string, wdOut: () => string, trainer: ChildProcess) => Promise<void>;
+  } = {},
+) {
   const dir = tmp();
-  const trainer = start(['train', '--out', dir, '--steps', String(steps), ...(opts.train ?? TRAIN2), ...inject.flatMap((i) => ['--inject', i])]);
+  const trainer = start([
+    'train',
+    '--out',
+    dir,
+    '--steps',
+    String(steps),
+    ...(opts.train ?? TRAIN2),
+    ...inject.flatMap((i) => ['--inject', i]),
+  ]);
   const wd = start(['watchdog', dir, '--interval', '0.5', ...wdArgs]);
   if (opts.whileRunning) await opts.whileRunning(dir, wd.out, trainer.child);
   const timer = setTimeout(() => wd.child.kill('SIGKILL'), 90_000);
@@ -95,5 +136,5 @@ export async function watched(steps: number, inject: string[], wdArgs: string[],
   return { dir, code, ls, alerts, trainerCode: trainer.child.exitCode };
 }
 
-export const has = (alerts: Line[], id: string, severity?: string) => alerts.some((a) => a.id === id && (!severity || a.severity === severity));
-
+export const has = (alerts: Line[], id: string, severity?: string) =>
+  alerts.some((a) => a.id === id && (!severity || a.severity === severity));

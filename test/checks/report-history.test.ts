@@ -17,7 +17,11 @@ const tmp = mkdtempSync(join(tmpdir(), 'nsa-report-history-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
 function cli(cmd: string, args: string[]) {
-  return spawnSync(process.execPath, [BIN, cmd, ...args], { encoding: 'utf8', timeout: 180_000, maxBuffer: 64 * 1024 * 1024 });
+  return spawnSync(process.execPath, [BIN, cmd, ...args], {
+    encoding: 'utf8',
+    timeout: 180_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
 }
 type Crit = { id: string; status: string; evidence: string };
 function crit(rep: { phases: { criteria: Crit[] }[] }, phase: number, id: string): Crit {
@@ -35,10 +39,19 @@ test('a real 2-rank run that crashed (rank 1 SIGKILLed at step 51) and was resum
   assert.equal(rep.verdict, 'NO-GO');
   const c = crit(rep, 1, 'no-crash');
   assert.equal(c.status, 'fail');
-  assert.match(c.evidence, /segment #0 \(pid 10747\), steps 1–51 \(2026-11-24T05:12:12Z → 2026-11-24T05:12:42Z\), crashed/);
+  assert.match(
+    c.evidence,
+    /segment #0 \(pid 10747\), steps 1–51 \(2026-11-24T05:12:12Z → 2026-11-24T05:12:42Z\), crashed/,
+  );
   assert.match(c.evidence, /rank pid 10748 killed by SIGKILL/);
-  assert.match(c.evidence, /restarted 32 s later as segment #1 \(pid 12965\), step count from 1, weights from .*checkpoint_step40\.pt/);
-  assert.deepEqual(rep.history.segments.map((g: { end: string }) => g.end), ['crashed', 'current']);
+  assert.match(
+    c.evidence,
+    /restarted 32 s later as segment #1 \(pid 12965\), step count from 1, weights from .*checkpoint_step40\.pt/,
+  );
+  assert.deepEqual(
+    rep.history.segments.map((g: { end: string }) => g.end),
+    ['crashed', 'current'],
+  );
   // the run's own config, found through env.json's CONFIG relative to the repo root
   const real = crit(rep, 1, 'real-run');
   assert.equal(real.status, 'fail');
@@ -47,7 +60,10 @@ test('a real 2-rank run that crashed (rank 1 SIGKILLed at step 51) and was resum
   // graded by its length (100 steps: phase 0), the crash is still NO-GO, named in the verdict
   const def = cli('report', [CRASH_RUN]);
   assert.equal(def.status, 1, def.stdout);
-  assert.match(def.stdout, /VERDICT\s+NO-GO for phase 0[^\n]*\n\s+no crash or restart: 1 crash\(es\): segment #0 \(pid 10747\), steps 1–51/);
+  assert.match(
+    def.stdout,
+    /VERDICT\s+NO-GO for phase 0[^\n]*\n\s+no crash or restart: 1 crash\(es\): segment #0 \(pid 10747\), steps 1–51/,
+  );
   const text = cli('report', [CRASH_RUN, '--phase', '1']);
   assert.match(text.stdout, /✘ no crash or restart\s+1 crash\(es\): segment #0 \(pid 10747\)/);
   assert.match(text.stdout, /^ {2}CRASH\s+segment #0/m);
@@ -56,8 +72,14 @@ test('a real 2-rank run that crashed (rank 1 SIGKILLed at step 51) and was resum
 test('a 1M-line heartbeat history: a 2001 s stall and a NaN at step 10000, far before the tail, are found', () => {
   const dir = join(tmp, 'huge');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'env.json'), JSON.stringify({ torch: '2.4', env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '1' } }));
-  writeFileSync(join(dir, 'config.yaml'), 'model: {dim: 768, n_layers: 12, n_heads: 12, n_kv_groups: 2, d_k: 64, d_v: 64}\nnsa: {l: 32, d: 16, l_sel: 64, n_sel: 16, w: 512}\ntrain: {steps: 500000, seq_len: 2048, batch_size: 2, log_every: 1, save_every: 0, out_dir: x}\n');
+  writeFileSync(
+    join(dir, 'env.json'),
+    JSON.stringify({ torch: '2.4', env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '1' } }),
+  );
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    'model: {dim: 768, n_layers: 12, n_heads: 12, n_kv_groups: 2, d_k: 64, d_v: 64}\nnsa: {l: 32, d: 16, l_sel: 64, n_sel: 16, w: 512}\ntrain: {steps: 500000, seq_len: 2048, batch_size: 2, log_every: 1, save_every: 0, out_dir: x}\n',
+  );
   const hb = join(dir, 'heartbeat_rank0.jsonl');
   const t0 = 1_790_000_000;
   writeFileSync(hb, `{"ts": ${t0}, "pid": 4242, "rank": 0, "step": 0, "msg": "boot"}\n`);
@@ -101,11 +123,17 @@ test('a 1M-line heartbeat history: a 2001 s stall and a NaN at step 10000, far b
 test('a failed checkpoint save anywhere fails phase 3 "checkpoints saved", so does one the real trainer swallowed', () => {
   const dir = join(tmp, 'ckpt-failed');
   cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
-  appendFileSync(join(dir, 'train.log'), '[train] checkpoint at step 20 FAILED (periodic): ENOSPC: no space left on device, write\n');
+  appendFileSync(
+    join(dir, 'train.log'),
+    '[train] checkpoint at step 20 FAILED (periodic): ENOSPC: no space left on device, write\n',
+  );
   const r = cli('report', [dir, '--phase', '3', '--json']);
   const c = crit(JSON.parse(r.stdout), 3, 'checkpoints');
   assert.equal(c.status, 'fail');
-  assert.match(c.evidence, /1 failed save\(s\): segment #0 step 20: \[train\] checkpoint at step 20 FAILED \(periodic\): ENOSPC/);
+  assert.match(
+    c.evidence,
+    /1 failed save\(s\): segment #0 step 20: \[train\] checkpoint at step 20 FAILED \(periodic\): ENOSPC/,
+  );
 
   // the real trainer logs nothing (TS:1489-1499: except Exception: pass): the missing file tells
   const quiet = join(tmp, 'ckpt-missing');
@@ -140,13 +168,23 @@ test('a run halted by .HALT and resumed is not a crash: the log shows the halt, 
   let hb = rec({ ts: T0, pid: 11, step: 0, msg: 'boot' });
   for (let s = 1; s <= 30; s++) hb += rec({ ts: T0 + s, pid: 11, step: s, msg: 'progress', loss: 5, toks_per_s: 900 });
   hb += rec({ ts: T0 + 100, pid: 22, step: 0, msg: 'boot' });
-  for (let s = 1; s <= 20; s++) hb += rec({ ts: T0 + 100 + s, pid: 22, step: s, msg: 'progress', loss: 5, toks_per_s: 900 });
+  for (let s = 1; s <= 20; s++)
+    hb += rec({ ts: T0 + 100 + s, pid: 22, step: s, msg: 'progress', loss: 5, toks_per_s: 900 });
   writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), hb);
   // two ranks per launch: each prints its own boot line before anything trains
-  const launch = (extra: string) => '[boot] loading config configs/x.yaml\n[boot] loading config configs/x.yaml\n[ddp] process group ready | backend=gloo world_size=2 timeout_min=15\n[train] dataset=fineweb_edu tokenizer=gpt2\n' + extra;
-  writeFileSync(join(dir, 'train.log'), launch('step 0030 | loss 5.0000\n[train] HALT file detected — stopping gracefully.\n') + launch('[train] resumed from artifacts/x/checkpoint_step20.pt\nstep 0020 | loss 5.0000\n'));
+  const launch = (extra: string) =>
+    '[boot] loading config configs/x.yaml\n[boot] loading config configs/x.yaml\n[ddp] process group ready | backend=gloo world_size=2 timeout_min=15\n[train] dataset=fineweb_edu tokenizer=gpt2\n' +
+    extra;
+  writeFileSync(
+    join(dir, 'train.log'),
+    launch('step 0030 | loss 5.0000\n[train] HALT file detected — stopping gracefully.\n') +
+      launch('[train] resumed from artifacts/x/checkpoint_step20.pt\nstep 0020 | loss 5.0000\n'),
+  );
   const rep = JSON.parse(cli('report', [dir, '--phase', '0', '--json']).stdout);
   const c = crit(rep, 0, 'no-crash');
   assert.equal(c.status, 'pass', c.evidence);
-  assert.match(c.evidence, /2 segments, none crashed: segment #0 \(pid 11\) steps 1–30 halted: stopped by \.HALT .*restarted 70 s later as segment #1 \(pid 22\), step count from 1, weights from artifacts\/x\/checkpoint_step20\.pt/);
+  assert.match(
+    c.evidence,
+    /2 segments, none crashed: segment #0 \(pid 11\) steps 1–30 halted: stopped by \.HALT .*restarted 70 s later as segment #1 \(pid 22\), step count from 1, weights from artifacts\/x\/checkpoint_step20\.pt/,
+  );
 });

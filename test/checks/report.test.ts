@@ -29,7 +29,11 @@ test('ddp2 fixture (halted at step 31 of 400): phase 1 is NO-GO with the step ev
   assert.equal(r.exitCode, 1);
   assert.match(r.phases[1]!.why, /300 steps: the run stopped at step 31 of 400/);
   assert.equal(r.phases[0]!.verdict, 'GO');
-  assert.equal(r.phases[0]!.criteria.find((c) => c.id === 'heartbeats')!.status, 'pass', 'rank 1 booted: its heartbeat file counts');
+  assert.equal(
+    r.phases[0]!.criteria.find((c) => c.id === 'heartbeats')!.status,
+    'pass',
+    'rank 1 booted: its heartbeat file counts',
+  );
 });
 
 test('a live run short of the phase cannot be judged yet (exit 2); a critical alert is NO-GO at every phase', async () => {
@@ -65,12 +69,19 @@ test('binary: exit codes 0 / 1 / 2, --json and --md', () => {
   const single = report([join(tmp, 'fx', 'single')]);
   assert.equal(single.status, 0, single.stderr);
   assert.match(single.stdout, /VERDICT\s+GO for phase 0/);
-  assert.match(single.stdout, /steady step times\s+median [\d.]+ s\/step/, 'step times come from the heartbeat progress times (the CSV has none)');
+  assert.match(
+    single.stdout,
+    /steady step times\s+median [\d.]+ s\/step/,
+    'step times come from the heartbeat progress times (the CSV has none)',
+  );
   const ddp = report([join(tmp, 'fx', 'ddp2-dumps-halt'), '--json']);
   assert.equal(ddp.status, 1);
   const j = JSON.parse(ddp.stdout);
   assert.equal(j.verdict, 'NO-GO');
-  assert.ok(typeof j.charts.loss === 'string' && j.charts.loss.includes('┤'), 'an ASCII loss chart is part of the evidence');
+  assert.ok(
+    typeof j.charts.loss === 'string' && j.charts.loss.includes('┤'),
+    'an ASCII loss chart is part of the evidence',
+  );
   const md = report([join(tmp, 'fx', 'single'), '--md', '--phase', '1']);
   assert.equal(md.status, 1);
   assert.match(md.stdout, /^# Acceptance report: single/m);

@@ -7,10 +7,19 @@ import { fixture, gpu, liveFixture, liveRun, proc, procs, series } from './helpe
 
 const ids = (as: Alert[]) => as.map((a) => a.id);
 const find = (as: Alert[], id: string) => as.find((a) => a.id === id);
-const above = (as: Alert[], sev: 'info' | 'warning') => as.filter((a) => (sev === 'info' ? a.severity !== 'info' : a.severity === 'critical'));
+const above = (as: Alert[], sev: 'info' | 'warning') =>
+  as.filter((a) => (sev === 'info' ? a.severity !== 'info' : a.severity === 'critical'));
 
 test('NSA_WATCH_* names set the thresholds; a malformed value is an error naming the variable', () => {
-  const t = thresholdsFromEnv({ NSA_WATCH_HEARTBEAT_STALL_S: '3', NSA_WATCH_FLATLINE_N: '6', NSA_WATCH_GATE_ENTROPY_MIN: '0.3', NSA_WATCH_GATE_MAX_THRESHOLD: '0.8', NSA_WATCH_GATE_COLLAPSE_N: '5', NSA_WATCH_HALT: '1', NSA_WATCH_INTERVAL_S: '15' });
+  const t = thresholdsFromEnv({
+    NSA_WATCH_HEARTBEAT_STALL_S: '3',
+    NSA_WATCH_FLATLINE_N: '6',
+    NSA_WATCH_GATE_ENTROPY_MIN: '0.3',
+    NSA_WATCH_GATE_MAX_THRESHOLD: '0.8',
+    NSA_WATCH_GATE_COLLAPSE_N: '5',
+    NSA_WATCH_HALT: '1',
+    NSA_WATCH_INTERVAL_S: '15',
+  });
   assert.equal(t.stallFloorS, 3);
   assert.equal(t.flatlineN, 6);
   assert.equal(t.gateEntropyMin, 0.3);
@@ -65,10 +74,16 @@ test('ddp2 as if live: rank 1 boot-only is routine; once rank 0 goes quiet past 
   assert.equal(st.severity, 'critical');
   assert.equal(st.anomaly, 'heartbeat_stall');
   assert.match(st.title, /step frozen at 31/);
-  assert.ok(!find(late.alerts, 'stall:rank0'), 'without per-step beats the run alert is the rank-0 alert: not said twice');
+  assert.ok(
+    !find(late.alerts, 'stall:rank0'),
+    'without per-step beats the run alert is the rank-0 alert: not said twice',
+  );
   assert.ok(!find(late.alerts, 'stall:rank1'), 'rank 1 writes no per-step records: its silence is not evidence');
   assert.ok(late.verdicts.some((v) => v.kind === 'all-silent'));
-  assert.ok(late.actOn.some((x) => x.id === 'stall:run'), 'past the 180 s floor the watchdog acts');
+  assert.ok(
+    late.actOn.some((x) => x.id === 'stall:run'),
+    'past the 180 s floor the watchdog acts',
+  );
   // 170 s: overdue by the run's own cadence (0.44 s/step), so the operator sees STALLED, but it is
   // inside the watchdog's action threshold (the floor)
   const mid = new Checker().evaluate({ now: lastTs + 170_000, run, procs: alive, gpu: null });
@@ -87,11 +102,19 @@ test('stall threshold follows the run cadence: log_every × step time above the 
   const a = c.evaluate({ now: t + 200_000, run, procs: procs([proc(0)]), gpu: null });
   assert.equal(a.expectedIntervalS, 240);
   assert.equal(a.stallThresholdS, 720);
-  assert.ok(!find(a.alerts, 'stall:run'), '200 s is normal for a 240 s log interval (the real watchdog would halt here)');
+  assert.ok(
+    !find(a.alerts, 'stall:run'),
+    '200 s is normal for a 240 s log interval (the real watchdog would halt here)',
+  );
   const b = c.evaluate({ now: t + 730_000, run, procs: procs([proc(0)]), gpu: null });
   assert.ok(find(b.alerts, 'stall:run'));
   // a settable floor
-  const small = new Checker({ stallFloorS: 3 }).evaluate({ now: t + 4000, run: liveRun({ step: 5, t, stepTimeS: 0.1 }), procs: procs([proc(0)]), gpu: null });
+  const small = new Checker({ stallFloorS: 3 }).evaluate({
+    now: t + 4000,
+    run: liveRun({ step: 5, t, stepTimeS: 0.1 }),
+    procs: procs([proc(0)]),
+    gpu: null,
+  });
   assert.equal(small.stallThresholdS, 3);
   assert.ok(find(small.alerts, 'stall:run'));
 });
@@ -110,12 +133,24 @@ test('hang verdicts: one rank stopped (T) is the odd one out; GPUs busy at idle 
   const t = 1_700_000_000_000;
   const run = liveRun({ step: 40, t });
   run.identity.worldSize = 2;
-  run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 101, file: 'heartbeat_rank1.jsonl', lastMsg: 'boot', lastStep: null, stepAdvancedTs: null, lastTs: t - 60_000 });
+  run.ranks.push({
+    ...run.ranks[0]!,
+    rank: 1,
+    pid: 101,
+    file: 'heartbeat_rank1.jsonl',
+    lastMsg: 'boot',
+    lastStep: null,
+    stepAdvancedTs: null,
+    lastTs: t - 60_000,
+  });
   const input: CheckInput = {
     now: t + 200_000,
     run,
     procs: procs([proc(0, 'S', { gpuUuid: 'GPU-0' }), proc(1, 'T', { gpuUuid: 'GPU-1' })]),
-    gpu: gpu([{ utilPct: 100, powerW: 80 }, { utilPct: 100, powerW: 75 }]),
+    gpu: gpu([
+      { utilPct: 100, powerW: 80 },
+      { utilPct: 100, powerW: 75 },
+    ]),
   };
   const ev = new Checker().evaluate(input);
   const odd = ev.verdicts.find((v) => v.kind === 'odd-rank');
@@ -126,7 +161,13 @@ test('hang verdicts: one rank stopped (T) is the odd one out; GPUs busy at idle 
   assert.match(ev.runStateWhy, /^rank 1/);
   assert.equal(find(ev.alerts, 'proc-state:1')?.severity, 'critical');
   // at full power the GPUs are computing, not spinning
-  const busy = new Checker().evaluate({ ...input, gpu: gpu([{ utilPct: 100, powerW: 390 }, { utilPct: 100, powerW: 380 }]) });
+  const busy = new Checker().evaluate({
+    ...input,
+    gpu: gpu([
+      { utilPct: 100, powerW: 390 },
+      { utilPct: 100, powerW: 380 },
+    ]),
+  });
   assert.ok(!busy.verdicts.some((v) => v.kind === 'collective-spin'));
 });
 
@@ -137,7 +178,12 @@ test('per-step beats: the rank whose beat lags is named', () => {
   run.ranks[0]!.lastMsg = 'beat';
   run.ranks[0]!.lastStep = 41;
   run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 101, lastStep: 40, lastTs: t - 500 });
-  const ev = new Checker({ stallFloorS: 5 }).evaluate({ now: t + 10_000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  const ev = new Checker({ stallFloorS: 5 }).evaluate({
+    now: t + 10_000,
+    run,
+    procs: procs([proc(0), proc(1)]),
+    gpu: null,
+  });
   assert.equal(ev.runState, 'STALLED');
   assert.match(ev.runStateWhy, /^rank 1/);
   assert.equal(ev.verdicts.find((v) => v.kind === 'odd-rank')?.rank, 1);
@@ -173,7 +219,13 @@ test('stale .HALT before the launch is critical; HALT not honoured after the gra
 
 test('synthetic-data tell: warning when the log says synthetic, critical when the run claims real data', async () => {
   const { run, lastTs } = await liveFixture('single');
-  const claims = new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null, launched: { dataset: 'fineweb_edu' } });
+  const claims = new Checker().evaluate({
+    now: lastTs + 1000,
+    run,
+    procs: null,
+    gpu: null,
+    launched: { dataset: 'fineweb_edu' },
+  });
   assert.equal(find(claims.alerts, 'data:synthetic-tell')?.severity, 'critical');
   run.identity.dataset = 'fineweb_edu';
   const fallback = new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null });
@@ -181,7 +233,9 @@ test('synthetic-data tell: warning when the log says synthetic, critical when th
   // with dt_fetch_s present, no tell
   run.data.dtFetchAbsent = false;
   run.data.withFetch = 40;
-  assert.ok(!find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'data:synthetic-tell'));
+  assert.ok(
+    !find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'data:synthetic-tell'),
+  );
 });
 
 test('loss pinned at ln(256) past step 200 on a run that claims real data', () => {
@@ -189,11 +243,19 @@ test('loss pinned at ln(256) past step 200 on a run that claims real data', () =
   const run = liveRun({ step: 400, t });
   run.identity.dataset = 'fineweb_edu';
   run.identity.tokenizer = 'byte';
-  run.series.loss = series(Array.from({ length: 40 }, (_, i) => 5.545 + 0.03 * Math.sin(i)), { step0: 10, every: 10 });
+  run.series.loss = series(
+    Array.from({ length: 40 }, (_, i) => 5.545 + 0.03 * Math.sin(i)),
+    { step0: 10, every: 10 },
+  );
   const ev = new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0)]), gpu: null });
   assert.equal(find(ev.alerts, 'loss:pinned-lnV')?.severity, 'critical');
-  run.series.loss = series(Array.from({ length: 40 }, (_, i) => 5.5 - i * 0.05), { step0: 10, every: 10 });
-  assert.ok(!find(new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0)]), gpu: null }).alerts, 'loss:pinned-lnV'));
+  run.series.loss = series(
+    Array.from({ length: 40 }, (_, i) => 5.5 - i * 0.05),
+    { step0: 10, every: 10 },
+  );
+  assert.ok(
+    !find(new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0)]), gpu: null }).alerts, 'loss:pinned-lnV'),
+  );
 });
 
 test('wrong CONFIG and the toy config under a 125M name', () => {
@@ -201,15 +263,39 @@ test('wrong CONFIG and the toy config under a 125M name', () => {
   const run = liveRun({ step: 100, t });
   run.identity.config = 'configs/train_showcase.yaml';
   run.identity.model = { dim: 128, nLayers: 1, nHeads: 8, nKvGroups: 2, dK: 16, dV: 16, vocab: 256 };
-  const ev = new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null, launched: { config: 'configs/m7c_125m_2xa100_production.yaml', flags: { NSA_PREFILL_BATCHED: '1' } } });
+  const ev = new Checker().evaluate({
+    now: t + 1000,
+    run,
+    procs: null,
+    gpu: null,
+    launched: { config: 'configs/m7c_125m_2xa100_production.yaml', flags: { NSA_PREFILL_BATCHED: '1' } },
+  });
   assert.equal(find(ev.alerts, 'identity:config')?.severity, 'critical');
   assert.equal(find(ev.alerts, 'identity:toy')?.severity, 'critical');
-  assert.ok(find(ev.alerts, 'identity:flag:NSA_PREFILL_BATCHED') === undefined, 'env.json has no NSA flags at all here: nothing to compare');
+  assert.ok(
+    find(ev.alerts, 'identity:flag:NSA_PREFILL_BATCHED') === undefined,
+    'env.json has no NSA flags at all here: nothing to compare',
+  );
   run.identity.flags = { NSA_PREFILL_BATCHED: '0' };
-  assert.equal(find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null, launched: { flags: { NSA_PREFILL_BATCHED: '1' } } }).alerts, 'identity:flag:NSA_PREFILL_BATCHED')?.severity, 'warning');
+  assert.equal(
+    find(
+      new Checker().evaluate({
+        now: t + 1000,
+        run,
+        procs: null,
+        gpu: null,
+        launched: { flags: { NSA_PREFILL_BATCHED: '1' } },
+      }).alerts,
+      'identity:flag:NSA_PREFILL_BATCHED',
+    )?.severity,
+    'warning',
+  );
   // config named 125M but the dims are different
   run.identity.config = 'configs/m7c_125m_80g.yaml';
-  assert.equal(find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null }).alerts, 'identity:dims')?.severity, 'critical');
+  assert.equal(
+    find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: null }).alerts, 'identity:dims')?.severity,
+    'critical',
+  );
 });
 
 test('throughput plausibility: 38 tok/s for 125M on 2×A100 is absurdly low; 970 tok/s of "125M" on 2 CPU cores is impossible', () => {
@@ -219,19 +305,41 @@ test('throughput plausibility: 38 tok/s for 125M on 2×A100 is absurdly low; 970
   run.identity.worldSize = 2;
   run.identity.dtype = 'torch.bfloat16';
   run.series.toksPerS = series([37, 38, 39, 38, 38], { step0: 200, every: 20 });
-  const low = new Checker().evaluate({ now: t + 1000, run, procs: procs([proc(0, 'S', { gpuUuid: 'GPU-0' }), proc(1, 'S', { gpuUuid: 'GPU-1' })]), gpu: gpu([{}, {}]) });
+  const low = new Checker().evaluate({
+    now: t + 1000,
+    run,
+    procs: procs([proc(0, 'S', { gpuUuid: 'GPU-0' }), proc(1, 'S', { gpuUuid: 'GPU-1' })]),
+    gpu: gpu([{}, {}]),
+  });
   const l = find(low.alerts, 'throughput:low');
   assert.equal(l?.severity, 'warning');
   assert.match(l!.detail, /2 × A100 bf16/);
   run.identity.device = 'cpu';
   run.identity.worldSize = 1;
   run.series.toksPerS = series([960, 970, 975, 968, 970], { step0: 200, every: 20 });
-  const imp = new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: { status: 'no-nvidia-tools', at: 0 }, hostCpus: 2 });
+  const imp = new Checker().evaluate({
+    now: t + 1000,
+    run,
+    procs: null,
+    gpu: { status: 'no-nvidia-tools', at: 0 },
+    hostCpus: 2,
+  });
   assert.equal(find(imp.alerts, 'throughput:impossible')?.severity, 'critical');
   // the same tok/s from the toy model is plausible on the CPU
   run.identity.config = 'configs/train_showcase.yaml';
   run.identity.model = { dim: 128, nLayers: 1, nHeads: 8, nKvGroups: 2, dK: 16, dV: 16, vocab: 256 };
-  assert.ok(!find(new Checker().evaluate({ now: t + 1000, run, procs: null, gpu: { status: 'no-nvidia-tools', at: 0 }, hostCpus: 2 }).alerts, 'throughput:impossible'));
+  assert.ok(
+    !find(
+      new Checker().evaluate({
+        now: t + 1000,
+        run,
+        procs: null,
+        gpu: { status: 'no-nvidia-tools', at: 0 },
+        hostCpus: 2,
+      }).alerts,
+      'throughput:impossible',
+    ),
+  );
 });
 
 test('throughput flatline on N records and a drop below half the rolling median', () => {
@@ -241,9 +349,15 @@ test('throughput flatline on N records and a drop below half the rolling median'
   const c = new Checker({ flatlineN: 4 });
   assert.ok(!find(c.evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:flatline'));
   run.series.toksPerS = series([400, 410, 405, 0, 0, 0, 0]);
-  assert.equal(find(c.evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:flatline')?.anomaly, 'throughput_flatline');
+  assert.equal(
+    find(c.evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:flatline')?.anomaly,
+    'throughput_flatline',
+  );
   run.series.toksPerS = series([...Array(20).fill(400), 150, 160, 140]);
-  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:drop')?.severity, 'warning');
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:drop')?.severity,
+    'warning',
+  );
   run.series.toksPerS = series([...Array(20).fill(400), 150, 400, 400]); // one eval dip
   assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'throughput:drop'));
 });
@@ -257,12 +371,31 @@ test('loss: non-finite is critical, an explosion critical, a spike a warning, fl
   assert.equal(find(nan.alerts, 'loss:nonfinite')?.anomaly, 'nan_loss');
   assert.ok(!ids(nan.alerts).some((i) => i.startsWith('anomaly-file')), 'nan_loss is one alert, not two');
   const r2 = liveRun({ step: 100, t });
-  r2.series.loss = series([...Array(20).fill(3).map((x, i) => x - i * 0.01), 12]);
-  assert.equal(find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:spike')?.severity, 'critical');
-  r2.series.loss = series([...Array(20).fill(3).map((x, i) => x - i * 0.01), 5]);
-  assert.equal(find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:spike')?.severity, 'warning');
+  r2.series.loss = series([
+    ...Array(20)
+      .fill(3)
+      .map((x, i) => x - i * 0.01),
+    12,
+  ]);
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:spike')?.severity,
+    'critical',
+  );
+  r2.series.loss = series([
+    ...Array(20)
+      .fill(3)
+      .map((x, i) => x - i * 0.01),
+    5,
+  ]);
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:spike')?.severity,
+    'warning',
+  );
   r2.series.loss = series(Array(25).fill(2.345678));
-  assert.equal(find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:flat')?.severity, 'warning');
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run: r2, procs: null, gpu: null }).alerts, 'loss:flat')?.severity,
+    'warning',
+  );
 });
 
 test('gates: out of bounds counts down "would halt in k" and is critical on the 3rd consecutive record', () => {
@@ -291,7 +424,12 @@ test('gates: out of bounds counts down "would halt in k" and is critical on the 
   run.series.gateEntropy = series([0.35, 0.35, 0.35]);
   run.series.gateMax = series([0.95, 0.95, 0.95]);
   run.series.collapseFrac = series([0, 0, 0]);
-  const c5 = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_COLLAPSE_N: '5' })).evaluate({ now: t, run, procs: null, gpu: null });
+  const c5 = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_COLLAPSE_N: '5' })).evaluate({
+    now: t,
+    run,
+    procs: null,
+    gpu: null,
+  });
   assert.equal(c5.gateHaltIn, 2);
   assert.match(find(c5.alerts, 'gates:collapse')!.detail, /max gate 0\.95 > 0\.9 with entropy 0\.35/);
 });
@@ -325,7 +463,12 @@ test('gates: one row over the max-gate threshold in a healthy gate is not a coll
   assert.equal(find(ev.alerts, 'gates:collapse'), undefined);
   assert.equal(ev.gateHaltIn, null);
   // NSA_WATCH_GATE_MAX_THRESHOLD still governs: at 0.5 an entropy of 0.9 allows the typical row to be that peaked
-  ev = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_MAX_THRESHOLD: '0.5' })).evaluate({ now: t, run, procs: null, gpu: null });
+  ev = new Checker(thresholdsFromEnv({ NSA_WATCH_GATE_MAX_THRESHOLD: '0.5' })).evaluate({
+    now: t,
+    run,
+    procs: null,
+    gpu: null,
+  });
   assert.equal(find(ev.alerts, 'gates:collapse')?.severity, 'critical');
 });
 
@@ -334,7 +477,10 @@ test('data loader: dt_fetch over 5 s, and fetch dominating the step time', () =>
   const run = liveRun({ step: 50, t, stepTimeS: 1.0 });
   run.data.lastDtFetchS = 6.2;
   run.data.withFetch = 10;
-  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'data:slow')?.severity, 'warning');
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'data:slow')?.severity,
+    'warning',
+  );
   run.data.lastDtFetchS = 0.7;
   run.series.dtFetchS = series([0.6, 0.7, 0.7, 0.8]);
   const ev = new Checker().evaluate({ now: t, run, procs: null, gpu: null });
@@ -348,24 +494,54 @@ test('memory: a leak slope per rank from process RSS across evaluations; a flat 
   let ev = null;
   for (let s = 1; s <= 30; s++) {
     const run = liveRun({ step: s, t: t + s * 1000 });
-    ev = c.evaluate({ now: t + s * 1000, run, procs: procs([proc(0, 'R', { rssKiB: 400_000 + s * 8 * 1024 }), proc(1, 'R', { rssKiB: 400_000 })]), gpu: null });
+    ev = c.evaluate({
+      now: t + s * 1000,
+      run,
+      procs: procs([proc(0, 'R', { rssKiB: 400_000 + s * 8 * 1024 }), proc(1, 'R', { rssKiB: 400_000 })]),
+      gpu: null,
+    });
   }
   const leak = ev!.alerts.find((a) => a.rule === 'memory-growth');
   assert.equal(leak?.rank, 0);
   assert.match(leak!.title, /rank 0 memory growing 8 MiB\/step/);
   assert.ok(!ev!.alerts.some((a) => a.rule === 'memory-growth' && a.rank === 1));
-  const g = new Checker().evaluate({ now: t, run: liveRun({ step: 5, t }), procs: null, gpu: gpu([{ memUsedMiB: 80000, memTotalMiB: 81920 }]) });
+  const g = new Checker().evaluate({
+    now: t,
+    run: liveRun({ step: 5, t }),
+    procs: null,
+    gpu: gpu([{ memUsedMiB: 80000, memTotalMiB: 81920 }]),
+  });
   assert.equal(find(g.alerts, 'gpu-mem:0')?.severity, 'warning');
 });
 
-test('grad_norm 0 is the real trainer\'s artefact on optimizer steps, a warning only mid-accumulation', () => {
+test("grad_norm 0 is the real trainer's artefact on optimizer steps, a warning only mid-accumulation", () => {
   const t = 1_700_000_000_000;
   const run = liveRun({ step: 20, t });
-  run.lastProgress = { ts: t, step: 20, rank: 0, pid: 100, loss: 3, toksPerS: 100, dtFetchS: null, fetchP50Ms: null, fetchP95Ms: null, gradNorm: 0, gpuMemAllocMiB: null, gpuMemReservedMiB: null, gate: null, sel: null, fallbacks: null, extra: {} };
+  run.lastProgress = {
+    ts: t,
+    step: 20,
+    rank: 0,
+    pid: 100,
+    loss: 3,
+    toksPerS: 100,
+    dtFetchS: null,
+    fetchP50Ms: null,
+    fetchP95Ms: null,
+    gradNorm: 0,
+    gpuMemAllocMiB: null,
+    gpuMemReservedMiB: null,
+    gate: null,
+    sel: null,
+    fallbacks: null,
+    extra: {},
+  };
   assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'grad:zero'));
   run.identity.train!.accum = 2;
   run.lastProgress.step = 21;
-  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'grad:zero')?.severity, 'warning');
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'grad:zero')?.severity,
+    'warning',
+  );
 });
 
 test('`since` is kept across evaluations while the condition holds, and reset after it clears', () => {
@@ -373,15 +549,25 @@ test('`since` is kept across evaluations while the condition holds, and reset af
   const c = new Checker();
   const run = liveRun({ step: 5, t });
   run.control.anomaly = { type: 'throughput_flatline', mtimeMs: null };
-  const a1 = find(c.evaluate({ now: t + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!;
-  const a2 = find(c.evaluate({ now: t + 5000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!;
+  const a1 = find(
+    c.evaluate({ now: t + 1000, run, procs: null, gpu: null }).alerts,
+    'anomaly-file:throughput_flatline',
+  )!;
+  const a2 = find(
+    c.evaluate({ now: t + 5000, run, procs: null, gpu: null }).alerts,
+    'anomaly-file:throughput_flatline',
+  )!;
   assert.equal(a1.since, t + 1000);
   assert.equal(a2.since, t + 1000);
   run.control.anomaly = null;
   // cleared for good: absent on 3 checks over 30 s
   for (const dt of [6000, 20_000, 40_000]) c.evaluate({ now: t + dt, run, procs: null, gpu: null });
   run.control.anomaly = { type: 'throughput_flatline', mtimeMs: null };
-  assert.equal(find(c.evaluate({ now: t + 41_000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!.since, t + 41_000);
+  assert.equal(
+    find(c.evaluate({ now: t + 41_000, run, procs: null, gpu: null }).alerts, 'anomaly-file:throughput_flatline')!
+      .since,
+    t + 41_000,
+  );
 });
 
 test('hysteresis: a condition flickering on and off is one alert with one start, not a flapping one; it clears after 3 checks and 30 s clear', () => {
@@ -459,9 +645,34 @@ test('stack dumps taken since the freeze name the odd rank: one elsewhere while 
   const run = liveRun({ step: 30, t });
   run.identity.worldSize = 3;
   for (const r of [1, 2]) run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 100 + r });
-  const dump = (rank: number, phase: string, mtimeMs: number) => ({ name: `stackdump_${rank}.txt`, path: `/tmp/run/stackdump_${rank}.txt`, kind: 'signal' as const, fsdp: false, epoch: Math.floor(mtimeMs / 1000), mtimeMs, header: 'Signal 10', signal: 10, rank, pid: 100 + rank, step: 30, phase, threads: [], parseErrors: 0 });
-  run.dumps = [dump(0, 'allreduce-wait', t + 5000), dump(1, 'injected-hang', t + 6000), dump(2, 'allreduce-wait', t + 7000), dump(1, 'allreduce-wait', t - 5000)];
-  const ev = new Checker({ stallFloorS: 3 }).evaluate({ now: t + 8000, run, procs: procs([proc(0), proc(1), proc(2)]), gpu: null });
+  const dump = (rank: number, phase: string, mtimeMs: number) => ({
+    name: `stackdump_${rank}.txt`,
+    path: `/tmp/run/stackdump_${rank}.txt`,
+    kind: 'signal' as const,
+    fsdp: false,
+    epoch: Math.floor(mtimeMs / 1000),
+    mtimeMs,
+    header: 'Signal 10',
+    signal: 10,
+    rank,
+    pid: 100 + rank,
+    step: 30,
+    phase,
+    threads: [],
+    parseErrors: 0,
+  });
+  run.dumps = [
+    dump(0, 'allreduce-wait', t + 5000),
+    dump(1, 'injected-hang', t + 6000),
+    dump(2, 'allreduce-wait', t + 7000),
+    dump(1, 'allreduce-wait', t - 5000),
+  ];
+  const ev = new Checker({ stallFloorS: 3 }).evaluate({
+    now: t + 8000,
+    run,
+    procs: procs([proc(0), proc(1), proc(2)]),
+    gpu: null,
+  });
   assert.equal(ev.runState, 'STALLED');
   assert.match(ev.runStateWhy, /^rank 1/);
   const v = ev.verdicts.find((x) => x.kind === 'odd-rank');
@@ -469,19 +680,29 @@ test('stack dumps taken since the freeze name the odd rank: one elsewhere while 
   assert.match(v!.text, /injected-hang.*allreduce-wait/);
   // dumps from before the freeze say nothing about it
   run.dumps = run.dumps.map((d) => ({ ...d, mtimeMs: t - 10_000 }));
-  assert.ok(!new Checker({ stallFloorS: 3 }).evaluate({ now: t + 8000, run, procs: procs([proc(0), proc(1), proc(2)]), gpu: null }).verdicts.some((x) => x.kind === 'odd-rank'));
+  assert.ok(
+    !new Checker({ stallFloorS: 3 })
+      .evaluate({ now: t + 8000, run, procs: procs([proc(0), proc(1), proc(2)]), gpu: null })
+      .verdicts.some((x) => x.kind === 'odd-rank'),
+  );
 });
 
 test('no CONFIG in env.json is the toy-default tell, but only once env.json was actually read', () => {
   const t = 1_700_000_000_000;
   const run = liveRun({ step: 3, t });
   run.identity.config = null;
-  assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config'), 'env.json unread (or unparsable) proves nothing');
+  assert.ok(
+    !find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config'),
+    'env.json unread (or unparsable) proves nothing',
+  );
   run.files['env.json'] = { offset: 100, size: 100, records: 1, parseErrors: 0, lastError: null, resets: 0 };
-  assert.equal(find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config')?.severity, 'warning');
+  assert.equal(
+    find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:no-config')?.severity,
+    'warning',
+  );
 });
 
-test('nsa-top\'s own tools naming the run dir are never taken for a live rank', async () => {
+test("nsa-top's own tools naming the run dir are never taken for a live rank", async () => {
   const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
   const me = proc(0, 'S');
   me.proc.argv = ['node', '/usr/lib/node_modules/nsa-top/bin/nsa-top.js', 'watchdog', '/runs/single'];
@@ -492,17 +713,27 @@ test('nsa-top\'s own tools naming the run dir are never taken for a live rank', 
   rankProc.proc.argv = ['node', '/x/bin/nsa-top.js', 'train', '--rank-worker'];
   const r1 = proc(1, 'S');
   r1.proc.argv = ['node', '/x/bin/nsa-top.js', 'train', '--rank-worker'];
-  assert.equal(new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([rankProc, r1]), gpu: null }).runState, 'RUNNING');
+  assert.equal(
+    new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([rankProc, r1]), gpu: null }).runState,
+    'RUNNING',
+  );
 });
 
 test('run.info of a supervised real-trainer launch gives the launched CONFIG and NSA_* flags; a reference launch gives nothing to compare', async () => {
   const { launchedFromRunInfo } = await import('../../src/commands/watchdog.js');
   const info = [
-    'run_dir: /r', 'profile: m7c-2xa100-production', 'trainer: nsa-vibe',
+    'run_dir: /r',
+    'profile: m7c-2xa100-production',
+    'trainer: nsa-vibe',
     'config: configs/m7c_125m_2xa100_production.yaml  # fixed by the profile',
-    "env: NSA_PREFILL_BATCHED=1", "env: NSA_TOP_RUN_DIR=/r/out", "env: PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:256'",
+    'env: NSA_PREFILL_BATCHED=1',
+    'env: NSA_TOP_RUN_DIR=/r/out',
+    "env: PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:256'",
   ].join('\n');
-  assert.deepEqual(launchedFromRunInfo(info), { config: 'configs/m7c_125m_2xa100_production.yaml', flags: { NSA_PREFILL_BATCHED: '1' } });
+  assert.deepEqual(launchedFromRunInfo(info), {
+    config: 'configs/m7c_125m_2xa100_production.yaml',
+    flags: { NSA_PREFILL_BATCHED: '1' },
+  });
   assert.equal(launchedFromRunInfo(info.replace('trainer: nsa-vibe', 'trainer: reference')), undefined);
   assert.deepEqual(launchedFromRunInfo('trainer: nsa-vibe\nconfig: (none)\n'), { config: null });
 });
@@ -511,12 +742,17 @@ test('GPUs: the others spinning at idle power and one GPU idle name the rank on 
   const t = 1_700_000_000_000;
   const run = liveRun({ step: 40, t });
   run.identity.worldSize = 3;
-  for (const r of [1, 2]) run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 100 + r, lastMsg: 'boot', lastStep: null, stepAdvancedTs: null });
+  for (const r of [1, 2])
+    run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 100 + r, lastMsg: 'boot', lastStep: null, stepAdvancedTs: null });
   const input: CheckInput = {
     now: t + 200_000,
     run,
     procs: procs([0, 1, 2].map((r) => proc(r, 'S', { gpuUuid: `GPU-${r}` }))),
-    gpu: gpu([{ utilPct: 100, powerW: 90 }, { utilPct: 0, powerW: 60 }, { utilPct: 100, powerW: 85 }]),
+    gpu: gpu([
+      { utilPct: 100, powerW: 90 },
+      { utilPct: 0, powerW: 60 },
+      { utilPct: 100, powerW: 85 },
+    ]),
   };
   const ev = new Checker().evaluate(input);
   assert.equal(ev.verdicts.find((v) => v.kind === 'odd-rank')?.rank, 1);
@@ -528,18 +764,32 @@ test('.anomaly_type left from an earlier run is a warning, not a critical anomal
   const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
   const boot = run.ranks[0]!.bootTs!;
   run.control.anomaly = { type: 'heartbeat_stall', mtimeMs: boot - 86_400_000 };
-  const old = find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:heartbeat_stall')!;
+  const old = find(
+    new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts,
+    'anomaly-file:heartbeat_stall',
+  )!;
   assert.equal(old.severity, 'warning');
   assert.equal(old.anomaly, undefined);
   run.control.anomaly = { type: 'heartbeat_stall', mtimeMs: lastTs };
-  assert.equal(find(new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts, 'anomaly-file:heartbeat_stall')!.severity, 'critical');
+  assert.equal(
+    find(
+      new Checker().evaluate({ now: lastTs + 1000, run, procs: null, gpu: null }).alerts,
+      'anomaly-file:heartbeat_stall',
+    )!.severity,
+    'critical',
+  );
 });
 
 test('the step-5 hang signature (§8.1): frozen step, rank at 100 % CPU, no GPU spin → "slow step" verdict naming NSA_PREFILL_BATCHED', () => {
   const t = 1_700_000_000_000;
   const run = liveRun({ step: 1, t, logEvery: 20, stepTimeS: 2 });
   run.identity.flags = { NSA_PREFILL_BATCHED: '0' };
-  const ev = new Checker().evaluate({ now: t + 400_000, run, procs: procs([proc(0, 'R', { cpuPct: 104 })]), gpu: null });
+  const ev = new Checker().evaluate({
+    now: t + 400_000,
+    run,
+    procs: procs([proc(0, 'R', { cpuPct: 104 })]),
+    gpu: null,
+  });
   const v = ev.verdicts.find((x) => x.kind === 'slow-step');
   assert.match(v!.text, /104 % CPU.*NSA_PREFILL_BATCHED=0/);
 });
@@ -554,11 +804,23 @@ test('toy config with unknown dims (the real trainer writes no config into out_d
   const warn = find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:toy');
   assert.equal(warn?.severity, 'warning');
   assert.match(warn!.detail, /seq_len 128.*42 MiB.*save_every 0/);
-  const crit = find(new Checker().evaluate({ now: t, run, procs: null, gpu: null, launched: { config: 'configs/m7c_125m_2xa100_production.yaml' } }).alerts, 'identity:toy');
+  const crit = find(
+    new Checker().evaluate({
+      now: t,
+      run,
+      procs: null,
+      gpu: null,
+      launched: { config: 'configs/m7c_125m_2xa100_production.yaml' },
+    }).alerts,
+    'identity:toy',
+  );
   assert.equal(crit?.severity, 'critical');
   run.identity.train!.seqLen = 2048;
   run.ranks[0]!.memReservedMiB = 27000;
-  assert.ok(!find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:toy'), 'one tell alone is not enough');
+  assert.ok(
+    !find(new Checker().evaluate({ now: t, run, procs: null, gpu: null }).alerts, 'identity:toy'),
+    'one tell alone is not enough',
+  );
 });
 
 test('a live launcher with no rank identified yet is STARTING, not NO TRAINER or EXITED', async () => {
@@ -579,7 +841,14 @@ test('a live launcher with no rank identified yet is STARTING, not NO TRAINER or
 test('heartbeat files left by an earlier, wider launch are not ranks of this run', async () => {
   const { run, lastTs } = await liveFixture('ddp2-dumps-halt');
   const boot = run.ranks[0]!.bootTs!;
-  run.ranks.push({ ...run.ranks[1]!, rank: 3, pid: 999, file: 'heartbeat_rank3.jsonl', bootTs: boot - 86_400_000, lastTs: boot - 86_000_000 });
+  run.ranks.push({
+    ...run.ranks[1]!,
+    rank: 3,
+    pid: 999,
+    file: 'heartbeat_rank3.jsonl',
+    bootTs: boot - 86_400_000,
+    lastTs: boot - 86_000_000,
+  });
   const ev = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
   assert.ok(!find(ev.alerts, 'rank-died:3'));
   assert.equal(ev.runState, 'RUNNING');
@@ -594,7 +863,10 @@ test('ranks leaving at a normal end, a HALT or a NaN abort are not deaths', asyn
   run.control.halt = { present: true, content: 'halt: manual_stop', mtimeMs: lastTs };
   assert.ok(!find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'));
   run.control.halt = { present: false, content: null, mtimeMs: null };
-  assert.ok(find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'), 'mid-run it is one');
+  assert.ok(
+    find(new Checker().evaluate({ now: lastTs + 500, run, procs: one, gpu: null }).alerts, 'rank-died:1'),
+    'mid-run it is one',
+  );
 });
 
 test('a rank in D state: routine I/O while steps advance (info), critical once the step is frozen', () => {
@@ -629,11 +901,17 @@ test('a fast run whose step stops: STALLED within seconds by its own cadence; th
   assert.deepEqual(late.actOn, [], 'the watchdog still waits for its floor');
   const stalled = new Checker().evaluate(input(200));
   assert.equal(stalled.runState, 'STALLED');
-  assert.deepEqual(stalled.actOn.map((x) => x.id), ['stall:run']);
+  assert.deepEqual(
+    stalled.actOn.map((x) => x.id),
+    ['stall:run'],
+  );
   // with NSA_WATCH_HEARTBEAT_STALL_S=30 the watchdog acts sooner; the operator sees the same state
   const floor30 = new Checker(thresholdsFromEnv({ NSA_WATCH_HEARTBEAT_STALL_S: '30' })).evaluate(input(40));
   assert.equal(floor30.runState, 'STALLED');
-  assert.deepEqual(floor30.actOn.map((x) => x.id), ['stall:run']);
+  assert.deepEqual(
+    floor30.actOn.map((x) => x.id),
+    ['stall:run'],
+  );
   // a slow-step run (1 log per 2 min) is never "late" before its own stall threshold
   const slow = liveRun({ step: 40, t, stepTimeS: 6, logEvery: 20 });
   const ev = new Checker().evaluate({ now: t + 300_000, run: slow, procs: procs([proc(0, 'S')]), gpu: null });

@@ -19,8 +19,14 @@ test('metrics.json written while a rank still lives is HALTING; HALTED / FINISHE
   assert.equal(new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([]), gpu: null }).runState, 'HALTED');
   const fin = await fixture('single');
   const lastF = Math.max(...fin.ranks.map((r) => r.lastTs ?? 0));
-  assert.equal(new Checker().evaluate({ now: lastF + 1000, run: fin, procs: procs([proc(0)]), gpu: null }).runState, 'HALTING');
-  assert.equal(new Checker().evaluate({ now: lastF + 1000, run: fin, procs: procs([]), gpu: null }).runState, 'FINISHED');
+  assert.equal(
+    new Checker().evaluate({ now: lastF + 1000, run: fin, procs: procs([proc(0)]), gpu: null }).runState,
+    'HALTING',
+  );
+  assert.equal(
+    new Checker().evaluate({ now: lastF + 1000, run: fin, procs: procs([]), gpu: null }).runState,
+    'FINISHED',
+  );
 });
 
 test('a stopped rank: STALLED at once and named; the watchdog acts only past its own threshold', async () => {
@@ -35,12 +41,18 @@ test('a stopped rank: STALLED at once and named; the watchdog acts only past its
   assert.equal(ev.ranks.find((r) => r.rank === 0)?.health, 'ok');
   assert.deepEqual(ev.actOn, [], 'nothing for the watchdog to act on yet');
   // resumed (SIGCONT): running again
-  assert.equal(new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null }).runState, 'RUNNING');
+  assert.equal(
+    new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0), proc(1)]), gpu: null }).runState,
+    'RUNNING',
+  );
   // a dead rank is named too
   const dead = new Checker().evaluate({ now: lastTs + 1000, run, procs: procs([proc(0)]), gpu: null });
   assert.equal(dead.runState, 'STALLED');
   assert.equal(dead.culprit?.rank, 1);
-  assert.ok(dead.actOn.some((a) => a.id === 'rank-died:1'), 'a death is acted on at once, as before');
+  assert.ok(
+    dead.actOn.some((a) => a.id === 'rank-died:1'),
+    'a death is acted on at once, as before',
+  );
 });
 
 test('ddp2 dumps were taken while steps advanced: no odd rank for the rule, nor for the Dumps panel', async () => {
@@ -72,7 +84,10 @@ test('the same dumps taken after the step froze: the main-thread frame (not the 
   assert.equal(ev.culprit?.rank, 1);
   assert.match(ev.runStateWhy, /^rank 1's stack dump shows backward/);
   const set = newestDumpSet(run.dumps, new Map(), ev.dumpOdd!.rank);
-  assert.deepEqual(set!.groups.filter((g) => g.odd).map((g) => g.members.map((m) => m.rank)), [[1]]);
+  assert.deepEqual(
+    set!.groups.filter((g) => g.odd).map((g) => g.members.map((m) => m.rank)),
+    [[1]],
+  );
 });
 
 test('STALE says the age and what was last seen', () => {
@@ -90,8 +105,12 @@ function atSave(step: number, t: number, o: { earlierSaveS?: number } = {}) {
   if (o.earlierSaveS !== undefined) {
     // one point a second up to step `step` (at t), with the previous save's gap: the loss from
     // training.csv carries no time; the heartbeat's gate stats do
-    const from = step - 2100, gapMs = o.earlierSaveS * 1000;
-    const s = series(Array.from({ length: 2101 }, () => 1.05), { step0: from, t0: t - 2100 * 1000 - gapMs });
+    const from = step - 2100,
+      gapMs = o.earlierSaveS * 1000;
+    const s = series(
+      Array.from({ length: 2101 }, () => 1.05),
+      { step0: from, t0: t - 2100 * 1000 - gapMs },
+    );
     for (const p of s.recent) if (p.step > step - 2000) p.t! += gapMs;
     run.series.gateEntropy = s;
     run.series.loss = { ...s, recent: s.recent.map((p) => ({ ...p, t: null, value: 3 })) };
@@ -103,13 +122,26 @@ test('a pause at a save step: RUNNING and saying so, where the same pause at any
   const t = 1_700_000_000_000;
   const ev = new Checker().evaluate({ now: t + 40_000, run: atSave(2000, t), procs: procs([proc(0)]), gpu: null });
   assert.equal(ev.runState, 'RUNNING', '40 s without a step at step 2000 (save_every 2000) is the save');
-  assert.equal(ev.runStateWhy, 'step 2000 of 50000; saving checkpoint_step2000.pt (save_every 2000) for 40 s (overdue after 180 s)');
+  assert.equal(
+    ev.runStateWhy,
+    'step 2000 of 50000; saving checkpoint_step2000.pt (save_every 2000) for 40 s (overdue after 180 s)',
+  );
   assert.equal(ev.advancing, true);
   assert.equal(ev.noStepSinceMs, null, 'the header shows no "no step for"');
   assert.ok(!ev.alerts.some((a) => a.id === 'stall:run'), 'no critical stall alert for a save');
   // the checkpoint file appearing, still growing: the same, naming what is written
   const run = atSave(2000, t);
-  run.checkpoints = [{ name: 'checkpoint_step2000.pt', path: '/tmp/run/checkpoint_step2000.pt', step: 2000, size: 512 * 2 ** 20, mtimeMs: t + 39_000, fsdp: false, complete: false }];
+  run.checkpoints = [
+    {
+      name: 'checkpoint_step2000.pt',
+      path: '/tmp/run/checkpoint_step2000.pt',
+      step: 2000,
+      size: 512 * 2 ** 20,
+      mtimeMs: t + 39_000,
+      fsdp: false,
+      complete: false,
+    },
+  ];
   const w = new Checker().evaluate({ now: t + 40_000, run, procs: procs([proc(0)]), gpu: null });
   assert.equal(w.runState, 'RUNNING');
   assert.match(w.runStateWhy, /writing checkpoint_step2000\.pt \(512 MiB so far\) for 40 s/);
@@ -130,14 +162,30 @@ test('a save step past its allowance is STALLED and says it was at a save; the w
   // no earlier save measured: allowed up to the stall threshold (180 s), where the watchdog acts as before
   const late = new Checker().evaluate({ now: t + 200_000, run: atSave(2000, t), procs: procs([proc(0)]), gpu: null });
   assert.equal(late.runState, 'STALLED');
-  assert.match(late.runStateWhy, /no step advance for 200 s at step 2000.*at a save\/eval step \(saving checkpoint_step2000\.pt \(save_every 2000\)\), past the 180 s allowed for it/);
-  assert.deepEqual(late.actOn.map((a) => a.id), ['stall:run']);
+  assert.match(
+    late.runStateWhy,
+    /no step advance for 200 s at step 2000.*at a save\/eval step \(saving checkpoint_step2000\.pt \(save_every 2000\)\), past the 180 s allowed for it/,
+  );
+  assert.deepEqual(
+    late.actOn.map((a) => a.id),
+    ['stall:run'],
+  );
   assert.match(late.alerts.find((a) => a.id === 'stall:run')!.title, /at a save\/eval step/);
   // the step-2000 save took 10 s: this one is allowed lateness 15 s + 3 × 10 s = 45 s
-  const ok = new Checker().evaluate({ now: t + 40_000, run: atSave(4000, t, { earlierSaveS: 10 }), procs: procs([proc(0)]), gpu: null });
+  const ok = new Checker().evaluate({
+    now: t + 40_000,
+    run: atSave(4000, t, { earlierSaveS: 10 }),
+    procs: procs([proc(0)]),
+    gpu: null,
+  });
   assert.equal(ok.runState, 'RUNNING');
   assert.match(ok.runStateWhy, /for 40 s \(overdue after 45 s\)/);
-  const over = new Checker().evaluate({ now: t + 60_000, run: atSave(4000, t, { earlierSaveS: 10 }), procs: procs([proc(0)]), gpu: null });
+  const over = new Checker().evaluate({
+    now: t + 60_000,
+    run: atSave(4000, t, { earlierSaveS: 10 }),
+    procs: procs([proc(0)]),
+    gpu: null,
+  });
   assert.equal(over.runState, 'STALLED');
   assert.match(over.runStateWhy, /past the 45 s allowed for it/);
   assert.deepEqual(over.actOn, [], 'the watchdog still waits for its own threshold');

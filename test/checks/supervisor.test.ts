@@ -9,14 +9,34 @@ import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
 
 const now = 1_800_000_000_000;
 const sup = (o: Partial<SupervisorState>): SupervisorState => ({
-  runDir: '/r', profile: 'p', supervisor: { pid: 1, startTime: '1' }, child: null, state: 'running', restarts: 0, maxRestarts: 3,
-  exitCodes: [], lastCommand: [], resumeFrom: null, updatedAt: now, ...o,
+  runDir: '/r',
+  profile: 'p',
+  supervisor: { pid: 1, startTime: '1' },
+  child: null,
+  state: 'running',
+  restarts: 0,
+  maxRestarts: 3,
+  exitCodes: [],
+  lastCommand: [],
+  resumeFrom: null,
+  updatedAt: now,
+  ...o,
 });
 const alerts = (s: SupervisorState | null, requests: Parameters<typeof evaluateOnce>[0]['requests'] = []) =>
-  evaluateOnce({ now, run: emptySnapshot('/r'), procs: null, gpu: null, supervisor: s, requests }).alerts.filter((a) => a.rule === 'supervisor' || a.rule === 'request');
+  evaluateOnce({ now, run: emptySnapshot('/r'), procs: null, gpu: null, supervisor: s, requests }).alerts.filter(
+    (a) => a.rule === 'supervisor' || a.rule === 'request',
+  );
 
 test('a supervisor that gave up is a critical alert naming the cause and the budget', () => {
-  const a = alerts(sup({ state: 'failed', restarts: 3, note: 'trainer failed (exit 2) and all 3 restarts are used up', exitCodes: [{ at: now - 1000, code: 2, signal: null }], lastCause: 'exit 2' }));
+  const a = alerts(
+    sup({
+      state: 'failed',
+      restarts: 3,
+      note: 'trainer failed (exit 2) and all 3 restarts are used up',
+      exitCodes: [{ at: now - 1000, code: 2, signal: null }],
+      lastCause: 'exit 2',
+    }),
+  );
   const g = a.find((x) => x.id === 'supervisor:gave-up');
   assert.ok(g);
   assert.equal(g.severity, 'critical');
@@ -25,37 +45,108 @@ test('a supervisor that gave up is a critical alert naming the cause and the bud
 });
 
 test('backoff shows the restart count, the budget and when; a restarted run keeps an info line', () => {
-  const b = alerts(sup({ state: 'backoff', restarts: 1, backoffUntil: now + 30_000, lastCause: 'signal SIGKILL', exitCodes: [{ at: now - 500, code: null, signal: 'signal SIGKILL' }] }));
-  assert.match(b.find((x) => x.id === 'supervisor:backoff')!.title, /failed \(signal SIGKILL\): restart 1 of 3 in 30 s/);
-  const r = alerts(sup({ state: 'running', restarts: 2, lastCause: 'exit 1', exitCodes: [{ at: now - 60_000, code: 1, signal: null }] }));
+  const b = alerts(
+    sup({
+      state: 'backoff',
+      restarts: 1,
+      backoffUntil: now + 30_000,
+      lastCause: 'signal SIGKILL',
+      exitCodes: [{ at: now - 500, code: null, signal: 'signal SIGKILL' }],
+    }),
+  );
+  assert.match(
+    b.find((x) => x.id === 'supervisor:backoff')!.title,
+    /failed \(signal SIGKILL\): restart 1 of 3 in 30 s/,
+  );
+  const r = alerts(
+    sup({
+      state: 'running',
+      restarts: 2,
+      lastCause: 'exit 1',
+      exitCodes: [{ at: now - 60_000, code: 1, signal: null }],
+    }),
+  );
   assert.match(r.find((x) => x.id === 'supervisor:restarted')!.title, /2 of 3 restarts used/);
   assert.deepEqual(alerts(sup({ state: 'running' })), [], 'a first start is no news');
 });
 
 test('a restart storm and restarts that never move the checkpoint forward are alerts', () => {
   const exits = [1, 2, 3].map((i) => ({ at: now - i * 60_000, code: 1, signal: null }));
-  const starts = [0, 1, 2, 3].map((i) => ({ at: now - (4 - i) * 60_000, path: '/o/checkpoint_step400.pt', mtimeMs: 123 }));
+  const starts = [0, 1, 2, 3].map((i) => ({
+    at: now - (4 - i) * 60_000,
+    path: '/o/checkpoint_step400.pt',
+    mtimeMs: 123,
+  }));
   const a = alerts(sup({ state: 'running', restarts: 3, maxRestarts: 5, exitCodes: exits, startCheckpoints: starts }));
   assert.match(a.find((x) => x.id === 'supervisor:storm')!.title, /failed 3 times in 10 min/);
   assert.match(a.find((x) => x.id === 'supervisor:no-progress')!.title, /^3 restarts without the checkpoint advancing/);
   // the same checkpoint NAME rewritten by a later segment (new mtime) is progress
   const moved = starts.map((s, i) => ({ ...s, mtimeMs: 123 + i }));
-  assert.equal(alerts(sup({ state: 'running', restarts: 3, maxRestarts: 5, startCheckpoints: moved })).find((x) => x.id === 'supervisor:no-progress'), undefined);
+  assert.equal(
+    alerts(sup({ state: 'running', restarts: 3, maxRestarts: 5, startCheckpoints: moved })).find(
+      (x) => x.id === 'supervisor:no-progress',
+    ),
+    undefined,
+  );
 });
 
 test('a durable request in force is shown to every cockpit', () => {
   const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
-  const a = alerts(null, [{ id: 'q1', kind: 'halt-after-checkpoint', ts: now - 5000, who, state: 'pending', owner: { kind: 'agent', pid: 77, startTime: '9' }, graceS: 300, note: 'waiting for a complete checkpoint written after …', updatedAt: now }]);
+  const a = alerts(null, [
+    {
+      id: 'q1',
+      kind: 'halt-after-checkpoint',
+      ts: now - 5000,
+      who,
+      state: 'pending',
+      owner: { kind: 'agent', pid: 77, startTime: '9' },
+      graceS: 300,
+      note: 'waiting for a complete checkpoint written after …',
+      updatedAt: now,
+    },
+  ]);
   assert.equal(a.length, 1);
   assert.match(a[0]!.title, /halt after the next checkpoint requested by alice/);
   assert.match(a[0]!.detail, /agent pid 77/);
-  assert.deepEqual(alerts(null, [{ id: 'q1', kind: 'halt-after-checkpoint', ts: now - 5000, who, state: 'cancelled', owner: null, graceS: 300, note: 'cancelled', updatedAt: now }]), []);
+  assert.deepEqual(
+    alerts(null, [
+      {
+        id: 'q1',
+        kind: 'halt-after-checkpoint',
+        ts: now - 5000,
+        who,
+        state: 'cancelled',
+        owner: null,
+        graceS: 300,
+        note: 'cancelled',
+        updatedAt: now,
+      },
+    ]),
+    [],
+  );
 });
 
 test('a request whose carrier is gone is a warning that says how to hand it on or drop it', () => {
   const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
-  const req = { id: 'q1', kind: 'halt-after-checkpoint' as const, ts: now - 5000, who, state: 'pending' as const, owner: { kind: 'agent' as const, pid: 77, startTime: '9' }, graceS: 300, note: 'waiting', updatedAt: now };
-  const a = evaluateOnce({ now, run: emptySnapshot('/r'), procs: null, gpu: null, requests: [req], requestOwnerAlive: false }).alerts.filter((x) => x.rule === 'request');
+  const req = {
+    id: 'q1',
+    kind: 'halt-after-checkpoint' as const,
+    ts: now - 5000,
+    who,
+    state: 'pending' as const,
+    owner: { kind: 'agent' as const, pid: 77, startTime: '9' },
+    graceS: 300,
+    note: 'waiting',
+    updatedAt: now,
+  };
+  const a = evaluateOnce({
+    now,
+    run: emptySnapshot('/r'),
+    procs: null,
+    gpu: null,
+    requests: [req],
+    requestOwnerAlive: false,
+  }).alerts.filter((x) => x.rule === 'request');
   assert.equal(a.length, 1);
   assert.equal(a[0]!.severity, 'warning');
   assert.match(a[0]!.title, /lost its carrier \(agent pid 77 is gone\): nothing will write \.HALT/);

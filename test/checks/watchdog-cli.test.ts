@@ -17,19 +17,35 @@ after(() => rmSync(tmp, { recursive: true, force: true }));
 cpSync(FIXTURES, join(tmp, 'fx'), { recursive: true });
 
 function wd(args: string[], env: Record<string, string> = {}) {
-  return spawnSync(process.execPath, [BIN, 'watchdog', ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  return spawnSync(process.execPath, [BIN, 'watchdog', ...args], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
 }
-const lines = (s: string) => s.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const lines = (s: string) =>
+  s
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
 
 test('--once on the finished fixtures: state and alerts as JSON lines, exit 0, decisions appended to .nsa-top/watchdog.jsonl', () => {
   const dir = join(tmp, 'fx', 'ddp2-dumps-halt');
   const r = wd([dir, '--once', '--no-gpu']);
   assert.equal(r.status, 0, r.stderr);
   const ls = lines(r.stdout);
-  assert.deepEqual(ls.map((l) => l.event).filter((e) => e !== 'alert'), ['start', 'state', 'exit']);
+  assert.deepEqual(
+    ls.map((l) => l.event).filter((e) => e !== 'alert'),
+    ['start', 'state', 'exit'],
+  );
   assert.equal(ls.find((l) => l.event === 'state').state, 'HALTED');
   assert.ok(ls.some((l) => l.event === 'alert' && l.id === 'data:synthetic' && l.severity === 'warning'));
-  assert.equal(readFileSync(join(dir, '.nsa-top', 'watchdog.jsonl'), 'utf8').trim().split('\n').length, ls.length);
+  assert.equal(
+    readFileSync(join(dir, '.nsa-top', 'watchdog.jsonl'), 'utf8')
+      .trim()
+      .split('\n').length,
+    ls.length,
+  );
   assert.ok(!existsSync(join(dir, '.anomaly_type')), 'nothing critical: nothing written');
 });
 

@@ -19,11 +19,28 @@ test('read-only actions refuse everything and change nothing', async () => {
   try {
     const host = new LocalHost();
     const p = (await readProc(host, child.pid!))!;
-    const s = { ...baseState(emptySnapshot(dir)), procs: { at: Date.now(), launcher: null, unknown: [], ranks: [{ rank: 0, localRank: 0, proc: p, gpuMemMiB: null, gpuUuid: null, source: 'environ' as const }] } };
+    const s = {
+      ...baseState(emptySnapshot(dir)),
+      procs: {
+        at: Date.now(),
+        launcher: null,
+        unknown: [],
+        ranks: [{ rank: 0, localRank: 0, proc: p, gpuMemMiB: null, gpuUuid: null, source: 'environ' as const }],
+      },
+    };
     let relaunched = false;
-    const a = createActions({ host, runDir: dir, readOnly: true, state: () => s, relaunch: async () => ((relaunched = true), { ok: true, result: 'ok', detail: '' }) });
+    const a = createActions({
+      host,
+      runDir: dir,
+      readOnly: true,
+      state: () => s,
+      relaunch: async () => ((relaunched = true), { ok: true, result: 'ok', detail: '' }),
+    });
     const d = await a.dump(() => {});
-    assert.deepEqual(d.results.map((r) => r.outcome), ['refused']);
+    assert.deepEqual(
+      d.results.map((r) => r.outcome),
+      ['refused'],
+    );
     assert.equal((await a.halt('now')).result, 'refused');
     assert.equal((await a.escalate('SIGINT')).result, 'refused');
     assert.equal((await a.relaunch({ removeStaleHalt: true })).result, 'refused');
@@ -41,11 +58,23 @@ test('r on a run nsa-top neither started nor saw running: the refusal says to us
   const dir = mkdtempSync(join(tmpdir(), 'nsa-top-norec-'));
   try {
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(join(dir, 'checkpoint_step40.pt'), Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(64), Buffer.from('PK\x05\x06'), Buffer.alloc(18)]));
+    writeFileSync(
+      join(dir, 'checkpoint_step40.pt'),
+      Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(64), Buffer.from('PK\x05\x06'), Buffer.alloc(18)]),
+    );
     let relaunched = false;
-    const a = createActions({ host: new LocalHost(), runDir: dir, readOnly: false, state: () => baseState(emptySnapshot(dir)), relaunch: async () => ((relaunched = true), { ok: true, result: 'ok', detail: '' }) });
+    const a = createActions({
+      host: new LocalHost(),
+      runDir: dir,
+      readOnly: false,
+      state: () => baseState(emptySnapshot(dir)),
+      relaunch: async () => ((relaunched = true), { ok: true, result: 'ok', detail: '' }),
+    });
     const info = await a.prepareRelaunch!();
-    assert.match(info.refusal ?? '', /not started by nsa-top.*nsa-top launch --profile NAME -- --resume .*checkpoint_step40\.pt/s);
+    assert.match(
+      info.refusal ?? '',
+      /not started by nsa-top.*nsa-top launch --profile NAME -- --resume .*checkpoint_step40\.pt/s,
+    );
     assert.equal(relaunched, false);
     assert.deepEqual(readdirSync(dir), ['checkpoint_step40.pt']);
   } finally {

@@ -31,14 +31,29 @@ test('collector: one emission per visible change, none for an unchanged run', as
     // the trainer writes another progress record: step 32 shows up
     appendFileSync(
       join(dir, 'heartbeat_rank0.jsonl'),
-      JSON.stringify({ ts: Date.now() / 1000, pid: 32202, rank: 0, step: 32, msg: 'progress', loss: 5.6, toks_per_s: 1000 }) + '\n',
+      JSON.stringify({
+        ts: Date.now() / 1000,
+        pid: 32202,
+        rank: 0,
+        step: 32,
+        msg: 'progress',
+        loss: 5.6,
+        toks_per_s: 1000,
+      }) + '\n',
     );
     appendFileSync(join(dir, 'training.csv'), '32,5.6,2.97e-04,1000\n');
     const s2 = await c.tick();
     assert.equal(seen.length, 2, 'a new step is a new state');
     assert.equal(s2.run.step, 32);
     // an action by someone else appears in the shared action log
-    const rec = { ts: Date.now(), who: { user: 'alice', tty: '/dev/pts/3', tmux: null, host: 'box', pid: 1 }, action: 'dump', target: {}, result: 'ok', detail: '2/2 ranks dumped' };
+    const rec = {
+      ts: Date.now(),
+      who: { user: 'alice', tty: '/dev/pts/3', tmux: null, host: 'box', pid: 1 },
+      action: 'dump',
+      target: {},
+      result: 'ok',
+      detail: '2/2 ranks dumped',
+    };
     mkdirSync(join(dir, '.nsa-top'), { recursive: true });
     appendFileSync(join(dir, '.nsa-top', 'actions.jsonl'), JSON.stringify(rec) + '\n');
     const s3 = await c.tick();
@@ -62,7 +77,25 @@ test('collector: a hand-launched run relaunched under a supervisor — the super
     mkdirSync(join(launcher, '.nsa-top'), { recursive: true });
     // the supervisor must be alive to be believed: this test process stands in for it
     const me = await readProc(new LocalHost(), process.pid);
-    writeFileSync(join(launcher, '.nsa-top', 'supervisor.json'), JSON.stringify({ runDir: launcher, profile: 'adopted', supervisor: { pid: process.pid, startTime: me!.startTime }, child: null, state: 'running', restarts: 0, maxRestarts: 3, exitCodes: [], lastCommand: [], resumeFrom: null, updatedAt: Date.now(), outDir: dir, phase: 'train', note: null }));
+    writeFileSync(
+      join(launcher, '.nsa-top', 'supervisor.json'),
+      JSON.stringify({
+        runDir: launcher,
+        profile: 'adopted',
+        supervisor: { pid: process.pid, startTime: me!.startTime },
+        child: null,
+        state: 'running',
+        restarts: 0,
+        maxRestarts: 3,
+        exitCodes: [],
+        lastCommand: [],
+        resumeFrom: null,
+        updatedAt: Date.now(),
+        outDir: dir,
+        phase: 'train',
+        note: null,
+      }),
+    );
     writeFileSync(join(dir, '.nsa-top', 'run.json'), JSON.stringify({ runDir: launcher, profile: 'adopted' }));
     const s2 = await c.tick();
     assert.equal(s2.supervisor?.profile, 'adopted');
@@ -97,7 +130,10 @@ test('collector: a dropped host or a stuck poll is STALE with its age, never the
     const s2 = await c.tick();
     assert.equal(s2.runState, 'STALE');
     assert.equal(s2.stateHealth, 'warning');
-    assert.match(s2.runStateWhy, /^no fresh data for [\d.]+ ?\w+ \(host reconnecting, try 2: ECONNRESET\); last seen HALTED/);
+    assert.match(
+      s2.runStateWhy,
+      /^no fresh data for [\d.]+ ?\w+ \(host reconnecting, try 2: ECONNRESET\); last seen HALTED/,
+    );
     assert.equal(s2.advancing, false);
     host.conn = { state: 'connected', since: Date.now() };
     assert.equal((await c.tick()).runState, 'HALTED', 'fresh again: judged again');

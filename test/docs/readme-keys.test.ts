@@ -18,5 +18,9 @@ test('the README key table lists every binding of the keymap, with its help text
   for (let i = start + 2; i < readme.length && readme[i]!.startsWith('|'); i++) rows.push(readme[i]!);
   const expected = KEYMAP.map((b) => `| \`${b.keys}\` | ${b.help.replace(/\|/g, '\\|')} |`);
   assert.ok(expected.length > 10, 'the keymap lost its bindings');
-  assert.deepEqual(rows, expected, `README.md's key table should read:\n| key | does |\n|---|---|\n${expected.join('\n')}\n`);
+  assert.deepEqual(
+    rows,
+    expected,
+    `README.md's key table should read:\n| key | does |\n|---|---|\n${expected.join('\n')}\n`,
+  );
 });

@@ -15,7 +15,10 @@ function startTime(pid: number): string | null {
 export function runPids(runDir: string): { pid: number; startTime: string | null }[] {
   const pids = new Set<number>();
   try {
-    const st = JSON.parse(readFileSync(join(runDir, '.nsa-top', 'supervisor.json'), 'utf8')) as { supervisor?: { pid: number }; child?: { pid: number } };
+    const st = JSON.parse(readFileSync(join(runDir, '.nsa-top', 'supervisor.json'), 'utf8')) as {
+      supervisor?: { pid: number };
+      child?: { pid: number };
+    };
     if (st.supervisor?.pid) pids.add(st.supervisor.pid);
     if (st.child?.pid) pids.add(st.child.pid);
   } catch {

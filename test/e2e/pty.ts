@@ -53,7 +53,10 @@ export class Cockpit {
       await new Promise<void>((r) => this.term.write('', r));
       const m = this.screen().match(re);
       if (m) return m;
-      if (this.exitCode !== null) throw new Error(`nsa-top exited (${this.exitCode}) while waiting for ${what}\n${this.screen()}\n${this.raw.slice(-2000)}`);
+      if (this.exitCode !== null)
+        throw new Error(
+          `nsa-top exited (${this.exitCode}) while waiting for ${what}\n${this.screen()}\n${this.raw.slice(-2000)}`,
+        );
       if (Date.now() > until) throw new Error(`timed out waiting for ${what}\n${this.screen()}`);
       await new Promise((r) => setTimeout(r, 150));
     }
@@ -64,7 +67,8 @@ export class Cockpit {
     for (;;) {
       const m = this.raw.match(re);
       if (m) return m;
-      if (Date.now() > until || this.exitCode !== null) throw new Error(`waiting for ${re.source} in the output:\n${this.raw.slice(-3000)}`);
+      if (Date.now() > until || this.exitCode !== null)
+        throw new Error(`waiting for ${re.source} in the output:\n${this.raw.slice(-3000)}`);
       await new Promise((r) => setTimeout(r, 150));
     }
   }

@@ -22,7 +22,10 @@ async function snap(dir: string) {
 test('WORLD_SIZE=1000000000 in env.json: a named warning, the world size from the files, and report grades', async () => {
   const f = copyFixture('single');
   try {
-    writeFileSync(join(f.dir, 'env.json'), JSON.stringify({ env: { CONFIG: 'configs/single.yaml', WORLD_SIZE: '1000000000' } }));
+    writeFileSync(
+      join(f.dir, 'env.json'),
+      JSON.stringify({ env: { CONFIG: 'configs/single.yaml', WORLD_SIZE: '1000000000' } }),
+    );
     const s = await snap(f.dir);
     assert.equal(s.identity.worldSize, 1);
     assert.match(s.files['env.json']!.lastError ?? '', /WORLD_SIZE 1000000000 is beyond 65536 ranks: ignored/);
@@ -36,11 +39,20 @@ test('WORLD_SIZE=1000000000 in env.json: a named warning, the world size from th
 test('heartbeat_rank999999999.jsonl: refused by name, no per-rank slot for it', async () => {
   const f = copyFixture('single');
   try {
-    writeFileSync(join(f.dir, 'heartbeat_rank999999999.jsonl'), '{"ts": 1790000000, "msg": "boot", "rank": 999999999}\n');
+    writeFileSync(
+      join(f.dir, 'heartbeat_rank999999999.jsonl'),
+      '{"ts": 1790000000, "msg": "boot", "rank": 999999999}\n',
+    );
     const s = await snap(f.dir);
-    assert.deepEqual(s.ranks.map((r) => r.rank), [0]);
+    assert.deepEqual(
+      s.ranks.map((r) => r.rank),
+      [0],
+    );
     assert.equal(s.identity.worldSize, 1);
-    assert.match(s.files['heartbeat_rank999999999.jsonl']!.lastError ?? '', /rank 999999999 is beyond 65536 ranks: not read/);
+    assert.match(
+      s.files['heartbeat_rank999999999.jsonl']!.lastError ?? '',
+      /rank 999999999 is beyond 65536 ranks: not read/,
+    );
   } finally {
     f.done();
   }
@@ -49,7 +61,10 @@ test('heartbeat_rank999999999.jsonl: refused by name, no per-rank slot for it', 
 test('a 500,000-deep JSON value in a heartbeat: a named parse error, and the snapshot still prints as JSON', async () => {
   const f = copyFixture('single');
   try {
-    appendFileSync(join(f.dir, 'heartbeat_rank0.jsonl'), `{"ts": 1790000000, "msg": "x", "deep": ${deepJson(500_000)}}\n`);
+    appendFileSync(
+      join(f.dir, 'heartbeat_rank0.jsonl'),
+      `{"ts": 1790000000, "msg": "x", "deep": ${deepJson(500_000)}}\n`,
+    );
     const s = await snap(f.dir);
     assert.match(s.files['heartbeat_rank0.jsonl']!.lastError ?? '', /JSON nested deeper than 64 levels: refused/);
     assert.ok(JSON.stringify(s).length > 0);

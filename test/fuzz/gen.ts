@@ -64,7 +64,25 @@ export function escapeText(r: Rng): string {
   return s;
 }
 
-const WEIRD_NUMS = ['NaN', 'Infinity', '-Infinity', '1e308', '-1e308', '1e999', '-0', '0', '123456789012345678901234567890', '5e-324', '"nan"', '"inf"', 'null', 'true', '"12"', '[]', '{}'];
+const WEIRD_NUMS = [
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  '1e308',
+  '-1e308',
+  '1e999',
+  '-0',
+  '0',
+  '123456789012345678901234567890',
+  '5e-324',
+  '"nan"',
+  '"inf"',
+  'null',
+  'true',
+  '"12"',
+  '[]',
+  '{}',
+];
 
 function num(r: Rng, lo = 0, hi = 10): string {
   return r.chance(0.1) ? r.pick(WEIRD_NUMS) : String(lo + r.next() * (hi - lo));
@@ -81,13 +99,29 @@ export function heartbeatLine(r: Rng, step: number, ts: number, rank: number): s
     const msg = r.pick(['progress', 'progress', 'beat', 'step_end']);
     return `{"ts": ${ts.toFixed(3)}, "iso": "x", "pid": ${r.int(1, 99999)}, "rank": ${rank}, "step": ${step}, "msg": "${msg}", "loss": ${num(r, 1, 9)}, "toks_per_s": ${num(r, 100, 9000)}, "gate_entropy_mean": ${num(r, 0, 1.1)}, "gate_max_gate": ${num(r)}, "gate_collapse_frac": ${num(r, 0, 1)}, "dt_fetch_s": ${num(r, 0, 2)}, "gpu_mem_reserved": ${num(r, 0, 80000)}, "gate_branch_shares": [${num(r)}, ${num(r)}, ${num(r)}]}`;
   }
-  if (k < 0.6) return `{"ts": ${ts}, "msg": "boot", "pid": ${r.pick([r.int(1, 99999), -1, 0, 1e18])}, "rank": ${rank}, "step": 0}`;
-  if (k < 0.63) return `{"ts": ${ts}, "msg": ${JSON.stringify(escapeText(r))}, "step": ${step}, "note": ${JSON.stringify(escapeText(r))}}`;
+  if (k < 0.6)
+    return `{"ts": ${ts}, "msg": "boot", "pid": ${r.pick([r.int(1, 99999), -1, 0, 1e18])}, "rank": ${rank}, "step": 0}`;
+  if (k < 0.63)
+    return `{"ts": ${ts}, "msg": ${JSON.stringify(escapeText(r))}, "step": ${step}, "note": ${JSON.stringify(escapeText(r))}}`;
   if (k < 0.66) return `{"ts": ${ts}, "msg": "fineweb_loader_error", "error": ${JSON.stringify(escapeText(r))}}`;
-  if (k < 0.7) return `{"ts": ${ts}, "msg": "progress", "step": ${step}, "x": ${deepJson(r.int(50, r.chance(0.2) ? 20000 : 500))}}`;
+  if (k < 0.7)
+    return `{"ts": ${ts}, "msg": "progress", "step": ${step}, "x": ${deepJson(r.int(50, r.chance(0.2) ? 20000 : 500))}}`;
   if (k < 0.74) return heartbeatLine(r, step, ts, rank).slice(0, r.int(0, 80)); // truncated
-  if (k < 0.78) return `{"ts": ${r.pick(WEIRD_NUMS)}, "msg": ${r.pick(['"progress"', '1', 'null', '"boot"'])}, "step": ${r.pick(['-1', '1.5', '1e300', '9007199254740993', String(step)])}, "rank": ${r.pick(['999999999', '-3', '0'])}}`;
-  if (k < 0.82) return r.pick(['', 'null', '[]', '"str"', '{', '}', '{"ts":1}', 'garbage line', '\ufeff{"ts": 1, "msg": "boot"}', '{"ts": 1, "msg": "progress", "step": 1, "loss": NaN}']);
+  if (k < 0.78)
+    return `{"ts": ${r.pick(WEIRD_NUMS)}, "msg": ${r.pick(['"progress"', '1', 'null', '"boot"'])}, "step": ${r.pick(['-1', '1.5', '1e300', '9007199254740993', String(step)])}, "rank": ${r.pick(['999999999', '-3', '0'])}}`;
+  if (k < 0.82)
+    return r.pick([
+      '',
+      'null',
+      '[]',
+      '"str"',
+      '{',
+      '}',
+      '{"ts":1}',
+      'garbage line',
+      '\ufeff{"ts": 1, "msg": "boot"}',
+      '{"ts": 1, "msg": "progress", "step": 1, "loss": NaN}',
+    ]);
   if (k < 0.85) return `{"ts": ${ts}, "msg": "progress", "step": ${Math.max(0, step - r.int(1, step + 5))}, "loss": 1}`; // steps backwards
   if (k < 0.9) return Array.from({ length: r.int(1, 40) }, () => String.fromCharCode(r.int(0, 255))).join('');
   return `{"ts": ${ts}, "msg": "beat", "step": ${step}, "rank": ${rank}}`;
@@ -106,21 +140,44 @@ export function csvLine(r: Rng, step: number): string {
 
 export function envJson(r: Rng): string {
   const k = r.next();
-  const env: Record<string, unknown> = { CONFIG: r.chance(0.3) ? `configs/${escapeText(r)}.yaml` : 'configs/train_showcase.yaml', NSA_PREFILL_BATCHED: r.chance(0.2) ? escapeText(r) : '1' };
-  if (r.chance(0.4)) env.WORLD_SIZE = r.pick(['1', '2', '8', '1000000000', '-1', '0', '1e9', 'x', 99999999999, 1e308, '65537', '65536']);
-  const o: Record<string, unknown> = { time: 'x', torch: r.chance(0.2) ? null : '2.4', gpu_name: r.chance(0.3) ? escapeText(r) : 'NVIDIA H100', env };
+  const env: Record<string, unknown> = {
+    CONFIG: r.chance(0.3) ? `configs/${escapeText(r)}.yaml` : 'configs/train_showcase.yaml',
+    NSA_PREFILL_BATCHED: r.chance(0.2) ? escapeText(r) : '1',
+  };
+  if (r.chance(0.4))
+    env.WORLD_SIZE = r.pick(['1', '2', '8', '1000000000', '-1', '0', '1e9', 'x', 99999999999, 1e308, '65537', '65536']);
+  const o: Record<string, unknown> = {
+    time: 'x',
+    torch: r.chance(0.2) ? null : '2.4',
+    gpu_name: r.chance(0.3) ? escapeText(r) : 'NVIDIA H100',
+    env,
+  };
   const text = JSON.stringify(o);
   if (k < 0.7) return text;
   if (k < 0.8) return text.slice(0, r.int(0, text.length));
   if (k < 0.9) return `{"env": ${deepJson(r.int(60, 50000))}}`;
-  return r.pick(['', 'null', '[]', '{', 'NaN', '{"env": {"WORLD_SIZE": NaN}}', '{"env": "x"}', '{"cuda_device_count": 1e308}']);
+  return r.pick([
+    '',
+    'null',
+    '[]',
+    '{',
+    'NaN',
+    '{"env": {"WORLD_SIZE": NaN}}',
+    '{"env": "x"}',
+    '{"cuda_device_count": 1e308}',
+  ]);
 }
 
 export function dumpText(r: Rng): string {
   const lines = ['Thread 0x00007f (most recent call first):'];
   for (let i = 0; i < r.int(0, 20); i++) {
-    lines.push(r.chance(0.2) ? `  File "${escapeText(r)}", line ${r.int(-5, 99999)} in ${escapeText(r)}` : `  File "/x/train_showcase.py", line ${r.int(1, 900)} in ${r.pick(['main', 'step', 'all_reduce'])}`);
-    if (r.chance(0.1)) lines.push(Array.from({ length: r.int(1, 200) }, () => String.fromCharCode(r.int(0, 255))).join(''));
+    lines.push(
+      r.chance(0.2)
+        ? `  File "${escapeText(r)}", line ${r.int(-5, 99999)} in ${escapeText(r)}`
+        : `  File "/x/train_showcase.py", line ${r.int(1, 900)} in ${r.pick(['main', 'step', 'all_reduce'])}`,
+    );
+    if (r.chance(0.1))
+      lines.push(Array.from({ length: r.int(1, 200) }, () => String.fromCharCode(r.int(0, 255))).join(''));
   }
   return lines.join('\n') + (r.chance(0.8) ? '\n' : '');
 }
@@ -128,7 +185,8 @@ export function dumpText(r: Rng): string {
 export function logText(r: Rng): string {
   const pats = [
     () => `[train] step ${r.int(0, 1e6)} | loss ${num(r)} | lr ${num(r)} | toks/s ${num(r)}`,
-    () => `[ddp] process group ready | backend=nccl world_size=${r.pick(['2', '1000000000', '99999999999999999999', '0'])}`,
+    () =>
+      `[ddp] process group ready | backend=nccl world_size=${r.pick(['2', '1000000000', '99999999999999999999', '0'])}`,
     () => `[train] checkpoint at step ${r.int(0, 999)} FAILED: ${escapeText(r)}`,
     () => `Traceback (most recent call last): ${escapeText(r)}`,
     () => escapeText(r),
@@ -139,7 +197,8 @@ export function logText(r: Rng): string {
 
 export function configYaml(r: Rng): string {
   const k = r.next();
-  if (k < 0.5) return `model:\n  dim: ${num(r, 1, 4096)}\n  n_layers: ${num(r, 1, 64)}\n  n_heads: ${num(r, 1, 64)}\ntrain:\n  steps: ${r.pick(['200', '-1', '1e308', 'x', '99999999999999'])}\n  seq_len: ${num(r, 1, 8192)}\n  batch_size: ${num(r, 1, 64)}\n`;
+  if (k < 0.5)
+    return `model:\n  dim: ${num(r, 1, 4096)}\n  n_layers: ${num(r, 1, 64)}\n  n_heads: ${num(r, 1, 64)}\ntrain:\n  steps: ${r.pick(['200', '-1', '1e308', 'x', '99999999999999'])}\n  seq_len: ${num(r, 1, 8192)}\n  batch_size: ${num(r, 1, 64)}\n`;
   if (k < 0.7) return '- '.repeat(r.int(10, 3000)) + 'x\n';
   if (k < 0.8) return `${'['.repeat(r.int(10, 5000))}`;
   if (k < 0.9) return `a: &a [*a]\nb: *a\n${escapeText(r)}: 1\n`;
@@ -178,7 +237,11 @@ export function writeRunDir(r: Rng, dir: string, o: GenOptions = {}): string[] {
     if (o.huge && r.chance(0.05)) text += `{"ts": ${t0}, "msg": "progress", "x": "${'y'.repeat(1_100_000)}"}\n`;
     put(`heartbeat_rank${rank}.jsonl`, text);
   }
-  if (r.chance(0.1)) put(`heartbeat_rank${r.pick([999999999, 65536, 4294967296, 123456789012])}.jsonl`, `{"ts": ${t0}, "msg": "boot", "rank": 999999999}\n`);
+  if (r.chance(0.1))
+    put(
+      `heartbeat_rank${r.pick([999999999, 65536, 4294967296, 123456789012])}.jsonl`,
+      `{"ts": ${t0}, "msg": "boot", "rank": 999999999}\n`,
+    );
   if (r.chance(0.1)) put('heartbeat.jsonl', heartbeatLine(r, 1, t0, 0) + '\n');
   if (r.chance(0.8)) {
     let step = 0;
@@ -186,11 +249,29 @@ export function writeRunDir(r: Rng, dir: string, o: GenOptions = {}): string[] {
     for (let i = 0; i < r.int(0, maxLines); i++) rows.push(csvLine(r, r.chance(0.9) ? ++step : step));
     put(r.chance(0.9) ? 'training.csv' : 'training_fsdp.csv', rows.join('\n') + (r.chance(0.8) ? '\n' : ''));
   }
-  if (r.chance(0.3)) put('val.csv', Array.from({ length: r.int(0, 10) }, (_, i) => (r.chance(0.8) ? `${i * 10},${num(r)},${num(r)}` : csvLine(r, i))).join('\n') + '\n');
+  if (r.chance(0.3))
+    put(
+      'val.csv',
+      Array.from({ length: r.int(0, 10) }, (_, i) =>
+        r.chance(0.8) ? `${i * 10},${num(r)},${num(r)}` : csvLine(r, i),
+      ).join('\n') + '\n',
+    );
   if (r.chance(0.3)) put('k_stats.csv', `step,k_mean,k_max,rows,pct_at_max\n${csvLine(r, 1)},1\n`);
   if (r.chance(0.3)) put('fallback_counters.csv', `${r.chance(0.5) ? 'step,total_fallbacks\n' : ''}${csvLine(r, 1)}\n`);
   if (r.chance(0.8)) put('env.json', envJson(r));
-  if (r.chance(0.4)) put('metrics.json', r.chance(0.7) ? JSON.stringify({ device: r.chance(0.3) ? escapeText(r) : 'cuda', dtype: 'bf16', steps: r.pick([200, -1, 1e308, 'x']), loss_first: r.pick([5.5, 'NaN', null]), loss_last: 2 }) : envJson(r));
+  if (r.chance(0.4))
+    put(
+      'metrics.json',
+      r.chance(0.7)
+        ? JSON.stringify({
+            device: r.chance(0.3) ? escapeText(r) : 'cuda',
+            dtype: 'bf16',
+            steps: r.pick([200, -1, 1e308, 'x']),
+            loss_first: r.pick([5.5, 'NaN', null]),
+            loss_last: 2,
+          })
+        : envJson(r),
+    );
   if (r.chance(0.2)) put('opt_state_mb.txt', r.pick(['1.5', 'nan', 'inf', '', 'x', '1e308', escapeText(r)]));
   if (r.chance(0.2)) put('gate_collapse_details.json', r.chance(0.5) ? '{"layer0": 1}' : envJson(r));
   if (r.chance(0.2)) put('.HALT', r.chance(0.5) ? `halt: ${escapeText(r)}` : '');
@@ -212,16 +293,39 @@ export function writeRunDir(r: Rng, dir: string, o: GenOptions = {}): string[] {
       /* a name the file system refuses */
     }
   }
-  if (r.chance(0.3)) put(r.pick(['checkpoint_step20.pt', 'checkpoint_step99999999999999999999.pt', 'checkpoint_fsdp_step1.pt']), Buffer.alloc(r.int(0, 100)));
-  if (r.chance(0.1)) put('run.info', r.pick([`out_dir: ${escapeText(r)}\n`, 'out_dir: ../../../../\n', 'garbage', deepJson(1000)]));
+  if (r.chance(0.3))
+    put(
+      r.pick(['checkpoint_step20.pt', 'checkpoint_step99999999999999999999.pt', 'checkpoint_fsdp_step1.pt']),
+      Buffer.alloc(r.int(0, 100)),
+    );
+  if (r.chance(0.1))
+    put('run.info', r.pick([`out_dir: ${escapeText(r)}\n`, 'out_dir: ../../../../\n', 'garbage', deepJson(1000)]));
   if (r.chance(0.1)) {
     mkdirSync(join(dir, '.nsa-top'), { recursive: true });
-    put('.nsa-top/actions.jsonl', `{"ts": 1, "action": ${JSON.stringify(escapeText(r))}, "detail": ${JSON.stringify(escapeText(r))}}\n${deepJson(200)}\ngarbage\n`);
+    put(
+      '.nsa-top/actions.jsonl',
+      `{"ts": 1, "action": ${JSON.stringify(escapeText(r))}, "detail": ${JSON.stringify(escapeText(r))}}\n${deepJson(200)}\ngarbage\n`,
+    );
   }
   // special files named like artifacts
   const specials: Special[] = ['fifo', 'dir', 'loop', 'dangling', 'devzero', 'unreadable'];
   for (let i = 0; i < (r.chance(0.35) ? r.int(1, 3) : 0); i++) {
-    const name = r.pick(['training.csv', 'env.json', 'run.info', '.HALT', 'heartbeat_rank0.jsonl', 'heartbeat_rank1.jsonl', 'stackdump_1790000000.txt', 'train.log', 'metrics.json', '.anomaly_type', 'config.yaml', 'val.csv', 'opt_state_mb.txt', 'tb']);
+    const name = r.pick([
+      'training.csv',
+      'env.json',
+      'run.info',
+      '.HALT',
+      'heartbeat_rank0.jsonl',
+      'heartbeat_rank1.jsonl',
+      'stackdump_1790000000.txt',
+      'train.log',
+      'metrics.json',
+      '.anomaly_type',
+      'config.yaml',
+      'val.csv',
+      'opt_state_mb.txt',
+      'tb',
+    ]);
     const kind = r.pick(specials);
     makeSpecial(dir, name, kind);
     made.push(`${name} (${kind})`);

@@ -32,15 +32,16 @@ const SEED = seedFromEnv();
 const LINES = Number(process.env.FUZZ_LINES || 100_000);
 const DIRS = Number(process.env.FUZZ_DIRS_INPROC || 150);
 
-// eslint-disable-next-line no-control-regex
 const BAD_TEXT = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/;
 /** a terminal frame: nsa-top's own SGR codes and cursor moves allowed, nothing else */
-// eslint-disable-next-line no-control-regex
 const OWN_CODES = /\x1b\[[0-9;]*m/g;
 
 function assertNoEscapes(text: string, what: string): void {
   const m = BAD_TEXT.exec(text);
-  assert.ok(!m, `${what}: control 0x${m?.[0].charCodeAt(0).toString(16)} at ${m?.index} in ${JSON.stringify(text.slice(Math.max(0, (m?.index ?? 0) - 40), (m?.index ?? 0) + 40))} (FUZZ_SEED=${SEED})`);
+  assert.ok(
+    !m,
+    `${what}: control 0x${m?.[0].charCodeAt(0).toString(16)} at ${m?.index} in ${JSON.stringify(text.slice(Math.max(0, (m?.index ?? 0) - 40), (m?.index ?? 0) + 40))} (FUZZ_SEED=${SEED})`,
+  );
 }
 
 test(`readers: ${LINES} generated lines never throw; errors are named one-liners (seed ${SEED})`, () => {
@@ -83,23 +84,34 @@ test(`readers: ${LINES} generated lines never throw; errors are named one-liners
       if (j.ok) JSON.stringify(j.value);
       counts.json++;
     } else {
-      const f = () => r.pick(['0', '1', '250', '-5', '99999', '1e+308', 'nan', '[N/A]', '[Not Supported]', escapeText(r), '']);
-      const d = parseGpuLine([r.pick(['0', '1', 'x', '99999', '-1']), escapeText(r), 'GPU-1', f(), f(), f(), f(), f(), f(), f(), f()].join(', '));
+      const f = () =>
+        r.pick(['0', '1', '250', '-5', '99999', '1e+308', 'nan', '[N/A]', '[Not Supported]', escapeText(r), '']);
+      const d = parseGpuLine(
+        [r.pick(['0', '1', 'x', '99999', '-1']), escapeText(r), 'GPU-1', f(), f(), f(), f(), f(), f(), f(), f()].join(
+          ', ',
+        ),
+      );
       if (d) {
         for (const k of Object.keys(GPU_RANGES) as (keyof typeof GPU_RANGES)[]) {
           const v = d[k];
-          if (v !== null) assert.ok(v >= GPU_RANGES[k].lo && v <= GPU_RANGES[k].hi, `${k} ${v} shown although out of range`);
+          if (v !== null)
+            assert.ok(v >= GPU_RANGES[k].lo && v <= GPU_RANGES[k].hi, `${k} ${v} shown although out of range`);
         }
       }
       counts.smi++;
     }
     // the splitter over random chunkings of random bytes, with a small cap
     if (i % 50 === 0) {
-      const buf = Buffer.from(heartbeatLine(r, step, 1, 0) + (r.chance(0.5) ? '\n' : '') + 'x'.repeat(r.chance(0.1) ? 5000 : 10) + '\n');
+      const buf = Buffer.from(
+        heartbeatLine(r, step, 1, 0) + (r.chance(0.5) ? '\n' : '') + 'x'.repeat(r.chance(0.1) ? 5000 : 10) + '\n',
+      );
       let at = 0;
       while (at < buf.length) {
         const n = r.int(1, 700);
-        splitter.push(buf.subarray(at, at + n), { line: (l) => assert.ok(Buffer.byteLength(l) <= 4096), error: () => counts.splitErr++ });
+        splitter.push(buf.subarray(at, at + n), {
+          line: (l) => assert.ok(Buffer.byteLength(l) <= 4096),
+          error: () => counts.splitErr++,
+        });
         at += n;
       }
     }
@@ -131,60 +143,75 @@ test('the sanitiser: no control survives, printable text is untouched, JSON stay
   console.log(`fuzz sanitiser: seed ${SEED} ${n} strings`);
 });
 
-test(`run dirs: ${DIRS} generated dirs through RunModel, Checker, report grading, status text and cockpit frames (seed ${SEED})`, { timeout: 600_000 }, async () => {
-  const r = new Rng(SEED + 2);
-  const root = mkdtempSync(join(tmpdir(), 'nsa-fuzz-inproc-'));
-  const host = new LocalHost();
-  const counts = { dirs: 0, polls: 0, frames: 0, reports: 0, parseErrors: 0, specials: 0, withEscapes: 0 };
-  try {
-    for (let i = 0; i < DIRS; i++) {
-      const dir = join(root, `r${i}`);
-      const made = writeRunDir(r, dir, { maxLines: 40 });
-      counts.specials += made.filter((m) => m.endsWith(')')).length;
-      const what = `dir ${i} (${made.join(', ')}) FUZZ_SEED=${SEED}`;
-      const m = new RunModel(host, dir);
-      await m.poll();
-      const snap = await m.poll();
-      counts.polls += 2;
-      for (const f of Object.values(snap.files)) {
-        counts.parseErrors += f.parseErrors;
-        if (f.lastError) assert.ok(f.lastError.length < 400 && !f.lastError.includes('\n'), `${what}: ${f.lastError}`);
-      }
-      assert.ok(snap.identity.worldSize === null || snap.identity.worldSize <= 65536, `${what}: world ${snap.identity.worldSize}`);
-      // JSON: parses back and keeps data exactly (never throws on depth)
-      const json = jsonSafe(JSON.stringify(snap));
-      assert.ok(JSON.parse(json));
-      if (/\\u001b|\\u009b/.test(json)) counts.withEscapes++;
-      const now = snap.hostNowMs;
-      const ev = new Checker({ stallFloorS: 1 }).evaluate({ now, run: snap, procs: null, gpu: null });
-      const rep = gradeRun({ run: snap, ev });
-      assert.ok([0, 1, 2].includes(rep.exitCode));
-      counts.reports++;
-      const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
-      assertNoEscapes(sanitizeText(formatStatus(snap)).replace(/[\n\t]/g, ''), `${what}: status`);
-      assertNoEscapes(sanitizeText(formatText(rep, charts)).replace(/[\n\t]/g, ''), `${what}: report`);
-      assertNoEscapes(sanitizeText(formatMd(rep, charts)).replace(/[\n\t]/g, ''), `${what}: report md`);
-      counts.dirs++;
-    }
-    // the cockpit: the collector (action log included) and frames at a few sizes, on a sample
-    for (let i = 0; i < Math.min(DIRS, 40); i++) {
-      const dir = join(root, `r${i}`);
-      const c = new Collector({ host, runDir: dir, gpu: null, procsIntervalMs: 3_600_000 });
-      await c.tick();
-      const s = await c.tick();
-      for (const [cols, rows] of [[120, 40], [80, 24], [200, 60]] as const) {
-        for (const dialog of [null, { kind: 'help' as const }]) {
-          const f = compose(s, initialView(), cols, rows, s.at, dialog as never);
-          const ansi = f.lines.map((l) => lineToAnsi(l, false)).join('\n');
-          assertNoEscapes(ansi.replace(OWN_CODES, '').replace(/\n/g, ''), `dir ${i} frame ${cols}x${rows} FUZZ_SEED=${SEED}`);
-          counts.frames++;
+test(
+  `run dirs: ${DIRS} generated dirs through RunModel, Checker, report grading, status text and cockpit frames (seed ${SEED})`,
+  { timeout: 600_000 },
+  async () => {
+    const r = new Rng(SEED + 2);
+    const root = mkdtempSync(join(tmpdir(), 'nsa-fuzz-inproc-'));
+    const host = new LocalHost();
+    const counts = { dirs: 0, polls: 0, frames: 0, reports: 0, parseErrors: 0, specials: 0, withEscapes: 0 };
+    try {
+      for (let i = 0; i < DIRS; i++) {
+        const dir = join(root, `r${i}`);
+        const made = writeRunDir(r, dir, { maxLines: 40 });
+        counts.specials += made.filter((m) => m.endsWith(')')).length;
+        const what = `dir ${i} (${made.join(', ')}) FUZZ_SEED=${SEED}`;
+        const m = new RunModel(host, dir);
+        await m.poll();
+        const snap = await m.poll();
+        counts.polls += 2;
+        for (const f of Object.values(snap.files)) {
+          counts.parseErrors += f.parseErrors;
+          if (f.lastError)
+            assert.ok(f.lastError.length < 400 && !f.lastError.includes('\n'), `${what}: ${f.lastError}`);
         }
+        assert.ok(
+          snap.identity.worldSize === null || snap.identity.worldSize <= 65536,
+          `${what}: world ${snap.identity.worldSize}`,
+        );
+        // JSON: parses back and keeps data exactly (never throws on depth)
+        const json = jsonSafe(JSON.stringify(snap));
+        assert.ok(JSON.parse(json));
+        if (/\\u001b|\\u009b/.test(json)) counts.withEscapes++;
+        const now = snap.hostNowMs;
+        const ev = new Checker({ stallFloorS: 1 }).evaluate({ now, run: snap, procs: null, gpu: null });
+        const rep = gradeRun({ run: snap, ev });
+        assert.ok([0, 1, 2].includes(rep.exitCode));
+        counts.reports++;
+        const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
+        assertNoEscapes(sanitizeText(formatStatus(snap)).replace(/[\n\t]/g, ''), `${what}: status`);
+        assertNoEscapes(sanitizeText(formatText(rep, charts)).replace(/[\n\t]/g, ''), `${what}: report`);
+        assertNoEscapes(sanitizeText(formatMd(rep, charts)).replace(/[\n\t]/g, ''), `${what}: report md`);
+        counts.dirs++;
       }
-      c.stop();
+      // the cockpit: the collector (action log included) and frames at a few sizes, on a sample
+      for (let i = 0; i < Math.min(DIRS, 40); i++) {
+        const dir = join(root, `r${i}`);
+        const c = new Collector({ host, runDir: dir, gpu: null, procsIntervalMs: 3_600_000 });
+        await c.tick();
+        const s = await c.tick();
+        for (const [cols, rows] of [
+          [120, 40],
+          [80, 24],
+          [200, 60],
+        ] as const) {
+          for (const dialog of [null, { kind: 'help' as const }]) {
+            const f = compose(s, initialView(), cols, rows, s.at, dialog as never);
+            const ansi = f.lines.map((l) => lineToAnsi(l, false)).join('\n');
+            assertNoEscapes(
+              ansi.replace(OWN_CODES, '').replace(/\n/g, ''),
+              `dir ${i} frame ${cols}x${rows} FUZZ_SEED=${SEED}`,
+            );
+            counts.frames++;
+          }
+        }
+        c.stop();
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
-  } finally {
-    rmSync(root, { recursive: true, force: true });
-  }
-  assert.ok(counts.withEscapes > 0, 'the generated dirs carry escapes into the snapshot');
-  console.log(`fuzz run dirs: seed ${SEED} ${JSON.stringify(counts)}`);
-});
+    assert.ok(counts.withEscapes > 0, 'the generated dirs carry escapes into the snapshot');
+    console.log(`fuzz run dirs: seed ${SEED} ${JSON.stringify(counts)}`);
+  },
+);

@@ -74,7 +74,9 @@ async function waitListening(port: number, ms = 10000): Promise<void> {
 function keygen(path: string): void {
   rmSync(path, { force: true });
   rmSync(`${path}.pub`, { force: true });
-  const r = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'nsa-top-test', '-f', path], { encoding: 'utf8' });
+  const r = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'nsa-top-test', '-f', path], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`ssh-keygen failed: ${r.stderr}`);
 }
 
@@ -134,7 +136,9 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
       child = spawn(SSHD!, ['-D', '-e', '-f', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       child.stderr!.on('data', (b: Buffer) => (err = (err + b.toString()).slice(-2000)));
-      const exited = new Promise<never>((_, rej) => child!.once('exit', (c) => rej(new Error(`sshd exited (${c}): ${err.trim()}`))));
+      const exited = new Promise<never>((_, rej) =>
+        child!.once('exit', (c) => rej(new Error(`sshd exited (${c}): ${err.trim()}`))),
+      );
       exited.catch(() => {});
       try {
         await Promise.race([waitListening(port), exited]);
@@ -209,8 +213,13 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
       rmSync(dir, { recursive: true, force: true });
     },
     async connect(extra = {}) {
-      const target = resolveTarget(`${userInfo().username}@127.0.0.1:${port}`, { identity: userKey, configText: '', home: dir });
-      if (!readFileSync(knownHosts, 'utf8').includes(self.knownHostsLine())) writeFileSync(knownHosts, `${self.knownHostsLine()}\n`);
+      const target = resolveTarget(`${userInfo().username}@127.0.0.1:${port}`, {
+        identity: userKey,
+        configText: '',
+        home: dir,
+      });
+      if (!readFileSync(knownHosts, 'utf8').includes(self.knownHostsLine()))
+        writeFileSync(knownHosts, `${self.knownHostsLine()}\n`);
       return SshHost.connect({
         target,
         knownHostsFiles: [knownHosts],
@@ -228,7 +237,11 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
 }
 
 /** Fallback where OpenSSH's sshd is not installed: ssh2's Server running `sh -c` locally. */
-async function startSsh2Server(port: number, hostKeyPath: string, userPubPath: string): Promise<{ close(): void; dropAll(): void }> {
+async function startSsh2Server(
+  port: number,
+  hostKeyPath: string,
+  userPubPath: string,
+): Promise<{ close(): void; dropAll(): void }> {
   const ssh2 = await import('ssh2');
   const { Server, utils } = ssh2.default ?? ssh2;
   const { timingSafeEqual } = await import('node:crypto');
@@ -240,8 +253,13 @@ async function startSsh2Server(port: number, hostKeyPath: string, userPubPath: s
     client.on('close', () => conns.delete(client));
     client.on('error', () => {});
     client.on('authentication', (ctx) => {
-      if (ctx.method === 'publickey' && ctx.key.algo === allowed.type && timingSafeEqual(ctx.key.data, allowed.getPublicSSH())) {
-        if (ctx.signature && ctx.blob && allowed.verify(ctx.blob, ctx.signature, ctx.hashAlgo) !== true) return ctx.reject();
+      if (
+        ctx.method === 'publickey' &&
+        ctx.key.algo === allowed.type &&
+        timingSafeEqual(ctx.key.data, allowed.getPublicSSH())
+      ) {
+        if (ctx.signature && ctx.blob && allowed.verify(ctx.blob, ctx.signature, ctx.hashAlgo) !== true)
+          return ctx.reject();
         return ctx.accept();
       }
       ctx.reject(['publickey']);

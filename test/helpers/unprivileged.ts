@@ -8,7 +8,11 @@ const DROP = ['--bounding-set=-dac_override,-dac_read_search', '--inh-caps=-dac_
 
 /** false when it can run here; else why not (a skip reason) */
 export const withoutDacSkip: string | false =
-  process.getuid?.() !== 0 ? 'needs root (to drop its file-permission capabilities)' : spawnSync('setpriv', ['--version']).status !== 0 ? 'needs setpriv' : false;
+  process.getuid?.() !== 0
+    ? 'needs root (to drop its file-permission capabilities)'
+    : spawnSync('setpriv', ['--version']).status !== 0
+      ? 'needs setpriv'
+      : false;
 
 export function spawnWithoutDac(argv: string[], opts: SpawnSyncOptionsWithStringEncoding): SpawnSyncReturns<string> {
   return spawnSync('setpriv', [...DROP, '--', ...argv], opts);

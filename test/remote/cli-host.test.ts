@@ -26,9 +26,20 @@ test('nsa-top watchdog --host: unknown key refused with its fingerprint, accepte
   const runDir = join(tmp, 'run');
   cpSync(FIXTURE, runDir, { recursive: true });
   const env = { ...process.env, HOME: home, SSH_AUTH_SOCK: '' };
-  const args = ['watchdog', runDir, '--once', '--host', `${userInfo().username}@127.0.0.1:${sshd.port}`, '-i', sshd.userKey];
-  const run = (extra: string[] = []) => spawnSync(process.execPath, [bin, ...args, ...extra], { env, encoding: 'utf8', timeout: 60000 });
-  const fp = spawnSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${sshd.dir}/host_ed25519.pub`], { encoding: 'utf8' }).stdout.split(' ')[1]!;
+  const args = [
+    'watchdog',
+    runDir,
+    '--once',
+    '--host',
+    `${userInfo().username}@127.0.0.1:${sshd.port}`,
+    '-i',
+    sshd.userKey,
+  ];
+  const run = (extra: string[] = []) =>
+    spawnSync(process.execPath, [bin, ...args, ...extra], { env, encoding: 'utf8', timeout: 60000 });
+  const fp = spawnSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${sshd.dir}/host_ed25519.pub`], {
+    encoding: 'utf8',
+  }).stdout.split(' ')[1]!;
 
   const refused = run();
   assert.equal(refused.status, 2, refused.stderr);
@@ -39,7 +50,10 @@ test('nsa-top watchdog --host: unknown key refused with its fingerprint, accepte
   const accepted = run(['--accept-new-host-key']);
   assert.notEqual(accepted.status, 2, accepted.stderr);
   assert.match(accepted.stdout, /\{/, 'the watchdog printed its decisions');
-  assert.match(readFileSync(join(home, '.ssh', 'known_hosts'), 'utf8'), new RegExp(`^\\[127\\.0\\.0\\.1\\]:${sshd.port} ssh-ed25519 `));
+  assert.match(
+    readFileSync(join(home, '.ssh', 'known_hosts'), 'utf8'),
+    new RegExp(`^\\[127\\.0\\.0\\.1\\]:${sshd.port} ssh-ed25519 `),
+  );
 
   const again = run();
   assert.equal(again.status, accepted.status, again.stderr);
@@ -52,10 +66,17 @@ test('nsa-top status --host --json equals the local status of the same run (but 
   // old mtimes: checkpoints count as complete only once settled, for both readers alike
   cpSync(FIXTURE, runDir, { recursive: true, preserveTimestamps: true });
   const env = { ...process.env, HOME: home, SSH_AUTH_SOCK: '' };
-  const status = (extra: string[]) => spawnSync(process.execPath, [bin, 'status', runDir, '--json', ...extra], { env, encoding: 'utf8', timeout: 60000 });
+  const status = (extra: string[]) =>
+    spawnSync(process.execPath, [bin, 'status', runDir, '--json', ...extra], { env, encoding: 'utf8', timeout: 60000 });
   const local = status([]);
   assert.equal(local.status, 0, local.stderr);
-  const remote = status(['--host', `${userInfo().username}@127.0.0.1:${sshd.port}`, '-i', sshd.userKey, '--accept-new-host-key']);
+  const remote = status([
+    '--host',
+    `${userInfo().username}@127.0.0.1:${sshd.port}`,
+    '-i',
+    sshd.userKey,
+    '--accept-new-host-key',
+  ]);
   assert.equal(remote.status, 0, remote.stderr);
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;

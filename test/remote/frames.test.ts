@@ -22,7 +22,9 @@ function parse(chunks: Buffer[], term: Buffer): Ev[] {
 
 const bytes = fc.uint8Array({ maxLength: 60 }).map((a) => Buffer.from(a));
 const item = fc.oneof(
-  fc.constantFrom('B 1', 'L 3', 'e 12 f 10 1.5 name with spaces', 'E 3', 'Z 1', 'm f 4', 'N 2').map((l) => ({ kind: 'line' as const, l })),
+  fc
+    .constantFrom('B 1', 'L 3', 'e 12 f 10 1.5 name with spaces', 'E 3', 'Z 1', 'm f 4', 'N 2')
+    .map((l) => ({ kind: 'line' as const, l })),
   bytes.map((d) => ({ kind: 'data' as const, d })),
   bytes.map((d) => ({ kind: 'raw' as const, d })),
 );
@@ -30,30 +32,43 @@ const item = fc.oneof(
 test('frames parse the same however the stream is split', () => {
   const term = Buffer.from('\n@@P 9 0123456789abcdef@@\n');
   fc.assert(
-    fc.property(fc.array(item, { maxLength: 12 }), fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 30 }), (items, cuts) => {
-      const parts: Buffer[] = [];
-      for (const it of items) {
-        if (it.kind === 'line') parts.push(Buffer.from(`${it.l}\n`));
-        else if (it.kind === 'data') parts.push(Buffer.from(`s f 4 12 ${it.d.length} 1.5 f 644 - 0 ${it.d.length}\n`), it.d);
-        else if (!it.d.includes(term)) parts.push(Buffer.from('P 9\n'), it.d, term);
-      }
-      const all = Buffer.concat(parts);
-      const whole = parse([all], term);
-      const chunks: Buffer[] = [];
-      let at = 0;
-      for (const c of cuts) {
-        if (at >= all.length) break;
-        chunks.push(all.subarray(at, at + c));
-        at += c;
-      }
-      chunks.push(all.subarray(at));
-      assert.deepEqual(parse(chunks, term), whole);
-      // and the whole parse is what was sent
-      const sentData = items.filter((i) => i.kind === 'data').map((i) => (i as { d: Buffer }).d.toString('latin1'));
-      assert.deepEqual(whole.filter((e) => e[0] === 'data').map((e) => e[2]), sentData);
-      const sentRaw = items.filter((i) => i.kind === 'raw' && !i.d.includes(term)).map((i) => (i as { d: Buffer }).d.toString('latin1'));
-      assert.deepEqual(whole.filter((e) => e[0] === 'raw').map((e) => e[1]), sentRaw);
-    }),
+    fc.property(
+      fc.array(item, { maxLength: 12 }),
+      fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 30 }),
+      (items, cuts) => {
+        const parts: Buffer[] = [];
+        for (const it of items) {
+          if (it.kind === 'line') parts.push(Buffer.from(`${it.l}\n`));
+          else if (it.kind === 'data')
+            parts.push(Buffer.from(`s f 4 12 ${it.d.length} 1.5 f 644 - 0 ${it.d.length}\n`), it.d);
+          else if (!it.d.includes(term)) parts.push(Buffer.from('P 9\n'), it.d, term);
+        }
+        const all = Buffer.concat(parts);
+        const whole = parse([all], term);
+        const chunks: Buffer[] = [];
+        let at = 0;
+        for (const c of cuts) {
+          if (at >= all.length) break;
+          chunks.push(all.subarray(at, at + c));
+          at += c;
+        }
+        chunks.push(all.subarray(at));
+        assert.deepEqual(parse(chunks, term), whole);
+        // and the whole parse is what was sent
+        const sentData = items.filter((i) => i.kind === 'data').map((i) => (i as { d: Buffer }).d.toString('latin1'));
+        assert.deepEqual(
+          whole.filter((e) => e[0] === 'data').map((e) => e[2]),
+          sentData,
+        );
+        const sentRaw = items
+          .filter((i) => i.kind === 'raw' && !i.d.includes(term))
+          .map((i) => (i as { d: Buffer }).d.toString('latin1'));
+        assert.deepEqual(
+          whole.filter((e) => e[0] === 'raw').map((e) => e[1]),
+          sentRaw,
+        );
+      },
+    ),
     { numRuns: 300 },
   );
 });

@@ -44,10 +44,13 @@ async function until<T>(f: () => T | null | undefined | false, ms = 10000): Prom
 }
 
 test('unknown values are null, never 0; real zeros stay 0', () => {
-  for (const v of ['[N/A]', '[Not Supported]', 'N/A', '[Unknown Error]', 'ERR!', '', '[Insufficient Permissions]']) assert.equal(smiValue(v), null, v);
+  for (const v of ['[N/A]', '[Not Supported]', 'N/A', '[Unknown Error]', 'ERR!', '', '[Insufficient Permissions]'])
+    assert.equal(smiValue(v), null, v);
   assert.equal(smiValue('0'), 0);
   assert.equal(smiValue(' 312.45'), 312.45);
-  const lines = readFileSync(join(FX, 'na-fields', 'gpu.csv'), 'utf8').trim().split('\n');
+  const lines = readFileSync(join(FX, 'na-fields', 'gpu.csv'), 'utf8')
+    .trim()
+    .split('\n');
   const [g0, g1] = lines.map(parseGpuLine);
   assert.equal(g0!.powerLimitW, null);
   assert.equal(g0!.memClockMHz, null);
@@ -87,7 +90,19 @@ test('two A100s: devices and compute apps from one long-lived stream each', asyn
   assert.equal(t.status, 'ok');
   if (t.status !== 'ok') return;
   assert.deepEqual(
-    t.devices.map((d) => [d.index, d.name, d.memUsedMiB, d.memTotalMiB, d.utilPct, d.powerW, d.powerLimitW, d.tempC, d.smClockMHz, d.memClockMHz, d.mig]),
+    t.devices.map((d) => [
+      d.index,
+      d.name,
+      d.memUsedMiB,
+      d.memTotalMiB,
+      d.utilPct,
+      d.powerW,
+      d.powerLimitW,
+      d.tempC,
+      d.smClockMHz,
+      d.memClockMHz,
+      d.mig,
+    ]),
     [
       [0, 'NVIDIA A100-SXM4-80GB', 40530, 81920, 98, 312.45, 400, 63, 1410, 1593, null],
       [1, 'NVIDIA A100-SXM4-80GB', 40112, 81920, 97, 305.1, 400, 61, 1410, 1593, null],
@@ -97,10 +112,13 @@ test('two A100s: devices and compute apps from one long-lived stream each', asyn
     const c = m.current();
     return c.status === 'ok' && c.apps.length === 2 && c.apps;
   });
-  assert.deepEqual(apps.map((a) => [a.pid, a.usedMemMiB]), [
-    [48213, 40102],
-    [48214, 39684],
-  ]);
+  assert.deepEqual(
+    apps.map((a) => [a.pid, a.usedMemMiB]),
+    [
+      [48213, 40102],
+      [48214, 39684],
+    ],
+  );
   await new Promise((r) => setTimeout(r, 1000)); // several intervals
   const calls = readFileSync(join(dir, 'calls.log'), 'utf8').trim().split('\n');
   const gpuCalls = calls.filter((c) => c.includes('--query-gpu'));
@@ -128,7 +146,13 @@ test('MIG devices are listed under their GPU', async () => {
   });
   if (t.status !== 'ok') return;
   assert.deepEqual(
-    t.devices.map((d) => [d.index, d.name, d.mig ? [d.mig.gpuInstance, d.mig.computeInstance] : null, d.memUsedMiB, d.utilPct]),
+    t.devices.map((d) => [
+      d.index,
+      d.name,
+      d.mig ? [d.mig.gpuInstance, d.mig.computeInstance] : null,
+      d.memUsedMiB,
+      d.utilPct,
+    ]),
     [
       [0, 'NVIDIA A100-SXM4-40GB', null, 11, null],
       [0, 'MIG 3g.20gb', [2, 0], 10240, null],
@@ -181,7 +205,9 @@ test('nvidia-smi hanging: bounded, "not answering since", everything else keeps 
   void t0;
   // never a pile of hung nvidia-smi processes
   await new Promise((res) => setTimeout(res, 2500));
-  const fakes = (await listProcesses(host)).filter((p) => p.argv.some((a) => a.endsWith('/nvidia-smi')) && p.argv.join(' ').includes('-lms'));
+  const fakes = (await listProcesses(host)).filter(
+    (p) => p.argv.some((a) => a.endsWith('/nvidia-smi')) && p.argv.join(' ').includes('-lms'),
+  );
   assert.ok(fakes.length <= 1, `at most one device stream at a time (${fakes.length})`);
   rmSync(join(dir, 'HANG'));
   const back = await until(() => m.current().status === 'ok', 20000);
@@ -228,7 +254,8 @@ test('over SSH the same telemetry arrives (real sshd, fake nvidia-smi on the rem
     await sshd.stop();
   }
   // nothing left running on the "remote" side once the host is closed
-  const left = async () => (await listProcesses(host)).filter((p) => p.argv.some((a) => a.endsWith('/nvidia-smi')) && p.argv.includes('300'));
+  const left = async () =>
+    (await listProcesses(host)).filter((p) => p.argv.some((a) => a.endsWith('/nvidia-smi')) && p.argv.includes('300'));
   let l = await left();
   for (let i = 0; i < 25 && l.length; i++) {
     await new Promise((r) => setTimeout(r, 200));

@@ -19,8 +19,17 @@ for (const mode of ['sync', 'async'] as const) {
       mkdirSync(join(dir, 'tb'));
       writeFileSync(join(dir, 'tb', 'events.out.tfevents.1'), 'ev');
       let p = await h.pollDir(dir, [{ path: f, offset: 0 }], ['tb', 'nope']);
-      assert.deepEqual(p.entries!.map((e) => [e.name, e.isDir, e.size]), [['heartbeat_rank0.jsonl', false, 4], ['tb', true, p.entries![1]!.size]]);
-      assert.deepEqual(p.subdirs.tb!.map((e) => e.name), ['events.out.tfevents.1']);
+      assert.deepEqual(
+        p.entries!.map((e) => [e.name, e.isDir, e.size]),
+        [
+          ['heartbeat_rank0.jsonl', false, 4],
+          ['tb', true, p.entries![1]!.size],
+        ],
+      );
+      assert.deepEqual(
+        p.subdirs.tb!.map((e) => e.name),
+        ['events.out.tfevents.1'],
+      );
       assert.equal(p.subdirs.nope, null);
       assert.equal(p.reads[0]!.data.toString(), 'one\n');
       assert.equal(p.reads[0]!.stat!.size, 4);
@@ -44,10 +53,18 @@ for (const mode of ['sync', 'async'] as const) {
       assert.equal(p.reads[0]!.reset, 'replaced');
       assert.equal(p.reads[0]!.data.toString(), 'fresh');
 
-      p = await h.pollDir(dir, [{ path: join(dir, 'absent.csv'), offset: 0 }, { path: join(dir, 'tb'), offset: 0 }, { path: f, offset: 5 }]);
+      p = await h.pollDir(dir, [
+        { path: join(dir, 'absent.csv'), offset: 0 },
+        { path: join(dir, 'tb'), offset: 0 },
+        { path: f, offset: 5 },
+      ]);
       assert.equal(p.reads[0]!.stat, null);
       assert.equal(p.reads[0]!.error, undefined, 'a missing file is not an error');
-      assert.match(p.reads[1]!.error ?? '', /not a regular file \(a directory\)/, 'a directory is an error on that read only');
+      assert.match(
+        p.reads[1]!.error ?? '',
+        /not a regular file \(a directory\)/,
+        'a directory is an error on that read only',
+      );
       assert.equal(p.reads[2]!.data.toString(), ' content\n');
 
       assert.equal(await h.stat(join(dir, 'absent')), null);
@@ -62,22 +79,32 @@ for (const mode of ['sync', 'async'] as const) {
     }
   });
 
-  test(`pollDir (${mode} I/O): a FIFO named like an artifact is reported by name, never opened for a blocking read`, { timeout: 60_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), `nsa-fifo-${mode}-`));
-    try {
-      const h = new LocalHost({ pollIo: mode });
-      for (const name of ['training.csv', 'env.json', '.HALT']) execFileSync('mkfifo', [join(dir, name)]);
-      writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), '{"ts":1,"msg":"boot"}\n');
-      // without O_NONBLOCK the open below waits in the kernel for a writer that never comes
-      const p = await h.pollDir(dir, ['training.csv', 'env.json', '.HALT', 'heartbeat_rank0.jsonl'].map((n) => ({ path: join(dir, n), offset: 0 })));
-      for (const r of p.reads.slice(0, 3)) assert.match(r.error ?? '', /not a regular file \(a FIFO\)/, r.path);
-      assert.equal(p.reads[3]!.data.toString(), '{"ts":1,"msg":"boot"}\n');
-      await assert.rejects(h.readFile(join(dir, 'env.json'), 4096), /not a regular file \(a FIFO\)/);
-      await assert.rejects(h.readRange(join(dir, '.HALT'), 0), /not a regular file/);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  test(
+    `pollDir (${mode} I/O): a FIFO named like an artifact is reported by name, never opened for a blocking read`,
+    { timeout: 60_000 },
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), `nsa-fifo-${mode}-`));
+      try {
+        const h = new LocalHost({ pollIo: mode });
+        for (const name of ['training.csv', 'env.json', '.HALT']) execFileSync('mkfifo', [join(dir, name)]);
+        writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), '{"ts":1,"msg":"boot"}\n');
+        // without O_NONBLOCK the open below waits in the kernel for a writer that never comes
+        const p = await h.pollDir(
+          dir,
+          ['training.csv', 'env.json', '.HALT', 'heartbeat_rank0.jsonl'].map((n) => ({
+            path: join(dir, n),
+            offset: 0,
+          })),
+        );
+        for (const r of p.reads.slice(0, 3)) assert.match(r.error ?? '', /not a regular file \(a FIFO\)/, r.path);
+        assert.equal(p.reads[3]!.data.toString(), '{"ts":1,"msg":"boot"}\n');
+        await assert.rejects(h.readFile(join(dir, 'env.json'), 4096), /not a regular file \(a FIFO\)/);
+        await assert.rejects(h.readRange(join(dir, '.HALT'), 0), /not a regular file/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 }
 
 test('auto I/O: a file system that is not known to be local (here procfs) stays asynchronous', async () => {

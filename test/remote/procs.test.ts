@@ -11,7 +11,15 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { LocalHost } from '../../src/remote/local/host.js';
 import type { ProcInfo } from '../../src/remote/types.js';
-import { findRunProcesses, listProcesses, matchRun, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
+import {
+  findRunProcesses,
+  listProcesses,
+  matchRun,
+  parseStat,
+  readProc,
+  splitHeadOutput,
+  verifyProcess,
+} from '../../src/remote/procs.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-procs-'));
 const host = new LocalHost();
@@ -66,7 +74,11 @@ symlinkSync(process.execPath, python3);
 writeFileSync(join(bin, 'nsa-top.js'), SCRIPT);
 writeFileSync(join(bin, 'torchrun'), SCRIPT);
 
-async function waitFor<T>(f: () => T | undefined | null | false | Promise<T | undefined | null | false>, what: string, ms = 10000): Promise<T> {
+async function waitFor<T>(
+  f: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  what: string,
+  ms = 10000,
+): Promise<T> {
   const t0 = Date.now();
   for (;;) {
     const v = await f();
@@ -77,7 +89,13 @@ async function waitFor<T>(f: () => T | undefined | null | false | Promise<T | un
 }
 
 function startGroup(argv: string[], opts: { cwd: string; env: Record<string, string> }): ChildProcess {
-  const c = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: 'ignore', detached: true, argv0: argv[0] });
+  const c = spawn(argv[0]!, argv.slice(1), {
+    cwd: opts.cwd,
+    env: { ...process.env, ...opts.env },
+    stdio: 'ignore',
+    detached: true,
+    argv0: argv[0],
+  });
   groups.push(c);
   return c;
 }
@@ -93,7 +111,10 @@ async function pidsOf(file: string, withWorker = false): Promise<{ ranks: number
   };
   const ranks = await waitFor(() => existsSync(file) && readList(), file);
   if (!withWorker) return { ranks };
-  const worker = await waitFor(() => existsSync(`${file}.worker`) && Number(readFileSync(`${file}.worker`, 'utf8')), 'worker');
+  const worker = await waitFor(
+    () => existsSync(`${file}.worker`) && Number(readFileSync(`${file}.worker`, 'utf8')),
+    'worker',
+  );
   return { ranks, worker };
 }
 
@@ -101,18 +122,22 @@ test('parseStat keeps comm whole when it holds spaces and parentheses', () => {
   // field N of stat is tail[N - 3]: state, ppid=1, …, starttime (22) = 987654, rss (24) = 21
   const tail = ['S', ...Array.from({ length: 30 }, (_, i) => (i + 1 === 19 ? '987654' : String(i + 1)))].join(' ');
   fc.assert(
-    fc.property(fc.string({ maxLength: 20 }).filter((s) => !s.includes('\n')), fc.integer({ min: 1, max: 4194304 }), (comm, pid) => {
-      const f = parseStat(`${pid} (${comm}) ${tail}`);
-      assert.ok(f);
-      assert.equal(f.pid, pid);
-      assert.equal(f.comm, comm);
-      assert.equal(f.state, 'S');
-      assert.equal(f.ppid, 1);
-      assert.equal(f.utime, 11);
-      assert.equal(f.stime, 12);
-      assert.equal(f.startTime, '987654');
-      assert.equal(f.rssPages, 21);
-    }),
+    fc.property(
+      fc.string({ maxLength: 20 }).filter((s) => !s.includes('\n')),
+      fc.integer({ min: 1, max: 4194304 }),
+      (comm, pid) => {
+        const f = parseStat(`${pid} (${comm}) ${tail}`);
+        assert.ok(f);
+        assert.equal(f.pid, pid);
+        assert.equal(f.comm, comm);
+        assert.equal(f.state, 'S');
+        assert.equal(f.ppid, 1);
+        assert.equal(f.utime, 11);
+        assert.equal(f.stime, 12);
+        assert.equal(f.startTime, '987654');
+        assert.equal(f.rssPages, 21);
+      },
+    ),
   );
   assert.equal(parseStat('garbage'), null);
 });
@@ -127,7 +152,10 @@ test('a crafted argv that imitates a head header makes that entry unknown, not s
 test('readProc / verifyProcess: pid plus start time, and a dead or mismatched process is refused', async () => {
   // a long argument too: command lines are read into a buffer that grows (10 kB > its first 4 KiB)
   const long = 'x'.repeat(10_000);
-  const c = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)', long, 'marker-arg with space'], { stdio: 'ignore', env: { ...process.env, RANK: '3' } });
+  const c = spawn(process.execPath, ['-e', 'setInterval(()=>{},1e9)', long, 'marker-arg with space'], {
+    stdio: 'ignore',
+    env: { ...process.env, RANK: '3' },
+  });
   try {
     // (a child read between fork and exec still shows its parent's argv and environ)
     const info = await waitFor(async () => {
@@ -184,21 +212,35 @@ test('nsa-top reference trainer: launcher and its ranks from environ; a data-loa
   const mk = (dir: string, pidsFile: string) =>
     startGroup([process.execPath, nsaTop, 'train', '--out-dir', dir], {
       cwd: tmp,
-      env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: pidsFile, NSA_TOP_RUN_DIR: dir, CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train', '--rank-worker']) },
+      env: {
+        ROLE: 'launcher',
+        NPROC: '2',
+        PIDS_FILE: pidsFile,
+        NSA_TOP_RUN_DIR: dir,
+        CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train', '--rank-worker']),
+      },
     });
   const l1 = mk(runDir, join(tmp, 'ref.pids'));
   const l2 = mk(other, join(tmp, 'other.pids'));
   const { ranks: kids, worker } = await pidsOf(join(tmp, 'ref.pids'), true);
   const { ranks: otherKids } = await pidsOf(join(tmp, 'other.pids'));
-  const gpu = { at: Date.now(), latencyMs: 1, devices: [], apps: [{ pid: kids[1]!, gpuUuid: 'GPU-b', usedMemMiB: 1234 }] };
+  const gpu = {
+    at: Date.now(),
+    latencyMs: 1,
+    devices: [],
+    apps: [{ pid: kids[1]!, gpuUuid: 'GPU-b', usedMemMiB: 1234 }],
+  };
   // even a stale heartbeat hint pointing at the other run's rank must not pull it in
   const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid: otherKids[1]! }], gpu });
   assert.equal(rp.error, undefined);
   assert.equal(rp.launcher?.pid, l1.pid);
-  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.localRank, r.proc.pid, r.source]), [
-    [0, 0, kids[0], 'environ'],
-    [1, 1, kids[1], 'environ'],
-  ]);
+  assert.deepEqual(
+    rp.ranks.map((r) => [r.rank, r.localRank, r.proc.pid, r.source]),
+    [
+      [0, 0, kids[0], 'environ'],
+      [1, 1, kids[1], 'environ'],
+    ],
+  );
   assert.equal(rp.ranks[1]!.gpuMemMiB, 1234);
   assert.equal(rp.ranks[1]!.gpuUuid, 'GPU-b');
   assert.equal(rp.ranks[0]!.gpuMemMiB, null, 'no compute-app entry: unknown, not 0');
@@ -208,7 +250,10 @@ test('nsa-top reference trainer: launcher and its ranks from environ; a data-loa
   assert.ok(!all.includes(l2.pid!));
   // the same run found through a path spelled differently (trailing slash, ..)
   const rp2 = await findRunProcesses(host, `${join(tmp, 'runs', 'x', '..', 'ref run (1)')}/`, { heartbeatPids: [] });
-  assert.deepEqual(rp2.ranks.map((r) => r.proc.pid), kids);
+  assert.deepEqual(
+    rp2.ranks.map((r) => r.proc.pid),
+    kids,
+  );
   // every rank is identified by pid + start time that verifyProcess accepts
   for (const r of rp.ranks) assert.equal(await verifyProcess(host, r.proc), true);
 });
@@ -219,10 +264,16 @@ test('torchrun + python workers of the real trainer: matched through CONFIG, cwd
   mkdirSync(runDir, { recursive: true });
   mkdirSync(join(repo, 'scripts'));
   writeFileSync(join(repo, 'scripts', 'train_showcase.py'), SCRIPT);
-  writeFileSync(join(runDir, 'env.json'), JSON.stringify({ env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '2' } }));
+  writeFileSync(
+    join(runDir, 'env.json'),
+    JSON.stringify({ env: { CONFIG: 'configs/m7c_125m_2xa100_production.yaml', WORLD_SIZE: '2' } }),
+  );
   // the proof: CONFIG names a yaml whose train.out_dir (relative to the rank's cwd) is the run dir
   mkdirSync(join(repo, 'configs'), { recursive: true });
-  writeFileSync(join(repo, 'configs', 'm7c_125m_2xa100_production.yaml'), 'model: {dim: 64}\ntrain:\n  steps: 10\n  out_dir: artifacts/m7c_125m_2xa100_prod\n');
+  writeFileSync(
+    join(repo, 'configs', 'm7c_125m_2xa100_production.yaml'),
+    'model: {dim: 64}\ntrain:\n  steps: 10\n  out_dir: artifacts/m7c_125m_2xa100_prod\n',
+  );
   writeFileSync(join(repo, 'configs', 'train_showcase.yaml'), 'train: {out_dir: "artifacts/train_showcase"}\n');
   const l = startGroup([python3, join(bin, 'torchrun'), '--nproc_per_node=2', 'scripts/train_showcase.py'], {
     cwd: repo,
@@ -238,10 +289,13 @@ test('torchrun + python workers of the real trainer: matched through CONFIG, cwd
   const rp = await findRunProcesses(host, runDir, { heartbeatPids: [] });
   assert.equal(rp.launcher?.pid, l.pid);
   assert.equal(rp.launcher?.argv[1], join(bin, 'torchrun'));
-  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid, r.source, r.proc.argv[0]]), [
-    [0, kids[0], 'environ', python3],
-    [1, kids[1], 'environ', python3],
-  ]);
+  assert.deepEqual(
+    rp.ranks.map((r) => [r.rank, r.proc.pid, r.source, r.proc.argv[0]]),
+    [
+      [0, kids[0], 'environ', python3],
+      [1, kids[1], 'environ', python3],
+    ],
+  );
   assert.equal(rp.ranks[0]!.proc.cwd, repo);
   assert.equal(rp.ranks[0]!.proc.env.WORLD_SIZE, '2');
   // a run dir whose env.json names another config is not this launcher's
@@ -263,26 +317,43 @@ test('a heartbeat pid alone proves nothing: a trainer-looking process it names i
   const p = startGroup([python3, 'scripts/train_showcase.py'], { cwd: repo, env: { ROLE: 'solo' } });
   const info = await waitFor(() => readProc(host, p.pid!), 'solo');
   const started = info.startedAtMs!;
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started + 5000, bootTs: started + 1000 }] });
+  const rp = await findRunProcesses(host, runDir, {
+    heartbeatPids: [{ rank: 0, pid: p.pid!, lastTs: started + 5000, bootTs: started + 1000 }],
+  });
   assert.deepEqual(rp.ranks, []);
   assert.deepEqual(rp.unknown, []);
   assert.equal(rp.unproven?.length, 1);
   assert.equal(rp.unproven![0]!.pid, p.pid);
-  assert.match(rp.unproven![0]!.why, /heartbeat_rank0 names pid \d+, but its environment names neither NSA_TOP_RUN_DIR nor a CONFIG/);
+  assert.match(
+    rp.unproven![0]!.why,
+    /heartbeat_rank0 names pid \d+, but its environment names neither NSA_TOP_RUN_DIR nor a CONFIG/,
+  );
   // the same process with the run dir in its environment is a rank; a boot record that predates
   // its start means the pid was recycled
-  const q = startGroup([python3, 'scripts/train_showcase.py'], { cwd: repo, env: { ROLE: 'solo', NSA_TOP_RUN_DIR: runDir } });
+  const q = startGroup([python3, 'scripts/train_showcase.py'], {
+    cwd: repo,
+    env: { ROLE: 'solo', NSA_TOP_RUN_DIR: runDir },
+  });
   const qi = await waitFor(async () => {
     const i = await readProc(host, q.pid!);
     return i && i.argv.at(-1) === 'scripts/train_showcase.py' && i;
   }, 'tied');
-  const ok = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! + 5000, bootTs: qi.startedAtMs! + 1000 }] });
-  assert.deepEqual(ok.ranks.map((r) => [r.rank, r.proc.pid]), [[0, q.pid]]);
-  const stale = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! - 50_000, bootTs: qi.startedAtMs! - 60_000 }] });
+  const ok = await findRunProcesses(host, runDir, {
+    heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! + 5000, bootTs: qi.startedAtMs! + 1000 }],
+  });
+  assert.deepEqual(
+    ok.ranks.map((r) => [r.rank, r.proc.pid]),
+    [[0, q.pid]],
+  );
+  const stale = await findRunProcesses(host, runDir, {
+    heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! - 50_000, bootTs: qi.startedAtMs! - 60_000 }],
+  });
   assert.deepEqual(stale.ranks, []);
   assert.match(stale.unproven![0]!.why, /after the boot record .* that names pid \d+: the pid was recycled/);
   // a boot record long after the process started: not the writer either
-  const old = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! + 3_600_000, bootTs: qi.startedAtMs! + 3_600_000 }] });
+  const old = await findRunProcesses(host, runDir, {
+    heartbeatPids: [{ rank: 0, pid: q.pid!, lastTs: qi.startedAtMs! + 3_600_000, bootTs: qi.startedAtMs! + 3_600_000 }],
+  });
   assert.deepEqual(old.ranks, []);
   assert.match(old.unproven![0]!.why, /long before the boot record/);
   // and a heartbeat pid that is not a trainer at all (a plain `sleep`) is named as such
@@ -290,8 +361,15 @@ test('a heartbeat pid alone proves nothing: a trainer-looking process it names i
   try {
     await waitFor(() => readProc(host, sleeper.pid!), 'sleep');
     const rs = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: sleeper.pid! }] });
-    assert.deepEqual(rs.ranks.map((r) => r.proc.pid), [q.pid], 'only the proven trainer');
-    assert.match(rs.unproven?.find((u) => u.pid === sleeper.pid)?.why ?? '', /its command \(sleep 30\) is not a trainer nsa-top knows/);
+    assert.deepEqual(
+      rs.ranks.map((r) => r.proc.pid),
+      [q.pid],
+      'only the proven trainer',
+    );
+    assert.match(
+      rs.unproven?.find((u) => u.pid === sleeper.pid)?.why ?? '',
+      /its command \(sleep 30\) is not a trainer nsa-top knows/,
+    );
   } finally {
     sleeper.kill('SIGKILL');
   }
@@ -307,18 +385,30 @@ test("nsa-top's own tools and python watchers that name the run are not its trai
   // a supervisor (`nsa-top supervise`, cwd = run dir) whose child is the real launcher
   const sup = startGroup([process.execPath, nsaTop, 'supervise'], {
     cwd: runDir,
-    env: { ROLE: 'launcher', NPROC: '1', PIDS_FILE: join(tmp, 'sup.pids'), NSA_TOP_RUN_DIR: runDir, CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train', '--out-dir', runDir]) },
+    env: {
+      ROLE: 'launcher',
+      NPROC: '1',
+      PIDS_FILE: join(tmp, 'sup.pids'),
+      NSA_TOP_RUN_DIR: runDir,
+      CHILD_ARGV: JSON.stringify([process.execPath, nsaTop, 'train', '--out-dir', runDir]),
+    },
   });
   const cockpit = startGroup([process.execPath, nsaTop, 'cockpit', runDir], { cwd: tmp, env: { ROLE: 'idle' } });
   const watchdog = startGroup([python3, idleJs, '--dir', runDir], { cwd: join(tmp, 'vibe'), env: { ROLE: 'idle' } });
-  const { ranks: [launcherPid] } = await pidsOf(join(tmp, 'sup.pids'));
+  const {
+    ranks: [launcherPid],
+  } = await pidsOf(join(tmp, 'sup.pids'));
   // the supervisor's child is `nsa-top train --out-dir runDir` with RANK=0 from the fake: make
   // sure it is seen as the trainer and the tools are not
   await new Promise((r) => setTimeout(r, 300));
   const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: cockpit.pid! }] });
   const all = [rp.launcher?.pid, ...rp.ranks.map((r) => r.proc.pid), ...rp.unknown.map((u) => u.pid)];
   assert.ok(all.includes(launcherPid), 'the train process is found');
-  for (const [what, p] of [['supervisor', sup.pid], ['cockpit', cockpit.pid], ['_watchdog.py', watchdog.pid]] as const) {
+  for (const [what, p] of [
+    ['supervisor', sup.pid],
+    ['cockpit', cockpit.pid],
+    ['_watchdog.py', watchdog.pid],
+  ] as const) {
     assert.ok(!all.includes(p), `${what} is not a trainer`);
   }
 });
@@ -330,12 +420,18 @@ test('a rank that died unreaped stays a rank, in state Z, with the environ seen 
   const script = join(tmp, 'zrepo', 'scripts', 'train_showcase.py');
   writeFileSync(script, `setTimeout(() => process.exit(3), Number(process.env.LIVE_MS))`);
   // sh starts the "rank" in the background, then becomes `sleep`, which never reaps it
-  const parent = startGroup(['sh', '-c', `"$0" "$1" & echo $! > "$2"; exec sleep 60`, python3, script, join(tmp, 'z.pid')], {
-    cwd: join(tmp, 'zrepo'),
-    env: { RANK: '1', LOCAL_RANK: '1', WORLD_SIZE: '2', NSA_TOP_RUN_DIR: runDir, LIVE_MS: '1500' },
-  });
+  const parent = startGroup(
+    ['sh', '-c', `"$0" "$1" & echo $! > "$2"; exec sleep 60`, python3, script, join(tmp, 'z.pid')],
+    {
+      cwd: join(tmp, 'zrepo'),
+      env: { RANK: '1', LOCAL_RANK: '1', WORLD_SIZE: '2', NSA_TOP_RUN_DIR: runDir, LIVE_MS: '1500' },
+    },
+  );
   void parent;
-  const pid = await waitFor(() => existsSync(join(tmp, 'z.pid')) && Number(readFileSync(join(tmp, 'z.pid'), 'utf8')), 'rank pid');
+  const pid = await waitFor(
+    () => existsSync(join(tmp, 'z.pid')) && Number(readFileSync(join(tmp, 'z.pid'), 'utf8')),
+    'rank pid',
+  );
   const alive = await waitFor(async () => {
     const r = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid }] });
     return r.ranks.length === 1 && r.ranks[0]!.proc.argv.length > 0 && r;
@@ -345,9 +441,11 @@ test('a rank that died unreaped stays a rank, in state Z, with the environ seen 
     const r = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid }] });
     return r.ranks[0]?.proc.state === 'Z' && r;
   }, 'zombie');
-  assert.deepEqual([dead.ranks[0]!.rank, dead.ranks[0]!.proc.pid, dead.ranks[0]!.source, dead.ranks[0]!.proc.env.RANK], [1, pid, 'environ', '1']);
+  assert.deepEqual(
+    [dead.ranks[0]!.rank, dead.ranks[0]!.proc.pid, dead.ranks[0]!.source, dead.ranks[0]!.proc.env.RANK],
+    [1, pid, 'environ', '1'],
+  );
 });
-
 
 test('ranks started with node options before nsa-top.js (node --enable-source-maps --import=… --require X nsa-top.js train) are still ranks', async () => {
   const runDir = join(tmp, 'runs', 'node-options');
@@ -358,15 +456,24 @@ test('ranks started with node options before nsa-top.js (node --enable-source-ma
   const nodeArgs = [process.execPath, '--enable-source-maps', '--import=data:text/javascript,0', '--require', preload];
   const l = startGroup([...nodeArgs, nsaTop, 'train', '--out', runDir], {
     cwd: tmp,
-    env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: join(tmp, 'opts.pids'), NSA_TOP_RUN_DIR: runDir, CHILD_ARGV: JSON.stringify([...nodeArgs, nsaTop, 'train', '--rank-worker']) },
+    env: {
+      ROLE: 'launcher',
+      NPROC: '2',
+      PIDS_FILE: join(tmp, 'opts.pids'),
+      NSA_TOP_RUN_DIR: runDir,
+      CHILD_ARGV: JSON.stringify([...nodeArgs, nsaTop, 'train', '--rank-worker']),
+    },
   });
   const { ranks: kids } = await pidsOf(join(tmp, 'opts.pids'));
   const rp = await findRunProcesses(host, runDir, { heartbeatPids: [] });
   assert.equal(rp.launcher?.pid, l.pid, 'the launcher is recognised past node options');
-  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid]), [
-    [0, kids[0]],
-    [1, kids[1]],
-  ]);
+  assert.deepEqual(
+    rp.ranks.map((r) => [r.rank, r.proc.pid]),
+    [
+      [0, kids[0]],
+      [1, kids[1]],
+    ],
+  );
 });
 
 test('the in-process process table (LocalHost) reads what the shell script reads: run, list and all modes', async () => {
@@ -385,16 +492,26 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   writeFileSync(join(runDir, 'env.json'), '{"env":\n{"CONFIG": "configs/equiv.yaml"}}\n');
   const l = startGroup([process.execPath, join(bin, 'nsa-top.js'), 'train', '--out', runDir], {
     cwd: runDir,
-    env: { ROLE: 'launcher', NPROC: '2', PIDS_FILE: join(tmp, 'equiv.pids'), NSA_TOP_RUN_DIR: runDir, CHILD_ARGV: JSON.stringify([process.execPath, join(bin, 'nsa-top.js'), 'train', '--rank']) },
+    env: {
+      ROLE: 'launcher',
+      NPROC: '2',
+      PIDS_FILE: join(tmp, 'equiv.pids'),
+      NSA_TOP_RUN_DIR: runDir,
+      CHILD_ARGV: JSON.stringify([process.execPath, join(bin, 'nsa-top.js'), 'train', '--rank']),
+    },
   });
   const { ranks: kids } = await pidsOf(join(tmp, 'equiv.pids'));
   // what changes between two reads by nature (CPU % needs two samples, RSS and state move, the start
   // time in ms is estimated from uptime at read time) is left out; identity, argv, env and cwd are not
-  const strip = (p: ProcInfo | null | undefined) => (p ? { ...p, cpuPct: null, startedAtMs: null, rssKiB: null, state: null, wchan: null } : p);
+  const strip = (p: ProcInfo | null | undefined) =>
+    p ? { ...p, cpuPct: null, startedAtMs: null, rssKiB: null, state: null, wchan: null } : p;
   const a = await findRunProcesses(inProcess, runDir, { heartbeatPids: [] });
   const b = await findRunProcesses(scriptOnly, runDir, { heartbeatPids: [] });
   assert.equal(a.launcher?.pid, l.pid);
-  assert.deepEqual(a.ranks.map((r) => r.proc.pid), kids);
+  assert.deepEqual(
+    a.ranks.map((r) => r.proc.pid),
+    kids,
+  );
   assert.deepEqual(strip(a.launcher), strip(b.launcher));
   assert.deepEqual(
     a.ranks.map((r) => ({ ...r, proc: strip(r.proc) })),
@@ -409,7 +526,11 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   assert.equal(await readProc(inProcess, 2 ** 22 + 7), null);
   // all mode: the same view of the group's processes
   const mine = new Set([l.pid!, ...kids]);
-  const pick = (ps: Awaited<ReturnType<typeof listProcesses>>) => ps.filter((p) => mine.has(p.pid)).map(strip).sort((x, y) => x!.pid - y!.pid);
+  const pick = (ps: Awaited<ReturnType<typeof listProcesses>>) =>
+    ps
+      .filter((p) => mine.has(p.pid))
+      .map(strip)
+      .sort((x, y) => x!.pid - y!.pid);
   const allA = pick(await listProcesses(inProcess));
   assert.equal(allA.length, 3);
   assert.deepEqual(allA, pick(await listProcesses(scriptOnly)));
@@ -421,17 +542,23 @@ test("nsa-top's own single-process trainer started by hand (train --out DIR) is 
   mkdirSync(runDir, { recursive: true });
   mkdirSync(other, { recursive: true });
   const nsaTop = join(bin, 'nsa-top.js');
-  const p = startGroup([process.execPath, nsaTop, 'train', '--out', runDir, '--steps', '10'], { cwd: tmp, env: { ROLE: 'idle' } });
+  const p = startGroup([process.execPath, nsaTop, 'train', '--out', runDir, '--steps', '10'], {
+    cwd: tmp,
+    env: { ROLE: 'idle' },
+  });
   await waitFor(async () => (await readProc(host, p.pid!))?.argv.at(-1) === '10', 'single trainer');
   const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
   assert.equal(rp.launcher, null);
-  assert.deepEqual(rp.ranks.map((r) => [r.rank, r.proc.pid]), [[0, p.pid]]);
+  assert.deepEqual(
+    rp.ranks.map((r) => [r.rank, r.proc.pid]),
+    [[0, p.pid]],
+  );
   const no = await findRunProcesses(host, other, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
   assert.deepEqual(no.ranks, []);
   assert.match(no.unproven?.[0]?.why ?? '', /no proof|environment/);
 });
 
-test('matchRun: a tied trainer that started long before the run\'s first record is not a rank, unless the heartbeats name it', () => {
+test("matchRun: a tied trainer that started long before the run's first record is not a rank, unless the heartbeats name it", () => {
   const t0 = Date.UTC(2026, 0, 1, 12);
   const proc = (pid: number, startedAtMs: number): ProcInfo => ({
     pid,
@@ -452,11 +579,21 @@ test('matchRun: a tied trainer that started long before the run\'s first record 
   // a data-loader worker of the old trainer (same argv and environment, started recently)
   const worker = { ...proc(300, t0 - 30_000), ppid: 100 };
   const r = matchRun([old, fresh, worker], ctx, [], null, t0, undefined, t0);
-  assert.deepEqual(r.ranks.map((x) => x.proc.pid), [200], 'neither the old trainer nor its worker');
-  assert.match(r.unproven?.find((u) => u.pid === 100)?.why ?? '', /names this run in its environment, but it started at .*, long before the run's first record/);
+  assert.deepEqual(
+    r.ranks.map((x) => x.proc.pid),
+    [200],
+    'neither the old trainer nor its worker',
+  );
+  assert.match(
+    r.unproven?.find((u) => u.pid === 100)?.why ?? '',
+    /names this run in its environment, but it started at .*, long before the run's first record/,
+  );
   // named by the heartbeats (its records go on after a rotated heartbeat file): judged by them
   const named = matchRun([old], ctx, [{ rank: 0, pid: 100, lastTs: t0 + 5000, bootTs: null }], null, t0, undefined, t0);
-  assert.deepEqual(named.ranks.map((x) => x.proc.pid), [100]);
+  assert.deepEqual(
+    named.ranks.map((x) => x.proc.pid),
+    [100],
+  );
   // a boot record that names it long after it started: another process with the same pid
   const boot = matchRun([old], ctx, [{ rank: 0, pid: 100, lastTs: t0 + 5000, bootTs: t0 }], null, t0, undefined, t0);
   assert.deepEqual(boot.ranks, []);

@@ -4,7 +4,17 @@
 // SSH as it is locally; one link loop in a run dir does not make the whole dir unreadable.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -59,7 +69,10 @@ test('over SSH: a link at the file or at .nsa-top is refused, its target untouch
   symlinkSync('training.csv', join(d, '.anomaly_type'));
   const hb = bytes(join(d, 'heartbeat_rank0.jsonl'));
   const csv = bytes(join(d, 'training.csv'));
-  await assert.rejects(appendOwn(host, d, '.nsa-top/watchdog.jsonl', '{"x":1}\n'), /watchdog\.jsonl on .*: is a symbolic link: refused/);
+  await assert.rejects(
+    appendOwn(host, d, '.nsa-top/watchdog.jsonl', '{"x":1}\n'),
+    /watchdog\.jsonl on .*: is a symbolic link: refused/,
+  );
   await assert.rejects(createOwn(host, d, '.anomaly_type', 'nan_loss\n'), /is a symbolic link|already exists/);
   assert.equal(bytes(join(d, 'heartbeat_rank0.jsonl')), hb);
   assert.equal(bytes(join(d, 'training.csv')), csv);
@@ -109,7 +122,7 @@ test('over SSH: one link loop in a run dir leaves the rest of it readable', asyn
   assert.equal(snap.step, 40);
 });
 
-test('over SSH: a write cut short by a full disk (a 64 KiB tmpfs) is nsa-top\'s own partial write', async (t) => {
+test("over SSH: a write cut short by a full disk (a 64 KiB tmpfs) is nsa-top's own partial write", async (t) => {
   if (process.getuid?.() !== 0) return void t.skip('needs root to mount a tmpfs');
   const mnt = join(tmp, `full-${n++}`);
   mkdirSync(mnt);

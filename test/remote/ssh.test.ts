@@ -4,7 +4,16 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createHmac, randomBytes } from 'node:crypto';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +35,9 @@ const TICK = 500;
 
 before(async () => {
   sshd = await startSshd();
-  console.log(`# ssh server under test: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : `ssh2 Server fallback (${sshd.why})`} on 127.0.0.1:${sshd.port}`);
+  console.log(
+    `# ssh server under test: ${sshd.kind === 'openssh' ? 'OpenSSH sshd' : `ssh2 Server fallback (${sshd.why})`} on 127.0.0.1:${sshd.port}`,
+  );
   host = await sshd.connect({ watchIntervalMs: 250 });
 });
 after(async () => {
@@ -38,7 +49,24 @@ after(async () => {
 /** the host's methods bound to it, as a plain object a test can override members of */
 function bindHost(h: SshHost): import('../../src/remote/host.js').Host {
   const o: Record<string, unknown> = { kind: h.kind, label: h.label };
-  for (const k of ['connState', 'stat', 'list', 'readRange', 'readFile', 'pollDir', 'exec', 'stream', 'signal', 'writeFile', 'appendFile', 'mkdirp', 'remove', 'now', 'close', 'runLight'] as const) {
+  for (const k of [
+    'connState',
+    'stat',
+    'list',
+    'readRange',
+    'readFile',
+    'pollDir',
+    'exec',
+    'stream',
+    'signal',
+    'writeFile',
+    'appendFile',
+    'mkdirp',
+    'remove',
+    'now',
+    'close',
+    'runLight',
+  ] as const) {
     o[k] = (h[k] as (...a: unknown[]) => unknown).bind(h);
   }
   return o as unknown as import('../../src/remote/host.js').Host;
@@ -67,7 +95,10 @@ test('status over SSH equals local status for the same run dir (RunModel snapsho
     appendFileSync(join(dir, 'training.csv'), '999,1.2345,0.0001,1234\n');
     const hb = readFileSync(join(dir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').pop()!;
     appendFileSync(join(dir, 'heartbeat_rank0.jsonl'), `${hb}\n`);
-    writeFileSync(join(dir, 'stackdump_1795309999.txt'), 'Signal 10 at 2026-11-22T00:00:00Z\n\nThread 0x1 (most recent call first):\n  File "x.py", line 1 in f\n');
+    writeFileSync(
+      join(dir, 'stackdump_1795309999.txt'),
+      'Signal 10 at 2026-11-22T00:00:00Z\n\nThread 0x1 (most recent call first):\n  File "x.py", line 1 in f\n',
+    );
     const sa2 = await a.poll();
     // over SSH the new bytes arrive with the next watch tick: poll until they are in
     let sb2 = await b.poll();
@@ -83,7 +114,10 @@ test('status over SSH equals local status for the same run dir (RunModel snapsho
 test('pollDir over SSH: listing and bytes equal LocalHost; followed files cost no channel per poll', async () => {
   const dir = join(tmp, 'poll');
   cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
-  const reads = [{ path: join(dir, 'training.csv'), offset: 0 }, { path: join(dir, 'heartbeat_rank0.jsonl'), offset: 100 }];
+  const reads = [
+    { path: join(dir, 'training.csv'), offset: 0 },
+    { path: join(dir, 'heartbeat_rank0.jsonl'), offset: 100 },
+  ];
   const l = await local.pollDir(dir, reads);
   const r = await host.pollDir(dir, reads);
   assert.deepEqual(r.entries, l.entries);
@@ -149,7 +183,10 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
     // a writer appending rows while we read
     const writer = spawn(
       process.execPath,
-      ['-e', `const fs=require('fs');let i=0;const t=setInterval(()=>{fs.appendFileSync(${JSON.stringify(csv)},i+',1.5,0.001,100\\n');fs.appendFileSync(${JSON.stringify(hb)},JSON.stringify({step:i,msg:'beat'})+'\\n');if(++i>=400)clearInterval(t)},10)`],
+      [
+        '-e',
+        `const fs=require('fs');let i=0;const t=setInterval(()=>{fs.appendFileSync(${JSON.stringify(csv)},i+',1.5,0.001,100\\n');fs.appendFileSync(${JSON.stringify(hb)},JSON.stringify({step:i,msg:'beat'})+'\\n');if(++i>=400)clearInterval(t)},10)`,
+      ],
       { stdio: 'ignore' },
     );
     const got = { [csv]: [] as Buffer[], [hb]: [] as Buffer[] };
@@ -161,7 +198,10 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
     void writerDone.then(() => (finished = true));
     const t0 = Date.now();
     for (let i = 0; ; i++) {
-      const p = await h.pollDir(dir, [csv, hb].map((path) => ({ path, offset: off[path]! })));
+      const p = await h.pollDir(
+        dir,
+        [csv, hb].map((path) => ({ path, offset: off[path]! })),
+      );
       for (const rr of p.reads) {
         if (rr.error || !rr.stat) continue;
         assert.equal(rr.reset, undefined, 'no spurious reset');
@@ -186,8 +226,14 @@ test('connection killed mid-follow: reconnects and resumes every follow, no row 
     assert.ok(h.stats().reconnects >= 1);
     const csvText = Buffer.concat(got[csv]!).toString();
     assert.equal(csvText, readFileSync(csv, 'utf8'), 'every CSV byte exactly once');
-    const rows = csvText.trim().split('\n').map((l) => Number(l.split(',')[0]));
-    assert.deepEqual(rows, Array.from({ length: 400 }, (_, i) => i));
+    const rows = csvText
+      .trim()
+      .split('\n')
+      .map((l) => Number(l.split(',')[0]));
+    assert.deepEqual(
+      rows,
+      Array.from({ length: 400 }, (_, i) => i),
+    );
     assert.equal(Buffer.concat(got[hb]!).toString(), readFileSync(hb, 'utf8'), 'every heartbeat byte exactly once');
   } finally {
     await h.close();
@@ -298,16 +344,23 @@ test('without GNU find (plain POSIX ls): the same listing and bytes', async () =
   try {
     const dir = join(tmp, 'posix dir');
     cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
-    const reads = [{ path: join(dir, 'training.csv'), offset: 10 }, { path: join(dir, 'env.json'), offset: 0 }];
+    const reads = [
+      { path: join(dir, 'training.csv'), offset: 10 },
+      { path: join(dir, 'env.json'), offset: 0 },
+    ];
     const l = await local.pollDir(dir, reads, ['tb']);
     const r = await h.pollDir(dir, reads, ['tb']);
     const shape = (p: typeof l) => p.entries?.map((e) => [e.name, e.size, e.ino, e.isDir, e.isFile]);
     assert.deepEqual(shape(r), shape(l));
-    for (const [i, e] of (r.entries ?? []).entries()) assert.ok(Math.abs(e.mtimeMs - l.entries![i]!.mtimeMs) < 61_000, 'ls gives minutes');
-    assert.deepEqual(r.reads.map((x) => x.data.toString()), l.reads.map((x) => x.data.toString()));
+    for (const [i, e] of (r.entries ?? []).entries())
+      assert.ok(Math.abs(e.mtimeMs - l.entries![i]!.mtimeMs) < 61_000, 'ls gives minutes');
+    assert.deepEqual(
+      r.reads.map((x) => x.data.toString()),
+      l.reads.map((x) => x.data.toString()),
+    );
     assert.deepEqual(r.subdirs, { tb: null });
     assert.equal((await h.stat(join(dir, 'env.json')))?.size, 313);
-    assert.equal((await h.stat(join(dir, 'nope'))), null);
+    assert.equal(await h.stat(join(dir, 'nope')), null);
   } finally {
     await h.close();
   }
@@ -352,9 +405,15 @@ test('sshd restarted under a follow: the host reconnects by itself and resumes',
 test('unknown host key: refused with its SHA256 fingerprint; --accept-new-host-key records it; a changed key is always refused', async () => {
   const kh = join(tmp, 'kh_unknown');
   writeFileSync(kh, '');
-  const target = resolveTarget(`${userInfo().username}@127.0.0.1:${sshd.port}`, { identity: sshd.userKey, configText: '', home: tmp });
+  const target = resolveTarget(`${userInfo().username}@127.0.0.1:${sshd.port}`, {
+    identity: sshd.userKey,
+    configText: '',
+    home: tmp,
+  });
   const base = { target, knownHostsFiles: [kh], knownHostsWritePath: kh, agentSocket: null };
-  const fp = (await import('node:child_process')).spawnSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${sshd.dir}/host_ed25519.pub`], { encoding: 'utf8' }).stdout.split(' ')[1]!;
+  const fp = (await import('node:child_process'))
+    .spawnSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${sshd.dir}/host_ed25519.pub`], { encoding: 'utf8' })
+    .stdout.split(' ')[1]!;
   await assert.rejects(SshHost.connect(base), (e: unknown) => {
     assert.ok(e instanceof HostKeyError);
     assert.equal(e.status, 'unknown');
@@ -376,7 +435,10 @@ test('unknown host key: refused with its SHA256 fingerprint; --accept-new-host-k
   const salt = randomBytes(20);
   const name = `[127.0.0.1]:${sshd.port}`;
   const [, type, key] = sshd.knownHostsLine().split(' ');
-  writeFileSync(hashed, `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')} ${type} ${key}\n`);
+  writeFileSync(
+    hashed,
+    `|1|${salt.toString('base64')}|${createHmac('sha1', salt).update(name).digest('base64')} ${type} ${key}\n`,
+  );
   const h3 = await SshHost.connect({ ...base, knownHostsFiles: [hashed], knownHostsWritePath: hashed });
   await h3.close();
 
@@ -402,17 +464,24 @@ test('a hostile directory name stays a name: nothing runs, every operation works
   const canary = join(tmp, 'canary');
   writeFileSync(canary, 'alive');
   const pwned = join(tmp, 'pwned');
-  const names = ["a; rm -rf ~", `$(touch ${pwned}) \`touch ${pwned}\``, "-rf it's \"q\" & | > < x\\y*?[z] ", ' lead'];
+  const names = ['a; rm -rf ~', `$(touch ${pwned}) \`touch ${pwned}\``, '-rf it\'s "q" & | > < x\\y*?[z] ', ' lead'];
   for (const [i, n] of names.entries()) {
     const dir = join(tmp, 'hostile', n);
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'training.csv'), '1,2.0,0.1,10\n');
     const p = await host.pollDir(dir, [{ path: join(dir, 'training.csv'), offset: 0 }]);
     assert.equal(p.error, undefined, n);
-    assert.deepEqual(p.entries?.map((e) => e.name), ['training.csv'], n);
+    assert.deepEqual(
+      p.entries?.map((e) => e.name),
+      ['training.csv'],
+      n,
+    );
     assert.equal(p.reads[0]!.data.toString(), '1,2.0,0.1,10\n', n);
     assert.equal((await host.stat(dir))?.isDir, true, n);
-    assert.deepEqual((await host.list(dir)).map((e) => e.name), ['training.csv']);
+    assert.deepEqual(
+      (await host.list(dir)).map((e) => e.name),
+      ['training.csv'],
+    );
     const e = await host.exec(['printf', '%s', n], { timeoutMs: 5000, cwd: dir, env: { NSA_X: n } });
     assert.equal(e.stdout, n);
     if (i > 1) continue;
@@ -429,7 +498,11 @@ test('a hostile directory name stays a name: nothing runs, every operation works
 });
 
 test('exec: argv, env, cwd, exit codes, and a timeout kills the remote command', async () => {
-  const r = await host.exec(['sh', '-c', 'echo "$1|$NSA_A|$(pwd)"; echo e >&2; exit 7', 'sh', "a b'c"], { timeoutMs: 5000, env: { NSA_A: '$HOME;x' }, cwd: tmp });
+  const r = await host.exec(['sh', '-c', 'echo "$1|$NSA_A|$(pwd)"; echo e >&2; exit 7', 'sh', "a b'c"], {
+    timeoutMs: 5000,
+    env: { NSA_A: '$HOME;x' },
+    cwd: tmp,
+  });
   assert.equal(r.stdout, `a b'c|$HOME;x|${tmp}\n`);
   assert.equal(r.stderr, 'e\n');
   assert.equal(r.code, 7);
@@ -451,7 +524,9 @@ test('exec: argv, env, cwd, exit codes, and a timeout kills the remote command',
 test('stream: lines as they come; stop() ends the remote command', async () => {
   const marker = `nsa-top-stream-${process.pid}`;
   const lines: string[] = [];
-  const s = host.stream(['sh', '-c', 'i=0; while :; do echo "tick $i"; i=$((i+1)); sleep 0.05; done', marker], { onLine: (l) => lines.push(l) });
+  const s = host.stream(['sh', '-c', 'i=0; while :; do echo "tick $i"; i=$((i+1)); sleep 0.05; done', marker], {
+    onLine: (l) => lines.push(l),
+  });
   const t0 = Date.now();
   while (lines.length < 5 && Date.now() - t0 < 10000) await new Promise((r) => setTimeout(r, 50));
   assert.deepEqual(lines.slice(0, 3), ['tick 0', 'tick 1', 'tick 2']);
@@ -467,7 +542,14 @@ test('stream: lines as they come; stop() ends the remote command', async () => {
 
 test('signals over SSH go by kill, only to the process whose start time matches', async () => {
   const flag = join(tmp, 'usr1');
-  const c = spawn(process.execPath, ['-e', `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));setInterval(()=>{},1e9)`], { stdio: 'ignore' });
+  const c = spawn(
+    process.execPath,
+    [
+      '-e',
+      `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));setInterval(()=>{},1e9)`,
+    ],
+    { stdio: 'ignore' },
+  );
   try {
     const info = await (async () => {
       for (;;) {
@@ -477,7 +559,10 @@ test('signals over SSH go by kill, only to the process whose start time matches'
       }
     })();
     await new Promise((r) => setTimeout(r, 300)); // handler installed
-    await assert.rejects(host.signal(c.pid!, 'SIGUSR1', { startTime: String(Number(info.startTime) + 1) }), /another process/);
+    await assert.rejects(
+      host.signal(c.pid!, 'SIGUSR1', { startTime: String(Number(info.startTime) + 1) }),
+      /another process/,
+    );
     assert.equal(existsSync(flag), false, 'a mismatched start time signals nothing');
     await host.signal(c.pid!, 'SIGUSR1', { startTime: info.startTime });
     const t0 = Date.now();
@@ -535,14 +620,23 @@ test('ssh-agent: logs in with a key only the agent holds (SSH_AUTH_SOCK)', async
   try {
     const t0 = Date.now();
     while (!existsSync(sock) && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
-    const add = (await import('node:child_process')).spawnSync('ssh-add', [sshd.userKey], { env: { ...process.env, SSH_AUTH_SOCK: sock }, encoding: 'utf8' });
+    const add = (await import('node:child_process')).spawnSync('ssh-add', [sshd.userKey], {
+      env: { ...process.env, SSH_AUTH_SOCK: sock },
+      encoding: 'utf8',
+    });
     assert.equal(add.status, 0, add.stderr);
-    const target = resolveTarget(`${userInfo().username}@127.0.0.1:${sshd.port}`, { configText: '', home: join(tmp, 'no-home') });
+    const target = resolveTarget(`${userInfo().username}@127.0.0.1:${sshd.port}`, {
+      configText: '',
+      home: join(tmp, 'no-home'),
+    });
     assert.deepEqual(target.identityFiles, [], 'no key file: only the agent can log in');
     const h = await SshHost.connect({ target, knownHostsFiles: [sshd.knownHosts], agentSocket: sock });
     assert.equal((await h.exec(['echo', 'agent'], { timeoutMs: 5000 })).stdout, 'agent\n');
     await h.close();
-    await assert.rejects(SshHost.connect({ target, knownHostsFiles: [sshd.knownHosts], agentSocket: null }), /no way to authenticate/);
+    await assert.rejects(
+      SshHost.connect({ target, knownHostsFiles: [sshd.knownHosts], agentSocket: null }),
+      /no way to authenticate/,
+    );
   } finally {
     agent.kill('SIGTERM');
   }
@@ -560,9 +654,18 @@ test('openHost: ~/.ssh/config alias (HostName/User/Port/IdentityFile) and the --
   assert.equal(h.label, `${userInfo().username}@trainbox:${sshd.port}`);
   assert.equal((await h.exec(['echo', 'via alias'], { timeoutMs: 5000 })).stdout, 'via alias\n');
   await h.close();
-  const h2 = await openHost({ host: `${userInfo().username}@127.0.0.1:${sshd.port}`, identity: sshd.userKey, sshConfigText: '', home, ssh });
+  const h2 = await openHost({
+    host: `${userInfo().username}@127.0.0.1:${sshd.port}`,
+    identity: sshd.userKey,
+    sshConfigText: '',
+    home,
+    ssh,
+  });
   assert.equal((await h2.exec(['echo', 'direct'], { timeoutMs: 5000 })).stdout, 'direct\n');
   await h2.close();
   assert.equal((await openHost({})).kind, 'local');
-  await assert.rejects(openHost({ host: 'x@127.0.0.1:1', identity: sshd.userKey, sshConfigText: '', home, ssh }), /cannot reach/);
+  await assert.rejects(
+    openHost({ host: 'x@127.0.0.1:1', identity: sshd.userKey, sshConfigText: '', home, ssh }),
+    /cannot reach/,
+  );
 });

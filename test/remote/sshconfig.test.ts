@@ -16,13 +16,17 @@ test('--host forms', () => {
   assert.deepEqual(parseHostSpec('ubuntu@10.0.0.5:2222'), { user: 'ubuntu', host: '10.0.0.5', port: 2222 });
   assert.deepEqual(parseHostSpec('me@[fe80::1]:22'), { user: 'me', host: 'fe80::1', port: 22 });
   assert.deepEqual(parseHostSpec('[::1]'), { user: undefined, host: '::1', port: undefined });
-  for (const bad of ['', 'a@', '@box', 'box:port', 'box:70000', 'box; rm -rf ~', '$(id)@box']) assert.throws(() => parseHostSpec(bad), /invalid|empty/, bad);
+  for (const bad of ['', 'a@', '@box', 'box:port', 'box:70000', 'box; rm -rf ~', '$(id)@box'])
+    assert.throws(() => parseHostSpec(bad), /invalid|empty/, bad);
 });
 
 test('ssh config: first value wins, patterns with wildcards and negation, Match blocks skipped, Include', () => {
   const home = mkdtempSync(join(tmpdir(), 'nsa-sshcfg-'));
   mkdirSync(join(home, '.ssh', 'conf.d'), { recursive: true });
-  writeFileSync(join(home, '.ssh', 'conf.d', 'gpu.conf'), 'Host gpu-*\n  User trainer\n  IdentityFile ~/.ssh/gpu_key\n');
+  writeFileSync(
+    join(home, '.ssh', 'conf.d', 'gpu.conf'),
+    'Host gpu-*\n  User trainer\n  IdentityFile ~/.ssh/gpu_key\n',
+  );
   const cfg = [
     'Include conf.d/*.conf',
     'Host gpu-* !gpu-bad',
@@ -59,17 +63,34 @@ test('ssh config: first value wins, patterns with wildcards and negation, Match 
   assert.equal(t2.user, 'me');
   assert.equal(t2.port, 2022);
   assert.equal(t2.hostName, 'plain');
-  assert.throws(() => resolveTarget('x', { configText: '', home, identity: join(home, 'missing') }), /identity file not found/);
+  assert.throws(
+    () => resolveTarget('x', { configText: '', home, identity: join(home, 'missing') }),
+    /identity file not found/,
+  );
   rmSync(home, { recursive: true, force: true });
 });
 
 test('known_hosts: plain, hashed, wildcard, port form, revoked, changed', () => {
-  const key = Buffer.concat([Buffer.from([0, 0, 0, 11]), Buffer.from('ssh-ed25519'), Buffer.from([0, 0, 0, 32]), Buffer.alloc(32, 7)]);
-  const other = Buffer.concat([Buffer.from([0, 0, 0, 11]), Buffer.from('ssh-ed25519'), Buffer.from([0, 0, 0, 32]), Buffer.alloc(32, 9)]);
+  const key = Buffer.concat([
+    Buffer.from([0, 0, 0, 11]),
+    Buffer.from('ssh-ed25519'),
+    Buffer.from([0, 0, 0, 32]),
+    Buffer.alloc(32, 7),
+  ]);
+  const other = Buffer.concat([
+    Buffer.from([0, 0, 0, 11]),
+    Buffer.from('ssh-ed25519'),
+    Buffer.from([0, 0, 0, 32]),
+    Buffer.alloc(32, 9),
+  ]);
   const b64 = key.toString('base64');
   assert.equal(checkHostKey([`box ssh-ed25519 ${b64}`], 'box', 22, key).status, 'known');
   assert.equal(checkHostKey([`[box]:2222 ssh-ed25519 ${b64}`], 'box', 2222, key).status, 'known');
-  assert.equal(checkHostKey([`box ssh-ed25519 ${b64}`], 'box', 2222, key).status, 'unknown', 'port 22 entry does not cover 2222');
+  assert.equal(
+    checkHostKey([`box ssh-ed25519 ${b64}`], 'box', 2222, key).status,
+    'unknown',
+    'port 22 entry does not cover 2222',
+  );
   assert.equal(checkHostKey([`*.example,!bad.example ssh-ed25519 ${b64}`], 'gpu.example', 22, key).status, 'known');
   assert.equal(checkHostKey([`*.example,!bad.example ssh-ed25519 ${b64}`], 'bad.example', 22, key).status, 'unknown');
   const salt = Buffer.alloc(20, 3);
@@ -77,7 +98,10 @@ test('known_hosts: plain, hashed, wildcard, port form, revoked, changed', () => 
   assert.equal(checkHostKey([`${hashed} ssh-ed25519 ${b64}`], 'box', 22, key).status, 'known');
   assert.equal(checkHostKey([`${hashed} ssh-ed25519 ${b64}`], 'other', 22, key).status, 'unknown');
   assert.equal(checkHostKey([`box ssh-ed25519 ${other.toString('base64')}`], 'box', 22, key).status, 'changed');
-  assert.equal(checkHostKey([`box ssh-ed25519 ${b64}`, `@revoked * ssh-ed25519 ${b64}`], 'box', 22, key).status, 'revoked');
+  assert.equal(
+    checkHostKey([`box ssh-ed25519 ${b64}`, `@revoked * ssh-ed25519 ${b64}`], 'box', 22, key).status,
+    'revoked',
+  );
   assert.deepEqual(checkHostKey([`box ssh-rsa AAAA`], 'box', 22, key), { status: 'unknown', otherTypes: ['ssh-rsa'] });
   // appended entries are read back, file created 0600 in a new 0700 dir
   const d = mkdtempSync(join(tmpdir(), 'nsa-kh-'));
@@ -99,10 +123,19 @@ test('known_hosts: plain, hashed, wildcard, port form, revoked, changed', () => 
 
 test('shQuote: any string survives a POSIX shell as one word', () => {
   fc.assert(
-    fc.property(fc.array(fc.string({ unit: 'binary' }).filter((s) => !s.includes('\0')), { minLength: 1, maxLength: 4 }), (args) => {
-      const out = execFileSync('sh', ['-c', `for a in ${shJoin(args)}; do printf '%s\\0' "$a"; done`]);
-      assert.deepEqual(out.toString('utf8').split('\0').slice(0, -1), args.map((a) => Buffer.from(a, 'utf8').toString('utf8')));
-    }),
+    fc.property(
+      fc.array(
+        fc.string({ unit: 'binary' }).filter((s) => !s.includes('\0')),
+        { minLength: 1, maxLength: 4 },
+      ),
+      (args) => {
+        const out = execFileSync('sh', ['-c', `for a in ${shJoin(args)}; do printf '%s\\0' "$a"; done`]);
+        assert.deepEqual(
+          out.toString('utf8').split('\0').slice(0, -1),
+          args.map((a) => Buffer.from(a, 'utf8').toString('utf8')),
+        );
+      },
+    ),
     { numRuns: 60 },
   );
   assert.throws(() => shQuote('a\0b'), /NUL/);

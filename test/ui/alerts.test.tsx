@@ -20,19 +20,51 @@ import { initialView, type ViewState } from '../../src/ui/view.js';
 import { FIXTURES, fixtureState } from './helpers.js';
 
 const STOPPED = 'rank 1 (pid 4242) is stopped (T): it cannot reach the next collective';
-const STOPPED_DETAIL = 'state T from /proc/4242/stat; every other rank will block in the next all-reduce until it resumes (kill -CONT 4242)';
+const STOPPED_DETAIL =
+  'state T from /proc/4242/stat; every other rank will block in the next all-reduce until it resumes (kill -CONT 4242)';
 const GATES = 'gate collapse: entropy 0.01 < 0.2 on 3 consecutive records (steps 60–62)';
 
 async function withAlerts(): Promise<CockpitState> {
   const s = await fixtureState('ddp2-dumps-halt');
   const now = s.at;
   const alerts: Alert[] = [
-    { id: 'stall:rank1', rule: 'stall', severity: 'critical', title: STOPPED, detail: STOPPED_DETAIL, since: now - 20_000, rank: 1 },
-    { id: 'gates:collapse', rule: 'gate-collapse', severity: 'critical', title: GATES, detail: 'watchdog rule: entropy < 0.2 or max > 0.9 (with entropy < 0.394) or collapse > 0.5 for 3 records (NSA_WATCH_GATE_*)', since: now - 5000 },
-    { id: 'data:synthetic', rule: 'data', severity: 'warning', title: 'synthetic data: loss pinned near ln(256) past step 200', detail: 'loss 5.54 vs ln 256 = 5.545', since: now - 90_000 },
+    {
+      id: 'stall:rank1',
+      rule: 'stall',
+      severity: 'critical',
+      title: STOPPED,
+      detail: STOPPED_DETAIL,
+      since: now - 20_000,
+      rank: 1,
+    },
+    {
+      id: 'gates:collapse',
+      rule: 'gate-collapse',
+      severity: 'critical',
+      title: GATES,
+      detail:
+        'watchdog rule: entropy < 0.2 or max > 0.9 (with entropy < 0.394) or collapse > 0.5 for 3 records (NSA_WATCH_GATE_*)',
+      since: now - 5000,
+    },
+    {
+      id: 'data:synthetic',
+      rule: 'data',
+      severity: 'warning',
+      title: 'synthetic data: loss pinned near ln(256) past step 200',
+      detail: 'loss 5.54 vs ln 256 = 5.545',
+      since: now - 90_000,
+    },
   ];
   const alertHistory: ClearedAlert[] = [
-    { id: 'stall:run', rule: 'stall', severity: 'critical', title: 'step frozen at 12 for 200 s (threshold 180 s)', detail: 'all ranks silent', since: now - 600_000, cleared: now - 480_000 },
+    {
+      id: 'stall:run',
+      rule: 'stall',
+      severity: 'critical',
+      title: 'step frozen at 12 for 200 s (threshold 180 s)',
+      detail: 'all ranks silent',
+      since: now - 600_000,
+      cleared: now - 480_000,
+    },
   ];
   return { ...s, alerts, alertHistory };
 }
@@ -44,21 +76,34 @@ function words(f: ReturnType<typeof compose>): string {
   if (L.kind !== 'ok') return '';
   const sl = L.slots.find((x) => x.active === 'alerts');
   if (!sl) return '';
-  const rows = f.lines.slice(sl.y + 1, sl.y + sl.h - 1).map((l) => [...plain(l)].slice(sl.x + 1, sl.x + sl.w - 1).join(''));
+  const rows = f.lines
+    .slice(sl.y + 1, sl.y + sl.h - 1)
+    .map((l) => [...plain(l)].slice(sl.x + 1, sl.x + sl.w - 1).join(''));
   return rows.join(' ').replace(/\s+/g, ' ');
 }
 
 test('alerts: a frame with alerts, history and a banner is exact at every size, focus and zoom', async () => {
   const s = await withAlerts();
-  const views: Partial<ViewState>[] = [{}, { focus: 'alerts' }, { focus: 'log' }, { focus: 'alerts', zoom: 'alerts' }, { focus: 'log', zoom: 'log' }];
+  const views: Partial<ViewState>[] = [
+    {},
+    { focus: 'alerts' },
+    { focus: 'log' },
+    { focus: 'alerts', zoom: 'alerts' },
+    { focus: 'log', zoom: 'log' },
+  ];
   for (let cols = 80; cols <= 220; cols += 9) {
     for (let rows = 23; rows <= 70; rows += 6) {
       for (const v of views) {
         const f = compose(s, { ...initialView(), ...v }, cols, rows, s.at);
         assert.equal(f.lines.length, rows - 1, `height at ${cols}x${rows} ${JSON.stringify(v)}`);
-        for (const [i, l] of f.lines.entries()) assert.equal(lineWidth(l), cols, `line ${i} at ${cols}x${rows} ${JSON.stringify(v)}: ${plain(l)}`);
+        for (const [i, l] of f.lines.entries())
+          assert.equal(lineWidth(l), cols, `line ${i} at ${cols}x${rows} ${JSON.stringify(v)}: ${plain(l)}`);
         // a critical is on screen in every one of them, not only as a tab label
-        assert.match(text(f.lines), /CRIT rank 1 \(pid 4242\)/, `critical visible at ${cols}x${rows} ${JSON.stringify(v)}`);
+        assert.match(
+          text(f.lines),
+          /CRIT rank 1 \(pid 4242\)/,
+          `critical visible at ${cols}x${rows} ${JSON.stringify(v)}`,
+        );
       }
     }
   }
@@ -83,7 +128,10 @@ test('alerts: at 80x24 and 80x23 a critical is in the main view whichever tab it
 
 test('alerts: where there is room the whole title and detail are shown; focus or zoom shows the selected one whole', async () => {
   const s = await withAlerts();
-  for (const [cols, rows] of [[120, 40], [200, 60]] as const) {
+  for (const [cols, rows] of [
+    [120, 40],
+    [200, 60],
+  ] as const) {
     const w = words(compose(s, initialView(), cols, rows, s.at));
     for (const part of [STOPPED, GATES]) assert.ok(w.includes(part), `"${part}" whole at ${cols}x${rows}`);
     if (cols === 200) assert.ok(w.includes(STOPPED_DETAIL), `detail whole at ${cols}x${rows}: ${w}`);
@@ -120,7 +168,9 @@ test('ack: written to actions.jsonl through the audited path, read back by a sec
     const a = createActions({ host, runDir: dir, readOnly: false, state: () => s });
     const r = await a.ack({ id: alert.id, since: alert.since, severity: alert.severity, title: alert.title });
     assert.equal(r.result, 'ok');
-    const lines = readFileSync(join(dir, '.nsa-top', 'actions.jsonl'), 'utf8').trim().split('\n');
+    const lines = readFileSync(join(dir, '.nsa-top', 'actions.jsonl'), 'utf8')
+      .trim()
+      .split('\n');
     assert.equal(lines.length, 1);
     const rec = JSON.parse(lines[0]!);
     assert.equal(rec.action, 'ack');
@@ -172,13 +222,28 @@ test('keys: `a` acknowledges the first unacknowledged critical; on the Alerts pa
     Object.assign(out, { columns: 80, rows: 24, isTTY: true });
     const chunks: string[] = [];
     out.on('data', (d: Buffer) => chunks.push(d.toString('utf8')));
-    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => {}, ref: () => {}, unref: () => {} });
-    const inst = render(createElement(App, { store: { get: () => ({ ...s, readOnly }), subscribe: () => () => {} }, actions, interactive: true, noColor: true, renderMs: { current: null }, tickMs: 60_000 }), {
-      stdout: out as unknown as NodeJS.WriteStream,
-      stdin: stdin as unknown as NodeJS.ReadStream,
-      patchConsole: false,
-      exitOnCtrlC: false,
+    const stdin = Object.assign(new PassThrough(), {
+      isTTY: true,
+      setRawMode: () => {},
+      ref: () => {},
+      unref: () => {},
     });
+    const inst = render(
+      createElement(App, {
+        store: { get: () => ({ ...s, readOnly }), subscribe: () => () => {} },
+        actions,
+        interactive: true,
+        noColor: true,
+        renderMs: { current: null },
+        tickMs: 60_000,
+      }),
+      {
+        stdout: out as unknown as NodeJS.WriteStream,
+        stdin: stdin as unknown as NodeJS.ReadStream,
+        patchConsole: false,
+        exitOnCtrlC: false,
+      },
+    );
     const until = async (ok: () => boolean) => {
       for (let i = 0; i < 250 && !ok(); i++) await new Promise((r) => setTimeout(r, 20));
     };

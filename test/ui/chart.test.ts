@@ -17,7 +17,10 @@ function series(): Series {
 test('resume: one step axis, newest segment wins on overlap, resume point marked', () => {
   const pts = seriesPoints(series(), 'recent');
   assert.equal(pts.length, 80, 'one point per step');
-  assert.deepEqual(pts.map((p) => p.step), Array.from({ length: 80 }, (_, i) => i + 1));
+  assert.deepEqual(
+    pts.map((p) => p.step),
+    Array.from({ length: 80 }, (_, i) => i + 1),
+  );
   assert.equal(pts.find((p) => p.step === 40)!.value, 3, 'the resumed segment replaces the lost steps');
   const lines = chart(pts, { w: 60, h: 8 });
   assert.equal(lines.length, 9, 'h plot rows + the step axis');

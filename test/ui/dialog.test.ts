@@ -19,34 +19,89 @@ test('halt dialog: the steps at risk are told per trainer — the reference trai
   assert.doesNotMatch(ref, /writes no checkpoint/);
 });
 
-test('relaunch dialog: names the file the trainer layer chose and why — a later segment\'s lower step — and the hand-launched command', () => {
+test("relaunch dialog: names the file the trainer layer chose and why — a later segment's lower step — and the hand-launched command", () => {
   const s = baseState();
   s.run.checkpoints = [
-    { name: 'checkpoint_step60.pt', path: '/o/checkpoint_step60.pt', step: 60, size: 1, mtimeMs: 1000, fsdp: false, complete: true },
-    { name: 'checkpoint_step20.pt', path: '/o/checkpoint_step20.pt', step: 20, size: 1, mtimeMs: 2000, fsdp: false, complete: true },
+    {
+      name: 'checkpoint_step60.pt',
+      path: '/o/checkpoint_step60.pt',
+      step: 60,
+      size: 1,
+      mtimeMs: 1000,
+      fsdp: false,
+      complete: true,
+    },
+    {
+      name: 'checkpoint_step20.pt',
+      path: '/o/checkpoint_step20.pt',
+      step: 20,
+      size: 1,
+      mtimeMs: 2000,
+      fsdp: false,
+      complete: true,
+    },
   ];
   const info = {
     refusal: null,
-    resume: { name: 'checkpoint_step20.pt', path: '/o/checkpoint_step20.pt', step: 20, segment: 1, why: 'newest complete weights: written 05:25:00 by segment #1; checkpoint_step60.pt has a higher step but segment #0 wrote it earlier' },
+    resume: {
+      name: 'checkpoint_step20.pt',
+      path: '/o/checkpoint_step20.pt',
+      step: 20,
+      segment: 1,
+      why: 'newest complete weights: written 05:25:00 by segment #1; checkpoint_step60.pt has a higher step but segment #0 wrote it earlier',
+    },
     fresh: false,
     warnings: ['checkpoint names repeat across segments: checkpoint_step60.pt (segment #0) will be overwritten'],
     skipped: [],
     adopted: '(cd /repo && python -m torch.distributed.run --nproc_per_node=2 train.py) with CONFIG=c.yaml',
   };
-  const v = text(dialogView({ kind: 'relaunch', stage: 'confirm', input: '', haltInput: '', removeHalt: false, result: null, error: null, info }, s, Date.now(), 200).lines);
+  const v = text(
+    dialogView(
+      {
+        kind: 'relaunch',
+        stage: 'confirm',
+        input: '',
+        haltInput: '',
+        removeHalt: false,
+        result: null,
+        error: null,
+        info,
+      },
+      s,
+      Date.now(),
+      200,
+    ).lines,
+  );
   assert.match(v, /resumes from checkpoint_step20\.pt \(step 20\)/);
   assert.doesNotMatch(v, /resumes from checkpoint_step60/);
   assert.match(v, /segment #0 wrote it earlier/);
   assert.match(v, /will be overwritten/);
   assert.match(v, /started by hand; runs again under the supervisor: \(cd \/repo && python -m torch\.distributed\.run/);
   assert.match(v, /type the run name/);
-  const checking = text(dialogView({ kind: 'relaunch', stage: 'checking', input: '', haltInput: '', removeHalt: false, result: null, error: null, info: null }, s, Date.now(), 200).lines);
+  const checking = text(
+    dialogView(
+      {
+        kind: 'relaunch',
+        stage: 'checking',
+        input: '',
+        haltInput: '',
+        removeHalt: false,
+        result: null,
+        error: null,
+        info: null,
+      },
+      s,
+      Date.now(),
+      200,
+    ).lines,
+  );
   assert.match(checking, /checking what a relaunch would do/);
   assert.doesNotMatch(checking, /type the run name/);
 });
 
 test('a refusal is wrapped to the dialog, not cut at its edge', () => {
-  const why = 'the run was not started by nsa-top and never seen running, so its launch command is unknown: start it with a profile — nsa-top launch --profile NAME -- --resume /very/long/path/checkpoint_step40.pt';
+  const why =
+    'the run was not started by nsa-top and never seen running, so its launch command is unknown: start it with a profile — nsa-top launch --profile NAME -- --resume /very/long/path/checkpoint_step40.pt';
   const v = dialogView({ kind: 'refused', what: 'relaunch', why }, baseState(), Date.now(), 60);
   assert.ok(v.lines.length > 3);
   assert.match(text(v.lines).replace(/\n/g, ' '), /checkpoint_step40\.pt/);
@@ -58,7 +113,14 @@ import { footerLine } from '../../src/ui/panels/footer.js';
 import { proc, procs } from '../checks/helpers.js';
 import type { ControlRequest } from '../../src/trainer/control/types.js';
 
-const track = { kind: 'halt-track' as const, mode: 'after-checkpoint' as const, startStep: 10, result: null, escalation: null, killArmed: false };
+const track = {
+  kind: 'halt-track' as const,
+  mode: 'after-checkpoint' as const,
+  startStep: 10,
+  result: null,
+  escalation: null,
+  killArmed: false,
+};
 const who = { user: 'alice', tty: null, tmux: null, host: 'box', pid: 1 };
 
 test('escalation (SIGINT/SIGKILL) is not offered before .HALT exists, nor before the grace has passed; then it is', () => {
@@ -66,7 +128,17 @@ test('escalation (SIGINT/SIGKILL) is not offered before .HALT exists, nor before
   const s = baseState();
   s.procs = procs([proc(0, 'R'), proc(1, 'R')]);
   s.haltGraceS = 300;
-  const req: ControlRequest = { id: 'r1', kind: 'halt-after-checkpoint', ts: now - 60_000, who, state: 'pending', owner: { kind: 'agent', pid: 42, startTime: '1' }, graceS: 300, note: 'waiting for a complete checkpoint written after 10:00:00', updatedAt: now };
+  const req: ControlRequest = {
+    id: 'r1',
+    kind: 'halt-after-checkpoint',
+    ts: now - 60_000,
+    who,
+    state: 'pending',
+    owner: { kind: 'agent', pid: 42, startTime: '1' },
+    graceS: 300,
+    note: 'waiting for a complete checkpoint written after 10:00:00',
+    updatedAt: now,
+  };
   s.requests = [req];
   // an hour after the request, still no .HALT: nothing has been asked of the trainer
   let v = text(dialogView({ ...track, startedAt: now - 3_600_000 }, s, now, 120).lines);
@@ -105,6 +177,18 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   assert.match(plain(footerLine(s, 200, null)), /r relaunch:off\(RUNNING\)/);
   // a pending request keeps h open on an ended run: it shows the request and can cancel it
   s.runState = 'EXITED';
-  s.requests = [{ id: 'r', kind: 'halt-after-checkpoint', ts: 1, who, state: 'pending', owner: null, graceS: 300, note: 'waiting', updatedAt: 1 }];
+  s.requests = [
+    {
+      id: 'r',
+      kind: 'halt-after-checkpoint',
+      ts: 1,
+      who,
+      state: 'pending',
+      owner: null,
+      graceS: 300,
+      note: 'waiting',
+      updatedAt: 1,
+    },
+  ];
   assert.equal(haltDisabled(s), null);
 });

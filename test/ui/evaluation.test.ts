@@ -18,10 +18,26 @@ import { fixtureSnapshot, judgedState } from './helpers.js';
 
 function procsOf(states: ProcState[], pid0 = 32202): RunProcesses {
   return {
-    at: 0, launcher: null, unknown: [],
+    at: 0,
+    launcher: null,
+    unknown: [],
     ranks: states.map((state, rank) => ({
-      rank, localRank: rank, gpuMemMiB: null, gpuUuid: null, source: 'environ' as const,
-      proc: { pid: pid0 + rank, ppid: 1, startTime: '1', state, cpuPct: 0, rssKiB: 1000, wchan: null, argv: ['python'], env: {} },
+      rank,
+      localRank: rank,
+      gpuMemMiB: null,
+      gpuUuid: null,
+      source: 'environ' as const,
+      proc: {
+        pid: pid0 + rank,
+        ppid: 1,
+        startTime: '1',
+        state,
+        cpuPct: 0,
+        rssKiB: 1000,
+        wchan: null,
+        argv: ['python'],
+        env: {},
+      },
     })),
   };
 }
@@ -44,7 +60,10 @@ function assertPresentsEvaluation(s: CockpitState, label: string): void {
   const badge = head.find((seg) => seg.inverse && seg.text.trim() === s.runState);
   assert.ok(badge, `${label}: the badge says ${s.runState}`);
   assert.equal(badge!.role, HEALTH_ROLE[s.stateHealth!], `${label}: badge colour from stateHealth`);
-  assert.ok(plain(head).includes(s.runStateWhy.slice(0, 40)), `${label}: the why is the evaluation's: ${s.runStateWhy}`);
+  assert.ok(
+    plain(head).includes(s.runStateWhy.slice(0, 40)),
+    `${label}: the why is the evaluation's: ${s.runStateWhy}`,
+  );
   const progress = plain(lines[2]!);
   if (s.advancing) assert.doesNotMatch(progress, /no step for/, label);
   else assert.doesNotMatch(progress, /step\/s|ETA/, `${label}: no rate or ETA for a run that does not advance`);
@@ -63,7 +82,8 @@ function assertPresentsEvaluation(s: CockpitState, label: string): void {
     assert.ok(seg, `${label}: gate ${g.key} ${shown} coloured ${g.health}`);
   }
   const text = lines.map(plain).join('\n');
-  if (s.gates) assert.ok(text.includes(s.gates.watchdog.text.slice(0, 30)), `${label}: the gate countdown is the evaluation's`);
+  if (s.gates)
+    assert.ok(text.includes(s.gates.watchdog.text.slice(0, 30)), `${label}: the gate countdown is the evaluation's`);
 }
 
 test('each fixture run, as judged, is what the screen shows', async () => {
@@ -118,7 +138,8 @@ test('the Gates panel shows the thresholds in force: NSA_WATCH_GATE_ENTROPY_MIN 
   // three consecutive records at entropy 0.25
   for (const s of [run.series.gateEntropy]) for (const p of s.recent.slice(-3)) p.value = 0.25;
   run.gates = { ...run.gates!, entropyMean: 0.25 };
-  const at = (t: Partial<Thresholds>) => judgedState({ now: lastTs + 1000, run, procs: procsOf(['S']), gpu: null }, { thresholds: t });
+  const at = (t: Partial<Thresholds>) =>
+    judgedState({ now: lastTs + 1000, run, procs: procsOf(['S']), gpu: null }, { thresholds: t });
   const dflt = at({});
   assert.equal(dflt.gates?.readings.find((r) => r.key === 'entropy')?.health, 'ok', '0.25 is above the default 0.2');
   assert.match(frame(dflt).map(plain).join('\n'), /flag <0\.2\b/);
@@ -139,10 +160,17 @@ test('the halt dialog never says "loses nothing" while a rank is hung', async ()
   const { run, lastTs } = await live('ddp2-dumps-halt');
   run.identity.trainer = 'nsa-top-reference'; // a trainer that saves on HALT
   const risk = { steps: 0, lastCheckpointStep: 20, savesOnHalt: true };
-  const ok = judgedState({ now: lastTs + 1000, run, procs: procsOf(['S', 'S']), gpu: null }, { over: { stepsAtRisk: risk } });
-  const said = (s: CockpitState) => dialogView({ kind: 'halt-choose', startedAt: s.at }, s, s.at, 100).lines.map(plain).join('\n');
+  const ok = judgedState(
+    { now: lastTs + 1000, run, procs: procsOf(['S', 'S']), gpu: null },
+    { over: { stepsAtRisk: risk } },
+  );
+  const said = (s: CockpitState) =>
+    dialogView({ kind: 'halt-choose', startedAt: s.at }, s, s.at, 100).lines.map(plain).join('\n');
   assert.match(said(ok), /loses nothing/);
-  const hung = judgedState({ now: lastTs + 1000, run, procs: procsOf(['S', 'T']), gpu: null }, { over: { stepsAtRisk: risk } });
+  const hung = judgedState(
+    { now: lastTs + 1000, run, procs: procsOf(['S', 'T']), gpu: null },
+    { over: { stepsAtRisk: risk } },
+  );
   const text = said(hung).replace(/\n/g, ' ');
   assert.doesNotMatch(text, /loses nothing/);
   assert.match(text, /rank 1 .*stopped/);
@@ -151,8 +179,28 @@ test('the halt dialog never says "loses nothing" while a rank is hung', async ()
 
 test('the GPUs panel colours what the checks judge: memory near full, temperature, idle', async () => {
   const { run, lastTs } = await live('single');
-  const dev = (o: Record<string, unknown>) => ({ index: 0, name: 'NVIDIA A100', uuid: 'GPU-0', mig: null, memUsedMiB: 20000, memTotalMiB: 81920, utilPct: 60, powerW: 250, powerLimitW: 400, tempC: 50, smClockMHz: null, memClockMHz: null, ...o });
-  const gpu = (o: Record<string, unknown>) => ({ status: 'ok' as const, at: lastTs, latencyMs: 5, apps: [], devices: [dev(o)] });
+  const dev = (o: Record<string, unknown>) => ({
+    index: 0,
+    name: 'NVIDIA A100',
+    uuid: 'GPU-0',
+    mig: null,
+    memUsedMiB: 20000,
+    memTotalMiB: 81920,
+    utilPct: 60,
+    powerW: 250,
+    powerLimitW: 400,
+    tempC: 50,
+    smClockMHz: null,
+    memClockMHz: null,
+    ...o,
+  });
+  const gpu = (o: Record<string, unknown>) => ({
+    status: 'ok' as const,
+    at: lastTs,
+    latencyMs: 5,
+    apps: [],
+    devices: [dev(o)],
+  });
   for (const [o, field, want] of [
     [{ tempC: 90 }, 'temp', 'critical'],
     [{ tempC: 80 }, 'temp', 'warning'],
@@ -164,7 +212,9 @@ test('the GPUs panel colours what the checks judge: memory near full, temperatur
     assert.equal(h, want, `${JSON.stringify(o)}: ${field}`);
     const shown = field === 'temp' ? `${o.tempC}°C` : field === 'util' ? `${o.utilPct}%` : null;
     if (shown) {
-      const seg = frame(s).flatMap((l) => l).find((x) => x.text.trim() === shown);
+      const seg = frame(s)
+        .flatMap((l) => l)
+        .find((x) => x.text.trim() === shown);
       assert.equal(seg?.role, HEALTH_ROLE[want], `${shown} coloured ${want}`);
     }
   }

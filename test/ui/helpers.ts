@@ -46,7 +46,11 @@ export async function fixtureState(name: string, over: Partial<CockpitState> = {
 }
 
 /** Write text into a headless xterm of cols×rows and read the screen back, row by row. */
-export async function xtermScreen(cols: number, rows: number, writes: string[]): Promise<{ rows: string[]; cursorY: number; term: Terminal }> {
+export async function xtermScreen(
+  cols: number,
+  rows: number,
+  writes: string[],
+): Promise<{ rows: string[]; cursorY: number; term: Terminal }> {
   const term = new Terminal({ cols, rows, allowProposedApi: true });
   for (const w of writes) await new Promise<void>((r) => term.write(w, r));
   const buf = term.buffer.active;
@@ -57,13 +61,24 @@ export async function xtermScreen(cols: number, rows: number, writes: string[]):
 
 /** Lines as ANSI text, the way Ink would print them (colour roles → SGR). */
 export function toAnsi(lines: Line[], colors = true): string {
-  const SGR: Record<string, number> = { red: 31, green: 32, yellow: 33, blue: 34, magenta: 35, cyan: 36, white: 37, gray: 90 };
+  const SGR: Record<string, number> = {
+    red: 31,
+    green: 32,
+    yellow: 33,
+    blue: 34,
+    magenta: 35,
+    cyan: 36,
+    white: 37,
+    gray: 90,
+  };
   return lines
     .map((l) =>
       l
         .map((s) => {
           const c = colorOf(s.role, !colors);
-          const codes = [c ? SGR[c] : null, s.bold ? 1 : null, s.inverse ? 7 : null].filter((x): x is number => x != null);
+          const codes = [c ? SGR[c] : null, s.bold ? 1 : null, s.inverse ? 7 : null].filter(
+            (x): x is number => x != null,
+          );
           return codes.length ? `\x1b[${codes.join(';')}m${s.text}\x1b[0m` : s.text;
         })
         .join(''),
@@ -72,8 +87,18 @@ export function toAnsi(lines: Line[], colors = true): string {
 }
 
 /** A CockpitState whose every judgement is the Checker's, as the collector assembles it. */
-export function judgedState(input: Omit<CheckInput, 'now'> & { now?: number }, o: { thresholds?: Partial<Thresholds>; over?: Partial<CockpitState> } = {}): CockpitState {
+export function judgedState(
+  input: Omit<CheckInput, 'now'> & { now?: number },
+  o: { thresholds?: Partial<Thresholds>; over?: Partial<CockpitState> } = {},
+): CockpitState {
   const now = input.now ?? input.run.takenAt;
   const ev = new Checker(o.thresholds).evaluate({ ...input, now });
-  return { ...baseState(input.run), at: now, procs: input.procs, gpu: input.gpu, ...evaluationFields(ev), ...(o.over ?? {}) };
+  return {
+    ...baseState(input.run),
+    at: now,
+    procs: input.procs,
+    gpu: input.gpu,
+    ...evaluationFields(ev),
+    ...(o.over ?? {}),
+  };
 }

@@ -15,7 +15,7 @@ import { compose } from '../../src/ui/compose.js';
 import { layout, type Slot } from '../../src/ui/layout.js';
 import { lineWidth, plain } from '../../src/ui/text.js';
 import { initialView } from '../../src/ui/view.js';
-import { baseState, fixtureSnapshot, fixtureState, judgedState, xtermScreen } from './helpers.js';
+import { fixtureSnapshot, fixtureState, judgedState, xtermScreen } from './helpers.js';
 
 const SIZES: [number, number][] = [
   [80, 24],
@@ -51,7 +51,8 @@ for (const name of ['ddp2-dumps-halt', 'single']) {
       assert.match(text, /world 2 DDP|world 1/);
       assert.match(text, /PREFILL_BATCHED=1/);
       // every panel's title is on screen (compact screens show tab groups)
-      for (const title of ['Training', 'Ranks', 'GPUs', 'Gates']) assert.ok(text.includes(title), `${title} panel at ${cols}x${rows}`);
+      for (const title of ['Training', 'Ranks', 'GPUs', 'Gates'])
+        assert.ok(text.includes(title), `${title} panel at ${cols}x${rows}`);
     });
   }
 }
@@ -72,14 +73,23 @@ test('the halted DDP run names its stop and shows the dump set; no odd rank, as 
 test('layout: slots never overlap and stay inside the frame, for every size from 80x23 to 220x70', () => {
   for (let cols = 80; cols <= 220; cols += 7) {
     for (let rows = 23; rows <= 70; rows += 5) {
-      for (const [zoom, bannerRows, alertRows] of [[null, 0, 0], ['log' as const, 0, 0], [null, 2, 40], ['log' as const, 1, 0], [null, 1, 3]] as const) {
+      for (const [zoom, bannerRows, alertRows] of [
+        [null, 0, 0],
+        ['log' as const, 0, 0],
+        [null, 2, 40],
+        ['log' as const, 1, 0],
+        [null, 1, 3],
+      ] as const) {
         const L = layout({ cols, rows, focus: 'training', zoom, gpuRows: 4, rankRows: 3, bannerRows, alertRows });
         assert.equal(L.kind, 'ok');
         if (L.kind !== 'ok') continue;
         const cells = new Set<number>();
         let area = 0;
         for (const sl of L.slots as Slot[]) {
-          assert.ok(sl.x >= 0 && sl.y >= 0 && sl.x + sl.w <= cols && sl.y + sl.h <= rows - 1, `slot ${sl.active} inside ${cols}x${rows}`);
+          assert.ok(
+            sl.x >= 0 && sl.y >= 0 && sl.x + sl.w <= cols && sl.y + sl.h <= rows - 1,
+            `slot ${sl.active} inside ${cols}x${rows}`,
+          );
           assert.ok(sl.h >= 1 && sl.w >= 10, `slot ${sl.active} has room`);
           for (let y = sl.y; y < sl.y + sl.h; y++)
             for (let x = sl.x; x < sl.x + sl.w; x++) {
@@ -129,21 +139,59 @@ test('read-only shows on the header and the footer key hints', async () => {
 
 test('GPU panel: capability-aware (nothing shown for unreported fields), hang and absence said in words', async () => {
   const s0 = await judged('ddp2-dumps-halt');
-  const dev = { index: 0, name: 'NVIDIA A100-SXM4-80GB', uuid: 'GPU-a', mig: null, memUsedMiB: 40960, memTotalMiB: 81920, utilPct: 97, powerW: null, powerLimitW: null, tempC: 65, smClockMHz: null, memClockMHz: null };
+  const dev = {
+    index: 0,
+    name: 'NVIDIA A100-SXM4-80GB',
+    uuid: 'GPU-a',
+    mig: null,
+    memUsedMiB: 40960,
+    memTotalMiB: 81920,
+    utilPct: 97,
+    powerW: null,
+    powerLimitW: null,
+    tempC: 65,
+    smClockMHz: null,
+    memClockMHz: null,
+  };
   const procs = {
     at: s0.at,
     launcher: null,
     unknown: [],
-    ranks: [0, 1].map((rank) => ({ rank, localRank: rank, gpuMemMiB: 20000 + rank, gpuUuid: 'GPU-a', source: 'environ' as const, proc: { pid: 100 + rank, ppid: 1, startTime: '1', state: 'R' as const, cpuPct: 99, rssKiB: 2e6, wchan: null, argv: ['python'], env: {} } })),
+    ranks: [0, 1].map((rank) => ({
+      rank,
+      localRank: rank,
+      gpuMemMiB: 20000 + rank,
+      gpuUuid: 'GPU-a',
+      source: 'environ' as const,
+      proc: {
+        pid: 100 + rank,
+        ppid: 1,
+        startTime: '1',
+        state: 'R' as const,
+        cpuPct: 99,
+        rssKiB: 2e6,
+        wchan: null,
+        argv: ['python'],
+        env: {},
+      },
+    })),
   };
-  const ok = await screenOf({ ...s0, gpu: { status: 'ok', at: s0.at, devices: [dev], apps: [], latencyMs: 30 }, procs }, 120, 40);
+  const ok = await screenOf(
+    { ...s0, gpu: { status: 'ok', at: s0.at, devices: [dev], apps: [], latencyMs: 30 }, procs },
+    120,
+    40,
+  );
   assert.match(ok.text, /A100/);
   assert.match(ok.text, /40\.0G\/80\.0G/);
   assert.match(ok.text, /97%/);
   assert.match(ok.text, /65°C/);
   assert.doesNotMatch(ok.text, / 0W|\/0W/, 'power not reported → not drawn');
   assert.match(ok.text, /r0 19\.5G r1 19\.5G/);
-  const hung = await screenOf({ ...s0, gpu: { status: 'not-answering', since: s0.at - 42_000, at: s0.at, lastGood: null } }, 120, 40);
+  const hung = await screenOf(
+    { ...s0, gpu: { status: 'not-answering', since: s0.at - 42_000, at: s0.at, lastGood: null } },
+    120,
+    40,
+  );
   assert.match(hung.text, /nvidia-smi not answering for 42s/);
   const none = await screenOf({ ...s0, gpu: { status: 'no-nvidia-tools', at: s0.at } }, 120, 40);
   assert.match(none.text, /no NVIDIA tools/);
@@ -156,17 +204,41 @@ test('a stopped rank is named in the header and coloured in the ranks panel, fro
   run.control.halt = { present: false, content: null, mtimeMs: null };
   run.log.haltSeen = false;
   const lastTs = Math.max(...run.ranks.map((r) => r.lastTs ?? 0));
-  const procs = (st1: 'S' | 'T') => ({ at: 0, launcher: null, unknown: [], ranks: [0, 1].map((rank) => ({
-    rank, localRank: rank, gpuMemMiB: null, gpuUuid: null, source: 'environ' as const,
-    proc: { pid: 32202 + rank, ppid: 1, startTime: '1', state: rank === 1 ? st1 : ('S' as const), cpuPct: 0, rssKiB: 1000, wchan: null, argv: ['python'], env: {} },
-  })) });
+  const procs = (st1: 'S' | 'T') => ({
+    at: 0,
+    launcher: null,
+    unknown: [],
+    ranks: [0, 1].map((rank) => ({
+      rank,
+      localRank: rank,
+      gpuMemMiB: null,
+      gpuUuid: null,
+      source: 'environ' as const,
+      proc: {
+        pid: 32202 + rank,
+        ppid: 1,
+        startTime: '1',
+        state: rank === 1 ? st1 : ('S' as const),
+        cpuPct: 0,
+        rssKiB: 1000,
+        wchan: null,
+        argv: ['python'],
+        env: {},
+      },
+    })),
+  });
   const s = judgedState({ now: lastTs + 2000, run, procs: procs('T'), gpu: null });
   assert.equal(s.runState, 'STALLED', 'a stopped rank: not RUNNING, 2 s after its last step');
   const { f, text, scr } = await screenOf(s, 80, 24);
   assert.match(scr.rows[0]!, /STALLED.*rank 1 \(pid 32203\) is stopped/);
   assert.match(text, /CRIT rank 1 \(pid 32203\) is stop/);
-  const row1 = f.lines.find((l) => /^│ 1 32203/.test(plain(l).slice(plain(l).indexOf('│ 1 32203'))) && plain(l).includes('│ 1 32203'));
-  assert.ok(row1?.some((seg) => seg.text.includes('1 32203') && seg.role === 'crit'), 'rank 1 coloured critical');
+  const row1 = f.lines.find(
+    (l) => /^│ 1 32203/.test(plain(l).slice(plain(l).indexOf('│ 1 32203'))) && plain(l).includes('│ 1 32203'),
+  );
+  assert.ok(
+    row1?.some((seg) => seg.text.includes('1 32203') && seg.role === 'crit'),
+    'rank 1 coloured critical',
+  );
   // the frozen step: no rate, no ETA
   const progress = scr.rows.slice(0, 3).join('\n');
   assert.doesNotMatch(progress, /step\/s|ETA/);
@@ -213,12 +285,22 @@ test('the Ink app renders the frame into a terminal and re-lays out on resize', 
   const { out, chunks } = fakeTerminal(120, 40);
   const store = { get: () => s, subscribe: () => () => {} };
   const stdin = new PassThrough() as unknown as NodeJS.ReadStream;
-  const inst = render(createElement(App, { store, actions: noActions, interactive: false, noColor: false, renderMs: { current: null }, tickMs: 60_000 }), {
-    stdout: out as unknown as NodeJS.WriteStream,
-    stdin,
-    patchConsole: false,
-    maxFps: 30,
-  });
+  const inst = render(
+    createElement(App, {
+      store,
+      actions: noActions,
+      interactive: false,
+      noColor: false,
+      renderMs: { current: null },
+      tickMs: 60_000,
+    }),
+    {
+      stdout: out as unknown as NodeJS.WriteStream,
+      stdin,
+      patchConsole: false,
+      maxFps: 30,
+    },
+  );
   try {
     await new Promise((r) => setTimeout(r, 150));
     const a = await xtermScreen(120, 40, [chunks.join('').replace(/\n/g, '\r\n')]);
@@ -239,10 +321,7 @@ test('the Ink app renders the frame into a terminal and re-lays out on resize', 
   } finally {
     inst.unmount(); // a failed assertion must not leave Ink holding the event loop (the file would never end)
   }
-  base; // keep import used
 });
-
-const base = baseState;
 
 test('the frame painter draws the same screen as the composer and repaints only changed rows', async () => {
   const { FramePainter } = await import('../../src/ui/paint.js');
@@ -262,16 +341,23 @@ test('the frame painter draws the same screen as the composer and repaints only 
   const delta = writes.slice(before).join('');
   const changed = f2.lines.filter((l, i) => plain(l) !== plain(f1.lines[i]!)).length;
   assert.ok(changed > 0 && changed < 39, `some rows change (${changed})`);
-  assert.equal((delta.match(/\x1b\[\d+;\d+H/g) ?? []).length - 1, changed, 'one cursor move per changed row (plus the parking one)');
+  assert.equal(
+    (delta.match(/\x1b\[\d+;\d+H/g) ?? []).length - 1,
+    changed,
+    'one cursor move per changed row (plus the parking one)',
+  );
   // within a row only the changed part is written: far less than the rows themselves
   const { lineToAnsi } = await import('../../src/ui/ansi.js');
-  const rowsBytes = f2.lines.filter((l, i) => plain(l) !== plain(f1.lines[i]!)).reduce((n, l) => n + lineToAnsi(l, false).length, 0);
+  const rowsBytes = f2.lines
+    .filter((l, i) => plain(l) !== plain(f1.lines[i]!))
+    .reduce((n, l) => n + lineToAnsi(l, false).length, 0);
   // (less than the rows alone, cursor moves and the synchronized-update bracket included; the
   // row-by-row painter wrote the rows plus all of that)
   assert.ok(delta.length < rowsBytes, `${delta.length} bytes written where the changed rows are ${rowsBytes}`);
   assert.ok(/\x1b\[\d+;([2-9]|\d\d+)H/.test(delta), 'some row is written from a column other than the first');
   const b = await xtermScreen(120, 40, writes);
-  for (let y = 0; y < 39; y++) assert.equal(b.rows[y]!.trimEnd(), plain(f2.lines[y]!).trimEnd(), `row ${y} after the update`);
+  for (let y = 0; y < 39; y++)
+    assert.equal(b.rows[y]!.trimEnd(), plain(f2.lines[y]!).trimEnd(), `row ${y} after the update`);
   // nothing changed: nothing written
   const n = writes.length;
   p.paint(f2.lines, 120, 40);

@@ -40,7 +40,11 @@ test('widths: ASCII 1, CJK and emoji 2, combining marks 0, lone surrogates 1', (
 });
 
 test('strWidth and cut agree with the per-code-point definition on arbitrary text', () => {
-  const text = fc.oneof(fc.string({ unit: 'binary', maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 20 }), fc.string({ maxLength: 40 }));
+  const text = fc.oneof(
+    fc.string({ unit: 'binary', maxLength: 40 }),
+    fc.string({ unit: 'grapheme', maxLength: 20 }),
+    fc.string({ maxLength: 40 }),
+  );
   fc.assert(
     fc.property(text, fc.integer({ min: -1, max: 50 }), (s, w) => {
       assert.equal(strWidth(s), refWidth(s));
@@ -52,22 +56,26 @@ test('strWidth and cut agree with the per-code-point definition on arbitrary tex
   );
 });
 
-test('the painter\'s row delta, written over the old row, always gives the new row', async () => {
+test("the painter's row delta, written over the old row, always gives the new row", async () => {
   const { rowDelta } = await import('../../src/ui/paint.js');
   const { fit: fitLine, plain } = await import('../../src/ui/text.js');
   // a row as terminal cells: a wide character takes its cell and a blank one after it
   const cells = (segs: { text: string }[], width: number, into: string[] = Array<string>(width).fill(' '), at = 0) => {
     let x = at;
-    for (const s of segs) for (const ch of s.text) {
-      const w = strWidth(ch);
-      if (w === 0) continue;
-      into[x] = ch;
-      if (w === 2) into[x + 1] = '';
-      x += w;
-    }
+    for (const s of segs)
+      for (const ch of s.text) {
+        const w = strWidth(ch);
+        if (w === 0) continue;
+        into[x] = ch;
+        if (w === 2) into[x + 1] = '';
+        x += w;
+      }
     return into;
   };
-  const seg = fc.record({ text: fc.constantFrom('a', 'bc', '12', '9 s', '10 s', '損', '─', ' ', 'step'), role: fc.constantFrom(undefined, 'dim', 'ok') });
+  const seg = fc.record({
+    text: fc.constantFrom('a', 'bc', '12', '9 s', '10 s', '損', '─', ' ', 'step'),
+    role: fc.constantFrom(undefined, 'dim', 'ok'),
+  });
   const W = 24;
   fc.assert(
     fc.property(fc.array(seg, { maxLength: 8 }), fc.array(seg, { maxLength: 8 }), (a, b) => {

@@ -84,7 +84,17 @@ export const READ_FLAGS = fsc.O_RDONLY | fsc.O_NONBLOCK | fsc.O_NOCTTY;
 /** What a non-regular file is, for the error that names it (null: a regular file). */
 export function notRegular(st: import('node:fs').Stats): string | null {
   if (st.isFile()) return null;
-  const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : st.isCharacterDevice() ? 'a character device' : st.isBlockDevice() ? 'a block device' : 'not a regular file';
+  const what = st.isDirectory()
+    ? 'a directory'
+    : st.isFIFO()
+      ? 'a FIFO'
+      : st.isSocket()
+        ? 'a socket'
+        : st.isCharacterDevice()
+          ? 'a character device'
+          : st.isBlockDevice()
+            ? 'a block device'
+            : 'not a regular file';
   return `not a regular file (${what}): not read`;
 }
 
@@ -121,7 +131,10 @@ const ASYNC_IO: PollIo = {
  * cannot hang on a network: ext2/3/4, xfs, btrfs, tmpfs, ramfs, overlayfs, zfs, f2fs, bcachefs,
  * reiserfs, jfs.
  */
-const LOCAL_FS_TYPES = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0x858458f6, 0x794c7630, 0x2fc12fc1, 0xf2f52010, 0xca451a4e, 0x52654973, 0x3153464a]);
+const LOCAL_FS_TYPES = new Set([
+  0xef53, 0x58465342, 0x9123683e, 0x01021994, 0x858458f6, 0x794c7630, 0x2fc12fc1, 0xf2f52010, 0xca451a4e, 0x52654973,
+  0x3153464a,
+]);
 
 export interface LocalHostOptions {
   /**
@@ -203,7 +216,8 @@ export class LocalHost implements Host {
     try {
       return toStat(await fs.stat(path));
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR')
+        return null;
       throw e;
     }
   }
@@ -232,7 +246,10 @@ export class LocalHost implements Host {
     else await Promise.all(names.map(one));
     if (denied && out.length === 0) {
       const code = (denied as NodeJS.ErrnoException).code;
-      throw Object.assign(new Error(`${code}: ${dir}: the directory can be listed but its entries cannot be read (no search permission)`), { code });
+      throw Object.assign(
+        new Error(`${code}: ${dir}: the directory can be listed but its entries cannot be read (no search permission)`),
+        { code },
+      );
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -273,7 +290,13 @@ export class LocalHost implements Host {
       const code = (e as NodeJS.ErrnoException).code;
       this.lastIno.delete(req.path);
       if (code === 'ENOENT') return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0) };
-      return { path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0), error: `${code ?? 'error'}: ${(e as Error).message}` };
+      return {
+        path: req.path,
+        stat: null,
+        offset: req.offset,
+        data: Buffer.alloc(0),
+        error: `${code ?? 'error'}: ${(e as Error).message}`,
+      };
     }
     try {
       const raw = await io.fstat(fd);
@@ -430,7 +453,10 @@ export class LocalHost implements Host {
     const pid = child.pid;
     if (pid) liveGroups.add(pid);
     // bounded line splitting (a command that never prints a newline costs at most the cap)
-    const out = new StreamLines((l) => opts.onLine(l), (n) => opts.onOverflow?.(n));
+    const out = new StreamLines(
+      (l) => opts.onLine(l),
+      (n) => opts.onOverflow?.(n),
+    );
     const err = new StreamLines((l) => opts.onStderr?.(l));
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
@@ -482,7 +508,9 @@ export class LocalHost implements Host {
       }
       const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
       if (start !== String(expect.startTime)) {
-        throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), { code: 'ESRCH' });
+        throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), {
+          code: 'ESRCH',
+        });
       }
     }
     process.kill(pid, sig === 'SIG0' ? 0 : sig);
@@ -490,7 +518,11 @@ export class LocalHost implements Host {
 
   // writeFile/appendFile never follow a link at the file either (nsa-top's own writes into a run
   // go through src/trainer/control/ownfiles.ts and writeOwn, which also guard .nsa-top and the run dir)
-  async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
+  async writeFile(
+    path: string,
+    data: string | Buffer,
+    opts: { exclusive?: boolean; mode?: number } = {},
+  ): Promise<void> {
     const flags = fsc.O_WRONLY | fsc.O_CREAT | (fsc.O_NOFOLLOW ?? 0) | (opts.exclusive ? fsc.O_EXCL : fsc.O_TRUNC);
     await fs.writeFile(path, data, { flag: flags as unknown as string, mode: opts.mode });
   }

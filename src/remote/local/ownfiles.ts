@@ -25,7 +25,8 @@ export interface OwnError extends NodeJS.ErrnoException {
 export function splitOwnRel(rel: string): [string | null, string] {
   const parts = rel.split('/');
   const bad = (p: string) => p === '' || p === '.' || p === '..' || p.includes('\0');
-  if (parts.length < 1 || parts.length > 2 || parts.some(bad)) throw ownError('EINVAL', rel, 'not a plain name inside the run dir');
+  if (parts.length < 1 || parts.length > 2 || parts.some(bad))
+    throw ownError('EINVAL', rel, 'not a plain name inside the run dir');
   return parts.length === 2 ? [parts[0]!, parts[1]!] : [null, parts[0]!];
 }
 
@@ -44,7 +45,11 @@ function explain(e: unknown, path: string, what: 'dir' | 'file'): OwnError {
     case 'ELOOP':
       return ownError('ELOOP', path, 'is a symbolic link: refused (nsa-top never writes through a link)');
     case 'ENOTDIR':
-      return ownError('ENOTDIR', path, what === 'dir' ? 'is not a directory: refused' : 'a path component is not a directory');
+      return ownError(
+        'ENOTDIR',
+        path,
+        what === 'dir' ? 'is not a directory: refused' : 'a path component is not a directory',
+      );
     case 'EISDIR':
       return ownError('EISDIR', path, 'is a directory, not a file: refused');
     case 'ENXIO':
@@ -109,7 +114,10 @@ async function openDirs(root: string, sub: string | null, create: boolean): Prom
       dirH = await fs.open(subPath, fsc.O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     } catch (e) {
       // O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR: tell a link from a file
-      const link = await fs.lstat(subPath).then((st) => st.isSymbolicLink()).catch(() => false);
+      const link = await fs
+        .lstat(subPath)
+        .then((st) => st.isSymbolicLink())
+        .catch(() => false);
       throw explain(link ? Object.assign(new Error('link'), { code: 'ELOOP' }) : e, subShown, 'dir');
     }
     return { root: rootH, dir: dirH, at: (n) => (PROC_FD ? `/proc/self/fd/${dirH.fd}/${n}` : join(subShown, n)) };
@@ -119,7 +127,12 @@ async function openDirs(root: string, sub: string | null, create: boolean): Prom
   }
 }
 
-export async function ownWriteLocal(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+export async function ownWriteLocal(
+  root: string,
+  rel: string,
+  data: string | Buffer,
+  mode: OwnWriteMode,
+): Promise<void> {
   const [sub, name] = splitOwnRel(rel);
   const shown = join(root, rel);
   const buf = typeof data === 'string' ? Buffer.from(data) : data;
@@ -149,7 +162,8 @@ export async function ownWriteLocal(root: string, rel: string, data: string | Bu
       }
       return;
     }
-    const flags = fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL);
+    const flags =
+      fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL);
     let fh: fs.FileHandle;
     try {
       fh = await fs.open(d.at(name), flags, 0o644);
@@ -278,7 +292,11 @@ function ownOpenLocalSync(root: string, rel: string, mode: OwnWriteMode, data: s
     }
     let fd: number;
     try {
-      fd = fsSync.openSync(d.at(name), fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL), 0o644);
+      fd = fsSync.openSync(
+        d.at(name),
+        fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL),
+        0o644,
+      );
     } catch (e) {
       throw explain(e, shown, 'file');
     }

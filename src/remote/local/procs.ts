@@ -108,12 +108,18 @@ const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)',
  */
 export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   const [rd = '', tk = '', mode = '', knownArg = '', ...pidArgs] = args;
-  if (!/^(all|run|list)$/.test(mode) || !/^[\d ]*$/.test(knownArg) || pidArgs.some((p) => !/^\d+$/.test(p))) return null;
+  if (!/^(all|run|list)$/.test(mode) || !/^[\d ]*$/.test(knownArg) || pidArgs.some((p) => !/^\d+$/.test(p)))
+    return null;
   const known = new Set([...knownArg.split(' ').filter(Boolean), ...pidArgs]);
   const out: string[] = [];
   if (rd) {
     const real = await realpathCached(rd);
-    const isDir = real ? await fs.stat(real).then((s) => s.isDirectory(), () => false) : false;
+    const isDir = real
+      ? await fs.stat(real).then(
+          (s) => s.isDirectory(),
+          () => false,
+        )
+      : false;
     if (real && isDir) {
       out.push(`R ${real}\n`);
       const envFile = join(real, 'env.json');
@@ -181,7 +187,9 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   if (mode === 'all') files.push(...all.map((p) => `${p}/cmdline`), ...closer.map((p) => `${p}/environ`));
   else if (mode === 'run') files.push(...cmdlines.map((p) => `${p}/cmdline`), ...closer.map((p) => `${p}/environ`));
   else for (const p of closer) files.push(`${p}/cmdline`, `${p}/environ`);
-  const bodies = await Promise.all(files.map((f) => (readBefore.has(f) ? readBefore.get(f)! : head(`/proc/${f}`, ENVIRON_MAX))));
+  const bodies = await Promise.all(
+    files.map((f) => (readBefore.has(f) ? readBefore.get(f)! : head(`/proc/${f}`, ENVIRON_MAX))),
+  );
   const parts: Buffer[] = [Buffer.from(out.join(''))];
   let first = true;
   files.forEach((f, i) => {

@@ -40,7 +40,8 @@ export function parseHostSpec(spec: string): HostSpec {
     }
   }
   if (!host) throw new Error(`invalid --host ${JSON.stringify(spec)}: no host name`);
-  if (port !== undefined && (port < 1 || port > 65535)) throw new Error(`invalid port ${port} in --host ${JSON.stringify(spec)}`);
+  if (port !== undefined && (port < 1 || port > 65535))
+    throw new Error(`invalid port ${port} in --host ${JSON.stringify(spec)}`);
   return { user, host, port };
 }
 
@@ -70,7 +71,13 @@ function parseLines(text: string): ConfigLine[] {
 }
 
 function globToRe(p: string): RegExp {
-  return new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 'i');
+  return new RegExp(
+    `^${p
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.')}$`,
+    'i',
+  );
 }
 
 /** OpenSSH Host pattern list: any negated match excludes; otherwise any positive match includes. */
@@ -100,7 +107,11 @@ export interface ResolveOptions {
 }
 
 function expandIncludes(pattern: string, home: string): string[] {
-  const p = pattern.startsWith('~') ? join(home, pattern.slice(1)) : isAbsolute(pattern) ? pattern : join(home, '.ssh', pattern);
+  const p = pattern.startsWith('~')
+    ? join(home, pattern.slice(1))
+    : isAbsolute(pattern)
+      ? pattern
+      : join(home, '.ssh', pattern);
   if (!/[*?]/.test(p)) return existsSync(p) ? [readFileSync(p, 'utf8')] : [];
   const dir = dirname(p);
   const re = globToRe(p.slice(dir.length + 1));
@@ -134,7 +145,10 @@ export function resolveSshConfig(text: string, alias: string, opts: ResolveOptio
       if (v === undefined) continue;
       switch (key) {
         case 'include':
-          if (depth < 8) for (const a of args) for (const inc of (opts.readInclude ?? ((pp: string) => expandIncludes(pp, home)))(a)) walk(inc, depth + 1);
+          if (depth < 8)
+            for (const a of args)
+              for (const inc of (opts.readInclude ?? ((pp: string) => expandIncludes(pp, home)))(a))
+                walk(inc, depth + 1);
           break;
         case 'hostname':
           res.hostName ??= v;
@@ -171,10 +185,25 @@ export interface SshTarget {
   label: string;
 }
 
-function expandTokens(s: string, t: { home: string; host: string; alias: string; user: string; localUser: string; port: number }): string {
+function expandTokens(
+  s: string,
+  t: { home: string; host: string; alias: string; user: string; localUser: string; port: number },
+): string {
   let out = s.startsWith('~/') || s === '~' ? t.home + s.slice(1) : s;
   out = out.replace(/%([%dhnupr])/g, (_m, c: string) =>
-    c === '%' ? '%' : c === 'd' ? t.home : c === 'h' ? t.host : c === 'n' ? t.alias : c === 'u' ? t.localUser : c === 'p' ? String(t.port) : t.user,
+    c === '%'
+      ? '%'
+      : c === 'd'
+        ? t.home
+        : c === 'h'
+          ? t.host
+          : c === 'n'
+            ? t.alias
+            : c === 'u'
+              ? t.localUser
+              : c === 'p'
+                ? String(t.port)
+                : t.user,
   );
   return out;
 }
@@ -194,7 +223,9 @@ export function resolveTarget(
   const cfg = resolveSshConfig(text, hs.host, { home });
   const port = hs.port ?? opts.port ?? cfg.port ?? 22;
   const user = hs.user ?? cfg.user ?? localUser;
-  const hostName = cfg.hostName ? expandTokens(cfg.hostName, { home, host: hs.host, alias: hs.host, user, localUser, port }) : hs.host;
+  const hostName = cfg.hostName
+    ? expandTokens(cfg.hostName, { home, host: hs.host, alias: hs.host, user, localUser, port })
+    : hs.host;
   const tok = { home, host: hostName, alias: hs.host, user, localUser, port };
   const ids: string[] = [];
   if (opts.identity) ids.push(expandTokens(opts.identity, tok));
@@ -203,7 +234,8 @@ export function resolveTarget(
     for (const d of ['id_ed25519', 'id_ecdsa', 'id_rsa']) ids.push(join(home, '.ssh', d));
   }
   const existing = [...new Set(ids)].filter((f) => existsSync(f));
-  if (opts.identity && !existsSync(expandTokens(opts.identity, tok))) throw new Error(`identity file not found: ${opts.identity}`);
+  if (opts.identity && !existsSync(expandTokens(opts.identity, tok)))
+    throw new Error(`identity file not found: ${opts.identity}`);
   return {
     alias: hs.host,
     hostName,

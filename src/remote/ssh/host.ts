@@ -33,7 +33,15 @@ import type {
   StreamHandle,
   StreamOptions,
 } from '../host.js';
-import { appendKnownHost, checkHostKey, fingerprint, keyType, knownHostName, knownTypesFor, readKnownHosts } from './knownhosts.js';
+import {
+  appendKnownHost,
+  checkHostKey,
+  fingerprint,
+  keyType,
+  knownHostName,
+  knownTypesFor,
+  readKnownHosts,
+} from './knownhosts.js';
 import { envAssign, shJoin, shQuote } from '../quote.js';
 import type { SshTarget } from './config.js';
 import { WATCH_SCRIPT } from './watch-script.js';
@@ -133,7 +141,13 @@ interface WatchedDir {
 
 interface OneShot {
   path: string;
-  resolve(r: { stat: FileStat | null; reset?: 'truncated' | 'replaced'; offset: number; data: Buffer; error?: string }): void;
+  resolve(r: {
+    stat: FileStat | null;
+    reset?: 'truncated' | 'replaced';
+    offset: number;
+    data: Buffer;
+    error?: string;
+  }): void;
 }
 
 function modeOf(type: string, perm: string): number {
@@ -141,11 +155,26 @@ function modeOf(type: string, perm: string): number {
   return (type === 'd' ? 0o040000 : type === 'f' ? 0o100000 : type === 'l' ? 0o120000 : 0) | p;
 }
 
-const MONTHS: Record<string, number> = { Jan: 0, Feb: 1, Mar: 2, Apr: 3, May: 4, Jun: 5, Jul: 6, Aug: 7, Sep: 8, Oct: 9, Nov: 10, Dec: 11 };
+const MONTHS: Record<string, number> = {
+  Jan: 0,
+  Feb: 1,
+  Mar: 2,
+  Apr: 3,
+  May: 4,
+  Jun: 5,
+  Jul: 6,
+  Aug: 7,
+  Sep: 8,
+  Oct: 9,
+  Nov: 10,
+  Dec: 11,
+};
 
 /** `ls -lnai` line → entry (the fallback without GNU find; mtime has minute resolution). */
 export function parseLsLine(line: string, nowMs: number): DirEntry | null {
-  const m = /^\s*(\d+)\s+([-dlcbps])\S*\s+\d+\s+\S+\s+\S+\s+(\d+)\s+(\w{3})\s+(\d+)\s+(\d+:\d+|\d{4})\s(.*)$/.exec(line);
+  const m = /^\s*(\d+)\s+([-dlcbps])\S*\s+\d+\s+\S+\s+\S+\s+(\d+)\s+(\w{3})\s+(\d+)\s+(\d+:\d+|\d{4})\s(.*)$/.exec(
+    line,
+  );
   if (!m) return null;
   const name = m[7]!;
   if (name === '.' || name === '..') return null;
@@ -172,7 +201,14 @@ function parseFindEntry(rest: string): DirEntry | null {
   // INO TYPE SIZE MTIME NAME
   const m = /^(\d+) (\S) (\d+) ([\d.]+) (.*)$/.exec(rest);
   if (!m) return null;
-  return { name: m[5]!, isDir: m[2] === 'd', isFile: m[2] === 'f', size: Number(m[3]), mtimeMs: findTimeMs(m[4]!), ino: Number(m[1]) };
+  return {
+    name: m[5]!,
+    isDir: m[2] === 'd',
+    isFile: m[2] === 'f',
+    size: Number(m[3]),
+    mtimeMs: findTimeMs(m[4]!),
+    ino: Number(m[1]),
+  };
 }
 
 /** find's %y (or the ls fallback's d/f/o) of something that is not a regular file → the error naming it */
@@ -180,7 +216,20 @@ function notRegularType(type: string | undefined): string | undefined {
   if (type === 'f') return undefined;
   // the watch loop's `u`: a regular file this user may not read (never read as zeros)
   if (type === 'u') return 'EACCES: permission denied';
-  const what = type === 'd' ? 'a directory' : type === 'p' ? 'a FIFO' : type === 's' ? 'a socket' : type === 'c' ? 'a character device' : type === 'b' ? 'a block device' : type === 'l' || type === 'L' ? 'a dangling or looping link' : 'not a regular file';
+  const what =
+    type === 'd'
+      ? 'a directory'
+      : type === 'p'
+        ? 'a FIFO'
+        : type === 's'
+          ? 'a socket'
+          : type === 'c'
+            ? 'a character device'
+            : type === 'b'
+              ? 'a block device'
+              : type === 'l' || type === 'L'
+                ? 'a dangling or looping link'
+                : 'not a regular file';
   return `not a regular file (${what}): not read`;
 }
 
@@ -314,7 +363,13 @@ export class SshHost implements Host {
   // ------------------------------------------------------------------ connection
 
   private knownFiles(): string[] {
-    return this.opts.knownHostsFiles ?? [join(homedir(), '.ssh', 'known_hosts'), join(homedir(), '.ssh', 'known_hosts2'), '/etc/ssh/ssh_known_hosts'];
+    return (
+      this.opts.knownHostsFiles ?? [
+        join(homedir(), '.ssh', 'known_hosts'),
+        join(homedir(), '.ssh', 'known_hosts2'),
+        '/etc/ssh/ssh_known_hosts',
+      ]
+    );
   }
 
   private connectOnce(): Promise<void> {
@@ -328,7 +383,11 @@ export class SshHost implements Host {
       const name = knownHostName(t.hostName, t.port);
       if (v.status === 'known') return true;
       if (v.status === 'revoked') {
-        hostKeyProblem = new HostKeyError(`host key ${keyType(key)} ${fp} of ${name} is marked @revoked in known_hosts: refused`, 'revoked', fp);
+        hostKeyProblem = new HostKeyError(
+          `host key ${keyType(key)} ${fp} of ${name} is marked @revoked in known_hosts: refused`,
+          'revoked',
+          fp,
+        );
         return false;
       }
       if (v.status === 'changed') {
@@ -345,12 +404,18 @@ export class SshHost implements Host {
         try {
           appendKnownHost(path, t.hostName, t.port, key);
         } catch (e) {
-          hostKeyProblem = new HostKeyError(`could not record the host key in ${path}: ${(e as Error).message}`, 'unknown', fp);
+          hostKeyProblem = new HostKeyError(
+            `could not record the host key in ${path}: ${(e as Error).message}`,
+            'unknown',
+            fp,
+          );
           return false;
         }
         return true;
       }
-      const other = v.otherTypes.length ? ` (known_hosts holds ${v.otherTypes.join(', ')} keys for it, not this type)` : '';
+      const other = v.otherTypes.length
+        ? ` (known_hosts holds ${v.otherTypes.join(', ')} keys for it, not this type)`
+        : '';
       hostKeyProblem = new HostKeyError(
         `unknown host key for ${name}${other}: ${keyType(key)} ${fp}. Verify the fingerprint, then re-run with --accept-new-host-key to trust it and record it in known_hosts.`,
         'unknown',
@@ -371,9 +436,21 @@ export class SshHost implements Host {
     if (agent && !t.identitiesOnly) auth.unshift({ type: 'agent', username: t.user, agent } as never);
     else if (agent) auth.push({ type: 'agent', username: t.user, agent } as never);
     if (auth.length === 0) {
-      return Promise.reject(new SshConnectError(`no way to authenticate to ${this.label}: no identity file (-i) and no ssh-agent (SSH_AUTH_SOCK)`));
+      return Promise.reject(
+        new SshConnectError(
+          `no way to authenticate to ${this.label}: no identity file (-i) and no ssh-agent (SSH_AUTH_SOCK)`,
+        ),
+      );
     }
-    const defaultHostKeys = ['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384', 'ecdsa-sha2-nistp521', 'rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'];
+    const defaultHostKeys = [
+      'ssh-ed25519',
+      'ecdsa-sha2-nistp256',
+      'ecdsa-sha2-nistp384',
+      'ecdsa-sha2-nistp521',
+      'rsa-sha2-512',
+      'rsa-sha2-256',
+      'ssh-rsa',
+    ];
     const algoOf = (kt: string) => (kt === 'ssh-rsa' ? ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'] : [kt]);
     const pref = preferred.flatMap(algoOf).filter((a) => defaultHostKeys.includes(a));
     const serverHostKey = [...new Set([...pref, ...defaultHostKeys])];
@@ -427,7 +504,10 @@ export class SshHost implements Host {
           .catch((e) => resolve(void e));
       });
       client.on('close', () => {
-        if (!ready) return fail(hostKeyProblem ?? new SshConnectError(`connection to ${t.hostName}:${t.port} closed during the handshake`));
+        if (!ready)
+          return fail(
+            hostKeyProblem ?? new SshConnectError(`connection to ${t.hostName}:${t.port} closed during the handshake`),
+          );
         if (this.client === client) this.onDrop('connection closed');
       });
       try {
@@ -452,7 +532,10 @@ export class SshHost implements Host {
   /** Clock offset and whether GNU find exists (one command at connect). */
   private async probe(): Promise<void> {
     const t0 = Date.now();
-    const r = await this.exec(['sh', '-c', 'date +%s%N; date +%s; find / -maxdepth 0 -printf "gnu\\n" 2>/dev/null || echo posix'], { timeoutMs: 10000 });
+    const r = await this.exec(
+      ['sh', '-c', 'date +%s%N; date +%s; find / -maxdepth 0 -printf "gnu\\n" 2>/dev/null || echo posix'],
+      { timeoutMs: 10000 },
+    );
     const t1 = Date.now();
     const lines = r.stdout.trim().split('\n');
     const ns = lines[0] ?? '';
@@ -503,7 +586,10 @@ export class SshHost implements Host {
     while (!this.client) {
       if (this.closing) throw new SshConnectError('host closed');
       const left = deadline - Date.now();
-      if (left <= 0) throw new SshConnectError(`not connected to ${this.label} (${this.state.state === 'reconnecting' ? `reconnecting, attempt ${this.state.attempt}: ${this.state.lastError}` : this.state.state})`);
+      if (left <= 0)
+        throw new SshConnectError(
+          `not connected to ${this.label} (${this.state.state === 'reconnecting' ? `reconnecting, attempt ${this.state.attempt}: ${this.state.lastError}` : this.state.state})`,
+        );
       await new Promise<void>((r) => {
         const t = setTimeout(r, Math.min(left, 1000));
         this.connWaiters.push(() => {
@@ -567,14 +653,34 @@ export class SshHost implements Host {
       this.send(`k ${sig} ${pid}`);
       return;
     }
-    void this.exec(['sh', '-c', `kill -s ${sig} -- -$1 2>/dev/null || kill -s ${sig} $1 2>/dev/null; exit 0`, 'sh', String(pid)], { timeoutMs: 5000 }).catch(() => {});
+    void this.exec(
+      ['sh', '-c', `kill -s ${sig} -- -$1 2>/dev/null || kill -s ${sig} $1 2>/dev/null; exit 0`, 'sh', String(pid)],
+      { timeoutMs: 5000 },
+    ).catch(() => {});
   }
 
-  private async execRaw(argv: string[], opts: ExecOptions): Promise<{ code: number | null; signal: string | null; stdout: Buffer; stderr: Buffer; timedOut: boolean; durationMs: number }> {
+  private async execRaw(
+    argv: string[],
+    opts: ExecOptions,
+  ): Promise<{
+    code: number | null;
+    signal: string | null;
+    stdout: Buffer;
+    stderr: Buffer;
+    timedOut: boolean;
+    durationMs: number;
+  }> {
     const started = Date.now();
     const deadline = started + opts.timeoutMs;
     const max = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
-    const fail = (msg: string, timedOut = false) => ({ code: null, signal: null, stdout: Buffer.alloc(0), stderr: Buffer.from(msg), timedOut, durationMs: Date.now() - started });
+    const fail = (msg: string, timedOut = false) => ({
+      code: null,
+      signal: null,
+      stdout: Buffer.alloc(0),
+      stderr: Buffer.from(msg),
+      timedOut,
+      durationMs: Date.now() - started,
+    });
     let client: Client;
     let gen: number;
     try {
@@ -624,12 +730,15 @@ export class SshHost implements Host {
         code = c;
         if (sig) signal = sig.startsWith('SIG') ? sig : `SIG${sig}`;
       });
-      const timer = setTimeout(() => {
-        timedOut = true;
-        if (pid !== null) this.remoteKill(pid, 'KILL');
-        ch.close();
-        finish();
-      }, Math.max(0, deadline - Date.now()));
+      const timer = setTimeout(
+        () => {
+          timedOut = true;
+          if (pid !== null) this.remoteKill(pid, 'KILL');
+          ch.close();
+          finish();
+        },
+        Math.max(0, deadline - Date.now()),
+      );
       const finish = () => {
         if (done) return;
         done = true;
@@ -647,10 +756,13 @@ export class SshHost implements Host {
       };
       ch.on('close', () => {
         // an exit status can trail the close by a moment
-        setTimeout(() => {
-          if (code === null && !timedOut && signal === null) err.push(Buffer.from('connection lost')); // dropped under us
-          finish();
-        }, code === null ? 100 : 0);
+        setTimeout(
+          () => {
+            if (code === null && !timedOut && signal === null) err.push(Buffer.from('connection lost')); // dropped under us
+            finish();
+          },
+          code === null ? 100 : 0,
+        );
       });
       ch.on('error', () => finish());
       if (opts.input !== undefined) ch.end(opts.input);
@@ -660,7 +772,14 @@ export class SshHost implements Host {
 
   async exec(argv: string[], opts: ExecOptions): Promise<ExecResult> {
     const r = await this.execRaw(argv, opts);
-    return { code: r.code, signal: r.signal, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'), timedOut: r.timedOut, durationMs: r.durationMs };
+    return {
+      code: r.code,
+      signal: r.signal,
+      stdout: r.stdout.toString('utf8'),
+      stderr: r.stderr.toString('utf8'),
+      timedOut: r.timedOut,
+      durationMs: r.durationMs,
+    };
   }
 
   stream(argv: string[], opts: StreamOptions): StreamHandle {
@@ -754,14 +873,35 @@ export class SshHost implements Host {
 
   // ------------------------------------------------------------------ simple file operations
 
-  private async sh(script: string, args: string[], opts: { timeoutMs?: number; input?: string | Buffer; maxOutputBytes?: number } = {}) {
-    return this.execRaw(['sh', '-c', script, 'sh', ...args], { timeoutMs: opts.timeoutMs ?? 30000, input: opts.input, maxOutputBytes: opts.maxOutputBytes });
+  private async sh(
+    script: string,
+    args: string[],
+    opts: { timeoutMs?: number; input?: string | Buffer; maxOutputBytes?: number } = {},
+  ) {
+    return this.execRaw(['sh', '-c', script, 'sh', ...args], {
+      timeoutMs: opts.timeoutMs ?? 30000,
+      input: opts.input,
+      maxOutputBytes: opts.maxOutputBytes,
+    });
   }
 
   private errorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
     const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
-    const e = new Error(`${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`) as NodeJS.ErrnoException;
-    e.code = r.code === 3 ? 'ENOENT' : r.code === 17 ? 'EEXIST' : r.code === 4 ? 'ENOTREG' : r.code === 13 ? 'EACCES' : r.timedOut ? 'ETIMEDOUT' : 'EIO';
+    const e = new Error(
+      `${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`,
+    ) as NodeJS.ErrnoException;
+    e.code =
+      r.code === 3
+        ? 'ENOENT'
+        : r.code === 17
+          ? 'EEXIST'
+          : r.code === 4
+            ? 'ENOTREG'
+            : r.code === 13
+              ? 'EACCES'
+              : r.timedOut
+                ? 'ETIMEDOUT'
+                : 'EIO';
     return e;
   }
 
@@ -776,7 +916,14 @@ export class SshHost implements Host {
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
     const [ino, type, size, mt, perm] = r.stdout.toString().trim().split(' ');
-    return { ino: Number(ino), size: Number(size), mtimeMs: findTimeMs(mt ?? '0'), isDir: type === 'd', isFile: type === 'f', mode: modeOf(type ?? '', perm ?? '0') };
+    return {
+      ino: Number(ino),
+      size: Number(size),
+      mtimeMs: findTimeMs(mt ?? '0'),
+      isDir: type === 'd',
+      isFile: type === 'f',
+      mode: modeOf(type ?? '', perm ?? '0'),
+    };
   }
 
   async list(dir: string): Promise<DirEntry[]> {
@@ -813,17 +960,27 @@ export class SshHost implements Host {
     return this.readRange(path, 0, maxBytes);
   }
 
-  async writeFile(path: string, data: string | Buffer, opts: { exclusive?: boolean; mode?: number } = {}): Promise<void> {
+  async writeFile(
+    path: string,
+    data: string | Buffer,
+    opts: { exclusive?: boolean; mode?: number } = {},
+  ): Promise<void> {
     const mode = opts.mode !== undefined ? (opts.mode & 0o7777).toString(8) : '';
     const script =
-      (opts.exclusive ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; ` : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
+      (opts.exclusive
+        ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; `
+        : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
       `cat > "$1" || exit 1; if [ -n "$2" ]; then chmod "$2" "$1" || exit 1; fi`;
     const r = await this.sh(script, [path, mode], { input: data });
     if (r.code !== 0) throw this.errorFor(path, r, 'write');
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
-    const r = await this.sh(`[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`, [path], { input: data });
+    const r = await this.sh(
+      `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`,
+      [path],
+      { input: data },
+    );
     if (r.code !== 0) throw this.errorFor(path, r, 'append to');
   }
 
@@ -833,7 +990,10 @@ export class SshHost implements Host {
   }
 
   async remove(path: string): Promise<void> {
-    const r = await this.sh(`[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && { echo "$1 is a directory" >&2; exit 1; }; rm -f -- "$1"`, [path]);
+    const r = await this.sh(
+      `[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && { echo "$1 is a directory" >&2; exit 1; }; rm -f -- "$1"`,
+      [path],
+    );
     if (r.code !== 0) throw this.errorFor(path, r, 'remove');
   }
 
@@ -856,18 +1016,27 @@ export class SshHost implements Host {
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, 'remove');
   }
 
-  private ownErrorFor(path: string, r: { code: number | null; stderr: Buffer; timedOut: boolean }, what: string): Error {
+  private ownErrorFor(
+    path: string,
+    r: { code: number | null; stderr: Buffer; timedOut: boolean },
+    what: string,
+  ): Error {
     const msg = r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
     const code = r.timedOut ? 'ETIMEDOUT' : (OWN_CODES[r.code ?? -1] ?? 'EIO');
     const why = r.timedOut ? 'timed out' : msg.replace(/^[^:]*: /, '') || `exit ${r.code}`;
     const partial = r.code === 45 || (r.code === 44 && what === 'append');
     const text =
-      r.code === 40 ? 'is a symbolic link: refused (nsa-top never writes through a link)'
-      : r.code === 42 ? 'is not a directory: refused'
-      : r.code === 43 ? 'is not a regular file: refused'
-      : r.code === 17 ? 'already exists'
-      : r.code === 45 ? `created, but its content could not be written (${why})`
-      : why;
+      r.code === 40
+        ? 'is a symbolic link: refused (nsa-top never writes through a link)'
+        : r.code === 42
+          ? 'is not a directory: refused'
+          : r.code === 43
+            ? 'is not a regular file: refused'
+            : r.code === 17
+              ? 'already exists'
+              : r.code === 45
+                ? `created, but its content could not be written (${why})`
+                : why;
     // the culprit: `.nsa-top` (the script names it by its full path) or the file itself
     const who = msg.startsWith('/') ? msg.slice(0, msg.indexOf(': ')) : path;
     return ownError(code, `${who} on ${this.label}`, text, partial);
@@ -890,10 +1059,15 @@ export class SshHost implements Host {
     }
     const r = await this.sh(script, args, { timeoutMs: 15000 });
     if (r.code === 3) throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
-    if (r.code === 4) throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), { code: 'ESRCH' });
+    if (r.code === 4)
+      throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), {
+        code: 'ESRCH',
+      });
     if (r.code !== 0) {
       const msg = r.stderr.toString().trim();
-      const e = new Error(`kill -s ${name} ${pid} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`) as NodeJS.ErrnoException;
+      const e = new Error(
+        `kill -s ${name} ${pid} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`,
+      ) as NodeJS.ErrnoException;
       e.code = /not permitted/i.test(msg) ? 'EPERM' : /no such process/i.test(msg) ? 'ESRCH' : 'EIO';
       throw e;
     }
@@ -910,7 +1084,10 @@ export class SshHost implements Host {
       const nonce = randomBytes(16).toString('hex');
       let ch: ClientChannel;
       try {
-        ch = await this.openExec(client, SshHost.commandLine(['sh', '-c', WATCH_SCRIPT, 'nsa-top-watch', this.gnuFind ? 'auto' : 'posix', nonce]));
+        ch = await this.openExec(
+          client,
+          SshHost.commandLine(['sh', '-c', WATCH_SCRIPT, 'nsa-top-watch', this.gnuFind ? 'auto' : 'posix', nonce]),
+        );
       } catch (e) {
         this.releaseChannel(gen);
         throw e;
@@ -1069,7 +1246,8 @@ export class SshHost implements Host {
     }
     if (tag === 'E ') {
       const d = this.frameDir;
-      if (d && d.id === Number(rest)) d.entries = this.frameEntries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      if (d && d.id === Number(rest))
+        d.entries = this.frameEntries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       this.frameDir = null;
       return;
     }
@@ -1102,7 +1280,14 @@ export class SshHost implements Host {
     const [, k, idS, inoS, sizeS, mtS, type, perm, rs, offS] = h;
     const id = Number(idS);
     const ino = Number(inoS);
-    const stat: FileStat = { ino, size: Number(sizeS), mtimeMs: findTimeMs(mtS ?? '0'), isDir: type === 'd', isFile: type === 'f', mode: modeOf(type ?? '', perm ?? '0') };
+    const stat: FileStat = {
+      ino,
+      size: Number(sizeS),
+      mtimeMs: findTimeMs(mtS ?? '0'),
+      isDir: type === 'd',
+      isFile: type === 'f',
+      mode: modeOf(type ?? '', perm ?? '0'),
+    };
     const off = Number(offS);
     const reset = rs === 'r' ? 'replaced' : rs === 'x' ? 'truncated' : undefined;
     if (k === 'o') {
@@ -1141,7 +1326,17 @@ export class SshHost implements Host {
     }
   }
 
-  private oneShot(path: string, offset: number, maxBytes: number): Promise<{ stat: FileStat | null; reset?: 'truncated' | 'replaced'; offset: number; data: Buffer; error?: string }> {
+  private oneShot(
+    path: string,
+    offset: number,
+    maxBytes: number,
+  ): Promise<{
+    stat: FileStat | null;
+    reset?: 'truncated' | 'replaced';
+    offset: number;
+    data: Buffer;
+    error?: string;
+  }> {
     const id = this.nextId++;
     return new Promise((resolve) => {
       this.oneShots.set(id, { path, resolve });
@@ -1189,7 +1384,21 @@ export class SshHost implements Host {
   async pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []): Promise<DirPoll> {
     const now = Date.now();
     const bad = (p: string) => p.includes('\n') || p.includes('\0');
-    if (bad(dir)) return { dir, entries: null, subdirs: {}, reads: reads.map((r) => ({ path: r.path, stat: null, offset: r.offset, data: Buffer.alloc(0), error: 'path contains a newline' })), error: 'directory name contains a newline: not supported over SSH', hostNowMs: this.now() };
+    if (bad(dir))
+      return {
+        dir,
+        entries: null,
+        subdirs: {},
+        reads: reads.map((r) => ({
+          path: r.path,
+          stat: null,
+          offset: r.offset,
+          data: Buffer.alloc(0),
+          error: 'path contains a newline',
+        })),
+        error: 'directory name contains a newline: not supported over SSH',
+        hostNowMs: this.now(),
+      };
     let live = this.client !== null;
     let downWhy = '';
     if (live) {
@@ -1202,7 +1411,10 @@ export class SshHost implements Host {
     }
     if (!live) {
       const st = this.state;
-      downWhy ||= st.state === 'reconnecting' ? `reconnecting to ${this.label} (attempt ${st.attempt}): ${st.lastError}` : `not connected to ${this.label}`;
+      downWhy ||=
+        st.state === 'reconnecting'
+          ? `reconnecting to ${this.label} (attempt ${st.attempt}): ${st.lastError}`
+          : `not connected to ${this.label}`;
       if (this.dirs.size === 0 && this.follows.size === 0) return this.cachedPoll(dir, reads, subdirs, downWhy);
     }
     let needFrame = false;
@@ -1219,7 +1431,12 @@ export class SshHost implements Host {
       d.lastUsed = now;
     }
     // which request of each path is its follow; the others are one-shot reads
-    type Plan = { req: ReadRequest; follow?: Follow; oneShot?: Promise<Awaited<ReturnType<SshHost['oneShot']>>>; error?: string };
+    type Plan = {
+      req: ReadRequest;
+      follow?: Follow;
+      oneShot?: Promise<Awaited<ReturnType<SshHost['oneShot']>>>;
+      error?: string;
+    };
     const plans: Plan[] = [];
     const followClaimed = new Set<string>();
     for (const req of reads) {
@@ -1229,7 +1446,11 @@ export class SshHost implements Host {
       }
       const max = req.maxBytes ?? Number.MAX_SAFE_INTEGER;
       const f = this.follows.get(req.path);
-      if (f && !followClaimed.has(req.path) && (f.pendingReset || (req.offset >= f.base && req.offset <= f.base + f.len && req.offset >= f.delivered))) {
+      if (
+        f &&
+        !followClaimed.has(req.path) &&
+        (f.pendingReset || (req.offset >= f.base && req.offset <= f.base + f.len && req.offset >= f.delivered))
+      ) {
         followClaimed.add(req.path);
         f.lastUsed = now;
         if (f.validFromSeq > this.doneSeq) needFrame = true;
@@ -1243,7 +1464,19 @@ export class SshHost implements Host {
       }
       // sequential continuation of an earlier read of this path: start following it
       if (!f && !followClaimed.has(req.path) && this.seqEnd.get(req.path) === req.offset) {
-        const nf: Follow = { id: this.nextId++, path: req.path, base: req.offset, chunks: [], len: 0, ino: this.lastIno.get(req.path) ?? 0, stat: null, delivered: req.offset, lastUsed: now, paused: false, validFromSeq: this.tickSeq + 1 };
+        const nf: Follow = {
+          id: this.nextId++,
+          path: req.path,
+          base: req.offset,
+          chunks: [],
+          len: 0,
+          ino: this.lastIno.get(req.path) ?? 0,
+          stat: null,
+          delivered: req.offset,
+          lastUsed: now,
+          paused: false,
+          validFromSeq: this.tickSeq + 1,
+        };
         this.follows.set(req.path, nf);
         this.followById.set(nf.id, nf);
         this.send(`f ${nf.id} ${req.offset} ${nf.ino} ${FOLLOW_CHUNK} ${SshHost.safePath(req.path)}|`);
@@ -1262,7 +1495,9 @@ export class SshHost implements Host {
         f.lastUsed = now;
         f.paused = false;
         f.validFromSeq = this.tickSeq + 1;
-        this.send(`f ${f.id} ${req.offset} ${this.lastIno.get(req.path) ?? f.ino} ${FOLLOW_CHUNK} ${SshHost.safePath(req.path)}|`);
+        this.send(
+          `f ${f.id} ${req.offset} ${this.lastIno.get(req.path) ?? f.ino} ${FOLLOW_CHUNK} ${SshHost.safePath(req.path)}|`,
+        );
         needFrame = true;
         plans.push({ req, follow: f });
         continue;
@@ -1306,7 +1541,13 @@ export class SshHost implements Host {
       if (pl.oneShot) {
         const r = await Promise.race([pl.oneShot, sleep(frameError ? 0 : 1000).then(() => null)]);
         if (!r) {
-          results.push({ path: req.path, stat: null, offset: req.offset, data: Buffer.alloc(0), error: frameError ?? 'no answer' });
+          results.push({
+            path: req.path,
+            stat: null,
+            offset: req.offset,
+            data: Buffer.alloc(0),
+            error: frameError ?? 'no answer',
+          });
           continue;
         }
         if (!r.error && r.stat) this.seqEnd.set(req.path, r.offset + r.data.length);
@@ -1315,13 +1556,25 @@ export class SshHost implements Host {
       }
       const f = pl.follow!;
       if (f.validFromSeq > this.doneSeq) {
-        results.push({ path: req.path, stat: f.stat, offset: req.offset, data: Buffer.alloc(0), error: frameError ?? 'no answer yet' });
+        results.push({
+          path: req.path,
+          stat: f.stat,
+          offset: req.offset,
+          data: Buffer.alloc(0),
+          error: frameError ?? 'no answer yet',
+        });
         continue;
       }
       const stall = this.watchStallMs();
       if (live && stall > (this.opts.stallMs ?? STALL_MS) && f.len - Math.max(0, req.offset - f.base) <= 0) {
         // nothing new because the remote side is stuck (a hung file system?), not because the run is quiet
-        results.push({ path: req.path, stat: f.stat, offset: req.offset, data: Buffer.alloc(0), error: `remote reads stalled for ${Math.round(stall / 1000)} s (hung file system?)` });
+        results.push({
+          path: req.path,
+          stat: f.stat,
+          offset: req.offset,
+          data: Buffer.alloc(0),
+          error: `remote reads stalled for ${Math.round(stall / 1000)} s (hung file system?)`,
+        });
         continue;
       }
       let reset: ReadResult['reset'];
@@ -1350,7 +1603,8 @@ export class SshHost implements Host {
     const sub: Record<string, DirEntry[] | null> = {};
     for (const s of subdirs) sub[s] = this.dirs.get(`${dir.replace(/\/+$/, '')}/${s}`)?.entries ?? null;
     const out: DirPoll = { dir, entries: main?.entries ?? null, subdirs: sub, reads: results, hostNowMs: this.now() };
-    if (main && main.entries === null && main.validFromSeq <= this.doneSeq) out.error = `ENOENT: ${dir} is missing or unreadable on ${this.label}`;
+    if (main && main.entries === null && main.validFromSeq <= this.doneSeq)
+      out.error = `ENOENT: ${dir} is missing or unreadable on ${this.label}`;
     if (frameError && !main?.entries) out.error = frameError;
     return out;
   }
@@ -1390,7 +1644,16 @@ export class SshHost implements Host {
     // remote commands of live streams do not die with the connection (no pty, no SIGHUP): end them
     const pids = [...this.liveStreams].map((s) => s.pid()).filter((p): p is number => p !== null && p > 1);
     if (pids.length && this.client) {
-      await this.exec(['sh', '-c', 'for p in "$@"; do kill -s TERM -- -"$p" 2>/dev/null || kill -s TERM "$p" 2>/dev/null; done; exit 0', 'sh', ...pids.map(String)], { timeoutMs: 3000 }).catch(() => {});
+      await this.exec(
+        [
+          'sh',
+          '-c',
+          'for p in "$@"; do kill -s TERM -- -"$p" 2>/dev/null || kill -s TERM "$p" 2>/dev/null; done; exit 0',
+          'sh',
+          ...pids.map(String),
+        ],
+        { timeoutMs: 3000 },
+      ).catch(() => {});
     }
     this.closing = true;
     this.stopWatchLocal();
@@ -1416,7 +1679,15 @@ export class SshHost implements Host {
 // ------------------------------------------------------------------ nsa-top's own files (remote)
 
 /** exit codes of the scripts below → errno names */
-const OWN_CODES: Record<number, string> = { 3: 'ENOENT', 17: 'EEXIST', 40: 'ELOOP', 42: 'ENOTDIR', 43: 'EFTYPE', 44: 'EIO', 45: 'EIO' };
+const OWN_CODES: Record<number, string> = {
+  3: 'ENOENT',
+  17: 'EEXIST',
+  40: 'ELOOP',
+  42: 'ENOTDIR',
+  43: 'EFTYPE',
+  44: 'EIO',
+  45: 'EIO',
+};
 
 /** $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin */
 const OWN_WRITE_SCRIPT = `set -f

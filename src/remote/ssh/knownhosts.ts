@@ -85,7 +85,14 @@ export function checkHostKey(texts: string[], host: string, port: number, blob: 
 /** Key types known_hosts holds for this host, to prefer them in the handshake (as OpenSSH does). */
 export function knownTypesFor(texts: string[], host: string, port: number): string[] {
   const name = knownHostName(host, port);
-  return [...new Set(texts.flatMap(parseKnownHosts).filter((e) => e.marker === '' && entryMatches(e, name)).map((e) => e.type))];
+  return [
+    ...new Set(
+      texts
+        .flatMap(parseKnownHosts)
+        .filter((e) => e.marker === '' && entryMatches(e, name))
+        .map((e) => e.type),
+    ),
+  ];
 }
 
 export function readKnownHosts(paths: string[]): string[] {

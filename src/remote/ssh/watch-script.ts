@@ -154,4 +154,6 @@ while IFS= read -r line; do
       case $sg in TERM|KILL) kill -s "$sg" -- -"$i" || kill -s "$sg" "$i" ;; esac ;;
   esac
 done
-`.replace(/\$\\\{/g, '${').replace('@@PROC_SCRIPT@@', () => PROC_SCRIPT);
+`
+  .replace(/\$\\\{/g, '${')
+  .replace('@@PROC_SCRIPT@@', () => PROC_SCRIPT);

@@ -13,7 +13,14 @@ import type { ProcInfo } from '../../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import type { RunSnapshot } from '../run/snapshot.js';
-import { actionLogRefusal, appendOwn, createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
+import {
+  actionLogRefusal,
+  appendOwn,
+  createOwn,
+  OwnWriteError,
+  readOnlyMode as ownReadOnly,
+  removeOwn,
+} from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
 import { readSupervisorState } from '../launch/state.js';
 
@@ -61,7 +68,9 @@ function localTty(): string | null {
 function run(cmd: string, args: string[], timeoutMs: number): Promise<string | null> {
   return new Promise((resolve) => {
     try {
-      execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout) => resolve(err ? null : stdout.trim()));
+      execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout) =>
+        resolve(err ? null : stdout.trim()),
+      );
     } catch {
       resolve(null);
     }
@@ -86,10 +95,17 @@ export function currentActor(host: Host): Promise<Actor> {
     if (process.env.TMUX) {
       const pane = process.env.TMUX_PANE ?? '';
       // -t: the pane we run in, not whichever pane is current for the server
-      const args = ['display-message', '-p', ...(pane ? ['-t', pane] : []), '#{client_tty}|#{session_name}:#{window_index}.#{pane_index}'];
+      const args = [
+        'display-message',
+        '-p',
+        ...(pane ? ['-t', pane] : []),
+        '#{client_tty}|#{session_name}:#{window_index}.#{pane_index}',
+      ];
       const shown = await run('tmux', args, 1500);
       const [clientTty = '', where = ''] = (shown ?? '').split('|');
-      const parts = [clientTty ? `client ${clientTty}` : null, where ? `session ${where}` : null, pane || null].filter(Boolean);
+      const parts = [clientTty ? `client ${clientTty}` : null, where ? `session ${where}` : null, pane || null].filter(
+        Boolean,
+      );
       tmux = parts.length > 0 ? parts.join(' ') : 'tmux';
     }
     const me = hostname();
@@ -214,11 +230,21 @@ const MAX_DETAIL = 2000;
  */
 export async function recordAction(host: Host, runDir: string, rec: ActionRecord): Promise<void> {
   const { outDir } = await resolveRunDirs(host, runDir);
-  const clean: ActionRecord = { ...rec, detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail };
+  const clean: ActionRecord = {
+    ...rec,
+    detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail,
+  };
   await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, `${JSON.stringify(clean)}\n`);
 }
 
-function makeRecord(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>, result: ActionRecord['result'], detail: string): ActionRecord {
+function makeRecord(
+  host: Host,
+  actor: Actor,
+  action: ActionKind,
+  target: Record<string, unknown>,
+  result: ActionRecord['result'],
+  detail: string,
+): ActionRecord {
   return { ts: host.now(), who: actor, action, target: { host: host.label, ...target }, result, detail };
 }
 
@@ -294,7 +320,12 @@ export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRan
  * escalations — a process the run's supervisor started (its recorded child, verified by pid + start
  * time, or a descendant of it). null when proven, else why not. Never from a heartbeat's pid.
  */
-export async function proveTarget(host: Host, runDir: string, t: RankTarget, opts: { launcherToo?: boolean; launch?: boolean } = {}): Promise<string | null> {
+export async function proveTarget(
+  host: Host,
+  runDir: string,
+  t: RankTarget,
+  opts: { launcherToo?: boolean; launch?: boolean } = {},
+): Promise<string | null> {
   const { outDir, runDir: rd } = await resolveRunDirs(host, runDir);
   let why: string | null;
   try {
@@ -379,23 +410,41 @@ export async function dumpAll(
   runDir: string,
   ranks: RankTarget[],
   actor: Actor,
-  opts: ControlOptions & { staggerMs?: number; waitMs?: number; answerMs?: number; onProgress?: (msg: string) => void } = {},
+  opts: ControlOptions & {
+    staggerMs?: number;
+    waitMs?: number;
+    answerMs?: number;
+    onProgress?: (msg: string) => void;
+  } = {},
 ): Promise<DumpOutcome> {
   const say = opts.onProgress ?? (() => {});
   const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
   if (readOnlyMode(opts)) {
-    return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: 'read-only mode' })), pySpy: false };
+    return {
+      perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: 'read-only mode' })),
+      pySpy: false,
+    };
   }
   const { outDir } = await resolveRunDirs(host, runDir);
   const unaudited = await actionLogRefusal(host, outDir, opts);
-  if (unaudited) return { perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: unaudited })), pySpy: false };
+  if (unaudited)
+    return {
+      perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: unaudited })),
+      pySpy: false,
+    };
   const stagger = Math.max(1100, opts.staggerMs ?? 1100);
   const waitMs = opts.waitMs ?? 8000;
   const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
   // a remote host's clock is corrected, not exact: allow for it when matching dumps to signals
   const skewMs = host.kind === 'local' ? 50 : 750;
   const pySpyP = pySpyInstalled(host);
-  type Slot = { t: RankTarget; status: 'dumped' | 'no-answer' | 'refused' | 'pending'; file?: string; why?: string; sentAt?: number };
+  type Slot = {
+    t: RankTarget;
+    status: 'dumped' | 'no-answer' | 'refused' | 'pending';
+    file?: string;
+    why?: string;
+    sentAt?: number;
+  };
   const slots: Slot[] = sorted.map((t) => ({ t, status: 'pending' }));
   const seen = await dumpFiles(host, outDir); // name → mtime already accounted for
   let lastSignalAt = -Infinity;
@@ -431,7 +480,10 @@ export async function dumpAll(
     }
     if (v.proc && isLauncher(v.proc)) {
       // torchrun does not forward SIGUSR1, and its default action would kill the launcher
-      Object.assign(slot, { status: 'refused', why: `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded` });
+      Object.assign(slot, {
+        status: 'refused',
+        why: `pid ${t.pid} is the launcher (${v.proc.argv.slice(0, 3).join(' ')}), not a rank: SIGUSR1 would not be forwarded`,
+      });
       say(`rank ${t.rank}: refused — ${slot.why}`);
       continue;
     }
@@ -459,7 +511,8 @@ export async function dumpAll(
       await sleep(150);
       await collect();
     }
-    if (slot.status !== 'dumped') say(`rank ${t.rank}: no dump yet after ${(answerMs / 1000).toFixed(1)} s; moving on and still watching for it`);
+    if (slot.status !== 'dumped')
+      say(`rank ${t.rank}: no dump yet after ${(answerMs / 1000).toFixed(1)} s; moving on and still watching for it`);
   }
   const deadline = lastSignalAt + waitMs;
   while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined) && Date.now() < deadline) {
@@ -475,7 +528,8 @@ export async function dumpAll(
     else {
       const s = stateWhy(p);
       if (s) why += `; ${s}`;
-      else why += `; state ${p.state}${p.wchan ? ` (wchan ${p.wchan})` : ''} — the main thread may be inside a long C/CUDA/NCCL call (Python runs handlers only between bytecodes)`;
+      else
+        why += `; state ${p.state}${p.wchan ? ` (wchan ${p.wchan})` : ''} — the main thread may be inside a long C/CUDA/NCCL call (Python runs handlers only between bytecodes)`;
     }
     Object.assign(slot, { status: 'no-answer', why });
     say(`rank ${slot.t.rank}: ${why}`);
@@ -489,7 +543,14 @@ export async function dumpAll(
   }));
   const pySpy = await pySpyP;
   const dumped = perRank.filter((r) => r.status === 'dumped').length;
-  const result: ActionRecord['result'] = dumped === sorted.length && sorted.length > 0 ? 'ok' : dumped > 0 ? 'partial' : perRank.every((r) => r.status === 'refused') ? 'refused' : 'failed';
+  const result: ActionRecord['result'] =
+    dumped === sorted.length && sorted.length > 0
+      ? 'ok'
+      : dumped > 0
+        ? 'partial'
+        : perRank.every((r) => r.status === 'refused')
+          ? 'refused'
+          : 'failed';
   const detail =
     `${dumped}/${sorted.length} ranks dumped` +
     perRank
@@ -500,7 +561,14 @@ export async function dumpAll(
   await logged(
     host,
     runDir,
-    makeRecord(host, actor, 'dump', { ranks: sorted.map(targetOf), files: perRank.filter((r) => r.file).map((r) => r.file) }, result, detail),
+    makeRecord(
+      host,
+      actor,
+      'dump',
+      { ranks: sorted.map(targetOf), files: perRank.filter((r) => r.file).map((r) => r.file) },
+      result,
+      detail,
+    ),
   );
   return { perRank, pySpy };
 }
@@ -509,7 +577,12 @@ export async function dumpAll(
 // halt
 
 /** Steps lost if the run stopped now: the real trainer writes no checkpoint on HALT (contract §2.5). */
-export function stepsAtRisk(run: RunSnapshot): { lastCheckpointStep: number | null; step: number | null; lost: number | null; savesOnHalt: boolean } {
+export function stepsAtRisk(run: RunSnapshot): {
+  lastCheckpointStep: number | null;
+  step: number | null;
+  lost: number | null;
+  savesOnHalt: boolean;
+} {
   const step = run.step;
   const savesOnHalt = run.identity.trainer === 'nsa-top-reference';
   // The real trainer restarts its step counter at 1 on resume: only checkpoints written during
@@ -545,18 +618,30 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
  * is not a regular file (a directory, a link) is reported as such, never written through. A .HALT
  * created but left without its reason (a full disk) is ours: said so, not taken for someone else's.
  */
-async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wrote: boolean; existing: string | null }> {
+async function writeHalt(
+  host: Host,
+  outDir: string,
+  actor: Actor,
+): Promise<{ wrote: boolean; existing: string | null }> {
   const path = join(outDir, '.HALT');
   try {
     await createOwn(host, outDir, '.HALT', haltContent('manual_stop', actor));
     return { wrote: true, existing: null };
   } catch (e) {
-    if (e instanceof OwnWriteError && e.partial) throw new OwnWriteError(path, `${e.message} — the empty .HALT is nsa-top's own and still stops the trainer at its next step`, e.code, true);
+    if (e instanceof OwnWriteError && e.partial)
+      throw new OwnWriteError(
+        path,
+        `${e.message} — the empty .HALT is nsa-top's own and still stops the trainer at its next step`,
+        e.code,
+        true,
+      );
     if (e instanceof OwnWriteError && e.code !== 'EEXIST') throw e;
     const st = await host.stat(path).catch(() => null);
-    if (st && !st.isFile) return { wrote: false, existing: `not a regular file (${st.isDir ? 'a directory' : 'a special file'})` };
+    if (st && !st.isFile)
+      return { wrote: false, existing: `not a regular file (${st.isDir ? 'a directory' : 'a special file'})` };
     const existing = await readSmall(host, path);
-    if (existing !== null && existing.trim() === '') return { wrote: false, existing: await emptyHaltWhy(host, outDir, path) };
+    if (existing !== null && existing.trim() === '')
+      return { wrote: false, existing: await emptyHaltWhy(host, outDir, path) };
     if (existing !== null) return { wrote: false, existing: existing.trim() };
     throw e;
   }
@@ -566,7 +651,8 @@ async function writeHalt(host: Host, outDir: string, actor: Actor): Promise<{ wr
 async function emptyHaltWhy(host: Host, outDir: string, path: string): Promise<string> {
   const recs = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
   const own = recs.reverse().find((r) => r.target.path === path && r.target.partial === true);
-  if (own) return `empty: nsa-top's own write cut short at ${new Date(own.ts).toISOString()} by ${own.who.user} (${own.detail.replace(/^could not write \.HALT: /, '').slice(0, 120)}); it still stops the trainer`;
+  if (own)
+    return `empty: nsa-top's own write cut short at ${new Date(own.ts).toISOString()} by ${own.who.user} (${own.detail.replace(/^could not write \.HALT: /, '').slice(0, 120)}); it still stops the trainer`;
   return 'empty: no reason given (a bare touch)';
 }
 
@@ -575,9 +661,15 @@ async function emptyHaltWhy(host: Host, outDir: string, path: string): Promise<s
  * file modified within the last second is left for the next look (it may still be growing: the
  * real trainer torch.save()s in place); the rest must pass the structural check in checkpoints.ts.
  */
-export async function checkpointWrittenSince(host: Host, outDir: string, sinceMs: number): Promise<{ path: string; name: string; step: number; mtimeMs: number } | null> {
+export async function checkpointWrittenSince(
+  host: Host,
+  outDir: string,
+  sinceMs: number,
+): Promise<{ path: string; name: string; step: number; mtimeMs: number } | null> {
   const now = host.now();
-  const cands = (await listCheckpoints(host, outDir)).filter((c) => c.mtimeMs > sinceMs).sort((a, b) => b.mtimeMs - a.mtimeMs);
+  const cands = (await listCheckpoints(host, outDir))
+    .filter((c) => c.mtimeMs > sinceMs)
+    .sort((a, b) => b.mtimeMs - a.mtimeMs);
   for (const c of cands) {
     if (now - c.mtimeMs < 1000) continue;
     const st = await host.stat(c.path).catch(() => null);
@@ -599,7 +691,12 @@ export async function requestHalt(
   runDir: string,
   mode: 'now' | 'after-checkpoint',
   actor: Actor,
-  opts: ControlOptions & { signal?: AbortSignal; pollMs?: number; timeoutMs?: number; onProgress?: (msg: string) => void } = {},
+  opts: ControlOptions & {
+    signal?: AbortSignal;
+    pollMs?: number;
+    timeoutMs?: number;
+    onProgress?: (msg: string) => void;
+  } = {},
 ): Promise<ActionRecord> {
   const kind: ActionKind = mode === 'now' ? 'halt' : 'halt-after-checkpoint';
   const { outDir } = await resolveRunDirs(host, runDir);
@@ -611,16 +708,62 @@ export async function requestHalt(
     // "the next checkpoint" is one written after now (by mtime), not a step number above the old
     // maximum: after a resume the real trainer counts from step 1 again
     const since = host.now();
-    await logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'started', `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`));
+    await logged(
+      host,
+      runDir,
+      makeRecord(
+        host,
+        actor,
+        kind,
+        { path: haltPath },
+        'started',
+        `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`,
+      ),
+    );
     opts.onProgress?.('waiting for the next complete checkpoint');
     const pollMs = opts.pollMs ?? 1000;
     const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;
     for (;;) {
-      if (opts.signal?.aborted) return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', 'cancelled before a new checkpoint appeared; no .HALT written'));
-      if (Date.now() > deadline) return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'failed', 'timed out waiting for a new checkpoint; no .HALT written'));
+      if (opts.signal?.aborted)
+        return logged(
+          host,
+          runDir,
+          makeRecord(
+            host,
+            actor,
+            kind,
+            { path: haltPath },
+            'failed',
+            'cancelled before a new checkpoint appeared; no .HALT written',
+          ),
+        );
+      if (Date.now() > deadline)
+        return logged(
+          host,
+          runDir,
+          makeRecord(
+            host,
+            actor,
+            kind,
+            { path: haltPath },
+            'failed',
+            'timed out waiting for a new checkpoint; no .HALT written',
+          ),
+        );
       if ((await host.stat(haltPath)) !== null) {
         const existing = (await readSmall(host, haltPath))?.trim() ?? '';
-        return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', `.HALT appeared meanwhile (${existing}); nothing written`));
+        return logged(
+          host,
+          runDir,
+          makeRecord(
+            host,
+            actor,
+            kind,
+            { path: haltPath },
+            'ok',
+            `.HALT appeared meanwhile (${existing}); nothing written`,
+          ),
+        );
       }
       const c = await checkpointWrittenSince(host, outDir, since).catch(() => null);
       if (c) {
@@ -628,7 +771,16 @@ export async function requestHalt(
         return logged(
           host,
           runDir,
-          makeRecord(host, actor, kind, { path: haltPath, checkpoint: c.path, checkpointStep: c.step }, 'ok', w.wrote ? `checkpoint step ${c.step} complete; .HALT written` : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`),
+          makeRecord(
+            host,
+            actor,
+            kind,
+            { path: haltPath, checkpoint: c.path, checkpointStep: c.step },
+            'ok',
+            w.wrote
+              ? `checkpoint step ${c.step} complete; .HALT written`
+              : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`,
+          ),
         );
       }
       await new Promise<void>((resolve) => {
@@ -639,10 +791,32 @@ export async function requestHalt(
   }
   try {
     const w = await writeHalt(host, outDir, actor);
-    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath }, 'ok', w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`));
+    return logged(
+      host,
+      runDir,
+      makeRecord(
+        host,
+        actor,
+        kind,
+        { path: haltPath },
+        'ok',
+        w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`,
+      ),
+    );
   } catch (e) {
     const partial = e instanceof OwnWriteError && e.partial;
-    return logged(host, runDir, makeRecord(host, actor, kind, { path: haltPath, ...(partial ? { partial: true } : {}) }, 'failed', `could not write .HALT: ${(e as Error).message}`));
+    return logged(
+      host,
+      runDir,
+      makeRecord(
+        host,
+        actor,
+        kind,
+        { path: haltPath, ...(partial ? { partial: true } : {}) },
+        'failed',
+        `could not write .HALT: ${(e as Error).message}`,
+      ),
+    );
   }
 }
 
@@ -650,7 +824,14 @@ export async function requestHalt(
 // escalate, remove a stale .HALT
 
 /** SIGINT or SIGKILL to verified ranks only; each pid that failed verification is named. */
-export async function escalate(host: Host, runDir: string, ranks: RankTarget[], sig: 'SIGINT' | 'SIGKILL', actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+export async function escalate(
+  host: Host,
+  runDir: string,
+  ranks: RankTarget[],
+  sig: 'SIGINT' | 'SIGKILL',
+  actor: Actor,
+  opts: ControlOptions = {},
+): Promise<ActionRecord> {
   const kind: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
   const target = { signal: sig, ranks: ranks.map(targetOf) };
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, target);
@@ -676,12 +857,29 @@ export async function escalate(host: Host, runDir: string, ranks: RankTarget[], 
       notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
     }
   }
-  const result: ActionRecord['result'] = sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
-  return logged(host, runDir, makeRecord(host, actor, kind, { ...target, sentTo: sent }, result, `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`));
+  const result: ActionRecord['result'] =
+    sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
+  return logged(
+    host,
+    runDir,
+    makeRecord(
+      host,
+      actor,
+      kind,
+      { ...target, sentTo: sent },
+      result,
+      `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`,
+    ),
+  );
 }
 
 /** Removes a .HALT the operator confirmed is stale; logs the file's content first. */
-export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+export async function removeStaleHalt(
+  host: Host,
+  runDir: string,
+  actor: Actor,
+  opts: ControlOptions = {},
+): Promise<ActionRecord> {
   const { outDir } = await resolveRunDirs(host, runDir);
   const path = join(outDir, '.HALT');
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'remove-stale-halt', { path });
@@ -689,15 +887,54 @@ export async function removeStaleHalt(host: Host, runDir: string, actor: Actor, 
   if (unaudited) return makeRecord(host, actor, 'remove-stale-halt', { path }, 'refused', unaudited);
   const st = await host.stat(path).catch(() => undefined);
   if (st && !st.isFile)
-    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`));
+    return logged(
+      host,
+      runDir,
+      makeRecord(
+        host,
+        actor,
+        'remove-stale-halt',
+        { path },
+        'failed',
+        `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`,
+      ),
+    );
   const content = await readSmall(host, path);
-  if (content === null && st === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'));
-  if (content === null) return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path }, 'failed', 'could not read .HALT (to record what it said): not removed'));
+  if (content === null && st === null)
+    return logged(
+      host,
+      runDir,
+      makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'),
+    );
+  if (content === null)
+    return logged(
+      host,
+      runDir,
+      makeRecord(
+        host,
+        actor,
+        'remove-stale-halt',
+        { path },
+        'failed',
+        'could not read .HALT (to record what it said): not removed',
+      ),
+    );
   const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
   try {
     await removeOwn(host, outDir, '.HALT', opts);
   } catch (e) {
-    return logged(host, runDir, makeRecord(host, actor, 'remove-stale-halt', { path, content: content.trim() }, 'failed', `could not remove .HALT: ${(e as Error).message}`));
+    return logged(
+      host,
+      runDir,
+      makeRecord(
+        host,
+        actor,
+        'remove-stale-halt',
+        { path, content: content.trim() },
+        'failed',
+        `could not remove .HALT: ${(e as Error).message}`,
+      ),
+    );
   }
   return logged(
     host,
@@ -729,7 +966,13 @@ export interface AlertRef {
  * watching the run (two people sharing a pane, a second cockpit) reads it back from actions.jsonl;
  * a failed write is reported as failed, never as done.
  */
-export async function acknowledgeAlert(host: Host, runDir: string, alert: AlertRef, actor: Actor, opts: ControlOptions = {}): Promise<ActionRecord> {
+export async function acknowledgeAlert(
+  host: Host,
+  runDir: string,
+  alert: AlertRef,
+  actor: Actor,
+  opts: ControlOptions = {},
+): Promise<ActionRecord> {
   const target = { alert: alert.id, since: alert.since, severity: alert.severity };
   if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'ack', target);
   const rec = makeRecord(host, actor, 'ack', target, 'ok', `acknowledged ${alert.severity}: ${alert.title}`);
@@ -737,7 +980,11 @@ export async function acknowledgeAlert(host: Host, runDir: string, alert: AlertR
     await recordAction(host, runDir, rec);
     return rec;
   } catch (e) {
-    return { ...rec, result: 'failed', detail: `not acknowledged: cannot write the action log: ${(e as Error).message}` };
+    return {
+      ...rec,
+      result: 'failed',
+      detail: `not acknowledged: cannot write the action log: ${(e as Error).message}`,
+    };
   }
 }
 
@@ -749,18 +996,40 @@ export async function acknowledgeAlert(host: Host, runDir: string, alert: AlertR
  * thread is stuck in C and cannot run the SIGUSR1 handler). Output saved next to the trainer's own
  * dumps as pyspy_<epoch>_rank<R>_<pid>.txt and logged.
  */
-export async function pySpyDump(host: Host, runDir: string, target: RankTarget, actor: Actor, opts: ControlOptions & { timeoutMs?: number } = {}): Promise<ActionRecord & { file: string | null }> {
+export async function pySpyDump(
+  host: Host,
+  runDir: string,
+  target: RankTarget,
+  actor: Actor,
+  opts: ControlOptions & { timeoutMs?: number } = {},
+): Promise<ActionRecord & { file: string | null }> {
   const t = targetOf(target);
   if (readOnlyMode(opts)) return { ...refusedReadOnly(host, actor, 'py-spy-dump', t), file: null };
   const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
   if (unaudited) return { ...makeRecord(host, actor, 'py-spy-dump', t, 'refused', unaudited), file: null };
   const v = await verifyRank(host, target);
-  if (!v.ok) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))), file: null };
+  if (!v.ok)
+    return {
+      ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))),
+      file: null,
+    };
   const unproven = await proveTarget(host, runDir, target);
-  if (unproven !== null) return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', `not attached: ${unproven}`))), file: null };
+  if (unproven !== null)
+    return {
+      ...(await logged(
+        host,
+        runDir,
+        makeRecord(host, actor, 'py-spy-dump', t, 'refused', `not attached: ${unproven}`),
+      )),
+      file: null,
+    };
   const r = await host.exec(['py-spy', 'dump', '--pid', String(target.pid)], { timeoutMs: opts.timeoutMs ?? 30000 });
   if (r.code !== 0 || r.timedOut) {
-    const why = r.timedOut ? 'py-spy did not finish in time' : r.code === 127 ? 'py-spy is not installed' : (r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`;
+    const why = r.timedOut
+      ? 'py-spy did not finish in time'
+      : r.code === 127
+        ? 'py-spy is not installed'
+        : ((r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`);
     return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', why))), file: null };
   }
   const { outDir } = await resolveRunDirs(host, runDir);
@@ -769,7 +1038,21 @@ export async function pySpyDump(host: Host, runDir: string, target: RankTarget, 
   try {
     await createOwn(host, outDir, name, r.stdout, opts);
   } catch (e) {
-    return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', `could not save: ${(e as Error).message}`))), file: null };
+    return {
+      ...(await logged(
+        host,
+        runDir,
+        makeRecord(host, actor, 'py-spy-dump', t, 'failed', `could not save: ${(e as Error).message}`),
+      )),
+      file: null,
+    };
   }
-  return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', { ...t, file }, 'ok', `py-spy dump of rank ${target.rank} saved`))), file };
+  return {
+    ...(await logged(
+      host,
+      runDir,
+      makeRecord(host, actor, 'py-spy-dump', { ...t, file }, 'ok', `py-spy dump of rank ${target.rank} saved`),
+    )),
+    file,
+  };
 }

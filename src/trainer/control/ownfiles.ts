@@ -72,7 +72,8 @@ export function ownNameProblem(rel: string, launcher = false): string | null {
 /** names that show a directory holds a run (any one is enough) */
 function holdsRun(names: string[]): boolean {
   for (const n of names) {
-    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === 'config.yaml' || LOG_NAMES.includes(n)) return true;
+    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === 'config.yaml' || LOG_NAMES.includes(n))
+      return true;
     const k = classify(n).kind;
     if (k === 'checkpoint' || k === 'metrics-json' || k === 'stackdump') return true;
   }
@@ -110,8 +111,10 @@ export async function runRootProblem(host: Host, dir: string): Promise<string | 
     return `${key}: cannot list (${(e as Error).message})`;
   }
   let ok = holdsRun(names);
-  if (!ok && names.includes(NSA_DIR)) ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
-  if (!ok) return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
+  if (!ok && names.includes(NSA_DIR))
+    ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
+  if (!ok)
+    return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
   let set = validRoots.get(host);
   if (!set) validRoots.set(host, (set = new Set()));
   set.add(key);
@@ -141,7 +144,14 @@ function rethrow(path: string, e: unknown): never {
   throw new OwnWriteError(path, x.message, x.code ?? 'EIO', x.partial === true);
 }
 
-async function write(host: Host, root: string, rel: string, data: string | Buffer, mode: OwnWriteMode, opts: OwnWriteOptions): Promise<void> {
+async function write(
+  host: Host,
+  root: string,
+  rel: string,
+  data: string | Buffer,
+  mode: OwnWriteMode,
+  opts: OwnWriteOptions,
+): Promise<void> {
   const path = await guard(host, root, rel, opts);
   try {
     await host.writeOwn(root, rel, data, mode);
@@ -151,17 +161,35 @@ async function write(host: Host, root: string, rel: string, data: string | Buffe
 }
 
 /** Appends to nsa-top's own file (one O_APPEND write: short records never interleave). */
-export function appendOwn(host: Host, root: string, rel: string, data: string | Buffer, opts: OwnWriteOptions = {}): Promise<void> {
+export function appendOwn(
+  host: Host,
+  root: string,
+  rel: string,
+  data: string | Buffer,
+  opts: OwnWriteOptions = {},
+): Promise<void> {
   return write(host, root, rel, data, 'append', opts);
 }
 
 /** Creates the file; EEXIST when it is there (its content is then kept). */
-export function createOwn(host: Host, root: string, rel: string, data: string | Buffer, opts: OwnWriteOptions = {}): Promise<void> {
+export function createOwn(
+  host: Host,
+  root: string,
+  rel: string,
+  data: string | Buffer,
+  opts: OwnWriteOptions = {},
+): Promise<void> {
   return write(host, root, rel, data, 'exclusive', opts);
 }
 
 /** Writes a temporary file and renames it over the name: readers never see half of it. */
-export function writeOwnAtomic(host: Host, root: string, rel: string, data: string | Buffer, opts: OwnWriteOptions = {}): Promise<void> {
+export function writeOwnAtomic(
+  host: Host,
+  root: string,
+  rel: string,
+  data: string | Buffer,
+  opts: OwnWriteOptions = {},
+): Promise<void> {
   return write(host, root, rel, data, 'replace', opts);
 }
 
@@ -189,7 +217,8 @@ export async function actionLogRefusal(host: Host, outDir: string, opts: EffectO
     await appendOwn(host, outDir, `${NSA_DIR}/actions.jsonl`, '', opts);
     return null;
   } catch (e) {
-    if (e instanceof OwnWriteError && HOSTILE.has(e.code)) return `${e.message} — the action could not be recorded, so it was not taken`;
+    if (e instanceof OwnWriteError && HOSTILE.has(e.code))
+      return `${e.message} — the action could not be recorded, so it was not taken`;
     return null;
   }
 }
@@ -243,15 +272,18 @@ export function ensureOwnDirsSync(root: string, rel: string, opts: EffectOptions
   if (readOnlyMode(opts)) throw new ReadOnlyError(join(root, rel));
   if (!isAbsolute(root)) throw new OwnWriteError(join(root, rel), `${root} is not an absolute path`, 'EPERM');
   for (const part of rel.split('/')) {
-    if (!OWN_NAME_RE.test(part) && part !== NSA_DIR) throw new OwnWriteError(join(root, rel), `${part}: not a plain name`, 'EINVAL');
+    if (!OWN_NAME_RE.test(part) && part !== NSA_DIR)
+      throw new OwnWriteError(join(root, rel), `${part}: not a plain name`, 'EINVAL');
     path = join(path, part);
     try {
       mkdirSync(path, { mode: 0o755 });
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new OwnWriteError(path, (e as Error).message, (e as NodeJS.ErrnoException).code ?? 'EIO');
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST')
+        throw new OwnWriteError(path, (e as Error).message, (e as NodeJS.ErrnoException).code ?? 'EIO');
     }
     const st = lstatSync(path);
-    if (st.isSymbolicLink()) throw new OwnWriteError(path, 'is a symbolic link: refused (nsa-top never writes through a link)', 'ELOOP');
+    if (st.isSymbolicLink())
+      throw new OwnWriteError(path, 'is a symbolic link: refused (nsa-top never writes through a link)', 'ELOOP');
     if (!st.isDirectory()) throw new OwnWriteError(path, 'is not a directory: refused', 'ENOTDIR');
   }
   return path;

@@ -48,7 +48,14 @@ function parseRequests(text: string | null): ControlRequest[] {
   try {
     const j = JSON.parse(text) as Partial<RequestsFile>;
     if (!j || !Array.isArray(j.requests)) return [];
-    return j.requests.filter((r): r is ControlRequest => !!r && typeof r === 'object' && typeof r.id === 'string' && typeof r.state === 'string' && typeof r.ts === 'number');
+    return j.requests.filter(
+      (r): r is ControlRequest =>
+        !!r &&
+        typeof r === 'object' &&
+        typeof r.id === 'string' &&
+        typeof r.state === 'string' &&
+        typeof r.ts === 'number',
+    );
   } catch {
     return [];
   }
@@ -137,18 +144,28 @@ export async function updateRequests<T>(outDir: string, fn: (reqs: ControlReques
 // what the owner looks at
 
 /** The newest pid each heartbeat_rank{R}.jsonl names (from its last 4 KiB): hints for process discovery. */
-export async function heartbeatPidsOf(host: Host, outDir: string): Promise<{ rank: number; pid: number; lastTs: number | null }[]> {
+export async function heartbeatPidsOf(
+  host: Host,
+  outDir: string,
+): Promise<{ rank: number; pid: number; lastTs: number | null }[]> {
   const heartbeatPids: { rank: number; pid: number; lastTs: number | null }[] = [];
   try {
     for (const e of await host.list(outDir)) {
       const m = /^heartbeat_rank(\d+)\.jsonl$/.exec(e.name);
       if (!m || !e.isFile) continue;
-      const tail = (await host.readRange(join(outDir, e.name), Math.max(0, e.size - 4096), e.size)).toString('utf8').trim().split('\n');
+      const tail = (await host.readRange(join(outDir, e.name), Math.max(0, e.size - 4096), e.size))
+        .toString('utf8')
+        .trim()
+        .split('\n');
       for (let i = tail.length - 1; i >= 0; i--) {
         try {
           const j = JSON.parse(tail[i]!) as { pid?: unknown; ts?: unknown };
           if (typeof j.pid === 'number') {
-            heartbeatPids.push({ rank: Number(m[1]), pid: j.pid, lastTs: typeof j.ts === 'number' ? j.ts * 1000 : null });
+            heartbeatPids.push({
+              rank: Number(m[1]),
+              pid: j.pid,
+              lastTs: typeof j.ts === 'number' ? j.ts * 1000 : null,
+            });
             break;
           }
         } catch {
@@ -163,7 +180,10 @@ export async function heartbeatPidsOf(host: Host, outDir: string): Promise<{ ran
 }
 
 /** Is any process of the run alive (a rank, or the launcher that may be starting them)? */
-export async function runAlive(host: Host, outDir: string): Promise<{ alive: boolean; ranks: number; error: string | null }> {
+export async function runAlive(
+  host: Host,
+  outDir: string,
+): Promise<{ alive: boolean; ranks: number; error: string | null }> {
   const p = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
   if (p.error && p.ranks.length === 0 && !p.launcher) return { alive: true, ranks: 0, error: p.error }; // unknown: assume alive
   const ranks = p.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X').length;
@@ -205,7 +225,12 @@ export class RequestOwner {
     } = {},
   ) {}
 
-  private log(req: ControlRequest, result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): Promise<void> {
+  private log(
+    req: ControlRequest,
+    result: ActionRecord['result'],
+    detail: string,
+    target: Record<string, unknown> = {},
+  ): Promise<void> {
     this.hooks.say?.(`request ${req.id}: ${detail}`);
     return recordAction(this.host, this.runDir, {
       ts: Date.now(),
@@ -227,7 +252,8 @@ export class RequestOwner {
       return await this.tickInner();
     } catch (e) {
       this.hooks.say?.(`requests: ${(e as Error).message}`);
-      return readLocal(this.outDir).filter((r) => this.mine(r) && (r.state === 'pending' || r.state === 'halt-written')).length;
+      return readLocal(this.outDir).filter((r) => this.mine(r) && (r.state === 'pending' || r.state === 'halt-written'))
+        .length;
     }
   }
 
@@ -240,18 +266,26 @@ export class RequestOwner {
       const prev = r.owner;
       const claimed = await updateRequests(this.outDir, (all) => {
         const x = all.find((y) => y.id === r.id);
-        if (!x || (x.state !== 'pending' && x.state !== 'halt-written') || (x.owner && x.owner.pid !== prev?.pid)) return null;
+        if (!x || (x.state !== 'pending' && x.state !== 'halt-written') || (x.owner && x.owner.pid !== prev?.pid))
+          return null;
         x.owner = { ...this.me };
         x.updatedAt = Date.now();
         if (x.state === 'pending') x.note = `waiting for a complete checkpoint written after ${hhmmss(x.ts)}`;
         return { ...x };
       });
-      if (claimed) await this.log(claimed, 'started', `taken over by nsa-top ${this.me.kind} (pid ${this.me.pid})${prev ? ` from pid ${prev.pid}, which is gone` : ''}: ${claimed.note}`);
+      if (claimed)
+        await this.log(
+          claimed,
+          'started',
+          `taken over by nsa-top ${this.me.kind} (pid ${this.me.pid})${prev ? ` from pid ${prev.pid}, which is gone` : ''}: ${claimed.note}`,
+        );
     }
     const now = Date.now();
     if (now - this.lastAliveCheck >= 3000) {
       this.lastAliveCheck = now;
-      this.alive = this.hooks.alive ? await this.hooks.alive().catch(() => true) : (await runAlive(this.host, this.outDir).catch(() => ({ alive: true }))).alive;
+      this.alive = this.hooks.alive
+        ? await this.hooks.alive().catch(() => true)
+        : (await runAlive(this.host, this.outDir).catch(() => ({ alive: true }))).alive;
     }
     let active = 0;
     for (const r of readLocal(this.outDir)) {
@@ -277,7 +311,12 @@ export class RequestOwner {
       const done = await updateRequests(this.outDir, (all) => {
         const x = all.find((y) => y.id === r.id);
         if (!x || x.state !== 'pending') return null;
-        Object.assign(x, { state: 'halt-written', haltAt: haltNow.mtimeMs, note: `.HALT appeared meanwhile ("${content}"): nothing written; watching the ranks exit`, updatedAt: Date.now() });
+        Object.assign(x, {
+          state: 'halt-written',
+          haltAt: haltNow.mtimeMs,
+          note: `.HALT appeared meanwhile ("${content}"): nothing written; watching the ranks exit`,
+          updatedAt: Date.now(),
+        });
         return { ...x };
       });
       if (done) await this.log(done, 'ok', done.note);
@@ -288,11 +327,13 @@ export class RequestOwner {
       // decide under the lock: a cancel that got there first wins, and no .HALT is written
       const res = await updateRequests(this.outDir, (all) => {
         const x = all.find((y) => y.id === r.id);
-        if (!x || x.state !== 'pending' || !this.mine(x)) return { req: x ? { ...x } : null, wrote: false, err: null as string | null };
+        if (!x || x.state !== 'pending' || !this.mine(x))
+          return { req: x ? { ...x } : null, wrote: false, err: null as string | null };
         try {
           createOwnSync(this.outDir, '.HALT', haltContent('manual_stop', x.who));
         } catch (e) {
-          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return { req: { ...x }, wrote: false, err: (e as Error).message };
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST')
+            return { req: { ...x }, wrote: false, err: (e as Error).message };
         }
         Object.assign(x, {
           state: 'halt-written',
@@ -308,7 +349,11 @@ export class RequestOwner {
         return;
       }
       if (res.wrote && res.req) {
-        await this.log(res.req, 'ok', res.req.note, { checkpoint: c.path, checkpointStep: c.step, checkpointMtimeMs: c.mtimeMs });
+        await this.log(res.req, 'ok', res.req.note, {
+          checkpoint: c.path,
+          checkpointStep: c.step,
+          checkpointMtimeMs: c.mtimeMs,
+        });
         this.hooks.onHaltWritten?.(res.req);
       }
       return;
@@ -317,7 +362,11 @@ export class RequestOwner {
       const failed = await updateRequests(this.outDir, (all) => {
         const x = all.find((y) => y.id === r.id);
         if (!x || x.state !== 'pending') return null;
-        Object.assign(x, { state: 'failed', note: 'the run ended before a new checkpoint appeared: no .HALT written', updatedAt: Date.now() });
+        Object.assign(x, {
+          state: 'failed',
+          note: 'the run ended before a new checkpoint appeared: no .HALT written',
+          updatedAt: Date.now(),
+        });
         return { ...x };
       });
       if (failed) await this.log(failed, 'failed', failed.note);
@@ -331,7 +380,11 @@ export class RequestOwner {
       const x = all.find((y) => y.id === r.id);
       if (!x || x.state !== 'halt-written') return null;
       const ck = x.checkpoint ? `; ${x.checkpoint.path.split('/').pop()} is there` : '';
-      Object.assign(x, { state: 'done', note: `the run stopped ${Math.max(0, Math.round((Date.now() - since) / 1000))} s after .HALT${ck}`, updatedAt: Date.now() });
+      Object.assign(x, {
+        state: 'done',
+        note: `the run stopped ${Math.max(0, Math.round((Date.now() - since) / 1000))} s after .HALT${ck}`,
+        updatedAt: Date.now(),
+      });
       return { ...x };
     });
     if (done) await this.log(done, 'ok', done.note);
@@ -343,7 +396,8 @@ export class RequestOwner {
       const out: ControlRequest[] = [];
       for (const x of all) {
         if (!this.mine(x) || (x.state !== 'pending' && x.state !== 'halt-written')) continue;
-        if (x.state === 'pending') Object.assign(x, { state: 'failed', note: `${why} before a new checkpoint appeared: no .HALT written` });
+        if (x.state === 'pending')
+          Object.assign(x, { state: 'failed', note: `${why} before a new checkpoint appeared: no .HALT written` });
         else Object.assign(x, { state: 'done', note: `${why} after .HALT` });
         x.updatedAt = Date.now();
         out.push({ ...x });
@@ -370,7 +424,12 @@ async function takeAgentLock(host: Host, outDir: string, me: OwnerIdentity): Pro
     }
     try {
       const h = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown; startTime?: unknown };
-      if (typeof h.pid === 'number' && typeof h.startTime === 'string' && (await ownerAlive(host, { pid: h.pid, startTime: h.startTime }))) return false;
+      if (
+        typeof h.pid === 'number' &&
+        typeof h.startTime === 'string' &&
+        (await ownerAlive(host, { pid: h.pid, startTime: h.startTime }))
+      )
+        return false;
     } catch {
       await sleep(100);
       continue;
@@ -384,13 +443,17 @@ async function takeAgentLock(host: Host, outDir: string, me: OwnerIdentity): Pro
   return false;
 }
 
-export async function runAgent(host: Host, outDir: string, opts: { tickMs?: number; idleTicks?: number } = {}): Promise<number> {
+export async function runAgent(
+  host: Host,
+  outDir: string,
+  opts: { tickMs?: number; idleTicks?: number } = {},
+): Promise<number> {
   const say = (m: string) => process.stdout.write(`[nsa-top agent] ${new Date().toISOString()} ${m}\n`);
   const info = await readProc(host, process.pid).catch(() => null);
   const me: OwnerIdentity = { kind: 'agent', pid: process.pid, startTime: info?.startTime ?? '' };
   const lock = join(outDir, NSA_DIR, AGENT_LOCK);
   if (!(await takeAgentLock(host, outDir, me))) {
-    say('another agent carries this run\'s requests: nothing to do');
+    say("another agent carries this run's requests: nothing to do");
     return 0;
   }
   process.on('SIGHUP', () => {
@@ -442,7 +505,13 @@ export interface RequestOutcome {
   request: ControlRequest | null;
 }
 
-const mk = (actor: Actor, action: ActionRecord['action'], target: Record<string, unknown>, result: ActionRecord['result'], detail: string): ActionRecord => ({ ts: Date.now(), who: actor, action, target, result, detail });
+const mk = (
+  actor: Actor,
+  action: ActionRecord['action'],
+  target: Record<string, unknown>,
+  result: ActionRecord['result'],
+  detail: string,
+): ActionRecord => ({ ts: Date.now(), who: actor, action, target, result, detail });
 
 async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<ActionRecord> {
   await recordAction(host, runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
@@ -466,16 +535,40 @@ export async function haltGraceS(host: Host, runDir: string): Promise<number> {
  * supervisor, else a new agent) has taken the request. Refused: read-only, not on the training
  * box, a .HALT already there, no process of the run alive.
  */
-export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: Actor, opts: ControlOptions & { claimTimeoutMs?: number } = {}): Promise<RequestOutcome> {
+export async function submitHaltAfterCheckpoint(
+  host: Host,
+  dir: string,
+  actor: Actor,
+  opts: ControlOptions & { claimTimeoutMs?: number } = {},
+): Promise<RequestOutcome> {
   const { runDir, outDir, supervised } = await resolveRunDirs(host, dir);
   const haltPath = join(outDir, '.HALT');
   const target = { path: haltPath };
-  if (readOnlyMode(opts)) return { record: mk(actor, 'halt-after-checkpoint', target, 'refused', 'read-only mode: no action taken'), request: null };
-  const refuse = async (detail: string) => ({ record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', target, 'refused', detail)), request: null });
-  if (host.kind !== 'local') return refuse('a halt after the next checkpoint is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` there');
+  if (readOnlyMode(opts))
+    return {
+      record: mk(actor, 'halt-after-checkpoint', target, 'refused', 'read-only mode: no action taken'),
+      request: null,
+    };
+  const refuse = async (detail: string) => ({
+    record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', target, 'refused', detail)),
+    request: null,
+  });
+  if (host.kind !== 'local')
+    return refuse(
+      'a halt after the next checkpoint is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` there',
+    );
   const existing = activeRequest(readLocal(outDir));
   if (existing && existing.owner && (await ownerAlive(host, existing.owner)))
-    return { record: mk(actor, 'halt-after-checkpoint', { ...target, request: existing.id }, 'ok', `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`), request: existing };
+    return {
+      record: mk(
+        actor,
+        'halt-after-checkpoint',
+        { ...target, request: existing.id },
+        'ok',
+        `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`,
+      ),
+      request: existing,
+    };
   const halt = await host.stat(haltPath).catch(() => null);
   if (halt) {
     let content = '';
@@ -488,8 +581,12 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
   }
   // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
   const sup = supervised ? await readSupervisorState(host, runDir) : null;
-  const supAlive = !!sup?.supervisor?.startTime && ['starting', 'running', 'backoff'].includes(sup.state) && (await verifyProcess(host, sup.supervisor).catch(() => false));
-  if (!supAlive && !(await runAlive(host, outDir)).alive) return refuse('no process of this run is running (finished or stopped): nothing to halt');
+  const supAlive =
+    !!sup?.supervisor?.startTime &&
+    ['starting', 'running', 'backoff'].includes(sup.state) &&
+    (await verifyProcess(host, sup.supervisor).catch(() => false));
+  if (!supAlive && !(await runAlive(host, outDir)).alive)
+    return refuse('no process of this run is running (finished or stopped): nothing to halt');
   const graceS = await haltGraceS(host, runDir);
   const now = Date.now();
   const req: ControlRequest = existing ?? {
@@ -514,7 +611,17 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
     await updateRequests(outDir, (all) => {
       all.push(req);
     });
-    await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id }, 'started', `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`));
+    await logged(
+      host,
+      runDir,
+      mk(
+        actor,
+        'halt-after-checkpoint',
+        { ...target, request: req.id },
+        'started',
+        `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`,
+      ),
+    );
   }
   const waitClaim = async (ms: number) => {
     const until = Date.now() + ms;
@@ -533,9 +640,27 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
     } catch (e) {
       await updateRequests(outDir, (all) => {
         const x = all.find((y) => y.id === req.id);
-        if (x && x.state === 'pending' && !x.owner) Object.assign(x, { state: 'failed', note: `no process could carry it: ${(e as Error).message}`, updatedAt: Date.now() });
+        if (x && x.state === 'pending' && !x.owner)
+          Object.assign(x, {
+            state: 'failed',
+            note: `no process could carry it: ${(e as Error).message}`,
+            updatedAt: Date.now(),
+          });
       });
-      return { record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id }, 'failed', `could not start nsa-top agent: ${(e as Error).message}`)), request: null };
+      return {
+        record: await logged(
+          host,
+          runDir,
+          mk(
+            actor,
+            'halt-after-checkpoint',
+            { ...target, request: req.id },
+            'failed',
+            `could not start nsa-top agent: ${(e as Error).message}`,
+          ),
+        ),
+        request: null,
+      };
     }
     got = await waitClaim(opts.claimTimeoutMs ?? 8000);
   }
@@ -543,39 +668,110 @@ export async function submitHaltAfterCheckpoint(host: Host, dir: string, actor: 
     // nobody took it: say so, never leave it looking pending
     const failed = await updateRequests(outDir, (all) => {
       const x = all.find((y) => y.id === req.id);
-      if (x && x.state === 'pending' && !x.owner) Object.assign(x, { state: 'failed', note: 'no process took the request', updatedAt: Date.now() });
+      if (x && x.state === 'pending' && !x.owner)
+        Object.assign(x, { state: 'failed', note: 'no process took the request', updatedAt: Date.now() });
       return x ? { ...x } : null;
     });
     if (failed?.owner) got = failed;
     else
       return {
-        record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', { ...target, request: req.id, agentPid }, 'failed', `nsa-top agent (pid ${agentPid}) did not take the request; see ${join(outDir, NSA_DIR, AGENT_LOG)}. Nothing will be written`)),
+        record: await logged(
+          host,
+          runDir,
+          mk(
+            actor,
+            'halt-after-checkpoint',
+            { ...target, request: req.id, agentPid },
+            'failed',
+            `nsa-top agent (pid ${agentPid}) did not take the request; see ${join(outDir, NSA_DIR, AGENT_LOG)}. Nothing will be written`,
+          ),
+        ),
         request: failed,
       };
   }
-  const who = got.owner!.kind === 'supervisor' ? `the supervisor (pid ${got.owner!.pid})` : `nsa-top agent (pid ${got.owner!.pid}, detached)`;
+  const who =
+    got.owner!.kind === 'supervisor'
+      ? `the supervisor (pid ${got.owner!.pid})`
+      : `nsa-top agent (pid ${got.owner!.pid}, detached)`;
   return {
-    record: mk(actor, 'halt-after-checkpoint', { ...target, request: req.id, owner: got.owner }, 'started', `${who} writes .HALT once a complete checkpoint written after ${hhmmss(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`),
+    record: mk(
+      actor,
+      'halt-after-checkpoint',
+      { ...target, request: req.id, owner: got.owner },
+      'started',
+      `${who} writes .HALT once a complete checkpoint written after ${hhmmss(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`,
+    ),
     request: got,
   };
 }
 
 /** Cancels the active request (or the one named). Too late once .HALT is written: then it says so. */
-export async function cancelRequest(host: Host, dir: string, actor: Actor, opts: ControlOptions & { id?: string } = {}): Promise<RequestOutcome> {
+export async function cancelRequest(
+  host: Host,
+  dir: string,
+  actor: Actor,
+  opts: ControlOptions & { id?: string } = {},
+): Promise<RequestOutcome> {
   const { runDir, outDir } = await resolveRunDirs(host, dir);
-  if (readOnlyMode(opts)) return { record: mk(actor, 'cancel-request', {}, 'refused', 'read-only mode: no action taken'), request: null };
-  if (host.kind !== 'local') return { record: await logged(host, runDir, mk(actor, 'cancel-request', {}, 'refused', 'run `nsa-top halt RUN --cancel` on the training box')), request: null };
+  if (readOnlyMode(opts))
+    return { record: mk(actor, 'cancel-request', {}, 'refused', 'read-only mode: no action taken'), request: null };
+  if (host.kind !== 'local')
+    return {
+      record: await logged(
+        host,
+        runDir,
+        mk(actor, 'cancel-request', {}, 'refused', 'run `nsa-top halt RUN --cancel` on the training box'),
+      ),
+      request: null,
+    };
   const res = await updateRequests(outDir, (all) => {
     const x = opts.id ? all.find((y) => y.id === opts.id) : activeRequest(all);
     if (!x) return { req: null, was: null as string | null };
     const was = x.state;
-    if (x.state === 'pending') Object.assign(x, { state: 'cancelled', cancelledBy: actor, note: `cancelled by ${actor.user} before a new checkpoint; no .HALT written`, updatedAt: Date.now() });
+    if (x.state === 'pending')
+      Object.assign(x, {
+        state: 'cancelled',
+        cancelledBy: actor,
+        note: `cancelled by ${actor.user} before a new checkpoint; no .HALT written`,
+        updatedAt: Date.now(),
+      });
     return { req: { ...x }, was };
   });
-  if (!res.req) return { record: mk(actor, 'cancel-request', {}, 'refused', 'no pending request to cancel'), request: null };
+  if (!res.req)
+    return { record: mk(actor, 'cancel-request', {}, 'refused', 'no pending request to cancel'), request: null };
   const target = { request: res.req.id, kind: res.req.kind };
-  if (res.was === 'pending') return { record: await logged(host, runDir, mk(actor, 'cancel-request', target, 'ok', `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${hhmmss(res.req.ts)}; no .HALT written`)), request: res.req };
+  if (res.was === 'pending')
+    return {
+      record: await logged(
+        host,
+        runDir,
+        mk(
+          actor,
+          'cancel-request',
+          target,
+          'ok',
+          `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${hhmmss(res.req.ts)}; no .HALT written`,
+        ),
+      ),
+      request: res.req,
+    };
   if (res.was === 'halt-written')
-    return { record: await logged(host, runDir, mk(actor, 'cancel-request', target, 'refused', `too late: .HALT was written at ${hhmmss(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`)), request: res.req };
-  return { record: mk(actor, 'cancel-request', target, 'refused', `request already ${res.was}: ${res.req.note}`), request: res.req };
+    return {
+      record: await logged(
+        host,
+        runDir,
+        mk(
+          actor,
+          'cancel-request',
+          target,
+          'refused',
+          `too late: .HALT was written at ${hhmmss(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`,
+        ),
+      ),
+      request: res.req,
+    };
+  return {
+    record: mk(actor, 'cancel-request', target, 'refused', `request already ${res.was}: ${res.req.note}`),
+    request: res.req,
+  };
 }

@@ -117,7 +117,13 @@ export function activeRequest(reqs: readonly ControlRequest[] | null | undefined
  * trainer) and the ranks have had the grace the profile gives since it was written. Returns the
  * reason when not (for the key's hint), or null when escalation may be offered.
  */
-export function escalationBlocked(o: { haltPresent: boolean; haltSinceMs: number | null; graceS: number; ranksAlive: number; now: number }): string | null {
+export function escalationBlocked(o: {
+  haltPresent: boolean;
+  haltSinceMs: number | null;
+  graceS: number;
+  ranksAlive: number;
+  now: number;
+}): string | null {
   if (o.ranksAlive === 0) return 'no rank is running';
   if (!o.haltPresent) return 'no .HALT yet: nothing has been asked of the trainer';
   if (o.haltSinceMs === null) return null;

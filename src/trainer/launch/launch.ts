@@ -3,17 +3,31 @@
 // run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
 // in its own session, so the caller can go away.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, rmdirSync } from 'node:fs';
+import { closeSync, mkdirSync, rmdirSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
 import { selfCommand } from '../../self.js';
 import type { PreflightLine } from '../../checks/preflight.js';
-import { adoptionPreflight, notRecordedAdvice, planFromAdoption, readAdoption, withoutResume, type AdoptionRecord } from '../run/adopt.js';
+import {
+  adoptionPreflight,
+  notRecordedAdvice,
+  planFromAdoption,
+  readAdoption,
+  withoutResume,
+  type AdoptionRecord,
+} from '../run/adopt.js';
 import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
 import type { ActionRecord, Actor, SupervisorState } from '../control/types.js';
-import { currentActor, readOnlyMode, recordAction, removeStaleHalt, requestHalt, type ControlOptions } from '../control/actions.js';
+import {
+  currentActor,
+  readOnlyMode,
+  recordAction,
+  removeStaleHalt,
+  requestHalt,
+  type ControlOptions,
+} from '../control/actions.js';
 import {
   chooseConfig,
   gitCommitOf,
@@ -28,7 +42,17 @@ import {
 } from './profiles.js';
 import { createOwn, ensureOwnDirsSync, openOwnAppendSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
-import { nsaDir, PLAN_FILE, SUPERVISE_ENV, readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG, writeJsonAtomic, writeStateLocal } from './state.js';
+import {
+  nsaDir,
+  PLAN_FILE,
+  SUPERVISE_ENV,
+  readLaunchPlan,
+  readSupervisorState,
+  STOP_FILE,
+  SUPERVISOR_LOG,
+  writeJsonAtomic,
+  writeStateLocal,
+} from './state.js';
 
 export { readSupervisorState } from './state.js';
 
@@ -90,7 +114,12 @@ function spawnSupervisor(runDir: string, resume: boolean): number {
 }
 
 /** Waits until the supervisor has written its state (or has died trying). */
-async function awaitSupervisor(host: Host, runDir: string, pid: number, timeoutMs = 15000): Promise<SupervisorState | null> {
+async function awaitSupervisor(
+  host: Host,
+  runDir: string,
+  pid: number,
+  timeoutMs = 15000,
+): Promise<SupervisorState | null> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     const s = await readSupervisorState(host, runDir);
@@ -135,7 +164,10 @@ async function missingProgram(host: Host, prog: string, cwd: string): Promise<st
   }
   const r = await host.exec(['sh', '-c', 'command -v "$1"', 'sh', prog], { timeoutMs: 5000, cwd }).catch(() => null);
   if (r && r.code === 0 && r.stdout.trim()) return null;
-  const hint = prog === 'python' || prog === 'torchrun' ? ' (activate the trainer\'s venv first, e.g. source .venv/bin/activate, or set python:/torchrun: in the profile)' : '';
+  const hint =
+    prog === 'python' || prog === 'torchrun'
+      ? " (activate the trainer's venv first, e.g. source .venv/bin/activate, or set python:/torchrun: in the profile)"
+      : '';
   return `${prog} is not on PATH${hint}`;
 }
 
@@ -147,14 +179,23 @@ export interface LaunchOptions {
   extraArgs?: string[];
 }
 
-export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runDir: string; outDir: string; supervisorPid: number }> {
-  if (host.kind !== 'local') throw new InputError('launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself');
+export async function launchRun(
+  host: Host,
+  opts: LaunchOptions,
+): Promise<{ runDir: string; outDir: string; supervisorPid: number }> {
+  if (host.kind !== 'local')
+    throw new InputError(
+      'launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself',
+    );
   if (readOnlyMode()) throw new InputError('read-only mode (NSA_TOP_READ_ONLY=1): launch refused');
   const actor = await currentActor(host);
   const cwd = resolve(opts.cwd);
   const file = await loadProfiles(host, opts.profilesFile);
   const profile = file.profiles[opts.profile];
-  if (!profile) throw new InputError(`unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`);
+  if (!profile)
+    throw new InputError(
+      `unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`,
+    );
   const gpus = await queryGpus(host);
   // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
   const base = runDirBase(profile, cwd);
@@ -163,18 +204,32 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   if (profile.trainer === 'nsa-vibe' && !profile.command) {
     const script = profile.script.startsWith('/') ? profile.script : join(tcwd, profile.script);
     if (!(await host.stat(script).catch(() => null))?.isFile)
-      throw new InputError(`profile ${opts.profile}: ${script} not found — run from the nsa-vibe checkout or set repo: in the profile. Nothing was started.`);
+      throw new InputError(
+        `profile ${opts.profile}: ${script} not found — run from the nsa-vibe checkout or set repo: in the profile. Nothing was started.`,
+      );
   }
   let configOutDir: string | null = null;
   if (profile.trainer === 'nsa-vibe' && !profile.out_dir) {
     const { config } = chooseConfig(profile, gpus);
     if (config) {
       const r = await readConfigOutDir(host, tcwd, config);
-      if (r.error) throw new InputError(`profile ${opts.profile}: config ${r.error} — is the trainer repo right (repo: ${tcwd})? Nothing was started.`);
+      if (r.error)
+        throw new InputError(
+          `profile ${opts.profile}: config ${r.error} — is the trainer repo right (repo: ${tcwd})? Nothing was started.`,
+        );
       configOutDir = r.outDir;
     }
   }
-  const program = resolveLaunchPlan({ profileName: opts.profile, profile, presets: file.presets, gpus, runDir: join(base, 'probe'), cwd, configOutDir, steps: opts.steps }).command[0]!;
+  const program = resolveLaunchPlan({
+    profileName: opts.profile,
+    profile,
+    presets: file.presets,
+    gpus,
+    runDir: join(base, 'probe'),
+    cwd,
+    configOutDir,
+    steps: opts.steps,
+  }).command[0]!;
   const missing = await missingProgram(host, program, tcwd);
   if (missing) throw new InputError(`profile ${opts.profile}: ${missing}. Nothing was started.`);
   await host.mkdirp(base);
@@ -212,7 +267,9 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
         } catch {
           /* keep it */
         }
-        throw new InputError(`${plan.outDir} is being written by the run ${other.runDir} (supervisor pid ${ost.supervisor!.pid}, ${ost.state}): stop it first (nsa-top attach, h) — nothing was started`);
+        throw new InputError(
+          `${plan.outDir} is being written by the run ${other.runDir} (supervisor pid ${ost.supervisor!.pid}, ${ost.state}): stop it first (nsa-top attach, h) — nothing was started`,
+        );
       }
     }
   }
@@ -221,7 +278,13 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
   // the launcher dir was made just now (exclusive mkdir); the out_dir may be a fresh one
   await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
   if (plan.outDir !== runDir) {
-    await writeOwnAtomic(host, plan.outDir, `${NSA_DIR}/run.json`, `${JSON.stringify({ runDir, profile: plan.profile, started: started.toISOString() }, null, 2)}\n`, { fresh: true });
+    await writeOwnAtomic(
+      host,
+      plan.outDir,
+      `${NSA_DIR}/run.json`,
+      `${JSON.stringify({ runDir, profile: plan.profile, started: started.toISOString() }, null, 2)}\n`,
+      { fresh: true },
+    );
   }
   const halt = await haltText(host, plan.outDir);
   if (halt !== null) {
@@ -242,7 +305,14 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
       phase: plan.smoke ? 'smoke' : 'train',
       note: `${note}; not started`,
     });
-    await recordAction(host, runDir, { ts: Date.now(), who: actor, action: 'launch', target: { runDir, profile: plan.profile, halt: halt.trim() }, result: 'refused', detail: `${note}; nothing started` }).catch(() => {});
+    await recordAction(host, runDir, {
+      ts: Date.now(),
+      who: actor,
+      action: 'launch',
+      target: { runDir, profile: plan.profile, halt: halt.trim() },
+      result: 'refused',
+      detail: `${note}; nothing started`,
+    }).catch(() => {});
     throw new InputError(
       `${note}. Nothing was started (run dir ${runDir} prepared).\n` +
         `Check that no earlier run is still stopping, then: nsa-top relaunch ${runDir} --remove-stale-halt`,
@@ -258,9 +328,12 @@ export async function launchRun(host: Host, opts: LaunchOptions): Promise<{ runD
     action: 'launch',
     target: { runDir, outDir: plan.outDir, profile: plan.profile, supervisorPid: pid, command: plan.command },
     result: ok ? 'ok' : 'failed',
-    detail: ok ? `profile ${plan.profile}: ${plan.command.join(' ')}` : `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+    detail: ok
+      ? `profile ${plan.profile}: ${plan.command.join(' ')}`
+      : `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
   }).catch(() => {});
-  if (!ok) throw new InputError(`the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, 1);
+  if (!ok)
+    throw new InputError(`the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, 1);
   return { runDir, outDir: plan.outDir, supervisorPid: pid };
 }
 
@@ -270,7 +343,10 @@ const ACTIVE: SupervisorState['state'][] = ['starting', 'running', 'backoff', 's
  * The supervisor's state plus whether its process is alive. `stale` = the file says it is active
  * but the process is gone (killed, machine rebooted): the run is not supervised any more.
  */
-export async function supervisorStatus(host: Host, dir: string): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
+export async function supervisorStatus(
+  host: Host,
+  dir: string,
+): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
   const state = await readSupervisorState(host, dir);
   const alive = await supervisorAlive(host, state);
   return { state, alive, stale: !!state && ACTIVE.includes(state.state) && !alive };
@@ -311,18 +387,26 @@ export interface RelaunchPrep {
  * resumes from and why. The CLI and the cockpit's dialog show this first.
  */
 export async function prepareRelaunch(host: Host, dir: string): Promise<RelaunchPrep> {
-  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  const dirs = await resolveRunDirs(host, dir);
+  const runDir = dirs.runDir;
+  const outDir = dirs.outDir;
   const prep: RelaunchPrep = { runDir, outDir, refusal: null, adopted: null, preflight: [], pick: null };
   const plan = await readLaunchPlan(host, runDir);
   const rec = await readAdoption(host, outDir);
   const st = plan ? await readSupervisorState(host, runDir) : null;
   // a run started by hand after the last supervised one (a shared out_dir): its command is the one to redo
-  const handLaunchedSince = !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
+  const handLaunchedSince =
+    !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
   if (plan && !handLaunchedSince) {
-    if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state)) prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
-    else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
+    if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state))
+      prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
+    else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
+      prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
     const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
-    if (!neverRan) prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
+    if (!neverRan)
+      prep.pick = await pickResumeCheckpoint(host, outDir, {
+        logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')],
+      });
     return prep;
   }
   prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: rec?.stdout ? [rec.stdout] : [] });
@@ -333,7 +417,8 @@ export async function prepareRelaunch(host: Host, dir: string): Promise<Relaunch
   prep.adopted = rec;
   prep.preflight = await adoptionPreflight(host, rec);
   const fails = prep.preflight.filter((l) => l.status === 'FAIL');
-  if (fails.length) prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
+  if (fails.length)
+    prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
   return prep;
 }
 
@@ -367,7 +452,12 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
   plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
   writeJsonAtomic(runDir, PLAN_FILE, plan);
   await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
-  writeJsonAtomic(rec.outDir, 'run.json', { runDir, profile: plan.profile, started: started.toISOString(), adoptedFrom: rec.launcher.pid });
+  writeJsonAtomic(rec.outDir, 'run.json', {
+    runDir,
+    profile: plan.profile,
+    started: started.toISOString(),
+    adoptedFrom: rec.launcher.pid,
+  });
   return runDir;
 }
 
@@ -378,8 +468,15 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
  * removed only with opts.removeStaleHalt (the operator confirmed), logged with its content;
  * otherwise the relaunch is refused and says how.
  */
-export async function relaunch(host: Host, dir: string, actor: Actor, opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number }): Promise<ActionRecord> {
-  let { runDir, outDir } = await resolveRunDirs(host, dir);
+export async function relaunch(
+  host: Host,
+  dir: string,
+  actor: Actor,
+  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number },
+): Promise<ActionRecord> {
+  const dirs = await resolveRunDirs(host, dir);
+  let runDir = dirs.runDir;
+  const outDir = dirs.outDir;
   const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
     ts: Date.now(),
     who: actor,
@@ -393,26 +490,50 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
     return rec;
   };
   if (readOnlyMode(opts)) return mk('refused', 'read-only mode: no action taken');
-  if (host.kind !== 'local') return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
+  if (host.kind !== 'local')
+    return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
   // a supervised run whose supervisor is gone while its trainer runs on (its own session): a new
   // supervisor adopts it — never a second copy into the same out_dir
   const plan0 = await readLaunchPlan(host, runDir);
   const st = plan0 ? await readSupervisorState(host, runDir) : null;
-  if (plan0 && !(await supervisorAlive(host, st)) && st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) {
+  if (
+    plan0 &&
+    !(await supervisorAlive(host, st)) &&
+    st?.child?.startTime &&
+    (await verifyProcess(host, st.child).catch(() => false))
+  ) {
     const pid = spawnSupervisor(runDir, true);
     const up = await awaitSupervisor(host, runDir, pid);
     if (up?.supervisor?.pid !== pid) {
       const why = await supervisorError(host, runDir);
-      return log(mk('failed', `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`, { supervisorPid: pid }));
+      return log(
+        mk(
+          'failed',
+          `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`,
+          { supervisorPid: pid },
+        ),
+      );
     }
-    return log(mk('ok', `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`, { supervisorPid: pid, adopted: st.child }));
+    return log(
+      mk(
+        'ok',
+        `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`,
+        { supervisorPid: pid, adopted: st.child },
+      ),
+    );
   }
   const prep = await prepareRelaunch(host, dir);
   if (prep.refusal) return log(mk('refused', prep.refusal));
   const halt = await haltText(host, outDir);
   if (halt !== null) {
     if (!opts.removeStaleHalt)
-      return log(mk('refused', `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`, { halt: halt.trim() }));
+      return log(
+        mk(
+          'refused',
+          `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`,
+          { halt: halt.trim() },
+        ),
+      );
     const rm = await removeStaleHalt(host, runDir, actor, opts);
     if (rm.result !== 'ok') return log(mk('failed', `could not remove .HALT: ${rm.detail}`));
   }
@@ -430,23 +551,42 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {
     const why = await supervisorError(host, runDir);
-    if (why && /another supervisor/.test(why)) return log(mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid }));
-    return log(mk('failed', `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, { supervisorPid: pid }));
+    if (why && /another supervisor/.test(why))
+      return log(mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid }));
+    return log(
+      mk(
+        'failed',
+        `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+        { supervisorPid: pid },
+      ),
+    );
   }
   const from = `${prep.adopted ? `adopted (started by hand: ${withoutResume(prep.adopted.launcher.argv).join(' ')}); ` : ''}${describePick(pick)}`;
-  const extra = [...(pick?.skipped.length ? [`skipped: ${pick.skipped.join('; ')}`] : []), ...(pick?.warnings ?? []).map((w) => `warning: ${w}`)];
+  const extra = [
+    ...(pick?.skipped.length ? [`skipped: ${pick.skipped.join('; ')}`] : []),
+    ...(pick?.warnings ?? []).map((w) => `warning: ${w}`),
+  ];
   // a trainer that dies at once (a usage error, a finished run) is a failed relaunch, not a success
   const watchUntil = Date.now() + (opts.watchMs ?? 4000);
   while (Date.now() < watchUntil) {
     const now = await readSupervisorState(host, runDir);
-    if (now && now.supervisor?.pid === pid && ['backoff', 'failed'].includes(now.state) && (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')) {
+    if (
+      now &&
+      now.supervisor?.pid === pid &&
+      ['backoff', 'failed'].includes(now.state) &&
+      (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')
+    ) {
       const last = now.exitCodes.at(-1);
       return log(
-        mk('failed', `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`, {
-          supervisorPid: pid,
-          resumeFrom: pick?.found?.path ?? null,
-          supervisorState: now.state,
-        }),
+        mk(
+          'failed',
+          `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`,
+          {
+            supervisorPid: pid,
+            resumeFrom: pick?.found?.path ?? null,
+            supervisorState: now.state,
+          },
+        ),
       );
     }
     // the trainer logged a training step since the relaunch (both trainers log step 1): it is training
@@ -454,14 +594,20 @@ export async function relaunch(host: Host, dir: string, actor: Actor, opts: Cont
     await sleep(250);
   }
   return log(
-    mk('ok', `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`, {
-      supervisorPid: pid,
-      runDir,
-      resumeFrom: pick?.found?.path ?? null,
-      resumeStep: pick?.found?.step ?? null,
-      resumeSegment: pick?.found?.segment ?? null,
-      adopted: prep.adopted ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt } : undefined,
-    }),
+    mk(
+      'ok',
+      `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
+      {
+        supervisorPid: pid,
+        runDir,
+        resumeFrom: pick?.found?.path ?? null,
+        resumeStep: pick?.found?.step ?? null,
+        resumeSegment: pick?.found?.segment ?? null,
+        adopted: prep.adopted
+          ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt }
+          : undefined,
+      },
+    ),
   );
 }
 
@@ -478,15 +624,40 @@ async function progressSince(host: Host, path: string, from: number): Promise<bo
  * outlives the caller) and logs each step with this actor; without one, .HALT is written here and
  * the caller escalates with control.escalate() if the ranks do not stop.
  */
-export async function stopRun(host: Host, dir: string, actor: Actor, opts: ControlOptions & { reason?: string } = {}): Promise<ActionRecord> {
+export async function stopRun(
+  host: Host,
+  dir: string,
+  actor: Actor,
+  opts: ControlOptions & { reason?: string } = {},
+): Promise<ActionRecord> {
   const { runDir } = await resolveRunDirs(host, dir);
-  if (readOnlyMode(opts)) return { ts: Date.now(), who: actor, action: 'halt', target: { runDir }, result: 'refused', detail: 'read-only mode: no action taken' };
+  if (readOnlyMode(opts))
+    return {
+      ts: Date.now(),
+      who: actor,
+      action: 'halt',
+      target: { runDir },
+      result: 'refused',
+      detail: 'read-only mode: no action taken',
+    };
   const st = await readSupervisorState(host, runDir);
   if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
-    await writeOwnAtomic(host, runDir, `${NSA_DIR}/${STOP_FILE}`, `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`);
+    await writeOwnAtomic(
+      host,
+      runDir,
+      `${NSA_DIR}/${STOP_FILE}`,
+      `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`,
+    );
     const plan = await readLaunchPlan(host, runDir);
     const g = plan ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)` : '';
-    return { ts: Date.now(), who: actor, action: 'halt', target: { runDir, supervisorPid: st.supervisor!.pid }, result: 'started', detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged` };
+    return {
+      ts: Date.now(),
+      who: actor,
+      action: 'halt',
+      target: { runDir, supervisorPid: st.supervisor!.pid },
+      result: 'started',
+      detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged`,
+    };
   }
   const rec = await requestHalt(host, runDir, 'now', actor, opts);
   rec.detail += '; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';

@@ -15,14 +15,19 @@ import { BUILTIN_PROFILES_YAML, BUILTIN_SOURCE } from './profiles-builtin.js';
 // schema
 
 const EnvValue = z.union([z.string(), z.number(), z.boolean()]).transform((v) => String(v));
-const EnvMap = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not a valid environment variable name'), EnvValue);
+const EnvMap = z.record(
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not a valid environment variable name'),
+  EnvValue,
+);
 const Args = z.array(z.union([z.string(), z.number()]).transform((v) => String(v)));
 
 const ConfigSel = z.union([
   z.string().min(1),
   z
     .object({
-      by_gpu_memory: z.object({ '80g': z.string().min(1), '40g': z.string().min(1), '24g': z.string().min(1) }).strict(),
+      by_gpu_memory: z
+        .object({ '80g': z.string().min(1), '40g': z.string().min(1), '24g': z.string().min(1) })
+        .strict(),
     })
     .strict(),
 ]);
@@ -101,22 +106,60 @@ export const ProfileSchema = z
       if (p.config !== undefined && 'CONFIG' in p.env)
         ctx.addIssue({ code: 'custom', path: ['env', 'CONFIG'], message: 'CONFIG is set twice: use `config:` only' });
       if (p.config === undefined && !('CONFIG' in p.env))
-        ctx.addIssue({ code: 'custom', path: ['config'], message: 'no config: the real trainer would train the toy configs/train_showcase.yaml; name one with `config:`' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['config'],
+          message:
+            'no config: the real trainer would train the toy configs/train_showcase.yaml; name one with `config:`',
+        });
       if (p.save_every !== undefined)
-        ctx.addIssue({ code: 'custom', path: ['save_every'], message: 'the real trainer has no --save-every flag: set train.save_every in its config' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['save_every'],
+          message: 'the real trainer has no --save-every flag: set train.save_every in its config',
+        });
       if (p.log_every !== undefined)
-        ctx.addIssue({ code: 'custom', path: ['log_every'], message: 'the real trainer has no --log-every flag: set train.log_every in its config' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['log_every'],
+          message: 'the real trainer has no --log-every flag: set train.log_every in its config',
+        });
       if (p.master_port !== undefined) {
         for (const k of ['MASTER_PORT', 'PET_MASTER_PORT'])
-          if (k in p.env) ctx.addIssue({ code: 'custom', path: ['env', k], message: `the port is set twice: use master_port: only (${k} in env would fight torchrun's --master_port)` });
+          if (k in p.env)
+            ctx.addIssue({
+              code: 'custom',
+              path: ['env', k],
+              message: `the port is set twice: use master_port: only (${k} in env would fight torchrun's --master_port)`,
+            });
       }
       const r = flag(['--resume', '--resume-from']);
-      if (r >= 0) ctx.addIssue({ code: 'custom', path: ['args', r], message: 'resume is the supervisor\'s job (newest complete checkpoint on restart); drop --resume' });
+      if (r >= 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['args', r],
+          message: "resume is the supervisor's job (newest complete checkpoint on restart); drop --resume",
+        });
     } else {
       const i = flag(['--out', '--ranks', '--resume']);
-      if (i >= 0) ctx.addIssue({ code: 'custom', path: ['args', i], message: `${p.args[i]} is set by the supervisor (out_dir, procs, resume): remove it` });
-      if (p.repo !== undefined) ctx.addIssue({ code: 'custom', path: ['repo'], message: 'the reference trainer is part of nsa-top: `repo:` does not apply' });
-      if (p.master_port !== undefined) ctx.addIssue({ code: 'custom', path: ['master_port'], message: 'the reference trainer has no torchrun rendezvous: master_port does not apply' });
+      if (i >= 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['args', i],
+          message: `${p.args[i]} is set by the supervisor (out_dir, procs, resume): remove it`,
+        });
+      if (p.repo !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['repo'],
+          message: 'the reference trainer is part of nsa-top: `repo:` does not apply',
+        });
+      if (p.master_port !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['master_port'],
+          message: 'the reference trainer has no torchrun rendezvous: master_port does not apply',
+        });
     }
   });
 
@@ -125,7 +168,9 @@ export type Profile = z.output<typeof ProfileSchema>;
 const FileSchema = z
   .object({
     presets: z.record(z.string(), EnvMap).default({}),
-    profiles: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'profile names: letters, digits, . _ -'), ProfileSchema).default({}),
+    profiles: z
+      .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'profile names: letters, digits, . _ -'), ProfileSchema)
+      .default({}),
   })
   .strict();
 
@@ -185,7 +230,10 @@ function pathText(path: PropertyKey[]): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
 }
 
-export function parseProfilesText(text: string, source: string): { ok: true; file: ProfilesFile } | { ok: false; issues: ProfileIssue[] } {
+export function parseProfilesText(
+  text: string,
+  source: string,
+): { ok: true; file: ProfilesFile } | { ok: false; issues: ProfileIssue[] } {
   const lc = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lc, prettyErrors: false, uniqueKeys: true });
   if (doc.errors.length > 0) {
@@ -193,7 +241,13 @@ export function parseProfilesText(text: string, source: string): { ok: true; fil
       ok: false,
       issues: doc.errors.map((e) => {
         const pos = e.linePos?.[0] ?? lc.linePos(e.pos[0]);
-        return { source, line: pos.line, col: pos.col, path: '', message: e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '') };
+        return {
+          source,
+          line: pos.line,
+          col: pos.col,
+          path: '',
+          message: e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, ''),
+        };
       }),
     };
   }
@@ -205,7 +259,8 @@ export function parseProfilesText(text: string, source: string): { ok: true; fil
       const path = iss.path as (string | number)[];
       const pos = locate(doc, path, lc);
       let message = iss.message;
-      if (iss.code === 'unrecognized_keys') message = `unknown key${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => `'${k}'`).join(', ')}`;
+      if (iss.code === 'unrecognized_keys')
+        message = `unknown key${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => `'${k}'`).join(', ')}`;
       const keyPath = iss.code === 'unrecognized_keys' && iss.keys.length > 0 ? [...path, iss.keys[0]!] : path;
       const kpos = iss.code === 'unrecognized_keys' ? (locate(doc, keyPath, lc) ?? pos) : pos;
       issues.push({ source, line: kpos?.line ?? null, col: kpos?.col ?? null, path: pathText(keyPath), message });
@@ -235,7 +290,13 @@ function checkPresets(file: ProfilesFile, texts: Map<string, string>): ProfileIs
         line = pos?.line ?? null;
         col = pos?.col ?? null;
       }
-      issues.push({ source, line, col, path: `profiles.${name}.env_presets[${i}]`, message: `unknown preset '${pre}' (known: ${Object.keys(file.presets).join(', ') || 'none'})` });
+      issues.push({
+        source,
+        line,
+        col,
+        path: `profiles.${name}.env_presets[${i}]`,
+        message: `unknown preset '${pre}' (known: ${Object.keys(file.presets).join(', ') || 'none'})`,
+      });
     });
   }
   return issues;
@@ -259,7 +320,9 @@ export async function loadProfiles(host: Host, file?: string): Promise<ProfilesF
     try {
       text = (await host.readFile(file, 4 * 1024 * 1024)).toString('utf8');
     } catch (e) {
-      throw new InputError(`profiles file ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}`);
+      throw new InputError(
+        `profiles file ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}`,
+      );
     }
     texts.set(file, text);
     const r = parseProfilesText(text, file);
@@ -287,17 +350,40 @@ export interface GpuInventory {
 
 export async function queryGpus(host: Host): Promise<GpuInventory> {
   try {
-    const r = await host.exec(['nvidia-smi', '--query-gpu=memory.total', '--format=csv,noheader,nounits'], { timeoutMs: 15000 });
-    if (r.code === 127 || /ENOENT|not found/i.test(r.stderr) && r.code !== 0) return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'none', error: null };
-    if (r.timedOut) return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'error', error: 'nvidia-smi did not answer within 15 s' };
-    if (r.code !== 0) return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'error', error: (r.stderr || r.stdout).trim().split('\n')[0] ?? `exit ${r.code}` };
+    const r = await host.exec(['nvidia-smi', '--query-gpu=memory.total', '--format=csv,noheader,nounits'], {
+      timeoutMs: 15000,
+    });
+    if (r.code === 127 || (/ENOENT|not found/i.test(r.stderr) && r.code !== 0))
+      return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'none', error: null };
+    if (r.timedOut)
+      return {
+        count: 0,
+        memTotalMiB: [],
+        maxMemMiB: null,
+        source: 'error',
+        error: 'nvidia-smi did not answer within 15 s',
+      };
+    if (r.code !== 0)
+      return {
+        count: 0,
+        memTotalMiB: [],
+        maxMemMiB: null,
+        source: 'error',
+        error: (r.stderr || r.stdout).trim().split('\n')[0] ?? `exit ${r.code}`,
+      };
     const mem = r.stdout
       .split('\n')
       .map((l) => l.trim())
       .filter((l) => l.length > 0)
       .map((l) => Number.parseFloat(l));
     const known = mem.filter((m) => Number.isFinite(m));
-    return { count: mem.length, memTotalMiB: known, maxMemMiB: known.length ? Math.max(...known) : null, source: 'nvidia-smi', error: null };
+    return {
+      count: mem.length,
+      memTotalMiB: known,
+      maxMemMiB: known.length ? Math.max(...known) : null,
+      source: 'nvidia-smi',
+      error: null,
+    };
   } catch (e) {
     return { count: 0, memTotalMiB: [], maxMemMiB: null, source: 'error', error: (e as Error).message };
   }
@@ -378,7 +464,9 @@ export function chooseConfig(p: Profile, gpus: GpuInventory): { config: string |
 
 /** Repo dir of the real trainer (its working directory). */
 export function trainerCwd(p: Profile, launchCwd: string): string {
-  return p.trainer === 'nsa-vibe' && p.repo ? abs(p.repo.replace(/^~(?=\/|$)/, process.env.HOME ?? '~'), launchCwd) : launchCwd;
+  return p.trainer === 'nsa-vibe' && p.repo
+    ? abs(p.repo.replace(/^~(?=\/|$)/, process.env.HOME ?? '~'), launchCwd)
+    : launchCwd;
 }
 
 export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
@@ -389,8 +477,16 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
   for (const name of p.env_presets) Object.assign(env, ctx.presets[name] ?? {});
   Object.assign(env, p.env);
   const { config, why: configWhy } = chooseConfig(p, ctx.gpus);
-  const procs = p.procs === undefined ? (p.trainer === 'reference' ? 1 : Math.max(1, ctx.gpus.count)) : p.procs === 'gpus' ? Math.max(1, ctx.gpus.count) : p.procs;
-  if (p.procs === 'gpus' && ctx.gpus.count === 0) warnings.push(`no GPUs seen (${ctx.gpus.error ?? ctx.gpus.source}): one process`);
+  const procs =
+    p.procs === undefined
+      ? p.trainer === 'reference'
+        ? 1
+        : Math.max(1, ctx.gpus.count)
+      : p.procs === 'gpus'
+        ? Math.max(1, ctx.gpus.count)
+        : p.procs;
+  if (p.procs === 'gpus' && ctx.gpus.count === 0)
+    warnings.push(`no GPUs seen (${ctx.gpus.error ?? ctx.gpus.source}): one process`);
   const steps = ctx.steps ?? p.steps;
   const extra = ctx.extraArgs ?? [];
   let command: string[];
@@ -411,7 +507,17 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     if (p.smoke) {
       const sdir = join(ctx.runDir, 'smoke');
       smoke = {
-        command: [...program, '--out', sdir, '--ranks', '1', '--steps', String(p.smoke.steps), ...(p.smoke.config ? ['--config', abs(p.smoke.config, cwd)] : []), ...p.smoke.args],
+        command: [
+          ...program,
+          '--out',
+          sdir,
+          '--ranks',
+          '1',
+          '--steps',
+          String(p.smoke.steps),
+          ...(p.smoke.config ? ['--config', abs(p.smoke.config, cwd)] : []),
+          ...p.smoke.args,
+        ],
         env: { ...env, ...p.smoke.env, NSA_TOP_RUN_DIR: sdir },
         cwd,
         log: join(ctx.runDir, 'smoke.log'),
@@ -422,24 +528,48 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
   } else {
     if (config) env.CONFIG = config;
     const od = p.out_dir ?? ctx.configOutDir ?? null;
-    if (!od) warnings.push(`out_dir unknown (config ${config ?? '?'} unreadable or without train.out_dir): nsa-top watches the run dir`);
+    if (!od)
+      warnings.push(
+        `out_dir unknown (config ${config ?? '?'} unreadable or without train.out_dir): nsa-top watches the run dir`,
+      );
     outDir = od ? abs(od, cwd) : ctx.runDir;
     env.NSA_TOP_RUN_DIR = outDir;
     env.PYTHONUNBUFFERED ??= '1';
     const script = p.script;
     command =
       procs > 1
-        ? [p.torchrun, ...(p.master_port !== undefined ? [`--master_port=${p.master_port}`] : []), `--nproc_per_node=${procs}`, script]
+        ? [
+            p.torchrun,
+            ...(p.master_port !== undefined ? [`--master_port=${p.master_port}`] : []),
+            `--nproc_per_node=${procs}`,
+            script,
+          ]
         : [...(p.command ?? [p.python, '-u', script])];
-    if (p.master_port !== undefined && procs === 1) warnings.push(`master_port ${p.master_port} unused: one process, no torchrun`);
+    if (p.master_port !== undefined && procs === 1)
+      warnings.push(`master_port ${p.master_port} unused: one process, no torchrun`);
     if (steps !== undefined) command.push('--steps', String(steps));
     command.push(...p.args, ...extra);
     // under torchrun, WORLD_SIZE makes the trainer's default --ddp -1 choose DDP (contract §3.8)
     if (p.smoke) {
-      const senv: Record<string, string> = { ...env, ...p.smoke.env, CONFIG: p.smoke.config ?? 'configs/train_showcase.yaml' };
+      const senv: Record<string, string> = {
+        ...env,
+        ...p.smoke.env,
+        CONFIG: p.smoke.config ?? 'configs/train_showcase.yaml',
+      };
       delete senv.NSA_TOP_RUN_DIR;
       smoke = {
-        command: [p.python, '-u', script, '--ddp', '0', '--save', join(ctx.runDir, 'smoke.pt'), '--steps', String(p.smoke.steps), ...p.smoke.args],
+        command: [
+          p.python,
+          '-u',
+          script,
+          '--ddp',
+          '0',
+          '--save',
+          join(ctx.runDir, 'smoke.pt'),
+          '--steps',
+          String(p.smoke.steps),
+          ...p.smoke.args,
+        ],
         env: senv,
         cwd,
         log: join(ctx.runDir, 'smoke.log'),
@@ -472,10 +602,20 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
 }
 
 /** The TCP port torchrun's rendezvous will listen on for this plan (null: one process, no torchrun). */
-export function rendezvousPort(plan: Pick<LaunchPlan, 'trainer' | 'procs' | 'env' | 'masterPort'>, shellEnv: Record<string, string | undefined> = {}): number | null {
+export function rendezvousPort(
+  plan: Pick<LaunchPlan, 'trainer' | 'procs' | 'env' | 'masterPort'>,
+  shellEnv: Record<string, string | undefined> = {},
+): number | null {
   if (plan.trainer !== 'nsa-vibe' || plan.procs <= 1) return null;
   const n = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : null);
-  return plan.masterPort ?? n(plan.env.MASTER_PORT) ?? n(plan.env.PET_MASTER_PORT) ?? n(shellEnv.MASTER_PORT) ?? n(shellEnv.PET_MASTER_PORT) ?? 29500;
+  return (
+    plan.masterPort ??
+    n(plan.env.MASTER_PORT) ??
+    n(plan.env.PET_MASTER_PORT) ??
+    n(shellEnv.MASTER_PORT) ??
+    n(shellEnv.PET_MASTER_PORT) ??
+    29500
+  );
 }
 
 /** Where `nsa-top launch --profile` creates its run dirs: artifacts/train_runs/ in the trainer's cwd. */
@@ -484,13 +624,20 @@ export function runDirBase(p: Profile, launchCwd: string): string {
 }
 
 /** train.out_dir of a real-trainer config (relative to the trainer's cwd), or null with the reason. */
-export async function readConfigOutDir(host: Host, cwd: string, config: string): Promise<{ outDir: string | null; error: string | null }> {
+export async function readConfigOutDir(
+  host: Host,
+  cwd: string,
+  config: string,
+): Promise<{ outDir: string | null; error: string | null }> {
   const path = abs(config, cwd);
   let text: string;
   try {
     text = (await host.readFile(path, 1 << 20)).toString('utf8');
   } catch (e) {
-    return { outDir: null, error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}` };
+    return {
+      outDir: null,
+      error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}`,
+    };
   }
   if (yamlTooDeep(text)) return { outDir: null, error: `${path}: YAML nested too deep: refused` };
   try {

@@ -45,21 +45,29 @@ export async function resolveRunDirs(host: Host, dir: string): Promise<RunDirs> 
   const info = await readText(host, join(dir, 'run.info'));
   if (info !== null) {
     const kv = parseRunInfo(info);
-    const supervised = (await host.stat(join(dir, NSA_DIR, 'supervisor.json')).catch(() => null)) !== null || 'profile' in kv;
+    const supervised =
+      (await host.stat(join(dir, NSA_DIR, 'supervisor.json')).catch(() => null)) !== null || 'profile' in kv;
     const declared = kv.out_dir?.trim() ?? '';
     if (declared.length === 0) return { runDir: dir, outDir: dir, supervised };
     // relative to the launcher dir, never to whatever the caller's cwd is
     const out = normalize(isAbsolute(declared) ? declared : resolve(dir, declared));
     if (out === normalize(dir)) return { runDir: dir, outDir: dir, supervised };
     const why = await outDirProblem(host, dir, out);
-    if (why) return { runDir: dir, outDir: dir, supervised, outDirProblem: `run.info's out_dir ${declared}: ${why}; using ${dir} itself` };
+    if (why)
+      return {
+        runDir: dir,
+        outDir: dir,
+        supervised,
+        outDirProblem: `run.info's out_dir ${declared}: ${why}; using ${dir} itself`,
+      };
     return { runDir: dir, outDir: out, supervised };
   }
   const ptr = await readText(host, join(dir, NSA_DIR, 'run.json'));
   if (ptr !== null) {
     try {
       const j = JSON.parse(ptr) as { runDir?: unknown };
-      if (typeof j.runDir === 'string' && j.runDir.length > 0) return { runDir: j.runDir, outDir: dir, supervised: true };
+      if (typeof j.runDir === 'string' && j.runDir.length > 0)
+        return { runDir: j.runDir, outDir: dir, supervised: true };
     } catch {
       /* a broken pointer: treat the dir as unsupervised */
     }

@@ -7,7 +7,7 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
 import { LocalHost, notRegular, READ_FLAGS } from '../../remote/local/host.js';
@@ -18,7 +18,6 @@ import { escalate, recordAction, requestHalt, type RankTarget } from '../control
 import { RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
-
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -163,14 +162,17 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       if (info && info.startTime === t.startTime && r !== undefined && /^\d+$/.test(r)) t.rank = Number(r);
     }
     if (!c.startTime) c.startTime = (await readProc(host, c.pid).catch(() => null))?.startTime ?? '';
-    if (out.length === 0 || withLauncher) out.push({ rank: out.length === 0 ? 0 : -1, pid: c.pid, startTime: c.startTime });
+    if (out.length === 0 || withLauncher)
+      out.push({ rank: out.length === 0 ? 0 : -1, pid: c.pid, startTime: c.startTime });
     return out;
   };
 
   const doEscalate = async (req: StopRequest) => {
     if (!current) return;
     save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
-    say(`stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later`);
+    say(
+      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later`,
+    );
     await requestHalt(host, runDir, 'now', req.who);
     if (await waitDone(plan.stop.halt_grace_s * 1000)) return;
     const ranks = await rankTargets(false);
@@ -191,11 +193,22 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
 
   // durable requests (halt after the next checkpoint): this supervisor carries them while it lives;
   // once one has written .HALT, the stop escalation takes over (grace, SIGINT, SIGKILL, logged)
-  const owner = new RequestOwner(host, runDir, plan.outDir, { kind: 'supervisor', pid: process.pid, startTime: me?.startTime ?? '' }, {
-    say: (m) => say(m),
-    alive: async () => current !== null || st.state === 'backoff' || st.state === 'starting',
-    onHaltWritten: (req) => requestStop({ ts: Date.now(), who: req.who, reason: `halt after checkpoint: ${req.checkpoint?.path ?? 'new checkpoint'} written` }),
-  });
+  const owner = new RequestOwner(
+    host,
+    runDir,
+    plan.outDir,
+    { kind: 'supervisor', pid: process.pid, startTime: me?.startTime ?? '' },
+    {
+      say: (m) => say(m),
+      alive: async () => current !== null || st.state === 'backoff' || st.state === 'starting',
+      onHaltWritten: (req) =>
+        requestStop({
+          ts: Date.now(),
+          who: req.who,
+          reason: `halt after checkpoint: ${req.checkpoint?.path ?? 'new checkpoint'} written`,
+        }),
+    },
+  );
   let owning: Promise<number> | null = null;
   let lastOwnerTick = 0;
   const stopPoll = setInterval(() => {
@@ -208,7 +221,11 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     if (raw === null) return;
     try {
       const j = JSON.parse(raw) as StopRequest;
-      requestStop({ ts: j.ts ?? Date.now(), who: j.who ?? supervisorActor('stop.json'), reason: j.reason ?? 'stop requested' });
+      requestStop({
+        ts: j.ts ?? Date.now(),
+        who: j.who ?? supervisorActor('stop.json'),
+        reason: j.reason ?? 'stop requested',
+      });
     } catch {
       requestStop({ ts: Date.now(), who: supervisorActor('stop.json'), reason: 'stop requested (unreadable request)' });
     }
@@ -217,7 +234,9 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     /* the session we came from is gone: keep supervising */
   });
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-    process.on(sig, () => requestStop({ ts: Date.now(), who: supervisorActor(`received ${sig}`), reason: `supervisor received ${sig}` }));
+    process.on(sig, () =>
+      requestStop({ ts: Date.now(), who: supervisorActor(`received ${sig}`), reason: `supervisor received ${sig}` }),
+    );
   }
 
   /** Waits until a process this supervisor did not start (an adopted trainer) is gone. */
@@ -260,14 +279,21 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
           resolve({ code: 127, signal: null });
         }
       });
-      p.once('exit', (exitCode, signal) => resolve({ code: signal ? null : exitCode, signal: signal ? `signal ${signal}` : null }));
+      p.once('exit', (exitCode, signal) =>
+        resolve({ code: signal ? null : exitCode, signal: signal ? `signal ${signal}` : null }),
+      );
     });
     if (p.pid === undefined) return done;
     return track(p.pid, done, argv);
   };
 
   /** Makes pid the current trainer: recorded in supervisor.json with its start time. */
-  const track = (pid: number, done: Promise<ChildResult>, argv: string[] | null, startTime = ''): Promise<ChildResult> => {
+  const track = (
+    pid: number,
+    done: Promise<ChildResult>,
+    argv: string[] | null,
+    startTime = '',
+  ): Promise<ChildResult> => {
     const child = { pid, startTime, done };
     current = child;
     if (!startTime)
@@ -298,7 +324,9 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
 
   let code = 0;
   try {
-    say(`supervising profile ${plan.profile} in ${runDir} (out_dir ${plan.outDir}), restarts ≤ ${plan.restart.max_restarts}`);
+    say(
+      `supervising profile ${plan.profile} in ${runDir} (out_dir ${plan.outDir}), restarts ≤ ${plan.restart.max_restarts}`,
+    );
     if (adopt && st.phase === 'smoke') {
       // an earlier supervisor's smoke run is still going: never two at once
       say(`the smoke run of an earlier supervisor (pid ${adopt.pid}) is still running: waiting for it to end`);
@@ -329,11 +357,19 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       const how = timedOut ? `timed out after ${s.timeoutS} s` : `exit ${r.code ?? r.signal}`;
       say(`smoke ${ok ? 'passed' : `failed (${how})`}`);
       if (stop) {
-        save({ state: 'halted', child: null, note: `stopped during the smoke phase by ${(stop as StopRequest).who.user}` });
+        save({
+          state: 'halted',
+          child: null,
+          note: `stopped during the smoke phase by ${(stop as StopRequest).who.user}`,
+        });
         return 0;
       }
       if (!ok && s.required) {
-        save({ state: 'failed', child: null, note: `smoke failed (${how}); the real run was not started — see ${s.log}` });
+        save({
+          state: 'failed',
+          child: null,
+          note: `smoke failed (${how}); the real run was not started — see ${s.log}`,
+        });
         return 1;
       }
       save({ phase: 'train', child: null });
@@ -344,7 +380,14 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       if (stop) {
         const req = stop as StopRequest;
         save({ state: 'halted', child: null, note: `stopped by ${req.who.user} before a restart` });
-        await recordAction(host, runDir, { ts: Date.now(), who: req.who, action: 'halt', target: { runDir }, result: 'ok', detail: `stop requested while no trainer ran (${req.reason}): not restarted` }).catch(() => {});
+        await recordAction(host, runDir, {
+          ts: Date.now(),
+          who: req.who,
+          action: 'halt',
+          target: { runDir },
+          result: 'ok',
+          detail: `stop requested while no trainer ran (${req.reason}): not restarted`,
+        }).catch(() => {});
         break;
       }
       const adopting = attempt === 0 ? adopt : null;
@@ -361,11 +404,17 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       }
       let resumeFrom: string | null = null;
       if (!adopting && (attempt > 0 || opts.resume)) {
-        const pick = await pickResumeCheckpoint(host, plan.outDir, { logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')] });
+        const pick = await pickResumeCheckpoint(host, plan.outDir, {
+          logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')],
+        });
         for (const w of pick.skipped) say(`checkpoint ${w}`);
         for (const w of pick.warnings) say(`warning: ${w}`);
         resumeFrom = pick.found?.path ?? null;
-        say(pick.found ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}` : 'no complete checkpoint: starting from scratch');
+        say(
+          pick.found
+            ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}`
+            : 'no complete checkpoint: starting from scratch',
+        );
       }
       const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
       const anomalyPath = join(plan.outDir, '.anomaly_type');
@@ -383,8 +432,17 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         r = adoptedResult(plan.outDir, startedMs);
       } else {
         // which weights each start begins from: restarts that never move it forward are judged in src/checks
-        const starts = [...(st.startCheckpoints ?? []), { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null }].slice(-50);
-        save({ state: 'running', resumeFrom, backoffUntil: null, startCheckpoints: starts, note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}` });
+        const starts = [
+          ...(st.startCheckpoints ?? []),
+          { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null },
+        ].slice(-50);
+        save({
+          state: 'running',
+          resumeFrom,
+          backoffUntil: null,
+          startCheckpoints: starts,
+          note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}`,
+        });
         say(`start: ${argv.join(' ')}`);
         r = await runChild(argv, plan.env, plan.cwd, trainLog);
       }
@@ -394,11 +452,17 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
       if (stop) {
         const req = stop as StopRequest;
-        save({ state: 'halted', note: req.who.user.startsWith('nsa-top supervisor') ? `stopped: ${req.reason}` : `stopped by ${req.who.user} (${req.reason})` });
+        save({
+          state: 'halted',
+          note: req.who.user.startsWith('nsa-top supervisor')
+            ? `stopped: ${req.reason}`
+            : `stopped by ${req.who.user} (${req.reason})`,
+        });
         break;
       }
       const anomalyNow = mtimeOf(anomalyPath);
-      const anomaly = anomalyNow !== null && anomalyNow !== anomalyBefore ? (readSmall(anomalyPath)?.trim() ?? null) : null;
+      const anomaly =
+        anomalyNow !== null && anomalyNow !== anomalyBefore ? (readSmall(anomalyPath)?.trim() ?? null) : null;
       const haltNow = readSmall(haltPath);
       if (anomaly === 'nan_loss' || (haltNow !== null && /nan_loss/.test(haltNow))) {
         const note = 'NaN abort (.anomaly_type nan_loss): not restarted — a restart would resume into the same blow-up';
@@ -433,8 +497,16 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         code = 1;
         break;
       }
-      const backoffS = Math.min(plan.restart.backoff_max_s, plan.restart.backoff_s * plan.restart.backoff_factor ** st.restarts);
-      save({ state: 'backoff', restarts: st.restarts + 1, backoffUntil: Date.now() + backoffS * 1000, note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s` });
+      const backoffS = Math.min(
+        plan.restart.backoff_max_s,
+        plan.restart.backoff_s * plan.restart.backoff_factor ** st.restarts,
+      );
+      save({
+        state: 'backoff',
+        restarts: st.restarts + 1,
+        backoffUntil: Date.now() + backoffS * 1000,
+        note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s`,
+      });
       say(st.note!);
       const until = Date.now() + backoffS * 1000;
       while (Date.now() < until && !stop) await sleep(Math.min(250, until - Date.now()));
@@ -463,11 +535,19 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
 function adoptedResult(outDir: string, startedMs: number | null): ChildResult {
   const m = mtimeOf(join(outDir, 'metrics.json'));
   if (m !== null && (startedMs === null || m >= startedMs)) return { code: 0, signal: null };
-  return { code: null, signal: 'an unknown signal or error (adopted trainer: its exit status is not ours to read, and it wrote no metrics.json)' };
+  return {
+    code: null,
+    signal:
+      'an unknown signal or error (adopted trainer: its exit status is not ours to read, and it wrote no metrics.json)',
+  };
 }
 
 /** Exclusive lock file holding pid + start time; a holder that is no longer alive is replaced. */
-async function takeLock(host: LocalHost, runDir: string, me: { pid: number; startTime: string }): Promise<string | null> {
+async function takeLock(
+  host: LocalHost,
+  runDir: string,
+  me: { pid: number; startTime: string },
+): Promise<string | null> {
   const rel = `${NSA_DIR}/${LOCK_FILE}`;
   const path = join(runDir, rel);
   for (let attempt = 0; attempt < 3; attempt++) {

@@ -6,7 +6,18 @@ import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:f
 import { join } from 'node:path';
 import { isoMicros, nowEpoch } from './writers.js';
 
-export type Phase = 'startup' | 'fetch' | 'forward' | 'backward' | 'allreduce-wait' | 'optimizer' | 'checkpoint' | 'eval' | 'injected-hang' | 'logging' | 'idle';
+export type Phase =
+  | 'startup'
+  | 'fetch'
+  | 'forward'
+  | 'backward'
+  | 'allreduce-wait'
+  | 'optimizer'
+  | 'checkpoint'
+  | 'eval'
+  | 'injected-hang'
+  | 'logging'
+  | 'idle';
 
 interface Activity {
   phase: Phase;
@@ -110,7 +121,13 @@ export function formatFrames(site: Error | null): string {
 }
 
 /** Writes stackdump_<epoch>_rank<R>_<pid>[_n].txt; returns its path. Never overwrites. */
-export function writeStackDump(dir: string, rank: number, activity: ActivityStack, signalNumber = 10, now = nowEpoch()): string {
+export function writeStackDump(
+  dir: string,
+  rank: number,
+  activity: ActivityStack,
+  signalNumber = 10,
+  now = nowEpoch(),
+): string {
   return writeDump(dir, 'stackdump', `Signal ${signalNumber} at ${isoMicros(now)}`, rank, activity, now);
 }
 
@@ -118,11 +135,31 @@ export function writeStackDump(dir: string, rank: number, activity: ActivityStac
  * The in-process watchdog's dump, like the real trainer's watchdog_stackdump_<epoch>.txt (first line
  * `Watchdog at <iso>Z; last_heartbeat=<ts>`), named per rank and pid so ranks never collide.
  */
-export function writeWatchdogDump(dir: string, rank: number, activity: ActivityStack, lastHeartbeat: number, now = nowEpoch()): string {
-  return writeDump(dir, 'watchdog_stackdump', `Watchdog at ${isoMicros(now)}; last_heartbeat=${lastHeartbeat}`, rank, activity, now);
+export function writeWatchdogDump(
+  dir: string,
+  rank: number,
+  activity: ActivityStack,
+  lastHeartbeat: number,
+  now = nowEpoch(),
+): string {
+  return writeDump(
+    dir,
+    'watchdog_stackdump',
+    `Watchdog at ${isoMicros(now)}; last_heartbeat=${lastHeartbeat}`,
+    rank,
+    activity,
+    now,
+  );
 }
 
-function writeDump(dir: string, prefix: string, firstLine: string, rank: number, activity: ActivityStack, now: number): string {
+function writeDump(
+  dir: string,
+  prefix: string,
+  firstLine: string,
+  rank: number,
+  activity: ActivityStack,
+  now: number,
+): string {
   const epoch = Math.floor(now);
   const body =
     `${firstLine}\n` +

@@ -170,7 +170,8 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
         break;
       case '--ranks':
         a.ranks = intArg(arg, v, 1);
-        if (a.ranks > 16) throw new UsageError(`--ranks ${a.ranks}: at most 16 (this is a single-machine rehearsal tool)`);
+        if (a.ranks > 16)
+          throw new UsageError(`--ranks ${a.ranks}: at most 16 (this is a single-machine rehearsal tool)`);
         break;
       case '--data':
         a.data = v;
@@ -203,7 +204,8 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
         break;
       }
       case '--kernels':
-        if (v !== 'wasm' && v !== 'js' && v !== 'auto') throw new UsageError(`--kernels must be wasm, js or auto, got '${v}'`);
+        if (v !== 'wasm' && v !== 'js' && v !== 'auto')
+          throw new UsageError(`--kernels must be wasm, js or auto, got '${v}'`);
         a.kernels = v;
         break;
     }

@@ -120,7 +120,8 @@ export function writeCheckpoint(dir: string, data: CheckpointData): string {
 
 function parseBuffer(buf: Buffer): { ok: true; data: CheckpointData } | { ok: false; why: string; step?: number } {
   if (buf.length < 8 + 4 + 12) return { ok: false, why: `too short (${buf.length} bytes)` };
-  if (buf.toString('latin1', 0, 8) !== CKPT_MAGIC) return { ok: false, why: 'not an nsa-top reference checkpoint (bad magic)' };
+  if (buf.toString('latin1', 0, 8) !== CKPT_MAGIC)
+    return { ok: false, why: 'not an nsa-top reference checkpoint (bad magic)' };
   const hlen = buf.readUInt32LE(8);
   if (12 + hlen > buf.length - 12) return { ok: false, why: 'truncated header' };
   let header: CheckpointHeader;
@@ -130,10 +131,12 @@ function parseBuffer(buf: Buffer): { ok: true; data: CheckpointData } | { ok: fa
     return { ok: false, why: 'header is not valid JSON' };
   }
   const step = typeof header.step === 'number' ? header.step : undefined;
-  if (buf.toString('latin1', buf.length - 8) !== CKPT_TRAILER) return { ok: false, why: 'no end trailer (incomplete write)', step };
+  if (buf.toString('latin1', buf.length - 8) !== CKPT_TRAILER)
+    return { ok: false, why: 'no end trailer (incomplete write)', step };
   const n = header.n_params;
   const expected = 12 + hlen + 3 * 4 * n + 12;
-  if (!Number.isInteger(n) || expected !== buf.length) return { ok: false, why: `size ${buf.length} does not match header (expected ${expected})`, step };
+  if (!Number.isInteger(n) || expected !== buf.length)
+    return { ok: false, why: `size ${buf.length} does not match header (expected ${expected})`, step };
   const crcStored = buf.readUInt32LE(buf.length - 12);
   const crc = crc32(buf.subarray(0, buf.length - 12));
   if (crc !== crcStored) return { ok: false, why: 'CRC mismatch (corrupt)', step };
@@ -167,7 +170,13 @@ export async function verifyCheckpoint(path: string): Promise<{ ok: boolean; ste
       if (tail.toString('latin1') !== CKPT_TRAILER) {
         const head = Buffer.alloc(8);
         await fh.read(head, 0, 8, 0);
-        return { ok: false, why: head.toString('latin1') === CKPT_MAGIC ? 'no end trailer (incomplete write)' : 'not an nsa-top reference checkpoint (bad magic)' };
+        return {
+          ok: false,
+          why:
+            head.toString('latin1') === CKPT_MAGIC
+              ? 'no end trailer (incomplete write)'
+              : 'not an nsa-top reference checkpoint (bad magic)',
+        };
       }
     } finally {
       await fh.close();
@@ -198,7 +207,9 @@ export function listCheckpoints(dir: string): { step: number; path: string }[] {
 }
 
 /** The newest checkpoint in dir that verifies; skipped ones are reported. */
-export async function newestCompleteCheckpoint(dir: string): Promise<{ path: string | null; skipped: { path: string; why: string }[] }> {
+export async function newestCompleteCheckpoint(
+  dir: string,
+): Promise<{ path: string | null; skipped: { path: string; why: string }[] }> {
   const skipped: { path: string; why: string }[] = [];
   for (const c of listCheckpoints(dir)) {
     const v = await verifyCheckpoint(c.path);

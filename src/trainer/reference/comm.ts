@@ -56,11 +56,11 @@ export class LocalComm implements Comm {
 }
 
 // ---- messages over the IPC channel
-export type ToRank =
-  | { t: 'spec'; spec: unknown }
-  | { t: 'reduced'; r: Reduced }
-  | { t: 'abort'; why: string };
-export type ToLauncher = { t: 'ready'; rank: number; pid: number } | { t: 'reduce'; rank: number; c: Contribution } | { t: 'finished'; rank: number; how: string };
+export type ToRank = { t: 'spec'; spec: unknown } | { t: 'reduced'; r: Reduced } | { t: 'abort'; why: string };
+export type ToLauncher =
+  | { t: 'ready'; rank: number; pid: number }
+  | { t: 'reduce'; rank: number; c: Contribution }
+  | { t: 'finished'; rank: number; how: string };
 
 export class IpcComm implements Comm {
   private waiter: { resolve: (r: Reduced) => void; reject: (e: Error) => void } | null = null;

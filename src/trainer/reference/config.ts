@@ -65,16 +65,38 @@ const IGNORED: Record<string, string[]> = {
   model: [],
   nsa: [],
   data: [],
-  runtime: ['use_flash', 'use_triton_sel', 'compile_cmp_win', 'sel_triton_min_L', 'fa2_enabled', 'fa2_min_len_win', 'fa2_min_len_cmp'],
+  runtime: [
+    'use_flash',
+    'use_triton_sel',
+    'compile_cmp_win',
+    'sel_triton_min_L',
+    'fa2_enabled',
+    'fa2_min_len_win',
+    'fa2_min_len_cmp',
+  ],
   train: ['max_grad_norm'],
 };
 
 const sectionSchemas = {
-  model: z.object({ dim: int(1), n_layers: int(1), n_heads: int(1), n_kv_groups: int(1), d_k: int(2), d_v: int(1) }).partial(),
+  model: z
+    .object({ dim: int(1), n_layers: int(1), n_heads: int(1), n_kv_groups: int(1), d_k: int(2), d_v: int(1) })
+    .partial(),
   nsa: z.object({ l: int(1), d: int(1), l_sel: int(1), n_sel: int(1), w: int(1), phi: z.string() }).partial(),
-  data: z.object({ tokenizer: z.string(), dataset: z.string(), path: z.string().nullable(), val_fraction: num.min(0.001).max(0.5) }).partial(),
+  data: z
+    .object({
+      tokenizer: z.string(),
+      dataset: z.string(),
+      path: z.string().nullable(),
+      val_fraction: num.min(0.001).max(0.5),
+    })
+    .partial(),
   runtime: z
-    .object({ device: z.string(), precision: z.string(), gradient_checkpointing: z.boolean(), kernels: z.enum(['auto', 'wasm', 'js']) })
+    .object({
+      device: z.string(),
+      precision: z.string(),
+      gradient_checkpointing: z.boolean(),
+      kernels: z.enum(['auto', 'wasm', 'js']),
+    })
     .partial(),
   train: z
     .object({
@@ -118,8 +140,12 @@ export function readConfigFile(path: string): { overrides: DeepPartial<RunConfig
 
 export type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? Partial<T[K]> : T[K] };
 
-export function parseConfigObject(doc: unknown, where: string): { overrides: DeepPartial<RunConfig>; warnings: string[] } {
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new ConfigError(`config ${where}: expected a mapping with model/nsa/data/runtime/train sections`);
+export function parseConfigObject(
+  doc: unknown,
+  where: string,
+): { overrides: DeepPartial<RunConfig>; warnings: string[] } {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new ConfigError(`config ${where}: expected a mapping with model/nsa/data/runtime/train sections`);
   const warnings: string[] = [];
   const out: Record<string, unknown> = {};
   for (const [section, value] of Object.entries(doc as Record<string, unknown>)) {
@@ -128,13 +154,18 @@ export function parseConfigObject(doc: unknown, where: string): { overrides: Dee
       continue;
     }
     if (value === null || value === undefined) continue;
-    if (typeof value !== 'object' || Array.isArray(value)) throw new ConfigError(`config ${where}: '${section}' must be a mapping`);
+    if (typeof value !== 'object' || Array.isArray(value))
+      throw new ConfigError(`config ${where}: '${section}' must be a mapping`);
     const schema = sectionSchemas[section as keyof typeof sectionSchemas];
     const known = new Set(Object.keys(schema.shape));
     const picked: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
       if (known.has(k)) picked[k] = v;
-      else if (!IGNORED[section]!.includes(k) && !(section === 'nsa' && k === 'phi') && !(section === 'train' && k === 'lr_schedule'))
+      else if (
+        !IGNORED[section]!.includes(k) &&
+        !(section === 'nsa' && k === 'phi') &&
+        !(section === 'train' && k === 'lr_schedule')
+      )
         warnings.push(`[config] ignoring unknown key ${section}.${k} in ${where}`);
     }
     const r = schema.safeParse(picked);
@@ -166,13 +197,18 @@ export function validateConfig(raw: RunConfig): { cfg: RunConfig; notes: string[
   const fail = (msg: string): never => {
     throw new ConfigError(`config: ${msg}`);
   };
-  if (m.n_heads % m.n_kv_groups !== 0) fail(`model.n_heads (${m.n_heads}) must be a multiple of model.n_kv_groups (${m.n_kv_groups})`);
+  if (m.n_heads % m.n_kv_groups !== 0)
+    fail(`model.n_heads (${m.n_heads}) must be a multiple of model.n_kv_groups (${m.n_kv_groups})`);
   if (m.d_k % 2 !== 0) fail(`model.d_k (${m.d_k}) must be even (RoPE)`);
   if (n.l % n.d !== 0) fail(`nsa.d (${n.d}) must divide nsa.l (${n.l})`);
   if (n.l_sel % n.d !== 0) fail(`nsa.d (${n.d}) must divide nsa.l_sel (${n.l_sel})`);
   if (t.seq_len < n.l) fail(`train.seq_len (${t.seq_len}) must be at least nsa.l (${n.l})`);
-  if ((cfg.data.tokenizer as string) !== 'byte') fail(`data.tokenizer '${cfg.data.tokenizer}' is not supported: the reference trainer is byte-level`);
-  if ((t.accumulate_grad_batches as number) !== 1) fail(`train.accumulate_grad_batches=${t.accumulate_grad_batches} is not supported by the reference trainer (use 1)`);
+  if ((cfg.data.tokenizer as string) !== 'byte')
+    fail(`data.tokenizer '${cfg.data.tokenizer}' is not supported: the reference trainer is byte-level`);
+  if ((t.accumulate_grad_batches as number) !== 1)
+    fail(
+      `train.accumulate_grad_batches=${t.accumulate_grad_batches} is not supported by the reference trainer (use 1)`,
+    );
   if ((cfg.runtime.device as string) !== 'cpu') {
     notes.push(`[config] runtime.device=${cfg.runtime.device} ignored: the reference trainer runs on the CPU`);
     cfg.runtime.device = 'cpu';
@@ -199,7 +235,7 @@ export function validateConfig(raw: RunConfig): { cfg: RunConfig; notes: string[
 
 export function configToYaml(cfg: RunConfig): string {
   return (
-    '# Written by nsa-top train (the reference NSA trainer); same shape as the nsa-vibe trainer\'s configs.\n' +
+    "# Written by nsa-top train (the reference NSA trainer); same shape as the nsa-vibe trainer's configs.\n" +
     stringifyYaml(cfg, { lineWidth: 0 })
   );
 }

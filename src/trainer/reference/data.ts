@@ -23,7 +23,12 @@ export function loadCorpus(path: string, valFraction: number, name?: string): Co
     throw new DataError(`cannot read data ${path}: ${(err as Error).message}`);
   }
   let bytes: Uint8Array = raw;
-  const firstLine = raw.subarray(0, Math.min(raw.length, 65536)).toString('utf8').split('\n').find((l) => l.trim() !== '') ?? '';
+  const firstLine =
+    raw
+      .subarray(0, Math.min(raw.length, 65536))
+      .toString('utf8')
+      .split('\n')
+      .find((l) => l.trim() !== '') ?? '';
   if (path.endsWith('.jsonl') || firstLine.trimStart().startsWith('{')) {
     const texts: string[] = [];
     let lineNo = 0;

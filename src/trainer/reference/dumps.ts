@@ -30,7 +30,9 @@ export function installDumpHandler(dir: string | null, rank: number): DumpHandle
   let r = rank;
   const onUsr1 = () => {
     if (!target) {
-      process.stderr.write(`[train] pid ${process.pid}: SIGUSR1 during startup, before the run dir is known: no dump\n`);
+      process.stderr.write(
+        `[train] pid ${process.pid}: SIGUSR1 during startup, before the run dir is known: no dump\n`,
+      );
       return;
     }
     try {

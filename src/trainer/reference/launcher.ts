@@ -36,7 +36,8 @@ export async function runLauncher(spec: RunSpec, selfCommand: string[]): Promise
   let killTimer: NodeJS.Timeout | null = null;
 
   const sendTo = (r: RankProc, m: ToRank) => {
-    if (!r.exited && r.child.connected) r.child.send(m, (err) => err && !r.exited && logErr(`send to rank ${r.rank} failed: ${err.message}`));
+    if (!r.exited && r.child.connected)
+      r.child.send(m, (err) => err && !r.exited && logErr(`send to rank ${r.rank} failed: ${err.message}`));
   };
   const abortAll = (why: string) => {
     if (broken) return;
@@ -116,7 +117,9 @@ export async function runLauncher(spec: RunSpec, selfCommand: string[]): Promise
         const bad = signal !== null || (code !== 0 && !(stopSignal && code === 128 + (SIGNUM[stopSignal] ?? 15)));
         if (bad && !failure && !stopSignal) {
           failure = { rank, code, signal };
-          logErr(`rank ${rank} (pid ${child.pid}) exited with ${signal ? `signal ${signal}` : `code ${code}`} — tearing down the other ranks`);
+          logErr(
+            `rank ${rank} (pid ${child.pid}) exited with ${signal ? `signal ${signal}` : `code ${code}`} — tearing down the other ranks`,
+          );
           abortAll(`rank ${rank} failed`);
           // The others leave on the abort (rank 0 keeps the last completed step); signals only if they don't.
           setTimeout(() => killAll('SIGTERM'), 10_000).unref();
@@ -131,9 +134,14 @@ export async function runLauncher(spec: RunSpec, selfCommand: string[]): Promise
     }
   });
 
-  log(`world_size=${world}: ${ranks.map((r) => `rank${r.rank}=pid ${r.child.pid}`).join(', ')} (a single-machine rehearsal, not a distributed engine)`);
+  log(
+    `world_size=${world}: ${ranks.map((r) => `rank${r.rank}=pid ${r.child.pid}`).join(', ')} (a single-machine rehearsal, not a distributed engine)`,
+  );
 
-  const onUsr1 = () => log(`SIGUSR1 ignored by the launcher (pid ${process.pid}); send it to a rank for a stack dump: ${ranks.map((r) => `rank${r.rank}=${r.child.pid}`).join(' ')}`);
+  const onUsr1 = () =>
+    log(
+      `SIGUSR1 ignored by the launcher (pid ${process.pid}); send it to a rank for a stack dump: ${ranks.map((r) => `rank${r.rank}=${r.child.pid}`).join(' ')}`,
+    );
   const onStop = (sig: NodeJS.Signals) => {
     if (stopSignal) {
       log(`second ${sig}: forwarding, ranks exit at once`);
@@ -153,7 +161,9 @@ export async function runLauncher(spec: RunSpec, selfCommand: string[]): Promise
   const watchdog = setInterval(() => {
     if (pendingStep !== null && !broken && Date.now() - pendingSince > timeoutMs) {
       const missing = ranks.filter((r) => !pending.has(r.rank)).map((r) => r.rank);
-      logErr(`collective at step ${pendingStep} timed out after ${timeoutMin} min (NSA_PG_TIMEOUT_MIN) waiting on rank(s) ${missing.join(',')} — tearing down`);
+      logErr(
+        `collective at step ${pendingStep} timed out after ${timeoutMin} min (NSA_PG_TIMEOUT_MIN) waiting on rank(s) ${missing.join(',')} — tearing down`,
+      );
       failure = failure ?? { rank: missing[0] ?? -1, code: null, signal: null };
       abortAll('collective timeout');
       killAll('SIGTERM');

@@ -49,7 +49,10 @@ export function lockRunDir(dir: string): () => void {
       } catch {
         /* vanished between open and read: retry */
       }
-      if (holderAlive(pid)) throw new LockError(`another nsa-top train (pid ${pid}) is writing ${dir}; stop it first or choose another --out`);
+      if (holderAlive(pid))
+        throw new LockError(
+          `another nsa-top train (pid ${pid}) is writing ${dir}; stop it first or choose another --out`,
+        );
       try {
         unlinkSync(path); // stale: its process is gone
       } catch {

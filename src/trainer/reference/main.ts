@@ -26,12 +26,16 @@ export class TrainInputError extends Error {
 
 export async function runTrain(argv: string[], ctx: TrainContext): Promise<number> {
   // A log reader that went away (closed pipe) must not kill training.
-  for (const st of [process.stdout, process.stderr]) st.on('error', (e: NodeJS.ErrnoException) => {
-    if (e.code !== 'EPIPE') throw e;
-  });
+  for (const st of [process.stdout, process.stderr])
+    st.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+    });
   // First thing: a SIGUSR1 must never kill a starting trainer.
   const worker = argv.includes('--rank-worker');
-  const dumps = installDumpHandler(worker ? (process.env.NSA_TOP_RUN_DIR ?? null) : null, worker ? Number(process.env.RANK ?? 0) : 0);
+  const dumps = installDumpHandler(
+    worker ? (process.env.NSA_TOP_RUN_DIR ?? null) : null,
+    worker ? Number(process.env.RANK ?? 0) : 0,
+  );
   try {
     return await runTrainInner(argv, ctx, dumps);
   } finally {
@@ -60,7 +64,8 @@ async function runTrainInner(argv: string[], ctx: TrainContext, dumps: DumpHandl
     lockRunDir(spec.outDir);
     writeFileSync(join(spec.outDir, 'config.yaml'), configToYaml(spec.cfg));
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof DataError || err instanceof LockError) throw new TrainInputError(`train: ${err.message}`);
+    if (err instanceof ConfigError || err instanceof DataError || err instanceof LockError)
+      throw new TrainInputError(`train: ${err.message}`);
     throw err;
   }
   if (spec.world === 1) {

@@ -60,7 +60,8 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
       process.exit(128 + (SIGNUM[sig] ?? 15));
     }
     stopSignal = sig;
-    if (rank === 0 || world === 1) out(`[train] ${sig} received — checkpointing at the end of this step, then exiting.`);
+    if (rank === 0 || world === 1)
+      out(`[train] ${sig} received — checkpointing at the end of this step, then exiting.`);
     for (const l of [...stopListeners]) l();
   };
   process.on('SIGTERM', onStop);
@@ -90,7 +91,10 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   out(`[boot] effective config: S=${T.seq_len} B=${T.batch_size} accum=1 gc=off`);
   if (rank === 0) for (const n of spec.notes) out(n);
   writeJson(join(dir, 'env.json'), envJson(spec.configPath));
-  if (world > 1 && rank === 0) out(`[ddp] process group ready | backend=ipc world_size=${world} timeout_min=${Number(process.env.NSA_PG_TIMEOUT_MIN ?? 15)}`);
+  if (world > 1 && rank === 0)
+    out(
+      `[ddp] process group ready | backend=ipc world_size=${world} timeout_min=${Number(process.env.NSA_PG_TIMEOUT_MIN ?? 15)}`,
+    );
 
   const model: Model = await createModel(modelConfigOf(spec.cfg), { seed: T.seed, kernels: spec.kernels });
   const n = model.params.length;
@@ -104,7 +108,8 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   const sampler = new LaneSampler(corpus.train, T.batch_size, window, window - 1, share.start, share.count);
   out(`[train] dataset=${corpus.name} tokenizer=byte`);
   if (rank === 0) out('[train] gradient_checkpointing=off');
-  if (rank === 0 && spec.dataPath && spec.datasetName !== 'pride-and-prejudice') out(`[train] reading local dataset: ${spec.dataPath}`);
+  if (rank === 0 && spec.dataPath && spec.datasetName !== 'pride-and-prejudice')
+    out(`[train] reading local dataset: ${spec.dataPath}`);
 
   const decayMask = new Uint8Array(n);
   for (const l of model.layout) if (l.decay) decayMask.fill(1, l.offset, l.offset + l.size);
@@ -114,13 +119,17 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   let step = 0;
   if (spec.resumePath) {
     const ck = await readCheckpoint(spec.resumePath);
-    if (ck.header.n_params !== n) throw new Error(`checkpoint ${spec.resumePath} has ${ck.header.n_params} parameters; the model has ${n}`);
+    if (ck.header.n_params !== n)
+      throw new Error(`checkpoint ${spec.resumePath} has ${ck.header.n_params} parameters; the model has ${n}`);
     model.params.set(ck.params);
     opt.importState({ t: ck.header.optimizer.t, m: ck.m, v: ck.v });
     step = ck.header.step;
     if (ck.header.data.lanes === T.batch_size && ck.header.data.train_bytes === corpus.train.length)
       sampler.pos = { cursor: ck.header.data.cursor, epoch: ck.header.data.epoch };
-    else if (rank === 0) out('[train] note: the global batch or the data changed since the checkpoint; data restarts at the beginning of the corpus');
+    else if (rank === 0)
+      out(
+        '[train] note: the global batch or the data changed since the checkpoint; data restarts at the beginning of the corpus',
+      );
     out(`[train] resumed from ${spec.resumePath}`);
   }
   const startStep = step;
@@ -137,7 +146,9 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   const slowMs = inj.reduce((a, i) => a + (i.kind === 'slow-data' ? i.ms : 0), 0);
   const leakMb = inj.reduce((a, i) => a + (i.kind === 'leak' ? i.mb : 0), 0);
   const at = (kind: string, s: number) => inj.some((i) => 'step' in i && i.kind === kind && i.step === s);
-  const collapseFrom = Math.min(...inj.filter((i) => i.kind === 'gate-collapse').map((i) => (i as { step: number }).step));
+  const collapseFrom = Math.min(
+    ...inj.filter((i) => i.kind === 'gate-collapse').map((i) => (i as { step: number }).step),
+  );
   const leaked: Buffer[] = [];
   // crash and hang fire once per run dir: a supervisor's restart resumes past them, so a drill shows
   // the recovery instead of the same failure again (.nsa-top-injected records what has fired).
@@ -185,7 +196,13 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
             time: new Date().toISOString(),
             config: cfg,
             world_size: world,
-            data: { cursor: pos.cursor, epoch: pos.epoch, lanes: T.batch_size, train_bytes: corpus.train.length, source: corpus.source },
+            data: {
+              cursor: pos.cursor,
+              epoch: pos.epoch,
+              lanes: T.batch_size,
+              train_bytes: corpus.train.length,
+              source: corpus.source,
+            },
             rng: { seed: T.seed },
             optimizer: { kind: 'adamw', t: st.t },
             n_params: n,
@@ -235,18 +252,23 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
   const stallS = Number(process.env.NSA_TOP_WATCHDOG_STALL_S ?? 180);
   const pollS = Number(process.env.NSA_TOP_WATCHDOG_POLL_S ?? 30);
   let lastAdvance = Date.now() / 1000;
-  const watchdog = setInterval(() => {
-    const now = Date.now() / 1000;
-    if (now - lastAdvance <= stallS) return;
-    try {
-      const p = writeWatchdogDump(dir, rank, act, lastAdvance);
-      hb.write(0, 'watchdog_dump', { path: p });
-      process.stderr.write(`[watchdog] rank ${rank}: no step for ${(now - lastAdvance).toFixed(0)} s — dumped ${p}\n`);
-    } catch (err) {
-      process.stderr.write(`[watchdog] rank ${rank}: dump failed: ${(err as Error).message}\n`);
-    }
-    lastAdvance = now;
-  }, Math.max(0.05, pollS) * 1000);
+  const watchdog = setInterval(
+    () => {
+      const now = Date.now() / 1000;
+      if (now - lastAdvance <= stallS) return;
+      try {
+        const p = writeWatchdogDump(dir, rank, act, lastAdvance);
+        hb.write(0, 'watchdog_dump', { path: p });
+        process.stderr.write(
+          `[watchdog] rank ${rank}: no step for ${(now - lastAdvance).toFixed(0)} s — dumped ${p}\n`,
+        );
+      } catch (err) {
+        process.stderr.write(`[watchdog] rank ${rank}: dump failed: ${(err as Error).message}\n`);
+      }
+      lastAdvance = now;
+    },
+    Math.max(0.05, pollS) * 1000,
+  );
   watchdog.unref();
   const t0 = performance.now();
   lastLogTime = t0;
@@ -286,7 +308,9 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
       const nan = !Number.isFinite(loss);
 
       if (at('hang', s) && firstTime('hang', s)) {
-        process.stderr.write(`[inject] hang@step=${s}: rank ${rank} (pid ${process.pid}) blocks as if in a collective\n`);
+        process.stderr.write(
+          `[inject] hang@step=${s}: rank ${rank} (pid ${process.pid}) blocks as if in a collective\n`,
+        );
         act.enter('injected-hang');
         const keepAlive = setInterval(() => {}, 1 << 30);
         try {
@@ -301,7 +325,16 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
       if (world > 1) for (let i = 0; i < n; i++) model.grads[i]! *= share.count;
       const reduced: Reduced = await act.runAsync('allreduce-wait', () =>
         guarded(
-          comm.allreduce({ step: s, grads: model.grads, weight: world > 1 ? share.count : 1, loss: nan ? NaN : loss, tokens: share.count * (window - 1), halt: haltSeen, stop: stopSignal !== null, nan }),
+          comm.allreduce({
+            step: s,
+            grads: model.grads,
+            weight: world > 1 ? share.count : 1,
+            loss: nan ? NaN : loss,
+            tokens: share.count * (window - 1),
+            halt: haltSeen,
+            stop: stopSignal !== null,
+            nan,
+          }),
           2000,
         ),
       );
@@ -380,7 +413,11 @@ export async function runRank(spec: RunSpec, comm: Comm, act: ActivityStack = ne
           if (csvLogs) {
             appendFileSync(join(dir, 'training.csv'), trainingCsvRow(s, reduced.loss, lrNext, tps));
             if (auxStats) {
-              appendWithHeader(join(dir, 'k_stats.csv'), K_STATS_HEADER, `${s},${sel.kMean.toFixed(4)},${Math.round(sel.kMax)},${Math.round(sel.rows)},${sel.pctAtMax.toFixed(4)}\n`);
+              appendWithHeader(
+                join(dir, 'k_stats.csv'),
+                K_STATS_HEADER,
+                `${s},${sel.kMean.toFixed(4)},${Math.round(sel.kMax)},${Math.round(sel.rows)},${sel.pctAtMax.toFixed(4)}\n`,
+              );
               appendWithHeader(join(dir, 'fallback_counters.csv'), FALLBACK_HEADER, `${s},0,0,0,0,0,0,0\n`);
             }
           }

@@ -5,7 +5,16 @@ import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { TrainArgs } from './args.js';
 import { newestCompleteCheckpoint, readCheckpoint, verifyCheckpoint } from './checkpoint.js';
-import { ConfigError, architectureOf, defaultRunConfig, mergeConfig, readConfigFile, validateConfig, type DeepPartial, type RunConfig } from './config.js';
+import {
+  ConfigError,
+  architectureOf,
+  defaultRunConfig,
+  mergeConfig,
+  readConfigFile,
+  validateConfig,
+  type DeepPartial,
+  type RunConfig,
+} from './config.js';
 import { LaneSampler, loadCorpus } from './data.js';
 import type { Injection } from './inject.js';
 import { validateModelConfig } from './model-api.js';
@@ -95,16 +104,26 @@ export async function resolveSpec(args: TrainArgs, packageRoot: string): Promise
     const was = architectureOf(mergeConfig(defaultRunConfig(), ck.header.config as DeepPartial<RunConfig>));
     const now = architectureOf(cfg);
     const diffs = Object.keys(was).filter((k) => was[k] !== now[k]);
-    if (diffs.length) throw new ConfigError(`--resume: the checkpoint was trained with ${diffs.map((k) => `${k}=${was[k]}`).join(', ')}; this run asks for ${diffs.map((k) => `${k}=${now[k]}`).join(', ')}`);
+    if (diffs.length)
+      throw new ConfigError(
+        `--resume: the checkpoint was trained with ${diffs.map((k) => `${k}=${was[k]}`).join(', ')}; this run asks for ${diffs.map((k) => `${k}=${now[k]}`).join(', ')}`,
+      );
     if (cfg.train.steps <= ckptStep)
-      throw new ConfigError(`--resume: ${resumePath} is at step ${ckptStep}, and train.steps is ${cfg.train.steps}; pass --steps N with N > ${ckptStep} to train further`);
+      throw new ConfigError(
+        `--resume: ${resumePath} is at step ${ckptStep}, and train.steps is ${cfg.train.steps}; pass --steps N with N > ${ckptStep} to train further`,
+      );
   } else if (args.resume === null) {
     // Starting fresh over a complete checkpoint of an earlier run would overwrite it: refuse. Logs of
     // an attempt that never reached a checkpoint are appended to (a new segment, as the real trainer does).
     const complete = await newestCompleteCheckpoint(outDir);
     if (complete.path)
-      throw new ConfigError(`${outDir} already holds checkpoints of an earlier run (${basename(complete.path)}); pass --resume to continue it, or choose another --out`);
-    if (existsSync(join(outDir, 'training.csv'))) notes.push(`[train] note: ${outDir} has training.csv of an earlier attempt without a complete checkpoint; starting at step 1 and appending`);
+      throw new ConfigError(
+        `${outDir} already holds checkpoints of an earlier run (${basename(complete.path)}); pass --resume to continue it, or choose another --out`,
+      );
+    if (existsSync(join(outDir, 'training.csv')))
+      notes.push(
+        `[train] note: ${outDir} has training.csv of an earlier attempt without a complete checkpoint; starting at step 1 and appending`,
+      );
   }
 
   const haltPath = join(outDir, '.HALT');
@@ -115,18 +134,31 @@ export async function resolveSpec(args: TrainArgs, packageRoot: string): Promise
     } catch {
       /* unreadable: still stale */
     }
-    throw new ConfigError(`${haltPath} exists${content ? ` ('${content}')` : ''}: a stale .HALT would stop this run at once; remove it (and .anomaly_type) first`);
+    throw new ConfigError(
+      `${haltPath} exists${content ? ` ('${content}')` : ''}: a stale .HALT would stop this run at once; remove it (and .anomaly_type) first`,
+    );
   }
 
   for (const inj of args.injections) {
-    if (inj.rank !== null && (inj.rank < 0 || inj.rank >= args.ranks)) throw new ConfigError(`--inject: rank=${inj.rank} does not exist with --ranks ${args.ranks}`);
+    if (inj.rank !== null && (inj.rank < 0 || inj.rank >= args.ranks))
+      throw new ConfigError(`--inject: rank=${inj.rank} does not exist with --ranks ${args.ranks}`);
   }
-  if (cfg.train.batch_size < args.ranks) throw new ConfigError(`train.batch_size (${cfg.train.batch_size}) is the global batch; it must be at least --ranks (${args.ranks})`);
+  if (cfg.train.batch_size < args.ranks)
+    throw new ConfigError(
+      `train.batch_size (${cfg.train.batch_size}) is the global batch; it must be at least --ranks (${args.ranks})`,
+    );
 
   const dataPath = cfg.data.path ?? join(packageRoot, 'data', 'pride-and-prejudice.txt');
   // Read the data once here, so a bad file is an error before anything is written.
   const corpus = loadCorpus(dataPath, cfg.data.val_fraction);
-  new LaneSampler(corpus.train, cfg.train.batch_size, cfg.train.seq_len, cfg.train.seq_len - 1, 0, cfg.train.batch_size);
+  new LaneSampler(
+    corpus.train,
+    cfg.train.batch_size,
+    cfg.train.seq_len,
+    cfg.train.seq_len - 1,
+    0,
+    cfg.train.batch_size,
+  );
   return {
     cfg,
     outDir,

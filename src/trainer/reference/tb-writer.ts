@@ -67,7 +67,11 @@ export function scalarEvent(wallTimeS: number, step: number, scalars: { tag: str
     f.writeFloatLE(s.value, 1);
     return bytesField(1, Buffer.concat([bytesField(1, Buffer.from(s.tag, 'utf8')), f]));
   });
-  return Buffer.concat([eventHead(wallTimeS), Buffer.from([...field(2, 0), ...varint(step)]), bytesField(5, Buffer.concat(values))]);
+  return Buffer.concat([
+    eventHead(wallTimeS),
+    Buffer.from([...field(2, 0), ...varint(step)]),
+    bytesField(5, Buffer.concat(values)),
+  ]);
 }
 
 export class TbWriter {
@@ -77,7 +81,10 @@ export class TbWriter {
     mkdirSync(dir, { recursive: true });
     const now = Date.now() / 1000;
     this.path = join(dir, `events.out.tfevents.${Math.floor(now)}.${hostname()}.${process.pid}.0`);
-    appendFileSync(this.path, frame(Buffer.concat([eventHead(now), bytesField(3, Buffer.from('brain.Event:2', 'utf8'))])));
+    appendFileSync(
+      this.path,
+      frame(Buffer.concat([eventHead(now), bytesField(3, Buffer.from('brain.Event:2', 'utf8'))])),
+    );
   }
   scalars(step: number, values: { tag: string; value: number }[]): void {
     appendFileSync(this.path, frame(scalarEvent(Date.now() / 1000, step, values)));

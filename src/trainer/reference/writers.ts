@@ -77,7 +77,15 @@ export function appendWithHeader(path: string, header: string, row: string): voi
   appendFileSync(path, row);
 }
 
-export function stepLine(step: number, loss: number, lr: number, tps: number, fetchMs: number | null, p50: number | null, p95: number | null): string {
+export function stepLine(
+  step: number,
+  loss: number,
+  lr: number,
+  tps: number,
+  fetchMs: number | null,
+  p50: number | null,
+  p95: number | null,
+): string {
   let s = `step ${String(step).padStart(4, '0')} | loss ${loss.toFixed(4)} | lr ${fmtExp(lr, 2)} | toks/s ${tps.toFixed(0)}`;
   if (fetchMs !== null) s += ` | fetch ${fetchMs.toFixed(0)}ms`;
   if (p50 !== null && p95 !== null) s += ` | fetch_p50 ${p50.toFixed(0)}ms | fetch_p95 ${p95.toFixed(0)}ms`;

@@ -27,7 +27,13 @@ export interface AdoptionRecord {
   recordedAt: number;
   recordedBy: string;
   host: string;
-  launcher: { pid: number; startTime: string; argv: string[]; cwd: string; kind: 'torchrun' | 'python' | 'nsa-top' | 'other' };
+  launcher: {
+    pid: number;
+    startTime: string;
+    argv: string[];
+    cwd: string;
+    kind: 'torchrun' | 'python' | 'nsa-top' | 'other';
+  };
   ranks: { rank: number; pid: number; startTime: string }[];
   /** the launcher's environment, only the variables that shape a run (allow-list, no secrets) */
   env: Record<string, string>;
@@ -39,7 +45,8 @@ export interface AdoptionRecord {
 }
 
 /** Variables copied from the launcher's environment: what shapes the run, never credentials. */
-const ENV_KEEP = /^(CONFIG|PYTHONPATH|PYTHONUNBUFFERED|PATH|VIRTUAL_ENV|CONDA_PREFIX|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|OMP_NUM_THREADS|MKL_NUM_THREADS|NSA_[A-Z0-9_]*|TORCH_[A-Z0-9_]*|TORCHELASTIC_[A-Z0-9_]*|PET_[A-Z0-9_]*|NCCL_[A-Z0-9_]*|GLOO_[A-Z0-9_]*|MASTER_ADDR|MASTER_PORT|LOGLEVEL|HF_HOME|HF_DATASETS_CACHE|HF_HUB_OFFLINE|TRANSFORMERS_CACHE|TOKENIZERS_PARALLELISM|PYTORCH_CUDA_ALLOC_CONF)$/;
+const ENV_KEEP =
+  /^(CONFIG|PYTHONPATH|PYTHONUNBUFFERED|PATH|VIRTUAL_ENV|CONDA_PREFIX|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|OMP_NUM_THREADS|MKL_NUM_THREADS|NSA_[A-Z0-9_]*|TORCH_[A-Z0-9_]*|TORCHELASTIC_[A-Z0-9_]*|PET_[A-Z0-9_]*|NCCL_[A-Z0-9_]*|GLOO_[A-Z0-9_]*|MASTER_ADDR|MASTER_PORT|LOGLEVEL|HF_HOME|HF_DATASETS_CACHE|HF_HUB_OFFLINE|TRANSFORMERS_CACHE|TOKENIZERS_PARALLELISM|PYTORCH_CUDA_ALLOC_CONF)$/;
 const ENV_DROP = /(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL)/i;
 
 export function keepEnv(raw: string): Record<string, string> {
@@ -104,8 +111,16 @@ function nprocOf(argv: string[]): number | null {
 
 export async function readAdoption(host: Host, outDir: string): Promise<AdoptionRecord | null> {
   try {
-    const j = JSON.parse((await host.readFile(join(outDir, NSA_DIR, ADOPT_FILE), 1 << 20)).toString('utf8')) as AdoptionRecord;
-    if (j?.kind !== 'adopted' || j.version !== 1 || !Array.isArray(j.launcher?.argv) || typeof j.launcher.cwd !== 'string') return null;
+    const j = JSON.parse(
+      (await host.readFile(join(outDir, NSA_DIR, ADOPT_FILE), 1 << 20)).toString('utf8'),
+    ) as AdoptionRecord;
+    if (
+      j?.kind !== 'adopted' ||
+      j.version !== 1 ||
+      !Array.isArray(j.launcher?.argv) ||
+      typeof j.launcher.cwd !== 'string'
+    )
+      return null;
     return j;
   } catch {
     return null;
@@ -127,9 +142,15 @@ const seen = new Map<string, string>();
  * Records the launch of a live run nsa-top did not start, once per launcher process. Returns what
  * was done, in words (null = nothing to do: supervised, no live launcher, already recorded).
  */
-export async function recordAdoption(host: Host, outDir: string, procs: RunProcesses | null, recordedBy: string): Promise<{ record: AdoptionRecord | null; note: string | null }> {
+export async function recordAdoption(
+  host: Host,
+  outDir: string,
+  procs: RunProcesses | null,
+  recordedBy: string,
+): Promise<{ record: AdoptionRecord | null; note: string | null }> {
   if (!procs || readOnlyMode()) return { record: null, note: null };
-  const launcher = procs.launcher ?? (procs.ranks.length === 1 && procs.unknown.length === 0 ? procs.ranks[0]!.proc : null);
+  const launcher =
+    procs.launcher ?? (procs.ranks.length === 1 && procs.unknown.length === 0 ? procs.ranks[0]!.proc : null);
   if (!launcher || launcher.state === 'Z') return { record: null, note: null };
   const key = `${host.label}|${outDir}|${launcher.pid}|${launcher.startTime}`;
   if (seen.has(key)) return { record: null, note: null };
@@ -145,7 +166,8 @@ export async function recordAdoption(host: Host, outDir: string, procs: RunProce
     return { record: prev, note: null };
   }
   const info = await readProc(host, launcher.pid).catch(() => null);
-  if (!info || info.startTime !== launcher.startTime || info.argv.length === 0 || !info.cwd) return { record: null, note: null };
+  if (!info || info.startTime !== launcher.startTime || info.argv.length === 0 || !info.cwd)
+    return { record: null, note: null };
   let environ: string;
   let argv: string[];
   try {
@@ -190,7 +212,14 @@ export async function recordAdoption(host: Host, outDir: string, procs: RunProce
   seen.set(key, 'recorded');
   const actor = await currentActor(host);
   const what = `${kind} pid ${launcher.pid} in ${info.cwd}: ${argv.join(' ')}${rec.config ? ` (CONFIG=${rec.config})` : ''}`;
-  await recordAction(host, dirs.outDir, { ts: host.now(), who: actor, action: 'adopt', target: { outDir: dirs.outDir, launcherPid: launcher.pid, startTime: launcher.startTime, file: path }, result: 'ok', detail: `recorded the launch of a run nsa-top did not start: ${what}` }).catch(() => {});
+  await recordAction(host, dirs.outDir, {
+    ts: host.now(),
+    who: actor,
+    action: 'adopt',
+    target: { outDir: dirs.outDir, launcherPid: launcher.pid, startTime: launcher.startTime, file: path },
+    result: 'ok',
+    detail: `recorded the launch of a run nsa-top did not start: ${what}`,
+  }).catch(() => {});
   return { record: rec, note: `recorded its launch for relaunch: ${path}` };
 }
 
@@ -217,8 +246,15 @@ export function planFromAdoption(rec: AdoptionRecord, runDir: string, gpus: GpuI
     restart: { max_restarts: 3, backoff_s: 10, backoff_factor: 2, backoff_max_s: 300 },
     stop: { halt_grace_s: 300, sigint_grace_s: 60 },
     gitCommit: null,
-    warnings: [`adopted: started by hand (launcher pid ${rec.launcher.pid}); the restart/stop policy is nsa-top's default — launch with a profile to choose it`],
-    adopted: { recordedAt: rec.recordedAt, recordedBy: rec.recordedBy, launcherPid: rec.launcher.pid, stdout: rec.stdout },
+    warnings: [
+      `adopted: started by hand (launcher pid ${rec.launcher.pid}); the restart/stop policy is nsa-top's default — launch with a profile to choose it`,
+    ],
+    adopted: {
+      recordedAt: rec.recordedAt,
+      recordedBy: rec.recordedBy,
+      launcherPid: rec.launcher.pid,
+      stdout: rec.stdout,
+    },
   };
 }
 
@@ -229,25 +265,62 @@ export function planFromAdoption(rec: AdoptionRecord, runDir: string, gpus: GpuI
 export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promise<PreflightLine[]> {
   const out: PreflightLine[] = [];
   const alive: string[] = [];
-  for (const p of [rec.launcher, ...rec.ranks]) if (await verifyProcess(host, p).catch(() => false)) alive.push(String(p.pid));
+  for (const p of [rec.launcher, ...rec.ranks])
+    if (await verifyProcess(host, p).catch(() => false)) alive.push(String(p.pid));
   out.push(
     alive.length
-      ? { check: 'processes', status: 'FAIL', text: `the run is still running (pid ${alive.join(', ')})`, fix: 'halt it first (h in the cockpit, or touch .HALT) and wait for it to exit' }
+      ? {
+          check: 'processes',
+          status: 'FAIL',
+          text: `the run is still running (pid ${alive.join(', ')})`,
+          fix: 'halt it first (h in the cockpit, or touch .HALT) and wait for it to exit',
+        }
       : { check: 'processes', status: 'PASS', text: 'none of the recorded processes is alive' },
   );
   const cwdSt = await host.stat(rec.launcher.cwd).catch(() => null);
-  out.push(cwdSt?.isDir ? { check: 'cwd', status: 'PASS', text: rec.launcher.cwd } : { check: 'cwd', status: 'FAIL', text: `${rec.launcher.cwd}: no such directory`, fix: 'start the run with a profile (nsa-top launch --profile NAME)' });
+  out.push(
+    cwdSt?.isDir
+      ? { check: 'cwd', status: 'PASS', text: rec.launcher.cwd }
+      : {
+          check: 'cwd',
+          status: 'FAIL',
+          text: `${rec.launcher.cwd}: no such directory`,
+          fix: 'start the run with a profile (nsa-top launch --profile NAME)',
+        },
+  );
   const prog = rec.launcher.argv[0]!;
   if (isAbsolute(prog)) {
     const st = await host.stat(prog).catch(() => null);
-    out.push(st?.isFile ? { check: 'program', status: 'PASS', text: prog } : { check: 'program', status: 'FAIL', text: `${prog}: not found`, fix: 'reinstall it, or start the run with a profile' });
+    out.push(
+      st?.isFile
+        ? { check: 'program', status: 'PASS', text: prog }
+        : {
+            check: 'program',
+            status: 'FAIL',
+            text: `${prog}: not found`,
+            fix: 'reinstall it, or start the run with a profile',
+          },
+    );
   }
   if (rec.config) {
     const p = isAbsolute(rec.config) ? rec.config : join(rec.launcher.cwd, rec.config);
     const st = await host.stat(p).catch(() => null);
-    out.push(st?.isFile ? { check: 'config', status: 'PASS', text: `CONFIG=${rec.config} (${p})` } : { check: 'config', status: 'FAIL', text: `CONFIG=${rec.config}: ${p} not found`, fix: 'restore the config, or start the run with a profile' });
+    out.push(
+      st?.isFile
+        ? { check: 'config', status: 'PASS', text: `CONFIG=${rec.config} (${p})` }
+        : {
+            check: 'config',
+            status: 'FAIL',
+            text: `CONFIG=${rec.config}: ${p} not found`,
+            fix: 'restore the config, or start the run with a profile',
+          },
+    );
   } else if (rec.launcher.kind !== 'nsa-top') {
-    out.push({ check: 'config', status: 'WARN', text: 'no CONFIG in the launcher\'s environment: the real trainer trains its toy default config' });
+    out.push({
+      check: 'config',
+      status: 'WARN',
+      text: "no CONFIG in the launcher's environment: the real trainer trains its toy default config",
+    });
   }
   if (rec.launcher.kind === 'torchrun' && rec.procs > 1) {
     const port = masterPortOf(rec.launcher.argv, rec.env);
@@ -256,7 +329,14 @@ export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promis
       const t = await host.readFile(f).catch(() => null); // procfs: size 0, read in full
       if (t) texts.push(t.toString('utf8'));
     }
-    out.push(...judgePort(port, texts.length ? listeningPorts(texts.join('\n')) : null, true, texts.length ? null : 'no /proc/net/tcp'));
+    out.push(
+      ...judgePort(
+        port,
+        texts.length ? listeningPorts(texts.join('\n')) : null,
+        true,
+        texts.length ? null : 'no /proc/net/tcp',
+      ),
+    );
   }
   return out;
 }

@@ -58,11 +58,12 @@ export async function checkpointTailProblem(host: Host, path: string, size: numb
     if (all.length !== size) return `short read (${all.length} of ${size} bytes)`;
     const body = all.subarray(0, size - TRAILER.length - 4);
     const want = all.readUInt32LE(size - TRAILER.length - 4);
-    return (crc32(body) >>> 0) === want ? null : 'CRC mismatch (corrupt or overwritten in place)';
+    return crc32(body) >>> 0 === want ? null : 'CRC mismatch (corrupt or overwritten in place)';
   }
   if (hasEocd(tail)) return null;
   const head = await host.readRange(path, 0, Math.min(size, 8));
-  if (head.subarray(0, 2).equals(Buffer.from('PK'))) return 'zip without its end-of-central-directory record in the last 64 KiB (still being written?)';
+  if (head.subarray(0, 2).equals(Buffer.from('PK')))
+    return 'zip without its end-of-central-directory record in the last 64 KiB (still being written?)';
   if (head.subarray(0, 8).equals(REF_MAGIC)) return 'no NSACKEND trailer (still being written?)';
   // Legacy (non-zip) torch pickles cannot be checked structurally; size stability must do.
   if (head[0] === 0x80) return null;
@@ -72,7 +73,10 @@ export async function checkpointTailProblem(host: Host, path: string, size: numb
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Every checkpoint_step*.* file in `dir`, highest step first (NOT the resume order: see pickResumeCheckpoint). */
-export async function listCheckpoints(host: Host, dir: string): Promise<{ name: string; path: string; step: number; size: number; mtimeMs: number }[]> {
+export async function listCheckpoints(
+  host: Host,
+  dir: string,
+): Promise<{ name: string; path: string; step: number; size: number; mtimeMs: number }[]> {
   let entries;
   try {
     entries = await host.list(dir);
@@ -91,12 +95,20 @@ export async function listCheckpoints(host: Host, dir: string): Promise<{ name: 
 }
 
 /** The checkpoint to resume from (see pickResumeCheckpoint), or null. */
-export async function newestCompleteCheckpoint(host: Host, dir: string, opts: CheckpointCheckOptions = {}): Promise<CompleteCheckpoint | null> {
+export async function newestCompleteCheckpoint(
+  host: Host,
+  dir: string,
+  opts: CheckpointCheckOptions = {},
+): Promise<CompleteCheckpoint | null> {
   return (await scanCheckpoints(host, dir, opts)).found;
 }
 
 /** Like newestCompleteCheckpoint, but also says why when none qualifies (`why`: skipped files). */
-export async function scanCheckpoints(host: Host, dir: string, opts: CheckpointCheckOptions = {}): Promise<{ found: CompleteCheckpoint | null; why: string[] }> {
+export async function scanCheckpoints(
+  host: Host,
+  dir: string,
+  opts: CheckpointCheckOptions = {},
+): Promise<{ found: CompleteCheckpoint | null; why: string[] }> {
   const r = await pickResumeCheckpoint(host, dir, opts);
   return { found: r.found ? { path: r.found.path, step: r.found.step, why: r.skipped } : null, why: r.skipped };
 }
@@ -140,7 +152,10 @@ const SCAN_CHUNK = 4 * 1024 * 1024;
 const SCAN_MAX = 512 * 1024 * 1024;
 
 /** The heartbeat file the segments are read from: rank 0's (the lowest rank present). */
-async function segmentHeartbeat(host: Host, outDir: string): Promise<{ name: string; rank: number; size: number } | null> {
+async function segmentHeartbeat(
+  host: Host,
+  outDir: string,
+): Promise<{ name: string; rank: number; size: number } | null> {
   let entries;
   try {
     entries = await host.list(outDir);
@@ -268,7 +283,8 @@ export async function pickResumeCheckpoint(
   let unscanned: string | null = null;
   if (!opts.segments && listed.length > 0) {
     const hb = opts.segmentScanMaxBytes !== undefined ? await segmentHeartbeat(host, outDir) : null;
-    if (hb && hb.size > opts.segmentScanMaxBytes!) unscanned = `${hb.name} (${(hb.size / 2 ** 20).toFixed(0)} MiB) not scanned for segments: ordered by write time`;
+    if (hb && hb.size > opts.segmentScanMaxBytes!)
+      unscanned = `${hb.name} (${(hb.size / 2 ** 20).toFixed(0)} MiB) not scanned for segments: ordered by write time`;
     else segs = await readRunSegments(host, outDir);
   }
   const files = listed.map((c) => ({ ...c, segment: segmentOf(segs, c.mtimeMs) }));
@@ -287,11 +303,17 @@ export async function pickResumeCheckpoint(
   }
   const newest = segs.length - 1;
   const segText = (k: number | null) =>
-    k === null ? '' : k < 0 ? 'before the first recorded boot' : `by segment #${k}${segs[k]?.pid ? ` (pid ${segs[k]!.pid}${k === newest ? ', the newest' : ''})` : k === newest ? ' (the newest)' : ''}`;
+    k === null
+      ? ''
+      : k < 0
+        ? 'before the first recorded boot'
+        : `by segment #${k}${segs[k]?.pid ? ` (pid ${segs[k]!.pid}${k === newest ? ', the newest' : ''})` : k === newest ? ' (the newest)' : ''}`;
   if (found) {
     const f = found;
     const higher = files.filter((c) => c.step > f.step && c.path !== f.path).sort((a, b) => b.step - a.step);
-    const parts = [`newest complete weights: written ${hms(f.mtimeMs)}${f.segment !== null ? ` ${segText(f.segment)}` : ''}`];
+    const parts = [
+      `newest complete weights: written ${hms(f.mtimeMs)}${f.segment !== null ? ` ${segText(f.segment)}` : ''}`,
+    ];
     if (higher.length) {
       const h = higher[0]!;
       const older = h.segment !== null && f.segment !== null && h.segment < f.segment;
@@ -309,11 +331,15 @@ export async function pickResumeCheckpoint(
   if (found && last) {
     if (last.ok) found.why += `; log: the last start resumed from ${basename(last.text)}`;
     else if (found.segment !== null && found.segment === newest && segs.length > 1)
-      warnings.push(`the log says the newest start's resume failed (${last.text}): it trained from scratch, so ${found.name} holds from-scratch weights; an older segment's file may hold more training`);
+      warnings.push(
+        `the log says the newest start's resume failed (${last.text}): it trained from scratch, so ${found.name} holds from-scratch weights; an older segment's file may hold more training`,
+      );
   }
   // the naming scheme: a segment resumed with --resume counts from 1 again and reuses names
   if (found && segs.length > 1) {
-    const earlier = files.filter((c) => c.segment !== null && c.segment >= 0 && c.segment < newest).sort((a, b) => a.step - b.step);
+    const earlier = files
+      .filter((c) => c.segment !== null && c.segment >= 0 && c.segment < newest)
+      .sort((a, b) => a.step - b.step);
     if (earlier.length)
       warnings.push(
         `checkpoint names repeat across segments (the trainer restarts at step 1 on --resume): ${earlier.map((c) => c.name).join(', ')} (segment ${[...new Set(earlier.map((c) => `#${c.segment}`))].join(', ')}) will be overwritten when a later segment reaches ${earlier.length === 1 ? 'that step' : 'those steps'}; copy them away to keep them`,
@@ -333,7 +359,8 @@ async function completenessProblem(host: Host, path: string, opts: CheckpointChe
     await sleep(stableWaitMs);
     const again = await host.stat(path).catch(() => null);
     if (!again) return 'vanished';
-    if (again.size !== st.size || again.mtimeMs !== st.mtimeMs) return `still being written (size ${st.size} → ${again.size} bytes within ${(stableWaitMs / 1000).toFixed(1)} s)`;
+    if (again.size !== st.size || again.mtimeMs !== st.mtimeMs)
+      return `still being written (size ${st.size} → ${again.size} bytes within ${(stableWaitMs / 1000).toFixed(1)} s)`;
     st = again;
   }
   try {

@@ -96,7 +96,17 @@ export class HistoryFold {
   }
 
   private open(pid: number | null, ts: number): HistorySegment {
-    const s: HistorySegment = { index: this.segs.length, pid, firstStep: null, lastStep: null, startTs: ts, endTs: ts, records: 0, end: 'current', endWhy: '' };
+    const s: HistorySegment = {
+      index: this.segs.length,
+      pid,
+      firstStep: null,
+      lastStep: null,
+      startTs: ts,
+      endTs: ts,
+      records: 0,
+      end: 'current',
+      endWhy: '',
+    };
     this.segs.push(s);
     this.cur = s;
     this.lastTs = null;
@@ -117,7 +127,8 @@ export class HistoryFold {
     this.records++;
     let seg = this.cur;
     if (!seg || msg === 'boot' || (pid !== null && seg.pid !== null && pid !== seg.pid)) seg = this.open(pid, ts);
-    else if (step !== null && step > 0 && this.lastStepSeen !== null && step < this.lastStepSeen && msg === 'progress') seg = this.open(pid, ts);
+    else if (step !== null && step > 0 && this.lastStepSeen !== null && step < this.lastStepSeen && msg === 'progress')
+      seg = this.open(pid, ts);
     seg.records++;
     seg.pid ??= pid;
     // a gap between consecutive records of one process longer than the stall threshold: a stall
@@ -143,13 +154,23 @@ export class HistoryFold {
     }
     if (msg === 'progress' && step !== null) {
       const loss = o.loss;
-      const nonFinite = (typeof loss === 'number' && !Number.isFinite(loss)) || (typeof loss === 'string' && /^-?(NaN|Infinity)$/.test(loss));
+      const nonFinite =
+        (typeof loss === 'number' && !Number.isFinite(loss)) ||
+        (typeof loss === 'string' && /^-?(NaN|Infinity)$/.test(loss));
       this.lastLossNonFinite = nonFinite;
-      if (nonFinite) this.add({ kind: 'non-finite', segment: seg.index, step, ts, text: `loss ${String(loss)} at step ${step} (${iso(ts)})` });
+      if (nonFinite)
+        this.add({
+          kind: 'non-finite',
+          segment: seg.index,
+          step,
+          ts,
+          text: `loss ${String(loss)} at step ${step} (${iso(ts)})`,
+        });
       const last = this.progressTimes[this.progressTimes.length - 1];
       if (last && step <= last.step) this.progressTimes = [];
       this.progressTimes.push({ step, t: ts });
-      if (this.progressTimes.length > MAX_PROGRESS_TIMES) this.progressTimes.splice(0, this.progressTimes.length - MAX_PROGRESS_TIMES / 2);
+      if (this.progressTimes.length > MAX_PROGRESS_TIMES)
+        this.progressTimes.splice(0, this.progressTimes.length - MAX_PROGRESS_TIMES / 2);
     }
     if (this.cur === seg && msg === 'progress') seg.end = this.lastLossNonFinite ? 'non-finite' : 'current';
   }
@@ -161,7 +182,9 @@ export class HistoryFold {
     for (let i = 0; i < n; i++) {
       const s = this.segs[i]!;
       const lp = off + i >= 0 ? logProcs[off + i] : undefined;
-      if (lp) for (const f of lp.ckptFailed) this.add({ kind: 'checkpoint-failed', segment: i, step: f.step, ts: null, text: f.text });
+      if (lp)
+        for (const f of lp.ckptFailed)
+          this.add({ kind: 'checkpoint-failed', segment: i, step: f.step, ts: null, text: f.text });
       if (i === n - 1) {
         s.end = 'current';
         s.endWhy = 'the current process';
@@ -227,7 +250,11 @@ export class LogFold {
   }
 }
 
-async function streamLines(host: Host, path: string, cb: (line: string) => void): Promise<{ bytes: number; error: string | null }> {
+async function streamLines(
+  host: Host,
+  path: string,
+  cb: (line: string) => void,
+): Promise<{ bytes: number; error: string | null }> {
   const st = await host.stat(path);
   if (!st) return { bytes: 0, error: null };
   if (!st.isFile) return { bytes: 0, error: `${path} is not a regular file` };
@@ -249,12 +276,18 @@ async function streamLines(host: Host, path: string, cb: (line: string) => void)
  * Read rank 0's heartbeat file and the trainer's log from start to end. `stallS`: the stall
  * threshold in force; `total`: the configured step count (to tell a finished segment).
  */
-export async function readRunHistory(host: Host, o: { heartbeat: string | null; log: string | null; stallS: number; total: number | null }): Promise<RunHistory> {
+export async function readRunHistory(
+  host: Host,
+  o: { heartbeat: string | null; log: string | null; stallS: number; total: number | null },
+): Promise<RunHistory> {
   const fold = new HistoryFold(o.stallS);
   const logFold = new LogFold();
   let bytes = 0;
   let error: string | null = null;
-  for (const [path, f] of [[o.heartbeat, (l: string) => fold.line(l)], [o.log, (l: string) => logFold.line(l)]] as const) {
+  for (const [path, f] of [
+    [o.heartbeat, (l: string) => fold.line(l)],
+    [o.log, (l: string) => logFold.line(l)],
+  ] as const) {
     if (!path) continue;
     try {
       const r = await streamLines(host, path, f);
@@ -265,7 +298,16 @@ export async function readRunHistory(host: Host, o: { heartbeat: string | null; 
     }
   }
   const segments = fold.finish(logFold.procs, o.total);
-  return { complete: error === null, error, bytes, records: fold.records, segments, events: fold.events, counts: fold.counts, progressTimes: fold.progressTimes };
+  return {
+    complete: error === null,
+    error,
+    bytes,
+    records: fold.records,
+    segments,
+    events: fold.events,
+    counts: fold.counts,
+    progressTimes: fold.progressTimes,
+  };
 }
 
 function iso(ms: number | null): string {

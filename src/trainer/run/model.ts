@@ -13,9 +13,24 @@ import type { DirEntry, DirPoll, Host, ReadRequest, ReadResult } from '../../rem
 import type { CheckpointInfo, FileHealth, RankHeartbeat, RunSnapshot, Series, StackDump } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
 import { FALLBACK_COLUMNS, HeaderCsv, K_STATS_COLUMNS, StepSegments, TrainingCsv, ValCsv } from './readers/csv.js';
-import { configCandidates, configNamesOutDir, modelDims, nsaDims, parseTrainerConfig, trainCfg, type TrainerConfig } from './readers/config.js';
+import {
+  configCandidates,
+  configNamesOutDir,
+  modelDims,
+  nsaDims,
+  parseTrainerConfig,
+  trainCfg,
+  type TrainerConfig,
+} from './readers/config.js';
 import { HeartbeatState, parseHeartbeatLine } from './readers/heartbeat.js';
-import { haltReason, parseEnvJson, parseGateCollapse, parseMetricsJson, parseOptState, type EnvJson, type MetricsJson } from './readers/jsonfiles.js';
+import {
+  parseEnvJson,
+  parseGateCollapse,
+  parseMetricsJson,
+  parseOptState,
+  type EnvJson,
+  type MetricsJson,
+} from './readers/jsonfiles.js';
 import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
 import { classify, MAX_RANKS, pickLog, plausibleWorldSize, type FileKind } from './readers/names.js';
 import { SeriesAcc, type SeriesOptions } from './readers/series.js';
@@ -177,7 +192,11 @@ export class RunModel {
   private envConfigKey: string | null = null;
   private trainerCwd: string | null = null;
   private optStateMb: number | null = null;
-  private halt: { present: boolean; content: string | null; mtimeMs: number | null } = { present: false, content: null, mtimeMs: null };
+  private halt: { present: boolean; content: string | null; mtimeMs: number | null } = {
+    present: false,
+    content: null,
+    mtimeMs: null,
+  };
   private anomaly: { type: string; mtimeMs: number | null } | null = null;
   private gateCollapse: Record<string, unknown> | null = null;
   private readonly ckpts = new Map<string, { info: CheckpointInfo; prevSize: number | null }>();
@@ -253,7 +272,13 @@ export class RunModel {
       if (st?.isFile) {
         this.logStarted = true;
         const name = relative(this.runDir, this.o.logPath) || basename(this.o.logPath);
-        this.startLineFollow({ name, isDir: false, isFile: true, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino }, { kind: 'log' }, more, moreOwners, this.o.logPath);
+        this.startLineFollow(
+          { name, isDir: false, isFile: true, size: st.size, mtimeMs: st.mtimeMs, ino: st.ino },
+          { kind: 'log' },
+          more,
+          moreOwners,
+          this.o.logPath,
+        );
       }
     }
     if (more.length) {
@@ -303,7 +328,10 @@ export class RunModel {
     for (const { path, base } of cands) {
       const st = await this.host.stat(path).catch(() => null);
       if (!st?.isFile || st.size > WHOLE_FILE_CAP) continue;
-      const text = await this.host.readFile(path, WHOLE_FILE_CAP).then((b) => b.toString('utf8')).catch(() => null);
+      const text = await this.host
+        .readFile(path, WHOLE_FILE_CAP)
+        .then((b) => b.toString('utf8'))
+        .catch(() => null);
       if (text === null) continue;
       const p = parseTrainerConfig(text);
       if (!p.ok) continue;
@@ -510,7 +538,8 @@ export class RunModel {
       if (e.isDir) {
         if (e.name === 'tb') this.hasTbDir = true;
         // a directory named like an artifact is reported by name, never read
-        else if (classify(e.name).kind !== 'other') this.refused.set(e.name, 'not a regular file (a directory): not read');
+        else if (classify(e.name).kind !== 'other')
+          this.refused.set(e.name, 'not a regular file (a directory): not read');
         // the real trainer only asks whether .HALT exists: a directory stops it as well
         if (e.name === '.HALT') {
           haltSeen = true;
@@ -527,7 +556,8 @@ export class RunModel {
         case 'k-stats':
         case 'fallback-counters':
           // never a per-rank slot for a rank no run can have
-          if (k.kind === 'heartbeat' && k.rank >= MAX_RANKS) this.refused.set(e.name, `rank ${k.rank} is beyond ${MAX_RANKS} ranks: not read`);
+          if (k.kind === 'heartbeat' && k.rank >= MAX_RANKS)
+            this.refused.set(e.name, `rank ${k.rank} is beyond ${MAX_RANKS} ranks: not read`);
           else if (!this.lineFiles.has(e.name)) this.startLineFollow(e, k, more, owners);
           break;
         case 'log':
@@ -552,7 +582,15 @@ export class RunModel {
           break;
         case 'checkpoint': {
           const prev = this.ckpts.get(e.name);
-          const info: CheckpointInfo = { name: e.name, path: join(this.runDir, e.name), step: k.step, size: e.size, mtimeMs: e.mtimeMs, fsdp: k.fsdp, complete: false };
+          const info: CheckpointInfo = {
+            name: e.name,
+            path: join(this.runDir, e.name),
+            step: k.step,
+            size: e.size,
+            mtimeMs: e.mtimeMs,
+            fsdp: k.fsdp,
+            complete: false,
+          };
           const prevSize = prev ? prev.info.size : null;
           this.ckpts.set(e.name, { info, prevSize });
           break;
@@ -586,7 +624,8 @@ export class RunModel {
     if (!anomalySeen) this.anomaly = null;
     if (!gateSeen) this.gateCollapse = null;
     for (const name of [...this.ckpts.keys()]) if (!seen.has(name)) this.ckpts.delete(name);
-    for (const [name, w] of [...this.whole]) if (!seen.has(name) && w.kind.kind !== 'stackdump') this.whole.delete(name);
+    for (const [name, w] of [...this.whole])
+      if (!seen.has(name) && w.kind.kind !== 'stackdump') this.whole.delete(name);
     this.memDumps = mem.sort().slice(-200);
 
     // stack dumps: newest `maxDumps` parsed, the rest only counted
@@ -608,7 +647,9 @@ export class RunModel {
     // tb/
     const tbList = p.subdirs.tb;
     if (tbList) {
-      const events = tbList.filter((e) => e.isFile && e.name.includes('tfevents')).sort((a, b) => (a.name < b.name ? -1 : 1));
+      const events = tbList
+        .filter((e) => e.isFile && e.name.includes('tfevents'))
+        .sort((a, b) => (a.name < b.name ? -1 : 1));
       let added = false;
       for (const e of events) {
         const name = `tb/${e.name}`;
@@ -617,7 +658,17 @@ export class RunModel {
           known.listedSize = e.size;
           continue;
         }
-        const t: TbFollow = { type: 'tb', name, path: join(this.runDir, 'tb', e.name), offset: 0, reader: new TfRecordReader(), health: newHealth(), order: this.tbOrder++, ino: null, listedSize: e.size };
+        const t: TbFollow = {
+          type: 'tb',
+          name,
+          path: join(this.runDir, 'tb', e.name),
+          offset: 0,
+          reader: new TfRecordReader(),
+          health: newHealth(),
+          order: this.tbOrder++,
+          ino: null,
+          listedSize: e.size,
+        };
         this.tbFiles.set(name, t);
         added = true;
       }
@@ -629,7 +680,12 @@ export class RunModel {
     return this.metrics?.backend === 'FSDP';
   }
 
-  private maybeReadWhole(e: DirEntry, k: FileKind, more: ReadRequest[], owners: (() => (r: ReadResult) => void)[]): void {
+  private maybeReadWhole(
+    e: DirEntry,
+    k: FileKind,
+    more: ReadRequest[],
+    owners: (() => (r: ReadResult) => void)[],
+  ): void {
     const key = keyOf(e);
     let w = this.whole.get(e.name);
     if (w && w.key === key) return;
@@ -731,7 +787,13 @@ export class RunModel {
     }
   }
 
-  private startLineFollow(e: DirEntry, k: FileKind, more: ReadRequest[], owners: (() => (r: ReadResult) => void)[], path?: string): void {
+  private startLineFollow(
+    e: DirEntry,
+    k: FileKind,
+    more: ReadRequest[],
+    owners: (() => (r: ReadResult) => void)[],
+    path?: string,
+  ): void {
     const made = this.makeSink(e.name, k);
     if (!made) return;
     const f: LineFollow = {
@@ -764,7 +826,11 @@ export class RunModel {
   private makeSink(
     name: string,
     k: FileKind,
-  ): { sink: LineSinkFn; onReset: (c: 'file-replaced' | 'file-truncated') => void; history?: () => { sink: LineSinkFn; finish: () => void } } | null {
+  ): {
+    sink: LineSinkFn;
+    onReset: (c: 'file-replaced' | 'file-truncated') => void;
+    history?: () => { sink: LineSinkFn; finish: () => void };
+  } | null {
     switch (k.kind) {
       case 'heartbeat':
       case 'heartbeat-smoke': {
@@ -772,12 +838,14 @@ export class RunModel {
         const smoke = k.kind === 'heartbeat-smoke';
         const st = new HeartbeatState(rank, name, this.sopts, smoke);
         this.heartbeats.set(name, st);
-        const hbSink = (s: HeartbeatState): LineSinkFn => (text) => {
-          const r = parseHeartbeatLine(text);
-          if (!r.ok) return r.error;
-          s.record(r.value);
-          return null;
-        };
+        const hbSink =
+          (s: HeartbeatState): LineSinkFn =>
+          (text) => {
+            const r = parseHeartbeatLine(text);
+            if (!r.ok) return r.error;
+            s.record(r.value);
+            return null;
+          };
         return {
           sink: hbSink(st),
           onReset: (c) => st.newSegment(c, null, null),
@@ -888,7 +956,14 @@ export class RunModel {
     const hbRanks = [...this.heartbeats.values()].filter((h) => h.rank.file.startsWith('heartbeat_rank')).length;
     let maxHbRank = -1;
     for (const h of this.heartbeats.values()) if (h.rank.rank > maxHbRank) maxHbRank = h.rank.rank;
-    id.worldSize = ws && 'ok' in ws ? ws.ok : logWs && 'ok' in logWs ? logWs.ok : hbRanks > 0 ? Math.max(hbRanks, 1 + maxHbRank) : null;
+    id.worldSize =
+      ws && 'ok' in ws
+        ? ws.ok
+        : logWs && 'ok' in logWs
+          ? logWs.ok
+          : hbRanks > 0
+            ? Math.max(hbRanks, 1 + maxHbRank)
+            : null;
     const worldWarn = ws && 'bad' in ws ? ws.bad : null;
     id.dataset = log?.dataset ?? null;
     id.tokenizer = log?.tokenizer ?? cfg?.data?.tokenizer ?? null;
@@ -904,14 +979,21 @@ export class RunModel {
       hb?.lastProgress?.extra.backend === 'FSDP' ||
       this.trainingName === 'training_fsdp.csv';
     id.backend = fsdp ? 'FSDP' : id.worldSize === null ? null : id.worldSize > 1 ? 'DDP' : 'single';
-    id.trainer = env?.trainer === 'nsa-top-reference' || envVars.NSA_TOP_TRAINER === 'nsa-top-reference' ? 'nsa-top-reference' : env || hb || csv ? 'nsa-vibe' : 'unknown';
+    id.trainer =
+      env?.trainer === 'nsa-top-reference' || envVars.NSA_TOP_TRAINER === 'nsa-top-reference'
+        ? 'nsa-top-reference'
+        : env || hb || csv
+          ? 'nsa-vibe'
+          : 'unknown';
     id.device = metrics?.device ?? cfg?.runtime?.device ?? null;
     id.dtype = metrics?.dtype ?? cfg?.runtime?.precision ?? null;
     id.torch = env?.torch ?? null;
     id.gpuName = env?.gpu_name ?? null;
 
     // segments: the heartbeat of rank 0 is the reference; CSV, then TB, when there is none
-    s.segments = (hb?.segments.length ? hb.segments : csv?.seg.segments.length ? csv.seg.segments : this.tb.seg.segments).map((x) => ({ ...x }));
+    s.segments = (
+      hb?.segments.length ? hb.segments : csv?.seg.segments.length ? csv.seg.segments : this.tb.seg.segments
+    ).map((x) => ({ ...x }));
 
     // step
     const csvCurrent = csv?.last && (!hb || hb.segments.length === 0 || csv.seg.segments.length >= hb.segments.length);
@@ -953,8 +1035,18 @@ export class RunModel {
     s.stepsPerS = stepTime && stepTime > 0 ? 1 / stepTime : null;
 
     // series: CSV when written, else TensorBoard, else heartbeat progress records
-    const pick = (c: SeriesAcc | undefined, t: SeriesAcc, h: SeriesAcc | undefined): [Series, 'csv' | 'tb' | 'heartbeat' | null] =>
-      c && c.total > 0 ? [c.toJSON(), 'csv'] : t.total > 0 ? [t.toJSON(), 'tb'] : h && h.total > 0 ? [h.toJSON(), 'heartbeat'] : [s.series.loss, null];
+    const pick = (
+      c: SeriesAcc | undefined,
+      t: SeriesAcc,
+      h: SeriesAcc | undefined,
+    ): [Series, 'csv' | 'tb' | 'heartbeat' | null] =>
+      c && c.total > 0
+        ? [c.toJSON(), 'csv']
+        : t.total > 0
+          ? [t.toJSON(), 'tb']
+          : h && h.total > 0
+            ? [h.toJSON(), 'heartbeat']
+            : [s.series.loss, null];
     [s.series.loss, s.seriesSource.loss] = pick(csv?.loss, this.tb.loss, hb?.series.loss);
     [s.series.toksPerS, s.seriesSource.toksPerS] = pick(csv?.toksPerS, this.tb.toks, hb?.series.toksPerS);
     const [lrSeries, lrSrc] = pick(csv?.lr, this.tb.lr, undefined);
@@ -973,7 +1065,12 @@ export class RunModel {
     const ranks: RankHeartbeat[] = [];
     for (const h of this.heartbeats.values()) {
       if (h !== hb && h.rank.rank === 0 && !h.rank.file.startsWith('heartbeat_rank')) continue;
-      ranks.push({ ...h.rank, loaderEvents: [...h.rank.loaderEvents], events: { ...h.rank.events }, unknownEvents: [...h.rank.unknownEvents] });
+      ranks.push({
+        ...h.rank,
+        loaderEvents: [...h.rank.loaderEvents],
+        events: { ...h.rank.events },
+        unknownEvents: [...h.rank.unknownEvents],
+      });
     }
     s.ranks = ranks.sort((a, b) => a.rank - b.rank);
 
@@ -1003,7 +1100,11 @@ export class RunModel {
     };
 
     // control
-    s.control = { halt: { ...this.halt }, anomaly: this.anomaly ? { ...this.anomaly } : null, gateCollapseDetails: this.gateCollapse };
+    s.control = {
+      halt: { ...this.halt },
+      anomaly: this.anomaly ? { ...this.anomaly } : null,
+      gateCollapseDetails: this.gateCollapse,
+    };
 
     // checkpoints
     const now = this.hostNowMs || Date.now();
@@ -1028,10 +1129,12 @@ export class RunModel {
 
     // ended: metrics.json written at/after the last heartbeat of the current segment
     if (metrics && this.metricsMtime !== null) {
-      const lastActivity = hb?.rank.lastTs ?? (csv ? (this.lineFiles.get(this.trainingName ?? '')?.mtimeMs ?? null) : null);
+      const lastActivity =
+        hb?.rank.lastTs ?? (csv ? (this.lineFiles.get(this.trainingName ?? '')?.mtimeMs ?? null) : null);
       s.ended = lastActivity === null || this.metricsMtime >= lastActivity - 2000;
     }
-    if (s.totalSteps !== null && s.step !== null && s.stepTimeS !== null && !s.ended) s.etaS = Math.max(0, (s.totalSteps - s.step) * s.stepTimeS);
+    if (s.totalSteps !== null && s.step !== null && s.stepTimeS !== null && !s.ended)
+      s.etaS = Math.max(0, (s.totalSteps - s.step) * s.stepTimeS);
 
     // file health + backfill progress
     let bytesLeft = 0;
@@ -1045,8 +1148,14 @@ export class RunModel {
     }
     for (const t of this.tbFiles.values()) s.files[t.name] = { ...t.health };
     for (const w of this.whole.values()) s.files[w.name] = { ...w.health };
-    for (const [name, why] of this.refused) s.files[name] = { offset: 0, size: 0, records: 0, parseErrors: 1, lastError: why, resets: 0 };
-    if (worldWarn && s.files['env.json']) s.files['env.json'] = { ...s.files['env.json'], parseErrors: s.files['env.json'].parseErrors + 1, lastError: worldWarn };
+    for (const [name, why] of this.refused)
+      s.files[name] = { offset: 0, size: 0, records: 0, parseErrors: 1, lastError: why, resets: 0 };
+    if (worldWarn && s.files['env.json'])
+      s.files['env.json'] = {
+        ...s.files['env.json'],
+        parseErrors: s.files['env.json'].parseErrors + 1,
+        lastError: worldWarn,
+      };
     s.backfill = { pending, bytesLeft };
     return s;
   }

@@ -33,14 +33,20 @@ export async function resolveRunDir(host: Host, arg: string | undefined, cwd: st
     try {
       st = await host.stat(abs);
     } catch (e) {
-      throw new InputError(`cannot read run dir ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, 2);
+      throw new InputError(
+        `cannot read run dir ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        2,
+      );
     }
     if (!st) throw new InputError(`run dir not found: ${abs}`, 2);
     if (!st.isDir) throw new InputError(`not a directory: ${abs}`, 2);
     try {
       await host.list(abs);
     } catch (e) {
-      throw new InputError(`cannot read run dir ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, 2);
+      throw new InputError(
+        `cannot read run dir ${abs}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        2,
+      );
     }
     return abs;
   }
@@ -61,12 +67,17 @@ export async function resolveRunDir(host: Host, arg: string | undefined, cwd: st
       return; // a run dir's subdirs (tb/) are not runs of their own
     }
     if (depth >= MAX_DEPTH) return;
-    for (const e of entries) if (e.isDir && !e.name.startsWith('.') && e.name !== 'env') await walk(join(dir, e.name), depth + 1);
+    for (const e of entries)
+      if (e.isDir && !e.name.startsWith('.') && e.name !== 'env') await walk(join(dir, e.name), depth + 1);
   };
   const rootStat = await host.stat(root).catch(() => null);
   if (!rootStat?.isDir) throw new InputError(`no RUN_DIR given and no ${root} directory to look for runs in`, 2);
   await walk(root, 0);
-  if (!best) throw new InputError(`no run found under ${root} (looked ${MAX_DEPTH} levels deep for heartbeat_rank*.jsonl, training.csv or tb/)`, 2);
+  if (!best)
+    throw new InputError(
+      `no run found under ${root} (looked ${MAX_DEPTH} levels deep for heartbeat_rank*.jsonl, training.csv or tb/)`,
+      2,
+    );
   return (best as { dir: string }).dir;
 }
 
@@ -90,9 +101,15 @@ export async function openRunModel(
   let logPath = opts.logPath;
   if (logPath === undefined && outDir !== dirs.runDir) {
     const present: { name: string; mtimeMs: number }[] = [];
-    for (const e of await host.list(dirs.runDir).catch(() => [] as DirEntry[])) if (e.isFile && logRank(e.name) >= 0) present.push(e);
+    for (const e of await host.list(dirs.runDir).catch(() => [] as DirEntry[]))
+      if (e.isFile && logRank(e.name) >= 0) present.push(e);
     const pick = pickLog(present);
     if (pick) logPath = join(dirs.runDir, pick.name);
   }
-  return { model: new RunModel(host, outDir, { ...opts, logPath }), runDir: dirs.runDir, outDir, ...(dirs.outDirProblem ? { outDirProblem: dirs.outDirProblem } : {}) };
+  return {
+    model: new RunModel(host, outDir, { ...opts, logPath }),
+    runDir: dirs.runDir,
+    outDir,
+    ...(dirs.outDirProblem ? { outDirProblem: dirs.outDirProblem } : {}),
+  };
 }

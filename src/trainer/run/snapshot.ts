@@ -310,7 +310,11 @@ export interface RunSnapshot {
   /** every stack dump file seen (`dumps` holds the newest ones, parsed) */
   dumpsTotal: number;
   /** where loss/toks/lr series come from: CSV, TensorBoard or heartbeat progress records */
-  seriesSource: { loss: 'csv' | 'tb' | 'heartbeat' | null; toksPerS: 'csv' | 'tb' | 'heartbeat' | null; lr: 'csv' | 'tb' | null };
+  seriesSource: {
+    loss: 'csv' | 'tb' | 'heartbeat' | null;
+    toksPerS: 'csv' | 'tb' | 'heartbeat' | null;
+    lr: 'csv' | 'tb' | null;
+  };
   /** huge files are read from the end first; older history fills in over the next polls */
   backfill: { pending: boolean; bytesLeft: number };
   /** host clock at the poll that built this snapshot (ages: hostNowMs − lastTs) */
@@ -373,7 +377,15 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
     gates: null,
     sel: null,
     fallbacks: null,
-    data: { withFetch: 0, withoutFetch: 0, lastDtFetchS: null, fetchP50Ms: null, fetchP95Ms: null, dtFetchAbsent: false, syntheticFallback: false },
+    data: {
+      withFetch: 0,
+      withoutFetch: 0,
+      lastDtFetchS: null,
+      fetchP50Ms: null,
+      fetchP95Ms: null,
+      dtFetchAbsent: false,
+      syntheticFallback: false,
+    },
     control: { halt: { present: false, content: null, mtimeMs: null }, anomaly: null, gateCollapseDetails: null },
     checkpoints: [],
     dumps: [],
@@ -381,7 +393,15 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
     optStateMb: null,
     memDumps: [],
     tb: { present: false, files: 0, scalars: 0, lastStep: null },
-    log: { file: null, lines: [], effectiveConfig: null, haltSeen: false, fatalNonFinite: false, oom: false, resumedFrom: null },
+    log: {
+      file: null,
+      lines: [],
+      effectiveConfig: null,
+      haltSeen: false,
+      fatalNonFinite: false,
+      oom: false,
+      resumedFrom: null,
+    },
     ended: false,
     files: {},
     lastLossNonFinite: false,

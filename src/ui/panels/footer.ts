@@ -25,7 +25,9 @@ export function footerLine(s: CockpitState, w: number, renderMs: number | null):
   const r = renderMs ?? self.renderMs;
   if (r != null) cost.push(`render ${r.toFixed(0)}ms`);
   if (self.telemetryLatencyMs != null) cost.push(`telem ${self.telemetryLatencyMs.toFixed(0)}ms`);
-  const right: Line = cost.length ? [t(w >= 120 ? `nsa-top ${cost.join(' ')}` : cost.slice(0, 2).join(' '), 'dim')] : [];
+  const right: Line = cost.length
+    ? [t(w >= 120 ? `nsa-top ${cost.join(' ')}` : cost.slice(0, 2).join(' '), 'dim')]
+    : [];
   const rw = lineWidth(right);
   if (rw + 50 > w) return fit(hints, w);
   // the keys come first: nsa-top's own figures only where all the hints fit beside them

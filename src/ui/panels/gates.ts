@@ -11,7 +11,8 @@ import { HEALTH_ROLE } from './header.js';
 const LN3 = Math.log(3);
 
 const role = (r: GateReading | undefined) => (r ? HEALTH_ROLE[r.health] : undefined);
-const limit = (r: GateReading | undefined) => (r ? `  flag ${r.bad}${r.key === 'collapse' ? `${num(r.limit * 100, 0)}%` : r.limit}` : '');
+const limit = (r: GateReading | undefined) =>
+  r ? `  flag ${r.bad}${r.key === 'collapse' ? `${num(r.limit * 100, 0)}%` : r.limit}` : '';
 
 export const gatesPanel: PanelFn = ({ s, w, h }) => {
   const g = s.run.gates;
@@ -52,7 +53,9 @@ export const gatesPanel: PanelFn = ({ s, w, h }) => {
     lines.push(l);
   }
   if (view) {
-    lines.push([t(view.watchdog.text, HEALTH_ROLE[view.watchdog.health], { bold: view.watchdog.health === 'critical' })]);
+    lines.push([
+      t(view.watchdog.text, HEALTH_ROLE[view.watchdog.health], { bold: view.watchdog.health === 'critical' }),
+    ]);
     if (view.uniform) lines.push([t(view.uniform, 'warn')]);
   }
   const rowsLeft = h - lines.length;

@@ -11,7 +11,8 @@ import { HEALTH_ROLE } from './header.js';
 
 function ranksOn(s: CockpitState, dev: GpuDevice): { rank: number; mem: number | null }[] {
   const out: { rank: number; mem: number | null }[] = [];
-  for (const r of s.procs?.ranks ?? []) if (r.gpuUuid && r.gpuUuid === dev.uuid) out.push({ rank: r.rank, mem: r.gpuMemMiB });
+  for (const r of s.procs?.ranks ?? [])
+    if (r.gpuUuid && r.gpuUuid === dev.uuid) out.push({ rank: r.rank, mem: r.gpuMemMiB });
   return out.sort((a, b) => a.rank - b.rank);
 }
 
@@ -25,11 +26,21 @@ function deviceLines(s: CockpitState, g: GpuSample, w: number, stale: boolean): 
     const memRole: Role = role(judged?.mem) ?? 'bar';
     const barW = Math.max(4, Math.min(20, w - 52));
     const name = clean(d.name).replace(/^NVIDIA /, '');
-    const l: Line = [t(`${d.mig ? `${d.index}m` : d.index} `, 'title'), t(name.slice(0, 14).padEnd(Math.min(14, name.length) + 1), 'dim')];
-    if (frac != null) l.push(t(bar(frac, barW), stale ? 'dim' : memRole), t(` ${mib(d.memUsedMiB)}/${mib(d.memTotalMiB)}`));
+    const l: Line = [
+      t(`${d.mig ? `${d.index}m` : d.index} `, 'title'),
+      t(name.slice(0, 14).padEnd(Math.min(14, name.length) + 1), 'dim'),
+    ];
+    if (frac != null)
+      l.push(t(bar(frac, barW), stale ? 'dim' : memRole), t(` ${mib(d.memUsedMiB)}/${mib(d.memTotalMiB)}`));
     else if (d.memUsedMiB != null) l.push(t(`mem ${mib(d.memUsedMiB)}`));
     if (d.utilPct != null) l.push(t(` ${String(Math.round(d.utilPct)).padStart(3)}%`, role(judged?.util)));
-    if (d.powerW != null) l.push(t(` ${Math.round(d.powerW)}${d.powerLimitW != null ? `/${Math.round(d.powerLimitW)}` : ''}W`, role(judged?.power)));
+    if (d.powerW != null)
+      l.push(
+        t(
+          ` ${Math.round(d.powerW)}${d.powerLimitW != null ? `/${Math.round(d.powerLimitW)}` : ''}W`,
+          role(judged?.power),
+        ),
+      );
     if (d.tempC != null) l.push(t(` ${Math.round(d.tempC)}°C`, role(judged?.temp)));
     if (d.invalid?.length) l.push(t(` invalid: ${d.invalid.join(', ')}`, 'warn'));
     const on = ranksOn(s, d);
@@ -48,13 +59,16 @@ export const gpusPanel: PanelFn = ({ s, w, h, now }) => {
     case 'no-nvidia-tools': {
       const lines: Line[] = [[t('no NVIDIA tools on this host (nvidia-smi not found)', 'dim')]];
       const mem = s.run.ranks.filter((r) => r.memReservedMiB != null);
-      if (mem.length) lines.push([t('heartbeat mem: ', 'dim'), t(mem.map((r) => `r${r.rank} ${mib(r.memReservedMiB)}`).join(' '))]);
+      if (mem.length)
+        lines.push([t('heartbeat mem: ', 'dim'), t(mem.map((r) => `r${r.rank} ${mib(r.memReservedMiB)}`).join(' '))]);
       return { lines };
     }
     case 'error':
       return { lines: [[t(`nvidia-smi error: ${clean(g.message)}`, 'crit')]] };
     case 'not-answering': {
-      const lines: Line[] = [[t(`nvidia-smi not answering for ${dur((now - g.since) / 1000)}`, 'crit', { bold: true })]];
+      const lines: Line[] = [
+        [t(`nvidia-smi not answering for ${dur((now - g.since) / 1000)}`, 'crit', { bold: true })],
+      ];
       if (g.lastGood) {
         lines.push([t(`last good ${dur((now - g.lastGood.at) / 1000)} ago:`, 'dim')]);
         lines.push(...deviceLines(s, g.lastGood, w, true));

@@ -29,10 +29,19 @@ export function connText(c: ConnState, label: string, now: number): { text: stri
 }
 
 /** Flags that change what the trainer computes come first (contract §10). */
-const KEY_FLAGS = ['NSA_PREFILL_BATCHED', 'NSA_FORCE_SEL_MASK', 'NSA_USE_SEL_PACK', 'NSA_DISABLE_AUX_STATS', 'NSA_USE_FA2', 'NSA_HEARTBEAT_EVERY'];
+const KEY_FLAGS = [
+  'NSA_PREFILL_BATCHED',
+  'NSA_FORCE_SEL_MASK',
+  'NSA_USE_SEL_PACK',
+  'NSA_DISABLE_AUX_STATS',
+  'NSA_USE_FA2',
+  'NSA_HEARTBEAT_EVERY',
+];
 
 export function flagList(flags: Record<string, string>): string[] {
-  const keys = Object.keys(flags).filter((k) => k.startsWith('NSA_') && k !== 'NSA_VIBE_SRC' && !k.startsWith('NSA_TOP_'));
+  const keys = Object.keys(flags).filter(
+    (k) => k.startsWith('NSA_') && k !== 'NSA_VIBE_SRC' && !k.startsWith('NSA_TOP_'),
+  );
   keys.sort((a, b) => {
     const ia = KEY_FLAGS.indexOf(a);
     const ib = KEY_FLAGS.indexOf(b);
@@ -47,7 +56,8 @@ export function identityLine(s: CockpitState): Line {
   const tr = id.train;
   const parts: (Line | null)[] = [];
   if (m) parts.push([t(`d${m.dim} L${m.nLayers} H${m.nHeads}/kv${m.nKvGroups} V${si(m.vocab, 0)}`, 'info')]);
-  if (id.worldSize != null) parts.push([t(`world ${id.worldSize}${id.backend && id.backend !== 'single' ? ` ${id.backend}` : ''}`)]);
+  if (id.worldSize != null)
+    parts.push([t(`world ${id.worldSize}${id.backend && id.backend !== 'single' ? ` ${id.backend}` : ''}`)]);
   const flags = flagList(id.flags);
   if (flags.length) parts.push([t(flags.join(' '), 'accent')]);
   if (tr?.seqLen != null) parts.push([t(`seq ${tr.seqLen}`)]);
@@ -56,21 +66,31 @@ export function identityLine(s: CockpitState): Line {
     const synth = s.run.data.syntheticFallback;
     // coloured by the synthetic-data rule's alert, when it holds
     const tell = s.alerts.find((a) => a.rule === 'synthetic-data' && a.severity !== 'info');
-    parts.push([t(`data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`, synth && tell ? HEALTH_ROLE[tell.severity] : undefined)]);
+    parts.push([
+      t(
+        `data ${id.dataset}${synth ? ' (FELL BACK to synthetic)' : s.run.data.dtFetchAbsent && id.dataset !== 'synthetic' ? ' (no dt_fetch)' : ''}`,
+        synth && tell ? HEALTH_ROLE[tell.severity] : undefined,
+      ),
+    ]);
   }
   // coloured by the identity rules (a wrong or missing CONFIG), else plain
   const cfgAlert = s.alerts.find((a) => a.id === 'identity:config' || a.id === 'identity:no-config');
   parts.push([t(`CONFIG=${id.config ?? '(default)'}`, cfgAlert ? HEALTH_ROLE[cfgAlert.severity] : 'dim')]);
   if (id.nsa) parts.push([t(`nsa l${id.nsa.l} d${id.nsa.d} sel${id.nsa.nSel}×${id.nsa.lSel} w${id.nsa.w}`, 'dim')]);
-  if (id.device || id.dtype) parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
-  if (!m && id.worldSize == null && !flags.length) return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
+  if (id.device || id.dtype)
+    parts.push([t([id.device, id.dtype?.replace('torch.', '')].filter(Boolean).join(' '), 'dim')]);
+  if (!m && id.worldSize == null && !flags.length)
+    return [t(s.run.exists ? 'config identity unknown (no env.json / config yet)' : 'run dir not found', 'dim')];
   return join(parts, ' · ');
 }
 
 export function progressLine(s: CockpitState): Line {
   const r = s.run;
   const total = r.totalSteps;
-  const stepTxt = r.step == null ? 'step –' : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${((100 * r.step) / total).toFixed(1)}%)` : ''}`;
+  const stepTxt =
+    r.step == null
+      ? 'step –'
+      : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${((100 * r.step) / total).toFixed(1)}%)` : ''}`;
   // rate and ETA only while the evaluation says the run advances; a frozen step says how long instead
   const frozen = s.noStepSinceMs ?? null;
   const moving = s.advancing === true;

@@ -32,11 +32,19 @@ export interface AlertEntry {
 export function alertEntries(s: CockpitState): AlertEntry[] {
   const key = (a: Alert) => `${a.id}@${a.since}`;
   const out: AlertEntry[] = s.alerts.map((a) => ({ key: key(a), alert: a, cleared: null, acks: [] }));
-  for (const h of s.alertHistory ?? []) out.push({ key: `${key(h)}>${h.cleared}`, alert: h, cleared: h.cleared, acks: [] });
+  for (const h of s.alertHistory ?? [])
+    out.push({ key: `${key(h)}>${h.cleared}`, alert: h, cleared: h.cleared, acks: [] });
   for (const { id, rec } of alertAcks(s.actions)) {
     // the episode it names by its start (this cockpit's own, or one the data dates), else the one in force then
     let best: AlertEntry | null = out.find((e) => e.alert.id === id && e.alert.since === rec.target['since']) ?? null;
-    if (!best) for (const e of out) if (e.alert.id === id && (e.cleared === null || e.cleared >= rec.ts) && (!best || e.alert.since < best.alert.since)) best = e;
+    if (!best)
+      for (const e of out)
+        if (
+          e.alert.id === id &&
+          (e.cleared === null || e.cleared >= rec.ts) &&
+          (!best || e.alert.since < best.alert.since)
+        )
+          best = e;
     best?.acks.push(rec);
   }
   return out;
@@ -67,7 +75,12 @@ function entryLines(e: AlertEntry, level: number, w: number, now: number, mark: 
   const tl = level <= 3 ? wrap(title, titleW) : [ellipsize(title, titleW)];
   const out: Line[] = [];
   tl.forEach((l, i) => {
-    if (i === 0) out.push([t(mark, 'accent', { bold: true }), t(tag, role, { bold: !done, inverse: a.severity === 'critical' && !done && e.acks.length === 0 }), t(` ${l}`, role)]);
+    if (i === 0)
+      out.push([
+        t(mark, 'accent', { bold: true }),
+        t(tag, role, { bold: !done, inverse: a.severity === 'critical' && !done && e.acks.length === 0 }),
+        t(` ${l}`, role),
+      ]);
     else out.push([t(' '.repeat(strWidth(head)) + l, role)]);
   });
   if (level >= 3) return out;
@@ -96,9 +109,15 @@ export const alertsPanel: PanelFn = ({ s, v, w, h, now, focused, zoomed }) => {
   const cursor = focused || zoomed;
   const firstDone = entries.findIndex((e) => e.cleared !== null);
   type Levels = Record<string, number>;
-  const build = (lv: Levels, histLevel: number): { lines: Line[]; selAt: number; selEnd: number; activeEnd: number; critEnd: number } => {
+  const build = (
+    lv: Levels,
+    histLevel: number,
+  ): { lines: Line[]; selAt: number; selEnd: number; activeEnd: number; critEnd: number } => {
     const lines: Line[] = [];
-    let selAt = 0, selEnd = 0, activeEnd = 0, critEnd = 0;
+    let selAt = 0,
+      selEnd = 0,
+      activeEnd = 0,
+      critEnd = 0;
     if (s.alerts.length === 0) lines.push([t('no alerts now', 'ok')]);
     entries.forEach((e, i) => {
       if (i === firstDone) {
@@ -108,7 +127,15 @@ export const alertsPanel: PanelFn = ({ s, v, w, h, now, focused, zoomed }) => {
       if (i === sel) selAt = lines.length;
       const mark = cursor ? (i === sel ? '› ' : '  ') : '';
       // with the focus (or zoomed) the selected entry stays whole; else every entry gets the same room
-      lines.push(...entryLines(e, i === sel && (focused || zoomed) ? 0 : e.cleared !== null ? histLevel : lv[e.alert.severity] ?? 0, w, now, mark));
+      lines.push(
+        ...entryLines(
+          e,
+          i === sel && (focused || zoomed) ? 0 : e.cleared !== null ? histLevel : (lv[e.alert.severity] ?? 0),
+          w,
+          now,
+          mark,
+        ),
+      );
       if (i === sel) selEnd = lines.length;
       if (e.cleared === null && e.alert.severity === 'critical') critEnd = lines.length;
     });
@@ -163,7 +190,11 @@ export const alertBannerPanel: PanelFn = ({ s, w, h, now }) => {
     const left = order.length - i - 1;
     const tail = `${a.clearing !== undefined ? ' · clearing' : ''}${acks.length ? ` · ${ackText(acks)}` : ''} · ${ago(a.since, now)}${i === h - 1 && left > 0 ? ` · +${left} more (tab to Alerts)` : ''}`;
     const room = Math.max(1, w - 5 - strWidth(tail));
-    lines.push([t('CRIT', 'crit', { bold: true, inverse: acks.length === 0 }), t(` ${ellipsize(clean(a.title), room)}`, 'crit'), t(tail, 'dim')]);
+    lines.push([
+      t('CRIT', 'crit', { bold: true, inverse: acks.length === 0 }),
+      t(` ${ellipsize(clean(a.title), room)}`, 'crit'),
+      t(tail, 'dim'),
+    ]);
   }
   return { lines };
 };
@@ -172,7 +203,8 @@ const STEP_RE = /\bstep[ =:]*0*(\d+)\b/i;
 
 export const logPanel: PanelFn = ({ s, v, h }) => {
   const lines = s.run.log.lines;
-  if (lines.length === 0) return { lines: [[t(s.run.log.file ? 'log is empty' : 'no train.log in the run dir', 'dim')]] };
+  if (lines.length === 0)
+    return { lines: [[t(s.run.log.file ? 'log is empty' : 'no train.log in the run dir', 'dim')]] };
   const alertSteps = new Map<number, Role>();
   for (const a of s.alerts) if (a.step != null) alertSteps.set(a.step, a.severity === 'critical' ? 'crit' : 'warn');
   // scroll counts from the bottom (newest); only the lines on screen are styled
@@ -185,7 +217,13 @@ export const logPanel: PanelFn = ({ s, v, h }) => {
     const m = STEP_RE.exec(l);
     const mark = m ? alertSteps.get(Number(m[1])) : undefined;
     if (mark) return [t('▶ ', mark, { bold: true }), t(l, mark)];
-    const role: Role | undefined = /error|traceback|nan|oom|out of memory/i.test(l) ? 'crit' : /warn|HALT|fallback/i.test(l) ? 'warn' : /^\[boot\]|^\[train\]/.test(l) ? 'info' : undefined;
+    const role: Role | undefined = /error|traceback|nan|oom|out of memory/i.test(l)
+      ? 'crit'
+      : /warn|HALT|fallback/i.test(l)
+        ? 'warn'
+        : /^\[boot\]|^\[train\]/.test(l)
+          ? 'info'
+          : undefined;
     return [t('  '), t(l, role)];
   });
   return { lines: body, more: o, note: o ? `↑${o}` : s.run.log.file ? s.run.log.file.split('/').pop() : undefined };
@@ -198,15 +236,33 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const set = newestDumpSet(s.run.dumps, pidToRank, s.dumpOdd?.rank ?? null);
   if (!set) return { lines: [[t('no stack dumps yet (d dumps every rank)', 'dim')]] };
   const body: Line[] = [];
-  body.push([t(`${set.kind === 'watchdog' ? 'watchdog ' : ''}set @ ${clock(set.at)} (${ago(set.at, now)}) · ${set.dumps.length} dump${set.dumps.length === 1 ? '' : 's'}: `, 'dim'), t(set.dumps.map((d) => d.label).join(' '), 'info')]);
+  body.push([
+    t(
+      `${set.kind === 'watchdog' ? 'watchdog ' : ''}set @ ${clock(set.at)} (${ago(set.at, now)}) · ${set.dumps.length} dump${set.dumps.length === 1 ? '' : 's'}: `,
+      'dim',
+    ),
+    t(set.dumps.map((d) => d.label).join(' '), 'info'),
+  ]);
   const ws = s.run.identity.worldSize;
   const seenRanks = set.dumps.filter((d) => d.rank != null).length;
-  if (ws != null && seenRanks > 0 && seenRanks < ws) body.push([t(`missing: ranks ${Array.from({ length: ws }, (_, i) => i).filter((r) => !set.dumps.some((d) => d.rank === r)).join(',')}`, 'warn')]);
+  if (ws != null && seenRanks > 0 && seenRanks < ws)
+    body.push([
+      t(
+        `missing: ranks ${Array.from({ length: ws }, (_, i) => i)
+          .filter((r) => !set.dumps.some((d) => d.rank === r))
+          .join(',')}`,
+        'warn',
+      ),
+    ]);
   for (const g of set.groups) {
     const who = g.members.map((m) => m.label).join(',');
     const step = g.members[0]?.dump.step;
     const head = g.odd ? `◆ ODD: ${who}` : `● ${who}${g.members.length > 1 ? ` (${g.members.length} identical)` : ''}`;
-    body.push([t(head, g.odd ? 'crit' : 'ok', { bold: true }), t(step != null ? `  step ${step}` : '', 'dim'), t(g.members[0]?.dump.phase ? ` ${g.members[0].dump.phase}` : '', 'dim')]);
+    body.push([
+      t(head, g.odd ? 'crit' : 'ok', { bold: true }),
+      t(step != null ? `  step ${step}` : '', 'dim'),
+      t(g.members[0]?.dump.phase ? ` ${g.members[0].dump.phase}` : '', 'dim'),
+    ]);
     for (const f of g.frames) {
       const file = f.file.split('/').slice(-1)[0];
       body.push([t(`   ${f.func} `, g.odd ? 'warn' : undefined), t(`${file}:${f.line ?? '?'}`, 'dim')]);
@@ -222,14 +278,25 @@ function who(a: ActionRecord): string {
   return `${a.who.user}${tty ? `@${tty.replace(/^\/dev\//, '')}` : ''}`;
 }
 
-const RESULT_ROLE: Record<ActionRecord['result'], Role> = { started: 'info', ok: 'ok', partial: 'warn', failed: 'crit', refused: 'warn' };
+const RESULT_ROLE: Record<ActionRecord['result'], Role> = {
+  started: 'info',
+  ok: 'ok',
+  partial: 'warn',
+  failed: 'crit',
+  refused: 'warn',
+};
 
 export const actionsPanel: PanelFn = ({ s, v, w, h }) => {
   if (s.actions.length === 0) return { lines: [[t('no actions taken on this run yet', 'dim')]] };
   const sorted = [...s.actions].sort((a, b) => b.ts - a.ts);
   const body: Line[] = [];
   for (const a of sorted) {
-    body.push([t(`${clock(a.ts)} `, 'dim'), t(who(a), 'accent'), t(` ${a.action} `, 'title', { bold: true }), t(a.result, RESULT_ROLE[a.result] ?? 'dim')]);
+    body.push([
+      t(`${clock(a.ts)} `, 'dim'),
+      t(who(a), 'accent'),
+      t(` ${a.action} `, 'title', { bold: true }),
+      t(a.result, RESULT_ROLE[a.result] ?? 'dim'),
+    ]);
     if (a.detail) body.push([t(`   ${ellipsize(clean(a.detail), w - 3)}`, 'dim')]);
   }
   const sl = scrollSlice(body, h, v.scroll.actions ?? 0);

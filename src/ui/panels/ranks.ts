@@ -18,7 +18,17 @@ export interface RankRow {
   why: string | null;
 }
 
-const STATE_NAMES: Record<string, string> = { R: 'run', S: 'sleep', D: 'disk(D)', T: 'stopped', t: 'traced', Z: 'zombie', I: 'idle', X: 'dead', '?': '?' };
+const STATE_NAMES: Record<string, string> = {
+  R: 'run',
+  S: 'sleep',
+  D: 'disk(D)',
+  T: 'stopped',
+  t: 'traced',
+  Z: 'zombie',
+  I: 'idle',
+  X: 'dead',
+  '?': '?',
+};
 
 export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   const ids = new Set<number>();
@@ -42,14 +52,17 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
 
 export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
   const rows = rankRows(s, now);
-  if (rows.length === 0) return { lines: [[t(s.procs?.error ? `process table: ${clean(s.procs.error)}` : 'no ranks seen yet', 'dim')]] };
+  if (rows.length === 0)
+    return { lines: [[t(s.procs?.error ? `process table: ${clean(s.procs.error)}` : 'no ranks seen yet', 'dim')]] };
   const wide = w >= 70;
-  const head = wide ? 'rank pid     state    cpu%   rss   step  advanced  heartbeat  dump' : 'rk pid     st  cpu%  rss  step  adv   beat';
+  const head = wide
+    ? 'rank pid     state    cpu%   rss   step  advanced  heartbeat  dump'
+    : 'rk pid     st  cpu%  rss  step  adv   beat';
   const body: Line[] = [];
   for (const r of rows) {
     const p = r.proc?.proc;
     const pid = String(p?.pid ?? r.hb?.pid ?? '–').padEnd(7);
-    const st = p ? (wide ? STATE_NAMES[p.state] ?? p.state : p.state) : wide ? 'gone' : '–';
+    const st = p ? (wide ? (STATE_NAMES[p.state] ?? p.state) : p.state) : wide ? 'gone' : '–';
     const cpu = p?.cpuPct != null ? p.cpuPct.toFixed(0) : '–';
     const rss = p?.rssKiB != null ? mib(p.rssKiB / 1024) : '–';
     const step = r.hb?.lastStep != null ? String(r.hb.lastStep) : '–';
@@ -63,8 +76,15 @@ export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
     if (r.why) body.push([t(`  └ ${clean(r.why)}`, r.role)]);
   }
   const L = s.procs?.launcher;
-  if (L) body.push([t(`launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${L.cpuPct.toFixed(0)}%` : ''}`, 'dim')]);
-  if (s.procs?.unknown.length) body.push([t(`${s.procs.unknown.length} trainer-like process(es) of unknown rank`, 'warn')]);
+  if (L)
+    body.push([
+      t(
+        `launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${L.cpuPct.toFixed(0)}%` : ''}`,
+        'dim',
+      ),
+    ]);
+  if (s.procs?.unknown.length)
+    body.push([t(`${s.procs.unknown.length} trainer-like process(es) of unknown rank`, 'warn')]);
   const sl = scrollSlice(body, h - 1, v.scroll.ranks ?? 0);
   return { lines: [[t(head, 'dim')], ...sl.shown], more: sl.more };
 };

@@ -4,13 +4,22 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { crc32 } from 'node:zlib';
 import { LocalHost } from '../../../src/remote/local/host.js';
-import { newestCompleteCheckpoint, pickResumeCheckpoint, readRunSegments, scanCheckpoints } from '../../../src/trainer/run/checkpoints.js';
+import {
+  newestCompleteCheckpoint,
+  pickResumeCheckpoint,
+  readRunSegments,
+  scanCheckpoints,
+} from '../../../src/trainer/run/checkpoints.js';
 import { tempDir } from './helpers.js';
 
 const host = new LocalHost();
 
 function ref(step: number): Buffer {
-  const body = Buffer.concat([Buffer.from('NSATOPCK'), Buffer.from(JSON.stringify({ step })), Buffer.alloc(2000, step & 0xff)]);
+  const body = Buffer.concat([
+    Buffer.from('NSATOPCK'),
+    Buffer.from(JSON.stringify({ step })),
+    Buffer.alloc(2000, step & 0xff),
+  ]);
   const crc = Buffer.alloc(4);
   crc.writeUInt32LE(crc32(body) >>> 0);
   return Buffer.concat([body, crc, Buffer.from('NSACKEND')]);
@@ -103,10 +112,22 @@ function realTrainerRun(tag: string, segs: SegSpec[], log?: string[]): string {
   const hb: string[] = [];
   for (const g of segs) {
     const boot = Date.now() / 1000 - g.bootAgo;
-    hb.push(JSON.stringify({ ts: boot, iso: new Date(boot * 1000).toISOString().replace('Z', 'Z'), pid: g.pid, rank: 0, step: 0, msg: 'boot', phase: 'start' }));
+    hb.push(
+      JSON.stringify({
+        ts: boot,
+        iso: new Date(boot * 1000).toISOString().replace('Z', 'Z'),
+        pid: g.pid,
+        rank: 0,
+        step: 0,
+        msg: 'boot',
+        phase: 'start',
+      }),
+    );
     for (let s = 1; s <= g.steps; s++) {
       const t = boot + 2 + s;
-      hb.push(JSON.stringify({ ts: t, pid: g.pid, rank: 0, step: s, msg: 'progress', loss: 5 - s / 100, toks_per_s: 900 }));
+      hb.push(
+        JSON.stringify({ ts: t, pid: g.pid, rank: 0, step: s, msg: 'progress', loss: 5 - s / 100, toks_per_s: 900 }),
+      );
       hb.push(JSON.stringify({ ts: t, pid: g.pid, rank: 0, step: s, msg: 'step_end', phase: 'end' }));
       if (s % g.saveEvery === 0) {
         const f = join(dir, `checkpoint_step${s}.pt`);
@@ -120,20 +141,29 @@ function realTrainerRun(tag: string, segs: SegSpec[], log?: string[]): string {
   return dir;
 }
 
-test('resumed once: the later segment\'s checkpoint_step20.pt beats the earlier segment\'s checkpoint_step60.pt', async () => {
+test("resumed once: the later segment's checkpoint_step20.pt beats the earlier segment's checkpoint_step60.pt", async () => {
   const dir = realTrainerRun('ck-seg', [
     { pid: 4101, bootAgo: 400, steps: 60, saveEvery: 20 },
     { pid: 4202, bootAgo: 200, steps: 25, saveEvery: 20 },
   ]);
   const segs = await readRunSegments(host, dir);
-  assert.deepEqual(segs.map((g) => [g.index, g.pid, g.lastStep]), [[0, 4101, 60], [1, 4202, 25]]);
+  assert.deepEqual(
+    segs.map((g) => [g.index, g.pid, g.lastStep]),
+    [
+      [0, 4101, 60],
+      [1, 4202, 25],
+    ],
+  );
   const p = await pickResumeCheckpoint(host, dir, { logFiles: [] });
   assert.equal(p.found?.name, 'checkpoint_step20.pt');
   assert.equal(p.found?.segment, 1);
   assert.match(p.found!.why, /by segment #1 \(pid 4202, the newest\)/);
   assert.match(p.found!.why, /checkpoint_step60\.pt has a higher step but segment #0 wrote it earlier/);
   // segment 2 already replaced segment 1's step-20 file; steps 40 and 60 are next
-  assert.match(p.warnings.join('\n'), /checkpoint_step40\.pt, checkpoint_step60\.pt \(segment #0\) will be overwritten/);
+  assert.match(
+    p.warnings.join('\n'),
+    /checkpoint_step40\.pt, checkpoint_step60\.pt \(segment #0\) will be overwritten/,
+  );
   // the older API callers (supervisor restarts, halt-after-checkpoint) get the same file
   assert.equal((await newestCompleteCheckpoint(host, dir))?.path, join(dir, 'checkpoint_step20.pt'));
 });
@@ -158,11 +188,18 @@ test('the trainer log is cross-checked: a failed resume means the newest segment
       { pid: 6101, bootAgo: 400, steps: 60, saveEvery: 20 },
       { pid: 6202, bootAgo: 200, steps: 20, saveEvery: 20 },
     ],
-    ['[boot] loading config x.yaml', "[train] resume failed: [Errno 2] No such file or directory: 'artifacts/m7c_125m/checkpoint_step60.pt'", 'step 0001 | loss 5.6914'],
+    [
+      '[boot] loading config x.yaml',
+      "[train] resume failed: [Errno 2] No such file or directory: 'artifacts/m7c_125m/checkpoint_step60.pt'",
+      'step 0001 | loss 5.6914',
+    ],
   );
   const p = await pickResumeCheckpoint(host, dir, { logFiles: [join(dir, 'train.log')] });
   assert.equal(p.found?.name, 'checkpoint_step20.pt');
-  assert.match(p.warnings[0]!, /resume failed .* trained from scratch, so checkpoint_step20\.pt holds from-scratch weights/);
+  assert.match(
+    p.warnings[0]!,
+    /resume failed .* trained from scratch, so checkpoint_step20\.pt holds from-scratch weights/,
+  );
   writeFileSync(join(dir, 'train.log'), `[train] resumed from ${join(dir, 'checkpoint_step60.pt')}\n`);
   const q = await pickResumeCheckpoint(host, dir, { logFiles: [join(dir, 'train.log')] });
   assert.match(q.found!.why, /log: the last start resumed from checkpoint_step60\.pt/);
@@ -175,9 +212,16 @@ test('a history too large to scan (status answers from the tail): the same file 
     { pid: 4202, bootAgo: 200, steps: 25, saveEvery: 20 },
   ]);
   const p = await pickResumeCheckpoint(host, dir, { logFiles: [], segmentScanMaxBytes: 1024 });
-  assert.equal(p.found?.name, 'checkpoint_step20.pt', 'the lower-numbered file of the later segment, not the highest step');
+  assert.equal(
+    p.found?.name,
+    'checkpoint_step20.pt',
+    'the lower-numbered file of the later segment, not the highest step',
+  );
   assert.equal(p.found?.segment, null);
-  assert.match(p.warnings.join('\n'), /heartbeat_rank0\.jsonl \(0 MiB\) not scanned for segments: ordered by write time/);
+  assert.match(
+    p.warnings.join('\n'),
+    /heartbeat_rank0\.jsonl \(0 MiB\) not scanned for segments: ordered by write time/,
+  );
   const all = await pickResumeCheckpoint(host, dir, { logFiles: [], segmentScanMaxBytes: 64 * 2 ** 20 });
   assert.equal(all.found?.segment, 1, 'under the bound the history is scanned as before');
 });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, writeFileSync, appendFileSync} from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { test } from 'node:test';
@@ -64,7 +64,8 @@ test('inside tmux the actor names the tmux session and pane', async (t) => {
 test('action log: append and read back, bad lines skipped and counted, limit keeps the newest', async () => {
   const dir = tempDir('actions');
   const who = await currentActor(host);
-  for (let i = 0; i < 5; i++) await recordAction(host, dir, { ts: i, who, action: 'dump', target: { i }, result: 'ok', detail: `n${i}` });
+  for (let i = 0; i < 5; i++)
+    await recordAction(host, dir, { ts: i, who, action: 'dump', target: { i }, result: 'ok', detail: `n${i}` });
   appendFileSync(join(dir, '.nsa-top', 'actions.jsonl'), 'not json\n{"ts":1}\n');
   await recordAction(host, dir, { ts: 9, who, action: 'halt', target: {}, result: 'ok', detail: 'last' });
   const log = await readActionLog(host, dir);
@@ -72,7 +73,10 @@ test('action log: append and read back, bad lines skipped and counted, limit kee
   assert.equal(log.badLines, 2);
   assert.equal(log.records.at(-1)!.detail, 'last');
   const two = await readActions(host, dir, 2);
-  assert.deepEqual(two.map((r) => r.detail), ['n4', 'last']);
+  assert.deepEqual(
+    two.map((r) => r.detail),
+    ['n4', 'last'],
+  );
   assert.deepEqual(await readActions(host, tempDir('empty')), []);
 });
 
@@ -90,7 +94,10 @@ test('dumpAll: one dump per rank from real processes, staggered into distinct fi
       who,
       { waitMs: 5000, onProgress: (m) => progress.push(m) },
     );
-    assert.deepEqual(out.perRank.map((r) => r.status), ['dumped', 'dumped']);
+    assert.deepEqual(
+      out.perRank.map((r) => r.status),
+      ['dumped', 'dumped'],
+    );
     const files = out.perRank.map((r) => r.file!);
     assert.notEqual(files[0], files[1], 'the two ranks must not share one dump file');
     for (const [i, f] of files.entries()) assert.match(readFileSync(f, 'utf8'), new RegExp(`pid ${kids[i]!.pid}`));
@@ -147,9 +154,19 @@ test('dumpAll: a rank that answers late is still waited for (without holding up 
     // real-trainer names (no pid): the late rank is the last one signalled
     kids.push(await startKid(host, dir), await startKid(host, dir, undefined, { DUMP_DELAY_MS: '1500' }));
     const who = await currentActor(host);
-    const out = await dumpAll(host, dir, kids.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })), who, { answerMs: 400, waitMs: 5000 });
-    assert.deepEqual(out.perRank.map((r) => r.status), ['dumped', 'dumped']);
-    for (const [i, r] of out.perRank.entries()) assert.match(readFileSync(r.file!, 'utf8'), new RegExp(`pid ${kids[i]!.pid}\\b`));
+    const out = await dumpAll(
+      host,
+      dir,
+      kids.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })),
+      who,
+      { answerMs: 400, waitMs: 5000 },
+    );
+    assert.deepEqual(
+      out.perRank.map((r) => r.status),
+      ['dumped', 'dumped'],
+    );
+    for (const [i, r] of out.perRank.entries())
+      assert.match(readFileSync(r.file!, 'utf8'), new RegExp(`pid ${kids[i]!.pid}\\b`));
   } finally {
     killKids(kids);
   }
@@ -162,8 +179,17 @@ test('dumpAll: a rank that answers late is still waited for (without holding up 
       await startKid(host, dir2, undefined, { DUMP_RANK: '1', DUMP_DELAY_MS: '1500' }),
       await startKid(host, dir2, undefined, { DUMP_RANK: '2' }),
     );
-    const out = await dumpAll(host, dir2, kids2.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })), await currentActor(host), { answerMs: 400, waitMs: 5000 });
-    assert.deepEqual(out.perRank.map((r) => r.status), ['dumped', 'dumped', 'dumped']);
+    const out = await dumpAll(
+      host,
+      dir2,
+      kids2.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })),
+      await currentActor(host),
+      { answerMs: 400, waitMs: 5000 },
+    );
+    assert.deepEqual(
+      out.perRank.map((r) => r.status),
+      ['dumped', 'dumped', 'dumped'],
+    );
     for (const [i, r] of out.perRank.entries()) assert.match(r.file!, new RegExp(`_rank${i}_${kids2[i]!.pid}\\.txt$`));
   } finally {
     killKids(kids2);
@@ -175,7 +201,13 @@ test('dumpAll never signals a launcher (torchrun does not forward SIGUSR1)', asy
   const kids: Kid[] = [];
   try {
     kids.push(await startKid(host, dir, 'torchrun'));
-    const out = await dumpAll(host, dir, [{ rank: 0, pid: kids[0]!.pid, startTime: kids[0]!.startTime }], await currentActor(host), { waitMs: 500 });
+    const out = await dumpAll(
+      host,
+      dir,
+      [{ rank: 0, pid: kids[0]!.pid, startTime: kids[0]!.startTime }],
+      await currentActor(host),
+      { waitMs: 500 },
+    );
     assert.equal(out.perRank[0]!.status, 'refused');
     assert.match(out.perRank[0]!.why!, /launcher/);
     await new Promise((r) => setTimeout(r, 300));
@@ -195,7 +227,10 @@ test('halt now writes the documented content, keeps an existing reason, and is l
   const again = await requestHalt(host, dir, 'now', who);
   assert.match(again.detail, /nan_loss/);
   assert.equal(readFileSync(join(dir, '.HALT'), 'utf8'), 'halt: nan_loss\n');
-  assert.deepEqual((await readActions(host, dir)).map((x) => x.action), ['halt', 'halt']);
+  assert.deepEqual(
+    (await readActions(host, dir)).map((x) => x.action),
+    ['halt', 'halt'],
+  );
 });
 
 test('halt after the next checkpoint waits for a COMPLETE newer checkpoint, then writes .HALT', async () => {
@@ -214,7 +249,10 @@ test('halt after the next checkpoint waits for a COMPLETE newer checkpoint, then
   assert.equal(rec.target.checkpointStep, 50);
   assert.ok(existsSync(join(dir, '.HALT')));
   const log = await readActions(host, dir);
-  assert.deepEqual(log.map((x) => x.result), ['started', 'ok']);
+  assert.deepEqual(
+    log.map((x) => x.result),
+    ['started', 'ok'],
+  );
 });
 
 test('halt after checkpoint can be cancelled; nothing written', async () => {
@@ -242,7 +280,10 @@ test('read-only refuses every mutating action and writes nothing', async () => {
     writeFileSync(join(dir, '.HALT'), 'halt: manual_stop\n');
     assert.equal((await removeStaleHalt(host, dir, who)).result, 'refused');
     const d = await dumpAll(host, dir, t, who);
-    assert.deepEqual(d.perRank.map((r) => r.status), ['refused']);
+    assert.deepEqual(
+      d.perRank.map((r) => r.status),
+      ['refused'],
+    );
     assert.ok(existsSync(join(dir, '.HALT')));
     assert.equal(existsSync(join(dir, '.nsa-top')), false);
     assert.equal(kids[0]!.child.exitCode, null);

@@ -52,13 +52,20 @@ function kidScriptPath(): string {
   return kidScript;
 }
 
-export async function startKid(host: Host, dir: string, argv0?: string, env: Record<string, string> = {}): Promise<Kid> {
+export async function startKid(
+  host: Host,
+  dir: string,
+  argv0?: string,
+  env: Record<string, string> = {},
+): Promise<Kid> {
   const child = spawn(process.execPath, [kidScriptPath(), 'train', '--rank-worker'], {
     argv0,
     env: { ...process.env, DUMP_DIR: dir, RANK: env.DUMP_RANK ?? '0', NSA_TOP_RUN_DIR: dir, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+    child.on('exit', (code, signal) => r({ code, signal })),
+  );
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());
     child.once('exit', () => reject(new Error('child exited early')));

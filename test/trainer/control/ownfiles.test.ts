@@ -5,14 +5,33 @@
 // 64 KiB tmpfs) leaves a 0-byte .HALT that nsa-top reports as its own failed write.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { currentActor, readActions, requestHalt } from '../../../src/trainer/control/actions.js';
-import { appendOwn, createOwn, ownNameProblem, OwnWriteError, writeOwnAtomic } from '../../../src/trainer/control/ownfiles.js';
+import {
+  appendOwn,
+  createOwn,
+  ownNameProblem,
+  OwnWriteError,
+  writeOwnAtomic,
+} from '../../../src/trainer/control/ownfiles.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
 import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
 import { relaunch } from '../../../src/trainer/launch/launch.js';
@@ -41,9 +60,17 @@ function nanRun(tag: string): string {
   return d;
 }
 function cli(args: string[], env: Record<string, string> = {}) {
-  return spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  return spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
 }
-const events = (s: string) => s.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+const events = (s: string) =>
+  s
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 const bytes = (p: string) => readFileSync(p).toString('base64');
 
 test('a linked action log: the cockpit halt is refused and says why, training.csv is untouched; without the link the halt works', async () => {
@@ -112,7 +139,11 @@ test("run.info's out_dir cannot send writes out of the run: a relative ../../ th
   const r = cli(['watchdog', launcher, '--once', '--no-gpu'], {});
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /run\.info's out_dir \.\.\/\.\.\/: .* holds no run/);
-  assert.deepEqual(spawnSync('ls', ['-A', outside], { encoding: 'utf8' }).stdout.trim().split('\n'), ['.nsa-top', 'x'], 'nothing created outside the run');
+  assert.deepEqual(
+    spawnSync('ls', ['-A', outside], { encoding: 'utf8' }).stdout.trim().split('\n'),
+    ['.nsa-top', 'x'],
+    'nothing created outside the run',
+  );
   assert.equal(readFileSync(join(outside, '.nsa-top', 'watchdog.jsonl'), 'utf8'), '{"old":1}\n');
   assert.ok(existsSync(join(launcher, '.nsa-top', 'watchdog.jsonl')), 'decisions kept inside the run itself');
   // an out_dir that holds a run is taken, relative to the launcher dir (not the caller's cwd)
@@ -125,7 +156,15 @@ test('only nsa-top names are written, only into a run dir, and a FIFO at the log
   assert.equal(ownNameProblem('.nsa-top/actions.jsonl'), null);
   assert.equal(ownNameProblem('.HALT'), null);
   assert.equal(ownNameProblem('pyspy_1795300000_rank0_123.txt'), null);
-  for (const bad of ['training.csv', '../x', '.nsa-top/../training.csv', '.nsa-top/a/b', 'heartbeat_rank0.jsonl', '.nsa-top/']) assert.ok(ownNameProblem(bad), bad);
+  for (const bad of [
+    'training.csv',
+    '../x',
+    '.nsa-top/../training.csv',
+    '.nsa-top/a/b',
+    'heartbeat_rank0.jsonl',
+    '.nsa-top/',
+  ])
+    assert.ok(ownNameProblem(bad), bad);
   const d = run('names');
   await assert.rejects(appendOwn(host, d, 'training.csv', 'x\n'), /not one of nsa-top's own files/);
   const empty = join(tmp, `empty-${n++}`);
@@ -154,7 +193,8 @@ test('read-only is global: NSA_TOP_READ_ONLY=1 and --read-only stop watchdog --h
     const ev = events(r.stdout);
     assert.equal(ev.find((e) => e.event === 'halt')?.result, 'refused');
     assert.match(String(ev.find((e) => e.event === 'anomaly')?.why), /read-only/);
-    for (const f of ['.HALT', '.anomaly_type', '.nsa-top']) assert.ok(!existsSync(join(d, f)), `${f} not written (${JSON.stringify(env)} ${args})`);
+    for (const f of ['.HALT', '.anomaly_type', '.nsa-top'])
+      assert.ok(!existsSync(join(d, f)), `${f} not written (${JSON.stringify(env)} ${args})`);
   }
 });
 
@@ -184,28 +224,33 @@ test('a .HALT that is a directory is shown, reported by a halt, and named by the
   assert.ok(!existsSync(join(d, '.nsa-top', 'supervisor.json')), 'no supervisor started');
 });
 
-test('as an unprivileged user: an unsearchable run dir is an error (exit 2), unreadable artifacts a named warning', { skip: withoutDacSkip }, () => {
-  const asUnprivileged = (args: string[]) => spawnWithoutDac([process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
-  const d444 = run('r444');
-  chmodSync(d444, 0o444);
-  for (const cmd of ['status', 'report']) {
-    const r = asUnprivileged([cmd, d444]);
-    assert.equal(r.status, 2, `${cmd}: ${r.stdout}${r.stderr}`);
-    assert.match(r.stderr, /cannot read run dir .*EACCES/);
-    assert.doesNotMatch(r.stdout, /no errors/);
-  }
-  const w = asUnprivileged(['watchdog', d444, '--once', '--no-gpu']);
-  assert.equal(w.status, 2, w.stderr);
-  chmodSync(d444, 0o755);
-  const df = run('unreadable-files');
-  for (const f of ['training.csv', 'heartbeat_rank0.jsonl']) chmodSync(join(df, f), 0o000);
-  const s = asUnprivileged(['status', df]);
-  assert.match(s.stderr, /warning: cannot read heartbeat_rank0\.jsonl, training\.csv .*permission denied/);
-  const wd = asUnprivileged(['watchdog', df, '--once', '--no-gpu']);
-  const al = events(wd.stdout).find((e) => e.id === 'files:unreadable');
-  assert.equal(al?.severity, 'warning');
-  assert.match(String(al?.title), /cannot read 2 artifacts: .*heartbeat_rank0\.jsonl/);
-});
+test(
+  'as an unprivileged user: an unsearchable run dir is an error (exit 2), unreadable artifacts a named warning',
+  { skip: withoutDacSkip },
+  () => {
+    const asUnprivileged = (args: string[]) =>
+      spawnWithoutDac([process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
+    const d444 = run('r444');
+    chmodSync(d444, 0o444);
+    for (const cmd of ['status', 'report']) {
+      const r = asUnprivileged([cmd, d444]);
+      assert.equal(r.status, 2, `${cmd}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /cannot read run dir .*EACCES/);
+      assert.doesNotMatch(r.stdout, /no errors/);
+    }
+    const w = asUnprivileged(['watchdog', d444, '--once', '--no-gpu']);
+    assert.equal(w.status, 2, w.stderr);
+    chmodSync(d444, 0o755);
+    const df = run('unreadable-files');
+    for (const f of ['training.csv', 'heartbeat_rank0.jsonl']) chmodSync(join(df, f), 0o000);
+    const s = asUnprivileged(['status', df]);
+    assert.match(s.stderr, /warning: cannot read heartbeat_rank0\.jsonl, training\.csv .*permission denied/);
+    const wd = asUnprivileged(['watchdog', df, '--once', '--no-gpu']);
+    const al = events(wd.stdout).find((e) => e.id === 'files:unreadable');
+    assert.equal(al?.severity, 'warning');
+    assert.match(String(al?.title), /cannot read 2 artifacts: .*heartbeat_rank0\.jsonl/);
+  },
+);
 
 function mountTiny(dir: string): string | null {
   if (process.getuid?.() !== 0) return 'needs root to mount a tmpfs';
@@ -213,7 +258,7 @@ function mountTiny(dir: string): string | null {
   return r.status === 0 ? null : `cannot mount a tmpfs here: ${r.stderr.trim()}`;
 }
 
-test('a full disk (a 64 KiB tmpfs): the 0-byte .HALT and .anomaly_type are reported as nsa-top\'s own failed writes', async (t) => {
+test("a full disk (a 64 KiB tmpfs): the 0-byte .HALT and .anomaly_type are reported as nsa-top's own failed writes", async (t) => {
   const mnt = join(tmp, `full-${n++}`);
   mkdirSync(mnt);
   const why = mountTiny(mnt);

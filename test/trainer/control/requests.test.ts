@@ -23,7 +23,13 @@ after(async () => {
 function cli(args: string[], env: NodeJS.ProcessEnv = {}) {
   const [node, ...pre] = selfCommand();
   const r = spawnSync(node!, [...pre, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60_000 });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr, json: () => JSON.parse(r.stdout) as { result: string; exitCode: number; detail: string; request: ControlRequest | null } };
+  return {
+    code: r.status,
+    stdout: r.stdout,
+    stderr: r.stderr,
+    json: () =>
+      JSON.parse(r.stdout) as { result: string; exitCode: number; detail: string; request: ControlRequest | null },
+  };
 }
 
 /** a detached writer may still be finishing a line: retry */
@@ -39,11 +45,25 @@ const lastStep = (out: string) => {
     return 0;
   }
 };
-const ckpts = (out: string) => (existsSync(out) ? readdirSync(out) : []).filter((n) => /^checkpoint_step\d+\.pt$/.test(n));
+const ckpts = (out: string) =>
+  (existsSync(out) ? readdirSync(out) : []).filter((n) => /^checkpoint_step\d+\.pt$/.test(n));
 
 test('halt --after-checkpoint returns at once; the detached agent outlives it and halts after a complete checkpoint written after the request', async () => {
   const t = tmp();
-  const p = train(['--config', t.cfg, '--out', t.out, '--steps', '100000', '--save-every', '60', '--log-every', '5', '--inject', 'slow-data@ms=15']);
+  const p = train([
+    '--config',
+    t.cfg,
+    '--out',
+    t.out,
+    '--steps',
+    '100000',
+    '--save-every',
+    '60',
+    '--log-every',
+    '5',
+    '--inject',
+    'slow-data@ms=15',
+  ]);
   try {
     await waitFor('a first checkpoint', () => ckpts(t.out).length > 0, 60_000);
     const r = cli(['halt', t.out, '--after-checkpoint', '--json']);
@@ -55,23 +75,43 @@ test('halt --after-checkpoint returns at once; the detached agent outlives it an
     agents.push(req.owner!);
     // the process that asked is gone; the agent is alive, in a session of its own
     assert.ok(await verifyProcess(host, req.owner!), 'the agent outlives the command that started it');
-    assert.notEqual(sid(req.owner!.pid), sid(process.pid), 'the agent has its own session (a hangup of ours never reaches it)');
+    assert.notEqual(
+      sid(req.owner!.pid),
+      sid(process.pid),
+      'the agent has its own session (a hangup of ours never reaches it)',
+    );
     assert.equal(existsSync(join(t.out, '.HALT')), false, 'no .HALT before a new checkpoint');
     const exit = await Promise.race([p.exit, new Promise<null>((res) => setTimeout(() => res(null), 90_000).unref())]);
     assert.ok(exit, 'the trainer stopped');
     assert.equal(exit.code, 0);
     assert.ok(existsSync(join(t.out, '.HALT')));
-    const done = await waitFor('the request to be done', () => {
-      const x = JSON.parse(readFileSync(join(t.out, '.nsa-top', 'requests.json'), 'utf8')).requests.find((y: ControlRequest) => y.id === req.id) as ControlRequest;
-      return x.state === 'done' ? x : null;
-    }, 30_000);
+    const done = await waitFor(
+      'the request to be done',
+      () => {
+        const x = JSON.parse(readFileSync(join(t.out, '.nsa-top', 'requests.json'), 'utf8')).requests.find(
+          (y: ControlRequest) => y.id === req.id,
+        ) as ControlRequest;
+        return x.state === 'done' ? x : null;
+      },
+      30_000,
+    );
     assert.ok(done.checkpoint, 'the request names the checkpoint that triggered .HALT');
     assert.ok(existsSync(done.checkpoint.path), 'and it is there');
     assert.ok(done.checkpoint.mtimeMs > req.ts, 'written after the request');
     assert.ok(statSync(join(t.out, '.HALT')).mtimeMs >= done.checkpoint.mtimeMs, '.HALT came after it');
-    const log = (await readActions(host, t.out)).filter((a) => a.action === 'halt-after-checkpoint').map((a) => a.result);
-    assert.deepEqual(log, ['started', 'started', 'ok', 'ok'], 'requested, taken by the agent, .HALT written, ranks gone');
-    await waitFor('the agent to leave once nothing is left', async () => !(await verifyProcess(host, req.owner!).catch(() => false)), 30_000);
+    const log = (await readActions(host, t.out))
+      .filter((a) => a.action === 'halt-after-checkpoint')
+      .map((a) => a.result);
+    assert.deepEqual(
+      log,
+      ['started', 'started', 'ok', 'ok'],
+      'requested, taken by the agent, .HALT written, ranks gone',
+    );
+    await waitFor(
+      'the agent to leave once nothing is left',
+      async () => !(await verifyProcess(host, req.owner!).catch(() => false)),
+      30_000,
+    );
   } finally {
     p.child.kill('SIGKILL');
     cleanup(t.dir);
@@ -80,7 +120,20 @@ test('halt --after-checkpoint returns at once; the detached agent outlives it an
 
 test('a pending request is cancelled from another process: no .HALT after the next checkpoint; any reader sees it cancelled', async () => {
   const t = tmp();
-  const p = train(['--config', t.cfg, '--out', t.out, '--steps', '100000', '--save-every', '40', '--log-every', '5', '--inject', 'slow-data@ms=15']);
+  const p = train([
+    '--config',
+    t.cfg,
+    '--out',
+    t.out,
+    '--steps',
+    '100000',
+    '--save-every',
+    '40',
+    '--log-every',
+    '5',
+    '--inject',
+    'slow-data@ms=15',
+  ]);
   try {
     await waitFor('progress', () => lastStep(t.out) > 2, 60_000);
     const r = cli(['halt', t.out, '--after-checkpoint', '--json']);
@@ -93,12 +146,20 @@ test('a pending request is cancelled from another process: no .HALT after the ne
     const seen = (await readRequests(host, t.out)).find((x) => x.id === req.id)!;
     assert.equal(seen.state, 'cancelled');
     // a checkpoint written after the request comes and goes by: nothing is written
-    await waitFor('a checkpoint after the request', () => ckpts(t.out).some((n) => statSync(join(t.out, n)).mtimeMs > req.ts + 1500), 60_000);
+    await waitFor(
+      'a checkpoint after the request',
+      () => ckpts(t.out).some((n) => statSync(join(t.out, n)).mtimeMs > req.ts + 1500),
+      60_000,
+    );
     await new Promise((res) => setTimeout(res, 2500));
     assert.equal(existsSync(join(t.out, '.HALT')), false, 'a cancelled request writes no .HALT');
     assert.equal(p.child.exitCode, null, 'the trainer still runs');
     assert.equal(cli(['halt', t.out, '--cancel']).code, 3, 'nothing left to cancel: refused');
-    await waitFor('the agent to leave', async () => !(await verifyProcess(host, req.owner!).catch(() => false)), 30_000);
+    await waitFor(
+      'the agent to leave',
+      async () => !(await verifyProcess(host, req.owner!).catch(() => false)),
+      30_000,
+    );
   } finally {
     p.child.kill('SIGKILL');
     cleanup(t.dir);
@@ -108,11 +169,20 @@ test('a pending request is cancelled from another process: no .HALT after the ne
 test('halt/stop/dump/--after-checkpoint refuse a finished run, and read-only refuses them all, writing nothing', () => {
   const t = tmp();
   try {
-    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), `${JSON.stringify({ ts: 1, pid: 999999, rank: 0, step: 5, msg: 'progress' })}\n`);
+    writeFileSync(
+      join(t.dir, 'heartbeat_rank0.jsonl'),
+      `${JSON.stringify({ ts: 1, pid: 999999, rank: 0, step: 5, msg: 'progress' })}\n`,
+    );
     const nothing = cli(['halt', t.dir, '--after-checkpoint']);
     assert.equal(nothing.code, 3);
     assert.match(nothing.stderr, /no process of this run is running/);
-    for (const args of [['halt', t.dir], ['halt', t.dir, '--after-checkpoint'], ['halt', t.dir, '--cancel'], ['stop', t.dir], ['dump', t.dir]]) {
+    for (const args of [
+      ['halt', t.dir],
+      ['halt', t.dir, '--after-checkpoint'],
+      ['halt', t.dir, '--cancel'],
+      ['stop', t.dir],
+      ['dump', t.dir],
+    ]) {
       const r = cli(args, { NSA_TOP_READ_ONLY: '1' });
       assert.equal(r.code, 3, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, /read-only/);
@@ -131,7 +201,7 @@ test('"the next checkpoint" is one written after the request, not a higher step 
     writeFileSync(old, nsaCheckpoint(Buffer.alloc(1000, 1)));
     utimesSync(old, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
     const since = Date.now() - 30_000;
-    assert.equal(await checkpointWrittenSince(host, t.dir, since), null, 'the older segment\'s step 100 does not count');
+    assert.equal(await checkpointWrittenSince(host, t.dir, since), null, "the older segment's step 100 does not count");
     const seg2 = join(t.dir, 'checkpoint_step20.pt');
     writeFileSync(seg2, Buffer.alloc(500, 2)); // half-written: no trailer
     utimesSync(seg2, new Date(Date.now() - 5000), new Date(Date.now() - 5000));
@@ -139,7 +209,7 @@ test('"the next checkpoint" is one written after the request, not a higher step 
     writeFileSync(seg2, nsaCheckpoint(Buffer.alloc(1000, 2)));
     utimesSync(seg2, new Date(Date.now() - 5000), new Date(Date.now() - 5000));
     const c = await checkpointWrittenSince(host, t.dir, since);
-    assert.equal(c?.step, 20, 'the later segment\'s lower step number counts');
+    assert.equal(c?.step, 20, "the later segment's lower step number counts");
   } finally {
     cleanup(t.dir);
   }
@@ -147,14 +217,35 @@ test('"the next checkpoint" is one written after the request, not a higher step 
 
 test('a request whose agent was killed is not lost: asking again hands the same request to a new agent, which carries it out', async () => {
   const t = tmp();
-  const p = train(['--config', t.cfg, '--out', t.out, '--steps', '100000', '--save-every', '80', '--log-every', '5', '--inject', 'slow-data@ms=15']);
+  const p = train([
+    '--config',
+    t.cfg,
+    '--out',
+    t.out,
+    '--steps',
+    '100000',
+    '--save-every',
+    '80',
+    '--log-every',
+    '5',
+    '--inject',
+    'slow-data@ms=15',
+  ]);
   try {
     await waitFor('progress', () => lastStep(t.out) > 2, 60_000);
     const first = cli(['halt', t.out, '--after-checkpoint', '--json']).json().request!;
     agents.push(first.owner!);
     process.kill(first.owner!.pid, 'SIGKILL'); // our own agent, by pid
-    await waitFor('the agent to be gone', async () => !(await verifyProcess(host, first.owner!).catch(() => false)), 10_000);
-    assert.equal((await readRequests(host, t.out)).find((x) => x.id === first.id)?.state, 'pending', 'still pending: nothing dropped it silently');
+    await waitFor(
+      'the agent to be gone',
+      async () => !(await verifyProcess(host, first.owner!).catch(() => false)),
+      10_000,
+    );
+    assert.equal(
+      (await readRequests(host, t.out)).find((x) => x.id === first.id)?.state,
+      'pending',
+      'still pending: nothing dropped it silently',
+    );
     const again = cli(['halt', t.out, '--after-checkpoint', '--json']);
     assert.equal(again.code, 0, again.stderr);
     const second = again.json().request!;
@@ -165,8 +256,19 @@ test('a request whose agent was killed is not lost: asking again hands the same 
     assert.ok(exit, 'the trainer stopped');
     assert.ok(existsSync(join(t.out, '.HALT')));
     const log = (await readActions(host, t.out)).filter((a) => a.action === 'halt-after-checkpoint');
-    assert.ok(log.some((a) => /taken over by nsa-top agent/.test(a.detail) && a.target.owner && (a.target.owner as { pid: number }).pid === second.owner!.pid));
-    await waitFor('the new agent to leave', async () => !(await verifyProcess(host, second.owner!).catch(() => false)), 30_000);
+    assert.ok(
+      log.some(
+        (a) =>
+          /taken over by nsa-top agent/.test(a.detail) &&
+          a.target.owner &&
+          (a.target.owner as { pid: number }).pid === second.owner!.pid,
+      ),
+    );
+    await waitFor(
+      'the new agent to leave',
+      async () => !(await verifyProcess(host, second.owner!).catch(() => false)),
+      30_000,
+    );
   } finally {
     p.child.kill('SIGKILL');
     cleanup(t.dir);

@@ -63,7 +63,10 @@ function runDir(name: string, pid: number, bootS: number): string {
     lines.push(rec(bootS + s + 0.01, s, 'step_end', { phase: 'end' }));
   }
   writeFileSync(join(dir, 'heartbeat_rank0.jsonl'), `${lines.join('\n')}\n`);
-  writeFileSync(join(dir, 'training.csv'), [1, 2, 3, 4, 5].map((s) => `${s},${(5 - s * 0.1).toFixed(6)},3.000000e-04,400`).join('\n') + '\n');
+  writeFileSync(
+    join(dir, 'training.csv'),
+    [1, 2, 3, 4, 5].map((s) => `${s},${(5 - s * 0.1).toFixed(6)},3.000000e-04,400`).join('\n') + '\n',
+  );
   return dir;
 }
 
@@ -76,8 +79,17 @@ async function cockpitState(dir: string): Promise<CockpitState> {
 }
 
 function watchdogOnce(dir: string): { code: number | null; lines: Record<string, unknown>[] } {
-  const r = spawnSync(process.execPath, [BIN, 'watchdog', dir, '--once', '--dump-on-stall', '--no-gpu'], { encoding: 'utf8', timeout: 60_000 });
-  return { code: r.status, lines: r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  const r = spawnSync(process.execPath, [BIN, 'watchdog', dir, '--once', '--dump-on-stall', '--no-gpu'], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return {
+    code: r.status,
+    lines: r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 /** Drives every signalling path at the run dir and checks the victim lives and the reason is given. */
@@ -97,15 +109,21 @@ async function assertNotSignalled(dir: string, v: ChildProcess, why: RegExp): Pr
   const state = await cockpitState(dir);
   assert.ok(!state.procs!.ranks.some((r) => r.proc.pid === pid));
   const actions = createActions({ host, runDir: dir, readOnly: false, state: () => state });
-  await assert.rejects(actions.dump(() => {}), (e: Error) => {
-    assert.match(e.message, /no rank process of this run is proven: nothing signalled/);
-    assert.match(e.message, new RegExp(`pid ${pid}`));
-    assert.match(e.message, why);
-    return true;
-  });
+  await assert.rejects(
+    actions.dump(() => {}),
+    (e: Error) => {
+      assert.match(e.message, /no rank process of this run is proven: nothing signalled/);
+      assert.match(e.message, new RegExp(`pid ${pid}`));
+      assert.match(e.message, why);
+      return true;
+    },
+  );
   // 3. dumpAll handed the victim's own identity (a stale or crafted target list): refused at the signal
   const info = (await readProc(host, pid))!;
-  const out = await dumpAll(host, dir, [{ rank: 0, pid, startTime: info.startTime }], await currentActor(host), { waitMs: 300, answerMs: 300 });
+  const out = await dumpAll(host, dir, [{ rank: 0, pid, startTime: info.startTime }], await currentActor(host), {
+    waitMs: 300,
+    answerMs: 300,
+  });
   assert.equal(out.perRank[0]!.status, 'refused');
   assert.match(out.perRank[0]!.why!, /not signalled/);
   await sleep(300);
@@ -113,7 +131,7 @@ async function assertNotSignalled(dir: string, v: ChildProcess, why: RegExp): Pr
   assert.equal(readdirSync(dir).filter((n) => n.startsWith('stackdump_')).length, 0);
 }
 
-test('a dead trainer\'s pid recycled by an unrelated python (via ns_last_pid) is never signalled', async (t) => {
+test("a dead trainer's pid recycled by an unrelated python (via ns_last_pid) is never signalled", async (t) => {
   let writable = true;
   try {
     writeFileSync('/proc/sys/kernel/ns_last_pid', '');
@@ -121,7 +139,9 @@ test('a dead trainer\'s pid recycled by an unrelated python (via ns_last_pid) is
     if ((e as NodeJS.ErrnoException).code !== 'EINVAL') writable = false;
   }
   if (!writable) {
-    t.skip('/proc/sys/kernel/ns_last_pid is not writable here (needs root in the pid namespace): the recycled-pid scenario cannot be staged');
+    t.skip(
+      '/proc/sys/kernel/ns_last_pid is not writable here (needs root in the pid namespace): the recycled-pid scenario cannot be staged',
+    );
     return;
   }
   // a trainer-shaped process that proves itself (a rank of this run), then dies by SIGKILL and its
@@ -143,16 +163,26 @@ test('a dead trainer\'s pid recycled by an unrelated python (via ns_last_pid) is
     } else v.kill('SIGKILL');
   }
   if (!victim || !dead) {
-    t.skip('could not hand the dead trainer\'s pid to the victim (other processes took it first, 30 tries)');
+    t.skip("could not hand the dead trainer's pid to the victim (other processes took it first, 30 tries)");
     return;
   }
   const vi = await visible(victim.pid!, 'import time; time.sleep(600)');
   assert.notEqual(vi.startTime, dead.startTime);
   // the run's records: booted before the victim existed, silent for 10 minutes (a stall)
   const dir = runDir('recycled', victim.pid!, Math.floor(vi.startedAtMs! / 1000) - 600);
-  await assertNotSignalled(dir, victim, /its command \(.*python3 -c import time; time.sleep\(600\)\) is not a trainer nsa-top knows/);
+  await assertNotSignalled(
+    dir,
+    victim,
+    /its command \(.*python3 -c import time; time.sleep\(600\)\) is not a trainer nsa-top knows/,
+  );
   // the stale target the cockpit held for the dead trainer (its pid + start time) is refused too
-  const out = await dumpAll(host, dir, [{ rank: 0, pid: dead.pid, startTime: dead.startTime }], await currentActor(host), { waitMs: 300 });
+  const out = await dumpAll(
+    host,
+    dir,
+    [{ rank: 0, pid: dead.pid, startTime: dead.startTime }],
+    await currentActor(host),
+    { waitMs: 300 },
+  );
   assert.equal(out.perRank[0]!.status, 'refused');
   assert.match(out.perRank[0]!.why!, /another process|start time/);
   assert.ok(alive(victim));
@@ -173,7 +203,10 @@ test('an older trainer of another run (train_showcase.py, CONFIG elsewhere) name
   mkdirSync(join(repo, 'configs'), { recursive: true });
   writeFileSync(join(repo, 'scripts', 'train_showcase.py'), 'import time\ntime.sleep(600)\n');
   writeFileSync(join(repo, 'configs', 'other.yaml'), 'train: {steps: 10, out_dir: "artifacts/other_run"}\n');
-  const v = startVictim(['scripts/train_showcase.py', '--dataset', 'synthetic'], { cwd: repo, env: { CONFIG: 'configs/other.yaml', RANK: '0', WORLD_SIZE: '1' } });
+  const v = startVictim(['scripts/train_showcase.py', '--dataset', 'synthetic'], {
+    cwd: repo,
+    env: { CONFIG: 'configs/other.yaml', RANK: '0', WORLD_SIZE: '1' },
+  });
   const vi = await visible(v.pid!, 'synthetic');
   const dir = runDir('copied-trainer', v.pid!, Math.floor(vi.startedAtMs! / 1000) + 1);
   await assertNotSignalled(dir, v, /its CONFIG .*other\.yaml writes to .*artifacts\/other_run, not this run/);
@@ -187,16 +220,33 @@ test('lookalikes with the run dir in argv (eval_trained_ckpt.py RUN_DIR; RANK in
   // a run dir of a trainer that is gone (its pid is nobody now: pid_max is never reached here)
   const dir = runDir('lookalike', 4_000_000, Math.floor(Date.now() / 1000) - 600);
   const a = startVictim([join(scripts, 'eval_trained_ckpt.py'), dir]);
-  const b = startVictim([join(scripts, 'inspect.py'), '--run', dir], { env: { RANK: '0', LOCAL_RANK: '0', WORLD_SIZE: '1' } });
+  const b = startVictim([join(scripts, 'inspect.py'), '--run', dir], {
+    env: { RANK: '0', LOCAL_RANK: '0', WORLD_SIZE: '1' },
+  });
   await visible(a.pid!, dir);
   await visible(b.pid!, dir);
-  for (const v of [a, b]) await assertNotSignalled(dir, v, /names the run dir in its arguments, but its command \(.*\) is not a trainer nsa-top knows/);
+  for (const v of [a, b])
+    await assertNotSignalled(
+      dir,
+      v,
+      /names the run dir in its arguments, but its command \(.*\) is not a trainer nsa-top knows/,
+    );
 });
 
-test('a heartbeat written inside a container names the writer\'s pid there: recognised as another pid namespace', async (t) => {
+test("a heartbeat written inside a container names the writer's pid there: recognised as another pid namespace", async (t) => {
   // python3 is pid 2 inside a new pid namespace (sh is 1); pid 2 here is some other process
   const marker = join(tmp, 'ns-ready');
-  const c = spawn('unshare', ['--pid', '--fork', 'sh', '-c', `${PY} -c "import os,time; open('${marker}','w').write(str(os.getpid())); time.sleep(600)" & wait`], { stdio: 'ignore', detached: true });
+  const c = spawn(
+    'unshare',
+    [
+      '--pid',
+      '--fork',
+      'sh',
+      '-c',
+      `${PY} -c "import os,time; open('${marker}','w').write(str(os.getpid())); time.sleep(600)" & wait`,
+    ],
+    { stdio: 'ignore', detached: true },
+  );
   victims.push(c);
   const killGroup = () => {
     try {
@@ -244,15 +294,29 @@ test('over SSH (loopback sshd): a heartbeat naming an unrelated python signals n
     const v = startVictim(['-c', 'import time; time.sleep(600)']);
     const vi = await visible(v.pid!, 'import time; time.sleep(600)');
     const dir = runDir('over-ssh', v.pid!, Math.floor(vi.startedAtMs! / 1000) + 1);
-    const hints = { heartbeatPids: [{ rank: 0, pid: v.pid!, lastTs: vi.startedAtMs! + 6000, bootTs: vi.startedAtMs! + 1000 }] };
+    const hints = {
+      heartbeatPids: [{ rank: 0, pid: v.pid!, lastTs: vi.startedAtMs! + 6000, bootTs: vi.startedAtMs! + 1000 }],
+    };
     const procs = await findRunProcesses(remote, dir, hints);
     assert.deepEqual(procs.ranks, []);
     const u = procs.unproven?.find((x) => x.pid === v.pid);
-    assert.match(u?.why ?? '', /heartbeat_rank0 names pid \d+, but its command \(.*python3 -c import time; time.sleep\(600\)\) is not a trainer nsa-top knows/);
+    assert.match(
+      u?.why ?? '',
+      /heartbeat_rank0 names pid \d+, but its command \(.*python3 -c import time; time.sleep\(600\)\) is not a trainer nsa-top knows/,
+    );
     const state = { procs } as unknown as CockpitState;
     const actions = createActions({ host: remote, runDir: dir, readOnly: false, state: () => state });
-    await assert.rejects(actions.dump(() => {}), /no rank process of this run is proven: nothing signalled.*is not a trainer nsa-top knows/);
-    const out = await dumpAll(remote, dir, [{ rank: 0, pid: v.pid!, startTime: vi.startTime }], await currentActor(remote), { waitMs: 300, answerMs: 300 });
+    await assert.rejects(
+      actions.dump(() => {}),
+      /no rank process of this run is proven: nothing signalled.*is not a trainer nsa-top knows/,
+    );
+    const out = await dumpAll(
+      remote,
+      dir,
+      [{ rank: 0, pid: v.pid!, startTime: vi.startTime }],
+      await currentActor(remote),
+      { waitMs: 300, answerMs: 300 },
+    );
     assert.equal(out.perRank[0]!.status, 'refused');
     assert.match(out.perRank[0]!.why!, /not signalled: .*not a trainer nsa-top knows/);
     // a real rank of another run dir (reference-shaped: NSA_TOP_RUN_DIR in its environment) is proven
@@ -263,8 +327,17 @@ test('over SSH (loopback sshd): a heartbeat naming an unrelated python signals n
     writeFileSync(join(good, 'env.json'), JSON.stringify({ env: {} }));
     kids.push(await startKid(host, good));
     const gp = await findRunProcesses(remote, good, { heartbeatPids: [] });
-    assert.deepEqual(gp.ranks.map((r) => r.proc.pid), [kids[0]!.pid]);
-    const ok = await dumpAll(remote, good, [{ rank: 0, pid: kids[0]!.pid, startTime: kids[0]!.startTime }], await currentActor(remote), { waitMs: 3000 });
+    assert.deepEqual(
+      gp.ranks.map((r) => r.proc.pid),
+      [kids[0]!.pid],
+    );
+    const ok = await dumpAll(
+      remote,
+      good,
+      [{ rank: 0, pid: kids[0]!.pid, startTime: kids[0]!.startTime }],
+      await currentActor(remote),
+      { waitMs: 3000 },
+    );
     assert.equal(ok.perRank[0]!.status, 'dumped', ok.perRank[0]!.why);
     await sleep(300);
     assert.ok(alive(v), 'the victim is alive');

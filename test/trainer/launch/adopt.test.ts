@@ -4,7 +4,16 @@
 // --resume <newest complete checkpoint>, and training continues. Needs `npm run build` first.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -27,9 +36,12 @@ after(() => {
   for (const f of cleanup) f();
 });
 
-
 function cli(args: string[], cwd: string) {
-  return spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { cwd, encoding: 'utf8', env: { ...process.env, NSA_TOP_READ_ONLY: '' } });
+  return spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, NSA_TOP_READ_ONLY: '' },
+  });
 }
 
 /** A trainer repo dir with a config whose out_dir is OUT; started the runbook way, by hand. */
@@ -46,7 +58,13 @@ function handLaunch(tag: string, extraArgs: string[] = []) {
     cwd: repo,
     detached: true,
     stdio: ['ignore', fd, fd],
-    env: { ...process.env, CONFIG: 'configs/run.yaml', NSA_FAKE_MARK: 'adopted-env', FAKE_STEP_MS: '40', API_TOKEN: 'secret' },
+    env: {
+      ...process.env,
+      CONFIG: 'configs/run.yaml',
+      NSA_FAKE_MARK: 'adopted-env',
+      FAKE_STEP_MS: '40',
+      API_TOKEN: 'secret',
+    },
   });
   closeSync(fd);
   const pid = child.pid!;
@@ -61,7 +79,9 @@ function handLaunch(tag: string, extraArgs: string[] = []) {
   const state: { code: number | null | undefined } = { code: undefined };
   child.on('exit', (c) => (state.code = c));
   // (unref'd: a timer of `until` keeps the loop alive while waiting)
-  const exited = until('the hand-launched trainer to exit', () => (state.code !== undefined ? { code: state.code } : null)).then((r) => r.code);
+  const exited = until('the hand-launched trainer to exit', () =>
+    state.code !== undefined ? { code: state.code } : null,
+  ).then((r) => r.code);
   return { root, repo, out, logPath, pid, exited, script };
 }
 
@@ -82,21 +102,33 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   // looked at once
   const st = cli(['status', run.out, '--json'], run.root);
   assert.ok(st.status === 0 || st.status === 1, st.stderr); // 1: the run's health (exit 2 would be bad input)
-  const snap = JSON.parse(st.stdout) as { resumeCheckpoint: { path: string; step: number; segment: number; why: string } | null };
+  const snap = JSON.parse(st.stdout) as {
+    resumeCheckpoint: { path: string; step: number; segment: number; why: string } | null;
+  };
   assert.ok(snap.resumeCheckpoint, 'status names a resume checkpoint');
   assert.equal(snap.resumeCheckpoint.segment, 0);
   const rec = (await readAdoption(host, run.out))!;
   assert.ok(rec, 'status recorded the launch in .nsa-top/launch.json');
   assert.equal(rec.launcher.pid, run.pid);
   assert.equal(rec.launcher.cwd, run.repo);
-  assert.deepEqual(rec.launcher.argv.slice(1), ['-u', run.script, '--dataset', 'synthetic', '--resume', '/nonexistent/old.pt']);
+  assert.deepEqual(rec.launcher.argv.slice(1), [
+    '-u',
+    run.script,
+    '--dataset',
+    'synthetic',
+    '--resume',
+    '/nonexistent/old.pt',
+  ]);
   assert.equal(rec.config, 'configs/run.yaml');
   assert.equal(rec.env.NSA_FAKE_MARK, 'adopted-env');
   assert.equal(rec.env.API_TOKEN, undefined, 'credentials are never recorded');
   assert.equal(rec.stdout, run.logPath);
   const adoptLog = await readActionLog(host, run.out);
   assert.equal(adoptLog.badLines, 0);
-  assert.match(adoptLog.records.find((a) => a.action === 'adopt')?.detail ?? '', /recorded the launch of a run nsa-top did not start: python pid \d+ in /);
+  assert.match(
+    adoptLog.records.find((a) => a.action === 'adopt')?.detail ?? '',
+    /recorded the launch of a run nsa-top did not start: python pid \d+ in /,
+  );
   // halted by hand: exit 0, no checkpoint (the real trainer's .HALT)
   writeFileSync(join(run.out, '.HALT'), '');
   assert.equal(await run.exited, 0);
@@ -110,11 +142,28 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   assert.notEqual(runDir, run.out, 'the out_dir now points at the supervised run');
   const sup = (await readSupervisorState(host, runDir)) as SupervisorState;
   cleanup.push(() => {
-    if (sup.supervisor) try { process.kill(sup.supervisor.pid, 'SIGKILL'); } catch { /* gone */ }
+    if (sup.supervisor)
+      try {
+        process.kill(sup.supervisor.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
   });
   // the same command, the previous --resume replaced by the newest checkpoint
-  const cmd = await until('the trainer command', async () => (await readSupervisorState(host, runDir))?.lastCommand.length ? (await readSupervisorState(host, runDir))!.lastCommand : null);
-  assert.deepEqual(cmd, [rec.launcher.argv[0], '-u', run.script, '--dataset', 'synthetic', '--resume', join(run.out, newest)]);
+  const cmd = await until('the trainer command', async () =>
+    (await readSupervisorState(host, runDir))?.lastCommand.length
+      ? (await readSupervisorState(host, runDir))!.lastCommand
+      : null,
+  );
+  assert.deepEqual(cmd, [
+    rec.launcher.argv[0],
+    '-u',
+    run.script,
+    '--dataset',
+    'synthetic',
+    '--resume',
+    join(run.out, newest),
+  ]);
   const log = () => readFileSync(join(runDir, 'train.log'), 'utf8');
   await until('the resumed trainer to log', () => /\[train\] resumed from .*checkpoint_step\d+\.pt/.test(log()));
   assert.match(log(), /\[boot\] loading config configs\/run\.yaml/);
@@ -127,7 +176,9 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   const env = JSON.parse(readFileSync(join(run.out, 'env.json'), 'utf8')) as { env: Record<string, string> };
   assert.equal(env.env.NSA_FAKE_MARK, 'adopted-env', 'the recorded environment came back');
   // ...and a second status names the new segment's lower-numbered file as the one to resume from
-  const st3 = JSON.parse(cli(['status', run.out, '--json'], run.root).stdout) as { resumeCheckpoint: { step: number; segment: number } };
+  const st3 = JSON.parse(cli(['status', run.out, '--json'], run.root).stdout) as {
+    resumeCheckpoint: { step: number; segment: number };
+  };
   assert.equal(st3.resumeCheckpoint.segment, 1);
   const stop = await stopRun(host, run.out, actor, { reason: 'test done' });
   assert.equal(stop.result, 'started');
@@ -141,7 +192,10 @@ test('a run nobody recorded: relaunch says to use a profile before asking anythi
   const root = tempDir('adopt-none');
   const out = join(root, 'out');
   mkdirSync(out);
-  writeFileSync(join(out, 'checkpoint_step40.pt'), Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(100), Buffer.from('PK\x05\x06'), Buffer.alloc(18)]));
+  writeFileSync(
+    join(out, 'checkpoint_step40.pt'),
+    Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(100), Buffer.from('PK\x05\x06'), Buffer.alloc(18)]),
+  );
   // no --yes and no terminal: before this change it stopped at "confirm with --yes"
   const r = cli(['relaunch', out], root);
   assert.equal(r.status, 3, r.stderr);
@@ -150,18 +204,34 @@ test('a run nobody recorded: relaunch says to use a profile before asking anythi
   assert.equal(existsSync(join(out, '.nsa-top', 'supervisor.json')), false);
 });
 
-test('the recorded command: any earlier --resume replaced; torchrun\'s port read the way torchrun reads it; only run-shaping variables kept', async () => {
+test("the recorded command: any earlier --resume replaced; torchrun's port read the way torchrun reads it; only run-shaping variables kept", async () => {
   const { withoutResume, masterPortOf, keepEnv } = await import('../../../src/trainer/run/adopt.js');
-  assert.deepEqual(withoutResume(['torchrun', '--nproc_per_node=2', 's.py', '--resume', 'a.pt', '--dataset', 'x', '--resume=b.pt']), ['torchrun', '--nproc_per_node=2', 's.py', '--dataset', 'x']);
+  assert.deepEqual(
+    withoutResume(['torchrun', '--nproc_per_node=2', 's.py', '--resume', 'a.pt', '--dataset', 'x', '--resume=b.pt']),
+    ['torchrun', '--nproc_per_node=2', 's.py', '--dataset', 'x'],
+  );
   assert.equal(masterPortOf(['python', '-m', 'torch.distributed.run', '--master_port=29719', 's.py'], {}), 29719);
   assert.equal(masterPortOf(['torchrun', '--master-port', '29001', 's.py'], {}), 29001);
   assert.equal(masterPortOf(['torchrun', 's.py'], { PET_MASTER_PORT: '29400' }), 29400);
   assert.equal(masterPortOf(['torchrun', 's.py'], {}), 29500);
-  const env = keepEnv(['CONFIG=c.yaml', 'NSA_HEARTBEAT_EVERY=1', 'PYTHONPATH=/x:.', 'HF_TOKEN=hf_x', 'WANDB_API_KEY=k', 'NSA_TOP_RUN_DIR=/o', 'HOME=/root', 'NCCL_DEBUG=INFO', 'RANK=0', ''].join('\0'));
+  const env = keepEnv(
+    [
+      'CONFIG=c.yaml',
+      'NSA_HEARTBEAT_EVERY=1',
+      'PYTHONPATH=/x:.',
+      'HF_TOKEN=hf_x',
+      'WANDB_API_KEY=k',
+      'NSA_TOP_RUN_DIR=/o',
+      'HOME=/root',
+      'NCCL_DEBUG=INFO',
+      'RANK=0',
+      '',
+    ].join('\0'),
+  );
   assert.deepEqual(env, { CONFIG: 'c.yaml', NSA_HEARTBEAT_EVERY: '1', PYTHONPATH: '/x:.', NCCL_DEBUG: 'INFO' });
 });
 
-test('a shared out_dir: a run started by hand after a supervised one is relaunched with the hand command, not the old profile\'s', async () => {
+test("a shared out_dir: a run started by hand after a supervised one is relaunched with the hand command, not the old profile's", async () => {
   const { launchRun } = await import('../../../src/trainer/launch/launch.js');
   const { prepareRelaunch } = await import('../../../src/trainer/launch/launch.js');
   const root = tempDir('adopt-shared');
@@ -172,7 +242,10 @@ test('a shared out_dir: a run started by hand after a supervised one is relaunch
   writeFileSync(join(repo, 'configs', 'hand.yaml'), `train: {steps: 100000, save_every: 5, out_dir: "${out}"}\n`);
   const script = trainerIn(repo);
   const pf = join(root, 'p.yaml');
-  writeFileSync(pf, `profiles:\n  prof:\n    trainer: nsa-vibe\n    repo: ${repo}\n    command: [${JSON.stringify(PY)}, -u, ${JSON.stringify(script)}, --from-profile]\n    config: configs/run.yaml\n    procs: 1\n    env: { FAKE_STEP_MS: 20 }\n`);
+  writeFileSync(
+    pf,
+    `profiles:\n  prof:\n    trainer: nsa-vibe\n    repo: ${repo}\n    command: [${JSON.stringify(PY)}, -u, ${JSON.stringify(script)}, --from-profile]\n    config: configs/run.yaml\n    procs: 1\n    env: { FAKE_STEP_MS: 20 }\n`,
+  );
   const r = await launchRun(host, { profile: 'prof', profilesFile: pf, cwd: root });
   await until('the supervised run to end', async () => {
     const s = await readSupervisorState(host, r.runDir);
@@ -180,7 +253,12 @@ test('a shared out_dir: a run started by hand after a supervised one is relaunch
   });
   // by hand, the runbook way, into the same out_dir
   const fd = openSync(join(root, 'hand.log'), 'a');
-  const child = spawn(PY, ['-u', script, '--by-hand'], { cwd: repo, detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, CONFIG: 'configs/hand.yaml', FAKE_STEP_MS: '30' } });
+  const child = spawn(PY, ['-u', script, '--by-hand'], {
+    cwd: repo,
+    detached: true,
+    stdio: ['ignore', fd, fd],
+    env: { ...process.env, CONFIG: 'configs/hand.yaml', FAKE_STEP_MS: '30' },
+  });
   closeSync(fd);
   const pid = child.pid!;
   child.unref();
@@ -191,12 +269,24 @@ test('a shared out_dir: a run started by hand after a supervised one is relaunch
       /* gone */
     }
   });
-  await until('the hand run to boot', () => readFileSync(join(out, 'heartbeat_rank0.jsonl'), 'utf8').includes(`"pid": ${pid}`));
+  await until('the hand run to boot', () =>
+    readFileSync(join(out, 'heartbeat_rank0.jsonl'), 'utf8').includes(`"pid": ${pid}`),
+  );
   const st = cli(['status', out, '--json'], root);
   assert.ok(st.status === 0 || st.status === 1, st.stderr); // 1: the run's health (exit 2 would be bad input)
-  assert.equal((await readAdoption(host, out))?.launcher.pid, pid, 'recorded although the out_dir points at a supervised run');
+  assert.equal(
+    (await readAdoption(host, out))?.launcher.pid,
+    pid,
+    'recorded although the out_dir points at a supervised run',
+  );
   writeFileSync(join(out, '.HALT'), '');
-  await until('the hand run to exit', async () => !(await verifyProcess(host, { pid, startTime: (await readAdoption(host, out))!.launcher.startTime }).catch(() => false)));
+  await until(
+    'the hand run to exit',
+    async () =>
+      !(await verifyProcess(host, { pid, startTime: (await readAdoption(host, out))!.launcher.startTime }).catch(
+        () => false,
+      )),
+  );
   const prep = await prepareRelaunch(host, out);
   assert.equal(prep.refusal, null);
   assert.ok(prep.adopted, 'the hand command is the one to redo');

@@ -34,20 +34,31 @@ const fakeProfile = (name: string, extra = '') => `  ${name}:
 ${extra}`;
 
 function cli(args: string[], cwd?: string) {
-  return spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { encoding: 'utf8', cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], {
+    encoding: 'utf8',
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 }
-
 
 const finished = (runDir: string) =>
   until('the supervisor to finish', async () => {
     const s = await readSupervisorState(host, runDir);
-    return s && ['halted', 'exited', 'failed'].includes(s.state) && !(await verifyProcess(host, s.supervisor!).catch(() => false)) ? s : null;
+    return s &&
+      ['halted', 'exited', 'failed'].includes(s.state) &&
+      !(await verifyProcess(host, s.supervisor!).catch(() => false))
+      ? s
+      : null;
   });
 
 /** Runs the binary in a pty, answers the first prompt, returns the exit code and the screen text. */
 function inPty(args: string[], answer: string): Promise<{ code: number; text: string }> {
   return new Promise((resolve) => {
-    const p = pty.spawn(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { cols: 200, rows: 40, env: process.env as Record<string, string> });
+    const p = pty.spawn(selfCommand()[0]!, [...selfCommand().slice(1), ...args], {
+      cols: 200,
+      rows: 40,
+      env: process.env as Record<string, string>,
+    });
     let text = '';
     let answered = false;
     p.onData((d) => {
@@ -94,7 +105,8 @@ test('the smoke phase runs first; a failing smoke stops the launch before the re
   const cwd = tempDir('cli-smoke');
   const pf = profilesFile(
     cwd,
-    fakeProfile('smoked', '    smoke: { steps: 3 }\n') + fakeProfile('bad-smoke', '    smoke: { steps: 5, args: [--inject, crash@step=2] }\n'),
+    fakeProfile('smoked', '    smoke: { steps: 3 }\n') +
+      fakeProfile('bad-smoke', '    smoke: { steps: 5, args: [--inject, crash@step=2] }\n'),
   );
   const good = await launchRun(host, { profile: 'smoked', profilesFile: pf, cwd });
   const s1 = await finished(good.runDir);

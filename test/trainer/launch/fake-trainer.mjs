@@ -39,7 +39,10 @@ if (resume) {
   console.log(`[train] resumed from ${resume} at step ${step}`);
 }
 const hb = (msg, extra = {}) =>
-  appendFileSync(join(out, 'heartbeat_rank0.jsonl'), JSON.stringify({ ts: Date.now() / 1000, pid: process.pid, rank: 0, step, msg, ...extra }) + '\n');
+  appendFileSync(
+    join(out, 'heartbeat_rank0.jsonl'),
+    JSON.stringify({ ts: Date.now() / 1000, pid: process.pid, rank: 0, step, msg, ...extra }) + '\n',
+  );
 hb('boot', { phase: 'start' });
 
 function save() {
@@ -56,7 +59,10 @@ process.on('SIGINT', () => {
   process.exit(130);
 });
 process.on('SIGUSR1', () => {
-  writeFileSync(join(out, `stackdump_${Math.floor(Date.now() / 1000)}_rank0_${process.pid}.txt`), `Signal 10 at ${new Date().toISOString()}Z\nstep ${step}\n`);
+  writeFileSync(
+    join(out, `stackdump_${Math.floor(Date.now() / 1000)}_rank0_${process.pid}.txt`),
+    `Signal 10 at ${new Date().toISOString()}Z\nstep ${step}\n`,
+  );
 });
 
 function tick() {
@@ -89,7 +95,9 @@ function tick() {
   }
   hb('progress', { loss: 5 - step / 100, toks_per_s: 1000 });
   appendFileSync(join(out, 'training.csv'), `${step},${5 - step / 100},0.001,1000\n`);
-  console.log(`step ${String(step).padStart(4, '0')} | loss ${(5 - step / 100).toFixed(4)} | isatty ${process.stdout.isTTY ? 1 : 0}`);
+  console.log(
+    `step ${String(step).padStart(4, '0')} | loss ${(5 - step / 100).toFixed(4)} | isatty ${process.stdout.isTTY ? 1 : 0}`,
+  );
   if (saveEvery > 0 && step % saveEvery === 0) save();
   setTimeout(tick, stepMs);
 }

@@ -7,7 +7,11 @@ import { fileURLToPath } from 'node:url';
 export const FAKE_TRAINER = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
 
 /** Polls `f` every 100 ms until it gives a truthy value; throws naming `what` after `ms`. */
-export async function until<T>(what: string, f: () => Promise<T | null | undefined | false> | T | null | undefined | false, ms = 45000): Promise<T> {
+export async function until<T>(
+  what: string,
+  f: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  ms = 45000,
+): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await f();

@@ -16,7 +16,6 @@ import { until } from './helpers.js';
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
 
-
 test('a real-trainer profile: CONFIG via env by GPU memory, out_dir from the config, smoke first, pointer in the out_dir', async () => {
   const repo = tempDir('nsa-vibe-repo');
   mkdirSync(join(repo, 'scripts'));
@@ -65,18 +64,36 @@ test('a real-trainer profile: CONFIG via env by GPU memory, out_dir from the con
   assert.match(info, /^env: CONFIG=configs\/m7c_125m_24g\.yaml$/m);
   assert.match(info, /^env: NSA_PREFILL_BATCHED=1$/m);
   assert.match(info, new RegExp(`^out_dir: ${r.outDir}$`, 'm'));
-  assert.match(readFileSync(join(r.runDir, 'smoke.log'), 'utf8'), /\[boot\] loading config configs\/train_showcase\.yaml/);
-  assert.ok(existsSync(join(repo, 'artifacts', 'train_showcase', 'heartbeat_rank0.jsonl')), 'the smoke ran on the toy config');
-  assert.match(readFileSync(join(r.runDir, 'train.log'), 'utf8'), /\[boot\] loading config configs\/m7c_125m_24g\.yaml/);
+  assert.match(
+    readFileSync(join(r.runDir, 'smoke.log'), 'utf8'),
+    /\[boot\] loading config configs\/train_showcase\.yaml/,
+  );
+  assert.ok(
+    existsSync(join(repo, 'artifacts', 'train_showcase', 'heartbeat_rank0.jsonl')),
+    'the smoke ran on the toy config',
+  );
+  assert.match(
+    readFileSync(join(r.runDir, 'train.log'), 'utf8'),
+    /\[boot\] loading config configs\/m7c_125m_24g\.yaml/,
+  );
   assert.ok(readdirSync(r.outDir).includes('checkpoint_step10.pt'));
   assert.deepEqual(JSON.parse(readFileSync(join(r.outDir, '.nsa-top', 'run.json'), 'utf8')).runDir, r.runDir);
   const acts = await readActions(host, r.runDir);
-  assert.deepEqual(acts.map((a) => a.action), ['launch']);
-  assert.ok(existsSync(join(r.outDir, '.nsa-top', 'actions.jsonl')), 'the action log lives with the trainer artifacts the cockpit watches');
+  assert.deepEqual(
+    acts.map((a) => a.action),
+    ['launch'],
+  );
+  assert.ok(
+    existsSync(join(r.outDir, '.nsa-top', 'actions.jsonl')),
+    'the action log lives with the trainer artifacts the cockpit watches',
+  );
 });
 
 test('a real-trainer profile outside its checkout fails before creating anything', async () => {
   const cwd = tempDir('nsa-vibe-empty');
-  await assert.rejects(launchRun(host, { profile: 'm7c-prime', cwd }), /scripts\/train_showcase\.py not found .*Nothing was started/);
+  await assert.rejects(
+    launchRun(host, { profile: 'm7c-prime', cwd }),
+    /scripts\/train_showcase\.py not found .*Nothing was started/,
+  );
   assert.equal(existsSync(join(cwd, 'artifacts')), false);
 });

@@ -30,17 +30,31 @@ const gpus = (n: number, mem: number | null): GpuInventory => ({
 
 function plan(name: string, g: GpuInventory, extra: Partial<Parameters<typeof resolveLaunchPlan>[0]> = {}) {
   const f = builtinProfiles();
-  return resolveLaunchPlan({ profileName: name, profile: f.profiles[name]!, presets: f.presets, gpus: g, runDir: '/runs/x', cwd: '/repo', configOutDir: 'artifacts/m7c_125m', ...extra });
+  return resolveLaunchPlan({
+    profileName: name,
+    profile: f.profiles[name]!,
+    presets: f.presets,
+    gpus: g,
+    runDir: '/runs/x',
+    cwd: '/repo',
+    configOutDir: 'artifacts/m7c_125m',
+    ...extra,
+  });
 }
 
 test('every built-in profile validates and resolves on 0, 1 and 2 GPUs', async () => {
   const f = await loadProfiles(host);
-  assert.ok(['demo', 'cpu-smoke', 'm7c-prime', 'm7c-2xa100-production', 'm7c-1xa100-production'].every((n) => n in f.profiles));
+  assert.ok(
+    ['demo', 'cpu-smoke', 'm7c-prime', 'm7c-2xa100-production', 'm7c-1xa100-production'].every((n) => n in f.profiles),
+  );
   for (const name of Object.keys(f.profiles))
     for (const g of [gpus(0, null), gpus(1, 40960), gpus(2, 81920)]) {
       const p = plan(name, g);
       assert.ok(p.command.length > 0);
-      assert.ok(!p.command.includes('--config') || p.trainer === 'reference', `${name}: the real trainer never gets --config`);
+      assert.ok(
+        !p.command.includes('--config') || p.trainer === 'reference',
+        `${name}: the real trainer never gets --config`,
+      );
       if (p.trainer === 'nsa-vibe') assert.ok(p.env.CONFIG, `${name}: CONFIG passed via env`);
     }
 });
@@ -137,12 +151,17 @@ test('a broken profile file gives errors that name the line', async () => {
   });
   const unknownPreset = join(dir, 'preset.yaml');
   writeFileSync(unknownPreset, 'profiles:\n  b:\n    trainer: reference\n    env_presets: [no-such-preset]\n');
-  await assert.rejects(loadProfiles(host, unknownPreset), /preset\.yaml:4:\d+: profiles\.b\.env_presets\[0\]: unknown preset 'no-such-preset'/);
+  await assert.rejects(
+    loadProfiles(host, unknownPreset),
+    /preset\.yaml:4:\d+: profiles\.b\.env_presets\[0\]: unknown preset 'no-such-preset'/,
+  );
   const syntax = join(dir, 'syntax.yaml');
   writeFileSync(syntax, 'profiles:\n  x:\n    trainer: reference\n    args: [a, b\n');
   await assert.rejects(loadProfiles(host, syntax), /syntax\.yaml:\d+:\d+: /);
   // the CLI: exit 2, the line on stderr; the built-ins check clean
-  const cli = spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), 'profiles', '--check', '--file', bad], { encoding: 'utf8' });
+  const cli = spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), 'profiles', '--check', '--file', bad], {
+    encoding: 'utf8',
+  });
   assert.equal(cli.status, 2);
   assert.match(cli.stderr, /bad\.yaml:6:\d+: profiles\.a\.restart\.max_restarts/);
   const ok = spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), 'profiles', '--check'], { encoding: 'utf8' });
@@ -183,24 +202,45 @@ function realProfileFile(dir: string, body: string): string {
   writeFileSync(join(dir, 'repo', 'configs', 'c.yaml'), 'train: {steps: 10, save_every: 5, out_dir: artifacts/c}\n');
   writeFileSync(join(dir, 'repo', 'train.py'), '');
   const f = join(dir, 'p.yaml');
-  writeFileSync(f, `profiles:\n  two:\n    trainer: nsa-vibe\n    repo: ${join(dir, 'repo')}\n    python: /usr/bin/python3\n    script: train.py\n    config: configs/c.yaml\n    procs: 2\n${body}`);
+  writeFileSync(
+    f,
+    `profiles:\n  two:\n    trainer: nsa-vibe\n    repo: ${join(dir, 'repo')}\n    python: /usr/bin/python3\n    script: train.py\n    config: configs/c.yaml\n    procs: 2\n${body}`,
+  );
   return f;
 }
 
 const formatIssues = (issues: Parameters<typeof formatIssue>[0][]) => issues.map(formatIssue).join('\n');
-const nsaTop = (args: string[], cwd: string) => spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { cwd, encoding: 'utf8', timeout: 120_000 });
+const nsaTop = (args: string[], cwd: string) =>
+  spawnSync(selfCommand()[0]!, [...selfCommand().slice(1), ...args], { cwd, encoding: 'utf8', timeout: 120_000 });
 
 test('master_port: torchrun gets --master_port; a second way to set the port is refused; not for one process or the reference trainer', async () => {
   const dir = tempDir('prof-port');
   const f = await loadProfiles(host, realProfileFile(dir, '    master_port: 29612\n'));
-  const p = resolveLaunchPlan({ profileName: 'two', profile: f.profiles.two!, presets: f.presets, gpus: gpus(0, null), runDir: '/runs/x', cwd: dir, configOutDir: 'artifacts/c' });
+  const p = resolveLaunchPlan({
+    profileName: 'two',
+    profile: f.profiles.two!,
+    presets: f.presets,
+    gpus: gpus(0, null),
+    runDir: '/runs/x',
+    cwd: dir,
+    configOutDir: 'artifacts/c',
+  });
   assert.deepEqual(p.command.slice(0, 4), ['torchrun', '--master_port=29612', '--nproc_per_node=2', 'train.py']);
   assert.equal(p.masterPort, 29612);
-  const twice = parseProfilesText('profiles:\n  x:\n    trainer: nsa-vibe\n    config: c.yaml\n    master_port: 29612\n    env: { PET_MASTER_PORT: 29613 }\n', 'x.yaml');
+  const twice = parseProfilesText(
+    'profiles:\n  x:\n    trainer: nsa-vibe\n    config: c.yaml\n    master_port: 29612\n    env: { PET_MASTER_PORT: 29613 }\n',
+    'x.yaml',
+  );
   assert.equal(twice.ok, false);
-  assert.match(!twice.ok ? formatIssues(twice.issues) : '', /x\.yaml:6:\d+: profiles\.x\.env\.PET_MASTER_PORT: the port is set twice: use master_port: only/);
+  assert.match(
+    !twice.ok ? formatIssues(twice.issues) : '',
+    /x\.yaml:6:\d+: profiles\.x\.env\.PET_MASTER_PORT: the port is set twice: use master_port: only/,
+  );
   const ref = parseProfilesText('profiles:\n  r:\n    trainer: reference\n    master_port: 29612\n', 'r.yaml');
-  assert.match(!ref.ok ? formatIssues(ref.issues) : '', /r\.yaml:4:\d+: profiles\.r\.master_port: .*no torchrun rendezvous/);
+  assert.match(
+    !ref.ok ? formatIssues(ref.issues) : '',
+    /r\.yaml:4:\d+: profiles\.r\.master_port: .*no torchrun rendezvous/,
+  );
 });
 
 test('preflight checks the port the profile gives torchrun, not 29500', async () => {
@@ -220,7 +260,7 @@ test('preflight checks the port the profile gives torchrun, not 29500', async ()
   }
 });
 
-test('profiles --show prints the run dir launch will create: artifacts/train_runs/ in the trainer\'s repo, not the current dir', () => {
+test("profiles --show prints the run dir launch will create: artifacts/train_runs/ in the trainer's repo, not the current dir", () => {
   const dir = tempDir('prof-show');
   const f = realProfileFile(dir, '');
   const r = nsaTop(['profiles', '--file', f, '--show', 'two'], dir);

@@ -55,15 +55,25 @@ const boots = (dir: string) => records(dir).filter((r) => r.msg === 'boot').leng
 function progress(dir: string): number[] {
   const recs = records(dir);
   const boot = recs.map((r) => r.msg).lastIndexOf('boot');
-  return recs.slice(boot + 1).filter((r) => r.msg === 'progress').map((r) => r.step);
+  return recs
+    .slice(boot + 1)
+    .filter((r) => r.msg === 'progress')
+    .map((r) => r.step);
 }
 
-
 const settled = (runDir: string) =>
-  until('the supervisor to finish', async () => {
-    const s = await readSupervisorState(host, runDir);
-    return s && ['halted', 'exited', 'failed'].includes(s.state) && !(await verifyProcess(host, s.supervisor!).catch(() => false)) ? s : null;
-  }, 90000);
+  until(
+    'the supervisor to finish',
+    async () => {
+      const s = await readSupervisorState(host, runDir);
+      return s &&
+        ['halted', 'exited', 'failed'].includes(s.state) &&
+        !(await verifyProcess(host, s.supervisor!).catch(() => false))
+        ? s
+        : null;
+    },
+    90000,
+  );
 
 async function track(runDir: string): Promise<void> {
   const s = await until('supervisor state', () => readSupervisorState(host, runDir));
@@ -73,7 +83,11 @@ async function track(runDir: string): Promise<void> {
 test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is not restarted; relaunch resumes and steps continue', async (t) => {
   const cwd = tempDir('ref-e2e');
   const pf = profiles(cwd, 2);
-  const launcher = spawn(selfCommand()[0]!, [...selfCommand().slice(1), 'launch', '--profile', 'ref', '--profiles', pf], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const launcher = spawn(
+    selfCommand()[0]!,
+    [...selfCommand().slice(1), 'launch', '--profile', 'ref', '--profiles', pf],
+    { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   launcher.stdout!.on('data', (b) => (out += b));
   launcher.stderr!.on('data', (b) => (out += b));
@@ -96,16 +110,29 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   const kids = table.filter((p) => p.ppid === sup.child!.pid).sort((a, b) => a.pid - b.pid);
   assert.equal(kids.length, 2, 'two rank processes under the launcher');
   const found = await findRunProcesses(host, runDir, { heartbeatPids: [] }).catch(() => null);
-  if (found?.ranks.length !== 2) t.diagnostic(`findRunProcesses found ${found?.ranks.length ?? 'no'} ranks (argv ${JSON.stringify(kids[0]!.argv.slice(0, 4))})`);
-  const dump = await dumpAll(host, runDir, kids.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })), who);
-  assert.deepEqual(dump.perRank.map((r) => r.status), ['dumped', 'dumped']);
+  if (found?.ranks.length !== 2)
+    t.diagnostic(
+      `findRunProcesses found ${found?.ranks.length ?? 'no'} ranks (argv ${JSON.stringify(kids[0]!.argv.slice(0, 4))})`,
+    );
+  const dump = await dumpAll(
+    host,
+    runDir,
+    kids.map((k, i) => ({ rank: i, pid: k.pid, startTime: k.startTime })),
+    who,
+  );
+  assert.deepEqual(
+    dump.perRank.map((r) => r.status),
+    ['dumped', 'dumped'],
+  );
   assert.notEqual(dump.perRank[0]!.file, dump.perRank[1]!.file);
   assert.equal((await stopRun(host, runDir, who)).result, 'started');
   const halted = await settled(runDir);
   assert.equal(halted.state, 'halted');
   assert.equal(halted.exitCodes.length, 1, 'a HALT is not restarted');
   const haltStep = progress(runDir).at(-1)!;
-  const ckpts = readdirSync(runDir).filter((n) => /^checkpoint_step\d+\.pt$/.test(n)).map((n) => Number(/\d+/.exec(n)![0]));
+  const ckpts = readdirSync(runDir)
+    .filter((n) => /^checkpoint_step\d+\.pt$/.test(n))
+    .map((n) => Number(/\d+/.exec(n)![0]));
   const newest = Math.max(...ckpts);
   assert.ok(newest >= haltStep, `the reference trainer checkpoints on HALT (newest ${newest}, last step ${haltStep})`);
 
@@ -114,7 +141,10 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   assert.equal(rel.result, 'ok', rel.detail);
   assert.equal(rel.target.resumeStep, newest);
   await track(runDir);
-  const resumed = await until('steps after the relaunch', () => boots(runDir) > bootsBefore && progress(runDir).length >= 2 && progress(runDir));
+  const resumed = await until(
+    'steps after the relaunch',
+    () => boots(runDir) > bootsBefore && progress(runDir).length >= 2 && progress(runDir),
+  );
   assert.equal(resumed[0], newest + 1, `steps continue after ${newest}, got ${resumed.join(',')}`);
   await stopRun(host, runDir, who);
   assert.equal((await settled(runDir)).state, 'halted');
@@ -125,7 +155,12 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
 test('reference trainer: crashes are restarted from the newest complete checkpoint, up to the limit', async () => {
   // the reference trainer fires each crash injection once per run dir (a restart resumes past it)
   const cwd = tempDir('ref-crash');
-  const r = await launchRun(host, { profile: 'ref', profilesFile: profiles(cwd, 1, 1), cwd, extraArgs: ['--inject', 'crash@step=8', '--inject', 'crash@step=12'] });
+  const r = await launchRun(host, {
+    profile: 'ref',
+    profilesFile: profiles(cwd, 1, 1),
+    cwd,
+    extraArgs: ['--inject', 'crash@step=8', '--inject', 'crash@step=12'],
+  });
   await track(r.runDir);
   const st = await settled(r.runDir);
   assert.equal(st.state, 'failed');

@@ -28,13 +28,18 @@ const finished = async (runDir: string, ms = 60_000): Promise<SupervisorState> =
   for (;;) {
     const s = await readSupervisorState(host, runDir);
     if (s?.supervisor) sups.push(s.supervisor);
-    if (s && ['halted', 'exited', 'failed'].includes(s.state) && !(await verifyProcess(host, s.supervisor!).catch(() => false))) return s;
+    if (
+      s &&
+      ['halted', 'exited', 'failed'].includes(s.state) &&
+      !(await verifyProcess(host, s.supervisor!).catch(() => false))
+    )
+      return s;
     if (Date.now() > end) throw new Error(`supervisor of ${runDir} did not finish: ${JSON.stringify(s)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 };
 
-test('a crash after a resume restarts from the later segment\'s checkpoint_step20.pt, not the earlier segment\'s checkpoint_step60.pt', async () => {
+test("a crash after a resume restarts from the later segment's checkpoint_step20.pt, not the earlier segment's checkpoint_step60.pt", async () => {
   const root = tempDir('resume-newest');
   const repo = join(root, 'repo');
   const out = join(root, 'out');

@@ -47,9 +47,6 @@ after(async () => {
   }
 });
 
-
-
-
 async function track(runDir: string): Promise<SupervisorState> {
   runs.add(runDir);
   const st = (await readSupervisorState(host, runDir))!;
@@ -60,14 +57,22 @@ async function track(runDir: string): Promise<SupervisorState> {
 const finalState = (runDir: string) =>
   until('the supervisor to finish', async () => {
     const s = await readSupervisorState(host, runDir);
-    return s && ['halted', 'exited', 'failed'].includes(s.state) && !(await verifyProcess(host, s.supervisor!).catch(() => false)) ? s : null;
+    return s &&
+      ['halted', 'exited', 'failed'].includes(s.state) &&
+      !(await verifyProcess(host, s.supervisor!).catch(() => false))
+      ? s
+      : null;
   });
 
 test('launch from the CLI: the supervisor outlives the launching process; stop is not restarted; relaunch resumes and steps continue', async () => {
   const cwd = tempDir('sup-e2e');
   const pf = profilesFile(cwd);
   // the launching process, in its own process group so we can kill all of it
-  const launcher = spawn(selfCommand()[0]!, [...selfCommand().slice(1), 'launch', '--profile', 'fake', '--profiles', pf], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const launcher = spawn(
+    selfCommand()[0]!,
+    [...selfCommand().slice(1), 'launch', '--profile', 'fake', '--profiles', pf],
+    { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   launcher.stdout!.on('data', (b) => (out += b));
   launcher.stderr!.on('data', (b) => (out += b));
@@ -101,7 +106,11 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
     assert.match(info, /^command: .*fake-trainer\.mjs --out /m);
     assert.match(info, /^env: NSA_TOP_RUN_DIR=/m);
     // no pty (its hang-up would kill the trainer with the supervisor): the output goes straight to train.log
-    assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /step 0001 \| loss .* \| isatty 0/, 'the trainer writes to train.log');
+    assert.match(
+      readFileSync(join(runDir, 'train.log'), 'utf8'),
+      /step 0001 \| loss .* \| isatty 0/,
+      'the trainer writes to train.log',
+    );
 
     // stop: .HALT, the trainer exits 0, no restart
     const who = await currentActor(host);
@@ -120,21 +129,34 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
     assert.equal(refused.result, 'refused');
     assert.match(refused.detail, /--remove-stale-halt/);
     // a half-written newer checkpoint must be skipped
-    writeFileSync(join(runDir, `checkpoint_step${stoppedAt + 1000}.pt`), Buffer.concat([Buffer.from('NSATOPCK'), Buffer.alloc(300)]));
+    writeFileSync(
+      join(runDir, `checkpoint_step${stoppedAt + 1000}.pt`),
+      Buffer.concat([Buffer.from('NSATOPCK'), Buffer.alloc(300)]),
+    );
     const rel = await relaunch(host, runDir, who, { removeStaleHalt: true });
     assert.equal(rel.result, 'ok', rel.detail);
     assert.equal(rel.target.resumeStep, stoppedAt);
     assert.match(rel.detail, new RegExp(`checkpoint_step${stoppedAt + 1000}\\.pt: skipped`));
     await track(runDir);
     await until('steps after resume', () => lastStep(runDir) > stoppedAt + 3);
-    const hb = readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const hb = readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const afterBoot = hb.slice(hb.map((r) => r.msg).lastIndexOf('boot') + 1).filter((r) => r.msg === 'progress');
     assert.equal(afterBoot[0].step, stoppedAt + 1, 'steps continue from the checkpoint, not from 1');
     assert.match(readFileSync(join(runDir, 'train.log'), 'utf8'), /resuming from .*checkpoint_step\d+\.pt/);
     await stopRun(host, runDir, who);
     assert.equal((await finalState(runDir)).state, 'halted');
     const actions = (await readActions(host, runDir)).map((a) => `${a.action}:${a.result}`);
-    assert.deepEqual(actions, ['launch:ok', 'halt:ok', 'relaunch:refused', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
+    assert.deepEqual(actions, [
+      'launch:ok',
+      'halt:ok',
+      'relaunch:refused',
+      'remove-stale-halt:ok',
+      'relaunch:ok',
+      'halt:ok',
+    ]);
   } catch (e) {
     throw withContext(e as Error, runDir, out);
   }
@@ -153,12 +175,20 @@ function basenameOf(p: string): string {
 
 test('a crash is restarted from the newest complete checkpoint, up to the limit', async () => {
   const cwd = tempDir('sup-crash');
-  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'crash@step=15'] });
+  const r = await launchRun(host, {
+    profile: 'fake',
+    profilesFile: profilesFile(cwd),
+    cwd,
+    extraArgs: ['--inject', 'crash@step=15'],
+  });
   await track(r.runDir);
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'failed');
   assert.equal(st.restarts, 2);
-  assert.deepEqual(st.exitCodes.map((e) => e.code), [3, 3, 3]);
+  assert.deepEqual(
+    st.exitCodes.map((e) => e.code),
+    [3, 3, 3],
+  );
   const log = readFileSync(join(r.runDir, 'train.log'), 'utf8');
   assert.equal((log.match(/resuming from .*checkpoint_step10\.pt/g) ?? []).length, 2);
   assert.match(st.note ?? '', /2 restarts are used up/);
@@ -166,7 +196,12 @@ test('a crash is restarted from the newest complete checkpoint, up to the limit'
 
 test('a NaN abort is never restarted', async () => {
   const cwd = tempDir('sup-nan');
-  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'nan@step=4'] });
+  const r = await launchRun(host, {
+    profile: 'fake',
+    profilesFile: profilesFile(cwd),
+    cwd,
+    extraArgs: ['--inject', 'nan@step=4'],
+  });
   await track(r.runDir);
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'halted');
@@ -193,9 +228,17 @@ test('a .HALT that is a FIFO stops the run like any .HALT: not restarted, and th
 
 test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step logged', async () => {
   const cwd = tempDir('sup-hang');
-  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'hang@step=5'] });
+  const r = await launchRun(host, {
+    profile: 'fake',
+    profilesFile: profilesFile(cwd),
+    cwd,
+    extraArgs: ['--inject', 'hang@step=5'],
+  });
   await track(r.runDir);
-  await until('the hang', () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'));
+  await until(
+    'the hang',
+    () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'),
+  );
   const who = await currentActor(host);
   await stopRun(host, r.runDir, who, { reason: 'test' });
   const st = await finalState(r.runDir);
@@ -225,14 +268,19 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
     restart: { max_restarts: 0 }
 `,
   );
-  await assert.rejects(launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }), (e: Error & { exitCode?: number }) => {
-    assert.match(e.message, /stale \.HALT/);
-    assert.match(e.message, /nsa-top relaunch .* --remove-stale-halt/);
-    assert.equal(e.exitCode, 3);
-    return true;
-  });
+  await assert.rejects(
+    launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }),
+    (e: Error & { exitCode?: number }) => {
+      assert.match(e.message, /stale \.HALT/);
+      assert.match(e.message, /nsa-top relaunch .* --remove-stale-halt/);
+      assert.equal(e.exitCode, 3);
+      return true;
+    },
+  );
   assert.equal(readFileSync(join(outDir, '.HALT'), 'utf8'), 'halt: heartbeat_stall\n', 'nothing removed silently');
-  const runDir = readdirSync(join(cwd, 'artifacts', 'train_runs')).map((n) => join(cwd, 'artifacts', 'train_runs', n))[0]!;
+  const runDir = readdirSync(join(cwd, 'artifacts', 'train_runs')).map((n) =>
+    join(cwd, 'artifacts', 'train_runs', n),
+  )[0]!;
   assert.match(readFileSync(join(runDir, 'run.info'), 'utf8'), new RegExp(`^out_dir: ${outDir}$`, 'm'));
   const who = await currentActor(host);
   // an old run's checkpoint in the shared out_dir: a run that never ran starts fresh, like a launch
@@ -245,7 +293,10 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
   assert.match(rel.detail, /first start/);
   await track(runDir);
   // while it runs, a second launch into the same out_dir is refused
-  await assert.rejects(launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }), /is being written by the run .*stop it first/);
+  await assert.rejects(
+    launchRun(host, { profile: 'real-like', profilesFile: pf, cwd }),
+    /is being written by the run .*stop it first/,
+  );
   assert.equal(readdirSync(join(cwd, 'artifacts', 'train_runs')).length, 1, 'the refused launch left no run dir');
   const st = await finalState(runDir);
   assert.equal(st.state, 'exited');
@@ -325,7 +376,11 @@ test('two relaunches at once (two cockpits): one supervisor, one trainer; the ot
   supervisors.push(st.supervisor);
   runs.add(r.runDir);
   const table = spawnSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).stdout;
-  assert.equal(table.split('\n').filter((l) => l.includes('fake-trainer.mjs') && l.includes(r.runDir)).length, 1, 'exactly one trainer');
+  assert.equal(
+    table.split('\n').filter((l) => l.includes('fake-trainer.mjs') && l.includes(r.runDir)).length,
+    1,
+    'exactly one trainer',
+  );
   await stopRun(host, r.runDir, who);
   await finalState(r.runDir);
 });
@@ -348,12 +403,20 @@ test('halt after the next checkpoint on a supervised run is carried by the super
   assert.ok(req.checkpoint.mtimeMs > req.ts, 'the checkpoint that triggered .HALT was written after the request');
   assert.ok(existsSync(req.checkpoint.path));
   const acts = await readActions(host, r.runDir);
-  assert.ok(acts.some((a) => a.action === 'halt-after-checkpoint' && a.result === 'ok' && /\.HALT written/.test(a.detail)), 'the .HALT step is logged');
+  assert.ok(
+    acts.some((a) => a.action === 'halt-after-checkpoint' && a.result === 'ok' && /\.HALT written/.test(a.detail)),
+    'the .HALT step is logged',
+  );
 });
 
 test('a relaunch whose trainer dies at once is logged as failed, and so is a supervisor that gives up', async () => {
   const cwd = tempDir('sup-relfail');
-  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'crash@step=1'] });
+  const r = await launchRun(host, {
+    profile: 'fake',
+    profilesFile: profilesFile(cwd),
+    cwd,
+    extraArgs: ['--inject', 'crash@step=1'],
+  });
   await track(r.runDir);
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'failed');
@@ -369,12 +432,26 @@ test('a relaunch whose trainer dies at once is logged as failed, and so is a sup
 
 test("the cockpit's halt of a supervised run is the supervisor's stop escalation: a hung trainer is still stopped after the cockpit is gone", async () => {
   const cwd = tempDir('sup-cockpit-halt');
-  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd, extraArgs: ['--inject', 'hang@step=5'] });
+  const r = await launchRun(host, {
+    profile: 'fake',
+    profilesFile: profilesFile(cwd),
+    cwd,
+    extraArgs: ['--inject', 'hang@step=5'],
+  });
   await track(r.runDir);
-  await until('the hang', () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'));
+  await until(
+    'the hang',
+    () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'),
+  );
   const who = await currentActor(host);
   const { createActions, supervisorStopFn } = await import('../../../src/cockpit/actions.js');
-  const actions = createActions({ host, runDir: r.runDir, readOnly: false, state: () => null, stop: supervisorStopFn(host, r.runDir, who, false) });
+  const actions = createActions({
+    host,
+    runDir: r.runDir,
+    readOnly: false,
+    state: () => null,
+    stop: supervisorStopFn(host, r.runDir, who, false),
+  });
   const out = await actions.halt('now');
   assert.equal(out.result, 'started', out.detail);
   assert.match(out.detail, /the supervisor writes \.HALT and escalates/);

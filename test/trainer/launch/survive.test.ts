@@ -4,7 +4,7 @@
 // and the adopted trainer can still be stopped. Real processes throughout (the built nsa-top, the
 // fake trainer of supervisor.test.ts). Needs `npm run build` first.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -23,10 +23,10 @@ after(async () => {
   for (const p of leftovers) if (await verifyProcess(host, p).catch(() => false)) process.kill(p.pid, 'SIGKILL');
 });
 
-
-
 async function trainersOf(runDir: string): Promise<number[]> {
-  return (await listProcesses(host)).filter((p) => p.argv.includes(FAKE) && p.argv.includes(runDir) && p.state !== 'Z').map((p) => p.pid);
+  return (await listProcesses(host))
+    .filter((p) => p.argv.includes(FAKE) && p.argv.includes(runDir) && p.state !== 'Z')
+    .map((p) => p.pid);
 }
 
 test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json says the supervisor is gone, relaunch re-adopts (one trainer), stop still works', async () => {
@@ -87,6 +87,10 @@ test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json say
     30000,
   );
   assert.equal(end.child, null);
-  assert.equal(await readProc(host, trainer.pid).then((p) => p !== null && p.startTime === trainer.startTime && p.state !== 'Z'), false, 'the trainer stopped');
+  assert.equal(
+    await readProc(host, trainer.pid).then((p) => p !== null && p.startTime === trainer.startTime && p.state !== 'Z'),
+    false,
+    'the trainer stopped',
+  );
   assert.deepEqual(await trainersOf(runDir), []);
 });

@@ -10,12 +10,25 @@ import { verifyCheckpoint } from '../../../src/trainer/reference/checkpoint.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { TfRecordReader, type TbEvent } from '../../../src/trainer/run/readers/tb.js';
-import { csvRows, heartbeats, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
+import { csvRows, heartbeats, readLines, tmp, trainToEnd } from './helpers.js';
 
 test('a short run writes every contract file in the real formats, and RunModel reads it', async () => {
   const t = tmp();
   try {
-    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '12', '--log-every', '2', '--save-every', '6', '--eval-every', '4']);
+    const r = await trainToEnd([
+      '--out',
+      t.out,
+      '--config',
+      t.cfg,
+      '--steps',
+      '12',
+      '--log-every',
+      '2',
+      '--save-every',
+      '6',
+      '--eval-every',
+      '4',
+    ]);
     assert.equal(r.code, 0, r.stderr);
 
     // stdout lines, exactly like the real trainer's
@@ -28,13 +41,17 @@ test('a short run writes every contract file in the real formats, and RunModel r
       stepLines.map((l) => l.slice(5, 9)),
       ['0001', '0002', '0004', '0006', '0008', '0010', '0012'],
     );
-    for (const l of stepLines) assert.match(l, /^step \d{4} \| loss \d+\.\d{4} \| lr \d\.\d{2}e[-+]\d{2} \| toks\/s \d+ \| fetch \d+ms$/);
+    for (const l of stepLines)
+      assert.match(l, /^step \d{4} \| loss \d+\.\d{4} \| lr \d\.\d{2}e[-+]\d{2} \| toks\/s \d+ \| fetch \d+ms$/);
     const metricsOut = JSON.parse(r.stdout.slice(r.stdout.lastIndexOf('\n{') + 1));
     assert.equal(metricsOut.steps, 12);
 
     // training.csv: no header, step,loss(6dp),lr(%.6e),toks(int)
     const rows = csvRows(join(t.out, 'training.csv'));
-    assert.deepEqual(rows.map((x) => Number(x[0])), [1, 2, 4, 6, 8, 10, 12]);
+    assert.deepEqual(
+      rows.map((x) => Number(x[0])),
+      [1, 2, 4, 6, 8, 10, 12],
+    );
     for (const row of rows) {
       assert.equal(row.length, 4);
       assert.match(row[1]!, /^\d+\.\d{6}$/);
@@ -45,7 +62,10 @@ test('a short run writes every contract file in the real formats, and RunModel r
 
     // val.csv: step,val_loss,ppl on eval steps that are log steps
     const val = csvRows(join(t.out, 'val.csv'));
-    assert.deepEqual(val.map((x) => Number(x[0])), [4, 8, 12]);
+    assert.deepEqual(
+      val.map((x) => Number(x[0])),
+      [4, 8, 12],
+    );
     for (const v of val) assert.ok(Math.abs(Math.exp(Number(v[1])) - Number(v[2])) < 1e-3 * Number(v[2]));
 
     // heartbeat: boot, then progress + step_end on log steps
@@ -56,7 +76,26 @@ test('a short run writes every contract file in the real formats, and RunModel r
     const prog = hb.filter((h) => h.msg === 'progress');
     assert.equal(prog.length, 7);
     for (const p of prog) {
-      for (const k of ['ts', 'iso', 'pid', 'rank', 'step', 'loss', 'toks_per_s', 'dt_fetch_s', 'gate_entropy_mean', 'gate_entropy_min', 'gate_max_gate', 'gate_collapse_frac', 'gate_branch_shares', 'fb_total_fallbacks', 'sel_k_mean', 'sel_k_max', 'sel_rows', 'sel_pct_at_max'])
+      for (const k of [
+        'ts',
+        'iso',
+        'pid',
+        'rank',
+        'step',
+        'loss',
+        'toks_per_s',
+        'dt_fetch_s',
+        'gate_entropy_mean',
+        'gate_entropy_min',
+        'gate_max_gate',
+        'gate_collapse_frac',
+        'gate_branch_shares',
+        'fb_total_fallbacks',
+        'sel_k_mean',
+        'sel_k_max',
+        'sel_rows',
+        'sel_pct_at_max',
+      ])
         assert.ok(k in p, `progress lacks ${k}`);
       assert.match(String(p.iso), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
       assert.equal((p.gate_branch_shares as number[]).length, 3);
@@ -74,11 +113,15 @@ test('a short run writes every contract file in the real formats, and RunModel r
     assert.equal(env.cuda_available, false);
     assert.equal(env.env.CONFIG, t.cfg);
     const metrics = JSON.parse(readFileSync(join(t.out, 'metrics.json'), 'utf8'));
-    for (const k of ['device', 'dtype', 'steps', 'seq_len', 'batch_global', 'lr', 'loss_first', 'loss_last']) assert.ok(k in metrics, k);
+    for (const k of ['device', 'dtype', 'steps', 'seq_len', 'batch_global', 'lr', 'loss_first', 'loss_last'])
+      assert.ok(k in metrics, k);
     assert.equal(metrics.batch_global, 4);
     assert.equal(readLines(join(t.out, 'k_stats.csv'))[0], 'step,k_mean,k_max,rows,pct_at_max');
     assert.equal(readLines(join(t.out, 'k_stats.csv')).length, 8);
-    assert.match(readLines(join(t.out, 'fallback_counters.csv'))[0]!, /^step,selection_triton_fails,.*,total_fallbacks$/);
+    assert.match(
+      readLines(join(t.out, 'fallback_counters.csv'))[0]!,
+      /^step,selection_triton_fails,.*,total_fallbacks$/,
+    );
     assert.match(readFileSync(join(t.out, 'opt_state_mb.txt'), 'utf8'), /^\d+\.\d+\n$/);
     const cfg = parseYaml(readFileSync(join(t.out, 'config.yaml'), 'utf8'));
     assert.deepEqual(Object.keys(cfg), ['model', 'nsa', 'data', 'runtime', 'train']);
@@ -87,7 +130,8 @@ test('a short run writes every contract file in the real formats, and RunModel r
     assert.equal(cfg.train.save_every, 6);
 
     // checkpoints: complete, named like the real ones
-    for (const s of [6, 12]) assert.deepEqual(await verifyCheckpoint(join(t.out, `checkpoint_step${s}.pt`)), { ok: true, step: s });
+    for (const s of [6, 12])
+      assert.deepEqual(await verifyCheckpoint(join(t.out, `checkpoint_step${s}.pt`)), { ok: true, step: s });
 
     // TensorBoard scalars like the real trainer's, readable by the cockpit's TFRecord decoder
     assert.ok(lines.includes(`[train] tensorboard logdir: ${join(t.out, 'tb')}`));
@@ -100,16 +144,25 @@ test('a short run writes every contract file in the real formats, and RunModel r
     assert.equal(rd.errors, 0, rd.lastError ?? '');
     assert.equal(events[0]!.fileVersion, 'brain.Event:2');
     const tbLoss = events.flatMap((e) => e.scalars.filter((x) => x.tag === 'train/loss').map((x) => [e.step, x.value]));
-    assert.deepEqual(tbLoss.map((x) => x[0]), [1, 2, 4, 6, 8, 10, 12]);
+    assert.deepEqual(
+      tbLoss.map((x) => x[0]),
+      [1, 2, 4, 6, 8, 10, 12],
+    );
     tbLoss.forEach(([, v], i) => assert.ok(Math.abs(v! - Number(rows[i]![1])) < 1e-5));
-    assert.deepEqual(new Set(events.flatMap((e) => e.scalars.map((x) => x.tag))), new Set(['train/loss', 'train/toks_per_s', 'train/lr']));
+    assert.deepEqual(
+      new Set(events.flatMap((e) => e.scalars.map((x) => x.tag))),
+      new Set(['train/loss', 'train/toks_per_s', 'train/lr']),
+    );
 
     // the cockpit's reader sees the same run
     const snap = await new RunModel(new LocalHost(), t.out).poll();
     assert.equal(snap.identity.trainer, 'nsa-top-reference');
     assert.equal(snap.step, 12);
     assert.equal(snap.totalSteps, 12);
-    assert.deepEqual(snap.checkpoints.map((c) => c.step).sort((a, b) => a - b), [6, 12]);
+    assert.deepEqual(
+      snap.checkpoints.map((c) => c.step).sort((a, b) => a - b),
+      [6, 12],
+    );
     assert.equal(snap.series.loss.total, 7);
     assert.equal(snap.lastVal?.step, 12);
     assert.equal(snap.identity.model?.dim, 32);
@@ -152,7 +205,10 @@ test('--data takes JSONL with a "text" field; the dataset name and local-dataset
   try {
     const data = join(t.dir, 'notes.jsonl');
     const para = 'It is a truth universally acknowledged that a tiny model needs some text to read. ';
-    writeFileSync(data, Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: i, text: para.repeat(3) })).join('\n') + '\n');
+    writeFileSync(
+      data,
+      Array.from({ length: 200 }, (_, i) => JSON.stringify({ id: i, text: para.repeat(3) })).join('\n') + '\n',
+    );
     const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '3', '--data', data]);
     assert.equal(r.code, 0, r.stderr);
     assert.ok(r.stdout.includes('[train] dataset=notes tokenizer=byte'), r.stdout);

@@ -39,7 +39,10 @@ process.on('exit', () => {
 
 export function train(args: string[], env: NodeJS.ProcessEnv = {}): Proc {
   const [cmd, ...pre] = selfCommand();
-  const child = spawn(cmd!, [...pre, 'train', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const child = spawn(cmd!, [...pre, 'train', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
   live.add(child);
   let out = '';
   let err = '';
@@ -74,7 +77,9 @@ export async function waitFor<T>(what: string, fn: () => T | null | undefined | 
 
 export function readLines(path: string): string[] {
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8').split('\n').filter((l) => l !== '');
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '');
 }
 
 export type Rec = Record<string, unknown> & { msg: string; step: number; rank: number; pid: number };

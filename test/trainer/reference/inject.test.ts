@@ -75,11 +75,16 @@ test('the real switches: NSA_DISABLE_AUX_STATS drops gate/sel/fb fields and side
     try {
       const r2 = await trainToEnd(['--out', t2.out, '--config', t2.cfg, '--steps', '3'], { NSA_DISABLE_CSV_LOGS: '1' });
       assert.equal(r2.code, 0, r2.stderr);
-      for (const f of ['training.csv', 'k_stats.csv', 'fallback_counters.csv']) assert.equal(existsSync(join(t2.out, f)), false, f);
+      for (const f of ['training.csv', 'k_stats.csv', 'fallback_counters.csv'])
+        assert.equal(existsSync(join(t2.out, f)), false, f);
       assert.ok(heartbeats(t2.out, 0).some((h) => h.msg === 'progress' && 'gate_entropy_mean' in h));
       assert.match(JSON.parse(readFileSync(join(t2.out, 'env.json'), 'utf8')).env.NSA_DISABLE_CSV_LOGS, /^1$/);
       const snap = await new RunModel(new LocalHost(), t2.out).poll();
-      assert.equal(snap.seriesSource.loss, 'tb', 'with CSVs off the cockpit reads loss from tb/, as for the real trainer');
+      assert.equal(
+        snap.seriesSource.loss,
+        'tb',
+        'with CSVs off the cockpit reads loss from tb/, as for the real trainer',
+      );
       assert.equal(snap.series.loss.total, 3);
     } finally {
       t2.cleanup();

@@ -30,7 +30,10 @@ test('a stale .HALT and an out dir with an earlier run are refused, not overwrit
     const again2 = await trainToEnd(['--out', early, '--config', t.cfg, '--steps', '4']);
     assert.equal(again2.code, 0, again2.stderr);
     assert.match(again2.stdout, /has training\.csv of an earlier attempt without a complete checkpoint/);
-    assert.deepEqual(csvRows(join(early, 'training.csv')).map((x) => Number(x[0])), [1, 2, 1, 2, 3, 4]);
+    assert.deepEqual(
+      csvRows(join(early, 'training.csv')).map((x) => Number(x[0])),
+      [1, 2, 1, 2, 3, 4],
+    );
   } finally {
     t.cleanup();
   }
@@ -43,11 +46,34 @@ test('resume continues the step count, schedule, optimizer and data: identical t
     const full = await trainToEnd(['--out', a.out, '--config', a.cfg, '--steps', '10']);
     assert.equal(full.code, 0, full.stderr);
     // Same run, crashing after the step-5 checkpoint, then resumed without naming the checkpoint.
-    const crashed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--save-every', '5', '--inject', 'crash@step=8']);
+    const crashed = await trainToEnd([
+      '--out',
+      b.out,
+      '--config',
+      b.cfg,
+      '--steps',
+      '10',
+      '--save-every',
+      '5',
+      '--inject',
+      'crash@step=8',
+    ]);
     assert.notEqual(crashed.code, 0);
     assert.match(crashed.stderr, /injected crash at step 8/);
     // The same argv again plus --resume, as a supervisor's restart does: the crash has fired once already.
-    const resumed = await trainToEnd(['--out', b.out, '--config', b.cfg, '--steps', '10', '--save-every', '5', '--inject', 'crash@step=8', '--resume']);
+    const resumed = await trainToEnd([
+      '--out',
+      b.out,
+      '--config',
+      b.cfg,
+      '--steps',
+      '10',
+      '--save-every',
+      '5',
+      '--inject',
+      'crash@step=8',
+      '--resume',
+    ]);
     assert.equal(resumed.code, 0, resumed.stderr);
     assert.ok(resumed.stdout.includes(`[train] resumed from ${join(b.out, 'checkpoint_step5.pt')}`), resumed.stdout);
     assert.match(resumed.stderr, /crash@step=8 already fired on rank 0 in this run dir; skipped/);
@@ -96,7 +122,7 @@ test('SIGTERM checkpoints the current step, writes metrics.json and exits; a sec
   }
 });
 
-test('one trainer per run dir: a second start is refused while the first runs; a killed one\'s lock is taken over', async () => {
+test("one trainer per run dir: a second start is refused while the first runs; a killed one's lock is taken over", async () => {
   const t = tmp();
   try {
     const first = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--save-every', '2']);
@@ -124,7 +150,10 @@ test('a checkpoint that cannot be written is reported loudly and training goes o
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, /\[train\] checkpoint at step 2 FAILED \(periodic\)/);
     assert.deepEqual(await verifyCheckpoint(join(t.out, 'checkpoint_step4.pt')), { ok: true, step: 4 });
-    assert.deepEqual(readdirSync(t.out).filter((n) => n.includes('.tmp-')), []);
+    assert.deepEqual(
+      readdirSync(t.out).filter((n) => n.includes('.tmp-')),
+      [],
+    );
   } finally {
     t.cleanup();
   }

@@ -17,7 +17,9 @@ const bootPids = (out: string, world: number) =>
 test('two ranks: per-rank env and boot, one dump per rank on SIGUSR1, .HALT stops both at the same step with a checkpoint', async () => {
   const t = tmp();
   try {
-    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--log-every', '2'], { NSA_HEARTBEAT_EVERY: '1' });
+    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--log-every', '2'], {
+      NSA_HEARTBEAT_EVERY: '1',
+    });
     const pids = await waitFor('both ranks booted', () => {
       const ps = bootPids(t.out, 2);
       return ps.every((x) => x !== null) ? (ps as number[]) : null;
@@ -37,12 +39,18 @@ test('two ranks: per-rank env and boot, one dump per rank on SIGUSR1, .HALT stop
     for (const n of names) {
       const text = readFileSync(join(t.out, n), 'utf8').split('\n');
       assert.match(text[0]!, /^Signal 10 at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
-      assert.match(text[1]!, /^# nsa-top-reference rank=[01] pid=\d+ step=\d+ phase=(fetch|forward|backward|allreduce-wait|optimizer|checkpoint|eval|logging|idle)$/);
+      assert.match(
+        text[1]!,
+        /^# nsa-top-reference rank=[01] pid=\d+ step=\d+ phase=(fetch|forward|backward|allreduce-wait|optimizer|checkpoint|eval|logging|idle)$/,
+      );
       assert.ok(text.includes(`--- Thread: MainThread (${/pid=(\d+)/.exec(text[1]!)![1]}) ---`));
       assert.match(text.join('\n'), /\n {2}File ".+", line \d+, in runRank\n/);
     }
     const rowsBefore = readLines(join(t.out, 'training.csv')).length;
-    await waitFor('training continues after the dumps', () => readLines(join(t.out, 'training.csv')).length > rowsBefore + 1);
+    await waitFor(
+      'training continues after the dumps',
+      () => readLines(join(t.out, 'training.csv')).length > rowsBefore + 1,
+    );
 
     // The cockpit's process matcher finds the launcher and both ranks of this run.
     const procs = await findRunProcesses(new LocalHost(), t.out, { heartbeatPids: [] });
@@ -57,19 +65,30 @@ test('two ranks: per-rank env and boot, one dump per rank on SIGUSR1, .HALT stop
     const r = await p.exit;
     assert.equal(r.code, 0, p.stderr());
     assert.ok(p.stdout().includes('[train] HALT file detected — stopping gracefully.'));
-    const last0 = heartbeats(t.out, 0).filter((h) => h.msg === 'beat').at(-1)!.step;
-    const last1 = heartbeats(t.out, 1).filter((h) => h.msg === 'beat').at(-1)!.step;
+    const last0 = heartbeats(t.out, 0)
+      .filter((h) => h.msg === 'beat')
+      .at(-1)!.step;
+    const last1 = heartbeats(t.out, 1)
+      .filter((h) => h.msg === 'beat')
+      .at(-1)!.step;
     assert.equal(last0, last1, 'both ranks stopped at the same step');
     assert.deepEqual(await verifyCheckpoint(join(t.out, `checkpoint_step${last0}.pt`)), { ok: true, step: last0 });
     const metrics = JSON.parse(readFileSync(join(t.out, 'metrics.json'), 'utf8'));
     assert.equal(metrics.last_step, last0);
-    assert.equal(readFileSync(join(t.out, '.HALT'), 'utf8'), 'halt: manual_stop\n', 'the trainer never rewrites an operator .HALT');
+    assert.equal(
+      readFileSync(join(t.out, '.HALT'), 'utf8'),
+      'halt: manual_stop\n',
+      'the trainer never rewrites an operator .HALT',
+    );
 
     const env = JSON.parse(readFileSync(join(t.out, 'env.json'), 'utf8'));
     assert.equal(env.env.WORLD_SIZE, '2');
     assert.ok(['0', '1'].includes(env.env.RANK));
     assert.equal(env.env.NSA_TOP_RUN_DIR, t.out);
-    assert.equal(p.stdout().match(/^\[ddp\] process group ready \| backend=ipc world_size=2 timeout_min=15$/gm)?.length, 1);
+    assert.equal(
+      p.stdout().match(/^\[ddp\] process group ready \| backend=ipc world_size=2 timeout_min=15$/gm)?.length,
+      1,
+    );
 
     const snap = await new RunModel(new LocalHost(), t.out).poll();
     assert.deepEqual(snap.ranks.map((x) => x.rank).sort(), [0, 1]);
@@ -85,7 +104,10 @@ test('two ranks: per-rank env and boot, one dump per rank on SIGUSR1, .HALT stop
 test('hang@step=3,rank=1: rank 1 blocks (dump says injected-hang), rank 0 waits in the all-reduce; SIGTERM to the launcher keeps step 2', async () => {
   const t = tmp();
   try {
-    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--inject', 'hang@step=3,rank=1'], { NSA_HEARTBEAT_EVERY: '1' });
+    const p = train(
+      ['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--inject', 'hang@step=3,rank=1'],
+      { NSA_HEARTBEAT_EVERY: '1' },
+    );
     await waitFor('rank 1 reports the hang', () => p.stderr().includes('hang@step=3: rank 1'));
     await waitFor('rank 0 at step 3', () => heartbeats(t.out, 0).some((h) => h.msg === 'beat' && h.step === 3));
     const pids = bootPids(t.out, 2) as number[];
@@ -112,12 +134,26 @@ test('hang@step=3,rank=1: rank 1 blocks (dump says injected-hang), rank 0 waits 
 test('crash@step=3,rank=1: the launcher tears rank 0 down and exits non-zero; no metrics.json, like a real crash', async () => {
   const t = tmp();
   try {
-    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '20', '--ranks', '2', '--inject', 'crash@step=3,rank=1']);
+    const r = await trainToEnd([
+      '--out',
+      t.out,
+      '--config',
+      t.cfg,
+      '--steps',
+      '20',
+      '--ranks',
+      '2',
+      '--inject',
+      'crash@step=3,rank=1',
+    ]);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, /rank 1 \(pid \d+\) exited with code 1 — tearing down the other ranks/);
     assert.match(r.stderr, /injected crash at step 3 on rank 1/);
     assert.equal(existsSync(join(t.out, 'metrics.json')), false);
-    assert.deepEqual(csvRows(join(t.out, 'training.csv')).map((x) => Number(x[0])), [1, 2]);
+    assert.deepEqual(
+      csvRows(join(t.out, 'training.csv')).map((x) => Number(x[0])),
+      [1, 2],
+    );
   } finally {
     t.cleanup();
   }
@@ -126,12 +162,26 @@ test('crash@step=3,rank=1: the launcher tears rank 0 down and exits non-zero; no
 test('nan@step=3 on two ranks: coherent abort — FATAL line, .anomaly_type, .HALT, metrics.json, exit 0, NaN step not logged', async () => {
   const t = tmp();
   try {
-    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '20', '--ranks', '2', '--inject', 'nan@step=3,rank=1']);
+    const r = await trainToEnd([
+      '--out',
+      t.out,
+      '--config',
+      t.cfg,
+      '--steps',
+      '20',
+      '--ranks',
+      '2',
+      '--inject',
+      'nan@step=3,rank=1',
+    ]);
     assert.equal(r.code, 0, r.stderr);
     assert.ok(r.stdout.includes('[train][FATAL] non-finite loss detected — aborting run.'));
     assert.equal(readFileSync(join(t.out, '.anomaly_type'), 'utf8'), 'nan_loss\n');
     assert.equal(readFileSync(join(t.out, '.HALT'), 'utf8'), 'halt: nan_loss\n');
-    assert.deepEqual(csvRows(join(t.out, 'training.csv')).map((x) => Number(x[0])), [1, 2]);
+    assert.deepEqual(
+      csvRows(join(t.out, 'training.csv')).map((x) => Number(x[0])),
+      [1, 2],
+    );
     assert.ok(existsSync(join(t.out, 'metrics.json')));
     assert.ok(!heartbeats(t.out, 0).some((h) => h.msg === 'progress' && h.step === 3));
   } finally {
@@ -170,11 +220,21 @@ test('if the launcher is SIGKILLed, its ranks notice and exit (no orphans)', asy
 test('a collective that never completes times out after NSA_PG_TIMEOUT_MIN: the launcher tears down and exits 1', async () => {
   const t = tmp();
   try {
-    const r = await trainToEnd(['--out', t.out, '--config', t.cfg, '--steps', '50', '--ranks', '2', '--inject', 'hang@step=2,rank=1'], { NSA_PG_TIMEOUT_MIN: '0.03' });
+    const r = await trainToEnd(
+      ['--out', t.out, '--config', t.cfg, '--steps', '50', '--ranks', '2', '--inject', 'hang@step=2,rank=1'],
+      { NSA_PG_TIMEOUT_MIN: '0.03' },
+    );
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /timeout_min=0\.03/);
-    assert.match(r.stderr, /collective at step 2 timed out after 0\.03 min \(NSA_PG_TIMEOUT_MIN\) waiting on rank\(s\) 1/);
-    assert.deepEqual(await verifyCheckpoint(join(t.out, 'checkpoint_step1.pt')), { ok: true, step: 1 }, 'rank 0 kept the last completed step');
+    assert.match(
+      r.stderr,
+      /collective at step 2 timed out after 0\.03 min \(NSA_PG_TIMEOUT_MIN\) waiting on rank\(s\) 1/,
+    );
+    assert.deepEqual(
+      await verifyCheckpoint(join(t.out, 'checkpoint_step1.pt')),
+      { ok: true, step: 1 },
+      'rank 0 kept the last completed step',
+    );
   } finally {
     t.cleanup();
   }
@@ -183,10 +243,13 @@ test('a collective that never completes times out after NSA_PG_TIMEOUT_MIN: the 
 test('the in-process watchdog: a rank with no step for the stall time writes watchdog_stackdump_* and a watchdog_dump record', async () => {
   const t = tmp();
   try {
-    const p = train(['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--inject', 'hang@step=3,rank=1'], {
-      NSA_TOP_WATCHDOG_STALL_S: '1',
-      NSA_TOP_WATCHDOG_POLL_S: '0.2',
-    });
+    const p = train(
+      ['--out', t.out, '--config', t.cfg, '--steps', '100000', '--ranks', '2', '--inject', 'hang@step=3,rank=1'],
+      {
+        NSA_TOP_WATCHDOG_STALL_S: '1',
+        NSA_TOP_WATCHDOG_POLL_S: '0.2',
+      },
+    );
     const wd = (r: number) => heartbeats(t.out, r).filter((h) => h.msg === 'watchdog_dump');
     await waitFor('watchdog records on both ranks', () => wd(0).length >= 1 && wd(1).length >= 1);
     for (const r of [0, 1]) {
@@ -196,7 +259,12 @@ test('the in-process watchdog: a rank with no step for the stall time writes wat
       assert.match(path, new RegExp(`/watchdog_stackdump_\\d+_rank${r}_\\d+(_\\d+)?\\.txt$`));
       const text = readFileSync(path, 'utf8').split('\n');
       assert.match(text[0]!, /^Watchdog at \d{4}-\d\d-\d\dT[\d:.]+Z; last_heartbeat=[\d.]+$/);
-      assert.match(text[1]!, new RegExp(`^# nsa-top-reference rank=${r} pid=\\d+ step=3 phase=${r === 1 ? 'injected-hang' : 'allreduce-wait'}$`));
+      assert.match(
+        text[1]!,
+        new RegExp(
+          `^# nsa-top-reference rank=${r} pid=\\d+ step=3 phase=${r === 1 ? 'injected-hang' : 'allreduce-wait'}$`,
+        ),
+      );
     }
     const snap = await new RunModel(new LocalHost(), t.out).poll();
     assert.ok(snap.dumps.some((d) => d.kind === 'watchdog' && d.rank === 1 && d.phase === 'injected-hang'));

@@ -8,7 +8,13 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { ActivityStack, writeStackDump } from '../../../src/trainer/reference/activity.js';
 import { EARLY_SIGUSR1_NODE_ARGS } from '../../../src/trainer/reference/dumps.js';
-import { newestCompleteCheckpoint, verifyCheckpoint, writeCheckpoint, readCheckpoint, crc32 } from '../../../src/trainer/reference/checkpoint.js';
+import {
+  newestCompleteCheckpoint,
+  verifyCheckpoint,
+  writeCheckpoint,
+  readCheckpoint,
+  crc32,
+} from '../../../src/trainer/reference/checkpoint.js';
 import { defaultRunConfig, parseConfigObject } from '../../../src/trainer/reference/config.js';
 import { LaneSampler, shareOf } from '../../../src/trainer/reference/data.js';
 import { parseInjection } from '../../../src/trainer/reference/inject.js';
@@ -44,7 +50,11 @@ test('checkpoints round-trip; truncated, torn or corrupted files are refused and
     writeCheckpoint(dir, ckpt(10));
     writeCheckpoint(dir, ckpt(20));
     writeCheckpoint(dir, ckpt(30));
-    assert.deepEqual(readdirSync(dir).sort(), ['checkpoint_step10.pt', 'checkpoint_step20.pt', 'checkpoint_step30.pt'], 'no temp files left');
+    assert.deepEqual(
+      readdirSync(dir).sort(),
+      ['checkpoint_step10.pt', 'checkpoint_step20.pt', 'checkpoint_step30.pt'],
+      'no temp files left',
+    );
     const back = await readCheckpoint(join(dir, 'checkpoint_step20.pt'));
     assert.equal(back.header.step, 20);
     assert.deepEqual(back.params, ckpt(20).params);
@@ -84,7 +94,10 @@ test('stack dumps in the same second never overwrite each other', () => {
     assert.equal(b, join(dir, `stackdump_1795305288_rank1_${process.pid}_1.txt`));
     const text = readFileSync(a, 'utf8').split('\n');
     assert.equal(text[1], `# nsa-top-reference rank=1 pid=${process.pid} step=5 phase=allreduce-wait`);
-    assert.ok(text.some((l) => /^ {2}File ".*units\.test\.ts", line \d+, in /.test(l)), text.join('\n'));
+    assert.ok(
+      text.some((l) => /^ {2}File ".*units\.test\.ts", line \d+, in /.test(l)),
+      text.join('\n'),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -132,7 +145,12 @@ test('formats: CSV row, %.6e, microsecond ISO, Python-style JSON', () => {
 
 test("config: the real trainer's YAML keys are read, its ignored keys pass quietly, unknown keys warn, bad values fail", () => {
   const r = parseConfigObject(
-    { model: { dim: 128, n_heads: 8, n_kv_groups: 2, d_k: 16, d_v: 16 }, nsa: { l: 16, phi: 'avg' }, runtime: { use_flash: true }, train: { steps: 5, lr_schedule: 'cosine', typo_key: 1 } },
+    {
+      model: { dim: 128, n_heads: 8, n_kv_groups: 2, d_k: 16, d_v: 16 },
+      nsa: { l: 16, phi: 'avg' },
+      runtime: { use_flash: true },
+      train: { steps: 5, lr_schedule: 'cosine', typo_key: 1 },
+    },
     'x.yaml',
   );
   assert.equal(r.overrides.model?.dim, 128);
@@ -141,12 +159,15 @@ test("config: the real trainer's YAML keys are read, its ignored keys pass quiet
 });
 
 test('the early SIGUSR1 listener for rank processes keeps Node from opening its debugger port', async () => {
-  const child = spawn(process.execPath, [...EARLY_SIGUSR1_NODE_ARGS, '-e', 'setTimeout(() => {}, 1500)'], { env: { ...process.env, NSA_TOP_EARLY_SIGUSR1_MARK: '1' } });
+  const child = spawn(process.execPath, [...EARLY_SIGUSR1_NODE_ARGS, '-e', 'setTimeout(() => {}, 1500)'], {
+    env: { ...process.env, NSA_TOP_EARLY_SIGUSR1_MARK: '1' },
+  });
   let err = '';
   child.stderr.on('data', (b) => (err += b));
   const done = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
   const t0 = Date.now();
-  while (!err.includes('early SIGUSR1 listener installed') && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 10));
+  while (!err.includes('early SIGUSR1 listener installed') && Date.now() - t0 < 20_000)
+    await new Promise((r) => setTimeout(r, 10));
   child.kill('SIGUSR1');
   assert.equal(await done, 0);
   assert.match(err, /SIGUSR1 while starting: no dump yet/);

@@ -29,7 +29,10 @@ test('ddp2-dumps-halt: step, loss, both ranks, halt, dumps with threads and fram
   assert.equal(s.identity.config, 'configs/ddp2-dumps-halt.yaml');
   assert.equal(s.identity.flags.NSA_PREFILL_BATCHED, '1');
   assert.equal(s.identity.dataset, 'synthetic');
-  assert.deepEqual(s.identity.model && [s.identity.model.dim, s.identity.model.nLayers, s.identity.model.vocab], [64, 2, 256]);
+  assert.deepEqual(
+    s.identity.model && [s.identity.model.dim, s.identity.model.nLayers, s.identity.model.vocab],
+    [64, 2, 256],
+  );
   assert.equal(s.control.halt.present, true);
   assert.equal(s.control.halt.content, '', 'the fixture .HALT is empty (touch)');
   assert.equal(s.log.haltSeen, true, 'HALT line with its em dash matched');
@@ -58,7 +61,12 @@ test('ddp2-dumps-halt: step, loss, both ranks, halt, dumps with threads and fram
       ['Thread-1 (_watchdog)', '139711705446080', 4],
     ],
   );
-  assert.deepEqual(d1.threads[0]!.frames[1], { file: '/home/ubuntu/nsa-vibe/scripts/train_showcase.py', line: 1270, func: 'main', code: 'torch.distributed.all_reduce(_flag, op=torch.distributed.ReduceOp.SUM)' });
+  assert.deepEqual(d1.threads[0]!.frames[1], {
+    file: '/home/ubuntu/nsa-vibe/scripts/train_showcase.py',
+    line: 1270,
+    func: 'main',
+    code: 'torch.distributed.all_reduce(_flag, op=torch.distributed.ReduceOp.SUM)',
+  });
   assert.equal(mainThreadTop(d1)?.func, 'all_reduce');
   assert.equal(mainThreadTop(d2)?.func, 'backward');
   assert.equal(d1.parseErrors + d2.parseErrors, 0);

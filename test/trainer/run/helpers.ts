@@ -24,5 +24,8 @@ export function hbLine(o: Record<string, unknown>): string {
 }
 
 export function progressLine(step: number, ts: number, extra: Record<string, unknown> = {}, pid = 100): string {
-  return hbLine({ ts, step, pid, msg: 'progress', loss: 5 - step / 1000, toks_per_s: 1000 + step, ...extra }) + hbLine({ ts: ts + 0.0001, step, pid, msg: 'step_end', phase: 'end' });
+  return (
+    hbLine({ ts, step, pid, msg: 'progress', loss: 5 - step / 1000, toks_per_s: 1000 + step, ...extra }) +
+    hbLine({ ts: ts + 0.0001, step, pid, msg: 'step_end', phase: 'end' })
+  );
 }

@@ -26,7 +26,11 @@ test('a partial last line is held back until its newline arrives', async () => {
     const m = new RunModel(new LocalHost(), t.dir);
     let s = await m.poll();
     assert.equal(s.step, 1);
-    assert.deepEqual(s.series.loss.recent.map((p) => p.step), [1], 'half a CSV row is not a row');
+    assert.deepEqual(
+      s.series.loss.recent.map((p) => p.step),
+      [1],
+      'half a CSV row is not a row',
+    );
     assert.equal(s.files['training.csv']!.parseErrors, 0);
 
     const line = progressLine(2, T0 + 2);
@@ -41,10 +45,13 @@ test('a partial last line is held back until its newline arrives', async () => {
     s = await m.poll();
     assert.equal(s.step, 2);
     assert.equal(s.loss, 5 - 2 / 1000);
-    assert.deepEqual(s.series.loss.recent.map((p) => [p.step, p.value]), [
-      [1, 5.5],
-      [2, 5.4],
-    ]);
+    assert.deepEqual(
+      s.series.loss.recent.map((p) => [p.step, p.value]),
+      [
+        [1, 5.5],
+        [2, 5.4],
+      ],
+    );
     assert.equal(s.files['heartbeat_rank0.jsonl']!.parseErrors, 0);
     assert.equal(s.files['training.csv']!.records, 2);
   } finally {
@@ -122,7 +129,10 @@ test('truncation and replacement of a file start a new segment and are counted',
     s = await m.poll();
     assert.equal(s.files['training.csv']!.resets, 1);
     assert.equal(s.step, 6);
-    assert.deepEqual(allPoints(s.series.loss).map((p) => p.segment), [0, 0, 0, 0, 0, 1]);
+    assert.deepEqual(
+      allPoints(s.series.loss).map((p) => p.segment),
+      [0, 0, 0, 0, 0, 1],
+    );
     assert.equal(s.segments[1]!.cause, 'file-truncated');
 
     const tmp = join(t.dir, 'training.csv.new');
@@ -165,7 +175,10 @@ test('bad input: garbage, NaN, binary, huge lines are counted; every good line a
       progressLine(12, T0 + 12),
     ];
     writeFileSync(hb, Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))));
-    writeFileSync(join(t.dir, 'training.csv'), '1,5.0,1e-4,10\nstep,loss,lr,toks_per_s\n2,nan,1e-4,10\n3,garbage,1e-4,10\n4,4.0,1e-4,10,extra,cols\n\u0000\u0001\n5,3.9\n6,3.8,1e-4,10\n');
+    writeFileSync(
+      join(t.dir, 'training.csv'),
+      '1,5.0,1e-4,10\nstep,loss,lr,toks_per_s\n2,nan,1e-4,10\n3,garbage,1e-4,10\n4,4.0,1e-4,10,extra,cols\n\u0000\u0001\n5,3.9\n6,3.8,1e-4,10\n',
+    );
     writeFileSync(join(t.dir, 'env.json'), '{not json');
     writeFileSync(join(t.dir, 'metrics.json'), '{"steps": 100, "loss_last": NaN}');
     const m = new RunModel(new LocalHost(), t.dir);
@@ -179,9 +192,17 @@ test('bad input: garbage, NaN, binary, huge lines are counted; every good line a
     const r0 = s.ranks[0]!;
     assert.equal(r0.events.progress, 9, 'progress 1,2,4,5,6,7,9,10,12 all kept');
     assert.equal(r0.events.some_future_event, 1, 'unknown event kinds are counted, not dropped');
-    assert.deepEqual(r0.unknownEvents?.map((u) => [u.msg, u.fields.detail]), [['some_future_event', 1]], 'and the record is kept');
+    assert.deepEqual(
+      r0.unknownEvents?.map((u) => [u.msg, u.fields.detail]),
+      [['some_future_event', 1]],
+      'and the record is kept',
+    );
     assert.equal(s.seriesSource.loss, 'csv');
-    assert.deepEqual(s.series.loss.recent.map((p) => p.step), [1, 4, 6], 'CSV: good rows kept, NaN counted');
+    assert.deepEqual(
+      s.series.loss.recent.map((p) => p.step),
+      [1, 4, 6],
+      'CSV: good rows kept, NaN counted',
+    );
     assert.equal(s.series.loss.nonFinite, 1);
     const c = s.files['training.csv']!;
     assert.equal(c.parseErrors, 3, `csv errors: ${c.lastError}`);
@@ -198,7 +219,9 @@ test('non-finite loss on the last progress record: loss null, flagged, not in th
   try {
     writeFileSync(
       join(t.dir, 'heartbeat_rank0.jsonl'),
-      hbLine({ ts: T0, msg: 'boot' }) + progressLine(1, T0 + 1) + '{"ts": 1800000002.0, "iso": "x", "pid": 100, "rank": 0, "step": 2, "msg": "progress", "loss": NaN, "toks_per_s": 3.0}\n',
+      hbLine({ ts: T0, msg: 'boot' }) +
+        progressLine(1, T0 + 1) +
+        '{"ts": 1800000002.0, "iso": "x", "pid": 100, "rank": 0, "step": 2, "msg": "progress", "loss": NaN, "toks_per_s": 3.0}\n',
     );
     const s = await new RunModel(new LocalHost(), t.dir).poll();
     assert.equal(s.seriesSource.loss, 'heartbeat');
@@ -206,7 +229,10 @@ test('non-finite loss on the last progress record: loss null, flagged, not in th
     assert.equal(s.lastLossNonFinite, true);
     assert.equal(s.series.loss.total, 2);
     assert.equal(s.series.loss.nonFinite, 1);
-    assert.deepEqual(s.series.loss.recent.map((p) => p.step), [1]);
+    assert.deepEqual(
+      s.series.loss.recent.map((p) => p.step),
+      [1],
+    );
     assert.doesNotThrow(() => JSON.parse(JSON.stringify(s)));
   } finally {
     t.done();
@@ -218,9 +244,20 @@ test('heartbeat events: watchdog dumps, loader events, dt_fetch_s disappearing (
   try {
     const hb = join(t.dir, 'heartbeat_rank0.jsonl');
     let text = hbLine({ ts: T0, msg: 'boot' }) + hbLine({ ts: T0 + 0.5, msg: 'fineweb_loader_ready', dt: 1.25 });
-    for (let i = 1; i <= 5; i++) text += progressLine(i, T0 + i, { dt_fetch_s: 0.01 * i, fetch_p50_ms: 12, fetch_p95_ms: 40, gpu_mem_alloc: 1000, gpu_mem_reserved: 2000 });
+    for (let i = 1; i <= 5; i++)
+      text += progressLine(i, T0 + i, {
+        dt_fetch_s: 0.01 * i,
+        fetch_p50_ms: 12,
+        fetch_p95_ms: 40,
+        gpu_mem_alloc: 1000,
+        gpu_mem_reserved: 2000,
+      });
     writeFileSync(hb, text);
-    writeFileSync(join(t.dir, 'heartbeat_rank1.jsonl'), hbLine({ ts: T0, rank: 1, pid: 101, msg: 'boot' }) + hbLine({ ts: T0 + 200, rank: 1, pid: 101, msg: 'watchdog_dump', path: 'x' }));
+    writeFileSync(
+      join(t.dir, 'heartbeat_rank1.jsonl'),
+      hbLine({ ts: T0, rank: 1, pid: 101, msg: 'boot' }) +
+        hbLine({ ts: T0 + 200, rank: 1, pid: 101, msg: 'watchdog_dump', path: 'x' }),
+    );
     const m = new RunModel(new LocalHost(), t.dir);
     let s = await m.poll();
     assert.equal(s.data.withFetch, 5);
@@ -248,12 +285,28 @@ test('heartbeat events: watchdog dumps, loader events, dt_fetch_s disappearing (
 test('FSDP names, the smoke heartbeat.jsonl variant, reference-trainer dumps and env marker', async () => {
   const t = tempDir();
   try {
-    writeFileSync(join(t.dir, 'heartbeat.jsonl'), JSON.stringify({ ts: T0, iso: 'x', step: 0, msg: 'start', alloc_mib: 10, reserved_mib: 20 }) + '\n' + JSON.stringify({ ts: T0 + 1, iso: 'x', step: 1, msg: 'step', alloc_mib: 11, reserved_mib: 22, loss: 4.5 }) + '\n');
+    writeFileSync(
+      join(t.dir, 'heartbeat.jsonl'),
+      JSON.stringify({ ts: T0, iso: 'x', step: 0, msg: 'start', alloc_mib: 10, reserved_mib: 20 }) +
+        '\n' +
+        JSON.stringify({ ts: T0 + 1, iso: 'x', step: 1, msg: 'step', alloc_mib: 11, reserved_mib: 22, loss: 4.5 }) +
+        '\n',
+    );
     writeFileSync(join(t.dir, 'training_fsdp.csv'), '1,4.5,1e-4,10\n');
     writeFileSync(join(t.dir, 'metrics_fsdp.json'), '{"steps": 9, "backend": "FSDP"}');
     writeFileSync(join(t.dir, 'checkpoint_fsdp_step100.pt'), 'x');
-    writeFileSync(join(t.dir, 'env.json'), JSON.stringify({ trainer: 'nsa-top-reference', distributed_backend: 'FSDP', env: { WORLD_SIZE: '2', NSA_PREFILL_BATCHED: '1' } }));
-    writeFileSync(join(t.dir, 'watchdog_stackdump_fsdp_1800000050.txt'), 'Watchdog at 2027-01-15T08:00:50Z; last_heartbeat=1800000000.5\n\n--- Thread: MainThread (1) ---\n  File "a.py", line 3, in f\n    g()\n--- GRAD TRACE (watchdog) ---\nsomething\n');
+    writeFileSync(
+      join(t.dir, 'env.json'),
+      JSON.stringify({
+        trainer: 'nsa-top-reference',
+        distributed_backend: 'FSDP',
+        env: { WORLD_SIZE: '2', NSA_PREFILL_BATCHED: '1' },
+      }),
+    );
+    writeFileSync(
+      join(t.dir, 'watchdog_stackdump_fsdp_1800000050.txt'),
+      'Watchdog at 2027-01-15T08:00:50Z; last_heartbeat=1800000000.5\n\n--- Thread: MainThread (1) ---\n  File "a.py", line 3, in f\n    g()\n--- GRAD TRACE (watchdog) ---\nsomething\n',
+    );
     writeFileSync(
       join(t.dir, 'stackdump_1800000060_rank1_4242.txt'),
       'Signal 10 at 2027-01-15T08:01:00Z\n# nsa-top-reference rank=1 pid=4242 step=17 phase=allreduce\n\n--- Thread: MainThread (7) ---\n  File "/x/trainer.ts", line 88, in allReduce\n    await barrier()\n',
@@ -268,7 +321,10 @@ test('FSDP names, the smoke heartbeat.jsonl variant, reference-trainer dumps and
     assert.equal(s.step, 1);
     assert.equal(s.ranks[0]!.memReservedMiB, 22);
     assert.equal(s.series.loss.recent.length, 1);
-    assert.deepEqual(s.checkpoints.map((c) => [c.step, c.fsdp]), [[100, true]]);
+    assert.deepEqual(
+      s.checkpoints.map((c) => [c.step, c.fsdp]),
+      [[100, true]],
+    );
     assert.equal(s.control.halt.content, 'halt: heartbeat_stall\n');
     assert.equal(s.control.anomaly?.type, 'heartbeat_stall');
     assert.equal(s.dumps.length, 2);
@@ -293,7 +349,11 @@ test('a read error on one file (e.g. permission) is reported on that file; the r
     class DenyingHost extends LocalHost {
       override async pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll> {
         const p = await super.pollDir(dir, reads, subdirs);
-        p.reads = p.reads.map((r) => (r.path.endsWith('training.csv') ? { ...r, stat: null, data: Buffer.alloc(0), error: 'EACCES: permission denied' } : r));
+        p.reads = p.reads.map((r) =>
+          r.path.endsWith('training.csv')
+            ? { ...r, stat: null, data: Buffer.alloc(0), error: 'EACCES: permission denied' }
+            : r,
+        );
         return p;
       }
     }
@@ -333,7 +393,8 @@ test('a huge file is read from its end first; backfill over later polls gives th
   try {
     let hb = hbLine({ ts: T0, msg: 'boot', pid: 100 });
     let csv = '';
-    let log = '[boot] loading config configs/x.yaml\n[boot] effective config: S=8 B=1 accum=1 gc=off\n[train] dataset=synthetic tokenizer=byte\n';
+    let log =
+      '[boot] loading config configs/x.yaml\n[boot] effective config: S=8 B=1 accum=1 gc=off\n[train] dataset=synthetic tokenizer=byte\n';
     for (let i = 1; i <= 3000; i++) {
       if (i === 1800) hb += hbLine({ ts: T0 + 5000, msg: 'boot', pid: 200 });
       const step = i < 1800 ? i : i - 1799;
@@ -350,7 +411,13 @@ test('a huge file is read from its end first; backfill over later polls gives th
     assert.equal(full.backfill.pending, false);
     assert.equal(full.segments.length, 2);
 
-    const opts = { recentWindow: 500, historyBuckets: 64, tailThreshold: 32 * 1024, tailBytes: 16 * 1024, backfillChunk: 48 * 1024 };
+    const opts = {
+      recentWindow: 500,
+      historyBuckets: 64,
+      tailThreshold: 32 * 1024,
+      tailBytes: 16 * 1024,
+      backfillChunk: 48 * 1024,
+    };
     const m = new RunModel(new LocalHost(), t.dir, opts);
     let s = await m.poll();
     assert.equal(s.backfill.pending, true, 'older history not read yet');
@@ -366,7 +433,10 @@ test('a huge file is read from its end first; backfill over later polls gives th
     assert.equal(s.backfill.pending, false);
     assert.deepEqual(snapshotCore(s), snapshotCore(full));
     const segs = [...s.series.loss.history.map((b) => b.segment), ...s.series.loss.recent.map((p) => p.segment)];
-    assert.ok(segs.every((x, i) => i === 0 || x >= segs[i - 1]!), 'segments in order after the merge');
+    assert.ok(
+      segs.every((x, i) => i === 0 || x >= segs[i - 1]!),
+      'segments in order after the merge',
+    );
     assert.ok(s.series.loss.history.length <= 64);
     assert.equal(s.files['heartbeat_rank0.jsonl']!.parseErrors, 0);
     assert.equal(s.files['heartbeat_rank0.jsonl']!.records, full.files['heartbeat_rank0.jsonl']!.records);
@@ -393,7 +463,12 @@ test('two models on one host both see a file replaced; a replacement mid-backfil
 
     // replaced by a short new file (a fresh run in the same dir) while backfill is under way
     const tmp = join(t.dir, 'hb.new');
-    writeFileSync(tmp, hbLine({ ts: T0 + 9000, msg: 'boot', pid: 300 }) + progressLine(1, T0 + 9001, {}, 300) + progressLine(2, T0 + 9002, {}, 300));
+    writeFileSync(
+      tmp,
+      hbLine({ ts: T0 + 9000, msg: 'boot', pid: 300 }) +
+        progressLine(1, T0 + 9001, {}, 300) +
+        progressLine(2, T0 + 9002, {}, 300),
+    );
     renameSync(tmp, hb);
     sa = await a.poll();
     sb = await b.poll();
@@ -401,7 +476,7 @@ test('two models on one host both see a file replaced; a replacement mid-backfil
       assert.equal(s.files['heartbeat_rank0.jsonl']!.resets, 1);
       assert.equal(s.step, 2);
       assert.equal(s.ranks[0]!.pid, 300);
-      assert.equal(s.backfill.pending, false, 'the old file\'s history is not read into the new one');
+      assert.equal(s.backfill.pending, false, "the old file's history is not read into the new one");
       const last = s.segments[s.segments.length - 1]!;
       assert.equal(last.pid, 300);
       assert.deepEqual(
@@ -418,12 +493,18 @@ test('val.csv: step,val_loss,ppl rows (quoted header, BOM, CRLF tolerated) → v
   const t = tempDir();
   try {
     writeFileSync(join(t.dir, 'training.csv'), '1000,3.0,1e-4,10\n');
-    writeFileSync(join(t.dir, 'val.csv'), '\ufeff"step","loss","ppl"\r\n1000,3.100000,22.197951\r\n2000,2.900000,18.174145\r\n');
+    writeFileSync(
+      join(t.dir, 'val.csv'),
+      '\ufeff"step","loss","ppl"\r\n1000,3.100000,22.197951\r\n2000,2.900000,18.174145\r\n',
+    );
     const s = await new RunModel(new LocalHost(), t.dir).poll();
-    assert.deepEqual(s.series.valLoss.recent.map((p) => [p.step, p.value]), [
-      [1000, 3.1],
-      [2000, 2.9],
-    ]);
+    assert.deepEqual(
+      s.series.valLoss.recent.map((p) => [p.step, p.value]),
+      [
+        [1000, 3.1],
+        [2000, 2.9],
+      ],
+    );
     assert.deepEqual(s.lastVal, { step: 2000, valLoss: 2.9, ppl: 18.174145 });
     assert.equal(s.files['val.csv']!.parseErrors, 0);
   } finally {
@@ -492,7 +573,8 @@ test('pathological input stays bounded: 3000 restarts, 500 distinct event names'
   const t = tempDir();
   try {
     let text = '';
-    for (let i = 0; i < 3000; i++) text += hbLine({ ts: T0 + i * 10, msg: 'boot', pid: 1000 + i }) + progressLine(1, T0 + i * 10 + 1, {}, 1000 + i);
+    for (let i = 0; i < 3000; i++)
+      text += hbLine({ ts: T0 + i * 10, msg: 'boot', pid: 1000 + i }) + progressLine(1, T0 + i * 10 + 1, {}, 1000 + i);
     for (let i = 0; i < 500; i++) text += hbLine({ ts: T0 + 40000 + i, msg: `weird_${i}`, pid: 3999 });
     writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), text);
     let csv = '';
@@ -509,7 +591,11 @@ test('pathological input stays bounded: 3000 restarts, 500 distinct event names'
     assert.equal(s.series.loss.total, 6000);
     const ev = s.ranks[0]!.events;
     assert.ok(Object.keys(ev).length <= 65, `${Object.keys(ev).length} event keys`);
-    assert.equal(Object.values(ev).reduce((a, b) => a + b, 0), 3000 * 3 + 500, 'every record still counted');
+    assert.equal(
+      Object.values(ev).reduce((a, b) => a + b, 0),
+      3000 * 3 + 500,
+      'every record still counted',
+    );
     assert.ok(s.ranks[0]!.unknownEvents!.length <= 5);
     assert.equal(s.step, 1);
     assert.ok(JSON.stringify(s).length < 2_000_000);

@@ -43,7 +43,11 @@ test('line splitting: any bytes, any chunking, same lines as reading in one piec
 });
 
 test('parsers never throw on arbitrary input', () => {
-  const text = fc.oneof(fc.string({ maxLength: 300 }), fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('utf8')), fc.json());
+  const text = fc.oneof(
+    fc.string({ maxLength: 300 }),
+    fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('utf8')),
+    fc.json(),
+  );
   fc.assert(
     fc.property(text, (s) => {
       parseHeartbeatLine(s);
@@ -66,18 +70,37 @@ test('parsers never throw on arbitrary input', () => {
 });
 
 test('the hand-written heartbeat validation agrees with HeartbeatRecordSchema (zod)', () => {
-  const field = fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double(), fc.string({ maxLength: 5 }), fc.constant(null), fc.boolean(), fc.constant(undefined));
+  const field = fc.oneof(
+    fc.integer({ min: -5, max: 5 }),
+    fc.double(),
+    fc.string({ maxLength: 5 }),
+    fc.constant(null),
+    fc.boolean(),
+    fc.constant(undefined),
+  );
   // mostly-valid records, so each rule gets exercised on its own
-  const ts = fc.oneof({ weight: 5, arbitrary: fc.double({ min: 0, max: 2e9, noNaN: true }) }, { weight: 1, arbitrary: field });
-  const msg = fc.oneof({ weight: 5, arbitrary: fc.constantFrom('progress', 'boot', 'x') }, { weight: 1, arbitrary: field });
+  const ts = fc.oneof(
+    { weight: 5, arbitrary: fc.double({ min: 0, max: 2e9, noNaN: true }) },
+    { weight: 1, arbitrary: field },
+  );
+  const msg = fc.oneof(
+    { weight: 5, arbitrary: fc.constantFrom('progress', 'boot', 'x') },
+    { weight: 1, arbitrary: field },
+  );
   const int = fc.oneof({ weight: 3, arbitrary: fc.nat({ max: 1000 }) }, { weight: 2, arbitrary: field });
   fc.assert(
-    fc.property(fc.record({ ts, msg, step: int, rank: int, pid: int, iso: fc.oneof(fc.string(), field), loss: field }, { requiredKeys: ['ts', 'msg'] }), (o) => {
-      const text = JSON.stringify(o);
-      const mine = parseHeartbeatLine(text).ok;
-      const zod = HeartbeatRecordSchema.safeParse(JSON.parse(text)).success;
-      assert.equal(mine, zod, text);
-    }),
+    fc.property(
+      fc.record(
+        { ts, msg, step: int, rank: int, pid: int, iso: fc.oneof(fc.string(), field), loss: field },
+        { requiredKeys: ['ts', 'msg'] },
+      ),
+      (o) => {
+        const text = JSON.stringify(o);
+        const mine = parseHeartbeatLine(text).ok;
+        const zod = HeartbeatRecordSchema.safeParse(JSON.parse(text)).success;
+        assert.equal(mine, zod, text);
+      },
+    ),
     { numRuns: 1000 },
   );
 });
@@ -105,7 +128,18 @@ test('heartbeat: every good record around garbage is kept, whatever the chunking
               if (it === 'good') {
                 good++;
                 step++;
-                return JSON.stringify({ ts: 1_800_000_000 + step, iso: 'x', pid: 1, rank: 0, step, msg: 'progress', loss: 1 / step, toks_per_s: 10 }) + '\n';
+                return (
+                  JSON.stringify({
+                    ts: 1_800_000_000 + step,
+                    iso: 'x',
+                    pid: 1,
+                    rank: 0,
+                    step,
+                    msg: 'progress',
+                    loss: 1 / step,
+                    toks_per_s: 10,
+                  }) + '\n'
+                );
               }
               bad++; // starts with '#': never blank, never JSON
               return it + '\n';
@@ -142,7 +176,17 @@ test('training.csv: good rows around garbage are all kept', async () => {
   try {
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.oneof(fc.record({ loss: fc.double({ min: 0, max: 20, noNaN: true }), lr: fc.double({ min: 0, max: 1, noNaN: true }), toks: fc.nat() }), garbage), { maxLength: 40 }),
+        fc.array(
+          fc.oneof(
+            fc.record({
+              loss: fc.double({ min: 0, max: 20, noNaN: true }),
+              lr: fc.double({ min: 0, max: 1, noNaN: true }),
+              toks: fc.nat(),
+            }),
+            garbage,
+          ),
+          { maxLength: 40 },
+        ),
         async (items) => {
           const dir = join(t.dir, `c${n++}`);
           const { mkdirSync } = await import('node:fs');
@@ -163,7 +207,10 @@ test('training.csv: good rows around garbage are all kept', async () => {
             .join('');
           writeFileSync(join(dir, 'training.csv'), text);
           const s = await new RunModel(new LocalHost(), dir).poll();
-          assert.deepEqual(s.series.loss.recent.map((p) => p.step), want);
+          assert.deepEqual(
+            s.series.loss.recent.map((p) => p.step),
+            want,
+          );
           assert.equal(s.files['training.csv']?.parseErrors ?? 0, bad);
         },
       ),
@@ -177,20 +224,42 @@ test('training.csv: good rows around garbage are all kept', async () => {
 test('a run dir full of random bytes under every artifact name never makes poll() throw', async () => {
   const t = tempDir();
   let n = 0;
-  const names = ['heartbeat_rank0.jsonl', 'heartbeat_rank1.jsonl', 'heartbeat.jsonl', 'training.csv', 'val.csv', 'k_stats.csv', 'fallback_counters.csv', 'env.json', 'metrics.json', 'opt_state_mb.txt', '.HALT', '.anomaly_type', 'gate_collapse_details.json', 'config.yaml', 'stackdump_1.txt', 'watchdog_stackdump_2.txt', 'train.log', 'checkpoint_step5.pt'];
+  const names = [
+    'heartbeat_rank0.jsonl',
+    'heartbeat_rank1.jsonl',
+    'heartbeat.jsonl',
+    'training.csv',
+    'val.csv',
+    'k_stats.csv',
+    'fallback_counters.csv',
+    'env.json',
+    'metrics.json',
+    'opt_state_mb.txt',
+    '.HALT',
+    '.anomaly_type',
+    'gate_collapse_details.json',
+    'config.yaml',
+    'stackdump_1.txt',
+    'watchdog_stackdump_2.txt',
+    'train.log',
+    'checkpoint_step5.pt',
+  ];
   try {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.uint8Array({ maxLength: 400 }), { minLength: names.length, maxLength: names.length }), async (blobs) => {
-        const dir = join(t.dir, `d${n++}`);
-        const { mkdirSync } = await import('node:fs');
-        mkdirSync(dir);
-        names.forEach((name, i) => writeFileSync(join(dir, name), blobs[i]!));
-        const m = new RunModel(new LocalHost(), dir);
-        const s = await m.poll();
-        assert.equal(s.exists, true);
-        JSON.stringify(s);
-        await m.poll();
-      }),
+      fc.asyncProperty(
+        fc.array(fc.uint8Array({ maxLength: 400 }), { minLength: names.length, maxLength: names.length }),
+        async (blobs) => {
+          const dir = join(t.dir, `d${n++}`);
+          const { mkdirSync } = await import('node:fs');
+          mkdirSync(dir);
+          names.forEach((name, i) => writeFileSync(join(dir, name), blobs[i]!));
+          const m = new RunModel(new LocalHost(), dir);
+          const s = await m.poll();
+          assert.equal(s.exists, true);
+          JSON.stringify(s);
+          await m.poll();
+        },
+      ),
       { numRuns: 25 },
     );
   } finally {

@@ -43,7 +43,17 @@ test('status --json is the RunSnapshot', () => {
     s.checkpoints.map((c: { step: number }) => c.step),
     [20, 40],
   );
-  for (const k of ['loss', 'toksPerS', 'lr', 'valLoss', 'gateEntropy', 'gateMax', 'collapseFrac', 'dtFetchS', 'memReservedMiB']) {
+  for (const k of [
+    'loss',
+    'toksPerS',
+    'lr',
+    'valLoss',
+    'gateEntropy',
+    'gateMax',
+    'collapseFrac',
+    'dtFetchS',
+    'memReservedMiB',
+  ]) {
     assert.ok(Array.isArray(s.series[k].recent), `series.${k}`);
   }
   assert.equal(s.series.loss.recent.length, 40);
@@ -77,7 +87,8 @@ test('no RUN_DIR: the newest run under ./artifacts/ (up to 3 levels deep); none 
     const then = Date.now() / 1000;
     utimesSync(join(older, 'heartbeat_rank0.jsonl'), then - 100, then - 100);
     utimesSync(join(older, 'training.csv'), then - 100, then - 100);
-    for (const f of ['heartbeat_rank0.jsonl', 'heartbeat_rank1.jsonl', 'training.csv']) utimesSync(join(newer, f), then - 200, then - 200);
+    for (const f of ['heartbeat_rank0.jsonl', 'heartbeat_rank1.jsonl', 'training.csv'])
+      utimesSync(join(newer, f), then - 200, then - 200);
     assert.equal(await resolveRunDir(new LocalHost(), undefined, t.dir), older, 'most recent activity wins');
     writeFileSync(join(newer, 'heartbeat_rank1.jsonl'), '{}\n');
     assert.equal(await resolveRunDir(new LocalHost(), undefined, t.dir), newer);
@@ -85,7 +96,11 @@ test('no RUN_DIR: the newest run under ./artifacts/ (up to 3 levels deep); none 
     const r = status(['--json'], t.dir);
     assert.equal(r.status, 0, r.stderr);
     assert.equal(JSON.parse(r.stdout).runDir, newer);
-    assert.equal(await resolveRunDir(new LocalHost(), 'artifacts/train_runs/m7c_20260101-000000', t.dir), older, 'relative to cwd');
+    assert.equal(
+      await resolveRunDir(new LocalHost(), 'artifacts/train_runs/m7c_20260101-000000', t.dir),
+      older,
+      'relative to cwd',
+    );
   } finally {
     t.done();
   }
@@ -100,7 +115,10 @@ test('a launcher dir (run.info names out_dir, train.log beside it): status reads
     cpSync(join(FIXTURES, 'ddp2-dumps-halt'), out, { recursive: true });
     cpSync(join(out, 'train.log'), join(launcher, 'train.log'));
     rmSync(join(out, 'train.log'));
-    writeFileSync(join(launcher, 'run.info'), `run_dir: ${launcher}\nconfig: configs/m7c_125m_80g.yaml\nout_dir: ${out}\n`);
+    writeFileSync(
+      join(launcher, 'run.info'),
+      `run_dir: ${launcher}\nconfig: configs/m7c_125m_80g.yaml\nout_dir: ${out}\n`,
+    );
     const r = status([launcher, '--json']);
     assert.equal(r.status, 0, r.stderr);
     const s = JSON.parse(r.stdout);

@@ -5,7 +5,16 @@ import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
-import { crc32c, decodeEvent, encodeFileVersionEvent, encodeScalarEvent, frameRecord, maskedCrc32c, TfRecordReader, type TbEvent } from '../../../src/trainer/run/readers/tb.js';
+import {
+  crc32c,
+  decodeEvent,
+  encodeFileVersionEvent,
+  encodeScalarEvent,
+  frameRecord,
+  maskedCrc32c,
+  TfRecordReader,
+  type TbEvent,
+} from '../../../src/trainer/run/readers/tb.js';
 import { hbLine, tempDir } from './helpers.js';
 
 const T0 = 1_800_000_000;
@@ -52,7 +61,12 @@ function tensorEvent(wall: number, step: number, tag: string, v: number): Buffer
   f.writeFloatLE(v);
   const tensor = Buffer.concat([Buffer.from([(1 << 3) | 0, 1]), Buffer.from([(5 << 3) | 5]), f]);
   const value = Buffer.concat([ld(1, Buffer.from(tag)), ld(8, tensor)]);
-  return Buffer.concat([Buffer.from([(1 << 3) | 1]), wt, Buffer.from([(2 << 3) | 0, ...vint(step)]), ld(5, ld(1, value))]);
+  return Buffer.concat([
+    Buffer.from([(1 << 3) | 1]),
+    wt,
+    Buffer.from([(2 << 3) | 0, ...vint(step)]),
+    ld(5, ld(1, value)),
+  ]);
 }
 function frame(data: Buffer): Buffer {
   const len = Buffer.alloc(8);
@@ -65,7 +79,10 @@ function frame(data: Buffer): Buffer {
 }
 
 test('records from an independent encoder (tensor-valued scalars, bitwise CRC) decode', () => {
-  const bytes = Buffer.concat([frame(tensorEvent(T0 + 1, 7, 'train/loss', 3.25)), frame(tensorEvent(T0 + 2, 300, 'train/lr', 0.5))]);
+  const bytes = Buffer.concat([
+    frame(tensorEvent(T0 + 1, 7, 'train/loss', 3.25)),
+    frame(tensorEvent(T0 + 2, 300, 'train/lr', 0.5)),
+  ]);
   const r = new TfRecordReader();
   const got: TbEvent[] = [];
   r.push(bytes, (e) => got.push(e));
@@ -89,14 +106,18 @@ test('an Event with scalars round-trips through the framing and the decoder', ()
   const d = decodeEvent(ev);
   assert.equal(d.wallTime, T0 + 0.5);
   assert.equal(d.step, 1234567);
-  assert.deepEqual(d.scalars.map((s) => s.tag), ['train/loss', 'train/lr']);
+  assert.deepEqual(
+    d.scalars.map((s) => s.tag),
+    ['train/loss', 'train/lr'],
+  );
   assert.equal(d.scalars[0]!.value, 2.5);
   assert.ok(Math.abs(d.scalars[1]!.value - 0.000125) < 1e-9);
 });
 
 test('records split across reads are held back; a corrupted record is counted and skipped, not fatal', () => {
   const frames = [frameRecord(encodeFileVersionEvent(T0))];
-  for (let i = 1; i <= 5; i++) frames.push(frameRecord(encodeScalarEvent(T0 + i, i, [{ tag: 'train/loss', value: 10 - i }])));
+  for (let i = 1; i <= 5; i++)
+    frames.push(frameRecord(encodeScalarEvent(T0 + i, i, [{ tag: 'train/loss', value: 10 - i }])));
   // corrupt one data byte of record 3 (its data CRC fails) and the length CRC of record 5
   const bad3 = Buffer.from(frames[3]!);
   bad3[14] = bad3[14]! ^ 0xff;
@@ -135,7 +156,9 @@ test('a run with CSV off: loss, tok/s and lr series come from tb/ and the heartb
           ]),
         ),
       );
-      hb += hbLine({ ts: T0 + i, step: i, msg: 'progress', loss: 6 - i / 10, toks_per_s: 1000 + i }) + hbLine({ ts: T0 + i, step: i, msg: 'step_end' });
+      hb +=
+        hbLine({ ts: T0 + i, step: i, msg: 'progress', loss: 6 - i / 10, toks_per_s: 1000 + i }) +
+        hbLine({ ts: T0 + i, step: i, msg: 'step_end' });
     }
     const bytes = Buffer.concat(frames);
     const cut = bytes.length - 10; // the last record arrives later
@@ -175,10 +198,20 @@ test('several event files (a resumed run) are read in order, one segment each, n
     mkdirSync(join(t.dir, 'tb'));
     // the older file is bigger than one poll's read, the newer one small
     const old: Buffer[] = [frameRecord(encodeFileVersionEvent(T0))];
-    for (let i = 1; i <= 60_000; i++) old.push(frameRecord(encodeScalarEvent(T0 + i, i, [{ tag: 'train/loss', value: 6 }, { tag: 'train/toks_per_s', value: 100 }, { tag: 'train/lr', value: 1e-4 }])));
+    for (let i = 1; i <= 60_000; i++)
+      old.push(
+        frameRecord(
+          encodeScalarEvent(T0 + i, i, [
+            { tag: 'train/loss', value: 6 },
+            { tag: 'train/toks_per_s', value: 100 },
+            { tag: 'train/lr', value: 1e-4 },
+          ]),
+        ),
+      );
     writeFileSync(join(t.dir, 'tb', 'events.out.tfevents.1800000000.box.1.0'), Buffer.concat(old));
     const young: Buffer[] = [frameRecord(encodeFileVersionEvent(T0 + 90_000))];
-    for (let i = 1; i <= 5; i++) young.push(frameRecord(encodeScalarEvent(T0 + 90_000 + i, i, [{ tag: 'train/loss', value: 3 }])));
+    for (let i = 1; i <= 5; i++)
+      young.push(frameRecord(encodeScalarEvent(T0 + 90_000 + i, i, [{ tag: 'train/loss', value: 3 }])));
     writeFileSync(join(t.dir, 'tb', 'events.out.tfevents.1800090000.box.2.0'), Buffer.concat(young));
     const m = new RunModel(new LocalHost(), t.dir, { recentWindow: 100 });
     let s = await m.poll();
@@ -197,7 +230,10 @@ test('several event files (a resumed run) are read in order, one segment each, n
         [5, 3, 1],
       ],
     );
-    assert.ok(s.series.loss.history.every((b) => b.segment === 0 && b.max === 6), 'older history is the old file only');
+    assert.ok(
+      s.series.loss.history.every((b) => b.segment === 0 && b.max === 6),
+      'older history is the old file only',
+    );
     assert.equal(s.tb.lastStep, 5);
     assert.equal(s.loss, 3);
   } finally {

@@ -36,8 +36,13 @@ test('FATAL non-finite, OOM, loader fallback, resume and overrides are recognise
   assert.equal(l.tail.lines.at(-1), '[train][FATAL] non-finite loss detected \u2014 aborting run.');
 });
 
-test('a new boot in the same log clears the previous process\'s halt/fatal/oom flags', () => {
-  const l = feed(['[boot] loading config a.yaml', '[train] HALT file detected \u2014 stopping gracefully.', '[boot] loading config a.yaml', 'step 0001 | loss 5.6914 | lr 1.00e-05 | toks/s 20']);
+test("a new boot in the same log clears the previous process's halt/fatal/oom flags", () => {
+  const l = feed([
+    '[boot] loading config a.yaml',
+    '[train] HALT file detected \u2014 stopping gracefully.',
+    '[boot] loading config a.yaml',
+    'step 0001 | loss 5.6914 | lr 1.00e-05 | toks/s 20',
+  ]);
   assert.equal(l.tail.haltSeen, false);
   const h = feed(['[boot] loading config a.yaml', '[train] HALT file detected \u2014 stopping gracefully.']);
   assert.equal(h.tail.haltSeen, true);

@@ -12,7 +12,10 @@ import { tempDir } from './helpers.js';
 const YAML = (out: string) =>
   `model: {dim: 768, n_layers: 12, n_heads: 12, n_kv_groups: 2, d_k: 64, d_v: 64}\nnsa: {l: 32, d: 16, l_sel: 64, n_sel: 16, w: 512}\ntrain: {steps: 50000, seq_len: 2048, batch_size: 2, log_every: 1, save_every: 5000, out_dir: "${out}"}\n`;
 const hb = (step: number, ts: number) =>
-  JSON.stringify({ ts, iso: 'x', pid: 7, rank: 0, step, msg: 'progress', loss: 5, toks_per_s: 9000 }) + '\n' + JSON.stringify({ ts: ts + 0.01, iso: 'x', pid: 7, rank: 0, step, msg: 'step_end' }) + '\n';
+  JSON.stringify({ ts, iso: 'x', pid: 7, rank: 0, step, msg: 'progress', loss: 5, toks_per_s: 9000 }) +
+  '\n' +
+  JSON.stringify({ ts: ts + 0.01, iso: 'x', pid: 7, rank: 0, step, msg: 'step_end' }) +
+  '\n';
 
 test('CONFIG relative to the trainer cwd: unknown until the cwd is told, then model, dims, total steps and ETA', async () => {
   const t = tempDir();
@@ -53,8 +56,14 @@ test('after the trainer exits: the runbook layout (repo/artifacts/<name>) finds 
     mkdirSync(out, { recursive: true });
     // a decoy with the same relative name elsewhere up the tree whose out_dir is another run
     mkdirSync(join(repo, 'artifacts', 'configs'), { recursive: true });
-    writeFileSync(join(repo, 'artifacts', 'configs', 'phase1.yaml'), YAML('artifacts/other').replace('steps: 50000', 'steps: 7'));
-    writeFileSync(join(repo, 'configs', 'phase1.yaml'), YAML('artifacts/m7c_125m_2xa100_prod').replace('steps: 50000', 'steps: 300'));
+    writeFileSync(
+      join(repo, 'artifacts', 'configs', 'phase1.yaml'),
+      YAML('artifacts/other').replace('steps: 50000', 'steps: 7'),
+    );
+    writeFileSync(
+      join(repo, 'configs', 'phase1.yaml'),
+      YAML('artifacts/m7c_125m_2xa100_prod').replace('steps: 50000', 'steps: 300'),
+    );
     writeFileSync(join(out, 'env.json'), JSON.stringify({ env: { CONFIG: 'configs/phase1.yaml' } }));
     writeFileSync(join(out, 'heartbeat_rank0.jsonl'), hb(1, 1_790_000_000));
     // the runbook's logs: phase 1 first, phase 2 written later

@@ -23,7 +23,19 @@ export interface Kernels {
   /** make the heap hold at least `elems` elements (may replace f and i) */
   ensure(elems: number): void;
   /** C[M,N] (+)= A·B with A(i,k) = f[a + i·sai + k·sak], B row-major (ldb), C row-major (ldc) */
-  gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, accumulate: boolean): void;
+  gemm(
+    a: number,
+    sai: number,
+    sak: number,
+    b: number,
+    ldb: number,
+    c: number,
+    ldc: number,
+    M: number,
+    N: number,
+    K: number,
+    accumulate: boolean,
+  ): void;
   /** dst[cols,rows] = src[rows,cols]ᵀ */
   transpose(src: number, rows: number, cols: number, dst: number): void;
   /** SiLU forward over n values: sg ← σ(h), a ← h·σ(h) */
@@ -41,20 +53,86 @@ export interface Kernels {
   /** dst[0..n) += src[0..n) */
   addTo(dst: number, src: number, n: number): void;
   /** o[r,h,:] = Σ_b gates[r,g(h),b]·O_b[r,h,:] over the three branches (gates [M·G, 3]) */
-  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void;
+  combine3(
+    o: number,
+    oc: number,
+    os: number,
+    ow: number,
+    gates: number,
+    M: number,
+    H: number,
+    hpg: number,
+    G: number,
+    dv: number,
+  ): void;
   /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
-  poolFwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
+  poolFwd(
+    x: number,
+    pool: number,
+    out: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void;
   /** backward of poolFwd: dx += …, dpool += … */
-  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
+  poolBwd(
+    x: number,
+    pool: number,
+    dout: number,
+    dx: number,
+    dpool: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void;
   /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
-  attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
+  attnFwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    P: number,
+    O: number,
+  ): void;
   /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
-  attnBwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
-    P: number, O: number, dO: number, dq: number, dK: number, dV: number): number;
+  attnBwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    gs: number,
+    P: number,
+    O: number,
+    dO: number,
+    dq: number,
+    dK: number,
+    dV: number,
+  ): number;
 }
 
 // lib "ES2023" without DOM carries no WebAssembly typings, so declare the little we use.
-interface WasmMemory { readonly buffer: ArrayBuffer; grow(pages: number): number }
+interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): number;
+}
 type WasmModule = object;
 interface WasmApi {
   Module: new (bytes: Uint8Array) => WasmModule;
@@ -68,21 +146,96 @@ const PAGE_ELEMS = 65536 / 4;
 
 interface WasmExports {
   memory: WasmMemory;
-  gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, acc: number): void;
+  gemm(
+    a: number,
+    sai: number,
+    sak: number,
+    b: number,
+    ldb: number,
+    c: number,
+    ldc: number,
+    M: number,
+    N: number,
+    K: number,
+    acc: number,
+  ): void;
   transpose(src: number, rows: number, cols: number, dst: number): void;
   silu_fwd(h: number, a: number, sg: number, n: number): void;
   silu_bwd(dh: number, h: number, sg: number, n: number): void;
   softmax_rows(x: number, rows: number, n: number, scale: number, lse: number): void;
-  attn_fwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void;
+  attn_fwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    P: number,
+    O: number,
+  ): void;
   rms_fwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void;
   rms_bwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void;
   rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: number): void;
   add_to(dst: number, src: number, n: number): void;
-  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void;
-  pool_fwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
-  pool_bwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void;
-  attn_bwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
-    P: number, O: number, dO: number, dq: number, dK: number, dV: number): number;
+  combine3(
+    o: number,
+    oc: number,
+    os: number,
+    ow: number,
+    gates: number,
+    M: number,
+    H: number,
+    hpg: number,
+    G: number,
+    dv: number,
+  ): void;
+  pool_fwd(
+    x: number,
+    pool: number,
+    out: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void;
+  pool_bwd(
+    x: number,
+    pool: number,
+    dout: number,
+    dx: number,
+    dpool: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void;
+  attn_bwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    gs: number,
+    P: number,
+    O: number,
+    dO: number,
+    dq: number,
+    dK: number,
+    dV: number,
+  ): number;
 }
 
 let wasmModule: WasmModule | null | undefined;
@@ -91,22 +244,45 @@ let wasmError = '';
 /** Where kernels.wasm is looked for: next to this file (source tree) or next to the bundle (dist/). */
 function wasmCandidates(): string[] {
   const out: string[] = [];
-  try { out.push(fileURLToPath(new URL('./kernels.wasm', import.meta.url))); } catch { /* not a file URL */ }
-  try { out.push(fileURLToPath(new URL('../src/trainer/reference/kernels/kernels.wasm', import.meta.url))); } catch { /* ignore */ }
+  try {
+    out.push(fileURLToPath(new URL('./kernels.wasm', import.meta.url)));
+  } catch {
+    /* not a file URL */
+  }
+  try {
+    out.push(fileURLToPath(new URL('../src/trainer/reference/kernels/kernels.wasm', import.meta.url)));
+  } catch {
+    /* ignore */
+  }
   return out;
 }
 
 function compileWasm(path?: string): WasmModule | null {
   if (path !== undefined) {
-    if (!WA) { wasmError = 'this JavaScript engine has no WebAssembly'; return null; }
-    try { return new WA.Module(readFileSync(path)); } catch (e) { wasmError = `kernels.wasm at ${path} unusable (${(e as Error).message})`; return null; }
+    if (!WA) {
+      wasmError = 'this JavaScript engine has no WebAssembly';
+      return null;
+    }
+    try {
+      return new WA.Module(readFileSync(path));
+    } catch (e) {
+      wasmError = `kernels.wasm at ${path} unusable (${(e as Error).message})`;
+      return null;
+    }
   }
   if (wasmModule !== undefined) return wasmModule;
   wasmModule = null;
-  if (!WA) { wasmError = 'this JavaScript engine has no WebAssembly'; return null; }
+  if (!WA) {
+    wasmError = 'this JavaScript engine has no WebAssembly';
+    return null;
+  }
   for (const p of wasmCandidates()) {
     let bytes: Buffer;
-    try { bytes = readFileSync(p); } catch { continue; }
+    try {
+      bytes = readFileSync(p);
+    } catch {
+      continue;
+    }
     try {
       wasmModule = new WA.Module(bytes);
       return wasmModule;
@@ -142,8 +318,10 @@ class WasmKernels implements Kernels {
       try {
         this.x.memory.grow(Math.ceil((elems - have) / PAGE_ELEMS));
       } catch (e) {
-        throw new Error(`the model needs ${Math.ceil((elems * 4) / 2 ** 20)} MB of WebAssembly memory, more than it can have (${(e as Error).message}); ` +
-          'use a smaller batch, seq_len or model, or --kernels js');
+        throw new Error(
+          `the model needs ${Math.ceil((elems * 4) / 2 ** 20)} MB of WebAssembly memory, more than it can have (${(e as Error).message}); ` +
+            'use a smaller batch, seq_len or model, or --kernels js',
+        );
       }
     }
     if (this.f.buffer !== this.x.memory.buffer || this.f.length === 0) {
@@ -151,38 +329,141 @@ class WasmKernels implements Kernels {
       this.i = new Int32Array(this.x.memory.buffer);
     }
   }
-  gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, accumulate: boolean): void {
+  gemm(
+    a: number,
+    sai: number,
+    sak: number,
+    b: number,
+    ldb: number,
+    c: number,
+    ldc: number,
+    M: number,
+    N: number,
+    K: number,
+    accumulate: boolean,
+  ): void {
     this.x.gemm(a * 4, sai, sak, b * 4, ldb, c * 4, ldc, M, N, K, accumulate ? 1 : 0);
   }
   transpose(src: number, rows: number, cols: number, dst: number): void {
     this.x.transpose(src * 4, rows, cols, dst * 4);
   }
-  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void { this.x.rms_fwd(x * 4, w * 4, y * 4, rinv * 4, M, D, eps); }
+  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void {
+    this.x.rms_fwd(x * 4, w * 4, y * 4, rinv * 4, M, D, eps);
+  }
   rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
     this.x.rms_bwd(x * 4, rinv * 4, w * 4, dw * 4, dy * 4, dx * 4, M, D);
   }
   rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
     this.x.rope(buf * 4, M, heads, dk, S, cs * 4, sn * 4, inverse ? 1 : 0);
   }
-  addTo(dst: number, src: number, n: number): void { this.x.add_to(dst * 4, src * 4, n); }
-  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void {
+  addTo(dst: number, src: number, n: number): void {
+    this.x.add_to(dst * 4, src * 4, n);
+  }
+  combine3(
+    o: number,
+    oc: number,
+    os: number,
+    ow: number,
+    gates: number,
+    M: number,
+    H: number,
+    hpg: number,
+    G: number,
+    dv: number,
+  ): void {
     this.x.combine3(o * 4, oc * 4, os * 4, ow * 4, gates * 4, M, H, hpg, G, dv);
   }
-  poolFwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+  poolFwd(
+    x: number,
+    pool: number,
+    out: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void {
     this.x.pool_fwd(x * 4, pool * 4, out * 4, B, S, Sc, l, d, C);
   }
-  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+  poolBwd(
+    x: number,
+    pool: number,
+    dout: number,
+    dx: number,
+    dpool: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void {
     this.x.pool_bwd(x * 4, pool * 4, dout * 4, dx * 4, dpool * 4, B, S, Sc, l, d, C);
   }
-  siluFwd(h: number, a: number, sg: number, n: number): void { this.x.silu_fwd(h * 4, a * 4, sg * 4, n); }
-  siluBwd(dh: number, h: number, sg: number, n: number): void { this.x.silu_bwd(dh * 4, h * 4, sg * 4, n); }
-  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void { this.x.softmax_rows(x * 4, rows, n, scale, lse * 4); }
-  attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void {
+  siluFwd(h: number, a: number, sg: number, n: number): void {
+    this.x.silu_fwd(h * 4, a * 4, sg * 4, n);
+  }
+  siluBwd(dh: number, h: number, sg: number, n: number): void {
+    this.x.silu_bwd(dh * 4, h * 4, sg * 4, n);
+  }
+  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void {
+    this.x.softmax_rows(x * 4, rows, n, scale, lse * 4);
+  }
+  attnFwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    P: number,
+    O: number,
+  ): void {
     this.x.attn_fwd(q * 4, K * 4, ldk, V * 4, ldv, ranges * 4, nr, dk, dv, scale, P * 4, O * 4);
   }
-  attnBwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
-    P: number, O: number, dO: number, dq: number, dK: number, dV: number): number {
-    return this.x.attn_bwd(q * 4, K * 4, ldk, V * 4, ldv, ranges * 4, nr, dk, dv, scale, gs, P * 4, O * 4, dO * 4, dq * 4, dK * 4, dV * 4);
+  attnBwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    gs: number,
+    P: number,
+    O: number,
+    dO: number,
+    dq: number,
+    dK: number,
+    dV: number,
+  ): number {
+    return this.x.attn_bwd(
+      q * 4,
+      K * 4,
+      ldk,
+      V * 4,
+      ldv,
+      ranges * 4,
+      nr,
+      dk,
+      dv,
+      scale,
+      gs,
+      P * 4,
+      O * 4,
+      dO * 4,
+      dq * 4,
+      dK * 4,
+      dV * 4,
+    );
   }
 }
 
@@ -210,38 +491,82 @@ class JsKernels implements Kernels {
   }
   private ap = new Float64Array(0);
   private bt = new Float64Array(0);
-  gemm(a: number, sai: number, sak: number, b: number, ldb: number, c: number, ldc: number, M: number, N: number, K: number, accumulate: boolean): void {
+  gemm(
+    a: number,
+    sai: number,
+    sak: number,
+    b: number,
+    ldb: number,
+    c: number,
+    ldc: number,
+    M: number,
+    N: number,
+    K: number,
+    accumulate: boolean,
+  ): void {
     const f = this.f;
     // pack A row-major and B transposed so every inner loop is a contiguous dot product
     if (this.ap.length < M * K) this.ap = new Float64Array(M * K);
     if (this.bt.length < N * K) this.bt = new Float64Array(N * K);
-    const ap = this.ap, bt = this.bt;
+    const ap = this.ap,
+      bt = this.bt;
     for (let i = 0; i < M; i++) for (let k = 0; k < K; k++) ap[i * K + k] = f[a + i * sai + k * sak]!;
     for (let k = 0; k < K; k++) for (let j = 0; j < N; j++) bt[j * K + k] = f[b + k * ldb + j]!;
     let i = 0;
     for (; i + 2 <= M; i += 2) {
-      const a0 = i * K, a1 = a0 + K, c0 = c + i * ldc, c1 = c0 + ldc;
+      const a0 = i * K,
+        a1 = a0 + K,
+        c0 = c + i * ldc,
+        c1 = c0 + ldc;
       let j = 0;
       for (; j + 2 <= N; j += 2) {
-        const b0 = j * K, b1 = b0 + K;
-        let s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+        const b0 = j * K,
+          b1 = b0 + K;
+        let s00 = 0,
+          s01 = 0,
+          s10 = 0,
+          s11 = 0;
         for (let k = 0; k < K; k++) {
-          const x0 = ap[a0 + k]!, x1 = ap[a1 + k]!, y0 = bt[b0 + k]!, y1 = bt[b1 + k]!;
-          s00 += x0 * y0; s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1;
+          const x0 = ap[a0 + k]!,
+            x1 = ap[a1 + k]!,
+            y0 = bt[b0 + k]!,
+            y1 = bt[b1 + k]!;
+          s00 += x0 * y0;
+          s01 += x0 * y1;
+          s10 += x1 * y0;
+          s11 += x1 * y1;
         }
-        if (accumulate) { s00 += f[c0 + j]!; s01 += f[c0 + j + 1]!; s10 += f[c1 + j]!; s11 += f[c1 + j + 1]!; }
-        f[c0 + j] = s00; f[c0 + j + 1] = s01; f[c1 + j] = s10; f[c1 + j + 1] = s11;
+        if (accumulate) {
+          s00 += f[c0 + j]!;
+          s01 += f[c0 + j + 1]!;
+          s10 += f[c1 + j]!;
+          s11 += f[c1 + j + 1]!;
+        }
+        f[c0 + j] = s00;
+        f[c0 + j + 1] = s01;
+        f[c1 + j] = s10;
+        f[c1 + j + 1] = s11;
       }
       for (; j < N; j++) {
         const b0 = j * K;
-        let s0 = 0, s1 = 0;
-        for (let k = 0; k < K; k++) { const y = bt[b0 + k]!; s0 += ap[a0 + k]! * y; s1 += ap[a1 + k]! * y; }
-        if (accumulate) { s0 += f[c0 + j]!; s1 += f[c1 + j]!; }
-        f[c0 + j] = s0; f[c1 + j] = s1;
+        let s0 = 0,
+          s1 = 0;
+        for (let k = 0; k < K; k++) {
+          const y = bt[b0 + k]!;
+          s0 += ap[a0 + k]! * y;
+          s1 += ap[a1 + k]! * y;
+        }
+        if (accumulate) {
+          s0 += f[c0 + j]!;
+          s1 += f[c1 + j]!;
+        }
+        f[c0 + j] = s0;
+        f[c1 + j] = s1;
       }
     }
     for (; i < M; i++) {
-      const a0 = i * K, c0 = c + i * ldc;
+      const a0 = i * K,
+        c0 = c + i * ldc;
       for (let j = 0; j < N; j++) {
         const b0 = j * K;
         let s0 = 0;
@@ -257,7 +582,8 @@ class JsKernels implements Kernels {
   rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void {
     const f = this.f;
     for (let r = 0; r < M; r++) {
-      const o = x + r * D, oy = y + r * D;
+      const o = x + r * D,
+        oy = y + r * D;
       let ss = 0;
       for (let j = 0; j < D; j++) ss += f[o + j]! * f[o + j]!;
       const s = 1 / Math.sqrt(ss / D + eps);
@@ -268,7 +594,9 @@ class JsKernels implements Kernels {
   rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
     const f = this.f;
     for (let r = 0; r < M; r++) {
-      const o = x + r * D, od = dy + r * D, ox = dx + r * D;
+      const o = x + r * D,
+        od = dy + r * D,
+        ox = dx + r * D;
       const s = f[rinv + r]!;
       let dot = 0;
       for (let j = 0; j < D; j++) dot += f[w + j]! * f[od + j]! * f[o + j]!;
@@ -280,13 +608,18 @@ class JsKernels implements Kernels {
     }
   }
   rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
-    const f = this.f, half = dk >> 1, width = heads * dk;
+    const f = this.f,
+      half = dk >> 1,
+      width = heads * dk;
     for (let r = 0; r < M; r++) {
       const tb = (r % S) * half;
       for (let h = 0; h < heads; h++) {
         const o = buf + r * width + h * dk;
         for (let i = 0; i < half; i++) {
-          const x0 = f[o + 2 * i]!, x1 = f[o + 2 * i + 1]!, c = f[cs + tb + i]!, s = inverse ? -f[sn + tb + i]! : f[sn + tb + i]!;
+          const x0 = f[o + 2 * i]!,
+            x1 = f[o + 2 * i + 1]!,
+            c = f[cs + tb + i]!,
+            s = inverse ? -f[sn + tb + i]! : f[sn + tb + i]!;
           f[o + 2 * i] = x0 * c - x1 * s;
           f[o + 2 * i + 1] = x0 * s + x1 * c;
         }
@@ -297,47 +630,97 @@ class JsKernels implements Kernels {
     const f = this.f;
     for (let i = 0; i < n; i++) f[dst + i] = f[dst + i]! + f[src + i]!;
   }
-  combine3(o: number, oc: number, os: number, ow: number, gates: number, M: number, H: number, hpg: number, G: number, dv: number): void {
+  combine3(
+    o: number,
+    oc: number,
+    os: number,
+    ow: number,
+    gates: number,
+    M: number,
+    H: number,
+    hpg: number,
+    G: number,
+    dv: number,
+  ): void {
     const f = this.f;
-    for (let r = 0; r < M; r++) for (let head = 0; head < H; head++) {
-      const gp = gates + (r * G + Math.floor(head / hpg)) * 3;
-      const g0 = f[gp]!, g1 = f[gp + 1]!, g2 = f[gp + 2]!;
-      const b = (r * H + head) * dv;
-      for (let j = 0; j < dv; j++) f[o + b + j] = g0 * f[oc + b + j]! + g1 * f[os + b + j]! + g2 * f[ow + b + j]!;
-    }
-  }
-  poolFwd(x: number, pool: number, out: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
-    const f = this.f;
-    for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
-      const oo = out + (b * Sc + i) * C;
-      for (let c = 0; c < C; c++) f[oo + c] = 0;
-      for (let j = 0; j < l; j++) {
-        const xo = x + (b * S + i * d + j) * C, po = pool + j * C;
-        for (let c = 0; c < C; c++) f[oo + c] = f[oo + c]! + f[po + c]! * f[xo + c]!;
+    for (let r = 0; r < M; r++)
+      for (let head = 0; head < H; head++) {
+        const gp = gates + (r * G + Math.floor(head / hpg)) * 3;
+        const g0 = f[gp]!,
+          g1 = f[gp + 1]!,
+          g2 = f[gp + 2]!;
+        const b = (r * H + head) * dv;
+        for (let j = 0; j < dv; j++) f[o + b + j] = g0 * f[oc + b + j]! + g1 * f[os + b + j]! + g2 * f[ow + b + j]!;
       }
-    }
   }
-  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, B: number, S: number, Sc: number, l: number, d: number, C: number): void {
+  poolFwd(
+    x: number,
+    pool: number,
+    out: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void {
     const f = this.f;
-    for (let b = 0; b < B; b++) for (let i = 0; i < Sc; i++) {
-      const go = dout + (b * Sc + i) * C;
-      for (let j = 0; j < l; j++) {
-        const ro = (b * S + i * d + j) * C, po = pool + j * C, gpo = dpool + j * C;
-        for (let c = 0; c < C; c++) {
-          const g = f[go + c]!;
-          f[dx + ro + c] = f[dx + ro + c]! + f[po + c]! * g;
-          f[gpo + c] = f[gpo + c]! + f[x + ro + c]! * g;
+    for (let b = 0; b < B; b++)
+      for (let i = 0; i < Sc; i++) {
+        const oo = out + (b * Sc + i) * C;
+        for (let c = 0; c < C; c++) f[oo + c] = 0;
+        for (let j = 0; j < l; j++) {
+          const xo = x + (b * S + i * d + j) * C,
+            po = pool + j * C;
+          for (let c = 0; c < C; c++) f[oo + c] = f[oo + c]! + f[po + c]! * f[xo + c]!;
         }
       }
-    }
+  }
+  poolBwd(
+    x: number,
+    pool: number,
+    dout: number,
+    dx: number,
+    dpool: number,
+    B: number,
+    S: number,
+    Sc: number,
+    l: number,
+    d: number,
+    C: number,
+  ): void {
+    const f = this.f;
+    for (let b = 0; b < B; b++)
+      for (let i = 0; i < Sc; i++) {
+        const go = dout + (b * Sc + i) * C;
+        for (let j = 0; j < l; j++) {
+          const ro = (b * S + i * d + j) * C,
+            po = pool + j * C,
+            gpo = dpool + j * C;
+          for (let c = 0; c < C; c++) {
+            const g = f[go + c]!;
+            f[dx + ro + c] = f[dx + ro + c]! + f[po + c]! * g;
+            f[gpo + c] = f[gpo + c]! + f[x + ro + c]! * g;
+          }
+        }
+      }
   }
   siluFwd(h: number, a: number, sg: number, n: number): void {
     const f = this.f;
-    for (let i = 0; i < n; i++) { const z = f[h + i]!, s = 1 / (1 + Math.exp(-z)); f[sg + i] = s; f[a + i] = z * s; }
+    for (let i = 0; i < n; i++) {
+      const z = f[h + i]!,
+        s = 1 / (1 + Math.exp(-z));
+      f[sg + i] = s;
+      f[a + i] = z * s;
+    }
   }
   siluBwd(dh: number, h: number, sg: number, n: number): void {
     const f = this.f;
-    for (let i = 0; i < n; i++) { const z = f[h + i]!, s = f[sg + i]!; f[dh + i] = f[dh + i]! * s * (1 + z * (1 - s)); }
+    for (let i = 0; i < n; i++) {
+      const z = f[h + i]!,
+        s = f[sg + i]!;
+      f[dh + i] = f[dh + i]! * s * (1 + z * (1 - s));
+    }
   }
   softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void {
     const f = this.f;
@@ -346,18 +729,37 @@ class JsKernels implements Kernels {
       let mx = -Infinity;
       for (let j = 0; j < n; j++) if (f[o + j]! > mx) mx = f[o + j]!;
       let sum = 0;
-      for (let j = 0; j < n; j++) { const e = Math.exp(f[o + j]! - mx); f[o + j] = e; sum += e; }
+      for (let j = 0; j < n; j++) {
+        const e = Math.exp(f[o + j]! - mx);
+        f[o + j] = e;
+        sum += e;
+      }
       f[lse + r] = mx + Math.log(sum);
       const sc = scale / sum;
       for (let j = 0; j < n; j++) f[o + j] = f[o + j]! * sc;
     }
   }
-  attnFwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, P: number, O: number): void {
-    const f = this.f, iv = this.i;
+  attnFwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    P: number,
+    O: number,
+  ): void {
+    const f = this.f,
+      iv = this.i;
     let n = 0;
     let mx = -Infinity;
     for (let r = 0; r < nr; r++) {
-      const s = iv[ranges + 2 * r], e = iv[ranges + 2 * r + 1];
+      const s = iv[ranges + 2 * r],
+        e = iv[ranges + 2 * r + 1];
       for (let t = s; t < e; t++) {
         const kp = K + t * ldk;
         let acc = 0;
@@ -371,11 +773,16 @@ class JsKernels implements Kernels {
     for (let c = 0; c < dv; c++) f[O + c] = 0;
     if (n === 0) return;
     let sum = 0;
-    for (let i = 0; i < n; i++) { const e = Math.exp(f[P + i] - mx); f[P + i] = e; sum += e; }
+    for (let i = 0; i < n; i++) {
+      const e = Math.exp(f[P + i] - mx);
+      f[P + i] = e;
+      sum += e;
+    }
     const inv = 1 / sum;
     n = 0;
     for (let r = 0; r < nr; r++) {
-      const s = iv[ranges + 2 * r], e = iv[ranges + 2 * r + 1];
+      const s = iv[ranges + 2 * r],
+        e = iv[ranges + 2 * r + 1];
       for (let t = s; t < e; t++) {
         const pv = f[P + n] * inv;
         f[P + n] = pv;
@@ -385,18 +792,40 @@ class JsKernels implements Kernels {
       }
     }
   }
-  attnBwd(q: number, K: number, ldk: number, V: number, ldv: number, ranges: number, nr: number, dk: number, dv: number, scale: number, gs: number,
-    P: number, O: number, dO: number, dq: number, dK: number, dV: number): number {
-    const f = this.f, iv = this.i;
+  attnBwd(
+    q: number,
+    K: number,
+    ldk: number,
+    V: number,
+    ldv: number,
+    ranges: number,
+    nr: number,
+    dk: number,
+    dv: number,
+    scale: number,
+    gs: number,
+    P: number,
+    O: number,
+    dO: number,
+    dq: number,
+    dK: number,
+    dV: number,
+  ): number {
+    const f = this.f,
+      iv = this.i;
     let dgate = 0;
     for (let c = 0; c < dv; c++) dgate += f[dO + c] * f[O + c];
     const D = gs * dgate;
     let n = 0;
     for (let r = 0; r < nr; r++) {
-      const s = iv[ranges + 2 * r], e = iv[ranges + 2 * r + 1];
+      const s = iv[ranges + 2 * r],
+        e = iv[ranges + 2 * r + 1];
       for (let t = s; t < e; t++) {
         const p = f[P + n];
-        const ko = K + t * ldk, vo = V + t * ldv, dko = dK + t * ldk, dvo = dV + t * ldv;
+        const ko = K + t * ldk,
+          vo = V + t * ldv,
+          dko = dK + t * ldk,
+          dvo = dV + t * ldv;
         let dpr = 0;
         for (let c = 0; c < dv; c++) dpr += f[dO + c] * f[vo + c];
         const dp = gs * dpr;
@@ -404,7 +833,10 @@ class JsKernels implements Kernels {
         for (let c = 0; c < dv; c++) f[dvo + c] += pg * f[dO + c];
         const ds = p * (dp - D) * scale;
         f[P + n] = ds; // P is consumed, as in the wasm kernel
-        for (let c = 0; c < dk; c++) { f[dq + c] += ds * f[ko + c]; f[dko + c] += ds * f[q + c]; }
+        for (let c = 0; c < dk; c++) {
+          f[dq + c] += ds * f[ko + c];
+          f[dko + c] += ds * f[q + c];
+        }
         n++;
       }
     }
@@ -418,7 +850,10 @@ class JsKernels implements Kernels {
  * Float64Array — for finite-difference gradient checks. `wasmPath` overrides where the module is
  * read from (tests of the fallback).
  */
-export async function loadKernels(mode: 'wasm' | 'js' | 'auto' = 'auto', opts: { f64?: boolean; wasmPath?: string } = {}): Promise<Kernels> {
+export async function loadKernels(
+  mode: 'wasm' | 'js' | 'auto' = 'auto',
+  opts: { f64?: boolean; wasmPath?: string } = {},
+): Promise<Kernels> {
   if (opts.f64) {
     if (mode === 'wasm') throw new Error('f64 heaps exist only for the JS kernels');
     return new JsKernels(true);

@@ -13,14 +13,46 @@
 import { loadKernels, type Kernels } from '../kernels/index.js';
 
 export interface ModelConfig {
-  vocab: number; dim: number; nLayers: number; nHeads: number; nKvGroups: number; dK: number; dV: number;
-  l: number; d: number; lSel: number; nSel: number; w: number; seqLen: number;
+  vocab: number;
+  dim: number;
+  nLayers: number;
+  nHeads: number;
+  nKvGroups: number;
+  dK: number;
+  dV: number;
+  l: number;
+  d: number;
+  lSel: number;
+  nSel: number;
+  w: number;
+  seqLen: number;
 }
-export interface GateStatsOut { entropyMean: number; entropyMin: number; maxGate: number; collapseFrac: number; branchShares: [number, number, number]; }
-export interface SelStatsOut { kMean: number; kMax: number; rows: number; pctAtMax: number; }
-export interface StepStats { loss: number; gate: GateStatsOut; sel: SelStatsOut; }
+export interface GateStatsOut {
+  entropyMean: number;
+  entropyMin: number;
+  maxGate: number;
+  collapseFrac: number;
+  branchShares: [number, number, number];
+}
+export interface SelStatsOut {
+  kMean: number;
+  kMax: number;
+  rows: number;
+  pctAtMax: number;
+}
+export interface StepStats {
+  loss: number;
+  gate: GateStatsOut;
+  sel: SelStatsOut;
+}
 export type GateOverride = null | 'collapse' | 'uniform';
-export interface LayoutEntry { name: string; offset: number; size: number; shape: number[]; decay: boolean }
+export interface LayoutEntry {
+  name: string;
+  offset: number;
+  size: number;
+  shape: number[];
+  decay: boolean;
+}
 
 export interface Model {
   readonly cfg: ModelConfig;
@@ -49,16 +81,46 @@ export interface ModelInternals extends Model {
 }
 
 export function defaultModelConfig(): ModelConfig {
-  return { vocab: 256, dim: 64, nLayers: 2, nHeads: 2, nKvGroups: 1, dK: 32, dV: 32, l: 16, d: 8, lSel: 16, nSel: 4, w: 64, seqLen: 128 };
+  return {
+    vocab: 256,
+    dim: 64,
+    nLayers: 2,
+    nHeads: 2,
+    nKvGroups: 1,
+    dK: 32,
+    dV: 32,
+    l: 16,
+    d: 8,
+    lSel: 16,
+    nSel: 4,
+    w: 64,
+    seqLen: 128,
+  };
 }
 
 export function validateConfig(c: ModelConfig): void {
-  const ints: (keyof ModelConfig)[] = ['vocab', 'dim', 'nLayers', 'nHeads', 'nKvGroups', 'dK', 'dV', 'l', 'd', 'lSel', 'nSel', 'w', 'seqLen'];
+  const ints: (keyof ModelConfig)[] = [
+    'vocab',
+    'dim',
+    'nLayers',
+    'nHeads',
+    'nKvGroups',
+    'dK',
+    'dV',
+    'l',
+    'd',
+    'lSel',
+    'nSel',
+    'w',
+    'seqLen',
+  ];
   for (const k of ints) {
     const v = c[k];
-    if (!Number.isInteger(v) || v < 1) throw new Error(`model config: ${k} must be a positive integer (got ${String(v)})`);
+    if (!Number.isInteger(v) || v < 1)
+      throw new Error(`model config: ${k} must be a positive integer (got ${String(v)})`);
   }
-  if (c.nHeads % c.nKvGroups !== 0) throw new Error(`model config: nHeads (${c.nHeads}) must be a multiple of nKvGroups (${c.nKvGroups})`);
+  if (c.nHeads % c.nKvGroups !== 0)
+    throw new Error(`model config: nHeads (${c.nHeads}) must be a multiple of nKvGroups (${c.nKvGroups})`);
   if (c.dK % 2 !== 0) throw new Error(`model config: dK (${c.dK}) must be even (RoPE rotates pairs)`);
   if (c.d > c.l) throw new Error(`model config: compression stride d (${c.d}) must not exceed block length l (${c.l})`);
   if (c.seqLen < 2) throw new Error('model config: seqLen must be at least 2 (next-token targets)');
@@ -106,7 +168,9 @@ export function buildLayout(c: ModelConfig): LayoutEntry[] {
 export class Rng {
   private s: number;
   private spare: number | null = null;
-  constructor(seed: number) { this.s = (seed >>> 0) ^ 0x9e3779b9; }
+  constructor(seed: number) {
+    this.s = (seed >>> 0) ^ 0x9e3779b9;
+  }
   next(): number {
     let t = (this.s = (this.s + 0x6d2b79f5) >>> 0);
     t = Math.imul(t ^ (t >>> 15), t | 1);
@@ -114,7 +178,11 @@ export class Rng {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   }
   normal(): number {
-    if (this.spare !== null) { const v = this.spare; this.spare = null; return v; }
+    if (this.spare !== null) {
+      const v = this.spare;
+      this.spare = null;
+      return v;
+    }
     let u = 0;
     while (u === 0) u = this.next();
     const v = this.next();
@@ -131,11 +199,26 @@ function initParams(c: ModelConfig, layout: LayoutEntry[], seed: number): Float3
   for (const e of layout) {
     const v = p.subarray(e.offset, e.offset + e.size);
     const leaf = e.name.slice(e.name.lastIndexOf('.') + 1);
-    if (e.name === 'embed') { for (let i = 0; i < v.length; i++) v[i] = rng.normal(); continue; }
-    if (e.name === 'head') { for (let i = 0; i < v.length; i++) v[i] = 0.02 * rng.normal(); continue; }
-    if (leaf.endsWith('norm')) { v.fill(1); continue; }
-    if (leaf === 'pool_k' || leaf === 'pool_v') { v.fill(1 / c.l); continue; } // starts as the average
-    if (leaf === 'fc2_b') { v.fill(0); continue; }
+    if (e.name === 'embed') {
+      for (let i = 0; i < v.length; i++) v[i] = rng.normal();
+      continue;
+    }
+    if (e.name === 'head') {
+      for (let i = 0; i < v.length; i++) v[i] = 0.02 * rng.normal();
+      continue;
+    }
+    if (leaf.endsWith('norm')) {
+      v.fill(1);
+      continue;
+    }
+    if (leaf === 'pool_k' || leaf === 'pool_v') {
+      v.fill(1 / c.l);
+      continue;
+    } // starts as the average
+    if (leaf === 'fc2_b') {
+      v.fill(0);
+      continue;
+    }
     if (leaf === 'fc2_w' && e.name.includes('.gate.')) {
       // xavier-uniform with gain 0.1: the gate starts near uniform (contract §6)
       const bound = 0.1 * Math.sqrt(6 / (e.shape[0]! + e.shape[1]!));
@@ -161,16 +244,59 @@ export function numCmp(t: number, l: number, d: number): number {
 }
 
 interface LayerP {
-  attnNorm: number; wq: number; wkc: number; wvc: number; wks: number; wvs: number; wkw: number; wvw: number;
-  poolK: number; poolV: number; g1w: number; g1b: number; g2w: number; g2b: number; wo: number;
-  mlpNorm: number; fc1: number; fc2: number;
+  attnNorm: number;
+  wq: number;
+  wkc: number;
+  wvc: number;
+  wks: number;
+  wvs: number;
+  wkw: number;
+  wvw: number;
+  poolK: number;
+  poolV: number;
+  g1w: number;
+  g1b: number;
+  g2w: number;
+  g2b: number;
+  wo: number;
+  mlpNorm: number;
+  fc1: number;
+  fc2: number;
 }
 interface LayerA {
-  xin: number; xn1: number; r1: number; q: number; kc: number; vc: number; ks: number; vs: number; kw: number; vw: number;
-  kcmp: number; vcmp: number; qg: number; gh: number; ga: number; pc: number; ps: number; pw: number;
-  sel: number; selN: number; gh3: number; oc: number; os: number; ow: number; o: number;
-  xmid: number; xn2: number; r2: number; h: number; a: number; sg: number;
-  gates: Float64Array; selK: Int32Array;
+  xin: number;
+  xn1: number;
+  r1: number;
+  q: number;
+  kc: number;
+  vc: number;
+  ks: number;
+  vs: number;
+  kw: number;
+  vw: number;
+  kcmp: number;
+  vcmp: number;
+  qg: number;
+  gh: number;
+  ga: number;
+  pc: number;
+  ps: number;
+  pw: number;
+  sel: number;
+  selN: number;
+  gh3: number;
+  oc: number;
+  os: number;
+  ow: number;
+  o: number;
+  xmid: number;
+  xn2: number;
+  r2: number;
+  h: number;
+  a: number;
+  sg: number;
+  gates: Float64Array;
+  selK: Int32Array;
 }
 
 class NsaModel implements ModelInternals {
@@ -184,23 +310,57 @@ class NsaModel implements ModelInternals {
   private frozen = false;
   private readonly nParams: number;
   // derived sizes
-  private readonly S: number; private readonly D: number; private readonly H: number; private readonly G: number;
-  private readonly hpg: number; private readonly dk: number; private readonly dv: number; private readonly dk2: number;
-  private readonly Ck: number; private readonly Cv: number; private readonly Sc: number;
-  private readonly selCap: number; private readonly selTok: number; private readonly wEff: number;
+  private readonly S: number;
+  private readonly D: number;
+  private readonly H: number;
+  private readonly G: number;
+  private readonly hpg: number;
+  private readonly dk: number;
+  private readonly dv: number;
+  private readonly dk2: number;
+  private readonly Ck: number;
+  private readonly Cv: number;
+  private readonly Sc: number;
+  private readonly selCap: number;
+  private readonly selTok: number;
+  private readonly wEff: number;
   private readonly scale: number;
-  private readonly ropeCos: Float64Array; private readonly ropeSin: Float64Array;
+  private readonly ropeCos: Float64Array;
+  private readonly ropeSin: Float64Array;
   /** for each compressed token i: selection blocks it overlaps and the Eq. 9 weight */
-  private readonly ovStart: Int32Array; private readonly ovJ: Int32Array; private readonly ovW: Float64Array;
+  private readonly ovStart: Int32Array;
+  private readonly ovJ: Int32Array;
+  private readonly ovW: Float64Array;
   private readonly nBlocks: number;
   // heap layout
-  private pOff = 0; private gOff = 0; private ropeOff = 0; private wsOff = 0;
+  private pOff = 0;
+  private gOff = 0;
+  private ropeOff = 0;
+  private wsOff = 0;
   private lp: LayerP[] = [];
   private B = 0;
   private la: LayerA[] = [];
   private fin = { xL: 0, xf: 0, rf: 0, logits: 0, lse: 0 };
   private zt = new Float64Array(0);
-  private scr = { dx: 0, dxn: 0, dh: 0, dO: 0, dq: 0, dkc: 0, dvc: 0, dks: 0, dvs: 0, dkw: 0, dvw: 0, dkcmp: 0, dvcmp: 0, dqg: 0, dgh: 0, wt: 0, rng: 0 };
+  private scr = {
+    dx: 0,
+    dxn: 0,
+    dh: 0,
+    dO: 0,
+    dq: 0,
+    dkc: 0,
+    dvc: 0,
+    dks: 0,
+    dvs: 0,
+    dkw: 0,
+    dvw: 0,
+    dkcmp: 0,
+    dvcmp: 0,
+    dqg: 0,
+    dgh: 0,
+    wt: 0,
+    rng: 0,
+  };
   private dgates = new Float64Array(0);
   private selScore = new Float64Array(0);
   private chosen = new Int32Array(0);
@@ -215,9 +375,16 @@ class NsaModel implements ModelInternals {
     this.params = initParams(cfg, this.layout, seed);
     this.grads = new Float32Array(this.nParams);
     const c = cfg;
-    this.S = c.seqLen; this.D = c.dim; this.H = c.nHeads; this.G = c.nKvGroups; this.hpg = c.nHeads / c.nKvGroups;
-    this.dk = c.dK; this.dv = c.dV; this.dk2 = Math.max(1, c.dK >> 1);
-    this.Ck = this.G * this.dk; this.Cv = this.G * this.dv;
+    this.S = c.seqLen;
+    this.D = c.dim;
+    this.H = c.nHeads;
+    this.G = c.nKvGroups;
+    this.hpg = c.nHeads / c.nKvGroups;
+    this.dk = c.dK;
+    this.dv = c.dV;
+    this.dk2 = Math.max(1, c.dK >> 1);
+    this.Ck = this.G * this.dk;
+    this.Cv = this.G * this.dv;
     this.Sc = this.S < c.l ? 0 : Math.floor((this.S - c.l) / c.d) + 1;
     this.selCap = Math.max(c.nSel, 3);
     this.selTok = this.selCap * c.lSel;
@@ -226,22 +393,31 @@ class NsaModel implements ModelInternals {
     const half = this.dk >> 1;
     this.ropeCos = new Float64Array(this.S * half);
     this.ropeSin = new Float64Array(this.S * half);
-    for (let t = 0; t < this.S; t++) for (let i = 0; i < half; i++) {
-      const ang = Math.fround(t * Math.pow(10000, (-2 * i) / this.dk));
-      this.ropeCos[t * half + i] = Math.cos(ang);
-      this.ropeSin[t * half + i] = Math.sin(ang);
-    }
+    for (let t = 0; t < this.S; t++)
+      for (let i = 0; i < half; i++) {
+        const ang = Math.fround(t * Math.pow(10000, (-2 * i) / this.dk));
+        this.ropeCos[t * half + i] = Math.cos(ang);
+        this.ropeSin[t * half + i] = Math.sin(ang);
+      }
     this.nBlocks = Math.ceil(this.S / c.lSel);
-    const starts: number[] = [0], js: number[] = [], ws: number[] = [];
+    const starts: number[] = [0],
+      js: number[] = [],
+      ws: number[] = [];
     for (let i = 0; i < this.Sc; i++) {
-      const s = i * c.d, e = s + c.l;
+      const s = i * c.d,
+        e = s + c.l;
       for (let j = Math.floor(s / c.lSel); j * c.lSel < e && j < this.nBlocks; j++) {
         const ov = Math.min(e, (j + 1) * c.lSel) - Math.max(s, j * c.lSel);
-        if (ov > 0) { js.push(j); ws.push(ov / c.l); }
+        if (ov > 0) {
+          js.push(j);
+          ws.push(ov / c.l);
+        }
       }
       starts.push(js.length);
     }
-    this.ovStart = Int32Array.from(starts); this.ovJ = Int32Array.from(js); this.ovW = Float64Array.from(ws);
+    this.ovStart = Int32Array.from(starts);
+    this.ovJ = Int32Array.from(js);
+    this.ovW = Float64Array.from(ws);
     this.selScore = new Float64Array(this.nBlocks);
     this.chosen = new Int32Array(this.selCap + 3);
     this.layoutParams();
@@ -266,11 +442,24 @@ class NsaModel implements ModelInternals {
     for (let i = 0; i < this.cfg.nLayers; i++) {
       const p = `layers.${i}.`;
       this.lp.push({
-        attnNorm: at(p + 'attn_norm'), wq: at(p + 'attn.wq'), wkc: at(p + 'attn.wk_cmp'), wvc: at(p + 'attn.wv_cmp'),
-        wks: at(p + 'attn.wk_sel'), wvs: at(p + 'attn.wv_sel'), wkw: at(p + 'attn.wk_win'), wvw: at(p + 'attn.wv_win'),
-        poolK: at(p + 'attn.pool_k'), poolV: at(p + 'attn.pool_v'), g1w: at(p + 'attn.gate.fc1_w'), g1b: at(p + 'attn.gate.fc1_b'),
-        g2w: at(p + 'attn.gate.fc2_w'), g2b: at(p + 'attn.gate.fc2_b'), wo: at(p + 'attn.wo'), mlpNorm: at(p + 'mlp_norm'),
-        fc1: at(p + 'mlp.fc1'), fc2: at(p + 'mlp.fc2'),
+        attnNorm: at(p + 'attn_norm'),
+        wq: at(p + 'attn.wq'),
+        wkc: at(p + 'attn.wk_cmp'),
+        wvc: at(p + 'attn.wv_cmp'),
+        wks: at(p + 'attn.wk_sel'),
+        wvs: at(p + 'attn.wv_sel'),
+        wkw: at(p + 'attn.wk_win'),
+        wvw: at(p + 'attn.wv_win'),
+        poolK: at(p + 'attn.pool_k'),
+        poolV: at(p + 'attn.pool_v'),
+        g1w: at(p + 'attn.gate.fc1_w'),
+        g1b: at(p + 'attn.gate.fc1_b'),
+        g2w: at(p + 'attn.gate.fc2_w'),
+        g2b: at(p + 'attn.gate.fc2_b'),
+        wo: at(p + 'attn.wo'),
+        mlpNorm: at(p + 'mlp_norm'),
+        fc1: at(p + 'mlp.fc1'),
+        fc2: at(p + 'mlp.fc2'),
       });
     }
   }
@@ -282,18 +471,47 @@ class NsaModel implements ModelInternals {
     const { S, D, H, G, dk, dv, dk2, Ck, Cv, Sc, selTok, wEff } = this;
     const M = B * S;
     let off = this.wsOff;
-    const alloc = (n: number) => { const o = off; off += (Math.max(n, 1) + 3) & ~3; return o; };
+    const alloc = (n: number) => {
+      const o = off;
+      off += (Math.max(n, 1) + 3) & ~3;
+      return o;
+    };
     this.la = [];
     for (let i = 0; i < this.cfg.nLayers; i++) {
       this.la.push({
-        xin: alloc(M * D), xn1: alloc(M * D), r1: alloc(M),
-        q: alloc(M * H * dk), kc: alloc(M * Ck), vc: alloc(M * Cv), ks: alloc(M * Ck), vs: alloc(M * Cv), kw: alloc(M * Ck), vw: alloc(M * Cv),
-        kcmp: alloc(B * Sc * Ck), vcmp: alloc(B * Sc * Cv), qg: alloc(M * G * dk), gh: alloc(M * G * dk2), ga: alloc(M * G * dk2),
-        pc: alloc(M * H * Sc), ps: alloc(M * H * selTok), pw: alloc(M * H * wEff),
-        sel: alloc(M * G * this.selCap * 2), selN: alloc(M * G), gh3: alloc(M * G * 3),
-        oc: alloc(M * H * dv), os: alloc(M * H * dv), ow: alloc(M * H * dv), o: alloc(M * H * dv),
-        xmid: alloc(M * D), xn2: alloc(M * D), r2: alloc(M), h: alloc(M * 4 * D), a: alloc(M * 4 * D), sg: alloc(M * 4 * D),
-        gates: new Float64Array(M * G * 3), selK: new Int32Array(M * G),
+        xin: alloc(M * D),
+        xn1: alloc(M * D),
+        r1: alloc(M),
+        q: alloc(M * H * dk),
+        kc: alloc(M * Ck),
+        vc: alloc(M * Cv),
+        ks: alloc(M * Ck),
+        vs: alloc(M * Cv),
+        kw: alloc(M * Ck),
+        vw: alloc(M * Cv),
+        kcmp: alloc(B * Sc * Ck),
+        vcmp: alloc(B * Sc * Cv),
+        qg: alloc(M * G * dk),
+        gh: alloc(M * G * dk2),
+        ga: alloc(M * G * dk2),
+        pc: alloc(M * H * Sc),
+        ps: alloc(M * H * selTok),
+        pw: alloc(M * H * wEff),
+        sel: alloc(M * G * this.selCap * 2),
+        selN: alloc(M * G),
+        gh3: alloc(M * G * 3),
+        oc: alloc(M * H * dv),
+        os: alloc(M * H * dv),
+        ow: alloc(M * H * dv),
+        o: alloc(M * H * dv),
+        xmid: alloc(M * D),
+        xn2: alloc(M * D),
+        r2: alloc(M),
+        h: alloc(M * 4 * D),
+        a: alloc(M * 4 * D),
+        sg: alloc(M * 4 * D),
+        gates: new Float64Array(M * G * 3),
+        selK: new Int32Array(M * G),
       });
     }
     this.fin = { xL: alloc(M * D), xf: alloc(M * D), rf: alloc(M), logits: alloc(M * this.cfg.vocab), lse: alloc(M) };
@@ -301,9 +519,23 @@ class NsaModel implements ModelInternals {
     let wtMax = 0;
     for (const e of this.layout) if (e.shape.length === 2) wtMax = Math.max(wtMax, e.size);
     this.scr = {
-      dx: alloc(M * D), dxn: alloc(M * D), dh: alloc(M * 4 * D), dO: alloc(M * H * dv), dq: alloc(M * H * dk),
-      dkc: alloc(M * Ck), dvc: alloc(M * Cv), dks: alloc(M * Ck), dvs: alloc(M * Cv), dkw: alloc(M * Ck), dvw: alloc(M * Cv),
-      dkcmp: alloc(B * Sc * Ck), dvcmp: alloc(B * Sc * Cv), dqg: alloc(M * G * dk), dgh: alloc(M * G * dk2), wt: alloc(wtMax), rng: alloc(8),
+      dx: alloc(M * D),
+      dxn: alloc(M * D),
+      dh: alloc(M * 4 * D),
+      dO: alloc(M * H * dv),
+      dq: alloc(M * H * dk),
+      dkc: alloc(M * Ck),
+      dvc: alloc(M * Cv),
+      dks: alloc(M * Ck),
+      dvs: alloc(M * Cv),
+      dkw: alloc(M * Ck),
+      dvw: alloc(M * Cv),
+      dkcmp: alloc(B * Sc * Ck),
+      dvcmp: alloc(B * Sc * Cv),
+      dqg: alloc(M * G * dk),
+      dgh: alloc(M * G * dk2),
+      wt: alloc(wtMax),
+      rng: alloc(8),
     };
     this.dgates = new Float64Array(M * G * 3);
     this.k.ensure(off + 16);
@@ -311,12 +543,19 @@ class NsaModel implements ModelInternals {
     this.frozen = false; // a frozen selection belongs to the old batch shape
   }
 
-  setGateOverride(mode: GateOverride): void { this.override = mode; }
-  setSelectionFrozen(on: boolean): void { this.frozen = on && this.B > 0; }
+  setGateOverride(mode: GateOverride): void {
+    this.override = mode;
+  }
+  setSelectionFrozen(on: boolean): void {
+    this.frozen = on && this.B > 0;
+  }
 
   flopsPerToken(): number {
-    const c = this.cfg, { D, H, G, dk, dv, dk2, S } = this;
-    const macs = c.vocab * D + c.nLayers * (D * (H * dk + 3 * G * dk + 3 * G * dv) + H * dv * D + 8 * D * D + G * (dk * dk2 + dk2 * 3));
+    const c = this.cfg,
+      { D, H, G, dk, dv, dk2, S } = this;
+    const macs =
+      c.vocab * D +
+      c.nLayers * (D * (H * dk + 3 * G * dk + 3 * G * dv) + H * dv * D + 8 * D * D + G * (dk * dk2 + dk2 * 3));
     let keys = 0;
     for (let t = 0; t < S; t++) {
       const cur = Math.floor(t / c.lSel);
@@ -327,8 +566,12 @@ class NsaModel implements ModelInternals {
     return 6 * macs + c.nLayers * 6 * H * keys * (dk + dv);
   }
 
-  forwardBackward(tokens: Uint8Array, batch: number): StepStats { return this.run(tokens, batch, true); }
-  forward(tokens: Uint8Array, batch: number): StepStats { return this.run(tokens, batch, false); }
+  forwardBackward(tokens: Uint8Array, batch: number): StepStats {
+    return this.run(tokens, batch, true);
+  }
+  forward(tokens: Uint8Array, batch: number): StepStats {
+    return this.run(tokens, batch, false);
+  }
 
   selectedRanges(layer: number, b: number, t: number, g: number): [number, number][] {
     const L = this.la[layer];
@@ -351,13 +594,16 @@ class NsaModel implements ModelInternals {
     const M = this.B * this.S * this.cfg.vocab;
     return Float64Array.from(this.k.f.subarray(this.fin.logits, this.fin.logits + M));
   }
-  lastGates(layer: number): Float64Array { return Float64Array.from(this.la[layer]!.gates); }
+  lastGates(layer: number): Float64Array {
+    return Float64Array.from(this.la[layer]!.gates);
+  }
 
   // ---------------------------------------------------------------------------------------------
   private run(tokens: Uint8Array, B: number, train: boolean): StepStats {
     const c = this.cfg;
     if (!Number.isInteger(B) || B < 1) throw new Error(`batch must be a positive integer (got ${B})`);
-    if (tokens.length !== B * this.S) throw new Error(`tokens: expected batch×seqLen = ${B * this.S} bytes, got ${tokens.length}`);
+    if (tokens.length !== B * this.S)
+      throw new Error(`tokens: expected batch×seqLen = ${B * this.S} bytes, got ${tokens.length}`);
     this.workspace(B);
     const k = this.k;
     const f = k.f;
@@ -370,7 +616,8 @@ class NsaModel implements ModelInternals {
     for (let r = 0; r < M; r++) {
       const tok = tokens[r]!;
       if (tok >= c.vocab) throw new Error(`token ${tok} at position ${r} is outside the vocabulary (${c.vocab})`);
-      const src = P + tok * D, dst = x0 + r * D;
+      const src = P + tok * D,
+        dst = x0 + r * D;
       for (let j = 0; j < D; j++) f[dst + j] = f[src + j]!;
     }
     for (let li = 0; li < c.nLayers; li++) {
@@ -384,7 +631,8 @@ class NsaModel implements ModelInternals {
     const V = c.vocab;
     k.gemm(this.fin.xf, D, 1, lpHead, V, this.fin.logits, V, M, V, D, false);
     const nT = B * (S - 1);
-    const lg = this.fin.logits, zt = this.zt;
+    const lg = this.fin.logits,
+      zt = this.zt;
     for (let r = 0; r < M; r++) zt[r] = r % S === S - 1 ? 0 : f[lg + r * V + tokens[r + 1]!]!;
     k.softmaxRows(lg, M, V, train ? 1 / nT : 1, this.fin.lse);
     const ff = k.f;
@@ -396,7 +644,10 @@ class NsaModel implements ModelInternals {
         continue;
       }
       loss += ff[this.fin.lse + r]! - zt[r]!;
-      if (train) { const tgt = o + tokens[r + 1]!; ff[tgt] = ff[tgt]! - 1 / nT; }
+      if (train) {
+        const tgt = o + tokens[r + 1]!;
+        ff[tgt] = ff[tgt]! - 1 / nT;
+      }
     }
     loss /= nT;
     const stats: StepStats = { loss, gate: this.gateStats(), sel: this.selStats() };
@@ -410,12 +661,24 @@ class NsaModel implements ModelInternals {
 
   private gateStats(): GateStatsOut {
     const g = this.la[0]?.gates;
-    if (!g || g.length === 0) return { entropyMean: Math.log(3), entropyMin: Math.log(3), maxGate: 1 / 3, collapseFrac: 0, branchShares: [1 / 3, 1 / 3, 1 / 3] };
+    if (!g || g.length === 0)
+      return {
+        entropyMean: Math.log(3),
+        entropyMin: Math.log(3),
+        maxGate: 1 / 3,
+        collapseFrac: 0,
+        branchShares: [1 / 3, 1 / 3, 1 / 3],
+      };
     const rows = g.length / 3;
-    let entSum = 0, entMin = Infinity, maxMax = 0, collapsed = 0, nan = false;
+    let entSum = 0,
+      entMin = Infinity,
+      maxMax = 0,
+      collapsed = 0,
+      nan = false;
     const share = [0, 0, 0];
     for (let r = 0; r < rows; r++) {
-      let ent = 0, mx = 0;
+      let ent = 0,
+        mx = 0;
       for (let j = 0; j < 3; j++) {
         const p = g[r * 3 + j]!;
         if (Number.isNaN(p)) nan = true;
@@ -429,9 +692,16 @@ class NsaModel implements ModelInternals {
       if (ent < 0.1 && mx > 0.95) collapsed++;
     }
     // like torch's mean/min/max, a NaN gate (NaN weights) makes the statistics NaN, not plausible numbers
-    if (nan) { entSum = NaN; entMin = NaN; maxMax = NaN; }
+    if (nan) {
+      entSum = NaN;
+      entMin = NaN;
+      maxMax = NaN;
+    }
     return {
-      entropyMean: entSum / rows, entropyMin: entMin, maxGate: maxMax, collapseFrac: collapsed / rows,
+      entropyMean: entSum / rows,
+      entropyMin: entMin,
+      maxGate: maxMax,
+      collapseFrac: collapsed / rows,
       branchShares: [share[0]! / rows, share[1]! / rows, share[2]! / rows],
     };
   }
@@ -439,8 +709,12 @@ class NsaModel implements ModelInternals {
   private selStats(): SelStatsOut {
     const ks = this.la[0]?.selK;
     if (!ks || ks.length === 0) return { kMean: 0, kMax: 0, rows: 0, pctAtMax: 0 };
-    let sum = 0, mx = 0;
-    for (let i = 0; i < ks.length; i++) { sum += ks[i]!; if (ks[i]! > mx) mx = ks[i]!; }
+    let sum = 0,
+      mx = 0;
+    for (let i = 0; i < ks.length; i++) {
+      sum += ks[i]!;
+      if (ks[i]! > mx) mx = ks[i]!;
+    }
     let at = 0;
     for (let i = 0; i < ks.length; i++) if (ks[i] === mx) at++;
     return { kMean: sum / ks.length, kMax: mx, rows: ks.length, pctAtMax: at / ks.length };
@@ -458,7 +732,17 @@ class NsaModel implements ModelInternals {
     this.k.gemm(x, K, 1, W, N, y, N, M, N, K, false);
   }
   /** dW += xᵀ·dy; dx (=|+=) dy·Wᵀ when dx ≥ 0 */
-  private linearBackward(x: number, W: number, dW: number, dy: number, dx: number, M: number, K: number, N: number, accDx: boolean): void {
+  private linearBackward(
+    x: number,
+    W: number,
+    dW: number,
+    dy: number,
+    dx: number,
+    M: number,
+    K: number,
+    N: number,
+    accDx: boolean,
+  ): void {
     const k = this.k;
     k.gemm(x, 1, K, dy, N, dW, N, K, N, M, true);
     if (dx >= 0) {
@@ -473,7 +757,11 @@ class NsaModel implements ModelInternals {
 
   // --- one block -------------------------------------------------------------------------------
   private layerForward(li: number, B: number, xout: number): void {
-    const c = this.cfg, k = this.k, P = this.pOff, lp = this.lp[li]!, L = this.la[li]!;
+    const c = this.cfg,
+      k = this.k,
+      P = this.pOff,
+      lp = this.lp[li]!,
+      L = this.la[li]!;
     const { S, D, H, G, hpg, dk, dv, dk2, Ck, Cv, Sc, selCap, selTok, wEff, scale } = this;
     const M = B * S;
     this.rmsForward(L.xin, P + lp.attnNorm, L.xn1, L.r1, M);
@@ -494,38 +782,59 @@ class NsaModel implements ModelInternals {
     k.poolFwd(L.vc, P + lp.poolV, L.vcmp, B, S, Sc, c.l, c.d, Cv);
     // gate: GateMLP on the group-mean rotated query
     const MG = M * G;
-    for (let r = 0; r < M; r++) for (let g = 0; g < G; g++) {
-      const dst = L.qg + (r * G + g) * dk;
-      for (let ch = 0; ch < dk; ch++) {
-        let s = 0;
-        for (let hh = 0; hh < hpg; hh++) s += f[L.q + r * H * dk + (g * hpg + hh) * dk + ch]!;
-        f[dst + ch] = s / hpg;
+    for (let r = 0; r < M; r++)
+      for (let g = 0; g < G; g++) {
+        const dst = L.qg + (r * G + g) * dk;
+        for (let ch = 0; ch < dk; ch++) {
+          let s = 0;
+          for (let hh = 0; hh < hpg; hh++) s += f[L.q + r * H * dk + (g * hpg + hh) * dk + ch]!;
+          f[dst + ch] = s / hpg;
+        }
       }
-    }
     this.linear(L.qg, P + lp.g1w, L.gh, MG, dk, dk2);
     const gates = L.gates;
     for (let rg = 0; rg < MG; rg++) {
-      const oh = L.gh + rg * dk2, oa = L.ga + rg * dk2;
+      const oh = L.gh + rg * dk2,
+        oa = L.ga + rg * dk2;
       for (let j = 0; j < dk2; j++) {
         const z = f[oh + j]! + f[P + lp.g1b + j]!;
         f[oh + j] = z;
         f[oa + j] = z / (1 + Math.exp(-z));
       }
-      if (this.override === 'uniform') { gates[rg * 3] = gates[rg * 3 + 1] = gates[rg * 3 + 2] = 1 / 3; continue; }
-      if (this.override === 'collapse') { gates[rg * 3] = 0; gates[rg * 3 + 1] = 0; gates[rg * 3 + 2] = 1; continue; }
-      let z0 = f[P + lp.g2b]!, z1 = f[P + lp.g2b + 1]!, z2 = f[P + lp.g2b + 2]!;
+      if (this.override === 'uniform') {
+        gates[rg * 3] = gates[rg * 3 + 1] = gates[rg * 3 + 2] = 1 / 3;
+        continue;
+      }
+      if (this.override === 'collapse') {
+        gates[rg * 3] = 0;
+        gates[rg * 3 + 1] = 0;
+        gates[rg * 3 + 2] = 1;
+        continue;
+      }
+      let z0 = f[P + lp.g2b]!,
+        z1 = f[P + lp.g2b + 1]!,
+        z2 = f[P + lp.g2b + 2]!;
       for (let j = 0; j < dk2; j++) {
-        const a = f[oa + j]!, w = P + lp.g2w + j * 3;
-        z0 += a * f[w]!; z1 += a * f[w + 1]!; z2 += a * f[w + 2]!;
+        const a = f[oa + j]!,
+          w = P + lp.g2w + j * 3;
+        z0 += a * f[w]!;
+        z1 += a * f[w + 1]!;
+        z2 += a * f[w + 2]!;
       }
       const mx = Math.max(z0, z1, z2);
-      const e0 = Math.exp(z0 - mx), e1 = Math.exp(z1 - mx), e2 = Math.exp(z2 - mx), inv = 1 / (e0 + e1 + e2);
-      gates[rg * 3] = e0 * inv; gates[rg * 3 + 1] = e1 * inv; gates[rg * 3 + 2] = e2 * inv;
+      const e0 = Math.exp(z0 - mx),
+        e1 = Math.exp(z1 - mx),
+        e2 = Math.exp(z2 - mx),
+        inv = 1 / (e0 + e1 + e2);
+      gates[rg * 3] = e0 * inv;
+      gates[rg * 3 + 1] = e1 * inv;
+      gates[rg * 3 + 2] = e2 * inv;
     }
     // attention rows
     const iv = k.i;
     const rng = this.scr.rng;
-    const nSel = c.nSel, lSel = c.lSel;
+    const nSel = c.nSel,
+      lSel = c.lSel;
     const score = this.selScore;
     const chosen = this.chosen;
     for (let b = 0; b < B; b++) {
@@ -536,11 +845,24 @@ class NsaModel implements ModelInternals {
         for (let g = 0; g < G; g++) {
           const rg = r * G + g;
           // compressed branch for every head of the group
-          iv[rng] = 0; iv[rng + 1] = nc;
+          iv[rng] = 0;
+          iv[rng + 1] = nc;
           for (let hh = 0; hh < hpg; hh++) {
             const head = g * hpg + hh;
-            k.attnFwd(L.q + (r * H + head) * dk, L.kcmp + b * Sc * Ck + g * dk, Ck, L.vcmp + b * Sc * Cv + g * dv, Cv, rng, 1, dk, dv, scale,
-              L.pc + (r * H + head) * Sc, L.oc + (r * H + head) * dv);
+            k.attnFwd(
+              L.q + (r * H + head) * dk,
+              L.kcmp + b * Sc * Ck + g * dk,
+              Ck,
+              L.vcmp + b * Sc * Cv + g * dv,
+              Cv,
+              rng,
+              1,
+              dk,
+              dv,
+              scale,
+              L.pc + (r * H + head) * Sc,
+              L.oc + (r * H + head) * dv,
+            );
           }
           // selection (Eq. 9 + Eq. 10), unless frozen
           const selBase = L.sel + rg * selCap * 2;
@@ -562,13 +884,21 @@ class NsaModel implements ModelInternals {
             const kRest = Math.max(0, nSel - nch);
             // candidates: blocks fully in the past ((j+1)·lSel ≤ t+1), not forced; ties → lower index
             for (let pick = 0; pick < kRest; pick++) {
-              let best = -1, bestS = -Infinity;
+              let best = -1,
+                bestS = -Infinity;
               for (let j = 1; (j + 1) * lSel <= t + 1; j++) {
                 if (j === cur || j === cur - 1) continue;
                 let taken = false;
-                for (let q = 0; q < nch; q++) if (chosen[q] === j) { taken = true; break; }
+                for (let q = 0; q < nch; q++)
+                  if (chosen[q] === j) {
+                    taken = true;
+                    break;
+                  }
                 if (taken) continue;
-                if (score[j]! > bestS) { bestS = score[j]!; best = j; }
+                if (score[j]! > bestS) {
+                  bestS = score[j]!;
+                  best = j;
+                }
               }
               if (best < 0) break;
               chosen[nch++] = best;
@@ -576,16 +906,27 @@ class NsaModel implements ModelInternals {
             for (let a = 1; a < nch; a++) {
               const v = chosen[a]!;
               let q = a - 1;
-              while (q >= 0 && chosen[q]! > v) { chosen[q + 1] = chosen[q]!; q--; }
+              while (q >= 0 && chosen[q]! > v) {
+                chosen[q + 1] = chosen[q]!;
+                q--;
+              }
               chosen[q + 1] = v;
             }
-            let nr = 0, kTot = 0, prevEnd = -1;
+            let nr = 0,
+              kTot = 0,
+              prevEnd = -1;
             for (let q = 0; q < nch; q++) {
               const j = chosen[q]!;
-              const s = j * lSel, e = Math.min((j + 1) * lSel, t + 1);
+              const s = j * lSel,
+                e = Math.min((j + 1) * lSel, t + 1);
               if (e <= s) continue;
-              if (s === prevEnd) { iv[selBase + 2 * (nr - 1) + 1] = e; }
-              else { iv[selBase + 2 * nr] = s; iv[selBase + 2 * nr + 1] = e; nr++; }
+              if (s === prevEnd) {
+                iv[selBase + 2 * (nr - 1) + 1] = e;
+              } else {
+                iv[selBase + 2 * nr] = s;
+                iv[selBase + 2 * nr + 1] = e;
+                nr++;
+              }
               kTot += e - s;
               prevEnd = e;
             }
@@ -595,15 +936,40 @@ class NsaModel implements ModelInternals {
           const nrSel = iv[L.selN + rg]!;
           for (let hh = 0; hh < hpg; hh++) {
             const head = g * hpg + hh;
-            k.attnFwd(L.q + (r * H + head) * dk, L.ks + b * S * Ck + g * dk, Ck, L.vs + b * S * Cv + g * dv, Cv, selBase, nrSel, dk, dv, scale,
-              L.ps + (r * H + head) * selTok, L.os + (r * H + head) * dv);
+            k.attnFwd(
+              L.q + (r * H + head) * dk,
+              L.ks + b * S * Ck + g * dk,
+              Ck,
+              L.vs + b * S * Cv + g * dv,
+              Cv,
+              selBase,
+              nrSel,
+              dk,
+              dv,
+              scale,
+              L.ps + (r * H + head) * selTok,
+              L.os + (r * H + head) * dv,
+            );
           }
           // sliding window
-          iv[rng] = w0; iv[rng + 1] = t + 1;
+          iv[rng] = w0;
+          iv[rng + 1] = t + 1;
           for (let hh = 0; hh < hpg; hh++) {
             const head = g * hpg + hh;
-            k.attnFwd(L.q + (r * H + head) * dk, L.kw + b * S * Ck + g * dk, Ck, L.vw + b * S * Cv + g * dv, Cv, rng, 1, dk, dv, scale,
-              L.pw + (r * H + head) * wEff, L.ow + (r * H + head) * dv);
+            k.attnFwd(
+              L.q + (r * H + head) * dk,
+              L.kw + b * S * Ck + g * dk,
+              Ck,
+              L.vw + b * S * Cv + g * dv,
+              Cv,
+              rng,
+              1,
+              dk,
+              dv,
+              scale,
+              L.pw + (r * H + head) * wEff,
+              L.ow + (r * H + head) * dv,
+            );
           }
         }
       }
@@ -624,12 +990,17 @@ class NsaModel implements ModelInternals {
 
   // --- backward --------------------------------------------------------------------------------
   private backward(tokens: Uint8Array, B: number): void {
-    const c = this.cfg, k = this.k, P = this.pOff, Gd = this.gOff;
+    const c = this.cfg,
+      k = this.k,
+      P = this.pOff,
+      Gd = this.gOff;
     const { S, D } = this;
-    const M = B * S, V = c.vocab;
+    const M = B * S,
+      V = c.vocab;
     const f = k.f;
     f.fill(0, Gd, Gd + this.nParams);
-    const headE = this.layout[this.layout.length - 1]!, finE = this.layout[this.layout.length - 2]!;
+    const headE = this.layout[this.layout.length - 1]!,
+      finE = this.layout[this.layout.length - 2]!;
     const sc = this.scr;
     // head: dlogits are in fin.logits
     this.linearBackward(this.fin.xf, P + headE.offset, Gd + headE.offset, this.fin.logits, sc.dxn, M, D, V, false);
@@ -639,15 +1010,23 @@ class NsaModel implements ModelInternals {
     // embedding
     const ff = k.f;
     for (let r = 0; r < M; r++) {
-      const dst = Gd + tokens[r]! * D, src = sc.dx + r * D;
+      const dst = Gd + tokens[r]! * D,
+        src = sc.dx + r * D;
       for (let j = 0; j < D; j++) ff[dst + j] = ff[dst + j]! + ff[src + j]!;
     }
   }
 
   private layerBackward(li: number, B: number): void {
-    const c = this.cfg, k = this.k, P = this.pOff, Gd = this.gOff, lp = this.lp[li]!, L = this.la[li]!, sc = this.scr;
+    const c = this.cfg,
+      k = this.k,
+      P = this.pOff,
+      Gd = this.gOff,
+      lp = this.lp[li]!,
+      L = this.la[li]!,
+      sc = this.scr;
     const { S, D, H, G, hpg, dk, dv, dk2, Ck, Cv, Sc, selCap, selTok, wEff, scale } = this;
-    const M = B * S, MG = M * G;
+    const M = B * S,
+      MG = M * G;
     const f = k.f;
     // MLP: dx holds ∂L/∂xout; residual passes it to xmid unchanged
     this.linearBackward(L.a, P + lp.fc2, Gd + lp.fc2, sc.dx, sc.dh, M, 4 * D, D, false);
@@ -657,66 +1036,152 @@ class NsaModel implements ModelInternals {
     // attention output projection
     this.linearBackward(L.o, P + lp.wo, Gd + lp.wo, sc.dx, sc.dO, M, H * dv, D, false);
     f.fill(0, sc.dq, sc.dq + M * H * dk);
-    f.fill(0, sc.dkc, sc.dkc + M * Ck); f.fill(0, sc.dvc, sc.dvc + M * Cv);
-    f.fill(0, sc.dks, sc.dks + M * Ck); f.fill(0, sc.dvs, sc.dvs + M * Cv);
-    f.fill(0, sc.dkw, sc.dkw + M * Ck); f.fill(0, sc.dvw, sc.dvw + M * Cv);
-    f.fill(0, sc.dkcmp, sc.dkcmp + B * Sc * Ck); f.fill(0, sc.dvcmp, sc.dvcmp + B * Sc * Cv);
+    f.fill(0, sc.dkc, sc.dkc + M * Ck);
+    f.fill(0, sc.dvc, sc.dvc + M * Cv);
+    f.fill(0, sc.dks, sc.dks + M * Ck);
+    f.fill(0, sc.dvs, sc.dvs + M * Cv);
+    f.fill(0, sc.dkw, sc.dkw + M * Ck);
+    f.fill(0, sc.dvw, sc.dvw + M * Cv);
+    f.fill(0, sc.dkcmp, sc.dkcmp + B * Sc * Ck);
+    f.fill(0, sc.dvcmp, sc.dvcmp + B * Sc * Cv);
     const dg = this.dgates;
     dg.fill(0);
-    const gates = L.gates, iv = k.i, rng = sc.rng;
-    for (let b = 0; b < B; b++) for (let t = 0; t < S; t++) {
-      const r = b * S + t;
-      const nc = numCmp(t, c.l, c.d), w0 = Math.max(0, t - wEff + 1);
-      for (let g = 0; g < G; g++) {
-        const rg = r * G + g;
-        const g0 = gates[rg * 3]!, g1 = gates[rg * 3 + 1]!, g2 = gates[rg * 3 + 2]!;
-        const selBase = L.sel + rg * selCap * 2, nrSel = iv[L.selN + rg]!;
-        let d0 = 0, d1 = 0, d2 = 0;
-        for (let hh = 0; hh < hpg; hh++) {
-          const head = g * hpg + hh, qo = L.q + (r * H + head) * dk, dqo = sc.dq + (r * H + head) * dk, ho = (r * H + head) * dv;
-          const dOo = sc.dO + ho;
-          iv[rng] = 0; iv[rng + 1] = nc;
-          d0 += k.attnBwd(qo, L.kcmp + b * Sc * Ck + g * dk, Ck, L.vcmp + b * Sc * Cv + g * dv, Cv, rng, 1, dk, dv, scale, g0,
-            L.pc + (r * H + head) * Sc, L.oc + ho, dOo, dqo, sc.dkcmp + b * Sc * Ck + g * dk, sc.dvcmp + b * Sc * Cv + g * dv);
-          d1 += k.attnBwd(qo, L.ks + b * S * Ck + g * dk, Ck, L.vs + b * S * Cv + g * dv, Cv, selBase, nrSel, dk, dv, scale, g1,
-            L.ps + (r * H + head) * selTok, L.os + ho, dOo, dqo, sc.dks + b * S * Ck + g * dk, sc.dvs + b * S * Cv + g * dv);
-          iv[rng] = w0; iv[rng + 1] = t + 1;
-          d2 += k.attnBwd(qo, L.kw + b * S * Ck + g * dk, Ck, L.vw + b * S * Cv + g * dv, Cv, rng, 1, dk, dv, scale, g2,
-            L.pw + (r * H + head) * wEff, L.ow + ho, dOo, dqo, sc.dkw + b * S * Ck + g * dk, sc.dvw + b * S * Cv + g * dv);
+    const gates = L.gates,
+      iv = k.i,
+      rng = sc.rng;
+    for (let b = 0; b < B; b++)
+      for (let t = 0; t < S; t++) {
+        const r = b * S + t;
+        const nc = numCmp(t, c.l, c.d),
+          w0 = Math.max(0, t - wEff + 1);
+        for (let g = 0; g < G; g++) {
+          const rg = r * G + g;
+          const g0 = gates[rg * 3]!,
+            g1 = gates[rg * 3 + 1]!,
+            g2 = gates[rg * 3 + 2]!;
+          const selBase = L.sel + rg * selCap * 2,
+            nrSel = iv[L.selN + rg]!;
+          let d0 = 0,
+            d1 = 0,
+            d2 = 0;
+          for (let hh = 0; hh < hpg; hh++) {
+            const head = g * hpg + hh,
+              qo = L.q + (r * H + head) * dk,
+              dqo = sc.dq + (r * H + head) * dk,
+              ho = (r * H + head) * dv;
+            const dOo = sc.dO + ho;
+            iv[rng] = 0;
+            iv[rng + 1] = nc;
+            d0 += k.attnBwd(
+              qo,
+              L.kcmp + b * Sc * Ck + g * dk,
+              Ck,
+              L.vcmp + b * Sc * Cv + g * dv,
+              Cv,
+              rng,
+              1,
+              dk,
+              dv,
+              scale,
+              g0,
+              L.pc + (r * H + head) * Sc,
+              L.oc + ho,
+              dOo,
+              dqo,
+              sc.dkcmp + b * Sc * Ck + g * dk,
+              sc.dvcmp + b * Sc * Cv + g * dv,
+            );
+            d1 += k.attnBwd(
+              qo,
+              L.ks + b * S * Ck + g * dk,
+              Ck,
+              L.vs + b * S * Cv + g * dv,
+              Cv,
+              selBase,
+              nrSel,
+              dk,
+              dv,
+              scale,
+              g1,
+              L.ps + (r * H + head) * selTok,
+              L.os + ho,
+              dOo,
+              dqo,
+              sc.dks + b * S * Ck + g * dk,
+              sc.dvs + b * S * Cv + g * dv,
+            );
+            iv[rng] = w0;
+            iv[rng + 1] = t + 1;
+            d2 += k.attnBwd(
+              qo,
+              L.kw + b * S * Ck + g * dk,
+              Ck,
+              L.vw + b * S * Cv + g * dv,
+              Cv,
+              rng,
+              1,
+              dk,
+              dv,
+              scale,
+              g2,
+              L.pw + (r * H + head) * wEff,
+              L.ow + ho,
+              dOo,
+              dqo,
+              sc.dkw + b * S * Ck + g * dk,
+              sc.dvw + b * S * Cv + g * dv,
+            );
+          }
+          dg[rg * 3] = d0;
+          dg[rg * 3 + 1] = d1;
+          dg[rg * 3 + 2] = d2;
         }
-        dg[rg * 3] = d0; dg[rg * 3 + 1] = d1; dg[rg * 3 + 2] = d2;
       }
-    }
     // gate MLP backward (no gradient while an override pins the gates)
     if (this.override === null) {
       const dgh = sc.dgh;
       for (let rg = 0; rg < MG; rg++) {
-        const p0 = gates[rg * 3]!, p1 = gates[rg * 3 + 1]!, p2 = gates[rg * 3 + 2]!;
-        const e0 = dg[rg * 3]!, e1 = dg[rg * 3 + 1]!, e2 = dg[rg * 3 + 2]!;
+        const p0 = gates[rg * 3]!,
+          p1 = gates[rg * 3 + 1]!,
+          p2 = gates[rg * 3 + 2]!;
+        const e0 = dg[rg * 3]!,
+          e1 = dg[rg * 3 + 1]!,
+          e2 = dg[rg * 3 + 2]!;
         const dot = p0 * e0 + p1 * e1 + p2 * e2;
-        const z0 = p0 * (e0 - dot), z1 = p1 * (e1 - dot), z2 = p2 * (e2 - dot);
+        const z0 = p0 * (e0 - dot),
+          z1 = p1 * (e1 - dot),
+          z2 = p2 * (e2 - dot);
         const gb = Gd + lp.g2b;
-        f[gb] = f[gb]! + z0; f[gb + 1] = f[gb + 1]! + z1; f[gb + 2] = f[gb + 2]! + z2;
-        const oa = L.ga + rg * dk2, oh = L.gh + rg * dk2, od = dgh + rg * dk2;
+        f[gb] = f[gb]! + z0;
+        f[gb + 1] = f[gb + 1]! + z1;
+        f[gb + 2] = f[gb + 2]! + z2;
+        const oa = L.ga + rg * dk2,
+          oh = L.gh + rg * dk2,
+          od = dgh + rg * dk2;
         for (let j = 0; j < dk2; j++) {
-          const wv = P + lp.g2w + j * 3, wg = Gd + lp.g2w + j * 3;
+          const wv = P + lp.g2w + j * 3,
+            wg = Gd + lp.g2w + j * 3;
           const a = f[oa + j]!;
-          f[wg] = f[wg]! + a * z0; f[wg + 1] = f[wg + 1]! + a * z1; f[wg + 2] = f[wg + 2]! + a * z2;
+          f[wg] = f[wg]! + a * z0;
+          f[wg + 1] = f[wg + 1]! + a * z1;
+          f[wg + 2] = f[wg + 2]! + a * z2;
           const da = z0 * f[wv]! + z1 * f[wv + 1]! + z2 * f[wv + 2]!;
-          const z = f[oh + j]!, s = 1 / (1 + Math.exp(-z));
+          const z = f[oh + j]!,
+            s = 1 / (1 + Math.exp(-z));
           const dz = da * s * (1 + z * (1 - s));
           f[od + j] = dz;
           f[Gd + lp.g1b + j] = f[Gd + lp.g1b + j]! + dz;
         }
       }
       this.linearBackward(L.qg, P + lp.g1w, Gd + lp.g1w, dgh, sc.dqg, MG, dk, dk2, false);
-      for (let r = 0; r < M; r++) for (let g = 0; g < G; g++) {
-        const src = sc.dqg + (r * G + g) * dk;
-        for (let hh = 0; hh < hpg; hh++) {
-          const dst = sc.dq + (r * H + g * hpg + hh) * dk;
-          for (let ch = 0; ch < dk; ch++) f[dst + ch] = f[dst + ch]! + f[src + ch]! / hpg;
+      for (let r = 0; r < M; r++)
+        for (let g = 0; g < G; g++) {
+          const src = sc.dqg + (r * G + g) * dk;
+          for (let hh = 0; hh < hpg; hh++) {
+            const dst = sc.dq + (r * H + g * hpg + hh) * dk;
+            for (let ch = 0; ch < dk; ch++) f[dst + ch] = f[dst + ch]! + f[src + ch]! / hpg;
+          }
         }
-      }
     }
     // compressed pooling backward
     k.poolBwd(L.kc, P + lp.poolK, sc.dkcmp, sc.dkc, Gd + lp.poolK, B, S, Sc, c.l, c.d, Ck);
@@ -736,7 +1201,10 @@ class NsaModel implements ModelInternals {
   }
 }
 
-export async function createModel(cfg: ModelConfig, opts: { seed: number; kernels?: 'wasm' | 'js' | 'auto'; f64?: boolean }): Promise<ModelInternals> {
+export async function createModel(
+  cfg: ModelConfig,
+  opts: { seed: number; kernels?: 'wasm' | 'js' | 'auto'; f64?: boolean },
+): Promise<ModelInternals> {
   validateConfig(cfg);
   const k = await loadKernels(opts.kernels ?? 'auto', { f64: opts.f64 });
   return new NsaModel(cfg, k, opts.seed);

@@ -1,7 +1,13 @@
 // AdamW with decoupled weight decay (applied only where decayMask is 1 — the matrices), a linear
 // warmup + cosine learning-rate schedule, and global-norm gradient clipping.
 
-export interface AdamWOptions { beta1?: number; beta2?: number; eps?: number; weightDecay: number; decayMask: Uint8Array }
+export interface AdamWOptions {
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay: number;
+  decayMask: Uint8Array;
+}
 
 export class AdamW {
   private readonly n: number;
@@ -15,8 +21,10 @@ export class AdamW {
   private v: Float32Array;
 
   constructor(n: number, opts: AdamWOptions) {
-    if (!Number.isInteger(n) || n < 0) throw new Error(`AdamW: parameter count must be a non-negative integer (got ${n})`);
-    if (opts.decayMask.length !== n) throw new Error(`AdamW: decayMask has ${opts.decayMask.length} entries, expected ${n}`);
+    if (!Number.isInteger(n) || n < 0)
+      throw new Error(`AdamW: parameter count must be a non-negative integer (got ${n})`);
+    if (opts.decayMask.length !== n)
+      throw new Error(`AdamW: decayMask has ${opts.decayMask.length} entries, expected ${n}`);
     this.n = n;
     this.b1 = opts.beta1 ?? 0.9;
     this.b2 = opts.beta2 ?? 0.95;
@@ -29,7 +37,8 @@ export class AdamW {
 
   /** One update: p ← p − lr·(m̂/(√v̂+eps) + wd·p·mask). */
   step(params: Float32Array, grads: Float32Array, lr: number): void {
-    if (params.length !== this.n || grads.length !== this.n) throw new Error(`AdamW: expected ${this.n} params/grads, got ${params.length}/${grads.length}`);
+    if (params.length !== this.n || grads.length !== this.n)
+      throw new Error(`AdamW: expected ${this.n} params/grads, got ${params.length}/${grads.length}`);
     this.t++;
     const { b1, b2, eps, m, v, mask } = this;
     const c1 = 1 / (1 - Math.pow(b1, this.t));
@@ -53,7 +62,8 @@ export class AdamW {
   }
 
   importState(s: { t: number; m: Float32Array; v: Float32Array }): void {
-    if (s.m.length !== this.n || s.v.length !== this.n) throw new Error(`AdamW: state holds ${s.m.length}/${s.v.length} entries, expected ${this.n}`);
+    if (s.m.length !== this.n || s.v.length !== this.n)
+      throw new Error(`AdamW: state holds ${s.m.length}/${s.v.length} entries, expected ${this.n}`);
     if (!Number.isInteger(s.t) || s.t < 0) throw new Error(`AdamW: bad step count ${s.t}`);
     this.t = s.t;
     this.m = Float32Array.from(s.m);

@@ -73,7 +73,8 @@ export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
   } catch (e) {
     return { ok: false, error: `YAML: ${(e as Error).message.split('\n')[0]!.slice(0, 120)}` };
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return { ok: false, error: 'YAML is not a mapping' };
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    return { ok: false, error: 'YAML is not a mapping' };
   const r = TrainerConfigSchema.safeParse(doc);
   if (!r.success) return { ok: false, error: 'unexpected config shape' };
   return { ok: true, value: r.data };
@@ -126,7 +127,10 @@ export function trainCfg(c: TrainerConfig): TrainCfg | null {
  * `artifacts/<name>/`, so an ancestor of the out dir (or NSA_VIBE_SRC, or the launcher dir) is the
  * base. An absolute CONFIG is itself the only candidate.
  */
-export function configCandidates(config: string, o: { cwd?: string | null; outDir: string; bases?: (string | null | undefined)[] }): { path: string; base: string }[] {
+export function configCandidates(
+  config: string,
+  o: { cwd?: string | null; outDir: string; bases?: (string | null | undefined)[] },
+): { path: string; base: string }[] {
   const isAbs = config.startsWith('/');
   const out: { path: string; base: string }[] = [];
   if (isAbs) {

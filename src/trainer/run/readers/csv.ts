@@ -72,7 +72,8 @@ export class StepSegments {
       if (continuation) {
         if (mine.lastStep > oLast.lastStep) oLast.lastStep = mine.lastStep;
       } else mine.cause = 'step-backwards';
-      for (const x of continuation ? this.segments.slice(1) : this.segments) merged.push({ ...x, index: x.index + shift });
+      for (const x of continuation ? this.segments.slice(1) : this.segments)
+        merged.push({ ...x, index: x.index + shift });
     }
     if (merged.length > MAX_SEGMENTS) merged.splice(0, merged.length - MAX_SEGMENTS);
     this.segments.length = 0;

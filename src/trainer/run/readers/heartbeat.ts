@@ -55,16 +55,31 @@ export function parseHeartbeatLine(text: string): ParseResult<HeartbeatRecord> {
   // The same rules as HeartbeatRecordSchema, by hand: this runs once per line of a file that can
   // hold millions (the property tests check that both agree).
   const o = obj as Record<string, unknown>;
-  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return { ok: false, error: 'bad record: ts is not a finite number' };
+  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts))
+    return { ok: false, error: 'bad record: ts is not a finite number' };
   if (typeof o.msg !== 'string') return { ok: false, error: 'bad record: msg is not a string' };
-  if (o.step !== undefined && !(Number.isSafeInteger(o.step) && (o.step as number) >= 0)) return { ok: false, error: 'bad record: step is not a non-negative integer' };
-  if (o.rank !== undefined && !(Number.isSafeInteger(o.rank) && (o.rank as number) >= 0)) return { ok: false, error: 'bad record: rank is not a non-negative integer' };
-  if (o.pid !== undefined && !Number.isSafeInteger(o.pid)) return { ok: false, error: 'bad record: pid is not an integer' };
+  if (o.step !== undefined && !(Number.isSafeInteger(o.step) && (o.step as number) >= 0))
+    return { ok: false, error: 'bad record: step is not a non-negative integer' };
+  if (o.rank !== undefined && !(Number.isSafeInteger(o.rank) && (o.rank as number) >= 0))
+    return { ok: false, error: 'bad record: rank is not a non-negative integer' };
+  if (o.pid !== undefined && !Number.isSafeInteger(o.pid))
+    return { ok: false, error: 'bad record: pid is not an integer' };
   if (o.iso !== undefined && typeof o.iso !== 'string') return { ok: false, error: 'bad record: iso is not a string' };
   return { ok: true, value: o as HeartbeatRecord };
 }
 
-const BASE_KEYS = new Set(['ts', 'iso', 'pid', 'rank', 'step', 'msg', 'gpu_mem_alloc', 'gpu_mem_reserved', 'backend', 'phase']);
+const BASE_KEYS = new Set([
+  'ts',
+  'iso',
+  'pid',
+  'rank',
+  'step',
+  'msg',
+  'gpu_mem_alloc',
+  'gpu_mem_reserved',
+  'backend',
+  'phase',
+]);
 const PROGRESS_KEYS = new Set([
   'loss',
   'toks_per_s',
@@ -89,7 +104,13 @@ export function toProgress(r: HeartbeatRecord): ProgressRecord {
   const o = r as Record<string, unknown>;
   const has = (k: string) => Object.hasOwn(o, k);
   let gate: GateStats | null = null;
-  if (has('gate_entropy_mean') || has('gate_max_gate') || has('gate_collapse_frac') || has('gate_branch_shares') || has('gate_entropy_min')) {
+  if (
+    has('gate_entropy_mean') ||
+    has('gate_max_gate') ||
+    has('gate_collapse_frac') ||
+    has('gate_branch_shares') ||
+    has('gate_entropy_min')
+  ) {
     const sh = o.gate_branch_shares;
     let shares: [number, number, number] | null = null;
     if (Array.isArray(sh) && sh.length === 3) {
@@ -107,7 +128,12 @@ export function toProgress(r: HeartbeatRecord): ProgressRecord {
   }
   let sel: SelStats | null = null;
   if (has('sel_k_mean') || has('sel_k_max') || has('sel_rows') || has('sel_pct_at_max')) {
-    sel = { kMean: finiteOrNull(o.sel_k_mean), kMax: finiteOrNull(o.sel_k_max), rows: finiteOrNull(o.sel_rows), pctAtMax: finiteOrNull(o.sel_pct_at_max) };
+    sel = {
+      kMean: finiteOrNull(o.sel_k_mean),
+      kMax: finiteOrNull(o.sel_k_max),
+      rows: finiteOrNull(o.sel_rows),
+      pctAtMax: finiteOrNull(o.sel_pct_at_max),
+    };
   }
   let fallbacks: Record<string, number> | null = null;
   const extra: Record<string, unknown> = {};
@@ -250,7 +276,15 @@ export class HeartbeatState {
     };
     this.events = this.rank.events;
     const mk = () => new SeriesAcc(opts);
-    this.series = { loss: mk(), toksPerS: mk(), gateEntropy: mk(), gateMax: mk(), collapseFrac: mk(), dtFetchS: mk(), memReservedMiB: mk() };
+    this.series = {
+      loss: mk(),
+      toksPerS: mk(),
+      gateEntropy: mk(),
+      gateMax: mk(),
+      collapseFrac: mk(),
+      dtFetchS: mk(),
+      memReservedMiB: mk(),
+    };
   }
 
   get segment(): number {
@@ -425,12 +459,14 @@ export class HeartbeatState {
         if (!h.segHasSteps) m.firstStep = mine.firstStep;
         m.pid ??= mine.pid;
       } else mine.cause = this.firstWasBoot ? 'boot' : 'step-backwards';
-      for (const x of continuation ? this.segments.slice(1) : this.segments) merged.push({ ...x, index: x.index + shift });
+      for (const x of continuation ? this.segments.slice(1) : this.segments)
+        merged.push({ ...x, index: x.index + shift });
     }
     if (merged.length > MAX_SEGMENTS) merged.splice(0, merged.length - MAX_SEGMENTS);
     this.segments.length = 0;
     this.segments.push(...merged);
-    for (const k of Object.keys(this.series) as (keyof HeartbeatSeries)[]) this.series[k].prependHistory(h.series[k], shift);
+    for (const k of Object.keys(this.series) as (keyof HeartbeatSeries)[])
+      this.series[k].prependHistory(h.series[k], shift);
 
     const cont = continuation || !mine;
     const r = this.rank;
@@ -443,7 +479,8 @@ export class HeartbeatState {
       if (!this.firstWasBoot) r.records += h.rank.records;
       if (this.progressMarks.length < 2) this.progressMarks.prepend(h.progressMarks);
       if (this.beatMarks.length < 3) this.beatMarks.prepend(h.beatMarks);
-      if (this.recentFetch.length < FETCH_RECENT) this.recentFetch = [...h.recentFetch, ...this.recentFetch].slice(-FETCH_RECENT);
+      if (this.recentFetch.length < FETCH_RECENT)
+        this.recentFetch = [...h.recentFetch, ...this.recentFetch].slice(-FETCH_RECENT);
       if (!this.segHasSteps) this.segHasSteps = h.segHasSteps;
       if (this.progressInSegment === 0 && h.lastProgress) this.lastLossNonFinite = h.lastLossNonFinite;
       this.progressInSegment += h.progressInSegment;

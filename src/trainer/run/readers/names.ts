@@ -34,7 +34,8 @@ export const MAX_RANKS = 65536;
 export function plausibleWorldSize(raw: unknown): { ok: number } | { bad: string } | null {
   if (raw === undefined || raw === null || raw === '') return null;
   const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
-  if (!Number.isSafeInteger(n) || n <= 0) return { bad: `WORLD_SIZE ${JSON.stringify(String(raw).slice(0, 40))} is not a positive integer: ignored` };
+  if (!Number.isSafeInteger(n) || n <= 0)
+    return { bad: `WORLD_SIZE ${JSON.stringify(String(raw).slice(0, 40))} is not a positive integer: ignored` };
   if (n > MAX_RANKS) return { bad: `WORLD_SIZE ${n} is beyond ${MAX_RANKS} ranks: ignored` };
   return { ok: n };
 }
@@ -143,5 +144,11 @@ export function classify(name: string): FileKind {
 
 /** Names that mark a directory as a run dir (for resolveRunDir). */
 export function isRunMarker(name: string): boolean {
-  return RE_HB.test(name) || name === 'training.csv' || name === 'training_fsdp.csv' || name === 'heartbeat.jsonl' || name === 'tb';
+  return (
+    RE_HB.test(name) ||
+    name === 'training.csv' ||
+    name === 'training_fsdp.csv' ||
+    name === 'heartbeat.jsonl' ||
+    name === 'tb'
+  );
 }

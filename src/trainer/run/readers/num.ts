@@ -33,7 +33,8 @@ export function parseNumCell(raw: string): number | null {
       // Number() also takes 0x10 / 0b1 / 0o7 and "-Infinity": only plain decimals are numbers here,
       // except the infinity spellings handled below
       const c1 = s.charCodeAt(1);
-      if (c0 === 48 && s.length > 1 && ((c1 >= 65 && c1 <= 90) || (c1 >= 97 && c1 <= 122)) && c1 !== 69 && c1 !== 101) return null;
+      if (c0 === 48 && s.length > 1 && ((c1 >= 65 && c1 <= 90) || (c1 >= 97 && c1 <= 122)) && c1 !== 69 && c1 !== 101)
+        return null;
       if (Number.isFinite(n)) return n;
     }
   }

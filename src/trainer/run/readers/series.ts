@@ -68,7 +68,17 @@ export class SeriesAcc {
       b.last = value;
       b.count++;
     } else {
-      this.history.push({ stepFrom: step, stepTo: step, tFrom: t, tTo: t, min: value, max: value, last: value, count: 1, segment });
+      this.history.push({
+        stepFrom: step,
+        stepTo: step,
+        tFrom: t,
+        tTo: t,
+        min: value,
+        max: value,
+        last: value,
+        count: 1,
+        segment,
+      });
       if (this.history.length > this.opts.historyBuckets) this.compact();
     }
   }
@@ -79,7 +89,8 @@ export class SeriesAcc {
     this.history = mergePairs(this.history);
     // buckets never span segments: a run restarted thousands of times cannot be folded further,
     // so the oldest buckets go (memory stays bounded whatever the input)
-    if (this.history.length > this.opts.historyBuckets * 2) this.history.splice(0, this.history.length - this.opts.historyBuckets);
+    if (this.history.length > this.opts.historyBuckets * 2)
+      this.history.splice(0, this.history.length - this.opts.historyBuckets);
   }
 
   /**
@@ -92,7 +103,17 @@ export class SeriesAcc {
     const olderBuckets: SeriesBucket[] = older.history.map((b) => ({ ...b }));
     for (let i = older.head; i < older.recent.length; i++) {
       const p = older.recent[i]!;
-      olderBuckets.push({ stepFrom: p.step, stepTo: p.step, tFrom: p.t, tTo: p.t, min: p.value, max: p.value, last: p.value, count: 1, segment: p.segment });
+      olderBuckets.push({
+        stepFrom: p.step,
+        stepTo: p.step,
+        tFrom: p.t,
+        tTo: p.t,
+        min: p.value,
+        max: p.value,
+        last: p.value,
+        count: 1,
+        segment: p.segment,
+      });
     }
     this.history = [...olderBuckets, ...this.history];
     this.width = Math.max(this.width, older.width);
@@ -101,7 +122,8 @@ export class SeriesAcc {
       this.compact();
       if (this.history.length === before) break; // every bucket its own segment: cannot shrink
     }
-    if (this.history.length > this.opts.historyBuckets * 2) this.history.splice(0, this.history.length - this.opts.historyBuckets);
+    if (this.history.length > this.opts.historyBuckets * 2)
+      this.history.splice(0, this.history.length - this.opts.historyBuckets);
     this.version++;
     this.total += older.total;
     this.nonFinite += older.nonFinite;
@@ -111,7 +133,8 @@ export class SeriesAcc {
     if (by === 0) return;
     this.version++;
     // new objects, not edits: snapshots already handed out share the old ones (see toJSON)
-    for (let i = this.head; i < this.recent.length; i++) this.recent[i] = { ...this.recent[i]!, segment: this.recent[i]!.segment + by };
+    for (let i = this.head; i < this.recent.length; i++)
+      this.recent[i] = { ...this.recent[i]!, segment: this.recent[i]!.segment + by };
     this.history = this.history.map((b) => ({ ...b, segment: b.segment + by }));
   }
 

@@ -32,7 +32,19 @@ const MAX_FRAMES = 512;
 
 export function parseStackDump(text: string): ParsedDump {
   const lines = text.split(/\r?\n/);
-  const out: ParsedDump = { header: '', signal: null, kind: null, rank: null, pid: null, step: null, phase: null, lastHeartbeat: null, threads: [], sections: {}, parseErrors: 0 };
+  const out: ParsedDump = {
+    header: '',
+    signal: null,
+    kind: null,
+    rank: null,
+    pid: null,
+    step: null,
+    phase: null,
+    lastHeartbeat: null,
+    threads: [],
+    sections: {},
+    parseErrors: 0,
+  };
   let i = 0;
   while (i < lines.length && lines[i]!.trim() === '') i++;
   const first = lines[i] ?? '';
@@ -134,7 +146,12 @@ const HANDLER = /^(_?dump_stacks?|_dump_handler|_on_signal|handle_sigusr1|format
 
 /** The main thread: named MainThread, else one whose name says main, else the first. */
 export function mainThread(d: StackDump): StackThread | null {
-  return d.threads.find((x) => x.name === 'MainThread') ?? d.threads.find((x) => /main/i.test(x.name)) ?? d.threads[0] ?? null;
+  return (
+    d.threads.find((x) => x.name === 'MainThread') ??
+    d.threads.find((x) => /main/i.test(x.name)) ??
+    d.threads[0] ??
+    null
+  );
 }
 
 /** The main thread's frames, outermost first, without the dump handler's own frames at the top. */

@@ -35,7 +35,15 @@ export class TrainLog {
     file: string | null,
     private readonly maxLines: number,
   ) {
-    this.tail = { file, lines: [], effectiveConfig: null, haltSeen: false, fatalNonFinite: false, oom: false, resumedFrom: null };
+    this.tail = {
+      file,
+      lines: [],
+      effectiveConfig: null,
+      haltSeen: false,
+      fatalNonFinite: false,
+      oom: false,
+      resumedFrom: null,
+    };
   }
 
   line(text: string): void {

@@ -4,7 +4,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { AdamW, clipGradNorm, createModel, defaultModelConfig, lrAt } from '../../../../src/trainer/reference/model/index.js';
+import {
+  AdamW,
+  clipGradNorm,
+  createModel,
+  defaultModelConfig,
+  lrAt,
+} from '../../../../src/trainer/reference/model/index.js';
 
 test('loss falls from ≈5.5 to below 2.7 nats within 120 steps of batch 8 on real text', async () => {
   const text = readFileSync(new URL('../../../../data/pride-and-prejudice.txt', import.meta.url));
@@ -13,7 +19,9 @@ test('loss falls from ≈5.5 to below 2.7 nats within 120 steps of batch 8 on re
   const mask = new Uint8Array(m.params.length);
   for (const e of m.layout) if (e.decay) mask.fill(1, e.offset, e.offset + e.size);
   const opt = new AdamW(m.params.length, { weightDecay: 0.1, decayMask: mask });
-  const B = 8, S = cfg.seqLen, steps = 120;
+  const B = 8,
+    S = cfg.seqLen,
+    steps = 120;
   const trainEnd = Math.floor(text.length * 0.95);
   const tok = new Uint8Array(B * S);
   let pos = 0;

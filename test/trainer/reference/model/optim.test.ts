@@ -40,7 +40,8 @@ test('AdamW: first step moves by ≈lr against the gradient, decays only masked 
   assert.equal(st.t, 1);
   const b = new AdamW(4, { weightDecay: 0.5, decayMask: mask });
   b.importState(st);
-  const pa = p.slice(), pb = p.slice();
+  const pa = p.slice(),
+    pb = p.slice();
   a.step(pa, g2, 0.01);
   b.step(pb, g2, 0.01);
   assert.deepEqual(pa, pb);
