@@ -249,6 +249,18 @@ export interface LogTail {
   resumedFrom: string | null;
 }
 
+export function emptyLogTail(file: string | null): LogTail {
+  return {
+    file,
+    lines: [],
+    effectiveConfig: null,
+    haltSeen: false,
+    fatalNonFinite: false,
+    oom: false,
+    resumedFrom: null,
+  };
+}
+
 export interface RunSnapshot {
   schema: 1;
   takenAt: number;
@@ -393,15 +405,7 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
     optStateMb: null,
     memDumps: [],
     tb: { present: false, files: 0, scalars: 0, lastStep: null },
-    log: {
-      file: null,
-      lines: [],
-      effectiveConfig: null,
-      haltSeen: false,
-      fatalNonFinite: false,
-      oom: false,
-      resumedFrom: null,
-    },
+    log: emptyLogTail(null),
     ended: false,
     files: {},
     lastLossNonFinite: false,
