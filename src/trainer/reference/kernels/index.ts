@@ -12,7 +12,13 @@ import { fileURLToPath } from 'node:url';
 export type KernelKind = 'wasm' | 'js';
 export type FloatHeap = Float32Array | Float64Array;
 
-export interface Kernels {
+/**
+ * The kernels: the heap, and the compute functions whose signatures (and docs) the plain-JS twin
+ * defines (JsKernels below); the wasm kernels reach the same functions through WASM_ABI.
+ */
+export type Kernels = KernelHeap & Pick<JsKernels, KernelFn>;
+
+export interface KernelHeap {
   readonly kind: KernelKind;
   /** float view over the whole heap */
   f: FloatHeap;
@@ -22,110 +28,6 @@ export interface Kernels {
   readonly base: number;
   /** make the heap hold at least `elems` elements (may replace f and i) */
   ensure(elems: number): void;
-  /** C[M,N] (+)= A·B with A(i,k) = f[a + i·sai + k·sak], B row-major (ldb), C row-major (ldc) */
-  gemm(
-    a: number,
-    sai: number,
-    sak: number,
-    b: number,
-    ldb: number,
-    c: number,
-    ldc: number,
-    M: number,
-    N: number,
-    K: number,
-    accumulate: boolean,
-  ): void;
-  /** dst[cols,rows] = src[rows,cols]ᵀ */
-  transpose(src: number, rows: number, cols: number, dst: number): void;
-  /** SiLU forward over n values: sg ← σ(h), a ← h·σ(h) */
-  siluFwd(h: number, a: number, sg: number, n: number): void;
-  /** SiLU backward: dh ← dh·σ·(1 + h·(1 − σ)) */
-  siluBwd(dh: number, h: number, sg: number, n: number): void;
-  /** row-wise softmax of x[rows,n] in place times scale; f[lse + r] ← log Σ exp(x[r,:]) */
-  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void;
-  /** y[r,:] = x[r,:]·rinv[r]·w with rinv[r] = 1/√(mean(x[r,:]²)+eps) */
-  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void;
-  /** backward of rmsFwd: dx += …, dw += … */
-  rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void;
-  /** RoPE on interleaved pairs of rows [M, heads·dk] at positions r % S, tables cs/sn [S, dk/2]; inverse = −angle */
-  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void;
-  /** dst[0..n) += src[0..n) */
-  addTo(dst: number, src: number, n: number): void;
-  /** o[r,h,:] = Σ_b gates[r,g(h),b]·O_b[r,h,:] over the three branches (gates [M·G, 3]) */
-  combine3(
-    o: number,
-    oc: number,
-    os: number,
-    ow: number,
-    gates: number,
-    M: number,
-    H: number,
-    hpg: number,
-    G: number,
-    dv: number,
-  ): void;
-  /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
-  poolFwd(
-    x: number,
-    pool: number,
-    out: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void;
-  /** backward of poolFwd: dx += …, dpool += … */
-  poolBwd(
-    x: number,
-    pool: number,
-    dout: number,
-    dx: number,
-    dpool: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void;
-  /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
-  attnFwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    P: number,
-    O: number,
-  ): void;
-  /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
-  attnBwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    gs: number,
-    P: number,
-    O: number,
-    dO: number,
-    dq: number,
-    dK: number,
-    dV: number,
-  ): number;
 }
 
 // lib "ES2023" without DOM carries no WebAssembly typings, so declare the little we use.
@@ -152,7 +54,7 @@ interface WasmExports {
 }
 
 /** The compute functions of Kernels (everything but the heap). */
-type KernelFn = Exclude<keyof Kernels, 'kind' | 'f' | 'i' | 'base' | 'ensure'>;
+type KernelFn = Exclude<keyof JsKernels, keyof KernelHeap>;
 
 /**
  * How each kernel reaches its wasm export: the export's name, and per argument 'p' a heap offset
@@ -312,6 +214,7 @@ class JsKernels implements Kernels {
   }
   private ap = new Float64Array(0);
   private bt = new Float64Array(0);
+  /** C[M,N] (+)= A·B with A(i,k) = f[a + i·sai + k·sak], B row-major (ldb), C row-major (ldc) */
   gemm(
     a: number,
     sai: number,
@@ -396,10 +299,12 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** dst[cols,rows] = src[rows,cols]ᵀ */
   transpose(src: number, rows: number, cols: number, dst: number): void {
     const f = this.f;
     for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) f[dst + c * rows + r] = f[src + r * cols + c];
   }
+  /** y[r,:] = x[r,:]·rinv[r]·w with rinv[r] = 1/√(mean(x[r,:]²)+eps) */
   rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void {
     const f = this.f;
     for (let r = 0; r < M; r++) {
@@ -412,6 +317,7 @@ class JsKernels implements Kernels {
       for (let j = 0; j < D; j++) f[oy + j] = f[o + j]! * s * f[w + j]!;
     }
   }
+  /** backward of rmsFwd: dx += …, dw += … */
   rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
     const f = this.f;
     for (let r = 0; r < M; r++) {
@@ -428,6 +334,7 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** RoPE on interleaved pairs of rows [M, heads·dk] at positions r % S, tables cs/sn [S, dk/2]; inverse = −angle */
   rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
     const f = this.f,
       half = dk >> 1,
@@ -447,10 +354,12 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** dst[0..n) += src[0..n) */
   addTo(dst: number, src: number, n: number): void {
     const f = this.f;
     for (let i = 0; i < n; i++) f[dst + i] = f[dst + i]! + f[src + i]!;
   }
+  /** o[r,h,:] = Σ_b gates[r,g(h),b]·O_b[r,h,:] over the three branches (gates [M·G, 3]) */
   combine3(
     o: number,
     oc: number,
@@ -474,6 +383,7 @@ class JsKernels implements Kernels {
         for (let j = 0; j < dv; j++) f[o + b + j] = g0 * f[oc + b + j]! + g1 * f[os + b + j]! + g2 * f[ow + b + j]!;
       }
   }
+  /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
   poolFwd(
     x: number,
     pool: number,
@@ -497,6 +407,7 @@ class JsKernels implements Kernels {
         }
       }
   }
+  /** backward of poolFwd: dx += …, dpool += … */
   poolBwd(
     x: number,
     pool: number,
@@ -526,6 +437,7 @@ class JsKernels implements Kernels {
         }
       }
   }
+  /** SiLU forward over n values: sg ← σ(h), a ← h·σ(h) */
   siluFwd(h: number, a: number, sg: number, n: number): void {
     const f = this.f;
     for (let i = 0; i < n; i++) {
@@ -535,6 +447,7 @@ class JsKernels implements Kernels {
       f[a + i] = z * s;
     }
   }
+  /** SiLU backward: dh ← dh·σ·(1 + h·(1 − σ)) */
   siluBwd(dh: number, h: number, sg: number, n: number): void {
     const f = this.f;
     for (let i = 0; i < n; i++) {
@@ -543,6 +456,7 @@ class JsKernels implements Kernels {
       f[dh + i] = f[dh + i]! * s * (1 + z * (1 - s));
     }
   }
+  /** row-wise softmax of x[rows,n] in place times scale; f[lse + r] ← log Σ exp(x[r,:]) */
   softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void {
     const f = this.f;
     for (let r = 0; r < rows; r++) {
@@ -560,6 +474,7 @@ class JsKernels implements Kernels {
       for (let j = 0; j < n; j++) f[o + j] = f[o + j]! * sc;
     }
   }
+  /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
   attnFwd(
     q: number,
     K: number,
@@ -613,6 +528,7 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
   attnBwd(
     q: number,
     K: number,
