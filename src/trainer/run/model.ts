@@ -14,12 +14,14 @@ import { basename, dirname, join, relative } from 'node:path';
 import type { DirEntry, DirPoll, Host, ReadRequest, ReadResult } from '../../remote/host.js';
 import type { CheckpointInfo, FileHealth, RunSnapshot } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
-import { configCandidates, configNamesOutDir, parseTrainerConfig, type TrainerConfig } from './readers/config.js';
 import { classify, MAX_RANKS, pickLog, type FileKind } from './readers/names.js';
+
+type StackDumpKind = Extract<FileKind, { kind: 'stackdump' }>;
 import type { SeriesOptions } from './readers/series.js';
 import { buildSnapshot } from './build.js';
+import { EnvConfig } from './envconfig.js';
 import { LineFollower, newHealth, TbFollower } from './follow.js';
-import { NO_HALT, ParsedRun } from './parsed.js';
+import { ParsedRun, WHOLE_FILE_CAP } from './parsed.js';
 
 export interface RunModelOptions {
   /** full-resolution points per series (default 2000) */
@@ -45,7 +47,6 @@ export interface RunModelOptions {
   logPath?: string;
 }
 
-const WHOLE_FILE_CAP = 1024 * 1024;
 /** TB event files are read front to back, this much per poll (they stay small: a few scalars per log step) */
 const TB_CHUNK = 4 * 1024 * 1024;
 
@@ -75,10 +76,7 @@ export class RunModel {
   private readonly p: ParsedRun;
   private tbOrder = 0;
   /** the YAML env.json's CONFIG names, read from outside the run dir (runs nsa-top did not launch) */
-  private envConfig: { path: string; cfg: TrainerConfig } | null = null;
-  /** what envConfig was resolved for (CONFIG + cwd): resolved again only when that changes */
-  private envConfigKey: string | null = null;
-  private trainerCwd: string | null = null;
+  private readonly envConfig: EnvConfig;
   private readonly ckpts = new Map<string, { info: CheckpointInfo; prevSize: number | null }>();
   private dumpNames: string[] = [];
   private memDumps: string[] = [];
@@ -107,6 +105,7 @@ export class RunModel {
     const sopts: SeriesOptions = { recentWindow: this.o.recentWindow, historyBuckets: this.o.historyBuckets };
     this.p = new ParsedRun(sopts, this.o.maxLogLines);
     this.last = emptySnapshot(runDir, host.label);
+    this.envConfig = new EnvConfig(host, runDir, this.o.logPath ? dirname(this.o.logPath) : null);
   }
 
   snapshot(): RunSnapshot {
@@ -164,7 +163,7 @@ export class RunModel {
       const second = await this.host.pollDir(this.runDir, more, []);
       this.applyReads(second, moreOwners);
     }
-    await this.resolveEnvConfig();
+    await this.envConfig.resolve(this.p.env, !!this.p.config);
     this.last = this.build();
     return this.last;
   }
@@ -174,61 +173,17 @@ export class RunModel {
    * relative to it. True when that changes where CONFIG is looked for (a poll now may find it).
    */
   setTrainerCwd(cwd: string): boolean {
-    if (cwd === this.trainerCwd) return false;
-    this.trainerCwd = cwd;
-    return this.wantsConfig();
+    return this.envConfig.setTrainerCwd(cwd) && this.wantsConfig();
   }
 
   /** env.json names a CONFIG that is not read yet (no config.yaml in the run dir either) */
   wantsConfig(): boolean {
-    return !this.p.config && !this.envConfig && typeof this.p.env?.env?.['CONFIG'] === 'string';
+    return !this.p.config && !this.envConfig.found && typeof this.p.env?.env?.['CONFIG'] === 'string';
   }
 
   /** the file the model's dims come from, or null */
   configSource(): string | null {
-    return this.p.config ? join(this.runDir, 'config.yaml') : (this.envConfig?.path ?? null);
-  }
-
-  private async resolveEnvConfig(): Promise<void> {
-    const c = (this.p.env?.env as Record<string, unknown> | undefined)?.['CONFIG'];
-    if (typeof c !== 'string' || c === '' || c.length > 4096 || c.includes('\0')) {
-      this.envConfig = null;
-      this.envConfigKey = null;
-      return;
-    }
-    if (this.p.config) return; // a config.yaml in the run dir wins
-    const key = `${c}\n${this.trainerCwd ?? ''}`;
-    if (key === this.envConfigKey && (this.envConfig || !this.trainerCwdUnknownRetry())) return;
-    this.envConfigKey = key;
-    const src = (this.p.env?.env as Record<string, unknown>)['NSA_VIBE_SRC'];
-    const bases = [this.o.logPath ? dirname(this.o.logPath) : null, typeof src === 'string' ? src : null];
-    const cands = configCandidates(c, { cwd: this.trainerCwd, outDir: this.runDir, bases }).slice(0, 12);
-    let first: { path: string; cfg: TrainerConfig } | null = null;
-    for (const { path, base } of cands) {
-      const st = await this.host.stat(path).catch(() => null);
-      if (!st?.isFile || st.size > WHOLE_FILE_CAP) continue;
-      const text = await this.host
-        .readFile(path, WHOLE_FILE_CAP)
-        .then((b) => b.toString('utf8'))
-        .catch(() => null);
-      if (text === null) continue;
-      const p = parseTrainerConfig(text);
-      if (!p.ok) continue;
-      const hit = { path, cfg: p.value };
-      // the file whose out_dir is this run dir is this run's config, wherever it was found
-      if (configNamesOutDir(p.value, base, this.runDir)) {
-        first = hit;
-        break;
-      }
-      first ??= hit;
-    }
-    this.envConfig = first;
-  }
-
-  /** no cwd known and nothing found yet: look again now and then (the file may appear later) */
-  private envConfigLooks = 0;
-  private trainerCwdUnknownRetry(): boolean {
-    return ++this.envConfigLooks % 30 === 0;
+    return this.p.config ? join(this.runDir, 'config.yaml') : (this.envConfig.found?.path ?? null);
   }
 
   // ---------------------------------------------------------------- reading
@@ -358,7 +313,7 @@ export class RunModel {
     this.exists = true;
     this.error = null;
     const seen = new Set<string>();
-    const dumpEntries: { e: DirEntry; k: Extract<FileKind, { kind: 'stackdump' }> }[] = [];
+    const dumpEntries: { e: DirEntry; k: StackDumpKind }[] = [];
     const mem: string[] = [];
     const logs: DirEntry[] = [];
     let haltSeen = false;
@@ -446,22 +401,17 @@ export class RunModel {
     }
     // small artifacts that are gone no longer describe the run (e.g. a relaunch cleaned up)
     const kindsSeen = new Set(p.entries.filter((e) => !e.isDir).map((e) => classify(e.name).kind));
-    if (!kindsSeen.has('metrics-json')) {
-      this.p.metrics = null;
-      this.p.metricsMtime = null;
-    }
-    if (!kindsSeen.has('env-json')) this.p.env = null;
-    if (!kindsSeen.has('opt-state')) this.p.optStateMb = null;
-    if (!kindsSeen.has('config-yaml')) this.p.config = null;
-    if (!haltSeen) this.p.halt = { ...NO_HALT };
-    if (!anomalySeen) this.p.anomaly = null;
-    if (!gateSeen) this.p.gateCollapse = null;
+    this.p.forgetAbsent(kindsSeen, { halt: haltSeen, anomaly: anomalySeen, gateCollapse: gateSeen });
     for (const name of [...this.ckpts.keys()]) if (!seen.has(name)) this.ckpts.delete(name);
     for (const [name, w] of [...this.whole])
       if (!seen.has(name) && w.kind.kind !== 'stackdump') this.whole.delete(name);
     this.memDumps = mem.sort().slice(-200);
+    this.listDumps(dumpEntries, more, owners);
+    if (p.subdirs.tb) this.listTb(p.subdirs.tb, more, owners);
+  }
 
-    // stack dumps: newest `maxDumps` parsed, the rest only counted
+  /** stack dumps: the newest `maxDumps` parsed (again when changed), the rest only counted */
+  private listDumps(dumpEntries: { e: DirEntry; k: StackDumpKind }[], more: ReadRequest[], owners: Owner[]): void {
     dumpEntries.sort((a, b) => a.k.epoch - b.k.epoch || (a.e.name < b.e.name ? -1 : 1));
     this.dumpNames = dumpEntries.map((d) => d.e.name);
     const keep = dumpEntries.slice(-this.o.maxDumps);
@@ -476,27 +426,26 @@ export class RunModel {
       const w = this.whole.get(name)!;
       if (w.kind.kind === 'stackdump' && !keepNames.has(name)) this.whole.delete(name);
     }
+  }
 
-    // tb/
-    const tbList = p.subdirs.tb;
-    if (tbList) {
-      const events = tbList
-        .filter((e) => e.isFile && e.name.includes('tfevents'))
-        .sort((a, b) => (a.name < b.name ? -1 : 1));
-      let added = false;
-      for (const e of events) {
-        const name = `tb/${e.name}`;
-        const known = this.tbFiles.get(name);
-        if (known) {
-          known.listedSize = e.size;
-          continue;
-        }
-        const t = new TbFollower(name, join(this.runDir, 'tb', e.name), this.tbOrder++, e.size);
-        this.tbFiles.set(name, t);
-        added = true;
+  /** tb/: event files are followed in name order; a new one is read at once */
+  private listTb(tbList: DirEntry[], more: ReadRequest[], owners: Owner[]): void {
+    const events = tbList
+      .filter((e) => e.isFile && e.name.includes('tfevents'))
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+    let added = false;
+    for (const e of events) {
+      const name = `tb/${e.name}`;
+      const known = this.tbFiles.get(name);
+      if (known) {
+        known.listedSize = e.size;
+        continue;
       }
-      if (added) this.planTbReads(more, owners);
+      const t = new TbFollower(name, join(this.runDir, 'tb', e.name), this.tbOrder++, e.size);
+      this.tbFiles.set(name, t);
+      added = true;
     }
+    if (added) this.planTbReads(more, owners);
   }
 
   private metricsFsdp(): boolean {
@@ -526,7 +475,7 @@ export class RunModel {
       error: this.error,
       nothingRead: this.lineFiles.size === 0 && this.whole.size === 0,
       parsed: this.p,
-      envConfig: this.envConfig?.cfg ?? null,
+      envConfig: this.envConfig.found?.cfg ?? null,
       configFile: this.configSource(),
       trainingMtimeMs: trainingName === null ? null : (this.lineFiles.get(trainingName)?.mtimeMs ?? null),
       checkpoints: [...this.ckpts.values()],

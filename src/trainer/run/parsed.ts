@@ -72,7 +72,10 @@ export interface HaltState {
   mtimeMs: number | null;
 }
 
-export const NO_HALT: HaltState = { present: false, content: null, mtimeMs: null };
+/** small files are read whole, up to this size */
+export const WHOLE_FILE_CAP = 1024 * 1024;
+
+const NO_HALT: HaltState = { present: false, content: null, mtimeMs: null };
 
 /** A small file read whole: its kind, and the stat of the read. */
 export interface WholeRead {
@@ -108,6 +111,26 @@ export class ParsedRun {
     private readonly maxLogLines: number,
   ) {
     this.tb = new TbState(sopts);
+  }
+
+  /**
+   * Forgets the small files the latest listing no longer shows (`kindsSeen`: the kinds of its
+   * files; `seen`: the markers also a directory counts for).
+   */
+  forgetAbsent(
+    kindsSeen: ReadonlySet<FileKind['kind']>,
+    seen: { halt: boolean; anomaly: boolean; gateCollapse: boolean },
+  ): void {
+    if (!kindsSeen.has('metrics-json')) {
+      this.metrics = null;
+      this.metricsMtime = null;
+    }
+    if (!kindsSeen.has('env-json')) this.env = null;
+    if (!kindsSeen.has('opt-state')) this.optStateMb = null;
+    if (!kindsSeen.has('config-yaml')) this.config = null;
+    if (!seen.halt) this.halt = { ...NO_HALT };
+    if (!seen.anomaly) this.anomaly = null;
+    if (!seen.gateCollapse) this.gateCollapse = null;
   }
 
   /** series options for backfilled history: straight into buckets (it all lies before the recent window) */
