@@ -135,7 +135,7 @@ interface Grading {
 }
 
 /** A criterion of a phase: its verdict on the run, or null where it does not apply. */
-type CriterionFn = (g: Grading, phase: Phase) => Omit<Criterion, 'phase'> | null;
+type CriterionFn = (g: Grading) => Omit<Criterion, 'phase'> | null;
 
 /**
  * The runbooks' phases, each by its criteria (a phase's verdict also counts every phase below it).
@@ -607,7 +607,7 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
   const crit: Criterion[] = [];
   for (const phase of ALL_PHASES)
     for (const judge of PHASE_CRITERIA[phase]) {
-      const c = judge(g, phase);
+      const c = judge(g);
       if (c) crit.push({ id: c.id, phase, name: c.name, status: c.status, evidence: c.evidence });
     }
   const phases = ALL_PHASES.map((p) => gradePhase(p, crit));

@@ -5,8 +5,7 @@
 // the total steps in metrics.json, train.log and the config). PRECEDENCE below is the one table of
 // which source wins for which field: the first source in a row that has a value gives it.
 import { basename } from 'node:path';
-import type { FileHealth, RankHeartbeat, RunSnapshot, Series, StackDump } from './snapshot.js';
-import type { CheckpointInfo } from './snapshot.js';
+import type { CheckpointInfo, FileHealth, RankHeartbeat, RunSnapshot, Series, StackDump } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
 import { modelDims, nsaDims, trainCfg, type TrainerConfig } from './readers/config.js';
 import type { TrainingCsv } from './readers/csv.js';

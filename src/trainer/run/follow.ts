@@ -60,6 +60,11 @@ export class FollowedFile {
     return r.data;
   }
 
+  /** the forward read of this poll */
+  request(maxBytes: number): ReadRequest {
+    return { path: this.path, offset: this.offset, maxBytes };
+  }
+
   protected advance(n: number): void {
     this.offset += n;
     this.health.offset = this.offset;
@@ -116,11 +121,6 @@ export class LineFollower extends FollowedFile {
         finish: h.finish,
       };
     }
-  }
-
-  /** the forward read of this poll */
-  request(maxBytes: number): ReadRequest {
-    return { path: this.path, offset: this.offset, maxBytes };
   }
 
   /** backfill reads within `budget` bytes (several modest pieces: each buffer dies young in the GC); returns the bytes planned */
@@ -218,10 +218,6 @@ export class TbFollower extends FollowedFile {
   ) {
     super(name, path);
     this.listedSize = listedSize;
-  }
-
-  request(maxBytes: number): ReadRequest {
-    return { path: this.path, offset: this.offset, maxBytes };
   }
 
   onRead(r: ReadResult, onReset: (cause: ResetCause) => void, onEvent: (ev: TbEvent) => void): void {
