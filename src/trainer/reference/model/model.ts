@@ -785,22 +785,13 @@ class NsaModel implements ModelInternals {
   /** every head of group g at row r (batch element b) attends branch `br` over `nr` ranges at `ranges` */
   private attendFwd(q: number, br: Branch, b: number, r: number, g: number, ranges: number, nr: number): void {
     const { H, hpg, dk, dv, Ck, Cv, scale } = this;
+    const K = br.k + b * br.rows * Ck + g * dk,
+      V = br.v + b * br.rows * Cv + g * dv;
     for (let hh = 0; hh < hpg; hh++) {
-      const head = g * hpg + hh;
-      this.k.attnFwd(
-        q + (r * H + head) * dk,
-        br.k + b * br.rows * Ck + g * dk,
-        Ck,
-        br.v + b * br.rows * Cv + g * dv,
-        Cv,
-        ranges,
-        nr,
-        dk,
-        dv,
-        scale,
-        br.p + (r * H + head) * br.pLen,
-        br.o + (r * H + head) * dv,
-      );
+      const rh = r * H + g * hpg + hh;
+      const P = br.p + rh * br.pLen,
+        O = br.o + rh * dv;
+      this.k.attnFwd(q + rh * dk, K, Ck, V, Cv, ranges, nr, dk, dv, scale, P, O);
     }
   }
 
@@ -817,27 +808,18 @@ class NsaModel implements ModelInternals {
     gate: number,
   ): number {
     const { H, dk, dv, Ck, Cv, scale } = this;
-    const sc = this.scr;
-    const ho = (r * H + head) * dv;
-    return this.k.attnBwd(
-      q + (r * H + head) * dk,
-      br.k + b * br.rows * Ck + g * dk,
-      Ck,
-      br.v + b * br.rows * Cv + g * dv,
-      Cv,
-      ranges,
-      nr,
-      dk,
-      dv,
-      scale,
-      gate,
-      br.p + (r * H + head) * br.pLen,
-      br.o + ho,
-      sc.dO + ho,
-      sc.dq + (r * H + head) * dk,
-      br.dK + b * br.rows * Ck + g * dk,
-      br.dV + b * br.rows * Cv + g * dv,
-    );
+    const ko = b * br.rows * Ck + g * dk,
+      vo = b * br.rows * Cv + g * dv;
+    const rh = r * H + head;
+    const P = br.p + rh * br.pLen,
+      O = br.o + rh * dv,
+      dO = this.scr.dO + rh * dv,
+      dq = this.scr.dq + rh * dk;
+    const K = br.k + ko,
+      V = br.v + vo,
+      dK = br.dK + ko,
+      dV = br.dV + vo;
+    return this.k.attnBwd(q + rh * dk, K, Ck, V, Cv, ranges, nr, dk, dv, scale, gate, P, O, dO, dq, dK, dV);
   }
 
   private layerForward(li: number, B: number, xout: number): void {
