@@ -1,6 +1,7 @@
 // RunSnapshot: everything the UI and the checks need about one run directory, as plain data.
-// Built by the readers (src/trainer/run/model.ts); no I/O here. Times are ms epoch unless the name
-// says otherwise (heartbeat `ts` values are converted from seconds to ms).
+// Built by the pure snapshot builder (src/trainer/run/build.ts) from what RunModel read; no I/O
+// here. Times are ms epoch unless the name says otherwise (heartbeat `ts` values are converted from
+// seconds to ms).
 // This shape is also the `nsa-top status --json` output (documented in the README): add fields,
 // never rename or remove them.
 
