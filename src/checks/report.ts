@@ -119,21 +119,52 @@ function allPoints(s: { recent: SeriesPoint[] }): readonly SeriesPoint[] {
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED', 'NO TRAINER']);
 
-export function gradeRun(inp: GradeInput, target?: Phase): Report {
-  const { run, ev } = inp;
-  const t = inp.thresholds ?? DEFAULT_THRESHOLDS;
-  const step = run.step ?? 0;
-  const total = run.totalSteps;
-  const ended = ENDED.has(ev.runState);
-  const critical = ev.alerts.filter((a) => a.severity === 'critical');
-  const warnings = ev.alerts.filter((a) => a.severity === 'warning');
-  const crit: Criterion[] = [];
-  const C = (phase: Phase, id: string, name: string, status: Status, evidence: string) =>
-    crit.push({ id, phase, name, status, evidence });
+/** What every criterion reads: the input, and what is derived from it once. */
+interface Grading {
+  inp: GradeInput;
+  run: RunSnapshot;
+  ev: Evaluation;
+  t: Thresholds;
+  step: number;
+  total: number | null;
+  /** the run is over (finished, halted, exited, or no trainer) */
+  ended: boolean;
+  critical: Alert[];
+  lossPts: readonly SeriesPoint[];
+  times: StepTimes;
+}
 
-  // ---------- step time, from timed records (per step): the heartbeat progress times when the
-  // command read them, else the first series whose points carry times (CSV rows have none)
-  const lossPts = allPoints(run.series.loss);
+/** A criterion of a phase: its verdict on the run, or null where it does not apply. */
+type CriterionFn = (g: Grading) => Omit<Criterion, 'phase'> | null;
+
+/**
+ * The runbooks' phases, each by its criteria (a phase's verdict also counts every phase below it).
+ * `no-critical` repeats per phase; the highest-phase copy is the one kept.
+ */
+const PHASE_CRITERIA: Record<Phase, readonly CriterionFn[]> = {
+  0: [reachedSteps(1), heartbeatsFromEveryRank, firstLossFinite, noCrash, noCritical],
+  1: [reachedSteps(300), noStall, lossFinite, steadySteps, throughputInBounds, realRun, noCritical],
+  2: [reachedSteps(1000), memoryStable, noCritical],
+  3: [finished, checkpointsSaved, realData, intendedModel, noCritical],
+};
+
+interface StepTimes {
+  /** timed records (per step): the heartbeat progress times when read, else the first timed series */
+  timed: readonly SeriesPoint[];
+  perStep: { step: number; s: number }[];
+  /** seconds per step past step 5 */
+  steady: number[];
+  median: number | null;
+  p95: number | null;
+  max: number | null;
+}
+
+/**
+ * Step time, from timed records (per step): the heartbeat progress times when the command read
+ * them, else the first series whose points carry times (CSV rows have none).
+ */
+function stepTimes(inp: GradeInput): StepTimes {
+  const run = inp.run;
   const pt = inp.history?.progressTimes.length ? inp.history.progressTimes : inp.progressTimes;
   const timed: readonly SeriesPoint[] = pt?.length
     ? pt.map((p) => ({ step: p.step, t: p.t, value: 0, segment: 0 }))
@@ -148,405 +179,438 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     perStep.push({ step: b.step, s: (b.t - a.t) / 1000 / (b.step - a.step) });
   }
   const steady = perStep.filter((p) => p.step > 5).map((p) => p.s);
-  const stMed = median(steady),
-    stP95 = quantile(steady, 0.95),
-    stMax = steady.length ? Math.max(...steady) : null;
-
-  // ---------- no critical alert (every phase)
-  const critTxt = critical.map((a) => a.title).join('; ');
-  const noCrit = (p: Phase) =>
-    C(
-      p,
-      'no-critical',
-      'no critical alert',
-      critical.length ? 'fail' : 'pass',
-      critical.length ? critTxt : 'none of the rules raised a critical alert',
-    );
-
-  // ---------- phase 0
-  const stepsCrit = (p: Phase, need: number) => {
-    const id = `steps-${need}`;
-    if (step >= need)
-      C(
-        p,
-        id,
-        `${need} step${need > 1 ? 's' : ''}`,
-        'pass',
-        `reached step ${step}${total !== null ? ` of ${total}` : ''}`,
-      );
-    else if (ended)
-      C(
-        p,
-        id,
-        `${need} step${need > 1 ? 's' : ''}`,
-        'fail',
-        `the run ${ev.runState === 'FINISHED' ? 'finished' : 'stopped'} at step ${step}${total !== null ? ` of ${total}` : ''} (${ev.runStateWhy})`,
-      );
-    else if (total !== null && total < need)
-      C(p, id, `${need} steps`, 'fail', `the run is configured for ${total} steps only`);
-    else
-      C(
-        p,
-        id,
-        `${need} step${need > 1 ? 's' : ''}`,
-        'pending',
-        `live at step ${step}${total !== null ? ` of ${total}` : ''}: not there yet`,
-      );
+  return {
+    timed,
+    perStep,
+    steady,
+    median: median(steady),
+    p95: quantile(steady, 0.95),
+    max: steady.length ? Math.max(...steady) : null,
   };
-  stepsCrit(0, 1);
-  {
-    const world = run.identity.worldSize ?? 1;
-    const seen = new Set(run.ranks.filter((r) => r.bootTs !== null || r.records > 0).map((r) => r.rank));
-    const missing = Array.from({ length: world }, (_, i) => i).filter((r) => !seen.has(r));
-    const r0 = run.ranks.find((r) => r.rank === 0);
-    const prog = (r0?.events?.['progress'] ?? 0) > 0 || run.lastProgress !== null;
-    const status: Status = missing.length === 0 && prog ? 'pass' : ended || step > 0 ? 'fail' : 'pending';
-    C(
-      0,
-      'heartbeats',
-      'heartbeats from every rank',
-      status,
-      missing.length
-        ? `no heartbeat from rank(s) ${missing.slice(0, 32).join(',')}${missing.length > 32 ? ` … (${missing.length} ranks)` : ''} of ${world}`
-        : !prog
-          ? 'rank 0 wrote no progress record'
-          : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`,
-    );
-  }
-  {
-    const first = lossPts[0];
-    C(
-      0,
-      'first-loss',
-      'first loss finite',
-      first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending',
-      first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged',
-    );
-  }
-  {
-    // every earlier segment of the run: a crash anywhere, even one that was resumed, is NO-GO at
-    // every phase (like a critical alert), named with its steps and time
-    const h = inp.history;
-    // (judged only when the caller read the history: `nsa-top report` always does)
-    if (h) {
-      const crashes = h.events.filter((e) => e.kind === 'crash');
-      const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
-      const restartTxt = others.map(
-        (g) =>
-          `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`,
-      );
-      C(
-        0,
-        'no-crash',
-        'no crash or restart',
-        h.counts.crash ? 'fail' : 'pass',
-        h.counts.crash
-          ? `${h.counts.crash} crash(es): ${listSome(
-              crashes.map((e) => e.text),
-              h.counts.crash,
-            )}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
-          : h.segments.length > 1
-            ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}`
-            : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`,
-      );
-    }
-  }
-  noCrit(0);
+}
 
-  // ---------- phase 1
-  stepsCrit(1, 300);
-  {
-    // gaps between consecutive records against the stall threshold; stall alerts and anomalies
-    const thr = ev.stallThresholdS;
-    let worst: { gap: number; from: number; to: number } | null = null;
-    for (let i = 1; i < timed.length; i++) {
-      const a = timed[i - 1]!,
-        b = timed[i]!;
-      if (a.t === null || b.t === null) continue;
-      const gap = (b.t - a.t) / 1000;
-      if (!worst || gap > worst.gap) worst = { gap, from: a.step, to: b.step };
-    }
-    for (const hb of run.series.loss.history) {
-      // older history: bucket-internal gaps are unknown; only the span per record is
-      if (hb.tFrom !== null && hb.tTo !== null && hb.count > 1) {
-        const gap = (hb.tTo - hb.tFrom) / 1000 / (hb.count - 1);
-        if (!worst || gap > worst.gap) worst = { gap, from: hb.stepFrom, to: hb.stepTo };
-      }
-    }
-    const stalls = ev.alerts.filter((a) => a.rule === 'heartbeat-stall' && a.severity !== 'info');
-    const anomalyStall = run.control.anomaly?.type === 'heartbeat_stall';
-    const r0dumps = run.ranks.find((r) => r.rank === 0)?.watchdogDumps ?? 0;
-    const h = inp.history;
-    const hStalls = h ? h.events.filter((e) => e.kind === 'stall') : [];
-    const nStalls = h?.counts.stall ?? 0;
-    const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
-    const parts = [
-      nStalls
-        ? `${nStalls} stall(s) in the history (gap > ${fmtS(thr)}): ${listSome(
-            hStalls.map((e) => `segment #${e.segment}: ${e.text}`),
-            nStalls,
-          )}`
-        : null,
-      h
-        ? `whole history read: ${h.records.toLocaleString('en-US')} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}`
-        : null,
-      h
-        ? null
-        : worst
-          ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}`
-          : 'no record gaps measurable',
-      stalls.length ? stalls.map((a) => a.title).join('; ') : null,
-      anomalyStall ? '.anomaly_type = heartbeat_stall' : null,
-      r0dumps ? `rank 0 wrote ${r0dumps} in-process watchdog dump(s)` : null,
-    ].filter(Boolean);
-    C(
-      1,
-      'no-stall',
-      'no stalls',
-      bad ? 'fail' : worst !== null || (h && h.records > 0) ? 'pass' : ended ? 'unknown' : 'pending',
-      parts.join('; '),
-    );
-  }
-  {
-    const past5 = lossPts.filter((p) => p.step > 5);
-    const hNf = inp.history ? inp.history.events.filter((e) => e.kind === 'non-finite') : [];
-    const nHNf = inp.history?.counts['non-finite'] ?? 0;
-    const nonFinite =
-      run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
-    const st: Status =
-      nonFinite > 0 || run.control.anomaly?.type === 'nan_loss'
-        ? 'fail'
-        : past5.length
-          ? 'pass'
-          : ended
-            ? 'fail'
-            : 'pending';
-    C(
-      1,
-      'loss-finite',
-      'finite loss past step 5',
-      st,
-      st === 'fail' && nonFinite
-        ? `${
-            nHNf
-              ? `${nHNf} non-finite loss record(s) in the history: ${listSome(
-                  hNf.map((e) => `segment #${e.segment}: ${e.text}`),
-                  nHNf,
-                )}`
-              : `${run.series.loss.nonFinite} non-finite loss record(s)`
-          }${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
-        : past5.length
-          ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})`
-          : 'no loss logged past step 5',
-    );
-  }
-  {
-    let st: Status = 'unknown';
-    let evd = 'step times not measurable (fewer than 5 timed records past step 5)';
-    if (steady.length >= 5 && stMed !== null && stP95 !== null && stMax !== null) {
-      const spread = stP95 / stMed;
-      const ok = spread < 3 && stMax < 10 * stMed;
-      st = ok ? 'pass' : 'fail';
-      const worstStep = perStep.find((p) => p.s === stMax)?.step;
-      evd = `median ${fmtNum(stMed)} s/step, p95 ${fmtNum(stP95)} (${fmtNum(spread)} × median), max ${fmtNum(stMax)} at step ${worstStep ?? '?'}; steady means p95 < 3 × and max < 10 × the median`;
-    } else if (!ended) st = 'pending';
-    C(1, 'steady-steps', 'steady step times', st, evd);
-  }
-  {
-    const tps = allPoints(run.series.toksPerS).map((p) => p.value);
-    const last100 = tps.slice(-100);
-    const med = median(last100);
-    const minTps = inp.minTps ?? 10;
-    const tAlerts = ev.alerts.filter((a) => a.rule.startsWith('throughput') && a.severity !== 'info');
-    let st: Status;
-    if (tAlerts.some((a) => a.severity === 'critical')) st = 'fail';
-    else if (med === null) st = ended ? 'fail' : 'pending';
-    else st = med >= minTps && tAlerts.length === 0 ? 'pass' : 'fail';
-    C(
-      1,
-      'throughput',
-      'throughput in bounds',
-      st,
-      `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`,
-    );
-  }
-  {
-    // the runbook's phase 1 is a dataset run of the intended model: a toy or synthetic run can pass
-    // the smoke (phase 0) and nothing after it
-    const id = run.identity;
-    const synth =
-      id.dataset === 'synthetic' ||
-      run.data.syntheticFallback ||
-      ev.alerts.some((a) => a.rule === 'synthetic-data' && a.id.startsWith('data:synthetic'));
-    const known = knownConfig(id.config);
-    const envRead = (run.files['env.json']?.records ?? 0) > 0;
-    const params = id.model ? approxParams(id.model) : null;
-    const fails: string[] = [];
-    if (synth)
-      fails.push(
-        `synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`,
+function criterion(id: string, name: string, status: Status, evidence: string): Omit<Criterion, 'phase'> {
+  return { id, name, status, evidence };
+}
+
+// ---------- every phase
+
+function noCritical(g: Grading): Omit<Criterion, 'phase'> {
+  const critical = g.critical;
+  return criterion(
+    'no-critical',
+    'no critical alert',
+    critical.length ? 'fail' : 'pass',
+    critical.length ? critical.map((a) => a.title).join('; ') : 'none of the rules raised a critical alert',
+  );
+}
+
+function reachedSteps(need: number): CriterionFn {
+  return ({ step, total, ended, ev }) => {
+    const id = `steps-${need}`;
+    const name = `${need} step${need > 1 ? 's' : ''}`;
+    const of = total !== null ? ` of ${total}` : '';
+    if (step >= need) return criterion(id, name, 'pass', `reached step ${step}${of}`);
+    if (ended)
+      return criterion(
+        id,
+        name,
+        'fail',
+        `the run ${ev.runState === 'FINISHED' ? 'finished' : 'stopped'} at step ${step}${of} (${ev.runStateWhy})`,
       );
-    if (known?.toy) fails.push(`toy config ${configBasename(id.config)}`);
-    else if (id.trainer === 'nsa-vibe' && id.config === null && envRead)
-      fails.push('no CONFIG in env.json: the toy default configs/train_showcase.yaml');
-    if (params !== null && params < MIN_INTENDED_PARAMS)
-      fails.push(
-        `a ${fmtParams(params)}-parameter model (dim ${id.model!.dim} × ${id.model!.nLayers} layers; the runbooks' model is 125M)`,
-      );
-    const dataTxt = id.dataset
-      ? `dataset ${id.dataset}`
-      : run.data.withFetch > 0
-        ? `${run.data.withFetch} records with a data fetch time`
-        : 'dataset not named';
-    const modelTxt =
-      params !== null
-        ? `${fmtParams(params)} parameters (dim ${id.model!.dim} × ${id.model!.nLayers})`
-        : 'model dims unknown';
-    const st: Status = fails.length
+    if (total !== null && total < need)
+      return criterion(id, `${need} steps`, 'fail', `the run is configured for ${total} steps only`);
+    return criterion(id, name, 'pending', `live at step ${step}${of}: not there yet`);
+  };
+}
+
+// ---------- phase 0
+
+function heartbeatsFromEveryRank({ run, ended, step }: Grading): Omit<Criterion, 'phase'> {
+  const world = run.identity.worldSize ?? 1;
+  const seen = new Set(run.ranks.filter((r) => r.bootTs !== null || r.records > 0).map((r) => r.rank));
+  const missing = Array.from({ length: world }, (_, i) => i).filter((r) => !seen.has(r));
+  const r0 = run.ranks.find((r) => r.rank === 0);
+  const prog = (r0?.events?.['progress'] ?? 0) > 0 || run.lastProgress !== null;
+  const status: Status = missing.length === 0 && prog ? 'pass' : ended || step > 0 ? 'fail' : 'pending';
+  return criterion(
+    'heartbeats',
+    'heartbeats from every rank',
+    status,
+    missing.length
+      ? `no heartbeat from rank(s) ${missing.slice(0, 32).join(',')}${missing.length > 32 ? ` … (${missing.length} ranks)` : ''} of ${world}`
+      : !prog
+        ? 'rank 0 wrote no progress record'
+        : `${run.ranks.length} heartbeat file(s) for world size ${world}; rank 0 progress at step ${run.lastProgress?.step ?? '?'}`,
+  );
+}
+
+function firstLossFinite({ lossPts, ended }: Grading): Omit<Criterion, 'phase'> {
+  const first = lossPts[0];
+  return criterion(
+    'first-loss',
+    'first loss finite',
+    first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending',
+    first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged',
+  );
+}
+
+/**
+ * Every earlier segment of the run: a crash anywhere, even one that was resumed, is NO-GO at every
+ * phase (like a critical alert), named with its steps and time. Judged only when the caller read
+ * the history (`nsa-top report` always does).
+ */
+function noCrash({ inp }: Grading): Omit<Criterion, 'phase'> | null {
+  const h = inp.history;
+  if (!h) return null;
+  const crashes = h.events.filter((e) => e.kind === 'crash');
+  const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
+  const restartTxt = others.map(
+    (g) =>
+      `segment #${g.index}${g.pid !== null ? ` (pid ${g.pid})` : ''} steps ${g.firstStep ?? 0}–${g.lastStep ?? 0} ${g.end}: ${g.endWhy}`,
+  );
+  return criterion(
+    'no-crash',
+    'no crash or restart',
+    h.counts.crash ? 'fail' : 'pass',
+    h.counts.crash
+      ? `${h.counts.crash} crash(es): ${listSome(
+          crashes.map((e) => e.text),
+          h.counts.crash,
+        )}${restartTxt.length ? `; also ${restartTxt.join('; ')}` : ''}`
+      : h.segments.length > 1
+        ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}`
+        : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`,
+  );
+}
+
+// ---------- phase 1
+
+/** gaps between consecutive records against the stall threshold; stall alerts and anomalies */
+function noStall({ run, ev, inp, ended, times }: Grading): Omit<Criterion, 'phase'> {
+  const thr = ev.stallThresholdS;
+  const timed = times.timed;
+  let worst: { gap: number; from: number; to: number } | null = null;
+  for (let i = 1; i < timed.length; i++) {
+    const a = timed[i - 1]!,
+      b = timed[i]!;
+    if (a.t === null || b.t === null) continue;
+    const gap = (b.t - a.t) / 1000;
+    if (!worst || gap > worst.gap) worst = { gap, from: a.step, to: b.step };
+  }
+  for (const hb of run.series.loss.history) {
+    // older history: bucket-internal gaps are unknown; only the span per record is
+    if (hb.tFrom !== null && hb.tTo !== null && hb.count > 1) {
+      const gap = (hb.tTo - hb.tFrom) / 1000 / (hb.count - 1);
+      if (!worst || gap > worst.gap) worst = { gap, from: hb.stepFrom, to: hb.stepTo };
+    }
+  }
+  const stalls = ev.alerts.filter((a) => a.rule === 'heartbeat-stall' && a.severity !== 'info');
+  const anomalyStall = run.control.anomaly?.type === 'heartbeat_stall';
+  const r0dumps = run.ranks.find((r) => r.rank === 0)?.watchdogDumps ?? 0;
+  const h = inp.history;
+  const hStalls = h ? h.events.filter((e) => e.kind === 'stall') : [];
+  const nStalls = h?.counts.stall ?? 0;
+  const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
+  const parts = [
+    nStalls
+      ? `${nStalls} stall(s) in the history (gap > ${fmtS(thr)}): ${listSome(
+          hStalls.map((e) => `segment #${e.segment}: ${e.text}`),
+          nStalls,
+        )}`
+      : null,
+    h
+      ? `whole history read: ${h.records.toLocaleString('en-US')} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}`
+      : null,
+    h
+      ? null
+      : worst
+        ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}`
+        : 'no record gaps measurable',
+    stalls.length ? stalls.map((a) => a.title).join('; ') : null,
+    anomalyStall ? '.anomaly_type = heartbeat_stall' : null,
+    r0dumps ? `rank 0 wrote ${r0dumps} in-process watchdog dump(s)` : null,
+  ].filter(Boolean);
+  return criterion(
+    'no-stall',
+    'no stalls',
+    bad ? 'fail' : worst !== null || (h && h.records > 0) ? 'pass' : ended ? 'unknown' : 'pending',
+    parts.join('; '),
+  );
+}
+
+function lossFinite({ run, inp, lossPts, ended }: Grading): Omit<Criterion, 'phase'> {
+  const past5 = lossPts.filter((p) => p.step > 5);
+  const hNf = inp.history ? inp.history.events.filter((e) => e.kind === 'non-finite') : [];
+  const nHNf = inp.history?.counts['non-finite'] ?? 0;
+  const nonFinite =
+    run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
+  const st: Status =
+    nonFinite > 0 || run.control.anomaly?.type === 'nan_loss'
       ? 'fail'
-      : params === null || (!id.dataset && run.data.withFetch === 0)
-        ? 'unknown'
-        : 'pass';
-    C(
-      1,
-      'real-run',
-      'a dataset run of the intended model',
-      st,
-      fails.length
-        ? fails.join('; ')
-        : st === 'unknown'
-          ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !id.dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}`
-          : `${dataTxt}; ${modelTxt}; CONFIG ${id.config}`,
+      : past5.length
+        ? 'pass'
+        : ended
+          ? 'fail'
+          : 'pending';
+  return criterion(
+    'loss-finite',
+    'finite loss past step 5',
+    st,
+    st === 'fail' && nonFinite
+      ? `${
+          nHNf
+            ? `${nHNf} non-finite loss record(s) in the history: ${listSome(
+                hNf.map((e) => `segment #${e.segment}: ${e.text}`),
+                nHNf,
+              )}`
+            : `${run.series.loss.nonFinite} non-finite loss record(s)`
+        }${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
+      : past5.length
+        ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})`
+        : 'no loss logged past step 5',
+  );
+}
+
+function steadySteps({ times, ended }: Grading): Omit<Criterion, 'phase'> {
+  const { steady, median: stMed, p95: stP95, max: stMax } = times;
+  let st: Status = 'unknown';
+  let evd = 'step times not measurable (fewer than 5 timed records past step 5)';
+  if (steady.length >= 5 && stMed !== null && stP95 !== null && stMax !== null) {
+    const spread = stP95 / stMed;
+    const ok = spread < 3 && stMax < 10 * stMed;
+    st = ok ? 'pass' : 'fail';
+    const worstStep = times.perStep.find((p) => p.s === stMax)?.step;
+    evd = `median ${fmtNum(stMed)} s/step, p95 ${fmtNum(stP95)} (${fmtNum(spread)} × median), max ${fmtNum(stMax)} at step ${worstStep ?? '?'}; steady means p95 < 3 × and max < 10 × the median`;
+  } else if (!ended) st = 'pending';
+  return criterion('steady-steps', 'steady step times', st, evd);
+}
+
+function throughputInBounds({ run, ev, inp, ended }: Grading): Omit<Criterion, 'phase'> {
+  const tps = allPoints(run.series.toksPerS).map((p) => p.value);
+  const last100 = tps.slice(-100);
+  const med = median(last100);
+  const minTps = inp.minTps ?? 10;
+  const tAlerts = ev.alerts.filter((a) => a.rule.startsWith('throughput') && a.severity !== 'info');
+  let st: Status;
+  if (tAlerts.some((a) => a.severity === 'critical')) st = 'fail';
+  else if (med === null) st = ended ? 'fail' : 'pending';
+  else st = med >= minTps && tAlerts.length === 0 ? 'pass' : 'fail';
+  return criterion(
+    'throughput',
+    'throughput in bounds',
+    st,
+    `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`,
+  );
+}
+
+/**
+ * The runbook's phase 1 is a dataset run of the intended model: a toy or synthetic run can pass the
+ * smoke (phase 0) and nothing after it.
+ */
+function realRun({ run, ev }: Grading): Omit<Criterion, 'phase'> {
+  const id = run.identity;
+  const synth =
+    id.dataset === 'synthetic' ||
+    run.data.syntheticFallback ||
+    ev.alerts.some((a) => a.rule === 'synthetic-data' && a.id.startsWith('data:synthetic'));
+  const known = knownConfig(id.config);
+  const envRead = (run.files['env.json']?.records ?? 0) > 0;
+  const params = id.model ? approxParams(id.model) : null;
+  const fails: string[] = [];
+  if (synth)
+    fails.push(
+      `synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`,
+    );
+  if (known?.toy) fails.push(`toy config ${configBasename(id.config)}`);
+  else if (id.trainer === 'nsa-vibe' && id.config === null && envRead)
+    fails.push('no CONFIG in env.json: the toy default configs/train_showcase.yaml');
+  if (params !== null && params < MIN_INTENDED_PARAMS)
+    fails.push(
+      `a ${fmtParams(params)}-parameter model (dim ${id.model!.dim} × ${id.model!.nLayers} layers; the runbooks' model is 125M)`,
+    );
+  const dataTxt = id.dataset
+    ? `dataset ${id.dataset}`
+    : run.data.withFetch > 0
+      ? `${run.data.withFetch} records with a data fetch time`
+      : 'dataset not named';
+  const modelTxt =
+    params !== null
+      ? `${fmtParams(params)} parameters (dim ${id.model!.dim} × ${id.model!.nLayers})`
+      : 'model dims unknown';
+  const st: Status = fails.length
+    ? 'fail'
+    : params === null || (!id.dataset && run.data.withFetch === 0)
+      ? 'unknown'
+      : 'pass';
+  return criterion(
+    'real-run',
+    'a dataset run of the intended model',
+    st,
+    fails.length
+      ? fails.join('; ')
+      : st === 'unknown'
+        ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !id.dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}`
+        : `${dataTxt}; ${modelTxt}; CONFIG ${id.config}`,
+  );
+}
+
+// ---------- phase 2
+
+function memoryStable({ run, ev, inp, t, step, ended }: Grading): Omit<Criterion, 'phase'> {
+  const sources = new Map(inp.memory ?? []);
+  const hb = allPoints(run.series.memReservedMiB).map((p) => ({ step: p.step, mib: p.value }));
+  if (hb.length) sources.set('0:gpu_mem_reserved', hb);
+  const leaks = ev.alerts.filter((a) => a.rule === 'memory-growth');
+  const found: string[] = [];
+  const flat: string[] = [];
+  for (const [key, s] of sources) {
+    const [rank, src] = key.split(':');
+    if (s.length < 2) continue;
+    const l = leakOf(s, t);
+    const a = s[0]!,
+      b = s[s.length - 1]!;
+    (l ? found : flat).push(
+      `rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${fmtNum(l.slope)} MiB/step)` : ''}`,
     );
   }
-  noCrit(1);
+  const st: Status =
+    leaks.length || found.length ? 'fail' : flat.length ? (step >= 1000 || ended ? 'pass' : 'pending') : 'unknown';
+  return criterion(
+    'memory-stable',
+    'memory stable (no creep)',
+    st,
+    [...leaks.map((a) => a.title), ...found, ...flat].join('; ') ||
+      'no memory telemetry in the heartbeats (gpu_mem_* appear only with CUDA)',
+  );
+}
 
-  // ---------- phase 2
-  stepsCrit(2, 1000);
-  {
-    const sources = new Map(inp.memory ?? []);
-    const hb = allPoints(run.series.memReservedMiB).map((p) => ({ step: p.step, mib: p.value }));
-    if (hb.length) sources.set('0:gpu_mem_reserved', hb);
-    const leaks = ev.alerts.filter((a) => a.rule === 'memory-growth');
-    const found: string[] = [];
-    const flat: string[] = [];
-    for (const [key, s] of sources) {
-      const [rank, src] = key.split(':');
-      if (s.length < 2) continue;
-      const l = leakOf(s, t);
-      const a = s[0]!,
-        b = s[s.length - 1]!;
-      (l ? found : flat).push(
-        `rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${fmtNum(l.slope)} MiB/step)` : ''}`,
-      );
+// ---------- phase 3
+
+function finished({ ev, ended }: Grading): Omit<Criterion, 'phase'> {
+  const fin = ev.runState === 'FINISHED';
+  return criterion(
+    'finished',
+    'ran to its configured length',
+    fin ? 'pass' : ended ? 'fail' : 'pending',
+    `${ev.runState}: ${ev.runStateWhy}`,
+  );
+}
+
+function checkpointsSaved({ run, inp, ended }: Grading): Omit<Criterion, 'phase'> {
+  const ck = run.checkpoints.filter((c) => c.complete);
+  const saveEvery = run.identity.train?.saveEvery ?? null;
+  const h = inp.history;
+  const failedSaves = h ? h.events.filter((e) => e.kind === 'checkpoint-failed') : [];
+  // the real trainer swallows a failed save (TS:1489-1499): a checkpoint the current segment
+  // should have written by now and that is not there failed silently
+  const cur = h?.segments[h.segments.length - 1];
+  const missing: number[] = [];
+  if (saveEvery && saveEvery > 0 && cur && cur.lastStep !== null) {
+    const have = new Set(run.checkpoints.map((c) => c.step));
+    for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery) if (!have.has(k)) missing.push(k);
+  }
+  const ckBad = failedSaves.length > 0 || missing.length > 0;
+  return criterion(
+    'checkpoints',
+    'checkpoints saved',
+    ckBad ? 'fail' : ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
+    ckBad
+      ? [
+          failedSaves.length
+            ? `${h!.counts['checkpoint-failed']} failed save(s): ${listSome(
+                failedSaves.map((e) => `segment #${e.segment} step ${e.step}: ${e.text}`),
+                h!.counts['checkpoint-failed'],
+              )}`
+            : null,
+          missing.length
+            ? `save_every ${saveEvery} but no checkpoint_step{${missing.join(',')}}.pt from the current segment (steps ${cur!.firstStep}–${cur!.lastStep}): saves that failed silently, or removed`
+            : null,
+        ]
+          .filter(Boolean)
+          .join('; ')
+      : ck.length
+        ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}`
+        : saveEvery === 0
+          ? 'save_every is 0: this run never writes a checkpoint'
+          : ended
+            ? 'no complete checkpoint was written'
+            : 'no checkpoint yet',
+  );
+}
+
+function realData({ run, ev }: Grading): Omit<Criterion, 'phase'> {
+  const synth = ev.alerts.filter((a) => a.rule === 'synthetic-data');
+  return criterion(
+    'real-data',
+    'trained on real data',
+    synth.length ? 'fail' : run.data.withFetch > 0 ? 'pass' : 'unknown',
+    synth.length
+      ? synth.map((a) => a.title).join('; ')
+      : run.data.withFetch > 0
+        ? `${run.data.withFetch} progress records carry dt_fetch_s`
+        : 'no dt_fetch_s seen: the data source cannot be confirmed',
+  );
+}
+
+function intendedModel({ run, ev }: Grading): Omit<Criterion, 'phase'> {
+  const idA = ev.alerts.filter((a) => a.rule === 'run-identity' || a.id === 'throughput:impossible');
+  const m = run.identity.model;
+  const small = m && approxParams(m) < MIN_INTENDED_PARAMS;
+  const cfg = `CONFIG ${run.identity.config ?? '(none)'}`;
+  return criterion(
+    'identity',
+    'the intended model and config',
+    idA.length || small ? 'fail' : m ? 'pass' : 'unknown',
+    idA.length
+      ? idA.map((a) => a.title).join('; ')
+      : small
+        ? `a ${fmtParams(approxParams(m!))}-parameter model (dim ${m!.dim} × ${m!.nLayers} layers) is not the intended 125M model; ${cfg}`
+        : m
+          ? `${cfg}; model dim ${m.dim} × ${m.nLayers} layers (${fmtParams(approxParams(m))} parameters)`
+          : `${cfg}; model dims unknown (no config readable): the model cannot be confirmed`,
+  );
+}
+
+// ---------- the verdicts
+
+/** a phase's verdict over its criteria and every phase's below it */
+function gradePhase(p: Phase, crit: Criterion[]): PhaseGrade {
+  const cs = dedupe(crit.filter((c) => c.phase <= p));
+  const fail = cs.find((c) => c.status === 'fail');
+  const pend = cs.find((c) => c.status === 'pending' || c.status === 'unknown');
+  const verdict: Verdict = fail ? 'NO-GO' : pend ? 'CANNOT JUDGE' : 'GO';
+  const why = fail
+    ? `${fail.name}: ${fail.evidence}`
+    : pend
+      ? `${pend.name}: ${pend.evidence}`
+      : `all ${cs.length} criteria pass`;
+  return { phase: p, title: PHASES[p].title, verdict, why, criteria: cs };
+}
+
+const ALL_PHASES: readonly Phase[] = [0, 1, 2, 3];
+
+export function gradeRun(inp: GradeInput, target?: Phase): Report {
+  const { run, ev } = inp;
+  const g: Grading = {
+    inp,
+    run,
+    ev,
+    t: inp.thresholds ?? DEFAULT_THRESHOLDS,
+    step: run.step ?? 0,
+    total: run.totalSteps,
+    ended: ENDED.has(ev.runState),
+    critical: ev.alerts.filter((a) => a.severity === 'critical'),
+    lossPts: allPoints(run.series.loss),
+    times: stepTimes(inp),
+  };
+  const crit: Criterion[] = [];
+  for (const phase of ALL_PHASES)
+    for (const judge of PHASE_CRITERIA[phase]) {
+      const c = judge(g);
+      if (c) crit.push({ id: c.id, phase, name: c.name, status: c.status, evidence: c.evidence });
     }
-    const st: Status =
-      leaks.length || found.length ? 'fail' : flat.length ? (step >= 1000 || ended ? 'pass' : 'pending') : 'unknown';
-    C(
-      2,
-      'memory-stable',
-      'memory stable (no creep)',
-      st,
-      [...leaks.map((a) => a.title), ...found, ...flat].join('; ') ||
-        'no memory telemetry in the heartbeats (gpu_mem_* appear only with CUDA)',
-    );
-  }
-  noCrit(2);
-
-  // ---------- phase 3
-  {
-    const fin = ev.runState === 'FINISHED';
-    C(
-      3,
-      'finished',
-      'ran to its configured length',
-      fin ? 'pass' : ended ? 'fail' : 'pending',
-      `${ev.runState}: ${ev.runStateWhy}`,
-    );
-    const ck = run.checkpoints.filter((c) => c.complete);
-    const saveEvery = run.identity.train?.saveEvery ?? null;
-    const h = inp.history;
-    const failedSaves = h ? h.events.filter((e) => e.kind === 'checkpoint-failed') : [];
-    // the real trainer swallows a failed save (TS:1489-1499): a checkpoint the current segment
-    // should have written by now and that is not there failed silently
-    const cur = h?.segments[h.segments.length - 1];
-    const missing: number[] = [];
-    if (saveEvery && saveEvery > 0 && cur && cur.lastStep !== null) {
-      const have = new Set(run.checkpoints.map((c) => c.step));
-      for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery)
-        if (!have.has(k)) missing.push(k);
-    }
-    const ckBad = failedSaves.length > 0 || missing.length > 0;
-    C(
-      3,
-      'checkpoints',
-      'checkpoints saved',
-      ckBad ? 'fail' : ck.length ? 'pass' : ended || saveEvery === 0 ? 'fail' : 'pending',
-      ckBad
-        ? [
-            failedSaves.length
-              ? `${h!.counts['checkpoint-failed']} failed save(s): ${listSome(
-                  failedSaves.map((e) => `segment #${e.segment} step ${e.step}: ${e.text}`),
-                  h!.counts['checkpoint-failed'],
-                )}`
-              : null,
-            missing.length
-              ? `save_every ${saveEvery} but no checkpoint_step{${missing.join(',')}}.pt from the current segment (steps ${cur!.firstStep}–${cur!.lastStep}): saves that failed silently, or removed`
-              : null,
-          ]
-            .filter(Boolean)
-            .join('; ')
-        : ck.length
-          ? `${ck.length} complete checkpoint(s), newest step ${Math.max(...ck.map((c) => c.step))}`
-          : saveEvery === 0
-            ? 'save_every is 0: this run never writes a checkpoint'
-            : ended
-              ? 'no complete checkpoint was written'
-              : 'no checkpoint yet',
-    );
-    const synth = ev.alerts.filter((a) => a.rule === 'synthetic-data');
-    C(
-      3,
-      'real-data',
-      'trained on real data',
-      synth.length ? 'fail' : run.data.withFetch > 0 ? 'pass' : 'unknown',
-      synth.length
-        ? synth.map((a) => a.title).join('; ')
-        : run.data.withFetch > 0
-          ? `${run.data.withFetch} progress records carry dt_fetch_s`
-          : 'no dt_fetch_s seen: the data source cannot be confirmed',
-    );
-    const idA = ev.alerts.filter((a) => a.rule === 'run-identity' || a.id === 'throughput:impossible');
-    const m = run.identity.model;
-    const small = m && approxParams(m) < MIN_INTENDED_PARAMS;
-    C(
-      3,
-      'identity',
-      'the intended model and config',
-      idA.length || small ? 'fail' : m ? 'pass' : 'unknown',
-      idA.length
-        ? idA.map((a) => a.title).join('; ')
-        : small
-          ? `a ${fmtParams(approxParams(m!))}-parameter model (dim ${m!.dim} × ${m!.nLayers} layers) is not the intended 125M model; CONFIG ${run.identity.config ?? '(none)'}`
-          : m
-            ? `CONFIG ${run.identity.config ?? '(none)'}; model dim ${m.dim} × ${m.nLayers} layers (${fmtParams(approxParams(m))} parameters)`
-            : `CONFIG ${run.identity.config ?? '(none)'}; model dims unknown (no config readable): the model cannot be confirmed`,
-    );
-  }
-  noCrit(3);
-
-  const phases: PhaseGrade[] = ([0, 1, 2, 3] as Phase[]).map((p) => {
-    const cs = dedupe(crit.filter((c) => c.phase <= p));
-    const fail = cs.find((c) => c.status === 'fail');
-    const pend = cs.find((c) => c.status === 'pending' || c.status === 'unknown');
-    const verdict: Verdict = fail ? 'NO-GO' : pend ? 'CANNOT JUDGE' : 'GO';
-    const why = fail
-      ? `${fail.name}: ${fail.evidence}`
-      : pend
-        ? `${pend.name}: ${pend.evidence}`
-        : `all ${cs.length} criteria pass`;
-    return { phase: p, title: PHASES[p].title, verdict, why, criteria: cs };
-  });
+  const phases = ALL_PHASES.map((p) => gradePhase(p, crit));
   const tgt = target ?? reachablePhase(run);
   const verdict = phases[tgt]!.verdict;
   return {
@@ -555,7 +619,7 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
       dir: run.runDir,
       host: run.host,
       step: run.step,
-      total,
+      total: g.total,
       state: ev.runState,
       stateWhy: ev.runStateWhy,
       trainer: run.identity.trainer,
@@ -565,9 +629,9 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     verdict,
     exitCode: verdict === 'GO' ? 0 : verdict === 'NO-GO' ? 1 : 2,
     phases,
-    critical,
-    warnings,
-    stepTime: { median: stMed, p95: stP95, max: stMax },
+    critical: g.critical,
+    warnings: ev.alerts.filter((a) => a.severity === 'warning'),
+    stepTime: { median: g.times.median, p95: g.times.p95, max: g.times.max },
     history: inp.history
       ? {
           segments: inp.history.segments,

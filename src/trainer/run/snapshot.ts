@@ -1,6 +1,7 @@
 // RunSnapshot: everything the UI and the checks need about one run directory, as plain data.
-// Built by the readers (src/trainer/run/model.ts); no I/O here. Times are ms epoch unless the name
-// says otherwise (heartbeat `ts` values are converted from seconds to ms).
+// Built by the pure snapshot builder (src/trainer/run/build.ts) from what RunModel read; no I/O
+// here. Times are ms epoch unless the name says otherwise (heartbeat `ts` values are converted from
+// seconds to ms).
 // This shape is also the `nsa-top status --json` output (documented in the README): add fields,
 // never rename or remove them.
 
@@ -249,6 +250,18 @@ export interface LogTail {
   resumedFrom: string | null;
 }
 
+export function emptyLogTail(file: string | null): LogTail {
+  return {
+    file,
+    lines: [],
+    effectiveConfig: null,
+    haltSeen: false,
+    fatalNonFinite: false,
+    oom: false,
+    resumedFrom: null,
+  };
+}
+
 export interface RunSnapshot {
   schema: 1;
   takenAt: number;
@@ -393,15 +406,7 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
     optStateMb: null,
     memDumps: [],
     tb: { present: false, files: 0, scalars: 0, lastStep: null },
-    log: {
-      file: null,
-      lines: [],
-      effectiveConfig: null,
-      haltSeen: false,
-      fatalNonFinite: false,
-      oom: false,
-      resumedFrom: null,
-    },
+    log: emptyLogTail(null),
     ended: false,
     files: {},
     lastLossNonFinite: false,

@@ -12,7 +12,13 @@ import { fileURLToPath } from 'node:url';
 export type KernelKind = 'wasm' | 'js';
 export type FloatHeap = Float32Array | Float64Array;
 
-export interface Kernels {
+/**
+ * The kernels: the heap, and the compute functions whose signatures (and docs) the plain-JS twin
+ * defines (JsKernels below); the wasm kernels reach the same functions through WASM_ABI.
+ */
+export type Kernels = KernelHeap & Pick<JsKernels, KernelFn>;
+
+export interface KernelHeap {
   readonly kind: KernelKind;
   /** float view over the whole heap */
   f: FloatHeap;
@@ -22,110 +28,6 @@ export interface Kernels {
   readonly base: number;
   /** make the heap hold at least `elems` elements (may replace f and i) */
   ensure(elems: number): void;
-  /** C[M,N] (+)= A·B with A(i,k) = f[a + i·sai + k·sak], B row-major (ldb), C row-major (ldc) */
-  gemm(
-    a: number,
-    sai: number,
-    sak: number,
-    b: number,
-    ldb: number,
-    c: number,
-    ldc: number,
-    M: number,
-    N: number,
-    K: number,
-    accumulate: boolean,
-  ): void;
-  /** dst[cols,rows] = src[rows,cols]ᵀ */
-  transpose(src: number, rows: number, cols: number, dst: number): void;
-  /** SiLU forward over n values: sg ← σ(h), a ← h·σ(h) */
-  siluFwd(h: number, a: number, sg: number, n: number): void;
-  /** SiLU backward: dh ← dh·σ·(1 + h·(1 − σ)) */
-  siluBwd(dh: number, h: number, sg: number, n: number): void;
-  /** row-wise softmax of x[rows,n] in place times scale; f[lse + r] ← log Σ exp(x[r,:]) */
-  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void;
-  /** y[r,:] = x[r,:]·rinv[r]·w with rinv[r] = 1/√(mean(x[r,:]²)+eps) */
-  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void;
-  /** backward of rmsFwd: dx += …, dw += … */
-  rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void;
-  /** RoPE on interleaved pairs of rows [M, heads·dk] at positions r % S, tables cs/sn [S, dk/2]; inverse = −angle */
-  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void;
-  /** dst[0..n) += src[0..n) */
-  addTo(dst: number, src: number, n: number): void;
-  /** o[r,h,:] = Σ_b gates[r,g(h),b]·O_b[r,h,:] over the three branches (gates [M·G, 3]) */
-  combine3(
-    o: number,
-    oc: number,
-    os: number,
-    ow: number,
-    gates: number,
-    M: number,
-    H: number,
-    hpg: number,
-    G: number,
-    dv: number,
-  ): void;
-  /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
-  poolFwd(
-    x: number,
-    pool: number,
-    out: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void;
-  /** backward of poolFwd: dx += …, dpool += … */
-  poolBwd(
-    x: number,
-    pool: number,
-    dout: number,
-    dx: number,
-    dpool: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void;
-  /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
-  attnFwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    P: number,
-    O: number,
-  ): void;
-  /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
-  attnBwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    gs: number,
-    P: number,
-    O: number,
-    dO: number,
-    dq: number,
-    dK: number,
-    dV: number,
-  ): number;
 }
 
 // lib "ES2023" without DOM carries no WebAssembly typings, so declare the little we use.
@@ -144,98 +46,49 @@ const WA = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
 const WASM_BASE = 65536 / 4;
 const PAGE_ELEMS = 65536 / 4;
 
+/** A wasm export: heap byte offsets and numbers in, a number (or nothing) out. */
+type WasmFn = (...args: number[]) => number | undefined;
 interface WasmExports {
   memory: WasmMemory;
-  gemm(
-    a: number,
-    sai: number,
-    sak: number,
-    b: number,
-    ldb: number,
-    c: number,
-    ldc: number,
-    M: number,
-    N: number,
-    K: number,
-    acc: number,
-  ): void;
-  transpose(src: number, rows: number, cols: number, dst: number): void;
-  silu_fwd(h: number, a: number, sg: number, n: number): void;
-  silu_bwd(dh: number, h: number, sg: number, n: number): void;
-  softmax_rows(x: number, rows: number, n: number, scale: number, lse: number): void;
-  attn_fwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    P: number,
-    O: number,
-  ): void;
-  rms_fwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void;
-  rms_bwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void;
-  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: number): void;
-  add_to(dst: number, src: number, n: number): void;
-  combine3(
-    o: number,
-    oc: number,
-    os: number,
-    ow: number,
-    gates: number,
-    M: number,
-    H: number,
-    hpg: number,
-    G: number,
-    dv: number,
-  ): void;
-  pool_fwd(
-    x: number,
-    pool: number,
-    out: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void;
-  pool_bwd(
-    x: number,
-    pool: number,
-    dout: number,
-    dx: number,
-    dpool: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void;
-  attn_bwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    gs: number,
-    P: number,
-    O: number,
-    dO: number,
-    dq: number,
-    dK: number,
-    dV: number,
-  ): number;
+  [name: string]: WasmFn | WasmMemory;
+}
+
+/** The compute functions of Kernels (everything but the heap). */
+type KernelFn = Exclude<keyof JsKernels, keyof KernelHeap>;
+
+/**
+ * How each kernel reaches its wasm export: the export's name, and per argument 'p' a heap offset
+ * (elements here, bytes there), 'n' a number passed as is, 'b' a boolean passed as 0/1.
+ */
+const WASM_ABI: Record<KernelFn, readonly [exportName: string, args: string]> = {
+  gemm: ['gemm', 'pnnpnpnnnnb'],
+  transpose: ['transpose', 'pnnp'],
+  siluFwd: ['silu_fwd', 'pppn'],
+  siluBwd: ['silu_bwd', 'pppn'],
+  softmaxRows: ['softmax_rows', 'pnnnp'],
+  rmsFwd: ['rms_fwd', 'ppppnnn'],
+  rmsBwd: ['rms_bwd', 'ppppppnn'],
+  rope: ['rope', 'pnnnnppb'],
+  addTo: ['add_to', 'ppn'],
+  combine3: ['combine3', 'pppppnnnnn'],
+  poolFwd: ['pool_fwd', 'pppnnnnnn'],
+  poolBwd: ['pool_bwd', 'pppppnnnnnn'],
+  attnFwd: ['attn_fwd', 'ppnpnpnnnnpp'],
+  attnBwd: ['attn_bwd', 'ppnpnpnnnnnpppppp'],
+};
+
+/** the kernel `name` as a call of its wasm export */
+function wasmCall(x: WasmExports, name: KernelFn): (...args: (number | boolean)[]) => number | undefined {
+  const [exportName, kinds] = WASM_ABI[name];
+  const fn = x[exportName];
+  if (typeof fn !== 'function') throw new Error(`kernels.wasm exports no ${exportName}`);
+  const ptrs = [...kinds].flatMap((c, k) => (c === 'p' ? [k] : []));
+  const bools = [...kinds].flatMap((c, k) => (c === 'b' ? [k] : []));
+  return (...args) => {
+    for (const k of ptrs) args[k] = (args[k] as number) * 4;
+    for (const k of bools) args[k] = args[k] ? 1 : 0;
+    return fn(...(args as number[]));
+  };
 }
 
 let wasmModule: WasmModule | null | undefined;
@@ -301,14 +154,13 @@ export function wasmUnavailableReason(): string {
   return wasmModule ? '' : wasmError;
 }
 
-class WasmKernels implements Kernels {
+/** The heap of the wasm kernels; the kernels themselves are its exports, wrapped per WASM_ABI (wasmKernels). */
+class WasmHeap {
   readonly kind = 'wasm' as const;
   readonly base = WASM_BASE;
   f: Float32Array;
   i: Int32Array;
-  private readonly x: WasmExports;
-  constructor(mod: WasmModule) {
-    this.x = new WA!.Instance(mod, {}).exports as unknown as WasmExports;
+  constructor(readonly x: WasmExports) {
     this.f = new Float32Array(this.x.memory.buffer);
     this.i = new Int32Array(this.x.memory.buffer);
   }
@@ -329,142 +181,13 @@ class WasmKernels implements Kernels {
       this.i = new Int32Array(this.x.memory.buffer);
     }
   }
-  gemm(
-    a: number,
-    sai: number,
-    sak: number,
-    b: number,
-    ldb: number,
-    c: number,
-    ldc: number,
-    M: number,
-    N: number,
-    K: number,
-    accumulate: boolean,
-  ): void {
-    this.x.gemm(a * 4, sai, sak, b * 4, ldb, c * 4, ldc, M, N, K, accumulate ? 1 : 0);
-  }
-  transpose(src: number, rows: number, cols: number, dst: number): void {
-    this.x.transpose(src * 4, rows, cols, dst * 4);
-  }
-  rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void {
-    this.x.rms_fwd(x * 4, w * 4, y * 4, rinv * 4, M, D, eps);
-  }
-  rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
-    this.x.rms_bwd(x * 4, rinv * 4, w * 4, dw * 4, dy * 4, dx * 4, M, D);
-  }
-  rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
-    this.x.rope(buf * 4, M, heads, dk, S, cs * 4, sn * 4, inverse ? 1 : 0);
-  }
-  addTo(dst: number, src: number, n: number): void {
-    this.x.add_to(dst * 4, src * 4, n);
-  }
-  combine3(
-    o: number,
-    oc: number,
-    os: number,
-    ow: number,
-    gates: number,
-    M: number,
-    H: number,
-    hpg: number,
-    G: number,
-    dv: number,
-  ): void {
-    this.x.combine3(o * 4, oc * 4, os * 4, ow * 4, gates * 4, M, H, hpg, G, dv);
-  }
-  poolFwd(
-    x: number,
-    pool: number,
-    out: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void {
-    this.x.pool_fwd(x * 4, pool * 4, out * 4, B, S, Sc, l, d, C);
-  }
-  poolBwd(
-    x: number,
-    pool: number,
-    dout: number,
-    dx: number,
-    dpool: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void {
-    this.x.pool_bwd(x * 4, pool * 4, dout * 4, dx * 4, dpool * 4, B, S, Sc, l, d, C);
-  }
-  siluFwd(h: number, a: number, sg: number, n: number): void {
-    this.x.silu_fwd(h * 4, a * 4, sg * 4, n);
-  }
-  siluBwd(dh: number, h: number, sg: number, n: number): void {
-    this.x.silu_bwd(dh * 4, h * 4, sg * 4, n);
-  }
-  softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void {
-    this.x.softmax_rows(x * 4, rows, n, scale, lse * 4);
-  }
-  attnFwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    P: number,
-    O: number,
-  ): void {
-    this.x.attn_fwd(q * 4, K * 4, ldk, V * 4, ldv, ranges * 4, nr, dk, dv, scale, P * 4, O * 4);
-  }
-  attnBwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    gs: number,
-    P: number,
-    O: number,
-    dO: number,
-    dq: number,
-    dK: number,
-    dV: number,
-  ): number {
-    return this.x.attn_bwd(
-      q * 4,
-      K * 4,
-      ldk,
-      V * 4,
-      ldv,
-      ranges * 4,
-      nr,
-      dk,
-      dv,
-      scale,
-      gs,
-      P * 4,
-      O * 4,
-      dO * 4,
-      dq * 4,
-      dK * 4,
-      dV * 4,
-    );
-  }
+}
+
+function wasmKernels(mod: WasmModule): Kernels {
+  const heap = new WasmHeap(new WA!.Instance(mod, {}).exports as unknown as WasmExports);
+  const k = heap as WasmHeap & Record<KernelFn, unknown>;
+  for (const name of Object.keys(WASM_ABI) as KernelFn[]) k[name] = wasmCall(heap.x, name);
+  return k as unknown as Kernels;
 }
 
 /** Plain-JS twin of the wasm kernels (same loop order; arithmetic in double, stored to the heap type). */
@@ -491,6 +214,7 @@ class JsKernels implements Kernels {
   }
   private ap = new Float64Array(0);
   private bt = new Float64Array(0);
+  /** C[M,N] (+)= A·B with A(i,k) = f[a + i·sai + k·sak], B row-major (ldb), C row-major (ldc) */
   gemm(
     a: number,
     sai: number,
@@ -575,10 +299,12 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** dst[cols,rows] = src[rows,cols]ᵀ */
   transpose(src: number, rows: number, cols: number, dst: number): void {
     const f = this.f;
     for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) f[dst + c * rows + r] = f[src + r * cols + c];
   }
+  /** y[r,:] = x[r,:]·rinv[r]·w with rinv[r] = 1/√(mean(x[r,:]²)+eps) */
   rmsFwd(x: number, w: number, y: number, rinv: number, M: number, D: number, eps: number): void {
     const f = this.f;
     for (let r = 0; r < M; r++) {
@@ -591,6 +317,7 @@ class JsKernels implements Kernels {
       for (let j = 0; j < D; j++) f[oy + j] = f[o + j]! * s * f[w + j]!;
     }
   }
+  /** backward of rmsFwd: dx += …, dw += … */
   rmsBwd(x: number, rinv: number, w: number, dw: number, dy: number, dx: number, M: number, D: number): void {
     const f = this.f;
     for (let r = 0; r < M; r++) {
@@ -607,6 +334,7 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** RoPE on interleaved pairs of rows [M, heads·dk] at positions r % S, tables cs/sn [S, dk/2]; inverse = −angle */
   rope(buf: number, M: number, heads: number, dk: number, S: number, cs: number, sn: number, inverse: boolean): void {
     const f = this.f,
       half = dk >> 1,
@@ -626,10 +354,12 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** dst[0..n) += src[0..n) */
   addTo(dst: number, src: number, n: number): void {
     const f = this.f;
     for (let i = 0; i < n; i++) f[dst + i] = f[dst + i]! + f[src + i]!;
   }
+  /** o[r,h,:] = Σ_b gates[r,g(h),b]·O_b[r,h,:] over the three branches (gates [M·G, 3]) */
   combine3(
     o: number,
     oc: number,
@@ -653,6 +383,7 @@ class JsKernels implements Kernels {
         for (let j = 0; j < dv; j++) f[o + b + j] = g0 * f[oc + b + j]! + g1 * f[os + b + j]! + g2 * f[ow + b + j]!;
       }
   }
+  /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
   poolFwd(
     x: number,
     pool: number,
@@ -676,6 +407,7 @@ class JsKernels implements Kernels {
         }
       }
   }
+  /** backward of poolFwd: dx += …, dpool += … */
   poolBwd(
     x: number,
     pool: number,
@@ -705,6 +437,7 @@ class JsKernels implements Kernels {
         }
       }
   }
+  /** SiLU forward over n values: sg ← σ(h), a ← h·σ(h) */
   siluFwd(h: number, a: number, sg: number, n: number): void {
     const f = this.f;
     for (let i = 0; i < n; i++) {
@@ -714,6 +447,7 @@ class JsKernels implements Kernels {
       f[a + i] = z * s;
     }
   }
+  /** SiLU backward: dh ← dh·σ·(1 + h·(1 − σ)) */
   siluBwd(dh: number, h: number, sg: number, n: number): void {
     const f = this.f;
     for (let i = 0; i < n; i++) {
@@ -722,6 +456,7 @@ class JsKernels implements Kernels {
       f[dh + i] = f[dh + i]! * s * (1 + z * (1 - s));
     }
   }
+  /** row-wise softmax of x[rows,n] in place times scale; f[lse + r] ← log Σ exp(x[r,:]) */
   softmaxRows(x: number, rows: number, n: number, scale: number, lse: number): void {
     const f = this.f;
     for (let r = 0; r < rows; r++) {
@@ -739,6 +474,7 @@ class JsKernels implements Kernels {
       for (let j = 0; j < n; j++) f[o + j] = f[o + j]! * sc;
     }
   }
+  /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
   attnFwd(
     q: number,
     K: number,
@@ -792,6 +528,7 @@ class JsKernels implements Kernels {
       }
     }
   }
+  /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
   attnBwd(
     q: number,
     K: number,
@@ -862,7 +599,7 @@ export async function loadKernels(
   const mod = compileWasm(opts.wasmPath);
   if (mod) {
     try {
-      return new WasmKernels(mod);
+      return wasmKernels(mod);
     } catch (e) {
       wasmError = `kernels.wasm did not instantiate (${(e as Error).message})`;
     }

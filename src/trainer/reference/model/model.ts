@@ -263,6 +263,21 @@ interface LayerP {
   fc1: number;
   fc2: number;
 }
+/**
+ * One attention branch of a layer: keys and values (`rows` rows per batch element), probabilities
+ * (`pLen` per head and row), outputs, and the gradient buffers of keys and values.
+ */
+interface Branch {
+  k: number;
+  v: number;
+  rows: number;
+  p: number;
+  pLen: number;
+  o: number;
+  dK: number;
+  dV: number;
+}
+
 interface LayerA {
   xin: number;
   xn1: number;
@@ -756,13 +771,64 @@ class NsaModel implements ModelInternals {
   }
 
   // --- one block -------------------------------------------------------------------------------
+  /** the three attention branches of a layer's activations, with their gradient buffers */
+  private branchesOf(L: LayerA): { cmp: Branch; sel: Branch; win: Branch } {
+    const sc = this.scr;
+    const { S, Sc, selTok, wEff } = this;
+    return {
+      cmp: { k: L.kcmp, v: L.vcmp, rows: Sc, p: L.pc, pLen: Sc, o: L.oc, dK: sc.dkcmp, dV: sc.dvcmp },
+      sel: { k: L.ks, v: L.vs, rows: S, p: L.ps, pLen: selTok, o: L.os, dK: sc.dks, dV: sc.dvs },
+      win: { k: L.kw, v: L.vw, rows: S, p: L.pw, pLen: wEff, o: L.ow, dK: sc.dkw, dV: sc.dvw },
+    };
+  }
+
+  /** every head of group g at row r (batch element b) attends branch `br` over `nr` ranges at `ranges` */
+  private attendFwd(q: number, br: Branch, b: number, r: number, g: number, ranges: number, nr: number): void {
+    const { H, hpg, dk, dv, Ck, Cv, scale } = this;
+    const K = br.k + b * br.rows * Ck + g * dk,
+      V = br.v + b * br.rows * Cv + g * dv;
+    for (let hh = 0; hh < hpg; hh++) {
+      const rh = r * H + g * hpg + hh;
+      const P = br.p + rh * br.pLen,
+        O = br.o + rh * dv;
+      this.k.attnFwd(q + rh * dk, K, Ck, V, Cv, ranges, nr, dk, dv, scale, P, O);
+    }
+  }
+
+  /** backward of attendFwd for one head, the branch weighted by `gate`; returns dO·O */
+  private attendBwd(
+    q: number,
+    br: Branch,
+    b: number,
+    r: number,
+    g: number,
+    head: number,
+    ranges: number,
+    nr: number,
+    gate: number,
+  ): number {
+    const { H, dk, dv, Ck, Cv, scale } = this;
+    const ko = b * br.rows * Ck + g * dk,
+      vo = b * br.rows * Cv + g * dv;
+    const rh = r * H + head;
+    const P = br.p + rh * br.pLen,
+      O = br.o + rh * dv,
+      dO = this.scr.dO + rh * dv,
+      dq = this.scr.dq + rh * dk;
+    const K = br.k + ko,
+      V = br.v + vo,
+      dK = br.dK + ko,
+      dV = br.dV + vo;
+    return this.k.attnBwd(q + rh * dk, K, Ck, V, Cv, ranges, nr, dk, dv, scale, gate, P, O, dO, dq, dK, dV);
+  }
+
   private layerForward(li: number, B: number, xout: number): void {
     const c = this.cfg,
       k = this.k,
       P = this.pOff,
       lp = this.lp[li]!,
       L = this.la[li]!;
-    const { S, D, H, G, hpg, dk, dv, dk2, Ck, Cv, Sc, selCap, selTok, wEff, scale } = this;
+    const { S, D, H, G, hpg, dk, dv, dk2, Ck, Cv, Sc, selCap, wEff } = this;
     const M = B * S;
     this.rmsForward(L.xin, P + lp.attnNorm, L.xn1, L.r1, M);
     this.linear(L.xn1, P + lp.wq, L.q, M, D, H * dk);
@@ -837,6 +903,7 @@ class NsaModel implements ModelInternals {
       lSel = c.lSel;
     const score = this.selScore;
     const chosen = this.chosen;
+    const br = this.branchesOf(L);
     for (let b = 0; b < B; b++) {
       for (let t = 0; t < S; t++) {
         const r = b * S + t;
@@ -847,23 +914,7 @@ class NsaModel implements ModelInternals {
           // compressed branch for every head of the group
           iv[rng] = 0;
           iv[rng + 1] = nc;
-          for (let hh = 0; hh < hpg; hh++) {
-            const head = g * hpg + hh;
-            k.attnFwd(
-              L.q + (r * H + head) * dk,
-              L.kcmp + b * Sc * Ck + g * dk,
-              Ck,
-              L.vcmp + b * Sc * Cv + g * dv,
-              Cv,
-              rng,
-              1,
-              dk,
-              dv,
-              scale,
-              L.pc + (r * H + head) * Sc,
-              L.oc + (r * H + head) * dv,
-            );
-          }
+          this.attendFwd(L.q, br.cmp, b, r, g, rng, 1);
           // selection (Eq. 9 + Eq. 10), unless frozen
           const selBase = L.sel + rg * selCap * 2;
           if (!this.frozen) {
@@ -934,43 +985,11 @@ class NsaModel implements ModelInternals {
             L.selK[rg] = kTot;
           }
           const nrSel = iv[L.selN + rg]!;
-          for (let hh = 0; hh < hpg; hh++) {
-            const head = g * hpg + hh;
-            k.attnFwd(
-              L.q + (r * H + head) * dk,
-              L.ks + b * S * Ck + g * dk,
-              Ck,
-              L.vs + b * S * Cv + g * dv,
-              Cv,
-              selBase,
-              nrSel,
-              dk,
-              dv,
-              scale,
-              L.ps + (r * H + head) * selTok,
-              L.os + (r * H + head) * dv,
-            );
-          }
+          this.attendFwd(L.q, br.sel, b, r, g, selBase, nrSel);
           // sliding window
           iv[rng] = w0;
           iv[rng + 1] = t + 1;
-          for (let hh = 0; hh < hpg; hh++) {
-            const head = g * hpg + hh;
-            k.attnFwd(
-              L.q + (r * H + head) * dk,
-              L.kw + b * S * Ck + g * dk,
-              Ck,
-              L.vw + b * S * Cv + g * dv,
-              Cv,
-              rng,
-              1,
-              dk,
-              dv,
-              scale,
-              L.pw + (r * H + head) * wEff,
-              L.ow + (r * H + head) * dv,
-            );
-          }
+          this.attendFwd(L.q, br.win, b, r, g, rng, 1);
         }
       }
     }
@@ -1024,7 +1043,7 @@ class NsaModel implements ModelInternals {
       lp = this.lp[li]!,
       L = this.la[li]!,
       sc = this.scr;
-    const { S, D, H, G, hpg, dk, dv, dk2, Ck, Cv, Sc, selCap, selTok, wEff, scale } = this;
+    const { S, D, H, G, hpg, dk, dv, dk2, Ck, Cv, Sc, selCap, wEff } = this;
     const M = B * S,
       MG = M * G;
     const f = k.f;
@@ -1049,6 +1068,7 @@ class NsaModel implements ModelInternals {
     const gates = L.gates,
       iv = k.i,
       rng = sc.rng;
+    const br = this.branchesOf(L);
     for (let b = 0; b < B; b++)
       for (let t = 0; t < S; t++) {
         const r = b * S + t;
@@ -1065,72 +1085,14 @@ class NsaModel implements ModelInternals {
             d1 = 0,
             d2 = 0;
           for (let hh = 0; hh < hpg; hh++) {
-            const head = g * hpg + hh,
-              qo = L.q + (r * H + head) * dk,
-              dqo = sc.dq + (r * H + head) * dk,
-              ho = (r * H + head) * dv;
-            const dOo = sc.dO + ho;
+            const head = g * hpg + hh;
             iv[rng] = 0;
             iv[rng + 1] = nc;
-            d0 += k.attnBwd(
-              qo,
-              L.kcmp + b * Sc * Ck + g * dk,
-              Ck,
-              L.vcmp + b * Sc * Cv + g * dv,
-              Cv,
-              rng,
-              1,
-              dk,
-              dv,
-              scale,
-              g0,
-              L.pc + (r * H + head) * Sc,
-              L.oc + ho,
-              dOo,
-              dqo,
-              sc.dkcmp + b * Sc * Ck + g * dk,
-              sc.dvcmp + b * Sc * Cv + g * dv,
-            );
-            d1 += k.attnBwd(
-              qo,
-              L.ks + b * S * Ck + g * dk,
-              Ck,
-              L.vs + b * S * Cv + g * dv,
-              Cv,
-              selBase,
-              nrSel,
-              dk,
-              dv,
-              scale,
-              g1,
-              L.ps + (r * H + head) * selTok,
-              L.os + ho,
-              dOo,
-              dqo,
-              sc.dks + b * S * Ck + g * dk,
-              sc.dvs + b * S * Cv + g * dv,
-            );
+            d0 += this.attendBwd(L.q, br.cmp, b, r, g, head, rng, 1, g0);
+            d1 += this.attendBwd(L.q, br.sel, b, r, g, head, selBase, nrSel, g1);
             iv[rng] = w0;
             iv[rng + 1] = t + 1;
-            d2 += k.attnBwd(
-              qo,
-              L.kw + b * S * Ck + g * dk,
-              Ck,
-              L.vw + b * S * Cv + g * dv,
-              Cv,
-              rng,
-              1,
-              dk,
-              dv,
-              scale,
-              g2,
-              L.pw + (r * H + head) * wEff,
-              L.ow + ho,
-              dOo,
-              dqo,
-              sc.dkw + b * S * Ck + g * dk,
-              sc.dvw + b * S * Cv + g * dv,
-            );
+            d2 += this.attendBwd(L.q, br.win, b, r, g, head, rng, 1, g2);
           }
           dg[rg * 3] = d0;
           dg[rg * 3 + 1] = d1;

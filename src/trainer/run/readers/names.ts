@@ -85,46 +85,32 @@ export function pickLog<T extends { name: string; mtimeMs: number }>(entries: T[
   return best;
 }
 
+/** The artifacts with a fixed name. */
+const BY_NAME: Readonly<Record<string, FileKind>> = {
+  'heartbeat.jsonl': { kind: 'heartbeat-smoke' },
+  'training.csv': { kind: 'training-csv', fsdp: false },
+  'training_fsdp.csv': { kind: 'training-csv', fsdp: true },
+  'val.csv': { kind: 'val-csv' },
+  'k_stats.csv': { kind: 'k-stats', fsdp: false },
+  'k_stats_fsdp.csv': { kind: 'k-stats', fsdp: true },
+  'fallback_counters.csv': { kind: 'fallback-counters', fsdp: false },
+  'fallback_counters_fsdp.csv': { kind: 'fallback-counters', fsdp: true },
+  'env.json': { kind: 'env-json' },
+  'metrics.json': { kind: 'metrics-json', fsdp: false },
+  'metrics_fsdp.json': { kind: 'metrics-json', fsdp: true },
+  'opt_state_mb.txt': { kind: 'opt-state', fsdp: false },
+  'opt_state_fsdp_mb.txt': { kind: 'opt-state', fsdp: true },
+  '.HALT': { kind: 'halt' },
+  '.anomaly_type': { kind: 'anomaly' },
+  'gate_collapse_details.json': { kind: 'gate-collapse' },
+  'config.yaml': { kind: 'config-yaml' },
+  'config.yml': { kind: 'config-yaml' },
+};
+
 export function classify(name: string): FileKind {
   let m = RE_HB.exec(name);
   if (m) return { kind: 'heartbeat', rank: Number(m[1]) };
-  switch (name) {
-    case 'heartbeat.jsonl':
-      return { kind: 'heartbeat-smoke' };
-    case 'training.csv':
-      return { kind: 'training-csv', fsdp: false };
-    case 'training_fsdp.csv':
-      return { kind: 'training-csv', fsdp: true };
-    case 'val.csv':
-      return { kind: 'val-csv' };
-    case 'k_stats.csv':
-      return { kind: 'k-stats', fsdp: false };
-    case 'k_stats_fsdp.csv':
-      return { kind: 'k-stats', fsdp: true };
-    case 'fallback_counters.csv':
-      return { kind: 'fallback-counters', fsdp: false };
-    case 'fallback_counters_fsdp.csv':
-      return { kind: 'fallback-counters', fsdp: true };
-    case 'env.json':
-      return { kind: 'env-json' };
-    case 'metrics.json':
-      return { kind: 'metrics-json', fsdp: false };
-    case 'metrics_fsdp.json':
-      return { kind: 'metrics-json', fsdp: true };
-    case 'opt_state_mb.txt':
-      return { kind: 'opt-state', fsdp: false };
-    case 'opt_state_fsdp_mb.txt':
-      return { kind: 'opt-state', fsdp: true };
-    case '.HALT':
-      return { kind: 'halt' };
-    case '.anomaly_type':
-      return { kind: 'anomaly' };
-    case 'gate_collapse_details.json':
-      return { kind: 'gate-collapse' };
-    case 'config.yaml':
-    case 'config.yml':
-      return { kind: 'config-yaml' };
-  }
+  if (Object.hasOwn(BY_NAME, name)) return { ...BY_NAME[name]! };
   m = RE_CKPT.exec(name);
   if (m) return { kind: 'checkpoint', step: Number(m[2]), fsdp: !!m[1] };
   m = RE_DUMP.exec(name);

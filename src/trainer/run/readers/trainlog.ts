@@ -1,7 +1,7 @@
 // The trainer's stdout log (train.log and launcher variants): a bounded tail plus the few lines
 // that matter wherever they are. Matching uses the exact prefixes of contract §1.17 (U+2014 em dash
 // in the HALT/FATAL lines; U+2011 in "FineWeb‑Edu").
-import type { LogTail } from '../snapshot.js';
+import { emptyLogTail, type LogTail } from '../snapshot.js';
 
 const RE = {
   boot: /^\[boot\] loading config (.*)$/,
@@ -35,15 +35,7 @@ export class TrainLog {
     file: string | null,
     private readonly maxLines: number,
   ) {
-    this.tail = {
-      file,
-      lines: [],
-      effectiveConfig: null,
-      haltSeen: false,
-      fatalNonFinite: false,
-      oom: false,
-      resumedFrom: null,
-    };
+    this.tail = emptyLogTail(file);
   }
 
   line(text: string): void {

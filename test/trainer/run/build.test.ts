@@ -1,0 +1,95 @@
+// The pure snapshot builder: which source wins a field (PRECEDENCE), fed straight into ParsedRun
+// through the same parsers RunModel uses, no files.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildSnapshot, PRECEDENCE, type SnapshotInputs } from '../../../src/trainer/run/build.js';
+import { ParsedRun } from '../../../src/trainer/run/parsed.js';
+import { progressLine } from './helpers.js';
+
+function parsed(): ParsedRun {
+  return new ParsedRun({ recentWindow: 100, historyBuckets: 16 }, 50);
+}
+
+function feed(p: ParsedRun, name: string, text: string): void {
+  const kind =
+    name === 'training.csv'
+      ? ({ kind: 'training-csv', fsdp: false } as const)
+      : ({ kind: 'heartbeat', rank: Number(/rank(\d+)/.exec(name)![1]) } as const);
+  const parser = p.lineParser(name, kind)!;
+  for (const line of text.split('\n')) if (line) assert.equal(parser.sink(line, 1000), null, line);
+}
+
+function build(p: ParsedRun, over: Partial<SnapshotInputs> = {}) {
+  return buildSnapshot({
+    runDir: '/runs/x',
+    hostLabel: 'local',
+    takenAt: 5000,
+    hostNowMs: 5000,
+    exists: true,
+    error: null,
+    nothingRead: false,
+    parsed: p,
+    envConfig: null,
+    configFile: null,
+    trainingMtimeMs: null,
+    checkpoints: [],
+    dumpNames: [],
+    memDumps: [],
+    tb: { present: false, files: 0 },
+    files: [],
+    refused: new Map(),
+    backfill: { pending: false, bytesLeft: 0 },
+    ...over,
+  });
+}
+
+test('the heartbeat wins step, loss and tokens/s over training.csv; lr comes from the csv', () => {
+  const p = parsed();
+  feed(p, 'heartbeat_rank0.jsonl', progressLine(10, 100) + progressLine(20, 110));
+  feed(p, 'training.csv', '10,4.5,0.001,900\n');
+  const s = build(p);
+  assert.equal(s.step, 20);
+  assert.equal(s.loss, 5 - 20 / 1000);
+  assert.equal(s.toksPerS, 1020);
+  assert.equal(s.lr, 0.001);
+  assert.equal(s.seriesSource.loss, 'csv', 'series: the csv is written, so it is the chart');
+  assert.equal(s.identity.trainer, 'nsa-vibe');
+  assert.equal(s.identity.worldSize, 1, 'from the heartbeat files');
+});
+
+test('without a heartbeat, training.csv gives step and loss; a non-finite loss is flagged, not shown', () => {
+  const p = parsed();
+  feed(p, 'training.csv', '1,5.0,0.001,900\n2,nan,0.002,950\n');
+  const s = build(p, { trainingMtimeMs: 4000 });
+  assert.equal(s.step, 2);
+  assert.equal(s.loss, null);
+  assert.equal(s.lastLossNonFinite, true);
+  assert.equal(s.toksPerS, 950);
+  assert.equal(s.stepAdvancedTs, 1000, 'the mtime the row was read at');
+  assert.equal(s.identity.worldSize, null);
+  assert.equal(s.identity.backend, null);
+});
+
+test('totalSteps: metrics.json over the config; no source leaves null', () => {
+  const p = parsed();
+  assert.equal(build(p).totalSteps, null);
+  const withCfg = build(p, { envConfig: { train: { steps: 300 } } as never });
+  assert.equal(withCfg.totalSteps, 300);
+  p.metrics = { steps: 400 } as never;
+  assert.equal(build(p, { envConfig: { train: { steps: 300 } } as never }).totalSteps, 400);
+  assert.deepEqual(
+    PRECEDENCE.totalSteps.map(([src]) => src),
+    ['metrics.json', 'train.log', 'config'],
+  );
+});
+
+test('a run dir that does not exist and has nothing followed builds the empty snapshot', () => {
+  const p = parsed();
+  feed(p, 'heartbeat_rank0.jsonl', progressLine(10, 100));
+  const s = build(p, { exists: false, nothingRead: true, error: 'run dir missing' });
+  assert.equal(s.exists, false);
+  assert.equal(s.error, 'run dir missing');
+  assert.equal(s.step, null, 'nothing filled in');
+  assert.equal(s.identity.trainer, 'unknown');
+  assert.equal(build(p).step, 10, 'the same state in a run dir that exists');
+});
