@@ -327,15 +327,15 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
   s.stepTimeS = get(P.stepTimeS);
   s.stepsPerS = s.stepTimeS && s.stepTimeS > 0 ? 1 / s.stepTimeS : null;
 
-  // a series no source has gets the loss series as it stands (empty when loss has none either;
-  // seriesSource says null)
-  const series = (row: readonly Rule<SeriesAcc>[]): [Series, 'csv' | 'tb' | 'heartbeat' | null] => {
+  // a series no source has stays empty (seriesSource says null): never another quantity's points
+  // (a tokens/s chart and the throughput rules reading loss values as tok/s)
+  const series = (row: readonly Rule<SeriesAcc>[], none: Series): [Series, 'csv' | 'tb' | 'heartbeat' | null] => {
     const got = pick(row, x, s);
-    return got ? [got.value.toJSON(), got.source as 'csv' | 'tb' | 'heartbeat'] : [s.series.loss, null];
+    return got ? [got.value.toJSON(), got.source as 'csv' | 'tb' | 'heartbeat'] : [none, null];
   };
-  [s.series.loss, s.seriesSource.loss] = series(P.lossSeries);
-  [s.series.toksPerS, s.seriesSource.toksPerS] = series(P.toksPerSSeries);
-  const [lrSeries, lrSource] = series(P.lrSeries);
+  [s.series.loss, s.seriesSource.loss] = series(P.lossSeries, s.series.loss);
+  [s.series.toksPerS, s.seriesSource.toksPerS] = series(P.toksPerSSeries, s.series.toksPerS);
+  const [lrSeries, lrSource] = series(P.lrSeries, s.series.lr);
   s.series.lr = lrSeries;
   s.seriesSource.lr = lrSource === 'heartbeat' ? null : lrSource; // no heartbeat row for lr
   if (p.val) s.series.valLoss = p.val.valLoss.toJSON();

@@ -93,3 +93,18 @@ test('a run dir that does not exist and has nothing followed builds the empty sn
   assert.equal(s.identity.trainer, 'unknown');
   assert.equal(build(p).step, 10, 'the same state in a run dir that exists');
 });
+
+test('a series no source writes stays empty: heartbeats without toks_per_s never chart loss as tokens/s', () => {
+  const p = parsed();
+  feed(
+    p,
+    'heartbeat_rank0.jsonl',
+    progressLine(10, 100, { toks_per_s: undefined }) + progressLine(20, 110, { toks_per_s: undefined }),
+  );
+  const s = build(p);
+  assert.equal(s.seriesSource.loss, 'heartbeat');
+  assert.ok(s.series.loss.recent.length > 0, 'loss is charted');
+  assert.equal(s.seriesSource.toksPerS, null);
+  assert.deepEqual(s.series.toksPerS.recent, [], 'no tokens/s points');
+  assert.deepEqual(s.series.lr.recent, [], 'no lr points');
+});
