@@ -203,26 +203,6 @@ export async function removeOwn(host: Host, root: string, rel: string, opts: Own
   }
 }
 
-/** failures that mean the run dir was tampered with, not that the disk is full or slow */
-const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO', 'EINVAL']);
-
-/**
- * Why an action must not be taken because its record could not be kept: the action log (or
- * `.nsa-top`) is a link, not a regular file, or the run dir is not a run. Null when it can take a
- * record, and also when it fails for an ordinary reason (a full disk): stopping a run matters more
- * than its log line, and the outcome then says it was not logged. Creates an empty log if missing.
- */
-export async function actionLogRefusal(host: Host, outDir: string, opts: EffectOptions = {}): Promise<string | null> {
-  try {
-    await appendOwn(host, outDir, `${NSA_DIR}/actions.jsonl`, '', opts);
-    return null;
-  } catch (e) {
-    if (e instanceof OwnWriteError && HOSTILE.has(e.code))
-      return `${e.message} — the action could not be recorded, so it was not taken`;
-    return null;
-  }
-}
-
 // ------------------------------------------------------------------ synchronous, this machine
 
 function guardSync(root: string, rel: string, opts: EffectOptions): string {

@@ -14,7 +14,8 @@ import { LocalHost, notRegular, READ_FLAGS } from '../../remote/local/host.js';
 import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { pickResumeCheckpoint } from '../run/checkpoints.js';
 import type { Actor, SupervisorState } from '../control/types.js';
-import { escalate, recordAction, requestHalt, type RankTarget } from '../control/actions.js';
+import { escalate, requestHalt, type RankTarget } from '../control/actions.js';
+import { auditedEvent } from '../control/audit.js';
 import { RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
@@ -380,14 +381,12 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       if (stop) {
         const req = stop as StopRequest;
         save({ state: 'halted', child: null, note: `stopped by ${req.who.user} before a restart` });
-        await recordAction(host, runDir, {
-          ts: Date.now(),
-          who: req.who,
-          action: 'halt',
-          target: { runDir },
-          result: 'ok',
-          detail: `stop requested while no trainer ran (${req.reason}): not restarted`,
-        }).catch(() => {});
+        await auditedEvent(
+          host,
+          runDir,
+          { actor: req.who, action: 'halt', target: { runDir } },
+          { result: 'ok', detail: `stop requested while no trainer ran (${req.reason}): not restarted` },
+        );
         break;
       }
       const adopting = attempt === 0 ? adopt : null;
@@ -486,14 +485,16 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         say(note);
         save({ state: 'failed', note });
         // the launch or relaunch that started this supervisor did not lead to training: say so
-        await recordAction(host, runDir, {
-          ts: Date.now(),
-          who: supervisorActor('gave up'),
-          action: opts.resume ? 'relaunch' : 'launch',
-          target: { runDir, exitCodes: st.exitCodes.slice(-(n + 1)) },
-          result: 'failed',
-          detail: `supervisor gave up: ${note}; see ${join(runDir, 'train.log')}`,
-        }).catch(() => {});
+        await auditedEvent(
+          host,
+          runDir,
+          {
+            actor: supervisorActor('gave up'),
+            action: opts.resume ? 'relaunch' : 'launch',
+            target: { runDir, exitCodes: st.exitCodes.slice(-(n + 1)) },
+          },
+          { result: 'failed', detail: `supervisor gave up: ${note}; see ${join(runDir, 'train.log')}` },
+        );
         code = 1;
         break;
       }
