@@ -39,6 +39,24 @@ export interface ControlOptions {
   readOnly?: boolean;
 }
 
+export interface DumpOptions extends ControlOptions {
+  /** >= 1.1 s between ranks (the real trainer names its dumps by the second) */
+  staggerMs?: number;
+  /** how long, after the last signal, ranks that have not answered are still waited for */
+  waitMs?: number;
+  /** how long each rank gets before the next is signalled */
+  answerMs?: number;
+  onProgress?: (msg: string) => void;
+}
+
+export interface HaltOptions extends ControlOptions {
+  /** 'after-checkpoint': cancels the wait */
+  signal?: AbortSignal;
+  pollMs?: number;
+  timeoutMs?: number;
+  onProgress?: (msg: string) => void;
+}
+
 /** the one read-only switch (src/trainer/control/ownfiles.ts): every write there refuses it again */
 export function readOnlyMode(opts?: ControlOptions): boolean {
   return ownReadOnly(opts);
@@ -266,12 +284,7 @@ export async function dumpAll(
   runDir: string,
   ranks: RankTarget[],
   actor: Actor,
-  opts: ControlOptions & {
-    staggerMs?: number;
-    waitMs?: number;
-    answerMs?: number;
-    onProgress?: (msg: string) => void;
-  } = {},
+  opts: DumpOptions = {},
 ): Promise<DumpOutcome> {
   const say = opts.onProgress ?? (() => {});
   const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
@@ -306,7 +319,7 @@ async function signalForDumps(
   runDir: string,
   sorted: RankTarget[],
   say: (msg: string) => void,
-  opts: { staggerMs?: number; waitMs?: number; answerMs?: number },
+  opts: DumpOptions,
 ): Promise<{ outcome: DumpOutcome; record: Outcome }> {
   const { outDir } = await resolveRunDirs(host, runDir);
   const stagger = Math.max(1100, opts.staggerMs ?? 1100);
@@ -559,12 +572,7 @@ export async function requestHalt(
   runDir: string,
   mode: 'now' | 'after-checkpoint',
   actor: Actor,
-  opts: ControlOptions & {
-    signal?: AbortSignal;
-    pollMs?: number;
-    timeoutMs?: number;
-    onProgress?: (msg: string) => void;
-  } = {},
+  opts: HaltOptions = {},
 ): Promise<ActionRecord> {
   const { outDir } = await resolveRunDirs(host, runDir);
   const haltPath = join(outDir, '.HALT');
@@ -600,7 +608,7 @@ async function haltAfterCheckpoint(
   outDir: string,
   actor: Actor,
   ctx: AuditContext,
-  opts: { signal?: AbortSignal; pollMs?: number; timeoutMs?: number; onProgress?: (msg: string) => void },
+  opts: HaltOptions,
 ): Promise<Outcome> {
   const haltPath = join(outDir, '.HALT');
   // "the next checkpoint" is one written after now (by mtime), not a step number above the old

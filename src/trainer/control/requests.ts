@@ -8,17 +8,16 @@
 //
 // requests.json is changed only under a lock file (read-modify-write, temp + rename), so a cancel
 // and the owner's ".HALT now" cannot both win: whichever takes the lock first decides.
-import { spawn } from 'node:child_process';
-import { closeSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { findRunProcesses, readProc, verifyProcess } from '../../remote/procs.js';
-import { selfCommand } from '../../self.js';
 import { type ActionRecord, activeRequest, type Actor, type ControlRequest, type RequestsFile } from './types.js';
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
-import { createOwnSync, openOwnAppendSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
+import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { spawnSelfDetached } from '../launch/detached.js';
 import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
 
 export const REQUESTS_FILE = 'requests.json';
@@ -485,19 +484,13 @@ export async function runAgent(
 }
 
 function spawnAgent(outDir: string): number {
-  const [node, ...pre] = selfCommand();
-  const fd = openOwnAppendSync(outDir, `${NSA_DIR}/${AGENT_LOG}`);
-  try {
-    const env: NodeJS.ProcessEnv = { ...process.env, [AGENT_ENV]: outDir };
-    delete env.NSA_TOP_RUN_DIR;
-    const child = spawn(node!, [...pre, 'agent'], { detached: true, stdio: ['ignore', fd, fd], cwd: outDir, env });
-    child.on('error', () => {});
-    child.unref();
-    if (!child.pid) throw new Error('could not start nsa-top agent');
-    return child.pid;
-  } finally {
-    closeSync(fd);
-  }
+  return spawnSelfDetached(['agent'], {
+    root: outDir,
+    log: `${NSA_DIR}/${AGENT_LOG}`,
+    cwd: outDir,
+    env: { [AGENT_ENV]: outDir },
+    what: 'nsa-top agent',
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,13 +2,11 @@
 // commands call these. Every run gets artifacts/train_runs/<profile>_<YYYYmmdd-HHMMSS>/ with
 // run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
 // in its own session, so the caller can go away.
-import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, rmdirSync } from 'node:fs';
+import { mkdirSync, rmdirSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
-import { selfCommand } from '../../self.js';
 import type { PreflightLine } from '../../checks/preflight.js';
 import {
   adoptionPreflight,
@@ -34,8 +32,9 @@ import {
   trainerRepo,
   type LaunchPlan,
 } from './profiles.js';
-import { createOwn, ensureOwnDirsSync, openOwnAppendSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
+import { createOwn, ensureOwnDirsSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { spawnSelfDetached } from './detached.js';
 import {
   nsaDir,
   PLAN_FILE,
@@ -85,26 +84,13 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
 }
 
 function spawnSupervisor(runDir: string, resume: boolean): number {
-  const [node, ...pre] = selfCommand();
-  const fd = openOwnAppendSync(runDir, `${NSA_DIR}/${SUPERVISOR_LOG}`);
-  try {
-    // The run dir travels in the environment, not argv: process discovery (src/remote/procs) matches
-    // processes whose argv names the run dir, and the supervisor is not a rank.
-    const env: NodeJS.ProcessEnv = { ...process.env, [SUPERVISE_ENV]: runDir };
-    delete env.NSA_TOP_RUN_DIR;
-    const child = spawn(node!, [...pre, 'supervise', ...(resume ? ['--resume'] : [])], {
-      detached: true, // setsid: its own session, so a hangup of ours never reaches it
-      stdio: ['ignore', fd, fd],
-      cwd: runDir,
-      env,
-    });
-    child.on('error', () => {});
-    child.unref();
-    if (!child.pid) throw new InputError('could not start the supervisor process');
-    return child.pid;
-  } finally {
-    closeSync(fd);
-  }
+  return spawnSelfDetached(['supervise', ...(resume ? ['--resume'] : [])], {
+    root: runDir,
+    log: `${NSA_DIR}/${SUPERVISOR_LOG}`,
+    cwd: runDir,
+    env: { [SUPERVISE_ENV]: runDir },
+    what: 'the supervisor process',
+  });
 }
 
 /** Waits until the supervisor has written its state (or has died trying). */
