@@ -1,8 +1,8 @@
 // Control actions on a run (dump, halt, escalate, remove a stale .HALT): every one goes through
-// this module, is aimed only at processes verified by pid + start time, and leaves one line in
-// <out_dir>/.nsa-top/actions.jsonl saying who did what, when, and how it went — so two people
-// sharing a tmux pane both see what happened. Read-only mode (an option or NSA_TOP_READ_ONLY=1)
-// refuses every mutating call here too, whatever the UI does.
+// this module, is aimed only at processes verified by pid + start time, and runs inside audited()
+// (src/trainer/control/audit.ts), which leaves one line in <out_dir>/.nsa-top/actions.jsonl saying
+// who did what, when, and how it went — so two people sharing a tmux pane both see what happened —
+// and refuses read-only mode (an option or NSA_TOP_READ_ONLY=1) whatever the UI does.
 import { execFile } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';

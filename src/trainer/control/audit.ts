@@ -8,10 +8,11 @@
 //  - the outcome is appended through src/trainer/control/ownfiles.ts — also when the effect throws,
 //    which is recorded as 'failed' with its message: a control request never vanishes silently;
 //  - a failing append never hides the outcome: the returned record says "[not logged: …]".
+// The log is read back here too (readActionLog), so this module alone knows its lines.
+import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { appendOwn, OwnWriteError, readOnlyMode, type EffectOptions } from './ownfiles.js';
-import { join } from 'node:path';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
 
 export const ACTIONS_FILE = 'actions.jsonl';
