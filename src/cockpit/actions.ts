@@ -1,8 +1,11 @@
 // What the cockpit's keys can do to a run, as one object the UI calls. No Ink here: every action
-// goes through src/trainer/control/actions (verified pids, audited in actions.jsonl). Read-only is
-// enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
+// goes through src/trainer/control/actions and src/trainer/launch (verified pids, each effect run by
+// src/trainer/control/audit.ts audited(), which refuses read-only mode with the same words as the CLI
+// and the watchdog). Read-only is refused at the key and in the dialog too; here only where no
+// audited call would be made at all (no rank to signal, a relaunch function injected by the command).
 import type { Host } from '../remote/host.js';
 import type { ActionRecord, Actor } from '../trainer/control/types.js';
+import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { withoutResume } from '../trainer/run/adopt.js';
 import {
   acknowledgeAlert,
@@ -81,7 +84,7 @@ function outcome(r: ActionRecord): ActionOutcome {
   return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
 }
 
-const refused = (): ActionOutcome => ({ ok: false, result: 'refused', detail: READ_ONLY_WHY });
+const refused = (): ActionOutcome => ({ ok: false, result: 'refused', detail: READ_ONLY_REFUSAL });
 
 export function rankTargets(s: CockpitState | null): RankTarget[] {
   return (s?.procs?.ranks ?? []).map((r) => ({
@@ -109,7 +112,7 @@ export function createActions(o: {
       const targets = rankTargets(o.state());
       if (readOnly)
         return {
-          results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_WHY })),
+          results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_REFUSAL })),
           pySpy: false,
         };
       // processes a heartbeat or an argv named, without proof that they are this run's ranks: never
@@ -136,7 +139,6 @@ export function createActions(o: {
       };
     },
     async halt(mode, onProgress) {
-      if (readOnly) return refused();
       const actor = await currentActor(host);
       let r: ActionOutcome;
       if (mode === 'after-checkpoint') {
@@ -150,7 +152,6 @@ export function createActions(o: {
       return r;
     },
     async cancelHalt() {
-      if (readOnly) return refused();
       const actor = await currentActor(host);
       const r = outcome((await cancelRequest(host, runDir, actor, { readOnly })).record);
       changed();
@@ -166,7 +167,6 @@ export function createActions(o: {
       return r;
     },
     async ack(alert) {
-      if (readOnly) return refused();
       const actor = await currentActor(host);
       const r = outcome(await acknowledgeAlert(host, runDir, alert, actor, { readOnly }));
       changed();
@@ -234,7 +234,6 @@ export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readO
     if (host.kind !== 'local') return null;
     const sup = await supervisorStatus(host, runDir).catch(() => null);
     if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
-    const r = await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' });
-    return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
+    return outcome(await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' }));
   };
 }

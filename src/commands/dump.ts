@@ -1,6 +1,7 @@
 // `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, staggered, verified pid + start
 // time, never the launcher), like the cockpit's d; logged in actions.jsonl.
 import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.js';
+import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { findRunProcesses } from '../remote/procs.js';
 import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 import { heartbeatPidsOf } from '../trainer/control/requests.js';
@@ -26,12 +27,7 @@ export async function run(argv: string[]): Promise<number> {
     else (code === 0 ? process.stdout : process.stderr).write(line);
     return code;
   };
-  if (readOnly)
-    return out(
-      { result: 'refused', detail: 'read-only mode: no action taken' },
-      'dump refused: read-only mode: no action taken\n',
-      3,
-    );
+  if (readOnly) return out({ result: 'refused', detail: READ_ONLY_REFUSAL }, `dump refused: ${READ_ONLY_REFUSAL}\n`, 3);
   const { outDir } = await resolveRunDirs(host, runDir);
   const procs = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
   const targets = procs.ranks

@@ -3,7 +3,8 @@
 import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local/host.js';
-import { currentActor } from '../trainer/control/actions.js';
+import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
+import type { ActionRecord } from '../trainer/control/types.js';
 import { withoutResume } from '../trainer/run/adopt.js';
 import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
 import { CliError } from './errors.js';
@@ -36,6 +37,9 @@ export async function run(argv: string[]): Promise<number> {
   const host = new LocalHost();
   dir = resolve(dir);
   if (!(await host.stat(dir))?.isDir) throw new CliError(`relaunch: ${dir}: no such run directory`);
+  // read-only: refused by the audited path itself, in the words every command and the cockpit use
+  if (readOnlyMode())
+    return printOutcome(await relaunch(host, dir, await currentActor(host), { removeStaleHalt }), dir);
   // what can and cannot work is said before anything is asked
   const prep = await prepareRelaunch(host, dir);
   const { runDir, outDir } = prep;
@@ -84,7 +88,10 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const actor = await currentActor(host);
-  const rec = await relaunch(host, dir, actor, { removeStaleHalt });
+  return printOutcome(await relaunch(host, dir, actor, { removeStaleHalt }), runDir);
+}
+
+function printOutcome(rec: ActionRecord, runDir: string): number {
   const out = `relaunch ${rec.result}: ${rec.detail}\n`;
   if (rec.result === 'ok') {
     process.stdout.write(

@@ -15,20 +15,13 @@ import { GpuMonitor } from '../remote/gpu.js';
 import { openHost, type OpenHostSpec } from '../remote/index.js';
 import { splitHostFlags } from './hostflags.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import type { ActionRecord } from '../trainer/control/types.js';
-import { currentActor, dumpAll, recordAction } from '../trainer/control/actions.js';
+import { currentActor, dumpAll } from '../trainer/control/actions.js';
+import { audited, type Outcome } from '../trainer/control/audit.js';
 import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { NSA_DIR } from '../trainer/launch/rundirs.js';
-import {
-  actionLogRefusal,
-  appendOwn,
-  createOwn,
-  OwnWriteError,
-  readOnlyMode,
-  ReadOnlyError,
-} from '../trainer/control/ownfiles.js';
+import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import { CliError, orCliError } from './errors.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
 import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
@@ -500,56 +493,42 @@ export class Watchdog {
       this.haltWritten = true;
       const path = join(this.outDir, '.HALT');
       const actor = await currentActor(this.host);
-      let rec: ActionRecord;
-      const mk = (
-        result: ActionRecord['result'],
-        detail: string,
-        extra: Record<string, unknown> = {},
-      ): ActionRecord => ({
-        ts: this.host.now(),
-        who: actor,
-        action: 'watchdog-halt',
-        target: { host: this.host.label, path, ...extra },
-        result,
-        detail,
-      });
       // the audited path: no .HALT when read-only, nor when its record could not be kept (a linked log)
-      const unaudited = readOnlyMode()
-        ? 'read-only mode: no action taken'
-        : await actionLogRefusal(this.host, this.outDir);
-      if (unaudited) rec = mk('refused', unaudited);
-      else {
-        try {
-          await createOwn(this.host, this.outDir, '.HALT', `halt: ${first.anomaly}\n`);
-          rec = mk('ok', `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}`);
-        } catch (e) {
-          const st = await this.host.stat(path).catch(() => null);
-          // read only a regular file (a FIFO planted as .HALT would block the read)
-          const existing =
-            e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile
-              ? await this.host
-                  .readFile(path, 4096)
-                  .then((b) => b.toString('utf8').trim())
-                  .catch(() => null)
-              : null;
-          if (e instanceof OwnWriteError && e.partial)
-            rec = mk(
-              'partial',
-              `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`,
-              { partial: true },
-            );
-          else if (st && !st.isFile)
-            rec = mk(
-              'ok',
-              `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`,
-            );
-          else if (existing !== null) rec = mk('ok', `.HALT already present (${existing}); left as it is`);
-          else rec = mk('failed', `could not write .HALT: ${(e as Error).message}`);
-        }
-        await recordAction(this.host, this.runDir, rec).catch(
-          (e: Error) => (rec.detail += ` [not logged: ${e.message}]`),
-        );
-      }
+      const rec = await audited(
+        this.host,
+        this.runDir,
+        { actor, action: 'watchdog-halt', target: { path }, requireLog: true },
+        async (): Promise<Outcome> => {
+          try {
+            await createOwn(this.host, this.outDir, '.HALT', `halt: ${first.anomaly}\n`);
+            return { result: 'ok', detail: `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}` };
+          } catch (e) {
+            const st = await this.host.stat(path).catch(() => null);
+            // read only a regular file (a FIFO planted as .HALT would block the read)
+            const existing =
+              e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile
+                ? await this.host
+                    .readFile(path, 4096)
+                    .then((b) => b.toString('utf8').trim())
+                    .catch(() => null)
+                : null;
+            if (e instanceof OwnWriteError && e.partial)
+              return {
+                result: 'partial',
+                detail: `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`,
+                target: { partial: true },
+              };
+            if (st && !st.isFile)
+              return {
+                result: 'ok',
+                detail: `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`,
+              };
+            if (existing !== null)
+              return { result: 'ok', detail: `.HALT already present (${existing}); left as it is` };
+            return { result: 'failed', detail: `could not write .HALT: ${(e as Error).message}` };
+          }
+        },
+      );
       if (rec.result === 'refused' || rec.result === 'failed' || rec.result === 'partial')
         process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${rec.detail}\n`);
       await this.log('halt', { path, result: rec.result, detail: rec.detail });

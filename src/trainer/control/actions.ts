@@ -1,8 +1,8 @@
 // Control actions on a run (dump, halt, escalate, remove a stale .HALT): every one goes through
-// this module, is aimed only at processes verified by pid + start time, and leaves one line in
-// <out_dir>/.nsa-top/actions.jsonl saying who did what, when, and how it went — so two people
-// sharing a tmux pane both see what happened. Read-only mode (an option or NSA_TOP_READ_ONLY=1)
-// refuses every mutating call here too, whatever the UI does.
+// this module, is aimed only at processes verified by pid + start time, and runs inside audited()
+// (src/trainer/control/audit.ts), which leaves one line in <out_dir>/.nsa-top/actions.jsonl saying
+// who did what, when, and how it went — so two people sharing a tmux pane both see what happened —
+// and refuses read-only mode (an option or NSA_TOP_READ_ONLY=1) whatever the UI does.
 import { execFile } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
@@ -13,20 +13,14 @@ import type { ProcInfo } from '../../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import type { RunSnapshot } from '../run/snapshot.js';
-import {
-  actionLogRefusal,
-  appendOwn,
-  createOwn,
-  OwnWriteError,
-  readOnlyMode as ownReadOnly,
-  removeOwn,
-} from './ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
+import { audited, readActions, type AuditContext, type Outcome } from './audit.js';
+import { resolveRunDirs } from '../launch/rundirs.js';
 import { readSupervisorState } from '../launch/state.js';
 
 export type { ActionRecord, Actor } from './types.js';
 
-export const ACTIONS_FILE = 'actions.jsonl';
+export { ACTIONS_FILE, readActionLog, readActions, type ActionLog } from './audit.js';
 
 export interface RankTarget {
   rank: number;
@@ -43,6 +37,24 @@ export interface DumpOutcome {
 export interface ControlOptions {
   /** defence in depth: a read-only cockpit passes true; NSA_TOP_READ_ONLY=1 does the same */
   readOnly?: boolean;
+}
+
+export interface DumpOptions extends ControlOptions {
+  /** >= 1.1 s between ranks (the real trainer names its dumps by the second) */
+  staggerMs?: number;
+  /** how long, after the last signal, ranks that have not answered are still waited for */
+  waitMs?: number;
+  /** how long each rank gets before the next is signalled */
+  answerMs?: number;
+  onProgress?: (msg: string) => void;
+}
+
+export interface HaltOptions extends ControlOptions {
+  /** 'after-checkpoint': cancels the wait */
+  signal?: AbortSignal;
+  pollMs?: number;
+  timeoutMs?: number;
+  onProgress?: (msg: string) => void;
 }
 
 /** the one read-only switch (src/trainer/control/ownfiles.ts): every write there refuses it again */
@@ -123,144 +135,6 @@ export function currentActor(host: Host): Promise<Actor> {
 export function describeActor(a: Actor): string {
   const where = [a.tmux ? `tmux ${a.tmux}` : a.tty, a.host].filter(Boolean).join(', ');
   return `${a.user}${where ? ` (${where})` : ''}`;
-}
-
-// ---------------------------------------------------------------------------------------------
-// the action log
-
-export interface ActionLog {
-  records: ActionRecord[];
-  /** lines that were not a valid action record (skipped, never fatal) */
-  badLines: number;
-  error: string | null;
-}
-
-const KINDS = new Set<string>([
-  'dump',
-  'halt',
-  'halt-after-checkpoint',
-  'escalate-sigint',
-  'escalate-sigkill',
-  'relaunch',
-  'remove-stale-halt',
-  'launch',
-  'watchdog-halt',
-  'watchdog-dump',
-  'py-spy-dump',
-  'ack',
-  'adopt',
-  'cancel-request',
-  'stop',
-]);
-const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
-
-function asRecord(v: unknown): ActionRecord | null {
-  if (!v || typeof v !== 'object') return null;
-  const o = v as Record<string, unknown>;
-  const who = o.who as Record<string, unknown> | undefined;
-  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return null;
-  if (typeof o.action !== 'string' || !KINDS.has(o.action)) return null;
-  if (typeof o.result !== 'string' || !RESULTS.has(o.result)) return null;
-  if (!who || typeof who !== 'object' || typeof who.user !== 'string') return null;
-  return {
-    ts: o.ts,
-    who: {
-      user: who.user,
-      tty: typeof who.tty === 'string' ? who.tty : null,
-      tmux: typeof who.tmux === 'string' ? who.tmux : null,
-      host: typeof who.host === 'string' ? who.host : '?',
-      pid: typeof who.pid === 'number' ? who.pid : 0,
-    },
-    action: o.action as ActionKind,
-    target: o.target && typeof o.target === 'object' ? (o.target as Record<string, unknown>) : {},
-    result: o.result as ActionRecord['result'],
-    detail: typeof o.detail === 'string' ? o.detail : '',
-  };
-}
-
-/** Reads the action log (newest last). Bad lines are skipped and counted; a missing log is empty. */
-export async function readActionLog(host: Host, runDir: string, limit?: number): Promise<ActionLog> {
-  const { outDir } = await resolveRunDirs(host, runDir);
-  const path = join(outDir, NSA_DIR, ACTIONS_FILE);
-  let buf: Buffer;
-  let partialHead = false;
-  try {
-    const st = await host.stat(path);
-    if (!st) return { records: [], badLines: 0, error: null };
-    // With a limit, read only the tail: a few KiB per record is plenty.
-    const want = limit !== undefined ? Math.max(64 * 1024, limit * 4096) : st.size;
-    const start = Math.max(0, st.size - want);
-    partialHead = start > 0;
-    buf = await host.readRange(path, start);
-  } catch (e) {
-    return { records: [], badLines: 0, error: `${path}: ${(e as Error).message}` };
-  }
-  const lines = buf.toString('utf8').split('\n');
-  if (partialHead) lines.shift(); // the first line is cut
-  const records: ActionRecord[] = [];
-  let badLines = 0;
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim();
-    if (line.length === 0) continue;
-    let rec: ActionRecord | null = null;
-    try {
-      rec = asRecord(JSON.parse(line));
-    } catch {
-      rec = null;
-    }
-    // an unterminated last line may be an append in progress: not counted as bad
-    if (!rec) {
-      if (i !== lines.length - 1) badLines++;
-      continue;
-    }
-    records.push(rec);
-  }
-  return { records: limit !== undefined ? records.slice(-limit) : records, badLines, error: null };
-}
-
-export async function readActions(host: Host, runDir: string, limit?: number): Promise<ActionRecord[]> {
-  return (await readActionLog(host, runDir, limit)).records;
-}
-
-const MAX_DETAIL = 2000;
-
-/**
- * Appends one record as one O_APPEND line (short enough to stay one write), through
- * src/trainer/control/ownfiles.ts: never through a link, never outside the run, never in read-only mode.
- */
-export async function recordAction(host: Host, runDir: string, rec: ActionRecord): Promise<void> {
-  const { outDir } = await resolveRunDirs(host, runDir);
-  const clean: ActionRecord = {
-    ...rec,
-    detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail,
-  };
-  await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, `${JSON.stringify(clean)}\n`);
-}
-
-function makeRecord(
-  host: Host,
-  actor: Actor,
-  action: ActionKind,
-  target: Record<string, unknown>,
-  result: ActionRecord['result'],
-  detail: string,
-): ActionRecord {
-  return { ts: host.now(), who: actor, action, target: { host: host.label, ...target }, result, detail };
-}
-
-/** Records, but never lets a failing log write hide the outcome of the action itself. */
-async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<ActionRecord> {
-  try {
-    await recordAction(host, runDir, rec);
-  } catch (e) {
-    rec.detail += ` [not logged: ${(e as Error).message}]`;
-  }
-  return rec;
-}
-
-function refusedReadOnly(host: Host, actor: Actor, action: ActionKind, target: Record<string, unknown>): ActionRecord {
-  // Read-only means nothing is written, the action log included.
-  return makeRecord(host, actor, action, target, 'refused', 'read-only mode: no action taken');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -410,28 +284,44 @@ export async function dumpAll(
   runDir: string,
   ranks: RankTarget[],
   actor: Actor,
-  opts: ControlOptions & {
-    staggerMs?: number;
-    waitMs?: number;
-    answerMs?: number;
-    onProgress?: (msg: string) => void;
-  } = {},
+  opts: DumpOptions = {},
 ): Promise<DumpOutcome> {
   const say = opts.onProgress ?? (() => {});
   const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
-  if (readOnlyMode(opts)) {
-    return {
-      perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: 'read-only mode' })),
+  let out: DumpOutcome | null = null;
+  const rec = await audited(
+    host,
+    runDir,
+    { actor, action: 'dump', target: { ranks: sorted.map(targetOf) }, requireLog: true },
+    async () => {
+      const r = await signalForDumps(host, runDir, sorted, say, opts);
+      out = r.outcome;
+      return r.record;
+    },
+    { readOnly: opts.readOnly },
+  );
+  // refused before any signal (read-only, an action log that cannot be kept), or it broke down
+  return (
+    out ?? {
+      perRank: sorted.map((t) => ({
+        rank: t.rank,
+        pid: t.pid,
+        status: rec.result === 'refused' ? ('refused' as const) : ('no-answer' as const),
+        why: rec.detail,
+      })),
       pySpy: false,
-    };
-  }
+    }
+  );
+}
+
+async function signalForDumps(
+  host: Host,
+  runDir: string,
+  sorted: RankTarget[],
+  say: (msg: string) => void,
+  opts: DumpOptions,
+): Promise<{ outcome: DumpOutcome; record: Outcome }> {
   const { outDir } = await resolveRunDirs(host, runDir);
-  const unaudited = await actionLogRefusal(host, outDir, opts);
-  if (unaudited)
-    return {
-      perRank: sorted.map((t) => ({ rank: t.rank, pid: t.pid, status: 'refused' as const, why: unaudited })),
-      pySpy: false,
-    };
   const stagger = Math.max(1100, opts.staggerMs ?? 1100);
   const waitMs = opts.waitMs ?? 8000;
   const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
@@ -558,19 +448,10 @@ export async function dumpAll(
       .map((r) => `; rank ${r.rank} ${r.status}: ${r.why}`)
       .join('') +
     (pySpy && dumped < sorted.length ? '; py-spy is installed (py-spy dump --pid PID shows native frames too)' : '');
-  await logged(
-    host,
-    runDir,
-    makeRecord(
-      host,
-      actor,
-      'dump',
-      { ranks: sorted.map(targetOf), files: perRank.filter((r) => r.file).map((r) => r.file) },
-      result,
-      detail,
-    ),
-  );
-  return { perRank, pySpy };
+  return {
+    outcome: { perRank, pySpy },
+    record: { result, detail, target: { files: perRank.filter((r) => r.file).map((r) => r.file) } },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -691,132 +572,79 @@ export async function requestHalt(
   runDir: string,
   mode: 'now' | 'after-checkpoint',
   actor: Actor,
-  opts: ControlOptions & {
-    signal?: AbortSignal;
-    pollMs?: number;
-    timeoutMs?: number;
-    onProgress?: (msg: string) => void;
-  } = {},
+  opts: HaltOptions = {},
 ): Promise<ActionRecord> {
-  const kind: ActionKind = mode === 'now' ? 'halt' : 'halt-after-checkpoint';
   const { outDir } = await resolveRunDirs(host, runDir);
   const haltPath = join(outDir, '.HALT');
-  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, { path: haltPath });
-  const unaudited = await actionLogRefusal(host, outDir, opts);
-  if (unaudited) return makeRecord(host, actor, kind, { path: haltPath }, 'refused', unaudited);
-  if (mode === 'after-checkpoint') {
-    // "the next checkpoint" is one written after now (by mtime), not a step number above the old
-    // maximum: after a resume the real trainer counts from step 1 again
-    const since = host.now();
-    await logged(
-      host,
-      runDir,
-      makeRecord(
-        host,
-        actor,
-        kind,
-        { path: haltPath },
-        'started',
-        `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`,
-      ),
-    );
-    opts.onProgress?.('waiting for the next complete checkpoint');
-    const pollMs = opts.pollMs ?? 1000;
-    const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;
-    for (;;) {
-      if (opts.signal?.aborted)
-        return logged(
-          host,
-          runDir,
-          makeRecord(
-            host,
-            actor,
-            kind,
-            { path: haltPath },
-            'failed',
-            'cancelled before a new checkpoint appeared; no .HALT written',
-          ),
-        );
-      if (Date.now() > deadline)
-        return logged(
-          host,
-          runDir,
-          makeRecord(
-            host,
-            actor,
-            kind,
-            { path: haltPath },
-            'failed',
-            'timed out waiting for a new checkpoint; no .HALT written',
-          ),
-        );
-      if ((await host.stat(haltPath)) !== null) {
-        const existing = (await readSmall(host, haltPath))?.trim() ?? '';
-        return logged(
-          host,
-          runDir,
-          makeRecord(
-            host,
-            actor,
-            kind,
-            { path: haltPath },
-            'ok',
-            `.HALT appeared meanwhile (${existing}); nothing written`,
-          ),
-        );
-      }
-      const c = await checkpointWrittenSince(host, outDir, since).catch(() => null);
-      if (c) {
+  return audited(
+    host,
+    runDir,
+    { actor, action: mode === 'now' ? 'halt' : 'halt-after-checkpoint', target: { path: haltPath }, requireLog: true },
+    async (ctx): Promise<Outcome> => {
+      if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, outDir, actor, ctx, opts);
+      try {
         const w = await writeHalt(host, outDir, actor);
-        return logged(
-          host,
-          runDir,
-          makeRecord(
-            host,
-            actor,
-            kind,
-            { path: haltPath, checkpoint: c.path, checkpointStep: c.step },
-            'ok',
-            w.wrote
-              ? `checkpoint step ${c.step} complete; .HALT written`
-              : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`,
-          ),
-        );
+        return {
+          result: 'ok',
+          detail: w.wrote
+            ? '.HALT written (halt: manual_stop)'
+            : `.HALT already present (${w.existing}); left as it is`,
+        };
+      } catch (e) {
+        const partial = e instanceof OwnWriteError && e.partial;
+        return {
+          result: 'failed',
+          detail: `could not write .HALT: ${(e as Error).message}`,
+          ...(partial ? { target: { partial: true } } : {}),
+        };
       }
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, pollMs);
-        opts.signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-      });
+    },
+    { readOnly: opts.readOnly },
+  );
+}
+
+async function haltAfterCheckpoint(
+  host: Host,
+  outDir: string,
+  actor: Actor,
+  ctx: AuditContext,
+  opts: HaltOptions,
+): Promise<Outcome> {
+  const haltPath = join(outDir, '.HALT');
+  // "the next checkpoint" is one written after now (by mtime), not a step number above the old
+  // maximum: after a resume the real trainer counts from step 1 again
+  const since = host.now();
+  await ctx.progress(
+    'started',
+    `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`,
+  );
+  opts.onProgress?.('waiting for the next complete checkpoint');
+  const pollMs = opts.pollMs ?? 1000;
+  const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;
+  for (;;) {
+    if (opts.signal?.aborted)
+      return { result: 'failed', detail: 'cancelled before a new checkpoint appeared; no .HALT written' };
+    if (Date.now() > deadline)
+      return { result: 'failed', detail: 'timed out waiting for a new checkpoint; no .HALT written' };
+    if ((await host.stat(haltPath)) !== null) {
+      const existing = (await readSmall(host, haltPath))?.trim() ?? '';
+      return { result: 'ok', detail: `.HALT appeared meanwhile (${existing}); nothing written` };
     }
-  }
-  try {
-    const w = await writeHalt(host, outDir, actor);
-    return logged(
-      host,
-      runDir,
-      makeRecord(
-        host,
-        actor,
-        kind,
-        { path: haltPath },
-        'ok',
-        w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`,
-      ),
-    );
-  } catch (e) {
-    const partial = e instanceof OwnWriteError && e.partial;
-    return logged(
-      host,
-      runDir,
-      makeRecord(
-        host,
-        actor,
-        kind,
-        { path: haltPath, ...(partial ? { partial: true } : {}) },
-        'failed',
-        `could not write .HALT: ${(e as Error).message}`,
-      ),
-    );
+    const c = await checkpointWrittenSince(host, outDir, since).catch(() => null);
+    if (c) {
+      const w = await writeHalt(host, outDir, actor);
+      return {
+        result: 'ok',
+        detail: w.wrote
+          ? `checkpoint step ${c.step} complete; .HALT written`
+          : `checkpoint step ${c.step} complete; .HALT already present (${w.existing})`,
+        target: { checkpoint: c.path, checkpointStep: c.step },
+      };
+    }
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, pollMs);
+      opts.signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    });
   }
 }
 
@@ -832,44 +660,39 @@ export async function escalate(
   actor: Actor,
   opts: ControlOptions = {},
 ): Promise<ActionRecord> {
-  const kind: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
+  const action: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
   const target = { signal: sig, ranks: ranks.map(targetOf) };
-  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, kind, target);
-  const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
-  if (unaudited) return makeRecord(host, actor, kind, target, 'refused', unaudited);
-  const sent: number[] = [];
-  const notes: string[] = [];
-  for (const t of [...ranks].sort((a, b) => a.rank - b.rank)) {
-    const v = await verifyRank(host, t);
-    if (!v.ok) {
-      notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
-      continue;
-    }
-    const unproven = await proveTarget(host, runDir, t, { launcherToo: true, launch: true });
-    if (unproven !== null) {
-      notes.push(`rank ${t.rank} pid ${t.pid}: not signalled: ${unproven}`);
-      continue;
-    }
-    try {
-      await host.signal(t.pid, sig as SignalName, { startTime: t.startTime });
-      sent.push(t.pid);
-    } catch (e) {
-      notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
-    }
-  }
-  const result: ActionRecord['result'] =
-    sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
-  return logged(
+  return audited(
     host,
     runDir,
-    makeRecord(
-      host,
-      actor,
-      kind,
-      { ...target, sentTo: sent },
-      result,
-      `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`,
-    ),
+    { actor, action, target, requireLog: true },
+    async () => {
+      const sent: number[] = [];
+      const notes: string[] = [];
+      for (const t of [...ranks].sort((a, b) => a.rank - b.rank)) {
+        const v = await verifyRank(host, t);
+        if (!v.ok) {
+          notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
+          continue;
+        }
+        const unproven = await proveTarget(host, runDir, t, { launcherToo: true, launch: true });
+        if (unproven !== null) {
+          notes.push(`rank ${t.rank} pid ${t.pid}: not signalled: ${unproven}`);
+          continue;
+        }
+        try {
+          await host.signal(t.pid, sig as SignalName, { startTime: t.startTime });
+          sent.push(t.pid);
+        } catch (e) {
+          notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
+        }
+      }
+      const result: ActionRecord['result'] =
+        sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
+      const detail = `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`;
+      return { result, detail, target: { sentTo: sent } };
+    },
+    opts,
   );
 }
 
@@ -882,71 +705,38 @@ export async function removeStaleHalt(
 ): Promise<ActionRecord> {
   const { outDir } = await resolveRunDirs(host, runDir);
   const path = join(outDir, '.HALT');
-  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'remove-stale-halt', { path });
-  const unaudited = await actionLogRefusal(host, outDir, opts);
-  if (unaudited) return makeRecord(host, actor, 'remove-stale-halt', { path }, 'refused', unaudited);
-  const st = await host.stat(path).catch(() => undefined);
-  if (st && !st.isFile)
-    return logged(
-      host,
-      runDir,
-      makeRecord(
-        host,
-        actor,
-        'remove-stale-halt',
-        { path },
-        'failed',
-        `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`,
-      ),
-    );
-  const content = await readSmall(host, path);
-  if (content === null && st === null)
-    return logged(
-      host,
-      runDir,
-      makeRecord(host, actor, 'remove-stale-halt', { path }, 'ok', 'no .HALT present; nothing removed'),
-    );
-  if (content === null)
-    return logged(
-      host,
-      runDir,
-      makeRecord(
-        host,
-        actor,
-        'remove-stale-halt',
-        { path },
-        'failed',
-        'could not read .HALT (to record what it said): not removed',
-      ),
-    );
-  const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
-  try {
-    await removeOwn(host, outDir, '.HALT', opts);
-  } catch (e) {
-    return logged(
-      host,
-      runDir,
-      makeRecord(
-        host,
-        actor,
-        'remove-stale-halt',
-        { path, content: content.trim() },
-        'failed',
-        `could not remove .HALT: ${(e as Error).message}`,
-      ),
-    );
-  }
-  return logged(
+  return audited(
     host,
     runDir,
-    makeRecord(
-      host,
-      actor,
-      'remove-stale-halt',
-      { path, content: content.trim(), anomalyType: anomaly?.trim() ?? null },
-      'ok',
-      `removed .HALT ("${content.trim()}")${anomaly ? `; .anomaly_type (${anomaly.trim()}) kept as evidence` : ''}`,
-    ),
+    { actor, action: 'remove-stale-halt', target: { path }, requireLog: true },
+    async (): Promise<Outcome> => {
+      const st = await host.stat(path).catch(() => undefined);
+      if (st && !st.isFile)
+        return {
+          result: 'failed',
+          detail: `could not remove .HALT: it is ${st.isDir ? 'a directory' : 'a special file'}, not a file — nsa-top removes only a file; remove it by hand`,
+        };
+      const content = await readSmall(host, path);
+      if (content === null && st === null) return { result: 'ok', detail: 'no .HALT present; nothing removed' };
+      if (content === null)
+        return { result: 'failed', detail: 'could not read .HALT (to record what it said): not removed' };
+      const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
+      try {
+        await removeOwn(host, outDir, '.HALT', opts);
+      } catch (e) {
+        return {
+          result: 'failed',
+          detail: `could not remove .HALT: ${(e as Error).message}`,
+          target: { content: content.trim() },
+        };
+      }
+      return {
+        result: 'ok',
+        detail: `removed .HALT ("${content.trim()}")${anomaly ? `; .anomaly_type (${anomaly.trim()}) kept as evidence` : ''}`,
+        target: { content: content.trim(), anomalyType: anomaly?.trim() ?? null },
+      };
+    },
+    opts,
   );
 }
 
@@ -973,19 +763,17 @@ export async function acknowledgeAlert(
   actor: Actor,
   opts: ControlOptions = {},
 ): Promise<ActionRecord> {
-  const target = { alert: alert.id, since: alert.since, severity: alert.severity };
-  if (readOnlyMode(opts)) return refusedReadOnly(host, actor, 'ack', target);
-  const rec = makeRecord(host, actor, 'ack', target, 'ok', `acknowledged ${alert.severity}: ${alert.title}`);
-  try {
-    await recordAction(host, runDir, rec);
-    return rec;
-  } catch (e) {
-    return {
-      ...rec,
-      result: 'failed',
-      detail: `not acknowledged: cannot write the action log: ${(e as Error).message}`,
-    };
-  }
+  return audited(
+    host,
+    runDir,
+    { actor, action: 'ack', target: { alert: alert.id, since: alert.since, severity: alert.severity } },
+    async () => ({
+      result: 'ok',
+      detail: `acknowledged ${alert.severity}: ${alert.title}`,
+      ifNotRecorded: (why) => ({ result: 'failed', detail: `not acknowledged: cannot write the action log: ${why}` }),
+    }),
+    opts,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1003,56 +791,38 @@ export async function pySpyDump(
   actor: Actor,
   opts: ControlOptions & { timeoutMs?: number } = {},
 ): Promise<ActionRecord & { file: string | null }> {
-  const t = targetOf(target);
-  if (readOnlyMode(opts)) return { ...refusedReadOnly(host, actor, 'py-spy-dump', t), file: null };
-  const unaudited = await actionLogRefusal(host, (await resolveRunDirs(host, runDir)).outDir, opts);
-  if (unaudited) return { ...makeRecord(host, actor, 'py-spy-dump', t, 'refused', unaudited), file: null };
-  const v = await verifyRank(host, target);
-  if (!v.ok)
-    return {
-      ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'refused', v.why ?? 'not verified'))),
-      file: null,
-    };
-  const unproven = await proveTarget(host, runDir, target);
-  if (unproven !== null)
-    return {
-      ...(await logged(
-        host,
-        runDir,
-        makeRecord(host, actor, 'py-spy-dump', t, 'refused', `not attached: ${unproven}`),
-      )),
-      file: null,
-    };
-  const r = await host.exec(['py-spy', 'dump', '--pid', String(target.pid)], { timeoutMs: opts.timeoutMs ?? 30000 });
-  if (r.code !== 0 || r.timedOut) {
-    const why = r.timedOut
-      ? 'py-spy did not finish in time'
-      : r.code === 127
-        ? 'py-spy is not installed'
-        : ((r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`);
-    return { ...(await logged(host, runDir, makeRecord(host, actor, 'py-spy-dump', t, 'failed', why))), file: null };
-  }
-  const { outDir } = await resolveRunDirs(host, runDir);
-  const name = `pyspy_${Math.floor(host.now() / 1000)}_rank${target.rank}_${target.pid}.txt`;
-  const file = join(outDir, name);
-  try {
-    await createOwn(host, outDir, name, r.stdout, opts);
-  } catch (e) {
-    return {
-      ...(await logged(
-        host,
-        runDir,
-        makeRecord(host, actor, 'py-spy-dump', t, 'failed', `could not save: ${(e as Error).message}`),
-      )),
-      file: null,
-    };
-  }
-  return {
-    ...(await logged(
-      host,
-      runDir,
-      makeRecord(host, actor, 'py-spy-dump', { ...t, file }, 'ok', `py-spy dump of rank ${target.rank} saved`),
-    )),
-    file,
-  };
+  let file: string | null = null;
+  const rec = await audited(
+    host,
+    runDir,
+    { actor, action: 'py-spy-dump', target: targetOf(target), requireLog: true },
+    async (): Promise<Outcome> => {
+      const v = await verifyRank(host, target);
+      if (!v.ok) return { result: 'refused', detail: v.why ?? 'not verified' };
+      const unproven = await proveTarget(host, runDir, target);
+      if (unproven !== null) return { result: 'refused', detail: `not attached: ${unproven}` };
+      const r = await host.exec(['py-spy', 'dump', '--pid', String(target.pid)], {
+        timeoutMs: opts.timeoutMs ?? 30000,
+      });
+      if (r.code !== 0 || r.timedOut) {
+        const why = r.timedOut
+          ? 'py-spy did not finish in time'
+          : r.code === 127
+            ? 'py-spy is not installed'
+            : ((r.stderr || r.stdout).trim().split('\n').slice(-1)[0] ?? `exit ${r.code}`);
+        return { result: 'failed', detail: why };
+      }
+      const { outDir } = await resolveRunDirs(host, runDir);
+      const name = `pyspy_${Math.floor(host.now() / 1000)}_rank${target.rank}_${target.pid}.txt`;
+      try {
+        await createOwn(host, outDir, name, r.stdout, opts);
+      } catch (e) {
+        return { result: 'failed', detail: `could not save: ${(e as Error).message}` };
+      }
+      file = join(outDir, name);
+      return { result: 'ok', detail: `py-spy dump of rank ${target.rank} saved`, target: { file } };
+    },
+    opts,
+  );
+  return { ...rec, file };
 }

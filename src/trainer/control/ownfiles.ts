@@ -160,38 +160,20 @@ async function write(
   }
 }
 
+type OwnWrite = (host: Host, root: string, rel: string, data: string | Buffer, opts?: OwnWriteOptions) => Promise<void>;
+const writer =
+  (mode: OwnWriteMode): OwnWrite =>
+  (host, root, rel, data, opts = {}) =>
+    write(host, root, rel, data, mode, opts);
+
 /** Appends to nsa-top's own file (one O_APPEND write: short records never interleave). */
-export function appendOwn(
-  host: Host,
-  root: string,
-  rel: string,
-  data: string | Buffer,
-  opts: OwnWriteOptions = {},
-): Promise<void> {
-  return write(host, root, rel, data, 'append', opts);
-}
+export const appendOwn = writer('append');
 
 /** Creates the file; EEXIST when it is there (its content is then kept). */
-export function createOwn(
-  host: Host,
-  root: string,
-  rel: string,
-  data: string | Buffer,
-  opts: OwnWriteOptions = {},
-): Promise<void> {
-  return write(host, root, rel, data, 'exclusive', opts);
-}
+export const createOwn = writer('exclusive');
 
 /** Writes a temporary file and renames it over the name: readers never see half of it. */
-export function writeOwnAtomic(
-  host: Host,
-  root: string,
-  rel: string,
-  data: string | Buffer,
-  opts: OwnWriteOptions = {},
-): Promise<void> {
-  return write(host, root, rel, data, 'replace', opts);
-}
+export const writeOwnAtomic = writer('replace');
 
 /** Removes one of nsa-top's own names (a stale .HALT, a stop request); a link is removed, never followed. */
 export async function removeOwn(host: Host, root: string, rel: string, opts: OwnWriteOptions = {}): Promise<void> {
@@ -200,26 +182,6 @@ export async function removeOwn(host: Host, root: string, rel: string, opts: Own
     await host.removeOwn(root, rel);
   } catch (e) {
     rethrow(path, e);
-  }
-}
-
-/** failures that mean the run dir was tampered with, not that the disk is full or slow */
-const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO', 'EINVAL']);
-
-/**
- * Why an action must not be taken because its record could not be kept: the action log (or
- * `.nsa-top`) is a link, not a regular file, or the run dir is not a run. Null when it can take a
- * record, and also when it fails for an ordinary reason (a full disk): stopping a run matters more
- * than its log line, and the outcome then says it was not logged. Creates an empty log if missing.
- */
-export async function actionLogRefusal(host: Host, outDir: string, opts: EffectOptions = {}): Promise<string | null> {
-  try {
-    await appendOwn(host, outDir, `${NSA_DIR}/actions.jsonl`, '', opts);
-    return null;
-  } catch (e) {
-    if (e instanceof OwnWriteError && HOSTILE.has(e.code))
-      return `${e.message} — the action could not be recorded, so it was not taken`;
-    return null;
   }
 }
 
@@ -234,33 +196,28 @@ function guardSync(root: string, rel: string, opts: EffectOptions): string {
   return path;
 }
 
-/** writeOwnAtomic for the supervisor's state (its run dir is the one launch made). */
-export function writeOwnAtomicSync(root: string, rel: string, data: string | Buffer, opts: EffectOptions = {}): void {
+/** Runs a synchronous write of `root/rel` once its guard passed; a failure is one OwnWriteError. */
+function guardedSync<T>(root: string, rel: string, opts: EffectOptions, fn: () => T): T {
   const path = guardSync(root, rel, opts);
   try {
-    ownWriteLocalSync(root, rel, data, 'replace');
+    return fn();
   } catch (e) {
     rethrow(path, e);
   }
 }
 
+/** writeOwnAtomic for the supervisor's state (its run dir is the one launch made). */
+export function writeOwnAtomicSync(root: string, rel: string, data: string | Buffer, opts: EffectOptions = {}): void {
+  guardedSync(root, rel, opts, () => ownWriteLocalSync(root, rel, data, 'replace'));
+}
+
 export function createOwnSync(root: string, rel: string, data: string | Buffer, opts: EffectOptions = {}): void {
-  const path = guardSync(root, rel, opts);
-  try {
-    ownWriteLocalSync(root, rel, data, 'exclusive');
-  } catch (e) {
-    rethrow(path, e);
-  }
+  guardedSync(root, rel, opts, () => ownWriteLocalSync(root, rel, data, 'exclusive'));
 }
 
 /** An fd open for appending to nsa-top's own file (the supervisor's log). */
 export function openOwnAppendSync(root: string, rel: string, opts: EffectOptions = {}): number {
-  const path = guardSync(root, rel, opts);
-  try {
-    return ownOpenAppendLocalSync(root, rel);
-  } catch (e) {
-    rethrow(path, e);
-  }
+  return guardedSync(root, rel, opts, () => ownOpenAppendLocalSync(root, rel));
 }
 
 /**
@@ -290,10 +247,5 @@ export function ensureOwnDirsSync(root: string, rel: string, opts: EffectOptions
 }
 
 export function removeOwnSync(root: string, rel: string, opts: EffectOptions = {}): void {
-  const path = guardSync(root, rel, opts);
-  try {
-    ownRemoveLocalSync(root, rel);
-  } catch (e) {
-    rethrow(path, e);
-  }
+  guardedSync(root, rel, opts, () => ownRemoveLocalSync(root, rel));
 }

@@ -8,16 +8,16 @@
 //
 // requests.json is changed only under a lock file (read-modify-write, temp + rename), so a cancel
 // and the owner's ".HALT now" cannot both win: whichever takes the lock first decides.
-import { spawn } from 'node:child_process';
-import { closeSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { findRunProcesses, readProc, verifyProcess } from '../../remote/procs.js';
-import { selfCommand } from '../../self.js';
 import { type ActionRecord, activeRequest, type Actor, type ControlRequest, type RequestsFile } from './types.js';
-import { checkpointWrittenSince, haltContent, readOnlyMode, recordAction, type ControlOptions } from './actions.js';
-import { createOwnSync, openOwnAppendSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
+import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
+import { audited, auditedEvent, type Outcome } from './audit.js';
+import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { spawnSelfDetached } from '../launch/detached.js';
 import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
 
 export const REQUESTS_FILE = 'requests.json';
@@ -232,14 +232,16 @@ export class RequestOwner {
     target: Record<string, unknown> = {},
   ): Promise<void> {
     this.hooks.say?.(`request ${req.id}: ${detail}`);
-    return recordAction(this.host, this.runDir, {
-      ts: Date.now(),
-      who: ownerActor(this.me, req),
-      action: 'halt-after-checkpoint',
-      target: { request: req.id, path: join(this.outDir, '.HALT'), owner: { ...this.me }, ...target },
-      result,
-      detail,
-    }).catch(() => {});
+    return auditedEvent(
+      this.host,
+      this.runDir,
+      {
+        actor: ownerActor(this.me, req),
+        action: 'halt-after-checkpoint',
+        target: { request: req.id, path: join(this.outDir, '.HALT'), owner: { ...this.me } },
+      },
+      { result, detail, target },
+    ).then(() => {});
   }
 
   private mine(r: ControlRequest): boolean {
@@ -482,19 +484,13 @@ export async function runAgent(
 }
 
 function spawnAgent(outDir: string): number {
-  const [node, ...pre] = selfCommand();
-  const fd = openOwnAppendSync(outDir, `${NSA_DIR}/${AGENT_LOG}`);
-  try {
-    const env: NodeJS.ProcessEnv = { ...process.env, [AGENT_ENV]: outDir };
-    delete env.NSA_TOP_RUN_DIR;
-    const child = spawn(node!, [...pre, 'agent'], { detached: true, stdio: ['ignore', fd, fd], cwd: outDir, env });
-    child.on('error', () => {});
-    child.unref();
-    if (!child.pid) throw new Error('could not start nsa-top agent');
-    return child.pid;
-  } finally {
-    closeSync(fd);
-  }
+  return spawnSelfDetached(['agent'], {
+    root: outDir,
+    log: `${NSA_DIR}/${AGENT_LOG}`,
+    cwd: outDir,
+    env: { [AGENT_ENV]: outDir },
+    what: 'nsa-top agent',
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -503,19 +499,6 @@ function spawnAgent(outDir: string): number {
 export interface RequestOutcome {
   record: ActionRecord;
   request: ControlRequest | null;
-}
-
-const mk = (
-  actor: Actor,
-  action: ActionRecord['action'],
-  target: Record<string, unknown>,
-  result: ActionRecord['result'],
-  detail: string,
-): ActionRecord => ({ ts: Date.now(), who: actor, action, target, result, detail });
-
-async function logged(host: Host, runDir: string, rec: ActionRecord): Promise<ActionRecord> {
-  await recordAction(host, runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
-  return rec;
 }
 
 /**
@@ -543,86 +526,116 @@ export async function submitHaltAfterCheckpoint(
 ): Promise<RequestOutcome> {
   const { runDir, outDir, supervised } = await resolveRunDirs(host, dir);
   const haltPath = join(outDir, '.HALT');
-  const target = { path: haltPath };
-  if (readOnlyMode(opts))
-    return {
-      record: mk(actor, 'halt-after-checkpoint', target, 'refused', 'read-only mode: no action taken'),
-      request: null,
-    };
-  const refuse = async (detail: string) => ({
-    record: await logged(host, runDir, mk(actor, 'halt-after-checkpoint', target, 'refused', detail)),
-    request: null,
-  });
-  if (host.kind !== 'local')
-    return refuse(
-      'a halt after the next checkpoint is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` there',
-    );
-  const existing = activeRequest(readLocal(outDir));
-  if (existing && existing.owner && (await ownerAlive(host, existing.owner)))
-    return {
-      record: mk(
-        actor,
-        'halt-after-checkpoint',
-        { ...target, request: existing.id },
-        'ok',
-        `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`,
-      ),
-      request: existing,
-    };
-  const halt = await host.stat(haltPath).catch(() => null);
-  if (halt) {
-    let content = '';
-    try {
-      content = (await host.readFile(haltPath, 4096)).toString('utf8').trim();
-    } catch {
-      /* vanished */
-    }
-    return refuse(`.HALT is already there ("${content}"): the run is stopping at its next step; nothing requested`);
-  }
-  // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
-  const sup = supervised ? await readSupervisorState(host, runDir) : null;
-  const supAlive =
-    !!sup?.supervisor?.startTime &&
-    ['starting', 'running', 'backoff'].includes(sup.state) &&
-    (await verifyProcess(host, sup.supervisor).catch(() => false));
-  if (!supAlive && !(await runAlive(host, outDir)).alive)
-    return refuse('no process of this run is running (finished or stopped): nothing to halt');
-  const graceS = await haltGraceS(host, runDir);
-  const now = Date.now();
-  const req: ControlRequest = existing ?? {
-    id: `${now.toString(36)}-${process.pid.toString(36)}`,
-    kind: 'halt-after-checkpoint',
-    ts: now,
-    who: actor,
-    state: 'pending',
-    owner: null,
-    graceS,
-    note: `waiting for a complete checkpoint written after ${hhmmss(now)}`,
-    updatedAt: now,
-  };
-  if (existing) {
-    // its owner is gone: hand it to whoever comes next
-    await updateRequests(outDir, (all) => {
-      const x = all.find((y) => y.id === existing.id);
-      if (x && x.state === 'pending') x.owner = null;
-    });
-    req.owner = null;
-  } else {
-    await updateRequests(outDir, (all) => {
-      all.push(req);
-    });
-    await logged(
-      host,
-      runDir,
-      mk(
-        actor,
-        'halt-after-checkpoint',
-        { ...target, request: req.id },
-        'started',
-        `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`,
-      ),
-    );
-  }
+  let request: ControlRequest | null = null;
+  const record = await audited(
+    host,
+    runDir,
+    { actor, action: 'halt-after-checkpoint', target: { path: haltPath } },
+    async (ctx): Promise<Outcome> => {
+      if (host.kind !== 'local')
+        return {
+          result: 'refused',
+          detail:
+            'a halt after the next checkpoint is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` there',
+        };
+      const existing = activeRequest(readLocal(outDir));
+      if (existing && existing.owner && (await ownerAlive(host, existing.owner))) {
+        request = existing;
+        return {
+          result: 'ok',
+          detail: `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`,
+          target: { request: existing.id },
+          unrecorded: 'the request it names is recorded already, and its owner records each step',
+        };
+      }
+      const halt = await host.stat(haltPath).catch(() => null);
+      if (halt) {
+        let content = '';
+        try {
+          content = (await host.readFile(haltPath, 4096)).toString('utf8').trim();
+        } catch {
+          /* vanished */
+        }
+        return {
+          result: 'refused',
+          detail: `.HALT is already there ("${content}"): the run is stopping at its next step; nothing requested`,
+        };
+      }
+      // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
+      const sup = supervised ? await readSupervisorState(host, runDir) : null;
+      const supAlive =
+        !!sup?.supervisor?.startTime &&
+        ['starting', 'running', 'backoff'].includes(sup.state) &&
+        (await verifyProcess(host, sup.supervisor).catch(() => false));
+      if (!supAlive && !(await runAlive(host, outDir)).alive)
+        return {
+          result: 'refused',
+          detail: 'no process of this run is running (finished or stopped): nothing to halt',
+        };
+      const graceS = await haltGraceS(host, runDir);
+      const now = Date.now();
+      const req: ControlRequest = existing ?? {
+        id: `${now.toString(36)}-${process.pid.toString(36)}`,
+        kind: 'halt-after-checkpoint',
+        ts: now,
+        who: actor,
+        state: 'pending',
+        owner: null,
+        graceS,
+        note: `waiting for a complete checkpoint written after ${hhmmss(now)}`,
+        updatedAt: now,
+      };
+      if (existing) {
+        // its owner is gone: hand it to whoever comes next
+        await updateRequests(outDir, (all) => {
+          const x = all.find((y) => y.id === existing.id);
+          if (x && x.state === 'pending') x.owner = null;
+        });
+        req.owner = null;
+      } else {
+        await updateRequests(outDir, (all) => {
+          all.push(req);
+        });
+        await ctx.progress(
+          'started',
+          `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`,
+          { request: req.id },
+        );
+      }
+      const got = await handToOwner(host, outDir, req, supAlive, opts.claimTimeoutMs);
+      if ('failed' in got) {
+        request = got.request;
+        return { result: 'failed', detail: got.failed, target: { request: req.id, ...got.target } };
+      }
+      request = got.request;
+      const owner = got.request.owner!;
+      const who =
+        owner.kind === 'supervisor'
+          ? `the supervisor (pid ${owner.pid})`
+          : `nsa-top agent (pid ${owner.pid}, detached)`;
+      return {
+        result: 'started',
+        detail: `${who} writes .HALT once a complete checkpoint written after ${hhmmss(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`,
+        target: { request: req.id, owner },
+        unrecorded: "its 'started' line is recorded above, and its owner records each step",
+      };
+    },
+    opts,
+  );
+  return { record, request };
+}
+
+/**
+ * Waits until a detached process has claimed `req`: the live supervisor, else a new agent. When
+ * none does, the request is marked failed (never left looking pending) and why is returned.
+ */
+async function handToOwner(
+  host: Host,
+  outDir: string,
+  req: ControlRequest,
+  supAlive: boolean,
+  claimTimeoutMs: number | undefined,
+): Promise<{ request: ControlRequest } | { failed: string; request: ControlRequest | null; target: object }> {
   const waitClaim = async (ms: number) => {
     const until = Date.now() + ms;
     for (;;) {
@@ -632,7 +645,7 @@ export async function submitHaltAfterCheckpoint(
       await sleep(100);
     }
   };
-  let got = supAlive ? await waitClaim(opts.claimTimeoutMs ?? 5000) : null;
+  let got = supAlive ? await waitClaim(claimTimeoutMs ?? 5000) : null;
   let agentPid: number | null = null;
   if (!got?.owner) {
     try {
@@ -647,61 +660,23 @@ export async function submitHaltAfterCheckpoint(
             updatedAt: Date.now(),
           });
       });
-      return {
-        record: await logged(
-          host,
-          runDir,
-          mk(
-            actor,
-            'halt-after-checkpoint',
-            { ...target, request: req.id },
-            'failed',
-            `could not start nsa-top agent: ${(e as Error).message}`,
-          ),
-        ),
-        request: null,
-      };
+      return { failed: `could not start nsa-top agent: ${(e as Error).message}`, request: null, target: {} };
     }
-    got = await waitClaim(opts.claimTimeoutMs ?? 8000);
+    got = await waitClaim(claimTimeoutMs ?? 8000);
   }
-  if (!got?.owner) {
-    // nobody took it: say so, never leave it looking pending
-    const failed = await updateRequests(outDir, (all) => {
-      const x = all.find((y) => y.id === req.id);
-      if (x && x.state === 'pending' && !x.owner)
-        Object.assign(x, { state: 'failed', note: 'no process took the request', updatedAt: Date.now() });
-      return x ? { ...x } : null;
-    });
-    if (failed?.owner) got = failed;
-    else
-      return {
-        record: await logged(
-          host,
-          runDir,
-          mk(
-            actor,
-            'halt-after-checkpoint',
-            { ...target, request: req.id, agentPid },
-            'failed',
-            `nsa-top agent (pid ${agentPid}) did not take the request; see ${join(outDir, NSA_DIR, AGENT_LOG)}. Nothing will be written`,
-          ),
-        ),
-        request: failed,
-      };
-  }
-  const who =
-    got.owner!.kind === 'supervisor'
-      ? `the supervisor (pid ${got.owner!.pid})`
-      : `nsa-top agent (pid ${got.owner!.pid}, detached)`;
+  if (got?.owner) return { request: got };
+  // nobody took it: say so, never leave it looking pending
+  const failed = await updateRequests(outDir, (all) => {
+    const x = all.find((y) => y.id === req.id);
+    if (x && x.state === 'pending' && !x.owner)
+      Object.assign(x, { state: 'failed', note: 'no process took the request', updatedAt: Date.now() });
+    return x ? { ...x } : null;
+  });
+  if (failed?.owner) return { request: failed };
   return {
-    record: mk(
-      actor,
-      'halt-after-checkpoint',
-      { ...target, request: req.id, owner: got.owner },
-      'started',
-      `${who} writes .HALT once a complete checkpoint written after ${hhmmss(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`,
-    ),
-    request: got,
+    failed: `nsa-top agent (pid ${agentPid}) did not take the request; see ${join(outDir, NSA_DIR, AGENT_LOG)}. Nothing will be written`,
+    request: failed,
+    target: { agentPid },
   };
 }
 
@@ -713,65 +688,55 @@ export async function cancelRequest(
   opts: ControlOptions & { id?: string } = {},
 ): Promise<RequestOutcome> {
   const { runDir, outDir } = await resolveRunDirs(host, dir);
-  if (readOnlyMode(opts))
-    return { record: mk(actor, 'cancel-request', {}, 'refused', 'read-only mode: no action taken'), request: null };
-  if (host.kind !== 'local')
-    return {
-      record: await logged(
-        host,
-        runDir,
-        mk(actor, 'cancel-request', {}, 'refused', 'run `nsa-top halt RUN --cancel` on the training box'),
-      ),
-      request: null,
-    };
-  const res = await updateRequests(outDir, (all) => {
-    const x = opts.id ? all.find((y) => y.id === opts.id) : activeRequest(all);
-    if (!x) return { req: null, was: null as string | null };
-    const was = x.state;
-    if (x.state === 'pending')
-      Object.assign(x, {
-        state: 'cancelled',
-        cancelledBy: actor,
-        note: `cancelled by ${actor.user} before a new checkpoint; no .HALT written`,
-        updatedAt: Date.now(),
+  let request: ControlRequest | null = null;
+  const record = await audited(
+    host,
+    runDir,
+    { actor, action: 'cancel-request', target: {} },
+    async (): Promise<Outcome> => {
+      if (host.kind !== 'local')
+        return { result: 'refused', detail: 'run `nsa-top halt RUN --cancel` on the training box' };
+      const res = await updateRequests(outDir, (all) => {
+        const x = opts.id ? all.find((y) => y.id === opts.id) : activeRequest(all);
+        if (!x) return { req: null, was: null as string | null };
+        const was = x.state;
+        if (x.state === 'pending')
+          Object.assign(x, {
+            state: 'cancelled',
+            cancelledBy: actor,
+            note: `cancelled by ${actor.user} before a new checkpoint; no .HALT written`,
+            updatedAt: Date.now(),
+          });
+        return { req: { ...x }, was };
       });
-    return { req: { ...x }, was };
-  });
-  if (!res.req)
-    return { record: mk(actor, 'cancel-request', {}, 'refused', 'no pending request to cancel'), request: null };
-  const target = { request: res.req.id, kind: res.req.kind };
-  if (res.was === 'pending')
-    return {
-      record: await logged(
-        host,
-        runDir,
-        mk(
-          actor,
-          'cancel-request',
+      if (!res.req)
+        return {
+          result: 'refused',
+          detail: 'no pending request to cancel',
+          unrecorded: 'nothing was asked of the run',
+        };
+      request = res.req;
+      const target = { request: res.req.id, kind: res.req.kind };
+      if (res.was === 'pending')
+        return {
+          result: 'ok',
+          detail: `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${hhmmss(res.req.ts)}; no .HALT written`,
           target,
-          'ok',
-          `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${hhmmss(res.req.ts)}; no .HALT written`,
-        ),
-      ),
-      request: res.req,
-    };
-  if (res.was === 'halt-written')
-    return {
-      record: await logged(
-        host,
-        runDir,
-        mk(
-          actor,
-          'cancel-request',
+        };
+      if (res.was === 'halt-written')
+        return {
+          result: 'refused',
+          detail: `too late: .HALT was written at ${hhmmss(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`,
           target,
-          'refused',
-          `too late: .HALT was written at ${hhmmss(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`,
-        ),
-      ),
-      request: res.req,
-    };
-  return {
-    record: mk(actor, 'cancel-request', target, 'refused', `request already ${res.was}: ${res.req.note}`),
-    request: res.req,
-  };
+        };
+      return {
+        result: 'refused',
+        detail: `request already ${res.was}: ${res.req.note}`,
+        target,
+        unrecorded: 'the request had ended already; its end is recorded',
+      };
+    },
+    opts,
+  );
+  return { record, request };
 }

@@ -2,13 +2,11 @@
 // commands call these. Every run gets artifacts/train_runs/<profile>_<YYYYmmdd-HHMMSS>/ with
 // run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
 // in its own session, so the caller can go away.
-import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, rmdirSync } from 'node:fs';
+import { mkdirSync, rmdirSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
-import { selfCommand } from '../../self.js';
 import type { PreflightLine } from '../../checks/preflight.js';
 import {
   adoptionPreflight,
@@ -20,14 +18,8 @@ import {
 } from '../run/adopt.js';
 import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
 import type { ActionRecord, Actor, SupervisorState } from '../control/types.js';
-import {
-  currentActor,
-  readOnlyMode,
-  recordAction,
-  removeStaleHalt,
-  requestHalt,
-  type ControlOptions,
-} from '../control/actions.js';
+import { currentActor, readOnlyMode, removeStaleHalt, requestHalt, type ControlOptions } from '../control/actions.js';
+import { audited, READ_ONLY_REFUSAL, type Outcome } from '../control/audit.js';
 import {
   chooseConfig,
   gitCommitOf,
@@ -40,8 +32,9 @@ import {
   trainerRepo,
   type LaunchPlan,
 } from './profiles.js';
-import { createOwn, ensureOwnDirsSync, openOwnAppendSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
+import { createOwn, ensureOwnDirsSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { spawnSelfDetached } from './detached.js';
 import {
   nsaDir,
   PLAN_FILE,
@@ -91,26 +84,13 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
 }
 
 function spawnSupervisor(runDir: string, resume: boolean): number {
-  const [node, ...pre] = selfCommand();
-  const fd = openOwnAppendSync(runDir, `${NSA_DIR}/${SUPERVISOR_LOG}`);
-  try {
-    // The run dir travels in the environment, not argv: process discovery (src/remote/procs) matches
-    // processes whose argv names the run dir, and the supervisor is not a rank.
-    const env: NodeJS.ProcessEnv = { ...process.env, [SUPERVISE_ENV]: runDir };
-    delete env.NSA_TOP_RUN_DIR;
-    const child = spawn(node!, [...pre, 'supervise', ...(resume ? ['--resume'] : [])], {
-      detached: true, // setsid: its own session, so a hangup of ours never reaches it
-      stdio: ['ignore', fd, fd],
-      cwd: runDir,
-      env,
-    });
-    child.on('error', () => {});
-    child.unref();
-    if (!child.pid) throw new InputError('could not start the supervisor process');
-    return child.pid;
-  } finally {
-    closeSync(fd);
-  }
+  return spawnSelfDetached(['supervise', ...(resume ? ['--resume'] : [])], {
+    root: runDir,
+    log: `${NSA_DIR}/${SUPERVISOR_LOG}`,
+    cwd: runDir,
+    env: { [SUPERVISE_ENV]: runDir },
+    what: 'the supervisor process',
+  });
 }
 
 /** Waits until the supervisor has written its state (or has died trying). */
@@ -187,7 +167,7 @@ export async function launchRun(
     throw new InputError(
       'launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself',
     );
-  if (readOnlyMode()) throw new InputError('read-only mode (NSA_TOP_READ_ONLY=1): launch refused');
+  if (readOnlyMode()) throw new InputError(`launch refused: ${READ_ONLY_REFUSAL} (NSA_TOP_READ_ONLY=1)`);
   const actor = await currentActor(host);
   const cwd = resolve(opts.cwd);
   const file = await loadProfiles(host, opts.profilesFile);
@@ -286,54 +266,60 @@ export async function launchRun(
       { fresh: true },
     );
   }
-  const halt = await haltText(host, plan.outDir);
-  if (halt !== null) {
-    const note = `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1`;
-    writeStateLocal(runDir, {
-      runDir,
-      profile: plan.profile,
-      supervisor: null,
-      child: null,
-      state: 'failed',
-      restarts: 0,
-      maxRestarts: plan.restart.max_restarts,
-      exitCodes: [],
-      lastCommand: [],
-      resumeFrom: null,
-      updatedAt: Date.now(),
-      outDir: plan.outDir,
-      phase: plan.smoke ? 'smoke' : 'train',
-      note: `${note}; not started`,
-    });
-    await recordAction(host, runDir, {
-      ts: Date.now(),
-      who: actor,
-      action: 'launch',
-      target: { runDir, profile: plan.profile, halt: halt.trim() },
-      result: 'refused',
-      detail: `${note}; nothing started`,
-    }).catch(() => {});
+  const stale = { note: null as string | null };
+  const rec = await audited(
+    host,
+    runDir,
+    { actor, action: 'launch', target: { runDir, profile: plan.profile } },
+    async (): Promise<Outcome> => {
+      const halt = await haltText(host, plan.outDir);
+      if (halt !== null) {
+        const note = `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1`;
+        stale.note = note;
+        writeStateLocal(runDir, {
+          runDir,
+          profile: plan.profile,
+          supervisor: null,
+          child: null,
+          state: 'failed',
+          restarts: 0,
+          maxRestarts: plan.restart.max_restarts,
+          exitCodes: [],
+          lastCommand: [],
+          resumeFrom: null,
+          updatedAt: Date.now(),
+          outDir: plan.outDir,
+          phase: plan.smoke ? 'smoke' : 'train',
+          note: `${note}; not started`,
+        });
+        return { result: 'refused', detail: `${note}; nothing started`, target: { halt: halt.trim() } };
+      }
+      const pid = spawnSupervisor(runDir, false);
+      const st = await awaitSupervisor(host, runDir, pid);
+      const target = { outDir: plan.outDir, supervisorPid: pid, command: plan.command };
+      if (st?.supervisor?.pid === pid)
+        return { result: 'ok', detail: `profile ${plan.profile}: ${plan.command.join(' ')}`, target };
+      return {
+        result: 'failed',
+        detail: `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+        target,
+      };
+    },
+  );
+  if (stale.note !== null)
     throw new InputError(
-      `${note}. Nothing was started (run dir ${runDir} prepared).\n` +
+      `${stale.note}. Nothing was started (run dir ${runDir} prepared).\n` +
         `Check that no earlier run is still stopping, then: nsa-top relaunch ${runDir} --remove-stale-halt`,
       3,
     );
-  }
-  const pid = spawnSupervisor(runDir, false);
-  const st = await awaitSupervisor(host, runDir, pid);
-  const ok = st?.supervisor?.pid === pid;
-  await recordAction(host, runDir, {
-    ts: Date.now(),
-    who: actor,
-    action: 'launch',
-    target: { runDir, outDir: plan.outDir, profile: plan.profile, supervisorPid: pid, command: plan.command },
-    result: ok ? 'ok' : 'failed',
-    detail: ok
-      ? `profile ${plan.profile}: ${plan.command.join(' ')}`
-      : `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
-  }).catch(() => {});
-  if (!ok)
-    throw new InputError(`the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`, 1);
+  const pid = rec.target.supervisorPid as number | undefined;
+  if (rec.result !== 'ok' || pid === undefined)
+    throw new InputError(
+      pid === undefined
+        ? `launch failed: ${rec.detail}`
+        : `the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+      1,
+    );
   return { runDir, outDir: plan.outDir, supervisorPid: pid };
 }
 
@@ -475,23 +461,32 @@ export async function relaunch(
   opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number },
 ): Promise<ActionRecord> {
   const dirs = await resolveRunDirs(host, dir);
+  return audited(
+    host,
+    dirs.runDir,
+    { actor, action: 'relaunch', target: { runDir: dirs.runDir, outDir: dirs.outDir } },
+    () => relaunchEffect(host, dir, dirs, actor, opts),
+    opts,
+  );
+}
+
+async function relaunchEffect(
+  host: Host,
+  dir: string,
+  dirs: { runDir: string; outDir: string },
+  actor: Actor,
+  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number },
+): Promise<Outcome> {
   let runDir = dirs.runDir;
   const outDir = dirs.outDir;
-  const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): ActionRecord => ({
-    ts: Date.now(),
-    who: actor,
-    action: 'relaunch',
-    target: { host: host.label, runDir, outDir, ...target },
+  /** an outcome; after an adopted run got its run dir, the record names that one */
+  const mk = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}): Outcome => ({
     result,
     detail,
+    target: { runDir, ...target },
   });
-  const log = async (rec: ActionRecord) => {
-    await recordAction(host, runDir, rec).catch((e: Error) => (rec.detail += ` [not logged: ${e.message}]`));
-    return rec;
-  };
-  if (readOnlyMode(opts)) return mk('refused', 'read-only mode: no action taken');
   if (host.kind !== 'local')
-    return log(mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there'));
+    return mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there');
   // a supervised run whose supervisor is gone while its trainer runs on (its own session): a new
   // supervisor adopts it — never a second copy into the same out_dir
   const plan0 = await readLaunchPlan(host, runDir);
@@ -506,36 +501,30 @@ export async function relaunch(
     const up = await awaitSupervisor(host, runDir, pid);
     if (up?.supervisor?.pid !== pid) {
       const why = await supervisorError(host, runDir);
-      return log(
-        mk(
-          'failed',
-          `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`,
-          { supervisorPid: pid },
-        ),
+      return mk(
+        'failed',
+        `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`,
+        { supervisorPid: pid },
       );
     }
-    return log(
-      mk(
-        'ok',
-        `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`,
-        { supervisorPid: pid, adopted: st.child },
-      ),
+    return mk(
+      'ok',
+      `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`,
+      { supervisorPid: pid, adopted: st.child },
     );
   }
   const prep = await prepareRelaunch(host, dir);
-  if (prep.refusal) return log(mk('refused', prep.refusal));
+  if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
   if (halt !== null) {
     if (!opts.removeStaleHalt)
-      return log(
-        mk(
-          'refused',
-          `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`,
-          { halt: halt.trim() },
-        ),
+      return mk(
+        'refused',
+        `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`,
+        { halt: halt.trim() },
       );
     const rm = await removeStaleHalt(host, runDir, actor, opts);
-    if (rm.result !== 'ok') return log(mk('failed', `could not remove .HALT: ${rm.detail}`));
+    if (rm.result !== 'ok') return mk('failed', `could not remove .HALT: ${rm.detail}`);
   }
   if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
   try {
@@ -552,13 +541,11 @@ export async function relaunch(
   if (up?.supervisor?.pid !== pid) {
     const why = await supervisorError(host, runDir);
     if (why && /another supervisor/.test(why))
-      return log(mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid }));
-    return log(
-      mk(
-        'failed',
-        `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
-        { supervisorPid: pid },
-      ),
+      return mk('refused', `${why}: relaunched by someone else a moment ago`, { supervisorPid: pid });
+    return mk(
+      'failed',
+      `the supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
+      { supervisorPid: pid },
     );
   }
   const from = `${prep.adopted ? `adopted (started by hand: ${withoutResume(prep.adopted.launcher.argv).join(' ')}); ` : ''}${describePick(pick)}`;
@@ -577,37 +564,32 @@ export async function relaunch(
       (now.exitCodes.length > (up.exitCodes?.length ?? 0) || now.state === 'failed')
     ) {
       const last = now.exitCodes.at(-1);
-      return log(
-        mk(
-          'failed',
-          `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`,
-          {
-            supervisorPid: pid,
-            resumeFrom: pick?.found?.path ?? null,
-            supervisorState: now.state,
-          },
-        ),
+      return mk(
+        'failed',
+        `${from}; but the trainer exited at once (${now.lastCause ?? (last ? (last.signal ?? `exit ${last.code}`) : now.state)}): ${now.note ?? now.state}; see ${join(runDir, 'train.log')}`,
+        {
+          supervisorPid: pid,
+          resumeFrom: pick?.found?.path ?? null,
+          supervisorState: now.state,
+        },
       );
     }
     // the trainer logged a training step since the relaunch (both trainers log step 1): it is training
     if (now?.state === 'running' && (await progressSince(host, hbPath, hbBefore))) break;
     await sleep(250);
   }
-  return log(
-    mk(
-      'ok',
-      `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
-      {
-        supervisorPid: pid,
-        runDir,
-        resumeFrom: pick?.found?.path ?? null,
-        resumeStep: pick?.found?.step ?? null,
-        resumeSegment: pick?.found?.segment ?? null,
-        adopted: prep.adopted
-          ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt }
-          : undefined,
-      },
-    ),
+  return mk(
+    'ok',
+    `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
+    {
+      supervisorPid: pid,
+      resumeFrom: pick?.found?.path ?? null,
+      resumeStep: pick?.found?.step ?? null,
+      resumeSegment: pick?.found?.segment ?? null,
+      adopted: prep.adopted
+        ? { launcherPid: prep.adopted.launcher.pid, recordedAt: prep.adopted.recordedAt }
+        : undefined,
+    },
   );
 }
 
@@ -631,35 +613,38 @@ export async function stopRun(
   opts: ControlOptions & { reason?: string } = {},
 ): Promise<ActionRecord> {
   const { runDir } = await resolveRunDirs(host, dir);
-  if (readOnlyMode(opts))
-    return {
-      ts: Date.now(),
-      who: actor,
-      action: 'halt',
-      target: { runDir },
-      result: 'refused',
-      detail: 'read-only mode: no action taken',
-    };
-  const st = await readSupervisorState(host, runDir);
-  if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
-    await writeOwnAtomic(
-      host,
-      runDir,
-      `${NSA_DIR}/${STOP_FILE}`,
-      `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`,
-    );
-    const plan = await readLaunchPlan(host, runDir);
-    const g = plan ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)` : '';
-    return {
-      ts: Date.now(),
-      who: actor,
-      action: 'halt',
-      target: { runDir, supervisorPid: st.supervisor!.pid },
-      result: 'started',
-      detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged`,
-    };
-  }
-  const rec = await requestHalt(host, runDir, 'now', actor, opts);
-  rec.detail += '; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';
-  return rec;
+  return audited(
+    host,
+    runDir,
+    { actor, action: 'halt', target: { runDir } },
+    async (): Promise<Outcome> => {
+      const st = await readSupervisorState(host, runDir);
+      if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
+        await writeOwnAtomic(
+          host,
+          runDir,
+          `${NSA_DIR}/${STOP_FILE}`,
+          `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`,
+        );
+        const plan = await readLaunchPlan(host, runDir);
+        const g = plan
+          ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)`
+          : '';
+        return {
+          result: 'started',
+          detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged`,
+          target: { supervisorPid: st.supervisor!.pid },
+          unrecorded: 'the supervisor records each step of the stop (.HALT, SIGINT, SIGKILL) as this actor',
+        };
+      }
+      const rec = await requestHalt(host, runDir, 'now', actor, opts);
+      return {
+        result: rec.result,
+        detail: `${rec.detail}; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
+        target: rec.target,
+        unrecorded: 'requestHalt recorded the .HALT itself',
+      };
+    },
+    opts,
+  );
 }

@@ -14,7 +14,8 @@ import { LocalHost, notRegular, READ_FLAGS } from '../../remote/local/host.js';
 import { listProcesses, readProc, verifyProcess } from '../../remote/procs.js';
 import { pickResumeCheckpoint } from '../run/checkpoints.js';
 import type { Actor, SupervisorState } from '../control/types.js';
-import { escalate, recordAction, requestHalt, type RankTarget } from '../control/actions.js';
+import { escalate, requestHalt, type RankTarget } from '../control/actions.js';
+import { auditedEvent } from '../control/audit.js';
 import { RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
@@ -68,6 +69,7 @@ interface ChildResult {
   signal: string | null;
 }
 
+/** Reads the plan, takes the run's lock and supervises; the exit code of `nsa-top supervise`. */
 export async function runSupervisor(runDir: string, opts: { resume: boolean }): Promise<number> {
   const host = new LocalHost();
   const plan = await readLaunchPlan(host, runDir);
@@ -77,36 +79,97 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
   }
   const me = await readProc(host, process.pid).catch(() => null);
   // One supervisor per run: two relaunches at once (two cockpits) must not start two trainers.
-  const lockPath = join(nsaDir(runDir), LOCK_FILE);
   const lockErr = await takeLock(host, runDir, { pid: process.pid, startTime: me?.startTime ?? '' });
   if (lockErr) {
     process.stderr.write(`supervise: ${lockErr}\n`);
     return 4;
   }
   const prev = await readSupervisorState(host, runDir);
-  const st: SupervisorState = {
-    runDir,
-    profile: plan.profile,
-    supervisor: { pid: process.pid, startTime: me?.startTime ?? '' },
-    child: null,
-    state: 'starting',
-    restarts: 0,
-    maxRestarts: plan.restart.max_restarts,
-    exitCodes: prev?.exitCodes ?? [],
-    startCheckpoints: prev?.startCheckpoints ?? [],
-    lastCommand: prev?.lastCommand ?? [],
-    resumeFrom: null,
-    updatedAt: Date.now(),
-    outDir: plan.outDir,
-    phase: prev?.phase === 'train' || opts.resume ? 'train' : plan.smoke ? 'smoke' : 'train',
-    note: null,
-  };
-  const save = (patch: Partial<SupervisorState> = {}) => {
-    Object.assign(st, patch, { updatedAt: Date.now() });
-    writeStateLocal(runDir, st);
-  };
-  const trainLog = openOwnAppendSync(runDir, 'train.log', { launcher: true });
-  const say = (msg: string, fd = trainLog) => {
+  return new Supervisor(host, runDir, plan, prev, me?.startTime ?? '', opts.resume).run();
+}
+
+type Plan = NonNullable<Awaited<ReturnType<typeof readLaunchPlan>>>;
+type Child = { pid: number; startTime: string; done: Promise<ChildResult> };
+/** what to do after the trainer exited: stop supervising with this exit code, or start it again */
+type AfterExit = { end: number } | 'restart';
+
+/**
+ * One supervisor's life, along its seams: starting the trainer (runChild, track, adopting a live
+ * one), the watch loop (train), stop requests and their escalation (requestStop, escalate), the
+ * decision after each exit (afterExit: stop, give up, or back off and restart from the newest
+ * complete checkpoint) and the bookkeeping when it ends (finish).
+ */
+class Supervisor {
+  private readonly st: SupervisorState;
+  private readonly trainLog: number;
+  private readonly stopPath: string;
+  private readonly haltPath: string;
+  private readonly anomalyPath: string;
+  private readonly owner: RequestOwner;
+  private stop: StopRequest | null = null;
+  private current: Child | null = null;
+  private escalating: Promise<void> | null = null;
+  private owning: Promise<number> | null = null;
+  private lastOwnerTick = 0;
+  private stopPoll: NodeJS.Timeout | null = null;
+  /** .anomaly_type's mtime when the trainer started: an older one (kept as evidence) is not this run's */
+  private anomalyBefore: number | null = null;
+
+  constructor(
+    private readonly host: LocalHost,
+    private readonly runDir: string,
+    private readonly plan: Plan,
+    private readonly prev: SupervisorState | null,
+    startTime: string,
+    private readonly resume: boolean,
+  ) {
+    this.st = {
+      runDir,
+      profile: plan.profile,
+      supervisor: { pid: process.pid, startTime },
+      child: null,
+      state: 'starting',
+      restarts: 0,
+      maxRestarts: plan.restart.max_restarts,
+      exitCodes: prev?.exitCodes ?? [],
+      startCheckpoints: prev?.startCheckpoints ?? [],
+      lastCommand: prev?.lastCommand ?? [],
+      resumeFrom: null,
+      updatedAt: Date.now(),
+      outDir: plan.outDir,
+      phase: prev?.phase === 'train' || resume ? 'train' : plan.smoke ? 'smoke' : 'train',
+      note: null,
+    };
+    this.trainLog = openOwnAppendSync(runDir, 'train.log', { launcher: true });
+    this.stopPath = join(nsaDir(runDir), STOP_FILE);
+    this.haltPath = join(plan.outDir, '.HALT');
+    this.anomalyPath = join(plan.outDir, '.anomaly_type');
+    // durable requests (halt after the next checkpoint): this supervisor carries them while it lives;
+    // once one has written .HALT, the stop escalation takes over (grace, SIGINT, SIGKILL, logged)
+    this.owner = new RequestOwner(
+      host,
+      runDir,
+      plan.outDir,
+      { kind: 'supervisor', pid: process.pid, startTime },
+      {
+        say: (m) => this.say(m),
+        alive: async () => this.current !== null || this.st.state === 'backoff' || this.st.state === 'starting',
+        onHaltWritten: (req) =>
+          this.requestStop({
+            ts: Date.now(),
+            who: req.who,
+            reason: `halt after checkpoint: ${req.checkpoint?.path ?? 'new checkpoint'} written`,
+          }),
+      },
+    );
+  }
+
+  private save(patch: Partial<SupervisorState> = {}): void {
+    Object.assign(this.st, patch, { updatedAt: Date.now() });
+    writeStateLocal(this.runDir, this.st);
+  }
+
+  private say(msg: string, fd = this.trainLog): void {
     const line = `[nsa-top supervisor] ${new Date().toISOString()} ${msg}\n`;
     try {
       writeSync(fd, line);
@@ -114,18 +177,108 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       /* log unwritable: keep supervising */
     }
     process.stdout.write(line);
-  };
-  const stopPath = join(nsaDir(runDir), STOP_FILE);
-  // a stop request left from an earlier supervisor of this run does not apply to this one
-  if (existsSync(stopPath)) removeOwnSync(runDir, `${NSA_DIR}/${STOP_FILE}`);
-  let stop: StopRequest | null = null;
-  let current: { pid: number; startTime: string; done: Promise<ChildResult> } | null = null;
-  let escalating: Promise<void> | null = null;
+  }
 
-  const haltPath = join(plan.outDir, '.HALT');
+  async run(): Promise<number> {
+    // a stop request left from an earlier supervisor of this run does not apply to this one
+    if (existsSync(this.stopPath)) removeOwnSync(this.runDir, `${NSA_DIR}/${STOP_FILE}`);
+    this.listen();
+    let adopt = await this.liveEarlierTrainer();
+    try {
+      this.say(
+        `supervising profile ${this.plan.profile} in ${this.runDir} (out_dir ${this.plan.outDir}), restarts ≤ ${this.plan.restart.max_restarts}`,
+      );
+      if (adopt && this.st.phase === 'smoke') {
+        // an earlier supervisor's smoke run is still going: never two at once
+        this.say(`the smoke run of an earlier supervisor (pid ${adopt.pid}) is still running: waiting for it to end`);
+        await this.watchGone(adopt.pid, adopt.startTime);
+        adopt = null;
+      }
+      if (this.st.phase === 'smoke' && this.plan.smoke) {
+        const end = await this.smoke(this.plan.smoke);
+        if (end !== null) return end;
+      }
+      return await this.train(adopt);
+    } finally {
+      await this.finish();
+    }
+  }
+
+  // ------------------------------------------------------------------ stop requests, escalation
+
+  /** stop.json (polled with the request owner's tick), SIGTERM/SIGINT to the supervisor */
+  private listen(): void {
+    this.stopPoll = setInterval(() => {
+      if (!this.owning && Date.now() - this.lastOwnerTick >= 1000) {
+        this.lastOwnerTick = Date.now();
+        this.owning = this.owner.tick().finally(() => (this.owning = null));
+      }
+      if (this.stop) return;
+      const raw = readSmall(this.stopPath);
+      if (raw === null) return;
+      try {
+        const j = JSON.parse(raw) as StopRequest;
+        this.requestStop({
+          ts: j.ts ?? Date.now(),
+          who: j.who ?? supervisorActor('stop.json'),
+          reason: j.reason ?? 'stop requested',
+        });
+      } catch {
+        this.requestStop({
+          ts: Date.now(),
+          who: supervisorActor('stop.json'),
+          reason: 'stop requested (unreadable request)',
+        });
+      }
+    }, 500);
+    process.on('SIGHUP', () => {
+      /* the session we came from is gone: keep supervising */
+    });
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+      process.on(sig, () =>
+        this.requestStop({
+          ts: Date.now(),
+          who: supervisorActor(`received ${sig}`),
+          reason: `supervisor received ${sig}`,
+        }),
+      );
+    }
+  }
+
+  private requestStop(req: StopRequest): void {
+    if (this.stop) return;
+    this.stop = req;
+    this.escalateIfRunning();
+  }
+
+  private escalateIfRunning(): void {
+    if (this.stop && this.current && !this.escalating)
+      this.escalating = this.escalate(this.stop).finally(() => (this.escalating = null));
+  }
+
+  /** .HALT → halt_grace_s → SIGINT to the ranks → sigint_grace_s → SIGKILL to all, each step logged */
+  private async escalate(req: StopRequest): Promise<void> {
+    if (!this.current) return;
+    const { halt_grace_s: haltGrace, sigint_grace_s: sigintGrace } = this.plan.stop;
+    this.save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
+    this.say(
+      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${haltGrace} s, SIGKILL ${sigintGrace} s later`,
+    );
+    await requestHalt(this.host, this.runDir, 'now', req.who);
+    if (await this.waitDone(haltGrace * 1000)) return;
+    const ranks = await this.rankTargets(false);
+    this.say(`ranks still running ${haltGrace} s after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
+    await escalate(this.host, this.runDir, ranks, 'SIGINT', req.who);
+    if (await this.waitDone(sigintGrace * 1000)) return;
+    const all = await this.rankTargets(true);
+    this.say(`still running ${sigintGrace} s after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
+    await escalate(this.host, this.runDir, all, 'SIGKILL', req.who);
+    await this.waitDone(10_000);
+  }
+
   /** true when the child exited within ms (the timer never outlives the wait) */
-  const waitDone = (ms: number): Promise<boolean> => {
-    const c = current;
+  private waitDone(ms: number): Promise<boolean> {
+    const c = this.current;
     if (!c) return Promise.resolve(true);
     return new Promise((resolve) => {
       const t = setTimeout(() => resolve(false), ms);
@@ -134,13 +287,13 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         resolve(true);
       });
     });
-  };
+  }
 
   /** rank processes: descendants of the child (torchrun / launcher), or the child itself */
-  const rankTargets = async (withLauncher: boolean): Promise<RankTarget[]> => {
-    if (!current) return [];
-    const c = current;
-    const procs = await listProcesses(host).catch(() => []);
+  private async rankTargets(withLauncher: boolean): Promise<RankTarget[]> {
+    if (!this.current) return [];
+    const c = this.current;
+    const procs = await listProcesses(this.host).catch(() => []);
     const kids = new Map<number, typeof procs>();
     for (const p of procs) {
       const arr = kids.get(p.ppid) ?? [];
@@ -157,93 +310,33 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     walk(c.pid);
     // the rank numbers in the action log should be the trainer's own (RANK in the environment)
     for (const t of out) {
-      const info = await readProc(host, t.pid).catch(() => null);
+      const info = await readProc(this.host, t.pid).catch(() => null);
       const r = info?.env.RANK;
       if (info && info.startTime === t.startTime && r !== undefined && /^\d+$/.test(r)) t.rank = Number(r);
     }
-    if (!c.startTime) c.startTime = (await readProc(host, c.pid).catch(() => null))?.startTime ?? '';
+    if (!c.startTime) c.startTime = (await readProc(this.host, c.pid).catch(() => null))?.startTime ?? '';
     if (out.length === 0 || withLauncher)
       out.push({ rank: out.length === 0 ? 0 : -1, pid: c.pid, startTime: c.startTime });
     return out;
-  };
+  }
 
-  const doEscalate = async (req: StopRequest) => {
-    if (!current) return;
-    save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
-    say(
-      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later`,
-    );
-    await requestHalt(host, runDir, 'now', req.who);
-    if (await waitDone(plan.stop.halt_grace_s * 1000)) return;
-    const ranks = await rankTargets(false);
-    say(`ranks still running ${plan.stop.halt_grace_s} s after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
-    await escalate(host, runDir, ranks, 'SIGINT', req.who);
-    if (await waitDone(plan.stop.sigint_grace_s * 1000)) return;
-    const all = await rankTargets(true);
-    say(`still running ${plan.stop.sigint_grace_s} s after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
-    await escalate(host, runDir, all, 'SIGKILL', req.who);
-    await waitDone(10_000);
-  };
+  // ------------------------------------------------------------------ starting the trainer
 
-  const requestStop = (req: StopRequest) => {
-    if (stop) return;
-    stop = req;
-    if (current && !escalating) escalating = doEscalate(req).finally(() => (escalating = null));
-  };
-
-  // durable requests (halt after the next checkpoint): this supervisor carries them while it lives;
-  // once one has written .HALT, the stop escalation takes over (grace, SIGINT, SIGKILL, logged)
-  const owner = new RequestOwner(
-    host,
-    runDir,
-    plan.outDir,
-    { kind: 'supervisor', pid: process.pid, startTime: me?.startTime ?? '' },
-    {
-      say: (m) => say(m),
-      alive: async () => current !== null || st.state === 'backoff' || st.state === 'starting',
-      onHaltWritten: (req) =>
-        requestStop({
-          ts: Date.now(),
-          who: req.who,
-          reason: `halt after checkpoint: ${req.checkpoint?.path ?? 'new checkpoint'} written`,
-        }),
-    },
-  );
-  let owning: Promise<number> | null = null;
-  let lastOwnerTick = 0;
-  const stopPoll = setInterval(() => {
-    if (!owning && Date.now() - lastOwnerTick >= 1000) {
-      lastOwnerTick = Date.now();
-      owning = owner.tick().finally(() => (owning = null));
-    }
-    if (stop) return;
-    const raw = readSmall(stopPath);
-    if (raw === null) return;
-    try {
-      const j = JSON.parse(raw) as StopRequest;
-      requestStop({
-        ts: j.ts ?? Date.now(),
-        who: j.who ?? supervisorActor('stop.json'),
-        reason: j.reason ?? 'stop requested',
-      });
-    } catch {
-      requestStop({ ts: Date.now(), who: supervisorActor('stop.json'), reason: 'stop requested (unreadable request)' });
-    }
-  }, 500);
-  process.on('SIGHUP', () => {
-    /* the session we came from is gone: keep supervising */
-  });
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-    process.on(sig, () =>
-      requestStop({ ts: Date.now(), who: supervisorActor(`received ${sig}`), reason: `supervisor received ${sig}` }),
-    );
+  /** A trainer left running by an earlier supervisor of this run (killed, or the box's node died). */
+  private async liveEarlierTrainer(): Promise<{ pid: number; startTime: string } | null> {
+    const prev = this.prev;
+    if (!prev?.child?.startTime || prev.supervisor?.pid === process.pid) return null;
+    const live = await readProc(this.host, prev.child.pid).catch(() => null);
+    return live && live.startTime === prev.child.startTime && live.state !== 'Z' && live.state !== 'X'
+      ? prev.child
+      : null;
   }
 
   /** Waits until a process this supervisor did not start (an adopted trainer) is gone. */
-  const watchGone = (pid: number, startTime: string): Promise<ChildResult> =>
-    new Promise((resolve) => {
+  private watchGone(pid: number, startTime: string): Promise<ChildResult> {
+    return new Promise((resolve) => {
       const t = setInterval(() => {
-        void readProc(host, pid)
+        void readProc(this.host, pid)
           .then((p) => {
             if (!p || p.startTime !== startTime || p.state === 'Z' || p.state === 'X') {
               clearInterval(t);
@@ -254,13 +347,14 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
           .catch(() => {});
       }, 1000);
     });
+  }
 
   /**
    * The trainer runs in its own session and process group (setsid), its output straight into the
    * log file: no pty whose hang-up would kill it, no pipe that breaks, when this supervisor dies
    * (SIGKILL, OOM killer, a reboot of nothing but node). A later supervisor re-adopts it.
    */
-  const runChild = (argv: string[], env: Record<string, string>, cwd: string, logFd: number): Promise<ChildResult> => {
+  private runChild(argv: string[], env: Record<string, string>, cwd: string, logFd: number): Promise<ChildResult> {
     const [file, ...args] = argv;
     const childEnv: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined) childEnv[k] = v;
@@ -269,13 +363,13 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     try {
       p = spawn(file!, args, { cwd, env: childEnv, detached: true, stdio: ['ignore', logFd, logFd] });
     } catch (e) {
-      say(`could not start ${file}: ${(e as Error).message}`, logFd);
+      this.say(`could not start ${file}: ${(e as Error).message}`, logFd);
       return Promise.resolve({ code: 127, signal: null });
     }
     const done = new Promise<ChildResult>((resolve) => {
       p.once('error', (e) => {
         if (p.pid === undefined) {
-          say(`could not start ${file}: ${e.message}`, logFd);
+          this.say(`could not start ${file}: ${e.message}`, logFd);
           resolve({ code: 127, signal: null });
         }
       });
@@ -284,247 +378,243 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       );
     });
     if (p.pid === undefined) return done;
-    return track(p.pid, done, argv);
-  };
+    return this.track(p.pid, done, argv);
+  }
 
   /** Makes pid the current trainer: recorded in supervisor.json with its start time. */
-  const track = (
-    pid: number,
-    done: Promise<ChildResult>,
-    argv: string[] | null,
-    startTime = '',
-  ): Promise<ChildResult> => {
-    const child = { pid, startTime, done };
-    current = child;
+  private track(pid: number, done: Promise<ChildResult>, argv: string[] | null, startTime = ''): Promise<ChildResult> {
+    const child: Child = { pid, startTime, done };
+    this.current = child;
     if (!startTime)
-      void readProc(host, pid)
+      void readProc(this.host, pid)
         .then((info) => {
-          if (info && current === child) {
+          if (info && this.current === child) {
             child.startTime = info.startTime;
-            save({ child: { pid, startTime: info.startTime } });
+            this.save({ child: { pid, startTime: info.startTime } });
           }
         })
         .catch(() => {});
-    save({ child: { pid, startTime }, ...(argv ? { lastCommand: argv } : {}) });
-    if (stop && !escalating) escalating = doEscalate(stop).finally(() => (escalating = null));
+    this.save({ child: { pid, startTime }, ...(argv ? { lastCommand: argv } : {}) });
+    this.escalateIfRunning();
     return done.then(async (r) => {
-      if (escalating) await escalating;
-      current = null;
+      if (this.escalating) await this.escalating;
+      this.current = null;
       return r;
     });
-  };
-
-  // A trainer left running by an earlier supervisor of this run (killed, or the box's node died):
-  // adopt it instead of starting a second copy into the same out_dir.
-  let adopt: { pid: number; startTime: string } | null = null;
-  if (prev?.child?.startTime && prev.supervisor?.pid !== process.pid) {
-    const live = await readProc(host, prev.child.pid).catch(() => null);
-    if (live && live.startTime === prev.child.startTime && live.state !== 'Z' && live.state !== 'X') adopt = prev.child;
   }
 
-  let code = 0;
-  try {
-    say(
-      `supervising profile ${plan.profile} in ${runDir} (out_dir ${plan.outDir}), restarts ≤ ${plan.restart.max_restarts}`,
-    );
-    if (adopt && st.phase === 'smoke') {
-      // an earlier supervisor's smoke run is still going: never two at once
-      say(`the smoke run of an earlier supervisor (pid ${adopt.pid}) is still running: waiting for it to end`);
-      await watchGone(adopt.pid, adopt.startTime);
-      adopt = null;
+  // ------------------------------------------------------------------ the smoke phase
+
+  /** Runs the profile's smoke command; an exit code when supervising ends here, null to go on. */
+  private async smoke(s: NonNullable<Plan['smoke']>): Promise<number | null> {
+    const smokeLog = openOwnAppendSync(dirname(s.log), basename(s.log), { launcher: true });
+    this.save({ state: 'running', note: `smoke phase: ${s.command.join(' ')}` });
+    this.say(`smoke: ${s.command.join(' ')} (log ${s.log})`);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      // not via .HALT: that file belongs to the real run's out_dir
+      timedOut = true;
+      this.say(`smoke still running after ${s.timeoutS} s: SIGINT, then SIGKILL`);
+      const who = supervisorActor('smoke timeout');
+      void (async () => {
+        await escalate(this.host, this.runDir, await this.rankTargets(true), 'SIGINT', who);
+        if (!(await this.waitDone(10_000)))
+          await escalate(this.host, this.runDir, await this.rankTargets(true), 'SIGKILL', who);
+      })();
+    }, s.timeoutS * 1000);
+    const r = await this.runChild(s.command, s.env, s.cwd, smokeLog);
+    clearTimeout(timer);
+    closeSync(smokeLog);
+    const ok = r.code === 0 && !this.stop && !timedOut;
+    const how = timedOut ? `timed out after ${s.timeoutS} s` : `exit ${r.code ?? r.signal}`;
+    this.say(`smoke ${ok ? 'passed' : `failed (${how})`}`);
+    if (this.stop) {
+      this.save({ state: 'halted', child: null, note: `stopped during the smoke phase by ${this.stop.who.user}` });
+      return 0;
     }
-    // --- smoke phase
-    if (st.phase === 'smoke' && plan.smoke) {
-      const s = plan.smoke;
-      const smokeLog = openOwnAppendSync(dirname(s.log), basename(s.log), { launcher: true });
-      save({ state: 'running', note: `smoke phase: ${s.command.join(' ')}` });
-      say(`smoke: ${s.command.join(' ')} (log ${s.log})`);
-      let timedOut = false;
-      const timer = setTimeout(() => {
-        // not via .HALT: that file belongs to the real run's out_dir
-        timedOut = true;
-        say(`smoke still running after ${s.timeoutS} s: SIGINT, then SIGKILL`);
-        const who = supervisorActor('smoke timeout');
-        void (async () => {
-          await escalate(host, runDir, await rankTargets(true), 'SIGINT', who);
-          if (!(await waitDone(10_000))) await escalate(host, runDir, await rankTargets(true), 'SIGKILL', who);
-        })();
-      }, s.timeoutS * 1000);
-      const r = await runChild(s.command, s.env, s.cwd, smokeLog);
-      clearTimeout(timer);
-      closeSync(smokeLog);
-      const ok = r.code === 0 && !stop && !timedOut;
-      const how = timedOut ? `timed out after ${s.timeoutS} s` : `exit ${r.code ?? r.signal}`;
-      say(`smoke ${ok ? 'passed' : `failed (${how})`}`);
-      if (stop) {
-        save({
-          state: 'halted',
-          child: null,
-          note: `stopped during the smoke phase by ${(stop as StopRequest).who.user}`,
-        });
+    if (!ok && s.required) {
+      this.save({
+        state: 'failed',
+        child: null,
+        note: `smoke failed (${how}); the real run was not started — see ${s.log}`,
+      });
+      return 1;
+    }
+    this.save({ phase: 'train', child: null });
+    return null;
+  }
+
+  // ------------------------------------------------------------------ the real run, with restarts
+
+  /** Starts (or adopts) the trainer, and again after each failure while restarts are left. */
+  private async train(adopt: { pid: number; startTime: string } | null): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.stop) {
+        const req = this.stop;
+        this.save({ state: 'halted', child: null, note: `stopped by ${req.who.user} before a restart` });
+        await auditedEvent(
+          this.host,
+          this.runDir,
+          { actor: req.who, action: 'halt', target: { runDir: this.runDir } },
+          { result: 'ok', detail: `stop requested while no trainer ran (${req.reason}): not restarted` },
+        );
         return 0;
       }
-      if (!ok && s.required) {
-        save({
-          state: 'failed',
-          child: null,
-          note: `smoke failed (${how}); the real run was not started — see ${s.log}`,
-        });
-        return 1;
-      }
-      save({ phase: 'train', child: null });
-    }
-    // --- the real run, with restarts
-    let attempt = 0;
-    for (;;) {
-      if (stop) {
-        const req = stop as StopRequest;
-        save({ state: 'halted', child: null, note: `stopped by ${req.who.user} before a restart` });
-        await recordAction(host, runDir, {
-          ts: Date.now(),
-          who: req.who,
-          action: 'halt',
-          target: { runDir },
-          result: 'ok',
-          detail: `stop requested while no trainer ran (${req.reason}): not restarted`,
-        }).catch(() => {});
-        break;
-      }
       const adopting = attempt === 0 ? adopt : null;
-      const halt = adopting ? null : readSmall(haltPath);
+      const halt = adopting ? null : readSmall(this.haltPath);
       if (halt !== null) {
         const note =
           attempt === 0
-            ? `stale .HALT in ${plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1. Not started. Remove it with: nsa-top relaunch ${runDir} --remove-stale-halt`
+            ? `stale .HALT in ${this.plan.outDir} ("${halt.trim()}"): the trainer would stop at step 1. Not started. Remove it with: nsa-top relaunch ${this.runDir} --remove-stale-halt`
             : `.HALT present ("${halt.trim()}"): not restarted`;
-        say(note);
-        save({ state: attempt === 0 ? 'failed' : 'halted', child: null, note });
-        code = attempt === 0 ? 3 : 0;
-        break;
+        this.say(note);
+        this.save({ state: attempt === 0 ? 'failed' : 'halted', child: null, note });
+        return attempt === 0 ? 3 : 0;
       }
-      let resumeFrom: string | null = null;
-      if (!adopting && (attempt > 0 || opts.resume)) {
-        const pick = await pickResumeCheckpoint(host, plan.outDir, {
-          logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')],
-        });
-        for (const w of pick.skipped) say(`checkpoint ${w}`);
-        for (const w of pick.warnings) say(`warning: ${w}`);
-        resumeFrom = pick.found?.path ?? null;
-        say(
-          pick.found
-            ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}`
-            : 'no complete checkpoint: starting from scratch',
-        );
-      }
-      const argv = [...plan.command, ...(resumeFrom ? [plan.resumeFlag, resumeFrom] : [])];
-      const anomalyPath = join(plan.outDir, '.anomaly_type');
-      let anomalyBefore = mtimeOf(anomalyPath); // an old .anomaly_type (kept as evidence) is not this run's
-      let r: ChildResult;
-      if (adopting) {
-        const info = await readProc(host, adopting.pid).catch(() => null);
-        const startedMs = info?.startedAtMs ?? null;
-        // what the adopted trainer wrote before we looked is its own
-        if (anomalyBefore !== null && startedMs !== null && anomalyBefore > startedMs) anomalyBefore = null;
-        const note = `adopted the running trainer (pid ${adopting.pid}) of an earlier supervisor${prev?.supervisor ? ` (pid ${prev.supervisor.pid}, gone)` : ''}`;
-        save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note });
-        say(`${note}: not starting a second copy`);
-        r = await track(adopting.pid, watchGone(adopting.pid, adopting.startTime), null, adopting.startTime);
-        r = adoptedResult(plan.outDir, startedMs);
-      } else {
-        // which weights each start begins from: restarts that never move it forward are judged in src/checks
-        const starts = [
-          ...(st.startCheckpoints ?? []),
-          { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null },
-        ].slice(-50);
-        save({
-          state: 'running',
-          resumeFrom,
-          backoffUntil: null,
-          startCheckpoints: starts,
-          note: attempt === 0 ? null : `restart ${st.restarts} of ${plan.restart.max_restarts}`,
-        });
-        say(`start: ${argv.join(' ')}`);
-        r = await runChild(argv, plan.env, plan.cwd, trainLog);
-      }
-      st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
-      if (st.exitCodes.length > 200) st.exitCodes.splice(0, st.exitCodes.length - 200);
-      save({ child: null, lastCause: r.signal ?? `exit ${r.code}` });
-      say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
-      if (stop) {
-        const req = stop as StopRequest;
-        save({
-          state: 'halted',
-          note: req.who.user.startsWith('nsa-top supervisor')
-            ? `stopped: ${req.reason}`
-            : `stopped by ${req.who.user} (${req.reason})`,
-        });
-        break;
-      }
-      const anomalyNow = mtimeOf(anomalyPath);
-      const anomaly =
-        anomalyNow !== null && anomalyNow !== anomalyBefore ? (readSmall(anomalyPath)?.trim() ?? null) : null;
-      const haltNow = readSmall(haltPath);
-      if (anomaly === 'nan_loss' || (haltNow !== null && /nan_loss/.test(haltNow))) {
-        const note = 'NaN abort (.anomaly_type nan_loss): not restarted — a restart would resume into the same blow-up';
-        say(note);
-        save({ state: 'halted', note });
-        break;
-      }
-      if (haltNow !== null) {
-        const note = `HALT ("${haltNow.trim()}"): not restarted`;
-        say(note);
-        save({ state: 'halted', note });
-        break;
-      }
-      if (r.code === 0 && r.signal === null) {
-        save({ state: 'exited', note: 'trainer finished (exit 0)' });
-        break;
-      }
-      if (st.restarts >= plan.restart.max_restarts) {
-        const n = plan.restart.max_restarts;
-        const note = `trainer failed (${r.signal ?? `exit ${r.code}`}) and ${n === 0 ? 'the profile allows no restarts' : n === 1 ? 'its 1 restart is used up' : `all ${n} restarts are used up`}`;
-        say(note);
-        save({ state: 'failed', note });
-        // the launch or relaunch that started this supervisor did not lead to training: say so
-        await recordAction(host, runDir, {
-          ts: Date.now(),
-          who: supervisorActor('gave up'),
-          action: opts.resume ? 'relaunch' : 'launch',
-          target: { runDir, exitCodes: st.exitCodes.slice(-(n + 1)) },
-          result: 'failed',
-          detail: `supervisor gave up: ${note}; see ${join(runDir, 'train.log')}`,
-        }).catch(() => {});
-        code = 1;
-        break;
-      }
-      const backoffS = Math.min(
-        plan.restart.backoff_max_s,
-        plan.restart.backoff_s * plan.restart.backoff_factor ** st.restarts,
-      );
-      save({
-        state: 'backoff',
-        restarts: st.restarts + 1,
-        backoffUntil: Date.now() + backoffS * 1000,
-        note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s`,
-      });
-      say(st.note!);
-      const until = Date.now() + backoffS * 1000;
-      while (Date.now() < until && !stop) await sleep(Math.min(250, until - Date.now()));
-      attempt++;
+      const r = adopting ? await this.adoptRunning(adopting) : await this.start(attempt);
+      this.st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
+      if (this.st.exitCodes.length > 200) this.st.exitCodes.splice(0, this.st.exitCodes.length - 200);
+      this.save({ child: null, lastCause: r.signal ?? `exit ${r.code}` });
+      this.say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
+      const next = await this.afterExit(r);
+      if (next !== 'restart') return next.end;
     }
-  } finally {
-    clearInterval(stopPoll);
-    if (owning) await owning;
-    await owner.release(`the supervisor ended (${st.state}${st.note ? `: ${st.note}` : ''})`);
-    say(`supervisor done: ${st.state}${st.note ? ` — ${st.note}` : ''}`);
-    closeSync(trainLog);
+  }
+
+  /** Starts the trainer, from the newest complete checkpoint on a restart or a relaunch. */
+  private async start(attempt: number): Promise<ChildResult> {
+    const resumeFrom = attempt > 0 || this.resume ? await this.pickResume() : null;
+    const argv = [...this.plan.command, ...(resumeFrom ? [this.plan.resumeFlag, resumeFrom] : [])];
+    this.anomalyBefore = mtimeOf(this.anomalyPath);
+    // which weights each start begins from: restarts that never move it forward are judged in src/checks
+    const starts = [
+      ...(this.st.startCheckpoints ?? []),
+      { at: Date.now(), path: resumeFrom, mtimeMs: resumeFrom ? mtimeOf(resumeFrom) : null },
+    ].slice(-50);
+    this.save({
+      state: 'running',
+      resumeFrom,
+      backoffUntil: null,
+      startCheckpoints: starts,
+      note: attempt === 0 ? null : `restart ${this.st.restarts} of ${this.plan.restart.max_restarts}`,
+    });
+    this.say(`start: ${argv.join(' ')}`);
+    return this.runChild(argv, this.plan.env, this.plan.cwd, this.trainLog);
+  }
+
+  private async pickResume(): Promise<string | null> {
+    const pick = await pickResumeCheckpoint(this.host, this.plan.outDir, {
+      logFiles: [...(this.plan.adopted?.stdout ? [this.plan.adopted.stdout] : []), join(this.runDir, 'train.log')],
+    });
+    for (const w of pick.skipped) this.say(`checkpoint ${w}`);
+    for (const w of pick.warnings) this.say(`warning: ${w}`);
+    this.say(
+      pick.found
+        ? `resuming from ${pick.found.path} (step ${pick.found.step}): ${pick.found.why}`
+        : 'no complete checkpoint: starting from scratch',
+    );
+    return pick.found?.path ?? null;
+  }
+
+  /** Watches the trainer an earlier supervisor left running until it ends. */
+  private async adoptRunning(adopting: { pid: number; startTime: string }): Promise<ChildResult> {
+    this.anomalyBefore = mtimeOf(this.anomalyPath);
+    const info = await readProc(this.host, adopting.pid).catch(() => null);
+    const startedMs = info?.startedAtMs ?? null;
+    // what the adopted trainer wrote before we looked is its own
+    if (this.anomalyBefore !== null && startedMs !== null && this.anomalyBefore > startedMs) this.anomalyBefore = null;
+    const prev = this.prev;
+    const note = `adopted the running trainer (pid ${adopting.pid}) of an earlier supervisor${prev?.supervisor ? ` (pid ${prev.supervisor.pid}, gone)` : ''}`;
+    this.save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note });
+    this.say(`${note}: not starting a second copy`);
+    await this.track(adopting.pid, this.watchGone(adopting.pid, adopting.startTime), null, adopting.startTime);
+    return adoptedResult(this.plan.outDir, startedMs);
+  }
+
+  /** After the trainer exited: a stop, a NaN abort, a HALT or a clean finish end it; a crash restarts while restarts are left. */
+  private async afterExit(r: ChildResult): Promise<AfterExit> {
+    const st = this.st;
+    if (this.stop) {
+      const req = this.stop;
+      this.save({
+        state: 'halted',
+        note: req.who.user.startsWith('nsa-top supervisor')
+          ? `stopped: ${req.reason}`
+          : `stopped by ${req.who.user} (${req.reason})`,
+      });
+      return { end: 0 };
+    }
+    const anomalyNow = mtimeOf(this.anomalyPath);
+    const anomaly =
+      anomalyNow !== null && anomalyNow !== this.anomalyBefore ? (readSmall(this.anomalyPath)?.trim() ?? null) : null;
+    const haltNow = readSmall(this.haltPath);
+    if (anomaly === 'nan_loss' || (haltNow !== null && /nan_loss/.test(haltNow))) {
+      const note = 'NaN abort (.anomaly_type nan_loss): not restarted — a restart would resume into the same blow-up';
+      this.say(note);
+      this.save({ state: 'halted', note });
+      return { end: 0 };
+    }
+    if (haltNow !== null) {
+      const note = `HALT ("${haltNow.trim()}"): not restarted`;
+      this.say(note);
+      this.save({ state: 'halted', note });
+      return { end: 0 };
+    }
+    if (r.code === 0 && r.signal === null) {
+      this.save({ state: 'exited', note: 'trainer finished (exit 0)' });
+      return { end: 0 };
+    }
+    const n = this.plan.restart.max_restarts;
+    if (st.restarts >= n) {
+      const note = `trainer failed (${r.signal ?? `exit ${r.code}`}) and ${n === 0 ? 'the profile allows no restarts' : n === 1 ? 'its 1 restart is used up' : `all ${n} restarts are used up`}`;
+      this.say(note);
+      this.save({ state: 'failed', note });
+      // the launch or relaunch that started this supervisor did not lead to training: say so
+      await auditedEvent(
+        this.host,
+        this.runDir,
+        {
+          actor: supervisorActor('gave up'),
+          action: this.resume ? 'relaunch' : 'launch',
+          target: { runDir: this.runDir, exitCodes: st.exitCodes.slice(-(n + 1)) },
+        },
+        { result: 'failed', detail: `supervisor gave up: ${note}; see ${join(this.runDir, 'train.log')}` },
+      );
+      return { end: 1 };
+    }
+    const backoffS = Math.min(
+      this.plan.restart.backoff_max_s,
+      this.plan.restart.backoff_s * this.plan.restart.backoff_factor ** st.restarts,
+    );
+    this.save({
+      state: 'backoff',
+      restarts: st.restarts + 1,
+      backoffUntil: Date.now() + backoffS * 1000,
+      note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${n} in ${backoffS} s`,
+    });
+    this.say(st.note!);
+    const until = Date.now() + backoffS * 1000;
+    while (Date.now() < until && !this.stop) await sleep(Math.min(250, until - Date.now()));
+    return 'restart';
+  }
+
+  // ------------------------------------------------------------------ the end
+
+  /** Ends the requests it carries, says how it ended, closes the log, gives the lock back. */
+  private async finish(): Promise<void> {
+    const st = this.st;
+    if (this.stopPoll) clearInterval(this.stopPoll);
+    if (this.owning) await this.owning;
+    await this.owner.release(`the supervisor ended (${st.state}${st.note ? `: ${st.note}` : ''})`);
+    this.say(`supervisor done: ${st.state}${st.note ? ` — ${st.note}` : ''}`);
+    closeSync(this.trainLog);
     try {
-      if (JSON.parse(readSmall(lockPath) ?? '{}').pid === process.pid) removeOwnSync(runDir, `${NSA_DIR}/${LOCK_FILE}`);
+      if (JSON.parse(readSmall(join(nsaDir(this.runDir), LOCK_FILE)) ?? '{}').pid === process.pid)
+        removeOwnSync(this.runDir, `${NSA_DIR}/${LOCK_FILE}`);
     } catch {
       /* not ours, or gone */
     }
   }
-  return code;
 }
 
 /**

@@ -11,7 +11,8 @@ import { judgePort, listeningPorts, type PreflightLine } from '../../checks/pref
 import type { Host } from '../../remote/host.js';
 import { isLauncher, parseCmdline, readProc, verifyProcess } from '../../remote/procs.js';
 import type { ProcInfo, RunProcesses } from '../../remote/types.js';
-import { currentActor, readOnlyMode, recordAction } from '../control/actions.js';
+import { currentActor, readOnlyMode } from '../control/actions.js';
+import { auditedEvent } from '../control/audit.js';
 import type { GpuInventory, LaunchPlan } from '../launch/profiles.js';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
@@ -212,14 +213,16 @@ export async function recordAdoption(
   seen.set(key, 'recorded');
   const actor = await currentActor(host);
   const what = `${kind} pid ${launcher.pid} in ${info.cwd}: ${argv.join(' ')}${rec.config ? ` (CONFIG=${rec.config})` : ''}`;
-  await recordAction(host, dirs.outDir, {
-    ts: host.now(),
-    who: actor,
-    action: 'adopt',
-    target: { outDir: dirs.outDir, launcherPid: launcher.pid, startTime: launcher.startTime, file: path },
-    result: 'ok',
-    detail: `recorded the launch of a run nsa-top did not start: ${what}`,
-  }).catch(() => {});
+  await auditedEvent(
+    host,
+    dirs.outDir,
+    {
+      actor,
+      action: 'adopt',
+      target: { outDir: dirs.outDir, launcherPid: launcher.pid, startTime: launcher.startTime, file: path },
+    },
+    { result: 'ok', detail: `recorded the launch of a run nsa-top did not start: ${what}` },
+  );
   return { record: rec, note: `recorded its launch for relaunch: ${path}` };
 }
 

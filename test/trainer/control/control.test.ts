@@ -12,11 +12,11 @@ import {
   escalate,
   readActionLog,
   readActions,
-  recordAction,
   removeStaleHalt,
   requestHalt,
   stepsAtRisk,
 } from '../../../src/trainer/control/actions.js';
+import { auditedEvent } from '../../../src/trainer/control/audit.js';
 import type { RunSnapshot } from '../../../src/trainer/run/snapshot.js';
 import { killKids, startKid, tempDir, type Kid } from './helpers.js';
 
@@ -65,9 +65,9 @@ test('action log: append and read back, bad lines skipped and counted, limit kee
   const dir = tempDir('actions');
   const who = await currentActor(host);
   for (let i = 0; i < 5; i++)
-    await recordAction(host, dir, { ts: i, who, action: 'dump', target: { i }, result: 'ok', detail: `n${i}` });
+    await auditedEvent(host, dir, { actor: who, action: 'dump', target: { i } }, { result: 'ok', detail: `n${i}` });
   appendFileSync(join(dir, '.nsa-top', 'actions.jsonl'), 'not json\n{"ts":1}\n');
-  await recordAction(host, dir, { ts: 9, who, action: 'halt', target: {}, result: 'ok', detail: 'last' });
+  await auditedEvent(host, dir, { actor: who, action: 'halt', target: {} }, { result: 'ok', detail: 'last' });
   const log = await readActionLog(host, dir);
   assert.equal(log.records.length, 6);
   assert.equal(log.badLines, 2);

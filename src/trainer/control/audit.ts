@@ -1,0 +1,243 @@
+// The one audited path: every effect nsa-top has on a run (a signal, .HALT, a relaunch, a stop
+// request, an acknowledgement) runs inside audited(), and nothing else appends to
+// <out_dir>/.nsa-top/actions.jsonl (test/trainer/control/audit.test.ts greps src/ for it). So, by
+// construction and not by convention:
+//  - read-only mode refuses with one text, READ_ONLY_REFUSAL, before the effect runs (and nothing is
+//    written, the action log included);
+//  - every record names who (the actor) and when (the host's clock, when the outcome is known);
+//  - the outcome is appended through src/trainer/control/ownfiles.ts — also when the effect throws,
+//    which is recorded as 'failed' with its message: a control request never vanishes silently;
+//  - a failing append never hides the outcome: the returned record says "[not logged: …]".
+// The log is read back here too (readActionLog), so this module alone knows its lines.
+import { join } from 'node:path';
+import type { Host } from '../../remote/host.js';
+import type { ActionKind, ActionRecord, Actor } from './types.js';
+import { appendOwn, OwnWriteError, readOnlyMode, type EffectOptions } from './ownfiles.js';
+import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+
+export const ACTIONS_FILE = 'actions.jsonl';
+
+/** What every read-only refusal says: the cockpit, the CLI commands, the watchdog, relaunch. */
+export const READ_ONLY_REFUSAL = 'read-only mode: no action taken';
+
+export interface AuditSpec {
+  /** who acts (src/trainer/control/actions.ts currentActor, or the supervisor / request owner) */
+  actor: Actor;
+  action: ActionKind;
+  /** what it is aimed at; the host's label is added, an outcome's target is merged over it */
+  target: Record<string, unknown>;
+  /**
+   * Refuse before the effect when the action log cannot take the record because it was tampered
+   * with (a link, not a regular file): an action that could not be recorded is not taken.
+   */
+  requireLog?: boolean;
+}
+
+export interface Outcome {
+  result: ActionRecord['result'];
+  detail: string;
+  /** merged over the spec's target */
+  target?: Record<string, unknown>;
+  /**
+   * Not appended, and why: an earlier line of the same action already says it (a 'started' line,
+   * a record the nested action wrote), or nothing was done that anyone else needs to read.
+   */
+  unrecorded?: string;
+  /** the record IS the effect (an acknowledgement): a failed append makes the outcome this instead */
+  ifNotRecorded?: (why: string) => { result: ActionRecord['result']; detail: string };
+}
+
+export interface AuditContext {
+  /** appends an intermediate line of the same action (a 'started' while it waits) */
+  progress(result: ActionRecord['result'], detail: string, target?: Record<string, unknown>): Promise<ActionRecord>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading it back
+
+export interface ActionLog {
+  records: ActionRecord[];
+  /** lines that were not a valid action record (skipped, never fatal) */
+  badLines: number;
+  error: string | null;
+}
+
+const KINDS = new Set<string>([
+  'dump',
+  'halt',
+  'halt-after-checkpoint',
+  'escalate-sigint',
+  'escalate-sigkill',
+  'relaunch',
+  'remove-stale-halt',
+  'launch',
+  'watchdog-halt',
+  'watchdog-dump',
+  'py-spy-dump',
+  'ack',
+  'adopt',
+  'cancel-request',
+  'stop',
+]);
+const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
+
+function asRecord(v: unknown): ActionRecord | null {
+  if (!v || typeof v !== 'object') return null;
+  const o = v as Record<string, unknown>;
+  const who = o.who as Record<string, unknown> | undefined;
+  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts)) return null;
+  if (typeof o.action !== 'string' || !KINDS.has(o.action)) return null;
+  if (typeof o.result !== 'string' || !RESULTS.has(o.result)) return null;
+  if (!who || typeof who !== 'object' || typeof who.user !== 'string') return null;
+  return {
+    ts: o.ts,
+    who: {
+      user: who.user,
+      tty: typeof who.tty === 'string' ? who.tty : null,
+      tmux: typeof who.tmux === 'string' ? who.tmux : null,
+      host: typeof who.host === 'string' ? who.host : '?',
+      pid: typeof who.pid === 'number' ? who.pid : 0,
+    },
+    action: o.action as ActionKind,
+    target: o.target && typeof o.target === 'object' ? (o.target as Record<string, unknown>) : {},
+    result: o.result as ActionRecord['result'],
+    detail: typeof o.detail === 'string' ? o.detail : '',
+  };
+}
+
+/** Reads the action log (newest last). Bad lines are skipped and counted; a missing log is empty. */
+export async function readActionLog(host: Host, runDir: string, limit?: number): Promise<ActionLog> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const path = join(outDir, NSA_DIR, ACTIONS_FILE);
+  let buf: Buffer;
+  let partialHead = false;
+  try {
+    const st = await host.stat(path);
+    if (!st) return { records: [], badLines: 0, error: null };
+    // With a limit, read only the tail: a few KiB per record is plenty.
+    const want = limit !== undefined ? Math.max(64 * 1024, limit * 4096) : st.size;
+    const start = Math.max(0, st.size - want);
+    partialHead = start > 0;
+    buf = await host.readRange(path, start);
+  } catch (e) {
+    return { records: [], badLines: 0, error: `${path}: ${(e as Error).message}` };
+  }
+  const lines = buf.toString('utf8').split('\n');
+  if (partialHead) lines.shift(); // the first line is cut
+  const records: ActionRecord[] = [];
+  let badLines = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (line.length === 0) continue;
+    let rec: ActionRecord | null = null;
+    try {
+      rec = asRecord(JSON.parse(line));
+    } catch {
+      rec = null;
+    }
+    // an unterminated last line may be an append in progress: not counted as bad
+    if (!rec) {
+      if (i !== lines.length - 1) badLines++;
+      continue;
+    }
+    records.push(rec);
+  }
+  return { records: limit !== undefined ? records.slice(-limit) : records, badLines, error: null };
+}
+
+export async function readActions(host: Host, runDir: string, limit?: number): Promise<ActionRecord[]> {
+  return (await readActionLog(host, runDir, limit)).records;
+}
+
+// ---------------------------------------------------------------------------------------------
+// writing it: audited() only
+
+const MAX_DETAIL = 2000;
+
+/** One O_APPEND line (short enough to stay one write): never through a link, outside the run, or read-only. */
+async function append(host: Host, dir: string, rec: ActionRecord, opts: EffectOptions): Promise<void> {
+  const { outDir } = await resolveRunDirs(host, dir);
+  const clean: ActionRecord = {
+    ...rec,
+    detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail,
+  };
+  await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, `${JSON.stringify(clean)}\n`, opts);
+}
+
+/** failures that mean the run dir was tampered with, not that the disk is full or slow */
+const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO', 'EINVAL']);
+
+/**
+ * Why an action must not be taken because its record could not be kept: the action log (or
+ * `.nsa-top`) is a link, not a regular file, or the run dir is not a run. Null when it can take a
+ * record, and also when it fails for an ordinary reason (a full disk): stopping a run matters more
+ * than its log line, and the outcome then says it was not logged. Creates an empty log if missing.
+ */
+async function actionLogRefusal(host: Host, outDir: string, opts: EffectOptions): Promise<string | null> {
+  try {
+    await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, '', opts);
+    return null;
+  } catch (e) {
+    if (e instanceof OwnWriteError && HOSTILE.has(e.code))
+      return `${e.message} — the action could not be recorded, so it was not taken`;
+    return null;
+  }
+}
+
+/**
+ * Runs `effect` as `spec.actor` on the run at `dir` (a run dir or out_dir) and returns the record of
+ * how it went, appended to the run's action log. Read-only refuses (unrecorded: nothing is written);
+ * with spec.requireLog an action log that cannot take records refuses too; a throwing effect is
+ * recorded as failed.
+ */
+export async function audited(
+  host: Host,
+  dir: string,
+  spec: AuditSpec,
+  effect: (ctx: AuditContext) => Promise<Outcome>,
+  opts: EffectOptions = {},
+): Promise<ActionRecord> {
+  const make = (result: ActionRecord['result'], detail: string, target: Record<string, unknown> = {}) => ({
+    ts: host.now(),
+    who: spec.actor,
+    action: spec.action,
+    target: { host: host.label, ...spec.target, ...target },
+    result,
+    detail,
+  });
+  const keep = async (rec: ActionRecord, ifNot?: Outcome['ifNotRecorded']): Promise<ActionRecord> => {
+    try {
+      await append(host, dir, rec, opts);
+    } catch (e) {
+      const why = (e as Error).message;
+      if (ifNot) return { ...rec, ...ifNot(why) };
+      rec.detail += ` [not logged: ${why}]`;
+    }
+    return rec;
+  };
+  if (readOnlyMode(opts)) return make('refused', READ_ONLY_REFUSAL);
+  if (spec.requireLog) {
+    const why = await actionLogRefusal(host, (await resolveRunDirs(host, dir)).outDir, opts);
+    if (why) return make('refused', why);
+  }
+  const ctx: AuditContext = { progress: (result, detail, target) => keep(make(result, detail, target)) };
+  let o: Outcome;
+  try {
+    o = await effect(ctx);
+  } catch (e) {
+    o = { result: 'failed', detail: (e as Error).message };
+  }
+  const rec = make(o.result, o.detail, o.target);
+  return o.unrecorded !== undefined ? rec : keep(rec, o.ifNotRecorded);
+}
+
+/** An event of an action already under way, recorded as it happened (the supervisor, a request's owner). */
+export function auditedEvent(
+  host: Host,
+  dir: string,
+  spec: AuditSpec,
+  outcome: Outcome,
+  opts: EffectOptions = {},
+): Promise<ActionRecord> {
+  return audited(host, dir, spec, () => Promise.resolve(outcome), opts);
+}
