@@ -2,7 +2,7 @@
 // goes through src/trainer/control/actions (verified pids, audited in actions.jsonl). Read-only is
 // enforced here as well as at the key and in the dialog (and control.ts refuses it a third time).
 import type { Host } from '../remote/host.js';
-import type { ActionRecord, Actor } from '../trainer/control/types.js';
+import { type ActionRecord, type Actor, READ_ONLY_WHY } from '../trainer/control/types.js';
 import { withoutResume } from '../trainer/run/adopt.js';
 import {
   acknowledgeAlert,
@@ -69,8 +69,6 @@ export interface RelaunchInfo {
   /** a run started by hand: the command that will run again (without --resume) */
   adopted: string | null;
 }
-
-export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';
 
 /** The supervisor's relaunch, injected by the command (src/trainer/launch). */
 export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;

@@ -1,5 +1,6 @@
 // Footer: key hints from the keymap, and what nsa-top itself costs.
 import type { CockpitState } from '../../cockpit/state.js';
+import { keyText } from '../keys.js';
 import { KEYMAP } from '../keymap.js';
 import { fit, type Line, lineWidth, t } from '../text.js';
 
@@ -7,16 +8,11 @@ export function footerLine(s: CockpitState, w: number, renderMs: number | null):
   const hints: Line = [];
   for (const b of KEYMAP) {
     if (!b.hint) continue;
-    const key = b.keys.split(' / ')[0]!;
+    const key = keyText(b.keys[0]!);
     const off = b.disabled?.(s) ?? null;
-    if (b.dangerous && s.readOnly) {
-      hints.push(t(key, 'dim'), t(` ${b.hint}:read-only `, 'dim'));
-    } else if (off) {
-      // a word on why; `?` gives the whole sentence
-      hints.push(t(key, 'dim'), t(` ${b.hint}:off(${off.short}) `, 'dim'));
-    } else {
-      hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
-    }
+    // off: a word on why; `?` gives the whole sentence
+    if (off) hints.push(t(key, 'dim'), t(` ${b.hint}:${off.short} `, 'dim'));
+    else hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
   }
   const self = s.self;
   const cost: string[] = [];
