@@ -89,11 +89,16 @@ export type DialogBinding<K extends Dialog['kind'] = Dialog['kind']> = Binding<D
 
 const unless = (cond: boolean, why: string): Disabled | null => (cond ? null : off(why, why));
 
-/** at a question, Ctrl-C takes the safe default (no action, the question closes); elsewhere it quits */
-const QUIT: Binding<DialogCommand> = {
+/** the relaunch dialog is asking: what is typed is the answer */
+export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
+
+/** Ctrl-C quits from any dialog, but at a question it takes the safe default: no action, the question closes. */
+const QUIT: Binding<DialogCommand, { d: Dialog }> = {
   command: 'quit',
   keys: ['ctrl+c'],
   help: 'in any dialog: quit nsa-top (at a question, halt or relaunch, it answers no instead)',
+  disabled: ({ d }) =>
+    d.kind === 'halt-choose' || (d.kind === 'relaunch' && typing(d)) ? off('question', 'it answers no') : null,
 };
 const CLOSE_READ: Binding<DialogCommand> = {
   command: 'close',
@@ -101,14 +106,16 @@ const CLOSE_READ: Binding<DialogCommand> = {
   hint: 'closes',
   help: 'in the help or a refusal: close it',
 };
-/** the relaunch dialog is asking: what is typed is the answer */
-export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
-
-/** The dialogs' keys: App acts on them, the dialogs show them, the README lists them. First enabled match wins. */
+/**
+ * The dialogs' keys: App acts on them, the dialogs show them, the README lists them. The first binding
+ * of the key that is not disabled acts; a key none can take does nothing (the relaunch question
+ * takes it as typed text).
+ */
 export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBinding<K>[] } = {
-  help: [CLOSE_READ, QUIT],
-  refused: [CLOSE_READ, QUIT],
+  help: [QUIT, CLOSE_READ],
+  refused: [QUIT, CLOSE_READ],
   dump: [
+    QUIT,
     { command: 'close', keys: ['esc'], hint: 'closes', help: 'in the stack dump: close it (the dump goes on)' },
     {
       command: 'close',
@@ -116,9 +123,9 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
       help: 'in the stack dump, once done: close it',
       disabled: ({ d }) => unless(!!(d.result || d.error), 'the dump is still running'),
     },
-    QUIT,
   ],
   'halt-choose': [
+    QUIT,
     { command: 'halt-now', keys: ['n'], hint: 'halt now (.HALT)', help: 'in the halt question: halt now (.HALT)' },
     {
       command: 'halt-after-checkpoint',
@@ -127,9 +134,9 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
       help: 'in the halt question: halt after the next checkpoint',
     },
     { command: 'close', keys: ['esc', 'ctrl+c'], hint: 'cancel', help: 'in the halt question: cancel (nothing done)' },
-    QUIT,
   ],
   'halt-track': [
+    QUIT,
     {
       command: 'cancel-request',
       keys: ['x'],
@@ -161,16 +168,12 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
       hint: 'closes this window',
       help: 'in the halt window: close it (a request stays)',
     },
-    QUIT,
   ],
   relaunch: [
+    QUIT,
     { command: 'close', keys: ['esc'], hint: 'cancels', help: 'in the relaunch dialog: cancel (or close when done)' },
-    {
-      command: 'close',
-      keys: ['ctrl+c'],
-      help: 'in the relaunch dialog, at its question: cancel',
-      disabled: ({ d }) => unless(typing(d), 'not asking'),
-    },
+    // reached at its question only: elsewhere QUIT takes ctrl-c first
+    { command: 'close', keys: ['ctrl+c'], help: 'in the relaunch dialog, at its question: cancel' },
     {
       command: 'submit',
       keys: ['enter'],
@@ -189,7 +192,6 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
       help: 'in the relaunch dialog, once done: close it',
       disabled: ({ d }) => unless(d.stage === 'done', 'not done'),
     },
-    QUIT,
   ],
 };
 

@@ -19,15 +19,14 @@ export interface Disabled {
   why: string;
 }
 
-export interface Binding<C extends string = string, X = never> {
+export interface Binding<C extends string = string, X = unknown> {
   command: C;
   keys: readonly KeyName[];
   /** short label for the footer or the dialog's key line; absent: help only */
   hint?: string;
   help: string;
-  /** why the command cannot act in this context (null: it can); absent: it always can. (A method, so
-   *  that a binding judged on no context, Binding<C>, fits every table: QUIT in each dialog's.) */
-  disabled?(x: X): Disabled | null;
+  /** why the command cannot act in context x (null: it can); absent: it always can */
+  disabled?: (x: X) => Disabled | null;
 }
 
 const NAMED: Record<string, { test: (k: Partial<Key>) => boolean; show: string }> = {
