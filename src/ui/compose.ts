@@ -41,32 +41,29 @@ function gpuRows(s: CockpitState): number {
 
 const titleMemo = new Map<string, Line>();
 
+interface TitleBar {
+  slot: Slot;
+  focused: boolean;
+  note: string | undefined;
+  more: number | undefined;
+  s: CockpitState;
+}
+
 /** The top border with the panel titles; the same few bars come back every frame, so they are kept. */
-function titleBar(
-  slot: Slot,
-  focused: boolean,
-  note: string | undefined,
-  more: number | undefined,
-  s: CockpitState,
-): Line {
+function titleBar(b: TitleBar): Line {
+  const { slot, focused, note, more, s } = b;
   const crit = slot.panels.includes('alerts') && s.alerts.some((a) => a.severity === 'critical');
   const key = `${slot.w}|${slot.panels.join(',')}|${slot.active}|${focused}|${note}|${more}|${s.alerts.length}|${crit}`;
   let bar = titleMemo.get(key);
   if (!bar) {
     if (titleMemo.size > 256) titleMemo.clear();
-    bar = drawTitleBar(slot, focused, note, more, s);
+    bar = drawTitleBar(b);
     titleMemo.set(key, bar);
   }
   return bar;
 }
 
-function drawTitleBar(
-  slot: Slot,
-  focused: boolean,
-  note: string | undefined,
-  more: number | undefined,
-  s: CockpitState,
-): Line {
+function drawTitleBar({ slot, focused, note, more, s }: TitleBar): Line {
   const role: Role = focused ? 'focus' : 'dim';
   const parts: Line = [t('┌', role)];
   slot.panels.forEach((p, i) => {
@@ -111,7 +108,7 @@ function drawSlot(out: Line[], slot: Slot, s: CockpitState, v: ViewState, now: n
   const h = slot.h - 2;
   const o = h > 0 && w > 0 ? fn({ s, v, w, h, now, focused, zoomed: v.zoom === slot.active }) : { lines: [] as Line[] };
   const role: Role = focused ? 'focus' : 'dim';
-  put(slot.y, titleBar(slot, focused, o.note, o.more, s));
+  put(slot.y, titleBar({ slot, focused, note: o.note, more: o.more, s }));
   for (let i = 0; i < h; i++) put(slot.y + 1 + i, [t('│', role), ...fit(o.lines[i] ?? [], w), t('│', role)]);
   if (slot.h >= 2) put(slot.y + slot.h - 1, [t('└' + '─'.repeat(Math.max(0, slot.w - 2)) + '┘', role)]);
 }

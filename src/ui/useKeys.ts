@@ -90,46 +90,27 @@ export function useKeys(o: {
     view.set((v) => ({ ...v, focus: visible[n]!, zoom: v.zoom ? visible[n]! : null }));
   };
 
-  const run = (c: Command, s: CockpitState | null): void => {
-    const page = Math.max(1, screen.size.rows - 10);
-    switch (c) {
-      case 'quit':
-        return o.quit();
-      case 'help':
-        return dialogs.openHelp();
-      case 'redraw':
-        return o.redraw();
-      case 'dump':
-        return dialogs.openDump();
-      case 'halt':
-        return dialogs.openHalt();
-      case 'relaunch':
-        return dialogs.openRelaunch();
-      case 'ack':
-        return s ? ackAlert(s) : undefined;
-      case 'focus-next':
-        return focus(1);
-      case 'focus-prev':
-        return focus(-1);
-      case 'zoom':
-        return view.set((v) => ({ ...v, zoom: v.zoom ? null : v.focus }));
-      case 'scroll-up':
-        return move(-1);
-      case 'scroll-down':
-        return move(1);
-      case 'page-up':
-        return move(-page);
-      case 'page-down':
-        return move(page);
-      case 'top':
-        return toEnd(false);
-      case 'bottom':
-        return toEnd(true);
-      case 'ema':
-        return view.set((v) => ({ ...v, ema: !v.ema }));
-      case 'chart-range':
-        return view.set((v) => ({ ...v, chartRange: v.chartRange === 'recent' ? 'all' : 'recent' }));
-    }
+  const page = () => Math.max(1, screen.size.rows - 10);
+  /** what each command of the main screen does (a command judged on the run gets its snapshot) */
+  const run: Record<Command, (s: CockpitState | null) => void> = {
+    quit: () => o.quit(),
+    help: () => dialogs.openHelp(),
+    redraw: () => o.redraw(),
+    dump: () => dialogs.openDump(),
+    halt: () => dialogs.openHalt(),
+    relaunch: () => dialogs.openRelaunch(),
+    ack: (s) => s && ackAlert(s),
+    'focus-next': () => focus(1),
+    'focus-prev': () => focus(-1),
+    zoom: () => view.set((v) => ({ ...v, zoom: v.zoom ? null : v.focus })),
+    'scroll-up': () => move(-1),
+    'scroll-down': () => move(1),
+    'page-up': () => move(-page()),
+    'page-down': () => move(page()),
+    top: () => toEnd(false),
+    bottom: () => toEnd(true),
+    ema: () => view.set((v) => ({ ...v, ema: !v.ema })),
+    'chart-range': () => view.set((v) => ({ ...v, chartRange: v.chartRange === 'recent' ? 'all' : 'recent' })),
   };
 
   useInput(
@@ -141,7 +122,7 @@ export function useKeys(o: {
       // a command judged on the run waits for the first snapshot of it
       const why = b.disabled ? (s ? b.disabled(s) : off('no data', 'the run has not been read yet')) : null;
       if (why) return dialogs.refuse(b.command, why.why);
-      run(b.command, s);
+      run[b.command](s);
     },
     { isActive: o.active },
   );
