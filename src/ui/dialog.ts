@@ -5,7 +5,7 @@ import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/action
 import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control/types.js';
 import { dur } from './format.js';
 import { type Binding, type bindingFor, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
-import { KEYMAP, ranksAlive } from './keymap.js';
+import { keyOf, KEYMAP, ranksAlive } from './keymap.js';
 import type { Role } from './palette.js';
 import { rankRows } from './panels/ranks.js';
 import { HEALTH_ROLE } from './panels/header.js';
@@ -120,6 +120,7 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
     {
       command: 'close',
       keys: ['enter', 'q'],
+      hint: 'closes',
       help: 'in the stack dump, once done: close it',
       disabled: ({ d }) => unless(!!(d.result || d.error), 'the dump is still running'),
     },
@@ -171,24 +172,27 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
   ],
   relaunch: [
     QUIT,
-    { command: 'close', keys: ['esc'], hint: 'cancels', help: 'in the relaunch dialog: cancel (or close when done)' },
+    { command: 'close', keys: ['esc'], hint: 'closes', help: 'in the relaunch dialog: cancel (or close when done)' },
     // reached at its question only: elsewhere QUIT takes ctrl-c first
-    { command: 'close', keys: ['ctrl+c'], help: 'in the relaunch dialog, at its question: cancel' },
+    { command: 'close', keys: ['ctrl+c'], hint: 'cancels', help: 'in the relaunch dialog, at its question: cancel' },
     {
       command: 'submit',
       keys: ['enter'],
+      hint: 'confirms',
       help: 'in the relaunch dialog: confirm what is typed (the run name, then "remove" or "keep" a stale .HALT)',
       disabled: ({ d }) => unless(typing(d), 'not asking'),
     },
     {
       command: 'erase',
       keys: ['backspace'],
+      hint: 'erases',
       help: 'in the relaunch dialog: erase the last character typed',
       disabled: ({ d }) => unless(typing(d), 'not asking'),
     },
     {
       command: 'close',
       keys: ['enter', 'q'],
+      hint: 'closes',
       help: 'in the relaunch dialog, once done: close it',
       disabled: ({ d }) => unless(d.stage === 'done', 'not done'),
     },
@@ -402,9 +406,8 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
             d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info',
           ),
         ]);
-      const relaunchKey = keyText(KEYMAP.find((b) => b.command === 'relaunch')!.keys[0]!);
       if (done)
-        lines.push([t(`all ranks stopped after ${dur(age)} — ${relaunchKey} relaunches`, 'ok', { bold: true })]);
+        lines.push([t(`all ranks stopped after ${dur(age)} — ${keyOf('relaunch')} relaunches`, 'ok', { bold: true })]);
       const blocked = escalationOff(x);
       if (notTaken && d.mode === 'now') {
         /* nothing was requested: nothing to escalate from here */

@@ -5,7 +5,7 @@
 // The dialogs' keys are declared the same way in dialog.ts.
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../trainer/control/types.js';
-import { type Binding, bindingFor, type Disabled, off, READ_ONLY } from './keys.js';
+import { type Binding, bindingFor, type Disabled, keyText, off, READ_ONLY } from './keys.js';
 
 export type Command =
   | 'dump'
@@ -124,3 +124,8 @@ export const KEYMAP: readonly MainBinding[] = [
 /** The main screen's binding for a key press (disabled or not), or null. */
 export const commandFor = (input: string, key: Parameters<typeof bindingFor>[2]): MainBinding | null =>
   bindingFor(KEYMAP, input, key);
+
+export const bindingOf = (c: Command): MainBinding => KEYMAP.find((b) => b.command === c)!;
+
+/** How a command's key is named in a sentence ("r relaunches"): its first key. */
+export const keyOf = (c: Command): string => keyText(bindingOf(c).keys[0]!);

@@ -126,6 +126,11 @@ test('dialog keys: the halt-track window offers x, i and K only when they can ac
   assert.match(v, /i SIGINT {2}K SIGKILL/);
   assert.match(v, /esc closes this window/);
   assert.match(text(dialogView({ ...d, killArmed: true }, s, now, 120).lines), /K press K again to SIGKILL/);
+  // the footer, while the dialog takes the keys, lists the dialog's keys that act now, not the main screen's
+  const foot = plain(footerLine(s, 200, null, d, now));
+  assert.match(foot, /^dialog: i SIGINT K SIGKILL esc closes this window /);
+  assert.doesNotMatch(foot, /d dump|x cancel/);
+  assert.match(plain(footerLine(s, 200, null, { kind: 'help' }, now)), /^dialog: esc closes /);
 });
 
 test('keys in the App: halt question (ctrl-c answers no, c asks after the checkpoint), relaunch typing a name with q in it', async () => {
