@@ -172,7 +172,13 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
   ],
   relaunch: [
     QUIT,
-    { command: 'close', keys: ['esc'], hint: 'closes', help: 'in the relaunch dialog: cancel (or close when done)' },
+    {
+      command: 'close',
+      keys: ['esc'],
+      hint: 'cancels',
+      help: 'in the relaunch dialog: cancel (while it runs: close the window)',
+      disabled: ({ d }) => (d.stage === 'done' ? off('done', 'the relaunch is done') : null),
+    },
     // reached at its question only: elsewhere QUIT takes ctrl-c first
     { command: 'close', keys: ['ctrl+c'], hint: 'cancels', help: 'in the relaunch dialog, at its question: cancel' },
     {
@@ -191,7 +197,7 @@ export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBindi
     },
     {
       command: 'close',
-      keys: ['enter', 'q'],
+      keys: ['esc', 'enter', 'q'],
       hint: 'closes',
       help: 'in the relaunch dialog, once done: close it',
       disabled: ({ d }) => unless(d.stage === 'done', 'not done'),
