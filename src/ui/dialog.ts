@@ -1,10 +1,13 @@
 // Dialogs: what an action needs from the operator (a choice, a typed confirmation) and what it did
-// (progress, per-rank results). The App owns the dialog value; this file only draws it.
+// (progress, per-rank results). The App owns the dialog value (useDialogs); this file draws it and
+// declares each dialog's keys (DIALOG_KEYS), which useDialogs acts on, the dialogs and the footer show,
+// and the README lists.
+import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
 import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control/types.js';
 import { dur } from './format.js';
-import { type Binding, type bindingFor, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
+import { type Binding, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
 import { keyOf, KEYMAP, ranksAlive } from './keymap.js';
 import type { Role } from './palette.js';
 import { rankRows } from './panels/ranks.js';
@@ -214,11 +217,7 @@ function escalationOff({ s, d, now }: DialogCtx<'halt-track'>): Disabled | null 
 }
 
 /** The dialog's binding for a key press that can act now, or null (the key does nothing here). */
-export function dialogBindingFor(
-  x: DialogCtx,
-  input: string,
-  key: Parameters<typeof bindingFor>[2],
-): DialogBinding | null {
+export function dialogBindingFor(x: DialogCtx, input: string, key: Partial<Key>): DialogBinding | null {
   return enabledBindingFor(DIALOG_KEYS[x.d.kind] as readonly DialogBinding[], x, input, key);
 }
 

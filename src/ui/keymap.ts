@@ -3,6 +3,7 @@
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
 // The dialogs' keys are declared the same way in dialog.ts.
+import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../trainer/control/types.js';
 import { type Binding, bindingFor, type Disabled, keyText, off, READ_ONLY } from './keys.js';
@@ -122,8 +123,7 @@ export const KEYMAP: readonly MainBinding[] = [
 ];
 
 /** The main screen's binding for a key press (disabled or not), or null. */
-export const commandFor = (input: string, key: Parameters<typeof bindingFor>[2]): MainBinding | null =>
-  bindingFor(KEYMAP, input, key);
+export const commandFor = (input: string, key: Partial<Key>): MainBinding | null => bindingFor(KEYMAP, input, key);
 
 export const bindingOf = (c: Command): MainBinding => KEYMAP.find((b) => b.command === c)!;
 

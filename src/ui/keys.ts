@@ -90,7 +90,7 @@ export function enabledBindingFor<X, B extends Binding<string, X>>(
   input: string,
   key: Partial<Key>,
 ): B | null {
-  for (const b of bindings) if (b.keys.some((k) => isKey(k, input, key)) && !(b.disabled?.(x) ?? null)) return b;
+  for (const b of bindings) if (b.keys.some((k) => isKey(k, input, key)) && !b.disabled?.(x)) return b;
   return null;
 }
 
