@@ -42,19 +42,7 @@ export type { CheckInput, Launched } from './context.js';
 export type { Thresholds } from './thresholds.js';
 export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './thresholds.js';
 export { launchedFromRunInfo } from './launched.js';
-export type {
-  Alert,
-  ClearedAlert,
-  Culprit,
-  GateReading,
-  GatesView,
-  GpuHealth,
-  HangVerdict,
-  Health,
-  RankHealth,
-  RunState,
-  Severity,
-} from './types.js';
+export type * from './types.js';
 export { haltOutlook } from './present.js';
 export { STATE_HEALTH, staleVerdict } from './runstate.js';
 

@@ -4,6 +4,7 @@ import type { CockpitState } from '../cockpit/state.js';
 import { type Dialog, dialogView } from './dialog.js';
 import { FOCUSABLE, layout, type Layout, MIN_COLS, MIN_ROWS, type PanelId, type Slot, TITLES } from './layout.js';
 import { actionsPanel, alertBannerPanel, alertRowsWanted, alertsPanel, dumpsPanel, logPanel } from './panels/lists.js';
+import { keyOf } from './keymap.js';
 import { footerLine } from './panels/footer.js';
 import { gatesPanel } from './panels/gates.js';
 import { gpusPanel } from './panels/gpus.js';
@@ -41,32 +42,29 @@ function gpuRows(s: CockpitState): number {
 
 const titleMemo = new Map<string, Line>();
 
+interface TitleBar {
+  slot: Slot;
+  focused: boolean;
+  note: string | undefined;
+  more: number | undefined;
+  s: CockpitState;
+}
+
 /** The top border with the panel titles; the same few bars come back every frame, so they are kept. */
-function titleBar(
-  slot: Slot,
-  focused: boolean,
-  note: string | undefined,
-  more: number | undefined,
-  s: CockpitState,
-): Line {
+function titleBar(b: TitleBar): Line {
+  const { slot, focused, note, more, s } = b;
   const crit = slot.panels.includes('alerts') && s.alerts.some((a) => a.severity === 'critical');
   const key = `${slot.w}|${slot.panels.join(',')}|${slot.active}|${focused}|${note}|${more}|${s.alerts.length}|${crit}`;
   let bar = titleMemo.get(key);
   if (!bar) {
     if (titleMemo.size > 256) titleMemo.clear();
-    bar = drawTitleBar(slot, focused, note, more, s);
+    bar = drawTitleBar(b);
     titleMemo.set(key, bar);
   }
   return bar;
 }
 
-function drawTitleBar(
-  slot: Slot,
-  focused: boolean,
-  note: string | undefined,
-  more: number | undefined,
-  s: CockpitState,
-): Line {
+function drawTitleBar({ slot, focused, note, more, s }: TitleBar): Line {
   const role: Role = focused ? 'focus' : 'dim';
   const parts: Line = [t('┌', role)];
   slot.panels.forEach((p, i) => {
@@ -92,12 +90,20 @@ function drawTitleBar(
   return [...parts, t('─'.repeat(inner - used), role), t('┐', role)];
 }
 
-function drawSlot(out: Line[], slot: Slot, s: CockpitState, v: ViewState, now: number, renderMs: number | null): void {
+function drawSlot(
+  out: Line[],
+  slot: Slot,
+  s: CockpitState,
+  v: ViewState,
+  now: number,
+  renderMs: number | null,
+  dialog: Dialog | null,
+): void {
   const put = (row: number, line: Line) => {
     if (row >= slot.y && row < slot.y + slot.h) out[row]!.push(...fit(line, slot.w));
   };
   if (slot.active === 'footer') {
-    put(slot.y, footerLine(s, slot.w, renderMs));
+    put(slot.y, footerLine(s, slot.w, renderMs, dialog, now));
     return;
   }
   const focused = v.focus === slot.active;
@@ -111,7 +117,7 @@ function drawSlot(out: Line[], slot: Slot, s: CockpitState, v: ViewState, now: n
   const h = slot.h - 2;
   const o = h > 0 && w > 0 ? fn({ s, v, w, h, now, focused, zoomed: v.zoom === slot.active }) : { lines: [] as Line[] };
   const role: Role = focused ? 'focus' : 'dim';
-  put(slot.y, titleBar(slot, focused, o.note, o.more, s));
+  put(slot.y, titleBar({ slot, focused, note: o.note, more: o.more, s }));
   for (let i = 0; i < h; i++) put(slot.y + 1 + i, [t('│', role), ...fit(o.lines[i] ?? [], w), t('│', role)]);
   if (slot.h >= 2) put(slot.y + slot.h - 1, [t('└' + '─'.repeat(Math.max(0, slot.w - 2)) + '┘', role)]);
 }
@@ -171,7 +177,7 @@ function tooSmall(s: CockpitState, cols: number, rows: number): Line[] {
     [t('terminal too small', 'warn', { bold: true })],
     [t(`${cols}×${rows}, nsa-top needs ${MIN_COLS}×${MIN_ROWS}`, 'dim')],
     [t(` ${s.runState} `, stateRole(s), { inverse: true }), t(` step ${s.run.step ?? '–'}`)],
-    [t('q quits', 'dim')],
+    [t(`${keyOf('quit')} quits`, 'dim')],
   ];
   const out: Line[] = [];
   for (let i = 0; i < height; i++) out.push(fit(msg[i] ?? [], cols));
@@ -209,7 +215,7 @@ export function compose(
   const rowsOut: Line[] = Array.from({ length: L.height }, () => []);
   // slots are drawn left to right; within a row, cells are appended in x order
   const slots = [...L.slots].sort((a, b) => a.x - b.x || a.y - b.y);
-  for (const slot of slots) drawSlot(rowsOut, slot, s, v, now, renderMs);
+  for (const slot of slots) drawSlot(rowsOut, slot, s, v, now, renderMs, dialog);
   let lines = rowsOut.map((segs) => fit(segs, cols, false));
   if (dialog) {
     const dv = dialogView(dialog, s, now, Math.min(cols - 8, 96));

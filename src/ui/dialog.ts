@@ -1,10 +1,14 @@
 // Dialogs: what an action needs from the operator (a choice, a typed confirmation) and what it did
-// (progress, per-rank results). The App owns the dialog value; this file only draws it.
+// (progress, per-rank results). The App owns the dialog value (useDialogs); this file draws it and
+// declares each dialog's keys (DIALOG_KEYS), which useDialogs acts on, the dialogs and the footer show,
+// and the README lists.
+import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
 import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control/types.js';
 import { dur } from './format.js';
-import { KEYMAP } from './keymap.js';
+import { type Binding, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
+import { keyOf, KEYMAP, ranksAlive } from './keymap.js';
 import type { Role } from './palette.js';
 import { rankRows } from './panels/ranks.js';
 import { HEALTH_ROLE } from './panels/header.js';
@@ -48,12 +52,11 @@ export type Dialog =
  */
 export function escalationGate(s: CockpitState, now: number): string | null {
   const req = activeRequest(s.requests);
-  const alive = (s.procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').length;
   return escalationBlocked({
     haltPresent: s.run.control.halt.present,
     haltSinceMs: req?.haltAt ?? s.run.control.halt.mtimeMs,
     graceS: req?.graceS ?? s.haltGraceS ?? DEFAULT_HALT_GRACE_S,
-    ranksAlive: alive,
+    ranksAlive: ranksAlive(s),
     now,
   });
 }
@@ -65,6 +68,177 @@ export function trackedRequest(s: CockpitState, since: number): ControlRequest |
   const reqs = s.requests ?? [];
   for (let i = reqs.length - 1; i >= 0; i--) if (reqs[i]!.ts >= since - 5000) return reqs[i]!;
   return null;
+}
+
+export type DialogCommand =
+  | 'close'
+  | 'quit'
+  | 'halt-now'
+  | 'halt-after-checkpoint'
+  | 'cancel-request'
+  | 'sigint'
+  | 'sigkill'
+  | 'submit'
+  | 'erase';
+
+type DialogOf<K extends Dialog['kind']> = Extract<Dialog, { kind: K }>;
+/** what a dialog key is judged on: the run (null before the first snapshot), the dialog, the time */
+export interface DialogCtx<K extends Dialog['kind'] = Dialog['kind']> {
+  s: CockpitState | null;
+  d: DialogOf<K>;
+  now: number;
+}
+export type DialogBinding<K extends Dialog['kind'] = Dialog['kind']> = Binding<DialogCommand, DialogCtx<K>>;
+
+const unless = (cond: boolean, why: string): Disabled | null => (cond ? null : off(why, why));
+
+/** the relaunch dialog is asking: what is typed is the answer */
+export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
+
+/** Ctrl-C quits from any dialog, but at a question it takes the safe default: no action, the question closes. */
+const QUIT: Binding<DialogCommand, { d: Dialog }> = {
+  command: 'quit',
+  keys: ['ctrl+c'],
+  help: 'in any dialog: quit nsa-top (at a question, halt or relaunch, it answers no instead)',
+  disabled: ({ d }) =>
+    d.kind === 'halt-choose' || (d.kind === 'relaunch' && typing(d)) ? off('question', 'it answers no') : null,
+};
+const CLOSE_READ: Binding<DialogCommand> = {
+  command: 'close',
+  keys: ['esc', '?', 'q', 'enter'],
+  hint: 'closes',
+  help: 'in the help or a refusal: close it',
+};
+/**
+ * The dialogs' keys: App acts on them, the dialogs show them, the README lists them. The first binding
+ * of the key that is not disabled acts; a key none can take does nothing (the relaunch question
+ * takes it as typed text).
+ */
+export const DIALOG_KEYS: { readonly [K in Dialog['kind']]: readonly DialogBinding<K>[] } = {
+  help: [QUIT, CLOSE_READ],
+  refused: [QUIT, CLOSE_READ],
+  dump: [
+    QUIT,
+    { command: 'close', keys: ['esc'], hint: 'closes', help: 'in the stack dump: close it (the dump goes on)' },
+    {
+      command: 'close',
+      keys: ['enter', 'q'],
+      hint: 'closes',
+      help: 'in the stack dump, once done: close it',
+      disabled: ({ d }) => unless(!!(d.result || d.error), 'the dump is still running'),
+    },
+  ],
+  'halt-choose': [
+    QUIT,
+    { command: 'halt-now', keys: ['n'], hint: 'halt now (.HALT)', help: 'in the halt question: halt now (.HALT)' },
+    {
+      command: 'halt-after-checkpoint',
+      keys: ['c'],
+      hint: 'halt after the next checkpoint',
+      help: 'in the halt question: halt after the next checkpoint',
+    },
+    { command: 'close', keys: ['esc', 'ctrl+c'], hint: 'cancel', help: 'in the halt question: cancel (nothing done)' },
+  ],
+  'halt-track': [
+    QUIT,
+    {
+      command: 'cancel-request',
+      keys: ['x'],
+      hint: 'cancel the request',
+      help: 'in the halt window: cancel the pending halt-after-checkpoint request',
+      disabled: ({ s, d }) =>
+        unless(
+          !!s && d.mode === 'after-checkpoint' && trackedRequest(s, d.startedAt)?.state === 'pending',
+          'no pending request',
+        ),
+    },
+    {
+      command: 'sigint',
+      keys: ['i'],
+      hint: 'SIGINT',
+      help: 'in the halt window: SIGINT the ranks still running after .HALT and its grace',
+      disabled: escalationOff,
+    },
+    {
+      command: 'sigkill',
+      keys: ['K'],
+      hint: 'SIGKILL',
+      help: 'in the halt window: SIGKILL them (press twice; no checkpoint)',
+      disabled: escalationOff,
+    },
+    {
+      command: 'close',
+      keys: ['esc'],
+      hint: 'closes this window',
+      help: 'in the halt window: close it (a request stays)',
+    },
+  ],
+  relaunch: [
+    QUIT,
+    {
+      command: 'close',
+      keys: ['esc'],
+      hint: 'cancels',
+      help: 'in the relaunch dialog: cancel (while it runs: close the window)',
+      disabled: ({ d }) => (d.stage === 'done' ? off('done', 'the relaunch is done') : null),
+    },
+    // reached at its question only: elsewhere QUIT takes ctrl-c first
+    { command: 'close', keys: ['ctrl+c'], hint: 'cancels', help: 'in the relaunch dialog, at its question: cancel' },
+    {
+      command: 'submit',
+      keys: ['enter'],
+      hint: 'confirms',
+      help: 'in the relaunch dialog: confirm what is typed (the run name, then "remove" or "keep" a stale .HALT)',
+      disabled: ({ d }) => unless(typing(d), 'not asking'),
+    },
+    {
+      command: 'erase',
+      keys: ['backspace'],
+      hint: 'erases',
+      help: 'in the relaunch dialog: erase the last character typed',
+      disabled: ({ d }) => unless(typing(d), 'not asking'),
+    },
+    {
+      command: 'close',
+      keys: ['esc', 'enter', 'q'],
+      hint: 'closes',
+      help: 'in the relaunch dialog, once done: close it',
+      disabled: ({ d }) => unless(d.stage === 'done', 'not done'),
+    },
+  ],
+};
+
+/** SIGINT/SIGKILL only once .HALT exists and the ranks have had their grace (or one was sent already) */
+function escalationOff({ s, d, now }: DialogCtx<'halt-track'>): Disabled | null {
+  if (d.escalation) return null;
+  if (!s) return off('no state', 'the run has not been read yet');
+  const blocked = escalationGate(s, now);
+  return blocked === null ? null : off('not yet', blocked);
+}
+
+/** The dialog's binding for a key press that can act now, or null (the key does nothing here). */
+export function dialogBindingFor(x: DialogCtx, input: string, key: Partial<Key>): DialogBinding | null {
+  return enabledBindingFor(DIALOG_KEYS[x.d.kind] as readonly DialogBinding[], x, input, key);
+}
+
+/** Every dialog binding once, in order; one that every dialog has (ctrl-c) last. */
+export function dialogBindings(): DialogBinding[] {
+  const lists = Object.values(DIALOG_KEYS) as (readonly DialogBinding[])[];
+  const everywhere = (b: DialogBinding) => lists.every((l) => l.includes(b));
+  const out: DialogBinding[] = [];
+  for (const l of lists) for (const b of l) if (!out.includes(b) && !everywhere(b)) out.push(b);
+  for (const b of lists[0]!) if (everywhere(b)) out.push(b);
+  return out;
+}
+
+/** A dialog's binding for a command (the first; for its key and hint on screen). */
+function dk<K extends Dialog['kind']>(kind: K, command: DialogCommand): DialogBinding<K> {
+  return DIALOG_KEYS[kind].find((b) => b.command === command)!;
+}
+
+/** `n halt now (.HALT)`: a binding's first key, bold, and its hint. */
+function hintOf(b: Binding<string, never>, hint = b.hint ?? '', role?: Role): Line {
+  return [t(keyText(b.keys[0]!), 'accent', { bold: true }), t(` ${hint}`, role)];
 }
 
 export interface DialogView {
@@ -80,30 +254,43 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
   switch (d.kind) {
     case 'help': {
       const lines: Line[] = [];
+      const said = new Set<string>();
       for (const b of KEYMAP) {
+        const off = b.disabled?.(s) ?? null;
         lines.push([
-          t(b.keys.padEnd(12), 'accent', { bold: true }),
+          t(keysText(b).padEnd(12), 'accent', { bold: true }),
           t(b.help),
-          ...(b.dangerous && s.readOnly ? [t('  (read-only)', 'warn')] : []),
+          ...(off ? [t(`  ${off.short}`, 'warn')] : []),
         ]);
-        const off = b.dangerous && !s.readOnly ? (b.disabled?.(s) ?? null) : null;
-        if (off)
+        // why it does nothing, once per reason (read-only silences four keys with one sentence)
+        if (off && !said.has(off.why)) {
+          said.add(off.why);
           lines.push(
             ...wrap(`disabled now: ${clean(off.why)}`, Math.max(20, W - 16)).map((l) => [
               t(' '.repeat(12)),
               t(l, 'warn'),
             ]),
           );
+        }
       }
       lines.push([]);
-      lines.push([t('esc / ? closes. Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.', 'dim')]);
+      lines.push([
+        t(
+          `${keysText(dk('help', 'close'))} closes. Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.`,
+          'dim',
+        ),
+      ]);
       return { title: 'Keys', role: 'info', lines };
     }
     case 'refused':
       return {
         title: `${d.what}: refused`,
         role: 'warn',
-        lines: [...wrap(clean(d.why), W - 4).map((l): Line => [t(l, 'warn')]), [], [t('esc closes', 'dim')]],
+        lines: [
+          ...wrap(clean(d.why), W - 4).map((l): Line => [t(l, 'warn')]),
+          [],
+          [t(`${keysText(dk('refused', 'close'))} closes`, 'dim')],
+        ],
       };
     case 'dump': {
       const lines: Line[] = d.progress.slice(-6).map((p) => [t(clean(p), 'dim')]);
@@ -131,7 +318,7 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
               t('py-spy is not installed (pip install py-spy) — it can read a rank that ignores SIGUSR1', 'dim'),
             ]);
         }
-        lines.push([t('the Dumps panel shows the set · esc closes', 'dim')]);
+        lines.push([t(`the Dumps panel shows the set · ${keyText(dk('dump', 'close').keys[0]!)} closes`, 'dim')]);
       } else if (!d.error)
         lines.push([t(`sending SIGUSR1 to each rank, one per second… ${dur((now - d.startedAt) / 1000)}`, 'info')]);
       return { title: 'Stack dump', role: d.error ? 'crit' : 'info', lines };
@@ -155,17 +342,17 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
         ]);
       lines.push([]);
       lines.push([
-        t('n', 'accent', { bold: true }),
-        t(' halt now (.HALT)   '),
-        t('c', 'accent', { bold: true }),
-        t(' halt after the next checkpoint   '),
-        t('esc', 'accent'),
-        t(' cancel'),
+        ...hintOf(dk('halt-choose', 'halt-now')),
+        t('   '),
+        ...hintOf(dk('halt-choose', 'halt-after-checkpoint')),
+        t('   '),
+        ...hintOf(dk('halt-choose', 'close')),
       ]);
       return { title: 'Halt the run?', role: 'warn', lines };
     }
     case 'halt-track': {
       const lines: Line[] = [];
+      const x: DialogCtx<'halt-track'> = { s, d, now };
       const age = (now - d.startedAt) / 1000;
       const req = d.mode === 'after-checkpoint' ? trackedRequest(s, d.startedAt) : null;
       // a refused or failed request wrote nothing: never say it did
@@ -224,26 +411,31 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
             d.escalation.result && !d.escalation.result.ok ? 'crit' : 'info',
           ),
         ]);
-      if (done) lines.push([t(`all ranks stopped after ${dur(age)} — r relaunches`, 'ok', { bold: true })]);
-      const blocked = escalationGate(s, now);
+      if (done)
+        lines.push([t(`all ranks stopped after ${dur(age)} — ${keyOf('relaunch')} relaunches`, 'ok', { bold: true })]);
+      const blocked = escalationOff(x);
       if (notTaken && d.mode === 'now') {
         /* nothing was requested: nothing to escalate from here */
-      } else if (!done && (blocked === null || d.escalation)) {
+      } else if (!done && !blocked) {
+        const kill = dk('halt-track', 'sigkill');
         lines.push([
           t(`${alive} rank(s) still running after the grace: `, 'warn'),
-          t('i', 'accent', { bold: true }),
-          t(' SIGINT  '),
-          t('K', 'accent', { bold: true }),
-          t(d.killArmed ? ' press K again to SIGKILL (no checkpoint!)' : ' SIGKILL', d.killArmed ? 'crit' : undefined),
+          ...hintOf(dk('halt-track', 'sigint')),
+          t('  '),
+          ...(d.killArmed
+            ? hintOf(kill, `press ${keyText(kill.keys[0]!)} again to SIGKILL (no checkpoint!)`, 'crit')
+            : hintOf(kill)),
         ]);
-      } else if (!done) lines.push([t(`SIGINT/SIGKILL not offered: ${blocked}`, 'dim')]);
+      } else if (!done) lines.push([t(`SIGINT/SIGKILL not offered: ${blocked?.why}`, 'dim')]);
       const keys: Line = [];
-      if (req?.state === 'pending') keys.push(t('x', 'accent', { bold: true }), t(' cancel the request   '));
+      const cancel = dk('halt-track', 'cancel-request');
+      if (!cancel.disabled?.(x)) keys.push(...hintOf(cancel), t('   '));
+      const close = keyText(dk('halt-track', 'close').keys[0]!);
       keys.push(
         t(
           req && (req.state === 'pending' || req.state === 'halt-written')
-            ? 'esc closes this window; the request stays in force'
-            : 'esc closes this window',
+            ? `${close} closes this window; the request stays in force`
+            : `${close} closes this window`,
           'dim',
         ),
       );
@@ -308,7 +500,8 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       } else if (d.stage === 'running') lines.push([t('relaunching…', 'info')]);
       if (d.error) lines.push(...wrap(clean(d.error), W - 4).map((l) => [t(l, 'crit')]));
       if (d.result) lines.push(...wrap(clean(d.result.detail), W - 4).map((l) => [t(l, d.result!.ok ? 'ok' : 'crit')]));
-      lines.push([t(d.stage === 'done' ? 'esc closes' : 'esc cancels', 'dim')]);
+      const close = keyText(dk('relaunch', 'close').keys[0]!);
+      lines.push([t(d.stage === 'done' ? `${close} closes` : `${close} cancels`, 'dim')]);
       return { title: 'Relaunch', role: 'warn', lines };
     }
   }

@@ -6,7 +6,6 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
 import type { Alert, ClearedAlert } from '../../src/checks/types.js';
 import { createActions } from '../../src/cockpit/actions.js';
@@ -17,7 +16,7 @@ import { compose } from '../../src/ui/compose.js';
 import type { PanelId } from '../../src/ui/layout.js';
 import { lineWidth, plain } from '../../src/ui/text.js';
 import { initialView, type ViewState } from '../../src/ui/view.js';
-import { FIXTURES, fixtureState } from './helpers.js';
+import { appOnTty, FIXTURES, fixtureState, recordingActions } from './helpers.js';
 
 const STOPPED = 'rank 1 (pid 4242) is stopped (T): it cannot reach the next collective';
 const STOPPED_DETAIL =
@@ -203,61 +202,16 @@ test('ack: written to actions.jsonl through the audited path, read back by a sec
 });
 
 test('keys: `a` acknowledges the first unacknowledged critical; on the Alerts panel ↓ then `a` the selected one; read-only refuses', async () => {
-  const { render } = await import('ink');
-  const { createElement } = await import('react');
-  const { App } = await import('../../src/ui/App.js');
   const s = await withAlerts();
   const run = async (readOnly: boolean, keys: string[]) => {
-    const acked: string[] = [];
-    const actions = {
-      readOnly,
-      dump: async () => ({ results: [], pySpy: false }),
-      halt: async () => ({ ok: false, result: 'refused' as const, detail: '' }),
-      cancelHalt: async () => ({ ok: true, result: 'ok' as const, detail: '' }),
-      escalate: async () => ({ ok: false, result: 'refused' as const, detail: '' }),
-      relaunch: async () => ({ ok: false, result: 'refused' as const, detail: '' }),
-      ack: async (a: { id: string }) => (acked.push(a.id), { ok: true, result: 'ok' as const, detail: '' }),
-    };
-    const out = new PassThrough() as PassThrough & { columns: number; rows: number; isTTY: boolean };
-    Object.assign(out, { columns: 80, rows: 24, isTTY: true });
-    const chunks: string[] = [];
-    out.on('data', (d: Buffer) => chunks.push(d.toString('utf8')));
-    const stdin = Object.assign(new PassThrough(), {
-      isTTY: true,
-      setRawMode: () => {},
-      ref: () => {},
-      unref: () => {},
-    });
-    const inst = render(
-      createElement(App, {
-        store: { get: () => ({ ...s, readOnly }), subscribe: () => () => {} },
-        actions,
-        interactive: true,
-        noColor: true,
-        renderMs: { current: null },
-        tickMs: 60_000,
-      }),
-      {
-        stdout: out as unknown as NodeJS.WriteStream,
-        stdin: stdin as unknown as NodeJS.ReadStream,
-        patchConsole: false,
-        exitOnCtrlC: false,
-      },
-    );
-    const until = async (ok: () => boolean) => {
-      for (let i = 0; i < 250 && !ok(); i++) await new Promise((r) => setTimeout(r, 20));
-    };
+    const actions = recordingActions(readOnly);
+    const app = await appOnTty({ ...s, readOnly }, actions);
     try {
-      await until(() => chunks.length > 0); // the first frame is out: keys are listened to
-      await new Promise((r) => setTimeout(r, 50));
-      for (const k of keys) {
-        stdin.write(k);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      await until(() => acked.length > 0 || /refused/.test(chunks.join('')));
-      return { acked, screen: chunks.join('') };
+      await app.press(...keys);
+      await app.until(() => actions.calls.length > 0 || /refused/.test(app.screen()));
+      return { acked: actions.calls.map((c) => c.replace(/^ack /, '')), screen: app.screen() };
     } finally {
-      inst.unmount();
+      app.unmount();
     }
   };
   assert.deepEqual((await run(false, ['a'])).acked, ['stall:rank1']);

@@ -103,6 +103,9 @@ export interface RequestsFile {
   requests: ControlRequest[];
 }
 
+/** Why a read-only cockpit refuses an action: its keys, dialogs and action layer all say this. */
+export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';
+
 export const ACTIVE_REQUEST_STATES: readonly RequestState[] = ['pending', 'halt-written'];
 
 /** The request still in force (pending or waiting for the ranks after its .HALT), newest first. */

@@ -1,22 +1,35 @@
-// Footer: key hints from the keymap, and what nsa-top itself costs.
+// Footer: key hints from the keymap (or, while a dialog is open and takes the keys, the dialog's),
+// and what nsa-top itself costs.
 import type { CockpitState } from '../../cockpit/state.js';
+import { type Dialog, type DialogBinding, DIALOG_KEYS } from '../dialog.js';
+import { keyText } from '../keys.js';
 import { KEYMAP } from '../keymap.js';
 import { fit, type Line, lineWidth, t } from '../text.js';
 
-export function footerLine(s: CockpitState, w: number, renderMs: number | null): Line {
-  const hints: Line = [];
-  for (const b of KEYMAP) {
+/** the keys of the open dialog that can act now: the main screen's do nothing until it closes */
+function dialogHints(s: CockpitState, d: Dialog, now: number): Line {
+  const hints: Line = [t('dialog: ', 'dim')];
+  for (const b of DIALOG_KEYS[d.kind] as readonly DialogBinding[])
+    if (b.hint && !b.disabled?.({ s, d, now }))
+      hints.push(t(keyText(b.keys[0]!), 'accent', { bold: true }), t(` ${b.hint} `));
+  return hints;
+}
+
+export function footerLine(
+  s: CockpitState,
+  w: number,
+  renderMs: number | null,
+  dialog: Dialog | null = null,
+  now = Date.now(),
+): Line {
+  const hints: Line = dialog ? dialogHints(s, dialog, now) : [];
+  for (const b of dialog ? [] : KEYMAP) {
     if (!b.hint) continue;
-    const key = b.keys.split(' / ')[0]!;
+    const key = keyText(b.keys[0]!);
     const off = b.disabled?.(s) ?? null;
-    if (b.dangerous && s.readOnly) {
-      hints.push(t(key, 'dim'), t(` ${b.hint}:read-only `, 'dim'));
-    } else if (off) {
-      // a word on why; `?` gives the whole sentence
-      hints.push(t(key, 'dim'), t(` ${b.hint}:off(${off.short}) `, 'dim'));
-    } else {
-      hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
-    }
+    // off: a word on why; `?` gives the whole sentence
+    if (off) hints.push(t(key, 'dim'), t(` ${b.hint}:${off.short} `, 'dim'));
+    else hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
   }
   const self = s.self;
   const cost: string[] = [];

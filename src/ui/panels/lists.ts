@@ -3,6 +3,7 @@ import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
 import { alertAcks, type ActionRecord } from '../../trainer/control/types.js';
 import { newestDumpSet } from '../dumps.js';
+import { bindingOf, keyOf } from '../keymap.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, ellipsize, type Line, strWidth, t, wrap } from '../text.js';
@@ -60,6 +61,11 @@ function ackText(acks: ActionRecord[]): string {
   const a = acks[acks.length - 1]!;
   // the user and the time: the Actions panel has the terminal
   return `ack ${a.who.user} ${clock(a.ts)}${acks.length > 1 ? ` +${acks.length - 1}` : ''}`;
+}
+
+/** the ack key, as the keymap binds it, where it can act */
+function ackNote(s: CockpitState): string {
+  return bindingOf('ack').disabled?.(s) ? '' : ` · ${keyOf('ack')} ack`;
 }
 
 /** An entry's lines at a level of detail: 0 whole text; 1 no detail; 2 the when on one line; 3 the title only; 4 the title on one line. */
@@ -165,7 +171,7 @@ export const alertsPanel: PanelFn = ({ s, v, w, h, now, focused, zoomed }) => {
   }
   const shown = b.lines.slice(off, off + h);
   const crit = s.alerts.filter((a) => a.severity === 'critical').length;
-  const note = `${s.alerts.length}${crit ? `, ${crit} critical` : ''}${hist ? ` · ${hist} cleared` : ''}${cursor && !s.readOnly ? ' · a ack' : ''}`;
+  const note = `${s.alerts.length}${crit ? `, ${crit} critical` : ''}${hist ? ` · ${hist} cleared` : ''}${cursor ? ackNote(s) : ''}`;
   return { lines: shown, more: Math.max(0, b.lines.length - off - h), note };
 };
 

@@ -1,0 +1,203 @@
+// The App's dialogs: the one open (if any), opening them, running the actions they start, and their
+// keys (declared in dialog.ts's DIALOG_KEYS, which the dialogs also show). Effects go through
+// `actions` only; their outcome lands in the dialog that asked, if it is still that one.
+import type { Key } from 'ink';
+import { type RefObject, useCallback, useRef, useState } from 'react';
+import type { CockpitActions } from '../cockpit/actions.js';
+import type { CockpitState } from '../cockpit/state.js';
+import { activeRequest } from '../trainer/control/types.js';
+import { type Dialog, dialogBindingFor, typing } from './dialog.js';
+
+type Relaunch = Extract<Dialog, { kind: 'relaunch' }>;
+
+export interface Dialogs {
+  dialog: Dialog | null;
+  /** the dialog as the next key sees it (keys can arrive faster than React re-renders) */
+  ref: RefObject<Dialog | null>;
+  set(d: Dialog | null): void;
+  refuse(what: string, why: string): void;
+  openHelp(): void;
+  /** `d`: dump every rank, the dialog shows the progress and the outcome */
+  openDump(): void;
+  /** `h`: a request in force or a .HALT already there is shown (cancel, escalation); else the question */
+  openHalt(): void;
+  /** `r`: what a relaunch would do, or why it cannot work, is said before anything is asked */
+  openRelaunch(): void;
+  /** a key while a dialog is open */
+  onKey(input: string, key: Partial<Key>, quit: () => void): void;
+}
+
+const failed = (e: Error) => ({ ok: false, result: 'failed' as const, detail: e.message });
+
+export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitState | null>): Dialogs {
+  const [dialog, setDialog] = useState<Dialog | null>(null);
+  const ref = useRef<Dialog | null>(null);
+  ref.current = dialog;
+  const set = (d: Dialog | null) => {
+    ref.current = d;
+    setDialog(d);
+  };
+  /** change the open dialog, whatever it has become by now (an action's outcome arriving) */
+  const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
+  const refuse = (what: string, why: string) => set({ kind: 'refused', what, why });
+
+  const openDump = () => {
+    const startedAt = Date.now();
+    const mine = (d: Dialog): d is Extract<Dialog, { kind: 'dump' }> => d.kind === 'dump' && d.startedAt === startedAt;
+    set({ kind: 'dump', startedAt, progress: [], result: null, error: null });
+    actions
+      .dump((line) => update((d) => (mine(d) ? { ...d, progress: [...d.progress, line].slice(-20) } : d)))
+      .then(
+        (result) => update((d) => (mine(d) ? { ...d, result } : d)),
+        (e: Error) => update((d) => (mine(d) ? { ...d, error: e.message } : d)),
+      );
+  };
+
+  const track = (mode: 'now' | 'after-checkpoint', startedAt: number): Dialog => ({
+    kind: 'halt-track',
+    mode,
+    startedAt,
+    startStep: stateRef.current?.run.step ?? null,
+    result: null,
+    escalation: null,
+    killArmed: false,
+  });
+
+  const startHalt = (mode: 'now' | 'after-checkpoint') => {
+    const startedAt = Date.now();
+    set(track(mode, startedAt));
+    const mine = (d: Dialog): d is Extract<Dialog, { kind: 'halt-track' }> =>
+      d.kind === 'halt-track' && d.startedAt === startedAt;
+    actions.halt(mode).then(
+      (result) => update((d) => (mine(d) ? { ...d, result } : d)),
+      (e: Error) => update((d) => (mine(d) ? { ...d, result: failed(e) } : d)),
+    );
+  };
+
+  const openHalt = () => {
+    const st = stateRef.current;
+    const req = st ? activeRequest(st.requests) : null;
+    if (req) set(track('after-checkpoint', req.ts));
+    else if (st?.run.control.halt.present) set(track('now', st.run.control.halt.mtimeMs ?? Date.now()));
+    else set({ kind: 'halt-choose', startedAt: Date.now() });
+  };
+
+  const startEscalate = (sig: 'SIGINT' | 'SIGKILL') => {
+    update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result: null }, killArmed: false } : d));
+    actions.escalate(sig).then(
+      (result) => update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result } } : d)),
+      (e: Error) => update((d) => (d.kind === 'halt-track' ? { ...d, escalation: { sig, result: failed(e) } } : d)),
+    );
+  };
+
+  const startCancel = () => {
+    actions.cancelHalt().then(
+      (result) => update((d) => (d.kind === 'halt-track' ? { ...d, result } : d)),
+      (e: Error) => update((d) => (d.kind === 'halt-track' ? { ...d, result: failed(e) } : d)),
+    );
+  };
+
+  const startRelaunch = (removeStaleHalt: boolean) => {
+    update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'running', removeHalt: removeStaleHalt } : d));
+    actions.relaunch({ removeStaleHalt }).then(
+      (result) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', result } : d)),
+      (e: Error) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', error: e.message } : d)),
+    );
+  };
+
+  const openRelaunch = () => {
+    const fresh: Relaunch = {
+      kind: 'relaunch',
+      stage: 'confirm',
+      input: '',
+      haltInput: '',
+      removeHalt: false,
+      result: null,
+      error: null,
+    };
+    const prep = actions.prepareRelaunch;
+    if (!prep) return set(fresh);
+    set({ ...fresh, stage: 'checking', info: null });
+    prep.call(actions).then(
+      (info) => {
+        const d = ref.current;
+        if (d?.kind !== 'relaunch' || d.stage !== 'checking') return;
+        if (info.refusal) refuse('relaunch', info.refusal);
+        else set({ ...d, stage: 'confirm', info });
+      },
+      (e: Error) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', error: e.message } : d)),
+    );
+  };
+
+  /** the relaunch dialog's typed answer: the run name, then "remove" or "keep" for a stale .HALT */
+  const relaunchInput = (d: Relaunch, typed: string, submit: boolean) => {
+    const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+    const value = (d[field] + typed).slice(0, 200);
+    if (!submit) {
+      if (typed) set({ ...d, [field]: value, error: null });
+      return;
+    }
+    const s = stateRef.current;
+    if (d.stage === 'confirm') {
+      if (value !== s?.run.identity.name)
+        return set({ ...d, input: value, error: `"${value}" is not the run name; nothing done` });
+      if (s.run.control.halt.present) set({ ...d, input: value, stage: 'halt-confirm', error: null });
+      else startRelaunch(false);
+    } else if (value === 'remove') startRelaunch(true);
+    else if (value === 'keep') startRelaunch(false);
+    else set({ ...d, haltInput: value, error: 'type "remove" or "keep"' });
+  };
+
+  const onKey = (input: string, key: Partial<Key>, quit: () => void) => {
+    const d = ref.current;
+    if (!d) return;
+    const b = dialogBindingFor({ s: stateRef.current, d, now: Date.now() }, input, key);
+    switch (b?.command) {
+      case 'quit':
+        return quit();
+      case 'close':
+        return set(null);
+      case 'halt-now':
+        return startHalt('now');
+      case 'halt-after-checkpoint':
+        return startHalt('after-checkpoint');
+      case 'cancel-request':
+        return startCancel();
+      case 'sigint':
+        return startEscalate('SIGINT');
+      case 'sigkill':
+        // SIGKILL needs a second press
+        if (d.kind === 'halt-track') {
+          if (d.killArmed) startEscalate('SIGKILL');
+          else set({ ...d, killArmed: true });
+        }
+        return;
+      case 'erase':
+        if (d.kind === 'relaunch') {
+          const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+          set({ ...d, [field]: d[field].slice(0, -1), error: null });
+        }
+        return;
+      case 'submit':
+        if (d.kind === 'relaunch') relaunchInput(d, '', true);
+        return;
+      case undefined:
+        // typed or pasted text; a chunk may carry the Enter too ("621\r")
+        if (d.kind === 'relaunch' && typing(d))
+          relaunchInput(d, key.ctrl || key.meta ? '' : input.replace(/[\x00-\x1f\x7f]/g, ''), /[\r\n]/.test(input));
+        return;
+    }
+  };
+
+  return {
+    dialog,
+    ref,
+    set,
+    refuse,
+    openHelp: () => set({ kind: 'help' }),
+    openDump,
+    openHalt,
+    openRelaunch,
+    onKey,
+  };
+}

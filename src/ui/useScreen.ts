@@ -1,0 +1,103 @@
+// The App's screen: the newest snapshot, the terminal size, and the frames drawn from them. With
+// the frame painter (the default), a new snapshot is composed and painted straight from the store's
+// callback: React re-renders only when the operator does something (a key, a dialog, a resize). The
+// cockpit redraws every second for days; keeping React's reconciliation out of that path is a good
+// part of what keeps its own cost under half a percent of a core. Without a painter (NSA_TOP_RENDER=ink)
+// each snapshot re-renders and Ink draws the frame.
+import { useStdout } from 'ink';
+import { type RefObject, useCallback, useEffect, useLayoutEffect, useRef, useState } from 'react';
+import type { CockpitState } from '../cockpit/state.js';
+import { compose, type Frame } from './compose.js';
+import type { Dialog } from './dialog.js';
+import type { FramePainter } from './paint.js';
+import type { ViewState } from './view.js';
+
+export interface Store {
+  get(): CockpitState | null;
+  subscribe(fn: (s: CockpitState) => void): () => void;
+}
+
+export interface Screen {
+  size: { cols: number; rows: number };
+  /** the frame Ink draws this render (null with a painter, or before the first snapshot) */
+  frame: Frame | null;
+  /** the frame on screen now: the painter's last, else this render's */
+  shown(): Frame | null;
+  /** draw again now (ctrl-l: after painter.invalidate) */
+  refresh(): void;
+}
+
+export function useScreen(o: {
+  store: Store;
+  /** where the newest snapshot is kept (null until the first): the painter path draws it without a React render */
+  stateRef: RefObject<CockpitState | null>;
+  painter?: FramePainter;
+  renderMs: { current: number | null };
+  tickMs?: number;
+  view: ViewState;
+  viewRef: RefObject<ViewState>;
+  dialog: Dialog | null;
+  dialogRef: RefObject<Dialog | null>;
+}): Screen {
+  const { stdout } = useStdout();
+  const { painter, renderMs, store } = o;
+  const { stateRef } = o;
+  // Ink's own output path re-renders on every snapshot instead
+  const [, setRenders] = useState(0);
+  const [size, setSize] = useState({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
+  const sizeRef = useRef(size);
+  sizeRef.current = size;
+  const frameRef = useRef<Frame | null>(null);
+  const { viewRef, dialogRef } = o;
+
+  /** painter path: compose the newest snapshot with the current view and paint the changed rows */
+  const draw = useCallback(() => {
+    const s = stateRef.current;
+    if (!painter || !s) return;
+    const { cols, rows } = sizeRef.current;
+    const f = compose(s, viewRef.current, cols, rows, Date.now(), dialogRef.current, renderMs.current);
+    frameRef.current = f;
+    const t0 = performance.now();
+    painter.paint(f.lines, cols, rows);
+    renderMs.current = performance.now() - t0;
+  }, [painter, renderMs, stateRef, viewRef, dialogRef]);
+  const refresh = useCallback(() => {
+    if (painter) draw();
+    else setRenders((n) => n + 1);
+  }, [draw, painter]);
+
+  const lastData = useRef(0);
+  useEffect(
+    () =>
+      store.subscribe((s) => {
+        lastData.current = Date.now();
+        stateRef.current = s;
+        refresh();
+      }),
+    [store, stateRef, refresh],
+  );
+  useEffect(() => {
+    const onResize = () => setSize({ cols: stdout.columns || 80, rows: stdout.rows || 24 });
+    stdout.on('resize', onResize);
+    return () => {
+      stdout.off('resize', onResize);
+    };
+  }, [stdout]);
+  useEffect(() => {
+    // ages ("12 s ago") must keep counting when nothing arrives (a stalled run), but a frame per
+    // new state is enough while data flows
+    const every = o.tickMs ?? 1000;
+    const t = setInterval(() => {
+      if (Date.now() - lastData.current >= every * 0.9) refresh();
+    }, every);
+    return () => clearInterval(t);
+  }, [o.tickMs, refresh]);
+
+  // a key, a dialog or a resize changed what is drawn: draw now (painter path)
+  useLayoutEffect(() => draw(), [o.view, o.dialog, size, draw]);
+  const state = stateRef.current;
+  const frame =
+    !painter && state ? compose(state, o.view, size.cols, size.rows, Date.now(), o.dialog, renderMs.current) : null;
+  const shown = () => (painter ? frameRef.current : frame);
+  return { size, frame, shown, refresh };
+}
