@@ -1,14 +1,15 @@
 // nsa-top command line: parses the first word and hands the rest to one command module. Each
 // module in src/commands exports `run(argv): Promise<number>` (the exit code) and `command`, its
 // declared command line (src/commands/args.ts); without a command word it is the cockpit's.
-import { defineCommand, helpText, parseCommand, RUN_DIR_ARG, type CommandSpec } from './commands/args.js';
-import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS } from './commands/cockpit-args.js';
+import { defineCommand, helpText, parseCommand, type CommandSpec } from './commands/args.js';
+import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS, RUN_DIR_ARG } from './commands/options.js';
 import { sanitizeText } from './sanitize.js';
 
 /** a command module: `run` gives the exit code; `command` declares its command line (all but train's) */
 export type CommandModule = { run(argv: string[]): Promise<number>; command?: CommandSpec };
 type Command = { summary: string; load: () => Promise<CommandModule> };
 
+/** the command words: what each does (for nsa-top --help) and its module, loaded only when run */
 export const COMMANDS: Record<string, Command> = {
   status: { summary: 'print the run snapshot (table or --json) and exit', load: () => import('./commands/status.js') },
   demo: {

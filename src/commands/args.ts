@@ -52,12 +52,6 @@ export const GLOBAL_OPTIONS = {
   help: { type: 'boolean', short: 'h', help: 'this help' },
 } as const satisfies Record<string, OptionSpec>;
 
-/** the positional word of the commands that look at one run */
-export const RUN_DIR_ARG = {
-  name: 'RUN_DIR',
-  help: 'the run directory (default: the newest run under ./artifacts/)',
-} as const;
-
 type One<O extends OptionSpec> = O['type'] extends 'number' ? number : string;
 type ValueOf<O extends OptionSpec> = O['type'] extends 'boolean'
   ? boolean

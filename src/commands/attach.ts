@@ -4,7 +4,7 @@ import { verifyProcess } from '../remote/procs.js';
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { readSupervisorState, relaunch } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
-import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS } from './cockpit-args.js';
+import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS } from './options.js';
 import { CliError } from './errors.js';
 
 export const command = defineCommand({

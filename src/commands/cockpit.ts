@@ -18,7 +18,7 @@ import { FramePainter } from '../ui/paint.js';
 import { noColor } from '../ui/palette.js';
 import { plain } from '../ui/text.js';
 import { initialView } from '../ui/view.js';
-import type { CockpitArgs } from './cockpit-args.js';
+import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {

@@ -4,7 +4,8 @@ import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.
 import { findRunProcesses } from '../remote/procs.js';
 import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 import { heartbeatPidsOf } from '../trainer/control/requests.js';
-import { defineCommand, parseCommand, RUN_DIR_ARG } from './args.js';
+import { defineCommand, parseCommand } from './args.js';
+import { RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION, localRun } from './control-cli.js';
 
 export const command = defineCommand({

@@ -5,7 +5,8 @@
 // --cancel: cancel that request (too late once .HALT is written: it says so).
 import { currentActor, readOnlyMode, requestHalt } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
-import { defineCommand, parseCommand, RUN_DIR_ARG } from './args.js';
+import { defineCommand, parseCommand } from './args.js';
+import { RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION, localRun, report } from './control-cli.js';
 import { CliError } from './errors.js';
 

@@ -3,6 +3,7 @@
 import { LocalHost } from '../remote/local/host.js';
 import { launchRun } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
+import { PROFILES_OPTION } from './options.js';
 
 export const command = defineCommand({
   name: 'launch',
@@ -13,7 +14,7 @@ export const command = defineCommand({
       value: 'NAME',
       help: 'a profile from `nsa-top profiles` (built-ins: demo, cpu-smoke, m7c-...)',
     },
-    profiles: { type: 'string', value: 'FILE', help: 'YAML file of extra/overriding profiles' },
+    ...PROFILES_OPTION,
     steps: { type: 'number', integer: true, min: 1, value: 'N', help: "override the profile's step count" },
     attach: { type: 'boolean', help: 'open the cockpit on the run once it is up' },
   },

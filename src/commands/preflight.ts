@@ -37,13 +37,13 @@ import {
 import { defineCommand, parseCommand, type Values } from './args.js';
 import { CliError } from './errors.js';
 import { InputError } from '../errors.js';
-import { HOST_OPTIONS, hostSpecOf } from './hostflags.js';
+import { HOST_OPTIONS, hostSpecOf, PROFILES_OPTION } from './options.js';
 
 export const command = defineCommand({
   name: 'preflight',
   options: {
     profile: { type: 'string', value: 'NAME', help: 'the launch profile to check for (nsa-top profiles lists them)' },
-    profiles: { type: 'string', value: 'FILE', help: 'YAML file of extra/overriding profiles' },
+    ...PROFILES_OPTION,
     'run-dir': {
       type: 'string',
       value: 'DIR',

@@ -15,13 +15,14 @@ import {
 } from '../trainer/launch/profiles.js';
 import { runInfoText } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
+import { PROFILES_OPTION } from './options.js';
 import { CliError } from './errors.js';
 
 export const command = defineCommand({
   name: 'profiles',
   options: {
-    file: { type: 'string', value: 'FILE', help: 'YAML file of extra/overriding profiles' },
-    profiles: { type: 'string', value: 'FILE', help: 'the same as --file (the name launch and preflight give it)' },
+    file: { ...PROFILES_OPTION.profiles, help: `${PROFILES_OPTION.profiles.help} (--profiles FILE too)` },
+    ...PROFILES_OPTION,
     check: { type: 'boolean', help: 'validate only: exit 0 when valid, 2 with every error and its line otherwise' },
     show: {
       type: 'string',

@@ -5,13 +5,13 @@ import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local/host.js';
-import { defineCommand, parseCommand, RUN_DIR_ARG } from './args.js';
-import { HOST_OPTIONS, hostSpecOf } from './hostflags.js';
+import { defineCommand, parseCommand } from './args.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
 import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
-import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readAdoption, recordAdoption } from '../trainer/run/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/launch/state.js';
@@ -98,18 +98,9 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
-/** the alerts as status --json gives them (docs/status-json.md) */
+/** the alerts as status --json gives them (docs/status-json.md): `level` is the severity */
 export function jsonAlerts(alerts: readonly Alert[]) {
-  return alerts.map((a) => ({
-    id: a.id,
-    level: a.severity,
-    title: a.title,
-    since: a.since,
-    detail: a.detail,
-    rule: a.rule,
-    step: a.step ?? null,
-    rank: a.rank ?? null,
-  }));
+  return alerts.map(alertFields).map(({ id, severity: level, ...rest }) => ({ id, level, ...rest }));
 }
 
 async function statusOn(

@@ -4,7 +4,8 @@
 // it says so.
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { stopRun } from '../trainer/launch/launch.js';
-import { defineCommand, parseCommand, RUN_DIR_ARG } from './args.js';
+import { defineCommand, parseCommand } from './args.js';
+import { RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION, localRun, report } from './control-cli.js';
 
 export const command = defineCommand({

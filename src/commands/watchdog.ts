@@ -13,8 +13,8 @@ import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched 
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
-import { defineCommand, parseCommand, RUN_DIR_ARG } from './args.js';
-import { HOST_OPTIONS, hostSpecOf } from './hostflags.js';
+import { defineCommand, parseCommand } from './args.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { currentActor, dumpAll, recordAction } from '../trainer/control/actions.js';
@@ -32,7 +32,7 @@ import {
 } from '../trainer/control/ownfiles.js';
 import { CliError, orCliError } from './errors.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
-import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 export { readLaunched, runProcesses } from './judge.js';
@@ -331,17 +331,7 @@ export class Watchdog {
       seen.add(al.id);
       const prev = this.active.get(al.id);
       if (!prev || prev.severity !== al.severity) {
-        await this.log('alert', {
-          id: al.id,
-          rule: al.rule,
-          severity: al.severity,
-          title: al.title,
-          detail: al.detail,
-          since: al.since,
-          step: al.step ?? null,
-          rank: al.rank ?? null,
-          anomaly: al.anomaly ?? null,
-        });
+        await this.log('alert', { ...alertFields(al), anomaly: al.anomaly ?? null });
       }
       this.active.set(al.id, al);
     }
