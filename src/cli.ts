@@ -116,13 +116,13 @@ export async function main(argv: string[]): Promise<number> {
   // --read-only is global: every command takes it (src/commands/args.ts), and it is
   // NSA_TOP_READ_ONLY=1 for every effect (src/trainer/control/ownfiles.ts refuses each write and
   // control.ts each signal), set here before the command loads (never for a word past a `--`).
-  const end = argv.indexOf('--');
-  if ((end < 0 ? argv : argv.slice(0, end)).includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
+  if (optionWords(argv).includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {
       const mod = await loadProduction(COMMANDS[first]!.load);
       // the reference trainer takes the real trainer's flags only
-      return await mod.run(first === 'train' ? withoutReadOnly(rest) : rest);
+      const own = rest.filter((x, i) => first !== 'train' || x !== '--read-only' || i >= optionWords(rest).length);
+      return await mod.run(own);
     }
     // No command word: the cockpit, with RUN_DIR and options as given.
     const a = parseCommand(ROOT, argv);
@@ -141,9 +141,8 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** argv without `--read-only` before any `--` */
-function withoutReadOnly(argv: string[]): string[] {
+/** the words before any `--` (those after it are not options) */
+function optionWords(argv: string[]): string[] {
   const end = argv.indexOf('--');
-  const head = (end < 0 ? argv : argv.slice(0, end)).filter((x) => x !== '--read-only');
-  return end < 0 ? head : [...head, ...argv.slice(end)];
+  return end < 0 ? argv : argv.slice(0, end);
 }

@@ -215,7 +215,7 @@ export function helpText(spec: CommandSpec): string {
   const usage: string[] = [head];
   for (const w of words) {
     const last = usage[usage.length - 1]!;
-    if (last.length + 1 + w.length > WIDTH && last.trim() !== '') usage.push(`${' '.repeat(head.length)} ${w}`);
+    if (last.length + 1 + w.length > WIDTH && last !== head) usage.push(`${' '.repeat(head.length)} ${w}`);
     else usage[usage.length - 1] = `${last} ${w}`;
   }
   const rows: [string, string][] = [
