@@ -1,6 +1,6 @@
-// `nsa-top [RUN_DIR] [options]` (its command line: cockpit-args.ts): the full-screen cockpit. Wires
-// Host → Collector → Ink App; owns the terminal (alternate screen, cursor, resize) and the non-TTY
-// fallback (one frame, then exit).
+// `nsa-top [RUN_DIR] [options]` (its command line: COCKPIT_OPTIONS in options.ts): the full-screen
+// cockpit. Wires Host → Collector → Ink App; owns the terminal (alternate screen, cursor, resize)
+// and the non-TTY fallback (one frame, then exit).
 import { render } from 'ink';
 import { createElement } from 'react';
 import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '../cockpit/actions.js';

@@ -64,8 +64,9 @@ export const command = defineCommand({
   about: `Checks a machine before a launch, each line PASS / WARN / FAIL with the fix:
   GPUs visible, memory clear (no foreign compute apps); NVIDIA driver, python + torch + CUDA;
   the config validates (the real trainer's required keys; the toy-config tell); disk space for
-  checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (the profile's master_port, else 29500) free;
-  the environment the profile's presets set, and risky NSA_* variables in this shell.`,
+  checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (the profile's
+  master_port, else 29500) free; the environment the profile's presets set, and risky NSA_*
+  variables in this shell.`,
   epilog: 'Exit 0: no FAIL; 1: at least one FAIL; 2: bad input (unknown profile, unreadable profiles file).',
 });
 

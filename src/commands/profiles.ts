@@ -21,8 +21,8 @@ import { CliError } from './errors.js';
 export const command = defineCommand({
   name: 'profiles',
   options: {
-    file: { ...PROFILES_OPTION.profiles, help: `${PROFILES_OPTION.profiles.help} (--profiles FILE too)` },
-    ...PROFILES_OPTION,
+    file: PROFILES_OPTION.profiles,
+    profiles: { ...PROFILES_OPTION.profiles, help: 'the same as --file' },
     check: { type: 'boolean', help: 'validate only: exit 0 when valid, 2 with every error and its line otherwise' },
     show: {
       type: 'string',

@@ -19,9 +19,10 @@ export const command = defineCommand({
   about: `Starts the run again under a new detached supervisor, resuming from the checkpoint holding the
 newest weights (by the run's segments, then mtime, then step: the real trainer restarts its step
 count at 1 on --resume) that is COMPLETE (half-written files are skipped and named). A run started
-by hand is relaunched with the command nsa-top recorded while it ran (status, cockpit, watchdog). A .HALT left in the out_dir would stop the trainer at
-step 1: it is shown, and removed only with --remove-stale-halt. On a terminal you confirm by typing
-the run's name; scripts pass --yes. Every relaunch is logged in .nsa-top/actions.jsonl.`,
+by hand is relaunched with the command nsa-top recorded while it ran (status, cockpit, watchdog).
+A .HALT left in the out_dir would stop the trainer at step 1: it is shown, and removed only with
+--remove-stale-halt. On a terminal you confirm by typing the run's name; scripts pass --yes.
+Every relaunch is logged in .nsa-top/actions.jsonl.`,
 });
 
 export async function run(argv: string[]): Promise<number> {
