@@ -1,9 +1,15 @@
-// nsa-top command line: parses the first word and hands the rest to one command module.
-// Each module in src/commands exports `run(argv): Promise<number>` (the exit code).
+// nsa-top command line: parses the first word and hands the rest to one command module. Each
+// module in src/commands exports `run(argv): Promise<number>` (the exit code) and `command`, its
+// declared command line (src/commands/args.ts); without a command word it is the cockpit's.
+import { defineCommand, helpText, parseCommand, type CommandSpec } from './commands/args.js';
+import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS, RUN_DIR_ARG } from './commands/options.js';
 import { sanitizeText } from './sanitize.js';
 
-type Command = { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> };
+/** a command module: `run` gives the exit code; `command` declares its command line (all but train's) */
+export type CommandModule = { run(argv: string[]): Promise<number>; command?: CommandSpec };
+type Command = { summary: string; load: () => Promise<CommandModule> };
 
+/** the command words: what each does (for nsa-top --help) and its module, loaded only when run */
 export const COMMANDS: Record<string, Command> = {
   status: { summary: 'print the run snapshot (table or --json) and exit', load: () => import('./commands/status.js') },
   demo: {
@@ -60,20 +66,22 @@ export const VERSION = '0.1.0';
 /** commands that open the Ink cockpit */
 const INTERACTIVE = new Set(['demo', 'attach', 'launch']);
 
-function usage(): string {
-  const lines = [
-    'usage: nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--read-only]   open the cockpit',
-    '       nsa-top <command> [args]',
-    '',
+/** `nsa-top` without a command word: the cockpit, with the dispatcher's own --help and --version */
+const ROOT = defineCommand({
+  name: '',
+  positional: RUN_DIR_ARG,
+  options: { ...COCKPIT_OPTIONS, version: { type: 'boolean', short: 'V', help: 'print the version and exit' } },
+  about: `Opens the cockpit on a run directory, or runs a command: nsa-top <command> [args].
+${COCKPIT_KEYS}`,
+  epilog: [
     'commands:',
     ...Object.entries(COMMANDS)
       .filter(([name]) => name !== 'supervise' && name !== 'agent')
       .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
     '',
-    'RUN_DIR defaults to the newest run under ./artifacts/. `nsa-top <command> --help` for details.',
-  ];
-  return lines.join('\n') + '\n';
-}
+    '`nsa-top <command> --help` for details.',
+  ].join('\n'),
+});
 
 /**
  * React (and its reconciler and scheduler) choose their development or production build from
@@ -94,12 +102,8 @@ async function loadProduction<T>(load: () => Promise<T>): Promise<T> {
 
 export async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv;
-  if (first === '--help' || first === '-h' || first === 'help') {
-    process.stdout.write(usage());
-    return 0;
-  }
-  if (first === '--version' || first === '-V') {
-    process.stdout.write(`nsa-top ${VERSION}\n`);
+  if (first === 'help') {
+    process.stdout.write(helpText(ROOT));
     return 0;
   }
   // Ink reads CI / CONTINUOUS_INTEGRATION once, when it loads, and then draws only the last frame
@@ -109,21 +113,26 @@ export async function main(argv: string[]): Promise<number> {
     delete process.env.CI;
     delete process.env.CONTINUOUS_INTEGRATION;
   }
-  // --read-only is global: any command takes it, and it is NSA_TOP_READ_ONLY=1 for every effect
-  // (src/trainer/control/ownfiles.ts refuses each write and control.ts each signal). The cockpit also
-  // parses it itself; elsewhere it is taken out of the command's own flags (never past a `--`).
-  const end = argv.indexOf('--');
-  const flags = end < 0 ? argv : argv.slice(0, end);
-  if (flags.includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
+  // --read-only is global: every command takes it (src/commands/args.ts), and it is
+  // NSA_TOP_READ_ONLY=1 for every effect (src/trainer/control/ownfiles.ts refuses each write and
+  // control.ts each signal), set here before the command loads (never for a word past a `--`).
+  if (optionWords(argv).includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {
       const mod = await loadProduction(COMMANDS[first]!.load);
-      const own = first === 'attach' ? rest : withoutReadOnly(rest);
+      // the reference trainer takes the real trainer's flags only
+      const own = rest.filter((x, i) => first !== 'train' || x !== '--read-only' || i >= optionWords(rest).length);
       return await mod.run(own);
     }
-    // No command word: the cockpit, with RUN_DIR and flags as given.
+    // No command word: the cockpit, with RUN_DIR and options as given.
+    const a = parseCommand(ROOT, argv);
+    if (!a) return 0;
+    if (a.values.version) {
+      process.stdout.write(`nsa-top ${VERSION}\n`);
+      return 0;
+    }
     const mod = await loadProduction(() => import('./commands/cockpit.js'));
-    return await mod.run(argv);
+    return await mod.runCockpit(cockpitArgs(a.positional, a.values));
   } catch (err) {
     const e = err as Error & { exitCode?: number };
     process.stderr.write(`nsa-top: ${sanitizeText(e.message)}\n`);
@@ -132,9 +141,8 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** argv without `--read-only` before any `--` (the commands other than the cockpit do not parse it) */
-function withoutReadOnly(argv: string[]): string[] {
+/** the words before any `--` (those after it are not options) */
+function optionWords(argv: string[]): string[] {
   const end = argv.indexOf('--');
-  const head = (end < 0 ? argv : argv.slice(0, end)).filter((x) => x !== '--read-only');
-  return end < 0 ? head : [...head, ...argv.slice(end)];
+  return end < 0 ? argv : argv.slice(0, end);
 }

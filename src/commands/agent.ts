@@ -4,16 +4,17 @@
 import { resolve } from 'node:path';
 import { LocalHost } from '../remote/local/host.js';
 import { AGENT_ENV, runAgent } from '../trainer/control/requests.js';
+import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 
+export const command = defineCommand({
+  name: 'agent',
+  options: {},
+  about: `(internal; started detached by nsa-top halt --after-checkpoint; out_dir from ${AGENT_ENV})`,
+});
+
 export async function run(argv: string[]): Promise<number> {
-  if (argv.includes('-h') || argv.includes('--help')) {
-    process.stdout.write(
-      `usage: nsa-top agent   (internal; started detached by nsa-top halt --after-checkpoint; out_dir from ${AGENT_ENV})\n`,
-    );
-    return 0;
-  }
-  if (argv.length > 0) throw new CliError(`agent: unexpected argument ${argv[0]}`);
+  if (!parseCommand(command, argv)) return 0;
   const dir = process.env[AGENT_ENV];
   if (!dir)
     throw new CliError(`agent: ${AGENT_ENV} is not set (this command is started by nsa-top halt --after-checkpoint)`);

@@ -1,20 +1,28 @@
-// `nsa-top attach RUN_DIR` — open the cockpit on a supervised run (launcher dir or out_dir).
+// `nsa-top attach RUN_DIR [cockpit options]` — open the cockpit on a supervised run (launcher dir or out_dir).
 import { LocalHost } from '../remote/local/host.js';
 import { verifyProcess } from '../remote/procs.js';
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { readSupervisorState, relaunch } from '../trainer/launch/launch.js';
+import { defineCommand, parseCommand } from './args.js';
+import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS } from './options.js';
 import { CliError } from './errors.js';
 
+export const command = defineCommand({
+  name: 'attach',
+  positional: {
+    name: 'RUN_DIR',
+    required: true,
+    help: 'a run started by nsa-top launch (artifacts/train_runs/<profile>_<time>)',
+  },
+  options: COCKPIT_OPTIONS,
+  about: 'Opens the cockpit on a run started by nsa-top launch (re-adopting its trainer if the supervisor died).',
+  epilog: COCKPIT_KEYS,
+});
+
 export async function run(argv: string[]): Promise<number> {
-  if (argv[0] === '-h' || argv[0] === '--help') {
-    process.stdout.write(
-      'usage: nsa-top attach RUN_DIR [cockpit options]\n\nOpens the cockpit on a run started by nsa-top launch.\n',
-    );
-    return 0;
-  }
-  const [dir, ...rest] = argv;
-  if (!dir || dir.startsWith('-'))
-    throw new CliError('attach: RUN_DIR missing (artifacts/train_runs/<profile>_<time>)');
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const dir = a.positional;
   const host = new LocalHost();
   if (!(await host.stat(dir))?.isDir) throw new CliError(`attach: ${dir}: no such run directory`);
   const st = await readSupervisorState(host, dir);
@@ -33,5 +41,5 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const cockpit = await import('./cockpit.js');
-  return cockpit.run([dir, ...rest]);
+  return cockpit.runCockpit(cockpitArgs(dir, a.values));
 }

@@ -1,6 +1,6 @@
-// `nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--accept-new-host-key] [--read-only]
-// [--interval S]`: the full-screen cockpit. Wires Host → Collector → Ink App; owns the terminal
-// (alternate screen, cursor, resize) and the non-TTY fallback (one frame, then exit).
+// `nsa-top [RUN_DIR] [options]` (its command line: COCKPIT_OPTIONS in options.ts): the full-screen
+// cockpit. Wires Host → Collector → Ink App; owns the terminal (alternate screen, cursor, resize)
+// and the non-TTY fallback (one frame, then exit).
 import { render } from 'ink';
 import { createElement } from 'react';
 import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
@@ -18,58 +18,8 @@ import { FramePainter } from '../ui/paint.js';
 import { noColor } from '../ui/palette.js';
 import { plain } from '../ui/text.js';
 import { initialView } from '../ui/view.js';
+import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
-
-const HELP = `usage: nsa-top [RUN_DIR] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
-               [--read-only] [--interval S]
-
-Opens the cockpit on a run directory (default: the newest run under ./artifacts/).
-  --host user@box[:port]  watch a run on another machine over SSH (agentless)
-  -i KEY                  SSH identity file
-  --accept-new-host-key   trust an unknown host key on first connect (like StrictHostKeyChecking=accept-new)
-  --read-only             no dump / halt / relaunch: refused at the key, the dialog and the action
-  --interval S            refresh period in seconds (default 1)
-Keys: ? in the cockpit. Without a terminal (stdout piped) one frame is printed; \`nsa-top status\`
-is the headless form.
-`;
-
-export interface CockpitArgs {
-  runDir?: string;
-  host?: string;
-  identity?: string;
-  port?: number;
-  acceptNewHostKey: boolean;
-  readOnly: boolean;
-  intervalS: number;
-}
-
-export function parseCockpitArgs(argv: string[]): CockpitArgs | 'help' {
-  const a: CockpitArgs = { acceptNewHostKey: false, readOnly: false, intervalS: 1 };
-  for (let i = 0; i < argv.length; i++) {
-    const x = argv[i]!;
-    const val = () => {
-      const v = argv[++i];
-      if (v === undefined || v.startsWith('--')) throw new CliError(`${x} needs a value (see nsa-top --help)`, 2);
-      return v;
-    };
-    if (x === '--help' || x === '-h') return 'help';
-    else if (x === '--host') a.host = val();
-    else if (x.startsWith('--host=')) a.host = x.slice(7);
-    else if (x === '-i' || x === '--identity') a.identity = val();
-    else if (x === '--accept-new-host-key') a.acceptNewHostKey = true;
-    else if (x === '--read-only') a.readOnly = true;
-    else if (x === '--interval' || x.startsWith('--interval=')) {
-      const v = x.includes('=') ? x.slice(11) : val();
-      const n = Number(v);
-      if (!Number.isFinite(n) || n < 0.2 || n > 3600)
-        throw new CliError(`--interval: "${v}" is not a number of seconds between 0.2 and 3600`, 2);
-      a.intervalS = n;
-    } else if (x.startsWith('-')) throw new CliError(`unknown option ${x} (see nsa-top --help)`, 2);
-    else if (a.runDir === undefined) a.runDir = x;
-    else throw new CliError(`more than one RUN_DIR given: ${a.runDir}, ${x}`, 2);
-  }
-  return a;
-}
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -199,12 +149,8 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
   }
 }
 
-export async function run(argv: string[]): Promise<number> {
-  const a = parseCockpitArgs(argv);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
+/** The cockpit on the run `a` names (the dispatcher and `attach` parse the command line). */
+export async function runCockpit(a: CockpitArgs): Promise<number> {
   const host = await openHostFor(a);
   try {
     const runDir = await resolveRunDir(host, a.runDir, process.cwd());

@@ -8,61 +8,54 @@ import { currentActor, describeActor } from '../trainer/control/actions.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/launch/launch.js';
 import { supervisorStopFn } from '../cockpit/actions.js';
 import { openCockpit } from './cockpit.js';
-import { CliError } from './errors.js';
-
-const HELP = `usage: nsa-top demo [--steps N] [--inject SPEC]... [--interval S] [--leave-running]
-
-Starts nsa-top's reference NSA trainer (2 ranks, a checkpoint every 25 steps) in a fresh run dir
-under ./artifacts/train_runs/, and opens the cockpit on it. Try d (stack dump of every rank),
-h (halt), r (relaunch from the checkpoint), ? (all keys). On quit you are asked whether to stop
-the run (default: halt gracefully); the run dir is printed either way.
-
-  --steps N        steps to train (default 3000: a few minutes on a laptop, time to try the keys)
-  --inject SPEC    rehearse a failure, e.g. hang@step=40,rank=1 (see nsa-top train --help)
-  --interval S     cockpit refresh period (default 1)
-  --leave-running  do not ask on quit; leave the run going
-`;
+import { defineCommand, parseCommand } from './args.js';
 
 const DEMO_STEPS = 3000;
 
+export const command = defineCommand({
+  name: 'demo',
+  options: {
+    steps: {
+      type: 'number',
+      integer: true,
+      min: 1,
+      default: DEMO_STEPS,
+      value: 'N',
+      help: `steps to train (default ${DEMO_STEPS}: a few minutes on a laptop, time to try the keys)`,
+    },
+    inject: {
+      type: 'string',
+      multiple: true,
+      value: 'SPEC',
+      help: 'rehearse a failure, e.g. hang@step=40,rank=1 (see nsa-top train --help)',
+    },
+    interval: {
+      type: 'number',
+      min: 0.2,
+      max: 3600,
+      default: 1,
+      value: 'S',
+      help: 'cockpit refresh period (default 1)',
+    },
+    'leave-running': { type: 'boolean', help: 'do not ask on quit; leave the run going' },
+  },
+  about: `Starts nsa-top's reference NSA trainer (2 ranks, a checkpoint every 25 steps) in a fresh run dir
+under ./artifacts/train_runs/, and opens the cockpit on it. Try d (stack dump of every rank),
+h (halt), r (relaunch from the checkpoint), ? (all keys). On quit you are asked whether to stop
+the run (default: halt gracefully); the run dir is printed either way.`,
+});
+
 export async function run(argv: string[]): Promise<number> {
-  let steps: number | undefined;
-  let intervalS = 1;
-  let leave = false;
-  const inject: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const val = () => {
-      const eq = a.indexOf('=');
-      if (a.startsWith('--') && eq > 0) return a.slice(eq + 1);
-      const v = argv[++i];
-      if (v === undefined) throw new CliError(`demo: ${a} needs a value`, 2);
-      return v;
-    };
-    if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      return 0;
-    } else if (a === '--steps' || a.startsWith('--steps=')) {
-      const v = val();
-      if (!/^\d+$/.test(v) || Number(v) < 1)
-        throw new CliError(`demo: --steps needs a positive integer, got '${v}'`, 2);
-      steps = Number(v);
-    } else if (a === '--inject' || a.startsWith('--inject=')) inject.push(val());
-    else if (a === '--interval' || a.startsWith('--interval=')) {
-      const v = Number(val());
-      if (!Number.isFinite(v) || v < 0.2 || v > 3600)
-        throw new CliError('demo: --interval needs seconds between 0.2 and 3600', 2);
-      intervalS = v;
-    } else if (a === '--leave-running') leave = true;
-    else throw new CliError(`demo: unknown argument '${a}' (see nsa-top demo --help)`, 2);
-  }
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const { steps, inject, interval: intervalS, 'leave-running': leave } = a.values;
   const host = new LocalHost();
   const extraArgs = inject.flatMap((s) => ['--inject', s]);
   // the profile's 400 steps are over in ~20 s on a fast machine: too short to try d, h and r
   const { runDir } = await launchRun(host, {
     profile: 'demo',
     cwd: process.cwd(),
-    steps: steps ?? DEMO_STEPS,
+    steps,
     extraArgs,
   });
   process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);

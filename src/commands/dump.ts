@@ -5,23 +5,25 @@ import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { findRunProcesses } from '../remote/procs.js';
 import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 import { heartbeatPidsOf } from '../trainer/control/requests.js';
-import { localRun, parseControlArgs } from './control-cli.js';
+import { defineCommand, parseCommand } from './args.js';
+import { RUN_DIR_ARG } from './options.js';
+import { JSON_OPTION, localRun } from './control-cli.js';
 
-const HELP = `usage: nsa-top dump RUN [--json] [--read-only]
-
-Sends SIGUSR1 to each rank of the run (>= 1.1 s apart; the trainer writes stackdump_<epoch>.txt)
-and names the ranks that did not answer, and why.
-Exit codes: 0 every rank dumped, 1 some or none answered, 2 bad input, 3 refused (read-only, no ranks).
-`;
+export const command = defineCommand({
+  name: 'dump',
+  positional: RUN_DIR_ARG,
+  options: JSON_OPTION,
+  about: `Sends SIGUSR1 to each rank of the run (>= 1.1 s apart; the trainer writes stackdump_<epoch>.txt)
+and names the ranks that did not answer, and why.`,
+  epilog: 'Exit codes: 0 every rank dumped, 1 some or none answered, 2 bad input, 3 refused (read-only, no ranks).',
+});
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseControlArgs('dump', argv, []);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  const { host, runDir } = await localRun(a);
-  const readOnly = a.readOnly || readOnlyMode();
+  const p = parseCommand(command, argv);
+  if (!p) return 0;
+  const a = p.values;
+  const { host, runDir } = await localRun(p.positional);
+  const readOnly = a['read-only'] || readOnlyMode();
   const out = (o: Record<string, unknown>, line: string, code: number) => {
     if (a.json) process.stdout.write(`${JSON.stringify({ command: 'dump', exitCode: code, ...o }, null, 2)}\n`);
     else (code === 0 ? process.stdout : process.stderr).write(line);

@@ -5,40 +5,46 @@
 // --cancel: cancel that request (too late once .HALT is written: it says so).
 import { currentActor, readOnlyMode, requestHalt } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
-import { localRun, parseControlArgs, report } from './control-cli.js';
+import { defineCommand, parseCommand } from './args.js';
+import { RUN_DIR_ARG } from './options.js';
+import { JSON_OPTION, localRun, report } from './control-cli.js';
 import { CliError } from './errors.js';
 
-const HELP = `usage: nsa-top halt RUN [--after-checkpoint | --cancel] [--json] [--read-only]
-
-  (plain)             write <out_dir>/.HALT now ("halt: manual_stop USER"): the ranks stop at their
-                      next step. The nsa-vibe trainer writes NO checkpoint on HALT.
-  --after-checkpoint  write .HALT once a complete checkpoint written after now is there. Returns at
-                      once: the request is carried by the run's supervisor, or by a detached
-                      nsa-top agent, and outlives this shell and the SSH session. Any cockpit shows it.
-  --cancel            cancel the pending request (refused once its .HALT is written)
-  --json              print the outcome as JSON
-Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only, nothing to halt, too late).
-Every step is logged in <out_dir>/.nsa-top/actions.jsonl.
-`;
+export const command = defineCommand({
+  name: 'halt',
+  positional: RUN_DIR_ARG,
+  options: {
+    'after-checkpoint': {
+      type: 'boolean',
+      help: `write .HALT once a complete checkpoint written after now is there. Returns at
+once: the request is carried by the run's supervisor, or by a detached
+nsa-top agent, and outlives this shell and the SSH session. Any cockpit shows it.`,
+    },
+    cancel: { type: 'boolean', help: 'cancel the pending request (refused once its .HALT is written)' },
+    ...JSON_OPTION,
+  },
+  about: `Plain: write <out_dir>/.HALT now ("halt: manual_stop USER"): the ranks stop at their next step.
+The nsa-vibe trainer writes NO checkpoint on HALT.`,
+  epilog: `Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only, nothing to halt, too late).
+Every step is logged in <out_dir>/.nsa-top/actions.jsonl.`,
+});
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseControlArgs('halt', argv, ['--after-checkpoint', '--cancel']);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (a.flags.has('--after-checkpoint') && a.flags.has('--cancel'))
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const v = a.values;
+  if (v['after-checkpoint'] && v.cancel)
     throw new CliError('halt: --after-checkpoint and --cancel do not go together', 2);
-  const { host, runDir } = await localRun(a);
+  const { host, runDir } = await localRun(a.positional);
   const actor = await currentActor(host);
-  const readOnly = a.readOnly || readOnlyMode();
-  if (a.flags.has('--cancel')) {
+  const readOnly = v['read-only'] || readOnlyMode();
+  if (v.cancel) {
     const r = await cancelRequest(host, runDir, actor, { readOnly });
-    return report('halt --cancel', a, r.record, { request: r.request });
+    return report('halt --cancel', v.json, r.record, { request: r.request });
   }
-  if (a.flags.has('--after-checkpoint')) {
+  if (v['after-checkpoint']) {
     const r = await submitHaltAfterCheckpoint(host, runDir, actor, { readOnly });
-    return report('halt --after-checkpoint', a, r.record, { request: r.request });
+    return report('halt --after-checkpoint', v.json, r.record, { request: r.request });
   }
-  return report('halt', a, await requestHalt(host, runDir, 'now', actor, { readOnly }));
+  return report('halt', v.json, await requestHalt(host, runDir, 'now', actor, { readOnly }));
 }

@@ -5,7 +5,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { Checker, type Evaluation, type Launched } from '../checks/index.js';
+import { Checker, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
 import { findRunProcesses, hintsFromRun } from '../remote/procs.js';
@@ -76,6 +76,20 @@ export async function judge(
     hostCpus: host.kind === 'local' ? cpus().length : undefined,
   });
   return { run, procs, ev };
+}
+
+/** an alert's fields as `status --json` and the watchdog's `alert` lines give them */
+export function alertFields(a: Alert) {
+  return {
+    id: a.id,
+    rule: a.rule,
+    severity: a.severity,
+    title: a.title,
+    detail: a.detail,
+    since: a.since,
+    step: a.step ?? null,
+    rank: a.rank ?? null,
+  };
 }
 
 const DEAD = new Set(['STALLED', 'EXITED', 'NO TRAINER']);

@@ -34,97 +34,43 @@ import {
   type Profile,
   type ProfilesFile,
 } from '../trainer/launch/profiles.js';
+import { defineCommand, parseCommand, type Values } from './args.js';
 import { CliError } from './errors.js';
 import { InputError } from '../errors.js';
+import { HOST_OPTIONS, hostSpecOf, PROFILES_OPTION } from './options.js';
 
-const HELP = `usage: nsa-top preflight [--profile NAME] [--profiles FILE] [--run-dir DIR] [--config FILE]
-                         [--port N] [--host user@box[:port]] [-i KEY] [--json]
-
-Checks a machine before a launch, each line PASS / WARN / FAIL with the fix:
+export const command = defineCommand({
+  name: 'preflight',
+  options: {
+    profile: { type: 'string', value: 'NAME', help: 'the launch profile to check for (nsa-top profiles lists them)' },
+    ...PROFILES_OPTION,
+    'run-dir': {
+      type: 'string',
+      value: 'DIR',
+      help: "the out_dir to check (disk, a stale .HALT); default: the profile's",
+    },
+    config: { type: 'string', value: 'FILE', help: "the trainer config to validate; default: the profile's" },
+    port: {
+      type: 'number',
+      integer: true,
+      min: 1,
+      max: 65535,
+      value: 'N',
+      help: "torchrun's port; default: the profile's master_port, else 29500",
+    },
+    ...HOST_OPTIONS,
+    json: { type: 'boolean', help: 'the lines as JSON' },
+  },
+  about: `Checks a machine before a launch, each line PASS / WARN / FAIL with the fix:
   GPUs visible, memory clear (no foreign compute apps); NVIDIA driver, python + torch + CUDA;
   the config validates (the real trainer's required keys; the toy-config tell); disk space for
-  checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (the profile's master_port, else 29500) free;
-  the environment the profile's presets set, and risky NSA_* variables in this shell.
-Exit 0: no FAIL; 1: at least one FAIL; 2: bad input (unknown profile, unreadable profiles file).
-`;
+  checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (the profile's
+  master_port, else 29500) free; the environment the profile's presets set, and risky NSA_*
+  variables in this shell.`,
+  epilog: 'Exit 0: no FAIL; 1: at least one FAIL; 2: bad input (unknown profile, unreadable profiles file).',
+});
 
-interface Args {
-  profile: string | null;
-  profiles: string | null;
-  runDir: string | null;
-  config: string | null;
-  port: number | null;
-  host: string | null;
-  identity: string | null;
-  acceptNewHostKey: boolean;
-  json: boolean;
-}
-
-function parseArgs(argv: string[]): Args | 'help' {
-  const a: Args = {
-    profile: null,
-    profiles: null,
-    runDir: null,
-    config: null,
-    port: null,
-    host: null,
-    identity: null,
-    acceptNewHostKey: false,
-    json: false,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const x = argv[i]!;
-    const [flag, inline] =
-      x.startsWith('--') && x.includes('=')
-        ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]
-        : [x, undefined];
-    const val = (): string => {
-      const v = inline !== undefined ? inline : argv[++i];
-      if (v === undefined || v === '') throw new CliError(`preflight: ${flag} needs a value`, 2);
-      return v;
-    };
-    switch (flag) {
-      case '-h':
-      case '--help':
-        return 'help';
-      case '--profile':
-        a.profile = val();
-        break;
-      case '--profiles':
-        a.profiles = val();
-        break;
-      case '--run-dir':
-        a.runDir = val();
-        break;
-      case '--config':
-        a.config = val();
-        break;
-      case '--host':
-        a.host = val();
-        break;
-      case '-i':
-        a.identity = val();
-        break;
-      case '--accept-new-host-key':
-        a.acceptNewHostKey = true;
-        break;
-      case '--json':
-        a.json = true;
-        break;
-      case '--port': {
-        const v = val();
-        const n = Number(v);
-        if (!Number.isInteger(n) || n < 1 || n > 65535)
-          throw new CliError(`preflight: --port needs a TCP port, got '${v}'`, 2);
-        a.port = n;
-        break;
-      }
-      default:
-        throw new CliError(`preflight: unexpected argument ${x} (see nsa-top preflight --help)`, 2);
-    }
-  }
-  return a;
-}
+type Args = Values<typeof command>;
 
 const PY_PROBE = [
   'import json, sys',
@@ -234,21 +180,15 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseArgs(argv);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  const host = await openHost({
-    host: a.host ?? undefined,
-    identity: a.identity ?? undefined,
-    acceptNewHostKey: a.acceptNewHostKey,
-  });
+  const p = parseCommand(command, argv);
+  if (!p) return 0;
+  const a = p.values;
+  const host = await openHost(hostSpecOf(a));
   try {
     const lines = await preflight(host, a);
     if (a.json)
       process.stdout.write(JSON.stringify({ host: host.label, lines, exitCode: preflightExit(lines) }, null, 2) + '\n');
-    else process.stdout.write(formatLines(host.label, a.profile, lines));
+    else process.stdout.write(formatLines(host.label, a.profile ?? null, lines));
     return preflightExit(lines);
   } finally {
     await host.close().catch(() => {});
@@ -307,7 +247,7 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
       profile,
       presets: profiles!.presets,
       gpus: inventory(gpu),
-      runDir: a.runDir ?? join(runDirBase(profile, cwd), `${a.profile}_preflight`),
+      runDir: a['run-dir'] ?? join(runDirBase(profile, cwd), `${a.profile}_preflight`),
       cwd,
       configOutDir,
     });
@@ -342,7 +282,7 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   if (plan?.configWhy) lines.push({ check: 'config', status: 'INFO', text: `chosen: ${plan.configWhy}` });
   // ---- disk for checkpoints
   {
-    const dir = a.runDir ?? plan?.outDir ?? cwd;
+    const dir = a['run-dir'] ?? plan?.outDir ?? cwd;
     const m = cfgDoc?.model;
     let params: number | null = null;
     if (m && m.dim !== undefined) {
@@ -366,7 +306,7 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   }
   // ---- stale .HALT
   {
-    const dir = a.runDir ?? plan?.outDir ?? null;
+    const dir = a['run-dir'] ?? plan?.outDir ?? null;
     if (dir) {
       const h = await host.stat(join(dir, '.HALT')).catch(() => null);
       const content = h ? await readSmall(host, join(dir, '.HALT')) : null;
@@ -402,7 +342,7 @@ async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   // ---- environment of the profile
   lines.push(
     ...judgeEnv(
-      a.profile,
+      a.profile ?? null,
       profile?.env_presets ?? [],
       plan?.env ?? {},
       host.kind === 'local' ? process.env : {},

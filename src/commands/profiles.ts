@@ -14,40 +14,31 @@ import {
   trainerCwd,
 } from '../trainer/launch/profiles.js';
 import { runInfoText } from '../trainer/launch/launch.js';
+import { defineCommand, parseCommand } from './args.js';
+import { PROFILES_OPTION } from './options.js';
 import { CliError } from './errors.js';
 
-const HELP = `usage: nsa-top profiles [--file FILE] [--check] [--show NAME] [--json]
-
-Lists the launch profiles (built-ins plus FILE, whose profiles of the same name win).
-  --check       validate only: exit 0 when valid, 2 with every error and its line otherwise
-  --show NAME   the command, env, config and out_dir NAME would get on this machine (dry run)
-  --json        machine-readable listing
-`;
+export const command = defineCommand({
+  name: 'profiles',
+  options: {
+    file: PROFILES_OPTION.profiles,
+    profiles: { ...PROFILES_OPTION.profiles, help: 'the same as --file' },
+    check: { type: 'boolean', help: 'validate only: exit 0 when valid, 2 with every error and its line otherwise' },
+    show: {
+      type: 'string',
+      value: 'NAME',
+      help: 'the command, env, config and out_dir NAME would get on this machine (dry run)',
+    },
+    json: { type: 'boolean', help: 'machine-readable listing' },
+  },
+  about: 'Lists the launch profiles (built-ins plus FILE, whose profiles of the same name win).',
+});
 
 export async function run(argv: string[]): Promise<number> {
-  let file: string | undefined;
-  let check = false;
-  let show: string | null = null;
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    const val = () => {
-      const eq = a.indexOf('=');
-      if (eq > 0) return a.slice(eq + 1);
-      const v = argv[++i];
-      if (v === undefined) throw new CliError(`profiles: ${a} needs a value`);
-      return v;
-    };
-    if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      return 0;
-    } else if (a === '--file' || a.startsWith('--file=') || a === '--profiles' || a.startsWith('--profiles='))
-      file = val();
-    else if (a === '--check') check = true;
-    else if (a === '--show' || a.startsWith('--show=')) show = val();
-    else if (a === '--json') json = true;
-    else throw new CliError(`profiles: unknown argument '${a}'`);
-  }
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const { check, show, json } = a.values;
+  const file = a.values.file ?? a.values.profiles;
   const host = new LocalHost();
   let loaded;
   try {
@@ -65,7 +56,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(`ok: ${names.length} profiles valid (${names.join(', ')})\n`);
     return 0;
   }
-  if (show !== null) {
+  if (show !== undefined) {
     const p = loaded.profiles[show];
     if (!p) throw new CliError(`profiles: unknown profile '${show}' (known: ${names.join(', ')})`);
     const gpus = await queryGpus(host);

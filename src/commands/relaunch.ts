@@ -7,35 +7,31 @@ import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { withoutResume } from '../trainer/run/adopt.js';
 import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
+import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 
-const HELP = `usage: nsa-top relaunch RUN_DIR [--remove-stale-halt] [--yes]
-
-Starts the run again under a new detached supervisor, resuming from the checkpoint holding the
+export const command = defineCommand({
+  name: 'relaunch',
+  positional: { name: 'RUN_DIR', required: true, help: 'the run to start again (its launcher dir or out_dir)' },
+  options: {
+    'remove-stale-halt': { type: 'boolean', help: 'remove a .HALT left in the out_dir (else the relaunch is refused)' },
+    yes: { type: 'boolean', short: 'y', help: "no question: for scripts (on a terminal you type the run's name)" },
+  },
+  about: `Starts the run again under a new detached supervisor, resuming from the checkpoint holding the
 newest weights (by the run's segments, then mtime, then step: the real trainer restarts its step
 count at 1 on --resume) that is COMPLETE (half-written files are skipped and named). A run started
-by hand is relaunched with the command nsa-top recorded while it ran (status, cockpit, watchdog). A .HALT left in the out_dir would stop the trainer at
-step 1: it is shown, and removed only with --remove-stale-halt. On a terminal you confirm by typing
-the run's name; scripts pass --yes. Every relaunch is logged in .nsa-top/actions.jsonl.
-`;
+by hand is relaunched with the command nsa-top recorded while it ran (status, cockpit, watchdog).
+A .HALT left in the out_dir would stop the trainer at step 1: it is shown, and removed only with
+--remove-stale-halt. On a terminal you confirm by typing the run's name; scripts pass --yes.
+Every relaunch is logged in .nsa-top/actions.jsonl.`,
+});
 
 export async function run(argv: string[]): Promise<number> {
-  let dir: string | null = null;
-  let removeStaleHalt = false;
-  let yes = false;
-  for (const a of argv) {
-    if (a === '-h' || a === '--help') {
-      process.stdout.write(HELP);
-      return 0;
-    } else if (a === '--remove-stale-halt') removeStaleHalt = true;
-    else if (a === '--yes' || a === '-y') yes = true;
-    else if (a.startsWith('-')) throw new CliError(`relaunch: unknown option ${a}`);
-    else if (dir === null) dir = a;
-    else throw new CliError(`relaunch: unexpected argument ${a}`);
-  }
-  if (!dir) throw new CliError('relaunch: RUN_DIR missing');
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const { 'remove-stale-halt': removeStaleHalt, yes } = a.values;
   const host = new LocalHost();
-  dir = resolve(dir);
+  const dir = resolve(a.positional);
   if (!(await host.stat(dir))?.isDir) throw new CliError(`relaunch: ${dir}: no such run directory`);
   // read-only: refused by the audited path itself, in the words every command and the cockpit use
   if (readOnlyMode())

@@ -9,17 +9,35 @@ import { gradeRun, PHASES, type Phase, type Report, type Status } from '../check
 import type { MemSample } from '../checks/rules.js';
 import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
-import { openHost, type OpenHostSpec } from '../remote/index.js';
-import { splitHostFlags } from './hostflags.js';
+import { openHost } from '../remote/index.js';
+import { defineCommand, parseCommand } from './args.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readRunHistory } from '../trainer/run/history.js';
 
-const HELP = `usage: nsa-top report [RUN_DIR] [--phase 0|1|2|3] [--json | --md] [--min-tps N] [--host user@box[:port]]
-
-Grades a finished or live run against the runbooks' acceptance phases, with evidence. It reads the
+export const command = defineCommand({
+  name: 'report',
+  positional: RUN_DIR_ARG,
+  options: {
+    phase: {
+      type: 'string',
+      choices: ['0', '1', '2', '3'],
+      help: "the phase to grade (default: the highest the run's configured length allows)",
+    },
+    json: { type: 'boolean', help: 'the report as JSON' },
+    md: { type: 'boolean', help: 'the report as Markdown' },
+    'min-tps': {
+      type: 'number',
+      min: 0,
+      value: 'N',
+      help: 'the least tokens/s that passes phase 1 (default: its bounds)',
+    },
+    ...HOST_OPTIONS,
+  },
+  about: `Grades a finished or live run against the runbooks' acceptance phases, with evidence. It reads the
 WHOLE history (rank 0's heartbeat file and the log, streaming, every segment): crashes, restarts,
 stalls that cleared, non-finite losses and failed checkpoint saves anywhere are named with their
 steps and times.
@@ -32,61 +50,15 @@ steps and times.
            model/config (dims known)
 A critical alert (non-finite or exploding loss, gate collapse, a stall, a dead rank, a run that
 ended without finishing or halting, a wrong config) makes every phase NO-GO. Without --phase the
-highest phase the run's configured length allows is graded, and every phase is shown.
-
-Exit: 0 GO, 1 NO-GO, 2 cannot judge (yet: a live run short of the phase's steps; or no run data).
-`;
+highest phase the run's configured length allows is graded, and every phase is shown.`,
+  epilog: "Exit: 0 GO, 1 NO-GO, 2 cannot judge (yet: a live run short of the phase's steps; or no run data).",
+});
 
 interface ReportArgs {
   dir: string | undefined;
   phase: Phase | undefined;
   format: 'text' | 'json' | 'md';
   minTps: number | undefined;
-  hostSpec: OpenHostSpec;
-}
-
-export function parseReportArgs(all: string[]): ReportArgs | 'help' {
-  const { spec, rest: argv } = splitHostFlags('report', all);
-  const a: ReportArgs = { dir: undefined, phase: undefined, format: 'text', minTps: undefined, hostSpec: spec };
-  for (let i = 0; i < argv.length; i++) {
-    const x = argv[i]!;
-    const [flag, inline] =
-      x.startsWith('--') && x.includes('=')
-        ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]
-        : [x, undefined];
-    const val = () => (inline !== undefined ? inline : argv[++i]);
-    switch (flag) {
-      case '-h':
-      case '--help':
-        return 'help';
-      case '--json':
-        a.format = 'json';
-        break;
-      case '--md':
-        a.format = 'md';
-        break;
-      case '--phase': {
-        const v = val();
-        if (v === undefined || !/^[0-3]$/.test(v))
-          throw new CliError(`report: --phase takes 0, 1, 2 or 3, got ${v === undefined ? 'nothing' : `'${v}'`}`, 2);
-        a.phase = Number(v) as Phase;
-        break;
-      }
-      case '--min-tps': {
-        const v = val();
-        const n = Number(v);
-        if (v === undefined || !Number.isFinite(n) || n < 0)
-          throw new CliError(`report: --min-tps needs a number >= 0`, 2);
-        a.minTps = n;
-        break;
-      }
-      default:
-        if (x.startsWith('-')) throw new CliError(`report: unknown option ${x} (see nsa-top report --help)`, 2);
-        if (a.dir !== undefined) throw new CliError('report: more than one RUN_DIR given', 2);
-        a.dir = x;
-    }
-  }
-  return a;
 }
 
 const MEM_TAIL = 32 * 1024 * 1024;
@@ -157,13 +129,18 @@ async function readHeartbeats(
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseReportArgs(argv);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const p = parseCommand(command, argv);
+  if (!p) return 0;
+  const v = p.values;
+  if (v.json && v.md) throw new CliError('report: --json and --md do not go together', 2);
+  const a: ReportArgs = {
+    dir: p.positional,
+    phase: v.phase === undefined ? undefined : (Number(v.phase) as Phase),
+    format: v.json ? 'json' : v.md ? 'md' : 'text',
+    minTps: v['min-tps'],
+  };
   const t = orCliError('report', () => thresholdsFromEnv(process.env));
-  const host = await openHost(a.hostSpec);
+  const host = await openHost(hostSpecOf(v));
   try {
     return await reportOn(host, a, t);
   } finally {

@@ -5,12 +5,13 @@ import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local/host.js';
-import { HOST_FLAGS_HELP, splitHostFlags } from './hostflags.js';
+import { defineCommand, parseCommand } from './args.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
 import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
-import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readAdoption, recordAdoption } from '../trainer/run/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/launch/state.js';
@@ -60,62 +61,46 @@ function formatResume(r: ResumeCheckpointField | null, adoptNote: string | null)
   return out.length ? `${out.join('\n')}\n` : '';
 }
 
-const HELP = `usage: nsa-top status [RUN_DIR] [--json] [--full] [--host user@box[:port]] [-i KEY] [--accept-new-host-key]
-
-Reads the run directory once and prints what the cockpit would show: the run's state and why, its
+export const command = defineCommand({
+  name: 'status',
+  positional: RUN_DIR_ARG,
+  options: {
+    json: { type: 'boolean', help: 'the RunSnapshot plus `state` and `alerts` as JSON (fields: docs/status-json.md)' },
+    full: { type: 'boolean', help: 'read the whole history of huge files first (series, segments)' },
+    ...HOST_OPTIONS,
+  },
+  about: `Reads the run directory once and prints what the cockpit would show: the run's state and why, its
 alerts, identity, step/total, loss, tok/s, ETA, per-rank heartbeat ages, gates, data, halt/anomaly,
 checkpoints, stack dumps and parse errors. The state and alerts are the same evaluation the
 cockpit, \`watchdog --once\` and \`report\` use. --json prints the RunSnapshot plus \`state\` and
 \`alerts\` (fields: docs/status-json.md).
-It answers from the end of huge files; --full reads their whole history first (series, segments).
-RUN_DIR defaults to the newest run under ./artifacts/.
-Exit: 0 healthy (running, finished, halted); 1 an anomaly (a critical alert), stalled or dead;
-2 bad input: the dir is missing, unreadable or holds no run.
-
-${HOST_FLAGS_HELP}
-`;
+It answers from the end of huge files; --full reads their whole history first (series, segments).`,
+  epilog: `Exit: 0 healthy (running, finished, halted); 1 an anomaly (a critical alert), stalled or dead;
+2 bad input: the dir is missing, unreadable or holds no run.`,
+});
 
 /** --full: how long status keeps reading the older history of huge files before printing */
 const FULL_BACKFILL_BUDGET_MS = 120_000;
 
 export async function run(argv: string[]): Promise<number> {
-  let json = false;
-  let full = false;
-  let dir: string | undefined;
-  const { spec, rest } = splitHostFlags('status', argv);
-  for (const a of rest) {
-    if (a === '--json') json = true;
-    else if (a === '--full') full = true;
-    else if (a === '--help' || a === '-h') {
-      process.stdout.write(HELP);
-      return 0;
-    } else if (a.startsWith('-')) throw new CliError(`status: unknown option ${a} (see nsa-top status --help)`, 2);
-    else if (dir === undefined) dir = a;
-    else throw new CliError('status: more than one RUN_DIR given', 2);
-  }
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const { json, full } = a.values;
+  const spec = hostSpecOf(a.values);
   const t = orCliError('status', () => thresholdsFromEnv(process.env));
   // a local status never loads the SSH stack (ssh2 alone costs about a bare node start)
   const host =
     spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
   try {
-    return await statusOn(host, dir, json, full, new Checker(t));
+    return await statusOn(host, a.positional, json, full, new Checker(t));
   } finally {
     await host.close().catch(() => {});
   }
 }
 
-/** the alerts as status --json gives them (docs/status-json.md) */
+/** the alerts as status --json gives them (docs/status-json.md): `level` is the severity */
 export function jsonAlerts(alerts: readonly Alert[]) {
-  return alerts.map((a) => ({
-    id: a.id,
-    level: a.severity,
-    title: a.title,
-    since: a.since,
-    detail: a.detail,
-    rule: a.rule,
-    step: a.step ?? null,
-    rank: a.rank ?? null,
-  }));
+  return alerts.map(alertFields).map(({ id, severity: level, ...rest }) => ({ id, level, ...rest }));
 }
 
 async function statusOn(

@@ -4,27 +4,31 @@
 // it says so.
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { stopRun } from '../trainer/launch/launch.js';
-import { localRun, parseControlArgs, report } from './control-cli.js';
+import { defineCommand, parseCommand } from './args.js';
+import { RUN_DIR_ARG } from './options.js';
+import { JSON_OPTION, localRun, report } from './control-cli.js';
 
-const HELP = `usage: nsa-top stop RUN [--reason TEXT] [--json] [--read-only]
-
-Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
+export const command = defineCommand({
+  name: 'stop',
+  positional: RUN_DIR_ARG,
+  options: {
+    reason: { type: 'string', value: 'TEXT', help: "why, for the action log (default 'nsa-top stop')" },
+    ...JSON_OPTION,
+  },
+  about: `Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
 profile's stop.halt_grace_s, then SIGINTs the ranks, and SIGKILLs them stop.sigint_grace_s later,
-each step logged. Returns at once. A run without a live supervisor gets .HALT only.
-Exit codes: 0 requested, 1 failed, 2 bad input, 3 refused (read-only).
-`;
+each step logged. Returns at once. A run without a live supervisor gets .HALT only.`,
+  epilog: 'Exit codes: 0 requested, 1 failed, 2 bad input, 3 refused (read-only).',
+});
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseControlArgs('stop', argv, [], ['--reason']);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  const { host, runDir } = await localRun(a);
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const { host, runDir } = await localRun(a.positional);
   const actor = await currentActor(host);
   const rec = await stopRun(host, runDir, actor, {
-    readOnly: a.readOnly || readOnlyMode(),
-    reason: a.values.get('--reason') ?? 'nsa-top stop',
+    readOnly: a.values['read-only'] || readOnlyMode(),
+    reason: a.values.reason ?? 'nsa-top stop',
   });
-  return report('stop', a, rec);
+  return report('stop', a.values.json, rec);
 }

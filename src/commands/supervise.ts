@@ -3,29 +3,26 @@
 import { resolve } from 'node:path';
 import { SUPERVISE_ENV } from '../trainer/launch/state.js';
 import { runSupervisor } from '../trainer/launch/supervisor.js';
+import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 
+export const command = defineCommand({
+  name: 'supervise',
+  positional: { name: 'RUN_DIR', help: `the run to supervise (default: ${SUPERVISE_ENV})` },
+  options: { resume: { type: 'boolean', help: 'resume the trainer from its newest complete checkpoint' } },
+  about: `(internal; started by nsa-top launch/relaunch, RUN_DIR from ${SUPERVISE_ENV})`,
+});
+
 export async function run(argv: string[]): Promise<number> {
-  let dir: string | null = null;
-  let resume = false;
-  for (const a of argv) {
-    if (a === '--resume') resume = true;
-    else if (a === '-h' || a === '--help') {
-      process.stdout.write(
-        'usage: nsa-top supervise [RUN_DIR] [--resume]   (internal; started by nsa-top launch/relaunch, RUN_DIR from NSA_TOP_SUPERVISE_RUN_DIR)\n',
-      );
-      return 0;
-    } else if (a.startsWith('-')) throw new CliError(`supervise: unknown option ${a}`);
-    else if (dir === null) dir = a;
-    else throw new CliError(`supervise: unexpected argument ${a}`);
-  }
-  dir ??= process.env[SUPERVISE_ENV] || null;
+  const a = parseCommand(command, argv);
+  if (!a) return 0;
+  const dir = a.positional || process.env[SUPERVISE_ENV];
   if (!dir)
     throw new CliError(
       `supervise: RUN_DIR missing (this command is started by nsa-top launch; it reads ${SUPERVISE_ENV})`,
     );
   delete process.env[SUPERVISE_ENV]; // not inherited by the trainer
-  const code = await runSupervisor(resolve(dir), { resume });
+  const code = await runSupervisor(resolve(dir), { resume: a.values.resume });
   // the trainer's exit watcher must not keep a finished supervisor alive
   setTimeout(() => process.exit(code), 200).unref();
   return code;

@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
-import { openHost, type OpenHostSpec } from '../remote/index.js';
-import { splitHostFlags } from './hostflags.js';
+import { openHost } from '../remote/index.js';
+import { defineCommand, parseCommand } from './args.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import { currentActor, dumpAll } from '../trainer/control/actions.js';
 import { audited, type Outcome } from '../trainer/control/audit.js';
@@ -24,14 +25,44 @@ import { NSA_DIR } from '../trainer/launch/rundirs.js';
 import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import { CliError, orCliError } from './errors.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
-import { healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 export { readLaunched, runProcesses } from './judge.js';
 
-const HELP = `usage: nsa-top watchdog [RUN_DIR] [options]
-
-Watches a run with the cockpit's rules, headless (a replacement for the trainer's
+export const command = defineCommand({
+  name: 'watchdog',
+  positional: RUN_DIR_ARG,
+  options: {
+    halt: { type: 'boolean', help: 'act: .anomaly_type + .HALT on a critical anomaly (NSA_WATCH_HALT=1)' },
+    'dump-on-stall': {
+      type: 'boolean',
+      help: `on a stall, SIGUSR1 every rank (verified pid + start time) for stack dumps
+before anything else happens to them (the trainer writes stackdump_*.txt)`,
+    },
+    interval: {
+      type: 'number',
+      min: 0.05,
+      value: 'S',
+      help: `poll interval, s (NSA_WATCH_INTERVAL_S; default 30). A stall is still flagged
+on time: the watchdog also wakes when the stall threshold would be crossed`,
+    },
+    stall: {
+      type: 'number',
+      min: 0.1,
+      value: 'S',
+      help: `stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S; default 180); the threshold is
+max(floor, 3 × the run's own heartbeat interval)`,
+    },
+    once: {
+      type: 'boolean',
+      help: `evaluate once, print the decisions, exit; observe-only (0: healthy, 1: a
+critical alert, stalled or dead — the same verdict and code as \`status\`)`,
+    },
+    'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
+    ...HOST_OPTIONS,
+  },
+  about: `Watches a run with the cockpit's rules, headless (a replacement for the trainer's
 scripts/_watchdog.py). Each decision is printed as one JSON line and appended to
 <out_dir>/.nsa-top/watchdog.jsonl. Exits when the run has ended.
 
@@ -40,24 +71,8 @@ anomalies are reported (stdout, .nsa-top/watchdog.jsonl), not recorded in the ru
 acts, whatever the other flags say.
 With --halt it acts on the first critical anomaly: it writes <out_dir>/.anomaly_type (only if none
 is there: the FIRST anomaly is kept; the real watchdog overwrites nan_loss with heartbeat_stall),
-gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").
-
-options:
-  --halt             act: .anomaly_type + .HALT on a critical anomaly (NSA_WATCH_HALT=1)
-  --dump-on-stall    on a stall, SIGUSR1 every rank (verified pid + start time) for stack dumps
-                     before anything else happens to them (the trainer writes stackdump_*.txt)
-  --interval S       poll interval, s (NSA_WATCH_INTERVAL_S; default 30). A stall is still flagged
-                     on time: the watchdog also wakes when the stall threshold would be crossed
-  --stall S          stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S; default 180); the threshold is
-                     max(floor, 3 × the run's own heartbeat interval)
-  --once             evaluate once, print the decisions, exit; observe-only (0: healthy, 1: a
-                     critical alert, stalled or dead — the same verdict and code as \`status\`)
-  --host H           watch a run on another machine (user@box[:port] or an ~/.ssh/config alias;
-                     -i KEY, --accept-new-host-key as for the cockpit)
-  --no-gpu           do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)
-  -h, --help         this help
-
-Decision lines (JSON, one per line; every line has ts (ms), iso and event):
+gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").`,
+  epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu
   state    state (STARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
@@ -74,95 +89,23 @@ Decision lines (JSON, one per line; every line has ts (ms), iso and event):
 Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
 NSA_WATCH_GATE_MAX_THRESHOLD (0.9), NSA_WATCH_GATE_COLLAPSE_N (3), NSA_WATCH_HALT_GRACE_S (60).
 Exit: 0 the run ended with no anomaly; 1 an anomaly was seen or the run died; 2 bad input (a
-missing, unreadable or empty run dir, a bad option or NSA_WATCH_* value).
-`;
-
-export interface WatchdogArgs {
-  dir: string | undefined;
-  halt: boolean;
-  dumpOnStall: boolean;
-  intervalS: number | null;
-  stallS: number | null;
-  once: boolean;
-  hostSpec: OpenHostSpec;
-  gpu: boolean;
-}
-
-export function parseWatchdogArgs(all: string[]): WatchdogArgs | 'help' {
-  const { spec, rest: argv } = splitHostFlags('watchdog', all);
-  const a: WatchdogArgs = {
-    dir: undefined,
-    halt: false,
-    dumpOnStall: false,
-    intervalS: null,
-    stallS: null,
-    once: false,
-    hostSpec: spec,
-    gpu: true,
-  };
-  const num = (flag: string, v: string | undefined, min: number): number => {
-    const n = Number(v);
-    if (v === undefined || v.trim() === '' || !Number.isFinite(n) || n < min)
-      throw new CliError(
-        `watchdog: ${flag} needs a number >= ${min}, got ${v === undefined ? 'nothing' : `'${v}'`}`,
-        2,
-      );
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const x = argv[i]!;
-    const [flag, inline] =
-      x.startsWith('--') && x.includes('=')
-        ? [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]
-        : [x, undefined];
-    const val = () => (inline !== undefined ? inline : argv[++i]);
-    switch (flag) {
-      case '-h':
-      case '--help':
-        return 'help';
-      case '--halt':
-        a.halt = true;
-        break;
-      case '--dump-on-stall':
-        a.dumpOnStall = true;
-        break;
-      case '--once':
-        a.once = true;
-        break;
-      case '--no-gpu':
-        a.gpu = false;
-        break;
-      case '--interval':
-        a.intervalS = num('--interval', val(), 0.05);
-        break;
-      case '--stall':
-        a.stallS = num('--stall', val(), 0.1);
-        break;
-      default:
-        if (x.startsWith('-')) throw new CliError(`watchdog: unknown option ${x} (see nsa-top watchdog --help)`, 2);
-        if (a.dir !== undefined) throw new CliError('watchdog: more than one RUN_DIR given', 2);
-        a.dir = x;
-    }
-  }
-  return a;
-}
+missing, unreadable or empty run dir, a bad option or NSA_WATCH_* value).`,
+});
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export async function run(argv: string[]): Promise<number> {
-  const a = parseWatchdogArgs(argv);
-  if (a === 'help') {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const p = parseCommand(command, argv);
+  if (!p) return 0;
+  const a = { ...p.values, dir: p.positional, gpu: !p.values['no-gpu'] };
   const t = orCliError('watchdog', () => thresholdsFromEnv(process.env));
-  if (a.stallS !== null) t.stallFloorS = a.stallS;
-  if (a.intervalS !== null) t.intervalS = a.intervalS;
+  if (a.stall !== undefined) t.stallFloorS = a.stall;
+  if (a.interval !== undefined) t.intervalS = a.interval;
   // --once never acts: observe-only whatever the flags say
   const halt = !a.once && (a.halt || t.halt);
-  const dumpOnStall = !a.once && a.dumpOnStall;
-  const host = await openHost(a.hostSpec);
+  const dumpOnStall = !a.once && a['dump-on-stall'];
+  const host = await openHost(hostSpecOf(a));
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
     const dirs = await openRunModel(host, dir);
@@ -381,17 +324,7 @@ export class Watchdog {
       seen.add(al.id);
       const prev = this.active.get(al.id);
       if (!prev || prev.severity !== al.severity) {
-        await this.log('alert', {
-          id: al.id,
-          rule: al.rule,
-          severity: al.severity,
-          title: al.title,
-          detail: al.detail,
-          since: al.since,
-          step: al.step ?? null,
-          rank: al.rank ?? null,
-          anomaly: al.anomaly ?? null,
-        });
+        await this.log('alert', { ...alertFields(al), anomaly: al.anomaly ?? null });
       }
       this.active.set(al.id, al);
     }

@@ -1,5 +1,6 @@
 // Command line of `nsa-top train`. Unknown flags are an error (the real trainer silently ignores
 // them, which once cost a 50k-step run).
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { parseInjections, type Injection } from './inject.js';
 
 export class UsageError extends Error {}
@@ -68,22 +69,49 @@ control:
   SIGTERM / SIGINT     checkpoint, then exit (a second signal exits at once)
 `;
 
-const VALUE_FLAGS = new Set([
-  '--out',
-  '--config',
-  '--steps',
-  '--ranks',
-  '--data',
-  '--inject',
-  '--save-every',
-  '--log-every',
-  '--eval-every',
-  '--seq-len',
-  '--batch-size',
-  '--lr',
-  '--seed',
-  '--kernels',
-]);
+/**
+ * The flags, for util.parseArgs. It parses them loosely (not strict), as argparse does: a value may
+ * start with '-' (`--seed -5`); what is not a flag, a missing value and a flag given as another
+ * flag's value (`--out --steps`) are refused below. --resume takes an optional value, so it is a
+ * boolean here and the word after it is its value when that is not a flag.
+ */
+export const TRAIN_OPTIONS = {
+  help: { type: 'boolean', short: 'h' },
+  out: { type: 'string' },
+  config: { type: 'string' },
+  steps: { type: 'string' },
+  ranks: { type: 'string' },
+  resume: { type: 'boolean' },
+  data: { type: 'string' },
+  inject: { type: 'string', multiple: true },
+  'save-every': { type: 'string' },
+  'log-every': { type: 'string' },
+  'eval-every': { type: 'string' },
+  'seq-len': { type: 'string' },
+  'batch-size': { type: 'string' },
+  lr: { type: 'string' },
+  seed: { type: 'string' },
+  kernels: { type: 'string' },
+  'heartbeat-every': { type: 'boolean' },
+  /** hidden (not in TRAIN_HELP): a rank started by the launcher */
+  'rank-worker': { type: 'boolean' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+type Flag = keyof typeof TRAIN_OPTIONS;
+
+/** the integer flags: the field each sets and its least value */
+const INTEGERS: Partial<
+  Record<Flag, ['steps' | 'ranks' | 'saveEvery' | 'logEvery' | 'evalEvery' | 'seqLen' | 'batchSize' | 'seed', number]>
+> = {
+  steps: ['steps', 1],
+  ranks: ['ranks', 1],
+  'save-every': ['saveEvery', 0],
+  'log-every': ['logEvery', 1],
+  'eval-every': ['evalEvery', 0],
+  'seq-len': ['seqLen', 8],
+  'batch-size': ['batchSize', 1],
+  seed: ['seed', -(2 ** 31)],
+};
 
 function intArg(flag: string, v: string, min: number): number {
   if (!/^-?\d+$/.test(v)) throw new UsageError(`${flag} needs an integer, got '${v}'`);
@@ -114,100 +142,55 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     rankWorker: false,
   };
   const specs: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i]!;
-    let inline: string | null = null;
-    const eq = arg.indexOf('=');
-    if (arg.startsWith('--') && eq > 0) {
-      inline = arg.slice(eq + 1);
-      arg = arg.slice(0, eq);
+  const { tokens } = parseArgs({
+    args: argv,
+    options: TRAIN_OPTIONS,
+    strict: false,
+    allowPositionals: true,
+    tokens: true,
+  });
+  /** argv indexes taken as --resume's value */
+  const taken = new Set<number>();
+  for (const t of tokens) {
+    if (t.kind === 'option-terminator') throw new UsageError("unknown option '--' (see nsa-top train --help)");
+    if (t.kind === 'positional') {
+      if (taken.has(t.index)) continue;
+      throw new UsageError(`unexpected argument '${t.value}' (see nsa-top train --help)`);
     }
-    const value = (): string => {
-      if (inline !== null) return inline;
-      const v = argv[i + 1];
-      if (v === undefined || (v.startsWith('--') && v.length > 2)) throw new UsageError(`${arg} needs a value`);
-      i++;
-      return v;
-    };
-    if (arg === '-h' || arg === '--help') {
-      a.help = true;
-      continue;
-    }
-    if (arg === '--resume') {
-      if (inline !== null) a.resume = inline || 'auto';
-      else {
-        const next = argv[i + 1];
-        if (next !== undefined && !next.startsWith('-')) {
-          a.resume = next;
-          i++;
-        } else a.resume = 'auto';
-      }
-      continue;
-    }
-    if (arg === '--heartbeat-every') {
-      if (inline !== null && !['1', 'true', 'yes', 'on'].includes(inline.toLowerCase())) a.heartbeatEvery = false;
-      else a.heartbeatEvery = true;
-      continue;
-    }
-    if (arg === '--rank-worker') {
-      a.rankWorker = true;
-      continue;
-    }
-    if (!VALUE_FLAGS.has(arg)) {
-      if (arg.startsWith('-')) throw new UsageError(`unknown option '${arg}' (see nsa-top train --help)`);
-      throw new UsageError(`unexpected argument '${arg}' (see nsa-top train --help)`);
-    }
-    const v = value();
-    switch (arg) {
-      case '--out':
-        a.out = v;
-        break;
-      case '--config':
-        a.config = v;
-        break;
-      case '--steps':
-        a.steps = intArg(arg, v, 1);
-        break;
-      case '--ranks':
-        a.ranks = intArg(arg, v, 1);
+    if (!Object.hasOwn(TRAIN_OPTIONS, t.name))
+      throw new UsageError(`unknown option '${t.rawName}' (see nsa-top train --help)`);
+    const flag = t.name as Flag;
+    if (flag === 'help') a.help = true;
+    else if (flag === 'rank-worker') a.rankWorker = true;
+    else if (flag === 'heartbeat-every')
+      a.heartbeatEvery = !t.inlineValue || ['1', 'true', 'yes', 'on'].includes(t.value!.toLowerCase());
+    else if (flag === 'resume') {
+      const next = argv[t.index + 1];
+      if (t.inlineValue) a.resume = t.value || 'auto';
+      else if (next !== undefined && !next.startsWith('-')) {
+        a.resume = next;
+        taken.add(t.index + 1);
+      } else a.resume = 'auto';
+    } else {
+      const v = t.value;
+      if (v === undefined || (!t.inlineValue && v.startsWith('--') && v.length > 2))
+        throw new UsageError(`--${flag} needs a value`);
+      const int = INTEGERS[flag];
+      if (int) {
+        a[int[0]] = intArg(`--${flag}`, v, int[1]);
         if (a.ranks > 16)
           throw new UsageError(`--ranks ${a.ranks}: at most 16 (this is a single-machine rehearsal tool)`);
-        break;
-      case '--data':
-        a.data = v;
-        break;
-      case '--inject':
-        specs.push(v);
-        break;
-      case '--save-every':
-        a.saveEvery = intArg(arg, v, 0);
-        break;
-      case '--log-every':
-        a.logEvery = intArg(arg, v, 1);
-        break;
-      case '--eval-every':
-        a.evalEvery = intArg(arg, v, 0);
-        break;
-      case '--seq-len':
-        a.seqLen = intArg(arg, v, 8);
-        break;
-      case '--batch-size':
-        a.batchSize = intArg(arg, v, 1);
-        break;
-      case '--seed':
-        a.seed = intArg(arg, v, -(2 ** 31));
-        break;
-      case '--lr': {
+      } else if (flag === 'out' || flag === 'config' || flag === 'data') a[flag] = v;
+      else if (flag === 'inject') specs.push(v);
+      else if (flag === 'lr') {
         const n = Number(v);
         if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--lr needs a positive number, got '${v}'`);
         a.lr = n;
-        break;
-      }
-      case '--kernels':
+      } else if (flag === 'kernels') {
         if (v !== 'wasm' && v !== 'js' && v !== 'auto')
           throw new UsageError(`--kernels must be wasm, js or auto, got '${v}'`);
         a.kernels = v;
-        break;
+      }
     }
   }
   try {

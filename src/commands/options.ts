@@ -1,0 +1,83 @@
+// What several commands' command lines share (declared for src/commands/args.ts): the run dir, the
+// options that choose the machine a command looks at (--host user@box[:port] or an ~/.ssh/config
+// alias, -i KEY, --accept-new-host-key), the profiles file, and the cockpit's options (`nsa-top
+// [RUN_DIR]` and `nsa-top attach RUN_DIR`; apart from cockpit.ts, which loads Ink, so that the
+// dispatcher's --help loads nothing).
+import type { OpenHostSpec } from '../remote/index.js';
+import type { OptionSpec } from './args.js';
+
+/** the positional word of the commands that look at one run */
+export const RUN_DIR_ARG = {
+  name: 'RUN_DIR',
+  help: 'the run directory (default: the newest run under ./artifacts/)',
+} as const;
+
+export const HOST_OPTIONS = {
+  host: {
+    type: 'string',
+    value: 'H',
+    needs: 'user@box[:port] or an ~/.ssh/config alias',
+    help: 'the run is on another machine: user@box[:port] or an ~/.ssh/config alias',
+  },
+  identity: {
+    type: 'string',
+    short: 'i',
+    value: 'KEY',
+    needs: 'a key file',
+    help: 'private key for --host (else ~/.ssh/config, then ssh-agent)',
+  },
+  'accept-new-host-key': {
+    type: 'boolean',
+    help: 'trust an unknown host key once and record it (a changed key is always refused)',
+  },
+} as const satisfies Record<string, OptionSpec>;
+
+/** what the parsed host options ask openHost for */
+export function hostSpecOf(v: { host?: string; identity?: string; 'accept-new-host-key': boolean }): OpenHostSpec {
+  return { host: v.host, identity: v.identity, acceptNewHostKey: v['accept-new-host-key'] };
+}
+
+/** --profiles FILE of launch and preflight */
+export const PROFILES_OPTION = {
+  profiles: { type: 'string', value: 'FILE', help: 'YAML file of extra/overriding profiles' },
+} as const satisfies Record<string, OptionSpec>;
+
+export const COCKPIT_OPTIONS = {
+  ...HOST_OPTIONS,
+  interval: {
+    type: 'number',
+    value: 'S',
+    min: 0.2,
+    max: 3600,
+    default: 1,
+    help: 'refresh period in seconds (default 1)',
+  },
+} as const satisfies Record<string, OptionSpec>;
+
+export const COCKPIT_KEYS = `Keys: ? in the cockpit. Without a terminal (stdout piped) one frame is printed; \`nsa-top status\`
+is the headless form.`;
+
+export interface CockpitArgs {
+  runDir?: string;
+  host?: string;
+  identity?: string;
+  port?: number;
+  acceptNewHostKey: boolean;
+  readOnly: boolean;
+  intervalS: number;
+}
+
+/** the parsed options as the cockpit takes them */
+export function cockpitArgs(
+  runDir: string | undefined,
+  v: { host?: string; identity?: string; 'accept-new-host-key': boolean; interval: number; 'read-only': boolean },
+): CockpitArgs {
+  return {
+    runDir,
+    host: v.host,
+    identity: v.identity,
+    acceptNewHostKey: v['accept-new-host-key'],
+    readOnly: v['read-only'],
+    intervalS: v.interval,
+  };
+}
