@@ -10,7 +10,7 @@
 //
 // A process is identified by pid + start time (stat field 22, clock ticks since boot), so a
 // recycled pid is never mistaken for a rank: see verifyProcess().
-import type { Host } from './host.js';
+import type { Host, ProcTable, ProcTableRequest } from './host.js';
 import type { ProcInfo, ProcState, RunProcesses } from './types.js';
 import {
   configPathOf,
@@ -220,8 +220,72 @@ interface RawSnapshot {
   envJson: string | null;
   uptimeS: number | null;
   error?: string;
-  /** commands run and stdout bytes, for the benchmark */
-  bytes: number;
+}
+
+/** PROC_SCRIPT's positional arguments for a request. */
+export function procScriptArgs(req: ProcTableRequest): string[] {
+  return [req.runDir, req.sysconf ? '1' : '', req.mode, req.known.join(' '), ...req.pids.map(String)];
+}
+
+/** PROC_SCRIPT's output → the table (over SSH and through exec; LocalHost builds it directly). */
+export function parseProcScriptOutput(out: string): ProcTable {
+  const markAt = out.indexOf(`${HEAD_MARK}\n`);
+  const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
+  const headPart = markAt >= 0 ? out.slice(markAt + HEAD_MARK.length + 1) : '';
+  const t: ProcTable = {
+    runDirPhysical: null,
+    envJson: null,
+    uptimeS: null,
+    sysconf: null,
+    procs: [],
+    cwd: new Map(),
+    nsPid: new Map(),
+    cmdline: new Map(),
+    environ: new Map(),
+  };
+  let lastStat: { stat: string; wchan: string } | null = null;
+  for (const line of textPart.split('\n')) {
+    const tag = line.slice(0, 2);
+    const v = line.slice(2);
+    if (tag === 'R ') t.runDirPhysical = v;
+    else if (tag === 'J ') t.envJson = v;
+    else if (tag === 'U ') t.uptimeS = Number(v) || null;
+    else if (tag === 'X ') t.error = v;
+    else if (tag === 'T ') {
+      const [a, b] = v.split(' ').map(Number);
+      t.sysconf = { clkTck: a && a > 0 ? a : 100, pageSize: b && b > 0 ? b : 4096 };
+    } else if (tag === 'S ') t.procs.push((lastStat = { stat: v, wchan: '' }));
+    else if (tag === 'W ' || line === 'W') {
+      if (lastStat) lastStat.wchan = v;
+      lastStat = null;
+    } else if (tag === 'D ') {
+      const sp = v.indexOf(' ');
+      const pid = Number(v.slice(0, sp));
+      if (sp > 0 && Number.isInteger(pid)) t.cwd.set(pid, v.slice(sp + 1));
+    } else if (tag === 'N ') {
+      const nums = v.trim().split(/\s+/).map(Number);
+      if (nums.length > 1 && nums.every((n) => Number.isInteger(n) && n > 0)) t.nsPid.set(nums[0]!, nums.slice(1));
+    }
+  }
+  for (const [name, content] of splitHeadOutput(headPart)) {
+    const m = /^(?:\/proc\/)?(\d+)\/(cmdline|environ)$/.exec(name);
+    if (m) (m[2] === 'cmdline' ? t.cmdline : t.environ).set(Number(m[1]), content);
+  }
+  return t;
+}
+
+/** The table through the host's own reader when it has one, else by running PROC_SCRIPT. */
+async function readTable(host: Host, req: ProcTableRequest): Promise<ProcTable | { error: string }> {
+  // over SSH the script runs inside the watch loop when it can (no channel, no shell start-up)
+  const light = host.readProcTable ? await host.readProcTable(req, EXEC_TIMEOUT_MS).catch(() => null) : null;
+  if (light) return light;
+  const r = await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', ...procScriptArgs(req)], {
+    timeoutMs: EXEC_TIMEOUT_MS,
+    maxOutputBytes: 64 * 1024 * 1024,
+  });
+  if (r.timedOut) return { error: 'process table read timed out' };
+  if (r.code !== 0) return { error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}` };
+  return parseProcScriptOutput(r.stdout);
 }
 
 async function runScript(
@@ -232,91 +296,33 @@ async function runScript(
 ): Promise<RawSnapshot> {
   const known = stateFor(host);
   for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
-  const knownPids = known ? [...known.enriched.keys()].join(' ') : '';
-  const args = [runDir, known ? '' : '1', mode, knownPids, ...pids.map(String)];
-  // over SSH the script runs inside the watch loop when it can (no channel, no shell start-up)
-  const light = host.runLight ? await host.runLight('procs', args, EXEC_TIMEOUT_MS).catch(() => null) : null;
-  const r = light
-    ? { timedOut: false, code: 0, stdout: light.toString('utf8'), stderr: '' }
-    : await host.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', ...args], {
-        timeoutMs: EXEC_TIMEOUT_MS,
-        maxOutputBytes: 64 * 1024 * 1024,
-      });
-  if (r.timedOut)
-    return {
-      procs: [],
-      runDirPhysical: null,
-      envJson: null,
-      uptimeS: null,
-      error: 'process table read timed out',
-      bytes: r.stdout.length,
-    };
-  if (r.code !== 0)
-    return {
-      procs: [],
-      runDirPhysical: null,
-      envJson: null,
-      uptimeS: null,
-      error: `process table read failed (exit ${r.code}): ${r.stderr.trim().slice(0, 200)}`,
-      bytes: r.stdout.length,
-    };
-  const out = r.stdout;
-  const markAt = out.indexOf(`${HEAD_MARK}\n`);
-  const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
-  const headPart = markAt >= 0 ? out.slice(markAt + HEAD_MARK.length + 1) : '';
-  let runDirPhysical: string | null = null;
-  let envJson: string | null = null;
-  let uptimeS: number | null = null;
-  let error: string | undefined;
-  const stats: { f: StatFields; wchan: string | null }[] = [];
-  const cwds = new Map<number, string>();
-  const nsPids = new Map<number, number[]>();
+  const req: ProcTableRequest = {
+    runDir,
+    sysconf: !known,
+    mode,
+    known: known ? [...known.enriched.keys()] : [],
+    pids,
+  };
+  const table = await readTable(host, req);
+  if (!('procs' in table)) return { procs: [], runDirPhysical: null, envJson: null, uptimeS: null, error: table.error };
+  const { uptimeS } = table;
   let st = known;
-  for (const line of textPart.split('\n')) {
-    const tag = line.slice(0, 2);
-    const v = line.slice(2);
-    if (tag === 'R ') runDirPhysical = v;
-    else if (tag === 'J ') envJson = v;
-    else if (tag === 'U ') uptimeS = Number(v) || null;
-    else if (tag === 'X ') error = v;
-    else if (tag === 'T ') {
-      const [a, b] = v.split(' ').map(Number);
-      st = { clkTck: a && a > 0 ? a : 100, pageSize: b && b > 0 ? b : 4096, cpu: new Map(), enriched: new Map() };
-      hostState.set(host, st);
-    } else if (tag === 'S ') {
-      const f = parseStat(v);
-      if (f) stats.push({ f, wchan: null });
-    } else if (tag === 'W ' || line === 'W') {
-      const last = stats[stats.length - 1];
-      const w = v.trim();
-      if (last && last.wchan === null) last.wchan = w === '' || w === '0' ? null : w;
-    } else if (tag === 'D ') {
-      const sp = v.indexOf(' ');
-      const pid = Number(v.slice(0, sp));
-      if (sp > 0 && Number.isInteger(pid)) cwds.set(pid, v.slice(sp + 1));
-    } else if (tag === 'N ') {
-      const nums = v.trim().split(/\s+/).map(Number);
-      if (nums.length > 1 && nums.every((n) => Number.isInteger(n) && n > 0)) nsPids.set(nums[0]!, nums.slice(1));
-    }
-  }
-  if (!st) {
-    // first contact but no T line (script failed early)
-    st = { clkTck: 100, pageSize: 4096, cpu: new Map(), enriched: new Map() };
+  if (table.sysconf || !st) {
+    // first contact (without a T line when the script failed early: the usual values)
+    st = { ...(table.sysconf ?? { clkTck: 100, pageSize: 4096 }), cpu: new Map(), enriched: new Map() };
     hostState.set(host, st);
   }
-  const files = splitHeadOutput(headPart);
-  // pids enriched by this run: the ones asked for, and those the script picked by comm
-  const enrichSet = new Set(pids);
-  for (const k of files.keys()) {
-    const m = /^(?:\/proc\/)?(\d+)\/environ$/.exec(k);
-    if (m) enrichSet.add(Number(m[1]));
-  }
-  for (const pid of cwds.keys()) enrichSet.add(pid);
+  // pids enriched by this run: the ones asked for, and those the reader picked by comm
+  const enrichSet = new Set([...pids, ...table.environ.keys(), ...table.cwd.keys()]);
   const nowMs = host.now();
   const bootMs = uptimeS !== null ? nowMs - uptimeS * 1000 : null;
   const nextCpu = new Map<string, { ticks: number; upS: number }>();
   const procs: ProcInfo[] = [];
-  for (const { f, wchan } of stats) {
+  for (const row of table.procs) {
+    const f = parseStat(row.stat);
+    if (!f) continue;
+    const w = row.wchan.trim();
+    const wchan = w === '' || w === '0' ? null : w;
     const key = `${f.pid}:${f.startTime}`;
     const ticks = f.utime + f.stime;
     let cpuPct: number | null = null;
@@ -329,17 +335,17 @@ async function runScript(
         nextCpu.set(key, { ticks, upS: uptimeS });
       }
     }
-    const cmdRaw = files.get(`${f.pid}/cmdline`) ?? files.get(`/proc/${f.pid}/cmdline`);
+    const cmdRaw = table.cmdline.get(f.pid);
     const argvKey = cmdRaw ?? '';
     let enriched = st.enriched.get(f.pid);
     if (enrichSet.has(f.pid)) {
-      const envRaw = files.get(`${f.pid}/environ`) ?? files.get(`/proc/${f.pid}/environ`);
+      const envRaw = table.environ.get(f.pid);
       enriched = {
         startTime: f.startTime,
         argvKey,
         env: envRaw != null ? parseEnviron(envRaw) : {},
-        cwd: cwds.get(f.pid) ?? null,
-        nsPid: nsPids.get(f.pid) ?? null,
+        cwd: table.cwd.get(f.pid) ?? null,
+        nsPid: table.nsPid.get(f.pid) ?? null,
         envUnreadable: envRaw == null || envRaw === '',
       };
       // an empty environ (caught mid-exec) is not remembered: read it again next time — unless
@@ -379,7 +385,7 @@ async function runScript(
     const alive = new Set(procs.map((p) => p.pid));
     for (const pid of st.enriched.keys()) if (!alive.has(pid)) st.enriched.delete(pid);
   }
-  return { procs, runDirPhysical, envJson, uptimeS, error, bytes: out.length };
+  return { procs, runDirPhysical: table.runDirPhysical, envJson: table.envJson, uptimeS, error: table.error };
 }
 
 /** One process, with environ and cwd, or null when it does not exist. */

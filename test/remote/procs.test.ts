@@ -488,7 +488,7 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   // SSH and the fallback. Both must describe the same processes the same way.
   const scriptOnly = new Proxy(new LocalHost(), {
     get(t, k) {
-      if (k === 'runLight') return undefined;
+      if (k === 'readProcTable') return undefined;
       const v = Reflect.get(t, k) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
     },
@@ -574,7 +574,7 @@ test('a working directory whose name holds a newline cannot forge the cwd of ano
   await waitFor(() => readProc(host, e.pid!), 'evil');
   const scriptOnly = new Proxy(new LocalHost(), {
     get(t, k) {
-      if (k === 'runLight') return undefined;
+      if (k === 'readProcTable') return undefined;
       const v = Reflect.get(t, k) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
     },

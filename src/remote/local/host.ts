@@ -24,6 +24,8 @@ import type {
   FileStat,
   Host,
   OwnWriteMode,
+  ProcTable,
+  ProcTableRequest,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -369,15 +371,15 @@ export class LocalHost implements Host {
   }
 
   /**
-   * The process table without a child process (see procs-local.ts). Null past the time limit: the
+   * The process table without a child process (see local/procs.ts). Null past the time limit: the
    * caller then runs the script, whose own time limit kills it.
    */
-  async runLight(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null> {
-    if (name !== 'procs' || process.platform !== 'linux') return null;
+  async readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
+    if (process.platform !== 'linux') return null;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<null>((r) => (timer = setTimeout(() => r(null), timeoutMs)));
     try {
-      return await Promise.race([procTableLocal(args), late]);
+      return await Promise.race([procTableLocal(req), late]);
     } finally {
       clearTimeout(timer);
     }

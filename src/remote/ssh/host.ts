@@ -27,6 +27,8 @@ import type {
   FileStat,
   Host,
   OwnWriteMode,
+  ProcTable,
+  ProcTableRequest,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -45,6 +47,7 @@ import {
 import { envAssign, shJoin, shQuote } from '../quote.js';
 import type { SshTarget } from './config.js';
 import { WATCH_SCRIPT } from './watch-script.js';
+import { parseProcScriptOutput } from '../procs.js';
 
 export interface SshHostOptions {
   target: SshTarget;
@@ -1346,14 +1349,14 @@ export class SshHost implements Host {
 
   /**
    * The process table read inside the watch loop: no channel and no login-shell start-up per
-   * refresh. Args as procs.ts passes them to its script: runDir, '1'|'', mode, known pids
-   * (space-separated), pids. Null when the loop is not up (the caller falls back to exec).
+   * refresh; the loop runs PROC_SCRIPT and its output is parsed here. Null when the loop is not up
+   * (the caller falls back to exec).
    */
-  async runLight(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null> {
-    if (name !== 'procs' || !this.client) return null;
-    const [rd = '', tk = '', mode = '', known = '', ...pids] = args;
-    if (rd.includes('\n') || rd.includes('\0') || !/^(all|run|list)$/.test(mode) || !/^1?$/.test(tk)) return null;
-    if (!/^[\d ]*$/.test(known) || pids.some((p) => !/^\d+$/.test(p))) return null;
+  async readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
+    if (!this.client) return null;
+    const rd = req.runDir;
+    if (rd.includes('\n') || rd.includes('\0')) return null;
+    if ([...req.known, ...req.pids].some((p) => !Number.isInteger(p) || p <= 0)) return null;
     try {
       await this.ensureWatch();
     } catch {
@@ -1361,7 +1364,6 @@ export class SshHost implements Host {
     }
     if (!this.watch) return null;
     const id = this.nextId++;
-    const kn = known.split(' ').filter(Boolean).join(',') || '-';
     const answer = new Promise<Buffer | null>((resolve) => {
       const t = setTimeout(() => {
         this.lightWaiters.delete(id);
@@ -1372,8 +1374,12 @@ export class SshHost implements Host {
         resolve(b);
       });
     });
-    this.send(`P ${id} ${tk || '-'} ${mode} ${kn} ${pids.join(',') || '-'} ${rd ? SshHost.safePath(rd) : ''}|`);
-    return answer;
+    const list = (l: number[]) => l.join(',') || '-';
+    this.send(
+      `P ${id} ${req.sysconf ? '1' : '-'} ${req.mode} ${list(req.known)} ${list(req.pids)} ${rd ? SshHost.safePath(rd) : ''}|`,
+    );
+    const b = await answer;
+    return b ? parseProcScriptOutput(b.toString('utf8')) : null;
   }
 
   /** Absolute or ./-relative: a path starting with `-` never reaches find/tail as an option. */

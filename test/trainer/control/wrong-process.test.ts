@@ -276,7 +276,7 @@ test("a heartbeat written inside a container names the writer's pid there: recog
   // the shell script (the path over SSH) reads NSpid the same way
   const scriptOnly = new Proxy(new LocalHost(), {
     get(tgt, k) {
-      if (k === 'runLight') return undefined;
+      if (k === 'readProcTable') return undefined;
       const v = Reflect.get(tgt, k) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(tgt) : v;
     },
