@@ -603,7 +603,9 @@ test('the process table over SSH matches the local one (one command per refresh)
     const h2 = await sshd.connect();
     try {
       const c0 = h2.stats().channels;
-      const viaExec = await findRunProcesses({ ...bindHost(h2), readProcTable: undefined }, runDir, { heartbeatPids: [] });
+      const viaExec = await findRunProcesses({ ...bindHost(h2), readProcTable: undefined }, runDir, {
+        heartbeatPids: [],
+      });
       assert.equal(viaExec.launcher?.pid, c.pid);
       assert.equal(h2.stats().channels - c0, 1);
     } finally {
