@@ -11,6 +11,7 @@
 // A process is identified by pid + start time (stat field 22, clock ticks since boot), so a
 // recycled pid is never mistaken for a rank: see verifyProcess().
 import type { Host, ProcTable, ProcTableRequest } from './host.js';
+import { readTextFile } from './textfile.js';
 import type { ProcInfo, ProcState, RunProcesses } from './types.js';
 import {
   configPathOf,
@@ -227,12 +228,9 @@ export function procScriptArgs(req: ProcTableRequest): string[] {
   return [req.runDir, req.sysconf ? '1' : '', req.mode, req.known.join(' '), ...req.pids.map(String)];
 }
 
-/** PROC_SCRIPT's output → the table (over SSH and through exec; LocalHost builds it directly). */
-export function parseProcScriptOutput(out: string): ProcTable {
-  const markAt = out.indexOf(`${HEAD_MARK}\n`);
-  const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
-  const headPart = markAt >= 0 ? out.slice(markAt + HEAD_MARK.length + 1) : '';
-  const t: ProcTable = {
+/** A table with nothing in it yet. */
+export function emptyProcTable(): ProcTable {
+  return {
     runDirPhysical: null,
     envJson: null,
     uptimeS: null,
@@ -243,6 +241,14 @@ export function parseProcScriptOutput(out: string): ProcTable {
     cmdline: new Map(),
     environ: new Map(),
   };
+}
+
+/** PROC_SCRIPT's output → the table (over SSH and through exec; LocalHost builds it directly). */
+export function parseProcScriptOutput(out: string): ProcTable {
+  const markAt = out.indexOf(`${HEAD_MARK}\n`);
+  const textPart = markAt >= 0 ? out.slice(0, markAt) : out;
+  const headPart = markAt >= 0 ? out.slice(markAt + HEAD_MARK.length + 1) : '';
+  const t = emptyProcTable();
   let lastStat: { stat: string; wchan: string } | null = null;
   for (const line of textPart.split('\n')) {
     const tag = line.slice(0, 2);
@@ -508,15 +514,8 @@ async function configOutDirsFor(
 }
 
 async function readYamlOutDir(host: Host, path: string): Promise<{ outDir: string | null; error: string | null }> {
-  let text: string;
-  try {
-    text = (await host.readFile(path, 1 << 20)).toString('utf8');
-  } catch (e) {
-    return {
-      outDir: null,
-      error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}`,
-    };
-  }
+  const { text, error } = await readTextFile(host, path);
+  if (error !== undefined) return { outDir: null, error };
   // the readers' parser (depth-bounded, no warnings on stderr), loaded only when a CONFIG is to be read.
   // Not `import('yaml')` here: yaml is bundled as CommonJS, and a dynamic import of its chunk has no
   // named exports (parseDocument was undefined in the built CLI).

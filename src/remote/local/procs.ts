@@ -12,6 +12,7 @@ import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ProcTable, ProcTableRequest } from '../host.js';
+import { emptyProcTable } from '../procs.js';
 
 const ENVIRON_MAX = 131072;
 const ENV_JSON_MAX = 65536;
@@ -108,17 +109,7 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   const { mode } = req;
   const pidArgs = req.pids.map(String);
   const known = new Set([...req.known.map(String), ...pidArgs]);
-  const t: ProcTable = {
-    runDirPhysical: null,
-    envJson: null,
-    uptimeS: null,
-    sysconf: null,
-    procs: [],
-    cwd: new Map(),
-    nsPid: new Map(),
-    cmdline: new Map(),
-    environ: new Map(),
-  };
+  const t = emptyProcTable();
   if (req.runDir) {
     const real = await realpathCached(req.runDir);
     const isDir = real

@@ -10,25 +10,19 @@
 //   also reads the process table and sends kills without a channel each;
 // - poll.ts: pollDir() served from the watch loop's frames, without a round trip. After a drop
 //   every follow resumes from the byte after the last one received: no byte lost, none twice.
+// (the delegating methods below take their return types from the parts)
 import type {
-  ConnState,
-  DirEntry,
-  DirPoll,
   ExecOptions,
-  ExecResult,
-  FileStat,
   Host,
   OwnWriteMode,
-  ProcTable,
   ProcTableRequest,
   ReadRequest,
   SignalName,
-  StreamHandle,
   StreamOptions,
 } from '../host.js';
 import { ChannelLimiter } from './channels.js';
 import { probeBox, SshConnection, type BoxFacts, type SshHostOptions } from './connection.js';
-import { commandLine, RemoteCommands } from './exec.js';
+import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
 import { WatchLoop } from './watch.js';
@@ -99,12 +93,7 @@ export class SshHost implements Host {
     return h;
   }
 
-  /** The remote command line: `cd DIR || exit 126; echo $$; exec env K=V argv…`, all quoted. */
-  static commandLine(argv: string[], cwd?: string, env?: Record<string, string>): string {
-    return commandLine(argv, cwd, env);
-  }
-
-  connState(): ConnState {
+  connState() {
     return this.conn.state;
   }
 
@@ -123,63 +112,63 @@ export class SshHost implements Host {
     return Date.now() + this.box.clockOffsetMs;
   }
 
-  exec(argv: string[], opts: ExecOptions): Promise<ExecResult> {
+  exec(argv: string[], opts: ExecOptions) {
     return this.cmds.exec(argv, opts);
   }
 
-  stream(argv: string[], opts: StreamOptions): StreamHandle {
+  stream(argv: string[], opts: StreamOptions) {
     return this.cmds.stream(argv, opts);
   }
 
-  stat(path: string): Promise<FileStat | null> {
+  stat(path: string) {
     return this.files.stat(path);
   }
 
-  list(dir: string): Promise<DirEntry[]> {
+  list(dir: string) {
     return this.files.list(dir);
   }
 
-  readRange(path: string, start: number, end?: number): Promise<Buffer> {
+  readRange(path: string, start: number, end?: number) {
     return this.files.readRange(path, start, end);
   }
 
-  readFile(path: string, maxBytes?: number): Promise<Buffer> {
+  readFile(path: string, maxBytes?: number) {
     return this.files.readFile(path, maxBytes);
   }
 
-  writeFile(path: string, data: string | Buffer, opts?: { exclusive?: boolean; mode?: number }): Promise<void> {
+  writeFile(path: string, data: string | Buffer, opts?: { exclusive?: boolean; mode?: number }) {
     return this.files.writeFile(path, data, opts);
   }
 
-  appendFile(path: string, data: string | Buffer): Promise<void> {
+  appendFile(path: string, data: string | Buffer) {
     return this.files.appendFile(path, data);
   }
 
-  mkdirp(path: string): Promise<void> {
+  mkdirp(path: string) {
     return this.files.mkdirp(path);
   }
 
-  remove(path: string): Promise<void> {
+  remove(path: string) {
     return this.files.remove(path);
   }
 
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode) {
     return this.files.writeOwn(root, rel, data, mode);
   }
 
-  removeOwn(root: string, rel: string): Promise<void> {
+  removeOwn(root: string, rel: string) {
     return this.files.removeOwn(root, rel);
   }
 
-  signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void> {
+  signal(pid: number, sig: SignalName, expect?: { startTime: string }) {
     return this.files.signal(pid, sig, expect);
   }
 
-  pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []): Promise<DirPoll> {
+  pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []) {
     return this.poller.pollDir(dir, reads, subdirs);
   }
 
-  readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
+  readProcTable(req: ProcTableRequest, timeoutMs: number) {
     return this.watch.readProcTable(req, timeoutMs);
   }
 
