@@ -124,63 +124,11 @@ export class SshConnection {
     const preferred = knownTypesFor(texts, t.hostName, t.port);
     let hostKeyProblem: HostKeyError | null = null;
     const hostVerifier = (key: Buffer): boolean => {
-      const v = checkHostKey(readKnownHosts(this.knownFiles()), t.hostName, t.port, key);
-      const fp = fingerprint(key);
-      const name = knownHostName(t.hostName, t.port);
-      if (v.status === 'known') return true;
-      if (v.status === 'revoked') {
-        hostKeyProblem = new HostKeyError(
-          `host key ${keyType(key)} ${fp} of ${name} is marked @revoked in known_hosts: refused`,
-          'revoked',
-          fp,
-        );
-        return false;
-      }
-      if (v.status === 'changed') {
-        hostKeyProblem = new HostKeyError(
-          `HOST KEY CHANGED for ${name}: the server now presents ${keyType(key)} ${fp}, which differs from the key in known_hosts. ` +
-            `This may be an attack (or the host was reinstalled). Refused; if the change is expected, remove the old key with: ssh-keygen -R '${name}'`,
-          'changed',
-          fp,
-        );
-        return false;
-      }
-      if (this.opts.acceptNewHostKey) {
-        const path = this.opts.knownHostsWritePath ?? join(homedir(), '.ssh', 'known_hosts');
-        try {
-          appendKnownHost(path, t.hostName, t.port, key);
-        } catch (e) {
-          hostKeyProblem = new HostKeyError(
-            `could not record the host key in ${path}: ${(e as Error).message}`,
-            'unknown',
-            fp,
-          );
-          return false;
-        }
-        return true;
-      }
-      const other = v.otherTypes.length
-        ? ` (known_hosts holds ${v.otherTypes.join(', ')} keys for it, not this type)`
-        : '';
-      hostKeyProblem = new HostKeyError(
-        `unknown host key for ${name}${other}: ${keyType(key)} ${fp}. Verify the fingerprint, then re-run with --accept-new-host-key to trust it and record it in known_hosts.`,
-        'unknown',
-        fp,
-      );
-      return false;
+      hostKeyProblem = verifyHostKey(this.opts, this.knownFiles(), key);
+      return hostKeyProblem === null;
     };
-    const auth: NonNullable<ConnectConfig['authHandler']> = [];
     const agent = this.opts.agentSocket === undefined ? process.env.SSH_AUTH_SOCK : this.opts.agentSocket;
-    const keyErrors: string[] = [];
-    for (const f of t.identityFiles) {
-      try {
-        auth.push({ type: 'publickey', username: t.user, key: readFileSync(f) } as never);
-      } catch (e) {
-        keyErrors.push(`${f}: ${(e as Error).message}`);
-      }
-    }
-    if (agent && !t.identitiesOnly) auth.unshift({ type: 'agent', username: t.user, agent } as never);
-    else if (agent) auth.push({ type: 'agent', username: t.user, agent } as never);
+    const { auth, keyErrors } = authMethods(t, agent);
     if (auth.length === 0) {
       return Promise.reject(
         new SshConnectError(
@@ -188,18 +136,7 @@ export class SshConnection {
         ),
       );
     }
-    const defaultHostKeys = [
-      'ssh-ed25519',
-      'ecdsa-sha2-nistp256',
-      'ecdsa-sha2-nistp384',
-      'ecdsa-sha2-nistp521',
-      'rsa-sha2-512',
-      'rsa-sha2-256',
-      'ssh-rsa',
-    ];
-    const algoOf = (kt: string) => (kt === 'ssh-rsa' ? ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'] : [kt]);
-    const pref = preferred.flatMap(algoOf).filter((a) => defaultHostKeys.includes(a));
-    const serverHostKey = [...new Set([...pref, ...defaultHostKeys])];
+    const serverHostKey = hostKeyAlgorithms(preferred);
 
     return new Promise<void>((resolve, reject) => {
       const client = new Client();
@@ -359,6 +296,83 @@ export class SshConnection {
     }
     this.sock?.destroy();
   }
+}
+
+/**
+ * The host key against known_hosts: null when it is trusted (known, or new and accepted — then
+ * recorded), else the error that refuses it (unknown, changed, revoked).
+ */
+function verifyHostKey(opts: SshHostOptions, knownFiles: string[], key: Buffer): HostKeyError | null {
+  const t = opts.target;
+  const v = checkHostKey(readKnownHosts(knownFiles), t.hostName, t.port, key);
+  const fp = fingerprint(key);
+  const name = knownHostName(t.hostName, t.port);
+  if (v.status === 'known') return null;
+  if (v.status === 'revoked') {
+    return new HostKeyError(
+      `host key ${keyType(key)} ${fp} of ${name} is marked @revoked in known_hosts: refused`,
+      'revoked',
+      fp,
+    );
+  }
+  if (v.status === 'changed') {
+    return new HostKeyError(
+      `HOST KEY CHANGED for ${name}: the server now presents ${keyType(key)} ${fp}, which differs from the key in known_hosts. ` +
+        `This may be an attack (or the host was reinstalled). Refused; if the change is expected, remove the old key with: ssh-keygen -R '${name}'`,
+      'changed',
+      fp,
+    );
+  }
+  if (opts.acceptNewHostKey) {
+    const path = opts.knownHostsWritePath ?? join(homedir(), '.ssh', 'known_hosts');
+    try {
+      appendKnownHost(path, t.hostName, t.port, key);
+    } catch (e) {
+      return new HostKeyError(`could not record the host key in ${path}: ${(e as Error).message}`, 'unknown', fp);
+    }
+    return null;
+  }
+  const other = v.otherTypes.length ? ` (known_hosts holds ${v.otherTypes.join(', ')} keys for it, not this type)` : '';
+  return new HostKeyError(
+    `unknown host key for ${name}${other}: ${keyType(key)} ${fp}. Verify the fingerprint, then re-run with --accept-new-host-key to trust it and record it in known_hosts.`,
+    'unknown',
+    fp,
+  );
+}
+
+/** Identity files first (or the agent first unless IdentitiesOnly), and the keys that could not be read. */
+function authMethods(
+  t: SshTarget,
+  agent: string | null | undefined,
+): { auth: NonNullable<ConnectConfig['authHandler']>; keyErrors: string[] } {
+  const auth: NonNullable<ConnectConfig['authHandler']> = [];
+  const keyErrors: string[] = [];
+  for (const f of t.identityFiles) {
+    try {
+      auth.push({ type: 'publickey', username: t.user, key: readFileSync(f) } as never);
+    } catch (e) {
+      keyErrors.push(`${f}: ${(e as Error).message}`);
+    }
+  }
+  if (agent && !t.identitiesOnly) auth.unshift({ type: 'agent', username: t.user, agent } as never);
+  else if (agent) auth.push({ type: 'agent', username: t.user, agent } as never);
+  return { auth, keyErrors };
+}
+
+/** The host key algorithms to offer: the types known_hosts holds for the host first. */
+function hostKeyAlgorithms(preferred: string[]): string[] {
+  const defaultHostKeys = [
+    'ssh-ed25519',
+    'ecdsa-sha2-nistp256',
+    'ecdsa-sha2-nistp384',
+    'ecdsa-sha2-nistp521',
+    'rsa-sha2-512',
+    'rsa-sha2-256',
+    'ssh-rsa',
+  ];
+  const algoOf = (kt: string) => (kt === 'ssh-rsa' ? ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'] : [kt]);
+  const pref = preferred.flatMap(algoOf).filter((a) => defaultHostKeys.includes(a));
+  return [...new Set([...pref, ...defaultHostKeys])];
 }
 
 /** Clock offset (null: the box did not tell) and whether GNU find exists (one command at connect). */
