@@ -9,7 +9,10 @@
 // never spliced into its text.
 //
 // A process is identified by pid + start time (stat field 22, clock ticks since boot), so a
-// recycled pid is never mistaken for a rank: see verifyProcess().
+// recycled pid is never mistaken for a rank: see verifyProcess(). LocalHost and SshHost may read
+// the table themselves (Host.readProcTable); else the script runs through exec(). Which processes
+// are a run's ranks is decided by src/trainer/run/ranks.ts; findRunProcesses() and
+// proveRunProcess() here feed it what it needs from the host (the table, CONFIG yaml files).
 import type { Host, ProcTable, ProcTableRequest } from './host.js';
 import { readTextFile } from './textfile.js';
 import type { ProcInfo, ProcState, RunProcesses } from './types.js';
@@ -294,6 +297,7 @@ async function readTable(host: Host, req: ProcTableRequest): Promise<ProcTable |
   return parseProcScriptOutput(r.stdout);
 }
 
+/** The table → ProcInfo, with CPU % between refreshes and environ/cwd remembered per host. */
 async function runScript(
   host: Host,
   runDir: string,
