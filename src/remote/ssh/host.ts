@@ -5,9 +5,10 @@
 // - channels.ts: channels are rationed (a server allows ~10 per connection);
 // - exec.ts: exec() and stream(), every argument quoted, the remote pid learned (`echo $$`) so a
 //   timeout kills the remote command group;
-// - files.ts: stat, list, reads and writes (nsa-top's own files too), signals — guarded sh scripts;
-// - watch.ts: one long-lived watch channel (watch-script.ts) ticked at `watchIntervalMs`, which
-//   also reads the process table and sends kills without a channel each;
+// - files.ts: stat, list, reads and writes (nsa-top's own files too), signals — guarded sh scripts
+//   (listing.ts parses what find and ls print);
+// - watch.ts: one long-lived watch channel (watch-script.ts, its stream cut by frames.ts) ticked at
+//   `watchIntervalMs`, which also reads the process table and sends kills without a channel each;
 // - poll.ts: pollDir() served from the watch loop's frames, without a round trip. After a drop
 //   every follow resumes from the byte after the last one received: no byte lost, none twice.
 // (the delegating methods below take their return types from the parts)
@@ -28,7 +29,7 @@ import { DirPoller } from './poll.js';
 import { WatchLoop } from './watch.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
-export { FrameParser } from './watch.js';
+export { FrameParser } from './frames.js';
 export { findTimeMs, parseLsLine } from './listing.js';
 
 export interface SshStats {

@@ -11,6 +11,7 @@ import type { BoxFacts, SshConnection } from './connection.js';
 import type { ChannelLimiter } from './channels.js';
 import { commandLine } from './exec.js';
 import { notRegularType, parseFindEntry, parseLsLine, sortByName, statOf } from './listing.js';
+import { FrameParser } from './frames.js';
 import { WATCH_SCRIPT } from './watch-script.js';
 
 export const FOLLOW_CHUNK = 4 * 1024 * 1024;
@@ -65,69 +66,6 @@ export function safePath(p: string): string {
   return p.startsWith('/') ? p : `./${p}`;
 }
 
-/** Parses the byte stream of the watch loop: lines, raw data after `s` headers, raw blocks up to a terminator (exported for tests). */
-export class FrameParser {
-  private buf: Buffer = Buffer.alloc(0);
-  private need = 0;
-  private dataParts: Buffer[] = [];
-  private dataHeader: string[] | null = null;
-  private raw: { term: Buffer; done(b: Buffer): void } | null = null;
-  constructor(
-    private readonly onLine: (line: string) => void,
-    private readonly onData: (header: string[], data: Buffer) => void,
-  ) {}
-  /** the bytes up to `term` are one raw block (the process table) */
-  expectRaw(term: Buffer, done: (b: Buffer) => void): void {
-    this.raw = { term, done };
-  }
-  push(b: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, b]) : b;
-    for (;;) {
-      if (this.raw) {
-        const at = this.buf.indexOf(this.raw.term);
-        if (at < 0) return;
-        const r = this.raw;
-        this.raw = null;
-        const block = this.buf.subarray(0, at);
-        this.buf = this.buf.subarray(at + r.term.length);
-        r.done(block);
-        continue;
-      }
-      if (this.need > 0) {
-        if (this.buf.length === 0) return;
-        const take = Math.min(this.need, this.buf.length);
-        this.dataParts.push(this.buf.subarray(0, take));
-        this.buf = this.buf.subarray(take);
-        this.need -= take;
-        if (this.need === 0) {
-          const h = this.dataHeader!;
-          const d = Buffer.concat(this.dataParts);
-          this.dataParts = [];
-          this.dataHeader = null;
-          this.onData(h, d);
-        }
-        continue;
-      }
-      const nl = this.buf.indexOf(10);
-      if (nl < 0) return;
-      const line = this.buf.subarray(0, nl).toString('utf8');
-      this.buf = this.buf.subarray(nl + 1);
-      if (line.startsWith('s ')) {
-        const f = line.split(' ');
-        const len = Number(f[10]);
-        if (Number.isFinite(len) && len > 0) {
-          this.need = len;
-          this.dataHeader = f;
-          continue;
-        }
-        this.onData(f, Buffer.alloc(0));
-        continue;
-      }
-      this.onLine(line);
-    }
-  }
-}
-
 export class WatchLoop {
   private watch: { chan: ClientChannel; pid: number | null; nonce: string; parser: FrameParser } | null = null;
   private readonly lightWaiters = new Map<number, (b: Buffer | null) => void>();
@@ -138,6 +76,8 @@ export class WatchLoop {
   tickSeq = 0;
   doneSeq = 0;
   private inFlight = 0;
+  /** when the oldest unanswered tick was sent (null: none outstanding) */
+  private waitingSince: number | null = null;
   readonly dirs = new Map<string, WatchedDir>();
   readonly follows = new Map<string, Follow>();
   private readonly followById = new Map<number, Follow>();
@@ -365,9 +305,6 @@ export class WatchLoop {
   send(line: string): void {
     this.watch?.chan.write(`${line}\n`);
   }
-
-  /** when the oldest unanswered tick was sent (null: none outstanding) */
-  private waitingSince: number | null = null;
 
   /** pid of the remote watch loop (diagnostics and tests) */
   watchPid(): number | null {
