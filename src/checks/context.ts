@@ -3,7 +3,7 @@
 import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
-import { isToolProcess } from '../remote/procs.js';
+import { isToolProcess } from '../trainer/run/ranks.js';
 import { currentSegment, median } from './stats.js';
 import type { Thresholds } from './thresholds.js';
 

@@ -2,7 +2,7 @@
 // Order of evidence: liveness first (a run with a living rank is never HALTED/FINISHED/EXITED, even
 // when metrics.json is written), then whether it advances (a stopped, dead or overdue rank leaves
 // RUNNING at once: the watchdog's 180 s floor governs what it does, not what the operator sees).
-import { isToolProcess } from '../remote/procs.js';
+import { isToolProcess } from '../trainer/run/ranks.js';
 import type { Ctx } from './context.js';
 import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules.js';
 import { fmtS } from './stats.js';

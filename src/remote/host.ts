@@ -101,6 +101,41 @@ export type OwnWriteMode = 'append' | 'exclusive' | 'replace';
 
 export type SignalName = 'SIGUSR1' | 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGCONT' | 'SIGSTOP' | 'SIG0';
 
+/** What src/remote/procs.ts asks of the process table (the modes are PROC_SCRIPT's, see there). */
+export interface ProcTableRequest {
+  /** the run dir whose physical path and env.json are wanted ('' none) */
+  runDir: string;
+  /** report CLK_TCK and the page size (first contact) */
+  sysconf: boolean;
+  mode: 'all' | 'run' | 'list';
+  /** pids already looked at closely: their environ and cwd are not read again */
+  known: number[];
+  /** pids to look at closely (environ, cwd) */
+  pids: number[];
+}
+
+/** The process table as read, before src/remote/procs.ts makes ProcInfo of it. */
+export interface ProcTable {
+  /** physical path of the run dir when it exists */
+  runDirPhysical: string | null;
+  /** the run dir's env.json on one line, when it exists */
+  envJson: string | null;
+  uptimeS: number | null;
+  /** only when asked for (ProcTableRequest.sysconf) */
+  sysconf: { clkTck: number; pageSize: number } | null;
+  /** /proc/PID/stat line and /proc/PID/wchan of each process, as the kernel wrote them */
+  procs: { stat: string; wchan: string }[];
+  /** physical working directory per closely looked-at pid */
+  cwd: Map<number, string>;
+  /** NSpid (outer first) of closely looked-at pids in a nested pid namespace */
+  nsPid: Map<number, number[]>;
+  /** /proc/PID/cmdline and /proc/PID/environ as read (NULs kept); null: read but not trustworthy */
+  cmdline: Map<number, string | null>;
+  environ: Map<number, string | null>;
+  /** the table cannot be read at all (no /proc) */
+  error?: string;
+}
+
 export interface Host {
   readonly kind: 'local' | 'ssh';
   /** "local" or "user@box:port" — shown in the header and in the action log */
@@ -153,11 +188,11 @@ export interface Host {
   removeOwn(root: string, rel: string): Promise<void>;
 
   /**
-   * Optional: run one of nsa-top's own fixed scripts (by name; 'procs' = the process-table reader
-   * of src/remote/procs.ts) without opening a channel — SshHost runs it inside its watch loop.
-   * Resolves null when that is not possible right now; the caller then uses exec().
+   * Optional: the process table as data, read without starting a command — LocalHost reads /proc
+   * in-process, SshHost runs the reader inside its watch loop (no channel). Resolves null when that
+   * is not possible right now; src/remote/procs.ts then runs its script through exec().
    */
-  runLight?(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null>;
+  readProcTable?(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null>;
 
   /** Host wall clock now (ms); SshHost corrects for clock offset measured at connect. */
   now(): number;

@@ -14,7 +14,6 @@ import type { ProcInfo } from '../../src/remote/types.js';
 import {
   findRunProcesses,
   listProcesses,
-  matchRun,
   parseStat,
   readProc,
   splitHeadOutput,
@@ -419,9 +418,17 @@ test('a rank that died unreaped stays a rank, in state Z, with the environ seen 
   mkdirSync(runDir, { recursive: true });
   const script = join(tmp, 'zrepo', 'scripts', 'train_showcase.py');
   writeFileSync(script, `setTimeout(() => process.exit(3), Number(process.env.LIVE_MS))`);
-  // sh starts the "rank" in the background, then becomes `sleep`, which never reaps it
+  // sh starts the "rank" in the background, then becomes `sleep`, which never reaps it (its pid
+  // file written whole, then renamed: a reader never sees a half-written one)
   const parent = startGroup(
-    ['sh', '-c', `"$0" "$1" & echo $! > "$2"; exec sleep 60`, python3, script, join(tmp, 'z.pid')],
+    [
+      'sh',
+      '-c',
+      `"$0" "$1" & echo $! > "$2.tmp" && mv "$2.tmp" "$2"; exec sleep 60`,
+      python3,
+      script,
+      join(tmp, 'z.pid'),
+    ],
     {
       cwd: join(tmp, 'zrepo'),
       env: { RANK: '1', LOCAL_RANK: '1', WORLD_SIZE: '2', NSA_TOP_RUN_DIR: runDir, LIVE_MS: '1500' },
@@ -481,7 +488,7 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   // SSH and the fallback. Both must describe the same processes the same way.
   const scriptOnly = new Proxy(new LocalHost(), {
     get(t, k) {
-      if (k === 'runLight') return undefined;
+      if (k === 'readProcTable') return undefined;
       const v = Reflect.get(t, k) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
     },
@@ -558,48 +565,6 @@ test("nsa-top's own single-process trainer started by hand (train --out DIR) is 
   assert.match(no.unproven?.[0]?.why ?? '', /no proof|environment/);
 });
 
-test("matchRun: a tied trainer that started long before the run's first record is not a rank, unless the heartbeats name it", () => {
-  const t0 = Date.UTC(2026, 0, 1, 12);
-  const proc = (pid: number, startedAtMs: number): ProcInfo => ({
-    pid,
-    ppid: 1,
-    startTime: String(pid * 10),
-    state: 'S',
-    cpuPct: null,
-    rssKiB: 1,
-    wchan: null,
-    argv: ['/usr/bin/python3', '-u', 'scripts/train_showcase.py'],
-    env: { NSA_TOP_RUN_DIR: '/runs/r', RANK: '0', WORLD_SIZE: '1' },
-    cwd: '/repo',
-    startedAtMs,
-  });
-  const ctx = { runDirs: new Set(['/runs/r']) };
-  const old = proc(100, t0 - 20 * 60_000);
-  const fresh = proc(200, t0 - 60_000);
-  // a data-loader worker of the old trainer (same argv and environment, started recently)
-  const worker = { ...proc(300, t0 - 30_000), ppid: 100 };
-  const r = matchRun([old, fresh, worker], ctx, [], null, t0, undefined, t0);
-  assert.deepEqual(
-    r.ranks.map((x) => x.proc.pid),
-    [200],
-    'neither the old trainer nor its worker',
-  );
-  assert.match(
-    r.unproven?.find((u) => u.pid === 100)?.why ?? '',
-    /names this run in its environment, but it started at .*, long before the run's first record/,
-  );
-  // named by the heartbeats (its records go on after a rotated heartbeat file): judged by them
-  const named = matchRun([old], ctx, [{ rank: 0, pid: 100, lastTs: t0 + 5000, bootTs: null }], null, t0, undefined, t0);
-  assert.deepEqual(
-    named.ranks.map((x) => x.proc.pid),
-    [100],
-  );
-  // a boot record that names it long after it started: another process with the same pid
-  const boot = matchRun([old], ctx, [{ rank: 0, pid: 100, lastTs: t0 + 5000, bootTs: t0 }], null, t0, undefined, t0);
-  assert.deepEqual(boot.ranks, []);
-  assert.match(boot.unproven![0]!.why, /long before the boot record/);
-});
-
 test('a working directory whose name holds a newline cannot forge the cwd of another process (local and script)', async () => {
   const victim = startGroup([python3, join(bin, 'torchrun')], { cwd: tmp, env: { ROLE: 'idle' } });
   await waitFor(() => readProc(host, victim.pid!), 'victim');
@@ -609,7 +574,7 @@ test('a working directory whose name holds a newline cannot forge the cwd of ano
   await waitFor(() => readProc(host, e.pid!), 'evil');
   const scriptOnly = new Proxy(new LocalHost(), {
     get(t, k) {
-      if (k === 'runLight') return undefined;
+      if (k === 'readProcTable') return undefined;
       const v = Reflect.get(t, k) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
     },

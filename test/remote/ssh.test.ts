@@ -65,7 +65,7 @@ function bindHost(h: SshHost): import('../../src/remote/host.js').Host {
     'remove',
     'now',
     'close',
-    'runLight',
+    'readProcTable',
   ] as const) {
     o[k] = (h[k] as (...a: unknown[]) => unknown).bind(h);
   }
@@ -603,7 +603,9 @@ test('the process table over SSH matches the local one (one command per refresh)
     const h2 = await sshd.connect();
     try {
       const c0 = h2.stats().channels;
-      const viaExec = await findRunProcesses({ ...bindHost(h2), runLight: undefined }, runDir, { heartbeatPids: [] });
+      const viaExec = await findRunProcesses({ ...bindHost(h2), readProcTable: undefined }, runDir, {
+        heartbeatPids: [],
+      });
       assert.equal(viaExec.launcher?.pid, c.pid);
       assert.equal(h2.stats().channels - c0, 1);
     } finally {

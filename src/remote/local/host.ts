@@ -7,7 +7,8 @@
 // refresh costing a percent of a core or a fraction of it. On anything else (NFS, Lustre, CIFS,
 // FUSE, an unrecognised type) the calls stay asynchronous, so a hung mount stalls the poll but
 // never freezes the keys.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import * as fsSync from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import * as fs from 'node:fs/promises';
@@ -24,6 +25,8 @@ import type {
   FileStat,
   Host,
   OwnWriteMode,
+  ProcTable,
+  ProcTableRequest,
   ReadRequest,
   ReadResult,
   SignalName,
@@ -56,6 +59,25 @@ process.on('exit', () => {
   for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
   liveGroups.clear();
 });
+
+/** Starts argv in a process group of its own (a timeout or stop() ends all of it), tracked until it exits. */
+function spawnGroup(
+  what: 'exec' | 'stream',
+  argv: string[],
+  opts: { cwd?: string; env?: Record<string, string> },
+  stdin: 'pipe' | 'ignore',
+): ChildProcessByStdio<Writable | null, Readable, Readable> {
+  const [cmd, ...args] = argv;
+  if (!cmd) throw new Error(`${what}: empty argv`);
+  const child = spawn(cmd, args, {
+    cwd: opts.cwd,
+    env: opts.env ? { ...process.env, ...opts.env } : process.env,
+    stdio: [stdin, 'pipe', 'pipe'],
+    detached: true,
+  }) as ChildProcessByStdio<Writable | null, Readable, Readable>;
+  if (child.pid) liveGroups.add(child.pid);
+  return child;
+}
 
 function toStat(s: import('node:fs').Stats): FileStat {
   return { size: s.size, mtimeMs: s.mtimeMs, ino: s.ino, isDir: s.isDirectory(), isFile: s.isFile(), mode: s.mode };
@@ -369,15 +391,15 @@ export class LocalHost implements Host {
   }
 
   /**
-   * The process table without a child process (see procs-local.ts). Null past the time limit: the
+   * The process table without a child process (see local/procs.ts). Null past the time limit: the
    * caller then runs the script, whose own time limit kills it.
    */
-  async runLight(name: 'procs', args: string[], timeoutMs: number): Promise<Buffer | null> {
-    if (name !== 'procs' || process.platform !== 'linux') return null;
+  async readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
+    if (process.platform !== 'linux') return null;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<null>((r) => (timer = setTimeout(() => r(null), timeoutMs)));
     try {
-      return await Promise.race([procTableLocal(args), late]);
+      return await Promise.race([procTableLocal(req), late]);
     } finally {
       clearTimeout(timer);
     }
@@ -387,16 +409,9 @@ export class LocalHost implements Host {
     const started = Date.now();
     const max = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
     return new Promise((resolve) => {
-      const [cmd, ...args] = argv;
-      if (!cmd) throw new Error('exec: empty argv');
-      const child = spawn(cmd, args, {
-        cwd: opts.cwd,
-        env: opts.env ? { ...process.env, ...opts.env } : process.env,
-        stdio: ['pipe', 'pipe', 'pipe'],
-        detached: true, // own process group, so a timeout kills the whole command
-      });
+      const child = spawnGroup('exec', argv, opts, 'pipe');
       const gpid = child.pid;
-      if (gpid) liveGroups.add(gpid);
+      const stdin = child.stdin!;
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       let outLen = 0;
@@ -435,23 +450,15 @@ export class LocalHost implements Host {
       };
       child.on('error', (e) => finish(null, null, e));
       child.on('close', (code, signal) => finish(code, signal));
-      child.stdin.on('error', () => {});
-      if (opts.input !== undefined) child.stdin.end(opts.input);
-      else child.stdin.end();
+      stdin.on('error', () => {});
+      if (opts.input !== undefined) stdin.end(opts.input);
+      else stdin.end();
     });
   }
 
   stream(argv: string[], opts: StreamOptions): StreamHandle {
-    const [cmd, ...args] = argv;
-    if (!cmd) throw new Error('stream: empty argv');
-    const child = spawn(cmd, args, {
-      cwd: opts.cwd,
-      env: opts.env ? { ...process.env, ...opts.env } : process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
+    const child = spawnGroup('stream', argv, opts, 'ignore');
     const pid = child.pid;
-    if (pid) liveGroups.add(pid);
     // bounded line splitting (a command that never prints a newline costs at most the cap)
     const out = new StreamLines(
       (l) => opts.onLine(l),

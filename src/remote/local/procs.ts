@@ -1,5 +1,5 @@
 // The process-table reader of procs.ts (PROC_SCRIPT), done in-process for LocalHost: the same
-// output, byte for byte in what the parser reads, without starting `sh`, `head` and `getconf`
+// table as the script's output parsed, without starting `sh`, `head` and `getconf`
 // every refresh. Spawning them from the cockpit cost more than everything else it does in a
 // second (a fork of a ~90 MB process plus a shell walking /proc).
 //
@@ -11,6 +11,8 @@
 import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
+import type { ProcTable, ProcTableRequest } from '../host.js';
+import { emptyProcTable } from '../procs.js';
 
 const ENVIRON_MAX = 131072;
 const ENV_JSON_MAX = 65536;
@@ -102,18 +104,14 @@ async function realpathCached(rd: string): Promise<string | null> {
 
 const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)', ' (nsa-top'];
 
-/**
- * PROC_SCRIPT's output for `args` (runDir, '1'|'', mode, known pids, pids…), or null for arguments
- * it does not take (the caller then runs the script).
- */
-export async function procTableLocal(args: string[]): Promise<Buffer | null> {
-  const [rd = '', tk = '', mode = '', knownArg = '', ...pidArgs] = args;
-  if (!/^(all|run|list)$/.test(mode) || !/^[\d ]*$/.test(knownArg) || pidArgs.some((p) => !/^\d+$/.test(p)))
-    return null;
-  const known = new Set([...knownArg.split(' ').filter(Boolean), ...pidArgs]);
-  const out: string[] = [];
-  if (rd) {
-    const real = await realpathCached(rd);
+/** The process table as PROC_SCRIPT reads it (same modes, same choices), read in-process. */
+export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> {
+  const { mode } = req;
+  const pidArgs = req.pids.map(String);
+  const known = new Set([...req.known.map(String), ...pidArgs]);
+  const t = emptyProcTable();
+  if (req.runDir) {
+    const real = await realpathCached(req.runDir);
     const isDir = real
       ? await fs.stat(real).then(
           (s) => s.isDirectory(),
@@ -121,42 +119,38 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
         )
       : false;
     if (real && isDir) {
-      out.push(`R ${real}\n`);
+      t.runDirPhysical = real;
       const envFile = join(real, 'env.json');
       const st = await fs.stat(envFile).catch(() => null);
       if (st?.isFile()) {
         const j = await head(envFile, ENV_JSON_MAX);
-        out.push(`J ${(j ?? Buffer.alloc(0)).toString('utf8').replace(/[\n\r]/g, ' ')}\n`);
+        t.envJson = (j ?? Buffer.alloc(0)).toString('utf8').replace(/[\n\r]/g, ' ');
       }
     }
   }
   const up = readSmall('/proc/uptime');
-  if (up === null) return Buffer.from('X no /proc on this host\n');
+  if (up === null) return { ...t, error: 'no /proc on this host' };
   const upField = up.split(' ')[0];
-  if (upField) out.push(`U ${upField}\n`);
-  if (tk === '1') {
-    const a = auxv();
-    out.push(`T ${a.clkTck} ${a.pageSize}\n`);
-  }
+  if (upField) t.uptimeS = Number(upField) || null;
+  if (req.sysconf) t.sysconf = auxv();
   const cmdlines: string[] = [];
   const enrich: string[] = [];
-  // command lines already read for the node check below, reused for the head section
+  // command lines already read for the node check below, reused below
   const readBefore = new Map<string, Buffer | null>();
   const st = async (pid: string) => {
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
-    let t = TRAINER_COMM.some((c) => s.includes(c));
-    if (t && s.includes(' (node)')) {
+    let isTrainer = TRAINER_COMM.some((c) => s.includes(c));
+    if (isTrainer && s.includes(' (node)')) {
       // node runs much besides nsa-top: keep it only when its command line names nsa-top
       const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
       readBefore.set(`${pid}/cmdline`, c);
-      if (!c || !c.toString('utf8').includes('nsa-top')) t = false;
+      if (!c || !c.toString('utf8').includes('nsa-top')) isTrainer = false;
     }
-    if (mode === 'run' && !t && !known.has(pid)) return;
-    const w = readSmall(`/proc/${pid}/wchan`) ?? '';
-    out.push(`S ${s}\nW ${w}\n`);
+    if (mode === 'run' && !isTrainer && !known.has(pid)) return;
+    t.procs.push({ stat: s, wchan: readSmall(`/proc/${pid}/wchan`) ?? '' });
     if (mode === 'run') cmdlines.push(pid);
-    if (t && mode !== 'list' && !known.has(pid)) enrich.push(pid);
+    if (isTrainer && mode !== 'list' && !known.has(pid)) enrich.push(pid);
   };
   let all: string[];
   if (mode === 'list') all = pidArgs;
@@ -174,29 +168,30 @@ export async function procTableLocal(args: string[]): Promise<Buffer | null> {
   const closer = [...pidArgs, ...enrich];
   for (const pid of closer) {
     const cwd = await fs.readlink(`/proc/${pid}/cwd`).catch(() => null);
-    // `cd` into a deleted directory fails in the script: no D line either
-    // (a cwd whose name holds a newline could forge lines for other pids: left out, as the script does)
-    if (cwd !== null && !cwd.endsWith(' (deleted)') && !cwd.includes('\n')) out.push(`D ${pid} ${cwd}\n`);
+    // `cd` into a deleted directory fails in the script: no cwd either
+    // (a cwd whose name holds a newline could forge lines for other pids there: left out here too)
+    if (cwd !== null && !cwd.endsWith(' (deleted)') && !cwd.includes('\n')) t.cwd.set(Number(pid), cwd);
     // NSpid with more than one entry: a nested pid namespace (a container)
     const status = await head(`/proc/${pid}/status`, 8192);
     const m = status ? /^NSpid:[ \t]*([^\n]*)$/m.exec(status.toString('latin1')) : null;
-    if (m && /[^0-9]/.test(m[1]!.trim())) out.push(`N ${pid} ${m[1]!.trim()}\n`);
+    const ns = m ? m[1]!.trim().split(/\s+/).map(Number) : [];
+    if (ns.length > 1 && ns.every((n) => Number.isInteger(n) && n > 0)) t.nsPid.set(Number(pid), ns);
   }
-  out.push('@@NSA-TOP-HEAD@@\n');
-  const files: string[] = [];
-  if (mode === 'all') files.push(...all.map((p) => `${p}/cmdline`), ...closer.map((p) => `${p}/environ`));
-  else if (mode === 'run') files.push(...cmdlines.map((p) => `${p}/cmdline`), ...closer.map((p) => `${p}/environ`));
-  else for (const p of closer) files.push(`${p}/cmdline`, `${p}/environ`);
+  const files: (readonly [string, 'cmdline' | 'environ'])[] = [];
+  if (mode === 'all')
+    files.push(...all.map((p) => [p, 'cmdline'] as const), ...closer.map((p) => [p, 'environ'] as const));
+  else if (mode === 'run')
+    files.push(...cmdlines.map((p) => [p, 'cmdline'] as const), ...closer.map((p) => [p, 'environ'] as const));
+  else for (const p of closer) files.push([p, 'cmdline'], [p, 'environ']);
   const bodies = await Promise.all(
-    files.map((f) => (readBefore.has(f) ? readBefore.get(f)! : head(`/proc/${f}`, ENVIRON_MAX))),
+    files.map(([pid, f]) =>
+      readBefore.has(`${pid}/${f}`) ? readBefore.get(`${pid}/${f}`)! : head(`/proc/${pid}/${f}`, ENVIRON_MAX),
+    ),
   );
-  const parts: Buffer[] = [Buffer.from(out.join(''))];
-  let first = true;
-  files.forEach((f, i) => {
+  files.forEach(([pid, f], i) => {
     const b = bodies[i];
-    if (!b) return; // head prints nothing for a file it cannot open
-    parts.push(Buffer.from(`${first ? '' : '\n'}==> ${f} <==\n`), b);
-    first = false;
+    if (!b) return; // a file that cannot be opened is not read (as `head` prints nothing for it)
+    (f === 'cmdline' ? t.cmdline : t.environ).set(Number(pid), b.toString('utf8'));
   });
-  return Buffer.concat(parts);
+  return t;
 }

@@ -120,15 +120,13 @@ while IFS= read -r line; do
       r=$\{line#d }; i=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
       num "$i" || continue
       eval "d_$i=\$p; lp_$i="; rmid "$dids" "$i"; dids="$out $i" ;;
-    'u '*)
-      i=$\{line#u }; num "$i" || continue
-      rmid "$dids" "$i"; dids=$out ;;
     'f '*)
       pf "$\{line#f }" || continue
       eval "f_$i=\$p; o_$i=\$off; n_$i=\$ino; x_$i=\$max; sp_$i="; rmid "$fids" "$i"; fids="$out $i" ;;
-    'g '*)
-      i=$\{line#g }; num "$i" || continue
-      rmid "$fids" "$i"; fids=$out ;;
+    'u '*|'g '*)
+      # stop listing (u) or following (g) an id
+      i=$\{line#? }; num "$i" || continue
+      case $line in u*) rmid "$dids" "$i"; dids=$out;; *) rmid "$fids" "$i"; fids=$out;; esac ;;
     'o '*)
       pf "$\{line#o }" || continue
       rd o "$i" "$off" "$ino" "$max" "$p" ;;

@@ -7,6 +7,7 @@ import { isAbsolute, join } from 'node:path';
 import { LineCounter, parseDocument, isMap, isScalar, type Document } from 'yaml';
 import { z } from 'zod';
 import type { Host } from '../../remote/host.js';
+import { readTextFile } from '../../remote/textfile.js';
 import { InputError } from '../../errors.js';
 import { PACKAGE_ROOT, selfCommand } from '../../self.js';
 import { BUILTIN_PROFILES_YAML, BUILTIN_SOURCE } from './profiles-builtin.js';
@@ -630,15 +631,8 @@ export async function readConfigOutDir(
   config: string,
 ): Promise<{ outDir: string | null; error: string | null }> {
   const path = abs(config, cwd);
-  let text: string;
-  try {
-    text = (await host.readFile(path, 1 << 20)).toString('utf8');
-  } catch (e) {
-    return {
-      outDir: null,
-      error: `${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (e as Error).message}`,
-    };
-  }
+  const { text, error } = await readTextFile(host, path);
+  if (error !== undefined) return { outDir: null, error };
   if (yamlTooDeep(text)) return { outDir: null, error: `${path}: YAML nested too deep: refused` };
   try {
     const doc = parseDocument(text).toJS() as { train?: { out_dir?: unknown } } | null;

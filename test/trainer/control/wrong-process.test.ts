@@ -13,7 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { createActions } from '../../../src/cockpit/actions.js';
 import type { CockpitState } from '../../../src/cockpit/state.js';
 import { LocalHost } from '../../../src/remote/local/host.js';
-import { findRunProcesses, hintsFromRun, readProc } from '../../../src/remote/procs.js';
+import { findRunProcesses, readProc } from '../../../src/remote/procs.js';
+import { hintsFromRun } from '../../../src/trainer/run/ranks.js';
 import { currentActor, dumpAll } from '../../../src/trainer/control/actions.js';
 import { openRunModel } from '../../../src/trainer/run/rundir.js';
 import { startKid, killKids, type Kid } from './helpers.js';
@@ -275,7 +276,7 @@ test("a heartbeat written inside a container names the writer's pid there: recog
   // the shell script (the path over SSH) reads NSpid the same way
   const scriptOnly = new Proxy(new LocalHost(), {
     get(tgt, k) {
-      if (k === 'runLight') return undefined;
+      if (k === 'readProcTable') return undefined;
       const v = Reflect.get(tgt, k) as unknown;
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(tgt) : v;
     },

@@ -1,0 +1,249 @@
+// File operations on the remote box, each one guarded sh script over exec (stat, list, reads,
+// writes, nsa-top's own files, signals). The poll path does not come here: it rides the watch loop.
+import type { DirEntry, FileStat, OwnWriteMode, SignalName } from '../host.js';
+import { ownError, splitOwnRel } from '../local/ownfiles.js';
+import type { BoxFacts } from './connection.js';
+import type { RawResult, RemoteCommands } from './exec.js';
+import { parseFindEntry, parseLsLine, sortByName, statOf } from './listing.js';
+
+/** A failed script: its exit code, stderr, and whether it ran out of time. */
+type Failure = Pick<RawResult, 'code' | 'stderr' | 'timedOut'>;
+
+/** the last line the script wrote on stderr (its own message) */
+const lastLine = (r: Failure) => r.stderr.toString('utf8').trim().split('\n').pop() ?? '';
+
+/** exit codes of the plain file scripts → errno names (anything else: EIO, or ETIMEDOUT) */
+const ERRNO_OF_EXIT: Record<number, string> = { 3: 'ENOENT', 17: 'EEXIST', 4: 'ENOTREG', 13: 'EACCES' };
+
+export class SshFiles {
+  constructor(
+    private readonly cmds: RemoteCommands,
+    private readonly label: string,
+    private readonly box: BoxFacts,
+  ) {}
+
+  private errorFor(path: string, r: Failure, what: string): Error {
+    const msg = lastLine(r);
+    const e = new Error(
+      `${what} ${path} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`,
+    ) as NodeJS.ErrnoException;
+    e.code = ERRNO_OF_EXIT[r.code ?? -1] ?? (r.timedOut ? 'ETIMEDOUT' : 'EIO');
+    return e;
+  }
+
+  private statScript(): string {
+    return this.box.gnuFind
+      ? `[ -e "$1" ] || exit 3; find -L "$1" -maxdepth 0 -printf '%i %y %s %T@ %m\\n'`
+      : `[ -e "$1" ] || exit 3; set -- $(ls -lniLd "$1"); case $2 in d*) t=d;; -*) t=f;; *) t=o;; esac; echo "$1 $t $6 0 0"`;
+  }
+
+  async stat(path: string): Promise<FileStat | null> {
+    const r = await this.cmds.sh(this.statScript(), [path], { timeoutMs: 15000 });
+    if (r.code === 3) return null;
+    if (r.code !== 0) throw this.errorFor(path, r, 'stat');
+    const [ino, type, size, mt, perm] = r.stdout.toString().trim().split(' ');
+    return statOf(ino, type, size, mt, perm);
+  }
+
+  async list(dir: string): Promise<DirEntry[]> {
+    // a dir that can be listed but not searched (mode 444) holds nothing readable: EACCES
+    const script =
+      `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
+      (this.box.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
+    const r = await this.cmds.sh(script, [dir], { timeoutMs: 15000 });
+    const now = Date.now() + this.box.clockOffsetMs;
+    const out: DirEntry[] = [];
+    for (const line of r.stdout.toString('utf8').split('\n')) {
+      const e = this.box.gnuFind ? parseFindEntry(line) : parseLsLine(line, now);
+      if (e) out.push(e);
+    }
+    // find/ls exit non-zero for one bad entry (a symlink loop, a dangling link) after listing the
+    // rest: the listing stands; only a listing with nothing in it is the directory's own failure
+    if (r.code !== 0 && (r.code === 3 || r.timedOut || out.length === 0)) throw this.errorFor(dir, r, 'list');
+    return sortByName(out);
+  }
+
+  async readRange(path: string, start: number, end?: number): Promise<Buffer> {
+    if (!Number.isInteger(start) || start < 0) throw new Error(`invalid offset ${start}`);
+    // only a regular file is read: `tail` of a FIFO would wait for a writer until the timeout
+    const guard = `[ -e "$1" ] || exit 3; [ -f "$1" ] || { echo "not a regular file: not read" >&2; exit 4; }; `;
+    const script = end === undefined ? `${guard}tail -c +"$2" "$1"` : `${guard}tail -c +"$2" "$1" | head -c "$3"`;
+    const args = [path, String(start + 1)];
+    if (end !== undefined) args.push(String(Math.max(0, end - start)));
+    const r = await this.cmds.sh(script, args, { maxOutputBytes: 1 << 30, timeoutMs: 120000 });
+    if (r.code !== 0) throw this.errorFor(path, r, 'read');
+    return r.stdout;
+  }
+
+  async readFile(path: string, maxBytes?: number): Promise<Buffer> {
+    return this.readRange(path, 0, maxBytes);
+  }
+
+  async writeFile(
+    path: string,
+    data: string | Buffer,
+    opts: { exclusive?: boolean; mode?: number } = {},
+  ): Promise<void> {
+    const mode = opts.mode !== undefined ? (opts.mode & 0o7777).toString(8) : '';
+    const script =
+      (opts.exclusive
+        ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; `
+        : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
+      `cat > "$1" || exit 1; if [ -n "$2" ]; then chmod "$2" "$1" || exit 1; fi`;
+    const r = await this.cmds.sh(script, [path, mode], { input: data });
+    if (r.code !== 0) throw this.errorFor(path, r, 'write');
+  }
+
+  async appendFile(path: string, data: string | Buffer): Promise<void> {
+    const r = await this.cmds.sh(
+      `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`,
+      [path],
+      { input: data },
+    );
+    if (r.code !== 0) throw this.errorFor(path, r, 'append to');
+  }
+
+  async mkdirp(path: string): Promise<void> {
+    const r = await this.cmds.sh(`mkdir -p -- "$1"`, [path]);
+    if (r.code !== 0) throw this.errorFor(path, r, 'mkdir');
+  }
+
+  async remove(path: string): Promise<void> {
+    const r = await this.cmds.sh(
+      `[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && { echo "$1 is a directory" >&2; exit 1; }; rm -f -- "$1"`,
+      [path],
+    );
+    if (r.code !== 0) throw this.errorFor(path, r, 'remove');
+  }
+
+  /**
+   * nsa-top's own files on the remote box (see Host.writeOwn), by one guarded sh script: `cd -P`
+   * into the root, then into `sub` only when it is a real directory (`[ -h ]` first), then the file
+   * by its bare name, refused when it is a link or not a regular file. Where GNU dd is there the
+   * write itself opens with O_NOFOLLOW (`oflag=nofollow`, `conv=excl`), so a link planted between
+   * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
+   */
+  async writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+    const [sub, name] = splitOwnRel(rel);
+    const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode], { input: data });
+    if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
+  }
+
+  async removeOwn(root: string, rel: string): Promise<void> {
+    const [sub, name] = splitOwnRel(rel);
+    const r = await this.cmds.sh(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
+    if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, 'remove');
+  }
+
+  private ownErrorFor(path: string, r: Failure, what: string): Error {
+    const msg = lastLine(r);
+    const code = r.timedOut ? 'ETIMEDOUT' : (OWN_CODES[r.code ?? -1] ?? 'EIO');
+    const why = r.timedOut ? 'timed out' : msg.replace(/^[^:]*: /, '') || `exit ${r.code}`;
+    const partial = r.code === 45 || (r.code === 44 && what === 'append');
+    const text =
+      r.code === 45 ? `created, but its content could not be written (${why})` : (OWN_TEXTS[r.code ?? -1] ?? why);
+    // the culprit: `.nsa-top` (the script names it by its full path) or the file itself
+    const who = msg.startsWith('/') ? msg.slice(0, msg.indexOf(': ')) : path;
+    return ownError(code, `${who} on ${this.label}`, text, partial);
+  }
+
+  /**
+   * `kill -s SIG pid` on the remote box. With `expect.startTime`, the remote side first checks
+   * /proc/PID/stat field 22 in the same command, so a recycled pid is never signalled.
+   */
+  async signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void> {
+    if (!Number.isInteger(pid) || pid <= 1) throw new Error(`refusing to signal pid ${pid}`);
+    const name = sig === 'SIG0' ? '0' : sig.replace(/^SIG/, '');
+    if (!/^[A-Z0-9]+$/.test(name)) throw new Error(`invalid signal ${sig}`);
+    let script = `kill -s ${name} "$1"`;
+    const args = [String(pid)];
+    if (expect) {
+      if (!/^\d+$/.test(expect.startTime)) throw new Error(`invalid start time ${expect.startTime}`);
+      script = `read -r s < /proc/"$1"/stat || exit 3; s=\${s##*) }; set -f; set -- "$1" "$2" $s; [ "\${22}" = "$2" ] || exit 4; ${script}`;
+      args.push(expect.startTime);
+    }
+    const r = await this.cmds.sh(script, args, { timeoutMs: 15000 });
+    if (r.code === 3) throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
+    if (r.code === 4)
+      throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), {
+        code: 'ESRCH',
+      });
+    if (r.code !== 0) {
+      const msg = r.stderr.toString().trim();
+      const e = new Error(
+        `kill -s ${name} ${pid} on ${this.label}: ${r.timedOut ? 'timed out' : msg || `exit ${r.code}`}`,
+      ) as NodeJS.ErrnoException;
+      e.code = /not permitted/i.test(msg) ? 'EPERM' : /no such process/i.test(msg) ? 'ESRCH' : 'EIO';
+      throw e;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ nsa-top's own files (remote)
+
+/** exit codes of the scripts below → errno names */
+const OWN_CODES: Record<number, string> = {
+  3: 'ENOENT',
+  17: 'EEXIST',
+  40: 'ELOOP',
+  42: 'ENOTDIR',
+  43: 'EFTYPE',
+  44: 'EIO',
+  45: 'EIO',
+};
+
+/** what the exit codes of the scripts below say about the file */
+const OWN_TEXTS: Record<number, string> = {
+  40: 'is a symbolic link: refused (nsa-top never writes through a link)',
+  42: 'is not a directory: refused',
+  43: 'is not a regular file: refused',
+  17: 'already exists',
+};
+
+/** $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin */
+const OWN_WRITE_SCRIPT = `set -f
+r=$1 sub=$2 n=$3 m=$4
+cd -P -- "$r" 2>/dev/null || { echo "$r: cannot enter the directory" >&2; exit 3; }
+if [ -n "$sub" ]; then
+  [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }
+  [ -e "$sub" ] || mkdir -- "$sub" 2>/dev/null
+  [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }
+  [ -d "$sub" ] || { echo "$r/$sub: not a directory" >&2; exit 42; }
+  cd -P -- "$sub" || exit 42
+fi
+if [ -h "$n" ]; then
+  # replace puts a file in the link's place (the rename never follows it); the others refuse
+  [ "$m" = replace ] || { echo "$n: is a link" >&2; exit 40; }
+  rm -f -- "$n" || exit 44
+fi
+if [ -e "$n" ] && [ ! -f "$n" ]; then echo "$n: not a regular file" >&2; exit 43; fi
+nf=; if dd if=/dev/null of=/dev/null oflag=nofollow status=none 2>/dev/null; then nf=1; fi
+case $m in
+exclusive)
+  [ -e "$n" ] && { echo "$n: File exists" >&2; exit 17; }
+  if [ -n "$nf" ]; then e=$(dd of="$n" conv=excl oflag=nofollow status=none 2>&1); rc=$?
+  else e=$( (set -C; cat > "$n") 2>&1 ); rc=$?; fi
+  if [ $rc -ne 0 ]; then
+    case $e in *[Ee]xists*) echo "$n: File exists" >&2; exit 17;; *[Tt]oo\\ many\\ levels*|*[Ss]ymbolic*) echo "$n: is a link" >&2; exit 40;; esac
+    [ -f "$n" ] && { echo "$n: $e" >&2; exit 45; }
+    echo "$n: $e" >&2; exit 44
+  fi;;
+append)
+  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=notrunc status=none || exit 44
+  else cat >> "$n" || exit 44; fi;;
+replace)
+  t=".$n.nsa-top.$$.tmp"
+  if [ -n "$nf" ]; then dd of="$t" conv=excl oflag=nofollow status=none || { rm -f -- "$t"; exit 44; }
+  else (set -C; cat > "$t") || { rm -f -- "$t"; exit 44; }; fi
+  [ -d "$n" ] && { rm -f -- "$t"; echo "$n: not a regular file" >&2; exit 43; }
+  mv -f -- "$t" "$n" || { rm -f -- "$t"; exit 44; };;
+*) exit 2;;
+esac`;
+
+/** $1 root, $2 sub, $3 name: removes the name itself (a link is removed, never followed) */
+const OWN_REMOVE_SCRIPT = `set -f
+cd -P -- "$1" 2>/dev/null || exit 3
+if [ -n "$2" ]; then [ -h "$2" ] && { echo "$1/$2: is a link" >&2; exit 40; }; cd -P -- "$2" 2>/dev/null || exit 3; fi
+[ -e "$3" ] || [ -h "$3" ] || exit 3
+[ -d "$3" ] && [ ! -h "$3" ] && { echo "$3: is a directory" >&2; exit 43; }
+rm -f -- "$3" || exit 44`;

@@ -1,0 +1,237 @@
+// SshHost.pollDir: one round of a directory poll served by the watch loop (see Host.pollDir).
+// The listings and followed bytes are those of the loop's last frame and cost no round trip; a
+// path read for the first time, or re-read from an earlier offset, is a one-shot read answered by
+// the next frame; reading a path again from where the last read ended makes it a follow.
+import type { ConnState, DirEntry, DirPoll, ReadRequest, ReadResult } from '../host.js';
+import { sleep } from './connection.js';
+import { FRAME_WAIT_MS, safePath, type Follow, type OneShotAnswer, type WatchLoop } from './watch.js';
+
+const STALL_MS = 10_000;
+
+/** How one read request of a poll is served. */
+interface Plan {
+  req: ReadRequest;
+  follow?: Follow;
+  oneShot?: Promise<OneShotAnswer>;
+  error?: string;
+}
+
+/** What the connection says right now. */
+export interface PollLink {
+  readonly label: string;
+  connected(): boolean;
+  state(): ConnState;
+  /** host wall clock (ms) */
+  now(): number;
+}
+
+const hasNewline = (p: string) => p.includes('\n') || p.includes('\0');
+const noData = (req: ReadRequest, error: string, stat: ReadResult['stat'] = null): ReadResult => ({
+  path: req.path,
+  stat,
+  offset: req.offset,
+  data: Buffer.alloc(0),
+  error,
+});
+const subdirPath = (dir: string, s: string) => `${dir.replace(/\/+$/, '')}/${s}`;
+
+export class DirPoller {
+  /** end offset of the last read handed out per path, to notice sequential reading */
+  private readonly seqEnd = new Map<string, number>();
+
+  constructor(
+    private readonly loop: WatchLoop,
+    private readonly link: PollLink,
+    private readonly stallMs = STALL_MS,
+  ) {}
+
+  async pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []): Promise<DirPoll> {
+    const now = Date.now();
+    if (hasNewline(dir)) return this.refused(dir, reads);
+    const { live, downWhy } = await this.liveness();
+    // down and nothing registered: what is cached is all there is
+    if (!live && this.loop.idle) return this.cachedPoll(dir, reads, subdirs, downWhy);
+    let needFrame = this.watchDirs([dir, ...subdirs.map((s) => subdirPath(dir, s))], now);
+    // which request of each path is its follow; the others are one-shot reads
+    const claimed = new Set<string>();
+    const plans: Plan[] = [];
+    for (const req of reads) {
+      const p = this.plan(req, claimed, live, downWhy, now);
+      plans.push(p.plan);
+      needFrame ||= p.needFrame;
+    }
+    // one-shot answers and fresh registrations arrive by the end of the next frame
+    const frameError = live ? (needFrame ? await this.awaitFrame() : undefined) : downWhy;
+    this.loop.expireLeases(now);
+    const results: ReadResult[] = [];
+    for (const pl of plans) results.push(await this.answer(pl, frameError, live));
+    return this.assemble(dir, subdirs, results, frameError);
+  }
+
+  /** A directory name with a newline cannot travel over the loop's line protocol. */
+  private refused(dir: string, reads: ReadRequest[]): DirPoll {
+    return {
+      dir,
+      entries: null,
+      subdirs: {},
+      reads: reads.map((r) => noData(r, 'path contains a newline')),
+      error: 'directory name contains a newline: not supported over SSH',
+      hostNowMs: this.link.now(),
+    };
+  }
+
+  /** Whether the loop is (or can be brought) up; else why not. */
+  private async liveness(): Promise<{ live: boolean; downWhy: string }> {
+    let live = this.link.connected();
+    let downWhy = '';
+    if (live) {
+      try {
+        await this.loop.ensure();
+      } catch (e) {
+        live = false;
+        downWhy = (e as Error).message;
+      }
+    }
+    if (!live) {
+      const st = this.link.state();
+      downWhy ||=
+        st.state === 'reconnecting'
+          ? `reconnecting to ${this.link.label} (attempt ${st.attempt}): ${st.lastError}`
+          : `not connected to ${this.link.label}`;
+    }
+    return { live, downWhy };
+  }
+
+  /** Registers the directories to list; true when one of them has no frame yet. */
+  private watchDirs(paths: string[], now: number): boolean {
+    let needFrame = false;
+    for (const p of paths) {
+      const { dir, fresh } = this.loop.watchDir(p, now);
+      if (fresh || dir.validFromSeq > this.loop.doneSeq) needFrame = true;
+    }
+    return needFrame;
+  }
+
+  /** How `req` is served: its path's follow, a new follow, a re-follow, or a one-shot read. */
+  private plan(
+    req: ReadRequest,
+    claimed: Set<string>,
+    live: boolean,
+    downWhy: string,
+    now: number,
+  ): { plan: Plan; needFrame: boolean } {
+    if (hasNewline(req.path))
+      return { plan: { req, error: 'path contains a newline: not supported over SSH' }, needFrame: false };
+    const f = this.loop.follows.get(req.path);
+    const first = !claimed.has(req.path);
+    if (
+      f &&
+      first &&
+      (f.pendingReset || (req.offset >= f.base && req.offset <= f.base + f.len && req.offset >= f.delivered))
+    ) {
+      claimed.add(req.path);
+      f.lastUsed = now;
+      const needFrame = f.validFromSeq > this.loop.doneSeq;
+      this.loop.resumeIfDrained(f, req.offset);
+      return { plan: { req, follow: f }, needFrame };
+    }
+    // sequential continuation of an earlier read of this path: start following it
+    if (!f && first && this.seqEnd.get(req.path) === req.offset) {
+      claimed.add(req.path);
+      return { plan: { req, follow: this.loop.startFollow(req.path, req.offset, now) }, needFrame: true };
+    }
+    if (f && first) {
+      // the caller went back (re-reads a rewritten file) or jumped: re-follow from its offset
+      claimed.add(req.path);
+      this.loop.refollow(f, req.offset, now);
+      return { plan: { req, follow: f }, needFrame: true };
+    }
+    if (!live) return { plan: { req, error: downWhy }, needFrame: false };
+    const max = req.maxBytes ?? Number.MAX_SAFE_INTEGER;
+    return {
+      plan: { req, oneShot: this.loop.oneShot(safePath(req.path), req.offset, Math.min(max, 1 << 30)) },
+      needFrame: true,
+    };
+  }
+
+  /** Ticks the loop and waits for that frame; an error when it did not come. */
+  private async awaitFrame(): Promise<string | undefined> {
+    const seq = this.loop.tick();
+    const ok = await this.loop.waitSeq(seq, FRAME_WAIT_MS);
+    if (ok) return undefined;
+    return this.loop.up ? 'remote watch loop did not answer in time' : 'connection lost';
+  }
+
+  private async answer(pl: Plan, frameError: string | undefined, live: boolean): Promise<ReadResult> {
+    const { req } = pl;
+    if (pl.error) return noData(req, pl.error);
+    if (pl.oneShot) return this.fromOneShot(req, pl.oneShot, frameError);
+    return this.fromFollow(req, pl.follow!, frameError, live);
+  }
+
+  private async fromOneShot(
+    req: ReadRequest,
+    pending: Promise<OneShotAnswer>,
+    frameError: string | undefined,
+  ): Promise<ReadResult> {
+    const r = await Promise.race([pending, sleep(frameError ? 0 : 1000).then(() => null)]);
+    if (!r) return noData(req, frameError ?? 'no answer');
+    if (!r.error && r.stat) this.seqEnd.set(req.path, r.offset + r.data.length);
+    return { path: req.path, stat: r.stat, offset: r.offset, data: r.data, reset: r.reset, error: r.error };
+  }
+
+  /** The follow's buffered bytes from the request's offset (what was consumed before is dropped). */
+  private fromFollow(req: ReadRequest, f: Follow, frameError: string | undefined, live: boolean): ReadResult {
+    if (f.validFromSeq > this.loop.doneSeq) return noData(req, frameError ?? 'no answer yet', f.stat);
+    const stall = this.loop.watchStallMs();
+    if (live && stall > this.stallMs && f.len - Math.max(0, req.offset - f.base) <= 0) {
+      // nothing new because the remote side is stuck (a hung file system?), not because the run is quiet
+      return noData(req, `remote reads stalled for ${Math.round(stall / 1000)} s (hung file system?)`, f.stat);
+    }
+    let reset: ReadResult['reset'];
+    let from = req.offset;
+    if (f.pendingReset) {
+      reset = f.pendingReset;
+      f.pendingReset = undefined;
+      from = 0;
+    }
+    if (from < f.base) from = f.base;
+    this.loop.dropBefore(f, from);
+    const max = req.maxBytes ?? Number.MAX_SAFE_INTEGER;
+    const all = f.chunks.length === 1 ? f.chunks[0]! : Buffer.concat(f.chunks);
+    f.chunks = all.length ? [all] : [];
+    const data = all.subarray(0, Math.min(all.length, max));
+    f.delivered = from + data.length;
+    this.seqEnd.set(req.path, f.delivered);
+    if (f.stat) this.loop.lastIno.set(req.path, f.stat.ino);
+    const rr: ReadResult = { path: req.path, stat: f.stat, offset: from, data: Buffer.from(data) };
+    if (reset) rr.reset = reset;
+    if (f.error) rr.error = f.error;
+    return rr;
+  }
+
+  /** The listings as the last frame brought them, with the reads. */
+  private listings(dir: string, subdirs: string[]) {
+    const main = this.loop.dirs.get(dir);
+    const sub: Record<string, DirEntry[] | null> = {};
+    for (const s of subdirs) sub[s] = this.loop.dirs.get(subdirPath(dir, s))?.entries ?? null;
+    return { main, sub };
+  }
+
+  private assemble(dir: string, subdirs: string[], reads: ReadResult[], frameError: string | undefined): DirPoll {
+    const { main, sub } = this.listings(dir, subdirs);
+    const out: DirPoll = { dir, entries: main?.entries ?? null, subdirs: sub, reads, hostNowMs: this.link.now() };
+    if (main && main.entries === null && main.validFromSeq <= this.loop.doneSeq)
+      out.error = `ENOENT: ${dir} is missing or unreadable on ${this.link.label}`;
+    if (frameError && !main?.entries) out.error = frameError;
+    return out;
+  }
+
+  private cachedPoll(dir: string, reads: ReadRequest[], subdirs: string[], error: string): DirPoll {
+    const { main, sub } = this.listings(dir, subdirs);
+    const rs = reads.map((r) => noData(r, error, this.loop.follows.get(r.path)?.stat ?? null));
+    const out: DirPoll = { dir, entries: main?.entries ?? null, subdirs: sub, reads: rs, hostNowMs: this.link.now() };
+    if (!main?.entries) out.error = error;
+    return out;
+  }
+}

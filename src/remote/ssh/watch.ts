@@ -1,0 +1,491 @@
+// The watch loop: one long-lived channel running watch-script.ts, ticked every `intervalMs`. It
+// lists the watched directories and sends the new bytes of followed files with each frame, answers
+// one-shot reads, runs the process-table reader (PROC_SCRIPT) and sends kills, all without a
+// channel or a login shell per request. Frames are parsed by FrameParser; registrations survive a
+// reconnect (follows resume from the byte after the last one received).
+import { randomBytes } from 'node:crypto';
+import type { ClientChannel } from 'ssh2';
+import type { DirEntry, FileStat, ProcTable, ProcTableRequest } from '../host.js';
+import { parseProcScriptOutput } from '../procs.js';
+import type { BoxFacts, SshConnection } from './connection.js';
+import type { ChannelLimiter } from './channels.js';
+import { commandLine } from './exec.js';
+import { notRegularType, parseFindEntry, parseLsLine, sortByName, statOf } from './listing.js';
+import { FrameParser } from './frames.js';
+import { WATCH_SCRIPT } from './watch-script.js';
+
+export const FOLLOW_CHUNK = 4 * 1024 * 1024;
+export const FOLLOW_BUFFER_CAP = 64 * 1024 * 1024;
+const LEASE_MS = 60_000;
+export const FRAME_WAIT_MS = 20_000;
+
+export interface Follow {
+  id: number;
+  path: string;
+  /** file offset of buf[0] */
+  base: number;
+  chunks: Buffer[];
+  len: number;
+  /** inode last seen (0 unknown, -1 gone) */
+  ino: number;
+  stat: FileStat | null;
+  error?: string;
+  pendingReset?: 'truncated' | 'replaced';
+  /** offset up to which data was handed to the caller */
+  delivered: number;
+  lastUsed: number;
+  paused: boolean;
+  /** the tick seq after which this follow's data is valid (set on (re)registration) */
+  validFromSeq: number;
+}
+
+export interface WatchedDir {
+  id: number;
+  path: string;
+  entries: DirEntry[] | null;
+  lastUsed: number;
+  validFromSeq: number;
+}
+
+/** The answer to a one-shot read. */
+export interface OneShotAnswer {
+  stat: FileStat | null;
+  reset?: 'truncated' | 'replaced';
+  offset: number;
+  data: Buffer;
+  error?: string;
+}
+
+interface OneShot {
+  path: string;
+  resolve(r: OneShotAnswer): void;
+}
+
+/** Absolute or ./-relative: a path starting with `-` never reaches find/tail as an option. */
+export function safePath(p: string): string {
+  return p.startsWith('/') ? p : `./${p}`;
+}
+
+export class WatchLoop {
+  private watch: { chan: ClientChannel; pid: number | null; nonce: string; parser: FrameParser } | null = null;
+  private readonly lightWaiters = new Map<number, (b: Buffer | null) => void>();
+  private watchStarting: Promise<void> | null = null;
+  private watchTimer: NodeJS.Timeout | null = null;
+  private nextId = 1;
+  /** the last tick sent, and the last one the loop answered */
+  tickSeq = 0;
+  doneSeq = 0;
+  private inFlight = 0;
+  /** when the oldest unanswered tick was sent (null: none outstanding) */
+  private waitingSince: number | null = null;
+  readonly dirs = new Map<string, WatchedDir>();
+  readonly follows = new Map<string, Follow>();
+  private readonly followById = new Map<number, Follow>();
+  private readonly dirById = new Map<number, WatchedDir>();
+  private readonly oneShots = new Map<number, OneShot>();
+  /** inode last seen per path (a read of a replaced file starts over) */
+  readonly lastIno = new Map<string, number>();
+  private readonly seqWaiters: { seq: number; resolve(): void }[] = [];
+  private frameDir: WatchedDir | null = null;
+  private frameEntries: DirEntry[] = [];
+  /** frames received (stats) */
+  frames = 0;
+
+  constructor(
+    private readonly conn: SshConnection,
+    private readonly channels: ChannelLimiter,
+    private readonly box: BoxFacts,
+    private readonly intervalMs: number,
+  ) {}
+
+  /** whether the loop runs now */
+  get up(): boolean {
+    return this.watch !== null;
+  }
+
+  /** whether nothing is registered (no dir watched, no file followed) */
+  get idle(): boolean {
+    return this.dirs.size === 0 && this.follows.size === 0;
+  }
+
+  /** Sends a kill through the loop (a shell already running: no channel); false when it is not up. */
+  kill(pid: number, sig: 'TERM' | 'KILL'): boolean {
+    if (!this.watch) return false;
+    this.send(`k ${sig} ${pid}`);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- registrations (see poll.ts)
+
+  /** Watches a directory (its listing arrives with each frame); true when newly registered. */
+  watchDir(path: string, now: number): { dir: WatchedDir; fresh: boolean } {
+    let d = this.dirs.get(path);
+    const fresh = !d;
+    if (!d) {
+      d = { id: this.nextId++, path, entries: null, lastUsed: now, validFromSeq: this.tickSeq + 1 };
+      this.dirs.set(path, d);
+      this.dirById.set(d.id, d);
+      this.send(`d ${d.id} ${safePath(path)}|`);
+    }
+    d.lastUsed = now;
+    return { dir: d, fresh };
+  }
+
+  /** Starts following `path` from `offset` (its new bytes arrive with each frame). */
+  startFollow(path: string, offset: number, now: number): Follow {
+    const f: Follow = {
+      id: this.nextId++,
+      path,
+      base: offset,
+      chunks: [],
+      len: 0,
+      ino: this.lastIno.get(path) ?? 0,
+      stat: null,
+      delivered: offset,
+      lastUsed: now,
+      paused: false,
+      validFromSeq: this.tickSeq + 1,
+    };
+    this.follows.set(path, f);
+    this.followById.set(f.id, f);
+    this.send(`f ${f.id} ${offset} ${f.ino} ${FOLLOW_CHUNK} ${safePath(path)}|`);
+    return f;
+  }
+
+  /** Follows again from another offset (the caller went back, or jumped): the buffer starts over. */
+  refollow(f: Follow, offset: number, now: number): void {
+    f.chunks = [];
+    f.len = 0;
+    f.base = offset;
+    f.delivered = offset;
+    f.lastUsed = now;
+    f.paused = false;
+    f.validFromSeq = this.tickSeq + 1;
+    this.send(`f ${f.id} ${offset} ${this.lastIno.get(f.path) ?? f.ino} ${FOLLOW_CHUNK} ${safePath(f.path)}|`);
+  }
+
+  /** A follow paused for a full buffer goes on once the caller consumed half of it. */
+  resumeIfDrained(f: Follow, offset: number): void {
+    if (f.paused && f.len - (offset - f.base) < FOLLOW_BUFFER_CAP / 2) {
+      f.paused = false;
+      f.validFromSeq = this.tickSeq + 1;
+      this.send(`f ${f.id} ${f.base + f.len} ${f.ino} ${FOLLOW_CHUNK} ${safePath(f.path)}|`);
+    }
+  }
+
+  /** Leases: stops following, and watching, what nobody asked for in a while. */
+  expireLeases(now: number): void {
+    for (const [p, f] of this.follows) {
+      if (now - f.lastUsed > LEASE_MS) {
+        this.send(`g ${f.id}`);
+        this.follows.delete(p);
+        this.followById.delete(f.id);
+      }
+    }
+    for (const [p, d] of this.dirs) {
+      if (now - d.lastUsed > LEASE_MS) {
+        this.send(`u ${d.id}`);
+        this.dirs.delete(p);
+        this.dirById.delete(d.id);
+      }
+    }
+  }
+
+  /** Drops what the caller has consumed: the buffer starts at `from`. */
+  dropBefore(f: Follow, from: number): void {
+    const skip = from - f.base;
+    if (skip <= 0) return;
+    const all = Buffer.concat(f.chunks);
+    const rest = all.subarray(Math.min(skip, all.length));
+    f.chunks = rest.length ? [rest] : [];
+    f.len = rest.length;
+    f.base = from;
+  }
+
+  // ---------------------------------------------------------------- the loop
+
+  /** Starts the loop (once; concurrent callers share the start) and (re)registers everything. */
+  async ensure(): Promise<void> {
+    if (this.watch) return;
+    if (this.watchStarting) return this.watchStarting;
+    this.watchStarting = (async () => {
+      const client = await this.conn.waitConnected(Date.now() + FRAME_WAIT_MS);
+      const gen = await this.channels.acquire(Date.now() + FRAME_WAIT_MS);
+      const nonce = randomBytes(16).toString('hex');
+      let ch: ClientChannel;
+      try {
+        ch = await this.conn.openExec(
+          client,
+          commandLine(['sh', '-c', WATCH_SCRIPT, 'nsa-top-watch', this.box.gnuFind ? 'auto' : 'posix', nonce]),
+        );
+      } catch (e) {
+        this.channels.release(gen);
+        throw e;
+      }
+      let sawPid = false;
+      const parser: FrameParser = new FrameParser(
+        (line) => {
+          if (!sawPid && /^\d+$/.test(line)) {
+            sawPid = true;
+            w.pid = Number(line);
+            return;
+          }
+          if (line.startsWith('P ')) {
+            const id = Number(line.slice(2));
+            parser.expectRaw(Buffer.from(`\n@@P ${id} ${nonce}@@\n`), (b) => {
+              const waiter = this.lightWaiters.get(id);
+              this.lightWaiters.delete(id);
+              waiter?.(b);
+            });
+            return;
+          }
+          this.onWatchLine(line);
+        },
+        (h, d) => this.onWatchData(h, d),
+      );
+      const w = { chan: ch, pid: null as number | null, nonce, parser };
+      this.watch = w;
+      this.inFlight = 0;
+      ch.on('data', (b: Buffer) => parser.push(b));
+      ch.stderr.on('data', () => {});
+      ch.on('close', () => {
+        this.channels.release(gen);
+        if (this.watch === w) this.stopLocal();
+      });
+      // (re)register everything: dirs, and follows from the byte after the last one received
+      for (const d of this.dirs.values()) {
+        d.validFromSeq = this.tickSeq + 1;
+        this.send(`d ${d.id} ${d.path}|`);
+      }
+      for (const f of this.follows.values()) {
+        if (f.paused) continue;
+        f.validFromSeq = this.tickSeq + 1;
+        this.send(`f ${f.id} ${f.base + f.len} ${f.ino} ${FOLLOW_CHUNK} ${f.path}|`);
+      }
+      this.tick();
+      const iv = this.intervalMs;
+      this.watchTimer = setInterval(() => {
+        if (this.inFlight === 0) this.tick();
+      }, iv);
+      this.watchTimer.unref?.();
+    })();
+    try {
+      await this.watchStarting;
+    } finally {
+      this.watchStarting = null;
+    }
+  }
+
+  /** Forgets the loop on this side (its channel closed): pending answers fail, registrations stay. */
+  stopLocal(): void {
+    if (this.watchTimer) clearInterval(this.watchTimer);
+    this.watchTimer = null;
+    const w = this.watch;
+    this.watch = null;
+    this.frameDir = null;
+    this.inFlight = 0;
+    this.waitingSince = null;
+    try {
+      w?.chan.close();
+    } catch {
+      /* ignore */
+    }
+    // pending one-shot reads fail; pollDir retries them after reconnect
+    for (const [id, o] of this.oneShots) {
+      o.resolve({ stat: null, offset: 0, data: Buffer.alloc(0), error: 'connection lost' });
+      this.oneShots.delete(id);
+    }
+    for (const s of this.seqWaiters.splice(0)) s.resolve();
+    for (const [id, waiter] of this.lightWaiters) {
+      this.lightWaiters.delete(id);
+      waiter(null);
+    }
+  }
+
+  send(line: string): void {
+    this.watch?.chan.write(`${line}\n`);
+  }
+
+  /** pid of the remote watch loop (diagnostics and tests) */
+  watchPid(): number | null {
+    return this.watch?.pid ?? null;
+  }
+
+  /** ms the watch loop has owed an answer (a hung remote file system shows here), else 0 */
+  watchStallMs(): number {
+    return this.waitingSince === null ? 0 : Date.now() - this.waitingSince;
+  }
+
+  tick(): number {
+    const seq = ++this.tickSeq;
+    if (this.inFlight === 0) this.waitingSince = Date.now();
+    this.inFlight++;
+    this.send(`t ${seq}`);
+    return seq;
+  }
+
+  waitSeq(seq: number, ms: number): Promise<boolean> {
+    if (this.doneSeq >= seq) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        const i = this.seqWaiters.indexOf(w);
+        if (i >= 0) this.seqWaiters.splice(i, 1);
+        resolve(false);
+      }, ms);
+      const w = {
+        seq,
+        resolve: () => {
+          clearTimeout(t);
+          resolve(this.doneSeq >= seq);
+        },
+      };
+      this.seqWaiters.push(w);
+    });
+  }
+
+  private onWatchLine(line: string): void {
+    const tag = line.slice(0, 2);
+    const rest = line.slice(2);
+    if (tag === 'B ') return;
+    if (tag === 'Z ') {
+      const seq = Number(rest);
+      this.doneSeq = Math.max(this.doneSeq, seq);
+      this.inFlight = Math.max(0, this.inFlight - 1);
+      this.waitingSince = this.inFlight > 0 ? Date.now() : null;
+      this.frames++;
+      for (const w of [...this.seqWaiters]) {
+        if (w.seq <= this.doneSeq) {
+          this.seqWaiters.splice(this.seqWaiters.indexOf(w), 1);
+          w.resolve();
+        }
+      }
+      return;
+    }
+    if (tag === 'L ') {
+      this.frameDir = this.dirById.get(Number(rest)) ?? null;
+      this.frameEntries = [];
+      return;
+    }
+    if (tag === 'e ' || tag === 'l ') {
+      if (!this.frameDir) return;
+      const e = tag === 'e ' ? parseFindEntry(rest) : parseLsLine(rest, Date.now() + this.box.clockOffsetMs);
+      if (e) this.frameEntries.push(e);
+      return;
+    }
+    if (tag === 'E ') {
+      const d = this.frameDir;
+      if (d && d.id === Number(rest)) d.entries = sortByName(this.frameEntries);
+      this.frameDir = null;
+      return;
+    }
+    if (tag === 'N ') {
+      const d = this.dirById.get(Number(rest));
+      if (d) d.entries = null;
+      return;
+    }
+    if (tag === 'm ') {
+      const [k, id] = rest.split(' ');
+      if (k === 'o') {
+        const o = this.oneShots.get(Number(id));
+        if (o) {
+          this.oneShots.delete(Number(id));
+          this.lastIno.delete(o.path);
+          o.resolve({ stat: null, offset: 0, data: Buffer.alloc(0) });
+        }
+      } else {
+        const f = this.followById.get(Number(id));
+        if (f) {
+          f.stat = null;
+          f.ino = -1;
+        }
+      }
+    }
+  }
+
+  private onWatchData(h: string[], data: Buffer): void {
+    // s K ID INO SIZE MTIME TYPE MODE RESET OFF LEN
+    const [, k, idS, inoS, sizeS, mtS, type, perm, rs, offS] = h;
+    const id = Number(idS);
+    const ino = Number(inoS);
+    const stat = statOf(inoS, type, sizeS, mtS, perm);
+    const off = Number(offS);
+    const reset = rs === 'r' ? 'replaced' : rs === 'x' ? 'truncated' : undefined;
+    if (k === 'o') {
+      const o = this.oneShots.get(id);
+      if (!o) return;
+      this.oneShots.delete(id);
+      this.lastIno.set(o.path, ino);
+      o.resolve({ stat, reset, offset: off, data, error: notRegularType(type) });
+      return;
+    }
+    const f = this.followById.get(id);
+    if (!f) return;
+    f.stat = stat;
+    f.ino = ino;
+    f.error = notRegularType(type);
+    if (reset) {
+      f.chunks = [];
+      f.len = 0;
+      f.base = 0;
+      f.delivered = 0;
+      f.pendingReset = reset;
+    }
+    if (data.length) {
+      if (off !== f.base + f.len) {
+        // a re-follow at another offset: start the buffer there
+        f.chunks = [];
+        f.len = 0;
+        f.base = off;
+      }
+      f.chunks.push(data);
+      f.len += data.length;
+      if (f.len > FOLLOW_BUFFER_CAP && !f.paused) {
+        f.paused = true;
+        this.send(`g ${f.id}`);
+      }
+    }
+  }
+
+  oneShot(path: string, offset: number, maxBytes: number): Promise<OneShotAnswer> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.oneShots.set(id, { path, resolve });
+      this.send(`o ${id} ${offset} ${this.lastIno.get(path) ?? 0} ${maxBytes} ${path}|`);
+    });
+  }
+
+  /**
+   * The process table read inside the watch loop: no channel and no login-shell start-up per
+   * refresh; the loop runs PROC_SCRIPT and its output is parsed here. Null when the loop is not up
+   * (the caller falls back to exec).
+   */
+  async readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
+    if (!this.conn.client) return null;
+    const rd = req.runDir;
+    if (rd.includes('\n') || rd.includes('\0')) return null;
+    if ([...req.known, ...req.pids].some((p) => !Number.isInteger(p) || p <= 0)) return null;
+    try {
+      await this.ensure();
+    } catch {
+      return null;
+    }
+    if (!this.watch) return null;
+    const id = this.nextId++;
+    const answer = new Promise<Buffer | null>((resolve) => {
+      const t = setTimeout(() => {
+        this.lightWaiters.delete(id);
+        resolve(null);
+      }, timeoutMs);
+      this.lightWaiters.set(id, (b) => {
+        clearTimeout(t);
+        resolve(b);
+      });
+    });
+    const list = (l: number[]) => l.join(',') || '-';
+    this.send(
+      `P ${id} ${req.sysconf ? '1' : '-'} ${req.mode} ${list(req.known)} ${list(req.pids)} ${rd ? safePath(rd) : ''}|`,
+    );
+    const b = await answer;
+    return b ? parseProcScriptOutput(b.toString('utf8')) : null;
+  }
+}
