@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
+const root = fileURLToPath(new URL('../', import.meta.url));
 // inside the checkout, so the test files resolve node-pty and tsx the way the real ones do
 mkdirSync(join(root, 'node_modules', '.cache'), { recursive: true });
 const dir = mkdtempSync(join(root, 'node_modules', '.cache', 'nsa-unit-guard-'));
