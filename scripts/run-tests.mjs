@@ -23,6 +23,7 @@ const UNIT_TESTS = [
   'test/checks/supervisor.test.ts',
   'test/docs/contract.test.ts',
   'test/docs/readme-keys.test.ts',
+  'test/format.test.ts',
   'test/fuzz/bounds.test.ts',
   'test/remote/frames.test.ts',
   'test/trainer/control/checkpoints.test.ts',

@@ -10,6 +10,7 @@
 //   after the last one received (chunks count only once complete): no byte lost, none twice.
 // - Every argument reaching the remote shell is quoted (quote.ts); exec() learns the remote pid
 //   (`echo $$; exec …`) so a timeout kills the remote command group with `kill`.
+import { dur } from '../../format.js';
 import { StreamLines } from '../streamlines.js';
 import { ownError, splitOwnRel } from '../local/ownfiles.js';
 import { connect as netConnect, type Socket } from 'node:net';
@@ -1573,7 +1574,7 @@ export class SshHost implements Host {
           stat: f.stat,
           offset: req.offset,
           data: Buffer.alloc(0),
-          error: `remote reads stalled for ${Math.round(stall / 1000)} s (hung file system?)`,
+          error: `remote reads stalled for ${dur(stall / 1000)} (hung file system?)`,
         });
         continue;
       }

@@ -3,6 +3,7 @@
 // <out_dir>/.nsa-top/actions.jsonl saying who did what, when, and how it went — so two people
 // sharing a tmux pane both see what happened. Read-only mode (an option or NSA_TOP_READ_ONLY=1)
 // refuses every mutating call here too, whatever the UI does.
+import { dur } from '../../format.js';
 import { execFile } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
@@ -512,7 +513,7 @@ export async function dumpAll(
       await collect();
     }
     if (slot.status !== 'dumped')
-      say(`rank ${t.rank}: no dump yet after ${(answerMs / 1000).toFixed(1)} s; moving on and still watching for it`);
+      say(`rank ${t.rank}: no dump yet after ${dur(answerMs / 1000, 'precise')}; moving on and still watching for it`);
   }
   const deadline = lastSignalAt + waitMs;
   while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined) && Date.now() < deadline) {
@@ -522,7 +523,7 @@ export async function dumpAll(
   for (const slot of slots) {
     if (slot.status !== 'pending') continue;
     // Why not? Look at the process now.
-    let why = `no stack dump within ${((Date.now() - (slot.sentAt ?? Date.now())) / 1000).toFixed(1)} s`;
+    let why = `no stack dump within ${dur((Date.now() - (slot.sentAt ?? Date.now())) / 1000, 'precise')}`;
     const p = await readProc(host, slot.t.pid).catch(() => null);
     if (!p) why += '; the process is gone';
     else {

@@ -7,6 +7,7 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
+import { dur } from '../../format.js';
 import { closeSync, existsSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
@@ -171,16 +172,18 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     if (!current) return;
     save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
     say(
-      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later`,
+      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${dur(plan.stop.halt_grace_s)}, SIGKILL ${dur(plan.stop.sigint_grace_s)} later`,
     );
     await requestHalt(host, runDir, 'now', req.who);
     if (await waitDone(plan.stop.halt_grace_s * 1000)) return;
     const ranks = await rankTargets(false);
-    say(`ranks still running ${plan.stop.halt_grace_s} s after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
+    say(
+      `ranks still running ${dur(plan.stop.halt_grace_s)} after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`,
+    );
     await escalate(host, runDir, ranks, 'SIGINT', req.who);
     if (await waitDone(plan.stop.sigint_grace_s * 1000)) return;
     const all = await rankTargets(true);
-    say(`still running ${plan.stop.sigint_grace_s} s after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
+    say(`still running ${dur(plan.stop.sigint_grace_s)} after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
     await escalate(host, runDir, all, 'SIGKILL', req.who);
     await waitDone(10_000);
   };
@@ -343,7 +346,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       const timer = setTimeout(() => {
         // not via .HALT: that file belongs to the real run's out_dir
         timedOut = true;
-        say(`smoke still running after ${s.timeoutS} s: SIGINT, then SIGKILL`);
+        say(`smoke still running after ${dur(s.timeoutS)}: SIGINT, then SIGKILL`);
         const who = supervisorActor('smoke timeout');
         void (async () => {
           await escalate(host, runDir, await rankTargets(true), 'SIGINT', who);
@@ -354,7 +357,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
       clearTimeout(timer);
       closeSync(smokeLog);
       const ok = r.code === 0 && !stop && !timedOut;
-      const how = timedOut ? `timed out after ${s.timeoutS} s` : `exit ${r.code ?? r.signal}`;
+      const how = timedOut ? `timed out after ${dur(s.timeoutS)}` : `exit ${r.code ?? r.signal}`;
       say(`smoke ${ok ? 'passed' : `failed (${how})`}`);
       if (stop) {
         save({
@@ -505,7 +508,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
         state: 'backoff',
         restarts: st.restarts + 1,
         backoffUntil: Date.now() + backoffS * 1000,
-        note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${backoffS} s`,
+        note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${plan.restart.max_restarts} in ${dur(backoffS)}`,
       });
       say(st.note!);
       const until = Date.now() + backoffS * 1000;

@@ -1,5 +1,6 @@
 // Footer: key hints from the keymap, and what nsa-top itself costs.
 import type { CockpitState } from '../../cockpit/state.js';
+import { pct } from '../format.js';
 import { KEYMAP } from '../keymap.js';
 import { fit, type Line, lineWidth, t } from '../text.js';
 
@@ -20,7 +21,7 @@ export function footerLine(s: CockpitState, w: number, renderMs: number | null):
   }
   const self = s.self;
   const cost: string[] = [];
-  if (self.cpuPct != null) cost.push(`cpu ${self.cpuPct.toFixed(1)}%`);
+  if (self.cpuPct != null) cost.push(`cpu ${pct(self.cpuPct, 1)}`);
   if (self.rssMiB != null) cost.push(`rss ${Math.round(self.rssMiB)}M`);
   const r = renderMs ?? self.renderMs;
   if (r != null) cost.push(`render ${r.toFixed(0)}ms`);
