@@ -1,12 +1,50 @@
 // Runs every test/**/*.test.ts(x) with node's own runner, naming each file explicitly
 // (Node 20 does not expand globs, and a run with no files would pass silently).
 // TEST_FILTER=substr narrows the list, for local work only.
+// --unit (npm run test:unit): only the files in UNIT_TESTS, the fast tier: tests that start no
+// process (no sshd, no tmux, no pty, no CLI). scripts/unit-guard.mjs, preloaded into each test file's
+// process, makes starting one throw, so a file wrongly listed here fails loudly instead of slowly.
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const unit = process.argv.includes('--unit');
+for (const a of process.argv.slice(2)) if (a !== '--unit') throw new Error(`run-tests: unknown argument ${a}`);
+
+// The unit tier, by explicit list: a file is in it only when it starts no process (the guard checks
+// that at run time); everything else, and every file, runs in the full suite (`npm test`).
+const UNIT_TESTS = [
+  'test/checks/fuzz.test.ts',
+  'test/checks/healthy-demo.test.ts',
+  'test/checks/rules.test.ts',
+  'test/checks/state.test.ts',
+  'test/checks/supervisor.test.ts',
+  'test/docs/contract.test.ts',
+  'test/docs/readme-keys.test.ts',
+  'test/format.test.ts',
+  'test/fuzz/bounds.test.ts',
+  'test/remote/frames.test.ts',
+  'test/trainer/control/checkpoints.test.ts',
+  'test/trainer/reference/model/gradcheck.test.ts',
+  'test/trainer/reference/model/kernels.test.ts',
+  'test/trainer/reference/model/learns.test.ts',
+  'test/trainer/reference/model/nsa.test.ts',
+  'test/trainer/reference/model/optim.test.ts',
+  'test/trainer/reference/model/reference-forward.test.ts',
+  'test/trainer/run/fixtures.test.ts',
+  'test/trainer/run/incremental.test.ts',
+  'test/trainer/run/property.test.ts',
+  'test/trainer/run/tb.test.ts',
+  'test/trainer/run/trainlog.test.ts',
+  'test/trainer/run/unlaunched.test.ts',
+  'test/ui/chart.test.ts',
+  'test/ui/dialog.test.ts',
+  'test/ui/evaluation.test.ts',
+  'test/ui/screen.test.tsx',
+  'test/ui/text.test.ts',
+];
 function walk(dir, out = []) {
   for (const name of readdirSync(dir)) {
     if (name === 'fixtures' || name === 'node_modules') continue;
@@ -17,6 +55,16 @@ function walk(dir, out = []) {
   return out;
 }
 let files = walk(join(root, 'test')).sort();
+if (unit) {
+  const missing = UNIT_TESTS.filter((f) => !files.includes(f));
+  if (missing.length) {
+    console.error(
+      `run-tests: UNIT_TESTS names files that are not tests (moved or renamed?):\n  ${missing.join('\n  ')}`,
+    );
+    process.exit(1);
+  }
+  files = files.filter((f) => UNIT_TESTS.includes(f));
+}
 const filter = process.env.TEST_FILTER;
 if (filter) files = files.filter((f) => f.includes(filter));
 if (files.length === 0) {
@@ -24,7 +72,8 @@ if (files.length === 0) {
   process.exit(1);
 }
 console.log(`run-tests: ${files.length} files\n  ${files.join('\n  ')}`);
-const args = ['--import', 'tsx', '--test', '--test-reporter=spec', ...files];
+const guard = unit ? ['--import', './scripts/unit-guard.mjs'] : [];
+const args = ['--import', 'tsx', ...guard, '--test', '--test-reporter=spec', ...files];
 // A test file that never exits (a handle left open after a failed assertion) would hold CI until
 // its 90-minute limit: give the whole run a bound well above its usual ~6 minutes on 2 cores.
 const limitMin = Number(process.env.NSA_TOP_TEST_LIMIT_MIN || 40);

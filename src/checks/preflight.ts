@@ -3,7 +3,7 @@
 // Each line is PASS / WARN / FAIL / INFO, says what was found, and the fix.
 import type { GpuTelemetry } from '../remote/types.js';
 import { estimateParams, isToyModel } from './flops.js';
-import { fmtNum } from './stats.js';
+import { dur, sig } from '../format.js';
 
 export type PreflightStatus = 'PASS' | 'WARN' | 'FAIL' | 'INFO';
 
@@ -37,7 +37,7 @@ export function judgeGpus(g: GpuTelemetry, needGpu: boolean, expectGpus: number 
       L(
         'gpus',
         'FAIL',
-        `nvidia-smi not answering for ${fmtNum((g.at - g.since) / 1000)} s: a GPU may have fallen off the bus`,
+        `nvidia-smi not answering for ${dur((g.at - g.since) / 1000, 'precise')}: a GPU may have fallen off the bus`,
         'check `dmesg | grep -i xid`; reset the GPU (nvidia-smi -r) or reboot before launching',
       ),
     ];
@@ -235,7 +235,7 @@ export function judgeConfig(
     L(
       'config',
       'PASS',
-      `${path}: dim ${model.dim} × ${model.nLayers} layers, ${model.nHeads} heads, S=${seq ?? '?'}, ≈${fmtNum(params / 1e6)}M params${t.steps !== undefined ? `, ${t.steps} steps` : ''}${t.save_every !== undefined ? `, save_every ${t.save_every}` : ''}`,
+      `${path}: dim ${model.dim} × ${model.nLayers} layers, ${model.nHeads} heads, S=${seq ?? '?'}, ≈${sig(params / 1e6)}M params${t.steps !== undefined ? `, ${t.steps} steps` : ''}${t.save_every !== undefined ? `, save_every ${t.save_every}` : ''}`,
     ),
   );
   if (real && isToyModel(model, seq))
@@ -279,7 +279,7 @@ export function judgeDisk(
   need: { bytes: number | null; count: number | null; each: number | null },
   error: string | null,
 ): PreflightLine[] {
-  const gib = (b: number) => `${fmtNum(b / 2 ** 30)} GiB`;
+  const gib = (b: number) => `${sig(b / 2 ** 30)} GiB`;
   if (freeBytes === null)
     return [L('disk', 'WARN', `free space under ${dir} unknown${error ? ` (${error})` : ''}`, 'check with `df -h`')];
   if (need.bytes !== null) {

@@ -2,7 +2,7 @@
 // force — derived here from the same context, alerts and verdicts, so a panel never judges twice.
 import type { Ctx } from './context.js';
 import { gateViolations, type StallInfo } from './rules.js';
-import { fmtS } from './stats.js';
+import { dur } from '../format.js';
 import type {
   Alert,
   Culprit,
@@ -59,7 +59,10 @@ export function rankHealth(
     if (si.live && hb?.lastTs != null && (rank === 0 || ctx.cadence.beat) && ctx.cadence.expectedS !== null) {
       const age = (ctx.now - hb.lastTs) / 1000;
       if (age > si.overdueS)
-        raise('warning', `heartbeat silent ${fmtS(age)} (usually every ${fmtS(ctx.cadence.expectedS)})`);
+        raise(
+          'warning',
+          `heartbeat silent ${dur(age, 'precise')} (usually every ${dur(ctx.cadence.expectedS, 'precise')})`,
+        );
     }
     if (ctx.procsKnown && !proc && LIVE.has(state)) raise('warning', 'no process');
     out.push({ rank, health, why });

@@ -7,7 +7,8 @@ import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/run/snapsho
 import { configBasename, estimateParams, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
 import { leakOf, type MemSample } from './rules.js';
-import { currentSegment, fmtNum, fmtS, median, quantile } from './stats.js';
+import { dur, sig } from '../format.js';
+import { currentSegment, median, quantile } from './stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type { Alert } from './types.js';
 
@@ -251,7 +252,7 @@ function firstLossFinite({ lossPts, ended }: Grading): Omit<Criterion, 'phase'> 
     'first-loss',
     'first loss finite',
     first ? (Number.isFinite(first.value) ? 'pass' : 'fail') : ended ? 'fail' : 'pending',
-    first ? `loss ${fmtNum(first.value, 4)} at step ${first.step}` : 'no loss logged',
+    first ? `loss ${sig(first.value, 4)} at step ${first.step}` : 'no loss logged',
   );
 }
 
@@ -314,7 +315,7 @@ function noStall({ run, ev, inp, ended, times }: Grading): Omit<Criterion, 'phas
   const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
   const parts = [
     nStalls
-      ? `${nStalls} stall(s) in the history (gap > ${fmtS(thr)}): ${listSome(
+      ? `${nStalls} stall(s) in the history (gap > ${dur(thr, 'precise')}): ${listSome(
           hStalls.map((e) => `segment #${e.segment}: ${e.text}`),
           nStalls,
         )}`
@@ -325,7 +326,7 @@ function noStall({ run, ev, inp, ended, times }: Grading): Omit<Criterion, 'phas
     h
       ? null
       : worst
-        ? `largest gap between logged records ${fmtS(worst.gap)} (steps ${worst.from}–${worst.to}) vs stall threshold ${fmtS(thr)}`
+        ? `largest gap between logged records ${dur(worst.gap, 'precise')} (steps ${worst.from}–${worst.to}) vs stall threshold ${dur(thr, 'precise')}`
         : 'no record gaps measurable',
     stalls.length ? stalls.map((a) => a.title).join('; ') : null,
     anomalyStall ? '.anomaly_type = heartbeat_stall' : null,
@@ -367,7 +368,7 @@ function lossFinite({ run, inp, lossPts, ended }: Grading): Omit<Criterion, 'pha
             : `${run.series.loss.nonFinite} non-finite loss record(s)`
         }${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
       : past5.length
-        ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${fmtNum(past5[0]!.value, 4)} → ${fmtNum(past5[past5.length - 1]!.value, 4)})`
+        ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${sig(past5[0]!.value, 4)} → ${sig(past5[past5.length - 1]!.value, 4)})`
         : 'no loss logged past step 5',
   );
 }
@@ -381,7 +382,7 @@ function steadySteps({ times, ended }: Grading): Omit<Criterion, 'phase'> {
     const ok = spread < 3 && stMax < 10 * stMed;
     st = ok ? 'pass' : 'fail';
     const worstStep = times.perStep.find((p) => p.s === stMax)?.step;
-    evd = `median ${fmtNum(stMed)} s/step, p95 ${fmtNum(stP95)} (${fmtNum(spread)} × median), max ${fmtNum(stMax)} at step ${worstStep ?? '?'}; steady means p95 < 3 × and max < 10 × the median`;
+    evd = `median ${sig(stMed)} s/step, p95 ${sig(stP95)} (${sig(spread)} × median), max ${sig(stMax)} at step ${worstStep ?? '?'}; steady means p95 < 3 × and max < 10 × the median`;
   } else if (!ended) st = 'pending';
   return criterion('steady-steps', 'steady step times', st, evd);
 }
@@ -400,7 +401,7 @@ function throughputInBounds({ run, ev, inp, ended }: Grading): Omit<Criterion, '
     'throughput',
     'throughput in bounds',
     st,
-    `${med === null ? 'no throughput logged' : `median ${fmtNum(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`,
+    `${med === null ? 'no throughput logged' : `median ${sig(med)} tok/s over the last ${last100.length} records (min ${minTps})`}${tAlerts.length ? `; ${tAlerts.map((a) => a.title).join('; ')}` : '; no flatline, drop or implausible value'}`,
   );
 }
 
@@ -471,7 +472,7 @@ function memoryStable({ run, ev, inp, t, step, ended }: Grading): Omit<Criterion
     const a = s[0]!,
       b = s[s.length - 1]!;
     (l ? found : flat).push(
-      `rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${fmtNum(l.slope)} MiB/step)` : ''}`,
+      `rank ${rank} ${src} ${Math.round(a.mib)} → ${Math.round(b.mib)} MiB over steps ${a.step}–${b.step}${l ? ` (+${sig(l.slope)} MiB/step)` : ''}`,
     );
   }
   const st: Status =

@@ -6,7 +6,8 @@ import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
 import { maxGateEntropyBound, type Thresholds } from './thresholds.js';
 import { claims125m, configBasename, cpuPeak, flopsPerToken, gpuPeak, isToyModel, knownConfig } from './flops.js';
-import { currentSegment, fmtNum, fmtS, linfit, median } from './stats.js';
+import { dur, sig } from '../format.js';
+import { currentSegment, linfit, median } from './stats.js';
 import { dumpPlace, dumpTimeMs } from '../trainer/run/readers/stackdump.js';
 
 export type Draft = Omit<Alert, 'since'> & { since?: number };
@@ -24,7 +25,7 @@ function a(
   return { id, rule, severity, title, detail, ...extra };
 }
 
-const ago = (ctx: Ctx, ts: number) => fmtS(Math.max(0, (ctx.now - ts) / 1000));
+const ago = (ctx: Ctx, ts: number) => dur(Math.max(0, (ctx.now - ts) / 1000), 'precise');
 
 // ---------------------------------------------------------------------------------------------
 // Liveness: stall per rank and for the run; "step advanced" ≠ "heartbeat written" ≠ "process alive"
@@ -106,7 +107,7 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
   if (saveStep === null && evalStep === null && !writing) return null;
   const parts: string[] = [];
   if (evalStep !== null) parts.push(`evaluating (eval_every ${evalEvery})`);
-  if (writing) parts.push(`writing ${writing.name} (${fmtNum(writing.size / 2 ** 20)} MiB so far)`);
+  if (writing) parts.push(`writing ${writing.name} (${sig(writing.size / 2 ** 20)} MiB so far)`);
   else if (saveStep !== null && !saved) parts.push(`saving checkpoint_step${saveStep}.pt (save_every ${saveEvery})`);
   if (parts.length === 0) return null;
   // earlier pauses of the same kind: the gap between a heartbeat and the next across a save/eval step,
@@ -271,8 +272,8 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
   const expect =
     cadence.expectedS === null
       ? 'cadence not known yet'
-      : `expected every ${fmtS(cadence.expectedS)}${cadence.beat ? ' (per-step beats)' : ` (log_every ${cadence.logEvery ?? '?'} × ${fmtNum(cadence.stepTimeS ?? 0)} s/step)`}`;
-  const thr = `threshold ${fmtS(cadence.thresholdS)} = max(floor ${fmtS(ctx.t.stallFloorS)}, ${ctx.t.stallCadenceFactor} × expected)`;
+      : `expected every ${dur(cadence.expectedS, 'precise')}${cadence.beat ? ' (per-step beats)' : ` (log_every ${cadence.logEvery ?? '?'} × ${sig(cadence.stepTimeS ?? 0)} s/step)`}`;
+  const thr = `threshold ${dur(cadence.thresholdS, 'precise')} = max(floor ${dur(ctx.t.stallFloorS, 'precise')}, ${ctx.t.stallCadenceFactor} × expected)`;
   // The step is overdue by the run's own cadence: the run is not advancing, and the operator sees it
   // now (at 20 steps/s, 40 s without a step is a hang in all but name). The watchdog acts on it only
   // past the stall threshold (the 180 s floor spares slow steps a false HALT): Evaluation.actOn.
@@ -284,21 +285,25 @@ export function ruleStall(ctx: Ctx, si: StallInfo): Draft[] {
     const who = si.oddRank !== null ? ` — rank ${si.oddRank} is behind the others` : '';
     const times =
       cadence.expectedS !== null && cadence.expectedS > 0
-        ? ` (${fmtNum(si.frozenS! / cadence.expectedS)}× its usual interval)`
+        ? ` (${sig(si.frozenS! / cadence.expectedS)}× its usual interval)`
         : '';
-    const act = si.runStalled ? 'past the watchdog threshold' : `the watchdog acts at ${fmtS(cadence.thresholdS)}`;
-    const atPause = si.pause ? ` at a save/eval step (${si.pause.what}; allowed ${fmtS(si.pause.allowS)})` : '';
+    const act = si.runStalled
+      ? 'past the watchdog threshold'
+      : `the watchdog acts at ${dur(cadence.thresholdS, 'precise')}`;
+    const atPause = si.pause
+      ? ` at a save/eval step (${si.pause.what}; allowed ${dur(si.pause.allowS, 'precise')})`
+      : '';
     const overTxt = si.pause
-      ? `overdue past ${fmtS(si.overdueS)} = ${si.pause.measuredS === null ? 'the stall threshold (no earlier save/eval pause measured)' : `min(threshold, lateness + ${ctx.t.pauseFactor} × the ${fmtS(si.pause.measuredS)} an earlier one took)`}`
-      : `overdue past ${fmtS(si.overdueS)} = max(${ctx.t.lateFactor} × expected, ${fmtS(ctx.t.lateFloorS)})`;
+      ? `overdue past ${dur(si.overdueS, 'precise')} = ${si.pause.measuredS === null ? 'the stall threshold (no earlier save/eval pause measured)' : `min(threshold, lateness + ${ctx.t.pauseFactor} × the ${dur(si.pause.measuredS, 'precise')} an earlier one took)`}`
+      : `overdue past ${dur(si.overdueS, 'precise')} = max(${ctx.t.lateFactor} × expected, ${dur(ctx.t.lateFloorS, 'precise')})`;
     out.push(
       a(
         'stall:run',
         'heartbeat-stall',
         'critical',
         hbFresh
-          ? `${stepTxt} for ${fmtS(si.frozenS!)}${times}${atPause} while heartbeats are still written (last ${fmtS(hbAge!)} ago)${who}`
-          : `${stepTxt} for ${fmtS(si.frozenS!)}${times}${atPause}; no heartbeat from any rank for ${hbAge === null ? '?' : fmtS(hbAge)}${who}`,
+          ? `${stepTxt} for ${dur(si.frozenS!, 'precise')}${times}${atPause} while heartbeats are still written (last ${dur(hbAge!, 'precise')} ago)${who}`
+          : `${stepTxt} for ${dur(si.frozenS!, 'precise')}${times}${atPause}; no heartbeat from any rank for ${hbAge === null ? '?' : dur(hbAge, 'precise')}${who}`,
         `step last advanced ${ago(ctx, ctx.lastAdvanceTs)} ago; newest heartbeat ${ctx.lastHeartbeatTs === null ? 'never' : ago(ctx, ctx.lastHeartbeatTs) + ' ago'}; ${procTxt}; ${expect}; ${overTxt}; ${act} (${thr})`,
         {
           since: ctx.lastAdvanceTs + si.overdueS * 1000,
@@ -436,7 +441,7 @@ export function ruleHalt(ctx: Ctx): Draft[] {
         'halt-not-honoured',
         'warning',
         `HALT requested ${ago(ctx, h.mtimeMs)} ago${content} but rank(s) ${ctx.alive.map((r) => r.rank).join(',')} still alive`,
-        `ranks check .HALT once per micro-step, before the forward: a hung step never sees it; escalate (SIGINT, then SIGKILL) after a stack dump; grace ${fmtS(ctx.t.haltGraceS)}`,
+        `ranks check .HALT once per micro-step, before the forward: a hung step never sees it; escalate (SIGINT, then SIGKILL) after a stack dump; grace ${dur(ctx.t.haltGraceS, 'precise')}`,
         { since: h.mtimeMs + ctx.t.haltGraceS * 1000 },
       ),
     );
@@ -543,7 +548,7 @@ export function ruleThroughput(ctx: Ctx): Draft[] {
           'throughput:flatline',
           'throughput-flatline',
           'critical',
-          `throughput flat at ${fmtNum(tail[tail.length - 1]!)} tok/s for ${t.flatlineN} records`,
+          `throughput flat at ${sig(tail[tail.length - 1]!)} tok/s for ${t.flatlineN} records`,
           `toks_per_s < 0.5 on steps ${pts[pts.length - t.flatlineN]!.step}–${pts[pts.length - 1]!.step} (NSA_WATCH_FLATLINE_N=${t.flatlineN})`,
           {
             anomaly: 'throughput_flatline',
@@ -567,7 +572,7 @@ export function ruleThroughput(ctx: Ctx): Draft[] {
           'throughput:drop',
           'throughput-drop',
           'warning',
-          `throughput dropped to ${fmtNum(recent[recent.length - 1]!)} tok/s from a rolling median of ${fmtNum(base)}`,
+          `throughput dropped to ${sig(recent[recent.length - 1]!)} tok/s from a rolling median of ${sig(base)}`,
           `last ${k} records (steps ${first.step}–${pts[pts.length - 1]!.step}) all below ${Math.round((1 - t.throughputDropFrac) * 100)} % of the median of the ${n} before`,
           { step: pts[pts.length - 1]!.step, since: first.t ?? undefined },
         ),
@@ -609,14 +614,14 @@ function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
   if (!peak) return [];
   const mfu = achieved / (peak.flops * n);
   const dims = `dim ${model.dim} × ${model.nLayers} layers, S=${seq ?? '?'}${id.model ? '' : ` (dims from the config name ${configBasename(id.config)})`}`;
-  const why = `${fmtNum(tps)} tok/s × ≈${fmtNum(fpt / 1e6)} MFLOP/token (${dims}) = ${fmtNum(achieved / 1e12)} TFLOP/s vs ${n} × ${peak.label} peak ${fmtNum(peak.flops / 1e12)} TFLOP/s → MFU ${fmtNum(mfu * 100)} %`;
+  const why = `${sig(tps)} tok/s × ≈${sig(fpt / 1e6)} MFLOP/token (${dims}) = ${sig(achieved / 1e12)} TFLOP/s vs ${n} × ${peak.label} peak ${sig(peak.flops / 1e12)} TFLOP/s → MFU ${sig(mfu * 100)} %`;
   if (mfu > ctx.t.mfuImpossibleFrac) {
     return [
       a(
         'throughput:impossible',
         'throughput-plausibility',
         'critical',
-        `throughput impossible for this model: ${fmtNum(tps)} tok/s would be ${fmtNum(mfu * 100)} % of the device peak`,
+        `throughput impossible for this model: ${sig(tps)} tok/s would be ${sig(mfu * 100)} % of the device peak`,
         `${why}; the run is not training the model it claims (toy config? wrong CONFIG?)`,
         { anomaly: 'implausible_throughput' },
       ),
@@ -629,7 +634,7 @@ function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
         'throughput:low',
         'throughput-plausibility',
         'warning',
-        `throughput absurdly low: ${fmtNum(tps)} tok/s is ${fmtNum(mfu * 100)} % of the GPUs' peak`,
+        `throughput absurdly low: ${sig(tps)} tok/s is ${sig(mfu * 100)} % of the GPUs' peak`,
         `${why}; check the routing (NSA_PREFILL_BATCHED=${id.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}, sequential prefill and packed selection run at ~11 tok/s, contract §8.1), GPU utilisation and DDP bucket settings`,
       ),
     ];
@@ -797,7 +802,7 @@ function ruleSyntheticData(ctx: Ctx): Draft[] {
         'synthetic-data',
         'warning',
         'training on synthetic random tokens (train.log: dataset=synthetic)',
-        `loss cannot fall below ln(vocab) (${fmtNum(Math.log(id.model?.vocab ?? 256), 4)}); loss and throughput say nothing about real data${d.dtFetchAbsent ? '; no dt_fetch_s in progress records' : ''}`,
+        `loss cannot fall below ln(vocab) (${sig(Math.log(id.model?.vocab ?? 256), 4)}); loss and throughput say nothing about real data${d.dtFetchAbsent ? '; no dt_fetch_s in progress records' : ''}`,
         // the dataset is chosen at launch: true since this segment of the run started, not since
         // the cockpit noticed
         { since: ctx.run.segments.at(-1)?.startTs ?? undefined },
@@ -820,7 +825,7 @@ function ruleSyntheticData(ctx: Ctx): Draft[] {
           'loss:pinned-lnV',
           'synthetic-data',
           claimsReal && !synthetic ? 'critical' : 'warning',
-          `loss pinned at ${fmtNum(med, 4)} ≈ ln(${vocab}) = ${fmtNum(lnV, 4)} at step ${last.step}: the model sees random tokens`,
+          `loss pinned at ${sig(med, 4)} ≈ ln(${vocab}) = ${sig(lnV, 4)} at step ${last.step}: the model sees random tokens`,
           `median of the last ${tail.length} losses within ${ctx.t.lossPinnedEps} of ln(vocab); dataset ${ds ?? 'unknown'}`,
           { step: last.step, anomaly: claimsReal && !synthetic ? 'synthetic_data' : undefined },
         ),
@@ -873,7 +878,7 @@ export function ruleLoss(ctx: Ctx): Draft[] {
           'loss:spike',
           'loss-spike',
           'critical',
-          `loss exploding: ${fmtNum(last.value, 4)} at step ${last.step}, ${fmtNum(last.value / med)} × the rolling median ${fmtNum(med, 4)}`,
+          `loss exploding: ${sig(last.value, 4)} at step ${last.step}, ${sig(last.value / med)} × the rolling median ${sig(med, 4)}`,
           `window of the previous ${win.length} logged losses; threshold ${ctx.t.lossExplodeFactor} ×`,
           { step: last.step, anomaly: 'loss_spike', since: last.t ?? undefined },
         ),
@@ -884,7 +889,7 @@ export function ruleLoss(ctx: Ctx): Draft[] {
           'loss:spike',
           'loss-spike',
           'warning',
-          `loss spike: ${fmtNum(last.value, 4)} at step ${last.step} vs rolling median ${fmtNum(med, 4)}`,
+          `loss spike: ${sig(last.value, 4)} at step ${last.step} vs rolling median ${sig(med, 4)}`,
           `above median × ${1 + ctx.t.lossSpikeFrac} over the previous ${win.length} logged losses`,
           { step: last.step, since: last.t ?? undefined },
         ),
@@ -902,8 +907,8 @@ export function ruleLoss(ctx: Ctx): Draft[] {
           'loss:flat',
           'loss-flat',
           'warning',
-          `loss flat at ${fmtNum(med, 5)} for ${ctx.t.lossFlatN} logs (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
-          `max − min = ${fmtNum(range)}: the model is not updating (lr 0? frozen params? a constant batch?)`,
+          `loss flat at ${sig(med, 5)} for ${ctx.t.lossFlatN} logs (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
+          `max − min = ${sig(range)}: the model is not updating (lr 0? frozen params? a constant batch?)`,
           { step: tail[tail.length - 1]!.step, since: tail[0]!.t ?? undefined },
         ),
       );
@@ -958,18 +963,18 @@ function computeGateRecords(s: RunSnapshot['series']): GateRecord[] {
 export function gateViolations(r: GateRecord, ctx: Ctx): string[] {
   const v: string[] = [];
   if (r.entropy !== null && r.entropy < ctx.t.gateEntropyMin)
-    v.push(`entropy ${fmtNum(r.entropy)} < ${ctx.t.gateEntropyMin}`);
+    v.push(`entropy ${sig(r.entropy)} < ${ctx.t.gateEntropyMin}`);
   // gate_max_gate is one row's extreme among B·S·G rows: a healthy gate crosses 0.9 on some token long
   // before it collapses (the reference run: max 0.93 at entropy 0.88, collapse 0). It counts when the
   // entropy says the average row may be that peaked too (runbook: max_gate_mean < 0.9), or is unknown.
   const bound = maxGateEntropyBound(ctx.t.gateMaxThreshold);
   if (r.max !== null && r.max > ctx.t.gateMaxThreshold && (r.entropy === null || r.entropy < bound)) {
     v.push(
-      `max gate ${fmtNum(r.max)} > ${ctx.t.gateMaxThreshold}${r.entropy === null ? '' : ` with entropy ${fmtNum(r.entropy)} < ${fmtNum(bound)}`}`,
+      `max gate ${sig(r.max)} > ${ctx.t.gateMaxThreshold}${r.entropy === null ? '' : ` with entropy ${sig(r.entropy)} < ${sig(bound)}`}`,
     );
   }
   if (r.collapse !== null && r.collapse > ctx.t.gateCollapseFrac)
-    v.push(`collapse ${fmtNum(r.collapse)} > ${ctx.t.gateCollapseFrac}`);
+    v.push(`collapse ${sig(r.collapse)} > ${ctx.t.gateCollapseFrac}`);
   return v;
 }
 
@@ -994,7 +999,7 @@ export function ruleGates(ctx: Ctx): { alerts: Draft[]; haltIn: number | null } 
             'gate-collapse',
             'critical',
             `gate collapse: ${v} on ${k} consecutive records (steps ${first.step}–${last.step})`,
-            `watchdog rule: entropy < ${ctx.t.gateEntropyMin} or max > ${ctx.t.gateMaxThreshold} (with entropy < ${fmtNum(maxGateEntropyBound(ctx.t.gateMaxThreshold))}) or collapse > ${ctx.t.gateCollapseFrac} for ${N} records (NSA_WATCH_GATE_*)${g?.branchShares ? `; shares [cmp, sel, win] = [${g.branchShares.map((x) => fmtNum(x)).join(', ')}]` : ''}${ctx.run.identity.flags['NSA_FORCE_BRANCH'] ? `; NSA_FORCE_BRANCH=${ctx.run.identity.flags['NSA_FORCE_BRANCH']} forces a one-hot gate` : ''}`,
+            `watchdog rule: entropy < ${ctx.t.gateEntropyMin} or max > ${ctx.t.gateMaxThreshold} (with entropy < ${sig(maxGateEntropyBound(ctx.t.gateMaxThreshold))}) or collapse > ${ctx.t.gateCollapseFrac} for ${N} records (NSA_WATCH_GATE_*)${g?.branchShares ? `; shares [cmp, sel, win] = [${g.branchShares.map((x) => sig(x)).join(', ')}]` : ''}${ctx.run.identity.flags['NSA_FORCE_BRANCH'] ? `; NSA_FORCE_BRANCH=${ctx.run.identity.flags['NSA_FORCE_BRANCH']} forces a one-hot gate` : ''}`,
             { anomaly: 'gate_collapse', step: last.step, since: first.t ?? undefined },
           ),
         );
@@ -1030,7 +1035,7 @@ export function ruleGates(ctx: Ctx): { alerts: Draft[]; haltIn: number | null } 
             'gate-frozen',
             'warning',
             `gates frozen at uniform: entropy ≈ ln 3 on ${tail.length} records past warmup (steps ${tail[0]!.step}–${tail[tail.length - 1]!.step})`,
-            `|entropy − ${fmtNum(LN3, 5)}| < ${ctx.t.gateFrozenEntropyEps}${shares ? `, shares [${shares.map((x) => fmtNum(x)).join(', ')}] within ${ctx.t.gateFrozenShareEps} of 1/3` : ''}; this passes every documented gate check but the gate learns nothing${flags.length ? `; ${flags.map((f) => f + '=1').join(', ')} set` : ' (NSA_STOPGRAD_GATES / NSA_FORCE_UNIFORM_GATE / NSA_GATE_COMPILE?)'}`,
+            `|entropy − ${sig(LN3, 5)}| < ${ctx.t.gateFrozenEntropyEps}${shares ? `, shares [${shares.map((x) => sig(x)).join(', ')}] within ${ctx.t.gateFrozenShareEps} of 1/3` : ''}; this passes every documented gate check but the gate learns nothing${flags.length ? `; ${flags.map((f) => f + '=1').join(', ')} set` : ' (NSA_STOPGRAD_GATES / NSA_FORCE_UNIFORM_GATE / NSA_GATE_COMPILE?)'}`,
             { step: tail[tail.length - 1]!.step, since: tail[0]!.t ?? undefined },
           ),
         );
@@ -1055,8 +1060,8 @@ export function ruleData(ctx: Ctx): Draft[] {
         'data:slow',
         'data-loader',
         'warning',
-        `data loader slow: ${dt !== null ? `dt_fetch ${fmtNum(dt)} s` : ''}${dt !== null && p95 !== null ? ', ' : ''}${p95 !== null ? `fetch p95 ${fmtNum(p95)} ms` : ''}`,
-        `over ${ctx.t.fetchSlowS} s; steady state should be p95 < 100 ms (contract §5); HF streaming throttling (429) or a cold cache?`,
+        `data loader slow: ${dt !== null ? `dt_fetch ${dur(dt, 'precise')}` : ''}${dt !== null && p95 !== null ? ', ' : ''}${p95 !== null ? `fetch p95 ${sig(p95)} ms` : ''}`,
+        `over ${dur(ctx.t.fetchSlowS, 'precise')}; steady state should be p95 < 100 ms (contract §5); HF streaming throttling (429) or a cold cache?`,
         { step: lp?.step },
       ),
     );
@@ -1073,7 +1078,7 @@ export function ruleData(ctx: Ctx): Draft[] {
           'data:dominates',
           'data-loader',
           'warning',
-          `data fetch dominates the step: ${fmtNum(med)} s of ${fmtNum(st)} s per step (${Math.round((med / st) * 100)} %)`,
+          `data fetch dominates the step: ${dur(med, 'precise')} of ${dur(st, 'precise')} per step (${Math.round((med / st) * 100)} %)`,
           `median dt_fetch_s of the last ${fetches.length} progress records vs median step time; the GPUs wait on the loader`,
           { step: lp?.step },
         ),
@@ -1129,8 +1134,8 @@ export function ruleMemory(ctx: Ctx, perRank: Map<string, MemSample[]>): Draft[]
         `mem-leak:rank${rank}:${src}`,
         'memory-growth',
         'warning',
-        `rank ${rank} memory growing ${fmtNum(l.slope)} MiB/step (${src} ${Math.round(l.first.mib)} → ${Math.round(l.last.mib)} MiB over steps ${l.first.step}–${l.last.step})`,
-        `least-squares slope over ${samples.length} samples, r² ${fmtNum(l.r2, 2)}; growth ${Math.round(l.growth)} MiB > ${ctx.t.leakMinMiB} MiB and > ${ctx.t.leakMinFrac * 100} % of the start; "allocated/reserved flat; no creep" is the runbook's criterion`,
+        `rank ${rank} memory growing ${sig(l.slope)} MiB/step (${src} ${Math.round(l.first.mib)} → ${Math.round(l.last.mib)} MiB over steps ${l.first.step}–${l.last.step})`,
+        `least-squares slope over ${samples.length} samples, r² ${sig(l.r2, 2)}; growth ${Math.round(l.growth)} MiB > ${ctx.t.leakMinMiB} MiB and > ${ctx.t.leakMinFrac * 100} % of the start; "allocated/reserved flat; no creep" is the runbook's criterion`,
         { rank: Number(rank), step: l.last.step },
       ),
     );
@@ -1249,18 +1254,18 @@ export function hangVerdicts(ctx: Ctx, si: StallInfo): HangVerdict[] {
   if (spin.length > 0 && (spin.length === ctx.gpus.length || gOdd)) {
     v.push({
       kind: 'collective-spin',
-      text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${fmtS(si.frozenS!)}`,
+      text: `spinning in a collective: GPU ${spin.map((g) => g.index).join(',')} at ${spin.map((g) => `${g.utilPct}%/${g.powerW}W`).join(' ')} (util ≈100 % at near-idle power) with the step frozen ${dur(si.frozenS!, 'precise')}`,
     });
   }
   if (hbAge !== null && hbAge < si.overdueS) {
     v.push({
       kind: 'heartbeat-without-progress',
-      text: `heartbeats still written (last ${fmtS(hbAge)} ago) but the step has been frozen at ${ctx.run.step ?? 0} for ${fmtS(si.frozenS!)}${ctx.ranks.some((r) => r.lastMsg === 'watchdog_dump') ? ' — only in-process watchdog dumps' : ''}`,
+      text: `heartbeats still written (last ${dur(hbAge, 'precise')} ago) but the step has been frozen at ${ctx.run.step ?? 0} for ${dur(si.frozenS!, 'precise')}${ctx.ranks.some((r) => r.lastMsg === 'watchdog_dump') ? ' — only in-process watchdog dumps' : ''}`,
     });
   } else {
     v.push({
       kind: 'all-silent',
-      text: `all ranks silent: no heartbeat for ${hbAge === null ? '?' : fmtS(hbAge)}${ctx.procsKnown ? `, ${ctx.alive.length} process(es) alive` : ''}`,
+      text: `all ranks silent: no heartbeat for ${hbAge === null ? '?' : dur(hbAge, 'precise')}${ctx.procsKnown ? `, ${ctx.alive.length} process(es) alive` : ''}`,
     });
   }
   // CPU pegged on the ranks with no GPU spin: a Python-side slow step (sequential prefill, §8.1).

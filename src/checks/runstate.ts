@@ -5,7 +5,7 @@
 import { isToolProcess } from '../trainer/run/ranks.js';
 import type { Ctx } from './context.js';
 import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules.js';
-import { fmtS } from './stats.js';
+import { dur } from '../format.js';
 import type { Culprit, Health, RunState } from './types.js';
 
 export interface StateVerdict {
@@ -64,7 +64,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     const hung = si.hung ? hungCulprit(ctx, si) : null;
     const hungTxt = hung ? `; ${hung.why}` : '';
     if (halt.present && !staleHalt) {
-      const ago = halt.mtimeMs !== null ? ` ${fmtS((ctx.now - halt.mtimeMs) / 1000)} ago` : '';
+      const ago = halt.mtimeMs !== null ? ` ${dur((ctx.now - halt.mtimeMs) / 1000, 'precise')} ago` : '';
       return v('HALTING', `.HALT${haltTxt} requested${ago}; ${who}${hungTxt}`, hung);
     }
     if (ctx.ended) {
@@ -76,7 +76,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     if (ctx.ranks.length === 0 || (step === 0 && !si.hung)) {
       if (ctx.launcherAlive && ctx.alive.length === 0)
         return v('STARTING', `launcher pid ${ctx.in.procs!.launcher!.pid} alive, no rank step yet`);
-      const boot = r0boot !== null ? `booted ${fmtS((ctx.now - r0boot) / 1000)} ago` : 'no heartbeat yet';
+      const boot = r0boot !== null ? `booted ${dur((ctx.now - r0boot) / 1000, 'precise')} ago` : 'no heartbeat yet';
       return v('STARTING', `${ctx.alive.length ? `rank(s) ${ranksTxt} alive, ` : ''}${boot}, no step yet`);
     }
     if (si.hung) return stalled(ctx, si, hung);
@@ -87,9 +87,9 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     if (si.pause && overCadence)
       return v(
         'RUNNING',
-        `step ${step}${of}; ${si.pause.what} for ${fmtS(si.frozenS!)} (overdue after ${fmtS(si.pause.allowS)})`,
+        `step ${step}${of}; ${si.pause.what} for ${dur(si.frozenS!, 'precise')} (overdue after ${dur(si.pause.allowS, 'precise')})`,
       );
-    return v('RUNNING', `step ${step}${of}${hbAge !== null ? `, last heartbeat ${fmtS(hbAge)} ago` : ''}`);
+    return v('RUNNING', `step ${step}${of}${hbAge !== null ? `, last heartbeat ${dur(hbAge, 'precise')} ago` : ''}`);
   }
 
   // No rank lives (or, without a process table, none has written lately): the run has stopped.
@@ -107,7 +107,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
       return v('FINISHED', `reached step ${step}${of}; ranks gone (no metrics.json)`);
     return v(
       'EXITED',
-      `ranks gone at step ${step}${of} without metrics.json${hbAge !== null ? `; last heartbeat ${fmtS(hbAge)} ago` : ''}${run.log.oom ? '; CUDA OOM in the log' : ''}`,
+      `ranks gone at step ${step}${of} without metrics.json${hbAge !== null ? `; last heartbeat ${dur(hbAge, 'precise')} ago` : ''}${run.log.oom ? '; CUDA OOM in the log' : ''}`,
     );
   }
   // Process table unknown and no fresh heartbeat.
@@ -115,7 +115,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
   if (si.hung) return stalled(ctx, si, hungCulprit(ctx, si));
   return v(
     'NO TRAINER',
-    `no recent heartbeat (${hbAge === null ? 'never' : fmtS(hbAge) + ' ago'}) and no process information`,
+    `no recent heartbeat (${hbAge === null ? 'never' : dur(hbAge, 'precise') + ' ago'}) and no process information`,
   );
 }
 
@@ -159,7 +159,7 @@ export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
     const r = ctx.ranks.find((x) => x.rank === si.stalledRanks[0]);
     return {
       rank: si.stalledRanks[0]!,
-      why: `rank ${si.stalledRanks[0]} heartbeat silent${r?.lastTs != null ? ` ${fmtS((ctx.now - r.lastTs) / 1000)}` : ''}`,
+      why: `rank ${si.stalledRanks[0]} heartbeat silent${r?.lastTs != null ? ` ${dur((ctx.now - r.lastTs) / 1000, 'precise')}` : ''}`,
     };
   }
   return null;
@@ -171,11 +171,12 @@ function clock(ms: number): string {
 
 function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict {
   const step = ctx.run.step ?? 0;
-  const frozen = si.frozenS !== null ? `no step advance for ${fmtS(si.frozenS)} at step ${step}` : `no step at ${step}`;
+  const frozen =
+    si.frozenS !== null ? `no step advance for ${dur(si.frozenS, 'precise')} at step ${step}` : `no step at ${step}`;
   const proc =
     (ctx.procsKnown ? '' : '; process table unknown') +
     (si.pause && si.overdue
-      ? `; at a save/eval step (${si.pause.what}), past the ${fmtS(si.pause.allowS)} allowed for it`
+      ? `; at a save/eval step (${si.pause.what}), past the ${dur(si.pause.allowS, 'precise')} allowed for it`
       : '');
   if (culprit) return { state: 'STALLED', why: `${culprit.why}; ${frozen}${proc}`, culprit };
   if (ctx.ranks.length === 1)
@@ -184,14 +185,14 @@ function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict
   if (hbAge !== null && hbAge < si.overdueS) {
     return {
       state: 'STALLED',
-      why: `${frozen} while heartbeats still arrive (last ${fmtS(hbAge)} ago)${proc}`,
+      why: `${frozen} while heartbeats still arrive (last ${dur(hbAge, 'precise')} ago)${proc}`,
       culprit: null,
     };
   }
   const since = ctx.lastHeartbeatTs ?? ctx.lastAdvanceTs;
   return {
     state: 'STALLED',
-    why: `all ranks silent since ${since !== null ? `${clock(since)} (${fmtS((ctx.now - since) / 1000)} ago)` : 'boot'}; ${frozen}${proc}`,
+    why: `all ranks silent since ${since !== null ? `${clock(since)} (${dur((ctx.now - since) / 1000, 'precise')} ago)` : 'boot'}; ${frozen}${proc}`,
     culprit: null,
   };
 }
@@ -199,5 +200,5 @@ function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict
 /** STALE: the data the state was judged on is too old (the host unreachable, a poll stuck). */
 export function staleVerdict(last: { state: RunState; why: string } | null, ageS: number, cause: string): StateVerdict {
   const seen = last && last.state !== 'STALE' ? `; last seen ${last.state}` : '';
-  return { state: 'STALE', why: `no fresh data for ${fmtS(ageS)} (${cause})${seen}`, culprit: null };
+  return { state: 'STALE', why: `no fresh data for ${dur(ageS, 'precise')} (${cause})${seen}`, culprit: null };
 }

@@ -74,18 +74,3 @@ export function currentSegment(s: Series | undefined | null): readonly SeriesPoi
   segmentMemo.set(s, pts);
   return pts;
 }
-
-export function fmtS(s: number): string {
-  if (!Number.isFinite(s)) return String(s);
-  if (s < 10) return `${s.toFixed(1)} s`;
-  if (s < 600) return `${Math.round(s)} s`;
-  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
-  return `${(s / 3600).toFixed(1)} h`;
-}
-
-export function fmtNum(x: number, digits = 3): string {
-  if (!Number.isFinite(x)) return String(x);
-  const a = Math.abs(x);
-  if (a !== 0 && (a >= 1e6 || a < 1e-3)) return x.toExponential(2);
-  return Number(x.toPrecision(digits)).toString();
-}

@@ -1,6 +1,7 @@
 // The supervisor and durable requests on screen: judgements on .nsa-top/supervisor.json (restarts,
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
+import { dur } from '../format.js';
 import { activeRequest } from '../trainer/control/types.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules.js';
@@ -40,7 +41,7 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         id: 'supervisor:backoff',
         rule: 'supervisor',
         severity: 'warning',
-        title: `trainer ${lastCause ? `failed (${lastCause})` : 'failed'}: restart ${sup.restarts} of ${sup.maxRestarts}${left !== null ? ` in ${left} s` : ''}`,
+        title: `trainer ${lastCause ? `failed (${lastCause})` : 'failed'}: restart ${sup.restarts} of ${sup.maxRestarts}${left !== null ? ` in ${dur(left)}` : ''}`,
         detail: `${sup.note ?? ''}${sup.backoffUntil ? ` (due ${hhmmss(sup.backoffUntil)})` : ''}`.trim(),
         since: last?.at ?? sup.updatedAt,
       });
@@ -67,7 +68,7 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         id: 'supervisor:storm',
         rule: 'supervisor',
         severity: 'warning',
-        title: `restart storm: the trainer failed ${recent.length} times in ${Math.round(STORM_WINDOW_MS / 60_000)} min`,
+        title: `restart storm: the trainer failed ${recent.length} times in ${dur(STORM_WINDOW_MS / 1000)}`,
         detail: `exits: ${recent.map((e) => `${hhmmss(e.at)} ${cause(e)}`).join(', ')} — restarting does not fix this; look at train.log`,
         since: recent[0]!.at,
       });

@@ -2,7 +2,6 @@
 // the runbooks' acceptance phases with evidence, using the same rules as the cockpit and the
 // watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
-import asciichart from 'asciichart';
 import { isAbsolute, join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
 import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
@@ -15,6 +14,7 @@ import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
+import { chartText } from '../ui/chart.js';
 import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readRunHistory } from '../trainer/run/history.js';
 
@@ -195,30 +195,9 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
 
 // ------------------------------------------------------------------ rendering
 
-/** A step-ordered chart of a series (older buckets by their last value, then the recent window), ≤ 64 columns. */
+/** The cockpit's step-axis chart of a series (history and recent window), 64 columns of plot, unstyled. */
 export function chart(s: Series, height = 8): string | null {
-  const pts: { step: number; v: number }[] = [
-    ...s.history.map((b) => ({ step: b.stepTo, v: b.last })),
-    ...s.recent.map((p) => ({ step: p.step, v: p.value })),
-  ].filter((p) => Number.isFinite(p.v));
-  if (pts.length < 2) return null;
-  const W = 64;
-  const vals: number[] = [];
-  if (pts.length <= W) for (const p of pts) vals.push(p.v);
-  else
-    for (let i = 0; i < W; i++) {
-      const lo = Math.floor((i * pts.length) / W),
-        hi = Math.max(lo + 1, Math.floor(((i + 1) * pts.length) / W));
-      const chunk = pts.slice(lo, hi).map((p) => p.v);
-      vals.push(chunk.reduce((x, y) => x + y, 0) / chunk.length);
-    }
-  const fmt = (x: number) => {
-    const a = Math.abs(x);
-    const str = a >= 1000 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(3);
-    return str.padStart(8);
-  };
-  const plot = asciichart.plot(vals, { height, format: fmt });
-  return `${plot}\n${' '.repeat(10)}steps ${pts[0]!.step} … ${pts[pts.length - 1]!.step}`;
+  return chartText(s, { plotW: 64, h: height + 1 });
 }
 
 const MARK: Record<Status, string> = { pass: '✔', fail: '✘', pending: '…', unknown: '?' };

@@ -1,6 +1,7 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
+import { ago, bytes, dur, num, pct as percent } from '../format.js';
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
@@ -159,28 +160,6 @@ export function statusJson(snap: RunSnapshot, ev: Evaluation) {
 
 // ------------------------------------------------------------------ human table
 
-export function fmtAge(ms: number | null): string {
-  if (ms === null || !Number.isFinite(ms)) return '—';
-  const s = Math.max(0, ms / 1000);
-  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} m ${Math.floor(s % 60)} s`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
-  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
-}
-
-function fmtNum(n: number | null | undefined, digits = 4): string {
-  if (n === null || n === undefined || !Number.isFinite(n)) return '—';
-  if (n !== 0 && (Math.abs(n) < 1e-3 || Math.abs(n) >= 1e6)) return n.toExponential(2);
-  return n.toFixed(digits);
-}
-
-function fmtBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-}
-
 function table(rows: string[][], indent: string): string[] {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
@@ -228,7 +207,7 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
     const t = id.train;
     L(
       'train',
-      `S=${t.seqLen ?? '?'} B=${t.batchSize ?? '?'} accum=${t.accum ?? '?'} lr=${fmtNum(t.lr)} warmup=${t.warmupSteps ?? '?'} log/eval/save every ${t.logEvery ?? '?'}/${t.evalEvery ?? '?'}/${t.saveEvery ?? '?'}`,
+      `S=${t.seqLen ?? '?'} B=${t.batchSize ?? '?'} accum=${t.accum ?? '?'} lr=${num(t.lr, 4, '—')} warmup=${t.warmupSteps ?? '?'} log/eval/save every ${t.logEvery ?? '?'}/${t.evalEvery ?? '?'}/${t.saveEvery ?? '?'}`,
     );
   }
   if (s.log.effectiveConfig) L('effective', s.log.effectiveConfig);
@@ -236,17 +215,17 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   if (flags.length) L('flags', flags.map(([k, v]) => `${k}=${v}`).join(' '));
 
   // progress
-  const pct = s.step !== null && s.totalSteps ? ` (${((100 * s.step) / s.totalSteps).toFixed(1)}%)` : '';
-  const loss = s.lastLossNonFinite ? 'NaN/Inf' : fmtNum(s.loss);
+  const pct = s.step !== null && s.totalSteps ? ` (${percent((100 * s.step) / s.totalSteps, 1)})` : '';
+  const loss = s.lastLossNonFinite ? 'NaN/Inf' : num(s.loss, 4, '—');
   L(
     'step',
     `${s.step ?? '—'} / ${s.totalSteps ?? '?'}${pct}   loss ${loss}   lr ${s.lr === null ? '—' : s.lr.toExponential(2)}   tok/s ${s.toksPerS === null ? '—' : Math.round(s.toksPerS)}   ${
-      s.stepTimeS === null ? '' : `${fmtNum(s.stepTimeS, 2)} s/step   `
-    }ETA ${s.ended ? 'ended' : s.etaS === null ? '—' : fmtAge(s.etaS * 1000)}`,
+      s.stepTimeS === null ? '' : `${num(s.stepTimeS, 2, '—')} s/step   `
+    }ETA ${s.ended ? 'ended' : s.etaS === null ? '—' : dur(s.etaS, 'precise')}`,
   );
-  if (s.stepAdvancedTs !== null) L('advanced', `${fmtAge(now - s.stepAdvancedTs)} ago`);
+  if (s.stepAdvancedTs !== null) L('advanced', ago(s.stepAdvancedTs, now, 'precise'));
   if (s.lastVal)
-    L('val', `step ${s.lastVal.step}  val_loss ${fmtNum(s.lastVal.valLoss)}  ppl ${fmtNum(s.lastVal.ppl, 2)}`);
+    L('val', `step ${s.lastVal.step}  val_loss ${num(s.lastVal.valLoss, 4, '—')}  ppl ${num(s.lastVal.ppl, 2, '—')}`);
   if (s.segments.length > 1) {
     L(
       'segments',
@@ -264,7 +243,7 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   if (s.control.halt.present) {
     const c = s.control.halt.content?.trim();
     st.push(
-      `.HALT present${c ? ` ("${c}")` : ' (empty)'}${s.control.halt.mtimeMs ? `, ${fmtAge(now - s.control.halt.mtimeMs)} old` : ''}`,
+      `.HALT present${c ? ` ("${c}")` : ' (empty)'}${s.control.halt.mtimeMs ? `, ${dur((now - s.control.halt.mtimeMs) / 1000, 'precise')} old` : ''}`,
     );
   }
   if (s.control.anomaly) st.push(`.anomaly_type ${s.control.anomaly.type}`);
@@ -283,10 +262,10 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
       rows.push([
         String(r.rank),
         r.pid === null ? '—' : String(r.pid),
-        r.lastTs === null ? '—' : `${fmtAge(now - r.lastTs)} ago`,
+        r.lastTs === null ? '—' : ago(r.lastTs, now, 'precise'),
         r.lastMsg ?? '—',
         r.lastStep === null ? '—' : String(r.lastStep),
-        r.stepAdvancedTs === null ? '—' : `${fmtAge(now - r.stepAdvancedTs)} ago`,
+        r.stepAdvancedTs === null ? '—' : ago(r.stepAdvancedTs, now, 'precise'),
         String(r.records),
         String(r.watchdogDumps),
         r.memReservedMiB === null ? '—' : `${r.memAllocMiB ?? '?'}/${r.memReservedMiB}`,
@@ -303,13 +282,13 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
       : 'no shares';
     L(
       'gates',
-      `step ${g.step}: entropy ${fmtNum(g.entropyMean)} (min ${fmtNum(g.entropyMin)}) · max ${fmtNum(g.maxGate, 3)} · collapse ${fmtNum(g.collapseFrac, 3)} · ${sh}`,
+      `step ${g.step}: entropy ${num(g.entropyMean, 4, '—')} (min ${num(g.entropyMin, 4, '—')}) · max ${num(g.maxGate, 3, '—')} · collapse ${num(g.collapseFrac, 3, '—')} · ${sh}`,
     );
   } else L('gates', 'no gate stats (aux stats off, or no progress record yet)');
   if (s.sel)
     L(
       'selection',
-      `k_mean ${fmtNum(s.sel.kMean, 1)} · k_max ${s.sel.kMax ?? '—'} · rows ${s.sel.rows ?? '—'} · at max ${fmtNum(s.sel.pctAtMax, 3)}`,
+      `k_mean ${num(s.sel.kMean, 1, '—')} · k_max ${s.sel.kMax ?? '—'} · rows ${s.sel.rows ?? '—'} · at max ${num(s.sel.pctAtMax, 3, '—')}`,
     );
   if (s.fallbacks) L('fallbacks', `total ${s.fallbacks.total_fallbacks ?? '—'}`);
 
@@ -319,7 +298,7 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   if (d.dtFetchAbsent) dataBits.push('no dt_fetch_s on recent progress records (synthetic data)');
   else if (d.withFetch)
     dataBits.push(
-      `dt_fetch ${fmtNum(d.lastDtFetchS, 3)} s · p50 ${fmtNum(d.fetchP50Ms, 0)} ms · p95 ${fmtNum(d.fetchP95Ms, 0)} ms`,
+      `dt_fetch ${d.lastDtFetchS === null ? '—' : dur(d.lastDtFetchS, 'precise')} · p50 ${num(d.fetchP50Ms, 0, '—')} ms · p95 ${num(d.fetchP95Ms, 0, '—')} ms`,
     );
   if (d.syntheticFallback) dataBits.push('loader failed → synthetic fallback');
   L('data', dataBits.length ? dataBits.join(' · ') : '—');
@@ -329,9 +308,7 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   if (s.checkpoints.length) {
     L(
       'ckpts',
-      s.checkpoints
-        .map((c) => `step ${c.step} (${fmtBytes(c.size)}${c.complete ? '' : ', being written?'})`)
-        .join(' · '),
+      s.checkpoints.map((c) => `step ${c.step} (${bytes(c.size)}${c.complete ? '' : ', being written?'})`).join(' · '),
     );
   } else L('ckpts', `none${id.train?.saveEvery === 0 ? ' (save_every 0)' : ''}`);
 
@@ -375,7 +352,7 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
   if (s.backfill.pending)
     L(
       'note',
-      `answered from the end of the files: ${fmtBytes(s.backfill.bytesLeft)} of older history not read (--full reads it)`,
+      `answered from the end of the files: ${bytes(s.backfill.bytesLeft)} of older history not read (--full reads it)`,
     );
   return out.join('\n') + '\n';
 }

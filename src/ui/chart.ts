@@ -1,10 +1,11 @@
 // Line charts with asciichart over a step axis: points are placed by step (not by index), so a
 // resumed run (steps repeating from a checkpoint) keeps one continuous axis and its resume points
-// are marked under the chart.
+// are marked under the chart. The one chart of nsa-top: the cockpit's panels draw `chart` and
+// `nsa-top report` prints `chartText`, the same rows without styling.
 import asciichart from 'asciichart';
 import type { Series } from '../trainer/run/snapshot.js';
 import { si } from './format.js';
-import { cut, type Line, t } from './text.js';
+import { cut, type Line, plain, t } from './text.js';
 
 export interface XY {
   step: number;
@@ -155,4 +156,16 @@ function plotChart(pts: readonly XY[], o: ChartOpts): Line[] {
   const line = `${left} ${mid} ${right}`;
   out.push([t(' '.repeat(LABEL_W - 3) + 'step ', 'dim'), t(cut(line, plotW + 2), 'dim')]);
   return out;
+}
+
+/**
+ * A whole series (older buckets, then the recent window) as plain text: the cockpit's chart with
+ * `plotW` columns of plot (the value labels come on top) and `h` plot rows plus the step axis. null
+ * when there are fewer than two points.
+ */
+export function chartText(s: Series, o: { plotW: number; h: number }): string | null {
+  const pts = seriesPoints(s, 'all');
+  if (pts.length < 2) return null;
+  const lines = chart(pts, { w: o.plotW + LABEL_W + 2, h: o.h });
+  return lines.length ? lines.map(plain).join('\n') : null;
 }

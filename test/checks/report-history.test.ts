@@ -46,7 +46,7 @@ test('a real 2-rank run that crashed (rank 1 SIGKILLed at step 51) and was resum
   assert.match(c.evidence, /rank pid 10748 killed by SIGKILL/);
   assert.match(
     c.evidence,
-    /restarted 32 s later as segment #1 \(pid 12965\), step count from 1, weights from .*checkpoint_step40\.pt/,
+    /restarted 32s later as segment #1 \(pid 12965\), step count from 1, weights from .*checkpoint_step40\.pt/,
   );
   assert.deepEqual(
     rep.history.segments.map((g: { end: string }) => g.end),
@@ -104,7 +104,8 @@ test('a 1M-line heartbeat history: a 2001 s stall and a NaN at step 10000, far b
   const stall = crit(rep, 1, 'no-stall');
   assert.equal(stall.status, 'fail', stall.evidence);
   assert.match(stall.evidence, /1 stall\(s\) in the history/);
-  assert.match(stall.evidence, /no heartbeat for 33 min 21 s after step 9999 \(2026-09-21T\d\d:\d\d:\d\dZ → /);
+  // 2001 s added to the 1 s step, less the 0.01 s to step 9999's step_end: a 2001.99 s gap
+  assert.match(stall.evidence, /no heartbeat for 33m22s after step 9999 \(2026-09-21T\d\d:\d\d:\d\dZ → /);
   assert.match(stall.evidence, /1,000,001 heartbeat records in 1 segment/);
   const nan = crit(rep, 1, 'loss-finite');
   assert.equal(nan.status, 'fail', nan.evidence);
@@ -185,6 +186,6 @@ test('a run halted by .HALT and resumed is not a crash: the log shows the halt, 
   assert.equal(c.status, 'pass', c.evidence);
   assert.match(
     c.evidence,
-    /2 segments, none crashed: segment #0 \(pid 11\) steps 1–30 halted: stopped by \.HALT .*restarted 70 s later as segment #1 \(pid 22\), step count from 1, weights from artifacts\/x\/checkpoint_step20\.pt/,
+    /2 segments, none crashed: segment #0 \(pid 11\) steps 1–30 halted: stopped by \.HALT .*restarted 1m10s later as segment #1 \(pid 22\), step count from 1, weights from artifacts\/x\/checkpoint_step20\.pt/,
   );
 });

@@ -93,7 +93,7 @@ test('the same dumps taken after the step froze: the main-thread frame (not the 
 test('STALE says the age and what was last seen', () => {
   const v = staleVerdict({ state: 'RUNNING', why: 'step 5' }, 17, 'host reconnecting, try 3');
   assert.equal(v.state, 'STALE');
-  assert.match(v.why, /^no fresh data for 17 s \(host reconnecting, try 3\); last seen RUNNING$/);
+  assert.match(v.why, /^no fresh data for 17s \(host reconnecting, try 3\); last seen RUNNING$/);
 });
 
 // The real trainer saves checkpoint_step{N}.pt on rank 0 when N % save_every == 0, after step N's
@@ -124,7 +124,7 @@ test('a pause at a save step: RUNNING and saying so, where the same pause at any
   assert.equal(ev.runState, 'RUNNING', '40 s without a step at step 2000 (save_every 2000) is the save');
   assert.equal(
     ev.runStateWhy,
-    'step 2000 of 50000; saving checkpoint_step2000.pt (save_every 2000) for 40 s (overdue after 180 s)',
+    'step 2000 of 50000; saving checkpoint_step2000.pt (save_every 2000) for 40s (overdue after 3m00s)',
   );
   assert.equal(ev.advancing, true);
   assert.equal(ev.noStepSinceMs, null, 'the header shows no "no step for"');
@@ -144,13 +144,13 @@ test('a pause at a save step: RUNNING and saying so, where the same pause at any
   ];
   const w = new Checker().evaluate({ now: t + 40_000, run, procs: procs([proc(0)]), gpu: null });
   assert.equal(w.runState, 'RUNNING');
-  assert.match(w.runStateWhy, /writing checkpoint_step2000\.pt \(512 MiB so far\) for 40 s/);
+  assert.match(w.runStateWhy, /writing checkpoint_step2000\.pt \(512 MiB so far\) for 40s/);
   // an eval step (eval_every 500, after step 1500's heartbeat, contract §1.14): the same
   const ev1500 = atSave(1500, t);
   ev1500.identity.train = { ...ev1500.identity.train!, evalEvery: 500 };
   const e = new Checker().evaluate({ now: t + 40_000, run: ev1500, procs: procs([proc(0)]), gpu: null });
   assert.equal(e.runState, 'RUNNING');
-  assert.match(e.runStateWhy, /^step 1500 of 50000; evaluating \(eval_every 500\) for 40 s/);
+  assert.match(e.runStateWhy, /^step 1500 of 50000; evaluating \(eval_every 500\) for 40s/);
   // the same 40 s at step 1999: overdue by the run's 1 s cadence
   const off = new Checker().evaluate({ now: t + 40_000, run: atSave(1999, t), procs: procs([proc(0)]), gpu: null });
   assert.equal(off.runState, 'STALLED');
@@ -164,7 +164,7 @@ test('a save step past its allowance is STALLED and says it was at a save; the w
   assert.equal(late.runState, 'STALLED');
   assert.match(
     late.runStateWhy,
-    /no step advance for 200 s at step 2000.*at a save\/eval step \(saving checkpoint_step2000\.pt \(save_every 2000\)\), past the 180 s allowed for it/,
+    /no step advance for 3m20s at step 2000.*at a save\/eval step \(saving checkpoint_step2000\.pt \(save_every 2000\)\), past the 3m00s allowed for it/,
   );
   assert.deepEqual(
     late.actOn.map((a) => a.id),
@@ -179,7 +179,7 @@ test('a save step past its allowance is STALLED and says it was at a save; the w
     gpu: null,
   });
   assert.equal(ok.runState, 'RUNNING');
-  assert.match(ok.runStateWhy, /for 40 s \(overdue after 45 s\)/);
+  assert.match(ok.runStateWhy, /for 40s \(overdue after 45s\)/);
   const over = new Checker().evaluate({
     now: t + 60_000,
     run: atSave(4000, t, { earlierSaveS: 10 }),
@@ -187,7 +187,7 @@ test('a save step past its allowance is STALLED and says it was at a save; the w
     gpu: null,
   });
   assert.equal(over.runState, 'STALLED');
-  assert.match(over.runStateWhy, /past the 45 s allowed for it/);
+  assert.match(over.runStateWhy, /past the 45s allowed for it/);
   assert.deepEqual(over.actOn, [], 'the watchdog still waits for its own threshold');
 });
 

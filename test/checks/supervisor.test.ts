@@ -54,10 +54,7 @@ test('backoff shows the restart count, the budget and when; a restarted run keep
       exitCodes: [{ at: now - 500, code: null, signal: 'signal SIGKILL' }],
     }),
   );
-  assert.match(
-    b.find((x) => x.id === 'supervisor:backoff')!.title,
-    /failed \(signal SIGKILL\): restart 1 of 3 in 30 s/,
-  );
+  assert.match(b.find((x) => x.id === 'supervisor:backoff')!.title, /failed \(signal SIGKILL\): restart 1 of 3 in 30s/);
   const r = alerts(
     sup({
       state: 'running',
@@ -78,7 +75,7 @@ test('a restart storm and restarts that never move the checkpoint forward are al
     mtimeMs: 123,
   }));
   const a = alerts(sup({ state: 'running', restarts: 3, maxRestarts: 5, exitCodes: exits, startCheckpoints: starts }));
-  assert.match(a.find((x) => x.id === 'supervisor:storm')!.title, /failed 3 times in 10 min/);
+  assert.match(a.find((x) => x.id === 'supervisor:storm')!.title, /failed 3 times in 10m00s/);
   assert.match(a.find((x) => x.id === 'supervisor:no-progress')!.title, /^3 restarts without the checkpoint advancing/);
   // the same checkpoint NAME rewritten by a later segment (new mtime) is progress
   const moved = starts.map((s, i) => ({ ...s, mtimeMs: 123 + i }));

@@ -1,5 +1,6 @@
-// GPU telemetry from recorded nvidia-smi outputs (test/fixtures/nvidia-smi/, written from NVIDIA's
-// documented formats: normal, N/A fields, MIG) served by a fake `nvidia-smi` first on PATH.
+// GPU telemetry from recorded nvidia-smi outputs (test/fixtures/nvidia-smi/: written from NVIDIA's
+// documented formats for normal, N/A fields and MIG; real recordings from an H200 idle and under load)
+// served by a fake `nvidia-smi` first on PATH.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { GpuMonitor, parseGpuLine, parseListing, parseMigQuery, sampleGpus, smiValue } from '../../src/remote/gpu.js';
 import { listProcesses } from '../../src/remote/procs.js';
+import type { GpuDevice } from '../../src/remote/types.js';
 import { startSshd } from '../helpers/sshd.js';
 
 const FX = fileURLToPath(new URL('../fixtures/nvidia-smi/', import.meta.url));
@@ -262,4 +264,84 @@ test('over SSH the same telemetry arrives (real sshd, fake nvidia-smi on the rem
     l = await left();
   }
   assert.deepEqual(l, []);
+});
+
+// Real recordings from an NVIDIA H200 (driver 580.159.04), see fixtures/nvidia-smi/h200-idle/README.md.
+const H200 = 'GPU-548e3c03-bf85-418a-1efb-c2d382c8b25d';
+const deviceRow = (d: GpuDevice) => [
+  d.index,
+  d.name,
+  d.uuid,
+  d.memUsedMiB,
+  d.memTotalMiB,
+  d.utilPct,
+  d.powerW,
+  d.powerLimitW,
+  d.tempC,
+  d.smClockMHz,
+  d.memClockMHz,
+  d.mig,
+];
+
+test('H200 idle (recorded): 0 of 143771 MiB, 0 %, 81 W of 700 W, and no compute apps once they were asked', async () => {
+  const { dir, env } = fixture('h200-idle');
+  const m = monitor(env);
+  await m.start();
+  // the apps loop has answered (empty) more than once: "no apps" is a sample, not "not asked yet"
+  await until(
+    () =>
+      existsSync(join(dir, 'calls.log')) &&
+      readFileSync(join(dir, 'calls.log'), 'utf8')
+        .split('\n')
+        .filter((c) => c.includes('--query-compute-apps')).length >= 2,
+  );
+  const t = m.current();
+  assert.equal(t.status, 'ok');
+  if (t.status !== 'ok') return;
+  assert.deepEqual(t.devices.map(deviceRow), [[0, 'NVIDIA H200', H200, 0, 143771, 0, 81.25, 700, 35, 345, 3201, null]]);
+  assert.deepEqual(t.apps, []);
+  m.stop();
+});
+
+test('H200 under load (recorded): 29923 MiB, 100 %, 689 W, two torch processes with their pids and memory', async () => {
+  const { env } = fixture('h200-load');
+  const m = monitor(env);
+  await m.start();
+  const t = await until(() => {
+    const c = m.current();
+    return c.status === 'ok' && c.apps.length === 2 && c;
+  });
+  if (t.status !== 'ok') return;
+  assert.deepEqual(t.devices.map(deviceRow), [
+    [0, 'NVIDIA H200', H200, 29923, 143771, 100, 689.04, 700, 56, 1545, 3201, null],
+  ]);
+  assert.deepEqual(
+    t.apps.map((a) => [a.pid, a.gpuUuid, a.usedMemMiB]),
+    [
+      [702, H200, 21610],
+      [703, H200, 8298],
+    ],
+  );
+  m.stop();
+});
+
+test('H200 without MIG: its -L and full -q outputs yield no MIG devices', () => {
+  for (const name of ['h200-idle', 'h200-load']) {
+    assert.deepEqual(parseListing(readFileSync(join(FX, name, 'L.txt'), 'utf8')), [], `${name} -L`);
+    const q = readFileSync(join(FX, name, 'q.txt'), 'utf8');
+    assert.match(q, /MIG Mode\s+Current\s+: Disabled/, `${name}: a real -q of a GPU with MIG off`);
+    assert.deepEqual(parseMigQuery(q), [], `${name} -q`);
+  }
+  // the stream the reader keeps open parses line by line to the same device
+  const stream = readFileSync(join(FX, 'h200-load', 'gpu-stream.csv'), 'utf8')
+    .trim()
+    .split('\n');
+  const rows = stream.map(parseGpuLine);
+  assert.ok(rows.length >= 5);
+  for (const g of rows) {
+    assert.ok(g);
+    assert.equal(g.uuid, H200);
+    assert.equal(g.memUsedMiB, 29923);
+    assert.ok(g.powerW !== null && g.powerW > 600 && g.powerW <= 700, String(g.powerW));
+  }
 });

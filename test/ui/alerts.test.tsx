@@ -59,7 +59,7 @@ async function withAlerts(): Promise<CockpitState> {
       id: 'stall:run',
       rule: 'stall',
       severity: 'critical',
-      title: 'step frozen at 12 for 200 s (threshold 180 s)',
+      title: 'step frozen at 12 for 3m20s (threshold 3m00s)',
       detail: 'all ranks silent',
       since: now - 600_000,
       cleared: now - 480_000,
@@ -142,7 +142,7 @@ test('alerts: where there is room the whole title and detail are shown; focus or
   assert.ok(z.includes(STOPPED) && z.includes(STOPPED_DETAIL), z);
   // the cleared one is listed with its start and end
   assert.match(z, /cleared \(1\)/);
-  assert.match(z, /crit step frozen at 12 for 200 s/);
+  assert.match(z, /crit step frozen at 12 for 3m20s/);
   assert.match(z, /\d\d:\d\d:\d\d–\d\d:\d\d:\d\d \(2m00s\), cleared 8m00s ago/);
   // pick the cleared one: its text is whole too
   const sel = `stall:run@${s.alertHistory![0]!.since}>${s.alertHistory![0]!.cleared}`;

@@ -152,7 +152,7 @@ test('escalation (SIGINT/SIGKILL) is not offered before .HALT exists, nor before
   s.run.control.halt = { present: true, content: 'halt: manual_stop alice', mtimeMs: now - 20_000 };
   v = text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 120).lines);
   assert.doesNotMatch(v, /i SIGINT/);
-  assert.match(v, /280 s of their 300 s grace left/);
+  assert.match(v, /4m40s of their 5m00s grace left/);
   assert.ok(escalationGate(s, now) !== null);
   // past the grace: offered
   assert.equal(escalationGate(s, now + 281_000), null);
@@ -170,7 +170,7 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   assert.match(plain(footerLine(s, 200, null)), /h halt:off\(FINISHED\)/);
   assert.match(text(dialogView({ kind: 'help' }, s, Date.now(), 120).lines), /disabled now: the run is FINISHED/);
   s.runState = 'RUNNING';
-  s.runStateWhy = 'step advanced 2 s ago';
+  s.runStateWhy = 'step advanced 2s ago';
   s.procs = procs([proc(0, 'R')]);
   assert.equal(haltDisabled(s), null);
   assert.match(relaunchDisabled(s)?.why ?? '', /RUNNING .*halt it first/);

@@ -31,7 +31,7 @@ export function baseState(run: RunSnapshot = emptySnapshot('/tmp/run')): Cockpit
     readOnly: false,
     run,
     runState: 'RUNNING',
-    runStateWhy: 'step advanced 2 s ago',
+    runStateWhy: 'step advanced 2s ago',
     gpu: null,
     procs: null,
     alerts: [],

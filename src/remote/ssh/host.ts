@@ -12,6 +12,7 @@
 // - poll.ts: pollDir() served from the watch loop's frames, without a round trip. After a drop
 //   every follow resumes from the byte after the last one received: no byte lost, none twice.
 // (the delegating methods below take their return types from the parts)
+
 import type {
   ExecOptions,
   Host,

@@ -2,6 +2,7 @@
 // The listings and followed bytes are those of the loop's last frame and cost no round trip; a
 // path read for the first time, or re-read from an earlier offset, is a one-shot read answered by
 // the next frame; reading a path again from where the last read ended makes it a follow.
+import { dur } from '../../format.js';
 import type { ConnState, DirEntry, DirPoll, ReadRequest, ReadResult } from '../host.js';
 import { sleep } from './connection.js';
 import { FRAME_WAIT_MS, safePath, type Follow, type OneShotAnswer, type WatchLoop } from './watch.js';
@@ -186,7 +187,7 @@ export class DirPoller {
     const stall = this.loop.watchStallMs();
     if (live && stall > this.stallMs && f.len - Math.max(0, req.offset - f.base) <= 0) {
       // nothing new because the remote side is stuck (a hung file system?), not because the run is quiet
-      return noData(req, `remote reads stalled for ${Math.round(stall / 1000)} s (hung file system?)`, f.stat);
+      return noData(req, `remote reads stalled for ${dur(stall / 1000)} (hung file system?)`, f.stat);
     }
     let reset: ReadResult['reset'];
     let from = req.offset;

@@ -3,6 +3,7 @@
 // (src/trainer/control/audit.ts), which leaves one line in <out_dir>/.nsa-top/actions.jsonl saying
 // who did what, when, and how it went — so two people sharing a tmux pane both see what happened —
 // and refuses read-only mode (an option or NSA_TOP_READ_ONLY=1) whatever the UI does.
+import { dur } from '../../format.js';
 import { execFile } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
@@ -403,7 +404,7 @@ async function signalForDumps(
       await collect();
     }
     if (slot.status !== 'dumped')
-      say(`rank ${t.rank}: no dump yet after ${(answerMs / 1000).toFixed(1)} s; moving on and still watching for it`);
+      say(`rank ${t.rank}: no dump yet after ${dur(answerMs / 1000, 'precise')}; moving on and still watching for it`);
   }
   const deadline = lastSignalAt + waitMs;
   while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined) && Date.now() < deadline) {
@@ -413,7 +414,7 @@ async function signalForDumps(
   for (const slot of slots) {
     if (slot.status !== 'pending') continue;
     // Why not? Look at the process now.
-    let why = `no stack dump within ${((Date.now() - (slot.sentAt ?? Date.now())) / 1000).toFixed(1)} s`;
+    let why = `no stack dump within ${dur((Date.now() - (slot.sentAt ?? Date.now())) / 1000, 'precise')}`;
     const p = await readProc(host, slot.t.pid).catch(() => null);
     if (!p) why += '; the process is gone';
     else {

@@ -8,6 +8,7 @@
 //
 // requests.json is changed only under a lock file (read-modify-write, temp + rename), so a cancel
 // and the owner's ".HALT now" cannot both win: whichever takes the lock first decides.
+import { dur } from '../../format.js';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
@@ -384,7 +385,7 @@ export class RequestOwner {
       const ck = x.checkpoint ? `; ${x.checkpoint.path.split('/').pop()} is there` : '';
       Object.assign(x, {
         state: 'done',
-        note: `the run stopped ${Math.max(0, Math.round((Date.now() - since) / 1000))} s after .HALT${ck}`,
+        note: `the run stopped ${dur((Date.now() - since) / 1000)} after .HALT${ck}`,
         updatedAt: Date.now(),
       });
       return { ...x };

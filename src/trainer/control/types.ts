@@ -1,5 +1,6 @@
 // Plain data about control actions and the supervisor, shared by src/trainer/control/actions,
 // the supervisor, the checks and the UI (which only draws these).
+import { dur } from '../../format.js';
 
 export interface Actor {
   user: string;
@@ -131,7 +132,7 @@ export function escalationBlocked(o: {
   if (!o.haltPresent) return 'no .HALT yet: nothing has been asked of the trainer';
   if (o.haltSinceMs === null) return null;
   const left = o.haltSinceMs + o.graceS * 1000 - o.now;
-  if (left > 0) return `the ranks have ${Math.ceil(left / 1000)} s of their ${o.graceS} s grace left after .HALT`;
+  if (left > 0) return `the ranks have ${dur(Math.ceil(left / 1000))} of their ${dur(o.graceS)} grace left after .HALT`;
   return null;
 }
 

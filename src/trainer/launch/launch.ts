@@ -2,6 +2,7 @@
 // commands call these. Every run gets artifacts/train_runs/<profile>_<YYYYmmdd-HHMMSS>/ with
 // run.info (what exactly was started, on what) and train.log; the supervisor is a detached process
 // in its own session, so the caller can go away.
+import { dur } from '../../format.js';
 import { mkdirSync, rmdirSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
@@ -628,7 +629,7 @@ export async function stopRun(
         );
         const plan = await readLaunchPlan(host, runDir);
         const g = plan
-          ? ` (SIGINT after ${plan.stop.halt_grace_s} s, SIGKILL ${plan.stop.sigint_grace_s} s later)`
+          ? ` (SIGINT after ${dur(plan.stop.halt_grace_s)}, SIGKILL ${dur(plan.stop.sigint_grace_s)} later)`
           : '';
         return {
           result: 'started',

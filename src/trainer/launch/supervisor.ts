@@ -7,6 +7,7 @@
 // newest COMPLETE checkpoint with backoff (like torchrun --max-restarts), and never restarts after a
 // deliberate HALT or a NaN abort. A stop request (.nsa-top/stop.json, written by stopRun) or
 // SIGTERM/SIGINT to the supervisor escalates: .HALT → wait → SIGINT → SIGKILL, each step logged.
+import { dur } from '../../format.js';
 import { closeSync, existsSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
@@ -262,16 +263,16 @@ class Supervisor {
     const { halt_grace_s: haltGrace, sigint_grace_s: sigintGrace } = this.plan.stop;
     this.save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
     this.say(
-      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${haltGrace} s, SIGKILL ${sigintGrace} s later`,
+      `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${dur(haltGrace)}, SIGKILL ${dur(sigintGrace)} later`,
     );
     await requestHalt(this.host, this.runDir, 'now', req.who);
     if (await this.waitDone(haltGrace * 1000)) return;
     const ranks = await this.rankTargets(false);
-    this.say(`ranks still running ${haltGrace} s after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
+    this.say(`ranks still running ${dur(haltGrace)} after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
     await escalate(this.host, this.runDir, ranks, 'SIGINT', req.who);
     if (await this.waitDone(sigintGrace * 1000)) return;
     const all = await this.rankTargets(true);
-    this.say(`still running ${sigintGrace} s after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
+    this.say(`still running ${dur(sigintGrace)} after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
     await escalate(this.host, this.runDir, all, 'SIGKILL', req.who);
     await this.waitDone(10_000);
   }
@@ -414,7 +415,7 @@ class Supervisor {
     const timer = setTimeout(() => {
       // not via .HALT: that file belongs to the real run's out_dir
       timedOut = true;
-      this.say(`smoke still running after ${s.timeoutS} s: SIGINT, then SIGKILL`);
+      this.say(`smoke still running after ${dur(s.timeoutS)}: SIGINT, then SIGKILL`);
       const who = supervisorActor('smoke timeout');
       void (async () => {
         await escalate(this.host, this.runDir, await this.rankTargets(true), 'SIGINT', who);
@@ -426,7 +427,7 @@ class Supervisor {
     clearTimeout(timer);
     closeSync(smokeLog);
     const ok = r.code === 0 && !this.stop && !timedOut;
-    const how = timedOut ? `timed out after ${s.timeoutS} s` : `exit ${r.code ?? r.signal}`;
+    const how = timedOut ? `timed out after ${dur(s.timeoutS)}` : `exit ${r.code ?? r.signal}`;
     this.say(`smoke ${ok ? 'passed' : `failed (${how})`}`);
     if (this.stop) {
       this.save({ state: 'halted', child: null, note: `stopped during the smoke phase by ${this.stop.who.user}` });
@@ -590,7 +591,7 @@ class Supervisor {
       state: 'backoff',
       restarts: st.restarts + 1,
       backoffUntil: Date.now() + backoffS * 1000,
-      note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${n} in ${backoffS} s`,
+      note: `trainer failed (${r.signal ?? `exit ${r.code}`}); restart ${st.restarts + 1} of ${n} in ${dur(backoffS)}`,
     });
     this.say(st.note!);
     const until = Date.now() + backoffS * 1000;

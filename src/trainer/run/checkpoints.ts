@@ -11,6 +11,7 @@
 //    last 64 KiB; nsa-top's reference trainer ends every checkpoint with a u32 CRC and the ASCII
 //    trailer "NSACKEND".
 // A skipped file is named with the reason in `why`.
+import { dur } from '../../format.js';
 import { basename, join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { Host } from '../../remote/host.js';
@@ -360,7 +361,7 @@ async function completenessProblem(host: Host, path: string, opts: CheckpointChe
     const again = await host.stat(path).catch(() => null);
     if (!again) return 'vanished';
     if (again.size !== st.size || again.mtimeMs !== st.mtimeMs)
-      return `still being written (size ${st.size} → ${again.size} bytes within ${(stableWaitMs / 1000).toFixed(1)} s)`;
+      return `still being written (size ${st.size} → ${again.size} bytes within ${dur(stableWaitMs / 1000, 'precise')})`;
     st = again;
   }
   try {

@@ -4,6 +4,7 @@
 // acceptance verdict must not miss — stalls that cleared, non-finite losses, failed checkpoint
 // saves, crashes and restarts — each with its steps and time. The cockpit reads huge files from
 // the end and back-fills lazily; this reads everything, once.
+import { dur } from '../../format.js';
 import type { Host } from '../../remote/host.js';
 import { parseHeartbeatLine } from './readers/heartbeat.js';
 import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
@@ -142,7 +143,7 @@ export class HistoryFold {
         ts: this.lastTs,
         tsTo: ts,
         gapS: (ts - this.lastTs) / 1000,
-        text: `no heartbeat for ${fmtGap((ts - this.lastTs) / 1000)} after step ${this.lastStepSeen ?? 0} (${iso(this.lastTs)} → ${iso(ts)}), then it went on`,
+        text: `no heartbeat for ${dur((ts - this.lastTs) / 1000)} after step ${this.lastStepSeen ?? 0} (${iso(this.lastTs)} → ${iso(ts)}), then it went on`,
       });
     }
     if (this.lastTs === null || ts >= this.lastTs) this.lastTs = ts;
@@ -192,7 +193,7 @@ export class HistoryFold {
       }
       const next = this.segs[i + 1]!;
       const nextLog = off + i + 1 >= 0 ? logProcs[off + i + 1] : undefined;
-      const restart = `restarted ${next.startTs !== null && s.endTs !== null ? `${fmtGap((next.startTs - s.endTs) / 1000)} later ` : ''}as segment #${next.index}${next.pid !== null ? ` (pid ${next.pid})` : ''}, step count from ${next.firstStep ?? 1}${nextLog?.resumedFrom ? `, weights from ${nextLog.resumedFrom}` : ''}`;
+      const restart = `restarted ${next.startTs !== null && s.endTs !== null ? `${dur((next.startTs - s.endTs) / 1000)} later ` : ''}as segment #${next.index}${next.pid !== null ? ` (pid ${next.pid})` : ''}, step count from ${next.firstStep ?? 1}${nextLog?.resumedFrom ? `, weights from ${nextLog.resumedFrom}` : ''}`;
       if (lp?.halt) {
         s.end = 'halted';
         s.endWhy = `stopped by .HALT (log: "HALT file detected"); ${restart}`;
@@ -312,10 +313,4 @@ export async function readRunHistory(
 
 function iso(ms: number | null): string {
   return ms === null ? '?' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
-
-function fmtGap(s: number): string {
-  if (s < 120) return `${Math.round(s)} s`;
-  if (s < 7200) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
-  return `${(s / 3600).toFixed(1)} h`;
 }

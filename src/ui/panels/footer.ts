@@ -3,6 +3,7 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import { type Dialog, type DialogBinding, DIALOG_KEYS } from '../dialog.js';
 import { keyText } from '../keys.js';
+import { pct } from '../format.js';
 import { KEYMAP } from '../keymap.js';
 import { fit, type Line, lineWidth, t } from '../text.js';
 
@@ -33,7 +34,7 @@ export function footerLine(
   }
   const self = s.self;
   const cost: string[] = [];
-  if (self.cpuPct != null) cost.push(`cpu ${self.cpuPct.toFixed(1)}%`);
+  if (self.cpuPct != null) cost.push(`cpu ${pct(self.cpuPct, 1)}`);
   if (self.rssMiB != null) cost.push(`rss ${Math.round(self.rssMiB)}M`);
   const r = renderMs ?? self.renderMs;
   if (r != null) cost.push(`render ${r.toFixed(0)}ms`);

@@ -3,7 +3,7 @@
 // every threshold here is the evaluation's (src/checks: NSA_WATCH_GATE_* honoured).
 import type { GateReading } from '../../checks/index.js';
 import { chart, seriesPoints } from '../chart.js';
-import { bar, num } from '../format.js';
+import { bar, num, pct } from '../format.js';
 import { type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
 import { HEALTH_ROLE } from './header.js';
@@ -39,7 +39,7 @@ export const gatesPanel: PanelFn = ({ s, w, h }) => {
     t(num(g.maxGate, 3), role(mx)),
     t(limit(mx), 'dim'),
     t('  collapse '),
-    t(cf == null ? '–' : `${(cf * 100).toFixed(1)}%`, role(col)),
+    t(pct(cf == null ? null : cf * 100, 1), role(col)),
     t(limit(col), 'dim'),
     t(`  step ${g.step}`, 'dim'),
   ]);

@@ -2,7 +2,7 @@
 import { STATE_HEALTH, type Health } from '../../checks/index.js';
 import type { CockpitState } from '../../cockpit/state.js';
 import type { ConnState } from '../../remote/host.js';
-import { dur, num, si } from '../format.js';
+import { dur, num, pct, si } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, join, type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
@@ -90,7 +90,7 @@ export function progressLine(s: CockpitState): Line {
   const stepTxt =
     r.step == null
       ? 'step –'
-      : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${((100 * r.step) / total).toFixed(1)}%)` : ''}`;
+      : `step ${r.step}${total ? `/${total}` : ''}${total && r.step != null ? ` (${pct((100 * r.step) / total, 1)})` : ''}`;
   // rate and ETA only while the evaluation says the run advances; a frozen step says how long instead
   const frozen = s.noStepSinceMs ?? null;
   const moving = s.advancing === true;

@@ -3,7 +3,7 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
 import type { RankHeartbeat } from '../../trainer/run/snapshot.js';
-import { dur, mib } from '../format.js';
+import { dur, mib, pct } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, type Line, t } from '../text.js';
 import { scrollSlice, type PanelFn } from '../view.js';
@@ -79,7 +79,7 @@ export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
   if (L)
     body.push([
       t(
-        `launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${L.cpuPct.toFixed(0)}%` : ''}`,
+        `launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${pct(L.cpuPct)}` : ''}`,
         'dim',
       ),
     ]);
