@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { startSshd } from '../test/helpers/sshd.js';
 import type { SshHost } from '../src/remote/ssh/host.js';
 import type { Host } from '../src/remote/host.js';
-import { findRunProcesses } from '../src/remote/procs.js';
+import { findRunProcesses } from '../src/trainer/run/processes.js';
 import { RunModel } from '../src/trainer/run/model.js';
 import { GpuMonitor } from '../src/remote/gpu.js';
 

@@ -3,6 +3,9 @@
 import type { Ctx } from './context.js';
 import { gateViolations, type StallInfo } from './rules.js';
 import { dur } from '../format.js';
+
+/** the colour of a run state (for a state built without an evaluation) */
+export { STATE_HEALTH } from './runstate.js';
 import type {
   Alert,
   Culprit,

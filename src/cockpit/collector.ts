@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses } from '../trainer/run/processes.js';
 import { hintsFromRun } from '../trainer/run/ranks.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';

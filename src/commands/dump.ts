@@ -2,7 +2,7 @@
 // time, never the launcher), like the cockpit's d; logged in actions.jsonl.
 import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses } from '../trainer/run/processes.js';
 import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 import { heartbeatPidsOf } from '../trainer/control/requests.js';
 import { defineCommand, parseCommand } from './args.js';

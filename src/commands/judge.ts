@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Checker, type Alert, type Evaluation, type Launched } from '../checks/index.js';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses } from '../remote/procs.js';
+import { findRunProcesses } from '../trainer/run/processes.js';
 import { hintsFromRun } from '../trainer/run/ranks.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { RunModel } from '../trainer/run/model.js';

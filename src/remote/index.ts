@@ -9,7 +9,7 @@ export type { Host } from './host.js';
 export { LocalHost } from './local/host.js';
 export { SshHost, HostKeyError, SshConnectError } from './ssh/host.js';
 export { GpuMonitor, sampleGpus } from './gpu.js';
-export { findRunProcesses, listProcesses, readProc, verifyProcess } from './procs.js';
+export { listProcesses, readProc, verifyProcess } from './procs.js';
 
 export interface OpenHostSpec {
   /** `user@box[:port]` or a ~/.ssh/config alias; absent (or `local`) → this machine */

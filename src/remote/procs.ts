@@ -11,25 +11,10 @@
 // A process is identified by pid + start time (stat field 22, clock ticks since boot), so a
 // recycled pid is never mistaken for a rank: see verifyProcess(). LocalHost and SshHost may read
 // the table themselves (Host.readProcTable); else the script runs through exec(). Which processes
-// are a run's ranks is decided by src/trainer/run/ranks.ts; findRunProcesses() and
-// proveRunProcess() here feed it what it needs from the host (the table, CONFIG yaml files).
+// are a run's ranks is decided in src/trainer/run (ranks.ts judges, processes.ts reads what it needs
+// through the host): this file knows processes, not runs.
 import type { Host, ProcTable, ProcTableRequest } from './host.js';
-import { readTextFile } from './textfile.js';
-import type { ProcInfo, ProcState, RunProcesses } from './types.js';
-import {
-  configPathOf,
-  configReadRefusal,
-  envJsonConfig,
-  isLauncher,
-  matchRun,
-  normPath,
-  rankCommandKind,
-  runVerdict,
-  trainerKind,
-  whyNotRunProcess,
-  type FindRunHints,
-  type HeartbeatPidHint,
-} from '../trainer/run/ranks.js';
+import type { ProcInfo, ProcState } from './types.js';
 
 const HEAD_MARK = '@@NSA-TOP-HEAD@@';
 const ENVIRON_MAX = 131072;
@@ -216,7 +201,7 @@ function stateFor(host: Host): HostProcState | undefined {
   return hostState.get(host);
 }
 
-interface RawSnapshot {
+export interface RawSnapshot {
   procs: ProcInfo[];
   /** physical path of the run dir when it exists */
   runDirPhysical: string | null;
@@ -420,130 +405,36 @@ export async function listProcesses(host: Host): Promise<ProcInfo[]> {
   return snap.procs;
 }
 
-// ---------------------------------------------------------------------------------------------
-// The processes of a run: the table read here, matched by src/trainer/run/ranks.ts
-
 /**
- * The processes of a run: launcher (torchrun / python -m torch.distributed.run / `nsa-top train`)
- * and its rank processes, with GPU memory per pid from compute-apps. A process is a rank only with
- * proof from the process itself (rankCommandKind, envTie, and a start time that fits the run's
- * records); a heartbeat's pid or a path in argv names candidates, never ranks. Candidates without
- * proof are listed in `unproven` with the reason. Costs one command per refresh once the run's
- * processes have been seen (two on the first), plus a read of each CONFIG yaml now and then.
+ * The trainer-looking processes of the box ('run' mode: python*, node, torchrun, pt_main_thread,
+ * nsa-top*, plus the pids named), and the run dir as the host resolves it. `enrich` says which of
+ * them deserve environ and cwd: those not looked at yet cost one more command, the first time only.
  */
-export async function findRunProcesses(host: Host, runDir: string, hints: FindRunHints): Promise<RunProcesses> {
-  const at = host.now();
-  const hbPids = hints.heartbeatPids.filter((h) => Number.isInteger(h.pid) && h.pid > 1);
-  const st0 = stateFor(host);
-  const needFirst = hbPids.map((h) => h.pid).filter((pid) => !st0?.enriched.has(pid));
-  let snap: RawSnapshot;
-  try {
-    snap = await runScript(host, runDir, 'run', needFirst);
-  } catch (e) {
-    return { at, launcher: null, ranks: [], unknown: [], error: (e as Error).message };
-  }
-  if (snap.error && snap.procs.length === 0) return { at, launcher: null, ranks: [], unknown: [], error: snap.error };
-  let procs = snap.procs;
-  // environ + cwd for trainer-looking processes not looked at yet: one more command, first time only
-  const st = stateFor(host)!;
-  const missing = procs.filter((p) => trainerKind(p) && !st.enriched.has(p.pid)).map((p) => p.pid);
-  if (missing.length > 0) {
-    const more = await runScript(host, '', 'list', missing).catch(() => null);
-    if (more) {
-      const byPid = new Map(more.procs.map((p) => [p.pid, p]));
-      procs = procs.map((p) => {
-        const m = byPid.get(p.pid);
-        return m && m.startTime === p.startTime ? { ...p, env: m.env, cwd: m.cwd, nsPid: m.nsPid } : p;
-      });
-    }
-  }
-  // the run dir as given (when absolute) and as the host resolves it (symlinks, relative paths)
-  const runDirs = new Set<string>();
-  if (runDir.startsWith('/')) runDirs.add(normPath(runDir));
-  if (snap.runDirPhysical) runDirs.add(normPath(snap.runDirPhysical));
-  const named = new Set(hbPids.map((h) => h.pid));
-  const configOutDirs = await configOutDirsFor(
-    host,
-    procs.filter((p) => rankCommandKind(p) !== null || isLauncher(p)),
-    envJsonConfig(snap.envJson),
-    named,
-    runDirs,
-  );
-  return matchRun(
-    procs,
-    { runDirs, configOutDirs },
-    hbPids,
-    hints.gpu ?? null,
-    at,
-    snap.error,
-    hints.firstRecordTs ?? null,
-  );
-}
-
-// CONFIG yaml → train.out_dir, per process (pid + start time + path): a trainer reads its config
-// once, at boot, so one read per new trainer process is enough (over SSH each read is a command).
-const configCache = new WeakMap<Host, Map<string, { outDir: string | null; error: string | null }>>();
-/**
- * The out_dir of each candidate's CONFIG. Only candidates that may be this run's are read (see
- * configReadRefusal). Other trainers on the box (other runs) cost nothing.
- */
-async function configOutDirsFor(
-  host: Host,
-  cands: ProcInfo[],
-  runConfig: string | null,
-  named: Set<number>,
-  runDirs: Set<string>,
-): Promise<Map<string, { outDir: string | null; error: string | null }>> {
-  let cache = configCache.get(host);
-  if (!cache) configCache.set(host, (cache = new Map()));
-  const out = new Map<string, { outDir: string | null; error: string | null }>();
-  for (const p of cands) {
-    const path = configPathOf(p);
-    if (!path || out.has(path)) continue;
-    const key = `${p.pid}:${p.startTime}:${path}`;
-    let v = cache.get(key);
-    if (!v) {
-      const refusal = configReadRefusal(p, path, runConfig, named, runDirs);
-      if (refusal) {
-        out.set(path, { outDir: null, error: refusal });
-        continue;
-      }
-      v = await readYamlOutDir(host, path);
-      if (cache.size > 256) cache.clear();
-      cache.set(key, v);
-    }
-    out.set(path, v);
-  }
-  return out;
-}
-
-async function readYamlOutDir(host: Host, path: string): Promise<{ outDir: string | null; error: string | null }> {
-  const { text, error } = await readTextFile(host, path);
-  if (error !== undefined) return { outDir: null, error };
-  // the readers' parser (depth-bounded, no warnings on stderr), loaded only when a CONFIG is to be read.
-  // Not `import('yaml')` here: yaml is bundled as CommonJS, and a dynamic import of its chunk has no
-  // named exports (parseDocument was undefined in the built CLI).
-  const { parseTrainerConfig } = await import('../trainer/run/readers/config.js');
-  const r = parseTrainerConfig(text);
-  if (!r.ok) return { outDir: null, error: `${path}: ${r.error}` };
-  const od = r.value.train?.out_dir;
-  if (typeof od === 'string' && od.length > 0) return { outDir: od, error: null };
-  return { outDir: null, error: `${path}: no train.out_dir` };
-}
-
-/**
- * Proof, at the moment of a signal, that a process is a rank (or, with `launcherToo`, the
- * launcher) of the run in runDir: the same proof findRunProcesses asks for, on a fresh read of the
- * process table. null when proven, else why not.
- */
-export async function proveRunProcess(
+export async function readCandidateTable(
   host: Host,
   runDir: string,
-  target: { pid: number; startTime: string },
-  opts: { launcherToo?: boolean; hints?: HeartbeatPidHint[] } = {},
-): Promise<string | null> {
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: opts.hints ?? [] });
-  const v = runVerdict(rp, target, opts.launcherToo ?? false);
-  if (v !== undefined) return v;
-  return whyNotRunProcess(await readProc(host, target.pid).catch(() => null), target);
+  pidsFirst: number[],
+  enrich: (p: ProcInfo) => boolean,
+): Promise<RawSnapshot> {
+  const st0 = stateFor(host);
+  const snap = await runScript(
+    host,
+    runDir,
+    'run',
+    pidsFirst.filter((pid) => !st0?.enriched.has(pid)),
+  );
+  if (snap.error && snap.procs.length === 0) return snap;
+  const st = stateFor(host)!;
+  const missing = snap.procs.filter((p) => enrich(p) && !st.enriched.has(p.pid)).map((p) => p.pid);
+  if (missing.length === 0) return snap;
+  const more = await runScript(host, '', 'list', missing).catch(() => null);
+  if (!more) return snap;
+  const byPid = new Map(more.procs.map((p) => [p.pid, p]));
+  return {
+    ...snap,
+    procs: snap.procs.map((p) => {
+      const m = byPid.get(p.pid);
+      return m && m.startTime === p.startTime ? { ...p, env: m.env, cwd: m.cwd, nsPid: m.nsPid } : p;
+    }),
+  };
 }

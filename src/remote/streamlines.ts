@@ -3,7 +3,7 @@
 // (one such nvidia-smi grew a readline buffer to ~1.2 GB and crashed the cockpit with
 // "RangeError: Invalid string length"). The splitting is the run readers' LineSplitter (the same
 // bound, the same drop-to-next-newline); this adapts it to a stream's callbacks.
-import { LineSplitter, type LineCallbacks } from '../trainer/run/readers/lines.js';
+import { LineSplitter, type LineCallbacks } from '../lines.js';
 
 export const STREAM_MAX_LINE = 64 * 1024;
 

@@ -21,7 +21,7 @@ import { jsonSafe, sanitize, sanitizeText } from '../../src/sanitize.js';
 import { parseCsvLine, TrainingCsv } from '../../src/trainer/run/readers/csv.js';
 import { HeartbeatState, parseHeartbeatLine } from '../../src/trainer/run/readers/heartbeat.js';
 import { parseEnvJson, parsePyJson } from '../../src/trainer/run/readers/jsonfiles.js';
-import { LineSplitter } from '../../src/trainer/run/readers/lines.js';
+import { LineSplitter } from '../../src/lines.js';
 import { RunModel } from '../../src/trainer/run/model.js';
 import { lineToAnsi } from '../../src/ui/ansi.js';
 import { compose } from '../../src/ui/compose.js';

@@ -11,14 +11,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { LocalHost } from '../../src/remote/local/host.js';
 import type { ProcInfo } from '../../src/remote/types.js';
-import {
-  findRunProcesses,
-  listProcesses,
-  parseStat,
-  readProc,
-  splitHeadOutput,
-  verifyProcess,
-} from '../../src/remote/procs.js';
+import { findRunProcesses } from '../../src/trainer/run/processes.js';
+import { listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-procs-'));
 const host = new LocalHost();

@@ -22,7 +22,8 @@ import { LocalHost } from '../../src/remote/local/host.js';
 import { HostKeyError, SshHost } from '../../src/remote/ssh/host.js';
 import { openHost } from '../../src/remote/index.js';
 import { resolveTarget } from '../../src/remote/ssh/config.js';
-import { findRunProcesses, listProcesses, readProc } from '../../src/remote/procs.js';
+import { listProcesses, readProc } from '../../src/remote/procs.js';
+import { findRunProcesses } from '../../src/trainer/run/processes.js';
 import { RunModel } from '../../src/trainer/run/model.js';
 
 const FIXTURES = new URL('../fixtures/nsa-vibe/', import.meta.url).pathname;

@@ -5,7 +5,7 @@
 import type { ReadRequest, ReadResult } from '../../remote/host.js';
 import type { FileHealth } from './snapshot.js';
 import type { FileKind } from './readers/names.js';
-import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
+import { DEFAULT_MAX_LINE, LineSplitter } from '../../lines.js';
 import { TfRecordReader, type TbEvent } from './readers/tb.js';
 
 export type ResetCause = 'file-replaced' | 'file-truncated';

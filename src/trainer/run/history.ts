@@ -7,7 +7,7 @@
 import { dur } from '../../format.js';
 import type { Host } from '../../remote/host.js';
 import { parseHeartbeatLine } from './readers/heartbeat.js';
-import { DEFAULT_MAX_LINE, LineSplitter } from './readers/lines.js';
+import { DEFAULT_MAX_LINE, LineSplitter } from '../../lines.js';
 
 export interface HistorySegment {
   index: number;

@@ -1,5 +1,6 @@
 // Header: what run, where, in what state and why; what it is (config identity); how far along.
-import { STATE_HEALTH, type Health } from '../../checks/index.js';
+import { STATE_HEALTH } from '../../checks/present.js';
+import type { Health } from '../../checks/index.js';
 import type { CockpitState } from '../../cockpit/state.js';
 import type { ConnState } from '../../remote/host.js';
 import { dur, num, pct, si } from '../format.js';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { verifyCheckpoint } from '../../../src/trainer/reference/checkpoint.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
 import { LocalHost } from '../../../src/remote/local/host.js';
-import { findRunProcesses } from '../../../src/remote/procs.js';
+import { findRunProcesses } from '../../../src/trainer/run/processes.js';
 import { csvRows, heartbeats, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
 
 const dumpsIn = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('stackdump_'));

@@ -7,7 +7,7 @@ import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
-import { LineSplitter } from '../../../src/trainer/run/readers/lines.js';
+import { LineSplitter } from '../../../src/lines.js';
 import { HeartbeatRecordSchema, parseHeartbeatLine } from '../../../src/trainer/run/readers/heartbeat.js';
 import { parseCsvLine } from '../../../src/trainer/run/readers/csv.js';
 import { parseStackDump } from '../../../src/trainer/run/readers/stackdump.js';
