@@ -100,7 +100,8 @@ profiles:
     env:
       PYTHONPATH: .
       NSA_HEARTBEAT_EVERY: 1
-    smoke:
+    # the runbooks' smoke before a production run (the same for every m7c profile)
+    smoke: &showcase-smoke
       config: configs/train_showcase.yaml
       steps: 50
     restart:
@@ -118,9 +119,7 @@ profiles:
       PYTHONPATH: .
       # a beat per step on every rank: slow DDP steps x log_every would otherwise look like stalls (§2.8e)
       NSA_HEARTBEAT_EVERY: 1
-    smoke:
-      config: configs/train_showcase.yaml
-      steps: 50
+    smoke: *showcase-smoke
     restart:
       max_restarts: 3
       backoff_s: 60

@@ -191,6 +191,23 @@ function wasmKernels(mod: WasmModule): Kernels {
 }
 
 /** Plain-JS twin of the wasm kernels (same loop order; arithmetic in double, stored to the heap type). */
+/** the geometry of a compression pool: batch, sequence, compressed length, block l, stride d, row width */
+/** one attention branch's operands: a query row, keys and values with their strides, the key ranges, dims and scale */
+type AttnOperands = [
+  q: number,
+  K: number,
+  ldk: number,
+  V: number,
+  ldv: number,
+  ranges: number,
+  nr: number,
+  dk: number,
+  dv: number,
+  scale: number,
+];
+
+type PoolGeometry = [B: number, S: number, Sc: number, l: number, d: number, C: number];
+
 class JsKernels implements Kernels {
   readonly kind = 'js' as const;
   readonly base = WASM_BASE;
@@ -384,17 +401,8 @@ class JsKernels implements Kernels {
       }
   }
   /** out[b,i,:] = Σ_{j<l} pool[j,:] ⊙ x[b, i·d+j, :] (rows of width C) */
-  poolFwd(
-    x: number,
-    pool: number,
-    out: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void {
+  poolFwd(x: number, pool: number, out: number, ...g: PoolGeometry): void {
+    const [B, S, Sc, l, d, C] = g;
     const f = this.f;
     for (let b = 0; b < B; b++)
       for (let i = 0; i < Sc; i++) {
@@ -408,19 +416,8 @@ class JsKernels implements Kernels {
       }
   }
   /** backward of poolFwd: dx += …, dpool += … */
-  poolBwd(
-    x: number,
-    pool: number,
-    dout: number,
-    dx: number,
-    dpool: number,
-    B: number,
-    S: number,
-    Sc: number,
-    l: number,
-    d: number,
-    C: number,
-  ): void {
+  poolBwd(x: number, pool: number, dout: number, dx: number, dpool: number, ...g: PoolGeometry): void {
+    const [B, S, Sc, l, d, C] = g;
     const f = this.f;
     for (let b = 0; b < B; b++)
       for (let i = 0; i < Sc; i++) {
@@ -475,20 +472,8 @@ class JsKernels implements Kernels {
     }
   }
   /** softmax(q·Kᵀ·scale) over keys in [start,end) ranges (int pairs at i[ranges..]); P ← probs, O ← P·V */
-  attnFwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    P: number,
-    O: number,
-  ): void {
+  attnFwd(...a: [...AttnOperands, P: number, O: number]): void {
+    const [q, K, ldk, V, ldv, ranges, nr, dk, dv, scale, P, O] = a;
     const f = this.f,
       iv = this.i;
     let n = 0;
@@ -530,24 +515,9 @@ class JsKernels implements Kernels {
   }
   /** backward of attnFwd for a branch weighted by gate gs; accumulates dq, dK, dV; returns dO·O. Consumes P (overwritten by score gradients). */
   attnBwd(
-    q: number,
-    K: number,
-    ldk: number,
-    V: number,
-    ldv: number,
-    ranges: number,
-    nr: number,
-    dk: number,
-    dv: number,
-    scale: number,
-    gs: number,
-    P: number,
-    O: number,
-    dO: number,
-    dq: number,
-    dK: number,
-    dV: number,
+    ...a: [...AttnOperands, gs: number, P: number, O: number, dO: number, dq: number, dK: number, dV: number]
   ): number {
+    const [q, K, ldk, V, ldv, ranges, nr, dk, dv, scale, gs, P, O, dO, dq, dK, dV] = a;
     const f = this.f,
       iv = this.i;
     let dgate = 0;
