@@ -73,7 +73,7 @@ test(
       await c.send('n');
       await c.waitFor(/rank 1 still running/, 15_000);
       await c.waitFor(
-        /SIGINT\/SIGKILL not offered: the ranks have \d+ s of their 8 s grace left/,
+        /SIGINT\/SIGKILL not offered: the ranks have \d+s of their 8s grace left/,
         15_000,
         'no escalation during the grace',
       );
