@@ -81,7 +81,7 @@ export type DialogCommand =
   | 'submit'
   | 'erase';
 
-type DialogOf<K extends Dialog['kind']> = Extract<Dialog, { kind: K }>;
+export type DialogOf<K extends Dialog['kind']> = Extract<Dialog, { kind: K }>;
 /** what a dialog key is judged on: the run (null before the first snapshot), the dialog, the time */
 export interface DialogCtx<K extends Dialog['kind'] = Dialog['kind']> {
   s: CockpitState | null;
@@ -93,6 +93,14 @@ export type DialogBinding<K extends Dialog['kind'] = Dialog['kind']> = Binding<D
 const unless = (cond: boolean, why: string): Disabled | null => (cond ? null : off(why, why));
 
 /** the relaunch dialog is asking: what is typed is the answer */
+/** A relaunch dialog as it opens: nothing typed, nothing answered (`info` comes from prepareRelaunch). */
+export function relaunchDialog(
+  stage: DialogOf<'relaunch'>['stage'] = 'confirm',
+  info?: DialogOf<'relaunch'>['info'],
+): DialogOf<'relaunch'> {
+  return { kind: 'relaunch', stage, input: '', haltInput: '', removeHalt: false, result: null, error: null, info };
+}
+
 export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
 
 /** Ctrl-C quits from any dialog, but at a question it takes the safe default: no action, the question closes. */

@@ -6,9 +6,7 @@ import { type RefObject, useCallback, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../trainer/control/types.js';
-import { type Dialog, dialogBindingFor, typing } from './dialog.js';
-
-type Relaunch = Extract<Dialog, { kind: 'relaunch' }>;
+import { type Dialog, type DialogOf, dialogBindingFor, relaunchDialog, typing } from './dialog.js';
 
 export interface Dialogs {
   dialog: Dialog | null;
@@ -106,15 +104,7 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   };
 
   const openRelaunch = () => {
-    const fresh: Relaunch = {
-      kind: 'relaunch',
-      stage: 'confirm',
-      input: '',
-      haltInput: '',
-      removeHalt: false,
-      result: null,
-      error: null,
-    };
+    const fresh = relaunchDialog();
     const prep = actions.prepareRelaunch;
     if (!prep) return set(fresh);
     set({ ...fresh, stage: 'checking', info: null });
@@ -130,7 +120,7 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   };
 
   /** the relaunch dialog's typed answer: the run name, then "remove" or "keep" for a stale .HALT */
-  const relaunchInput = (d: Relaunch, typed: string, submit: boolean) => {
+  const relaunchInput = (d: DialogOf<'relaunch'>, typed: string, submit: boolean) => {
     const field = d.stage === 'confirm' ? 'input' : 'haltInput';
     const value = (d[field] + typed).slice(0, 200);
     if (!submit) {

@@ -23,6 +23,22 @@ after(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
+/** a device as the assertions read it: index, name, uuid, memory, util, power, limit, temp, clocks, MIG */
+const deviceRow = (d: GpuDevice) => [
+  d.index,
+  d.name,
+  d.uuid,
+  d.memUsedMiB,
+  d.memTotalMiB,
+  d.utilPct,
+  d.powerW,
+  d.powerLimitW,
+  d.tempC,
+  d.smClockMHz,
+  d.memClockMHz,
+  d.mig,
+];
+
 function fixture(name: string): { dir: string; env: Record<string, string> } {
   const dir = join(tmp, `${name}-${Math.random().toString(36).slice(2)}`);
   cpSync(join(FX, name), dir, { recursive: true });
@@ -92,19 +108,7 @@ test('two A100s: devices and compute apps from one long-lived stream each', asyn
   assert.equal(t.status, 'ok');
   if (t.status !== 'ok') return;
   assert.deepEqual(
-    t.devices.map((d) => [
-      d.index,
-      d.name,
-      d.memUsedMiB,
-      d.memTotalMiB,
-      d.utilPct,
-      d.powerW,
-      d.powerLimitW,
-      d.tempC,
-      d.smClockMHz,
-      d.memClockMHz,
-      d.mig,
-    ]),
+    t.devices.map((d) => deviceRow(d).filter((_, i) => i !== 2)), // uuid aside
     [
       [0, 'NVIDIA A100-SXM4-80GB', 40530, 81920, 98, 312.45, 400, 63, 1410, 1593, null],
       [1, 'NVIDIA A100-SXM4-80GB', 40112, 81920, 97, 305.1, 400, 61, 1410, 1593, null],
@@ -268,20 +272,6 @@ test('over SSH the same telemetry arrives (real sshd, fake nvidia-smi on the rem
 
 // Real recordings from an NVIDIA H200 (driver 580.159.04), see fixtures/nvidia-smi/h200-idle/README.md.
 const H200 = 'GPU-548e3c03-bf85-418a-1efb-c2d382c8b25d';
-const deviceRow = (d: GpuDevice) => [
-  d.index,
-  d.name,
-  d.uuid,
-  d.memUsedMiB,
-  d.memTotalMiB,
-  d.utilPct,
-  d.powerW,
-  d.powerLimitW,
-  d.tempC,
-  d.smClockMHz,
-  d.memClockMHz,
-  d.mig,
-];
 
 test('H200 idle (recorded): 0 of 143771 MiB, 0 %, 81 W of 700 W, and no compute apps once they were asked', async () => {
   const { dir, env } = fixture('h200-idle');

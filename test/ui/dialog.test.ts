@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { dialogView } from '../../src/ui/dialog.js';
+import { dialogView, relaunchDialog } from '../../src/ui/dialog.js';
 import { plain } from '../../src/ui/text.js';
 import { baseState } from './helpers.js';
 
@@ -55,46 +55,14 @@ test("relaunch dialog: names the file the trainer layer chose and why — a late
     skipped: [],
     adopted: '(cd /repo && python -m torch.distributed.run --nproc_per_node=2 train.py) with CONFIG=c.yaml',
   };
-  const v = text(
-    dialogView(
-      {
-        kind: 'relaunch',
-        stage: 'confirm',
-        input: '',
-        haltInput: '',
-        removeHalt: false,
-        result: null,
-        error: null,
-        info,
-      },
-      s,
-      Date.now(),
-      200,
-    ).lines,
-  );
+  const v = text(dialogView(relaunchDialog('confirm', info), s, Date.now(), 200).lines);
   assert.match(v, /resumes from checkpoint_step20\.pt \(step 20\)/);
   assert.doesNotMatch(v, /resumes from checkpoint_step60/);
   assert.match(v, /segment #0 wrote it earlier/);
   assert.match(v, /will be overwritten/);
   assert.match(v, /started by hand; runs again under the supervisor: \(cd \/repo && python -m torch\.distributed\.run/);
   assert.match(v, /type the run name/);
-  const checking = text(
-    dialogView(
-      {
-        kind: 'relaunch',
-        stage: 'checking',
-        input: '',
-        haltInput: '',
-        removeHalt: false,
-        result: null,
-        error: null,
-        info: null,
-      },
-      s,
-      Date.now(),
-      200,
-    ).lines,
-  );
+  const checking = text(dialogView(relaunchDialog('checking', null), s, Date.now(), 200).lines);
   assert.match(checking, /checking what a relaunch would do/);
   assert.doesNotMatch(checking, /type the run name/);
 });
