@@ -11,8 +11,6 @@ import { evaluationFields, type CockpitState } from '../../src/cockpit/state.js'
 import { LocalHost } from '../../src/remote/local/host.js';
 import { RunModel } from '../../src/trainer/run/model.js';
 import { emptySnapshot, type RunSnapshot } from '../../src/trainer/run/snapshot.js';
-import { colorOf } from '../../src/ui/palette.js';
-import type { Line } from '../../src/ui/text.js';
 
 export const FIXTURES = fileURLToPath(new URL('../fixtures/nsa-vibe/', import.meta.url));
 
@@ -59,33 +57,6 @@ export async function xtermScreen(
   const out: string[] = [];
   for (let y = 0; y < rows; y++) out.push(buf.getLine(buf.viewportY + y)?.translateToString(true) ?? '');
   return { rows: out, cursorY: buf.cursorY, term };
-}
-
-/** Lines as ANSI text, the way Ink would print them (colour roles → SGR). */
-export function toAnsi(lines: Line[], colors = true): string {
-  const SGR: Record<string, number> = {
-    red: 31,
-    green: 32,
-    yellow: 33,
-    blue: 34,
-    magenta: 35,
-    cyan: 36,
-    white: 37,
-    gray: 90,
-  };
-  return lines
-    .map((l) =>
-      l
-        .map((s) => {
-          const c = colorOf(s.role, !colors);
-          const codes = [c ? SGR[c] : null, s.bold ? 1 : null, s.inverse ? 7 : null].filter(
-            (x): x is number => x != null,
-          );
-          return codes.length ? `\x1b[${codes.join(';')}m${s.text}\x1b[0m` : s.text;
-        })
-        .join(''),
-    )
-    .join('\r\n');
 }
 
 /** A CockpitState whose every judgement is the Checker's, as the collector assembles it. */

@@ -54,6 +54,30 @@ async function track(runDir: string): Promise<SupervisorState> {
   return st;
 }
 
+/** Launches the fake trainer's profile in a fresh dir (with `inject`, if given) and tracks its supervisor. */
+async function launchFake(name: string, inject?: string) {
+  const cwd = tempDir(name);
+  const r = await launchRun(host, {
+    profile: 'fake',
+    profilesFile: profilesFile(cwd),
+    cwd,
+    ...(inject ? { extraArgs: ['--inject', inject] } : {}),
+  });
+  await track(r.runDir);
+  return { cwd, r };
+}
+
+/** A supervised fake trainer that hangs at step 5, once it has hung. */
+async function launchHung(name: string) {
+  const run = await launchFake(name, 'hang@step=5');
+  await until(
+    'the hang',
+    () =>
+      lastStep(run.r.runDir) >= 4 && readFileSync(join(run.r.runDir, 'train.log'), 'utf8').includes('[inject] hang'),
+  );
+  return run;
+}
+
 const finalState = (runDir: string) =>
   until('the supervisor to finish', async () => {
     const s = await readSupervisorState(host, runDir);
@@ -174,14 +198,7 @@ function basenameOf(p: string): string {
 }
 
 test('a crash is restarted from the newest complete checkpoint, up to the limit', async () => {
-  const cwd = tempDir('sup-crash');
-  const r = await launchRun(host, {
-    profile: 'fake',
-    profilesFile: profilesFile(cwd),
-    cwd,
-    extraArgs: ['--inject', 'crash@step=15'],
-  });
-  await track(r.runDir);
+  const { r } = await launchFake('sup-crash', 'crash@step=15');
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'failed');
   assert.equal(st.restarts, 2);
@@ -195,14 +212,7 @@ test('a crash is restarted from the newest complete checkpoint, up to the limit'
 });
 
 test('a NaN abort is never restarted', async () => {
-  const cwd = tempDir('sup-nan');
-  const r = await launchRun(host, {
-    profile: 'fake',
-    profilesFile: profilesFile(cwd),
-    cwd,
-    extraArgs: ['--inject', 'nan@step=4'],
-  });
-  await track(r.runDir);
+  const { r } = await launchFake('sup-nan', 'nan@step=4');
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'halted');
   assert.equal(st.exitCodes.length, 1);
@@ -227,18 +237,7 @@ test('a .HALT that is a FIFO stops the run like any .HALT: not restarted, and th
 });
 
 test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step logged', async () => {
-  const cwd = tempDir('sup-hang');
-  const r = await launchRun(host, {
-    profile: 'fake',
-    profilesFile: profilesFile(cwd),
-    cwd,
-    extraArgs: ['--inject', 'hang@step=5'],
-  });
-  await track(r.runDir);
-  await until(
-    'the hang',
-    () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'),
-  );
+  const { r } = await launchHung('sup-hang');
   const who = await currentActor(host);
   await stopRun(host, r.runDir, who, { reason: 'test' });
   const st = await finalState(r.runDir);
@@ -410,14 +409,7 @@ test('halt after the next checkpoint on a supervised run is carried by the super
 });
 
 test('a relaunch whose trainer dies at once is logged as failed, and so is a supervisor that gives up', async () => {
-  const cwd = tempDir('sup-relfail');
-  const r = await launchRun(host, {
-    profile: 'fake',
-    profilesFile: profilesFile(cwd),
-    cwd,
-    extraArgs: ['--inject', 'crash@step=1'],
-  });
-  await track(r.runDir);
+  const { r } = await launchFake('sup-relfail', 'crash@step=1');
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'failed');
   const gaveUp = (await readActions(host, r.runDir)).filter((a) => a.action === 'launch').map((a) => a.result);
@@ -431,18 +423,7 @@ test('a relaunch whose trainer dies at once is logged as failed, and so is a sup
 });
 
 test("the cockpit's halt of a supervised run is the supervisor's stop escalation: a hung trainer is still stopped after the cockpit is gone", async () => {
-  const cwd = tempDir('sup-cockpit-halt');
-  const r = await launchRun(host, {
-    profile: 'fake',
-    profilesFile: profilesFile(cwd),
-    cwd,
-    extraArgs: ['--inject', 'hang@step=5'],
-  });
-  await track(r.runDir);
-  await until(
-    'the hang',
-    () => lastStep(r.runDir) >= 4 && readFileSync(join(r.runDir, 'train.log'), 'utf8').includes('[inject] hang'),
-  );
+  const { r } = await launchHung('sup-cockpit-halt');
   const who = await currentActor(host);
   const { createActions, supervisorStopFn } = await import('../../../src/cockpit/actions.js');
   const actions = createActions({
