@@ -15,11 +15,6 @@ const SEQ =
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
 const ANY = /[\x00-\x1f\x7f-\x9f]/;
 
-/** true when `s` holds anything sanitize would change (the cheap test; most text has none) */
-export function hasControl(s: string): boolean {
-  return ANY.test(s);
-}
-
 /**
  * One line of display text: escape sequences and control characters removed, tabs as two spaces,
  * line breaks as spaces.

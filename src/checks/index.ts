@@ -93,12 +93,6 @@ export function sortAlerts(alerts: Alert[]): Alert[] {
   );
 }
 
-export function worstSeverity(alerts: readonly Alert[]): Severity | null {
-  let w: Severity | null = null;
-  for (const a of alerts) if (w === null || SEV_ORDER[a.severity] < SEV_ORDER[w]) w = a.severity;
-  return w;
-}
-
 const MAX_MEM_SAMPLES = 240;
 
 export class Checker {

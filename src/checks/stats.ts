@@ -8,12 +8,6 @@ export function median(xs: readonly number[]): number | null {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-export function mad(xs: readonly number[]): number | null {
-  const m = median(xs);
-  if (m === null) return null;
-  return median(xs.map((x) => Math.abs(x - m)));
-}
-
 export function quantile(xs: readonly number[], q: number): number | null {
   if (xs.length === 0) return null;
   const s = [...xs].sort((a, b) => a - b);

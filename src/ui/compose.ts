@@ -12,7 +12,7 @@ import { headerPanel, stateRole } from './panels/header.js';
 import { ranksPanel, rankRows } from './panels/ranks.js';
 import { trainingPanel } from './panels/training.js';
 import { type Role } from './palette.js';
-import { cut, fit, type Line, lineWidth, strWidth, t } from './text.js';
+import { fit, type Line, lineWidth, strWidth, t } from './text.js';
 import type { PanelFn, ViewState } from './view.js';
 
 export const PANELS: Record<Exclude<PanelId, 'footer'>, PanelFn> = {
@@ -230,5 +230,3 @@ export function visiblePanels(L: Layout): PanelId[] {
   const on = new Set(L.slots.flatMap((s) => s.panels));
   return FOCUSABLE.filter((p) => on.has(p));
 }
-
-export const _internal = { cut };

@@ -49,11 +49,6 @@ export function readOnlyMode(opts?: EffectOptions): boolean {
   return opts?.readOnly === true || process.env.NSA_TOP_READ_ONLY === '1';
 }
 
-/** Throws ReadOnlyError when effects are off (signals and launches call this too). */
-export function assertEffectsAllowed(what: string, opts?: EffectOptions): void {
-  if (readOnlyMode(opts)) throw new ReadOnlyError(what);
-}
-
 const TOP_NAMES = new Set(['.HALT', '.anomaly_type', 'gate_collapse_details.json']);
 /** a launcher dir's own files (launch writes run.info, the supervisor tees the trainer to its log) */
 const LAUNCHER_NAMES = new Set(['run.info', ...LOG_NAMES]);

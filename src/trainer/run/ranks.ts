@@ -97,19 +97,6 @@ export function trainerKind(p: ProcInfo): boolean {
   return a.length > 0 && (isPython(a[0]) || base(a[0]) === 'torchrun' || nsaTopArgIndex(a) >= 0) && !isToolProcess(p);
 }
 
-/**
- * A process that may be a trainer of a run it names: torchrun, `nsa-top train`, or python with a
- * rank environment, a launcher, or a script/module whose name says train. (A heartbeat pid needs
- * less: any python/torchrun/`nsa-top train` process that is not a tool — it wrote the heartbeat.)
- */
-export function looksLikeTrainer(p: ProcInfo): boolean {
-  if (!trainerKind(p)) return false;
-  if (!isPython(p.argv[0])) return true;
-  if (p.env.RANK !== undefined || p.env.LOCAL_RANK !== undefined || isLauncher(p)) return true;
-  const script = pythonScript(p.argv);
-  return script !== null && /train/i.test(base(script));
-}
-
 function argValue(a: string[], names: string[]): string | undefined {
   for (let i = 0; i < a.length; i++) {
     const x = a[i]!;

@@ -148,12 +148,6 @@ function compileWasm(path?: string): WasmModule | null {
   return null;
 }
 
-/** Why wasm kernels are unavailable ('' when they are). */
-export function wasmUnavailableReason(): string {
-  compileWasm();
-  return wasmModule ? '' : wasmError;
-}
-
 /** The heap of the wasm kernels; the kernels themselves are its exports, wrapped per WASM_ABI (wasmKernels). */
 class WasmHeap {
   readonly kind = 'wasm' as const;

@@ -108,11 +108,3 @@ export function parseOptState(text: string): ParseResult<number> {
   const n = parseNumCell(text.trim().split(/\s+/)[0] ?? '');
   return n === null || !Number.isFinite(n) ? { ok: false, error: 'not a number' } : { ok: true, value: n };
 }
-
-/** .HALT content: "halt: <reason>" (trainer/watchdog/humans) or empty (touch). */
-export function haltReason(content: string): string | null {
-  const t = content.trim();
-  if (!t) return null;
-  const m = /^halt:\s*(.*)$/m.exec(t);
-  return (m ? m[1]! : t).slice(0, 200);
-}

@@ -181,7 +181,3 @@ function mergePairs(hs: SeriesBucket[]): SeriesBucket[] {
   }
   return out;
 }
-
-export function emptySeries(): Series {
-  return { recent: [], history: [], total: 0, nonFinite: 0 };
-}
