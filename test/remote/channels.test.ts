@@ -30,3 +30,18 @@ test('a new connection: the old channels do not count, and their late release fr
   l.release(fresh);
   await l.acquire(Date.now() + 50);
 });
+
+test('a waiter that outlived one wait slice is still the one a release wakes (no dead entry ahead of it)', async () => {
+  const l = new ChannelLimiter(1, 'box');
+  const g = await l.acquire(Date.now() + 1000);
+  let got = false;
+  const waiting = l.acquire(Date.now() + 10_000).then((x) => {
+    got = true;
+    return x;
+  });
+  await new Promise((r) => setTimeout(r, 1300)); // past its first 1 s slice: it waits again
+  l.release(g);
+  for (let i = 0; i < 5 && !got; i++) await new Promise((r) => setImmediate(r));
+  assert.ok(got, 'woken by the release itself, not by its next timer');
+  assert.equal(await waiting, g);
+});

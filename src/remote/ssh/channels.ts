@@ -29,11 +29,20 @@ export class ChannelLimiter {
       const left = deadline - Date.now();
       if (left <= 0) throw new SshConnectError(`no free SSH channel on ${this.label} (${this.max} in use)`);
       await new Promise<void>((r) => {
-        const t = setTimeout(r, Math.min(left, 1000));
-        this.waiters.push(() => {
+        const wake = () => {
           clearTimeout(t);
           r();
-        });
+        };
+        // a waiter that timed out leaves the queue: release() must wake a live one, not a dead one
+        const t = setTimeout(
+          () => {
+            const i = this.waiters.indexOf(wake);
+            if (i >= 0) this.waiters.splice(i, 1);
+            r();
+          },
+          Math.min(left, 1000),
+        );
+        this.waiters.push(wake);
       });
     }
     this.open++;

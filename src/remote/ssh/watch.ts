@@ -117,6 +117,15 @@ export class WatchLoop {
 
   // ---------------------------------------------------------------- registrations (see poll.ts)
 
+  /** The watch script's registration lines; every path goes through safePath (a leading `-` is a name). */
+  private sendDir(d: WatchedDir): void {
+    this.send(`d ${d.id} ${safePath(d.path)}|`);
+  }
+
+  private sendFollow(f: Follow, from: number, ino: number): void {
+    this.send(`f ${f.id} ${from} ${ino} ${FOLLOW_CHUNK} ${safePath(f.path)}|`);
+  }
+
   /** Watches a directory (its listing arrives with each frame); true when newly registered. */
   watchDir(path: string, now: number): { dir: WatchedDir; fresh: boolean } {
     let d = this.dirs.get(path);
@@ -125,7 +134,7 @@ export class WatchLoop {
       d = { id: this.nextId++, path, entries: null, lastUsed: now, validFromSeq: this.tickSeq + 1 };
       this.dirs.set(path, d);
       this.dirById.set(d.id, d);
-      this.send(`d ${d.id} ${safePath(path)}|`);
+      this.sendDir(d);
     }
     d.lastUsed = now;
     return { dir: d, fresh };
@@ -148,7 +157,7 @@ export class WatchLoop {
     };
     this.follows.set(path, f);
     this.followById.set(f.id, f);
-    this.send(`f ${f.id} ${offset} ${f.ino} ${FOLLOW_CHUNK} ${safePath(path)}|`);
+    this.sendFollow(f, offset, f.ino);
     return f;
   }
 
@@ -161,7 +170,7 @@ export class WatchLoop {
     f.lastUsed = now;
     f.paused = false;
     f.validFromSeq = this.tickSeq + 1;
-    this.send(`f ${f.id} ${offset} ${this.lastIno.get(f.path) ?? f.ino} ${FOLLOW_CHUNK} ${safePath(f.path)}|`);
+    this.sendFollow(f, offset, this.lastIno.get(f.path) ?? f.ino);
   }
 
   /** A follow paused for a full buffer goes on once the caller consumed half of it. */
@@ -169,7 +178,7 @@ export class WatchLoop {
     if (f.paused && f.len - (offset - f.base) < FOLLOW_BUFFER_CAP / 2) {
       f.paused = false;
       f.validFromSeq = this.tickSeq + 1;
-      this.send(`f ${f.id} ${f.base + f.len} ${f.ino} ${FOLLOW_CHUNK} ${safePath(f.path)}|`);
+      this.sendFollow(f, f.base + f.len, f.ino);
     }
   }
 
@@ -255,12 +264,12 @@ export class WatchLoop {
       // (re)register everything: dirs, and follows from the byte after the last one received
       for (const d of this.dirs.values()) {
         d.validFromSeq = this.tickSeq + 1;
-        this.send(`d ${d.id} ${d.path}|`);
+        this.sendDir(d);
       }
       for (const f of this.follows.values()) {
         if (f.paused) continue;
         f.validFromSeq = this.tickSeq + 1;
-        this.send(`f ${f.id} ${f.base + f.len} ${f.ino} ${FOLLOW_CHUNK} ${f.path}|`);
+        this.sendFollow(f, f.base + f.len, f.ino);
       }
       this.tick();
       const iv = this.intervalMs;

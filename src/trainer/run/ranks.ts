@@ -131,8 +131,6 @@ export function resolveAgainst(p: string, cwd: string | null | undefined): strin
 
 export interface MatchCtx {
   runDirs: Set<string>;
-  /** no longer used (env.json's CONFIG is not proof): kept so older callers still compile */
-  config?: string | null;
   /** train.out_dir of each CONFIG yaml a candidate names (absolute yaml path → out_dir as written,
    * or an error); filled by findRunProcesses, which reads the yaml files through the host */
   configOutDirs?: Map<string, { outDir: string | null; error: string | null }>;
