@@ -18,6 +18,7 @@ import { FramePainter } from '../ui/paint.js';
 import { noColor } from '../ui/palette.js';
 import { plain } from '../ui/text.js';
 import { initialView } from '../ui/view.js';
+import { readOnlyMode } from '../trainer/control/ownfiles.js';
 import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
 
@@ -26,7 +27,7 @@ async function openHostFor(a: CockpitArgs): Promise<Host> {
   try {
     // loaded only for --host: the SSH stack (ssh2) costs ~15 MB of RSS a local cockpit does not need
     const { openHost } = await import('../remote/index.js');
-    return await openHost({ host: a.host, identity: a.identity, port: a.port, acceptNewHostKey: a.acceptNewHostKey });
+    return await openHost({ host: a.host, identity: a.identity, acceptNewHostKey: a.acceptNewHostKey });
   } catch (e) {
     throw new CliError(`--host ${a.host}: ${(e as Error).message}`, 2);
   }
@@ -150,7 +151,9 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
 }
 
 /** The cockpit on the run `a` names (the dispatcher and `attach` parse the command line). */
-export async function runCockpit(a: CockpitArgs): Promise<number> {
+export async function runCockpit(args: CockpitArgs): Promise<number> {
+  // read-only by the flag or by NSA_TOP_READ_ONLY=1: the keys say so, not only the refusals
+  const a = { ...args, readOnly: args.readOnly || readOnlyMode() };
   const host = await openHostFor(a);
   try {
     const runDir = await resolveRunDir(host, a.runDir, process.cwd());

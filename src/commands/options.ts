@@ -61,7 +61,6 @@ export interface CockpitArgs {
   runDir?: string;
   host?: string;
   identity?: string;
-  port?: number;
   acceptNewHostKey: boolean;
   readOnly: boolean;
   intervalS: number;

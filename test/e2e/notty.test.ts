@@ -15,6 +15,17 @@ test('stdout piped: one frame of the cockpit, a hint about `nsa-top status`, exi
   assert.match(r.stdout, /step 31\/400/);
   assert.doesNotMatch(r.stdout, /\x1b\[/, 'no escape sequences into a pipe');
   assert.match(r.stderr, /nsa-top status/);
+  assert.doesNotMatch(r.stdout, /READ-ONLY/);
+  // NSA_TOP_READ_ONLY=1 is --read-only: the cockpit says so in its header and footer, not only in refusals
+  const ro = spawnSync(process.execPath, [BIN, FIXTURE], {
+    encoding: 'utf8',
+    input: '',
+    timeout: 60_000,
+    env: { ...process.env, NSA_TOP_READ_ONLY: '1' },
+  });
+  assert.equal(ro.status, 0, ro.stderr);
+  assert.match(ro.stdout, /READ-ONLY/);
+  assert.match(ro.stdout, /h halt:read-only/);
 });
 
 test('bad input: a missing run dir and an unknown option are one-line errors with exit 2', () => {
