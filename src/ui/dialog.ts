@@ -5,7 +5,7 @@
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
-import { activeRequest, type ControlRequest, escalationBlocked } from '../trainer/control/types.js';
+import { activeRequest, type ControlRequest, escalationBlocked, procRunning } from '../trainer/control/types.js';
 import { dur } from './format.js';
 import { type Binding, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
 import { keyOf, KEYMAP, ranksAlive } from './keymap.js';
@@ -397,14 +397,15 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
       const rows = rankRows(s, now);
       let alive = 0;
       for (const r of rows) {
-        const gone = !r.proc;
+        // a zombie has exited (it only waits to be reaped): stopped, as the escalation gate counts it
+        const gone = !r.proc || !procRunning(r.proc.proc);
         if (!gone) alive++;
         const step = r.hb?.lastStep ?? null;
         lines.push([
           t(`rank ${r.rank} `, 'title'),
           t(
             gone
-              ? `stopped${step != null ? ` at step ${step}` : ''}`
+              ? `stopped${step != null ? ` at step ${step}` : ''}${r.proc ? ` (zombie pid ${r.proc.proc.pid})` : ''}`
               : `still running${step != null ? ` (step ${step})` : ''}${r.proc ? ` pid ${r.proc.proc.pid} ${r.proc.proc.state}` : ''}`,
             gone ? 'ok' : 'warn',
           ),

@@ -5,7 +5,7 @@
 // The dialogs' keys are declared the same way in dialog.ts.
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
-import { activeRequest } from '../trainer/control/types.js';
+import { activeRequest, procRunning } from '../trainer/control/types.js';
 import { type Binding, bindingFor, type Disabled, keyText, off, READ_ONLY } from './keys.js';
 
 export type Command =
@@ -35,7 +35,7 @@ const LIVE = new Set(['RUNNING', 'STALLED', 'STARTING', 'HALTING']);
 
 /** rank processes that are alive (not zombies) */
 export function ranksAlive(s: CockpitState): number {
-  return (s.procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').length;
+  return (s.procs?.ranks ?? []).filter((r) => procRunning(r.proc)).length;
 }
 
 /** the commands that write (a signal, a file, the action log): a read-only cockpit refuses them all */

@@ -160,3 +160,13 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   ];
   assert.equal(haltDisabled(s), null);
 });
+
+test('a zombie rank has exited: the halt window counts it stopped, as the escalation gate does (never both)', () => {
+  const now = Date.now();
+  const s = baseState();
+  s.procs = procs([proc(0, 'Z', { pid: 42 })]);
+  s.run.control.halt = { present: true, content: 'halt: manual_stop alice', mtimeMs: now - 20_000 };
+  const v = text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 120).lines);
+  assert.doesNotMatch(v, /still running/);
+  assert.match(v, /rank 0 stopped.*\(zombie pid 42\)/);
+});

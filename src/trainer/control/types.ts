@@ -116,6 +116,11 @@ export function activeRequest(reqs: readonly ControlRequest[] | null | undefined
   return null;
 }
 
+/** A rank process still running: a zombie (Z) has exited and only waits to be reaped. */
+export function procRunning(p: { state: string }): boolean {
+  return p.state !== 'Z';
+}
+
 /**
  * Whether SIGINT/SIGKILL may be offered: only once a .HALT exists (something was asked of the
  * trainer) and the ranks have had the grace the profile gives since it was written. Returns the

@@ -3,7 +3,10 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
 import type { RankHeartbeat } from '../../trainer/run/snapshot.js';
-import { dur, mib, pct } from '../format.js';
+import { ago, dur, mib, pct } from '../format.js';
+
+/** the compact row's age: "12s" (the column header says what it is), – when unknown */
+const since = (ts: number | null | undefined, now: number) => (ts != null ? dur((now - ts) / 1000) : '–');
 import type { Role } from '../palette.js';
 import { clean, type Line, t } from '../text.js';
 import { scrollSlice, type PanelFn } from '../view.js';
@@ -66,12 +69,9 @@ export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
     const cpu = p?.cpuPct != null ? p.cpuPct.toFixed(0) : '–';
     const rss = p?.rssKiB != null ? mib(p.rssKiB / 1024) : '–';
     const step = r.hb?.lastStep != null ? String(r.hb.lastStep) : '–';
-    const adv = r.hb?.stepAdvancedTs != null ? dur((now - r.hb.stepAdvancedTs) / 1000) : '–';
-    const beat = r.hb?.lastTs != null ? dur((now - r.hb.lastTs) / 1000) : '–';
-    const dump = r.lastDumpMs != null ? dur((now - r.lastDumpMs) / 1000) : '–';
     const txt = wide
-      ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(6)} ${(adv + ' ago').padStart(9)} ${(beat + ' ago').padStart(10)} ${dump === '–' ? '–' : dump + ' ago'}`
-      : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(5)} ${adv.padStart(5)} ${beat.padStart(5)}`;
+      ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
+      : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
     body.push([t(txt, r.role, { bold: r.role === 'crit' })]);
     if (r.why) body.push([t(`  └ ${clean(r.why)}`, r.role)]);
   }
