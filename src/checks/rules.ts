@@ -6,7 +6,7 @@ import type { Alert, HangVerdict, Severity } from './types.js';
 import type { Ctx } from './context.js';
 import { maxGateEntropyBound, type Thresholds } from './thresholds.js';
 import { claims125m, configBasename, cpuPeak, flopsPerToken, gpuPeak, isToyModel, knownConfig } from './flops.js';
-import { dur, sig } from '../format.js';
+import { dur, pct, sig } from '../format.js';
 import { currentSegment, linfit, median } from './stats.js';
 import { dumpPlace, dumpTimeMs } from '../trainer/run/readers/stackdump.js';
 
@@ -384,7 +384,7 @@ export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
           'rank-state',
           si.overdue || st !== 'D' ? 'critical' : 'info',
           `rank ${r.rank} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
-          `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${r.proc.cpuPct ?? '?'} %`,
+          `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${pct(r.proc.cpuPct)}`,
           { rank: r.rank },
         ),
       );

@@ -5,7 +5,7 @@
 import { isToolProcess } from '../trainer/run/ranks.js';
 import type { Ctx } from './context.js';
 import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules.js';
-import { dur } from '../format.js';
+import { clock, dur } from '../format.js';
 import type { Culprit, Health, RunState } from './types.js';
 
 export interface StateVerdict {
@@ -163,10 +163,6 @@ export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
     };
   }
   return null;
-}
-
-function clock(ms: number): string {
-  return new Date(ms).toISOString().slice(11, 19) + 'Z';
 }
 
 function stalled(ctx: Ctx, si: StallInfo, culprit: Culprit | null): StateVerdict {

@@ -1,7 +1,7 @@
 // The supervisor and durable requests on screen: judgements on .nsa-top/supervisor.json (restarts,
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
-import { dur } from '../format.js';
+import { clock, dur } from '../format.js';
 import { activeRequest } from '../trainer/control/types.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules.js';
@@ -12,8 +12,6 @@ export const STORM_WINDOW_MS = 10 * 60_000;
 export const STORM_EXITS = 3;
 /** this many consecutive starts from the same checkpoint (path and mtime) is "not advancing" */
 export const NO_PROGRESS_STARTS = 3;
-
-const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
 
 function cause(c: { code: number | null; signal: string | null }): string {
   return c.signal ?? `exit ${c.code}`;
@@ -42,7 +40,7 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         rule: 'supervisor',
         severity: 'warning',
         title: `trainer ${lastCause ? `failed (${lastCause})` : 'failed'}: restart ${sup.restarts} of ${sup.maxRestarts}${left !== null ? ` in ${dur(left)}` : ''}`,
-        detail: `${sup.note ?? ''}${sup.backoffUntil ? ` (due ${hhmmss(sup.backoffUntil)})` : ''}`.trim(),
+        detail: `${sup.note ?? ''}${sup.backoffUntil ? ` (due ${clock(sup.backoffUntil)})` : ''}`.trim(),
         since: last?.at ?? sup.updatedAt,
       });
     } else if (sup.restarts > 0 && (sup.state === 'running' || sup.state === 'starting')) {
@@ -69,7 +67,7 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         rule: 'supervisor',
         severity: 'warning',
         title: `restart storm: the trainer failed ${recent.length} times in ${dur(STORM_WINDOW_MS / 1000)}`,
-        detail: `exits: ${recent.map((e) => `${hhmmss(e.at)} ${cause(e)}`).join(', ')} — restarting does not fix this; look at train.log`,
+        detail: `exits: ${recent.map((e) => `${clock(e.at)} ${cause(e)}`).join(', ')} — restarting does not fix this; look at train.log`,
         since: recent[0]!.at,
       });
     }
@@ -91,7 +89,7 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
           rule: 'supervisor',
           severity: 'warning',
           title: `${n - 1} restarts without the checkpoint advancing`,
-          detail: `every start since ${hhmmss(first.at)} resumed from ${first.path ?? 'no checkpoint (from scratch)'}: the trainer dies before its next save`,
+          detail: `every start since ${clock(first.at)} resumed from ${first.path ?? 'no checkpoint (from scratch)'}: the trainer dies before its next save`,
           since: first.at,
         });
       }
@@ -117,7 +115,7 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
       severity: 'info',
       title:
         req.state === 'pending'
-          ? `halt after the next checkpoint requested by ${req.who.user} at ${hhmmss(req.ts)}`
+          ? `halt after the next checkpoint requested by ${req.who.user} at ${clock(req.ts)}`
           : `halting: ${req.note}`,
       detail: `${req.note} (carried by ${owner}; h shows it and can cancel it, or nsa-top halt RUN --cancel)`,
       since: req.ts,

@@ -6,7 +6,7 @@ import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
 import { activeRequest, type ControlRequest, escalationBlocked, procRunning } from '../trainer/control/types.js';
-import { dur } from './format.js';
+import { clock, dur } from './format.js';
 import { type Binding, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
 import { keyOf, KEYMAP, ranksAlive } from './keymap.js';
 import type { Role } from './palette.js';
@@ -376,7 +376,7 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
           ]);
           lines.push([
             t(
-              `requested by ${clean(req.who.user)} at ${new Date(req.ts).toISOString().slice(11, 19)} · carried by ${owner} (outlives this cockpit)`,
+              `requested by ${clean(req.who.user)} at ${clock(req.ts)} · carried by ${owner} (outlives this cockpit)`,
               'dim',
             ),
           ]);

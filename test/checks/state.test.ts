@@ -62,7 +62,7 @@ test('ddp2 dumps were taken while steps advanced: no odd rank for the rule, nor 
   assert.equal(ev.runState, 'STALLED');
   assert.equal(ev.dumpOdd, null);
   assert.equal(ev.culprit, null);
-  assert.match(ev.runStateWhy, /^all ranks silent since \d\d:\d\d:\d\dZ \(/);
+  assert.match(ev.runStateWhy, /^all ranks silent since \d\d:\d\d:\d\d \(/);
   const set = newestDumpSet(run.dumps, new Map(), null); // the evaluation's dumpOdd, null above
   assert.ok(set && set.groups.length === 2);
   assert.ok(set!.groups.every((g) => !g.odd));

@@ -3,7 +3,7 @@
 // (src/trainer/control/audit.ts), which leaves one line in <out_dir>/.nsa-top/actions.jsonl saying
 // who did what, when, and how it went — so two people sharing a tmux pane both see what happened —
 // and refuses read-only mode (an option or NSA_TOP_READ_ONLY=1) whatever the UI does.
-import { dur } from '../../format.js';
+import { clock, dur } from '../../format.js';
 import { execFile } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
@@ -617,10 +617,7 @@ async function haltAfterCheckpoint(
   // "the next checkpoint" is one written after now (by mtime), not a step number above the old
   // maximum: after a resume the real trainer counts from step 1 again
   const since = host.now();
-  await ctx.progress(
-    'started',
-    `waiting for a complete checkpoint written after ${new Date(since).toISOString().slice(11, 19)}`,
-  );
+  await ctx.progress('started', `waiting for a complete checkpoint written after ${clock(since)}`);
   opts.onProgress?.('waiting for the next complete checkpoint');
   const pollMs = opts.pollMs ?? 1000;
   const deadline = opts.timeoutMs !== undefined ? Date.now() + opts.timeoutMs : Infinity;

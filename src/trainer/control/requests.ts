@@ -8,7 +8,7 @@
 //
 // requests.json is changed only under a lock file (read-modify-write, temp + rename), so a cancel
 // and the owner's ".HALT now" cannot both win: whichever takes the lock first decides.
-import { dur } from '../../format.js';
+import { clock, dur } from '../../format.js';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
@@ -40,7 +40,6 @@ export async function ownerAlive(host: Host, o: { pid: number; startTime: string
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const hhmmss = (ms: number) => new Date(ms).toISOString().slice(11, 19);
 
 // ---------------------------------------------------------------------------------------------
 // the file
@@ -274,7 +273,7 @@ export class RequestOwner {
           return null;
         x.owner = { ...this.me };
         x.updatedAt = Date.now();
-        if (x.state === 'pending') x.note = `waiting for a complete checkpoint written after ${hhmmss(x.ts)}`;
+        if (x.state === 'pending') x.note = `waiting for a complete checkpoint written after ${clock(x.ts)}`;
         return { ...x };
       });
       if (claimed)
@@ -343,7 +342,7 @@ export class RequestOwner {
           state: 'halt-written',
           haltAt: Date.now(),
           checkpoint: { path: c.path, step: c.step, mtimeMs: c.mtimeMs },
-          note: `${c.name} (step ${c.step}, written ${hhmmss(c.mtimeMs)}) is complete: .HALT written; watching the ranks exit`,
+          note: `${c.name} (step ${c.step}, written ${clock(c.mtimeMs)}) is complete: .HALT written; watching the ranks exit`,
           updatedAt: Date.now(),
         });
         return { req: { ...x }, wrote: true, err: null };
@@ -545,7 +544,7 @@ export async function submitHaltAfterCheckpoint(
         request = existing;
         return {
           result: 'ok',
-          detail: `already requested by ${existing.who.user} at ${hhmmss(existing.ts)}: ${existing.note}`,
+          detail: `already requested by ${existing.who.user} at ${clock(existing.ts)}: ${existing.note}`,
           target: { request: existing.id },
           unrecorded: 'the request it names is recorded already, and its owner records each step',
         };
@@ -584,7 +583,7 @@ export async function submitHaltAfterCheckpoint(
         state: 'pending',
         owner: null,
         graceS,
-        note: `waiting for a complete checkpoint written after ${hhmmss(now)}`,
+        note: `waiting for a complete checkpoint written after ${clock(now)}`,
         updatedAt: now,
       };
       if (existing) {
@@ -600,7 +599,7 @@ export async function submitHaltAfterCheckpoint(
         });
         await ctx.progress(
           'started',
-          `requested: .HALT after the next complete checkpoint written after ${hhmmss(now)}`,
+          `requested: .HALT after the next complete checkpoint written after ${clock(now)}`,
           { request: req.id },
         );
       }
@@ -617,7 +616,7 @@ export async function submitHaltAfterCheckpoint(
           : `nsa-top agent (pid ${owner.pid}, detached)`;
       return {
         result: 'started',
-        detail: `${who} writes .HALT once a complete checkpoint written after ${hhmmss(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`,
+        detail: `${who} writes .HALT once a complete checkpoint written after ${clock(req.ts)} appears; it outlives this ${process.stdout.isTTY ? 'terminal' : 'process'}`,
         target: { request: req.id, owner },
         unrecorded: "its 'started' line is recorded above, and its owner records each step",
       };
@@ -722,13 +721,13 @@ export async function cancelRequest(
       if (res.was === 'pending')
         return {
           result: 'ok',
-          detail: `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${hhmmss(res.req.ts)}; no .HALT written`,
+          detail: `cancelled the halt after checkpoint requested by ${res.req.who.user} at ${clock(res.req.ts)}; no .HALT written`,
           target,
         };
       if (res.was === 'halt-written')
         return {
           result: 'refused',
-          detail: `too late: .HALT was written at ${hhmmss(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`,
+          detail: `too late: .HALT was written at ${clock(res.req.haltAt ?? res.req.updatedAt)} (${res.req.note}); the ranks are stopping`,
           target,
         };
       return {

@@ -11,7 +11,7 @@
 //    last 64 KiB; nsa-top's reference trainer ends every checkpoint with a u32 CRC and the ASCII
 //    trailer "NSACKEND".
 // A skipped file is named with the reason in `why`.
-import { dur } from '../../format.js';
+import { clock, dur } from '../../format.js';
 import { basename, join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import type { Host } from '../../remote/host.js';
@@ -246,10 +246,6 @@ export async function readResumeLog(host: Host, logFile: string): Promise<{ ok: 
   return out;
 }
 
-function hms(ms: number): string {
-  return new Date(ms).toISOString().slice(11, 19);
-}
-
 /** The segment whose time span holds `mtimeMs`; -1 before the first boot; null without history. */
 export function segmentOf(segs: RunSegmentMark[], mtimeMs: number): number | null {
   if (segs.length === 0) return null;
@@ -313,13 +309,13 @@ export async function pickResumeCheckpoint(
     const f = found;
     const higher = files.filter((c) => c.step > f.step && c.path !== f.path).sort((a, b) => b.step - a.step);
     const parts = [
-      `newest complete weights: written ${hms(f.mtimeMs)}${f.segment !== null ? ` ${segText(f.segment)}` : ''}`,
+      `newest complete weights: written ${clock(f.mtimeMs)}${f.segment !== null ? ` ${segText(f.segment)}` : ''}`,
     ];
     if (higher.length) {
       const h = higher[0]!;
       const older = h.segment !== null && f.segment !== null && h.segment < f.segment;
       parts.push(
-        `${h.name} has a higher step but ${older ? `segment #${h.segment} wrote it earlier (${hms(h.mtimeMs)}); the trainer restarts its step count at 1 on --resume` : h.mtimeMs <= f.mtimeMs ? `was written earlier (${hms(h.mtimeMs)})` : 'is not complete'}`,
+        `${h.name} has a higher step but ${older ? `segment #${h.segment} wrote it earlier (${clock(h.mtimeMs)}); the trainer restarts its step count at 1 on --resume` : h.mtimeMs <= f.mtimeMs ? `was written earlier (${clock(h.mtimeMs)})` : 'is not complete'}`,
       );
     }
     if (segs.length === 0) parts.push('no heartbeat history: ordered by mtime');
