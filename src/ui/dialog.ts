@@ -5,7 +5,13 @@
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../cockpit/actions.js';
-import { activeRequest, type ControlRequest, escalationBlocked, procRunning } from '../trainer/control/types.js';
+import {
+  activeRequest,
+  type ControlRequest,
+  DEFAULT_HALT_GRACE_S,
+  escalationBlocked,
+  procRunning,
+} from '../trainer/control/types.js';
 import { clock, dur } from './format.js';
 import { type Binding, type Disabled, enabledBindingFor, keysText, keyText, off } from './keys.js';
 import { keyOf, KEYMAP, ranksAlive } from './keymap.js';
@@ -14,9 +20,6 @@ import { rankRows } from './panels/ranks.js';
 import { HEALTH_ROLE } from './panels/header.js';
 import { haltOutlook } from '../checks/present.js';
 import { clean, type Line, t, wrap } from './text.js';
-
-/** the profile default stop.halt_grace_s (src/trainer/launch/profiles.ts), when the state does not say */
-const DEFAULT_HALT_GRACE_S = 300;
 
 export type Dialog =
   | { kind: 'help' }

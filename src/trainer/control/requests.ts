@@ -14,7 +14,14 @@ import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { readProc, verifyProcess } from '../../remote/procs.js';
 import { findRunProcesses } from '../run/processes.js';
-import { type ActionRecord, activeRequest, type Actor, type ControlRequest, type RequestsFile } from './types.js';
+import {
+  type ActionRecord,
+  activeRequest,
+  type Actor,
+  type ControlRequest,
+  DEFAULT_HALT_GRACE_S,
+  type RequestsFile,
+} from './types.js';
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
 import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
@@ -28,8 +35,6 @@ export const AGENT_LOCK = 'agent.lock';
 export const AGENT_LOG = 'agent.log';
 /** how `nsa-top agent` learns its out_dir (kept out of argv: process discovery matches argv) */
 export const AGENT_ENV = 'NSA_TOP_AGENT_OUT_DIR';
-/** the profile default (src/trainer/launch/profiles.ts stop.halt_grace_s) for runs without a profile */
-export const DEFAULT_HALT_GRACE_S = 300;
 const KEEP_FINISHED = 20;
 
 /** The owner is alive: same pid and start time, and not a zombie (an unreaped dead process). */

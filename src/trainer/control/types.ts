@@ -116,6 +116,9 @@ export function activeRequest(reqs: readonly ControlRequest[] | null | undefined
   return null;
 }
 
+/** the profile default (src/trainer/launch/profiles.ts stop.halt_grace_s) for runs without a profile */
+export const DEFAULT_HALT_GRACE_S = 300;
+
 /** A rank process still running: a zombie (Z) has exited and only waits to be reaped. */
 export function procRunning(p: { state: string }): boolean {
   return p.state !== 'Z';

@@ -11,6 +11,7 @@ import { readTextFile } from '../../remote/textfile.js';
 import { InputError } from '../../errors.js';
 import { PACKAGE_ROOT, selfCommand } from '../../self.js';
 import { BUILTIN_PROFILES_YAML, BUILTIN_SOURCE } from './profiles-builtin.js';
+import { DEFAULT_HALT_GRACE_S } from '../control/types.js';
 
 // ---------------------------------------------------------------------------------------------
 // schema
@@ -45,7 +46,7 @@ const Restart = z
 const Stop = z
   .object({
     /** after .HALT: how long ranks get to reach a step boundary and exit */
-    halt_grace_s: z.number().min(0).default(300),
+    halt_grace_s: z.number().min(0).default(DEFAULT_HALT_GRACE_S),
     /** after SIGINT: how long before SIGKILL */
     sigint_grace_s: z.number().min(0).default(60),
   })
@@ -90,7 +91,7 @@ export const ProfileSchema = z
     log_every: z.number().int().min(1).optional(),
     smoke: Smoke.optional(),
     restart: Restart.default({ max_restarts: 3, backoff_s: 10, backoff_factor: 2, backoff_max_s: 300 }),
-    stop: Stop.default({ halt_grace_s: 300, sigint_grace_s: 60 }),
+    stop: Stop.default({ halt_grace_s: DEFAULT_HALT_GRACE_S, sigint_grace_s: 60 }),
   })
   .strict()
   .superRefine((p, ctx) => {
