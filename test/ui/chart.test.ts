@@ -43,7 +43,6 @@ test('the report plots a resumed run on the same step axis as the cockpit, row f
   const report = reportChart(s, 8)!;
   const cockpit = chart(seriesPoints(s, 'all'), { w: 64 + 9, h: 9 }).map(plain);
   assert.deepEqual(report.split('\n'), cockpit, "one chart: the cockpit's rows, unstyled");
-  assert.equal(report, chartText(s, { plotW: 64, h: 9 }));
   const rows = report.split('\n');
   assert.equal(rows.length, 10, '9 plot rows and the step axis');
   assert.match(rows.at(-1)!, /step 1 ─+R─+ 80$/, 'by step (1 … 80), not by index (1 … 100), the resume marked');
