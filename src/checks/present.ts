@@ -4,8 +4,10 @@ import type { Ctx } from './context.js';
 import { gateViolations, type StallInfo } from './rules.js';
 import { dur } from '../format.js';
 
-/** the colour of a run state (for a state built without an evaluation) */
-export { STATE_HEALTH } from './runstate.js';
+import { LIVE_STATES } from './runstate.js';
+
+/** the colour of a run state (for a state built without an evaluation), and which states are live or over */
+export { ENDED_STATES, LIVE_STATES, STATE_HEALTH } from './runstate.js';
 import type {
   Alert,
   Culprit,
@@ -20,8 +22,6 @@ import type {
 
 const ORDER: Record<Health, number> = { ok: 0, info: 1, warning: 2, critical: 3 };
 const worse = (a: Health, b: Health): Health => (ORDER[b] > ORDER[a] ? b : a);
-
-const LIVE: ReadonlySet<RunState> = new Set(['STARTING', 'RUNNING', 'STALLED', 'HALTING']);
 
 export function rankHealth(
   ctx: Ctx,
@@ -67,7 +67,7 @@ export function rankHealth(
           `heartbeat silent ${dur(age, 'precise')} (usually every ${dur(ctx.cadence.expectedS, 'precise')})`,
         );
     }
-    if (ctx.procsKnown && !proc && LIVE.has(state)) raise('warning', 'no process');
+    if (ctx.procsKnown && !proc && LIVE_STATES.has(state)) raise('warning', 'no process');
     out.push({ rank, health, why });
   }
   return out;

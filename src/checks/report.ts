@@ -2,6 +2,7 @@
 // Evaluation (the same rules as the cockpit and the watchdog) and optional per-record memory read
 // by the command module. Honest: a run stopped at step 20 of 300 does not pass phase 1, and what
 // cannot be measured is said so, not passed.
+import { ENDED_STATES } from './runstate.js';
 import type { RunHistory } from '../trainer/run/history.js';
 import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/run/snapshot.js';
 import { configBasename, estimateParams, knownConfig } from './flops.js';
@@ -117,8 +118,6 @@ export function reachablePhase(run: RunSnapshot): Phase {
 function allPoints(s: { recent: SeriesPoint[] }): readonly SeriesPoint[] {
   return currentSegment(s as never);
 }
-
-const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED', 'NO TRAINER']);
 
 /** What every criterion reads: the input, and what is derived from it once. */
 interface Grading {
@@ -600,7 +599,7 @@ export function gradeRun(inp: GradeInput, target?: Phase): Report {
     t: inp.thresholds ?? DEFAULT_THRESHOLDS,
     step: run.step ?? 0,
     total: run.totalSteps,
-    ended: ENDED.has(ev.runState),
+    ended: ENDED_STATES.has(ev.runState),
     critical: ev.alerts.filter((a) => a.severity === 'critical'),
     lossPts: allPoints(run.series.loss),
     times: stepTimes(inp),

@@ -15,6 +15,11 @@ export interface StateVerdict {
   culprit: Culprit | null;
 }
 
+/** A run some process still drives (the trainer may be stuck, but it is there). */
+export const LIVE_STATES: ReadonlySet<RunState> = new Set(['STARTING', 'RUNNING', 'STALLED', 'HALTING']);
+/** A run that is over: no rank lives (STALE says nothing either way). */
+export const ENDED_STATES: ReadonlySet<RunState> = new Set(['FINISHED', 'HALTED', 'EXITED', 'NO TRAINER']);
+
 /** How each state is to be shown (the UI maps it to a colour). */
 export const STATE_HEALTH: Record<RunState, Health> = {
   STARTING: 'info',

@@ -3,6 +3,7 @@
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
 // The dialogs' keys are declared the same way in dialog.ts.
+import { ENDED_STATES, LIVE_STATES } from '../checks/present.js';
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest, procRunning } from '../trainer/control/types.js';
@@ -30,9 +31,6 @@ export type Command =
 
 export type MainBinding = Binding<Command, CockpitState>;
 
-const ENDED = new Set(['FINISHED', 'EXITED', 'HALTED', 'NO TRAINER']);
-const LIVE = new Set(['RUNNING', 'STALLED', 'STARTING', 'HALTING']);
-
 /** rank processes that are alive (not zombies) */
 export function ranksAlive(s: CockpitState): number {
   return (s.procs?.ranks ?? []).filter((r) => procRunning(r.proc)).length;
@@ -51,13 +49,14 @@ export function haltDisabled(s: CockpitState): Disabled | null {
   if (s.readOnly) return READ_ONLY;
   if (activeRequest(s.requests)) return null; // h shows the request and can cancel it
   if (s.run.control.halt.present && ranksAlive(s) > 0) return null; // h tracks the halt and offers escalation
-  if (ENDED.has(s.runState)) return off(s.runState, `the run is ${s.runState} (${s.runStateWhy}): nothing to halt`);
+  if (ENDED_STATES.has(s.runState))
+    return off(s.runState, `the run is ${s.runState} (${s.runStateWhy}): nothing to halt`);
   return null;
 }
 
 export function relaunchDisabled(s: CockpitState): Disabled | null {
   if (s.readOnly) return READ_ONLY;
-  if (LIVE.has(s.runState))
+  if (LIVE_STATES.has(s.runState))
     return off(s.runState, `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first`);
   const sup = s.supervisor;
   if (sup && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state))
