@@ -52,12 +52,19 @@ function computePoints(s: Series, range: 'recent' | 'all'): readonly XY[] {
   return Object.freeze([...byStep.values()].sort((a, b) => a.step - b.step));
 }
 
+const emaCache = new WeakMap<readonly XY[], { alpha: number; out: XY[] }>();
+
+/** Exponential moving average; the same input array gives the same output array (the chart caches by identity). */
 export function ema(pts: readonly XY[], alpha = 0.1): XY[] {
+  const hit = emaCache.get(pts);
+  if (hit && hit.alpha === alpha) return hit.out;
   let m: number | null = null;
-  return pts.map((p) => {
+  const out = pts.map((p) => {
     m = m == null ? p.value : alpha * p.value + (1 - alpha) * m;
     return { ...p, value: m };
   });
+  emaCache.set(pts, { alpha, out });
+  return out;
 }
 
 const LABEL_W = 7;

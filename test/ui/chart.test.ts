@@ -36,6 +36,12 @@ test('EMA smooths but starts at the first value', () => {
   assert.equal(e[0]!.value, 0);
   assert.equal(e[1]!.value, 5);
   assert.ok(e[3]!.value < 10 && e[3]!.value > 0);
+  assert.equal(
+    ema(pts, 0.5),
+    e,
+    'the same points give the same array: the chart, cached by identity, is not re-plotted each frame',
+  );
+  assert.notEqual(ema(pts, 0.2), e, 'another alpha is another curve');
 });
 
 test('the report plots a resumed run on the same step axis as the cockpit, row for row', () => {
