@@ -43,7 +43,7 @@ export function num(v: number | null | undefined, digits = 2, na = NA): string {
   return v.toFixed(digits);
 }
 
-/** significant digits without trailing zeros ("0.0123", "1.5", "2001"); exponent form outside 1e-3..1e6 */
+/** significant digits without trailing zeros ("0.0123", "1.5", "2000" for 2001.99); exponent form outside 1e-3..1e6 */
 export function sig(x: number, digits = 3): string {
   if (!Number.isFinite(x)) return String(x);
   const a = Math.abs(x);

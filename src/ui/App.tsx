@@ -32,7 +32,7 @@ export interface AppProps {
   /** last render time, measured by Ink's onRender; shown in the footer */
   renderMs: { current: number | null };
   onQuit?: () => void;
-  /** seconds between clock ticks that refresh ages ("12 s ago") */
+  /** milliseconds between clock ticks that refresh ages ("12s ago") */
   tickMs?: number;
   /** paint frames with this (row diffs) instead of Ink's own output; Ink then renders nothing */
   painter?: FramePainter;

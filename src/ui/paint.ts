@@ -1,7 +1,7 @@
 // The frame painter: writes a composed frame to the terminal row by row, only the rows that
 // changed, each at an absolute position, inside a synchronized-update bracket. Within a changed
 // row it writes from the first changed segment, and stops after the last one when the columns
-// after it did not move (an age going from "8 s" to "9 s" is a few bytes, not a row): writing to
+// after it did not move (an age going from "8s" to "9s" is a few bytes, not a row): writing to
 // a pty costs per byte, and was the largest single item of a frame. Ink still runs the
 // app (state, keys, lifecycle); this replaces its whole-frame output path, which re-tokenises
 // every character of every row on each frame (measured ~20 ms CPU per 120x40 frame on the shared

@@ -84,7 +84,7 @@ export function useScreen(o: {
     };
   }, [stdout]);
   useEffect(() => {
-    // ages ("12 s ago") must keep counting when nothing arrives (a stalled run), but a frame per
+    // ages ("12s ago") must keep counting when nothing arrives (a stalled run), but a frame per
     // new state is enough while data flows
     const every = o.tickMs ?? 1000;
     const t = setInterval(() => {
