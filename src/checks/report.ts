@@ -260,10 +260,20 @@ function firstLossFinite({ lossPts, ended }: Grading): Omit<Criterion, 'phase'> 
  * phase (like a critical alert), named with its steps and time. Judged only when the caller read
  * the history (`nsa-top report` always does).
  */
-function noCrash({ inp }: Grading): Omit<Criterion, 'phase'> | null {
+function noCrash({ inp, ev, run }: Grading): Omit<Criterion, 'phase'> | null {
   const h = inp.history;
   if (!h) return null;
   const crashes = h.events.filter((e) => e.kind === 'crash');
+  // the current segment ended without metrics.json or a .HALT: a crash even when no log says how
+  // (the trainer's stdout is often elsewhere: a runbook's log, a tmux pane)
+  const last = h.segments.at(-1);
+  if (!h.counts.crash && ev.runState === 'EXITED')
+    return criterion(
+      'no-crash',
+      'no crash or restart',
+      'fail',
+      `the last segment${last?.pid ? ` (pid ${last.pid})` : ''} ended at step ${run.step ?? '?'} without finishing or a .HALT: ${ev.runStateWhy}`,
+    );
   const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
   const restartTxt = others.map(
     (g) =>

@@ -4,7 +4,7 @@
 // or synthetic run, unknown model dims: each is named with its steps and time, never passed.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
@@ -181,6 +181,13 @@ test('a run halted by .HALT and resumed is not a crash: the log shows the halt, 
     launch('step 0030 | loss 5.0000\n[train] HALT file detected — stopping gracefully.\n') +
       launch('[train] resumed from artifacts/x/checkpoint_step20.pt\nstep 0020 | loss 5.0000\n'),
   );
+  // the resumed segment that just stops (no metrics.json, no .HALT) ended unexplained: that is a crash
+  const ended = crit(JSON.parse(cli('report', [dir, '--phase', '0', '--json']).stdout), 0, 'no-crash');
+  assert.equal(ended.status, 'fail', ended.evidence);
+  assert.match(ended.evidence, /the last segment \(pid 22\) ended at step 20 without finishing or a \.HALT/);
+  // the resumed segment finishes: the first one's halt is not a crash
+  writeFileSync(join(dir, 'metrics.json'), '{}\n');
+  utimesSync(join(dir, 'metrics.json'), new Date((T0 + 200) * 1000), new Date((T0 + 200) * 1000));
   const rep = JSON.parse(cli('report', [dir, '--phase', '0', '--json']).stdout);
   const c = crit(rep, 0, 'no-crash');
   assert.equal(c.status, 'pass', c.evidence);
