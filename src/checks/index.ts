@@ -22,7 +22,7 @@ import {
   stallInfo,
   type Draft,
   type MemSample,
-} from './rules.js';
+} from './rules/index.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { ruleSupervisor } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';

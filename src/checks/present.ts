@@ -1,7 +1,7 @@
 // What the panels show as a judgement — per-rank health, gate readings against the thresholds in
 // force — derived here from the same context, alerts and verdicts, so a panel never judges twice.
 import type { Ctx } from './context.js';
-import { gateViolations, type StallInfo } from './rules.js';
+import { gateViolations, type StallInfo } from './rules/index.js';
 import { dur } from '../format.js';
 
 import { LIVE_STATES } from './runstate.js';

@@ -7,7 +7,7 @@ import type { RunHistory } from '../trainer/run/history.js';
 import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/run/snapshot.js';
 import { configBasename, estimateParams, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
-import { leakOf, type MemSample } from './rules.js';
+import { leakOf, type MemSample } from './rules/index.js';
 import { dur, sig } from '../format.js';
 import { currentSegment, median, quantile } from './stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';

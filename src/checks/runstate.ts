@@ -4,7 +4,7 @@
 // RUNNING at once: the watchdog's 180 s floor governs what it does, not what the operator sees).
 import { isToolProcess } from '../trainer/run/ranks.js';
 import type { Ctx } from './context.js';
-import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules.js';
+import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules/index.js';
 import { clock, dur } from '../format.js';
 import type { Culprit, Health, RunState } from './types.js';
 

@@ -4,7 +4,7 @@
 import { clock, dur } from '../format.js';
 import { activeRequest } from '../trainer/control/types.js';
 import type { Ctx } from './context.js';
-import type { Draft } from './rules.js';
+import type { Draft } from './rules/index.js';
 
 /** exits within this window count towards a restart storm */
 export const STORM_WINDOW_MS = 10 * 60_000;

@@ -1,0 +1,119 @@
+// Throughput and its plausibility.
+// Each rule is a pure function of the evaluation context (src/checks/context.ts).
+import type { Ctx } from '../context.js';
+import { configBasename, cpuPeak, flopsPerToken, gpuPeak, knownConfig } from '../flops.js';
+import { sig } from '../../format.js';
+import { currentSegment, median } from '../stats.js';
+import { type Draft, a } from './common.js';
+
+// Throughput
+
+export function ruleThroughput(ctx: Ctx): Draft[] {
+  const out: Draft[] = [];
+  const t = ctx.t;
+  const pts = currentSegment(ctx.run.series.toksPerS);
+  // every check below looks at most this far back: only the tail is copied out of the window
+  const back = Math.max(t.flatlineN, t.rollingWindow + t.throughputDropN, 5);
+  const vals = (pts.length > back ? pts.slice(-back) : pts).map((p) => p.value);
+  // Flatline: toks/s <= 0 (the CSV rounds to an int: < 0.5 reads 0) on N consecutive records.
+  if (vals.length >= t.flatlineN) {
+    const tail = vals.slice(-t.flatlineN);
+    if (tail.every((v) => v < 0.5)) {
+      out.push(
+        a(
+          'throughput:flatline',
+          'throughput-flatline',
+          'critical',
+          `throughput flat at ${sig(tail[tail.length - 1]!)} tok/s for ${t.flatlineN} records`,
+          `toks_per_s < 0.5 on steps ${pts[pts.length - t.flatlineN]!.step}–${pts[pts.length - 1]!.step} (NSA_WATCH_FLATLINE_N=${t.flatlineN})`,
+          {
+            anomaly: 'throughput_flatline',
+            step: pts[pts.length - 1]!.step,
+            since: pts[pts.length - t.flatlineN]!.t ?? undefined,
+          },
+        ),
+      );
+    }
+  }
+  // Drop vs rolling median, held for throughputDropN records (a single eval dip is not a drop).
+  const n = t.rollingWindow,
+    k = t.throughputDropN;
+  if (vals.length >= Math.min(n, 8) + k) {
+    const base = median(vals.slice(Math.max(0, vals.length - k - n), vals.length - k))!;
+    const recent = vals.slice(-k);
+    if (base > 0 && recent.every((v) => v < (1 - t.throughputDropFrac) * base)) {
+      const first = pts[pts.length - k]!;
+      out.push(
+        a(
+          'throughput:drop',
+          'throughput-drop',
+          'warning',
+          `throughput dropped to ${sig(recent[recent.length - 1]!)} tok/s from a rolling median of ${sig(base)}`,
+          `last ${k} records (steps ${first.step}–${pts[pts.length - 1]!.step}) all below ${Math.round((1 - t.throughputDropFrac) * 100)} % of the median of the ${n} before`,
+          { step: pts[pts.length - 1]!.step, since: first.t ?? undefined },
+        ),
+      );
+    }
+  }
+  out.push(...rulePlausibility(ctx, vals));
+  return out;
+}
+
+function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
+  const id = ctx.run.identity;
+  const known = knownConfig(id.config);
+  const model = id.model ?? known?.model ?? null;
+  if (!model || vals.length < 3) return [];
+  const seq = id.train?.seqLen ?? known?.seqLen ?? null;
+  const tps = median(vals.slice(-5))!;
+  if (!(tps > 0)) return [];
+  const fpt = flopsPerToken(model, id.nsa ?? known?.nsa ?? null, seq);
+  const achieved = tps * fpt;
+  const world = Math.max(1, id.worldSize ?? 1);
+  const dev = (id.device ?? ctx.run.metrics?.['device'] ?? '') as string;
+  let peak: { flops: number; label: string } | null = null;
+  let n = world;
+  const gpuName = ctx.gpus[0]?.name ?? id.gpuName;
+  const onCpu = /^cpu/i.test(dev) || (!gpuName && ctx.in.gpu?.status === 'no-nvidia-tools');
+  if (onCpu) {
+    if (ctx.in.hostCpus) {
+      peak = cpuPeak(ctx.in.hostCpus);
+      n = 1;
+    }
+  } else if (gpuName) {
+    const p = gpuPeak(gpuName, id.dtype);
+    if (p) {
+      peak = p;
+      n = ctx.gpus.length ? Math.min(ctx.gpus.length, world) || world : world;
+    }
+  }
+  if (!peak) return [];
+  const mfu = achieved / (peak.flops * n);
+  const dims = `dim ${model.dim} × ${model.nLayers} layers, S=${seq ?? '?'}${id.model ? '' : ` (dims from the config name ${configBasename(id.config)})`}`;
+  const why = `${sig(tps)} tok/s × ≈${sig(fpt / 1e6)} MFLOP/token (${dims}) = ${sig(achieved / 1e12)} TFLOP/s vs ${n} × ${peak.label} peak ${sig(peak.flops / 1e12)} TFLOP/s → MFU ${sig(mfu * 100)} %`;
+  if (mfu > ctx.t.mfuImpossibleFrac) {
+    return [
+      a(
+        'throughput:impossible',
+        'throughput-plausibility',
+        'critical',
+        `throughput impossible for this model: ${sig(tps)} tok/s would be ${sig(mfu * 100)} % of the device peak`,
+        `${why}; the run is not training the model it claims (toy config? wrong CONFIG?)`,
+        { anomaly: 'implausible_throughput' },
+      ),
+    ];
+  }
+  const step = ctx.run.step ?? 0;
+  if (!onCpu && mfu < ctx.t.mfuLowFrac && step >= 10) {
+    return [
+      a(
+        'throughput:low',
+        'throughput-plausibility',
+        'warning',
+        `throughput absurdly low: ${sig(tps)} tok/s is ${sig(mfu * 100)} % of the GPUs' peak`,
+        `${why}; check the routing (NSA_PREFILL_BATCHED=${id.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}, sequential prefill and packed selection run at ~11 tok/s, contract §8.1), GPU utilisation and DDP bucket settings`,
+      ),
+    ];
+  }
+  return [];
+}
