@@ -5,7 +5,7 @@ import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { isAbsolute, join } from 'node:path';
 import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
 import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
-import type { MemSample } from '../checks/rules.js';
+import type { MemSample } from '../checks/rules/index.js';
 import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';

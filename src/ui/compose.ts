@@ -1,7 +1,7 @@
 // The whole screen as lines: layout → panels (each inside its frame) → dialog overlay. Pure: the
 // same CockpitState, view and size always give the same frame, exactly `cols` wide and rows − 1 tall.
 import type { CockpitState } from '../cockpit/state.js';
-import { type Dialog, dialogView } from './dialog.js';
+import { type Dialog, dialogView } from './dialogs/index.js';
 import { FOCUSABLE, layout, type Layout, MIN_COLS, MIN_ROWS, type PanelId, type Slot, TITLES } from './layout.js';
 import { actionsPanel, alertBannerPanel, alertRowsWanted, alertsPanel, dumpsPanel, logPanel } from './panels/lists.js';
 import { keyOf } from './keymap.js';

@@ -2,7 +2,7 @@
 // README's key table (test/docs/readme-keys.test.ts) all read it, so they cannot disagree. A key that
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
-// The dialogs' keys are declared the same way in dialog.ts.
+// The dialogs' keys are declared the same way, beside each dialog's view in dialogs/.
 import { ENDED_STATES, LIVE_STATES } from '../checks/present.js';
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';

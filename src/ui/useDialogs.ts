@@ -1,12 +1,12 @@
 // The App's dialogs: the one open (if any), opening them, running the actions they start, and their
-// keys (declared in dialog.ts's DIALOG_KEYS, which the dialogs also show). Effects go through
+// keys (declared beside each dialog in dialogs/, gathered in DIALOG_KEYS, which the dialogs also show). Effects go through
 // `actions` only; their outcome lands in the dialog that asked, if it is still that one.
 import type { Key } from 'ink';
 import { type RefObject, useCallback, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../trainer/control/types.js';
-import { type Dialog, type DialogOf, dialogBindingFor, relaunchDialog, typing } from './dialog.js';
+import { type Dialog, type DialogOf, dialogBindingFor, relaunchDialog, typing } from './dialogs/index.js';
 
 export interface Dialogs {
   dialog: Dialog | null;

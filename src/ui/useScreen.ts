@@ -8,7 +8,7 @@ import { useStdout } from 'ink';
 import { type RefObject, useCallback, useEffect, useLayoutEffect, useRef, useState } from 'react';
 import type { CockpitState } from '../cockpit/state.js';
 import { compose, type Frame } from './compose.js';
-import type { Dialog } from './dialog.js';
+import type { Dialog } from './dialogs/index.js';
 import type { FramePainter } from './paint.js';
 import type { ViewState } from './view.js';
 

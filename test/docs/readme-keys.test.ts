@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { dialogBindings } from '../../src/ui/dialog.js';
+import { dialogBindings } from '../../src/ui/dialogs/index.js';
 import { keysText } from '../../src/ui/keys.js';
 import { KEYMAP } from '../../src/ui/keymap.js';
 

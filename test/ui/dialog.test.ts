@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { dialogView, relaunchDialog } from '../../src/ui/dialog.js';
+import { dialogView, relaunchDialog } from '../../src/ui/dialogs/index.js';
 import { plain } from '../../src/ui/text.js';
 import { baseState } from './helpers.js';
 
@@ -75,7 +75,7 @@ test('a refusal is wrapped to the dialog, not cut at its edge', () => {
   assert.match(text(v.lines).replace(/\n/g, ' '), /checkpoint_step40\.pt/);
 });
 
-import { escalationGate } from '../../src/ui/dialog.js';
+import { escalationGate } from '../../src/ui/dialogs/index.js';
 import { haltDisabled, relaunchDisabled } from '../../src/ui/keymap.js';
 import { footerLine } from '../../src/ui/panels/footer.js';
 import { proc, procs } from '../checks/helpers.js';

@@ -10,7 +10,7 @@ import type { CockpitState } from '../../src/cockpit/state.js';
 import type { ProcState, RunProcesses } from '../../src/remote/types.js';
 import type { RunSnapshot } from '../../src/trainer/run/snapshot.js';
 import { compose } from '../../src/ui/compose.js';
-import { dialogView } from '../../src/ui/dialog.js';
+import { dialogView } from '../../src/ui/dialogs/index.js';
 import { HEALTH_ROLE } from '../../src/ui/panels/header.js';
 import { plain, type Line } from '../../src/ui/text.js';
 import { initialView } from '../../src/ui/view.js';

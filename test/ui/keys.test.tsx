@@ -5,7 +5,7 @@ import './no-ci.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { READ_ONLY_WHY } from '../../src/trainer/control/types.js';
-import { DIALOG_KEYS, dialogBindingFor, type DialogBinding, dialogView } from '../../src/ui/dialog.js';
+import { DIALOG_KEYS, dialogBindingFor, type DialogBinding, dialogView } from '../../src/ui/dialogs/index.js';
 import { bindingFor, isKey, keysText, keyText } from '../../src/ui/keys.js';
 import { commandFor, KEYMAP } from '../../src/ui/keymap.js';
 import { footerLine } from '../../src/ui/panels/footer.js';

@@ -1,7 +1,7 @@
 // Footer: key hints from the keymap (or, while a dialog is open and takes the keys, the dialog's),
 // and what nsa-top itself costs.
 import type { CockpitState } from '../../cockpit/state.js';
-import { type Dialog, type DialogBinding, DIALOG_KEYS } from '../dialog.js';
+import { type Dialog, type DialogBinding, DIALOG_KEYS } from '../dialogs/index.js';
 import { keyText } from '../keys.js';
 import { pct } from '../format.js';
 import { KEYMAP } from '../keymap.js';

@@ -1,0 +1,104 @@
+// What every dialog shares: the dialog values the App holds (useDialogs), their commands and keys'
+// shape, the keys every dialog has (ctrl-c, close), and the small pieces their views draw with.
+import type { CockpitState } from '../../cockpit/state.js';
+import type { ActionOutcome, DumpOutcome, RelaunchInfo } from '../../cockpit/actions.js';
+import { type Binding, type Disabled, keyText, off } from '../keys.js';
+import type { Role } from '../palette.js';
+import { type Line, t } from '../text.js';
+
+export type Dialog =
+  | { kind: 'help' }
+  | { kind: 'refused'; what: string; why: string }
+  | { kind: 'dump'; startedAt: number; progress: string[]; result: DumpOutcome | null; error: string | null }
+  | { kind: 'halt-choose'; startedAt: number }
+  | {
+      kind: 'halt-track';
+      mode: 'now' | 'after-checkpoint';
+      startedAt: number;
+      startStep: number | null;
+      result: ActionOutcome | null;
+      escalation: { sig: 'SIGINT' | 'SIGKILL'; result: ActionOutcome | null } | null;
+      /** SIGKILL needs a second key press */
+      killArmed: boolean;
+    }
+  | {
+      kind: 'relaunch';
+      /** checking: asking what a relaunch would do, before anything is typed */
+      stage: 'checking' | 'confirm' | 'halt-confirm' | 'running' | 'done';
+      input: string;
+      haltInput: string;
+      removeHalt: boolean;
+      result: ActionOutcome | null;
+      error: string | null;
+      info?: RelaunchInfo | null;
+    };
+
+export type DialogCommand =
+  | 'close'
+  | 'quit'
+  | 'halt-now'
+  | 'halt-after-checkpoint'
+  | 'cancel-request'
+  | 'sigint'
+  | 'sigkill'
+  | 'submit'
+  | 'erase';
+
+export type DialogOf<K extends Dialog['kind']> = Extract<Dialog, { kind: K }>;
+/** what a dialog key is judged on: the run (null before the first snapshot), the dialog, the time */
+export interface DialogCtx<K extends Dialog['kind'] = Dialog['kind']> {
+  s: CockpitState | null;
+  d: DialogOf<K>;
+  now: number;
+}
+export type DialogBinding<K extends Dialog['kind'] = Dialog['kind']> = Binding<DialogCommand, DialogCtx<K>>;
+
+export const unless = (cond: boolean, why: string): Disabled | null => (cond ? null : off(why, why));
+
+/** the relaunch dialog is asking: what is typed is the answer */
+export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
+
+/** Ctrl-C quits from any dialog, but at a question it takes the safe default: no action, the question closes. */
+export const QUIT: Binding<DialogCommand, { d: Dialog }> = {
+  command: 'quit',
+  keys: ['ctrl+c'],
+  help: 'in any dialog: quit nsa-top (at a question, halt or relaunch, it answers no instead)',
+  disabled: ({ d }) =>
+    d.kind === 'halt-choose' || (d.kind === 'relaunch' && typing(d)) ? off('question', 'it answers no') : null,
+};
+export const CLOSE_READ: Binding<DialogCommand> = {
+  command: 'close',
+  keys: ['esc', '?', 'q', 'enter'],
+  hint: 'closes',
+  help: 'in the help or a refusal: close it',
+};
+/**
+ * The dialogs' keys: App acts on them, the dialogs show them, the README lists them. The first binding
+ * of the key that is not disabled acts; a key none can take does nothing (the relaunch question
+ * takes it as typed text).
+ */
+
+/** A dialog's binding for a command (the first; for its key and hint on screen). */
+export function dk<K extends Dialog['kind']>(
+  list: readonly DialogBinding<K>[],
+  command: DialogCommand,
+): DialogBinding<K> {
+  return list.find((b) => b.command === command)!;
+}
+
+/** `n halt now (.HALT)`: a binding's first key, bold, and its hint. */
+export function hintOf(b: Binding<string, never>, hint = b.hint ?? '', role?: Role): Line {
+  return [t(keyText(b.keys[0]!), 'accent', { bold: true }), t(` ${hint}`, role)];
+}
+
+export interface DialogView {
+  title: string;
+  role: Role;
+  lines: Line[];
+}
+
+export const input = (label: string, value: string): Line => [
+  t(label),
+  t(value, 'title', { bold: true }),
+  t('▏', 'accent'),
+];

@@ -1,0 +1,50 @@
+// The stack dump: progress while the ranks are signalled one by one, then each rank's outcome.
+import { dur } from '../format.js';
+import { keyText } from '../keys.js';
+import type { Role } from '../palette.js';
+import { clean, type Line, t } from '../text.js';
+import { type DialogBinding, type DialogOf, type DialogView, dk, QUIT, unless } from './common.js';
+
+export const DUMP_KEYS: readonly DialogBinding<'dump'>[] = [
+  QUIT,
+  { command: 'close', keys: ['esc'], hint: 'closes', help: 'in the stack dump: close it (the dump goes on)' },
+  {
+    command: 'close',
+    keys: ['enter', 'q'],
+    hint: 'closes',
+    help: 'in the stack dump, once done: close it',
+    disabled: ({ d }) => unless(!!(d.result || d.error), 'the dump is still running'),
+  },
+];
+
+export function dumpView(d: DialogOf<'dump'>, now: number): DialogView {
+  const lines: Line[] = d.progress.slice(-6).map((p) => [t(clean(p), 'dim')]);
+  if (d.error) lines.push([t(`failed: ${clean(d.error)}`, 'crit')]);
+  if (d.result) {
+    for (const r of d.result.results) {
+      const role: Role = r.outcome === 'dumped' ? 'ok' : 'crit';
+      const what =
+        r.outcome === 'dumped'
+          ? `dumped → ${r.file ?? ''}`
+          : `${r.outcome === 'refused' ? 'refused' : 'did not answer'}: ${r.why ?? ''}`;
+      lines.push([
+        t(r.rank >= 0 ? `rank ${r.rank} ` : 'not a rank ', 'title'),
+        t(`pid ${r.pid ?? '–'} `, 'dim'),
+        t(clean(what), role),
+      ]);
+    }
+    if (d.result.results.some((r) => r.outcome !== 'dumped')) {
+      if (d.result.pySpy)
+        lines.push([
+          t('py-spy is installed: `py-spy dump --pid PID` reads a stuck rank without its cooperation', 'info'),
+        ]);
+      else
+        lines.push([
+          t('py-spy is not installed (pip install py-spy) — it can read a rank that ignores SIGUSR1', 'dim'),
+        ]);
+    }
+    lines.push([t(`the Dumps panel shows the set · ${keyText(dk(DUMP_KEYS, 'close').keys[0]!)} closes`, 'dim')]);
+  } else if (!d.error)
+    lines.push([t(`sending SIGUSR1 to each rank, one per second… ${dur((now - d.startedAt) / 1000)}`, 'info')]);
+  return { title: 'Stack dump', role: d.error ? 'crit' : 'info', lines };
+}
