@@ -5,8 +5,11 @@
 // once a second, on its own threads) and a steady-state minute from NSA_BENCH_STEADY s (default 120)
 // on, which is what a cockpit left open next to a 40-hour run costs. NSA_BENCH_SECONDS sets the
 // window length; NSA_BENCH_STEADY=0 skips the second window.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// Peers in the same run, at the same 1 s refresh and terminal size: btop and htop where installed
+// (the target is the cockpit's CPU <= btop's), and `nsa-top status` on the same live run against a
+// bare `node -e ''` start (target <= 3x).
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +45,7 @@ const trainer = spawn(
   { stdio: 'ignore' },
 );
 let cockpit: pty.IPty | null = null;
+const peers: { name: string; p: pty.IPty }[] = [];
 try {
   // wait for the run to be live
   for (let i = 0; i < 300; i++) {
@@ -58,12 +62,34 @@ try {
   cockpit = pty.spawn(BIN, [out], { cols: 120, rows: 40, cwd: dir, env });
   let bytes = 0;
   cockpit.onData((d) => (bytes += Buffer.byteLength(d)));
+  // the peers, in ptys of the same size, each refreshing once a second
+  const cfg = join(dir, 'xdg');
+  mkdirSync(join(cfg, 'btop'), { recursive: true });
+  writeFileSync(join(cfg, 'btop', 'btop.conf'), 'update_ms = 1000\n');
+  for (const [name, argv] of [
+    ['btop', ['btop']],
+    ['htop', ['htop', '-d', '10']],
+  ] as const) {
+    if (spawnSync('sh', ['-c', `command -v ${argv[0]}`]).status !== 0) {
+      console.log(`  (${name} is not installed: no ${name} column; apt-get install ${name})`);
+      continue;
+    }
+    const p = pty.spawn(argv[0], [...argv.slice(1)], {
+      cols: 120,
+      rows: 40,
+      cwd: dir,
+      env: { ...env, XDG_CONFIG_HOME: cfg, HOME: dir, TERM: 'xterm-256color' },
+    });
+    p.onData(() => {});
+    peers.push({ name, p });
+  }
   await sleep(5000); // start-up itself is not measured
   const pid = cockpit.pid;
   const t00 = Date.now();
   let maxRss = 0;
   // one window: CPU over it, and the RSS maximum sampled every second
   const window = async (seconds: number) => {
+    const pa = peers.map((x) => stat(x.p.pid));
     const a = stat(pid)!;
     const b0 = bytes;
     const t0 = Date.now();
@@ -75,7 +101,13 @@ try {
     }
     const z = stat(pid)!;
     const wall = (Date.now() - t0) / 1000;
+    const peerPct = peers.map((x, i) => {
+      const b = stat(x.p.pid);
+      const s = pa[i];
+      return b && s ? (100 * (b.self - s.self)) / wall : NaN;
+    });
     return {
+      peerPct,
       selfPct: (100 * (z.self - a.self)) / wall,
       allPct: (100 * (z.self - a.self + z.children - a.children)) / wall,
       kibPerS: (bytes - b0) / wall / 1024,
@@ -104,10 +136,48 @@ try {
   row('CPU, nsa-top process (% of 1 core)', (w) => `${w.selfPct.toFixed(2)} %`, '<= 0.5 %');
   row('CPU incl. commands it ran', (w) => `${w.allPct.toFixed(2)} %`, '');
   row('terminal output', (w) => `${w.kibPerS.toFixed(1)} KiB/s`, '');
+  peers.forEach((x, i) =>
+    row(
+      `CPU, ${x.name} at 1 s (same run)`,
+      (w) => `${w.peerPct[i]!.toFixed(2)} %`,
+      x.name === 'btop' ? 'nsa-top <= btop' : '',
+    ),
+  );
+  if (peers.length)
+    row(
+      'ratio nsa-top / btop',
+      (w) => {
+        const b = w.peerPct[peers.findIndex((x) => x.name === 'btop')];
+        return b === undefined || !(b > 0) ? '–' : `${(w.selfPct / b).toFixed(2)} ×`;
+      },
+      '<= 1.00 ×',
+    );
   console.log(`  RSS, max over both windows          ${maxRss.toFixed(1).padStart(9)} MB${''.padStart(17)}<= 100 MB`);
+  // one look at the same live run from a script, against a bare node start (medians of 5)
+  const median = (argv: string[]) => {
+    const ts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      spawnSync(process.execPath, argv, { stdio: 'ignore' });
+      ts.push(performance.now() - t0);
+    }
+    return ts.sort((x, y) => x - y)[2]!;
+  };
+  const bare = median(['-e', '']);
+  const st = median([BIN, 'status', out]);
+  const sj = median([BIN, 'status', out, '--json']);
+  console.log(
+    `  status on this live run: ${st.toFixed(0)} ms (table), ${sj.toFixed(0)} ms (--json); bare node ${bare.toFixed(0)} ms: ${(Math.max(st, sj) / bare).toFixed(2)} x (target <= 3 x)`,
+  );
   cockpit.write('q');
   await sleep(1500);
 } finally {
+  for (const x of peers)
+    try {
+      x.p.kill('SIGKILL');
+    } catch {
+      /* exited */
+    }
   try {
     if (cockpit) process.kill(cockpit.pid, 'SIGKILL');
   } catch {
