@@ -43,6 +43,7 @@ const UNIT_TESTS = [
   'test/trainer/run/fixtures.test.ts',
   'test/trainer/run/incremental.test.ts',
   'test/trainer/run/property.test.ts',
+  'test/trainer/run/read-order.test.ts',
   'test/trainer/run/ranks.test.ts',
   'test/trainer/run/tb.test.ts',
   'test/trainer/run/trainlog.test.ts',

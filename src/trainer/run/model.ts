@@ -160,8 +160,19 @@ export class RunModel {
       }
     }
     if (more.length) {
-      const second = await this.host.pollDir(this.runDir, more, []);
-      this.applyReads(second, moreOwners);
+      // the small files that decide the verdict (metrics.json, env.json, .HALT, config) first: over
+      // SSH each new file is one read, answered in order, and a run dir with thousands of files must
+      // not leave metrics.json unread when a one-shot look (status) is judged
+      const order = more.map((_, i) => i).sort((a, b) => readRank(more[a]!) - readRank(more[b]!) || a - b);
+      const second = await this.host.pollDir(
+        this.runDir,
+        order.map((i) => more[i]!),
+        [],
+      );
+      this.applyReads(
+        second,
+        order.map((i) => moreOwners[i]!),
+      );
     }
     await this.envConfig.resolve(this.p.env, !!this.p.config);
     this.last = this.build();
@@ -486,5 +497,26 @@ export class RunModel {
       refused: this.refused,
       backfill: { pending, bytesLeft },
     });
+  }
+}
+
+/** The order a poll's new reads are sent in: whole small artifacts, then training.csv, the log and rank 0's heartbeat, then the rest. */
+function readRank(r: ReadRequest): number {
+  const k = classify(basename(r.path));
+  switch (k.kind) {
+    case 'metrics-json':
+    case 'env-json':
+    case 'halt':
+    case 'anomaly':
+    case 'config-yaml':
+    case 'gate-collapse':
+      return 0;
+    case 'training-csv':
+    case 'log':
+      return 1;
+    case 'heartbeat':
+      return k.rank === 0 ? 1 : 2;
+    default:
+      return 2;
   }
 }
