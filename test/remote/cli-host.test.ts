@@ -4,7 +4,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -91,4 +91,49 @@ test('nsa-top status --host --json equals the local status of the same run (but 
   const bad = status(['--host']);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /--host needs user@box/);
+});
+
+test('nsa-top status --host --json on a run dir of hundreds of files (read in bulk) equals the local status', async () => {
+  sshd ??= await startSshd();
+  const home = join(tmp, 'home-many');
+  const runDir = join(tmp, 'run-many');
+  cpSync(FIXTURE, runDir, { recursive: true, preserveTimestamps: true });
+  // a heartbeat file per rank of a large job, an old stack dump per rank, a directory and a FIFO named
+  // like artifacts: the directory and the FIFO are named, never read
+  const old = new Date(Date.now() - 3600_000);
+  for (let r = 2; r < 300; r++) {
+    const hb = join(runDir, `heartbeat_rank${r}.jsonl`);
+    writeFileSync(hb, `{"ts": 1, "rank": ${r}, "pid": ${1000 + r}, "msg": "boot"}\n`);
+    utimesSync(hb, old, old);
+  }
+  for (let r = 0; r < 40; r++) {
+    const d = join(runDir, `stackdump_${1700000000 + r}.txt`);
+    writeFileSync(d, `Thread 0x1 (most recent call first):\n  File "train_showcase.py", line ${100 + r} in main\n`);
+    utimesSync(d, old, old);
+  }
+  mkdirSync(join(runDir, 'heartbeat_rank300.jsonl'));
+  spawnSync('mkfifo', [join(runDir, 'heartbeat_rank301.jsonl')]);
+  const env = { ...process.env, HOME: home, SSH_AUTH_SOCK: '' };
+  const status = (extra: string[]) =>
+    spawnSync(process.execPath, [bin, 'status', runDir, '--json', ...extra], {
+      env,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+  const local = status([]);
+  const remote = status([
+    '--host',
+    `${userInfo().username}@127.0.0.1:${sshd.port}`,
+    '-i',
+    sshd.userKey,
+    '--accept-new-host-key',
+  ]);
+  const strip = (text: string) => {
+    const j = JSON.parse(text) as Record<string, unknown>;
+    for (const k of ['takenAt', 'host', 'hostNowMs']) delete j[k];
+    return j;
+  };
+  const l = strip(local.stdout) as { ranks: unknown[]; dumps: unknown[] };
+  assert.ok(l.ranks.length >= 300 && l.dumps.length > 0, 'the local reader saw every rank and the dumps');
+  assert.deepEqual(strip(remote.stdout), l, remote.stderr);
 });

@@ -1,5 +1,5 @@
 // The byte stream of the watch loop (watch-script.ts) cut into its parts: text lines, the raw
-// bytes that follow an `s … LEN` header, and raw blocks up to a terminator (the process table).
+// bytes that follow an `s … LEN` or `Y BID TOT` header, and raw blocks up to a terminator (the process table).
 /** Parses the byte stream of the watch loop: lines, raw data after `s` headers, raw blocks up to a terminator (exported for tests). */
 export class FrameParser {
   private buf: Buffer = Buffer.alloc(0);
@@ -47,9 +47,10 @@ export class FrameParser {
       if (nl < 0) return;
       const line = this.buf.subarray(0, nl).toString('utf8');
       this.buf = this.buf.subarray(nl + 1);
-      if (line.startsWith('s ')) {
+      if (line.startsWith('s ') || line.startsWith('Y ')) {
+        // `s … LEN` (one file's bytes) and `Y BID TOT` (a bulk read's bytes) carry raw data
         const f = line.split(' ');
-        const len = Number(f[10]);
+        const len = Number(f[0] === 'Y' ? f[2] : f[10]);
         if (Number.isFinite(len) && len > 0) {
           this.need = len;
           this.dataHeader = f;

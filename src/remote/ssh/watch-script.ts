@@ -16,6 +16,13 @@ import { PROC_SCRIPT } from '../procs.js';
 //                               at most MAX bytes per frame
 //   g ID                        stop following ID
 //   o ID OFF INO MAX PATH|      read PATH once from OFF (answer right away, outside frames)
+//   b BID N                     then N lines `PATH|`: read these files whole, at once (sent only when
+//                               the loop said `H 1 1`: GNU find and a scratch file); answer:
+//                               `y R INO SIZE MTIME TYPE MODE PATH` per path that exists (R = c: its
+//                               bytes are in the block, r readable, u not), `Y BID TOT` + TOT raw
+//                               bytes (the c files — regular, readable, <= 256 KiB, unchanged for
+//                               2 s — concatenated in y order), `w INO SIZE MTIME PATH` per c file
+//                               read again after the bytes, `X BID`; a path with no y line is missing
 //   P ID TK MODE KNOWN PIDS RUNDIR|  run the process-table reader of procs.ts (TK 1|-, KNOWN and
 //                               PIDS comma-separated or -) in a subshell; answer: a `P ID` line,
 //                               its raw output, then `\n@@P ID NONCE@@\n` (NONCE = $2, random)
@@ -37,7 +44,17 @@ procs_fn() {
 set -f
 G=0
 if [ "$1" != posix ] && find / -maxdepth 0 -printf '' ; then G=1; fi
-echo "H $G"
+# bulk reads (b) need GNU find, xargs -d and a scratch file of this loop's own, removed on exit
+BT=
+if [ $G = 1 ] && printf 'x\n' | xargs -d '\n' true; then
+  BT=$(mktemp "$\{TMPDIR:-/tmp}/nsa-top-watch.XXXXXX") || BT=
+fi
+[ -n "$BT" ] && trap 'rm -f "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"' EXIT
+PST=
+FD=1
+# a FIFO swapped in after the find must not hang the loop in cat
+TO=; command -v timeout >/dev/null && TO="timeout 20"
+echo "H $G $\{BT:+1}"
 dids=
 fids=
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
@@ -61,7 +78,8 @@ ld() {
 }
 rd() {
   k=$1; id=$2; off=$3; ino=$4; max=$5; p=$6
-  if [ $G = 1 ]; then st=$(find -L "$p" -maxdepth 0 -printf '%i %s %T@ %y %m')
+  if [ -n "$PST" ]; then st=$PST; [ "$st" = - ] && st=
+  elif [ $G = 1 ]; then st=$(find -L "$p" -maxdepth 0 -printf '%i %s %T@ %y %m')
   else
     st=
     set -- $(ls -lniLd "$p")
@@ -110,11 +128,31 @@ while IFS= read -r line; do
       s=$\{line#t }
       printf 'B %s\n' "$s"
       for i in $dids; do eval "p=\$d_$i"; ld "$i" "$p"; done
-      for i in $fids; do
-        eval "p=\$f_$i; o=\$o_$i; n=\$n_$i; x=\$x_$i"
-        rd f "$i" "$o" "$n" "$x" "$p"
-        eval "o_$i=\$R_OFF; n_$i=\$R_INO"
-      done
+      if [ -n "$BT" ] && [ -n "$fids" ]; then
+        # every follow's stat from one find (not one each: thousands of files took a minute a frame);
+        # then only the files that changed are read
+        if [ "$FD" = 1 ]; then
+          for i in $fids; do eval "p=\$f_$i"; printf '%s %s\n' "$i" "$p"; done > "$BT.fl"
+          cut -d' ' -f2- "$BT.fl" > "$BT.fp"; FD=0
+        fi
+        xargs -d '\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %y %m %p\n"' sh < "$BT.fp" > "$BT.fs"
+        awk 'NR == FNR { p = $0; sub(/^[^ ]+ /, "", p); id[++n] = $1; at[n] = p; next }
+          { p = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ /, "", p); st[p] = $1 " " $2 " " $3 " " $4 " " $5 }
+          END { for (k = 1; k <= n; k++) print id[k], (at[k] in st ? st[at[k]] : "-") }' "$BT.fl" "$BT.fs" > "$BT.s"
+        while read -r i PST; do
+          num "$i" || continue
+          eval "p=\$f_$i; o=\$o_$i; n=\$n_$i; x=\$x_$i"
+          rd f "$i" "$o" "$n" "$x" "$p"
+          eval "o_$i=\$R_OFF; n_$i=\$R_INO"
+        done < "$BT.s"
+        PST=
+      else
+        for i in $fids; do
+          eval "p=\$f_$i; o=\$o_$i; n=\$n_$i; x=\$x_$i"
+          rd f "$i" "$o" "$n" "$x" "$p"
+          eval "o_$i=\$R_OFF; n_$i=\$R_INO"
+        done
+      fi
       printf 'Z %s\n' "$s" ;;
     'd '*)
       r=$\{line#d }; i=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
@@ -122,14 +160,35 @@ while IFS= read -r line; do
       eval "d_$i=\$p; lp_$i="; rmid "$dids" "$i"; dids="$out $i" ;;
     'f '*)
       pf "$\{line#f }" || continue
-      eval "f_$i=\$p; o_$i=\$off; n_$i=\$ino; x_$i=\$max; sp_$i="; rmid "$fids" "$i"; fids="$out $i" ;;
+      eval "f_$i=\$p; o_$i=\$off; n_$i=\$ino; x_$i=\$max; sp_$i="; rmid "$fids" "$i"; fids="$out $i"; FD=1 ;;
     'u '*|'g '*)
       # stop listing (u) or following (g) an id
       i=$\{line#? }; num "$i" || continue
-      case $line in u*) rmid "$dids" "$i"; dids=$out;; *) rmid "$fids" "$i"; fids=$out;; esac ;;
+      case $line in u*) rmid "$dids" "$i"; dids=$out;; *) rmid "$fids" "$i"; fids=$out; FD=1;; esac ;;
     'o '*)
       pf "$\{line#o }" || continue
       rd o "$i" "$off" "$ino" "$max" "$p" ;;
+    'b '*)
+      # bulk first reads: N lines "PATH|" follow. One find for every stat (y lines; R = c for a file
+      # in the bytes), one cat for the small settled files' bytes (Y BID TOT + bytes), one find after
+      # it to prove none changed (w lines), X BID.
+      r=$\{line#b }; bi=$\{r%% *}; n=$\{r#* }
+      num "$bi" && num "$n" || continue
+      : > "$BT"; j=0
+      while [ "$j" -lt "$n" ] && IFS= read -r x; do printf '%s\n' "$\{x%|}" >> "$BT"; j=$((j + 1)); done
+      [ -n "$BT" ] || { printf 'X %s\n' "$bi"; continue; }
+      now=$(date +%s)
+      yo=$(xargs -d '\n' sh -c 'exec find -L "$@" -maxdepth 0 \( -readable -printf "y r " -o -printf "y u " \) -printf "%i %s %T@ %y %m %p\n"' sh < "$BT" |
+        awk -v cap=262144 -v now="$now" -v f="$BT.c" 'BEGIN { printf "" > f }
+          $2 == "r" && $6 == "f" && $4 <= cap && $5 < now - 2 { p = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ /, "", p); print p > f; t += $4; print "y c " substr($0, 5); next }
+          { print } END { print "T " t + 0 }')
+      tot=$\{yo##*T }; yo=$\{yo%T *}
+      num "$tot" || tot=0
+      [ -n "$yo" ] && printf '%s' "$yo"
+      printf 'Y %s %s\n' "$bi" "$tot"
+      if [ "$tot" -gt 0 ]; then { $TO xargs -d '\n' cat -- < "$BT.c"; cat /dev/zero; } | head -c "$tot"; fi
+      [ "$tot" -gt 0 ] && xargs -d '\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "w %i %s %T@ %p\n"' sh < "$BT.c"
+      printf 'X %s\n' "$bi" ;;
     'P '*)
       r=$\{line#P }; i=$\{r%% *}; r=$\{r#* }; tk=$\{r%% *}; r=$\{r#* }; md=$\{r%% *}; r=$\{r#* }
       kn=$\{r%% *}; r=$\{r#* }; ps=$\{r%% *}; rd=$\{r#* }; rd=$\{rd%|}

@@ -18,6 +18,10 @@ export const FOLLOW_CHUNK = 4 * 1024 * 1024;
 export const FOLLOW_BUFFER_CAP = 64 * 1024 * 1024;
 const LEASE_MS = 60_000;
 export const FRAME_WAIT_MS = 20_000;
+/** a bulk read takes files up to this size whole (the script's `cap`) */
+export const BULK_FILE_MAX = 262_144;
+/** fewer first reads than this in one turn go out one by one */
+const BULK_MIN = 8;
 
 export interface Follow {
   id: number;
@@ -66,6 +70,16 @@ export function safePath(p: string): string {
   return p.startsWith('/') ? p : `./${p}`;
 }
 
+/** A bulk read sent with `b` and its answer as it arrives (see watch-script.ts). */
+interface Bulk {
+  id: number;
+  items: Map<string, { id: number; path: string; maxBytes: number }>;
+  ys: { r: string; ino: string; size: string; mtime: string; type: string; mode: string; path: string }[];
+  /** path → `INO SIZE MTIME` read after the bytes */
+  ws: Map<string, string>;
+  data: Buffer | null;
+}
+
 export class WatchLoop {
   private watch: { chan: ClientChannel; pid: number | null; nonce: string; parser: FrameParser } | null = null;
   private readonly lightWaiters = new Map<number, (b: Buffer | null) => void>();
@@ -83,6 +97,13 @@ export class WatchLoop {
   private readonly followById = new Map<number, Follow>();
   private readonly dirById = new Map<number, WatchedDir>();
   private readonly oneShots = new Map<number, OneShot>();
+  /** the loop can read many files in one go (`b`): it said `H 1 1` */
+  private bulkOk = false;
+  /** first reads asked for in this turn of the event loop, sent together */
+  private bulkQueue: { id: number; path: string; maxBytes: number }[] = [];
+  private bulkTimer: NodeJS.Immediate | null = null;
+  /** bulk reads sent and not yet answered, oldest first (the loop answers them in order) */
+  private readonly bulks: Bulk[] = [];
   /** inode last seen per path (a read of a replaced file starts over) */
   readonly lastIno = new Map<string, number>();
   private readonly seqWaiters: { seq: number; resolve(): void }[] = [];
@@ -300,6 +321,8 @@ export class WatchLoop {
       /* ignore */
     }
     // pending one-shot reads fail; pollDir retries them after reconnect
+    this.bulks.length = 0;
+    this.bulkQueue = [];
     for (const [id, o] of this.oneShots) {
       o.resolve({ stat: null, offset: 0, data: Buffer.alloc(0), error: 'connection lost' });
       this.oneShots.delete(id);
@@ -326,6 +349,11 @@ export class WatchLoop {
   }
 
   tick(): number {
+    // first reads queued in this turn go out before the frame that answers them
+    if (this.bulkTimer) {
+      clearImmediate(this.bulkTimer);
+      this.flushBulk();
+    }
     const seq = ++this.tickSeq;
     if (this.inFlight === 0) this.waitingSince = Date.now();
     this.inFlight++;
@@ -356,6 +384,14 @@ export class WatchLoop {
     const tag = line.slice(0, 2);
     const rest = line.slice(2);
     if (tag === 'B ') return;
+    if (tag === 'H ') {
+      this.bulkOk = rest.split(' ')[1] === '1';
+      return;
+    }
+    if (tag === 'y ' || tag === 'w ' || tag === 'X ') {
+      this.onBulkLine(tag, rest);
+      return;
+    }
     if (tag === 'Z ') {
       const seq = Number(rest);
       this.doneSeq = Math.max(this.doneSeq, seq);
@@ -412,6 +448,11 @@ export class WatchLoop {
   }
 
   private onWatchData(h: string[], data: Buffer): void {
+    if (h[0] === 'Y') {
+      const b = this.bulks[0];
+      if (b && b.id === Number(h[1])) b.data = data;
+      return;
+    }
     // s K ID INO SIZE MTIME TYPE MODE RESET OFF LEN
     const [, k, idS, inoS, sizeS, mtS, type, perm, rs, offS] = h;
     const id = Number(idS);
@@ -459,8 +500,120 @@ export class WatchLoop {
     const id = this.nextId++;
     return new Promise((resolve) => {
       this.oneShots.set(id, { path, resolve });
+      // a first read of a whole file waits for this turn's others: many go out as one bulk read
+      if (this.bulkOk && offset === 0 && maxBytes >= BULK_FILE_MAX && !this.lastIno.has(path)) {
+        this.bulkQueue.push({ id, path, maxBytes });
+        this.bulkTimer ??= setImmediate(() => this.flushBulk());
+        return;
+      }
       this.send(`o ${id} ${offset} ${this.lastIno.get(path) ?? 0} ${maxBytes} ${path}|`);
     });
+  }
+
+  /**
+   * The first reads queued in this turn: one `b` command when there are many (over SSH each `o` is
+   * a find and a tail in the remote shell, and thousands of files took a minute), else one `o` each.
+   */
+  private flushBulk(): void {
+    this.bulkTimer = null;
+    const q = this.bulkQueue.splice(0);
+    const live = q.filter((x) => this.oneShots.has(x.id));
+    if (!this.watch || live.length < BULK_MIN) {
+      for (const x of live) this.send(`o ${x.id} 0 0 ${x.maxBytes} ${x.path}|`);
+      return;
+    }
+    const b: Bulk = { id: this.nextId++, items: new Map(), ys: [], ws: new Map(), data: null };
+    for (const x of live) if (!b.items.has(x.path)) b.items.set(x.path, x);
+    this.bulks.push(b);
+    this.send([`b ${b.id} ${b.items.size}`, ...[...b.items.keys()].map((p) => `${p}|`)].join('\n'));
+    // a path asked twice in one turn: the duplicate reads alone
+    for (const x of live) if (b.items.get(x.path) !== x) this.send(`o ${x.id} 0 0 ${x.maxBytes} ${x.path}|`);
+  }
+
+  /** `y`, `w` and `X` lines of the bulk read in progress (the oldest one sent). */
+  private onBulkLine(tag: string, rest: string): void {
+    const b = this.bulks[0];
+    if (!b) return;
+    if (tag === 'y ') {
+      // R INO SIZE MTIME TYPE MODE PATH
+      const f = rest.split(' ');
+      if (f.length < 7) return;
+      b.ys.push({
+        r: f[0]!,
+        ino: f[1]!,
+        size: f[2]!,
+        mtime: f[3]!,
+        type: f[4]!,
+        mode: f[5]!,
+        path: f.slice(6).join(' '),
+      });
+      return;
+    }
+    if (tag === 'w ') {
+      // INO SIZE MTIME PATH
+      const f = rest.split(' ');
+      if (f.length >= 4) b.ws.set(f.slice(3).join(' '), `${f[0]} ${f[1]} ${f[2]}`);
+      return;
+    }
+    if (Number(rest) !== b.id) return;
+    this.bulks.shift();
+    this.settleBulk(b);
+  }
+
+  /**
+   * Answers a bulk read's one-shots: a file in the block whose stat is the same after the bytes were
+   * read (and every file before it too) gets its slice; one that changed, and those after it, are
+   * read again one by one; a path with no `y` line is missing.
+   */
+  private settleBulk(b: Bulk): void {
+    let at = 0;
+    let intact = b.data !== null;
+    const again: { id: number; path: string; maxBytes: number }[] = [];
+    const seen = new Set<string>();
+    for (const y of b.ys) {
+      const x = b.items.get(y.path);
+      if (!x || seen.has(y.path)) continue;
+      seen.add(y.path);
+      const o = this.oneShots.get(x.id);
+      if (!o) continue;
+      const size = Number(y.size);
+      if (y.r === 'c') {
+        const slice = b.data?.subarray(at, at + size);
+        at += size;
+        intact &&= b.ws.get(y.path) === `${y.ino} ${y.size} ${y.mtime}` && slice?.length === size;
+        if (!intact) {
+          again.push(x);
+          continue;
+        }
+        this.oneShots.delete(x.id);
+        this.lastIno.set(o.path, Number(y.ino));
+        o.resolve({ stat: statOf(y.ino, y.type, y.size, y.mtime, y.mode), offset: 0, data: Buffer.from(slice!) });
+      } else if (y.r === 'u' || y.type !== 'f') {
+        // a file this user may not read (type u), or not a regular file: said so, never read
+        const type = y.r === 'u' && y.type === 'f' ? 'u' : y.type;
+        this.oneShots.delete(x.id);
+        this.lastIno.set(o.path, Number(y.ino));
+        o.resolve({
+          stat: statOf(y.ino, type, y.size, y.mtime, y.mode),
+          offset: 0,
+          data: Buffer.alloc(0),
+          error: notRegularType(type),
+        });
+      } else again.push(x); // large or still being written: read on its own, within its cap
+    }
+    for (const x of b.items.values()) {
+      if (seen.has(x.path)) continue;
+      const o = this.oneShots.get(x.id);
+      if (!o) continue;
+      if (b.data === null) {
+        again.push(x); // the loop could not do bulk reads after all
+        continue;
+      }
+      this.oneShots.delete(x.id);
+      this.lastIno.delete(o.path);
+      o.resolve({ stat: null, offset: 0, data: Buffer.alloc(0) });
+    }
+    for (const x of again) this.send(`o ${x.id} 0 0 ${x.maxBytes} ${x.path}|`);
   }
 
   /**
