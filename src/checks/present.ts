@@ -35,6 +35,12 @@ export function rankHealth(
   for (const r of ctx.run.ranks) ids.add(r.rank);
   for (const r of ctx.in.procs?.ranks ?? []) ids.add(r.rank);
   const current = new Set(ctx.ranks.map((r) => r.rank));
+  // by rank once: a run of thousands of ranks must not cost ranks² finds a refresh
+  const procOf = byRank(ctx.in.procs?.ranks ?? []);
+  const hbOf = byRank(ctx.run.ranks);
+  const verdictOf = byRank(verdicts.filter((v): v is HangVerdict & { rank: number } => v.rank != null));
+  const alertsOf = new Map<number, Alert[]>();
+  for (const a of alerts) if (a.rank != null) alertsOf.set(a.rank, [...(alertsOf.get(a.rank) ?? []), a]);
   const out: RankHealth[] = [];
   for (const rank of [...ids].sort((a, b) => a - b)) {
     let health: Health = 'ok';
@@ -45,17 +51,17 @@ export function rankHealth(
         why = w ?? why;
       }
     };
-    const proc = ctx.in.procs?.ranks.find((r) => r.rank === rank) ?? null;
-    const hb = ctx.run.ranks.find((r) => r.rank === rank) ?? null;
+    const proc = procOf.get(rank) ?? null;
+    const hb = hbOf.get(rank) ?? null;
     if (!current.has(rank) && !proc) {
       out.push({ rank, health: 'ok', why: 'heartbeat file left by an earlier launch' });
       continue;
     }
     // the most specific evidence first: the verdict naming the rank, then the state's culprit, then alerts
-    const verdict = verdicts.find((v) => v.rank === rank);
+    const verdict = verdictOf.get(rank);
     if (verdict) raise('critical', verdict.text);
     if (culprit?.rank === rank) raise('critical', culprit.why);
-    for (const a of alerts) if (a.rank === rank) raise(a.severity === 'info' ? 'info' : a.severity, a.title);
+    for (const a of alertsOf.get(rank) ?? []) raise(a.severity === 'info' ? 'info' : a.severity, a.title);
     const st = proc?.proc.state;
     if (st === 'Z' || st === 'X') raise('critical', `process is ${st === 'Z' ? 'a zombie' : 'dead'}`);
     // a rank's own per-step heartbeat overdue by the run's cadence (rank 0 always beats; others only with beats)
@@ -172,4 +178,11 @@ export function gpuHealth(ctx: Ctx): GpuHealth[] {
               : 'ok',
     };
   });
+}
+
+/** The first entry per rank, as `find` would pick it. */
+function byRank<T extends { rank: number }>(xs: readonly T[]): Map<number, T> {
+  const m = new Map<number, T>();
+  for (const x of xs) if (!m.has(x.rank)) m.set(x.rank, x);
+  return m;
 }

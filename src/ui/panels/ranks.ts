@@ -38,14 +38,35 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   for (const r of s.run.ranks) ids.add(r.rank);
   for (const r of s.procs?.ranks ?? []) ids.add(r.rank);
   const rows: RankRow[] = [];
+  // by rank (and pid) once: thousands of ranks must not cost ranks² finds a frame
+  const first = <T>(m: Map<number, T>, k: number | null | undefined, v: T) => {
+    if (k != null && !m.has(k)) m.set(k, v);
+  };
+  const hbOf = new Map<number, (typeof s.run.ranks)[number]>();
+  for (const r of s.run.ranks) first(hbOf, r.rank, r);
+  const procOf = new Map<number, NonNullable<typeof s.procs>['ranks'][number]>();
+  for (const r of s.procs?.ranks ?? []) first(procOf, r.rank, r);
+  const judgedOf = new Map<number, NonNullable<typeof s.rankHealth>[number]>();
+  for (const r of s.rankHealth ?? []) first(judgedOf, r.rank, r);
+  const lastDumpBy = (m: Map<number, number>, k: number | null | undefined, ms: number) => {
+    if (k != null) m.set(k, Math.max(m.get(k) ?? -Infinity, ms));
+  };
+  const dumpByRank = new Map<number, number>();
+  const dumpByPid = new Map<number, number>();
+  for (const d of s.run.dumps) {
+    lastDumpBy(dumpByRank, d.rank, d.mtimeMs);
+    if (d.rank == null) lastDumpBy(dumpByPid, d.pid, d.mtimeMs);
+  }
   for (const rank of [...ids].sort((a, b) => a - b)) {
-    const hb = s.run.ranks.find((r) => r.rank === rank) ?? null;
-    const proc = s.procs?.ranks.find((r) => r.rank === rank) ?? null;
+    const hb = hbOf.get(rank) ?? null;
+    const proc = procOf.get(rank) ?? null;
     const pid = proc?.proc.pid ?? hb?.pid ?? null;
-    const dumps = s.run.dumps.filter((d) => d.rank === rank || (d.rank == null && pid != null && d.pid === pid));
-    const lastDumpMs = dumps.length ? Math.max(...dumps.map((d) => d.mtimeMs)) : null;
+    const times = [dumpByRank.get(rank), pid != null ? dumpByPid.get(pid) : undefined].filter(
+      (x): x is number => x !== undefined,
+    );
+    const lastDumpMs = times.length ? Math.max(...times) : null;
     // health and its reason are the evaluation's (src/checks): this only presents them
-    const judged = s.rankHealth?.find((x) => x.rank === rank);
+    const judged = judgedOf.get(rank);
     const role: Role = judged ? HEALTH_ROLE[judged.health] : 'dim';
     const why = judged?.why ?? null;
     rows.push({ rank, proc, hb, lastDumpMs, role, why });
