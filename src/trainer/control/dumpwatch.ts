@@ -149,14 +149,11 @@ export class DumpWatch {
       // content: a main thread seen before in this run's dumps names its process exactly
       const known = head.ident ? this.idents.get(head.ident) : undefined;
       const pidsKnown = new Set(this.idents.values());
-      // a rank given up on (lost) takes a late write only when its main thread proves it
+      // every signalled rank without a file may have written it — one given up on as well (a late
+      // answer): a write two ranks may own is claimed for neither. A rank whose file was overwritten
+      // has written; the write that replaced it is someone else's
       let cands = slots.filter(
-        (x) =>
-          x.sentAt !== undefined &&
-          !x.file &&
-          (!x.lost || known === x.pid) &&
-          x.sentAt - this.skewMs <= head.at &&
-          x !== owner,
+        (x) => x.sentAt !== undefined && !x.file && !x.lost && x.sentAt - this.skewMs <= head.at && x !== owner,
       );
       if (known !== undefined) cands = cands.filter((x) => x.pid === known);
       else if (head.ident) cands = cands.filter((x) => !pidsKnown.has(x.pid));
@@ -169,7 +166,6 @@ export class DumpWatch {
         );
         continue;
       }
-      cands[0]!.lost = undefined;
       this.claim(cands[0]!, name, head);
     }
   }
