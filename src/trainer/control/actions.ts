@@ -408,7 +408,7 @@ async function signalForDumps(
     ...(x.file ? { file: x.file } : {}),
     ...(x.why ? { why: x.why } : {}),
   }));
-  const idents = new Map(slots.map((x) => [x.t.rank, x.ident ?? null]));
+  const claimed = new Map(slots.map((x) => [x.t.rank, x]));
   const pySpy = await pySpyP;
   const dumped = perRank.filter((r) => r.status === 'dumped').length;
   const result: ActionRecord['result'] =
@@ -435,7 +435,10 @@ async function signalForDumps(
           startTime: sorted.find((t) => t.rank === r.rank)?.startTime ?? null,
           status: r.status,
           file: r.file ?? null,
-          ident: idents.get(r.rank) ?? null,
+          why: r.why ?? null,
+          // the claimed write's first line: a file that no longer starts so was overwritten since
+          header: r.file ? (claimed.get(r.rank)?.header ?? null) : null,
+          ident: claimed.get(r.rank)?.ident ?? null,
         })),
         ...(watch.unclaimed.length ? { unclaimed: watch.unclaimed } : {}),
       },
