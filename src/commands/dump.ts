@@ -1,4 +1,4 @@
-// `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, staggered, verified pid + start
+// `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, one rank at a time, verified pid + start
 // time, never the launcher), like the cockpit's d; logged in actions.jsonl.
 import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
