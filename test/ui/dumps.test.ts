@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { formatStatus, statusJson } from '../../src/commands/status.js';
 import { Checker } from '../../src/checks/index.js';
 import { dumpsPanel } from '../../src/ui/panels/lists.js';
+import { rankRows } from '../../src/ui/panels/ranks.js';
 import { initialView } from '../../src/ui/view.js';
 import type { ActionRecord } from '../../src/trainer/control/types.js';
 import type { RunSnapshot, StackDump } from '../../src/trainer/run/snapshot.js';
@@ -174,5 +175,29 @@ test("status text and --json name each dump by rank and carry the operator's set
       [0, A, 'dumped'],
       [1, null, 'no-answer'],
     ],
+  );
+});
+
+test("the Ranks panel's last dump of a rank comes from the dump record's claim (the real names carry no rank)", async () => {
+  const run = await fixtureSnapshot('ddp2-dumps-halt');
+  const mtime = (n: string) => run.dumps.find((d) => d.name === n)!.mtimeMs;
+  const actions = [
+    dumpRecord(1795305291000, [
+      { rank: 0, pid: 32202, status: 'dumped', file: `/r/${B}`, header: head(B) },
+      { rank: 1, pid: 32203, status: 'dumped', file: `/r/${A}`, header: head(A) },
+    ]),
+  ];
+  const rows = rankRows({ ...baseState(run), actions });
+  assert.deepEqual(
+    rows.map((r) => [r.rank, r.lastDumpMs]),
+    [
+      [0, mtime(B)],
+      [1, mtime(A)],
+    ],
+  );
+  assert.deepEqual(
+    rankRows(baseState(run)).map((r) => r.lastDumpMs),
+    [null, null],
+    'no record: nobody can tell whose they are',
   );
 });

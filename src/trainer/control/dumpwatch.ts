@@ -135,7 +135,10 @@ export class DumpWatch {
       this.seen.set(name, v);
       const owner = this.owner.get(name);
       if (owner) {
-        if (owner.header === head.header) continue; // touched, same write
+        if (owner.header === head.header) {
+          owner.ident ??= head.ident; // the same write, read whole this time
+          continue;
+        }
         if (head.ident && this.idents.get(head.ident) === owner.pid) {
           owner.header = head.header; // its own process wrote again (proven by history): still its stack
           continue;

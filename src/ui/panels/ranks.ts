@@ -3,6 +3,7 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
 import type { RankHeartbeat } from '../../trainer/run/snapshot.js';
+import { claimedRank, dumpClaims } from '../../trainer/control/dumplabels.js';
 import { ago, dur, mib, pct } from '../format.js';
 
 /** the compact row's age: "12s" (the column header says what it is), – when unknown */
@@ -38,11 +39,15 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   for (const r of s.run.ranks) ids.add(r.rank);
   for (const r of s.procs?.ranks ?? []) ids.add(r.rank);
   const rows: RankRow[] = [];
+  // the real trainer's dumps name no rank: the dump action's record says whose each is
+  const claims = dumpClaims(s.actions);
   for (const rank of [...ids].sort((a, b) => a - b)) {
     const hb = s.run.ranks.find((r) => r.rank === rank) ?? null;
     const proc = s.procs?.ranks.find((r) => r.rank === rank) ?? null;
     const pid = proc?.proc.pid ?? hb?.pid ?? null;
-    const dumps = s.run.dumps.filter((d) => d.rank === rank || (d.rank == null && pid != null && d.pid === pid));
+    const dumps = s.run.dumps.filter(
+      (d) => claimedRank(d, claims) === rank || (d.rank == null && pid != null && d.pid === pid),
+    );
     const lastDumpMs = dumps.length ? Math.max(...dumps.map((d) => d.mtimeMs)) : null;
     // health and its reason are the evaluation's (src/checks): this only presents them
     const judged = s.rankHealth?.find((x) => x.rank === rank);
