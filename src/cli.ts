@@ -51,7 +51,7 @@ export const COMMANDS: Record<string, Command> = {
     load: () => import('./commands/stop.js'),
   },
   dump: {
-    summary: 'stack dump of every rank (SIGUSR1, staggered), for scripts',
+    summary: 'stack dump of every rank (SIGUSR1, one rank at a time), for scripts',
     load: () => import('./commands/dump.js'),
   },
   supervise: { summary: '(internal) the detached supervisor process', load: () => import('./commands/supervise.js') },

@@ -1,7 +1,8 @@
-// `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, staggered, verified pid + start
+// `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, one rank at a time, verified pid + start
 // time, never the launcher), like the cockpit's d; logged in actions.jsonl.
 import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
+import { LOST } from '../trainer/control/dumpwatch.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
 import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 import { heartbeatPidsOf } from '../trainer/control/requests.js';
@@ -13,8 +14,9 @@ export const command = defineCommand({
   name: 'dump',
   positional: RUN_DIR_ARG,
   options: JSON_OPTION,
-  about: `Sends SIGUSR1 to each rank of the run (>= 1.1 s apart; the trainer writes stackdump_<epoch>.txt)
-and names the ranks that did not answer, and why.`,
+  about: `Sends SIGUSR1 to each rank of the run, one at a time (the real trainer names its dump
+stackdump_<epoch>.txt, by the second only: the next rank waits until the previous one's file is there
+and its second has passed), and names each rank's file, or says its stack was lost, and why.`,
   epilog: 'Exit codes: 0 every rank dumped, 1 some or none answered, 2 bad input, 3 refused (read-only, no ranks).',
 });
 
@@ -48,9 +50,11 @@ export async function run(argv: string[]): Promise<number> {
   });
   const dumped = r.perRank.filter((p) => p.status === 'dumped').length;
   const code = dumped === r.perRank.length ? 0 : 1;
+  // by rank: its own file, or why it has none ("no stack written (lost) — …", "refused — …")
   const lines = r.perRank
     .map(
-      (p) => `rank ${p.rank} pid ${p.pid}: ${p.status}${p.file ? ` → ${p.file}` : ''}${p.why ? ` (${p.why})` : ''}\n`,
+      (p) =>
+        `rank ${p.rank} (pid ${p.pid}): ${p.status === 'dumped' && p.file ? p.file : p.why?.startsWith(LOST) ? p.why : `${p.status} — ${p.why ?? ''}`}\n`,
     )
     .join('');
   return out(

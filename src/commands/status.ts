@@ -1,7 +1,7 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
 import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
-import { ago, bytes, dur, num, pct as percent } from '../format.js';
+import { ago, bytes, clock, dur, num, pct as percent } from '../format.js';
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
@@ -9,6 +9,9 @@ import { LocalHost } from '../remote/local/host.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
+import { readActions } from '../trainer/control/audit.js';
+import type { ActionRecord } from '../trainer/control/types.js';
+import { byOperator, claimedRank, dumpClaims, dumpRankLabel, operatorDumpSets } from '../trainer/control/dumplabels.js';
 import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
@@ -145,17 +148,27 @@ async function statusOn(
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later
   const adopted = await recordAdoption(host, outDir, j.procs, 'status').catch(() => null);
   const resumeCheckpoint = await resumeCheckpointOf(host, outDir, full);
+  // which dump file is which rank's: the dump action's records (the real trainer's names say only the second)
+  const actions = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   process.stdout.write(
     json
-      ? jsonSafe(JSON.stringify({ ...statusJson(snap, j.ev), resumeCheckpoint }, null, 2)) + '\n'
-      : sanitizeText(formatStatus(snap, j.ev) + formatResume(resumeCheckpoint, adopted?.note ?? null)),
+      ? jsonSafe(JSON.stringify({ ...statusJson(snap, j.ev, actions), resumeCheckpoint }, null, 2)) + '\n'
+      : sanitizeText(formatStatus(snap, j.ev, actions) + formatResume(resumeCheckpoint, adopted?.note ?? null)),
   );
   return healthExit(j.ev);
 }
 
-export function statusJson(snap: RunSnapshot, ev: Evaluation) {
-  return { ...snap, state: { runState: ev.runState, why: ev.runStateWhy }, alerts: jsonAlerts(ev.alerts) };
+export function statusJson(snap: RunSnapshot, ev: Evaluation, actions: readonly ActionRecord[] = []) {
+  const claims = dumpClaims(actions);
+  return {
+    ...snap,
+    // each dump labelled by rank: the one it names, else the one nsa-top's dump action claimed it for
+    dumps: snap.dumps.map((d) => ({ ...d, claimedRank: claimedRank(d, claims), byOperator: byOperator(d, claims) })),
+    dumpSets: operatorDumpSets(actions),
+    state: { runState: ev.runState, why: ev.runStateWhy },
+    alerts: jsonAlerts(ev.alerts),
+  };
 }
 
 // ------------------------------------------------------------------ human table
@@ -173,7 +186,7 @@ function table(rows: string[][], indent: string): string[] {
   );
 }
 
-export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
+export function formatStatus(s: RunSnapshot, ev?: Evaluation, actions: readonly ActionRecord[] = []): string {
   const out: string[] = [];
   const L = (label: string, text: string) => out.push(`${label.padEnd(10)}${text}`);
   const now = s.hostNowMs || s.takenAt;
@@ -312,23 +325,38 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation): string {
     );
   } else L('ckpts', `none${id.train?.saveEvery === 0 ? ' (save_every 0)' : ''}`);
 
-  // dumps
+  // dumps: the operator's newest set by rank, then the newest files, each by rank, the trainer's own marked
   if (s.dumpsTotal) {
+    const claims = dumpClaims(actions);
     out.push(
       `dumps     ${s.dumpsTotal} stack dump${s.dumpsTotal > 1 ? 's' : ''}${s.dumpsTotal > s.dumps.length ? ` (newest ${s.dumps.length} parsed)` : ''}`,
     );
+    const mine = operatorDumpSets(actions, 1)[0];
+    if (mine) {
+      out.push(
+        `  your newest set ${clock(mine.at)} by ${mine.by}: ${mine.ranks.filter((r) => r.status === 'dumped' && r.file).length}/${mine.ranks.length} ranks dumped`,
+      );
+      for (const r of mine.ranks)
+        out.push(
+          `    rank ${r.rank}: ${r.file ?? (r.status === 'refused' ? `refused — ${r.why}` : (r.why ?? r.status))}`,
+        );
+    }
     for (const dump of s.dumps.slice(-5)) {
       const top = mainThreadTop(dump);
       const who2 = [
-        dump.rank !== null ? `rank ${dump.rank}` : null,
-        dump.pid !== null ? `pid ${dump.pid}` : null,
+        dumpRankLabel(dump, claims),
+        dump.pid !== null && dump.rank !== null ? `pid ${dump.pid}` : null,
         dump.step !== null ? `step ${dump.step}` : null,
         dump.phase ? `phase ${dump.phase}` : null,
       ]
         .filter(Boolean)
         .join(' ');
+      const kind =
+        dump.kind === 'watchdog'
+          ? "trainer's own watchdog"
+          : `signal${dump.signal !== null ? ` ${dump.signal}` : ''}${byOperator(dump, claims) ? ' (nsa-top dump)' : ''}`;
       out.push(
-        `  ${dump.name}  ${dump.kind}${dump.signal !== null ? ` ${dump.signal}` : ''}${who2 ? ` ${who2}` : ''} · ${dump.threads.length} threads${
+        `  ${who2}  ${dump.name}  ${kind} · ${dump.threads.length} threads${
           top
             ? ` · main at ${top.file.split('/').pop()}:${top.line ?? '?'} ${top.func}${top.code ? ` — ${top.code}` : ''}`
             : ''

@@ -73,7 +73,7 @@ export const KEYMAP: readonly MainBinding[] = [
     keys: ['d'],
     hint: 'dump',
     disabled: dumpDisabled,
-    help: 'stack dump of every rank (SIGUSR1, staggered); names ranks that did not answer',
+    help: 'stack dump of every rank (SIGUSR1, one rank at a time); each file named by rank, a rank without one "no stack written (lost)"',
   },
   {
     command: 'halt',

@@ -19,6 +19,7 @@ import type { RunSnapshot } from '../run/snapshot.js';
 import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
 import { audited, readActions, type AuditContext, type Outcome } from './audit.js';
 import { resolveRunDirs } from '../launch/rundirs.js';
+import { DumpWatch, dumpSummary, knownDumpIdents, type DumpSlot } from './dumpwatch.js';
 import { readSupervisorState } from '../launch/state.js';
 
 export type { ActionRecord, Actor } from './types.js';
@@ -43,7 +44,8 @@ export interface ControlOptions {
 }
 
 export interface DumpOptions extends ControlOptions {
-  /** >= 1.1 s between ranks (the real trainer names its dumps by the second) */
+  /** least time between two signals (default none: with the real trainer's second-only names the
+   *  next rank waits past the second of the previous rank's dump, see dumpwatch.ts) */
   staggerMs?: number;
   /** how long, after the last signal, ranks that have not answered are still waited for */
   waitMs?: number;
@@ -233,34 +235,6 @@ function targetOf(t: RankTarget): Record<string, unknown> {
 // ---------------------------------------------------------------------------------------------
 // dump
 
-const DUMP_RE = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))?(?:[_.-][^/]*)?\.txt$/;
-
-async function dumpFiles(host: Host, dir: string): Promise<Map<string, number>> {
-  const m = new Map<string, number>();
-  try {
-    for (const e of await host.list(dir)) {
-      const r = DUMP_RE.exec(e.name);
-      if (r && !r[1] && e.isFile) m.set(e.name, e.mtimeMs); // signal dumps only, not watchdog ones
-    }
-  } catch {
-    /* dir vanished: nothing to compare against */
-  }
-  return m;
-}
-
-/** When the dump says it was written: its "Signal N at <iso>Z" header, else the file's mtime. */
-async function dumpTime(host: Host, path: string, mtimeMs: number): Promise<number> {
-  try {
-    const head = (await host.readRange(path, 0, 200)).toString('utf8');
-    const m = /^Signal \d+ at (\d{4}-\d\d-\d\dT[\d:.]+)Z?/.exec(head);
-    const t = m ? Date.parse(`${m[1]}Z`) : NaN;
-    if (Number.isFinite(t)) return t;
-  } catch {
-    /* vanished or unreadable: mtime */
-  }
-  return mtimeMs;
-}
-
 async function pySpyInstalled(host: Host): Promise<boolean> {
   try {
     const r = await host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
@@ -274,13 +248,16 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
  * SIGUSR1 to every rank (never the launcher: torchrun does not forward it), each pid + start time
- * verified first, staggered >= 1.1 s so the real trainer's one-file-per-second names cannot collide.
- * Each rank gets `answerMs` (default 2 s) to answer before the next is signalled; ranks that have not
- * answered by then keep being waited for until `waitMs` after the last signal, so a run whose ranks
- * all hang costs n x answerMs + waitMs, not n x waitMs. A dump is matched to its rank by the pid in
- * its name (the reference trainer) or else by when it was written (the real trainer's names carry
- * only the second): the signalled rank whose signal came last before it. Non-answering ranks are
- * named with why (stopped, D state, zombie, gone, inside a C call); py-spy availability is noted.
+ * verified first, one at a time. The real trainer names a dump by the second only
+ * (`stackdump_<epoch>.txt`), so the next rank is signalled only once this one's file is there and
+ * the second it was named for has passed, or once it is given up on (`waitMs`, default 8 s): two
+ * ranks never write one name in one go. With the reference trainer's names (rank and pid in them)
+ * each rank gets `answerMs` (default 2 s) before the next, and late ones are waited for until
+ * `waitMs` after the last signal. Which file is whose: the pid in its name, else its content
+ * (dumpwatch.ts): a write no one rank can be proven to own is claimed for none, a claimed file
+ * overwritten in the same second loses its claim. A rank without a file of its own is named
+ * "no stack written (lost)" with why (stopped, D state, zombie, gone, inside a C call); "k/n ranks
+ * dumped" counts only ranks with their own file; py-spy availability is noted.
  */
 export async function dumpAll(
   host: Host,
@@ -325,42 +302,27 @@ async function signalForDumps(
   opts: DumpOptions,
 ): Promise<{ outcome: DumpOutcome; record: Outcome }> {
   const { outDir } = await resolveRunDirs(host, runDir);
-  const stagger = Math.max(1100, opts.staggerMs ?? 1100);
+  const stagger = Math.max(0, opts.staggerMs ?? 0);
   const waitMs = opts.waitMs ?? 8000;
   const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
   // a remote host's clock is corrected, not exact: allow for it when matching dumps to signals
   const skewMs = host.kind === 'local' ? 50 : 750;
   const pySpyP = pySpyInstalled(host);
-  type Slot = {
+  type Slot = DumpSlot & {
     t: RankTarget;
     status: 'dumped' | 'no-answer' | 'refused' | 'pending';
-    file?: string;
     why?: string;
-    sentAt?: number;
   };
-  const slots: Slot[] = sorted.map((t) => ({ t, status: 'pending' }));
-  const seen = await dumpFiles(host, outDir); // name → mtime already accounted for
+  const slots: Slot[] = sorted.map((t) => ({ t, rank: t.rank, pid: t.pid, status: 'pending' }));
+  // what is there already is someone else's; main threads seen in this run's earlier dumps name their pid
+  const watch = new DumpWatch(host, outDir, skewMs, say, await knownDumpIdents(host, runDir, sorted));
+  await watch.start();
   let lastSignalAt = -Infinity;
-
-  /** New dump files since the last look, each given to the rank it belongs to. */
+  /** New dump writes since the last look, each given to the one rank it can belong to. */
   const collect = async () => {
-    const now = await dumpFiles(host, outDir);
-    for (const [name, mtime] of now) {
-      if (seen.get(name) === mtime) continue;
-      seen.set(name, mtime);
-      const pidInName = DUMP_RE.exec(name)?.[5];
-      let slot: Slot | undefined;
-      if (pidInName !== undefined) slot = slots.find((x) => x.t.pid === Number(pidInName) && x.sentAt !== undefined);
-      else {
-        const at = await dumpTime(host, join(outDir, name), mtime);
-        const cands = slots.filter((x) => x.sentAt !== undefined && x.sentAt - skewMs <= at);
-        slot = cands.sort((x, y) => y.sentAt! - x.sentAt!)[0];
-      }
-      if (!slot || slot.status === 'dumped') continue; // someone else's dump, or a second one
-      slot.status = 'dumped';
-      slot.file = join(outDir, name);
-      say(`rank ${slot.t.rank}: ${name}`);
-    }
+    await watch.collect(slots);
+    for (const x of slots) if (x.status === 'pending' && x.file) x.status = 'dumped';
+    for (const x of slots) if (x.status === 'dumped' && !x.file) x.status = 'pending'; // overwritten: lost
   };
 
   for (const slot of slots) {
@@ -390,6 +352,11 @@ async function signalForDumps(
     const gap = lastSignalAt + stagger - Date.now();
     if (gap > 0) await sleep(gap);
     await collect(); // late answers from earlier ranks belong to them, not to this one
+    // second-only names: not before the second a claimed dump was named for has passed
+    for (let past = watch.notBefore() - host.now(); past > 0; past = watch.notBefore() - host.now()) {
+      await sleep(Math.min(past, 250));
+      await collect();
+    }
     slot.sentAt = host.now();
     try {
       await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime });
@@ -399,23 +366,30 @@ async function signalForDumps(
     }
     lastSignalAt = Date.now();
     say(`rank ${t.rank} (pid ${t.pid}): SIGUSR1 sent, waiting for its stack dump…`);
-    const until = lastSignalAt + answerMs;
-    while (Date.now() < until && slot.status !== 'dumped') {
+    // names with rank and pid cannot collide: the next rank after answerMs. Names with only the
+    // second: the next rank only once this one's file is there (or it is given up on after waitMs)
+    const until = () => lastSignalAt + (watch.named ? answerMs : waitMs);
+    while (Date.now() < until() && slot.status !== 'dumped') {
       await sleep(150);
       await collect();
     }
-    if (slot.status !== 'dumped')
+    if (slot.status !== 'dumped' && watch.named)
       say(`rank ${t.rank}: no dump yet after ${dur(answerMs / 1000, 'precise')}; moving on and still watching for it`);
+    else if (slot.status !== 'dumped')
+      say(
+        `rank ${t.rank}: no stack dump within ${dur(waitMs / 1000, 'precise')}; moving on (a late one makes the next rank's file unprovable)`,
+      );
   }
   const deadline = lastSignalAt + waitMs;
-  while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined) && Date.now() < deadline) {
+  while (slots.some((x) => x.status === 'pending' && x.sentAt !== undefined && !x.lost) && Date.now() < deadline) {
     await sleep(200);
     await collect();
   }
+  await collect(); // a last look: a write under a claimed name since then takes the claim away
   for (const slot of slots) {
     if (slot.status !== 'pending') continue;
     // Why not? Look at the process now.
-    let why = `no stack dump within ${dur((Date.now() - (slot.sentAt ?? Date.now())) / 1000, 'precise')}`;
+    let why = `no stack written (lost) — ${slot.lost ?? `no stack dump within ${dur((Date.now() - (slot.sentAt ?? Date.now())) / 1000, 'precise')}`}`;
     const p = await readProc(host, slot.t.pid).catch(() => null);
     if (!p) why += '; the process is gone';
     else {
@@ -434,6 +408,7 @@ async function signalForDumps(
     ...(x.file ? { file: x.file } : {}),
     ...(x.why ? { why: x.why } : {}),
   }));
+  const claimed = new Map(slots.map((x) => [x.t.rank, x]));
   const pySpy = await pySpyP;
   const dumped = perRank.filter((r) => r.status === 'dumped').length;
   const result: ActionRecord['result'] =
@@ -444,16 +419,30 @@ async function signalForDumps(
         : perRank.every((r) => r.status === 'refused')
           ? 'refused'
           : 'failed';
-  const detail =
-    `${dumped}/${sorted.length} ranks dumped` +
-    perRank
-      .filter((r) => r.status !== 'dumped')
-      .map((r) => `; rank ${r.rank} ${r.status}: ${r.why}`)
-      .join('') +
-    (pySpy && dumped < sorted.length ? '; py-spy is installed (py-spy dump --pid PID shows native frames too)' : '');
+  const detail = dumpSummary(perRank, watch.unclaimed, pySpy);
   return {
     outcome: { perRank, pySpy },
-    record: { result, detail, target: { files: perRank.filter((r) => r.file).map((r) => r.file) } },
+    record: {
+      result,
+      detail,
+      target: {
+        files: perRank.filter((r) => r.file).map((r) => r.file),
+        // which file is which rank's (the real trainer's names do not say): read back by the Dumps
+        // panel and `status`; the main-thread ident lets the next dump match this process by content
+        perRank: perRank.map((r) => ({
+          rank: r.rank,
+          pid: r.pid,
+          startTime: sorted.find((t) => t.rank === r.rank)?.startTime ?? null,
+          status: r.status,
+          file: r.file ?? null,
+          why: r.why ?? null,
+          // the claimed write's first line: a file that no longer starts so was overwritten since
+          header: r.file ? (claimed.get(r.rank)?.header ?? null) : null,
+          ident: claimed.get(r.rank)?.ident ?? null,
+        })),
+        ...(watch.unclaimed.length ? { unclaimed: watch.unclaimed } : {}),
+      },
+    },
   };
 }
 

@@ -26,7 +26,10 @@ export function dumpView(d: DialogOf<'dump'>, now: number): DialogView {
       const what =
         r.outcome === 'dumped'
           ? `dumped → ${r.file ?? ''}`
-          : `${r.outcome === 'refused' ? 'refused' : 'did not answer'}: ${r.why ?? ''}`;
+          : r.outcome === 'refused'
+            ? `refused: ${r.why ?? ''}`
+            : // the action's own words: "no stack written (lost) — why"
+              (r.why ?? 'no stack written (lost)');
       lines.push([
         t(r.rank >= 0 ? `rank ${r.rank} ` : 'not a rank ', 'title'),
         t(`pid ${r.pid ?? '–'} `, 'dim'),
@@ -45,6 +48,11 @@ export function dumpView(d: DialogOf<'dump'>, now: number): DialogView {
     }
     lines.push([t(`the Dumps panel shows the set · ${keyText(dk(DUMP_KEYS, 'close').keys[0]!)} closes`, 'dim')]);
   } else if (!d.error)
-    lines.push([t(`sending SIGUSR1 to each rank, one per second… ${dur((now - d.startedAt) / 1000)}`, 'info')]);
+    lines.push([
+      t(
+        `sending SIGUSR1 to one rank at a time (the next once the previous one's dump is there)… ${dur((now - d.startedAt) / 1000)}`,
+        'info',
+      ),
+    ]);
   return { title: 'Stack dump', role: d.error ? 'crit' : 'info', lines };
 }

@@ -2,7 +2,8 @@
 import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
 import { alertAcks, type ActionRecord } from '../../trainer/control/types.js';
-import { newestDumpSet } from '../dumps.js';
+import { dumpClaims, newestDumpSet, operatorSet, watchdogDumps } from '../dumps.js';
+import { dumpTimeMs } from '../../trainer/run/readers/stackdump.js';
 import { bindingOf, keyOf } from '../keymap.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';
@@ -239,25 +240,50 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const pidToRank = new Map<number, number>();
   for (const r of s.run.ranks) if (r.pid != null) pidToRank.set(r.pid, r.rank);
   for (const r of s.procs?.ranks ?? []) pidToRank.set(r.proc.pid, r.rank);
-  const set = newestDumpSet(s.run.dumps, pidToRank, s.dumpOdd?.rank ?? null);
+  const odd = s.dumpOdd?.rank ?? null;
+  // the operator's newest set first (its record says which file is whose), else the newest signal
+  // set; the trainer's own watchdog dumps apart, so they never push the operator's set out of view
+  const mine = operatorSet(s.run.dumps, s.actions, odd);
+  const signalSet = mine ? null : newestDumpSet(s.run.dumps, pidToRank, odd, 8, dumpClaims(s.actions));
+  const wd = watchdogDumps(s.run.dumps);
+  const set =
+    mine?.set ?? signalSet ?? (wd.count ? newestDumpSet(s.run.dumps, pidToRank, odd, 8, new Map(), 'watchdog') : null);
   if (!set) return { lines: [[t('no stack dumps yet (d dumps every rank)', 'dim')]] };
   const body: Line[] = [];
-  body.push([
-    t(
-      `${set.kind === 'watchdog' ? 'watchdog ' : ''}set @ ${clock(set.at)} (${ago(set.at, now)}) · ${set.dumps.length} dump${set.dumps.length === 1 ? '' : 's'}: `,
-      'dim',
-    ),
-    t(set.dumps.map((d) => d.label).join(' '), 'info'),
-  ]);
+  const n = (k: number, what: string) => `${k} ${what}${k === 1 ? '' : 's'}`;
+  if (mine)
+    body.push([
+      t(
+        `your set @ ${clock(set.at)} (${ago(set.at, now)}) by ${mine.by} · ${set.dumps.length}/${mine.total} ranks: `,
+        'dim',
+      ),
+      t(set.dumps.map((d) => d.label).join(' ') || 'none', set.dumps.length === mine.total ? 'info' : 'warn'),
+    ]);
+  else
+    body.push([
+      t(
+        `${set.kind === 'watchdog' ? "trainer's own watchdog " : ''}set @ ${clock(set.at)} (${ago(set.at, now)}) · ${n(set.dumps.length, 'dump')}: `,
+        'dim',
+      ),
+      t(set.dumps.map((d) => d.label).join(' '), 'info'),
+    ]);
+  for (const m of mine?.missing ?? []) body.push([t(ellipsize(`r${m.rank}: ${m.why}`, w), 'warn')]);
   const ws = s.run.identity.worldSize;
   const seenRanks = set.dumps.filter((d) => d.rank != null).length;
-  if (ws != null && seenRanks > 0 && seenRanks < ws)
+  if (!mine && ws != null && seenRanks > 0 && seenRanks < ws)
     body.push([
       t(
         `missing: ranks ${Array.from({ length: ws }, (_, i) => i)
           .filter((r) => !set.dumps.some((d) => d.rank === r))
           .join(',')}`,
         'warn',
+      ),
+    ]);
+  if (wd.newest && set.kind !== 'watchdog')
+    body.push([
+      t(
+        `⚑ trainer's own watchdog: ${n(wd.count, 'dump')}, newest ${clock(dumpTimeMs(wd.newest))} (${ago(dumpTimeMs(wd.newest), now)}) — not part of this set`,
+        'dim',
       ),
     ]);
   for (const g of set.groups) {

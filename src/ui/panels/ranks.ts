@@ -3,6 +3,7 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
 import type { RankHeartbeat } from '../../trainer/run/snapshot.js';
+import { claimedRank, dumpClaims } from '../../trainer/control/dumplabels.js';
 import { ago, dur, mib, pct } from '../format.js';
 
 /** the compact row's age: "12s" (the column header says what it is), – when unknown */
@@ -53,8 +54,10 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   };
   const dumpByRank = new Map<number, number>();
   const dumpByPid = new Map<number, number>();
+  // the real trainer's dumps name no rank: the dump action's record says whose each is
+  const claims = dumpClaims(s.actions);
   for (const d of s.run.dumps) {
-    lastDumpBy(dumpByRank, d.rank, d.mtimeMs);
+    lastDumpBy(dumpByRank, claimedRank(d, claims), d.mtimeMs);
     if (d.rank == null) lastDumpBy(dumpByPid, d.pid, d.mtimeMs);
   }
   for (const rank of [...ids].sort((a, b) => a - b)) {

@@ -1,0 +1,103 @@
+// Which stack dump is which rank's, and which set the operator asked for, read back from the dump
+// action's records in actions.jsonl (target.perRank, written by signalForDumps in actions.ts). The
+// real trainer's `stackdump_<second>.txt` names no rank; the record does. Pure: the Dumps panel,
+// `status` and `status --json` call these with the records they already hold.
+import type { ActionRecord } from './types.js';
+import type { StackDump } from '../run/snapshot.js';
+
+export interface DumpSetRank {
+  rank: number;
+  pid: number;
+  status: 'dumped' | 'no-answer' | 'refused';
+  /** file name (no directory) claimed for this rank, or null */
+  file: string | null;
+  why: string | null;
+  /** first line of the claimed write: the file is this rank's only while it still starts so */
+  header: string | null;
+}
+
+/** One dump action: the set of stacks an operator asked for. */
+export interface OperatorDumpSet {
+  at: number;
+  by: string;
+  result: ActionRecord['result'];
+  detail: string;
+  ranks: DumpSetRank[];
+}
+
+const base = (f: string) => f.split('/').pop() ?? f;
+
+function ranksOf(r: ActionRecord): DumpSetRank[] | null {
+  const per = r.target.perRank;
+  if (!Array.isArray(per)) return null;
+  const out: DumpSetRank[] = [];
+  for (const e of per as Record<string, unknown>[]) {
+    if (!e || typeof e.rank !== 'number' || typeof e.pid !== 'number') continue;
+    const status = e.status === 'dumped' || e.status === 'refused' ? e.status : 'no-answer';
+    out.push({
+      rank: e.rank,
+      pid: e.pid,
+      status,
+      file: typeof e.file === 'string' && e.file ? base(e.file) : null,
+      why: typeof e.why === 'string' ? e.why : null,
+      header: typeof e.header === 'string' ? e.header : null,
+    });
+  }
+  return out.sort((a, b) => a.rank - b.rank);
+}
+
+/** The operator's dump sets, newest first (records written before ranks were recorded are skipped). */
+export function operatorDumpSets(actions: readonly ActionRecord[], limit = 5): OperatorDumpSet[] {
+  const out: OperatorDumpSet[] = [];
+  for (const r of [...actions].sort((a, b) => b.ts - a.ts)) {
+    if (r.action !== 'dump' || r.result === 'started') continue;
+    const ranks = ranksOf(r);
+    if (!ranks) continue;
+    out.push({ at: r.ts, by: r.who.user, result: r.result, detail: r.detail, ranks });
+    if (out.length >= limit) break;
+  }
+  return out;
+}
+
+export interface DumpClaim {
+  rank: number;
+  pid: number;
+  /** when the dump action that claimed it ended */
+  at: number;
+  header: string | null;
+}
+
+/** file name → the rank a dump action claimed it for; the newest claim of a name wins. */
+export function dumpClaims(actions: readonly ActionRecord[]): Map<string, DumpClaim> {
+  const m = new Map<string, DumpClaim>();
+  for (const r of [...actions].sort((a, b) => a.ts - b.ts)) {
+    if (r.action !== 'dump') continue;
+    for (const x of ranksOf(r) ?? [])
+      if (x.status === 'dumped' && x.file) m.set(x.file, { rank: x.rank, pid: x.pid, at: r.ts, header: x.header });
+  }
+  return m;
+}
+
+/**
+ * The rank a dump is: the one it names (the reference trainer), else the one the dump action claimed
+ * it for — while the file still holds that write (same first line). null when nobody can tell.
+ */
+export function claimedRank(d: StackDump, claims: ReadonlyMap<string, DumpClaim>): number | null {
+  if (d.rank !== null) return d.rank;
+  const c = claims.get(d.name);
+  if (!c) return null;
+  if (c.header !== null && d.header !== c.header) return null; // overwritten since
+  return c.rank;
+}
+
+/** "rank 1", or "rank ?" (with the pid when the dump names one): how every surface names a dump. */
+export function dumpRankLabel(d: StackDump, claims: ReadonlyMap<string, DumpClaim>): string {
+  const r = claimedRank(d, claims);
+  if (r !== null) return `rank ${r}`;
+  return d.pid !== null ? `rank ? (pid ${d.pid})` : 'rank ?';
+}
+
+/** Written in answer to nsa-top's dump action (by its record), not by the trainer's own watchdog. */
+export function byOperator(d: StackDump, claims: ReadonlyMap<string, DumpClaim>): boolean {
+  return d.kind === 'signal' && claims.has(d.name) && claimedRank(d, claims) !== null;
+}
