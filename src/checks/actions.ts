@@ -70,7 +70,10 @@ export function actionVerdicts(x: ActionInput): ActionVerdicts {
   const stop = haltNow;
 
   let relaunch = OK;
-  if (LIVE_STATES.has(x.runState)) relaunch = no(x.runState, `${is}: relaunch stops nothing — halt it first`);
+  // a trainer whose supervisor died runs on unsupervised: a relaunch re-adopts it (no second copy)
+  const orphan = !!x.supervisor?.supervisorGone && (x.ranksAlive ?? 0) > 0;
+  if (LIVE_STATES.has(x.runState) && !orphan)
+    relaunch = no(x.runState, `${is}: relaunch stops nothing — halt it first`);
   else if (x.supervisor && !x.supervisor.supervisorGone && DRIVING.has(x.supervisor.state))
     relaunch = no(
       `supervisor ${x.supervisor.state}`,
