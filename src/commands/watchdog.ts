@@ -74,7 +74,7 @@ is there: the FIRST anomaly is kept; the real watchdog overwrites nan_loss with 
 gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").`,
   epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu
-  state    state (STARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
+  state    state (STARTING RESTARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
   verdict  verdicts [{kind, rank?, text}]   (hang diagnosis while the step is frozen)

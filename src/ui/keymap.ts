@@ -3,7 +3,7 @@
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
 // The dialogs' keys are declared the same way in dialog.ts.
-import { actionVerdicts, type ActionVerdicts, type Verdict } from '../checks/actions.js';
+import { actionVerdicts, type ActionVerdicts, type Verdict } from '../checks/present.js';
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest, procRunning } from '../trainer/control/types.js';
