@@ -20,6 +20,8 @@ export interface BootPhase {
   backoff: boolean;
   /** booting longer than the budget: the state is STALLED */
   over: boolean;
+  /** ranks of the trainer before this boot whose process is gone: not dead ranks of this one */
+  replaced: number[];
   /** one line, operator language: what is happening and for how long */
   text: string;
 }
@@ -71,11 +73,21 @@ function stopping(ctx: Ctx): boolean {
  * rank 0's boot. A stopped or dead rank is a fault, not a boot (the stall rules name it).
  */
 export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
-  if (!ctx.run.exists || stopping(ctx) || si.stopped.length > 0 || si.dead.length > 0) return null;
+  if (!ctx.run.exists || stopping(ctx) || si.stopped.length > 0) return null;
   const sup = ctx.in.supervisor ?? null;
   const driving = !!sup && !sup.supervisorGone && DRIVING.has(sup.state);
   const lastExit = sup?.exitCodes.length ? sup.exitCodes[sup.exitCodes.length - 1]! : null;
   const r0 = ctx.ranks.find((r) => r.rank === 0) ?? null;
+  // A rank "dead" whose last heartbeat predates this boot belongs to the trainer before it (its
+  // replacement is not up yet, or not proven yet); a rank that died after it is a fault.
+  const restarting = driving && !!lastExit && sup!.restarts > 0 && !steppedSince(ctx, lastExit.at);
+  const bootAt = restarting ? lastExit!.at : (r0?.bootTs ?? null);
+  const replaced: number[] = [];
+  for (const d of si.dead) {
+    const hb = ctx.ranks.find((r) => r.rank === d.rank);
+    if (bootAt === null || d.rank === 0 || hb?.lastTs == null || hb.lastTs >= bootAt) return null;
+    replaced.push(d.rank);
+  }
   const budget = bootBudget(ctx);
   const anyAlive = ctx.procsKnown && (ctx.alive.length > 0 || ctx.launcherAlive);
   const waited = (since: number | null) => (since === null ? null : Math.max(0, (ctx.now - since) / 1000));
@@ -97,20 +109,23 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
       budgetWhy: budget.why,
       backoff,
       over,
+      replaced,
       text: `${head}${how}`,
     };
   };
 
   // A supervised restart: the supervisor saw the trainer exit and restarts it.
-  if (driving && lastExit && sup!.restarts > 0 && !steppedSince(ctx, lastExit.at)) {
-    const cause = sup!.lastCause ?? lastExit.signal ?? `exit ${lastExit.code}`;
+  if (restarting && lastExit) {
+    const exit = sup!.lastCause ?? lastExit.signal ?? `exit ${lastExit.code}`;
+    const rank = crashedRank(ctx.run.log.lines);
+    const cause = rank ? `${rank.how} of rank ${rank.rank} (the trainer's ${exit})` : exit;
     if (sup!.state === 'backoff') {
       const left = sup!.backoffUntil != null ? Math.max(0, (sup!.backoffUntil - ctx.now) / 1000) : null;
       return mk(
         'RESTARTING',
         lastExit.at,
         true,
-        `supervisor: ${sup!.note ?? `trainer failed (${cause}); restart ${sup!.restarts} of ${sup!.maxRestarts}`}${left !== null && left > 0 ? ` (due in ${dur(left, 'precise')})` : ''}`,
+        `supervisor: ${sup!.note ?? `trainer failed (${exit}); restart ${sup!.restarts} of ${sup!.maxRestarts}`}${rank ? ` — ${rank.how} of rank ${rank.rank}` : ''}${left !== null && left > 0 ? ` (due in ${dur(left, 'precise')})` : ''}`,
       );
     }
     // the new trainer's start: the newest start the supervisor recorded after that exit
@@ -123,6 +138,17 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
       `restart ${sup!.restarts} of ${sup!.maxRestarts} after ${cause}${sup!.note && !/^restart \d+ of \d+$/.test(sup!.note) ? ` (${sup!.note})` : ''}`,
     );
   }
+
+  // The trainer is gone and its supervisor, alive and with restarts left, has not said so yet (it
+  // records the exit, then backs off): a restart, not an ended run. With none left it gives up.
+  const nothingAlive = ctx.procsKnown && ctx.alive.length === 0 && !ctx.launcherAlive;
+  if (driving && sup!.state === 'running' && nothingAlive && ctx.ranks.length > 0 && sup!.restarts < sup!.maxRestarts)
+    return mk(
+      'RESTARTING',
+      ctx.lastHeartbeatTs,
+      true,
+      `the trainer is gone; its supervisor (pid ${sup!.supervisor?.pid ?? '?'}) restarts it (${sup!.restarts} of ${sup!.maxRestarts} restarts used)`,
+    );
 
   // A launch in progress: something of the run is alive and no rank has stepped since rank 0's boot.
   const supStarting = driving && sup!.state === 'starting';
@@ -142,6 +168,33 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
   return mk('STARTING', since, false, `${who}, no step yet${r0?.bootTs == null ? ' (no boot record yet)' : ''}`);
 }
 
+/**
+ * The rank whose death ended the last trainer, from its launcher's words in the log (the reference
+ * launcher: "rank 1 (pid 123) exited with signal SIGKILL"; torchrun: "rank : 1" and "exitcode : -9"),
+ * looked for only in the output of the trainer before the newest supervisor start.
+ */
+export function crashedRank(lines: readonly string[]): { rank: number; how: string } | null {
+  let i = lines.length - 1;
+  // past the new trainer's output, back to the supervisor's "trainer exited" line
+  while (i >= 0 && !/\[nsa-top supervisor\] \S+ trainer exited:/.test(lines[i]!)) i--;
+  let tRank: number | null = null;
+  let tCode: number | null = null;
+  for (; i >= 0; i--) {
+    const l = lines[i]!;
+    if (/\[nsa-top supervisor\] \S+ start:/.test(l)) break;
+    const ref = /\brank (\d+) \(pid \d+\) exited with (?:signal (\w+)|code (-?\d+))/.exec(l);
+    if (ref) return { rank: Number(ref[1]), how: ref[2] ?? `exit ${ref[3]}` };
+    const tr = /^\s*rank\s*:\s*(\d+)/.exec(l);
+    if (tr && tRank === null) tRank = Number(tr[1]);
+    const tc = /^\s*exitcode\s*:\s*(-?\d+)/.exec(l);
+    if (tc && tCode === null) tCode = Number(tc[1]);
+  }
+  if (tRank === null || tCode === null) return null;
+  return { rank: tRank, how: tCode < 0 ? (SIGNAMES[-tCode] ?? `signal ${-tCode}`) : `exit ${tCode}` };
+}
+
+const SIGNAMES: Record<number, string> = { 2: 'SIGINT', 6: 'SIGABRT', 9: 'SIGKILL', 11: 'SIGSEGV', 15: 'SIGTERM' };
+
 function launcherStart(ctx: Ctx): number | null {
   return ctx.launcherAlive ? (ctx.in.procs!.launcher!.startedAtMs ?? null) : null;
 }
@@ -151,8 +204,11 @@ function earliestRankStart(ctx: Ctx): number | null {
   return ts.length ? Math.min(...ts) : null;
 }
 
-/** Ids of the alerts a boot in progress makes untrue: nothing steps or lives yet, by design. */
-export function heldByBoot(id: string): boolean {
+/** Ids of the alerts a boot in progress makes untrue: nothing steps or lives yet, by design (and a
+ *  rank of the trainer it replaces is gone, not dead). */
+export function heldByBoot(boot: BootPhase, id: string): boolean {
+  const died = /^rank-died:(\d+)$/.exec(id);
+  if (died) return boot.replaced.includes(Number(died[1]));
   return id === 'stall:run' || id.startsWith('stall:rank') || id === 'exited';
 }
 

@@ -143,11 +143,12 @@ export class Checker {
     ];
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it
-    const drafts = all.filter((d) => !(boot && heldByBoot(d.id)) && waitsForFile(ctx, d.id) === null);
-    if (boot) this.settle((id) => heldByBoot(id), ctx.now);
+    const drafts = all.filter((d) => !(boot && heldByBoot(boot, d.id)) && waitsForFile(ctx, d.id) === null);
+    if (boot) this.settle((id) => heldByBoot(boot, id), ctx.now);
     const alerts = this.stamp(drafts, ctx.now);
     const rs = deriveRunState(ctx, si, boot);
-    const verdicts = hangVerdicts(ctx, si);
+    // a boot within its budget is not a hang: no hang diagnosis to give
+    const verdicts = boot && !boot.over ? [] : hangVerdicts(ctx, si);
     const sorted = sortAlerts(alerts);
     const lastAdvance = ctx.lastAdvanceTs;
     return {

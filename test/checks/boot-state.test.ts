@@ -4,6 +4,7 @@
 // boot takes; alerts that need env.json wait for it; actions refuse what the state makes pointless.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { crashedRank } from '../../src/checks/boot.js';
 import { actionVerdicts, Checker, type CheckInput } from '../../src/checks/index.js';
 import { healthExit } from '../../src/commands/judge.js';
 import type { SupervisorState } from '../../src/trainer/control/types.js';
@@ -128,6 +129,27 @@ test('the new trainer booting: RESTARTING "restart 1 of 3 after SIGKILL; booting
     'the supervisor still says it restarted',
   );
   assert.equal(ev.stallDeadline, started + 120_000, 'the boot budget: max(2m, 3 × 20 s)');
+  // rank 1's replacement not up (or not proven) yet: its old heartbeat is the old trainer's, not a death
+  const run2 = rebooted(bootAt);
+  run2.ranks.push({
+    ...run2.ranks[0]!,
+    rank: 1,
+    pid: 101,
+    file: 'heartbeat_rank1.jsonl',
+    bootTs: T0 - 100_000,
+    lastTs: T0,
+    lastMsg: 'beat',
+    lastStep: 40,
+    stepAdvancedTs: T0,
+  });
+  const half = new Checker().evaluate({ ...input, run: run2, procs: procs([proc(0, 'R', { pid: 200 })]) });
+  assert.equal(half.runState, 'RESTARTING');
+  assert.deepEqual(critical(half), []);
+  // … but a rank of the new trainer that wrote after the restart and is gone died: a fault, said so
+  run2.ranks[1]!.lastTs = bootAt + 1000;
+  const died = new Checker().evaluate({ ...input, run: run2, procs: procs([proc(0, 'R', { pid: 200 })]) });
+  assert.equal(died.runState, 'STALLED');
+  assert.ok(critical(died).includes('rank-died:1'));
   // the same snapshot judged without the supervisor: the first-launch allowance, still not a stall
   const hand = new Checker().evaluate({ ...input, supervisor: null });
   assert.equal(hand.runState, 'STARTING');
@@ -261,4 +283,57 @@ test('actions that fit the state: no halt-after-checkpoint while STALLED; nothin
   assert.equal(restarting.relaunch.ok, false);
   assert.equal(restarting.haltNow.ok, true, 'a .HALT now keeps the supervisor from restarting');
   assert.equal(restarting.dump.ok, false);
+  // a trainer whose supervisor died runs on: relaunch re-adopts it
+  const orphan = actionVerdicts({
+    ...base,
+    runState: 'RUNNING',
+    runStateWhy: 'step 9',
+    supervisor: { state: 'failed', supervisor: { pid: 50, startTime: '1' }, supervisorGone: true },
+  });
+  assert.equal(orphan.relaunch.ok, true);
+  assert.equal(actionVerdicts({ ...base, runState: 'RUNNING', runStateWhy: 'step 9' }).relaunch.ok, false);
+});
+
+test("between the trainer's exit and the supervisor saying so: RESTARTING while restarts are left, EXITED when none", () => {
+  const input: CheckInput = {
+    now: T0 + 800,
+    run: killedRun(),
+    procs: procs([]),
+    gpu: null,
+    supervisor: running(T0 - 101_000, { restarts: 0, exitCodes: [], note: null, lastCause: null }),
+  };
+  const ev = new Checker().evaluate(input);
+  assert.equal(ev.runState, 'RESTARTING');
+  assert.match(ev.runStateWhy, /^the trainer is gone; its supervisor \(pid 50\) restarts it \(0 of 3 restarts used\)/);
+  assert.deepEqual(critical(ev), []);
+  const spent = new Checker().evaluate({
+    ...input,
+    supervisor: running(T0 - 101_000, { restarts: 3, exitCodes: [{ at: T0 - 50_000, code: 1, signal: null }] }),
+  });
+  assert.equal(spent.runState, 'EXITED', 'no restart left: the supervisor is about to give up');
+});
+
+test("the rank whose death ended the trainer, from its launcher's words before the newest start", () => {
+  const ref = [
+    '[nsa-top supervisor] 2026-01-01T00:00:00.000Z start: nsa-top train --procs 2',
+    '[launcher] rank 1 (pid 4242) exited with signal SIGKILL — tearing down the other ranks',
+    '[nsa-top supervisor] 2026-01-01T00:01:00.000Z trainer exited: code 1',
+    '[nsa-top supervisor] 2026-01-01T00:01:00.000Z trainer failed (exit 1); restart 1 of 2 in 1s',
+    '[nsa-top supervisor] 2026-01-01T00:01:01.000Z start: nsa-top train --procs 2 --resume x.pt',
+    '[train] boot rank 0',
+  ];
+  assert.deepEqual(crashedRank(ref), { rank: 1, how: 'SIGKILL' });
+  const torchrun = [
+    '[nsa-top supervisor] 2026-01-01T00:00:00.000Z start: torchrun --nproc_per_node 2 train.py',
+    'Failures:',
+    '  <NO_OTHER_FAILURES>',
+    'Root Cause (first observed failure):',
+    '[0]:',
+    '  rank      : 1 (local_rank: 1)',
+    '  exitcode  : -9 (pid: 5151)',
+    '[nsa-top supervisor] 2026-01-01T00:01:00.000Z trainer exited: code 1',
+  ];
+  assert.deepEqual(crashedRank(torchrun), { rank: 1, how: 'SIGKILL' });
+  // a rank line of an older trainer (before its supervisor start) is not this exit's
+  assert.equal(crashedRank([ref[1]!, ...ref.slice(0, 1), ...ref.slice(2)]), null);
 });
