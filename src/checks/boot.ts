@@ -53,9 +53,13 @@ export function bootBudget(ctx: Ctx): { budgetS: number; why: string; measuredS:
   };
 }
 
-/** Some rank of the current launch has stepped after `ts` (ms epoch). */
+/** The run has stepped after `ts` (ms epoch): rank 0, whose step is the run's (any rank without a
+ *  rank-0 heartbeat). Another rank's first beat alone does not end a boot. */
 function steppedSince(ctx: Ctx, ts: number): boolean {
-  return ctx.ranks.some((r) => r.lastStep !== null && r.stepAdvancedTs !== null && r.stepAdvancedTs > ts);
+  const r0 = ctx.ranks.filter((r) => r.rank === 0);
+  return (r0.length ? r0 : ctx.ranks).some(
+    (r) => r.lastStep !== null && r.stepAdvancedTs !== null && r.stepAdvancedTs > ts,
+  );
 }
 
 /** The run is stopping on purpose (a .HALT, a NaN abort, metrics.json): not a boot. */

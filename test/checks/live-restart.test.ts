@@ -5,9 +5,11 @@
 // (src/commands/fit.ts: the snapshot, the proven ranks, supervisor.json with its liveness).
 // Robust on a loaded machine: it waits on conditions with generous deadlines, never on sleeps.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { headlessVerdicts } from '../../src/commands/fit.js';
 import { healthExit } from '../../src/commands/judge.js';
@@ -20,6 +22,7 @@ import { launchRun, readSupervisorState, stopRun } from '../../src/trainer/launc
 import { findRunProcesses } from '../../src/trainer/run/processes.js';
 import { until } from '../trainer/launch/helpers.js';
 
+const BIN = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
 const host = new LocalHost();
 const dirs: string[] = [];
 const supervisors: NonNullable<SupervisorState['supervisor']>[] = [];
@@ -41,7 +44,7 @@ function profiles(dir: string): string {
     log_every: 1
     args: [--seq-len, "64", --batch-size, "4"]
     env: { NSA_HEARTBEAT_EVERY: 1 }
-    restart: { max_restarts: 2, backoff_s: 1, backoff_factor: 1 }
+    restart: { max_restarts: 2, backoff_s: 6, backoff_factor: 1 }
     stop: { halt_grace_s: 20, sigint_grace_s: 5 }
 `,
   );
@@ -84,11 +87,29 @@ test('SIGKILL of a rank under the supervisor: RESTARTING (no critical) until the
 
     // every look from the kill until the restarted ranks step
     const seen: Seen[] = [];
+    let status = null as { code: number | null; state: string; why: string; critical: string[] } | null;
     await until(
       'RUNNING again after the restart',
       async () => {
         const s = await look();
         seen.push(s);
+        if (!status && s.state === 'RESTARTING' && /^supervisor: /.test(s.why)) {
+          // the supervisor backs off for 6 s: `status` judges the same moment, and exits 0
+          const st = spawnSync(process.execPath, [BIN, 'status', r.runDir, '--json'], {
+            encoding: 'utf8',
+            timeout: 60_000,
+          });
+          const j = JSON.parse(st.stdout) as {
+            state: { runState: string; why: string };
+            alerts: { id: string; level: string }[];
+          };
+          status = {
+            code: st.status,
+            state: j.state.runState,
+            why: j.state.why,
+            critical: j.alerts.filter((a) => a.level === 'critical').map((a) => a.id),
+          };
+        }
         const sup = await readSupervisorState(host, r.runDir);
         return s.state === 'RUNNING' && (sup?.restarts ?? 0) >= 1 && seen.some((x) => x.state === 'RESTARTING');
       },
@@ -118,6 +139,12 @@ test('SIGKILL of a rank under the supervisor: RESTARTING (no critical) until the
       `the new trainer's boot is seen: ${trace.join('\n')}`,
     );
     assert.equal(seen.at(-1)!.state, 'RUNNING');
+    assert.ok(status, 'status ran during the backoff');
+    assert.deepEqual(
+      [status.state, status.critical, status.code],
+      ['RESTARTING', [], 0],
+      `status during the backoff: ${status.why}`,
+    );
   } finally {
     const who = await currentActor(host);
     await stopRun(host, r.runDir, who).catch(() => null);
