@@ -23,7 +23,9 @@ import {
   type Draft,
   type MemSample,
 } from './rules/index.js';
+import { bootPhase, heldByBoot, ruleBoot } from './boot.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
+import { waitsForFile } from './waits.js';
 import { ruleSupervisor } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
@@ -44,7 +46,8 @@ export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './th
 export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
-export { STATE_HEALTH, staleVerdict } from './runstate.js';
+export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
+export { actionVerdicts, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
 
 export interface Evaluation {
   /** alerts in force (critical first, then newest), including those clearing under hysteresis */
@@ -120,7 +123,8 @@ export class Checker {
     this.sampleMemory(ctx);
     const si = stallInfo(ctx);
     const gates = ruleGates(ctx);
-    const drafts: Draft[] = [
+    const boot = bootPhase(ctx, si);
+    const all: Draft[] = [
       ...ruleStall(ctx, si),
       ...ruleProcesses(ctx, si),
       ...ruleHalt(ctx),
@@ -135,10 +139,16 @@ export class Checker {
       ...ruleMemory(ctx, this.mem),
       ...ruleGradNorm(ctx),
       ...ruleSupervisor(ctx),
+      ...ruleBoot(boot),
     ];
+    // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
+    // design); alerts that need a file the trainer has not written yet wait for it
+    const drafts = all.filter((d) => !(boot && heldByBoot(boot, d.id)) && waitsForFile(ctx, d.id) === null);
+    if (boot) this.settle((id) => heldByBoot(boot, id), ctx.now);
     const alerts = this.stamp(drafts, ctx.now);
-    const rs = deriveRunState(ctx, si);
-    const verdicts = hangVerdicts(ctx, si);
+    const rs = deriveRunState(ctx, si, boot);
+    // a boot within its budget is not a hang: no hang diagnosis to give
+    const verdicts = boot && !boot.over ? [] : hangVerdicts(ctx, si);
     const sorted = sortAlerts(alerts);
     const lastAdvance = ctx.lastAdvanceTs;
     return {
@@ -169,8 +179,27 @@ export class Checker {
       gateHaltIn: gates.haltIn,
       stallThresholdS: ctx.cadence.thresholdS,
       expectedIntervalS: ctx.cadence.expectedS,
-      stallDeadline: si.live && ctx.lastAdvanceTs !== null ? ctx.lastAdvanceTs + ctx.cadence.thresholdS * 1000 : null,
+      stallDeadline:
+        boot && !boot.backoff && boot.since !== null
+          ? boot.since + boot.budgetS * 1000
+          : si.live && ctx.lastAdvanceTs !== null
+            ? ctx.lastAdvanceTs + ctx.cadence.thresholdS * 1000
+            : null,
     };
+  }
+
+  /**
+   * Alerts a new fact has made untrue (a restart's boot settles the stall and the "run ended" of
+   * the trainer it replaces): they go to the timeline now, not through the hysteresis of a
+   * condition that merely flickered.
+   */
+  private settle(which: (id: string) => boolean, now: number): void {
+    for (const [id, e] of [...this.shown]) {
+      if (!which(id)) continue;
+      this.shown.delete(id);
+      this.history.unshift({ ...e.alert, cleared: e.clearingSince ?? now });
+    }
+    if (this.history.length > this.thresholds.alertHistoryMax) this.history.length = this.thresholds.alertHistoryMax;
   }
 
   /**

@@ -4,10 +4,11 @@ import type { Ctx } from './context.js';
 import { gateViolations, type StallInfo } from './rules/index.js';
 import { dur } from '../format.js';
 
-import { LIVE_STATES } from './runstate.js';
+import { BOOT_STATES, LIVE_STATES } from './runstate.js';
 
 /** the colour of a run state (for a state built without an evaluation), and which states are live or over */
-export { ENDED_STATES, LIVE_STATES, STATE_HEALTH } from './runstate.js';
+export { BOOT_STATES, ENDED_STATES, LIVE_STATES, STATE_HEALTH } from './runstate.js';
+export { actionVerdicts, type ActionVerdicts, type Verdict } from './actions.js';
 import type {
   Alert,
   Culprit,
@@ -65,7 +66,15 @@ export function rankHealth(
     const st = proc?.proc.state;
     if (st === 'Z' || st === 'X') raise('critical', `process is ${st === 'Z' ? 'a zombie' : 'dead'}`);
     // a rank's own per-step heartbeat overdue by the run's cadence (rank 0 always beats; others only with beats)
-    if (si.live && hb?.lastTs != null && (rank === 0 || ctx.cadence.beat) && ctx.cadence.expectedS !== null) {
+    // (not while booting: a booting rank has no step to beat for)
+    const booting = BOOT_STATES.has(state);
+    if (
+      !booting &&
+      si.live &&
+      hb?.lastTs != null &&
+      (rank === 0 || ctx.cadence.beat) &&
+      ctx.cadence.expectedS !== null
+    ) {
       const age = (ctx.now - hb.lastTs) / 1000;
       if (age > si.overdueS)
         raise(
@@ -73,7 +82,8 @@ export function rankHealth(
           `heartbeat silent ${dur(age, 'precise')} (usually every ${dur(ctx.cadence.expectedS, 'precise')})`,
         );
     }
-    if (ctx.procsKnown && !proc && LIVE_STATES.has(state)) raise('warning', 'no process');
+    if (ctx.procsKnown && !proc && LIVE_STATES.has(state))
+      raise(booting ? 'info' : 'warning', state === 'RESTARTING' ? 'no process: being restarted' : 'no process');
     out.push({ rank, health, why });
   }
   return out;

@@ -3,6 +3,7 @@
 // when metrics.json is written), then whether it advances (a stopped, dead or overdue rank leaves
 // RUNNING at once: the watchdog's 180 s floor governs what it does, not what the operator sees).
 import { isToolProcess } from '../trainer/run/ranks.js';
+import type { BootPhase } from './boot.js';
 import type { Ctx } from './context.js';
 import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules/index.js';
 import { clock, dur } from '../format.js';
@@ -16,13 +17,16 @@ export interface StateVerdict {
 }
 
 /** A run some process still drives (the trainer may be stuck, but it is there). */
-export const LIVE_STATES: ReadonlySet<RunState> = new Set(['STARTING', 'RUNNING', 'STALLED', 'HALTING']);
+export const LIVE_STATES: ReadonlySet<RunState> = new Set(['STARTING', 'RESTARTING', 'RUNNING', 'STALLED', 'HALTING']);
+/** A run between processes, by design: a launch or a supervised restart booting (checks/boot.ts). */
+export const BOOT_STATES: ReadonlySet<RunState> = new Set(['STARTING', 'RESTARTING']);
 /** A run that is over: no rank lives (STALE says nothing either way). */
 export const ENDED_STATES: ReadonlySet<RunState> = new Set(['FINISHED', 'HALTED', 'EXITED', 'NO TRAINER']);
 
 /** How each state is to be shown (the UI maps it to a colour). */
 export const STATE_HEALTH: Record<RunState, Health> = {
   STARTING: 'info',
+  RESTARTING: 'info',
   RUNNING: 'ok',
   STALLED: 'critical',
   HALTING: 'warning',
@@ -35,9 +39,12 @@ export const STATE_HEALTH: Record<RunState, Health> = {
 
 const STATE_TXT: Record<string, string> = { T: 'stopped (T)', t: 'traced (t)', D: 'in uninterruptible I/O (D)' };
 
-export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
+export function deriveRunState(ctx: Ctx, si: StallInfo, boot: BootPhase | null = null): StateVerdict {
   const run = ctx.run;
   const v = (state: RunState, why: string, culprit: Culprit | null = null): StateVerdict => ({ state, why, culprit });
+  // a launch or a supervised restart booting: what it is and how long it has waited; STALLED once
+  // the boot outlasts what a boot takes here
+  const booting = (b: BootPhase): StateVerdict => v(b.over ? 'STALLED' : b.state, b.text);
   if (!run.exists) return v('NO TRAINER', run.error ? `run dir unreadable: ${run.error}` : 'run dir does not exist');
   const step = run.step ?? 0;
   const total =
@@ -78,6 +85,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     }
     if (nan) return v('HALTING', `aborting on a non-finite loss after step ${step}${of}; ${who}${hungTxt}`, hung);
     if (run.log.haltSeen) return v('HALTING', `the trainer saw .HALT at step ${step}${of}; ${who}${hungTxt}`, hung);
+    if (boot) return booting(boot);
     if (ctx.ranks.length === 0 || (step === 0 && !si.hung)) {
       if (ctx.launcherAlive && ctx.alive.length === 0)
         return v('STARTING', `launcher pid ${ctx.in.procs!.launcher!.pid} alive, no rank step yet`);
@@ -97,7 +105,9 @@ export function deriveRunState(ctx: Ctx, si: StallInfo): StateVerdict {
     return v('RUNNING', `step ${step}${of}${hbAge !== null ? `, last heartbeat ${dur(hbAge, 'precise')} ago` : ''}`);
   }
 
-  // No rank lives (or, without a process table, none has written lately): the run has stopped.
+  // No rank lives (or, without a process table, none has written lately): the run has stopped —
+  // unless its supervisor is restarting it.
+  if (boot) return booting(boot);
   if (ctx.ended) {
     if (total !== null && step >= total) return v('FINISHED', `reached step ${step}${of}; metrics.json written`);
     if (nan) return v('HALTED', `aborted on a non-finite loss after step ${step}${of} (nan_loss)`);

@@ -15,6 +15,13 @@ export interface Thresholds {
    *  step is overdue only after lateness + `pauseFactor` × the longest such pause measured earlier in
    *  the run (the stall threshold when none was measured yet), never later than the stall threshold */
   pauseFactor: number;
+  /** a boot (rank 0's `boot` record → its first step) may take `bootFactor` × the longest boot of the
+   *  run's earlier segments, never less than `bootFloorS`: while it holds, a launch or a supervised
+   *  restart is STARTING / RESTARTING (no stall, no "run ended"); past it, STALLED */
+  bootFactor: number;
+  bootFloorS: number;
+  /** … and the first boot of a run (nothing measured yet: dataset download, compile, NCCL init) */
+  bootFirstS: number;
   /** toks/s <= 0 on this many consecutive records (NSA_WATCH_FLATLINE_N, real default 4) */
   flatlineN: number;
   /** gate entropy below this (NSA_WATCH_GATE_ENTROPY_MIN, 0.2) */
@@ -93,6 +100,9 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   lateFactor: 10,
   lateFloorS: 15,
   pauseFactor: 3,
+  bootFactor: 3,
+  bootFloorS: 120,
+  bootFirstS: 600,
   flatlineN: 4,
   gateEntropyMin: 0.2,
   gateMaxThreshold: 0.9,

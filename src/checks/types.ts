@@ -38,9 +38,19 @@ export interface HangVerdict {
   text: string;
 }
 
-/** The run's state: a judgement of src/checks, shown by every surface. STALE: the data is too old to judge. */
+/** The run's state: a judgement of src/checks, shown by every surface. STALE: the data is too old to judge.
+ *  STARTING: a launch booting (no step yet); RESTARTING: its supervisor restarting it after an exit. */
 export type RunState =
-  'STARTING' | 'RUNNING' | 'STALLED' | 'HALTING' | 'HALTED' | 'EXITED' | 'FINISHED' | 'NO TRAINER' | 'STALE';
+  | 'STARTING'
+  | 'RESTARTING'
+  | 'RUNNING'
+  | 'STALLED'
+  | 'HALTING'
+  | 'HALTED'
+  | 'EXITED'
+  | 'FINISHED'
+  | 'NO TRAINER'
+  | 'STALE';
 
 /** How a state, a rank or a gate reading is to be coloured: the checks decide, the UI maps it to a colour. */
 export type Health = 'ok' | 'info' | 'warning' | 'critical';

@@ -20,7 +20,12 @@ export function exitCodeOf(result: ActionRecord['result']): number {
 }
 
 /** Prints the outcome and returns the exit code. */
-export function report(cmd: string, json: boolean, rec: ActionRecord, extra: Record<string, unknown> = {}): number {
+export function report(
+  cmd: string,
+  json: boolean,
+  rec: Pick<ActionRecord, 'result' | 'detail' | 'action' | 'target'>,
+  extra: Record<string, unknown> = {},
+): number {
   const code = exitCodeOf(rec.result);
   if (json)
     process.stdout.write(

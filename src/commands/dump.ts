@@ -9,6 +9,7 @@ import { heartbeatPidsOf } from '../trainer/control/requests.js';
 import { defineCommand, parseCommand } from './args.js';
 import { RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION, localRun } from './control-cli.js';
+import { refusedByState } from './fit.js';
 
 export const command = defineCommand({
   name: 'dump',
@@ -32,6 +33,8 @@ export async function run(argv: string[]): Promise<number> {
     return code;
   };
   if (readOnly) return out({ result: 'refused', detail: READ_ONLY_REFUSAL }, `dump refused: ${READ_ONLY_REFUSAL}\n`, 3);
+  const no = await refusedByState(host, runDir, 'dump');
+  if (no) return out({ result: 'refused', detail: no.why }, `dump refused: ${no.why}\n`, 3);
   const { outDir } = await resolveRunDirs(host, runDir);
   const procs = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
   const targets = procs.ranks

@@ -9,6 +9,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION, localRun, report } from './control-cli.js';
 import { CliError } from './errors.js';
+import { refusedByState, reportRefusal } from './fit.js';
 
 export const command = defineCommand({
   name: 'halt',
@@ -25,7 +26,9 @@ nsa-top agent, and outlives this shell and the SSH session. Any cockpit shows it
   },
   about: `Plain: write <out_dir>/.HALT now ("halt: manual_stop USER"): the ranks stop at their next step.
 The nsa-vibe trainer writes NO checkpoint on HALT.`,
-  epilog: `Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only, nothing to halt, too late).
+  epilog: `Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only; nothing to halt: the run is
+FINISHED, HALTED, EXITED or has no trainer; --after-checkpoint while the run is STALLED or already
+halting, when no checkpoint can come; too late) — the cockpit's h refuses the same, in the same words.
 Every step is logged in <out_dir>/.nsa-top/actions.jsonl.`,
 });
 
@@ -41,6 +44,16 @@ export async function run(argv: string[]): Promise<number> {
   if (v.cancel) {
     const r = await cancelRequest(host, runDir, actor, { readOnly });
     return report('halt --cancel', v.json, r.record, { request: r.request });
+  }
+  // what the cockpit refuses (nothing to halt; no checkpoint coming while STALLED), with its words
+  if (!readOnly) {
+    const action = v['after-checkpoint'] ? 'haltAfterCheckpoint' : 'haltNow';
+    const no = await refusedByState(host, runDir, action);
+    if (no) {
+      const cmd = v['after-checkpoint'] ? 'halt --after-checkpoint' : 'halt';
+      const kind = v['after-checkpoint'] ? 'halt-after-checkpoint' : 'halt';
+      return reportRefusal(cmd, v.json, { action: kind, runDir }, no);
+    }
   }
   if (v['after-checkpoint']) {
     const r = await submitHaltAfterCheckpoint(host, runDir, actor, { readOnly });

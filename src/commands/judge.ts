@@ -13,6 +13,7 @@ import { hintsFromRun } from '../trainer/run/ranks.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
 
 export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
   try {
@@ -63,7 +64,14 @@ export async function judge(
   outDir: string,
   model: RunModel,
   run: RunSnapshot,
-  o: { checker: Checker; gpu: GpuTelemetry | null; launched?: Launched },
+  o: {
+    checker: Checker;
+    gpu: GpuTelemetry | null;
+    launched?: Launched;
+    /** the supervisor's state with its liveness, and the control requests (CheckInput) */
+    supervisor?: SupervisorState | null;
+    requests?: ControlRequest[];
+  },
 ): Promise<Judged> {
   const procs = await runProcesses(host, outDir, run, o.gpu);
   // CONFIG can now be resolved against the trainer's cwd: read it before judging
@@ -75,6 +83,8 @@ export async function judge(
     gpu: o.gpu,
     launched: o.launched,
     hostCpus: host.kind === 'local' ? cpus().length : undefined,
+    ...(o.supervisor !== undefined ? { supervisor: o.supervisor } : {}),
+    ...(o.requests !== undefined ? { requests: o.requests } : {}),
   });
   return { run, procs, ev };
 }

@@ -9,6 +9,7 @@ import { withoutResume } from '../trainer/run/adopt.js';
 import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
+import { refusedByState } from './fit.js';
 
 export const command = defineCommand({
   name: 'relaunch',
@@ -36,6 +37,12 @@ export async function run(argv: string[]): Promise<number> {
   // read-only: refused by the audited path itself, in the words every command and the cockpit use
   if (readOnlyMode())
     return printOutcome(await relaunch(host, dir, await currentActor(host), { removeStaleHalt }), dir);
+  // what the cockpit's r refuses (a live run, a supervisor that restarts it itself), in its words
+  const no = await refusedByState(host, dir, 'relaunch');
+  if (no) {
+    process.stderr.write(`relaunch refused: ${no.why}\n`);
+    return 3;
+  }
   // what can and cannot work is said before anything is asked
   const prep = await prepareRelaunch(host, dir);
   const { runDir, outDir } = prep;

@@ -17,6 +17,8 @@ import { CliError, orCliError } from './errors.js';
 import { chartText } from '../ui/chart.js';
 import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readRunHistory } from '../trainer/run/history.js';
+import { readSupervisorState } from '../trainer/launch/state.js';
+import { readRequests } from '../trainer/control/requests.js';
 
 export const command = defineCommand({
   name: 'report',
@@ -171,7 +173,14 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
-  const j = await judge(host, outDir, model, snap, { checker: new Checker(t), gpu, launched });
+  const j = await judge(host, outDir, model, snap, {
+    checker: new Checker(t),
+    gpu,
+    launched,
+    // judged as status judges it: a supervised restart in progress is RESTARTING
+    supervisor: await readSupervisorState(host, launcherDir).catch(() => null),
+    requests: await readRequests(host, launcherDir).catch(() => []),
+  });
   snap = j.run;
   const ev = j.ev;
   const hb = await readHeartbeats(host, outDir, snap);

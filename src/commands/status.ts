@@ -18,7 +18,8 @@ import { CliError, orCliError } from './errors.js';
 import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
 import { readAdoption, recordAdoption } from '../trainer/run/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
-import { readLaunchPlan } from '../trainer/launch/state.js';
+import { readLaunchPlan, readSupervisorState } from '../trainer/launch/state.js';
+import { readRequests } from '../trainer/control/requests.js';
 import { resolveRunDirs } from '../trainer/launch/rundirs.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
@@ -143,6 +144,9 @@ async function statusOn(
     checker,
     gpu: null,
     launched: await readLaunched(host, launcherDir),
+    // a supervised restart is RESTARTING (exit 0), not EXITED
+    supervisor: await readSupervisorState(host, launcherDir).catch(() => null),
+    requests: await readRequests(host, launcherDir).catch(() => []),
   });
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later

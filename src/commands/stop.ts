@@ -7,6 +7,7 @@ import { stopRun } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
 import { RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION, localRun, report } from './control-cli.js';
+import { refusedByState, reportRefusal } from './fit.js';
 
 export const command = defineCommand({
   name: 'stop',
@@ -18,7 +19,8 @@ export const command = defineCommand({
   about: `Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
 profile's stop.halt_grace_s, then SIGINTs the ranks, and SIGKILLs them stop.sigint_grace_s later,
 each step logged. Returns at once. A run without a live supervisor gets .HALT only.`,
-  epilog: 'Exit codes: 0 requested, 1 failed, 2 bad input, 3 refused (read-only).',
+  epilog:
+    'Exit codes: 0 requested, 1 failed, 2 bad input, 3 refused (read-only; nothing to stop: the run is FINISHED, HALTED, EXITED or has no trainer).',
 });
 
 export async function run(argv: string[]): Promise<number> {
@@ -26,8 +28,11 @@ export async function run(argv: string[]): Promise<number> {
   if (!a) return 0;
   const { host, runDir } = await localRun(a.positional);
   const actor = await currentActor(host);
+  const readOnly = a.values['read-only'] || readOnlyMode();
+  const no = readOnly ? null : await refusedByState(host, runDir, 'stop');
+  if (no) return reportRefusal('stop', a.values.json, { action: 'halt', runDir }, no);
   const rec = await stopRun(host, runDir, actor, {
-    readOnly: a.values['read-only'] || readOnlyMode(),
+    readOnly,
     reason: a.values.reason ?? 'nsa-top stop',
   });
   return report('stop', a.values.json, rec);

@@ -26,6 +26,8 @@ import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/c
 import { CliError, orCliError } from './errors.js';
 import { recordAdoption } from '../trainer/run/adopt.js';
 import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { readSupervisorState } from '../trainer/launch/state.js';
+import { readRequests } from '../trainer/control/requests.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 export { readLaunched, runProcesses } from './judge.js';
@@ -74,7 +76,7 @@ is there: the FIRST anomaly is kept; the real watchdog overwrites nan_loss with 
 gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").`,
   epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu
-  state    state (STARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
+  state    state (STARTING RESTARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
   verdict  verdicts [{kind, rank?, text}]   (hang diagnosis while the step is frozen)
@@ -205,10 +207,18 @@ export class Watchdog {
     ev: Evaluation;
   }> {
     const gpu: GpuTelemetry | null = this.o.gpu ? this.o.gpu.current() : null;
+    // the supervisor (with its liveness) and the requests: a supervised restart is RESTARTING, not
+    // an ended run the watch would stop at
+    const [supervisor, requests] = await Promise.all([
+      readSupervisorState(this.host, this.runDir).catch(() => null),
+      readRequests(this.host, this.runDir).catch(() => []),
+    ]);
     const j = await judge(this.host, this.outDir, this.model, await this.model.poll(), {
       checker: this.checker,
       gpu,
       launched: this.o.launched,
+      supervisor,
+      requests,
     });
     // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
     await recordAdoption(this.host, this.outDir, j.procs, 'watchdog').catch(() => {});

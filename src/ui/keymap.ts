@@ -3,7 +3,7 @@
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
 // The dialogs' keys are declared the same way, beside each dialog's view in dialogs/.
-import { ENDED_STATES, LIVE_STATES } from '../checks/present.js';
+import { actionVerdicts, type ActionVerdicts, type Verdict } from '../checks/present.js';
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest, procRunning } from '../trainer/control/types.js';
@@ -39,32 +39,39 @@ export function ranksAlive(s: CockpitState): number {
 /** the commands that write (a signal, a file, the action log): a read-only cockpit refuses them all */
 const writes = (s: CockpitState): Disabled | null => (s.readOnly ? READ_ONLY : null);
 
+/** Which actions fit the run's state: the judge's verdict (src/checks/actions.ts), the same one the
+ *  headless commands give. */
+export function stateVerdicts(s: CockpitState): ActionVerdicts {
+  return actionVerdicts({
+    runState: s.runState,
+    runStateWhy: s.runStateWhy,
+    ranksAlive: s.procs ? ranksAlive(s) : null,
+    haltPresent: s.run.control.halt.present,
+    requestActive: !!activeRequest(s.requests),
+    supervisor: s.supervisor ?? null,
+  });
+}
+
+/** A verdict as a key's reason: null when the action fits. */
+export function verdictOff(v: Verdict): Disabled | null {
+  return v.ok ? null : off(v.short, v.why);
+}
+
 export function dumpDisabled(s: CockpitState): Disabled | null {
-  if (s.readOnly) return READ_ONLY;
-  if (s.procs && ranksAlive(s) === 0) return off('no ranks', `no rank process is running (the run is ${s.runState})`);
-  return null;
+  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).dump);
 }
 
 export function haltDisabled(s: CockpitState): Disabled | null {
-  if (s.readOnly) return READ_ONLY;
-  if (activeRequest(s.requests)) return null; // h shows the request and can cancel it
-  if (s.run.control.halt.present && ranksAlive(s) > 0) return null; // h tracks the halt and offers escalation
-  if (ENDED_STATES.has(s.runState))
-    return off(s.runState, `the run is ${s.runState} (${s.runStateWhy}): nothing to halt`);
-  return null;
+  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).haltNow);
+}
+
+/** h → c in the halt question (wired in the halt dialog's keys) */
+export function haltAfterCheckpointDisabled(s: CockpitState): Disabled | null {
+  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).haltAfterCheckpoint);
 }
 
 export function relaunchDisabled(s: CockpitState): Disabled | null {
-  if (s.readOnly) return READ_ONLY;
-  if (LIVE_STATES.has(s.runState))
-    return off(s.runState, `the run is ${s.runState} (${s.runStateWhy}): relaunch stops nothing — halt it first`);
-  const sup = s.supervisor;
-  if (sup && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state))
-    return off(
-      `supervisor ${sup.state}`,
-      `its supervisor (pid ${sup.supervisor?.pid ?? '?'}) is ${sup.state}${sup.state === 'backoff' ? ': it restarts the trainer itself' : ''}`,
-    );
-  return null;
+  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).relaunch);
 }
 
 export const KEYMAP: readonly MainBinding[] = [

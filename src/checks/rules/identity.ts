@@ -5,14 +5,7 @@ import { claims125m, configBasename, isToyModel, knownConfig } from '../flops.js
 import { sig } from '../../format.js';
 import { currentSegment, median } from '../stats.js';
 import { type Draft, a } from './common.js';
-
-// Run identity
-
-/** env.json was read and parsed: only then does a missing CONFIG mean the toy default. */
-function envJsonRead(ctx: Ctx): boolean {
-  const f = ctx.run.files['env.json'];
-  return !!f && f.records > 0 && f.parseErrors === 0;
-}
+import { envJsonRead } from '../waits.js';
 
 export function ruleIdentity(ctx: Ctx): Draft[] {
   const out: Draft[] = [];

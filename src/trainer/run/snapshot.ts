@@ -137,6 +137,10 @@ export interface Segment {
   firstStep: number;
   lastStep: number;
   startTs: number | null;
+  /** ms epoch of the segment's newest `boot` record before its first step (null: it began without one) */
+  bootTs?: number | null;
+  /** ms epoch of its first step record (progress/step_end/beat); null while it has not stepped */
+  firstStepTs?: number | null;
   /** pid of rank 0 in this segment when known */
   pid: number | null;
   /** why a new segment started */

@@ -2,6 +2,7 @@
 // confirm, a stale .HALT removed or kept, then the outcome.
 import type { CockpitState } from '../../cockpit/state.js';
 import { keyText, off } from '../keys.js';
+import { relaunchDisabled } from '../keymap.js';
 import { clean, type Line, t, wrap } from '../text.js';
 import { type DialogBinding, type DialogOf, type DialogView, dk, input, QUIT, typing, unless } from './common.js';
 
@@ -81,8 +82,8 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
         ),
       ]);
     }
-    if (s.runState === 'RUNNING' || s.runState === 'STALLED' || s.runState === 'STARTING')
-      lines.push([t(`the run is ${s.runState}: relaunch stops nothing — halt it first`, 'crit')]);
+    const no = relaunchDisabled(s);
+    if (no) lines.push([t(no.why, 'crit')]);
     const halt = s.run.control.halt;
     if (halt.present)
       lines.push([

@@ -300,7 +300,16 @@ export class HeartbeatState {
       return;
     }
     const index = this.segments.length ? this.segments[this.segments.length - 1]!.index + 1 : 0;
-    this.segments.push({ index, firstStep: 0, lastStep: 0, startTs: ts, pid, cause: index === 0 ? 'start' : cause });
+    this.segments.push({
+      index,
+      firstStep: 0,
+      lastStep: 0,
+      startTs: ts,
+      bootTs: null,
+      firstStepTs: null,
+      pid,
+      cause: index === 0 ? 'start' : cause,
+    });
     // a run restarted thousands of times: keep the newest segments (indices stay as they were)
     if (this.segments.length > MAX_SEGMENTS) this.segments.splice(0, this.segments.length - MAX_SEGMENTS);
     this.segHasSteps = false;
@@ -345,6 +354,8 @@ export class HeartbeatState {
       }
       if (seg.pid === null) seg.pid = pid;
       if (seg.startTs === null) seg.startTs = tsMs;
+      // the boot the first step follows: what a boot takes is measured from the newest one
+      if (!this.segHasSteps) seg.bootTs = tsMs;
       this.rank.bootTs = tsMs;
       this.rank.records = 0;
     } else if (step > 0 && (msg === 'progress' || msg === 'step_end' || msg === 'beat')) {
@@ -354,6 +365,7 @@ export class HeartbeatState {
       }
       if (!this.segHasSteps) {
         seg.firstStep = step;
+        seg.firstStepTs = tsMs;
         this.segHasSteps = true;
       }
       if (step > seg.lastStep) seg.lastStep = step;
@@ -456,7 +468,10 @@ export class HeartbeatState {
       if (continuation) {
         const m = merged[merged.length - 1]!;
         if (mine.lastStep > m.lastStep) m.lastStep = mine.lastStep;
-        if (!h.segHasSteps) m.firstStep = mine.firstStep;
+        if (!h.segHasSteps) {
+          m.firstStep = mine.firstStep;
+          m.firstStepTs = mine.firstStepTs ?? null;
+        }
         m.pid ??= mine.pid;
       } else mine.cause = this.firstWasBoot ? 'boot' : 'step-backwards';
       for (const x of continuation ? this.segments.slice(1) : this.segments)

@@ -1,0 +1,84 @@
+// Which actions fit the run's state, and why not when one does not: one verdict for the cockpit's
+// keys (src/ui/keymap.ts, the halt dialog) and the headless commands (`nsa-top halt | stop | dump |
+// relaunch`), so a script is refused what the cockpit refuses, with the same words. Read-only mode is
+// refused earlier, by the action layer (src/trainer/control/audit.ts). Pure.
+import type { SupervisorState } from '../trainer/control/types.js';
+import { ENDED_STATES, LIVE_STATES } from './runstate.js';
+import type { RunState } from './types.js';
+
+export interface ActionInput {
+  runState: RunState;
+  runStateWhy: string;
+  /** rank processes running (zombies excluded); null: the process table is not known */
+  ranksAlive: number | null;
+  /** a .HALT is in the run dir */
+  haltPresent: boolean;
+  /** a halt-after-checkpoint request is pending or under way (requests.json) */
+  requestActive: boolean;
+  supervisor: Pick<SupervisorState, 'state' | 'supervisor' | 'supervisorGone'> | null;
+}
+
+/** ok, or refused with a short word (the footer's `off(…)`) and one line saying why. */
+export interface Verdict {
+  ok: boolean;
+  short: string;
+  why: string;
+}
+
+export interface ActionVerdicts {
+  /** d, `nsa-top dump`: SIGUSR1 to every rank */
+  dump: Verdict;
+  /** h → n, `nsa-top halt`: write .HALT now (and, in the cockpit, track it and offer escalation) */
+  haltNow: Verdict;
+  /** h → c, `nsa-top halt --after-checkpoint`: .HALT once the next complete checkpoint is written */
+  haltAfterCheckpoint: Verdict;
+  /** `nsa-top stop`: the supervisor's .HALT → SIGINT → SIGKILL escalation */
+  stop: Verdict;
+  /** r, `nsa-top relaunch`: start the run again from its newest complete checkpoint */
+  relaunch: Verdict;
+}
+
+const OK: Verdict = { ok: true, short: '', why: '' };
+const no = (short: string, why: string): Verdict => ({ ok: false, short, why });
+
+/** Supervisor states in which it drives the run itself (it restarts the trainer). */
+const DRIVING: ReadonlySet<SupervisorState['state']> = new Set(['starting', 'running', 'backoff', 'stopping']);
+
+export function actionVerdicts(x: ActionInput): ActionVerdicts {
+  const is = `the run is ${x.runState} (${x.runStateWhy})`;
+  const dump = x.ranksAlive === 0 ? no('no ranks', `no rank process is running (the run is ${x.runState})`) : OK;
+
+  let haltNow = OK;
+  // a request in force, or a .HALT the ranks have not obeyed yet: h shows it (cancel, escalation)
+  if (!x.requestActive && !(x.haltPresent && (x.ranksAlive ?? 0) > 0) && ENDED_STATES.has(x.runState))
+    haltNow = no(x.runState, `${is}: nothing to halt`);
+
+  let haltAfterCheckpoint = haltNow;
+  if (haltAfterCheckpoint.ok && !x.requestActive) {
+    if (x.runState === 'STALLED')
+      haltAfterCheckpoint = no(
+        'STALLED',
+        `${is}: a stalled run writes no checkpoint, so "after the next checkpoint" would wait forever — halt now, then SIGINT/SIGKILL after the grace`,
+      );
+    else if (x.runState === 'HALTING' || x.haltPresent)
+      haltAfterCheckpoint = no(
+        'HALTING',
+        `${x.haltPresent ? 'a .HALT is already in the run dir' : is}: the ranks stop at their next step, before any further checkpoint`,
+      );
+  }
+
+  const stop = haltNow;
+
+  let relaunch = OK;
+  // a trainer whose supervisor died runs on unsupervised: a relaunch re-adopts it (no second copy)
+  const orphan = !!x.supervisor?.supervisorGone && (x.ranksAlive ?? 0) > 0;
+  if (LIVE_STATES.has(x.runState) && !orphan)
+    relaunch = no(x.runState, `${is}: relaunch stops nothing — halt it first`);
+  else if (x.supervisor && !x.supervisor.supervisorGone && DRIVING.has(x.supervisor.state))
+    relaunch = no(
+      `supervisor ${x.supervisor.state}`,
+      `its supervisor (pid ${x.supervisor.supervisor?.pid ?? '?'}) is ${x.supervisor.state}${x.supervisor.state === 'backoff' ? ': it restarts the trainer itself' : ''}`,
+    );
+
+  return { dump, haltNow, haltAfterCheckpoint, stop, relaunch };
+}
