@@ -25,6 +25,8 @@ import {
 } from './rules.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { ruleSupervisor } from './supervisor.js';
+import { ruleDivergence } from './divergence.js';
+import { ruleStopEscalated } from './stopped.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
   Alert,
@@ -135,6 +137,8 @@ export class Checker {
       ...ruleMemory(ctx, this.mem),
       ...ruleGradNorm(ctx),
       ...ruleSupervisor(ctx),
+      ...ruleDivergence(ctx),
+      ...ruleStopEscalated(ctx),
     ];
     const alerts = this.stamp(drafts, ctx.now);
     const rs = deriveRunState(ctx, si);

@@ -13,6 +13,7 @@ import { hintsFromRun } from '../trainer/run/ranks.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 
 export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
   try {
@@ -55,6 +56,8 @@ export interface Judged {
   run: RunSnapshot;
   procs: RunProcesses | null;
   ev: Evaluation;
+  /** how the run's stops went (nsa-top's own records), as judged */
+  stop: StopFacts;
 }
 
 /** Evaluate a snapshot with the run's processes, as every command does. */
@@ -63,9 +66,10 @@ export async function judge(
   outDir: string,
   model: RunModel,
   run: RunSnapshot,
-  o: { checker: Checker; gpu: GpuTelemetry | null; launched?: Launched },
+  o: { checker: Checker; gpu: GpuTelemetry | null; launched?: Launched; launcherDir?: string },
 ): Promise<Judged> {
   const procs = await runProcesses(host, outDir, run, o.gpu);
+  const stop = await readStopFacts(host, outDir, o.launcherDir ?? outDir);
   // CONFIG can now be resolved against the trainer's cwd: read it before judging
   if (tellTrainerCwd(model, procs)) run = await model.poll();
   const ev = o.checker.evaluate({
@@ -75,8 +79,10 @@ export async function judge(
     gpu: o.gpu,
     launched: o.launched,
     hostCpus: host.kind === 'local' ? cpus().length : undefined,
+    stopEscalation: stop.stopEscalation,
+    stopEscalationWhy: stop.escalationWhy,
   });
-  return { run, procs, ev };
+  return { run, procs, ev, stop };
 }
 
 /** an alert's fields as `status --json` and the watchdog's `alert` lines give them */

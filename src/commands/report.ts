@@ -171,7 +171,7 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
-  const j = await judge(host, outDir, model, snap, { checker: new Checker(t), gpu, launched });
+  const j = await judge(host, outDir, model, snap, { checker: new Checker(t), gpu, launched, launcherDir });
   snap = j.run;
   const ev = j.ev;
   const hb = await readHeartbeats(host, outDir, snap);

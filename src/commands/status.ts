@@ -140,6 +140,7 @@ async function statusOn(
     checker,
     gpu: null,
     launched: await readLaunched(host, launcherDir),
+    launcherDir,
   });
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later

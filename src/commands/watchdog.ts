@@ -209,6 +209,7 @@ export class Watchdog {
       checker: this.checker,
       gpu,
       launched: this.o.launched,
+      launcherDir: this.runDir,
     });
     // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
     await recordAdoption(this.host, this.outDir, j.procs, 'watchdog').catch(() => {});
