@@ -11,6 +11,8 @@ import type { Draft } from './rules.js';
 export const DIVERGE_FACTOR = 3;
 /** … or above ln(vocab) + this (nats) past warmup … */
 export const DIVERGE_LNV_MARGIN = 1;
+/** (with the ln(vocab) bar, the loss must also be this × above the early minimum) */
+export const VOCAB_AND_EARLY = 1.2;
 /** … on each of this many latest records */
 export const DIVERGE_K = 5;
 
@@ -51,11 +53,17 @@ export function ruleDivergence(ctx: Ctx): Draft[] {
   const overEarly = earlyMin.min > 0 ? DIVERGE_FACTOR * earlyMin.min : null;
   const overVocab = lnV !== null ? lnV + DIVERGE_LNV_MARGIN : null;
   const aboveEarly = overEarly !== null && tail.every((p) => p.value > overEarly);
-  const aboveVocab = overVocab !== null && tail.every((p) => p.step > warmup && p.value > overVocab);
+  // ln(vocab) alone is not enough: a wrong vocab (a GPT-2 run whose tokenizer was not read is taken
+  // as byte-level, 256) would flag a healthy loss of 7 — it must also be above where the run began
+  const aboveVocab =
+    overVocab !== null &&
+    tail.every((p) => p.step > warmup && p.value > overVocab && p.value > VOCAB_AND_EARLY * earlyMin.min);
   if (!aboveEarly && !aboveVocab) return [];
   // rising (or stuck high), not a recovery on its way down: the newest is no lower than half the tail's peak
   const peak = Math.max(...tail.map((p) => p.value));
   if (lastP.value < peak / 2 && !aboveVocab) return [];
+  let top = pts[0]!;
+  for (const p of pts) if (p.value > top.value) top = p;
   const bar = Math.min(...[overEarly, overVocab].filter((x): x is number => x !== null));
   // since: the first record of the current run of records above the bar
   let i = pts.length - 1;
@@ -77,7 +85,7 @@ export function ruleDivergence(ctx: Ctx): Draft[] {
       rule: 'loss-divergence',
       severity: 'critical',
       title: `loss diverged: ${grouping(start.value)} → ${grouping(lastP.value)} since step ${since.step}`,
-      detail: `the last ${tail.length} losses (steps ${tail[0]!.step}–${lastP.step}) are all ${why}; peak ${grouping(peak)}. The learning rate is likely far too high: stop, lower it, resume from a checkpoint before step ${since.step}`,
+      detail: `the last ${tail.length} losses (steps ${tail[0]!.step}–${lastP.step}) are all ${why}; peak ${grouping(top.value)} at step ${top.step}. The learning rate is likely far too high: stop, lower it, resume from a checkpoint before step ${since.step}`,
       step: lastP.step,
       anomaly: 'loss_spike',
     },

@@ -206,7 +206,10 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
       thresholds: t,
       stop: { signal: j.stop.stopEscalation, why: j.stop.escalationWhy },
       namedDataset:
-        j.stop.argvDataset ?? (history.logDataset ? { value: history.logDataset, source: logFile ?? 'the log' } : null),
+        j.stop.argvDataset ??
+        (history.logDataset
+          ? { value: history.logDataset, source: `dataset= in the recorded stdout ${logFile ?? ''}`.trim() }
+          : null),
     },
     a.phase,
   );

@@ -208,18 +208,18 @@ export async function readStopFacts(host: Host, outDir: string, launcherDir: str
   if (adopt?.kind === 'adopted') {
     if (Array.isArray(adopt.launcher?.argv)) {
       const d = datasetFromArgv(adopt.launcher.argv.filter((x): x is string => typeof x === 'string'));
-      if (d) argvDataset = { value: d, source: 'the launcher argv nsa-top recorded at adoption' };
+      if (d) argvDataset = { value: d, source: '--dataset in the launcher argv recorded at adoption' };
     }
     if (typeof adopt.stdout === 'string' && adopt.stdout.startsWith('/')) adoptedLog = adopt.stdout;
   }
   if (!argvDataset && sup && Array.isArray(sup.lastCommand)) {
     const d = datasetFromArgv(sup.lastCommand);
-    if (d) argvDataset = { value: d, source: "the supervisor's lastCommand" };
+    if (d) argvDataset = { value: d, source: "--dataset in the supervisor's lastCommand" };
   }
   if (!argvDataset) {
     const info = await readTail(host, join(launcherDir, 'run.info'), 256 * 1024);
     const d = info ? datasetFromRunInfo(info) : null;
-    if (d) argvDataset = { value: d, source: 'run.info command' };
+    if (d) argvDataset = { value: d, source: "--dataset in run.info's command" };
   }
   return { stopEscalation, escalationWhy, events, stalls, argvDataset, adoptedLog };
 }

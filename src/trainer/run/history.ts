@@ -94,9 +94,13 @@ interface LogProc {
   killed: string | null;
   /** torchrun's failure summary: the rank whose block is being read */
   summaryRank?: number | null;
+  /** opened by the reference launcher's own line: every boot line after it is this launch's */
+  launcher?: boolean;
 }
 
 const RE_LOG_BOOT = /^\[boot\] loading config /;
+// the reference launcher, once per launch, before its ranks boot
+const RE_LOG_LAUNCHER = /^\[launcher\] world_size=\d+:/;
 // past boot: every rank of a launch prints its own `[boot] loading config` before any of these
 const RE_LOG_TRAINING = /^(\[ddp\] process group ready|\[train\]|step \d+ \|)/;
 const RE_LOG_RESUMED = /^\[train\] resumed from (.*)$/;
@@ -341,9 +345,15 @@ export class LogFold {
     return this.procs[this.procs.length - 1]!;
   }
   line(text: string): void {
+    if (RE_LOG_LAUNCHER.test(text)) {
+      // the reference launcher names each launch once: its ranks' boot lines (printed in any
+      // order, one rank may already train) all belong to it
+      this.procs.push({ ...this.fresh(), launcher: true });
+      return;
+    }
     if (RE_LOG_BOOT.test(text)) {
       // the other ranks of the same launch print theirs too, before anything trains
-      if (!this.procs.length || this.cur().trained) this.procs.push(this.fresh());
+      if (!this.procs.length || (this.cur().trained && !this.cur().launcher)) this.procs.push(this.fresh());
       return;
     }
     if (text.length > 4000) return;
