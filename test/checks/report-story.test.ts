@@ -27,7 +27,8 @@ import { killRecorded, runPids } from '../e2e/cleanup.js';
 import { datasetFromArgv, datasetFromRunInfo } from '../../src/trainer/control/stopfacts.js';
 import type { AdoptionRecord } from '../../src/trainer/run/adopt.js';
 import { LogFold } from '../../src/trainer/run/history.js';
-import { FIXTURES } from './helpers.js';
+import { Checker } from '../../src/checks/index.js';
+import { fixture, FIXTURES, procs } from './helpers.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -380,4 +381,34 @@ test("the reference launcher's ranks boot in any order: one launch is one proces
     [true, false],
   );
   assert.equal(f.dataset, 'pride-and-prejudice');
+});
+
+test('the judge: a stop that needed SIGINT/SIGKILL is HALTED "stopped by SIGINT … went unanswered", critical; without the fact it is "stopped by .HALT"', async () => {
+  // the real trainer's 2-rank run that stopped on .HALT (metrics.json written), no rank alive
+  const run = await fixture('ddp2-dumps-halt');
+  const now = Math.max(...run.ranks.map((r) => r.lastTs ?? 0)) + 60_000;
+  const none = procs([]);
+  const plain = new Checker().evaluate({ now, run, procs: none, gpu: null });
+  assert.equal(plain.runState, 'HALTED');
+  assert.match(plain.runStateWhy, /^stopped by \.HALT/);
+  assert.ok(!plain.alerts.some((a) => a.id === 'stop:escalated'));
+  for (const sig of ['SIGINT', 'SIGKILL'] as const) {
+    const ev = new Checker().evaluate({
+      now,
+      run,
+      procs: none,
+      gpu: null,
+      stopEscalation: sig,
+      stopEscalationWhy: `${sig} by alice at 2026-11-26T04:09:13Z, 10s after .HALT (actions.jsonl)`,
+    });
+    assert.equal(ev.runState, 'HALTED');
+    assert.match(
+      ev.runStateWhy,
+      new RegExp(`^stopped by ${sig} at step \\d+ of \\d+: \\.HALT.*went unanswered \\(${sig} by alice`),
+    );
+    assert.doesNotMatch(ev.runStateWhy, /stopped by \.HALT/);
+    const a = ev.alerts.find((x) => x.id === 'stop:escalated');
+    assert.equal(a?.severity, 'critical');
+    assert.match(a!.title, new RegExp(`^stopped by ${sig}, not by \\.HALT`));
+  }
 });
