@@ -277,7 +277,7 @@ function noCrash({ inp, ev, run }: Grading): Omit<Criterion, 'phase'> | null {
       'no-crash',
       'no crash or restart',
       'fail',
-      `the last segment${last?.pid ? ` (pid ${last.pid})` : ''} ended at step ${run.step ?? '?'} without finishing or a .HALT: ${ev.runStateWhy}`,
+      `the last segment${last?.pid ? ` (pid ${last.pid})` : ''} ended at step ${run.step ?? '?'} without finishing or a .HALT: ${ev.runStateWhy}${last && /; log: /.test(last.endWhy) ? ` (${last.endWhy.slice(last.endWhy.indexOf('log: '))})` : ''}`,
     );
   const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
   const restartTxt = others.map(

@@ -412,3 +412,38 @@ test('the judge: a stop that needed SIGINT/SIGKILL is HALTED "stopped by SIGINT 
     assert.match(a!.title, new RegExp(`^stopped by ${sig}, not by \\.HALT`));
   }
 });
+
+test(
+  'a crash is a crash, with the rank that died (crash@step=20,rank=1 on 2 ranks, the log in the run dir)',
+  { timeout: 120_000 },
+  () => {
+    const dir = join(tmp, 'crash');
+    mkdirSync(dir);
+    const fd = openSync(join(dir, 'train.log'), 'a');
+    const t = spawnSync(
+      process.execPath,
+      [
+        BIN,
+        'train',
+        '--out',
+        dir,
+        '--ranks',
+        '2',
+        '--steps',
+        '200',
+        '--log-every',
+        '5',
+        '--inject',
+        'crash@step=20,rank=1',
+      ],
+      { stdio: ['ignore', fd, fd], timeout: 110_000 },
+    );
+    closeSync(fd);
+    assert.notEqual(t.status, 0, 'the injected crash fails the run');
+    const rep = JSON.parse(cli(['report', dir, '--phase', '0', '--json']).stdout);
+    assert.equal(rep.verdict, 'NO-GO');
+    const c = crit(rep, 0, 'no-crash');
+    assert.equal(c.status, 'fail');
+    assert.match(c.evidence, /\(log: rank 1 \(pid \d+\) exited with code 1\)/);
+  },
+);

@@ -229,7 +229,9 @@ export class HistoryFold {
       s.stopSignal = stop?.signal ?? null;
       if (i === n - 1) {
         s.end = 'current';
-        s.endWhy = stop?.why ? `the current process; ${stop.why}` : 'the current process';
+        s.endWhy = ['the current process', stop?.why, lp?.killed ? `log: ${lp.killed}` : null]
+          .filter(Boolean)
+          .join('; ');
         continue;
       }
       const next = this.segs[i + 1]!;
@@ -370,7 +372,8 @@ export class LogFold {
     else if ((m = RE_LOG_SIGNAL.exec(text))) {
       const r = this.cur().summaryRank;
       this.cur().killed ??= `${r !== null && r !== undefined ? `rank ${r} (pid ${m[3]})` : `rank pid ${m[3]}`} killed by ${m[2]}`;
-    } else if ((m = RE_LOG_RANK_EXIT.exec(text))) this.cur().killed ??= `rank ${m[1]} (pid ${m[2]}) ${m[3]}`;
+    } else if ((m = RE_LOG_RANK_EXIT.exec(text)))
+      this.cur().killed ??= `rank ${m[1]} (pid ${m[2]}) exited with ${m[3]}`;
   }
 }
 
