@@ -54,7 +54,8 @@ export interface StopFacts {
   adoptedLog: string | null;
 }
 
-const TAIL = 2 * 1024 * 1024;
+// bounded reads: the watchdog calls this every round
+const TAIL = 512 * 1024;
 const MAX_STALLS = 50;
 
 async function readTail(host: Host, path: string, max = TAIL): Promise<string | null> {
@@ -126,7 +127,7 @@ function actionEvent(r: ActionRecord): StopEvent | null {
  */
 export async function readStopFacts(host: Host, outDir: string, launcherDir: string = outDir): Promise<StopFacts> {
   const events: StopEvent[] = [];
-  const log = await readActionLog(host, outDir).catch(() => null);
+  const log = await readActionLog(host, outDir, 2000).catch(() => null);
   for (const r of log?.records ?? []) {
     const e = actionEvent(r);
     if (e) events.push(e);
