@@ -29,6 +29,15 @@ export interface CheckInput {
   requests?: ControlRequest[];
   /** whether the process carrying the active request is alive (pid + start time); undefined: not looked */
   requestOwnerAlive?: boolean;
+  /**
+   * How the newest stop ended when nsa-top had to signal the ranks after .HALT went unanswered
+   * (actions.jsonl escalations, the supervisor's log, supervisor.json lastCause — gathered by
+   * src/trainer/control/stopfacts.ts readStopFacts): a stop that needed SIGINT or SIGKILL is never
+   * "stopped by .HALT". null/undefined: no escalation known.
+   */
+  stopEscalation?: 'SIGINT' | 'SIGKILL' | null;
+  /** one phrase of evidence for stopEscalation (who, when, how long after .HALT) */
+  stopEscalationWhy?: string | null;
 }
 
 export interface Cadence {

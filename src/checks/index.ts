@@ -27,6 +27,8 @@ import { bootPhase, heldByBoot, ruleBoot } from './boot.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { waitsForFile } from './waits.js';
 import { ruleSupervisor } from './supervisor.js';
+import { ruleDivergence } from './divergence.js';
+import { ruleStopEscalated } from './stopped.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
   Alert,
@@ -140,6 +142,8 @@ export class Checker {
       ...ruleGradNorm(ctx),
       ...ruleSupervisor(ctx),
       ...ruleBoot(boot),
+      ...ruleDivergence(ctx),
+      ...ruleStopEscalated(ctx),
     ];
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it

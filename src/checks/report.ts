@@ -7,7 +7,8 @@ import type { RunHistory } from '../trainer/run/history.js';
 import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/run/snapshot.js';
 import { configBasename, estimateParams, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
-import { leakOf, type MemSample } from './rules/index.js';
+import { leakOf, oddRankFromDumps, type MemSample } from './rules/index.js';
+import { buildCtx } from './context.js';
 import { dur, sig } from '../format.js';
 import { currentSegment, median, quantile } from './stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
@@ -86,6 +87,10 @@ export interface GradeInput {
   progressTimes?: { step: number; t: number }[];
   /** every segment of the run, read from the first byte (src/trainer/run/history.ts) */
   history?: RunHistory;
+  /** how the newest stop ended (CheckInput.stopEscalation and its evidence) */
+  stop?: { signal: 'SIGINT' | 'SIGKILL' | null; why: string | null };
+  /** the dataset the launch names outside the run dir's train.log (argv, run.info, a recorded stdout) */
+  namedDataset?: { value: string; source: string } | null;
 }
 
 /** Smaller than this many parameters is a toy or smoke model, not the runbooks' 125M one. */
@@ -142,7 +147,7 @@ type CriterionFn = (g: Grading) => Omit<Criterion, 'phase'> | null;
  * `no-critical` repeats per phase; the highest-phase copy is the one kept.
  */
 const PHASE_CRITERIA: Record<Phase, readonly CriterionFn[]> = {
-  0: [reachedSteps(1), heartbeatsFromEveryRank, firstLossFinite, noCrash, noCritical],
+  0: [reachedSteps(1), heartbeatsFromEveryRank, firstLossFinite, noCrash, cleanStop, noCritical],
   1: [reachedSteps(300), noStall, lossFinite, steadySteps, throughputInBounds, realRun, noCritical],
   2: [reachedSteps(1000), memoryStable, noCritical],
   3: [finished, checkpointsSaved, realData, intendedModel, noCritical],
@@ -272,7 +277,7 @@ function noCrash({ inp, ev, run }: Grading): Omit<Criterion, 'phase'> | null {
       'no-crash',
       'no crash or restart',
       'fail',
-      `the last segment${last?.pid ? ` (pid ${last.pid})` : ''} ended at step ${run.step ?? '?'} without finishing or a .HALT: ${ev.runStateWhy}`,
+      `the last segment${last?.pid ? ` (pid ${last.pid})` : ''} ended at step ${run.step ?? '?'} without finishing or a .HALT: ${ev.runStateWhy}${last && /; log: /.test(last.endWhy) ? ` (${last.endWhy.slice(last.endWhy.indexOf('log: '))})` : ''}`,
     );
   const others = h.segments.filter((g) => g.end !== 'current' && g.end !== 'crashed');
   const restartTxt = others.map(
@@ -291,6 +296,32 @@ function noCrash({ inp, ev, run }: Grading): Omit<Criterion, 'phase'> | null {
       : h.segments.length > 1
         ? `${h.segments.length} segments, none crashed: ${restartTxt.join('; ')}`
         : `one segment${h.segments[0]?.pid ? ` (pid ${h.segments[0].pid})` : ''}, no restart`,
+  );
+}
+
+/**
+ * Every stop of the run was answered: a stall that a halt ended is still a stall (named with its
+ * rank and evidence), and a stop that needed SIGINT or SIGKILL is not a graceful halt. Judged only
+ * when the caller read the history.
+ */
+function cleanStop({ inp }: Grading): Omit<Criterion, 'phase'> | null {
+  const h = inp.history;
+  if (!h) return null;
+  const stalled = h.events.filter((e) => e.kind === 'stall' && e.atStop);
+  const signalled = h.segments.filter((g) => g.stopSignal);
+  const cur = inp.stop?.signal ?? null;
+  const texts = [
+    ...stalled.map((e) => `segment #${e.segment}: ${e.text}`),
+    ...signalled
+      .filter((g) => !stalled.some((e) => e.segment === g.index))
+      .map((g) => `segment #${g.index} ${g.endWhy}`),
+  ];
+  if (cur && texts.length === 0) texts.push(`stopped by ${cur}${inp.stop?.why ? ` (${inp.stop.why})` : ''}`);
+  return criterion(
+    'clean-stop',
+    'no hang, every stop answered',
+    texts.length ? 'fail' : 'pass',
+    texts.length ? listSome(texts, texts.length) : 'no stall was on at a stop, and no stop needed SIGINT or SIGKILL',
   );
 }
 
@@ -324,7 +355,7 @@ function noStall({ run, ev, inp, ended, times }: Grading): Omit<Criterion, 'phas
   const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
   const parts = [
     nStalls
-      ? `${nStalls} stall(s) in the history (gap > ${dur(thr, 'precise')}): ${listSome(
+      ? `${nStalls} stall(s) in the history (a gap > ${dur(thr, 'precise')}, or one still on when the run was stopped): ${listSome(
           hStalls.map((e) => `segment #${e.segment}: ${e.text}`),
           nStalls,
         )}`
@@ -418,20 +449,24 @@ function throughputInBounds({ run, ev, inp, ended }: Grading): Omit<Criterion, '
  * The runbook's phase 1 is a dataset run of the intended model: a toy or synthetic run can pass the
  * smoke (phase 0) and nothing after it.
  */
-function realRun({ run, ev }: Grading): Omit<Criterion, 'phase'> {
+function realRun({ run, ev, inp, t }: Grading): Omit<Criterion, 'phase'> {
   const id = run.identity;
+  const named = inp.namedDataset ?? null;
+  const dataset = id.dataset ?? named?.value ?? null;
   const synth =
-    id.dataset === 'synthetic' ||
+    dataset === 'synthetic' ||
     run.data.syntheticFallback ||
     ev.alerts.some((a) => a.rule === 'synthetic-data' && a.id.startsWith('data:synthetic'));
+  const pinned = pinnedAtLnVocab(run, t);
   const known = knownConfig(id.config);
   const envRead = (run.files['env.json']?.records ?? 0) > 0;
   const params = id.model ? approxParams(id.model) : null;
   const fails: string[] = [];
   if (synth)
     fails.push(
-      `synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`,
+      `synthetic data (${id.dataset === 'synthetic' ? 'train.log: dataset=synthetic' : dataset === 'synthetic' ? `${named!.source}: ${named!.value}` : run.data.syntheticFallback ? 'the loader fell back to synthetic' : 'no data fetch time on the progress records'})`,
     );
+  if (pinned) fails.push(pinned);
   if (known?.toy) fails.push(`toy config ${configBasename(id.config)}`);
   else if (id.trainer === 'nsa-vibe' && id.config === null && envRead)
     fails.push('no CONFIG in env.json: the toy default configs/train_showcase.yaml');
@@ -439,8 +474,8 @@ function realRun({ run, ev }: Grading): Omit<Criterion, 'phase'> {
     fails.push(
       `a ${fmtParams(params)}-parameter model (dim ${id.model!.dim} × ${id.model!.nLayers} layers; the runbooks' model is 125M)`,
     );
-  const dataTxt = id.dataset
-    ? `dataset ${id.dataset}`
+  const dataTxt = dataset
+    ? `dataset ${dataset}${id.dataset ? '' : ` (${named!.source})`}`
     : run.data.withFetch > 0
       ? `${run.data.withFetch} records with a data fetch time`
       : 'dataset not named';
@@ -450,7 +485,7 @@ function realRun({ run, ev }: Grading): Omit<Criterion, 'phase'> {
       : 'model dims unknown';
   const st: Status = fails.length
     ? 'fail'
-    : params === null || (!id.dataset && run.data.withFetch === 0)
+    : params === null || (!dataset && run.data.withFetch === 0)
       ? 'unknown'
       : 'pass';
   return criterion(
@@ -460,9 +495,44 @@ function realRun({ run, ev }: Grading): Omit<Criterion, 'phase'> {
     fails.length
       ? fails.join('; ')
       : st === 'unknown'
-        ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !id.dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}`
+        ? `cannot confirm: ${[params === null ? 'model dims unknown (no config readable)' : null, !dataset && run.data.withFetch === 0 ? 'the data source is not named' : null].filter(Boolean).join('; ')}`
         : `${dataTxt}; ${modelTxt}; CONFIG ${id.config}`,
   );
+}
+
+/**
+ * Within the thresholds' lossPinnedEps (0.25) of ln(vocab) … (not 0.05: the real trainer on
+ * synthetic data, recorded in test/fixtures/nsa-vibe/ddp2-crash-resume, sits at 5.58–5.80 for
+ * 200 steps, 0.05–0.25 above ln(256) = 5.545)
+ */
+/** … for more than this share of the run's logged losses (past its first 5 %): it learned nothing */
+export const PINNED_SHARE = 0.5;
+
+/**
+ * A loss pinned at ln(vocab) for most of the run: the model sees random tokens (synthetic data,
+ * a broken loader), whatever the dataset is called. Over the whole series (history buckets by
+ * their last value, then the recent points). Null when not pinned or the vocab is unknown.
+ */
+export function pinnedAtLnVocab(run: RunSnapshot, t: Thresholds): string | null {
+  const eps = t.lossPinnedEps;
+  const vocab = run.identity.model?.vocab ?? null;
+  if (!vocab || vocab < 2) return null;
+  const lnV = Math.log(vocab);
+  const s = run.series.loss;
+  const pts: { step: number; v: number; w: number }[] = s.history.map((b) => ({
+    step: b.stepTo,
+    v: b.last,
+    w: b.count,
+  }));
+  const lastHist = pts.at(-1)?.step ?? -Infinity;
+  for (const p of s.recent) if (p.step > lastHist) pts.push({ step: p.step, v: p.value, w: 1 });
+  if (pts.length < 10) return null;
+  const from = pts[0]!.step + (pts[pts.length - 1]!.step - pts[0]!.step) * 0.05;
+  const body = pts.filter((p) => p.step >= from && Number.isFinite(p.v));
+  const total = body.reduce((a, p) => a + p.w, 0);
+  const near = body.filter((p) => Math.abs(p.v - lnV) <= eps).reduce((a, p) => a + p.w, 0);
+  if (total === 0 || near / total <= PINNED_SHARE) return null;
+  return `loss pinned at ln(${vocab}) = ${sig(lnV, 4)} (±${eps}) on ${Math.round((100 * near) / total)} % of the logged losses (steps ${body[0]!.step}–${body[body.length - 1]!.step}): the model learns nothing, as on random tokens`;
 }
 
 // ---------- phase 2
@@ -600,7 +670,32 @@ function gradePhase(p: Phase, crit: Criterion[]): PhaseGrade {
 
 const ALL_PHASES: readonly Phase[] = [0, 1, 2, 3];
 
-export function gradeRun(inp: GradeInput, target?: Phase): Report {
+/**
+ * A stall still on at a stop names its rank: the watchdog's culprit when it had one, else the odd
+ * rank of the stack dumps taken after the last step advance (the same reading as the live rule).
+ */
+function withStallRanks(inp: GradeInput, t: Thresholds): GradeInput {
+  const h = inp.history;
+  if (!h || !h.events.some((e) => e.kind === 'stall' && e.atStop && (e.rank ?? null) === null)) return inp;
+  const odd = oddRankFromDumps(buildCtx({ now: inp.run.takenAt, run: inp.run, procs: null, gpu: null }, t));
+  if (!odd) return inp;
+  const events = h.events.map((e) =>
+    e.kind === 'stall' && e.atStop && (e.rank ?? null) === null && e.segment === h.segments.length - 1
+      ? {
+          ...e,
+          rank: odd.rank,
+          text: e.text.replace(
+            /^(stalled at step \d+) and never recovered: /,
+            `$1 (rank ${odd.rank}) and never recovered: rank ${odd.rank}'s stack dump shows ${odd.where} while the others are in ${odd.others}; `,
+          ),
+        }
+      : e,
+  );
+  return { ...inp, history: { ...h, events } };
+}
+
+export function gradeRun(input: GradeInput, target?: Phase): Report {
+  const inp = withStallRanks(input, input.thresholds ?? DEFAULT_THRESHOLDS);
   const { run, ev } = inp;
   const g: Grading = {
     inp,

@@ -107,15 +107,22 @@ export function deriveRunState(ctx: Ctx, si: StallInfo, boot: BootPhase | null =
 
   // No rank lives (or, without a process table, none has written lately): the run has stopped —
   // unless its supervisor is restarting it.
+  // A stop that needed SIGINT/SIGKILL is named as such: the ranks did not answer .HALT.
+  const esc = ctx.in.stopEscalation ?? null;
+  const escWhy = ctx.in.stopEscalationWhy ? ` (${ctx.in.stopEscalationWhy})` : '';
+  const killed = (what: string) =>
+    `stopped by ${esc} at step ${step}${of}: ${halt.present ? `.HALT${haltTxt}` : 'the stop request'} went unanswered${escWhy}${what}`;
   if (boot) return booting(boot);
   if (ctx.ended) {
     if (total !== null && step >= total) return v('FINISHED', `reached step ${step}${of}; metrics.json written`);
     if (nan) return v('HALTED', `aborted on a non-finite loss after step ${step}${of} (nan_loss)`);
+    if (esc) return v('HALTED', killed(''));
     if (halt.present) return v('HALTED', `stopped by .HALT${haltTxt} at step ${step}${of}`);
     return v('HALTED', `stopped at step ${step}${of}; metrics.json written`);
   }
   if (ctx.procsKnown) {
     if (ctx.ranks.length === 0) return v('NO TRAINER', 'no rank processes and no heartbeat in the run dir');
+    if (esc && (halt.present || total === null || step < total)) return v('HALTED', killed(' (no metrics.json)'));
     if (halt.present && !staleHalt)
       return v('HALTED', `ranks gone after .HALT${haltTxt} at step ${step}${of} (no metrics.json)`);
     if (total !== null && step >= total)

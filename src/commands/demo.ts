@@ -5,6 +5,7 @@
 import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor, describeActor } from '../trainer/control/actions.js';
+import { readStopFacts } from '../trainer/control/stopfacts.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/launch/launch.js';
 import { supervisorStopFn } from '../cockpit/actions.js';
 import { openCockpit } from './cockpit.js';
@@ -91,6 +92,12 @@ export async function run(argv: string[]): Promise<number> {
         const s = await readSupervisorState(host, runDir);
         if (!s || !['starting', 'running', 'backoff', 'stopping'].includes(s.state)) {
           process.stdout.write(`demo run ${s?.state ?? 'stopped'}${s?.note ? `: ${s.note}` : ''}\n`);
+          // a hung demo does not answer .HALT: say how it really ended
+          const f = await readStopFacts(host, runDir).catch(() => null);
+          if (f?.stopEscalation)
+            process.stdout.write(
+              `not a graceful halt: .HALT went unanswered, the ranks were stopped by ${f.stopEscalation} (${f.escalationWhy ?? 'supervisor'}); see nsa-top report ${runDir}\n`,
+            );
           break;
         }
         if (Date.now() > until) {

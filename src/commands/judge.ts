@@ -14,6 +14,7 @@ import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
+import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 
 export async function readLaunched(host: Host, launcherDir: string): Promise<Launched | undefined> {
   try {
@@ -56,6 +57,8 @@ export interface Judged {
   run: RunSnapshot;
   procs: RunProcesses | null;
   ev: Evaluation;
+  /** how the run's stops went (nsa-top's own records), as judged */
+  stop: StopFacts;
 }
 
 /** Evaluate a snapshot with the run's processes, as every command does. */
@@ -68,12 +71,14 @@ export async function judge(
     checker: Checker;
     gpu: GpuTelemetry | null;
     launched?: Launched;
+    launcherDir?: string;
     /** the supervisor's state with its liveness, and the control requests (CheckInput) */
     supervisor?: SupervisorState | null;
     requests?: ControlRequest[];
   },
 ): Promise<Judged> {
   const procs = await runProcesses(host, outDir, run, o.gpu);
+  const stop = await readStopFacts(host, outDir, o.launcherDir ?? outDir);
   // CONFIG can now be resolved against the trainer's cwd: read it before judging
   if (tellTrainerCwd(model, procs)) run = await model.poll();
   const ev = o.checker.evaluate({
@@ -85,8 +90,10 @@ export async function judge(
     hostCpus: host.kind === 'local' ? cpus().length : undefined,
     ...(o.supervisor !== undefined ? { supervisor: o.supervisor } : {}),
     ...(o.requests !== undefined ? { requests: o.requests } : {}),
+    stopEscalation: stop.stopEscalation,
+    stopEscalationWhy: stop.escalationWhy,
   });
-  return { run, procs, ev };
+  return { run, procs, ev, stop };
 }
 
 /** an alert's fields as `status --json` and the watchdog's `alert` lines give them */

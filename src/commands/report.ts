@@ -177,6 +177,7 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
     checker: new Checker(t),
     gpu,
     launched,
+    launcherDir,
     // judged as status judges it: a supervised restart in progress is RESTARTING
     supervisor: await readSupervisorState(host, launcherDir).catch(() => null),
     requests: await readRequests(host, launcherDir).catch(() => []),
@@ -185,15 +186,41 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   const ev = j.ev;
   const hb = await readHeartbeats(host, outDir, snap);
   const r0 = snap.ranks.find((r) => r.rank === 0) ?? snap.ranks[0];
-  const logFile = snap.log.file ? (isAbsolute(snap.log.file) ? snap.log.file : join(outDir, snap.log.file)) : null;
+  // a hand-launched run's stdout, recorded at adoption, when the run dir holds no train.log
+  const logFile = snap.log.file
+    ? isAbsolute(snap.log.file)
+      ? snap.log.file
+      : join(outDir, snap.log.file)
+    : j.stop.adoptedLog;
+  const ended = snap.metrics?.['ended'];
   const history = await readRunHistory(host, {
     heartbeat: r0 ? join(outDir, r0.file) : null,
     log: logFile,
     stallS: ev.stallThresholdS,
     total: snap.totalSteps,
+    stop: {
+      events: j.stop.events,
+      stalls: j.stop.stalls,
+      dumps: snap.dumps.map((d) => ({ ts: d.epoch * 1000, rank: d.rank, kind: d.kind })),
+      metricsEnded: typeof ended === 'string' ? ended : null,
+    },
   });
   const rep = gradeRun(
-    { run: snap, ev, memory: hb.memory, progressTimes: hb.progressTimes, history, minTps: a.minTps, thresholds: t },
+    {
+      run: snap,
+      ev,
+      memory: hb.memory,
+      progressTimes: hb.progressTimes,
+      history,
+      minTps: a.minTps,
+      thresholds: t,
+      stop: { signal: j.stop.stopEscalation, why: j.stop.escalationWhy },
+      namedDataset:
+        j.stop.argvDataset ??
+        (history.logDataset
+          ? { value: history.logDataset, source: `dataset= in the recorded stdout ${logFile ?? ''}`.trim() }
+          : null),
+    },
     a.phase,
   );
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };

@@ -147,6 +147,7 @@ async function statusOn(
     // a supervised restart is RESTARTING (exit 0), not EXITED
     supervisor: await readSupervisorState(host, launcherDir).catch(() => null),
     requests: await readRequests(host, launcherDir).catch(() => []),
+    launcherDir,
   });
   snap = j.run;
   // a live run nsa-top did not start: record its launch, so that it can be relaunched later

@@ -219,6 +219,7 @@ export class Watchdog {
       launched: this.o.launched,
       supervisor,
       requests,
+      launcherDir: this.runDir,
     });
     // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
     await recordAdoption(this.host, this.outDir, j.procs, 'watchdog').catch(() => {});

@@ -43,7 +43,8 @@ test('a real 2-rank run that crashed (rank 1 SIGKILLed at step 51) and was resum
     c.evidence,
     /segment #0 \(pid 10747\), steps 1–51 \(2026-11-24T05:12:12Z → 2026-11-24T05:12:42Z\), crashed/,
   );
-  assert.match(c.evidence, /rank pid 10748 killed by SIGKILL/);
+  // torchrun's failure summary names the rank that died, not only its pid
+  assert.match(c.evidence, /rank 1 \(pid 10748\) killed by SIGKILL/);
   assert.match(
     c.evidence,
     /restarted 32s later as segment #1 \(pid 12965\), step count from 1, weights from .*checkpoint_step40\.pt/,
@@ -158,7 +159,11 @@ test('model dims unknown is not a pass (phase 3); a toy on synthetic data cannot
   const single = JSON.parse(cli('report', [join(FIXTURES, 'single'), '--phase', '1', '--json']).stdout);
   const real = crit(single, 1, 'real-run');
   assert.equal(real.status, 'fail');
-  assert.match(real.evidence, /synthetic data \(train\.log: dataset=synthetic\); a 140k-parameter model/);
+  // the real trainer on synthetic data: its loss sits at ln(256) for the whole run, named too
+  assert.match(
+    real.evidence,
+    /synthetic data \(train\.log: dataset=synthetic\); loss pinned at ln\(256\) = 5\.545[^;]*; a 140k-parameter model/,
+  );
 });
 
 test('a run halted by .HALT and resumed is not a crash: the log shows the halt, the restart is named', () => {

@@ -185,6 +185,8 @@ test(
       assert.equal(await main.exited, 0);
       // a .HALT cannot reach a hung rank: the supervisor's SIGINT/SIGKILL does, within the demo's wait
       assert.match(main.raw, /demo run halted/);
+      // and it says the halt was not graceful: the hung rank needed the signal
+      assert.match(main.raw, /not a graceful halt: \.HALT went unanswered, the ranks were stopped by SIG(INT|KILL)/);
       const alive = [];
       for (const p of recorded)
         if (p.startTime && (await verifyProcess(host, { pid: p.pid, startTime: p.startTime }).catch(() => false)))

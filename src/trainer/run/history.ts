@@ -22,6 +22,8 @@ export interface HistorySegment {
   end: 'crashed' | 'halted' | 'non-finite' | 'finished' | 'current';
   /** evidence for `end` */
   endWhy: string;
+  /** the stop needed this signal after .HALT went unanswered (nsa-top's records), else null */
+  stopSignal?: 'SIGINT' | 'SIGKILL' | null;
 }
 
 export type HistoryEventKind = 'stall' | 'non-finite' | 'checkpoint-failed' | 'crash';
@@ -35,7 +37,31 @@ export interface HistoryEvent {
   ts: number | null;
   tsTo?: number | null;
   gapS?: number;
+  /** a stall that was still on when the segment was stopped (it never cleared) */
+  atStop?: boolean;
+  /** the rank the evidence names (the watchdog's culprit, a dump) */
+  rank?: number | null;
   text: string;
+}
+
+/**
+ * What nsa-top and the trainer recorded about stops, beside the heartbeats and the log (the shape
+ * of src/trainer/control/stopfacts.ts StopFacts, plus the run's stack dumps and metrics.json).
+ */
+export interface StopEvidence {
+  /** operator/supervisor halts, escalations and (re)launches, oldest first (ms epoch) */
+  events: {
+    ts: number;
+    kind: 'halt' | 'escalate-sigint' | 'escalate-sigkill' | 'launch';
+    who: string | null;
+    source: string;
+  }[];
+  /** the watchdog's stall decisions (ms epoch) */
+  stalls: { ts: number; step: number | null; rank: number | null; title: string }[];
+  /** stack dumps in the run dir: when (ms epoch) and of which rank */
+  dumps?: { ts: number; rank: number | null; kind: 'signal' | 'watchdog' }[];
+  /** metrics.json's "ended" (the reference trainer: "finished" | "halted" | "aborted") */
+  metricsEnded?: string | null;
 }
 
 export interface RunHistory {
@@ -50,6 +76,8 @@ export interface RunHistory {
   counts: Record<HistoryEventKind, number>;
   /** (step, ms) of rank 0's progress records in the current segment (step times) */
   progressTimes: { step: number; t: number }[];
+  /** `[train] dataset=X` in the log read (a hand-launched run's recorded stdout included) */
+  logDataset: string | null;
 }
 
 const MAX_EVENTS = 50;
@@ -64,9 +92,15 @@ interface LogProc {
   fatal: boolean;
   ckptFailed: { step: number; text: string }[];
   killed: string | null;
+  /** torchrun's failure summary: the rank whose block is being read */
+  summaryRank?: number | null;
+  /** opened by the reference launcher's own line: every boot line after it is this launch's */
+  launcher?: boolean;
 }
 
 const RE_LOG_BOOT = /^\[boot\] loading config /;
+// the reference launcher, once per launch, before its ranks boot
+const RE_LOG_LAUNCHER = /^\[launcher\] world_size=\d+:/;
 // past boot: every rank of a launch prints its own `[boot] loading config` before any of these
 const RE_LOG_TRAINING = /^(\[ddp\] process group ready|\[train\]|step \d+ \|)/;
 const RE_LOG_RESUMED = /^\[train\] resumed from (.*)$/;
@@ -76,6 +110,11 @@ const RE_LOG_FATAL = /\[train\]\[FATAL\] non-finite loss detected/;
 const RE_LOG_CKPT_FAIL = /\[train\] checkpoint at step (\d+) FAILED\b(.*)$/;
 // torchrun's summary of a rank killed by a signal
 const RE_LOG_SIGNAL = /Signal (\d+) \((SIG\w+)\) received by PID (\d+)/;
+const RE_LOG_DATASET = /^\[train\] dataset=(\S+)/;
+// torchrun's failure summary names the global rank of each failure block before its traceback
+const RE_LOG_SUMMARY_RANK = /^\s*rank\s*: (\d+) \(local_rank: \d+\)/;
+// the reference launcher: the first rank to die takes the others down
+const RE_LOG_RANK_EXIT = /^\[launcher\] rank (\d+) \(pid (\d+)\) exited with (code -?\d+|signal \w+)/;
 
 /** Folds heartbeat records of one rank into segments and events. Pure: feed lines, then finish(). */
 export class HistoryFold {
@@ -177,7 +216,7 @@ export class HistoryFold {
   }
 
   /** Close: how each earlier segment ended, given the log's processes (aligned from the end) and the configured total. */
-  finish(logProcs: LogProc[], total: number | null): HistorySegment[] {
+  finish(logProcs: LogProc[], total: number | null, ev?: StopEvidence): HistorySegment[] {
     const n = this.segs.length;
     const off = logProcs.length - n;
     for (let i = 0; i < n; i++) {
@@ -186,17 +225,28 @@ export class HistoryFold {
       if (lp)
         for (const f of lp.ckptFailed)
           this.add({ kind: 'checkpoint-failed', segment: i, step: f.step, ts: null, text: f.text });
+      const stop = ev ? this.stopOf(s, this.segs[i + 1]?.startTs ?? null, ev, i === n - 1) : null;
+      s.stopSignal = stop?.signal ?? null;
       if (i === n - 1) {
         s.end = 'current';
-        s.endWhy = 'the current process';
+        s.endWhy = ['the current process', stop?.why, lp?.killed ? `log: ${lp.killed}` : null]
+          .filter(Boolean)
+          .join('; ');
         continue;
       }
       const next = this.segs[i + 1]!;
       const nextLog = off + i + 1 >= 0 ? logProcs[off + i + 1] : undefined;
       const restart = `restarted ${next.startTs !== null && s.endTs !== null ? `${dur((next.startTs - s.endTs) / 1000)} later ` : ''}as segment #${next.index}${next.pid !== null ? ` (pid ${next.pid})` : ''}, step count from ${next.firstStep ?? 1}${nextLog?.resumedFrom ? `, weights from ${nextLog.resumedFrom}` : ''}`;
-      if (lp?.halt) {
+      if (stop?.signal) {
+        // a halt that went unanswered: neither a graceful halt nor a crash
+        s.end = 'halted';
+        s.endWhy = `${stop.why}; ${restart}`;
+      } else if (lp?.halt) {
         s.end = 'halted';
         s.endWhy = `stopped by .HALT (log: "HALT file detected"); ${restart}`;
+      } else if (stop?.halt) {
+        s.end = 'halted';
+        s.endWhy = `${stop.why}; ${restart}`;
       } else if (lp?.fatal || s.end === 'non-finite') {
         s.end = 'non-finite';
         s.endWhy = `aborted on a non-finite loss; ${restart}`;
@@ -220,11 +270,75 @@ export class HistoryFold {
     }
     return this.segs;
   }
+
+  /**
+   * How segment `s` was stopped, from nsa-top's records between its first record and the next
+   * segment's start (`until`; open for the last): an operator/supervisor halt, the escalation
+   * that followed it, and a stall that was still on when it was stopped (recorded as a stall event:
+   * a stall that a halt ended is still a stall).
+   */
+  private stopOf(
+    s: HistorySegment,
+    until: number | null,
+    ev: StopEvidence,
+    last: boolean,
+  ): { halt: boolean; signal: 'SIGINT' | 'SIGKILL' | null; why: string | null } | null {
+    const from = s.startTs ?? -Infinity;
+    const end = s.endTs ?? from;
+    const inSeg = (ts: number) => ts >= from && (until === null || ts < until);
+    const evs = ev.events.filter((e) => inSeg(e.ts));
+    const halt = evs.find((e) => e.kind === 'halt' && e.ts >= end - 60_000) ?? null;
+    const kill = evs.filter((e) => e.kind === 'escalate-sigkill').at(-1);
+    const int = evs.filter((e) => e.kind === 'escalate-sigint').at(-1);
+    const esc = kill ?? int ?? null;
+    const signal = kill ? 'SIGKILL' : int ? 'SIGINT' : null;
+    if (!halt && !esc) return null;
+    const by = (e: { who: string | null; ts: number; source: string }) =>
+      `${e.who ? `by ${e.who} ` : ''}at ${iso(e.ts)} (${e.source})`;
+    let why = halt ? `stopped by nsa-top's halt ${by(halt)}` : `stopped by ${signal} ${by(esc!)}`;
+    if (halt && esc)
+      why = `stopped by ${signal}: .HALT ${by(halt)} went unanswered for ${dur((esc.ts - halt.ts) / 1000)}, then ${signal} ${by(esc)}`;
+    // a stall still on when it was stopped: the watchdog said so after the last record, or the
+    // ranks wrote nothing from .HALT until the signal that ended them
+    const stopTs = esc?.ts ?? halt?.ts ?? end;
+    const wd = ev.stalls.filter((x) => x.ts > end && inSeg(x.ts));
+    const silentThroughHalt = !!(halt && esc && end < halt.ts);
+    if (wd.length || silentThroughHalt) {
+      const rank = wd.find((x) => x.rank !== null)?.rank ?? null;
+      const dumps = (ev.dumps ?? []).filter((d) => d.ts >= end && d.ts <= stopTs + 5000);
+      const ranks = [...new Set(dumps.map((d) => d.rank).filter((r): r is number => r !== null))].sort((a, b) => a - b);
+      const parts = [
+        `no heartbeat for ${dur((stopTs - end) / 1000)} after step ${s.lastStep ?? 0} (${iso(end)} → ${iso(stopTs)}), until it was stopped`,
+        rank !== null ? `rank ${rank} named by the watchdog` : null,
+        wd.length ? `watchdog: ${wd[0]!.title} at ${iso(wd[0]!.ts)}` : null,
+        dumps.length
+          ? `${dumps.length} stack dump(s)${ranks.length ? ` of rank ${ranks.join(', rank ')}` : ''} taken during it`
+          : null,
+        signal ? `${signal} was needed: ${why.replace(/^stopped by \w+: /, '')}` : null,
+        last && ev.metricsEnded ? `metrics.json: "ended": "${ev.metricsEnded}"` : null,
+      ].filter(Boolean);
+      this.add({
+        kind: 'stall',
+        segment: s.index,
+        step: s.lastStep,
+        stepTo: null,
+        ts: end,
+        tsTo: stopTs,
+        gapS: (stopTs - end) / 1000,
+        atStop: true,
+        rank,
+        text: `stalled at step ${s.lastStep ?? 0}${rank !== null ? ` (rank ${rank})` : ''} and never recovered: ${parts.join('; ')}`,
+      });
+    }
+    return { halt: !!halt, signal, why };
+  }
 }
 
 /** Folds the trainer's log into its processes (one per `[boot] loading config`). */
 export class LogFold {
   readonly procs: LogProc[] = [];
+  /** the newest `[train] dataset=X` */
+  dataset: string | null = null;
   private fresh(): LogProc {
     return { trained: false, resumedFrom: null, halt: false, fatal: false, ckptFailed: [], killed: null };
   }
@@ -233,21 +347,33 @@ export class LogFold {
     return this.procs[this.procs.length - 1]!;
   }
   line(text: string): void {
+    if (RE_LOG_LAUNCHER.test(text)) {
+      // the reference launcher names each launch once: its ranks' boot lines (printed in any
+      // order, one rank may already train) all belong to it
+      this.procs.push({ ...this.fresh(), launcher: true });
+      return;
+    }
     if (RE_LOG_BOOT.test(text)) {
       // the other ranks of the same launch print theirs too, before anything trains
-      if (!this.procs.length || this.cur().trained) this.procs.push(this.fresh());
+      if (!this.procs.length || (this.cur().trained && !this.cur().launcher)) this.procs.push(this.fresh());
       return;
     }
     if (text.length > 4000) return;
     if (RE_LOG_TRAINING.test(text)) this.cur().trained = true;
     let m: RegExpExecArray | null;
+    if ((m = RE_LOG_DATASET.exec(text))) this.dataset = m[1]!;
     if ((m = RE_LOG_RESUMED.exec(text))) this.cur().resumedFrom ??= m[1]!.trim().slice(0, 300);
     else if (RE_LOG_HALT.test(text)) this.cur().halt = true;
     else if (RE_LOG_FATAL.test(text)) this.cur().fatal = true;
     else if ((m = RE_LOG_CKPT_FAIL.exec(text))) {
       const p = this.cur();
       if (p.ckptFailed.length < MAX_EVENTS) p.ckptFailed.push({ step: Number(m[1]), text: text.trim().slice(0, 300) });
-    } else if ((m = RE_LOG_SIGNAL.exec(text))) this.cur().killed ??= `rank pid ${m[3]} killed by ${m[2]}`;
+    } else if ((m = RE_LOG_SUMMARY_RANK.exec(text))) this.cur().summaryRank = Number(m[1]);
+    else if ((m = RE_LOG_SIGNAL.exec(text))) {
+      const r = this.cur().summaryRank;
+      this.cur().killed ??= `${r !== null && r !== undefined ? `rank ${r} (pid ${m[3]})` : `rank pid ${m[3]}`} killed by ${m[2]}`;
+    } else if ((m = RE_LOG_RANK_EXIT.exec(text)))
+      this.cur().killed ??= `rank ${m[1]} (pid ${m[2]}) exited with ${m[3]}`;
   }
 }
 
@@ -279,7 +405,7 @@ async function streamLines(
  */
 export async function readRunHistory(
   host: Host,
-  o: { heartbeat: string | null; log: string | null; stallS: number; total: number | null },
+  o: { heartbeat: string | null; log: string | null; stallS: number; total: number | null; stop?: StopEvidence },
 ): Promise<RunHistory> {
   const fold = new HistoryFold(o.stallS);
   const logFold = new LogFold();
@@ -298,7 +424,7 @@ export async function readRunHistory(
       error ??= `${path}: ${(e as Error).message}`;
     }
   }
-  const segments = fold.finish(logFold.procs, o.total);
+  const segments = fold.finish(logFold.procs, o.total, o.stop);
   return {
     complete: error === null,
     error,
@@ -308,6 +434,7 @@ export async function readRunHistory(
     events: fold.events,
     counts: fold.counts,
     progressTimes: fold.progressTimes,
+    logDataset: logFold.dataset,
   };
 }
 

@@ -197,7 +197,17 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
       ),
     ]);
   if (done)
-    lines.push([t(`all ranks stopped after ${dur(age)} — ${keyOf('relaunch')} relaunches`, 'ok', { bold: true })]);
+    lines.push(
+      d.escalation
+        ? [
+            t(
+              `all ranks stopped by ${d.escalation.sig} after ${dur(age)} — .HALT went unanswered; ${keyOf('relaunch')} relaunches`,
+              'warn',
+              { bold: true },
+            ),
+          ]
+        : [t(`all ranks stopped after ${dur(age)} — ${keyOf('relaunch')} relaunches`, 'ok', { bold: true })],
+    );
   const blocked = escalationOff(x);
   if (notTaken && d.mode === 'now') {
     /* nothing was requested: nothing to escalate from here */

@@ -1,0 +1,93 @@
+// A loss that diverged without going NaN (lr far too high: 5.7 → 18,480): far above the run's own
+// early level, or above ln(vocab) — the loss of uniform guessing — by a margin after warmup, on
+// every one of the last k records. The rolling-median spike rule misses it once the window itself
+// has climbed. Reads the current segment's whole loss series (history buckets and recent points).
+// Pure.
+import { sig } from '../format.js';
+import type { Ctx } from './context.js';
+import type { Draft } from './rules/index.js';
+
+/** loss above this × the minimum of the segment's first 10 % of records … */
+export const DIVERGE_FACTOR = 3;
+/** … or above ln(vocab) + this (nats) past warmup … */
+export const DIVERGE_LNV_MARGIN = 1;
+/** (with the ln(vocab) bar, the loss must also be this × above the early minimum) */
+export const VOCAB_AND_EARLY = 1.2;
+/** … on each of this many latest records */
+export const DIVERGE_K = 5;
+
+interface P {
+  step: number;
+  value: number;
+  min: number;
+}
+
+/** the current segment's loss: history buckets (min and last per bucket) then the recent points */
+function segmentLoss(ctx: Ctx): P[] {
+  const s = ctx.run.series.loss;
+  const seg = s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
+  const out: P[] = [];
+  for (const b of s.history)
+    if (b.segment === seg && Number.isFinite(b.last)) out.push({ step: b.stepTo, value: b.last, min: b.min });
+  const lastHist = out.at(-1)?.step ?? -Infinity;
+  for (const p of s.recent)
+    if (p.segment === seg && p.step > lastHist && Number.isFinite(p.value))
+      out.push({ step: p.step, value: p.value, min: p.value });
+  return out;
+}
+
+export function ruleDivergence(ctx: Ctx): Draft[] {
+  const pts = segmentLoss(ctx);
+  if (pts.length < DIVERGE_K + 2) return [];
+  const first = pts[0]!.step;
+  const lastP = pts[pts.length - 1]!;
+  const span = Math.max(1, lastP.step - first);
+  const early = pts.filter((p) => p.step <= first + span * 0.1);
+  const earlyPts = early.length >= 2 ? early : pts.slice(0, 2);
+  let earlyMin = earlyPts[0]!;
+  for (const p of earlyPts) if (p.min < earlyMin.min) earlyMin = p;
+  const vocab = ctx.run.identity.model?.vocab ?? null;
+  const warmup = ctx.run.identity.train?.warmupSteps ?? 0;
+  const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
+  const tail = pts.slice(-DIVERGE_K);
+  const overEarly = earlyMin.min > 0 ? DIVERGE_FACTOR * earlyMin.min : null;
+  const overVocab = lnV !== null ? lnV + DIVERGE_LNV_MARGIN : null;
+  const aboveEarly = overEarly !== null && tail.every((p) => p.value > overEarly);
+  // ln(vocab) alone is not enough: a wrong vocab (a GPT-2 run whose tokenizer was not read is taken
+  // as byte-level, 256) would flag a healthy loss of 7 — it must also be above where the run began
+  const aboveVocab =
+    overVocab !== null &&
+    tail.every((p) => p.step > warmup && p.value > overVocab && p.value > VOCAB_AND_EARLY * earlyMin.min);
+  if (!aboveEarly && !aboveVocab) return [];
+  // rising (or stuck high), not a recovery on its way down: the newest is no lower than half the tail's peak
+  const peak = Math.max(...tail.map((p) => p.value));
+  if (lastP.value < peak / 2 && !aboveVocab) return [];
+  let top = pts[0]!;
+  for (const p of pts) if (p.value > top.value) top = p;
+  const bar = Math.min(...[overEarly, overVocab].filter((x): x is number => x !== null));
+  // since: the first record of the current run of records above the bar
+  let i = pts.length - 1;
+  while (i > 0 && pts[i - 1]!.value > bar) i--;
+  const since = pts[i]!;
+  const start = pts[0]!;
+  const grouping = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : sig(v, 3));
+  const why = [
+    aboveEarly ? `above ${DIVERGE_FACTOR} × the early minimum ${sig(earlyMin.min, 4)} (step ${earlyMin.step})` : null,
+    aboveVocab
+      ? `above ln(${vocab}) + ${DIVERGE_LNV_MARGIN} = ${sig(overVocab!, 4)} past warmup (${warmup} steps)`
+      : null,
+  ]
+    .filter(Boolean)
+    .join(' and ');
+  return [
+    {
+      id: 'loss:diverged',
+      rule: 'loss-divergence',
+      severity: 'critical',
+      title: `loss diverged: ${grouping(start.value)} → ${grouping(lastP.value)} since step ${since.step}`,
+      detail: `the last ${tail.length} losses (steps ${tail[0]!.step}–${lastP.step}) are all ${why}; peak ${grouping(top.value)} at step ${top.step}. The learning rate is likely far too high: stop, lower it, resume from a checkpoint before step ${since.step}`,
+      step: lastP.step,
+      anomaly: 'loss_spike',
+    },
+  ];
+}
