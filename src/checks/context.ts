@@ -29,6 +29,9 @@ export interface CheckInput {
   requests?: ControlRequest[];
   /** whether the process carrying the active request is alive (pid + start time); undefined: not looked */
   requestOwnerAlive?: boolean;
+  /** the run's grace after .HALT, s (its profile's stop.halt_grace_s): overrides thresholds.haltGraceS,
+   *  so the alert and the halt window count the same grace */
+  haltGraceS?: number;
 }
 
 export interface Cadence {
@@ -111,7 +114,11 @@ export function currentLaunchRanks(ranks: RankHeartbeat[]): RankHeartbeat[] {
   );
 }
 
-export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
+export function buildCtx(input: CheckInput, base: Thresholds): Ctx {
+  const t =
+    input.haltGraceS !== undefined && Number.isFinite(input.haltGraceS) && input.haltGraceS >= 0
+      ? { ...base, haltGraceS: input.haltGraceS }
+      : base;
   const run = input.run;
   const procsKnown = !!input.procs && !input.procs.error;
   const alive = procsKnown

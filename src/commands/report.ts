@@ -3,7 +3,7 @@
 // watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { isAbsolute, join } from 'node:path';
-import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
+import { Checker, thresholdsFromEnv, unjudgeable, type Alert } from '../checks/index.js';
 import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
 import type { MemSample } from '../checks/rules.js';
 import type { Host } from '../remote/host.js';
@@ -11,11 +11,11 @@ import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
-import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
+import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { chartText } from '../ui/chart.js';
-import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { Observer, whyNothingListed } from '../cockpit/observe.js';
 import { readRunHistory } from '../trainer/run/history.js';
 
 export const command = defineCommand({
@@ -150,9 +150,11 @@ export async function run(argv: string[]): Promise<number> {
 
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
-  const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, dir);
-  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(outDirProblem)}\n`); // run.info is input
-  const launched = await readLaunched(host, launcherDir);
+  // the run, resolved once: the observation below is handed it
+  const dirs = await resolveRunDirsAt(host, dir);
+  const outDir = dirs.outDir;
+  if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
+  const model = await openRunModelOf(host, dirs);
   await model.poll();
   // a second poll settles checkpoint completeness (size stable); the history is read below, whole
   let snap = await model.poll();
@@ -171,9 +173,10 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
-  const j = await judge(host, outDir, model, snap, { checker: new Checker(t), gpu, launched });
-  snap = j.run;
-  const ev = j.ev;
+  // the one observation the cockpit, status and the watchdog take (supervisor, requests, CPU count, grace)
+  const obs = await new Observer(host, { dirs, model, gpu: { current: () => gpu } }).observe();
+  const ev = new Checker(t).evaluate(obs.input);
+  snap = obs.run;
   const hb = await readHeartbeats(host, outDir, snap);
   const r0 = snap.ranks.find((r) => r.rank === 0) ?? snap.ranks[0];
   const logFile = snap.log.file ? (isAbsolute(snap.log.file) ? snap.log.file : join(outDir, snap.log.file)) : null;

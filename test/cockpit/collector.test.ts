@@ -65,12 +65,11 @@ test('collector: one emission per visible change, none for an unchanged run', as
 });
 
 test('collector: a hand-launched run relaunched under a supervisor — the supervisor shows without reopening the cockpit', async () => {
-  const { readSupervisorState } = await import('../../src/trainer/launch/state.js');
   const { writeFileSync } = await import('node:fs');
   const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-adopt-'));
   try {
     cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
-    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true, readSupervisorState });
+    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true });
     assert.equal((await c.tick()).supervisor, null);
     // what relaunch of an adopted run leaves: a launcher dir inside .nsa-top/, pointed at by run.json
     const launcher = join(dir, '.nsa-top', 'supervised', 'x_1');
