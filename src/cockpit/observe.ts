@@ -8,9 +8,10 @@
 //
 // An Observer keeps what does not change between rounds (run.info, the grace, the CPU count) and
 // caches files by their stat; a one-shot command makes one and calls observe() once.
-import { readdir, stat } from 'node:fs/promises';
+import { access, readdir, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import type { CheckInput, Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
@@ -90,6 +91,8 @@ export class Observer {
   private launched: Launched | undefined;
   private graceS = 0;
   private hostCpus: number | undefined;
+  /** no nvidia-smi on the host (looked at once): a fact every surface judges with, telemetry or not */
+  private gpuToolsAbsent = false;
   private procs: RunProcesses | null = null;
   private procsPids = '';
   private supKey = '';
@@ -137,6 +140,7 @@ export class Observer {
     }
     this.graceS = await haltGraceS(this.host, this.dirs.runDir).catch(() => 300);
     this.hostCpus = await hostCpuCount(this.host);
+    this.gpuToolsAbsent = await nvidiaToolsAbsent(this.host);
   }
 
   /**
@@ -158,7 +162,8 @@ export class Observer {
       errors.push(`reading the run: ${(e as Error).message}`);
       run = model.snapshot();
     }
-    const gpu = this.o.gpu?.current() ?? null;
+    const gpu: GpuTelemetry | null =
+      this.o.gpu?.current() ?? (this.gpuToolsAbsent ? { status: 'no-nvidia-tools', at: host.now() } : null);
     let adoptionNote: string | null = null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
     if (!this.procs || hbPids !== this.procsPids || (o.procsDue ? o.procsDue(run, this.procs) : true)) {
@@ -289,6 +294,27 @@ export class Observer {
       .finally(() => {
         this.taking = null;
       });
+  }
+}
+
+/** Whether the host has no nvidia-smi: a PATH lookup locally (no process), one command over SSH. */
+export async function nvidiaToolsAbsent(host: Host): Promise<boolean> {
+  if (host.kind === 'local') {
+    for (const d of (process.env.PATH ?? '').split(delimiter).filter(Boolean))
+      if (
+        await access(join(d, 'nvidia-smi'), constants.X_OK).then(
+          () => true,
+          () => false,
+        )
+      )
+        return false;
+    return true;
+  }
+  try {
+    const r = await host.exec(['sh', '-c', 'command -v nvidia-smi'], { timeoutMs: 5000 });
+    return r.code !== 0 || r.stdout.trim() === '';
+  } catch {
+    return false;
   }
 }
 
