@@ -94,3 +94,45 @@ test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json say
   );
   assert.deepEqual(await trainersOf(runDir), []);
 });
+
+test('the restart budget survives re-adoption: a crash restarted (1 of 2 used), the supervisor SIGKILLed, relaunch re-adopts — still 1 of 2', async () => {
+  const cwd = tempDir('sup-budget');
+  const pf = profilesFile(cwd);
+  const { runDir, supervisorPid } = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+  const st0 = await until('the trainer', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s?.child?.startTime ? s : null;
+  });
+  leftovers.push(st0.supervisor!, st0.child!);
+  await until('steps', () => lastStep(runDir) >= 3);
+  process.kill(st0.child!.pid, 'SIGKILL'); // a crash of the trainer our supervisor started
+  const st1 = await until('the restart', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s?.restarts === 1 && s.state === 'running' && s.child?.startTime && s.child.pid !== st0.child!.pid
+      ? s
+      : null;
+  });
+  leftovers.push(st1.child!);
+  process.kill(supervisorPid, 'SIGKILL');
+  await until('the supervisor to die', async () => !(await verifyProcess(host, st0.supervisor!)));
+  const rec = await relaunch(host, runDir, await currentActor(host), { removeStaleHalt: false });
+  assert.equal(rec.result, 'ok', rec.detail);
+  const st2 = await until('the re-adoption', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s && s.supervisor?.pid !== supervisorPid && s.state === 'running' && /adopted/.test(s.note ?? '') ? s : null;
+  });
+  leftovers.push(st2.supervisor!);
+  assert.deepEqual(st2.child, st1.child, 'the same trainer, re-adopted');
+  assert.equal(st2.restarts, 1, 'the restart used before stays used');
+  assert.equal(st2.maxRestarts, 2);
+  const stop = await stopRun(host, runDir, await currentActor(host), { reason: 'test over' });
+  assert.equal(stop.result, 'started', stop.detail);
+  await until(
+    'the run to stop',
+    async () => {
+      const s = await readSupervisorState(host, runDir);
+      return s && s.state === 'halted' && !(await verifyProcess(host, s.supervisor!).catch(() => false));
+    },
+    30000,
+  );
+});
