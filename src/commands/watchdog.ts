@@ -62,9 +62,11 @@ anomalies are reported (stdout, .nsa-top/watchdog.jsonl), not recorded in the ru
 acts, whatever the other flags say.
 With --halt it acts on the first critical anomaly: it writes <out_dir>/.anomaly_type (only if none
 is there: the FIRST anomaly is kept; the real watchdog overwrites nan_loss with heartbeat_stall),
-gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").`,
+gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").
+Its loop (not --once) on the training box also takes over a halt-after-checkpoint request whose
+carrier (the supervisor or an agent) died: a new nsa-top agent carries it on (audited).`,
   epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
-  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu
+  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu, takeOver
   state    state (STARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
@@ -74,6 +76,7 @@ gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").`,
   dump     perRank [{rank, pid, status, file?, why?}], refused [{pid, rank, why}] (named by a
            heartbeat or an argv but not proven ranks of this run: never signalled)
   halt     path, result, detail
+  takeover result, detail, request  (a halt request whose carrier died, handed to a new agent)
   error    message, consecutive     (a failed look; the watch goes on)
   exit     state, why, reason, code
 
