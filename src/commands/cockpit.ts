@@ -93,6 +93,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     const actions = createActions({
       host: o.host,
       runDir: o.runDir,
+      ...(o.dirs ? { dirs: o.dirs } : {}),
       readOnly: o.readOnly,
       state: () => collector.get(),
       relaunch: o.relaunch,

@@ -25,7 +25,7 @@ import {
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
 import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
 import { spawnSelfDetached } from '../launch/detached.js';
 import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
 
@@ -532,16 +532,17 @@ export async function haltGraceS(host: Host, runDir: string): Promise<number> {
  */
 export async function submitHaltAfterCheckpoint(
   host: Host,
-  dir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions & { claimTimeoutMs?: number } = {},
 ): Promise<RequestOutcome> {
-  const { runDir, outDir, supervised } = await resolveRunDirs(host, dir);
+  const dirs = await runDirsOf(host, run);
+  const { runDir, outDir, supervised } = dirs;
   const haltPath = join(outDir, '.HALT');
   let request: ControlRequest | null = null;
   const record = await audited(
     host,
-    runDir,
+    dirs,
     { actor, action: 'halt-after-checkpoint', target: { path: haltPath } },
     async (ctx): Promise<Outcome> => {
       if (host.kind !== 'local')
@@ -695,15 +696,16 @@ async function handToOwner(
 /** Cancels the active request (or the one named). Too late once .HALT is written: then it says so. */
 export async function cancelRequest(
   host: Host,
-  dir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions & { id?: string } = {},
 ): Promise<RequestOutcome> {
-  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  const dirs = await runDirsOf(host, run);
+  const { outDir } = dirs;
   let request: ControlRequest | null = null;
   const record = await audited(
     host,
-    runDir,
+    dirs,
     { actor, action: 'cancel-request', target: {} },
     async (): Promise<Outcome> => {
       if (host.kind !== 'local')
@@ -766,17 +768,17 @@ export async function cancelRequest(
  */
 export async function takeOverRequest(
   host: Host,
-  dirs: { runDir: string; outDir: string },
+  dirs: RunDirs,
   actor: Actor,
   requestId: string,
   opts: ControlOptions & { claimTimeoutMs?: number } = {},
 ): Promise<ActionRecord> {
-  const { runDir, outDir } = dirs;
+  const { outDir } = dirs;
   const before = readLocal(outDir).find((r) => r.id === requestId) ?? null;
   const dead = before?.owner ?? null;
   return audited(
     host,
-    runDir,
+    dirs,
     {
       actor,
       action: 'halt-after-checkpoint',
