@@ -92,7 +92,7 @@ export class Observer {
   private graceS = 0;
   private hostCpus: number | undefined;
   /** no nvidia-smi on the host (looked at once): a fact every surface judges with, telemetry or not */
-  private gpuToolsAbsent = false;
+  private noGpuTools: GpuTelemetry | null = null;
   private procs: RunProcesses | null = null;
   private procsPids = '';
   private supKey = '';
@@ -140,7 +140,8 @@ export class Observer {
     }
     this.graceS = await haltGraceS(this.host, this.dirs.runDir).catch(() => 300);
     this.hostCpus = await hostCpuCount(this.host);
-    this.gpuToolsAbsent = await nvidiaToolsAbsent(this.host);
+    // one value, stamped when it was looked at (the collector emits on a changed GPU reading)
+    if (await nvidiaToolsAbsent(this.host)) this.noGpuTools = { status: 'no-nvidia-tools', at: this.host.now() };
   }
 
   /**
@@ -163,7 +164,7 @@ export class Observer {
       run = model.snapshot();
     }
     const gpu: GpuTelemetry | null =
-      this.o.gpu?.current() ?? (this.gpuToolsAbsent ? { status: 'no-nvidia-tools', at: host.now() } : null);
+      this.o.gpu?.current() ?? this.noGpuTools;
     let adoptionNote: string | null = null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
     if (!this.procs || hbPids !== this.procsPids || (o.procsDue ? o.procsDue(run, this.procs) : true)) {
