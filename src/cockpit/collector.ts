@@ -270,7 +270,7 @@ export class Collector {
       const st = await this.host.stat(join(outDir, NSA_DIR, ACTIONS_FILE));
       const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
       if (key !== this.actionsKey) {
-        actions = st ? await readActions(this.host, obs.dirs.runDir, this.o.actionLimit ?? 100) : [];
+        actions = st ? await readActions(this.host, obs.dirs, this.o.actionLimit ?? 100) : [];
         this.actionsKey = key;
       }
     } catch (e) {

@@ -163,8 +163,7 @@ export class Observer {
       errors.push(`reading the run: ${(e as Error).message}`);
       run = model.snapshot();
     }
-    const gpu: GpuTelemetry | null =
-      this.o.gpu?.current() ?? this.noGpuTools;
+    const gpu: GpuTelemetry | null = this.o.gpu?.current() ?? this.noGpuTools;
     let adoptionNote: string | null = null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
     if (!this.procs || hbPids !== this.procsPids || (o.procsDue ? o.procsDue(run, this.procs) : true)) {
@@ -196,7 +195,7 @@ export class Observer {
       const st = await host.stat(join(this.dirs.outDir, NSA_DIR, REQUESTS_FILE));
       const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
       if (key !== this.reqKey) {
-        this.requests = st ? await readRequests(host, this.dirs.outDir) : [];
+        this.requests = st ? await readRequests(host, this.dirs) : [];
         this.reqKey = key;
       }
     } catch (e) {

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { appendOwn, OwnWriteError, readOnlyMode, type EffectOptions } from './ownfiles.js';
-import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
+import { NSA_DIR, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
 
 export const ACTIONS_FILE = 'actions.jsonl';
 
@@ -106,8 +106,8 @@ function asRecord(v: unknown): ActionRecord | null {
 }
 
 /** Reads the action log (newest last). Bad lines are skipped and counted; a missing log is empty. */
-export async function readActionLog(host: Host, runDir: string, limit?: number): Promise<ActionLog> {
-  const { outDir } = await resolveRunDirs(host, runDir);
+export async function readActionLog(host: Host, run: RunRef, limit?: number): Promise<ActionLog> {
+  const { outDir } = await runDirsOf(host, run);
   const path = join(outDir, NSA_DIR, ACTIONS_FILE);
   let buf: Buffer;
   let partialHead = false;
@@ -145,8 +145,8 @@ export async function readActionLog(host: Host, runDir: string, limit?: number):
   return { records: limit !== undefined ? records.slice(-limit) : records, badLines, error: null };
 }
 
-export async function readActions(host: Host, runDir: string, limit?: number): Promise<ActionRecord[]> {
-  return (await readActionLog(host, runDir, limit)).records;
+export async function readActions(host: Host, run: RunRef, limit?: number): Promise<ActionRecord[]> {
+  return (await readActionLog(host, run, limit)).records;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -68,8 +68,8 @@ function parseRequests(text: string | null): ControlRequest[] {
 }
 
 /** The run's requests (oldest first), through a Host: any cockpit, local or over SSH, reads them. */
-export async function readRequests(host: Host, dir: string): Promise<ControlRequest[]> {
-  const { outDir } = await resolveRunDirs(host, dir);
+export async function readRequests(host: Host, run: RunRef): Promise<ControlRequest[]> {
+  const { outDir } = await runDirsOf(host, run);
   try {
     return parseRequests((await host.readFile(join(outDir, NSA_DIR, REQUESTS_FILE), 1024 * 1024)).toString('utf8'));
   } catch {
