@@ -25,7 +25,7 @@ import {
   type MemSample,
 } from './rules.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
-import { ruleSupervisor } from './supervisor.js';
+import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
   Alert,
@@ -216,6 +216,14 @@ export class Checker {
       this.shown.set(d.id, { alert, lastSeen: now, absent: 0, clearingSince: null });
       out.push(alert);
     }
+    // alerts a present one makes untrue go at once (to the timeline), without hysteresis
+    for (const id of seen)
+      for (const gone of SUPERSEDES[id] ?? []) {
+        const e = this.shown.get(gone);
+        if (!e || seen.has(gone)) continue;
+        this.shown.delete(gone);
+        clear(e.alert, now);
+      }
     for (const [id, e] of [...this.shown]) {
       if (seen.has(id)) continue;
       e.absent++;

@@ -13,6 +13,15 @@ export const STORM_EXITS = 3;
 /** this many consecutive starts from the same checkpoint (path and mtime) is "not advancing" */
 export const NO_PROGRESS_STARTS = 3;
 
+/**
+ * An alert that makes others untrue at once, not after hysteresis: once the supervisor is known dead,
+ * "supervisor restarted the trainer" (or its backoff) is not a condition that is clearing, it is
+ * wrong — an open cockpit must not keep saying it beside the critical.
+ */
+export const SUPERSEDES: Readonly<Record<string, readonly string[]>> = {
+  'supervisor:dead': ['supervisor:restarted', 'supervisor:backoff', 'supervisor:gave-up'],
+};
+
 function cause(c: { code: number | null; signal: string | null }): string {
   return c.signal ?? `exit ${c.code}`;
 }

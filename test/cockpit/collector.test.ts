@@ -202,6 +202,10 @@ test('collector: an open cockpit sees its supervisor SIGKILLed in the next round
     assert.equal(dead?.severity, 'critical');
     assert.equal(dead?.title, `supervisor dead (pid ${stand.pid} gone): crashes will not be restarted`);
     assert.match(dead!.detail, /1 of 2 restarts used/);
+    assert.ok(
+      !s2.alerts.some((a) => a.id === 'supervisor:restarted'),
+      'no "supervisor restarted the trainer" beside it, not even clearing',
+    );
   } finally {
     if (stand.exitCode === null && stand.signalCode === null) stand.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
