@@ -4,7 +4,7 @@
 // and the adopted trainer can still be stopped. Real processes throughout (the built nsa-top, the
 // fake trainer of supervisor.test.ts). Needs `npm run build` first.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -19,8 +19,11 @@ const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
 const leftovers: { pid: number; startTime: string }[] = [];
 
+const budgetDirs: string[] = [];
+
 after(async () => {
   for (const p of leftovers) if (await verifyProcess(host, p).catch(() => false)) process.kill(p.pid, 'SIGKILL');
+  for (const d of budgetDirs) rmSync(d, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 });
 
 async function trainersOf(runDir: string): Promise<number[]> {
@@ -97,6 +100,7 @@ test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json say
 
 test('the restart budget survives re-adoption: a crash restarted (1 of 2 used), the supervisor SIGKILLed, relaunch re-adopts — still 1 of 2', async () => {
   const cwd = tempDir('sup-budget');
+  budgetDirs.push(cwd);
   const pf = profilesFile(cwd);
   const { runDir, supervisorPid } = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
   const st0 = await until('the trainer', async () => {
