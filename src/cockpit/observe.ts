@@ -139,9 +139,10 @@ export class Observer {
       this.launched = undefined;
     }
     this.graceS = await haltGraceS(this.host, this.dirs.runDir).catch(() => 300);
-    this.hostCpus = await hostCpuCount(this.host);
+    const facts = await hostFacts(this.host);
+    this.hostCpus = facts.cpus;
     // one value, stamped when it was looked at (the collector emits on a changed GPU reading)
-    if (await nvidiaToolsAbsent(this.host)) this.noGpuTools = { status: 'no-nvidia-tools', at: this.host.now() };
+    if (facts.noNvidiaTools) this.noGpuTools = { status: 'no-nvidia-tools', at: this.host.now() };
   }
 
   /**
@@ -297,36 +298,43 @@ export class Observer {
   }
 }
 
-/** Whether the host has no nvidia-smi: a PATH lookup locally (no process), one command over SSH. */
-export async function nvidiaToolsAbsent(host: Host): Promise<boolean> {
+/**
+ * What the judge needs to know of the host itself, looked at once per observer (per connection):
+ * its CPU count (os.cpus locally; `getconf _NPROCESSORS_ONLN`, else `nproc`, over SSH) and whether
+ * it has nvidia-smi at all (a PATH lookup locally, no process; over SSH both in one command).
+ */
+export async function hostFacts(host: Host): Promise<{ cpus: number | undefined; noNvidiaTools: boolean }> {
   if (host.kind === 'local') {
+    let found = false;
     for (const d of (process.env.PATH ?? '').split(delimiter).filter(Boolean))
       if (
         await access(join(d, 'nvidia-smi'), constants.X_OK).then(
           () => true,
           () => false,
         )
-      )
-        return false;
-    return true;
+      ) {
+        found = true;
+        break;
+      }
+    return { cpus: cpus().length || undefined, noNvidiaTools: !found };
   }
   try {
-    const r = await host.exec(['sh', '-c', 'command -v nvidia-smi'], { timeoutMs: 5000 });
-    return r.code !== 0 || r.stdout.trim() === '';
+    const r = await host.exec(
+      [
+        'sh',
+        '-c',
+        '(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc); command -v nvidia-smi >/dev/null && echo gpu-tools',
+      ],
+      { timeoutMs: 5000 },
+    );
+    const [first, second] = r.stdout.trim().split('\n');
+    const n = Number(first?.trim());
+    return {
+      cpus: Number.isInteger(n) && n > 0 ? n : undefined,
+      noNvidiaTools: r.stdout.length > 0 && second?.trim() !== 'gpu-tools',
+    };
   } catch {
-    return false;
-  }
-}
-
-/** CPU cores of the training host: os.cpus locally; over SSH `getconf _NPROCESSORS_ONLN` (or nproc) once. */
-export async function hostCpuCount(host: Host): Promise<number | undefined> {
-  if (host.kind === 'local') return cpus().length || undefined;
-  try {
-    const r = await host.exec(['sh', '-c', 'getconf _NPROCESSORS_ONLN 2>/dev/null || nproc'], { timeoutMs: 5000 });
-    const n = Number(r.stdout.trim());
-    return r.code === 0 && Number.isInteger(n) && n > 0 ? n : undefined;
-  } catch {
-    return undefined;
+    return { cpus: undefined, noNvidiaTools: false };
   }
 }
 
