@@ -38,6 +38,9 @@ export interface CheckInput {
   stopEscalation?: 'SIGINT' | 'SIGKILL' | null;
   /** one phrase of evidence for stopEscalation (who, when, how long after .HALT) */
   stopEscalationWhy?: string | null;
+  /** the run's grace after .HALT, s (its profile's stop.halt_grace_s): overrides thresholds.haltGraceS,
+   *  so the alert and the halt window count the same grace */
+  haltGraceS?: number;
 }
 
 export interface Cadence {
@@ -120,7 +123,11 @@ export function currentLaunchRanks(ranks: RankHeartbeat[]): RankHeartbeat[] {
   );
 }
 
-export function buildCtx(input: CheckInput, t: Thresholds): Ctx {
+export function buildCtx(input: CheckInput, base: Thresholds): Ctx {
+  const t =
+    input.haltGraceS !== undefined && Number.isFinite(input.haltGraceS) && input.haltGraceS >= 0
+      ? { ...base, haltGraceS: input.haltGraceS }
+      : base;
   const run = input.run;
   const procsKnown = !!input.procs && !input.procs.error;
   const alive = procsKnown

@@ -1,6 +1,7 @@
 // src/checks: snapshots in, judgements out. The TUI, `nsa-top watchdog` and `nsa-top report` all
 // call Checker.evaluate, so they can never disagree. Pure: no I/O here (the command modules do it).
 import type { RunState } from './types.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { buildCtx, type CheckInput, type Ctx } from './context.js';
 import { gatesView, gpuHealth, rankHealth } from './present.js';
 import {
@@ -26,7 +27,7 @@ import {
 import { bootPhase, heldByBoot, ruleBoot } from './boot.js';
 import { deriveRunState, STATE_HEALTH } from './runstate.js';
 import { waitsForFile } from './waits.js';
-import { ruleSupervisor } from './supervisor.js';
+import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
@@ -248,6 +249,14 @@ export class Checker {
       this.shown.set(d.id, { alert, lastSeen: now, absent: 0, clearingSince: null });
       out.push(alert);
     }
+    // alerts a present one makes untrue go at once (to the timeline), without hysteresis
+    for (const id of seen)
+      for (const gone of SUPERSEDES[id] ?? []) {
+        const e = this.shown.get(gone);
+        if (!e || seen.has(gone)) continue;
+        this.shown.delete(gone);
+        clear(e.alert, now);
+      }
     for (const [id, e] of [...this.shown]) {
       if (seen.has(id)) continue;
       e.absent++;
@@ -290,4 +299,46 @@ export class Checker {
 /** One-shot evaluation (no history): for `report` and tests. */
 export function evaluateOnce(input: CheckInput, t?: Partial<Thresholds>): Evaluation {
   return new Checker(t).evaluate(input);
+}
+
+/** an alert's fields as `status --json` and the watchdog's `alert` lines give them */
+export function alertFields(a: Alert) {
+  return {
+    id: a.id,
+    rule: a.rule,
+    severity: a.severity,
+    title: a.title,
+    detail: a.detail,
+    since: a.since,
+    step: a.step ?? null,
+    rank: a.rank ?? null,
+  };
+}
+
+const DEAD = new Set<RunState>(['STALLED', 'EXITED', 'NO TRAINER']);
+
+/**
+ * The exit code of `status` and `watchdog --once`: 0 healthy (running, finished, halted on
+ * request), 1 an anomaly (any critical alert), a stall or a dead run.
+ */
+export function healthExit(ev: Evaluation): 0 | 1 {
+  return ev.alerts.some((a) => a.severity === 'critical') || DEAD.has(ev.runState) ? 1 : 0;
+}
+
+/**
+ * Why a snapshot cannot be judged at all (exit 2), or null: the dir is gone, holds no run artifact,
+ * or nothing in it could be read.
+ */
+export function unjudgeable(run: RunSnapshot, outDir: string): string | null {
+  if (!run.exists) return `cannot read run dir ${outDir}: ${run.error ?? 'missing'}`;
+  const files = Object.entries(run.files);
+  if (files.length === 0 && run.checkpoints.length === 0 && !run.tb.present) {
+    return `${outDir} holds no run artifacts (no heartbeat_rank*.jsonl, training.csv, env.json, checkpoint or tb/)`;
+  }
+  const readable = files.filter(([, h]) => h.records > 0 || (h.lastError === null && h.size === 0));
+  if (files.length > 0 && readable.length === 0 && files.every(([, h]) => h.lastError)) {
+    const [name, h] = files[0]!;
+    return `cannot read the run's files in ${outDir} (${name}: ${h.lastError}${files.length > 1 ? `, and ${files.length - 1} more` : ''})`;
+  }
+  return null;
 }

@@ -13,6 +13,15 @@ export const STORM_EXITS = 3;
 /** this many consecutive starts from the same checkpoint (path and mtime) is "not advancing" */
 export const NO_PROGRESS_STARTS = 3;
 
+/**
+ * An alert that makes others untrue at once, not after hysteresis: once the supervisor is known dead,
+ * "supervisor restarted the trainer" (or its backoff) is not a condition that is clearing, it is
+ * wrong — an open cockpit must not keep saying it beside the critical.
+ */
+export const SUPERSEDES: Readonly<Record<string, readonly string[]>> = {
+  'supervisor:dead': ['supervisor:restarted', 'supervisor:backoff', 'supervisor:gave-up'],
+};
+
 function cause(c: { code: number | null; signal: string | null }): string {
   return c.signal ?? `exit ${c.code}`;
 }
@@ -24,7 +33,17 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
     const last = sup.exitCodes.length ? sup.exitCodes[sup.exitCodes.length - 1]! : null;
     const lastCause = sup.lastCause ?? (last ? cause(last) : null);
     const budget = `${sup.restarts} of ${sup.maxRestarts} restart${sup.maxRestarts === 1 ? '' : 's'} used`;
-    if (sup.state === 'failed') {
+    if (sup.supervisorGone) {
+      // killed outright (SIGKILL, OOM killer): its file still says it runs, and nothing will restart a crash
+      out.push({
+        id: 'supervisor:dead',
+        rule: 'supervisor',
+        severity: ctx.ended ? 'warning' : 'critical',
+        title: `supervisor dead (pid ${sup.supervisor?.pid ?? '?'} gone): crashes will not be restarted`,
+        detail: `${sup.note ?? ''}${sup.note ? '. ' : ''}${budget}${lastCause ? `; last exit: ${lastCause}` : ''}. nsa-top relaunch RUN (or attach) starts a new supervisor, which re-adopts a live trainer.`,
+        since: sup.updatedAt,
+      });
+    } else if (sup.state === 'failed') {
       out.push({
         id: 'supervisor:gave-up',
         rule: 'supervisor',
@@ -102,9 +121,9 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
       out.push({
         id: `request-orphan:${req.id}`,
         rule: 'request',
-        severity: 'warning',
+        severity: 'critical',
         title: `the halt request of ${req.who.user} has lost its carrier (${owner} is gone): nothing will write .HALT`,
-        detail: `nsa-top halt RUN --after-checkpoint hands it to a new agent; h then x, or nsa-top halt RUN --cancel, drops it`,
+        detail: `a live cockpit or watchdog on the training box hands it to a new agent within a round, as does nsa-top halt RUN --after-checkpoint; h then x, or nsa-top halt RUN --cancel, drops it`,
         since: req.updatedAt,
       });
       return out;

@@ -1,5 +1,6 @@
 // Thresholds of every rule, with the real watchdog's defaults (contract §2.8) and its NSA_WATCH_*
 // environment names honoured, so an operator's existing tuning carries over.
+import { DEFAULT_HALT_GRACE_S } from '../trainer/control/types.js';
 
 export interface Thresholds {
   /** heartbeat/step stall floor, s (NSA_WATCH_HEARTBEAT_STALL_S, real default 180) */
@@ -71,7 +72,9 @@ export interface Thresholds {
   leakMinPoints: number;
   /** GPU memory used / total above this */
   gpuMemNearFrac: number;
-  /** HALT requested but ranks still alive after this many seconds */
+  /** HALT requested but ranks still alive after this many seconds: the same grace the halt window
+   *  and escalation use (one value per run: its profile's stop.halt_grace_s, which the observation
+   *  passes in as CheckInput.haltGraceS; this default only for a bare evaluation) */
   haltGraceS: number;
   /** utilisation at or above this with power near idle → spinning in a collective */
   spinUtilPct: number;
@@ -127,7 +130,7 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   leakMinFrac: 0.1,
   leakMinPoints: 8,
   gpuMemNearFrac: 0.95,
-  haltGraceS: 60,
+  haltGraceS: DEFAULT_HALT_GRACE_S,
   spinUtilPct: 95,
   spinPowerFrac: 0.35,
   mfuLowFrac: 0.002,

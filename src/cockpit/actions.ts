@@ -18,6 +18,7 @@ import {
   type RankTarget,
 } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
+import type { RunDirs, RunRef } from '../trainer/launch/rundirs.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
 
@@ -96,6 +97,8 @@ export function rankTargets(s: CockpitState | null): RankTarget[] {
 export function createActions(o: {
   host: Host;
   runDir: string;
+  /** the run resolved once at the edge: the halt path writes where it is given */
+  dirs?: RunDirs;
   readOnly: boolean;
   state: () => CockpitState | null;
   relaunch?: RelaunchFn;
@@ -103,6 +106,7 @@ export function createActions(o: {
   changed?: () => void;
 }): CockpitActions {
   const { host, runDir, readOnly } = o;
+  const run: RunRef = o.dirs ?? runDir;
   const changed = () => o.changed?.();
   return {
     readOnly,
@@ -141,17 +145,17 @@ export function createActions(o: {
       let r: ActionOutcome;
       if (mode === 'after-checkpoint') {
         onProgress?.('handing the request to a detached process…');
-        r = outcome((await submitHaltAfterCheckpoint(host, runDir, actor, { readOnly })).record);
+        r = outcome((await submitHaltAfterCheckpoint(host, run, actor, { readOnly })).record);
       } else {
         const viaSupervisor = o.stop ? await o.stop() : null;
-        r = viaSupervisor ?? outcome(await requestHalt(host, runDir, 'now', actor, { readOnly }));
+        r = viaSupervisor ?? outcome(await requestHalt(host, run, 'now', actor, { readOnly }));
       }
       changed();
       return r;
     },
     async cancelHalt() {
       const actor = await currentActor(host);
-      const r = outcome((await cancelRequest(host, runDir, actor, { readOnly })).record);
+      const r = outcome((await cancelRequest(host, run, actor, { readOnly })).record);
       changed();
       return r;
     },

@@ -2,40 +2,31 @@
 // the process table and GPU telemetry on an interval, runs the Checker, reads the action log and
 // the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
 // CockpitState only when something the screen shows has changed.
-import { join } from 'node:path';
-import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv, type Launched } from '../checks/index.js';
-import { launchedFromRunInfo } from '../checks/launched.js';
+import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
-import { findRunProcesses } from '../trainer/run/processes.js';
-import { hintsFromRun } from '../trainer/run/ranks.js';
-import { recordAdoption } from '../trainer/run/adopt.js';
-import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import {
-  activeRequest,
-  type ActionRecord,
-  type ControlRequest,
-  type SupervisorState,
-} from '../trainer/control/types.js';
-import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE } from '../trainer/control/requests.js';
-import { ACTIONS_FILE, readActions, stepsAtRisk } from '../trainer/control/actions.js';
-import type { RunModel } from '../trainer/run/model.js';
-import { openRunModel } from '../trainer/run/rundir.js';
-import type { RunSnapshot } from '../trainer/run/snapshot.js';
-import { NSA_DIR, resolveRunDirs } from '../trainer/launch/rundirs.js';
+import type { RunProcesses } from '../remote/types.js';
+import type { ActionRecord, Actor } from '../trainer/control/types.js';
+import { readActions, stepsAtRisk } from '../trainer/control/actions.js';
+import { ACTIONS_FILE } from '../trainer/control/audit.js';
+import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
+import { resolveRunDirsAt } from '../trainer/run/rundir.js';
+import { join } from 'node:path';
+import { Observer, type GpuSource } from './observe.js';
 import { evaluationFields, type CockpitState } from './state.js';
 
-export interface GpuSource {
-  current(): GpuTelemetry | null;
-}
+export type { GpuSource } from './observe.js';
 
 export interface CollectorOptions {
   host: Host;
   /** the run dir as given (a supervised launcher dir or the trainer's out_dir) */
   runDir: string;
+  /** the run resolved at the edge (resolveRunDirsAt); else resolved from runDir on the first round */
+  dirs?: RunDirs;
+  /** who takes over a halt request whose carrier died (a cockpit on the training box, not read-only) */
+  actor?: Actor | null;
   intervalMs?: number;
   readOnly?: boolean;
   gpu?: GpuSource | null;
-  readSupervisorState?: (host: Host, runDir: string) => Promise<SupervisorState | null>;
   /** actions.jsonl records kept (newest) */
   actionLimit?: number;
   /** the process table is read at most this often (default 5000 ms; each read runs a command) */
@@ -95,8 +86,8 @@ export class Collector {
   readonly intervalMs: number;
   private readonly host: Host;
   private readonly runDir: string;
-  private outDir: string | null = null;
-  private model: RunModel | null = null;
+  /** the one observation (./observe.ts): the same input status, watchdog and report judge */
+  private observer: Observer | null = null;
   private readonly checker = new Checker(thresholdsFromEnv(process.env));
   private readonly listeners = new Set<Listener>();
   private timer: NodeJS.Timeout | null = null;
@@ -107,14 +98,7 @@ export class Collector {
   private pySpy: boolean | null = null;
   private ticking: Promise<void> | null = null;
   private procsAt = 0;
-  private procsPids = '';
   private actionsKey = '';
-  private supervisorKey = '';
-  private requestsKey = '';
-  private ownerCheck: { key: string; at: number; alive: boolean | undefined } | null = null;
-  private graceS: number | undefined;
-  private launcherDir: string | null = null;
-  private launched: Launched | undefined;
   /** wall ms of the last poll that brought fresh data (the host reachable) */
   private lastFreshAt: number | null = null;
   private tickStartedAt: number | null = null;
@@ -247,138 +231,52 @@ export class Collector {
 
   private async collectRound(t0: number): Promise<CockpitState> {
     this.ticks++;
-    const errors: string[] = [];
-    if (!this.model) {
-      // one way of opening a run (launcher dir → out_dir, the launcher's train.log), shared with status/report
-      const opened = await openRunModel(this.host, this.runDir);
-      this.model = opened.model;
-      this.outDir = opened.outDir;
-      this.launcherDir = opened.runDir;
-      try {
-        const info = await this.host.readFile(join(opened.runDir, 'run.info'), 256 * 1024);
-        this.launched = launchedFromRunInfo(info.toString('utf8'));
-      } catch {
-        this.launched = undefined;
-      }
+    if (!this.observer) {
+      // the run resolved once (at the edge when the caller did it): the observation is handed it
+      const dirs = this.o.dirs ?? (await resolveRunDirsAt(this.host, this.runDir));
+      this.observer = new Observer(this.host, {
+        dirs,
+        gpu: this.o.gpu ?? null,
+        adoptAs: 'cockpit',
+        takeOver: this.o.actor ? { actor: this.o.actor, readOnly: this.o.readOnly === true } : null,
+      });
       void this.probePySpy();
-      this.graceS = await haltGraceS(this.host, opened.runDir).catch(() => undefined);
     }
-    let run: RunSnapshot;
-    let fresh = false;
-    try {
-      run = await this.model.poll();
-      fresh = true;
-    } catch (e) {
-      errors.push(`reading the run: ${(e as Error).message}`);
-      run = this.model.snapshot();
-    }
-    const gpu = this.o.gpu?.current() ?? null;
-    let procs: RunProcesses | null = this.state?.procs ?? null;
-    const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
-    // metrics.json just written: look at the processes now (HALTING until none lives)
-    const procsDue =
-      !procs ||
-      Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) ||
-      hbPids !== this.procsPids ||
-      (run.ended && !this.state?.run.ended) ||
-      // stopping, or a named culprit whose run moves again (SIGCONT): the process table tells first
-      (this.state?.runState === 'HALTING' && Date.now() - this.procsAt >= 1000) ||
-      (this.state?.culprit != null && run.step !== this.state.run.step);
-    if (procsDue)
-      try {
-        this.procsAt = Date.now();
-        this.procsPids = hbPids;
-        const g = gpu && gpu.status === 'ok' ? gpu : null;
-        // findRunProcesses never counts nsa-top's own tools (this cockpit, a watchdog, the supervisor),
-        // and a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
-        procs = await findRunProcesses(this.host, this.outDir!, { ...hintsFromRun(run), gpu: g });
-        // env.json's CONFIG is relative to the trainer's cwd: the run model reads it from the next poll
-        const cwd = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])].find(
-          (p) => p.cwd,
-        )?.cwd;
-        if (cwd) this.model.setTrainerCwd(cwd);
-        // a live run nsa-top did not start: record its launch once, for a later relaunch (src/trainer/run/adopt)
-        void recordAdoption(this.host, this.outDir!, procs, 'cockpit').catch(() => {});
-      } catch (e) {
-        errors.push(`process table: ${(e as Error).message}`);
-      }
+    const prev = this.state;
+    // the process table is read every few seconds (each read runs a command), or at once when
+    // the run may have changed under it
+    const obs = await this.observer.observe({
+      procsDue: (run) => {
+        const due =
+          this.procsAt === 0 ||
+          Date.now() - this.procsAt >= (this.o.procsIntervalMs ?? 5000) ||
+          // metrics.json just written: look at the processes now (HALTING until none lives)
+          (run.ended && !prev?.run.ended) ||
+          // stopping, or a named culprit whose run moves again (SIGCONT): the process table tells first
+          (prev?.runState === 'HALTING' && Date.now() - this.procsAt >= 1000) ||
+          (prev?.culprit != null && run.step !== prev.run.step);
+        if (due) this.procsAt = Date.now();
+        return due;
+      },
+    });
+    const { run, gpu, supervisor, requests, fresh } = obs;
+    const procs: RunProcesses | null = obs.procs;
+    const errors = [...obs.errors];
+    const outDir = obs.dirs.outDir;
     const now = this.host.now();
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
       // re-read the action log only when it changed (a stat per tick instead of a read)
-      const st = await this.host.stat(join(this.outDir!, NSA_DIR, ACTIONS_FILE));
+      const st = await this.host.stat(join(outDir, NSA_DIR, ACTIONS_FILE));
       const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
       if (key !== this.actionsKey) {
-        actions = st ? await readActions(this.host, this.runDir, this.o.actionLimit ?? 100) : [];
+        actions = st ? await readActions(this.host, obs.dirs, this.o.actionLimit ?? 100) : [];
         this.actionsKey = key;
       }
     } catch (e) {
       errors.push(`actions.jsonl: ${(e as Error).message}`);
     }
-    let supervisor: SupervisorState | null = this.state?.supervisor ?? null;
-    if (this.o.readSupervisorState) {
-      try {
-        // re-read only when supervisor.json changed
-        let st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
-        if (
-          !st &&
-          this.launcherDir === this.outDir &&
-          (this.host.kind === 'local' || this.ticks % 10 === 0) &&
-          (await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json')))
-        ) {
-          // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
-          // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
-          const d = await resolveRunDirs(this.host, this.outDir!);
-          if (d.runDir !== this.launcherDir) {
-            this.launcherDir = d.runDir;
-            st = await this.host.stat(join(this.launcherDir, NSA_DIR, 'supervisor.json'));
-          }
-        }
-        const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
-        if (key !== this.supervisorKey) {
-          supervisor = st ? await this.o.readSupervisorState(this.host, this.runDir) : null;
-          this.supervisorKey = key;
-        }
-      } catch {
-        supervisor = null;
-      }
-    }
-    let requests: ControlRequest[] = this.state?.requests ?? [];
-    try {
-      // re-read only when requests.json changed
-      const st = await this.host.stat(join(this.outDir!, NSA_DIR, REQUESTS_FILE));
-      const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
-      if (key !== this.requestsKey) {
-        requests = st ? await readRequests(this.host, this.outDir!) : [];
-        this.requestsKey = key;
-      }
-    } catch (e) {
-      errors.push(`requests.json: ${(e as Error).message}`);
-    }
-    // the carrier of a request in force must be alive, or nothing will carry it out
-    const active = activeRequest(requests);
-    let requestOwnerAlive: boolean | undefined;
-    if (active?.owner) {
-      // looked at every 5 s (a read of /proc/PID/stat; a command over SSH), or when the owner changes
-      const key = `${active.owner.pid}:${active.owner.startTime}`;
-      if (this.ownerCheck?.key !== key || Date.now() - this.ownerCheck.at >= 5000)
-        this.ownerCheck = {
-          key,
-          at: Date.now(),
-          alive: await ownerAlive(this.host, active.owner).catch(() => undefined),
-        };
-      requestOwnerAlive = this.ownerCheck.alive;
-    }
-    const ev = this.checker.evaluate({
-      now,
-      run,
-      procs,
-      gpu,
-      launched: this.launched,
-      supervisor,
-      requests,
-      requestOwnerAlive,
-    });
+    const ev = this.checker.evaluate(obs.input);
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;
@@ -408,7 +306,7 @@ export class Collector {
       actions,
       supervisor,
       requests,
-      haltGraceS: this.graceS,
+      haltGraceS: obs.haltGraceS,
       self: {
         cpuPct,
         rssMiB,

@@ -10,8 +10,9 @@ import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor } from '../trainer/control/actions.js';
 import { relaunch } from '../trainer/launch/launch.js';
-import { readSupervisorState } from '../trainer/launch/state.js';
-import { resolveRunDir } from '../trainer/run/rundir.js';
+import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { Actor } from '../trainer/control/types.js';
+import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
 import { FramePainter } from '../ui/paint.js';
@@ -47,6 +48,10 @@ export interface CockpitSession {
   intervalMs: number;
   relaunch?: RelaunchFn;
   stop?: StopFn;
+  /** the run resolved once at the edge */
+  dirs?: RunDirs;
+  /** who takes over a halt request whose carrier died, while the cockpit is open on a terminal */
+  actor?: Actor | null;
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -61,7 +66,9 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     intervalMs: o.intervalMs,
     readOnly: o.readOnly,
     gpu,
-    readSupervisorState,
+    ...(o.dirs ? { dirs: o.dirs } : {}),
+    // a one-frame print (no terminal) only looks; an open cockpit carries an orphaned request on
+    actor: process.stdout.isTTY ? (o.actor ?? null) : null,
   });
   const nc = noColor();
   const out = process.stdout;
@@ -86,6 +93,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     const actions = createActions({
       host: o.host,
       runDir: o.runDir,
+      ...(o.dirs ? { dirs: o.dirs } : {}),
       readOnly: o.readOnly,
       state: () => collector.get(),
       relaunch: o.relaunch,
@@ -161,6 +169,8 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
     await openCockpit({
       host,
       runDir,
+      dirs: await resolveRunDirsAt(host, runDir),
+      actor,
       readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),
       relaunch: async ({ removeStaleHalt }) => {

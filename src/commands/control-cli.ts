@@ -3,16 +3,21 @@
 //   0 done or under way (started), 1 failed or partial, 2 bad input, 3 refused (read-only included).
 import type { ActionRecord } from '../trainer/control/types.js';
 import { LocalHost } from '../remote/local/host.js';
-import { resolveRunDir } from '../trainer/run/rundir.js';
+import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
+import type { RunDirs } from '../trainer/launch/rundirs.js';
 import type { OptionSpec } from './args.js';
 
 export const JSON_OPTION = {
   json: { type: 'boolean', help: 'print the outcome as JSON' },
 } as const satisfies Record<string, OptionSpec>;
 
-export async function localRun(runDir: string | undefined): Promise<{ host: LocalHost; runDir: string }> {
+/** The host and the run, resolved once here at the edge (`dirs`: launcher dir, out_dir, supervised). */
+export async function localRun(
+  runDir: string | undefined,
+): Promise<{ host: LocalHost; runDir: string; dirs: RunDirs }> {
   const host = new LocalHost();
-  return { host, runDir: await resolveRunDir(host, runDir, process.cwd()) };
+  const dir = await resolveRunDir(host, runDir, process.cwd());
+  return { host, runDir: dir, dirs: await resolveRunDirsAt(host, dir) };
 }
 
 export function exitCodeOf(result: ActionRecord['result']): number {

@@ -6,51 +6,45 @@ import {
   actionVerdicts,
   Checker,
   thresholdsFromEnv,
+  unjudgeable,
   type ActionVerdicts,
   type Evaluation,
   type Verdict,
 } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import { activeRequest, procRunning, type ActionKind } from '../trainer/control/types.js';
-import { readRequests } from '../trainer/control/requests.js';
-import { readSupervisorState } from '../trainer/launch/state.js';
-import { openRunModel } from '../trainer/run/rundir.js';
-import { judge, readLaunched, unjudgeable } from './judge.js';
+import type { RunDirs } from '../trainer/launch/rundirs.js';
+import { resolveRunDirsAt } from '../trainer/run/rundir.js';
+import { Observer } from '../cockpit/observe.js';
 import { report } from './control-cli.js';
 
 /** The verdicts on the run's state; null when the dir cannot be judged (the action says why itself). */
 export async function headlessVerdicts(
   host: Host,
-  dir: string,
+  dir: string | RunDirs,
 ): Promise<{ verdicts: ActionVerdicts; ev: Evaluation } | null> {
-  const { model, outDir, runDir } = await openRunModel(host, dir);
-  const snap = await model.poll();
-  if (unjudgeable(snap, outDir)) return null;
-  const [supervisor, requests, launched] = await Promise.all([
-    readSupervisorState(host, runDir).catch(() => null),
-    readRequests(host, runDir).catch(() => []),
-    readLaunched(host, runDir),
-  ]);
-  const j = await judge(host, outDir, model, snap, {
-    checker: new Checker(thresholdsFromEnv(process.env)),
-    gpu: null,
-    launched,
-    supervisor,
-    requests,
-  });
+  const dirs = typeof dir === 'string' ? await resolveRunDirsAt(host, dir) : dir;
+  // the one observation every surface judges (supervisor with its liveness, requests, CPU count, grace)
+  const obs = await new Observer(host, { dirs }).observe();
+  if (unjudgeable(obs.run, dirs.outDir)) return null;
+  const ev = new Checker(thresholdsFromEnv(process.env)).evaluate(obs.input);
   const verdicts = actionVerdicts({
-    runState: j.ev.runState,
-    runStateWhy: j.ev.runStateWhy,
-    ranksAlive: j.procs ? j.procs.ranks.filter((r) => procRunning(r.proc)).length : null,
-    haltPresent: j.run.control.halt.present,
-    requestActive: !!activeRequest(requests),
-    supervisor,
+    runState: ev.runState,
+    runStateWhy: ev.runStateWhy,
+    ranksAlive: obs.procs ? obs.procs.ranks.filter((r) => procRunning(r.proc)).length : null,
+    haltPresent: obs.run.control.halt.present,
+    requestActive: !!activeRequest(obs.requests),
+    supervisor: obs.supervisor,
   });
-  return { verdicts, ev: j.ev };
+  return { verdicts, ev };
 }
 
 /** The action's verdict, or null when it fits (or the run cannot be judged). */
-export async function refusedByState(host: Host, dir: string, action: keyof ActionVerdicts): Promise<Verdict | null> {
+export async function refusedByState(
+  host: Host,
+  dir: string | RunDirs,
+  action: keyof ActionVerdicts,
+): Promise<Verdict | null> {
   const v = await headlessVerdicts(host, dir);
   return v && !v.verdicts[action].ok ? v.verdicts[action] : null;
 }

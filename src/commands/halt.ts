@@ -38,26 +38,27 @@ export async function run(argv: string[]): Promise<number> {
   const v = a.values;
   if (v['after-checkpoint'] && v.cancel)
     throw new CliError('halt: --after-checkpoint and --cancel do not go together', 2);
-  const { host, runDir } = await localRun(a.positional);
+  // the run is resolved once (localRun) and handed down: the audit and .HALT go where it says
+  const { host, dirs } = await localRun(a.positional);
   const actor = await currentActor(host);
   const readOnly = v['read-only'] || readOnlyMode();
   if (v.cancel) {
-    const r = await cancelRequest(host, runDir, actor, { readOnly });
+    const r = await cancelRequest(host, dirs, actor, { readOnly });
     return report('halt --cancel', v.json, r.record, { request: r.request });
   }
   // what the cockpit refuses (nothing to halt; no checkpoint coming while STALLED), with its words
   if (!readOnly) {
     const action = v['after-checkpoint'] ? 'haltAfterCheckpoint' : 'haltNow';
-    const no = await refusedByState(host, runDir, action);
+    const no = await refusedByState(host, dirs, action);
     if (no) {
       const cmd = v['after-checkpoint'] ? 'halt --after-checkpoint' : 'halt';
       const kind = v['after-checkpoint'] ? 'halt-after-checkpoint' : 'halt';
-      return reportRefusal(cmd, v.json, { action: kind, runDir }, no);
+      return reportRefusal(cmd, v.json, { action: kind, runDir: dirs.runDir }, no);
     }
   }
   if (v['after-checkpoint']) {
-    const r = await submitHaltAfterCheckpoint(host, runDir, actor, { readOnly });
+    const r = await submitHaltAfterCheckpoint(host, dirs, actor, { readOnly });
     return report('halt --after-checkpoint', v.json, r.record, { request: r.request });
   }
-  return report('halt', v.json, await requestHalt(host, runDir, 'now', actor, { readOnly }));
+  return report('halt', v.json, await requestHalt(host, dirs, 'now', actor, { readOnly }));
 }

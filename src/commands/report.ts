@@ -3,7 +3,7 @@
 // watchdog (src/checks). Exit 0 GO, 1 NO-GO, 2 cannot judge.
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { isAbsolute, join } from 'node:path';
-import { Checker, thresholdsFromEnv, type Alert } from '../checks/index.js';
+import { Checker, thresholdsFromEnv, unjudgeable, type Alert } from '../checks/index.js';
 import { gradeRun, PHASES, type Phase, type Report, type Status } from '../checks/report.js';
 import type { MemSample } from '../checks/rules/index.js';
 import type { Host } from '../remote/host.js';
@@ -11,14 +11,12 @@ import { sampleGpus } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
-import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
+import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { chartText } from '../ui/chart.js';
-import { judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
+import { Observer, whyNothingListed } from '../cockpit/observe.js';
 import { readRunHistory } from '../trainer/run/history.js';
-import { readSupervisorState } from '../trainer/launch/state.js';
-import { readRequests } from '../trainer/control/requests.js';
 
 export const command = defineCommand({
   name: 'report',
@@ -152,9 +150,11 @@ export async function run(argv: string[]): Promise<number> {
 
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
-  const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, dir);
-  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(outDirProblem)}\n`); // run.info is input
-  const launched = await readLaunched(host, launcherDir);
+  // the run, resolved once: the observation below is handed it
+  const dirs = await resolveRunDirsAt(host, dir);
+  const outDir = dirs.outDir;
+  if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
+  const model = await openRunModelOf(host, dirs);
   await model.poll();
   // a second poll settles checkpoint completeness (size stable); the history is read below, whole
   let snap = await model.poll();
@@ -173,17 +173,10 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
-  const j = await judge(host, outDir, model, snap, {
-    checker: new Checker(t),
-    gpu,
-    launched,
-    launcherDir,
-    // judged as status judges it: a supervised restart in progress is RESTARTING
-    supervisor: await readSupervisorState(host, launcherDir).catch(() => null),
-    requests: await readRequests(host, launcherDir).catch(() => []),
-  });
-  snap = j.run;
-  const ev = j.ev;
+  // the one observation the cockpit, status and the watchdog take (supervisor, requests, CPU count, grace)
+  const obs = await new Observer(host, { dirs, model, gpu: { current: () => gpu } }).observe();
+  const ev = new Checker(t).evaluate(obs.input);
+  snap = obs.run;
   const hb = await readHeartbeats(host, outDir, snap);
   const r0 = snap.ranks.find((r) => r.rank === 0) ?? snap.ranks[0];
   // a hand-launched run's stdout, recorded at adoption, when the run dir holds no train.log
@@ -191,7 +184,7 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
     ? isAbsolute(snap.log.file)
       ? snap.log.file
       : join(outDir, snap.log.file)
-    : j.stop.adoptedLog;
+    : (obs.stop?.adoptedLog ?? null);
   const ended = snap.metrics?.['ended'];
   const history = await readRunHistory(host, {
     heartbeat: r0 ? join(outDir, r0.file) : null,
@@ -199,8 +192,8 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
     stallS: ev.stallThresholdS,
     total: snap.totalSteps,
     stop: {
-      events: j.stop.events,
-      stalls: j.stop.stalls,
+      events: obs.stop?.events ?? [],
+      stalls: obs.stop?.stalls ?? [],
       dumps: snap.dumps.map((d) => ({ ts: d.epoch * 1000, rank: d.rank, kind: d.kind })),
       metricsEnded: typeof ended === 'string' ? ended : null,
     },
@@ -214,9 +207,9 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
       history,
       minTps: a.minTps,
       thresholds: t,
-      stop: { signal: j.stop.stopEscalation, why: j.stop.escalationWhy },
+      stop: { signal: obs.stop?.stopEscalation ?? null, why: obs.stop?.escalationWhy ?? null },
       namedDataset:
-        j.stop.argvDataset ??
+        obs.stop?.argvDataset ??
         (history.logDataset
           ? { value: history.logDataset, source: `dataset= in the recorded stdout ${logFile ?? ''}`.trim() }
           : null),

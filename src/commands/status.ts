@@ -1,6 +1,14 @@
 // `nsa-top status [RUN_DIR] [--json]`: read a run dir once and print its snapshot — a human
 // table, or the RunSnapshot as JSON (a stable interface for scripts; see docs/status-json.md).
-import { Checker, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
+import {
+  alertFields,
+  Checker,
+  healthExit,
+  thresholdsFromEnv,
+  unjudgeable,
+  type Alert,
+  type Evaluation,
+} from '../checks/index.js';
 import { ago, bytes, clock, dur, num, pct as percent } from '../format.js';
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
@@ -12,15 +20,14 @@ import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
 import { readActions } from '../trainer/control/audit.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { byOperator, claimedRank, dumpClaims, dumpRankLabel, operatorDumpSets } from '../trainer/control/dumplabels.js';
-import { openRunModel, resolveRunDir } from '../trainer/run/rundir.js';
+import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
-import { alertFields, healthExit, judge, readLaunched, unjudgeable, whyNothingListed } from './judge.js';
-import { readAdoption, recordAdoption } from '../trainer/run/adopt.js';
+import { Observer, whyNothingListed, type Observation } from '../cockpit/observe.js';
+import { readAdoption } from '../trainer/run/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
-import { readLaunchPlan, readSupervisorState } from '../trainer/launch/state.js';
-import { readRequests } from '../trainer/control/requests.js';
-import { resolveRunDirs } from '../trainer/launch/rundirs.js';
+import { readLaunchPlan } from '../trainer/launch/state.js';
+import type { RunDirs } from '../trainer/launch/rundirs.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -36,8 +43,8 @@ export interface ResumeCheckpointField {
 /** status answers from the tail: a heartbeat history above this is scanned for segments only with --full */
 const SEGMENT_SCAN_MAX = 64 * 2 ** 20;
 
-async function resumeCheckpointOf(host: Host, outDir: string, full: boolean): Promise<ResumeCheckpointField | null> {
-  const { runDir } = await resolveRunDirs(host, outDir);
+async function resumeCheckpointOf(host: Host, dirs: RunDirs, full: boolean): Promise<ResumeCheckpointField | null> {
+  const { runDir, outDir } = dirs;
   const plan = await readLaunchPlan(host, runDir);
   const adopted = plan ? null : await readAdoption(host, outDir);
   // oldest first: the hand-launched run's own log, then the supervisor's
@@ -116,9 +123,11 @@ async function statusOn(
   checker: Checker,
 ): Promise<number> {
   const runDir = await resolveRunDir(host, dir, process.cwd());
-  // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir
-  const { model, outDir, runDir: launcherDir, outDirProblem } = await openRunModel(host, runDir);
-  if (outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(outDirProblem)}\n`); // run.info is input
+  // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir, resolved once
+  const dirs = await resolveRunDirsAt(host, runDir);
+  const outDir = dirs.outDir;
+  if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
+  const model = await openRunModelOf(host, dirs);
   let snap = await model.poll();
   if (full) {
     const started = Date.now();
@@ -126,10 +135,7 @@ async function statusOn(
   }
   // a checkpoint counts as complete once its size holds across two polls: look once more when
   // a recent one has only been seen once (only within 30 s of a save)
-  if (snap.checkpoints.some((c) => !c.complete)) {
-    await new Promise((r) => setTimeout(r, 700));
-    snap = await model.poll();
-  }
+  if (snap.checkpoints.some((c) => !c.complete)) await new Promise((r) => setTimeout(r, 700));
   const bad = unjudgeable(snap, outDir);
   if (bad)
     throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
@@ -140,31 +146,34 @@ async function statusOn(
     process.stderr.write(
       `nsa-top: warning: cannot read ${unreadable.join(', ')} in ${outDir} (permission denied): their data is missing below\n`,
     );
-  const j = await judge(host, outDir, model, snap, {
-    checker,
-    gpu: null,
-    launched: await readLaunched(host, launcherDir),
-    // a supervised restart is RESTARTING (exit 0), not EXITED
-    supervisor: await readSupervisorState(host, launcherDir).catch(() => null),
-    requests: await readRequests(host, launcherDir).catch(() => []),
-    launcherDir,
-  });
-  snap = j.run;
-  // a live run nsa-top did not start: record its launch, so that it can be relaunched later
-  const adopted = await recordAdoption(host, outDir, j.procs, 'status').catch(() => null);
-  const resumeCheckpoint = await resumeCheckpointOf(host, outDir, full);
+  // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
+  // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
+  // its launch recorded, so that it can be relaunched later
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe();
+  const ev = checker.evaluate(obs.input);
+  snap = obs.run;
+  const resumeCheckpoint = await resumeCheckpointOf(host, obs.dirs, full);
   // which dump file is which rank's: the dump action's records (the real trainer's names say only the second)
-  const actions = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
+  const actions = await readActions(host, obs.dirs, 200).catch(() => [] as ActionRecord[]);
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   process.stdout.write(
     json
-      ? jsonSafe(JSON.stringify({ ...statusJson(snap, j.ev, actions), resumeCheckpoint }, null, 2)) + '\n'
-      : sanitizeText(formatStatus(snap, j.ev, actions) + formatResume(resumeCheckpoint, adopted?.note ?? null)),
+      ? jsonSafe(JSON.stringify({ ...statusJson(snap, ev, obs, actions), resumeCheckpoint }, null, 2)) + '\n'
+      : sanitizeText(
+          formatStatus(snap, ev, actions) +
+            formatControl(obs, snap.hostNowMs || snap.takenAt) +
+            formatResume(resumeCheckpoint, obs.adoptionNote),
+        ),
   );
-  return healthExit(j.ev);
+  return healthExit(ev);
 }
 
-export function statusJson(snap: RunSnapshot, ev: Evaluation, actions: readonly ActionRecord[] = []) {
+export function statusJson(
+  snap: RunSnapshot,
+  ev: Evaluation,
+  obs?: Observation,
+  actions: readonly ActionRecord[] = [],
+) {
   const claims = dumpClaims(actions);
   return {
     ...snap,
@@ -173,7 +182,74 @@ export function statusJson(snap: RunSnapshot, ev: Evaluation, actions: readonly 
     dumpSets: operatorDumpSets(actions),
     state: { runState: ev.runState, why: ev.runStateWhy },
     alerts: jsonAlerts(ev.alerts),
+    ...(obs ? { supervisor: supervisorField(obs), requests: requestsField(obs), haltGraceS: obs.haltGraceS } : {}),
   };
+}
+
+/** status --json `supervisor`: the supervisor as judged this round (null: not a supervised run) */
+export function supervisorField(obs: Observation) {
+  const s = obs.supervisor;
+  if (!s) return null;
+  const last = s.exitCodes.length ? s.exitCodes[s.exitCodes.length - 1]! : null;
+  const activeStates = ['starting', 'running', 'backoff', 'stopping'];
+  return {
+    state: s.state,
+    alive: s.supervisorGone ? false : s.supervisor && activeStates.includes(s.state) ? true : null,
+    pid: s.supervisor?.pid ?? null,
+    restarts: s.restarts,
+    maxRestarts: s.maxRestarts,
+    lastExit: last ? { at: last.at, code: last.code, signal: last.signal, cause: s.lastCause ?? null } : null,
+    note: s.note ?? null,
+    updatedAt: s.updatedAt,
+  };
+}
+
+/** status --json `requests`: the durable control requests still in force, each with its carrier */
+export function requestsField(obs: Observation) {
+  return obs.requests
+    .filter((r) => r.state === 'pending' || r.state === 'halt-written')
+    .map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      state: r.state,
+      requestedBy: r.who.user,
+      ts: r.ts,
+      note: r.note,
+      graceS: r.graceS,
+      carrier: r.owner
+        ? {
+            kind: r.owner.kind,
+            pid: r.owner.pid,
+            alive: obs.carrier?.request.id === r.id ? (obs.carrier.alive ?? null) : null,
+          }
+        : null,
+    }));
+}
+
+/** the supervisor and the requests in force, as status prints them */
+export function formatControl(obs: Observation, now: number): string {
+  const out: string[] = [];
+  const L = (label: string, text: string) => out.push(`${label.padEnd(9)} ${text}`);
+  const sup = supervisorField(obs);
+  if (sup) {
+    const life =
+      sup.alive === false
+        ? `DEAD (pid ${sup.pid} gone): crashes will not be restarted`
+        : sup.alive
+          ? `alive (pid ${sup.pid}), ${sup.state}`
+          : sup.state;
+    const last = sup.lastExit
+      ? `; last exit ${sup.lastExit.cause ?? sup.lastExit.signal ?? `exit ${sup.lastExit.code}`} ${ago(sup.lastExit.at, now, 'precise')}`
+      : '';
+    L('supervisor', `${life} · ${sup.restarts} of ${sup.maxRestarts} restarts used${last}`);
+  }
+  for (const r of requestsField(obs)) {
+    const c = r.carrier
+      ? `carried by ${r.carrier.kind} pid ${r.carrier.pid}${r.carrier.alive === false ? ' — GONE: nothing will write .HALT' : r.carrier.alive ? ' (alive)' : ''}`
+      : 'no carrier yet';
+    L('request', `${r.kind} by ${r.requestedBy} (${r.state}): ${r.note}; ${c}`);
+  }
+  return out.length ? `${out.join('\n')}\n` : '';
 }
 
 // ------------------------------------------------------------------ human table

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { crashedRank } from '../../src/checks/boot.js';
 import { actionVerdicts, Checker, type CheckInput } from '../../src/checks/index.js';
-import { healthExit } from '../../src/commands/judge.js';
+import { healthExit } from '../../src/checks/index.js';
 import type { SupervisorState } from '../../src/trainer/control/types.js';
 import type { RunSnapshot } from '../../src/trainer/run/snapshot.js';
 import { liveRun, proc, procs } from './helpers.js';

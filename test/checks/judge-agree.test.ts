@@ -1,7 +1,9 @@
-// One judge: for every fixture run and every generated run, `status --json` and `watchdog --once`
-// give the same state, the same critical alert ids and the same exit code, and `watchdog --once`
-// (even asked to --halt) changes no file of the run outside .nsa-top/. Without --halt the watchdog
-// only observes: an anomaly is reported, never written into the run.
+// One judge, one observation: for every fixture run and every generated run — live ones included, a
+// supervised run whose supervisor is SIGKILLed with a halt request pending among them — the cockpit's
+// collector, `status --json`, `watchdog --once` and `report` give the same state and the same critical
+// alert ids (status and watchdog also the same exit code), and `watchdog --once` (even asked to --halt)
+// changes no file of the run outside .nsa-top/. Without --halt the watchdog only observes: an anomaly
+// is reported, never written into the run.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -23,6 +25,15 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { FIXTURES } from './helpers.js';
 import { spawnWithoutDac, withoutDacSkip } from '../helpers/unprivileged.js';
+import { Collector } from '../../src/cockpit/collector.js';
+import type { CockpitState } from '../../src/cockpit/state.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { verifyProcess } from '../../src/remote/procs.js';
+import { currentActor } from '../../src/trainer/control/actions.js';
+import { submitHaltAfterCheckpoint } from '../../src/trainer/control/requests.js';
+import { launchRun, readSupervisorState } from '../../src/trainer/launch/launch.js';
+import { tempDir } from '../trainer/control/helpers.js';
+import { until } from '../trainer/launch/helpers.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -31,6 +42,57 @@ after(() => rmSync(tmp, { recursive: true, force: true }));
 
 function cli(args: string[]) {
   return spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
+}
+
+/** the cockpit's view of a run: the collector's second round (a checkpoint is complete once its
+ *  size holds across two polls, as status waits for), read-only, never taking anything over */
+async function cockpitLook(dir: string): Promise<CockpitState> {
+  const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true });
+  await c.tick();
+  await new Promise((r) => setTimeout(r, 800));
+  return c.tick();
+}
+
+const activeCritical = (s: CockpitState) =>
+  s.alerts
+    .filter((a) => a.severity === 'critical' && a.clearing === undefined)
+    .map((a) => a.id)
+    .sort();
+
+/**
+ * The four surfaces on one run: the same state and the same critical alert ids. `report` grades a
+ * run; its `run.state` and `critical[]` are the same evaluation.
+ */
+async function fourAgree(dir: string, what = dir) {
+  const s = cli(['status', dir, '--json']);
+  assert.ok(s.status === 0 || s.status === 1, `${what}: status exit ${s.status} ${s.stderr}`);
+  const snap = JSON.parse(s.stdout);
+  const statusCrit = snap.alerts
+    .filter((a: { level: string }) => a.level === 'critical')
+    .map((a: { id: string }) => a.id)
+    .sort();
+  const w = cli(['watchdog', dir, '--once', '--no-gpu']);
+  assert.ok(w.status === 0 || w.status === 1, `${what}: watchdog exit ${w.status} ${w.stderr}`);
+  const ls = lines(w.stdout);
+  const exit = ls.find((l) => l.event === 'exit');
+  const wdCrit = ls
+    .filter((l) => l.event === 'alert' && l.severity === 'critical')
+    .map((l) => l.id)
+    .sort();
+  const cockpit = await cockpitLook(dir);
+  const r = cli(['report', dir, '--json']);
+  assert.ok([0, 1, 2].includes(r.status ?? -1), `${what}: report exit ${r.status} ${r.stderr}`);
+  assert.equal(exit.state, snap.state.runState, `${what}: watchdog state`);
+  assert.deepEqual(wdCrit, statusCrit, `${what}: watchdog critical ids`);
+  assert.equal(w.status, s.status, `${what}: exit code`);
+  assert.equal(cockpit.runState, snap.state.runState, `${what}: cockpit state`);
+  assert.deepEqual(activeCritical(cockpit), statusCrit, `${what}: cockpit critical ids`);
+  if (r.stdout.trim().startsWith('{')) {
+    const rep = JSON.parse(r.stdout);
+    assert.equal(rep.run.state, snap.state.runState, `${what}: report state`);
+    assert.deepEqual(rep.critical.map((a: { id: string }) => a.id).sort(), statusCrit, `${what}: report critical ids`);
+  } else assert.equal(r.status, 2, `${what}: report printed no JSON: ${r.stderr}`);
+  return { snap, cockpit, statusExit: s.status, reported: r.stdout.trim().startsWith('{') };
 }
 
 /** path → sha256 (and mode/size of every entry) of the tree, .nsa-top/ left out */
@@ -159,6 +221,83 @@ const lines = (s: string) =>
     .split('\n')
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l));
+
+test('the cockpit, status, watchdog --once and report agree on every fixture and generated run', async () => {
+  const runs = [...fixtureRuns(), ...generate()];
+  let reported = 0;
+  for (const dir of runs) if ((await fourAgree(dir)).reported) reported++;
+  assert.ok(reported >= runs.length - 2, `report graded only ${reported} of ${runs.length} runs`);
+});
+
+test('a live supervised run, then its supervisor SIGKILLed with a halt request pending: the four surfaces agree at each step, with the supervisor and the request present', async () => {
+  const host = new LocalHost();
+  const cwd = tempDir('agree-live');
+  const pf = join(cwd, 'profiles.yaml');
+  writeFileSync(
+    pf,
+    `profiles:
+  live:
+    trainer: reference
+    procs: 1
+    steps: 100000
+    save_every: 100000
+    log_every: 1
+    args: [--seq-len, "32", --batch-size, "2", --inject, "slow-data@ms=50"]
+    restart: { max_restarts: 2, backoff_s: 0.2, backoff_factor: 1 }
+    stop: { halt_grace_s: 20, sigint_grace_s: 5 }
+`,
+  );
+  const { runDir, supervisorPid } = await launchRun(host, { profile: 'live', profilesFile: pf, cwd });
+  const st0 = await until('the trainer', async () => {
+    const x = await readSupervisorState(host, runDir);
+    return x?.child?.startTime ? x : null;
+  });
+  const outDir = st0.outDir ?? runDir;
+  try {
+    await until('steps', () => {
+      try {
+        return readFileSync(join(outDir, 'heartbeat_rank0.jsonl'), 'utf8').split('\n').length > 8;
+      } catch {
+        return false;
+      }
+    });
+    const live = await fourAgree(runDir, 'live supervised');
+    assert.equal(live.snap.state.runState, 'RUNNING');
+    assert.equal(live.snap.supervisor.alive, true);
+    assert.equal(live.cockpit.supervisor?.state, 'running');
+    // a halt after the next checkpoint (none will come: save_every is past the end), carried by the supervisor
+    const sub = await submitHaltAfterCheckpoint(host, runDir, await currentActor(host));
+    assert.equal(sub.request?.owner?.kind, 'supervisor', sub.record.detail);
+    const pending = await fourAgree(runDir, 'request pending');
+    assert.equal(pending.snap.requests[0].carrier.alive, true);
+    assert.equal(pending.cockpit.requests?.[0]?.id, sub.request!.id);
+    process.kill(supervisorPid, 'SIGKILL');
+    await until('the supervisor to die', async () => !(await verifyProcess(host, st0.supervisor!)));
+    const dead = await fourAgree(runDir, 'supervisor SIGKILLed');
+    const crit = dead.snap.alerts
+      .filter((a: { level: string }) => a.level === 'critical')
+      .map((a: { id: string }) => a.id);
+    assert.ok(crit.includes('supervisor:dead'), crit.join(','));
+    assert.ok(crit.includes(`request-orphan:${sub.request!.id}`), crit.join(','));
+    assert.equal(dead.statusExit, 1);
+    assert.equal(dead.snap.supervisor.alive, false);
+    assert.equal(dead.cockpit.supervisor?.supervisorGone, true);
+  } finally {
+    for (const p of [st0.supervisor!, st0.child!])
+      if (await verifyProcess(host, p).catch(() => false)) process.kill(p.pid, 'SIGKILL');
+    // the trainer's own rank (a child of the launcher): found by the run's heartbeat, ours to end
+    try {
+      const pid = JSON.parse(
+        readFileSync(join(outDir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n').at(-1)!,
+      ).pid;
+      if (typeof pid === 'number' && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('train'))
+        process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    rmSync(cwd, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  }
+});
 
 test('status --json and watchdog --once agree on every run; --once (even with --halt) changes nothing outside .nsa-top/', () => {
   const runs = [...fixtureRuns(), ...generate()];

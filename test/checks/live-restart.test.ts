@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { headlessVerdicts } from '../../src/commands/fit.js';
-import { healthExit } from '../../src/commands/judge.js';
+import { healthExit } from '../../src/checks/index.js';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { verifyProcess } from '../../src/remote/procs.js';
 import { currentActor } from '../../src/trainer/control/actions.js';

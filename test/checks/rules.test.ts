@@ -211,8 +211,21 @@ test('stale .HALT before the launch is critical; HALT not honoured after the gra
   const h1 = new Checker().evaluate({ now: lastTs + 5000, run, procs: procs([proc(0), proc(1)]), gpu: null });
   assert.equal(h1.runState, 'HALTING');
   assert.ok(!find(h1.alerts, 'halt:stuck'));
-  const h2 = new Checker().evaluate({ now: lastTs + 90_000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  // one grace (the run's profile stop.halt_grace_s, passed in by the observation): 90 s is within
+  // the default 300 s, past a run's 60 s
+  const h2d = new Checker().evaluate({ now: lastTs + 90_000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.ok(!find(h2d.alerts, 'halt:stuck'), 'within the default grace (300 s)');
+  const h2 = new Checker().evaluate({
+    now: lastTs + 90_000,
+    run,
+    procs: procs([proc(0), proc(1)]),
+    gpu: null,
+    haltGraceS: 60,
+  });
   assert.equal(find(h2.alerts, 'halt:stuck')?.severity, 'warning');
+  assert.match(find(h2.alerts, 'halt:stuck')!.detail, /grace 1m00s|grace 60/);
+  const h3 = new Checker().evaluate({ now: lastTs + 301_000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.equal(find(h3.alerts, 'halt:stuck')?.severity, 'warning');
   const gone = new Checker().evaluate({ now: lastTs + 90_000, run, procs: procs([]), gpu: null });
   assert.equal(gone.runState, 'HALTED');
 });

@@ -123,7 +123,7 @@ test('a durable request in force is shown to every cockpit', () => {
   );
 });
 
-test('a request whose carrier is gone is a warning that says how to hand it on or drop it', () => {
+test('a request whose carrier is gone is critical (issue 24 item 5) and says who takes it over or how to drop it', () => {
   const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
   const req = {
     id: 'q1',
@@ -145,7 +145,41 @@ test('a request whose carrier is gone is a warning that says how to hand it on o
     requestOwnerAlive: false,
   }).alerts.filter((x) => x.rule === 'request');
   assert.equal(a.length, 1);
-  assert.equal(a[0]!.severity, 'warning');
+  assert.equal(a[0]!.severity, 'critical');
   assert.match(a[0]!.title, /lost its carrier \(agent pid 77 is gone\): nothing will write \.HALT/);
-  assert.match(a[0]!.detail, /nsa-top halt RUN --after-checkpoint hands it to a new agent/);
+  assert.match(a[0]!.detail, /a live cockpit or watchdog on the training box hands it to a new agent within a round/);
+  assert.match(a[0]!.detail, /nsa-top halt RUN --cancel/);
+});
+
+test('a dead supervisor (its file still says running) is critical: crashes will not be restarted; a warning once the run ended', () => {
+  const dead = sup({
+    state: 'failed',
+    supervisorGone: true,
+    supervisor: { pid: 4321, startTime: '7' },
+    restarts: 1,
+    maxRestarts: 2,
+    note: 'the supervisor (pid 4321) is gone (it said running); its trainer (pid 99) still runs unsupervised',
+    exitCodes: [{ at: now - 60_000, code: null, signal: 'SIGKILL' }],
+    lastCause: 'signal SIGKILL',
+  });
+  const a = alerts(dead);
+  const d = a.find((x) => x.id === 'supervisor:dead');
+  assert.ok(d, JSON.stringify(a));
+  assert.equal(d.severity, 'critical');
+  assert.equal(d.title, 'supervisor dead (pid 4321 gone): crashes will not be restarted');
+  assert.match(d.detail, /1 of 2 restarts used; last exit: signal SIGKILL/);
+  // not also "gave up": it did not give up, it was killed
+  assert.ok(!a.some((x) => x.id === 'supervisor:gave-up'));
+  const ended = emptySnapshot('/r');
+  ended.ended = true;
+  const e = evaluateOnce({ now, run: ended, procs: null, gpu: null, supervisor: dead }).alerts.find(
+    (x) => x.id === 'supervisor:dead',
+  );
+  assert.equal(e?.severity, 'warning');
+});
+
+test("one halt grace: the run's grace (CheckInput.haltGraceS) is what the .HALT rule counts, and the default is the profile default", async () => {
+  const { DEFAULT_THRESHOLDS } = await import('../../src/checks/index.js');
+  const { DEFAULT_HALT_GRACE_S } = await import('../../src/trainer/control/types.js');
+  assert.equal(DEFAULT_THRESHOLDS.haltGraceS, DEFAULT_HALT_GRACE_S);
 });

@@ -65,12 +65,11 @@ test('collector: one emission per visible change, none for an unchanged run', as
 });
 
 test('collector: a hand-launched run relaunched under a supervisor — the supervisor shows without reopening the cockpit', async () => {
-  const { readSupervisorState } = await import('../../src/trainer/launch/state.js');
   const { writeFileSync } = await import('node:fs');
   const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-adopt-'));
   try {
     cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
-    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true, readSupervisorState });
+    const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true });
     assert.equal((await c.tick()).supervisor, null);
     // what relaunch of an adopted run leaves: a launcher dir inside .nsa-top/, pointed at by run.json
     const launcher = join(dir, '.nsa-top', 'supervised', 'x_1');
@@ -150,6 +149,65 @@ test('collector: a dropped host or a stuck poll is STALE with its age, never the
     assert.equal((await back).runState, 'HALTED');
   } finally {
     c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('collector: an open cockpit sees its supervisor SIGKILLed in the next round, though supervisor.json never changes', async () => {
+  const { spawn } = await import('node:child_process');
+  const { writeFileSync, statSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-collector-supdead-'));
+  // a stand-in supervisor: a process of our own, named in supervisor.json by pid + start time
+  const stand = spawn('sleep', ['600'], { stdio: 'ignore' });
+  try {
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    rmSync(join(dir, 'metrics.json')); // a run that has not ended: a dead supervisor is critical
+    const host = new LocalHost();
+    let me = await readProc(host, stand.pid!);
+    for (let i = 0; i < 50 && !me; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      me = await readProc(host, stand.pid!);
+    }
+    assert.ok(me, 'the stand-in runs');
+    mkdirSync(join(dir, '.nsa-top'), { recursive: true });
+    const file = join(dir, '.nsa-top', 'supervisor.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        runDir: dir,
+        profile: 'p',
+        supervisor: { pid: stand.pid, startTime: me.startTime },
+        child: null,
+        state: 'running',
+        restarts: 1,
+        maxRestarts: 2,
+        exitCodes: [{ at: Date.now() - 5000, code: null, signal: 'SIGKILL' }],
+        lastCommand: [],
+        resumeFrom: null,
+        updatedAt: Date.now(),
+      }),
+    );
+    const mtime = statSync(file).mtimeMs;
+    const c = new Collector({ host, runDir: dir, readOnly: true });
+    const s1 = await c.tick();
+    assert.equal(s1.supervisor?.state, 'running');
+    assert.ok(s1.alerts.some((a) => a.id === 'supervisor:restarted'));
+    assert.ok(!s1.alerts.some((a) => a.id === 'supervisor:dead'));
+    stand.kill('SIGKILL');
+    await new Promise<void>((r) => stand.once('exit', () => r()));
+    const s2 = await c.tick();
+    assert.equal(statSync(file).mtimeMs, mtime, 'the file did not change');
+    assert.equal(s2.supervisor?.supervisorGone, true);
+    const dead = s2.alerts.find((a) => a.id === 'supervisor:dead');
+    assert.equal(dead?.severity, 'critical');
+    assert.equal(dead?.title, `supervisor dead (pid ${stand.pid} gone): crashes will not be restarted`);
+    assert.match(dead!.detail, /1 of 2 restarts used/);
+    assert.ok(
+      !s2.alerts.some((a) => a.id === 'supervisor:restarted'),
+      'no "supervisor restarted the trainer" beside it, not even clearing',
+    );
+  } finally {
+    if (stand.exitCode === null && stand.signalCode === null) stand.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   }
 });

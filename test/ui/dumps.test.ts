@@ -163,7 +163,7 @@ test("status text and --json name each dump by rank and carry the operator's set
   assert.match(text, new RegExp(`^  rank 0  ${A}  signal 10 \\(nsa-top dump\\)`, 'm'));
   assert.match(text, new RegExp(`^  rank \\?  ${B}  signal 10 ·`, 'm'));
   const ev = new Checker().evaluate({ now: run.takenAt, run, procs: null, gpu: null });
-  const j = statusJson(run, ev, actions);
+  const j = statusJson(run, ev, undefined, actions);
   assert.deepEqual(j.dumps.map((d) => [d.name, d.claimedRank, d.byOperator]).sort(), [
     [A, 0, true],
     [B, null, false],

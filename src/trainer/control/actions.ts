@@ -18,7 +18,7 @@ import type { ActionKind, ActionRecord, Actor } from './types.js';
 import type { RunSnapshot } from '../run/snapshot.js';
 import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
 import { audited, readActions, type AuditContext, type Outcome } from './audit.js';
-import { resolveRunDirs } from '../launch/rundirs.js';
+import { resolveRunDirs, runDirsOf, type RunRef } from '../launch/rundirs.js';
 import { DumpWatch, dumpSummary, knownDumpIdents, type DumpSlot } from './dumpwatch.js';
 import { readSupervisorState } from '../launch/state.js';
 
@@ -561,16 +561,18 @@ export async function checkpointWrittenSince(
  */
 export async function requestHalt(
   host: Host,
-  runDir: string,
+  run: RunRef,
   mode: 'now' | 'after-checkpoint',
   actor: Actor,
   opts: HaltOptions = {},
 ): Promise<ActionRecord> {
-  const { outDir } = await resolveRunDirs(host, runDir);
+  // resolved once (or handed down resolved): the audit and the write go where they are given
+  const dirs = await runDirsOf(host, run);
+  const outDir = dirs.outDir;
   const haltPath = join(outDir, '.HALT');
   return audited(
     host,
-    runDir,
+    dirs,
     { actor, action: mode === 'now' ? 'halt' : 'halt-after-checkpoint', target: { path: haltPath }, requireLog: true },
     async (ctx): Promise<Outcome> => {
       if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, outDir, actor, ctx, opts);

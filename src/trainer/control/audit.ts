@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { appendOwn, OwnWriteError, readOnlyMode, type EffectOptions } from './ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { NSA_DIR, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
 
 export const ACTIONS_FILE = 'actions.jsonl';
 
@@ -106,8 +106,8 @@ function asRecord(v: unknown): ActionRecord | null {
 }
 
 /** Reads the action log (newest last). Bad lines are skipped and counted; a missing log is empty. */
-export async function readActionLog(host: Host, runDir: string, limit?: number): Promise<ActionLog> {
-  const { outDir } = await resolveRunDirs(host, runDir);
+export async function readActionLog(host: Host, run: RunRef, limit?: number): Promise<ActionLog> {
+  const { outDir } = await runDirsOf(host, run);
   const path = join(outDir, NSA_DIR, ACTIONS_FILE);
   let buf: Buffer;
   let partialHead = false;
@@ -145,8 +145,8 @@ export async function readActionLog(host: Host, runDir: string, limit?: number):
   return { records: limit !== undefined ? records.slice(-limit) : records, badLines, error: null };
 }
 
-export async function readActions(host: Host, runDir: string, limit?: number): Promise<ActionRecord[]> {
-  return (await readActionLog(host, runDir, limit)).records;
+export async function readActions(host: Host, run: RunRef, limit?: number): Promise<ActionRecord[]> {
+  return (await readActionLog(host, run, limit)).records;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,8 +155,8 @@ export async function readActions(host: Host, runDir: string, limit?: number): P
 const MAX_DETAIL = 2000;
 
 /** One O_APPEND line (short enough to stay one write): never through a link, outside the run, or read-only. */
-async function append(host: Host, dir: string, rec: ActionRecord, opts: EffectOptions): Promise<void> {
-  const { outDir } = await resolveRunDirs(host, dir);
+async function append(host: Host, dir: RunRef, rec: ActionRecord, opts: EffectOptions): Promise<void> {
+  const { outDir } = await runDirsOf(host, dir);
   const clean: ActionRecord = {
     ...rec,
     detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail,
@@ -192,7 +192,7 @@ async function actionLogRefusal(host: Host, outDir: string, opts: EffectOptions)
  */
 export async function audited(
   host: Host,
-  dir: string,
+  run: RunRef,
   spec: AuditSpec,
   effect: (ctx: AuditContext) => Promise<Outcome>,
   opts: EffectOptions = {},
@@ -205,9 +205,10 @@ export async function audited(
     result,
     detail,
   });
+  let dirs: RunDirs | null = null;
   const keep = async (rec: ActionRecord, ifNot?: Outcome['ifNotRecorded']): Promise<ActionRecord> => {
     try {
-      await append(host, dir, rec, opts);
+      await append(host, dirs ?? run, rec, opts);
     } catch (e) {
       const why = (e as Error).message;
       if (ifNot) return { ...rec, ...ifNot(why) };
@@ -216,8 +217,11 @@ export async function audited(
     return rec;
   };
   if (readOnlyMode(opts)) return make('refused', READ_ONLY_REFUSAL);
+  // the run's dirs once for the whole action (its log check and every record), when handed a dir
+  // (a dir whose pointer files cannot be read: each record tries again and says it was not logged)
+  dirs = await runDirsOf(host, run).catch(() => null);
   if (spec.requireLog) {
-    const why = await actionLogRefusal(host, (await resolveRunDirs(host, dir)).outDir, opts);
+    const why = await actionLogRefusal(host, (dirs ?? (await runDirsOf(host, run))).outDir, opts);
     if (why) return make('refused', why);
   }
   const ctx: AuditContext = { progress: (result, detail, target) => keep(make(result, detail, target)) };
@@ -234,7 +238,7 @@ export async function audited(
 /** An event of an action already under way, recorded as it happened (the supervisor, a request's owner). */
 export function auditedEvent(
   host: Host,
-  dir: string,
+  dir: RunRef,
   spec: AuditSpec,
   outcome: Outcome,
   opts: EffectOptions = {},

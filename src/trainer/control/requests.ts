@@ -25,7 +25,7 @@ import {
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
 import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
 import { spawnSelfDetached } from '../launch/detached.js';
 import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
 
@@ -68,8 +68,8 @@ function parseRequests(text: string | null): ControlRequest[] {
 }
 
 /** The run's requests (oldest first), through a Host: any cockpit, local or over SSH, reads them. */
-export async function readRequests(host: Host, dir: string): Promise<ControlRequest[]> {
-  const { outDir } = await resolveRunDirs(host, dir);
+export async function readRequests(host: Host, run: RunRef): Promise<ControlRequest[]> {
+  const { outDir } = await runDirsOf(host, run);
   try {
     return parseRequests((await host.readFile(join(outDir, NSA_DIR, REQUESTS_FILE), 1024 * 1024)).toString('utf8'));
   } catch {
@@ -508,15 +508,21 @@ export interface RequestOutcome {
 }
 
 /**
- * Grace after .HALT for this run: its profile's stop.halt_grace_s; for a run without a profile,
- * NSA_TOP_HALT_GRACE_S when set, else the profile default (300 s).
+ * Grace after .HALT for this run, the one value every surface counts (the halt window, escalation,
+ * the "ranks ignore .HALT" alert): its profile's stop.halt_grace_s; for a run without a profile,
+ * NSA_TOP_HALT_GRACE_S when set, else NSA_WATCH_HALT_GRACE_S (the watchdog's name), else the
+ * profile default (300 s).
  */
 export async function haltGraceS(host: Host, runDir: string): Promise<number> {
   const plan = await readLaunchPlan(host, runDir).catch(() => null);
   const g = plan?.stop?.halt_grace_s;
   if (typeof g === 'number' && Number.isFinite(g) && g >= 0) return g;
-  const env = Number(process.env.NSA_TOP_HALT_GRACE_S);
-  return process.env.NSA_TOP_HALT_GRACE_S && Number.isFinite(env) && env >= 0 ? env : DEFAULT_HALT_GRACE_S;
+  for (const name of ['NSA_TOP_HALT_GRACE_S', 'NSA_WATCH_HALT_GRACE_S']) {
+    const raw = process.env[name];
+    const env = Number(raw);
+    if (raw && raw.trim() !== '' && Number.isFinite(env) && env >= 0) return env;
+  }
+  return DEFAULT_HALT_GRACE_S;
 }
 
 /**
@@ -526,16 +532,17 @@ export async function haltGraceS(host: Host, runDir: string): Promise<number> {
  */
 export async function submitHaltAfterCheckpoint(
   host: Host,
-  dir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions & { claimTimeoutMs?: number } = {},
 ): Promise<RequestOutcome> {
-  const { runDir, outDir, supervised } = await resolveRunDirs(host, dir);
+  const dirs = await runDirsOf(host, run);
+  const { runDir, outDir, supervised } = dirs;
   const haltPath = join(outDir, '.HALT');
   let request: ControlRequest | null = null;
   const record = await audited(
     host,
-    runDir,
+    dirs,
     { actor, action: 'halt-after-checkpoint', target: { path: haltPath } },
     async (ctx): Promise<Outcome> => {
       if (host.kind !== 'local')
@@ -689,15 +696,16 @@ async function handToOwner(
 /** Cancels the active request (or the one named). Too late once .HALT is written: then it says so. */
 export async function cancelRequest(
   host: Host,
-  dir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions & { id?: string } = {},
 ): Promise<RequestOutcome> {
-  const { runDir, outDir } = await resolveRunDirs(host, dir);
+  const dirs = await runDirsOf(host, run);
+  const { outDir } = dirs;
   let request: ControlRequest | null = null;
   const record = await audited(
     host,
-    runDir,
+    dirs,
     { actor, action: 'cancel-request', target: {} },
     async (): Promise<Outcome> => {
       if (host.kind !== 'local')
@@ -745,4 +753,95 @@ export async function cancelRequest(
     opts,
   );
   return { record, request };
+}
+
+// ---------------------------------------------------------------------------------------------
+// taking over a request whose carrier died
+
+/**
+ * A request in force whose carrier (the supervisor or an agent) died — SIGKILL, the OOM killer —
+ * would never write its .HALT. Any live observer on the training box (a cockpit, the watchdog)
+ * calls this: a new `nsa-top agent` claims it (RequestOwner claims what nobody alive owns). Race-safe
+ * between two takers: one agent per out_dir (its exclusive lock file), and the claim is decided under
+ * requests.lock (a claim only replaces the dead owner it saw). Audited: the record names the request,
+ * the dead carrier and the new one; a taker that lost the race records nothing.
+ */
+export async function takeOverRequest(
+  host: Host,
+  dirs: RunDirs,
+  actor: Actor,
+  requestId: string,
+  opts: ControlOptions & { claimTimeoutMs?: number } = {},
+): Promise<ActionRecord> {
+  const { outDir } = dirs;
+  const before = readLocal(outDir).find((r) => r.id === requestId) ?? null;
+  const dead = before?.owner ?? null;
+  return audited(
+    host,
+    dirs,
+    {
+      actor,
+      action: 'halt-after-checkpoint',
+      target: { request: requestId, path: join(outDir, '.HALT'), takeover: true, from: dead },
+    },
+    async (): Promise<Outcome> => {
+      if (host.kind !== 'local')
+        return {
+          result: 'refused',
+          detail:
+            'a request is carried by a process on the training box: run `nsa-top halt RUN --after-checkpoint` (or a watchdog) there',
+        };
+      const carriedBy = (x: ControlRequest | undefined) =>
+        x?.owner && (x.owner.pid !== dead?.pid || x.owner.startTime !== dead?.startTime) ? x.owner : null;
+      const now0 = readLocal(outDir).find((r) => r.id === requestId);
+      if (!now0 || (now0.state !== 'pending' && now0.state !== 'halt-written'))
+        return {
+          result: 'ok',
+          detail: `request ${requestId} is no longer in force`,
+          unrecorded: 'nothing to take over',
+        };
+      const other = carriedBy(now0);
+      if (other && (await ownerAlive(host, other)))
+        return {
+          result: 'ok',
+          detail: `already taken over by nsa-top ${other.kind} (pid ${other.pid})`,
+          unrecorded: 'its new carrier recorded the take-over',
+        };
+      if (now0.owner && (await ownerAlive(host, now0.owner)))
+        return { result: 'ok', detail: 'its carrier is alive', unrecorded: 'nothing to take over' };
+      let agentPid: number;
+      try {
+        agentPid = spawnAgent(outDir);
+      } catch (e) {
+        return { result: 'failed', detail: `could not start nsa-top agent: ${(e as Error).message}` };
+      }
+      const until = Date.now() + (opts.claimTimeoutMs ?? 8000);
+      for (;;) {
+        const x = readLocal(outDir).find((r) => r.id === requestId);
+        const by = carriedBy(x);
+        if (by && by.pid !== agentPid && (await ownerAlive(host, by)))
+          return {
+            result: 'ok',
+            detail: `taken over by nsa-top ${by.kind} (pid ${by.pid}), another taker's`,
+            unrecorded: 'the taker that won recorded the take-over',
+          };
+        if (by && (await ownerAlive(host, by)))
+          return {
+            result: 'started',
+            detail: `the carrier of ${x!.who.user}'s halt after checkpoint (${dead ? `${dead.kind} pid ${dead.pid}` : 'none'}) is gone: nsa-top ${by.kind} (pid ${by.pid}) carries it now — ${x!.note}`,
+            target: { owner: by, agentPid },
+          };
+        if (!x || (x.state !== 'pending' && x.state !== 'halt-written'))
+          return { result: 'ok', detail: `request ${requestId} ended meanwhile: ${x?.note ?? 'gone'}` };
+        if (Date.now() > until)
+          return {
+            result: 'failed',
+            detail: `nsa-top agent (pid ${agentPid}) did not take the request over; see ${join(outDir, NSA_DIR, AGENT_LOG)}`,
+            target: { agentPid },
+          };
+        await sleep(100);
+      }
+    },
+    opts,
+  );
 }

@@ -93,3 +93,11 @@ async function outDirProblem(host: Host, dir: string, out: string): Promise<stri
   }
   return why;
 }
+
+/** A run as callers hand it down: resolved once at the edge (RunDirs), or a dir still to resolve. */
+export type RunRef = string | RunDirs;
+
+/** The run's dirs: the value handed down as it is, a dir resolved (pointer files read) once here. */
+export async function runDirsOf(host: Host, ref: RunRef): Promise<RunDirs> {
+  return typeof ref === 'string' ? resolveRunDirs(host, ref) : ref;
+}

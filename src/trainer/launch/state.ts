@@ -56,8 +56,28 @@ const ACTIVE_STATES: SupervisorState['state'][] = ['starting', 'running', 'backo
  */
 export async function readSupervisorState(host: Host, dir: string): Promise<SupervisorState | null> {
   const { runDir } = await resolveRunDirs(host, dir);
+  return supervisorLiveness(host, await readSupervisorFile(host, runDir), runDir);
+}
+
+/** supervisor.json of a launcher dir as written (no liveness check): cache it by the file's stat. */
+export async function readSupervisorFile(host: Host, runDir: string): Promise<SupervisorState | null> {
   const s = await readJson<SupervisorState>(host, join(nsaDir(runDir), STATE_FILE));
   if (!s || typeof s !== 'object' || typeof s.state !== 'string') return null;
+  return s;
+}
+
+/**
+ * The file's word checked against the process table: a state that says starting/running/backoff/
+ * stopping is believed only while its supervisor (pid + start time) lives. Cheap enough to run on
+ * every collection round (one /proc read locally, one command over SSH), so a SIGKILLed supervisor is
+ * seen within a round although its file never changes again.
+ */
+export async function supervisorLiveness(
+  host: Host,
+  s: SupervisorState | null,
+  runDir: string,
+): Promise<SupervisorState | null> {
+  if (!s) return null;
   if (ACTIVE_STATES.includes(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
     if (!(await verifyProcess(host, s.supervisor).catch(() => true))) {
       const child = s.child?.startTime ? await verifyProcess(host, s.child).catch(() => false) : false;

@@ -526,7 +526,10 @@ class Supervisor {
     if (this.anomalyBefore !== null && startedMs !== null && this.anomalyBefore > startedMs) this.anomalyBefore = null;
     const prev = this.prev;
     const note = `adopted the running trainer (pid ${adopting.pid}) of an earlier supervisor${prev?.supervisor ? ` (pid ${prev.supervisor.pid}, gone)` : ''}`;
-    this.save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note });
+    // the restart budget lives in the run's files, not in a supervisor's memory: the restarts an
+    // earlier supervisor of this very trainer used stay used (else each re-adoption would reset it)
+    const used = Math.max(this.st.restarts, typeof prev?.restarts === 'number' ? prev.restarts : 0);
+    this.save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note, restarts: used });
     this.say(`${note}: not starting a second copy`);
     await this.track(adopting.pid, this.watchGone(adopting.pid, adopting.startTime), null, adopting.startTime);
     return adoptedResult(this.plan.outDir, startedMs);

@@ -4,7 +4,7 @@ import type { DirEntry, Host } from '../../remote/host.js';
 import { InputError } from '../../errors.js';
 import { isRunMarker, logRank, pickLog } from './readers/names.js';
 import { RunModel, type RunModelOptions } from './model.js';
-import { resolveRunDirs } from '../launch/rundirs.js';
+import { resolveRunDirs, type RunDirs } from '../launch/rundirs.js';
 
 const MAX_DEPTH = 3;
 const MAX_DIRS = 2000;
@@ -86,30 +86,46 @@ export async function resolveRunDir(host: Host, arg: string | undefined, cwd: st
  * out_dir (run.info `out_dir:`), and the trainer's stdout from the launcher dir's train.log when the
  * two differ (the real trainer's layout, contract §1.21).
  */
-export async function openRunModel(
-  host: Host,
-  dir: string,
-  opts: RunModelOptions = {},
-): Promise<{ model: RunModel; runDir: string; outDir: string; outDirProblem?: string }> {
-  let dirs: { runDir: string; outDir: string; outDirProblem?: string } = { runDir: dir, outDir: dir };
+/**
+ * The run's dirs, resolved once at the edge (launcher dir, out_dir, supervised): what the observation
+ * and the audited actions are handed, so nothing below re-reads run.info. Unreadable pointer files:
+ * the dir itself, unsupervised.
+ */
+export async function resolveRunDirsAt(host: Host, dir: string): Promise<RunDirs> {
+  let dirs: RunDirs = { runDir: dir, outDir: dir, supervised: false };
   try {
     dirs = await resolveRunDirs(host, dir);
   } catch {
     /* unreadable pointer files: read the dir itself */
   }
   const outDir = isAbsolute(dirs.outDir) ? dirs.outDir : resolve(dir, dirs.outDir);
+  return { ...dirs, outDir };
+}
+
+/** The run model of resolved dirs: a supervised run's log lives in its launcher dir. */
+export async function openRunModelOf(host: Host, dirs: RunDirs, opts: RunModelOptions = {}): Promise<RunModel> {
   let logPath = opts.logPath;
-  if (logPath === undefined && outDir !== dirs.runDir) {
+  if (logPath === undefined && dirs.outDir !== dirs.runDir) {
     const present: { name: string; mtimeMs: number }[] = [];
     for (const e of await host.list(dirs.runDir).catch(() => [] as DirEntry[]))
       if (e.isFile && logRank(e.name) >= 0) present.push(e);
     const pick = pickLog(present);
     if (pick) logPath = join(dirs.runDir, pick.name);
   }
+  return new RunModel(host, dirs.outDir, { ...opts, logPath });
+}
+
+export async function openRunModel(
+  host: Host,
+  dir: string,
+  opts: RunModelOptions = {},
+): Promise<{ model: RunModel; runDir: string; outDir: string; outDirProblem?: string; dirs: RunDirs }> {
+  const dirs = await resolveRunDirsAt(host, dir);
   return {
-    model: new RunModel(host, outDir, { ...opts, logPath }),
+    model: await openRunModelOf(host, dirs, opts),
     runDir: dirs.runDir,
-    outDir,
+    outDir: dirs.outDir,
     ...(dirs.outDirProblem ? { outDirProblem: dirs.outDirProblem } : {}),
+    dirs,
   };
 }

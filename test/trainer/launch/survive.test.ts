@@ -4,7 +4,7 @@
 // and the adopted trainer can still be stopped. Real processes throughout (the built nsa-top, the
 // fake trainer of supervisor.test.ts). Needs `npm run build` first.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -19,8 +19,11 @@ const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
 const leftovers: { pid: number; startTime: string }[] = [];
 
+const budgetDirs: string[] = [];
+
 after(async () => {
   for (const p of leftovers) if (await verifyProcess(host, p).catch(() => false)) process.kill(p.pid, 'SIGKILL');
+  for (const d of budgetDirs) rmSync(d, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 });
 
 async function trainersOf(runDir: string): Promise<number[]> {
@@ -93,4 +96,47 @@ test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json say
     'the trainer stopped',
   );
   assert.deepEqual(await trainersOf(runDir), []);
+});
+
+test('the restart budget survives re-adoption: a crash restarted (1 of 2 used), the supervisor SIGKILLed, relaunch re-adopts — still 1 of 2', async () => {
+  const cwd = tempDir('sup-budget');
+  budgetDirs.push(cwd);
+  const pf = profilesFile(cwd);
+  const { runDir, supervisorPid } = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+  const st0 = await until('the trainer', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s?.child?.startTime ? s : null;
+  });
+  leftovers.push(st0.supervisor!, st0.child!);
+  await until('steps', () => lastStep(runDir) >= 3);
+  process.kill(st0.child!.pid, 'SIGKILL'); // a crash of the trainer our supervisor started
+  const st1 = await until('the restart', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s?.restarts === 1 && s.state === 'running' && s.child?.startTime && s.child.pid !== st0.child!.pid
+      ? s
+      : null;
+  });
+  leftovers.push(st1.child!);
+  process.kill(supervisorPid, 'SIGKILL');
+  await until('the supervisor to die', async () => !(await verifyProcess(host, st0.supervisor!)));
+  const rec = await relaunch(host, runDir, await currentActor(host), { removeStaleHalt: false });
+  assert.equal(rec.result, 'ok', rec.detail);
+  const st2 = await until('the re-adoption', async () => {
+    const s = await readSupervisorState(host, runDir);
+    return s && s.supervisor?.pid !== supervisorPid && s.state === 'running' && /adopted/.test(s.note ?? '') ? s : null;
+  });
+  leftovers.push(st2.supervisor!);
+  assert.deepEqual(st2.child, st1.child, 'the same trainer, re-adopted');
+  assert.equal(st2.restarts, 1, 'the restart used before stays used');
+  assert.equal(st2.maxRestarts, 2);
+  const stop = await stopRun(host, runDir, await currentActor(host), { reason: 'test over' });
+  assert.equal(stop.result, 'started', stop.detail);
+  await until(
+    'the run to stop',
+    async () => {
+      const s = await readSupervisorState(host, runDir);
+      return s && s.state === 'halted' && !(await verifyProcess(host, s.supervisor!).catch(() => false));
+    },
+    30000,
+  );
 });

@@ -1,0 +1,393 @@
+// The watchdog: the cockpit without a screen. Each round it takes the one observation every surface
+// takes (./observe.ts), judges it with the same Checker, and writes each decision as one JSON line on
+// stdout and in <out_dir>/.nsa-top/watchdog.jsonl. Observe-only unless asked to act (--halt,
+// --dump-on-stall); a looping watchdog (not --once) on the training box also takes over a halt
+// request whose carrier died, as a live cockpit does. `nsa-top watchdog` (src/commands) parses and prints.
+import { join } from 'node:path';
+import { alertFields, Checker, healthExit, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
+import type { Host } from '../remote/host.js';
+import type { GpuMonitor } from '../remote/gpu.js';
+import type { RunProcesses } from '../remote/types.js';
+import { jsonSafe, sanitize } from '../sanitize.js';
+import { currentActor, dumpAll } from '../trainer/control/actions.js';
+import { audited, type Outcome } from '../trainer/control/audit.js';
+import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
+import type { Actor } from '../trainer/control/types.js';
+import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunModel } from '../trainer/run/model.js';
+import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import { Observer, type Observation } from './observe.js';
+
+const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export interface WatchdogOptions {
+  halt: boolean;
+  dumpOnStall: boolean;
+  thresholds: ReturnType<typeof thresholdsFromEnv>;
+  /** GPU telemetry (started by the caller); null: none */
+  gpu?: GpuMonitor | null;
+  /** the run model to poll (openRunModel: a supervised run's log lives in its launcher dir) */
+  model?: RunModel;
+  /**
+   * who takes over a halt request whose carrier died (a looping watchdog on the training box);
+   * null or absent: never (--once, read-only)
+   */
+  takeOverAs?: Actor | null;
+  readOnly?: boolean;
+}
+
+export class Watchdog {
+  private readonly observer: Observer;
+  private readonly checker: Checker;
+  private readonly active = new Map<string, Alert>();
+  private state: string | null = null;
+  private firstAnomaly: string | null = null;
+  private dumpedEpisode = false;
+  private haltWritten = false;
+  private stopping = false;
+  private logRefusedSaid = false;
+  private sawAnomaly = false;
+  private lastTakeOver: unknown = null;
+  private readonly runDir: string;
+  private readonly outDir: string;
+
+  constructor(
+    private readonly host: Host,
+    dirs: RunDirs,
+    private readonly o: WatchdogOptions,
+  ) {
+    this.runDir = dirs.runDir;
+    this.outDir = dirs.outDir;
+    this.observer = new Observer(host, {
+      dirs,
+      model: o.model,
+      gpu: o.gpu ?? null,
+      adoptAs: 'watchdog',
+      takeOver: o.takeOverAs ? { actor: o.takeOverAs, readOnly: o.readOnly } : null,
+    });
+    this.checker = new Checker(o.thresholds);
+  }
+
+  /** one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl */
+  private async log(event: string, fields: Record<string, unknown>): Promise<void> {
+    const ts = this.host.now();
+    const line = jsonSafe(JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields }));
+    process.stdout.write(line + '\n');
+    try {
+      await appendOwn(this.host, this.outDir, `${NSA_DIR}/watchdog.jsonl`, line + '\n');
+    } catch (e) {
+      // read-only, or a refused path: said once, not on every line
+      if (e instanceof ReadOnlyError || (e instanceof OwnWriteError && e.code !== 'ENOSPC' && e.code !== 'EIO')) {
+        if (!this.logRefusedSaid)
+          process.stderr.write(
+            `nsa-top watchdog: not appending to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`,
+          );
+        this.logRefusedSaid = true;
+      } else
+        process.stderr.write(
+          `nsa-top watchdog: cannot append to ${NSA_DIR}/watchdog.jsonl: ${sanitize((e as Error).message)}\n`,
+        );
+    }
+  }
+
+  private async observe(): Promise<Observation & { ev: Evaluation }> {
+    const obs = await this.observer.observe();
+    return { ...obs, ev: this.checker.evaluate(obs.input) };
+  }
+
+  async loop(once = false): Promise<number> {
+    const onSig = () => {
+      this.stopping = true;
+    };
+    process.on('SIGINT', onSig);
+    process.on('SIGTERM', onSig);
+    const t = this.o.thresholds;
+    await this.log('start', {
+      runDir: this.runDir,
+      outDir: this.outDir,
+      host: this.host.label,
+      halt: this.o.halt,
+      dumpOnStall: this.o.dumpOnStall,
+      observeOnly: !this.o.halt,
+      thresholds: {
+        stallFloorS: t.stallFloorS,
+        intervalS: t.intervalS,
+        flatlineN: t.flatlineN,
+        gateEntropyMin: t.gateEntropyMin,
+        gateMaxThreshold: t.gateMaxThreshold,
+        gateCollapseN: t.gateCollapseN,
+      },
+      launched: (await this.observer.ready()).launched ?? null,
+      gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
+      takeOver: !once && !!this.o.takeOverAs,
+    });
+    try {
+      let errors = 0;
+      for (;;) {
+        let looked;
+        try {
+          looked = await this.observe();
+          await this.decide(looked.run, looked.procs, looked.ev);
+          await this.reportTakeOver(looked);
+          errors = 0;
+        } catch (e) {
+          // a transient failure (an SSH reconnect, a file vanishing mid-read) must not end the watch
+          errors++;
+          await this.log('error', { message: (e as Error).message, consecutive: errors });
+          if (once) return 2;
+          await this.sleepInterruptible(Math.min(t.intervalS * 1000, 1000 * errors));
+          if (this.stopping) {
+            await this.log('exit', { reason: 'signal', code: 0 });
+            return 0;
+          }
+          continue;
+        }
+        const { run, ev } = looked;
+        if (once) {
+          const code = healthExit(ev);
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'once', code });
+          return code;
+        }
+        if (ENDED.has(ev.runState)) {
+          const code = this.sawAnomaly || ev.runState === 'EXITED' ? 1 : 0;
+          await this.log('exit', {
+            state: ev.runState,
+            why: ev.runStateWhy,
+            reason: 'run ended',
+            firstAnomaly: this.firstAnomaly ?? run.control.anomaly?.type ?? null,
+            code,
+          });
+          return code;
+        }
+        if (this.stopping) {
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });
+          return 0;
+        }
+        // Wake at the interval, or right when the stall threshold would be crossed.
+        const now = this.host.now();
+        let wait = t.intervalS * 1000;
+        if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now)
+          wait = Math.min(wait, ev.stallDeadline + 25 - now);
+        // no deadline yet (no heartbeat, or nothing running): look again soon, or the first
+        // deadline of a run that starts now would only be seen an interval later
+        else if (ev.stallDeadline === null) wait = Math.min(wait, 1000);
+        await this.sleepInterruptible(Math.max(20, wait));
+        if (this.stopping) {
+          await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });
+          return 0;
+        }
+      }
+    } finally {
+      // a take-over in flight finishes (the agent it started carries the request on)
+      await this.observer.settled();
+      process.off('SIGINT', onSig);
+      process.off('SIGTERM', onSig);
+    }
+  }
+
+  private async sleepInterruptible(ms: number): Promise<void> {
+    const end = Date.now() + ms;
+    while (!this.stopping && Date.now() < end) await sleep(Math.min(100, end - Date.now()));
+  }
+
+  private async decide(run: RunSnapshot, procs: RunProcesses | null, ev: Evaluation): Promise<void> {
+    if (ev.runState !== this.state) {
+      this.state = ev.runState;
+      await this.log('state', { state: ev.runState, why: ev.runStateWhy, step: run.step });
+    }
+    // processes named as trainers (a heartbeat's pid, the run dir in argv) that are not proven ranks:
+    // said once per change, so an operator sees why nothing was (or will be) signalled
+    const unproven = (procs?.unproven ?? []).map((u) => ({ pid: u.pid, rank: u.rank, why: u.why }));
+    const ukey = unproven.map((u) => `${u.pid}:${u.why}`).join('|');
+    if (ukey !== this.lastUnproven) {
+      this.lastUnproven = ukey;
+      if (unproven.length) await this.log('unproven', { processes: unproven });
+    }
+    const seen = new Set<string>();
+    for (const al of ev.alerts) {
+      seen.add(al.id);
+      const prev = this.active.get(al.id);
+      if (!prev || prev.severity !== al.severity) {
+        await this.log('alert', { ...alertFields(al), anomaly: al.anomaly ?? null });
+      }
+      this.active.set(al.id, al);
+    }
+    for (const id of [...this.active.keys()]) {
+      if (!seen.has(id)) {
+        this.active.delete(id);
+        await this.log('clear', { id });
+      }
+    }
+    if (ev.verdicts.length) {
+      const key = ev.verdicts.map((v) => v.kind + (v.rank ?? '')).join(',');
+      if (key !== this.lastVerdicts) await this.log('verdict', { verdicts: ev.verdicts });
+      this.lastVerdicts = key;
+    } else this.lastVerdicts = '';
+
+    // act on our own rules' findings past the action threshold (a stall only past the stall floor,
+    // NSA_WATCH_HEARTBEAT_STALL_S, though the state said STALLED sooner), and only on a condition that
+    // holds now (not one held while it clears); an .anomaly_type someone else wrote is reported, not acted on
+    const critical = ev.actOn;
+    const stall = critical.find((x) => x.id === 'stall:run');
+    if (!stall) this.dumpedEpisode = false;
+    if (critical.length === 0) return;
+    this.sawAnomaly = true;
+    // 1. .anomaly_type: the first anomaly only, never overwritten (exclusive create); only when
+    // acting (--halt): observe-only writes nothing into the run
+    const first = critical[0]!;
+    if (this.firstAnomaly === null && !this.o.halt) {
+      this.firstAnomaly = first.anomaly!;
+      await this.log('anomaly', {
+        type: first.anomaly,
+        alert: first.id,
+        wrote: null,
+        why: 'observe-only (no --halt): nothing written into the run',
+      });
+    } else if (this.firstAnomaly === null) {
+      this.firstAnomaly = first.anomaly!;
+      const path = join(this.outDir, '.anomaly_type');
+      try {
+        await createOwn(this.host, this.outDir, '.anomaly_type', `${first.anomaly}\n`);
+        await this.log('anomaly', { type: first.anomaly, alert: first.id, wrote: path });
+        if (first.anomaly === 'gate_collapse') await this.writeGateDetails(run);
+      } catch (e) {
+        const partial = e instanceof OwnWriteError && e.partial;
+        const st = await this.host.stat(path).catch(() => null);
+        const existing =
+          e instanceof OwnWriteError && e.code !== 'EEXIST'
+            ? null
+            : st && !st.isFile
+              ? `[not a regular file: ${st.isDir ? 'a directory' : 'a special file'}]`
+              : await this.host
+                  .readFile(path, 4096)
+                  .then((b) => b.toString('utf8').trim())
+                  .catch(() => null);
+        await this.log('anomaly', {
+          type: first.anomaly,
+          alert: first.id,
+          wrote: partial ? path : null,
+          kept: existing,
+          ...(partial ? { partial: true } : {}),
+          why:
+            existing !== null
+              ? 'an earlier anomaly is recorded; it is kept'
+              : partial
+                ? `nsa-top's own write failed: ${(e as Error).message}`
+                : (e as Error).message,
+        });
+      }
+    }
+    // 2. stack dumps of every rank at the moment of the stall, before a halt or a kill.
+    if (stall && this.o.dumpOnStall && !this.dumpedEpisode) {
+      this.dumpedEpisode = true;
+      const ranks = (procs?.ranks ?? [])
+        .filter((r) => r.proc.state !== 'Z')
+        .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+      const unproven = (procs?.unproven ?? []).map((u) => ({
+        pid: u.pid,
+        rank: u.rank,
+        status: 'refused',
+        why: u.why,
+      }));
+      if (ranks.length === 0)
+        await this.log('dump', {
+          ranks: [],
+          why: 'no proven rank process of this run: nothing signalled',
+          refused: unproven,
+        });
+      else {
+        const actor = await currentActor(this.host);
+        const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
+        await this.log('dump', {
+          perRank: res.perRank,
+          pySpy: res.pySpy,
+          ...(unproven.length ? { refused: unproven } : {}),
+        });
+      }
+    }
+    // 3. .HALT when asked.
+    if (this.o.halt && !this.haltWritten) {
+      this.haltWritten = true;
+      const path = join(this.outDir, '.HALT');
+      const actor = await currentActor(this.host);
+      // the audited path: no .HALT when read-only, nor when its record could not be kept (a linked log)
+      const rec = await audited(
+        this.host,
+        this.runDir,
+        { actor, action: 'watchdog-halt', target: { path }, requireLog: true },
+        async (): Promise<Outcome> => {
+          try {
+            await createOwn(this.host, this.outDir, '.HALT', `halt: ${first.anomaly}\n`);
+            return { result: 'ok', detail: `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}` };
+          } catch (e) {
+            const st = await this.host.stat(path).catch(() => null);
+            // read only a regular file (a FIFO planted as .HALT would block the read)
+            const existing =
+              e instanceof OwnWriteError && e.code === 'EEXIST' && st?.isFile
+                ? await this.host
+                    .readFile(path, 4096)
+                    .then((b) => b.toString('utf8').trim())
+                    .catch(() => null)
+                : null;
+            if (e instanceof OwnWriteError && e.partial)
+              return {
+                result: 'partial',
+                detail: `${e.message} — the empty .HALT is nsa-top's own (the watchdog's) and still stops the trainer at its next step`,
+                target: { partial: true },
+              };
+            if (st && !st.isFile)
+              return {
+                result: 'ok',
+                detail: `.HALT already present, and not a regular file (${st.isDir ? 'a directory' : 'a special file'}); left as it is`,
+              };
+            if (existing !== null)
+              return { result: 'ok', detail: `.HALT already present (${existing}); left as it is` };
+            return { result: 'failed', detail: `could not write .HALT: ${(e as Error).message}` };
+          }
+        },
+      );
+      if (rec.result === 'refused' || rec.result === 'failed' || rec.result === 'partial')
+        process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${rec.detail}\n`);
+      await this.log('halt', { path, result: rec.result, detail: rec.detail });
+    }
+  }
+
+  /** a halt request taken over from its dead carrier (by this watchdog's observer): said once */
+  private async reportTakeOver(obs: Observation): Promise<void> {
+    const rec = obs.takeOver;
+    if (!rec || rec === this.lastTakeOver) return;
+    this.lastTakeOver = rec;
+    await this.log('takeover', { result: rec.result, detail: rec.detail, request: rec.target['request'] ?? null });
+  }
+
+  /** Waits for a take-over in flight (it starts an agent; the watch may end meanwhile). */
+  settled(): Promise<void> {
+    return this.observer.settled();
+  }
+
+  private lastVerdicts = '';
+  private lastUnproven = '';
+
+  /** gate_collapse_details.json, as the real watchdog writes it (WD:146-158); never overwritten */
+  private async writeGateDetails(run: RunSnapshot): Promise<void> {
+    const g = run.gates;
+    if (!g) return;
+    const details = {
+      gate_entropy_mean: g.entropyMean,
+      gate_max_gate: g.maxGate,
+      gate_collapse_frac: g.collapseFrac,
+      gate_branch_shares: g.branchShares,
+      step: g.step,
+    };
+    try {
+      await createOwn(this.host, this.outDir, 'gate_collapse_details.json', JSON.stringify(details, null, 2) + '\n');
+    } catch (e) {
+      if (!(e instanceof OwnWriteError && e.code === 'EEXIST'))
+        await this.log('error', {
+          message: `gate_collapse_details.json not written: ${(e as Error).message}`,
+          consecutive: 0,
+        });
+    }
+  }
+}
