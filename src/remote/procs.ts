@@ -391,6 +391,15 @@ export async function readProc(host: Host, pid: number): Promise<ProcInfo | null
   return snap.procs.find((p) => p.pid === pid) ?? null;
 }
 
+/** Several pids in one command (env and cwd included); those gone are left out. */
+export async function readProcs(host: Host, pids: number[]): Promise<ProcInfo[]> {
+  const want = [...new Set(pids.filter((pid) => Number.isInteger(pid) && pid > 0))];
+  if (want.length === 0) return [];
+  const snap = await runScript(host, '', 'list', want);
+  if (snap.error && snap.procs.length === 0) throw new Error(snap.error);
+  return snap.procs;
+}
+
 /** true only if a process with this pid exists AND its start time equals startTime (pid reuse safe) */
 export async function verifyProcess(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
   if (!Number.isInteger(p.pid) || p.pid <= 1 || !/^\d+$/.test(String(p.startTime))) return false;

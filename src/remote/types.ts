@@ -74,6 +74,9 @@ export interface UnprovenProc {
   rank: number | null;
   argv: string[];
   why: string;
+  /** tied to the run by its command and environment only (no record names it): proven only by
+   * descent from the run's launcher or from what nsa-top's supervisor started */
+  envOnly?: true;
 }
 
 export interface RankProc {
