@@ -147,6 +147,9 @@ export interface ProcTable {
   /** the run dir's env.json on one line, when it exists */
   envJson: string | null;
   uptimeS: number | null;
+  /** the host's wall clock (ms epoch) read right beside /proc/uptime: the boot time it gives is
+   * exact in the frame the run's records are written in (null: not read; host.now() is used) */
+  uptimeAtMs?: number | null;
   /** only when asked for (ProcTableRequest.sysconf) */
   sysconf: { clkTck: number; pageSize: number } | null;
   /** /proc/PID/stat line and /proc/PID/wchan of each process, as the kernel wrote them */

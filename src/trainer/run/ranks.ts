@@ -226,12 +226,15 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
 function startTimeWhy(p: ProcInfo, hint: HeartbeatPidHint | undefined, firstRecordTs: number | null): string | null {
   const s = p.startedAtMs;
   if (s === null || s === undefined) return null;
+  // a process always starts before the records it writes: a start after a record naming its pid,
+  // by more than the start time's own error, is another process on a recycled pid
+  const slack = p.startedAtSlackMs ?? CLOCK_SLACK_MS;
   if (hint?.bootTs != null) {
-    if (s > hint.bootTs + CLOCK_SLACK_MS)
+    if (s > hint.bootTs + slack)
       return `it started at ${iso(s)}, after the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: the pid was recycled`;
     if (s < hint.bootTs - LAUNCH_WINDOW_MS)
       return `it started at ${iso(s)}, long before the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: another process with the same pid`;
-  } else if (hint?.lastTs != null && s > hint.lastTs + CLOCK_SLACK_MS) {
+  } else if (hint?.lastTs != null && s > hint.lastTs + slack) {
     return `it started at ${iso(s)}, after the last heartbeat (${iso(hint.lastTs)}) that names pid ${p.pid}: the pid was recycled`;
   }
   // (a process the heartbeats name is judged by its own records above: a rotated or truncated
