@@ -41,6 +41,8 @@ export interface DumpOutcome {
     why?: string;
     /** refused because the rank has no SIGUSR1 handler yet (still starting): try again later */
     notReady?: true;
+    /** the process ended after it was sent SIGUSR1 (with its handler installed): our signal's doing, maybe */
+    endedAfterSignal?: true;
   }[];
   pySpy: boolean;
 }
@@ -373,6 +375,7 @@ async function signalForDumps(
     why?: string;
     sentAt?: number;
     notReady?: true;
+    endedAfterSignal?: true;
   };
   const slots: Slot[] = sorted.map((t) => ({ t, status: 'pending' }));
   const seen = await dumpFiles(host, outDir); // name → mtime already accounted for
@@ -472,9 +475,10 @@ async function signalForDumps(
     const p = await readProc(host, slot.t.pid).catch(() => null);
     // it had its handler when signalled; if it ended since, that is said as it is — never as if it
     // had gone by itself
-    if (!p || p.startTime !== String(slot.t.startTime))
+    if (!p || p.startTime !== String(slot.t.startTime)) {
       why += `; the process ended after nsa-top sent it SIGUSR1 (its SIGUSR1 handler was installed when the signal was sent)`;
-    else {
+      slot.endedAfterSignal = true;
+    } else {
       const s = stateWhy(p);
       if (s) why += `; ${s}`;
       else
@@ -488,6 +492,7 @@ async function signalForDumps(
     pid: x.t.pid,
     status: x.status as 'dumped' | 'no-answer' | 'refused',
     ...(x.notReady ? { notReady: true as const } : {}),
+    ...(x.endedAfterSignal ? { endedAfterSignal: true as const } : {}),
     ...(x.file ? { file: x.file } : {}),
     ...(x.why ? { why: x.why } : {}),
   }));

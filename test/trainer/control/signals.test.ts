@@ -35,7 +35,8 @@ after(() => {
 });
 
 // The stand-in trainer. BOOT=1: its boot record first (heartbeat_rank{RANK}.jsonl, its pid), then
-// PROGRESS steps; HANDLER=now|wait|none: when its SIGUSR1 handler goes in (wait: once $GO exists).
+// PROGRESS steps; HANDLER=now|wait|none: when its SIGUSR1 handler goes in (wait: once $GO exists);
+// die: a handler that ends the process (exit 0), as if a dump had brought it down.
 // The handler writes a stack dump like the real trainer's, and a mark (MARKS/signalled.<pid>) so a
 // test can tell a process was signalled at all; MARKS/ready.<pid> says the handler is in.
 const STANDIN = `
@@ -57,6 +58,8 @@ if os.environ.get('BOOT') == '1':
         with open(os.path.join(d, 'training.csv'), 'a') as f:
             f.write('%d,%.6f,3.000000e-04,400\\n' % (s, 5 - s * 0.1))
 mode = os.environ.get('HANDLER', 'now')
+if mode == 'die':
+    on_usr1 = lambda sig, frame: os._exit(0)
 if mode == 'wait':
     while not os.path.exists(os.environ['GO']):
         time.sleep(0.05)
@@ -103,7 +106,7 @@ interface Trainer {
 function startTrainer(
   dir: string,
   marks: string,
-  o: { rank: number; handler: 'now' | 'wait' | 'none'; boot: boolean; progress?: number; go?: string },
+  o: { rank: number; handler: 'now' | 'wait' | 'none' | 'die'; boot: boolean; progress?: number; go?: string },
 ): Trainer {
   const child = spawn(PY, ['-u', 'scripts/train_showcase.py'], {
     cwd: repo,
@@ -343,6 +346,34 @@ test("impostors with the run's NSA_TOP_RUN_DIR and RANK, started after its last 
   for (const i of impostors) assert.ok(alive(i), `impostor ${i.pid} is alive`);
   assert.ok(!signalled(marks, b), 'impostor B was never signalled at all');
   assert.ok(alive(rank0), 'the rank answered every dump and goes on');
+});
+
+test("a rank that ends after the watchdog's own SIGUSR1 is not logged as a run that finished or halted by itself", async () => {
+  const { dir, marks } = runDir('ended');
+  const rank0 = startTrainer(dir, marks, { rank: 0, handler: 'die', boot: true, progress: 3 });
+  await until(() => existsSync(join(marks, `ready.${rank0.pid}`)), 'rank 0');
+  const wd = spawn(
+    process.execPath,
+    [BIN, 'watchdog', dir, '--dump-on-stall', '--stall', '1', '--interval', '0.2', '--no-gpu'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  started.push(wd);
+  let out = '';
+  wd.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+  await until(() => wd.exitCode !== null, 'the watchdog to see the run end', 90_000);
+  const lines = out
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const dump = lines.find((l) => l.event === 'dump') as { perRank: PerRank } | undefined;
+  assert.equal(dump?.perRank[0]?.status, 'no-answer', out);
+  assert.match(dump!.perRank[0]!.why!, /the process ended after nsa-top sent it SIGUSR1/);
+  assert.doesNotMatch(dump!.perRank[0]!.why!, /is gone/);
+  const exit = lines.find((l) => l.event === 'exit')!;
+  assert.equal(exit.state, 'EXITED', out);
+  assert.match(String(exit.why), /rank 0 \(pid \d+\) ended — after this watchdog's SIGUSR1/);
+  assert.equal(exit.code, 1);
+  assert.ok(!lines.some((l) => l.event === 'state' && /FINISHED|HALTED/.test(String(l.state))), out);
 });
 
 test("pid reuse inside `unshare --pid --fork --mount-proc`: a dead rank's pid taken by the same command is not signalled by nsa-top dump", (t) => {
