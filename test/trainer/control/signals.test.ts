@@ -7,7 +7,16 @@
 // signal an impostor or a process that took a dead rank's pid. Victims are counted: 0.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
@@ -302,6 +311,24 @@ test("impostors with the run's NSA_TOP_RUN_DIR and RANK, started after its last 
     assert.ok(u, `impostor ${i.pid} is named: ${JSON.stringify(refused)}`);
     assert.match(u.why, /names this run in its environment, but no record of the run names pid \d+/);
   }
+  // 1b. the boot record rotated away (a fresh file holding rank 0's last heartbeat only): rank 0 is
+  // still named by that record, the impostors still by nothing
+  const hb = join(dir, 'heartbeat_rank0.jsonl');
+  const recs = readFileSync(hb, 'utf8').trim().split('\n');
+  renameSync(hb, `${hb}.1`);
+  writeFileSync(hb, `${recs.at(-1)}\n`);
+  const rot = cli(['dump', dir, '--json']);
+  assert.equal(rot.code, 0, `${rot.stderr} ${JSON.stringify(rot.json)}`);
+  assert.deepEqual(
+    (rot.json.perRank as PerRank).map((r) => [r.pid, r.status]),
+    [[rank0.pid, 'dumped']],
+  );
+  for (const i of impostors)
+    assert.ok(
+      (rot.json.refused as { pid: number }[]).some((r) => r.pid === i.pid),
+      `impostor ${i.pid} refused`,
+    );
+  renameSync(`${hb}.1`, hb);
   // 2. the cockpit's d
   const state = await cockpitState(dir);
   const actions = createActions({ host, runDir: dir, readOnly: false, state: () => state });
