@@ -203,9 +203,11 @@ export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRan
 
 /**
  * Positive proof that a verified process is this run's: a rank (or with `launcherToo` its
- * launcher) by its own command, environment and start time (src/remote/procs), or — for stop
- * escalations — a process the run's supervisor started (its recorded child, verified by pid + start
- * time, or a descendant of it). null when proven, else why not. Never from a heartbeat's pid.
+ * launcher) by its own command and environment, and the run's own records naming it with a start
+ * time that fits or its descent from the run's proven launcher or supervisor child (ranks.ts), or —
+ * for stop escalations — a process the run's supervisor started (its recorded child, verified by
+ * pid + start time, or a descendant of it). null when proven, else why not. The environment alone,
+ * or a heartbeat's pid alone, is never proof.
  */
 export async function proveTarget(
   host: Host,

@@ -26,10 +26,12 @@ import {
 /**
  * The processes of a run: launcher (torchrun / python -m torch.distributed.run / `nsa-top train`)
  * and its rank processes, with GPU memory per pid from compute-apps. A process is a rank only with
- * proof from the process itself (rankCommandKind, envTie, and a start time that fits the run's
- * records); a heartbeat's pid or a path in argv names candidates, never ranks. Candidates without
- * proof are listed in `unproven` with the reason. Costs one command per refresh once the run's
- * processes have been seen (two on the first), plus a read of each CONFIG yaml now and then.
+ * proof (ranks.ts: rankCommandKind, envTie, and the run's records naming it with a start time that
+ * fits, or descent from the run's proven launcher or the supervisor's child); a heartbeat's pid, a
+ * path in argv or the environment alone names candidates, never ranks. Candidates without proof
+ * are listed in `unproven` with the reason. Costs one command per refresh once the run's processes
+ * have been seen (two on the first), plus a read of each CONFIG yaml now and then, and — only while
+ * a candidate is tied to the run by its environment alone — a read of supervisor.json.
  */
 export async function findRunProcesses(host: Host, runDir: string, hints: FindRunHints): Promise<RunProcesses> {
   const at = host.now();
