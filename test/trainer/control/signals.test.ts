@@ -209,7 +209,7 @@ test('a rank still starting (boot record written, no SIGUSR1 handler yet) is not
   const state = await cockpitState(dir);
   const actions = createActions({ host, runDir: dir, readOnly: false, state: () => state });
   const c = await actions.dump(() => {});
-  assert.equal(c.results[0]!.outcome, 'refused');
+  assert.deepEqual([c.results[0]!.outcome, c.results[0]!.notReady], ['refused', true]);
   assert.match(c.results[0]!.why ?? '', NOT_READY);
   // `nsa-top dump`
   const x = cli(['dump', dir, '--json']);
