@@ -28,6 +28,8 @@ export interface RankDumpResult {
   outcome: 'dumped' | 'no-answer' | 'refused';
   file?: string | null;
   why?: string;
+  /** refused only because the rank has no SIGUSR1 handler yet (still starting): try again later */
+  notReady?: true;
 }
 
 export interface DumpOutcome {
@@ -135,7 +137,14 @@ export function createActions(o: {
       return {
         pySpy: r.pySpy,
         results: [
-          ...r.perRank.map((p) => ({ rank: p.rank, pid: p.pid, outcome: p.status, file: p.file ?? null, why: p.why })),
+          ...r.perRank.map((p) => ({
+            rank: p.rank,
+            pid: p.pid,
+            outcome: p.status,
+            file: p.file ?? null,
+            why: p.why,
+            ...(p.notReady ? { notReady: true as const } : {}),
+          })),
           ...unproven,
         ],
       };

@@ -44,6 +44,19 @@ export class Watchdog {
   private state: string | null = null;
   private firstAnomaly: string | null = null;
   private dumpedEpisode = false;
+  /** ranks whose process ended after this watchdog's SIGUSR1: the run did not finish by itself */
+  private endedByDump: string[] = [];
+
+  /** The run's state as logged: a run whose rank ended after our own dump signal has not FINISHED
+   * (nor HALTED) — it is said so, never blamed on the run. */
+  private stateOf(ev: Evaluation): { state: string; why: string } {
+    if (this.endedByDump.length > 0 && ENDED.has(ev.runState))
+      return {
+        state: 'EXITED',
+        why: `${this.endedByDump.join('; ')} — after this watchdog's SIGUSR1 for a stack dump, not by itself (the run said ${ev.runState}: ${ev.runStateWhy})`,
+      };
+    return { state: ev.runState, why: ev.runStateWhy };
+  }
   private haltWritten = false;
   private stopping = false;
   private logRefusedSaid = false;
@@ -150,10 +163,11 @@ export class Watchdog {
           return code;
         }
         if (ENDED.has(ev.runState)) {
-          const code = this.sawAnomaly || ev.runState === 'EXITED' ? 1 : 0;
+          const shown = this.stateOf(ev);
+          const code = this.sawAnomaly || shown.state === 'EXITED' ? 1 : 0;
           await this.log('exit', {
-            state: ev.runState,
-            why: ev.runStateWhy,
+            state: shown.state,
+            why: shown.why,
             reason: 'run ended',
             firstAnomaly: this.firstAnomaly ?? run.control.anomaly?.type ?? null,
             code,
@@ -194,7 +208,8 @@ export class Watchdog {
   private async decide(run: RunSnapshot, procs: RunProcesses | null, ev: Evaluation): Promise<void> {
     if (ev.runState !== this.state) {
       this.state = ev.runState;
-      await this.log('state', { state: ev.runState, why: ev.runStateWhy, step: run.step });
+      const shown = this.stateOf(ev);
+      await this.log('state', { state: shown.state, why: shown.why, step: run.step });
     }
     // processes named as trainers (a heartbeat's pid, the run dir in argv) that are not proven ranks:
     // said once per change, so an operator sees why nothing was (or will be) signalled
@@ -299,6 +314,8 @@ export class Watchdog {
       else {
         const actor = await currentActor(this.host);
         const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
+        for (const r of res.perRank)
+          if (r.endedAfterSignal) this.endedByDump.push(`rank ${r.rank} (pid ${r.pid}) ended`);
         await this.log('dump', {
           perRank: res.perRank,
           pySpy: res.pySpy,

@@ -1,31 +1,44 @@
-// `nsa-top dump RUN [--json]` — a stack dump of every rank (SIGUSR1, one rank at a time, verified pid + start
-// time, never the launcher), like the cockpit's d; logged in actions.jsonl.
-import { currentActor, dumpAll, readOnlyMode } from '../trainer/control/actions.js';
+// `nsa-top dump RUN [--json] [--host …]` — a stack dump of every rank (SIGUSR1, one rank at a time,
+// verified pid + start time, proven a rank of the run by its records, only once its handler is
+// installed, never the launcher), like the cockpit's d; logged in actions.jsonl.
+import type { Host } from '../remote/host.js';
+import { LocalHost } from '../remote/local/host.js';
+import { currentActor, dumpRun, readOnlyMode } from '../trainer/control/actions.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { LOST } from '../trainer/control/dumpwatch.js';
-import { findRunProcesses } from '../trainer/run/processes.js';
-import { resolveRunDirs } from '../trainer/launch/rundirs.js';
-import { heartbeatPidsOf } from '../trainer/control/requests.js';
-import { defineCommand, parseCommand } from './args.js';
-import { RUN_DIR_ARG } from './options.js';
-import { JSON_OPTION, localRun } from './control-cli.js';
 import { refusedByState } from './fit.js';
+import { resolveRunDir } from '../trainer/run/rundir.js';
+import { defineCommand, parseCommand } from './args.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
+import { JSON_OPTION } from './control-cli.js';
+import { CliError } from './errors.js';
 
 export const command = defineCommand({
   name: 'dump',
   positional: RUN_DIR_ARG,
-  options: JSON_OPTION,
+  options: { ...JSON_OPTION, ...HOST_OPTIONS },
   about: `Sends SIGUSR1 to each rank of the run, one at a time (the real trainer names its dump
 stackdump_<epoch>.txt, by the second only: the next rank waits until the previous one's file is there
-and its second has passed), and names each rank's file, or says its stack was lost, and why.`,
+and its second has passed), and names each rank's file, or says its stack was lost, and why. A rank
+still starting (no SIGUSR1 handler yet: the signal would kill it) is not signalled and is named as
+not ready.`,
   epilog: 'Exit codes: 0 every rank dumped, 1 some or none answered, 2 bad input, 3 refused (read-only, no ranks).',
 });
+
+async function openHostFor(spec: ReturnType<typeof hostSpecOf>): Promise<Host> {
+  if (!spec.host || spec.host === 'local') return new LocalHost();
+  try {
+    // loaded only for --host: the SSH stack costs what a local dump does not need
+    return await (await import('../remote/index.js')).openHost(spec);
+  } catch (e) {
+    throw new CliError(`--host ${spec.host}: ${(e as Error).message}`, 2);
+  }
+}
 
 export async function run(argv: string[]): Promise<number> {
   const p = parseCommand(command, argv);
   if (!p) return 0;
   const a = p.values;
-  const { host, runDir } = await localRun(p.positional);
   const readOnly = a['read-only'] || readOnlyMode();
   const out = (o: Record<string, unknown>, line: string, code: number) => {
     if (a.json) process.stdout.write(`${JSON.stringify({ command: 'dump', exitCode: code, ...o }, null, 2)}\n`);
@@ -33,36 +46,44 @@ export async function run(argv: string[]): Promise<number> {
     return code;
   };
   if (readOnly) return out({ result: 'refused', detail: READ_ONLY_REFUSAL }, `dump refused: ${READ_ONLY_REFUSAL}\n`, 3);
-  const no = await refusedByState(host, runDir, 'dump');
-  if (no) return out({ result: 'refused', detail: no.why }, `dump refused: ${no.why}\n`, 3);
-  const { outDir } = await resolveRunDirs(host, runDir);
-  const procs = await findRunProcesses(host, outDir, { heartbeatPids: await heartbeatPidsOf(host, outDir) });
-  const targets = procs.ranks
-    .filter((r) => r.proc.state !== 'Z')
-    .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
-  if (targets.length === 0)
+  const host = await openHostFor(hostSpecOf(a));
+  try {
+    const runDir = await resolveRunDir(host, p.positional, process.cwd());
+    // what the cockpit refuses (nothing to dump once the run has ended), in its words
+    const no = await refusedByState(host, runDir, 'dump');
+    if (no) return out({ result: 'refused', detail: no.why }, `dump refused: ${no.why}\n`, 3);
+    const r = await dumpRun(host, runDir, () => currentActor(host), {
+      readOnly,
+      onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`),
+    });
+    // named as a trainer of the run without proof: never signalled, and said why
+    const refused = r.unproven.map((u) => ({ rank: u.rank, pid: u.pid, status: 'refused', why: u.why }));
+    const refusedLines = refused.map((u) => `pid ${u.pid}: not signalled (${u.why})\n`).join('');
+    if (!r.outcome) {
+      const detail = `no rank process of this run is running${r.error ? ` (${r.error})` : ''}`;
+      return out({ result: 'refused', detail, refused }, `dump refused: ${detail}\n${refusedLines}`, 3);
+    }
+    const perRank = r.outcome.perRank;
+    const dumped = perRank.filter((x) => x.status === 'dumped').length;
+    const code = dumped === perRank.length ? 0 : 1;
+    // by rank: its own file, or why it has none ("no stack written (lost) — …", "refused — …")
+    const lines = perRank
+      .map(
+        (x) =>
+          `rank ${x.rank} (pid ${x.pid}): ${x.status === 'dumped' && x.file ? x.file : x.why?.startsWith(LOST) ? x.why : `${x.status} — ${x.why ?? ''}`}\n`,
+      )
+      .join('');
     return out(
-      { result: 'refused', detail: `no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}` },
-      `dump refused: no rank process of this run is running${procs.error ? ` (${procs.error})` : ''}\n`,
-      3,
+      {
+        result: code === 0 ? 'ok' : dumped > 0 ? 'partial' : 'failed',
+        perRank,
+        pySpy: r.outcome.pySpy,
+        ...(refused.length ? { refused } : {}),
+      },
+      `dump: ${dumped}/${perRank.length} ranks dumped\n${lines}${refusedLines}`,
+      code,
     );
-  const actor = await currentActor(host);
-  const r = await dumpAll(host, runDir, targets, actor, {
-    readOnly,
-    onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`),
-  });
-  const dumped = r.perRank.filter((p) => p.status === 'dumped').length;
-  const code = dumped === r.perRank.length ? 0 : 1;
-  // by rank: its own file, or why it has none ("no stack written (lost) — …", "refused — …")
-  const lines = r.perRank
-    .map(
-      (p) =>
-        `rank ${p.rank} (pid ${p.pid}): ${p.status === 'dumped' && p.file ? p.file : p.why?.startsWith(LOST) ? p.why : `${p.status} — ${p.why ?? ''}`}\n`,
-    )
-    .join('');
-  return out(
-    { result: code === 0 ? 'ok' : dumped > 0 ? 'partial' : 'failed', perRank: r.perRank, pySpy: r.pySpy },
-    `dump: ${dumped}/${r.perRank.length} ranks dumped\n${lines}`,
-    code,
-  );
+  } finally {
+    await host.close().catch(() => {});
+  }
 }

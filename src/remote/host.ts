@@ -101,6 +101,32 @@ export type OwnWriteMode = 'append' | 'exclusive' | 'replace';
 
 export type SignalName = 'SIGUSR1' | 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGCONT' | 'SIGSTOP' | 'SIG0';
 
+/** Linux signal numbers of the signals a handler can catch (SigCgt bit = number - 1). */
+export const CATCHABLE_SIGNALS: Partial<Record<SignalName, number>> = { SIGINT: 2, SIGUSR1: 10, SIGTERM: 15 };
+
+/** What Host.signal checks in the same step as the kill. */
+export interface SignalExpect {
+  /** /proc/PID/stat field 22: the process must still be the one verified (a recycled pid is never signalled) */
+  startTime: string;
+  /** the process must have a handler installed for the signal (/proc/PID/status SigCgt): a signal
+   * whose default action kills (SIGUSR1) is never sent to a process still starting */
+  requireHandler?: boolean;
+}
+
+/** Host.signal refused: the process has no handler for the signal (code ENOHANDLER). */
+export function noHandlerError(pid: number, sig: SignalName): NodeJS.ErrnoException {
+  return Object.assign(new Error(`pid ${pid} has no ${sig} handler installed (yet): not signalled`), {
+    code: 'ENOHANDLER',
+  });
+}
+
+/** Whether a SigCgt hex mask (/proc/PID/status) has the bit of signal number `n`. */
+export function sigCaught(mask: string, n: number): boolean {
+  if (!/^[0-9a-fA-F]{1,32}$/.test(mask)) return false;
+  const digit = parseInt(mask[mask.length - 1 - Math.floor((n - 1) / 4)] ?? '0', 16);
+  return ((digit >> ((n - 1) % 4)) & 1) === 1;
+}
+
 /** What src/remote/procs.ts asks of the process table (the modes are PROC_SCRIPT's, see there). */
 export interface ProcTableRequest {
   /** the run dir whose physical path and env.json are wanted ('' none) */
@@ -121,6 +147,9 @@ export interface ProcTable {
   /** the run dir's env.json on one line, when it exists */
   envJson: string | null;
   uptimeS: number | null;
+  /** the host's wall clock (ms epoch) read right beside /proc/uptime: the boot time it gives is
+   * exact in the frame the run's records are written in (null: not read; host.now() is used) */
+  uptimeAtMs?: number | null;
   /** only when asked for (ProcTableRequest.sysconf) */
   sysconf: { clkTck: number; pageSize: number } | null;
   /** /proc/PID/stat line and /proc/PID/wchan of each process, as the kernel wrote them */
@@ -164,9 +193,11 @@ export interface Host {
   /**
    * Send a signal to a pid. Callers must have verified pid + start time (see src/remote/procs).
    * With `expect.startTime` the host re-checks /proc/PID/stat field 22 right before `kill` (in the
-   * same remote command over SSH) and throws instead of signalling a recycled pid.
+   * same remote command over SSH) and throws instead of signalling a recycled pid; with
+   * `expect.requireHandler` it also checks /proc/PID/status SigCgt in that step and throws
+   * noHandlerError (code ENOHANDLER) instead of signalling a process with no handler for `sig`.
    */
-  signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void>;
+  signal(pid: number, sig: SignalName, expect?: SignalExpect): Promise<void>;
 
   writeFile(path: string, data: string | Buffer, opts?: { exclusive?: boolean; mode?: number }): Promise<void>;
   appendFile(path: string, data: string | Buffer): Promise<void>;

@@ -26,7 +26,7 @@ const EXEC_TIMEOUT_MS = 15000;
 // plus the pids named (what findRunProcesses needs: a few hundred bytes, not the whole table);
 // 'list' only the pids named. In 'all' and 'run', trainer-looking processes not in $4 are
 // enriched too, so a refresh stays one command even when new trainers appear.
-// Output: R <physical run dir> | J <env.json on one line> | U <uptime s> | T <clk_tck> <pagesize>
+// Output: R <physical run dir> | J <env.json on one line> | U <uptime s> | C <wall clock s, read beside it> | T <clk_tck> <pagesize>
 // | S <stat line> + W <wchan> per process | D <pid> <cwd> and N <pid> <NSpid…> (nested pid namespace
 // only) per enriched pid | HEAD_MARK | `head`
 // output of cmdline/environ files.
@@ -39,7 +39,7 @@ if [ -n "$rd" ] && cd "$rd"; then
   if [ -f env.json ]; then printf 'J '; head -c 65536 env.json | tr '\\n\\r' '  '; echo; fi
 fi
 cd /proc || { echo 'X no /proc on this host'; exit 0; }
-if read -r up idle < /proc/uptime; then printf 'U %s\\n' "$up"; fi
+if read -r up idle < /proc/uptime; then printf 'U %s\\n' "$up"; printf 'C %s\\n' "$(date +%s.%N 2>/dev/null)"; fi
 if [ "$tk" = 1 ]; then printf 'T %s %s\\n' "$(getconf CLK_TCK)" "$(getconf PAGESIZE)"; fi
 en=
 tr=
@@ -201,6 +201,11 @@ function stateFor(host: Host): HostProcState | undefined {
   return hostState.get(host);
 }
 
+/** how far startedAtMs may lie from the true start: exact (uptime and the wall clock read together:
+ * 10 ms ticks and uptime's 10 ms resolution), or loose (the wall clock read after the table) */
+const EXACT_START_SLACK_MS = 100;
+const LOOSE_START_SLACK_MS = 2000;
+
 export interface RawSnapshot {
   procs: ProcInfo[];
   /** physical path of the run dir when it exists */
@@ -244,6 +249,7 @@ export function parseProcScriptOutput(out: string): ProcTable {
     if (tag === 'R ') t.runDirPhysical = v;
     else if (tag === 'J ') t.envJson = v;
     else if (tag === 'U ') t.uptimeS = Number(v) || null;
+    else if (tag === 'C ') t.uptimeAtMs = /^\d{9,}\.\d{3,}$/.test(v) ? Number(v) * 1000 : null;
     else if (tag === 'X ') t.error = v;
     else if (tag === 'T ') {
       const [a, b] = v.split(' ').map(Number);
@@ -309,7 +315,10 @@ async function runScript(
   }
   // pids enriched by this run: the ones asked for, and those the reader picked by comm
   const enrichSet = new Set([...pids, ...table.environ.keys(), ...table.cwd.keys()]);
-  const nowMs = host.now();
+  // the boot time from the wall clock read beside /proc/uptime (exact to ~10 ms), else from now
+  // (off by however long the table took to read, and over SSH by the clock estimate)
+  const exact = typeof table.uptimeAtMs === 'number' && Number.isFinite(table.uptimeAtMs);
+  const nowMs = exact ? table.uptimeAtMs! : host.now();
   const bootMs = uptimeS !== null ? nowMs - uptimeS * 1000 : null;
   const nextCpu = new Map<string, { ticks: number; upS: number }>();
   const procs: ProcInfo[] = [];
@@ -371,6 +380,7 @@ async function runScript(
       cwd: enriched ? enriched.cwd : null,
       nsPid: enriched ? enriched.nsPid : null,
       startedAtMs: bootMs !== null ? Math.round(bootMs + (Number(f.startTime) / st.clkTck) * 1000) : null,
+      ...(bootMs !== null ? { startedAtSlackMs: exact ? EXACT_START_SLACK_MS : LOOSE_START_SLACK_MS } : {}),
     });
   }
   for (const [k, v] of nextCpu) st.cpu.set(k, v);
@@ -389,6 +399,15 @@ export async function readProc(host: Host, pid: number): Promise<ProcInfo | null
   const snap = await runScript(host, '', 'list', [pid]);
   if (snap.error && snap.procs.length === 0) throw new Error(snap.error);
   return snap.procs.find((p) => p.pid === pid) ?? null;
+}
+
+/** Several pids in one command (env and cwd included); those gone are left out. */
+export async function readProcs(host: Host, pids: number[]): Promise<ProcInfo[]> {
+  const want = [...new Set(pids.filter((pid) => Number.isInteger(pid) && pid > 0))];
+  if (want.length === 0) return [];
+  const snap = await runScript(host, '', 'list', want);
+  if (snap.error && snap.procs.length === 0) throw new Error(snap.error);
+  return snap.procs;
 }
 
 /** true only if a process with this pid exists AND its start time equals startTime (pid reuse safe) */

@@ -60,6 +60,8 @@ export interface ProcInfo {
   cwd?: string | null;
   /** host wall time (ms epoch) the process started, derived from boot time + startTime */
   startedAtMs?: number | null;
+  /** how far startedAtMs may be off (ms): small when the host's clock was read beside its uptime */
+  startedAtSlackMs?: number;
   /** NSpid from /proc/PID/status when the process lives in a nested pid namespace (a container):
    * its pid here first, its pid inside the container last */
   nsPid?: number[] | null;
@@ -74,6 +76,9 @@ export interface UnprovenProc {
   rank: number | null;
   argv: string[];
   why: string;
+  /** tied to the run by its command and environment only (no record names it): proven only by
+   * descent from the run's launcher or from what nsa-top's supervisor started */
+  envOnly?: true;
 }
 
 export interface RankProc {

@@ -93,6 +93,16 @@ function startGroup(argv: string[], opts: { cwd: string; env: Record<string, str
   return c;
 }
 
+/** What the run's own records would say of a live process: a boot record and a heartbeat naming
+ * its pid, written just after it started (the proof a rank needs besides its environment). */
+async function recordOf(
+  rank: number,
+  pid: number,
+): Promise<{ rank: number; pid: number; lastTs: number; bootTs: number }> {
+  const p = await waitFor(() => readProc(host, pid), `pid ${pid}`);
+  return { rank, pid, lastTs: p.startedAtMs! + 1000, bootTs: p.startedAtMs! + 500 };
+}
+
 async function pidsOf(file: string, withWorker = false): Promise<{ ranks: number[]; worker?: number }> {
   // (the writer renames a whole file into place; a partial read would still only mean "not yet")
   const readList = (): number[] | null => {
@@ -223,8 +233,22 @@ test('nsa-top reference trainer: launcher and its ranks from environ; a data-loa
     devices: [],
     apps: [{ pid: kids[1]!, gpuUuid: 'GPU-b', usedMemMiB: 1234 }],
   };
-  // even a stale heartbeat hint pointing at the other run's rank must not pull it in
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid: otherKids[1]! }], gpu });
+  // its environment alone is a hint, not proof: with no record of the run naming them, no ranks
+  const bare = await findRunProcesses(host, runDir, { heartbeatPids: [] });
+  assert.deepEqual(bare.ranks, []);
+  assert.deepEqual(
+    (bare.unproven ?? [])
+      .filter((u) => u.envOnly)
+      .map((u) => u.pid)
+      .sort(),
+    [...kids, worker!].sort(),
+    'the ranks and the data-loader worker',
+  );
+  // rank 0's boot record proves it, and its launcher; rank 1, a child of that launcher, is proven by
+  // descent (a rank still starting has written no record yet). Even a stale heartbeat hint pointing
+  // at the other run's rank must not pull it in
+  const hints = [await recordOf(0, kids[0]!), { ...(await recordOf(1, otherKids[1]!)) }];
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: hints, gpu });
   assert.equal(rp.error, undefined);
   assert.equal(rp.launcher?.pid, l1.pid);
   assert.deepEqual(
@@ -242,7 +266,9 @@ test('nsa-top reference trainer: launcher and its ranks from environ; a data-loa
   for (const p of otherKids) assert.ok(!all.includes(p), 'the other run is not ours');
   assert.ok(!all.includes(l2.pid!));
   // the same run found through a path spelled differently (trailing slash, ..)
-  const rp2 = await findRunProcesses(host, `${join(tmp, 'runs', 'x', '..', 'ref run (1)')}/`, { heartbeatPids: [] });
+  const rp2 = await findRunProcesses(host, `${join(tmp, 'runs', 'x', '..', 'ref run (1)')}/`, {
+    heartbeatPids: hints,
+  });
   assert.deepEqual(
     rp2.ranks.map((r) => r.proc.pid),
     kids,
@@ -279,7 +305,10 @@ test('torchrun + python workers of the real trainer: matched through CONFIG, cwd
     },
   });
   const { ranks: kids } = await pidsOf(join(tmp, 'tr.pids'), true);
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [] });
+  // the real trainer's shape: rank 0 writes progress, rank 1's heartbeat file holds only `boot`
+  const rp = await findRunProcesses(host, runDir, {
+    heartbeatPids: [await recordOf(0, kids[0]!), await recordOf(1, kids[1]!)],
+  });
   assert.equal(rp.launcher?.pid, l.pid);
   assert.equal(rp.launcher?.argv[1], join(bin, 'torchrun'));
   assert.deepEqual(
@@ -353,7 +382,9 @@ test('a heartbeat pid alone proves nothing: a trainer-looking process it names i
   const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
   try {
     await waitFor(() => readProc(host, sleeper.pid!), 'sleep');
-    const rs = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: sleeper.pid! }] });
+    const rs = await findRunProcesses(host, runDir, {
+      heartbeatPids: [{ rank: 0, pid: sleeper.pid! }, await recordOf(1, q.pid!)],
+    });
     assert.deepEqual(
       rs.ranks.map((r) => r.proc.pid),
       [q.pid],
@@ -394,7 +425,9 @@ test("nsa-top's own tools and python watchers that name the run are not its trai
   // the supervisor's child is `nsa-top train --out-dir runDir` with RANK=0 from the fake: make
   // sure it is seen as the trainer and the tools are not
   await new Promise((r) => setTimeout(r, 300));
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: cockpit.pid! }] });
+  const rp = await findRunProcesses(host, runDir, {
+    heartbeatPids: [{ rank: 0, pid: cockpit.pid! }, await recordOf(1, launcherPid!)],
+  });
   const all = [rp.launcher?.pid, ...rp.ranks.map((r) => r.proc.pid), ...rp.unknown.map((u) => u.pid)];
   assert.ok(all.includes(launcherPid), 'the train process is found');
   for (const [what, p] of [
@@ -433,13 +466,14 @@ test('a rank that died unreaped stays a rank, in state Z, with the environ seen 
     () => existsSync(join(tmp, 'z.pid')) && Number(readFileSync(join(tmp, 'z.pid'), 'utf8')),
     'rank pid',
   );
+  const rec = await recordOf(1, pid);
   const alive = await waitFor(async () => {
-    const r = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid }] });
+    const r = await findRunProcesses(host, runDir, { heartbeatPids: [rec] });
     return r.ranks.length === 1 && r.ranks[0]!.proc.argv.length > 0 && r;
   }, 'live rank');
   assert.deepEqual([alive.ranks[0]!.rank, alive.ranks[0]!.source], [1, 'environ']);
   const dead = await waitFor(async () => {
-    const r = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 1, pid }] });
+    const r = await findRunProcesses(host, runDir, { heartbeatPids: [rec] });
     return r.ranks[0]?.proc.state === 'Z' && r;
   }, 'zombie');
   assert.deepEqual(
@@ -466,7 +500,7 @@ test('ranks started with node options before nsa-top.js (node --enable-source-ma
     },
   });
   const { ranks: kids } = await pidsOf(join(tmp, 'opts.pids'));
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [] });
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [await recordOf(0, kids[0]!)] });
   assert.equal(rp.launcher?.pid, l.pid, 'the launcher is recognised past node options');
   assert.deepEqual(
     rp.ranks.map((r) => [r.rank, r.proc.pid]),
@@ -506,8 +540,9 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   // time in ms is estimated from uptime at read time) is left out; identity, argv, env and cwd are not
   const strip = (p: ProcInfo | null | undefined) =>
     p ? { ...p, cpuPct: null, startedAtMs: null, rssKiB: null, state: null, wchan: null } : p;
-  const a = await findRunProcesses(inProcess, runDir, { heartbeatPids: [] });
-  const b = await findRunProcesses(scriptOnly, runDir, { heartbeatPids: [] });
+  const hints = [await recordOf(0, kids[0]!)];
+  const a = await findRunProcesses(inProcess, runDir, { heartbeatPids: hints });
+  const b = await findRunProcesses(scriptOnly, runDir, { heartbeatPids: hints });
   assert.equal(a.launcher?.pid, l.pid);
   assert.deepEqual(
     a.ranks.map((r) => r.proc.pid),
@@ -548,7 +583,7 @@ test("nsa-top's own single-process trainer started by hand (train --out DIR) is 
     env: { ROLE: 'idle' },
   });
   await waitFor(async () => (await readProc(host, p.pid!))?.argv.at(-1) === '10', 'single trainer');
-  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [{ rank: 0, pid: p.pid! }] });
+  const rp = await findRunProcesses(host, runDir, { heartbeatPids: [await recordOf(0, p.pid!)] });
   assert.equal(rp.launcher, null);
   assert.deepEqual(
     rp.ranks.map((r) => [r.rank, r.proc.pid]),

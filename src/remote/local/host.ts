@@ -29,10 +29,12 @@ import type {
   ProcTableRequest,
   ReadRequest,
   ReadResult,
+  SignalExpect,
   SignalName,
   StreamHandle,
   StreamOptions,
 } from '../host.js';
+import { CATCHABLE_SIGNALS, noHandlerError, sigCaught } from '../host.js';
 
 const DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024;
 /** a stopped stream that ignores SIGTERM gets SIGKILL this much later */
@@ -525,8 +527,11 @@ export class LocalHost implements Host {
     };
   }
 
-  async signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void> {
+  async signal(pid: number, sig: SignalName, expect?: SignalExpect): Promise<void> {
     if (!Number.isInteger(pid) || pid <= 1) throw new Error(`refusing to signal pid ${pid}`);
+    const sigNo = expect?.requireHandler ? CATCHABLE_SIGNALS[sig] : undefined;
+    if (expect?.requireHandler && sigNo === undefined)
+      throw new Error(`${sig} cannot be caught: no handler to require`);
     if (expect) {
       let stat: string;
       try {
@@ -539,6 +544,16 @@ export class LocalHost implements Host {
         throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), {
           code: 'ESRCH',
         });
+      }
+      if (sigNo !== undefined) {
+        let status: string;
+        try {
+          status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
+        } catch {
+          throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
+        }
+        const mask = /^SigCgt:\s*([0-9a-fA-F]+)\s*$/m.exec(status)?.[1] ?? '';
+        if (!sigCaught(mask, sigNo)) throw noHandlerError(pid, sig);
       }
     }
     process.kill(pid, sig === 'SIG0' ? 0 : sig);

@@ -129,6 +129,7 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     }
   }
   const up = readSmall('/proc/uptime');
+  t.uptimeAtMs = Date.now();
   if (up === null) return { ...t, error: 'no /proc on this host' };
   const upField = up.split(' ')[0];
   if (upField) t.uptimeS = Number(upField) || null;

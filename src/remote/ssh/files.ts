@@ -1,6 +1,14 @@
 // File operations on the remote box, each one guarded sh script over exec (stat, list, reads,
 // writes, nsa-top's own files, signals). The poll path does not come here: it rides the watch loop.
-import type { DirEntry, FileStat, OwnWriteMode, SignalName } from '../host.js';
+import {
+  CATCHABLE_SIGNALS,
+  noHandlerError,
+  type DirEntry,
+  type FileStat,
+  type OwnWriteMode,
+  type SignalName,
+  type SignalExpect,
+} from '../host.js';
 import { ownError, splitOwnRel } from '../local/ownfiles.js';
 import type { BoxFacts } from './connection.js';
 import type { RawResult, RemoteCommands } from './exec.js';
@@ -151,19 +159,31 @@ export class SshFiles {
    * `kill -s SIG pid` on the remote box. With `expect.startTime`, the remote side first checks
    * /proc/PID/stat field 22 in the same command, so a recycled pid is never signalled.
    */
-  async signal(pid: number, sig: SignalName, expect?: { startTime: string }): Promise<void> {
+  async signal(pid: number, sig: SignalName, expect?: SignalExpect): Promise<void> {
     if (!Number.isInteger(pid) || pid <= 1) throw new Error(`refusing to signal pid ${pid}`);
     const name = sig === 'SIG0' ? '0' : sig.replace(/^SIG/, '');
     if (!/^[A-Z0-9]+$/.test(name)) throw new Error(`invalid signal ${sig}`);
+    const sigNo = expect?.requireHandler ? CATCHABLE_SIGNALS[sig] : undefined;
+    if (expect?.requireHandler && sigNo === undefined)
+      throw new Error(`${sig} cannot be caught: no handler to require`);
     let script = `kill -s ${name} "$1"`;
     const args = [String(pid)];
     if (expect) {
       if (!/^\d+$/.test(expect.startTime)) throw new Error(`invalid start time ${expect.startTime}`);
-      script = `read -r s < /proc/"$1"/stat || exit 3; s=\${s##*) }; set -f; set -- "$1" "$2" $s; [ "\${22}" = "$2" ] || exit 4; ${script}`;
+      // the handler: SigCgt's last 8 hex digits (signals 1-32) hold the signal's bit; read in the
+      // same command as the start time and the kill
+      const handler =
+        sigNo === undefined
+          ? ''
+          : `c=; while read -r k v; do if [ "$k" = "SigCgt:" ]; then c=$v; fi; done < /proc/"$1"/status || exit 3; ` +
+            `case "$c" in '' | *[!0-9a-fA-F]*) exit 5 ;; esac; [ \${#c} -gt 8 ] && c=\${c#"\${c%????????}"}; ` +
+            `[ $(( (0x$c >> ${sigNo - 1}) & 1 )) -eq 1 ] || exit 5; `;
+      script = `read -r s < /proc/"$1"/stat || exit 3; s=\${s##*) }; set -f; set -- "$1" "$2" $s; [ "\${22}" = "$2" ] || exit 4; ${handler}${script}`;
       args.push(expect.startTime);
     }
     const r = await this.cmds.sh(script, args, { timeoutMs: 15000 });
     if (r.code === 3) throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
+    if (r.code === 5 && sigNo !== undefined) throw noHandlerError(pid, sig);
     if (r.code === 4)
       throw Object.assign(new Error(`pid ${pid} is another process now (start time changed): not signalled`), {
         code: 'ESRCH',

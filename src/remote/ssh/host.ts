@@ -19,6 +19,7 @@ import type {
   OwnWriteMode,
   ProcTableRequest,
   ReadRequest,
+  SignalExpect,
   SignalName,
   StreamOptions,
 } from '../host.js';
@@ -162,7 +163,7 @@ export class SshHost implements Host {
     return this.files.removeOwn(root, rel);
   }
 
-  signal(pid: number, sig: SignalName, expect?: { startTime: string }) {
+  signal(pid: number, sig: SignalName, expect?: SignalExpect) {
     return this.files.signal(pid, sig, expect);
   }
 

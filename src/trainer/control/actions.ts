@@ -10,9 +10,9 @@ import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { Host, SignalName } from '../../remote/host.js';
 import { readProc, verifyProcess } from '../../remote/procs.js';
-import { proveRunProcess } from '../run/processes.js';
+import { findRunProcesses, proveRunProcess, runRecordHints } from '../run/processes.js';
 import { isLauncher } from '../run/ranks.js';
-import type { ProcInfo } from '../../remote/types.js';
+import type { ProcInfo, UnprovenProc } from '../../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import type { RunSnapshot } from '../run/snapshot.js';
@@ -34,7 +34,17 @@ export interface RankTarget {
 }
 
 export interface DumpOutcome {
-  perRank: { rank: number; pid: number; status: 'dumped' | 'no-answer' | 'refused'; file?: string; why?: string }[];
+  perRank: {
+    rank: number;
+    pid: number;
+    status: 'dumped' | 'no-answer' | 'refused';
+    file?: string;
+    why?: string;
+    /** refused because the rank has no SIGUSR1 handler yet (still starting): try again later */
+    notReady?: true;
+    /** the process ended after it was sent SIGUSR1 (with its handler installed): our signal's doing, maybe */
+    endedAfterSignal?: true;
+  }[];
   pySpy: boolean;
 }
 
@@ -195,20 +205,27 @@ export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRan
 
 /**
  * Positive proof that a verified process is this run's: a rank (or with `launcherToo` its
- * launcher) by its own command, environment and start time (src/remote/procs), or — for stop
- * escalations — a process the run's supervisor started (its recorded child, verified by pid + start
- * time, or a descendant of it). null when proven, else why not. Never from a heartbeat's pid.
+ * launcher) by its own command and environment, and the run's own records naming it with a start
+ * time that fits or its descent from the run's proven launcher or supervisor child (ranks.ts), or —
+ * for stop escalations — a process the run's supervisor started (its recorded child, verified by
+ * pid + start time, or a descendant of it). null when proven, else why not. The environment alone,
+ * or a heartbeat's pid alone, is never proof.
  */
 export async function proveTarget(
   host: Host,
   runDir: string,
   t: RankTarget,
-  opts: { launcherToo?: boolean; launch?: boolean } = {},
+  opts: {
+    launcherToo?: boolean;
+    launch?: boolean;
+    /** the run's records (runRecordHints), read once per action; read here when absent */
+    hints?: Awaited<ReturnType<typeof runRecordHints>>;
+  } = {},
 ): Promise<string | null> {
   const { outDir, runDir: rd } = await resolveRunDirs(host, runDir);
   let why: string | null;
   try {
-    why = await proveRunProcess(host, outDir, t, { launcherToo: opts.launcherToo });
+    why = await proveRunProcess(host, outDir, t, { launcherToo: opts.launcherToo, hints: opts.hints });
   } catch (e) {
     return `could not prove pid ${t.pid}: ${(e as Error).message}`;
   }
@@ -294,6 +311,28 @@ export async function dumpAll(
   );
 }
 
+/**
+ * `nsa-top dump`: the run's ranks found with the run's own records (boot records included, the
+ * same proof the cockpit and the watchdog use), then dumpAll, which proves each one again right
+ * before its signal. `unproven`: what was named as a trainer of the run without proof (never
+ * signalled); `outcome` null when no rank is proven.
+ */
+export async function dumpRun(
+  host: Host,
+  runDir: string,
+  actor: () => Promise<Actor>,
+  opts: DumpOptions = {},
+): Promise<{ outcome: DumpOutcome | null; unproven: UnprovenProc[]; error: string | null }> {
+  const { outDir } = await resolveRunDirs(host, runDir);
+  const procs = await findRunProcesses(host, outDir, await runRecordHints(host, outDir));
+  const targets = procs.ranks
+    .filter((r) => r.proc.state !== 'Z')
+    .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+  const unproven = procs.unproven ?? [];
+  if (targets.length === 0) return { outcome: null, unproven, error: procs.error ?? null };
+  return { outcome: await dumpAll(host, runDir, targets, await actor(), opts), unproven, error: null };
+}
+
 async function signalForDumps(
   host: Host,
   runDir: string,
@@ -312,11 +351,16 @@ async function signalForDumps(
     t: RankTarget;
     status: 'dumped' | 'no-answer' | 'refused' | 'pending';
     why?: string;
+    notReady?: true;
+    endedAfterSignal?: true;
   };
   const slots: Slot[] = sorted.map((t) => ({ t, rank: t.rank, pid: t.pid, status: 'pending' }));
   // what is there already is someone else's; main threads seen in this run's earlier dumps name their pid
   const watch = new DumpWatch(host, outDir, skewMs, say, await knownDumpIdents(host, runDir, sorted));
   await watch.start();
+  // the run's own records (boot records included), read once: each rank is proven with them again
+  // right before its signal, whoever found it (the cockpit, the watchdog, the CLI)
+  const hints = await runRecordHints(host, outDir);
   let lastSignalAt = -Infinity;
   /** New dump writes since the last look, each given to the one rank it can belong to. */
   const collect = async () => {
@@ -343,7 +387,7 @@ async function signalForDumps(
       continue;
     }
     // SIGUSR1's default action kills a process without a handler: only a proven rank gets it
-    const unproven = await proveTarget(host, runDir, t);
+    const unproven = await proveTarget(host, runDir, t, { hints });
     if (unproven !== null) {
       Object.assign(slot, { status: 'refused', why: `not signalled: ${unproven}` });
       say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
@@ -359,9 +403,23 @@ async function signalForDumps(
     }
     slot.sentAt = host.now();
     try {
-      await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime });
+      // the start time and the handler are checked in the same step as the kill: SIGUSR1's default
+      // action would kill a rank still starting (the real trainer installs its handler after
+      // `import torch` and its config)
+      await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime, requireHandler: true });
     } catch (e) {
-      Object.assign(slot, { status: 'no-answer', why: `signal failed: ${(e as Error).message}`, sentAt: undefined });
+      slot.sentAt = undefined;
+      if ((e as NodeJS.ErrnoException).code === 'ENOHANDLER') {
+        const spy = (await pySpyP)
+          ? `; py-spy is installed and can be used instead: py-spy dump --pid ${t.pid}`
+          : '; try again once it has started';
+        Object.assign(slot, {
+          status: 'refused',
+          notReady: true,
+          why: `rank ${t.rank} not ready for a dump yet (still starting: no SIGUSR1 handler)${spy}`,
+        });
+        say(`rank ${t.rank} (pid ${t.pid}): not signalled — ${slot.why}`);
+      } else Object.assign(slot, { status: 'no-answer', why: `signal failed: ${(e as Error).message}` });
       continue;
     }
     lastSignalAt = Date.now();
@@ -391,8 +449,12 @@ async function signalForDumps(
     // Why not? Look at the process now.
     let why = `no stack written (lost) — ${slot.lost ?? `no stack dump within ${dur((Date.now() - (slot.sentAt ?? Date.now())) / 1000, 'precise')}`}`;
     const p = await readProc(host, slot.t.pid).catch(() => null);
-    if (!p) why += '; the process is gone';
-    else {
+    // it had its handler when signalled; if it ended since, that is said as it is — never as if it
+    // had gone by itself
+    if (!p || p.startTime !== String(slot.t.startTime)) {
+      why += `; the process ended after nsa-top sent it SIGUSR1 (its SIGUSR1 handler was installed when the signal was sent)`;
+      slot.endedAfterSignal = true;
+    } else {
       const s = stateWhy(p);
       if (s) why += `; ${s}`;
       else
@@ -405,6 +467,8 @@ async function signalForDumps(
     rank: x.t.rank,
     pid: x.t.pid,
     status: x.status as 'dumped' | 'no-answer' | 'refused',
+    ...(x.notReady ? { notReady: true as const } : {}),
+    ...(x.endedAfterSignal ? { endedAfterSignal: true as const } : {}),
     ...(x.file ? { file: x.file } : {}),
     ...(x.why ? { why: x.why } : {}),
   }));

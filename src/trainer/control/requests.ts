@@ -13,7 +13,8 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { readProc, verifyProcess } from '../../remote/procs.js';
-import { findRunProcesses } from '../run/processes.js';
+import { findRunProcesses, runRecordHints } from '../run/processes.js';
+import type { HeartbeatPidHint } from '../run/ranks.js';
 import {
   type ActionRecord,
   activeRequest,
@@ -149,40 +150,10 @@ export async function updateRequests<T>(outDir: string, fn: (reqs: ControlReques
 // ---------------------------------------------------------------------------------------------
 // what the owner looks at
 
-/** The newest pid each heartbeat_rank{R}.jsonl names (from its last 4 KiB): hints for process discovery. */
-export async function heartbeatPidsOf(
-  host: Host,
-  outDir: string,
-): Promise<{ rank: number; pid: number; lastTs: number | null }[]> {
-  const heartbeatPids: { rank: number; pid: number; lastTs: number | null }[] = [];
-  try {
-    for (const e of await host.list(outDir)) {
-      const m = /^heartbeat_rank(\d+)\.jsonl$/.exec(e.name);
-      if (!m || !e.isFile) continue;
-      const tail = (await host.readRange(join(outDir, e.name), Math.max(0, e.size - 4096), e.size))
-        .toString('utf8')
-        .trim()
-        .split('\n');
-      for (let i = tail.length - 1; i >= 0; i--) {
-        try {
-          const j = JSON.parse(tail[i]!) as { pid?: unknown; ts?: unknown };
-          if (typeof j.pid === 'number') {
-            heartbeatPids.push({
-              rank: Number(m[1]),
-              pid: j.pid,
-              lastTs: typeof j.ts === 'number' ? j.ts * 1000 : null,
-            });
-            break;
-          }
-        } catch {
-          /* a cut line */
-        }
-      }
-    }
-  } catch {
-    /* no dir yet */
-  }
-  return heartbeatPids;
+/** The newest pid each heartbeat_rank{R}.jsonl names, with its last and its boot record's time:
+ * hints for process discovery (runRecordHints: the same records every signal is proven with). */
+export async function heartbeatPidsOf(host: Host, outDir: string): Promise<HeartbeatPidHint[]> {
+  return (await runRecordHints(host, outDir)).heartbeatPids;
 }
 
 /** Is any process of the run alive (a rank, or the launcher that may be starting them)? */

@@ -1,9 +1,12 @@
 // Which processes of a machine are the ranks and the launcher of THIS run: pure functions over the
-// process table that src/remote/procs.ts reads (ProcInfo). A process is a rank only with proof
-// from the process itself: a trainer command nsa-top knows (rankCommandKind), an environment that
-// ties it to the run dir (envTie: NSA_TOP_RUN_DIR, or a CONFIG whose train.out_dir is the run dir)
-// and a start time that fits the run's records (startTimeWhy). A heartbeat's pid or a path in argv
-// names candidates, never ranks. No I/O here (src/checks imports isToolProcess).
+// process table that src/remote/procs.ts reads (ProcInfo). A process is a rank only with proof:
+// a trainer command nsa-top knows (rankCommandKind), an environment that ties it to the run dir
+// (envTie: NSA_TOP_RUN_DIR, or a CONFIG whose train.out_dir is the run dir), and either the run's
+// own records naming it (a boot record or heartbeat with its pid, whose time its start fits:
+// recordWhy, startTimeWhy) or descent from the run's proven launcher or from the process nsa-top's
+// supervisor started (MatchCtx.roots). The environment alone is a hint (anyone can start a trainer
+// with the run's NSA_TOP_RUN_DIR and RANK); a path in argv names candidates, never ranks. No I/O
+// here (src/checks imports isToolProcess).
 import type { GpuSample, ProcInfo, RankProc, RunProcesses, UnprovenProc } from '../../remote/types.js';
 
 function base(s: string | undefined): string {
@@ -131,6 +134,9 @@ export function resolveAgainst(p: string, cwd: string | null | undefined): strin
 
 export interface MatchCtx {
   runDirs: Set<string>;
+  /** processes nsa-top itself started for this run and has verified (pid + start time): the
+   * supervisor's child. Their descendants are the run's even before any record names them. */
+  roots?: { pid: number; startTime: string }[];
   /** train.out_dir of each CONFIG yaml a candidate names (absolute yaml path → out_dir as written,
    * or an error); filled by findRunProcesses, which reads the yaml files through the host */
   configOutDirs?: Map<string, { outDir: string | null; error: string | null }>;
@@ -210,6 +216,8 @@ export interface FindRunHints {
   gpu?: GpuSample | null;
   /** ms epoch of the run's first record, when the whole history has been read */
   firstRecordTs?: number | null;
+  /** what nsa-top's supervisor started for this run; findRunProcesses reads supervisor.json when absent */
+  roots?: { pid: number; startTime: string }[];
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -218,18 +226,34 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
 function startTimeWhy(p: ProcInfo, hint: HeartbeatPidHint | undefined, firstRecordTs: number | null): string | null {
   const s = p.startedAtMs;
   if (s === null || s === undefined) return null;
+  // a process always starts before the records it writes: a start after a record naming its pid,
+  // by more than the start time's own error, is another process on a recycled pid
+  const slack = p.startedAtSlackMs ?? CLOCK_SLACK_MS;
   if (hint?.bootTs != null) {
-    if (s > hint.bootTs + CLOCK_SLACK_MS)
+    if (s > hint.bootTs + slack)
       return `it started at ${iso(s)}, after the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: the pid was recycled`;
     if (s < hint.bootTs - LAUNCH_WINDOW_MS)
       return `it started at ${iso(s)}, long before the boot record (${iso(hint.bootTs)}) that names pid ${p.pid}: another process with the same pid`;
-  } else if (hint?.lastTs != null && s > hint.lastTs + CLOCK_SLACK_MS) {
+  } else if (hint?.lastTs != null && s > hint.lastTs + slack) {
     return `it started at ${iso(s)}, after the last heartbeat (${iso(hint.lastTs)}) that names pid ${p.pid}: the pid was recycled`;
   }
   // (a process the heartbeats name is judged by its own records above: a rotated or truncated
   // heartbeat file moves the run's first record, not the process's boot)
   if (!hint && firstRecordTs != null && s < firstRecordTs - LAUNCH_WINDOW_MS)
     return `it started at ${iso(s)}, long before the run's first record (${iso(firstRecordTs)})`;
+  return null;
+}
+
+/**
+ * Whether the run's own records name the process: a heartbeat or boot record with its pid whose
+ * time the process's start fits (startTimeWhy judged the bounds). null when they do, else why not.
+ * A process that started before a record naming its pid held that pid when the record was written.
+ */
+function recordWhy(p: ProcInfo, hint: HeartbeatPidHint | undefined): string | null {
+  if (!hint) return `no record of the run names pid ${p.pid} (no boot record or heartbeat with its pid)`;
+  if (p.startedAtMs === null || p.startedAtMs === undefined)
+    return `its start time is unknown, so the record naming pid ${p.pid} cannot be tied to it`;
+  if (hint.bootTs == null && hint.lastTs == null) return `the record naming pid ${p.pid} has no time`;
   return null;
 }
 
@@ -299,11 +323,19 @@ export function matchRun(
   const byInnerPid = new Map<number, ProcInfo>();
   for (const p of procs) if (p.nsPid && p.nsPid.length > 1) byInnerPid.set(p.nsPid[p.nsPid.length - 1]!, p);
 
+  // the record that names a process: its own pid, or (a heartbeat written inside a container) the
+  // last pid of its NSpid chain
+  const hintOf = (p: ProcInfo): HeartbeatPidHint | undefined =>
+    hintByPid.get(p.pid) ?? (p.nsPid && p.nsPid.length > 1 ? hintByPid.get(p.nsPid[p.nsPid.length - 1]!) : undefined);
+
   const proven = new Set<number>();
   const hbRank = new Map<number, number>();
   const whyNot = new Map<number, string>();
   /** tied to the run by command and environment, refused by their start time: always listed */
   const timeRefused = new Set<number>();
+  /** tied to the run by command and environment only (no record names them): a hint, not proof —
+   * proven below only as a descendant of the run's proven launcher or of what nsa-top started */
+  const envOnly = new Set<number>();
   for (const p of procs) {
     if (isToolProcess(p)) continue;
     const kind = rankCommandKind(p);
@@ -313,10 +345,17 @@ export function matchRun(
       whyNot.set(p.pid, tie.why);
       continue;
     }
-    const tw = startTimeWhy(p, hintByPid.get(p.pid), firstRecordTs);
+    const hint = hintOf(p);
+    const tw = startTimeWhy(p, hint, firstRecordTs);
     if (tw) {
       whyNot.set(p.pid, tw);
       timeRefused.add(p.pid);
+      continue;
+    }
+    const rw = recordWhy(p, hint);
+    if (rw) {
+      whyNot.set(p.pid, rw);
+      envOnly.add(p.pid);
       continue;
     }
     proven.add(p.pid);
@@ -326,7 +365,7 @@ export function matchRun(
   // `nsa-top train` without --ranks looks like a single-process trainer; with rank children it is
   // their launcher
   const demoted = new Set<number>();
-  for (const pid of proven) {
+  for (const pid of [...proven, ...envOnly]) {
     const p = byPid.get(pid)!;
     if (rankCommandKind(p) !== 'reference' || p.env.RANK !== undefined) continue;
     // (a trainer's own workers inherit its environment: a child with a RANK the parent lacks is a rank)
@@ -337,15 +376,49 @@ export function matchRun(
     )
       demoted.add(pid);
   }
-  for (const pid of demoted) proven.delete(pid);
+  for (const pid of demoted) {
+    proven.delete(pid);
+    envOnly.delete(pid);
+  }
   const launcherLike = (p: ProcInfo) => isLauncher(p) || demoted.has(p.pid);
   for (const p of procs) {
     if (proven.has(p.pid) || !(p.state === 'Z' && p.argv.length === 0)) continue;
     if (!p.env.NSA_TOP_RUN_DIR && !p.env.CONFIG) continue;
     if (envTie(p, ctx).ok && !startTimeWhy(p, hintByPid.get(p.pid), firstRecordTs)) proven.add(p.pid);
   }
+  // what the run's records do not name may still be its rank: a process under the run's proven
+  // launcher (the launcher-kind parent of a rank the records name), or under the process nsa-top's
+  // supervisor started for this run (ctx.roots: verified by pid + start time). The environment
+  // alone never is proof: anyone can start a trainer with the run's NSA_TOP_RUN_DIR and RANK.
+  const provenRoots = new Set<number>();
+  for (const r of ctx.roots ?? []) {
+    const p = byPid.get(r.pid);
+    if (p && p.startTime === String(r.startTime)) provenRoots.add(p.pid);
+  }
   for (const pid of proven) {
-    const h = hintByPid.get(pid);
+    let cur = byPid.get(byPid.get(pid)!.ppid);
+    for (let i = 0; cur && i < 4 && (isLauncher(cur) || demoted.has(cur.pid)); i++) {
+      provenRoots.add(cur.pid);
+      cur = byPid.get(cur.ppid);
+    }
+  }
+  const underRoot = (p: ProcInfo): boolean => {
+    let cur: ProcInfo | undefined = p;
+    for (let i = 0; cur && i < 16; i++) {
+      if (provenRoots.has(cur.pid)) return true;
+      if (cur.ppid <= 1) break;
+      cur = byPid.get(cur.ppid);
+    }
+    return false;
+  };
+  for (const pid of envOnly) {
+    const p = byPid.get(pid)!;
+    if (demoted.has(pid) || !underRoot(p)) continue;
+    proven.add(pid);
+    whyNot.delete(pid);
+  }
+  for (const pid of proven) {
+    const h = hintOf(byPid.get(pid)!);
     if (h) hbRank.set(pid, h.rank);
   }
   // a trainer's own children (data-loader workers, compile workers) inherit its argv and environ:
@@ -459,6 +532,20 @@ export function matchRun(
       rank: h.rank,
       argv: p.argv,
       why: `heartbeat_rank${h.rank} names pid ${p.pid}, but ${why}: not a rank of this run, never signalled.${ns}`,
+    });
+  }
+  for (const pid of envOnly) {
+    if (listed.has(pid) || proven.has(pid)) continue;
+    const p = byPid.get(pid)!;
+    if (isWorker(p)) continue;
+    listed.add(pid);
+    unproven.push({
+      pid,
+      startTime: p.startTime,
+      rank: intOrNull(p.env.RANK),
+      argv: p.argv,
+      why: `pid ${pid} (${describe(p)}) names this run in its environment, but ${whyNot.get(pid)}, and it is not a child of the run's launcher: not a rank of this run, never signalled`,
+      envOnly: true,
     });
   }
   for (const pid of timeRefused) {

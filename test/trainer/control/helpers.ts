@@ -19,6 +19,9 @@ process.on('SIGUSR1', () => setTimeout(() => {
 }, delay));
 process.on('SIGINT', () => process.exit(130));
 setInterval(() => {}, 1000);
+// like the real trainer: its boot heartbeat, written once its handlers are installed, names its pid
+if (process.env.HB_RANK)
+  fs.appendFileSync(dir + '/heartbeat_rank' + process.env.HB_RANK + '.jsonl', JSON.stringify({ ts: Date.now() / 1000, pid: process.pid, rank: Number(process.env.HB_RANK), step: 0, msg: 'boot', phase: 'start' }) + '\\n');
 process.stdout.write('ready\\n');
 `;
 
@@ -52,15 +55,34 @@ function kidScriptPath(): string {
   return kidScript;
 }
 
+const kidsPerDir = new Map<string, number>();
+
+/**
+ * A reference-shaped rank of the run in `dir`: it writes its boot record into
+ * heartbeat_rank{N}.jsonl (N: DUMP_RANK, else one file per kid of the dir) — the record that
+ * proves it a rank of the run — unless `env.HB_RANK` is '' (no record: its environment only).
+ */
 export async function startKid(
   host: Host,
   dir: string,
   argv0?: string,
   env: Record<string, string> = {},
 ): Promise<Kid> {
+  const n = kidsPerDir.get(dir) ?? 0;
+  kidsPerDir.set(dir, n + 1);
+  const hb = env.HB_RANK ?? env.DUMP_RANK ?? String(n);
+  const { HB_RANK: _omit, ...rest } = { ...process.env, HB_RANK: undefined } as Record<string, string | undefined>;
+  void _omit;
   const child = spawn(process.execPath, [kidScriptPath(), 'train', '--rank-worker'], {
     argv0,
-    env: { ...process.env, DUMP_DIR: dir, RANK: env.DUMP_RANK ?? '0', NSA_TOP_RUN_DIR: dir, ...env },
+    env: {
+      ...rest,
+      DUMP_DIR: dir,
+      RANK: env.DUMP_RANK ?? '0',
+      NSA_TOP_RUN_DIR: dir,
+      ...env,
+      ...(hb === '' ? {} : { HB_RANK: hb }),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>

@@ -14,7 +14,7 @@ import { createActions } from '../../../src/cockpit/actions.js';
 import type { CockpitState } from '../../../src/cockpit/state.js';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { readProc } from '../../../src/remote/procs.js';
-import { findRunProcesses } from '../../../src/trainer/run/processes.js';
+import { findRunProcesses, runRecordHints } from '../../../src/trainer/run/processes.js';
 import { hintsFromRun } from '../../../src/trainer/run/ranks.js';
 import { currentActor, dumpAll } from '../../../src/trainer/control/actions.js';
 import { openRunModel } from '../../../src/trainer/run/rundir.js';
@@ -328,7 +328,8 @@ test('over SSH (loopback sshd): a heartbeat naming an unrelated python signals n
     // a run dir holds a run's artifacts (nsa-top writes its action log into nothing else)
     writeFileSync(join(good, 'env.json'), JSON.stringify({ env: {} }));
     kids.push(await startKid(host, good));
-    const gp = await findRunProcesses(remote, good, { heartbeatPids: [] });
+    // its boot record (read over SSH as every signal path reads it) names it
+    const gp = await findRunProcesses(remote, good, await runRecordHints(remote, good));
     assert.deepEqual(
       gp.ranks.map((r) => r.proc.pid),
       [kids[0]!.pid],

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { verifyCheckpoint } from '../../../src/trainer/reference/checkpoint.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
 import { LocalHost } from '../../../src/remote/local/host.js';
-import { findRunProcesses } from '../../../src/trainer/run/processes.js';
+import { findRunProcesses, runRecordHints } from '../../../src/trainer/run/processes.js';
 import { csvRows, heartbeats, readLines, tmp, train, trainToEnd, waitFor } from './helpers.js';
 
 const dumpsIn = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('stackdump_'));
@@ -52,8 +52,9 @@ test('two ranks: per-rank env and boot, one dump per rank on SIGUSR1, .HALT stop
       () => readLines(join(t.out, 'training.csv')).length > rowsBefore + 1,
     );
 
-    // The cockpit's process matcher finds the launcher and both ranks of this run.
-    const procs = await findRunProcesses(new LocalHost(), t.out, { heartbeatPids: [] });
+    // The cockpit's process matcher finds the launcher and both ranks of this run, proven by their
+    // own boot records (the environment alone proves nothing).
+    const procs = await findRunProcesses(new LocalHost(), t.out, await runRecordHints(new LocalHost(), t.out));
     assert.equal(procs.launcher?.pid, p.child.pid);
     assert.deepEqual(procs.ranks.map((x) => x.proc.pid).sort(), [...pids].sort());
 
