@@ -49,16 +49,23 @@ export async function run(argv: string[]): Promise<number> {
   const host = await openHostFor(hostSpecOf(a));
   try {
     const runDir = await resolveRunDir(host, p.positional, process.cwd());
-    // what the cockpit refuses (nothing to dump once the run has ended), in its words
-    const no = await refusedByState(host, runDir, 'dump');
-    if (no) return out({ result: 'refused', detail: no.why }, `dump refused: ${no.why}\n`, 3);
-    const r = await dumpRun(host, runDir, () => currentActor(host), {
-      readOnly,
-      onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`),
-    });
+    const r = await dumpRun(
+      host,
+      runDir,
+      () => currentActor(host),
+      { readOnly, onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`) },
+      // what the cockpit refuses (nothing to dump once the run has ended), in its words
+      async () => (await refusedByState(host, runDir, 'dump'))?.why ?? null,
+    );
     // named as a trainer of the run without proof: never signalled, and said why
     const refused = r.unproven.map((u) => ({ rank: u.rank, pid: u.pid, status: 'refused', why: u.why }));
     const refusedLines = refused.map((u) => `pid ${u.pid}: not signalled (${u.why})\n`).join('');
+    if (r.refused)
+      return out(
+        { result: 'refused', detail: r.refused, ...(refused.length ? { refused } : {}) },
+        `dump refused: ${r.refused}\n${refusedLines}`,
+        3,
+      );
     if (!r.outcome) {
       const detail = `no rank process of this run is running${r.error ? ` (${r.error})` : ''}`;
       return out({ result: 'refused', detail, refused }, `dump refused: ${detail}\n${refusedLines}`, 3);

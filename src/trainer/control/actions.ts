@@ -322,14 +322,20 @@ export async function dumpRun(
   runDir: string,
   actor: () => Promise<Actor>,
   opts: DumpOptions = {},
-): Promise<{ outcome: DumpOutcome | null; unproven: UnprovenProc[]; error: string | null }> {
+  /** asked once the ranks are proven, before any signal: why the run's state refuses a dump, or null */
+  gate?: () => Promise<string | null>,
+): Promise<{ outcome: DumpOutcome | null; unproven: UnprovenProc[]; error: string | null; refused?: string }> {
   const { outDir } = await resolveRunDirs(host, runDir);
   const procs = await findRunProcesses(host, outDir, await runRecordHints(host, outDir));
   const targets = procs.ranks
     .filter((r) => r.proc.state !== 'Z')
     .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
   const unproven = procs.unproven ?? [];
-  if (targets.length === 0) return { outcome: null, unproven, error: procs.error ?? null };
+  const refused = gate ? await gate() : null;
+  // no rank to signal: the state's words when it has them (the cockpit's), else the proof's
+  if (targets.length === 0)
+    return { outcome: null, unproven, error: procs.error ?? null, ...(refused ? { refused } : {}) };
+  if (refused) return { outcome: null, unproven, error: null, refused };
   return { outcome: await dumpAll(host, runDir, targets, await actor(), opts), unproven, error: null };
 }
 
