@@ -1,6 +1,6 @@
 // File operations on the remote box, each one guarded sh script over exec (stat, list, reads,
 // writes, nsa-top's own files, signals). The poll path does not come here: it rides the watch loop.
-import type { DirEntry, FileStat, OwnWriteMode, SignalName } from '../host.js';
+import type { DirEntry, FileStat, OwnWriteDone, OwnWriteMode, SignalName } from '../host.js';
 import { ownError, splitOwnRel } from '../local/ownfiles.js';
 import type { BoxFacts } from './connection.js';
 import type { RawResult, RemoteCommands } from './exec.js';
@@ -122,11 +122,22 @@ export class SshFiles {
    * by its bare name, refused when it is a link or not a regular file. Where GNU dd is there the
    * write itself opens with O_NOFOLLOW (`oflag=nofollow`, `conv=excl`), so a link planted between
    * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
+   * Before an append, `find -links 1 -user UID` checks the file is nsa-top's own alone (a hard link
+   * passes every link test above); one that is not is renamed aside to `<name>.suspect-<ts>` and a
+   * fresh file takes the data, as locally (src/remote/local/ownfiles.ts). The check is on the name,
+   * not the open file: a link swapped in between the two is not seen (locally it is, by fstat).
    */
-  async writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+  async writeOwn(
+    root: string,
+    rel: string,
+    data: string | Buffer,
+    mode: OwnWriteMode,
+  ): Promise<OwnWriteDone | undefined> {
     const [sub, name] = splitOwnRel(rel);
     const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode], { input: data });
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
+    const m = /^set-aside (\S+) (.+)$/m.exec(r.stdout.toString('utf8'));
+    return m ? { setAside: m[1]!, why: m[2]! } : undefined;
   }
 
   async removeOwn(root: string, rel: string): Promise<void> {
@@ -190,6 +201,7 @@ const OWN_CODES: Record<number, string> = {
   43: 'EFTYPE',
   44: 'EIO',
   45: 'EIO',
+  46: 'ESUSPECT',
 };
 
 /** what the exit codes of the scripts below say about the file */
@@ -229,7 +241,19 @@ exclusive)
     echo "$n: $e" >&2; exit 44
   fi;;
 append)
-  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=notrunc status=none || exit 44
+  # a hard link passes every test above: append only to a file with one link, owned by this user;
+  # any other is renamed aside (never written, never deleted) and a fresh file takes the data
+  u=$(id -u) c=notrunc
+  if [ -e "$n" ] && [ -z "$(find "./$n" -prune -type f -links 1 -user "$u" -print 2>/dev/null)" ]; then
+    set -- $(ls -lnd -- "$n")
+    why="has $2 hard links (it is also another file)"
+    [ "$2" = 1 ] && why="is owned by uid $3, not by this user (uid $u)"
+    b="$n.suspect-$(date -u +%Y%m%dT%H%M%SZ)"; s=$b; i=0
+    while [ -e "$s" ] || [ -h "$s" ]; do i=$((i+1)); s="$b-$i"; done
+    mv -- "$n" "$s" 2>/dev/null || { echo "$n: $why: refused, and it could not be set aside" >&2; exit 46; }
+    echo "set-aside $s $why"; c=excl
+  fi
+  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=$c status=none || exit 44
   else cat >> "$n" || exit 44; fi;;
 replace)
   t=".$n.nsa-top.$$.tmp"
