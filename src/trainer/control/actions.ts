@@ -582,7 +582,14 @@ export async function requestHalt(
   return audited(
     host,
     runDir,
-    { actor, action: mode === 'now' ? 'halt' : 'halt-after-checkpoint', target: { path: haltPath }, requireLog: true },
+    {
+      actor,
+      action: mode === 'now' ? 'halt' : 'halt-after-checkpoint',
+      target: { path: haltPath },
+      requireLog: true,
+      // a halt stops a run going wrong: it is never blocked by a log that cannot take its record
+      failOpen: true,
+    },
     async (ctx): Promise<Outcome> => {
       if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, outDir, actor, ctx, opts);
       try {
