@@ -36,6 +36,8 @@ import { RunModel } from '../../../src/trainer/run/model.js';
 import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
 import { relaunch } from '../../../src/trainer/launch/launch.js';
 import { spawnWithoutDac, withoutDacSkip } from '../../helpers/unprivileged.js';
+import { submitHaltAfterCheckpoint } from '../../../src/trainer/control/requests.js';
+import { killKids, startKid, tempDir, type Kid } from './helpers.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -137,6 +139,32 @@ test('.nsa-top itself a link to another directory: nothing is written there, and
   assert.match(c.stderr, /nsa-top halt: ok, NOT logged: .*\.nsa-top: is a symbolic link/);
   assert.ok(existsSync(join(d, '.HALT')));
   assert.deepEqual(spawnSync('ls', ['-A', elsewhere], { encoding: 'utf8' }).stdout, '');
+});
+
+test('.nsa-top a link, a live rank: halt --after-checkpoint cannot keep its request and says so (and that a halt now is not blocked); a halt now is taken', async () => {
+  const d = tempDir('req-link');
+  const elsewhere = join(tmp, `elsewhere-${n++}`);
+  mkdirSync(elsewhere);
+  symlinkSync(elsewhere, join(d, '.nsa-top'));
+  const kids: Kid[] = [];
+  try {
+    kids.push(await startKid(host, d));
+    const who = await currentActor(host);
+    const r = await submitHaltAfterCheckpoint(host, d, who);
+    assert.equal(r.record.result, 'failed', r.record.detail);
+    assert.match(
+      r.record.detail,
+      /^the request cannot be kept: .*\.nsa-top: is a symbolic link: refused.*a halt now .* is not blocked by this/,
+    );
+    assert.ok(!existsSync(join(d, '.HALT')));
+    const now = await requestHalt(host, d, 'now', who);
+    assert.equal(now.result, 'ok', now.detail);
+    assert.ok(existsSync(join(d, '.HALT')));
+    assert.deepEqual(spawnSync('ls', ['-A', elsewhere], { encoding: 'utf8' }).stdout, '');
+  } finally {
+    killKids(kids);
+    rmSync(d, { recursive: true, force: true });
+  }
 });
 
 test("run.info's out_dir cannot send writes out of the run: a relative ../../ that holds no run is not taken", async () => {
