@@ -186,7 +186,7 @@ export class Watchdog {
       // a hard link at watchdog.jsonl (to a heartbeat, say): set aside, never written through
       if (done)
         process.stderr.write(
-          `nsa-top watchdog: ${NSA_DIR}/watchdog.jsonl ${sanitize(done.why)}: set aside as ${sanitize(done.setAside)}; a fresh one started\n`,
+          `nsa-top watchdog: ${NSA_DIR}/watchdog.jsonl ${sanitize(done.why)}: ${done.setAside ? `set aside as ${sanitize(done.setAside)}; ` : ''}a fresh one started\n`,
         );
     } catch (e) {
       // read-only, or a refused path: said once, not on every line

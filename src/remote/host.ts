@@ -105,7 +105,7 @@ export type OwnWriteMode = 'append' | 'exclusive' | 'replace';
  * never written — and a fresh file made with O_EXCL took the data.
  */
 export interface OwnWriteDone {
-  /** the file's name inside its directory that the suspect file was renamed to */
+  /** the name inside the same directory the suspect file was renamed to ('' when another writer did it first) */
   setAside: string;
   /** why it was not appended to ("has 2 hard links …") */
   why: string;

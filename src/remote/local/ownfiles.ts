@@ -99,8 +99,27 @@ const existsAt = (p: string) => {
   }
 };
 
-/** Renames the suspect `name` aside (in the same directory; the rename never touches its content). */
-function setAsideSync(at: (n: string) => string, name: string, shown: string, why: string): OwnWriteDone {
+/**
+ * Renames the suspect `name` aside (in the same directory; the rename never touches its content),
+ * only while the name still holds the file that was opened and checked (`opened`): another writer
+ * may have set it aside already and started a fresh one, which is not to be moved.
+ */
+function setAsideSync(
+  at: (n: string) => string,
+  name: string,
+  shown: string,
+  why: string,
+  opened: { ino: number; dev: number },
+): OwnWriteDone {
+  let now: fsSync.Stats | null = null;
+  try {
+    now = fsSync.lstatSync(at(name));
+  } catch {
+    /* gone: nothing to set aside */
+  }
+  if (now && (now.ino !== opened.ino || now.dev !== opened.dev))
+    return { setAside: '', why: `${why}; another writer set it aside first` };
+  if (!now) return { setAside: '', why: `${why}; it was gone when it was to be set aside` };
   const aside = suspectName(name, (n) => existsAt(at(n)));
   try {
     fsSync.renameSync(at(name), at(aside));
@@ -116,10 +135,12 @@ function setAsideSync(at: (n: string) => string, name: string, shown: string, wh
 
 /** What a set-aside says, one line (the first line of a fresh text log, a record's note). */
 export function setAsideText(shown: string, done: OwnWriteDone): string {
-  return `${shown} ${done.why}: not appended to; renamed to ${done.setAside} (kept, not deleted) and a fresh file started`;
+  const moved = done.setAside ? `renamed to ${done.setAside} (kept, not deleted) and ` : '';
+  return `${shown} ${done.why}: not appended to; ${moved}a fresh file started`;
 }
 
-const APPEND_FRESH = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_APPEND | O_NOFOLLOW | O_NONBLOCK;
+const APPEND_FLAGS = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_APPEND | O_NOFOLLOW | O_NONBLOCK;
+const APPEND_FRESH = APPEND_FLAGS | fsc.O_EXCL;
 
 function tmpName(name: string): string {
   return `.${name}.${process.pid}.${Math.random().toString(36).slice(2, 8)}.tmp`;
@@ -237,11 +258,17 @@ export async function ownWriteLocal(
       const why = mode === 'append' ? appendSuspect(st, (await d.dir.stat()).dev) : null;
       if (why) {
         await fh.close();
-        done = setAsideSync(d.at, name, shown, why);
+        done = setAsideSync(d.at, name, shown, why, st);
         try {
           fh = await fs.open(d.at(name), APPEND_FRESH, 0o644);
         } catch (e) {
-          throw explain(e, shown, 'file');
+          // another writer made the fresh file first: append to it, checked like any other
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw explain(e, shown, 'file');
+          try {
+            fh = await fs.open(d.at(name), flags, 0o644);
+          } catch (e2) {
+            throw explain(e2, shown, 'file');
+          }
         }
         const again = appendSuspect(await fh.stat(), (await d.dir.stat()).dev);
         if (again) throw ownError('ESUSPECT', shown, `the fresh file ${again}: refused`);
@@ -381,11 +408,17 @@ function ownOpenLocalSync(root: string, rel: string, mode: OwnWriteMode, data: s
       if (why) {
         fsSync.closeSync(fd);
         fd = -1;
-        const done = setAsideSync(d.at, name, shown, why);
+        const done = setAsideSync(d.at, name, shown, why, st);
         try {
           fd = fsSync.openSync(d.at(name), APPEND_FRESH, 0o644);
         } catch (e) {
-          throw explain(e, shown, 'file');
+          // another writer made the fresh file first: append to it, checked like any other
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw explain(e, shown, 'file');
+          try {
+            fd = fsSync.openSync(d.at(name), APPEND_FLAGS, 0o644);
+          } catch (e2) {
+            throw explain(e2, shown, 'file');
+          }
         }
         const again = appendSuspect(fsSync.fstatSync(fd), fsSync.fstatSync(d.dir).dev);
         if (again) throw ownError('ESUSPECT', shown, `the fresh file ${again}: refused`);

@@ -181,7 +181,7 @@ async function append(host: Host, dir: string, rec: ActionRecord, opts: EffectOp
 }
 
 function setAsideNote(rel: string, done: OwnWriteDone): string {
-  return `${rel} ${done.why}: set aside as ${done.setAside}, logged in a fresh one`;
+  return `${rel} ${done.why}: ${done.setAside ? `set aside as ${done.setAside}, ` : ''}logged in a fresh one`;
 }
 
 /** failures that mean the run dir was tampered with, not that the disk is full or slow */

@@ -155,6 +155,23 @@ test('the action log hard-linked: the record goes to a fresh log that readAction
   csv();
 });
 
+test('writers racing on one hard-linked log (two cockpits): the victim is set aside once, no fresh log is moved aside, every line lands whole', async () => {
+  const d = run('race');
+  const nsa = join(d, '.nsa-top');
+  mkdirSync(nsa);
+  linkSync(join(d, 'heartbeat_rank0.jsonl'), join(nsa, 'watchdog.jsonl'));
+  const hb = pin(join(d, 'heartbeat_rank0.jsonl'));
+  const lines = Array.from({ length: 8 }, (_, i) => `{"event":"w${i}"}`);
+  const done = await Promise.all(lines.map((l) => appendOwn(host, d, '.nsa-top/watchdog.jsonl', `${l}\n`)));
+  hb();
+  assert.equal(asideOf(nsa, 'watchdog.jsonl').length, 1, readdirSync(nsa).join(' '));
+  assert.ok(
+    done.some((x) => x?.setAside),
+    'one writer set it aside',
+  );
+  assert.deepEqual(readFileSync(join(nsa, 'watchdog.jsonl'), 'utf8').trim().split('\n').sort(), [...lines].sort());
+});
+
 test("a text log opened for a detached helper (supervisor.log, agent.log): set aside, and the fresh log's first line says where the old one went", () => {
   const d = run('sync');
   const nsa = join(d, '.nsa-top');
