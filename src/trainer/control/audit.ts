@@ -243,6 +243,8 @@ export async function audited(
     detail: `${rec.detail}; ${notLoggedText(why)}`,
     notLogged: why,
   });
+  // an earlier line of this action that could not be kept (its 'started'): the result says so too
+  let failedAppend: string | null = null;
   // a log set aside before the effect: said on the action's last record
   let asideNote: string | null = null;
   const keep = async (rec: ActionRecord, ifNot?: Outcome['ifNotRecorded'], last = false): Promise<ActionRecord> => {
@@ -253,6 +255,7 @@ export async function audited(
       if (note) rec.detail += ` (${note})`;
     } catch (e) {
       const why = (e as Error).message;
+      failedAppend = why;
       if (ifNot) return { ...rec, ...ifNot(why) };
       return notLogged(rec, why);
     }
@@ -275,7 +278,10 @@ export async function audited(
     o = { result: 'failed', detail: (e as Error).message };
   }
   const rec = make(o.result, o.detail, o.target);
-  if (o.unrecorded !== undefined) return unusable !== null ? notLogged(rec, unusable) : rec;
+  if (o.unrecorded !== undefined) {
+    const why = unusable ?? failedAppend;
+    return why !== null ? notLogged(rec, why) : rec;
+  }
   return keep(rec, o.ifNotRecorded, true);
 }
 

@@ -3,7 +3,8 @@
 // a file outside the run, then `halt`, `watchdog --once`, `dump` and the detached agent run. A hard
 // link passes O_NOFOLLOW, so this is the open file's own check (one link, this user, the dir's file
 // system): the suspect name is renamed aside to `<name>.suspect-<ts>` and a fresh file takes the
-// line. Done when no file outside `.nsa-top/` changes — its bytes and its mtime. Needs `npm run build`.
+// line. Done when no file outside `.nsa-top/` changes — its bytes and its mtime. And the agent's halt
+// fails open: an action log it cannot write (a symlink) does not stop its .HALT. Needs `npm run build`.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import {
@@ -18,6 +19,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
   writeSync,
@@ -263,6 +265,55 @@ test('the detached agent: agent.log hard-linked to env.json and the action log t
       (await readActions(host, t.out)).some((a) => a.action === 'halt-after-checkpoint' && a.result === 'ok'),
       'the agent’s steps are in the fresh action log',
     );
+  } finally {
+    p.child.kill('SIGKILL');
+    rmSync(t.dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  }
+});
+
+test("the agent's halt fails open: with the action log a symlink it cannot write through, the request is taken, .HALT written after the next checkpoint, and the result says NOT logged", async () => {
+  const t = trainTmp();
+  const p = train([
+    '--config',
+    t.cfg,
+    '--out',
+    t.out,
+    '--steps',
+    '100000',
+    '--save-every',
+    '60',
+    '--log-every',
+    '5',
+    '--inject',
+    'slow-data@ms=15',
+  ]);
+  try {
+    await waitFor(
+      'a first checkpoint',
+      () => existsSync(t.out) && readdirSync(t.out).some((x) => /^checkpoint_step\d+\.pt$/.test(x)),
+      60_000,
+    );
+    const nsa = join(t.out, '.nsa-top');
+    mkdirSync(nsa, { recursive: true });
+    const outside = join(tmp, 'outside-agent-log.jsonl');
+    symlinkSync(outside, join(nsa, 'actions.jsonl'));
+    const r = cli(['halt', t.out, '--after-checkpoint', '--json']);
+    assert.equal(r.status, 0, r.stderr);
+    const j = JSON.parse(r.stdout) as { result: string; notLogged?: string; request: ControlRequest };
+    assert.equal(j.result, 'started');
+    assert.match(j.notLogged ?? '', /actions\.jsonl: is a symbolic link: refused/);
+    assert.match(r.stderr, /NOT logged: .*actions\.jsonl: is a symbolic link/);
+    agents.push(j.request.owner!);
+    const exit = await Promise.race([p.exit, new Promise<null>((res) => setTimeout(() => res(null), 90_000).unref())]);
+    assert.ok(exit, 'the trainer stopped on the agent’s .HALT');
+    assert.match(readFileSync(join(t.out, '.HALT'), 'utf8'), /^halt: manual_stop /);
+    await waitFor(
+      'the agent to leave',
+      async () => !(await verifyProcess(host, j.request.owner!).catch(() => false)),
+      30_000,
+    );
+    assert.match(readFileSync(join(nsa, 'agent.log'), 'utf8'), /\.HALT written/);
+    assert.equal(existsSync(outside), false, 'nothing written through the link');
   } finally {
     p.child.kill('SIGKILL');
     rmSync(t.dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
