@@ -26,7 +26,9 @@ nsa-top agent, and outlives this shell and the SSH session. Any cockpit shows it
   about: `Plain: write <out_dir>/.HALT now ("halt: manual_stop USER"): the ranks stop at their next step.
 The nsa-vibe trainer writes NO checkpoint on HALT.`,
   epilog: `Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only, nothing to halt, too late).
-Every step is logged in <out_dir>/.nsa-top/actions.jsonl.`,
+Every step is logged in <out_dir>/.nsa-top/actions.jsonl. A halt is never blocked by its log: when
+the record cannot be kept (a linked .nsa-top, a full disk), .HALT is still written, exit 0, and the
+result says "NOT logged: why" (also on stderr). Only read-only refuses a halt.`,
 });
 
 export async function run(argv: string[]): Promise<number> {
