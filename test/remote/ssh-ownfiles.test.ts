@@ -29,6 +29,7 @@ import { startSshd, type TestSshd } from '../helpers/sshd.js';
 import type { SshHost } from '../../src/remote/ssh/host.js';
 import { currentActor, readActions, requestHalt } from '../../src/trainer/control/actions.js';
 import { appendOwn, createOwn, OwnWriteError, writeOwnAtomic } from '../../src/trainer/control/ownfiles.js';
+import { OWN_WRITE_SCRIPT } from '../../src/remote/ssh/files.js';
 import { resolveRunDir } from '../../src/trainer/run/rundir.js';
 import { RunModel } from '../../src/trainer/run/model.js';
 
@@ -195,6 +196,29 @@ test('over SSH: own logs hard-linked to training artifacts and to a file outside
     ['halt'],
     'the record is in the fresh log',
   );
+});
+
+test('the remote append script checks the file it opened, not only the name: a hard link that passes the name check (a lying find) is refused, the victim untouched', (t) => {
+  if (!existsSync('/proc/self/fd')) return void t.skip('needs /proc/PID/fd (Linux)');
+  const d = run('race');
+  const nsa = join(d, '.nsa-top');
+  mkdirSync(nsa);
+  linkSync(join(d, 'training.csv'), join(nsa, 'actions.jsonl'));
+  const csv = pin(join(d, 'training.csv'));
+  // the name check is passed as a link swapped in right after it would pass it
+  const shim = join(tmp, `shim-${n++}`);
+  mkdirSync(shim);
+  writeFileSync(join(shim, 'find'), '#!/bin/sh\nfor a; do case $a in ./*) echo "$a"; exit 0;; esac; done\n', {
+    mode: 0o755,
+  });
+  const r = spawnSync('sh', ['-c', OWN_WRITE_SCRIPT, 'sh', d, '.nsa-top', 'actions.jsonl', 'append'], {
+    input: '{"action":"halt"}\n',
+    encoding: 'utf8',
+    env: { ...process.env, PATH: `${shim}:${process.env.PATH}` },
+  });
+  assert.equal(r.status, 46, r.stderr);
+  assert.match(r.stderr, /actions\.jsonl: changed while it was checked \(links 2, uid \d+\): refused/);
+  csv();
 });
 
 test('over SSH: one link loop in a run dir leaves the rest of it readable', async () => {

@@ -124,8 +124,9 @@ export class SshFiles {
    * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
    * Before an append, `find -links 1 -user UID` checks the file is nsa-top's own alone (a hard link
    * passes every link test above); one that is not is renamed aside to `<name>.suspect-<ts>` and a
-   * fresh file takes the data, as locally (src/remote/local/ownfiles.ts). The check is on the name,
-   * not the open file: a link swapped in between the two is not seen (locally it is, by fstat).
+   * fresh file takes the data, as locally (src/remote/local/ownfiles.ts). Where /proc is, the file
+   * the script opened is checked again through /proc/$$/fd/3 before any byte is written (one link,
+   * the user's, the name's inode), so a link swapped in after the name check is refused too.
    */
   async writeOwn(
     root: string,
@@ -212,8 +213,11 @@ const OWN_TEXTS: Record<number, string> = {
   17: 'already exists',
 };
 
-/** $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin */
-const OWN_WRITE_SCRIPT = `set -f
+/**
+ * $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin. Exported for
+ * a test that runs it under sh with a `find` that lies (the race between the name check and the open).
+ */
+export const OWN_WRITE_SCRIPT = `set -f
 r=$1 sub=$2 n=$3 m=$4
 cd -P -- "$r" 2>/dev/null || { echo "$r: cannot enter the directory" >&2; exit 3; }
 if [ -n "$sub" ]; then
@@ -253,7 +257,18 @@ append)
     mv -- "$n" "$s" 2>/dev/null || { echo "$n: $why: refused, and it could not be set aside" >&2; exit 46; }
     echo "set-aside $s $why"; c=excl
   fi
-  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=$c status=none || exit 44
+  if [ -n "$nf" ] && [ -d "/proc/$$/fd" ]; then
+    # the check above was on the name: open it, then check the open file itself (its /proc fd) —
+    # one link, ours, the same inode as the name (not a link swapped in) — before any byte is written
+    dd of="$n" oflag=append,nofollow conv=$c status=none </dev/null || exit 44
+    exec 3>>"$n" || exit 44
+    set -- $(ls -lnLd "/proc/$$/fd/3") x x x; l=$2 o=$3
+    i3=$(ls -iLd "/proc/$$/fd/3"); i3=\${i3%% *}; i=$(ls -id -- "$n"); i=\${i%% *}
+    if [ "$l" != 1 ] || [ "$o" != "$u" ] || [ "$i3" != "$i" ]; then
+      exec 3>&-; echo "$n: changed while it was checked (links $l, uid $o): refused" >&2; exit 46
+    fi
+    cat >&3 || exit 44
+  elif [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=$c status=none || exit 44
   else cat >> "$n" || exit 44; fi;;
 replace)
   t=".$n.nsa-top.$$.tmp"
