@@ -198,7 +198,7 @@ test('over SSH: own logs hard-linked to training artifacts and to a file outside
   );
 });
 
-test('the remote append script checks the file it opened, not only the name: a hard link that passes the name check (a lying find) is refused, the victim untouched', (t) => {
+test('the remote append script checks the file it opened, not only the name: a hard link that passes the name check (a lying ls) is refused, the victim untouched', (t) => {
   if (!existsSync('/proc/self/fd')) return void t.skip('needs /proc/PID/fd (Linux)');
   const d = run('race');
   const nsa = join(d, '.nsa-top');
@@ -208,9 +208,13 @@ test('the remote append script checks the file it opened, not only the name: a h
   // the name check is passed as a link swapped in right after it would pass it
   const shim = join(tmp, `shim-${n++}`);
   mkdirSync(shim);
-  writeFileSync(join(shim, 'find'), '#!/bin/sh\nfor a; do case $a in ./*) echo "$a"; exit 0;; esac; done\n', {
-    mode: 0o755,
-  });
+  // `ls -lnd -- NAME` says one link and ours; the open file (its /proc fd) is read by the real ls
+  const ls = spawnSync('sh', ['-c', 'command -v ls'], { encoding: 'utf8' }).stdout.trim();
+  writeFileSync(
+    join(shim, 'ls'),
+    `#!/bin/sh\ncase "$*" in *"/proc/"*) ;; "-lnd -- "*) echo "-rw-r--r-- 1 $(id -u) 0 1 Jan 1 00:00 x"; exit 0;; esac\nexec ${ls} "$@"\n`,
+    { mode: 0o755 },
+  );
   const r = spawnSync('sh', ['-c', OWN_WRITE_SCRIPT, 'sh', d, '.nsa-top', 'actions.jsonl', 'append'], {
     input: '{"action":"halt"}\n',
     encoding: 'utf8',

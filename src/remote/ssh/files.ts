@@ -122,7 +122,7 @@ export class SshFiles {
    * by its bare name, refused when it is a link or not a regular file. Where GNU dd is there the
    * write itself opens with O_NOFOLLOW (`oflag=nofollow`, `conv=excl`), so a link planted between
    * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
-   * Before an append, `find -links 1 -user UID` checks the file is nsa-top's own alone (a hard link
+   * Before an append, `ls -ln` checks the file is nsa-top's own alone — one link, owned by the user (a hard link
    * passes every link test above); one that is not is renamed aside to `<name>.suspect-<ts>` and a
    * fresh file takes the data, as locally (src/remote/local/ownfiles.ts). Where /proc is, the file
    * the script opened is checked again through /proc/$$/fd/3 before any byte is written (one link,
@@ -215,7 +215,8 @@ const OWN_TEXTS: Record<number, string> = {
 
 /**
  * $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin. Exported for
- * a test that runs it under sh with a `find` that lies (the race between the name check and the open).
+ * a test that runs it under sh with an `ls` that lies about the name (the race between the name
+ * check and the open).
  */
 export const OWN_WRITE_SCRIPT = `set -f
 r=$1 sub=$2 n=$3 m=$4
@@ -247,11 +248,12 @@ exclusive)
 append)
   # a hard link passes every test above: append only to a file with one link, owned by this user;
   # any other is renamed aside (never written, never deleted) and a fresh file takes the data
-  u=$(id -u) c=notrunc
-  if [ -e "$n" ] && [ -z "$(find "./$n" -prune -type f -links 1 -user "$u" -print 2>/dev/null)" ]; then
-    set -- $(ls -lnd -- "$n")
-    why="has $2 hard links (it is also another file)"
-    [ "$2" = 1 ] && why="is owned by uid $3, not by this user (uid $u)"
+  # (ls -ln: POSIX everywhere; BusyBox find may lack -links)
+  u=$(id -u) c=notrunc l=1 o=$u
+  [ -e "$n" ] && { set -- $(ls -lnd -- "$n") x x x; l=$2 o=$3; }
+  if [ "$l" != 1 ] || [ "$o" != "$u" ]; then
+    why="has $l hard links (it is also another file)"
+    [ "$l" = 1 ] && why="is owned by uid $o, not by this user (uid $u)"
     b="$n.suspect-$(date -u +%Y%m%dT%H%M%SZ)"; s=$b; i=0
     while [ -e "$s" ] || [ -h "$s" ]; do i=$((i+1)); s="$b-$i"; done
     mv -- "$n" "$s" 2>/dev/null || { echo "$n: $why: refused, and it could not be set aside" >&2; exit 46; }
