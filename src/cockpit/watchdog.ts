@@ -88,7 +88,12 @@ export class Watchdog {
     const line = jsonSafe(JSON.stringify({ ts, iso: new Date(ts).toISOString(), event, ...fields }));
     process.stdout.write(line + '\n');
     try {
-      await appendOwn(this.host, this.outDir, `${NSA_DIR}/watchdog.jsonl`, line + '\n');
+      const done = await appendOwn(this.host, this.outDir, `${NSA_DIR}/watchdog.jsonl`, line + '\n');
+      // a hard link at watchdog.jsonl (to a heartbeat, say): set aside, never written through
+      if (done)
+        process.stderr.write(
+          `nsa-top watchdog: ${NSA_DIR}/watchdog.jsonl ${sanitize(done.why)}: ${done.setAside ? `set aside as ${sanitize(done.setAside)}; ` : ''}a fresh one started\n`,
+        );
     } catch (e) {
       // read-only, or a refused path: said once, not on every line
       if (e instanceof ReadOnlyError || (e instanceof OwnWriteError && e.code !== 'ENOSPC' && e.code !== 'EIO')) {
@@ -328,11 +333,12 @@ export class Watchdog {
       this.haltWritten = true;
       const path = join(this.outDir, '.HALT');
       const actor = await currentActor(this.host);
-      // the audited path: no .HALT when read-only, nor when its record could not be kept (a linked log)
+      // the audited path: no .HALT when read-only; a log that cannot take the record does not block
+      // this safety halt (failOpen): it is taken, and "NOT logged" goes to stderr and the watchdog's output
       const rec = await audited(
         this.host,
         this.runDir,
-        { actor, action: 'watchdog-halt', target: { path }, requireLog: true },
+        { actor, action: 'watchdog-halt', target: { path }, requireLog: true, failOpen: true },
         async (): Promise<Outcome> => {
           try {
             await createOwn(this.host, this.outDir, '.HALT', `halt: ${first.anomaly}\n`);
@@ -365,8 +371,15 @@ export class Watchdog {
         },
       );
       if (rec.result === 'refused' || rec.result === 'failed' || rec.result === 'partial')
-        process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${rec.detail}\n`);
-      await this.log('halt', { path, result: rec.result, detail: rec.detail });
+        process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}: ${sanitize(rec.detail)}\n`);
+      else if (rec.notLogged !== undefined)
+        process.stderr.write(`nsa-top watchdog: .HALT ${rec.result}, NOT logged: ${sanitize(rec.notLogged)}\n`);
+      await this.log('halt', {
+        path,
+        result: rec.result,
+        detail: rec.detail,
+        ...(rec.notLogged !== undefined ? { notLogged: rec.notLogged } : {}),
+      });
     }
   }
 

@@ -28,14 +28,17 @@ export function exitCodeOf(result: ActionRecord['result']): number {
 export function report(
   cmd: string,
   json: boolean,
-  rec: Pick<ActionRecord, 'result' | 'detail' | 'action' | 'target'>,
+  rec: Pick<ActionRecord, 'result' | 'detail' | 'action' | 'target' | 'notLogged'>,
   extra: Record<string, unknown> = {},
 ): number {
   const code = exitCodeOf(rec.result);
   if (json)
     process.stdout.write(
-      `${JSON.stringify({ command: cmd, result: rec.result, exitCode: code, detail: rec.detail, action: rec.action, target: rec.target, ...extra }, null, 2)}\n`,
+      `${JSON.stringify({ command: cmd, result: rec.result, exitCode: code, detail: rec.detail, action: rec.action, target: rec.target, ...(rec.notLogged !== undefined ? { notLogged: rec.notLogged } : {}), ...extra }, null, 2)}\n`,
     );
   else (code === 0 ? process.stdout : process.stderr).write(`${cmd} ${rec.result}: ${rec.detail}\n`);
+  // taken but not in the action log (a safety action fails open): said where a script's log keeps it
+  if (rec.notLogged !== undefined && (json || code === 0))
+    process.stderr.write(`nsa-top ${cmd}: ${rec.result}, NOT logged: ${rec.notLogged}\n`);
   return code;
 }

@@ -29,7 +29,9 @@ The nsa-vibe trainer writes NO checkpoint on HALT.`,
   epilog: `Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only; nothing to halt: the run is
 FINISHED, HALTED, EXITED or has no trainer; --after-checkpoint while the run is STALLED or already
 halting, when no checkpoint can come; too late) — the cockpit's h refuses the same, in the same words.
-Every step is logged in <out_dir>/.nsa-top/actions.jsonl.`,
+Every step is logged in <out_dir>/.nsa-top/actions.jsonl. A halt is never blocked by its log: when
+the record cannot be kept (a linked .nsa-top, a full disk), .HALT is still written, exit 0, and the
+result says "NOT logged: why" (also on stderr). Only read-only refuses a halt.`,
 });
 
 export async function run(argv: string[]): Promise<number> {

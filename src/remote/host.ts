@@ -99,6 +99,18 @@ export type ConnState =
 
 export type OwnWriteMode = 'append' | 'exclusive' | 'replace';
 
+/**
+ * What an own write did beyond the write itself: an append target that was not nsa-top's own file
+ * (another hard link to it, another owner, another file system) was renamed aside — never deleted,
+ * never written — and a fresh file made with O_EXCL took the data.
+ */
+export interface OwnWriteDone {
+  /** the name inside the same directory the suspect file was renamed to ('' when another writer did it first) */
+  setAside: string;
+  /** why it was not appended to ("has 2 hard links …") */
+  why: string;
+}
+
 export type SignalName = 'SIGUSR1' | 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGCONT' | 'SIGSTOP' | 'SIG0';
 
 /** Linux signal numbers of the signals a handler can catch (SigCgt bit = number - 1). */
@@ -212,9 +224,11 @@ export interface Host {
    * absent: a link at either is refused (never followed), and so is a FIFO, device or directory.
    * 'exclusive' fails with EEXIST when the name exists; 'replace' writes a temporary file and
    * renames it over the name. A write that failed after the file was created throws an error with
-   * `partial: true` (e.g. ENOSPC: the file is there, its content is not).
+   * `partial: true` (e.g. ENOSPC: the file is there, its content is not). 'append' appends only to
+   * a regular file with one link, owned by the current user, on its directory's file system: any
+   * other is renamed aside to `<name>.suspect-<ts>` and a fresh file takes the data (OwnWriteDone).
    */
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void>;
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<OwnWriteDone | undefined>;
   /** Removes `rel` (a file, or a link itself — never what it points at) below `root`. */
   removeOwn(root: string, rel: string): Promise<void>;
 

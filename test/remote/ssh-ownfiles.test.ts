@@ -1,21 +1,27 @@
 // nsa-top's own writes over SSH (a real loopback sshd, test/helpers/sshd.ts): the guarded remote
 // script appends, creates exclusively and replaces atomically, and refuses a link at the file or at
-// .nsa-top — the link's target is never touched; a halt with a linked action log is refused over
-// SSH as it is locally; one link loop in a run dir does not make the whole dir unreadable.
+// .nsa-top — the link's target is never touched; a halt with a linked action log is taken over
+// SSH as it is locally (and says NOT logged); one link loop in a run dir does not make the whole dir unreadable.
+// A hard link at an own log (to training.csv, a heartbeat, env.json, a file outside the run) is
+// set aside, never appended to: the victims' bytes and mtimes stay as they were.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import {
   cpSync,
   existsSync,
+  linkSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -23,10 +29,12 @@ import { startSshd, type TestSshd } from '../helpers/sshd.js';
 import type { SshHost } from '../../src/remote/ssh/host.js';
 import { currentActor, readActions, requestHalt } from '../../src/trainer/control/actions.js';
 import { appendOwn, createOwn, OwnWriteError, writeOwnAtomic } from '../../src/trainer/control/ownfiles.js';
+import { OWN_WRITE_SCRIPT } from '../../src/remote/ssh/files.js';
 import { resolveRunDir } from '../../src/trainer/run/rundir.js';
 import { RunModel } from '../../src/trainer/run/model.js';
 
 const FIX = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'nsa-vibe', 'single');
+const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'nsa-top.js');
 let sshd: TestSshd;
 let host: SshHost;
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-ssh-own-'));
@@ -90,22 +98,131 @@ test('over SSH: a link at the file or at .nsa-top is refused, its target untouch
   assert.equal(existsSync(join(elsewhere, 'actions.jsonl')), false);
 });
 
-test('over SSH: a halt with a linked action log is refused and training.csv untouched; without the link it works', async () => {
+test('over SSH: a halt with a linked action log (or a linked .nsa-top) is taken, says NOT logged, training.csv untouched; without the link it is logged', async () => {
   const d = run('halt');
   mkdirSync(join(d, '.nsa-top'));
   symlinkSync('../training.csv', join(d, '.nsa-top', 'actions.jsonl'));
   const csv = bytes(join(d, 'training.csv'));
   const who = await currentActor(host);
   const rec = await requestHalt(host, d, 'now', who);
-  assert.equal(rec.result, 'refused');
-  assert.match(rec.detail, /actions\.jsonl on .*: is a symbolic link: refused/);
-  assert.equal(existsSync(join(d, '.HALT')), false);
+  assert.equal(rec.result, 'ok', rec.detail);
+  assert.match(rec.detail, /; NOT logged: .*actions\.jsonl on .*: is a symbolic link: refused/);
+  assert.match(readFileSync(join(d, '.HALT'), 'utf8'), /^halt: manual_stop /, 'the halt fails open');
   assert.equal(bytes(join(d, 'training.csv')), csv);
+  rmSync(join(d, '.HALT'));
+  // .nsa-top itself a link to a directory outside the run: the halt is taken, nothing written there
+  const elsewhere = join(tmp, `elsewhere-${n++}`);
+  mkdirSync(elsewhere);
+  const d2 = run('halt-dir');
+  symlinkSync(elsewhere, join(d2, '.nsa-top'));
+  const rec2 = await requestHalt(host, d2, 'now', who);
+  assert.equal(rec2.result, 'ok', rec2.detail);
+  assert.match(rec2.notLogged ?? '', /\.nsa-top: is a link|\.nsa-top.*symbolic link/);
+  assert.ok(existsSync(join(d2, '.HALT')));
+  assert.deepEqual(spawnSync('ls', ['-A', elsewhere], { encoding: 'utf8' }).stdout, '');
   rmSync(join(d, '.nsa-top', 'actions.jsonl'));
   const ok = await requestHalt(host, d, 'now', who);
   assert.equal(ok.result, 'ok', ok.detail);
   assert.match(readFileSync(join(d, '.HALT'), 'utf8'), /^halt: manual_stop /);
   assert.equal((await readActions(host, d)).at(-1)?.result, 'ok');
+});
+
+const OLD = new Date('2024-01-02T03:04:05Z');
+/** a file's bytes and mtime, set to a known past time first so any write shows */
+function pin(path: string): () => void {
+  utimesSync(path, OLD, OLD);
+  const b = bytes(path);
+  return () => {
+    assert.equal(bytes(path), b, `${path}: its bytes changed`);
+    assert.equal(statSync(path).mtimeMs, OLD.getTime(), `${path}: its mtime changed`);
+  };
+}
+const asideOf = (dir: string, name: string) =>
+  readdirSync(dir).filter((x) => new RegExp(`^${name.replace('.', '\\.')}\\.suspect-\\d{8}T\\d{6}Z(-\\d+)?$`).test(x));
+
+test('over SSH: own logs hard-linked to training artifacts and to a file outside the run — a halt and the watchdog over --host change none of them', async () => {
+  const outside = join(tmp, `outside-${n++}.txt`);
+  writeFileSync(outside, 'not a run file\n');
+  const d = run('hard');
+  const nsa = join(d, '.nsa-top');
+  mkdirSync(nsa);
+  linkSync(join(d, 'training.csv'), join(nsa, 'actions.jsonl'));
+  linkSync(join(d, 'heartbeat_rank0.jsonl'), join(nsa, 'watchdog.jsonl'));
+  linkSync(join(d, 'env.json'), join(nsa, 'agent.log'));
+  linkSync(outside, join(nsa, 'supervisor.log'));
+  const checks = ['training.csv', 'heartbeat_rank0.jsonl', 'env.json', 'metrics.json'].map((f) => pin(join(d, f)));
+  checks.push(pin(outside));
+  // the halt (its record), then every own log appended to by the guarded remote script
+  const rec = await requestHalt(host, d, 'now', await currentActor(host));
+  assert.equal(rec.result, 'ok', rec.detail);
+  assert.equal(rec.notLogged, undefined, rec.detail);
+  assert.match(
+    rec.detail,
+    /actions\.jsonl has 2 hard links \(it is also another file\): set aside as actions\.jsonl\.suspect-/,
+  );
+  for (const f of ['agent.log', 'supervisor.log']) {
+    const done = await appendOwn(host, d, `.nsa-top/${f}`, 'line\n');
+    assert.match(done?.why ?? '', /has 2 hard links/, f);
+    assert.equal(readFileSync(join(nsa, f), 'utf8'), 'line\n', f);
+  }
+  // the watchdog, the real CLI over --host (HOME a temp dir: the user's ~/.ssh is not touched)
+  const home = join(tmp, `home-${n++}`);
+  const wd = spawnSync(
+    process.execPath,
+    [
+      BIN,
+      'watchdog',
+      d,
+      '--once',
+      '--no-gpu',
+      '--host',
+      `${userInfo().username}@127.0.0.1:${sshd.port}`,
+      '-i',
+      sshd.userKey,
+      '--accept-new-host-key',
+    ],
+    { env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' }, encoding: 'utf8', timeout: 60_000 },
+  );
+  assert.equal(wd.status, 0, wd.stderr);
+  assert.match(wd.stderr, /watchdog\.jsonl has 2 hard links .*: set aside as watchdog\.jsonl\.suspect-/);
+  for (const check of checks) check();
+  for (const f of ['actions.jsonl', 'watchdog.jsonl', 'agent.log', 'supervisor.log']) {
+    assert.equal(asideOf(nsa, f).length, 1, `${f}: ${readdirSync(nsa).join(' ')}`);
+    assert.equal(statSync(join(nsa, f)).nlink, 1, f);
+  }
+  assert.equal(readFileSync(outside, 'utf8'), 'not a run file\n');
+  assert.deepEqual(
+    (await readActions(host, d)).map((r) => r.action),
+    ['halt'],
+    'the record is in the fresh log',
+  );
+});
+
+test('the remote append script checks the file it opened, not only the name: a hard link that passes the name check (a lying ls) is refused, the victim untouched', (t) => {
+  if (!existsSync('/proc/self/fd')) return void t.skip('needs /proc/PID/fd (Linux)');
+  const d = run('race');
+  const nsa = join(d, '.nsa-top');
+  mkdirSync(nsa);
+  linkSync(join(d, 'training.csv'), join(nsa, 'actions.jsonl'));
+  const csv = pin(join(d, 'training.csv'));
+  // the name check is passed as a link swapped in right after it would pass it
+  const shim = join(tmp, `shim-${n++}`);
+  mkdirSync(shim);
+  // `ls -lnd -- NAME` says one link and ours; the open file (its /proc fd) is read by the real ls
+  const ls = spawnSync('sh', ['-c', 'command -v ls'], { encoding: 'utf8' }).stdout.trim();
+  writeFileSync(
+    join(shim, 'ls'),
+    `#!/bin/sh\ncase "$*" in *"/proc/"*) ;; "-lnd -- "*) echo "-rw-r--r-- 1 $(id -u) 0 1 Jan 1 00:00 x"; exit 0;; esac\nexec ${ls} "$@"\n`,
+    { mode: 0o755 },
+  );
+  const r = spawnSync('sh', ['-c', OWN_WRITE_SCRIPT, 'sh', d, '.nsa-top', 'actions.jsonl', 'append'], {
+    input: '{"action":"halt"}\n',
+    encoding: 'utf8',
+    env: { ...process.env, PATH: `${shim}:${process.env.PATH}` },
+  });
+  assert.equal(r.status, 46, r.stderr);
+  assert.match(r.stderr, /actions\.jsonl: changed while it was checked \(links 2, uid \d+\): refused/);
+  csv();
 });
 
 test('over SSH: one link loop in a run dir leaves the rest of it readable', async () => {

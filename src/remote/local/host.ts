@@ -24,6 +24,7 @@ import type {
   ExecResult,
   FileStat,
   Host,
+  OwnWriteDone,
   OwnWriteMode,
   ProcTable,
   ProcTableRequest,
@@ -588,7 +589,7 @@ export class LocalHost implements Host {
     await fs.unlink(path);
   }
 
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<OwnWriteDone | undefined> {
     return ownWriteLocal(root, rel, data, mode);
   }
 

@@ -4,11 +4,16 @@
 // from Node), so a link planted at `.nsa-top` or at the file itself is refused with ELOOP instead of
 // being followed, and a directory swapped after the check cannot redirect the write. Where
 // /proc/self/fd is missing (not Linux) the same checks run on paths (lstat + O_NOFOLLOW).
+// An append opens the name and then checks the opened file itself (fstat, so no race with the name):
+// O_NOFOLLOW does not see a hard link, and `ln training.csv .nsa-top/actions.jsonl` would otherwise
+// send the next record into training.csv. A file that is not plainly nsa-top's own (another link
+// to it, another owner, another file system) is renamed aside to `<name>.suspect-<ts>` — never
+// written, never deleted — and a fresh file made with O_EXCL takes the data (appendSuspect).
 import * as fsSync from 'node:fs';
 import { constants as fsc, existsSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { join } from 'node:path';
-import type { OwnWriteMode } from '../host.js';
+import type { OwnWriteDone, OwnWriteMode } from '../host.js';
 
 const PROC_FD = process.platform === 'linux' && existsSync('/proc/self/fd');
 const O_DIRECTORY = fsc.O_DIRECTORY ?? 0;
@@ -60,6 +65,82 @@ function explain(e: unknown, path: string, what: 'dir' | 'file'): OwnError {
       return ownError(code, path, (e as Error).message.replace(/^[A-Z]+: /, ''));
   }
 }
+
+/**
+ * Why an opened file is not nsa-top's own to append to, or null: it must have exactly one link
+ * (else it is also another file — a training artifact, a file outside the run), belong to the
+ * current user, and sit on its directory's file system (not a file bind-mounted over the name).
+ */
+export function appendSuspect(st: { nlink: number; uid: number; dev: number }, dirDev: number): string | null {
+  if (st.nlink !== 1) return `has ${st.nlink} hard links (it is also another file)`;
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid) return `is owned by uid ${st.uid}, not by this user (uid ${uid})`;
+  if (st.dev !== dirDev) return 'is on another file system than its directory (mounted over the name)';
+  return null;
+}
+
+/** `<name>.suspect-<UTC time>`, with `-N` added while that name is taken */
+function suspectName(name: string, taken: (n: string) => boolean): string {
+  const base = `${name}.suspect-${new Date()
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')}`;
+  let n = base;
+  for (let i = 1; taken(n); i++) n = `${base}-${i}`;
+  return n;
+}
+
+const existsAt = (p: string) => {
+  try {
+    fsSync.lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Renames the suspect `name` aside (in the same directory; the rename never touches its content),
+ * only while the name still holds the file that was opened and checked (`opened`): another writer
+ * may have set it aside already and started a fresh one, which is not to be moved.
+ */
+function setAsideSync(
+  at: (n: string) => string,
+  name: string,
+  shown: string,
+  why: string,
+  opened: { ino: number; dev: number },
+): OwnWriteDone {
+  let now: fsSync.Stats | null = null;
+  try {
+    now = fsSync.lstatSync(at(name));
+  } catch {
+    /* gone: nothing to set aside */
+  }
+  if (now && (now.ino !== opened.ino || now.dev !== opened.dev))
+    return { setAside: '', why: `${why}; another writer set it aside first` };
+  if (!now) return { setAside: '', why: `${why}; it was gone when it was to be set aside` };
+  const aside = suspectName(name, (n) => existsAt(at(n)));
+  try {
+    fsSync.renameSync(at(name), at(aside));
+  } catch (e) {
+    throw ownError(
+      'ESUSPECT',
+      shown,
+      `${why}: refused, and it could not be set aside (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+    );
+  }
+  return { setAside: aside, why };
+}
+
+/** What a set-aside says, one line (the first line of a fresh text log, a record's note). */
+export function setAsideText(shown: string, done: OwnWriteDone): string {
+  const moved = done.setAside ? `renamed to ${done.setAside} (kept, not deleted) and ` : '';
+  return `${shown} ${done.why}: not appended to; ${moved}a fresh file started`;
+}
+
+const APPEND_FLAGS = fsc.O_WRONLY | fsc.O_CREAT | fsc.O_APPEND | O_NOFOLLOW | O_NONBLOCK;
+const APPEND_FRESH = APPEND_FLAGS | fsc.O_EXCL;
 
 function tmpName(name: string): string {
   return `.${name}.${process.pid}.${Math.random().toString(36).slice(2, 8)}.tmp`;
@@ -132,7 +213,7 @@ export async function ownWriteLocal(
   rel: string,
   data: string | Buffer,
   mode: OwnWriteMode,
-): Promise<void> {
+): Promise<OwnWriteDone | undefined> {
   const [sub, name] = splitOwnRel(rel);
   const shown = join(root, rel);
   const buf = typeof data === 'string' ? Buffer.from(data) : data;
@@ -160,7 +241,7 @@ export async function ownWriteLocal(
         await fs.unlink(d.at(tmp)).catch(() => {});
         throw explain(e, shown, 'file');
       }
-      return;
+      return undefined;
     }
     const flags =
       fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL);
@@ -170,9 +251,28 @@ export async function ownWriteLocal(
     } catch (e) {
       throw explain(e, shown, 'file');
     }
+    let done: OwnWriteDone | undefined;
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw ownError('EFTYPE', shown, 'is not a regular file: refused');
+      const why = mode === 'append' ? appendSuspect(st, (await d.dir.stat()).dev) : null;
+      if (why) {
+        await fh.close();
+        done = setAsideSync(d.at, name, shown, why, st);
+        try {
+          fh = await fs.open(d.at(name), APPEND_FRESH, 0o644);
+        } catch (e) {
+          // another writer made the fresh file first: append to it, checked like any other
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw explain(e, shown, 'file');
+          try {
+            fh = await fs.open(d.at(name), flags, 0o644);
+          } catch (e2) {
+            throw explain(e2, shown, 'file');
+          }
+        }
+        const again = appendSuspect(await fh.stat(), (await d.dir.stat()).dev);
+        if (again) throw ownError('ESUSPECT', shown, `the fresh file ${again}: refused`);
+      }
       try {
         await writeAll(fh, buf);
       } catch (e) {
@@ -184,6 +284,7 @@ export async function ownWriteLocal(
     } finally {
       await fh.close().catch(() => {});
     }
+    return done;
   } finally {
     if (d.dir !== d.root) await d.dir.close().catch(() => {});
     await d.root.close().catch(() => {});
@@ -301,7 +402,30 @@ function ownOpenLocalSync(root: string, rel: string, mode: OwnWriteMode, data: s
       throw explain(e, shown, 'file');
     }
     try {
-      if (!fsSync.fstatSync(fd).isFile()) throw ownError('EFTYPE', shown, 'is not a regular file: refused');
+      const st = fsSync.fstatSync(fd);
+      if (!st.isFile()) throw ownError('EFTYPE', shown, 'is not a regular file: refused');
+      const why = mode === 'append' ? appendSuspect(st, fsSync.fstatSync(d.dir).dev) : null;
+      if (why) {
+        fsSync.closeSync(fd);
+        fd = -1;
+        const done = setAsideSync(d.at, name, shown, why, st);
+        try {
+          fd = fsSync.openSync(d.at(name), APPEND_FRESH, 0o644);
+        } catch (e) {
+          // another writer made the fresh file first: append to it, checked like any other
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw explain(e, shown, 'file');
+          try {
+            fd = fsSync.openSync(d.at(name), APPEND_FLAGS, 0o644);
+          } catch (e2) {
+            throw explain(e2, shown, 'file');
+          }
+        }
+        const again = appendSuspect(fsSync.fstatSync(fd), fsSync.fstatSync(d.dir).dev);
+        if (again) throw ownError('ESUSPECT', shown, `the fresh file ${again}: refused`);
+        // these are text logs (the supervisor's, the agent's, a launch's train.log): the fresh one
+        // says first why it is fresh, so whoever reads it finds the old one
+        writeAllSync(fd, Buffer.from(`nsa-top: ${setAsideText(shown, done)}\n`));
+      }
       if (buf) {
         try {
           writeAllSync(fd, buf);
@@ -310,7 +434,7 @@ function ownOpenLocalSync(root: string, rel: string, mode: OwnWriteMode, data: s
         }
       }
     } catch (e) {
-      fsSync.closeSync(fd);
+      if (fd >= 0) fsSync.closeSync(fd);
       throw e;
     }
     if (data === null) return fd;

@@ -5,6 +5,7 @@ import {
   noHandlerError,
   type DirEntry,
   type FileStat,
+  type OwnWriteDone,
   type OwnWriteMode,
   type SignalName,
   type SignalExpect,
@@ -130,11 +131,23 @@ export class SshFiles {
    * by its bare name, refused when it is a link or not a regular file. Where GNU dd is there the
    * write itself opens with O_NOFOLLOW (`oflag=nofollow`, `conv=excl`), so a link planted between
    * the check and the write is refused too; elsewhere `set -C` keeps an exclusive create exclusive.
+   * Before an append, `ls -ln` checks the file is nsa-top's own alone — one link, owned by the user (a hard link
+   * passes every link test above); one that is not is renamed aside to `<name>.suspect-<ts>` and a
+   * fresh file takes the data, as locally (src/remote/local/ownfiles.ts). Where /proc is, the file
+   * the script opened is checked again through /proc/$$/fd/3 before any byte is written (one link,
+   * the user's, the name's inode), so a link swapped in after the name check is refused too.
    */
-  async writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void> {
+  async writeOwn(
+    root: string,
+    rel: string,
+    data: string | Buffer,
+    mode: OwnWriteMode,
+  ): Promise<OwnWriteDone | undefined> {
     const [sub, name] = splitOwnRel(rel);
     const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode], { input: data });
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
+    const m = /^set-aside (\S+) (.+)$/m.exec(r.stdout.toString('utf8'));
+    return m ? { setAside: m[1]!, why: m[2]! } : undefined;
   }
 
   async removeOwn(root: string, rel: string): Promise<void> {
@@ -210,6 +223,7 @@ const OWN_CODES: Record<number, string> = {
   43: 'EFTYPE',
   44: 'EIO',
   45: 'EIO',
+  46: 'ESUSPECT',
 };
 
 /** what the exit codes of the scripts below say about the file */
@@ -220,8 +234,12 @@ const OWN_TEXTS: Record<number, string> = {
   17: 'already exists',
 };
 
-/** $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin */
-const OWN_WRITE_SCRIPT = `set -f
+/**
+ * $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin. Exported for
+ * a test that runs it under sh with an `ls` that lies about the name (the race between the name
+ * check and the open).
+ */
+export const OWN_WRITE_SCRIPT = `set -f
 r=$1 sub=$2 n=$3 m=$4
 cd -P -- "$r" 2>/dev/null || { echo "$r: cannot enter the directory" >&2; exit 3; }
 if [ -n "$sub" ]; then
@@ -249,7 +267,31 @@ exclusive)
     echo "$n: $e" >&2; exit 44
   fi;;
 append)
-  if [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=notrunc status=none || exit 44
+  # a hard link passes every test above: append only to a file with one link, owned by this user;
+  # any other is renamed aside (never written, never deleted) and a fresh file takes the data
+  # (ls -ln: POSIX everywhere; BusyBox find may lack -links)
+  u=$(id -u) c=notrunc l=1 o=$u
+  [ -e "$n" ] && { set -- $(ls -lnd -- "$n") x x x; l=$2 o=$3; }
+  if [ "$l" != 1 ] || [ "$o" != "$u" ]; then
+    why="has $l hard links (it is also another file)"
+    [ "$l" = 1 ] && why="is owned by uid $o, not by this user (uid $u)"
+    b="$n.suspect-$(date -u +%Y%m%dT%H%M%SZ)"; s=$b; i=0
+    while [ -e "$s" ] || [ -h "$s" ]; do i=$((i+1)); s="$b-$i"; done
+    mv -- "$n" "$s" 2>/dev/null || { echo "$n: $why: refused, and it could not be set aside" >&2; exit 46; }
+    echo "set-aside $s $why"; c=excl
+  fi
+  if [ -n "$nf" ] && [ -d "/proc/$$/fd" ]; then
+    # the check above was on the name: open it, then check the open file itself (its /proc fd) —
+    # one link, ours, the same inode as the name (not a link swapped in) — before any byte is written
+    dd of="$n" oflag=append,nofollow conv=$c status=none </dev/null || exit 44
+    exec 3>>"$n" || exit 44
+    set -- $(ls -lnLd "/proc/$$/fd/3") x x x; l=$2 o=$3
+    i3=$(ls -iLd "/proc/$$/fd/3"); i3=\${i3%% *}; i=$(ls -id -- "$n"); i=\${i%% *}
+    if [ "$l" != 1 ] || [ "$o" != "$u" ] || [ "$i3" != "$i" ]; then
+      exec 3>&-; echo "$n: changed while it was checked (links $l, uid $o): refused" >&2; exit 46
+    fi
+    cat >&3 || exit 44
+  elif [ -n "$nf" ]; then dd of="$n" oflag=append,nofollow conv=$c status=none || exit 44
   else cat >> "$n" || exit 44; fi;;
 replace)
   t=".$n.nsa-top.$$.tmp"

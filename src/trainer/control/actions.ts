@@ -289,6 +289,8 @@ export async function dumpAll(
   const rec = await audited(
     host,
     runDir,
+    // fails closed (no failOpen): a dump only observes, and a signal to a rank that nobody can later
+    // account for is worse than no dump — the log must take its record first
     { actor, action: 'dump', target: { ranks: sorted.map(targetOf) }, requireLog: true },
     async () => {
       const r = await signalForDumps(host, runDir, sorted, say, opts);
@@ -643,7 +645,14 @@ export async function requestHalt(
   return audited(
     host,
     dirs,
-    { actor, action: mode === 'now' ? 'halt' : 'halt-after-checkpoint', target: { path: haltPath }, requireLog: true },
+    {
+      actor,
+      action: mode === 'now' ? 'halt' : 'halt-after-checkpoint',
+      target: { path: haltPath },
+      requireLog: true,
+      // a halt stops a run going wrong: it is never blocked by a log that cannot take its record
+      failOpen: true,
+    },
     async (ctx): Promise<Outcome> => {
       if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, outDir, actor, ctx, opts);
       try {
@@ -726,6 +735,8 @@ export async function escalate(
   return audited(
     host,
     runDir,
+    // fails closed: SIGINT/SIGKILL cost the run's unsaved steps and cannot be undone; the safety
+    // stop that fails open is .HALT (requestHalt), and an escalation is never taken unrecorded
     { actor, action, target, requireLog: true },
     async () => {
       const sent: number[] = [];
@@ -769,6 +780,7 @@ export async function removeStaleHalt(
   return audited(
     host,
     runDir,
+    // fails closed: removing a .HALT undoes a safety stop, the opposite of what may go unrecorded
     { actor, action: 'remove-stale-halt', target: { path }, requireLog: true },
     async (): Promise<Outcome> => {
       const st = await host.stat(path).catch(() => undefined);

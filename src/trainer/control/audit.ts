@@ -7,10 +7,15 @@
 //  - every record names who (the actor) and when (the host's clock, when the outcome is known);
 //  - the outcome is appended through src/trainer/control/ownfiles.ts — also when the effect throws,
 //    which is recorded as 'failed' with its message: a control request never vanishes silently;
-//  - a failing append never hides the outcome: the returned record says "[not logged: …]".
+//  - a failing append never hides the outcome: the returned record says "; NOT logged: …" and
+//    carries notLogged (the CLI prints it, the watchdog puts it on stderr and its own output);
+//  - a record that cannot be kept because the log was tampered with (a link, a hard link that could
+//    not be set aside, not a regular file) refuses an action that asks for its record first
+//    (requireLog) — except a safety action (failOpen: a halt), which is taken anyway and says it
+//    was not logged. Read-only is the one refusal that holds for every action.
 // The log is read back here too (readActionLog), so this module alone knows its lines.
 import { join } from 'node:path';
-import type { Host } from '../../remote/host.js';
+import type { Host, OwnWriteDone } from '../../remote/host.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { appendOwn, OwnWriteError, readOnlyMode, type EffectOptions } from './ownfiles.js';
 import { NSA_DIR, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
@@ -31,6 +36,12 @@ export interface AuditSpec {
    * with (a link, not a regular file): an action that could not be recorded is not taken.
    */
   requireLog?: boolean;
+  /**
+   * A safety action (.HALT: the operator's, the watchdog's): never blocked by its record. With
+   * requireLog, a log that cannot take the record does not refuse it; the effect is taken and the
+   * result says "NOT logged: why" (notLogged). Only read-only refuses it.
+   */
+  failOpen?: boolean;
 }
 
 export interface Outcome {
@@ -154,18 +165,27 @@ export async function readActions(host: Host, run: RunRef, limit?: number): Prom
 
 const MAX_DETAIL = 2000;
 
-/** One O_APPEND line (short enough to stay one write): never through a link, outside the run, or read-only. */
-async function append(host: Host, dir: RunRef, rec: ActionRecord, opts: EffectOptions): Promise<void> {
+/**
+ * One O_APPEND line (short enough to stay one write): never through a link (soft or hard), outside
+ * the run, or read-only. Resolves to a note when the log was set aside first (a hard link at it).
+ */
+async function append(host: Host, dir: RunRef, rec: ActionRecord, opts: EffectOptions): Promise<string | null> {
   const { outDir } = await runDirsOf(host, dir);
   const clean: ActionRecord = {
     ...rec,
     detail: rec.detail.length > MAX_DETAIL ? `${rec.detail.slice(0, MAX_DETAIL)}…` : rec.detail,
   };
-  await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, `${JSON.stringify(clean)}\n`, opts);
+  const rel = `${NSA_DIR}/${ACTIONS_FILE}`;
+  const done = await appendOwn(host, outDir, rel, `${JSON.stringify(clean)}\n`, opts);
+  return done ? setAsideNote(rel, done) : null;
+}
+
+function setAsideNote(rel: string, done: OwnWriteDone): string {
+  return `${rel} ${done.why}: ${done.setAside ? `set aside as ${done.setAside}, ` : ''}logged in a fresh one`;
 }
 
 /** failures that mean the run dir was tampered with, not that the disk is full or slow */
-const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO', 'EINVAL']);
+const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO', 'EINVAL', 'ESUSPECT']);
 
 /**
  * Why an action must not be taken because its record could not be kept: the action log (or
@@ -173,22 +193,33 @@ const HOSTILE = new Set(['ELOOP', 'ENOTDIR', 'EFTYPE', 'EPERM', 'EISDIR', 'ENXIO
  * record, and also when it fails for an ordinary reason (a full disk): stopping a run matters more
  * than its log line, and the outcome then says it was not logged. Creates an empty log if missing.
  */
-async function actionLogRefusal(host: Host, outDir: string, opts: EffectOptions): Promise<string | null> {
+async function actionLogProblem(
+  host: Host,
+  outDir: string,
+  opts: EffectOptions,
+): Promise<{ why: string | null; note: string | null }> {
+  const rel = `${NSA_DIR}/${ACTIONS_FILE}`;
   try {
-    await appendOwn(host, outDir, `${NSA_DIR}/${ACTIONS_FILE}`, '', opts);
-    return null;
+    // an empty append: the checks run (a hard link is set aside now, before the effect), nothing is written
+    const done = await appendOwn(host, outDir, rel, '', opts);
+    return { why: null, note: done ? setAsideNote(rel, done) : null };
   } catch (e) {
-    if (e instanceof OwnWriteError && HOSTILE.has(e.code))
-      return `${e.message} — the action could not be recorded, so it was not taken`;
-    return null;
+    if (e instanceof OwnWriteError && HOSTILE.has(e.code)) return { why: e.message, note: null };
+    return { why: null, note: null };
   }
+}
+
+/** What a result says when its record could not be kept: the same words for every cause. */
+export function notLoggedText(why: string): string {
+  return `NOT logged: ${why}`;
 }
 
 /**
  * Runs `effect` as `spec.actor` on the run at `dir` (a run dir or out_dir) and returns the record of
  * how it went, appended to the run's action log. Read-only refuses (unrecorded: nothing is written);
- * with spec.requireLog an action log that cannot take records refuses too; a throwing effect is
- * recorded as failed.
+ * with spec.requireLog an action log that cannot take records refuses too, unless spec.failOpen (a
+ * halt): then the effect is taken and the record says "NOT logged"; a throwing effect is recorded as
+ * failed.
  */
 export async function audited(
   host: Host,
@@ -206,13 +237,28 @@ export async function audited(
     detail,
   });
   let dirs: RunDirs | null = null;
-  const keep = async (rec: ActionRecord, ifNot?: Outcome['ifNotRecorded']): Promise<ActionRecord> => {
+  // a log known to be unusable (a fail-open action taken anyway) is not tried again for each line
+  let unusable: string | null = null;
+  const notLogged = (rec: ActionRecord, why: string): ActionRecord => ({
+    ...rec,
+    detail: `${rec.detail}; ${notLoggedText(why)}`,
+    notLogged: why,
+  });
+  // an earlier line of this action that could not be kept (its 'started'): the result says so too
+  let failedAppend: string | null = null;
+  // a log set aside before the effect: said on the action's last record
+  let asideNote: string | null = null;
+  const keep = async (rec: ActionRecord, ifNot?: Outcome['ifNotRecorded'], last = false): Promise<ActionRecord> => {
+    if (unusable !== null) return ifNot ? { ...rec, ...ifNot(unusable) } : notLogged(rec, unusable);
+    if (last && asideNote) rec.detail += ` (${asideNote})`;
     try {
-      await append(host, dirs ?? run, rec, opts);
+      const note = await append(host, dirs ?? run, rec, opts);
+      if (note) rec.detail += ` (${note})`;
     } catch (e) {
       const why = (e as Error).message;
+      failedAppend = why;
       if (ifNot) return { ...rec, ...ifNot(why) };
-      rec.detail += ` [not logged: ${why}]`;
+      return notLogged(rec, why);
     }
     return rec;
   };
@@ -221,8 +267,11 @@ export async function audited(
   // (a dir whose pointer files cannot be read: each record tries again and says it was not logged)
   dirs = await runDirsOf(host, run).catch(() => null);
   if (spec.requireLog) {
-    const why = await actionLogRefusal(host, (dirs ?? (await runDirsOf(host, run))).outDir, opts);
-    if (why) return make('refused', why);
+    const { why, note } = await actionLogProblem(host, (dirs ?? (await runDirsOf(host, run))).outDir, opts);
+    // a signal, a dump, removing a .HALT: not taken unrecorded (fail closed); a halt: taken (fail open)
+    if (why && !spec.failOpen) return make('refused', `${why} — the action could not be recorded, so it was not taken`);
+    unusable = why;
+    asideNote = note;
   }
   const ctx: AuditContext = { progress: (result, detail, target) => keep(make(result, detail, target)) };
   let o: Outcome;
@@ -232,7 +281,11 @@ export async function audited(
     o = { result: 'failed', detail: (e as Error).message };
   }
   const rec = make(o.result, o.detail, o.target);
-  return o.unrecorded !== undefined ? rec : keep(rec, o.ifNotRecorded);
+  if (o.unrecorded !== undefined) {
+    const why = unusable ?? failedAppend;
+    return why !== null ? notLogged(rec, why) : rec;
+  }
+  return keep(rec, o.ifNotRecorded, true);
 }
 
 /** An event of an action already under way, recorded as it happened (the supervisor, a request's owner). */

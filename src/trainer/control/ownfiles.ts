@@ -10,7 +10,7 @@
 // A refused or failed write throws an OwnWriteError: one line that names the path and why.
 import { lstatSync, mkdirSync } from 'node:fs';
 import { isAbsolute, join, normalize } from 'node:path';
-import type { Host, OwnWriteMode } from '../../remote/host.js';
+import type { Host, OwnWriteDone, OwnWriteMode } from '../../remote/host.js';
 import { ownOpenAppendLocalSync, ownRemoveLocalSync, ownWriteLocalSync } from '../../remote/local/ownfiles.js';
 import { classify, isRunMarker, LOG_NAMES } from '../run/readers/names.js';
 
@@ -146,22 +146,33 @@ async function write(
   data: string | Buffer,
   mode: OwnWriteMode,
   opts: OwnWriteOptions,
-): Promise<void> {
+): Promise<OwnWriteDone | undefined> {
   const path = await guard(host, root, rel, opts);
   try {
-    await host.writeOwn(root, rel, data, mode);
+    return await host.writeOwn(root, rel, data, mode);
   } catch (e) {
     rethrow(path, e);
   }
 }
 
-type OwnWrite = (host: Host, root: string, rel: string, data: string | Buffer, opts?: OwnWriteOptions) => Promise<void>;
+/** Resolves to what was done beyond the write: an append target set aside (see Host.writeOwn). */
+type OwnWrite = (
+  host: Host,
+  root: string,
+  rel: string,
+  data: string | Buffer,
+  opts?: OwnWriteOptions,
+) => Promise<OwnWriteDone | undefined>;
 const writer =
   (mode: OwnWriteMode): OwnWrite =>
   (host, root, rel, data, opts = {}) =>
     write(host, root, rel, data, mode, opts);
 
-/** Appends to nsa-top's own file (one O_APPEND write: short records never interleave). */
+/**
+ * Appends to nsa-top's own file (one O_APPEND write: short records never interleave). Only to a
+ * regular file with one link, owned by the user: another (a hard link planted at the name) is set
+ * aside to `<name>.suspect-<ts>` and a fresh file takes the data; the result then says so.
+ */
 export const appendOwn = writer('append');
 
 /** Creates the file; EEXIST when it is there (its content is then kept). */

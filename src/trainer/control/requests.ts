@@ -577,9 +577,18 @@ export async function submitHaltAfterCheckpoint(
         });
         req.owner = null;
       } else {
-        await updateRequests(outDir, (all) => {
-          all.push(req);
-        });
+        try {
+          await updateRequests(outDir, (all) => {
+            all.push(req);
+          });
+        } catch (e) {
+          // a durable request lives in .nsa-top/requests.json: a linked or unwritable .nsa-top
+          // cannot keep one. A halt now does not need it (it fails open): say so, not just why.
+          return {
+            result: 'failed',
+            detail: `the request cannot be kept: ${(e as Error).message}; no .HALT will be written for it — a halt now (\`nsa-top halt RUN\`, the cockpit's h → now) is not blocked by this`,
+          };
+        }
         await ctx.progress(
           'started',
           `requested: .HALT after the next complete checkpoint written after ${clock(now)}`,

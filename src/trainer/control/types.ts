@@ -39,6 +39,8 @@ export interface ActionRecord {
   target: Record<string, unknown>;
   result: 'started' | 'ok' | 'partial' | 'failed' | 'refused';
   detail: string;
+  /** only on a record audited() returns: why it is not in the action log (its detail says so too) */
+  notLogged?: string;
 }
 
 export interface SupervisorState {

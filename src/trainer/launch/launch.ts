@@ -33,7 +33,7 @@ import {
   trainerRepo,
   type LaunchPlan,
 } from './profiles.js';
-import { createOwn, ensureOwnDirsSync, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
+import { createOwn, ensureOwnDirsSync, ReadOnlyError, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
 import { spawnSelfDetached } from './detached.js';
 import {
@@ -620,13 +620,24 @@ export async function stopRun(
     { actor, action: 'halt', target: { runDir } },
     async (): Promise<Outcome> => {
       const st = await readSupervisorState(host, runDir);
-      if (st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state)) {
-        await writeOwnAtomic(
-          host,
-          runDir,
-          `${NSA_DIR}/${STOP_FILE}`,
-          `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`,
-        );
+      let unasked: string | null = null;
+      const live = !!st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state);
+      if (live) {
+        try {
+          await writeOwnAtomic(
+            host,
+            runDir,
+            `${NSA_DIR}/${STOP_FILE}`,
+            `${JSON.stringify({ ts: Date.now(), who: actor, reason: opts.reason ?? 'stop requested' })}\n`,
+          );
+        } catch (e) {
+          // a stop is a halt: a supervisor that cannot be asked (a tampered .nsa-top) does not block
+          // it — .HALT is written here instead (fail open), and read-only still refuses below
+          if (e instanceof ReadOnlyError) throw e;
+          unasked = (e as Error).message;
+        }
+      }
+      if (st && live && unasked === null) {
         const plan = await readLaunchPlan(host, runDir);
         const g = plan
           ? ` (SIGINT after ${dur(plan.stop.halt_grace_s)}, SIGKILL ${dur(plan.stop.sigint_grace_s)} later)`
@@ -641,7 +652,10 @@ export async function stopRun(
       const rec = await requestHalt(host, runDir, 'now', actor, opts);
       return {
         result: rec.result,
-        detail: `${rec.detail}; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
+        detail:
+          unasked !== null
+            ? `the supervisor could not be asked to stop (${unasked}): ${rec.detail}; it does not escalate this one: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`
+            : `${rec.detail}; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
         target: rec.target,
         unrecorded: 'requestHalt recorded the .HALT itself',
       };

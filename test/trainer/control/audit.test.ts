@@ -2,7 +2,8 @@
 //  - by the source: nothing in src/ outside audit.ts builds an action record or writes the action
 //    log (a TypeScript walk over every file, so a hand-built record cannot slip in unnoticed);
 //  - by behaviour: audited() refuses read-only before the effect, records a throwing effect as
-//    failed, refuses when the log is a link; and read-only is refused, and explained, in the same
+//    failed, refuses when the log is a link — but takes a fail-open (safety) action and says
+//    NOT logged; and read-only is refused, and explained, in the same
 //    words by the cockpit, `nsa-top halt`, `watchdog --halt`, `stop` and `relaunch`.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -153,6 +154,47 @@ test('audited: read-only refuses before the effect and writes nothing; a linked 
   assert.match(r.detail, /could not be recorded, so it was not taken/);
   assert.equal(ran, 0);
   assert.equal(existsSync(join(tmp, 'elsewhere.jsonl')), false);
+});
+
+test('audited: a fail-open (safety) action is taken with a linked log and says NOT logged on every line; read-only still refuses it; an unwritable log reads the same', async () => {
+  const actor = await currentActor(host);
+  const linked = tempDir('audit-open');
+  mkdirSync(join(linked, '.nsa-top'));
+  symlinkSync(join(tmp, 'elsewhere-open.jsonl'), join(linked, '.nsa-top', 'actions.jsonl'));
+  let ran = 0;
+  const spec = { actor, action: 'halt' as const, target: {}, requireLog: true, failOpen: true };
+  const r = await audited(host, linked, spec, async (ctx) => {
+    ran++;
+    const p = await ctx.progress('started', 'on its way');
+    assert.match(p.detail, /^on its way; NOT logged: .*actions\.jsonl: is a symbolic link: refused/);
+    return { result: 'ok', detail: 'halted' };
+  });
+  assert.equal(ran, 1, 'the effect is taken');
+  assert.equal(r.result, 'ok');
+  assert.match(r.detail, /^halted; NOT logged: .*actions\.jsonl: is a symbolic link: refused/);
+  assert.match(r.notLogged ?? '', /is a symbolic link/);
+  assert.equal(existsSync(join(tmp, 'elsewhere-open.jsonl')), false, 'nothing written through the link');
+  // the same action without failOpen is refused before the effect (a dump, a signal)
+  const closed = await audited(
+    host,
+    linked,
+    { ...spec, failOpen: false },
+    async () => (ran++, { result: 'ok', detail: 'x' }),
+  );
+  assert.deepEqual([closed.result, ran], ['refused', 1]);
+  // read-only holds for a safety action too
+  const ro = await audited(host, linked, spec, async () => (ran++, { result: 'ok', detail: 'x' }), { readOnly: true });
+  assert.deepEqual([ro.result, ro.detail, ran], ['refused', READ_ONLY_REFUSAL, 1]);
+  // a log that cannot be written for an ordinary reason (here the run dir vanishes under the effect;
+  // a full disk is ownfiles.test.ts's tmpfs): the same words, the effect's outcome kept
+  const gone = tempDir('audit-gone');
+  const g = await audited(host, gone, { actor, action: 'halt', target: {} }, async () => {
+    rmSync(gone, { recursive: true, force: true });
+    return { result: 'ok', detail: 'halted' };
+  });
+  assert.equal(g.result, 'ok');
+  assert.match(g.detail, /^halted; NOT logged: /, 'the disk-full / unwritable path says it in the same words');
+  assert.ok(g.notLogged);
 });
 
 // ------------------------------------------------------------------------------ read-only, everywhere

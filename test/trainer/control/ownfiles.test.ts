@@ -36,6 +36,8 @@ import { RunModel } from '../../../src/trainer/run/model.js';
 import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
 import { relaunch } from '../../../src/trainer/launch/launch.js';
 import { spawnWithoutDac, withoutDacSkip } from '../../helpers/unprivileged.js';
+import { submitHaltAfterCheckpoint } from '../../../src/trainer/control/requests.js';
+import { killKids, startKid, tempDir, type Kid } from './helpers.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -73,26 +75,30 @@ const events = (s: string) =>
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 const bytes = (p: string) => readFileSync(p).toString('base64');
 
-test('a linked action log: the cockpit halt is refused and says why, training.csv is untouched; without the link the halt works', async () => {
+test('a linked action log: the halt is taken all the same and says it was NOT logged, training.csv is untouched; without the link it is logged', async () => {
   const d = run('halt-link');
   mkdirSync(join(d, '.nsa-top'));
   symlinkSync('../training.csv', join(d, '.nsa-top', 'actions.jsonl'));
   const before = bytes(join(d, 'training.csv'));
   const who = await currentActor(host);
   const rec = await requestHalt(host, d, 'now', who);
-  assert.equal(rec.result, 'refused');
-  assert.match(rec.detail, /actions\.jsonl: is a symbolic link: refused/);
+  assert.equal(rec.result, 'ok', rec.detail);
+  assert.match(rec.detail, /^\.HALT written .*; NOT logged: .*actions\.jsonl: is a symbolic link: refused/);
+  assert.match(rec.notLogged ?? '', /actions\.jsonl: is a symbolic link/);
   assert.equal(bytes(join(d, 'training.csv')), before, 'training.csv untouched');
-  assert.ok(!existsSync(join(d, '.HALT')), 'an action that cannot be recorded is not taken');
+  assert.match(readFileSync(join(d, '.HALT'), 'utf8'), /^halt: manual_stop /, 'a safety halt fails open');
+  assert.ok(lstatSync(join(d, '.nsa-top', 'actions.jsonl')).isSymbolicLink(), 'the link is left as it is');
   rmSync(join(d, '.nsa-top', 'actions.jsonl'));
+  rmSync(join(d, '.HALT'));
   const ok = await requestHalt(host, d, 'now', who);
   assert.equal(ok.result, 'ok', ok.detail);
+  assert.equal(ok.notLogged, undefined);
   assert.match(readFileSync(join(d, '.HALT'), 'utf8'), /^halt: manual_stop /);
   assert.equal((await readActions(host, d)).at(-1)?.action, 'halt');
   assert.equal(bytes(join(d, 'training.csv')), before);
 });
 
-test('watchdog --halt with a linked action log and a linked watchdog.jsonl: nothing written through either link, each refusal named', () => {
+test('watchdog --halt with a linked action log and a linked watchdog.jsonl: nothing written through either link, each refusal named, the halt taken', () => {
   const d = nanRun('wd-link');
   mkdirSync(join(d, '.nsa-top'));
   symlinkSync('../training.csv', join(d, '.nsa-top', 'actions.jsonl'));
@@ -106,12 +112,14 @@ test('watchdog --halt with a linked action log and a linked watchdog.jsonl: noth
   assert.match(r.stderr, /watchdog\.jsonl: is a symbolic link: refused/);
   assert.equal(r.stderr.match(/watchdog\.jsonl: is a symbolic link/g)?.length, 1, 'said once, not per line');
   const halt = events(r.stdout).find((e) => e.event === 'halt');
-  assert.equal(halt?.result, 'refused');
-  assert.match(String(halt?.detail), /actions\.jsonl: is a symbolic link/);
-  assert.ok(!existsSync(join(d, '.HALT')));
+  assert.equal(halt?.result, 'ok', String(halt?.detail));
+  assert.match(String(halt?.detail), /NOT logged: .*actions\.jsonl: is a symbolic link/);
+  assert.match(String(halt?.notLogged), /actions\.jsonl: is a symbolic link/);
+  assert.match(r.stderr, /\.HALT ok, NOT logged: .*actions\.jsonl: is a symbolic link/);
+  assert.equal(readFileSync(join(d, '.HALT'), 'utf8'), 'halt: nan_loss\n', "the watchdog's safety halt fails open");
 });
 
-test('.nsa-top itself a link to another directory: nothing is written there', async () => {
+test('.nsa-top itself a link to another directory: nothing is written there, and a halt still goes ahead', async () => {
   const d = run('dir-link');
   const elsewhere = join(tmp, `elsewhere-${n++}`);
   mkdirSync(elsewhere);
@@ -120,8 +128,43 @@ test('.nsa-top itself a link to another directory: nothing is written there', as
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /\.nsa-top: is a symbolic link: refused/);
   const rec = await requestHalt(host, d, 'now', await currentActor(host));
-  assert.equal(rec.result, 'refused');
+  assert.equal(rec.result, 'ok', rec.detail);
+  assert.match(rec.notLogged ?? '', /\.nsa-top: is a symbolic link: refused/);
+  assert.ok(existsSync(join(d, '.HALT')), 'the halt is not blocked by its log');
+  // the CLI says it on stderr too, and exits 0: the halt was taken
+  rmSync(join(d, '.HALT'));
+  const c = cli(['halt', d]);
+  assert.equal(c.status, 0, c.stderr);
+  assert.match(c.stdout, /^halt ok: \.HALT written .*; NOT logged: /);
+  assert.match(c.stderr, /nsa-top halt: ok, NOT logged: .*\.nsa-top: is a symbolic link/);
+  assert.ok(existsSync(join(d, '.HALT')));
   assert.deepEqual(spawnSync('ls', ['-A', elsewhere], { encoding: 'utf8' }).stdout, '');
+});
+
+test('.nsa-top a link, a live rank: halt --after-checkpoint cannot keep its request and says so (and that a halt now is not blocked); a halt now is taken', async () => {
+  const d = tempDir('req-link');
+  const elsewhere = join(tmp, `elsewhere-${n++}`);
+  mkdirSync(elsewhere);
+  symlinkSync(elsewhere, join(d, '.nsa-top'));
+  const kids: Kid[] = [];
+  try {
+    kids.push(await startKid(host, d));
+    const who = await currentActor(host);
+    const r = await submitHaltAfterCheckpoint(host, d, who);
+    assert.equal(r.record.result, 'failed', r.record.detail);
+    assert.match(
+      r.record.detail,
+      /^the request cannot be kept: .*\.nsa-top: is a symbolic link: refused.*a halt now .* is not blocked by this/,
+    );
+    assert.ok(!existsSync(join(d, '.HALT')));
+    const now = await requestHalt(host, d, 'now', who);
+    assert.equal(now.result, 'ok', now.detail);
+    assert.ok(existsSync(join(d, '.HALT')));
+    assert.deepEqual(spawnSync('ls', ['-A', elsewhere], { encoding: 'utf8' }).stdout, '');
+  } finally {
+    killKids(kids);
+    rmSync(d, { recursive: true, force: true });
+  }
 });
 
 test("run.info's out_dir cannot send writes out of the run: a relative ../../ that holds no run is not taken", async () => {

@@ -422,6 +422,18 @@ test('a relaunch whose trainer dies at once is logged as failed, and so is a sup
   await finalState(r.runDir);
 });
 
+test('a supervisor that cannot be asked (a directory planted at .nsa-top/stop.json) does not block a stop: .HALT is written here and the trainer stops', async () => {
+  const { r } = await launchFake('sup-unasked');
+  await until('progress', () => lastStep(r.runDir) >= 3);
+  mkdirSync(join(r.runDir, '.nsa-top', 'stop.json'));
+  const rec = await stopRun(host, r.runDir, await currentActor(host));
+  assert.equal(rec.result, 'ok', rec.detail);
+  assert.match(rec.detail, /^the supervisor could not be asked to stop \(.*stop\.json.*\): \.HALT written/);
+  assert.match(readFileSync(join(r.runDir, '.HALT'), 'utf8'), /^halt: manual_stop /);
+  const st = await finalState(r.runDir);
+  assert.equal(st.state, 'halted', 'the trainer stopped on the .HALT, and it was not restarted');
+});
+
 test("the cockpit's halt of a supervised run is the supervisor's stop escalation: a hung trainer is still stopped after the cockpit is gone", async () => {
   const { r } = await launchHung('sup-cockpit-halt');
   const who = await currentActor(host);
