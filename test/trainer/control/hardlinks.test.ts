@@ -29,6 +29,7 @@ import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../../src/remote/local/host.js';
+import { killKids, startKid } from './helpers.js';
 import { verifyProcess } from '../../../src/remote/procs.js';
 import { selfCommand } from '../../../src/self.js';
 import { currentActor, readActions, requestHalt } from '../../../src/trainer/control/actions.js';
@@ -72,7 +73,7 @@ function pin(path: string): () => void {
 const asideOf = (dir: string, name: string) =>
   readdirSync(dir).filter((x) => x.startsWith(`${name}.suspect-`) && /\.suspect-\d{8}T\d{6}Z(-\d+)?$/.test(x));
 
-test('halt, watchdog --once and dump with each own log hard-linked to a training artifact or a file outside the run: nothing outside .nsa-top changes', () => {
+test('halt, watchdog --once and dump with each own log hard-linked to a training artifact or a file outside the run: nothing outside .nsa-top changes', async () => {
   const outside = join(tmp, 'outside.txt');
   writeFileSync(outside, 'not a run file\n');
   const layouts: [string, (d: string) => string][] = [
@@ -98,7 +99,11 @@ test('halt, watchdog --once and dump with each own log hard-linked to a training
     assert.match(wd.stderr, /watchdog\.jsonl has 3 hard links .*: set aside as watchdog\.jsonl\.suspect-/, what);
     unchanged();
 
+    // a live rank of the run (its boot record in heartbeat_rank1.jsonl): a finished run has nothing to halt
+    const kid = await startKid(host, d, undefined, { DUMP_RANK: '1', HB_RANK: '1' });
     const h = cli(['halt', d, '--json']);
+    killKids([kid]);
+    await kid.exited;
     assert.equal(h.status, 0, `${what}: halt: ${h.stderr}`);
     const hj = JSON.parse(h.stdout) as { result: string; detail: string; notLogged?: string };
     assert.equal(hj.result, 'ok');

@@ -133,7 +133,11 @@ test('.nsa-top itself a link to another directory: nothing is written there, and
   assert.ok(existsSync(join(d, '.HALT')), 'the halt is not blocked by its log');
   // the CLI says it on stderr too, and exits 0: the halt was taken
   rmSync(join(d, '.HALT'));
+  // a live rank of the run (its boot record in heartbeat_rank1.jsonl): a finished run has nothing to halt
+  const kid = await startKid(host, d, undefined, { DUMP_RANK: '1', HB_RANK: '1' });
   const c = cli(['halt', d]);
+  killKids([kid]);
+  await kid.exited;
   assert.equal(c.status, 0, c.stderr);
   assert.match(c.stdout, /^halt ok: \.HALT written .*; NOT logged: /);
   assert.match(c.stderr, /nsa-top halt: ok, NOT logged: .*\.nsa-top: is a symbolic link/);
