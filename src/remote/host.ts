@@ -11,6 +11,14 @@ export interface FileStat {
   isDir: boolean;
   isFile: boolean;
   mode: number;
+  /**
+   * owner, device and hard-link count where the host can tell (LocalHost always; SshHost with GNU
+   * find, owner and links with the `ls` fallback): what a pointer file must show to be believed
+   * (src/trainer/launch/pointers.ts)
+   */
+  uid?: number;
+  dev?: number;
+  nlink?: number;
 }
 
 export interface DirEntry {
@@ -181,9 +189,10 @@ export interface Host {
    * absent: a link at either is refused (never followed), and so is a FIFO, device or directory.
    * 'exclusive' fails with EEXIST when the name exists; 'replace' writes a temporary file and
    * renames it over the name. A write that failed after the file was created throws an error with
-   * `partial: true` (e.g. ENOSPC: the file is there, its content is not).
+   * `partial: true` (e.g. ENOSPC: the file is there, its content is not). `fileMode` (0600 for a
+   * private record) is the mode a created or replacing file gets; else 0644 (less the umask).
    */
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<void>;
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode, fileMode?: number): Promise<void>;
   /** Removes `rel` (a file, or a link itself — never what it points at) below `root`. */
   removeOwn(root: string, rel: string): Promise<void>;
 

@@ -132,6 +132,7 @@ export async function ownWriteLocal(
   rel: string,
   data: string | Buffer,
   mode: OwnWriteMode,
+  fileMode = 0o644,
 ): Promise<void> {
   const [sub, name] = splitOwnRel(rel);
   const shown = join(root, rel);
@@ -142,7 +143,7 @@ export async function ownWriteLocal(
       const tmp = tmpName(name);
       let fh: fs.FileHandle;
       try {
-        fh = await fs.open(d.at(tmp), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | O_NOFOLLOW, 0o644);
+        fh = await fs.open(d.at(tmp), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | O_NOFOLLOW, fileMode);
       } catch (e) {
         throw explain(e, join(root, sub ?? '', tmp), 'file');
       }
@@ -166,7 +167,7 @@ export async function ownWriteLocal(
       fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL);
     let fh: fs.FileHandle;
     try {
-      fh = await fs.open(d.at(name), flags, 0o644);
+      fh = await fs.open(d.at(name), flags, fileMode);
     } catch (e) {
       throw explain(e, shown, 'file');
     }

@@ -93,7 +93,10 @@ export async function openRunModel(
 ): Promise<{ model: RunModel; runDir: string; outDir: string; outDirProblem?: string }> {
   let dirs: { runDir: string; outDir: string; outDirProblem?: string } = { runDir: dir, outDir: dir };
   try {
-    dirs = await resolveRunDirs(host, dir);
+    const d = await resolveRunDirs(host, dir);
+    // a pointer not followed (a copy's, a planted one) is said where a bad out_dir is
+    const problem = [d.outDirProblem, d.pointerProblem].filter(Boolean).join('; ');
+    dirs = { runDir: d.runDir, outDir: d.outDir, ...(problem ? { outDirProblem: problem } : {}) };
   } catch {
     /* unreadable pointer files: read the dir itself */
   }
