@@ -105,7 +105,7 @@ export function unknownTrainer(argv: string[]): string | null {
   else if (prog === 'torchrun') got = torchrunScript(argv.slice(1));
   else if (/^nsa-top(\.js|\.mjs)?$/.test(prog))
     return argv[1] === 'train' ? null : `nsa-top ${argv[1] ?? ''} is not the trainer`;
-  else if (prog === 'node' || prog === 'nodejs') {
+  else if (/^node(js)?[0-9.]*$/.test(prog)) {
     const i = argv.findIndex((a, k) => k > 0 && !a.startsWith('-'));
     if (i > 0 && /^nsa-top(\.js|\.mjs)?$/.test(baseName(argv[i]!)) && argv[i + 1] === 'train') {
       // node options before the script could load code: only plain flags like --enable-source-maps
