@@ -145,7 +145,7 @@ test('a copied out_dir with a live trainer in each: stop COPY stops the copy onl
   // status acts on the copy, and says why it did not follow the pointer
   const st = cli(['status', copy, '--json'], root);
   assert.ok(st.status === 0 || st.status === 1, st.stderr);
-  assert.match(st.stderr, /is a copy of .*not followed/);
+  assert.match(st.stderr, /is a copy of .*not followed/, `status said: ${st.stderr}${st.stdout.slice(0, 2000)}`);
 
   // stop COPY: the copy's trainer stops (its .HALT), the original's supervisor and trainer go on
   const stop = cli(['stop', copy], root);
@@ -458,4 +458,125 @@ test('relaunch of a recorded fixture run with a broken adoption record: one line
     assert.doesNotMatch(r.stderr, /Invalid time value/);
     assert.ok(!existsSync(join(out, '.nsa-top', 'supervised')), `${what}: nothing made`);
   }
+});
+
+test('over SSH: the same checks (owner by id -u, mode, device and inode by find), and a private record is 0600', async (t) => {
+  const { startSshd } = await import('../../helpers/sshd.js');
+  const { writeOwnAtomic } = await import('../../../src/trainer/control/ownfiles.js');
+  const sshd = await startSshd();
+  if (sshd.kind !== 'openssh') t.diagnostic(`sshd: ${sshd.why}`);
+  const remote = await sshd.connect();
+  try {
+    const root = tmp('ssh');
+    const out = join(root, 'out');
+    const launcher = join(root, 'launcher');
+    mkdirSync(join(out, '.nsa-top'), { recursive: true });
+    mkdirSync(launcher);
+    writeFileSync(join(out, 'training.csv'), 'step,loss\n');
+    writeFileSync(join(launcher, 'run.info'), `run_dir: ${launcher}\nprofile: p\nout_dir: ${out}\n`);
+    const id = statSync(out);
+    const ptr = join(out, '.nsa-top', 'run.json');
+    writeFileSync(ptr, JSON.stringify({ runDir: launcher, outDir: out, outDirId: { dev: id.dev, ino: id.ino } }));
+    const st = await remote.stat(ptr);
+    assert.equal(st?.uid, process.getuid?.());
+    assert.equal(st?.nlink, 1);
+    if (st?.dev !== undefined) assert.equal(st.dev, statSync(ptr).dev, "find's %D is stat's st_dev");
+    assert.equal((await resolveRunDirs(remote, out)).runDir, launcher, 'followed over SSH');
+    // a copy, over SSH
+    const copy = join(root, 'copy');
+    cpSync(out, copy, { recursive: true });
+    const c = await resolveRunDirs(remote, copy);
+    assert.equal(c.runDir, copy);
+    assert.match(
+      c.pointerProblem ?? '',
+      new RegExp(`${copy} is a copy of ${out}: its \\.nsa-top/run\\.json points to another run; not followed`),
+    );
+    chmodSync(ptr, 0o664);
+    assert.match((await resolveRunDirs(remote, out)).pointerProblem ?? '', /group-writable \(mode 664\)/);
+    chmodSync(ptr, 0o644);
+    if (process.getuid?.() === 0) {
+      chownSync(ptr, 65534, 65534);
+      assert.match(
+        (await resolveRunDirs(remote, out)).pointerProblem ?? '',
+        /owned by uid 65534, not by you \(uid 0\)/,
+      );
+      chownSync(ptr, 0, 0);
+    }
+    assert.equal((await resolveRunDirs(remote, out)).runDir, launcher);
+    // the adoption record's write: 0600 over SSH too
+    await writeOwnAtomic(remote, out, '.nsa-top/launch.json', '{}\n', { private: true });
+    assert.equal(statSync(join(out, '.nsa-top', 'launch.json')).mode & 0o777, 0o600);
+    await writeOwnAtomic(remote, out, '.nsa-top/other.json', '{}\n');
+    assert.equal(statSync(join(out, '.nsa-top', 'other.json')).mode & 0o077 & 0o022, 0, 'never group/world-writable');
+  } finally {
+    await remote.close();
+    await sshd.stop();
+  }
+});
+
+test('what a relaunch runs: known trainers, loader variables, and every variable shown', async () => {
+  const { unknownTrainer, describeWillRun, loaderVariable } = await import('../../../src/trainer/launch/willrun.js');
+  for (const ok of [
+    ['python', '-u', 'scripts/train_showcase.py', '--dataset', 'x'],
+    ['/venv/bin/python3.11', '-X', 'dev', '/r/scripts/train_showcase.py'],
+    ['torchrun', '--nproc_per_node', '2', '--master_port=29601', 'scripts/train_showcase.py'],
+    ['torchrun', '--standalone', '--nproc_per_node=2', 'scripts/train_showcase.py'],
+    ['python', '-m', 'torch.distributed.run', '--nproc_per_node=2', 'scripts/train_showcase.py'],
+    [process.execPath, '/opt/nsa-top/bin/nsa-top.js', 'train', '--out', '/o'],
+    ['nsa-top', 'train', '--out', '/o'],
+  ])
+    assert.equal(unknownTrainer(ok), null, ok.join(' '));
+  for (const [bad, why] of [
+    [['sh', '-c', 'touch x'], /sh is not a known trainer/],
+    [['python', '-c', 'import os'], /inline code/],
+    [['python', '-m', 'http.server'], /python -m http\.server is not the trainer/],
+    [['python', 'evil.py'], /evil\.py is not the trainer script/],
+    [['torchrun', '--no-python', 'sh', 'train_showcase.py'], /--no-python runs any program/],
+    [['torchrun', '-m', 'evil'], /runs a module/],
+    [['node', '--require=/tmp/x.js', '/o/bin/nsa-top.js', 'train'], /options that are not nsa-top's/],
+    [['node', '--require', '/tmp/x.js', '/o/bin/nsa-top.js', 'train'], /node running x\.js is not a known trainer/],
+    [['env', 'LD_PRELOAD=x', 'python', 'train_showcase.py'], /env is not a known trainer/],
+    [['nsa-top', 'relaunch', '/x'], /nsa-top relaunch is not the trainer/],
+  ] as const)
+    assert.match(unknownTrainer([...bad]) ?? '', why, bad.join(' '));
+  for (const v of [
+    'LD_PRELOAD',
+    'LD_LIBRARY_PATH',
+    'LD_AUDIT',
+    'PYTHONSTARTUP',
+    'PYTHONINSPECT',
+    'NODE_OPTIONS',
+    'BASH_ENV',
+    'ENV',
+  ])
+    assert.ok(loaderVariable(v), v);
+  for (const v of ['PYTHONPATH', 'CONFIG', 'CUDA_VISIBLE_DEVICES', 'NSA_HEARTBEAT_EVERY', 'OLD_ENV'])
+    assert.equal(loaderVariable(v), null, v);
+  const w = describeWillRun(
+    [
+      {
+        what: 'trainer',
+        command: ['python', '-u', 'scripts/train_showcase.py'],
+        cwd: '/r',
+        env: { CONFIG: 'c.yaml', B: 'x y' },
+      },
+    ],
+    { resume: { flag: '--resume', path: '/o/checkpoint_step40.pt' } },
+  );
+  assert.equal(w.refusal, null);
+  assert.deepEqual(w.lines, [
+    'trainer: in /r',
+    '  runs: python -u scripts/train_showcase.py --resume /o/checkpoint_step40.pt',
+    '  sets: 2 environment variables',
+    "    B='x y'",
+    '    CONFIG=c.yaml',
+  ]);
+  const u = describeWillRun([{ what: 'trainer', command: ['node', 'fake.mjs'], cwd: '/r', env: {} }]);
+  assert.deepEqual(u.needsAllow, ['node']);
+  assert.match(u.refusal ?? '', /--allow-command node/);
+  assert.equal(
+    describeWillRun([{ what: 'trainer', command: ['node', 'fake.mjs'], cwd: '/r', env: {} }], { allow: ['node'] })
+      .refusal,
+    null,
+  );
 });
