@@ -580,3 +580,68 @@ test('what a relaunch runs: known trainers, loader variables, and every variable
     null,
   );
 });
+
+test("a copied reference run (launcher dir = out_dir) with a live trainer in each: the copy's run.info, plan and supervisor state are the original's, not followed; stop COPY stops the copy only", async () => {
+  const { FAKE_TRAINER } = await import('./helpers.js');
+  const cwd = tmp('refcopy');
+  const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd), cwd });
+  const orig = await until('the original trainer to run', async () => {
+    const s = await readSupervisorState(host, r.runDir);
+    return s?.state === 'running' && s.child?.startTime ? s : null;
+  });
+  cleanup.push(() => {
+    for (const p of [orig.child!.pid, orig.supervisor!.pid])
+      try {
+        process.kill(p, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+  });
+  const copy = join(cwd, 'copy');
+  cpSync(r.runDir, copy, { recursive: true });
+  const fd = openSync(join(cwd, 'copy.log'), 'a');
+  const child = spawn(
+    process.execPath,
+    [FAKE_TRAINER, '--out', copy, '--ranks', '1', '--steps', '100000', '--save-every', '10'],
+    {
+      cwd,
+      detached: true,
+      stdio: ['ignore', fd, fd],
+    },
+  );
+  closeSync(fd);
+  child.unref();
+  killGroupLater(child.pid!);
+  const kid = await until('the copy trainer', async () => {
+    const p = await readProc(host, child.pid!).catch(() => null);
+    const hb = join(copy, 'heartbeat_rank0.jsonl');
+    return p && existsSync(hb) && readFileSync(hb, 'utf8').includes(`"pid":${child.pid}`) ? p : null;
+  });
+  const dirs = await resolveRunDirs(host, copy);
+  assert.equal(dirs.runDir, copy);
+  assert.equal(dirs.outDir, copy);
+  assert.match(
+    dirs.pointerProblem ?? '',
+    new RegExp(`${copy} is a copy of ${r.runDir}: its run\\.info names another run; not followed`),
+  );
+  assert.equal(await readSupervisorState(host, copy), null, "the original supervisor's state is not the copy's");
+  assert.equal(await readLaunchPlan(host, copy), null, 'nor is its plan');
+  const stop = cli(['stop', copy], cwd);
+  assert.equal(stop.status, 0, stop.stderr + stop.stdout);
+  assert.match(stop.stdout + stop.stderr, /is a copy of .*not followed/);
+  assert.ok(existsSync(join(copy, '.HALT')));
+  assert.ok(!existsSync(join(r.runDir, '.HALT')));
+  await until('the copy trainer to stop', async () => !(await alive(child.pid!, kid.startTime)), 30_000);
+  assert.ok(await alive(orig.child!.pid, orig.child!.startTime), 'the original trainer still runs');
+  assert.equal((await readSupervisorState(host, r.runDir))?.state, 'running');
+  // a relaunch of the copy does not start the original's plan there
+  const rl = cli(['relaunch', copy, '--yes', '--allow-command', 'node'], cwd);
+  assert.equal(rl.status, 3, rl.stderr);
+  assert.match(rl.stderr, /is a copy of .*not followed/);
+  const stopOrig = await stopRun(host, r.runDir, await currentActor(host), { reason: 'test done' });
+  assert.equal(stopOrig.result, 'started', stopOrig.detail);
+  await until('the original supervisor to finish', async () => {
+    const x = await readSupervisorState(host, r.runDir);
+    return x?.state === 'halted' && !(await alive(orig.supervisor!.pid, orig.supervisor!.startTime));
+  });
+});
