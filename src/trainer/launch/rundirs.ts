@@ -45,7 +45,8 @@ export async function resolveRunDirs(host: Host, dir: string): Promise<RunDirs> 
     const kv = parseRunInfo(info);
     // a copied launcher dir keeps the original's run.info (and its supervisor's files): its out_dir
     // and supervisor are the original's, never this copy's
-    if (kv.run_dir) {
+    // (nsa-top writes run_dir absolute; the real launcher's may be relative to its repo: not judged)
+    if (kv.run_dir && isAbsolute(kv.run_dir.trim())) {
       const copy = await forThisDir(host, dir, 'run.info', kv.run_dir.trim(), null, 'names another run');
       if (copy) return { runDir: dir, outDir: dir, supervised: false, pointerProblem: copy };
     }
