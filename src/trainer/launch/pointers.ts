@@ -114,7 +114,10 @@ async function readLocal(path: string): Promise<{ st: FileStat; text: string } |
       nlink: s.nlink,
     };
     if (!st.isFile || st.size > MAX_POINTER) return { st, text: '' };
-    return { st, text: (await fh.readFile()).toString('utf8') };
+    // one read of the size fstat gave (a pointer is small; a longer file is cut and fails to parse)
+    const buf = Buffer.allocUnsafe(Math.max(1, st.size));
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+    return { st, text: buf.subarray(0, bytesRead).toString('utf8') };
   } finally {
     await fh.close().catch(() => {});
   }
@@ -165,8 +168,10 @@ export async function forThisDir(
   recordedPath: unknown,
   recordedId: unknown,
   what: string,
+  /** `dir`'s identity when the caller has it already */
+  known?: DirId | null,
 ): Promise<string | null> {
-  const here = await dirIdOf(host, dir);
+  const here = known !== undefined ? known : await dirIdOf(host, dir);
   const orig = typeof recordedPath === 'string' && recordedPath.length > 0 ? recordedPath : null;
   const id = parseDirId(recordedId);
   let same: boolean;
@@ -238,15 +243,24 @@ export async function readRunPointer(
   const back = info === null ? null : runInfoOutDir(runDir, info);
   // a pointer written before the out_dir was recorded in it: run.info's out_dir is where it was written
   const recorded = typeof r.json.outDir === 'string' ? r.json.outDir : back;
-  const why = await forThisDir(host, outDir, `${NSA_DIR}/run.json`, recorded, r.json.outDirId, 'points to another run');
+  const here = await dirIdOf(host, outDir);
+  const why = await forThisDir(
+    host,
+    outDir,
+    `${NSA_DIR}/run.json`,
+    recorded,
+    r.json.outDirId,
+    'points to another run',
+    here,
+  );
   if (why) return { runDir: null, problem: why };
   if (back === null)
     return {
       runDir: null,
       problem: `${r.path}: ${runDir}/run.info ${info === null ? 'is not there' : 'names no out_dir'}; not followed`,
     };
-  const backId = await dirIdOf(host, back);
-  const here = await dirIdOf(host, outDir);
+  // the same path is the same directory (its identity was checked just above)
+  const backId = normalize(back) === normalize(outDir) ? here : await dirIdOf(host, back);
   if (!(backId && here ? sameDir(backId, here) : normalize(back) === normalize(outDir)))
     return {
       runDir: null,
