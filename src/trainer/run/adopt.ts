@@ -18,7 +18,7 @@ import type { GpuInventory, LaunchPlan } from '../launch/profiles.js';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
 import { readLaunchPlan } from '../launch/state.js';
-import { dirIdOf, forThisDir, readPointerFile, type DirId } from '../launch/pointers.js';
+import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../launch/pointers.js';
 
 export const ADOPT_FILE = 'launch.json';
 /** what a secret on the recorded command line is replaced with */
@@ -226,7 +226,7 @@ export async function readAdoptionFile(
 }
 
 /** /proc/PID/FILE in full (procfs reports size 0, so not through a size-bounded read) */
-async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline'): Promise<string> {
+async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline' | 'status'): Promise<string> {
   if (host.kind === 'local') return (await readFile(`/proc/${pid}/${file}`)).toString('utf8');
   const r = await host.exec(['cat', `/proc/${pid}/${file}`], { timeoutMs: 10_000 });
   if (r.code !== 0) throw new Error(r.stderr.trim() || `exit ${r.code}`);
@@ -266,6 +266,16 @@ export async function recordAdoption(
   const info = await readProc(host, launcher.pid).catch(() => null);
   if (!info || info.startTime !== launcher.startTime || info.argv.length === 0 || !info.cwd)
     return { record: null, note: null };
+  // a process of another user is never adopted: its command would be run again as you
+  const me = await currentUid(host);
+  const uidLine = /^Uid:\s+(\d+)\s+(\d+)/m.exec(await readProcFile(host, launcher.pid, 'status').catch(() => ''));
+  if (me !== null && (!uidLine || Number(uidLine[1]) !== me || Number(uidLine[2]) !== me)) {
+    seen.set(key, 'another user');
+    return {
+      record: null,
+      note: `launch not recorded: pid ${launcher.pid} ${uidLine ? `runs as uid ${uidLine[2]}, not as you (uid ${me})` : 'has no readable owner'}: nsa-top never relaunches another user's command`,
+    };
+  }
   let environ: string;
   let argv: string[];
   try {

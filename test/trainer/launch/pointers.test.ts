@@ -645,3 +645,40 @@ test("a copied reference run (launcher dir = out_dir) with a live trainer in eac
     return x?.state === 'halted' && !(await alive(orig.supervisor!.pid, orig.supervisor!.startTime));
   });
 });
+
+test('a run another user started is never adopted: its command would be relaunched as you', async (t) => {
+  if (process.getuid?.() !== 0) {
+    t.diagnostic('skipped: starting a trainer as another user needs root');
+    return;
+  }
+  const root = tmp('other-user');
+  chmodSync(root, 0o755);
+  const out = join(root, 'out');
+  mkdirSync(out, { mode: 0o777 });
+  chmodSync(out, 0o777);
+  const { repo, script } = repoWith(root, { 'run.yaml': out });
+  const log = join(root, 'hand.log');
+  const fd = openSync(log, 'a');
+  const child = spawn(PY, ['-u', script], {
+    cwd: repo,
+    detached: true,
+    stdio: ['ignore', fd, fd],
+    uid: 65534,
+    gid: 65534,
+    env: { ...process.env, CONFIG: 'configs/run.yaml', FAKE_STEP_MS: '40' },
+  });
+  closeSync(fd);
+  child.unref();
+  killGroupLater(child.pid!);
+  await until("the other user's trainer to boot", () => {
+    const hb = join(out, 'heartbeat_rank0.jsonl');
+    return existsSync(hb) && readFileSync(hb, 'utf8').includes(`"pid": ${child.pid}`);
+  });
+  const st = cli(['status', out], root);
+  assert.ok(st.status === 0 || st.status === 1, st.stderr);
+  assert.match(
+    st.stdout,
+    new RegExp(`launch not recorded: pid ${child.pid} runs as uid 65534, not as you \\(uid 0\\)`),
+  );
+  assert.equal(existsSync(join(out, '.nsa-top', 'launch.json')), false, 'nothing recorded');
+});
