@@ -229,6 +229,17 @@ test('a planted launch.json is refused with the reason, and what it would run is
   assert.equal(ld.status, 3, ld.stderr);
   assert.match(ld.stderr, /LD_PRELOAD=\/tmp\/evil\.so/, 'every variable is shown');
   assert.match(ld.stderr, /relaunch refused: .*sets LD_PRELOAD \(the dynamic loader.*PYTHONSTARTUP/);
+  // the cockpit's relaunch dialog gets the same lines and the same refusal
+  const { createActions } = await import('../../../src/cockpit/actions.js');
+  const info = await createActions({
+    host,
+    runDir: run.runDir,
+    readOnly: false,
+    state: () => null,
+    relaunch: async () => ({ ok: false, result: 'refused', detail: 'not in this test' }),
+  }).prepareRelaunch!();
+  assert.ok(info.willRun?.includes('    LD_PRELOAD=/tmp/evil.so'), JSON.stringify(info.willRun));
+  assert.match(info.refusal ?? '', /sets LD_PRELOAD/);
 
   // a plan written for another dir (a copy's) is not followed at all
   const other = tmp('plant-other');
