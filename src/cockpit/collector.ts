@@ -110,6 +110,8 @@ export class Collector {
   private procsPids = '';
   private actionsKey = '';
   private supervisorKey = '';
+  /** the version of the out_dir's .nsa-top/run.json last judged (pointers.ts) */
+  private pointerKey: string | null = null;
   private requestsKey = '';
   private ownerCheck: { key: string; at: number; alive: boolean | undefined } | null = null;
   private graceS: number | undefined;
@@ -320,12 +322,14 @@ export class Collector {
       try {
         // re-read only when supervisor.json changed
         let st = await this.host.stat(join(this.launcherDir!, NSA_DIR, 'supervisor.json'));
-        if (
-          !st &&
-          this.launcherDir === this.outDir &&
-          (this.host.kind === 'local' || this.ticks % 10 === 0) &&
-          (await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json')))
-        ) {
+        const ptr =
+          !st && this.launcherDir === this.outDir && (this.host.kind === 'local' || this.ticks % 10 === 0)
+            ? await this.host.stat(join(this.outDir!, NSA_DIR, 'run.json'))
+            : null;
+        const ptrKey = ptr ? `${ptr.size}:${ptr.mtimeMs}:${ptr.ino}:${ptr.mode}` : null;
+        // judged once per version of the file: a copy's pointer, not followed, is not re-read every tick
+        if (ptr && ptrKey !== this.pointerKey) {
+          this.pointerKey = ptrKey;
           // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
           // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
           const d = await resolveRunDirs(this.host, this.outDir!);
