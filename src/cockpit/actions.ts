@@ -74,6 +74,13 @@ export interface RelaunchInfo {
   skipped: string[];
   /** a run started by hand: the command that will run again (without --resume) */
   adopted: string | null;
+  /**
+   * what will run, to show before the name is typed: working directory, exact command, every
+   * environment variable set (src/trainer/launch/willrun.ts describeWillRun; [] when unknown)
+   */
+  willRun?: string[];
+  /** pointer files not followed (a copy's, a planted one), one line each */
+  notFollowed?: string[];
 }
 
 /** The supervisor's relaunch, injected by the command (src/trainer/launch). */
@@ -208,6 +215,8 @@ export function createActions(o: {
         warnings: [],
         skipped: [],
         adopted: null,
+        willRun: [],
+        notFollowed: [],
       };
       if (readOnly) return { ...none, refusal: READ_ONLY_WHY };
       if (!o.relaunch)
@@ -231,6 +240,8 @@ export function createActions(o: {
         adopted: p.adopted
           ? `(cd ${p.adopted.launcher.cwd} && ${withoutResume(p.adopted.launcher.argv).join(' ')})${p.adopted.config ? ` with CONFIG=${p.adopted.config}` : ''}`
           : null,
+        willRun: p.willRun?.lines ?? [],
+        notFollowed: p.notFollowed,
       };
     },
   };

@@ -99,6 +99,8 @@ export class Observer {
   private procs: RunProcesses | null = null;
   private procsPids = '';
   private supKey = '';
+  /** the version of the out_dir's .nsa-top/run.json last judged */
+  private pointerKey: string | null = null;
   private supFile: SupervisorState | null = null;
   private reqKey = '';
   private requests: ControlRequest[] = [];
@@ -268,12 +270,15 @@ export class Observer {
   private async supervisorState(): Promise<SupervisorState | null> {
     const host = this.host;
     let st = await host.stat(join(this.dirs.runDir, NSA_DIR, STATE_FILE));
-    if (
-      !st &&
-      this.dirs.runDir === this.dirs.outDir &&
-      (host.kind === 'local' || this.rounds % 10 === 1) &&
-      (await host.stat(join(this.dirs.outDir, NSA_DIR, 'run.json')))
-    ) {
+    const ptr =
+      !st && this.dirs.runDir === this.dirs.outDir && (host.kind === 'local' || this.rounds % 10 === 1)
+        ? await host.stat(join(this.dirs.outDir, NSA_DIR, 'run.json'))
+        : null;
+    const ptrKey = ptr ? `${ptr.size}:${ptr.mtimeMs}:${ptr.ino}:${ptr.mode}` : null;
+    // judged once per version of the file: a copy's pointer, not followed (pointers.ts), is not
+    // re-read every round
+    if (ptr && ptrKey !== this.pointerKey) {
+      this.pointerKey = ptrKey;
       // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
       // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
       const d = await resolveRunDirs(host, this.dirs.outDir);

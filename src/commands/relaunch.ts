@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import type { ActionRecord } from '../trainer/control/types.js';
-import { withoutResume } from '../trainer/run/adopt.js';
+import { sanitize } from '../sanitize.js';
 import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
@@ -17,6 +17,12 @@ export const command = defineCommand({
   options: {
     'remove-stale-halt': { type: 'boolean', help: 'remove a .HALT left in the out_dir (else the relaunch is refused)' },
     yes: { type: 'boolean', short: 'y', help: "no question: for scripts (on a terminal you type the run's name)" },
+    'allow-command': {
+      type: 'string',
+      multiple: true,
+      value: 'NAME',
+      help: 'run a command that is not a known trainer, named by its program (e.g. node); shown first all the same',
+    },
   },
   about: `Starts the run again under a new detached supervisor, resuming from the checkpoint holding the
 newest weights (by the run's segments, then mtime, then step: the real trainer restarts its step
@@ -24,6 +30,11 @@ count at 1 on --resume) that is COMPLETE (half-written files are skipped and nam
 by hand is relaunched with the command nsa-top recorded while it ran (status, cockpit, watchdog).
 A .HALT left in the out_dir would stop the trainer at step 1: it is shown, and removed only with
 --remove-stale-halt. On a terminal you confirm by typing the run's name; scripts pass --yes.
+The exact command, working directory and every environment variable it sets are printed first
+(with --yes too). Its files are believed only when nsa-top wrote them for this very directory (a
+copy's or a planted .nsa-top/launch.json is named and refused); a loader variable (LD_*,
+PYTHONSTARTUP, NODE_OPTIONS, BASH_ENV, …) is refused, and so is a command that is not a known
+trainer (python/torchrun … train_showcase.py, nsa-top train) unless named with --allow-command.
 Every relaunch is logged in .nsa-top/actions.jsonl.`,
 });
 
@@ -31,12 +42,16 @@ export async function run(argv: string[]): Promise<number> {
   const a = parseCommand(command, argv);
   if (!a) return 0;
   const { 'remove-stale-halt': removeStaleHalt, yes } = a.values;
+  const allowCommand = (a.values['allow-command'] ?? []) as string[];
+  for (const n of allowCommand)
+    if (!/^[\w.+-]+$/.test(n))
+      throw new CliError(`relaunch: --allow-command ${n}: name a program by its basename (e.g. node)`);
   const host = new LocalHost();
   const dir = resolve(a.positional);
   if (!(await host.stat(dir))?.isDir) throw new CliError(`relaunch: ${dir}: no such run directory`);
   // read-only: refused by the audited path itself, in the words every command and the cockpit use
   if (readOnlyMode())
-    return printOutcome(await relaunch(host, dir, await currentActor(host), { removeStaleHalt }), dir);
+    return printOutcome(await relaunch(host, dir, await currentActor(host), { removeStaleHalt, allowCommand }), dir);
   // what the cockpit's r refuses (a live run, a supervisor that restarts it itself), in its words
   const no = await refusedByState(host, dir, 'relaunch');
   if (no) {
@@ -44,10 +59,14 @@ export async function run(argv: string[]): Promise<number> {
     return 3;
   }
   // what can and cannot work is said before anything is asked
-  const prep = await prepareRelaunch(host, dir);
+  const prep = await prepareRelaunch(host, dir, { allowCommand });
   const { runDir, outDir } = prep;
+  // a broken record is bad input: one line, exit 2
+  if (prep.badRecord) throw new CliError(`relaunch: ${sanitize(prep.badRecord)}`);
+  // what it would run is shown even when it is refused (the refusal says which part)
+  if (prep.willRun) process.stderr.write(`${prep.willRun.lines.map((l) => `  ${sanitize(l)}`).join('\n')}\n`);
   if (prep.refusal) {
-    process.stderr.write(`relaunch refused: ${prep.refusal}\n`);
+    process.stderr.write(`relaunch refused: ${sanitize(prep.refusal)}\n`);
     return 3;
   }
   const haltPath = join(outDir, '.HALT');
@@ -60,8 +79,9 @@ export async function run(argv: string[]): Promise<number> {
   const summary =
     `relaunch ${runDir}\n` +
     (prep.adopted
-      ? `  adopted: started by hand; runs again: (cd ${prep.adopted.launcher.cwd} && ${withoutResume(prep.adopted.launcher.argv).join(' ')} --resume …)${prep.adopted.config ? ` with CONFIG=${prep.adopted.config}` : ''}\n`
+      ? `  adopted: started by hand (launcher pid ${prep.adopted.launcher.pid}); runs the recorded command\n`
       : '') +
+    prep.notFollowed.map((n) => `  not followed: ${sanitize(n)}\n`).join('') +
     prep.preflight
       .filter((l) => l.status !== 'PASS')
       .map((l) => `  preflight ${l.status} ${l.check}: ${l.text}\n`)
@@ -91,7 +111,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const actor = await currentActor(host);
-  return printOutcome(await relaunch(host, dir, actor, { removeStaleHalt }), runDir);
+  return printOutcome(await relaunch(host, dir, actor, { removeStaleHalt, allowCommand }), runDir);
 }
 
 function printOutcome(rec: ActionRecord, runDir: string): number {

@@ -11,6 +11,14 @@ export interface FileStat {
   isDir: boolean;
   isFile: boolean;
   mode: number;
+  /**
+   * owner, device and hard-link count where the host can tell (LocalHost always; SshHost with GNU
+   * find, owner and links with the `ls` fallback): what a pointer file must show to be believed
+   * (src/trainer/launch/pointers.ts)
+   */
+  uid?: number;
+  dev?: number;
+  nlink?: number;
 }
 
 export interface DirEntry {
@@ -227,8 +235,16 @@ export interface Host {
    * `partial: true` (e.g. ENOSPC: the file is there, its content is not). 'append' appends only to
    * a regular file with one link, owned by the current user, on its directory's file system: any
    * other is renamed aside to `<name>.suspect-<ts>` and a fresh file takes the data (OwnWriteDone).
+   * `fileMode` (0600 for a private record) is the mode a created or replacing file gets; else 0644
+   * (less the umask).
    */
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<OwnWriteDone | undefined>;
+  writeOwn(
+    root: string,
+    rel: string,
+    data: string | Buffer,
+    mode: OwnWriteMode,
+    fileMode?: number,
+  ): Promise<OwnWriteDone | undefined>;
   /** Removes `rel` (a file, or a link itself — never what it points at) below `root`. */
   removeOwn(root: string, rel: string): Promise<void>;
 

@@ -83,7 +83,17 @@ function spawnGroup(
 }
 
 function toStat(s: import('node:fs').Stats): FileStat {
-  return { size: s.size, mtimeMs: s.mtimeMs, ino: s.ino, isDir: s.isDirectory(), isFile: s.isFile(), mode: s.mode };
+  return {
+    size: s.size,
+    mtimeMs: s.mtimeMs,
+    ino: s.ino,
+    isDir: s.isDirectory(),
+    isFile: s.isFile(),
+    mode: s.mode,
+    uid: s.uid,
+    dev: s.dev,
+    nlink: s.nlink,
+  };
 }
 
 type Maybe<T> = T | Promise<T>;
@@ -589,8 +599,14 @@ export class LocalHost implements Host {
     await fs.unlink(path);
   }
 
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode): Promise<OwnWriteDone | undefined> {
-    return ownWriteLocal(root, rel, data, mode);
+  writeOwn(
+    root: string,
+    rel: string,
+    data: string | Buffer,
+    mode: OwnWriteMode,
+    fileMode?: number,
+  ): Promise<OwnWriteDone | undefined> {
+    return ownWriteLocal(root, rel, data, mode, fileMode);
   }
 
   removeOwn(root: string, rel: string): Promise<void> {

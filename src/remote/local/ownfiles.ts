@@ -213,6 +213,7 @@ export async function ownWriteLocal(
   rel: string,
   data: string | Buffer,
   mode: OwnWriteMode,
+  fileMode = 0o644,
 ): Promise<OwnWriteDone | undefined> {
   const [sub, name] = splitOwnRel(rel);
   const shown = join(root, rel);
@@ -223,7 +224,7 @@ export async function ownWriteLocal(
       const tmp = tmpName(name);
       let fh: fs.FileHandle;
       try {
-        fh = await fs.open(d.at(tmp), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | O_NOFOLLOW, 0o644);
+        fh = await fs.open(d.at(tmp), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | O_NOFOLLOW, fileMode);
       } catch (e) {
         throw explain(e, join(root, sub ?? '', tmp), 'file');
       }
@@ -247,7 +248,7 @@ export async function ownWriteLocal(
       fsc.O_WRONLY | fsc.O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? fsc.O_APPEND : fsc.O_EXCL);
     let fh: fs.FileHandle;
     try {
-      fh = await fs.open(d.at(name), flags, 0o644);
+      fh = await fs.open(d.at(name), flags, fileMode);
     } catch (e) {
       throw explain(e, shown, 'file');
     }
@@ -260,12 +261,12 @@ export async function ownWriteLocal(
         await fh.close();
         done = setAsideSync(d.at, name, shown, why, st);
         try {
-          fh = await fs.open(d.at(name), APPEND_FRESH, 0o644);
+          fh = await fs.open(d.at(name), APPEND_FRESH, fileMode);
         } catch (e) {
           // another writer made the fresh file first: append to it, checked like any other
           if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw explain(e, shown, 'file');
           try {
-            fh = await fs.open(d.at(name), flags, 0o644);
+            fh = await fs.open(d.at(name), flags, fileMode);
           } catch (e2) {
             throw explain(e2, shown, 'file');
           }

@@ -42,16 +42,22 @@ export class SshFiles {
 
   private statScript(): string {
     return this.box.gnuFind
-      ? `[ -e "$1" ] || exit 3; find -L "$1" -maxdepth 0 -printf '%i %y %s %T@ %m\\n'`
-      : `[ -e "$1" ] || exit 3; set -- $(ls -lniLd "$1"); case $2 in d*) t=d;; -*) t=f;; *) t=o;; esac; echo "$1 $t $6 0 0"`;
+      ? `[ -e "$1" ] || exit 3; find -L "$1" -maxdepth 0 -printf '%i %y %s %T@ %m %U %n %D\\n'`
+      : `[ -e "$1" ] || exit 3; set -- $(ls -lniLd "$1"); case $2 in d*) t=d;; -*) t=f;; *) t=o;; esac; echo "$1 $t $6 0 0 $4 $3"`;
   }
 
   async stat(path: string): Promise<FileStat | null> {
     const r = await this.cmds.sh(this.statScript(), [path], { timeoutMs: 15000 });
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
-    const [ino, type, size, mt, perm] = r.stdout.toString().trim().split(' ');
-    return statOf(ino, type, size, mt, perm);
+    const [ino, type, size, mt, perm, uid, nlink, dev] = r.stdout.toString().trim().split(' ');
+    const st = statOf(ino, type, size, mt, perm);
+    // owner, links and device (find's %U %n %D; the ls fallback has no device): for pointer checks
+    const num = (x: string | undefined) => (x !== undefined && /^\d+$/.test(x) ? Number(x) : undefined);
+    if (num(uid) !== undefined) st.uid = num(uid);
+    if (num(nlink) !== undefined) st.nlink = num(nlink);
+    if (num(dev) !== undefined) st.dev = num(dev);
+    return st;
   }
 
   async list(dir: string): Promise<DirEntry[]> {
@@ -142,9 +148,12 @@ export class SshFiles {
     rel: string,
     data: string | Buffer,
     mode: OwnWriteMode,
+    fileMode?: number,
   ): Promise<OwnWriteDone | undefined> {
     const [sub, name] = splitOwnRel(rel);
-    const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode], { input: data });
+    // only 0600 is asked for (a private record): the script creates it under umask 077
+    const priv = fileMode !== undefined && (fileMode & 0o077) === 0 ? 'private' : '';
+    const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode, priv], { input: data });
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
     const m = /^set-aside (\S+) (.+)$/m.exec(r.stdout.toString('utf8'));
     return m ? { setAside: m[1]!, why: m[2]! } : undefined;
@@ -235,12 +244,14 @@ const OWN_TEXTS: Record<number, string> = {
 };
 
 /**
- * $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace; data on stdin. Exported for
+ * $1 root, $2 sub ('' for none), $3 name, $4 append|exclusive|replace, $5 'private' (0600); data
+ * on stdin. Exported for
  * a test that runs it under sh with an `ls` that lies about the name (the race between the name
  * check and the open).
  */
 export const OWN_WRITE_SCRIPT = `set -f
 r=$1 sub=$2 n=$3 m=$4
+[ "$5" = private ] && umask 077
 cd -P -- "$r" 2>/dev/null || { echo "$r: cannot enter the directory" >&2; exit 3; }
 if [ -n "$sub" ]; then
   [ -h "$sub" ] && { echo "$r/$sub: is a link" >&2; exit 40; }

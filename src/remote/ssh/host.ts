@@ -155,8 +155,8 @@ export class SshHost implements Host {
     return this.files.remove(path);
   }
 
-  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode) {
-    return this.files.writeOwn(root, rel, data, mode);
+  writeOwn(root: string, rel: string, data: string | Buffer, mode: OwnWriteMode, fileMode?: number) {
+    return this.files.writeOwn(root, rel, data, mode, fileMode);
   }
 
   removeOwn(root: string, rel: string) {

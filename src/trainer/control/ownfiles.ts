@@ -119,6 +119,8 @@ export async function runRootProblem(host: Host, dir: string): Promise<string | 
 export interface OwnWriteOptions extends EffectOptions {
   /** a directory nsa-top has just made for a launch (it holds nothing yet) */
   fresh?: boolean;
+  /** readable by the user only (0600): a record that may name more than it should */
+  private?: boolean;
 }
 
 async function guard(host: Host, root: string, rel: string, opts: OwnWriteOptions): Promise<string> {
@@ -149,7 +151,7 @@ async function write(
 ): Promise<OwnWriteDone | undefined> {
   const path = await guard(host, root, rel, opts);
   try {
-    return await host.writeOwn(root, rel, data, mode);
+    return await host.writeOwn(root, rel, data, mode, opts.private ? 0o600 : undefined);
   } catch (e) {
     rethrow(path, e);
   }

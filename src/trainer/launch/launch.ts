@@ -13,7 +13,7 @@ import {
   adoptionPreflight,
   notRecordedAdvice,
   planFromAdoption,
-  readAdoption,
+  readAdoptionFile,
   withoutResume,
   type AdoptionRecord,
 } from '../run/adopt.js';
@@ -38,15 +38,19 @@ import { NSA_DIR, resolveRunDirs } from './rundirs.js';
 import { spawnSelfDetached } from './detached.js';
 import {
   nsaDir,
-  PLAN_FILE,
   SUPERVISE_ENV,
   readLaunchPlan,
+  readLaunchPlanFile,
   readSupervisorState,
+  readSupervisorStateFile,
   STOP_FILE,
   SUPERVISOR_LOG,
   writeJsonAtomic,
+  writePlanLocal,
   writeStateLocal,
 } from './state.js';
+import { dirIdSync } from './pointers.js';
+import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
 export { readSupervisorState } from './state.js';
 
@@ -84,12 +88,16 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
   return `${lines.join('\n')}\n`;
 }
 
-function spawnSupervisor(runDir: string, resume: boolean): number {
+/**
+ * `allow`: for a relaunch, the programs the operator confirmed by name (the supervisor checks the
+ * plan it reads again, see willrun.ts); null for a launch, whose plan is the operator's profile.
+ */
+function spawnSupervisor(runDir: string, resume: boolean, allow: readonly string[] | null): number {
   return spawnSelfDetached(['supervise', ...(resume ? ['--resume'] : [])], {
     root: runDir,
     log: `${NSA_DIR}/${SUPERVISOR_LOG}`,
     cwd: runDir,
-    env: { [SUPERVISE_ENV]: runDir },
+    env: { [SUPERVISE_ENV]: runDir, ...(allow ? { [ALLOW_ENV]: allow.join('\n') } : {}) },
     what: 'the supervisor process',
   });
 }
@@ -255,7 +263,7 @@ export async function launchRun(
     }
   }
   await host.mkdirp(plan.outDir);
-  writeJsonAtomic(runDir, PLAN_FILE, plan);
+  writePlanLocal(runDir, plan);
   // the launcher dir was made just now (exclusive mkdir); the out_dir may be a fresh one
   await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
   if (plan.outDir !== runDir) {
@@ -263,7 +271,8 @@ export async function launchRun(
       host,
       plan.outDir,
       `${NSA_DIR}/run.json`,
-      `${JSON.stringify({ runDir, profile: plan.profile, started: started.toISOString() }, null, 2)}\n`,
+      // the out_dir's identity: a copy of it keeps this file, and must not follow it (pointers.ts)
+      `${JSON.stringify({ runDir, outDir: plan.outDir, outDirId: dirIdSync(plan.outDir), profile: plan.profile, started: started.toISOString() }, null, 2)}\n`,
       { fresh: true },
     );
   }
@@ -295,7 +304,7 @@ export async function launchRun(
         });
         return { result: 'refused', detail: `${note}; nothing started`, target: { halt: halt.trim() } };
       }
-      const pid = spawnSupervisor(runDir, false);
+      const pid = spawnSupervisor(runDir, false, null);
       const st = await awaitSupervisor(host, runDir, pid);
       const target = { outDir: plan.outDir, supervisorPid: pid, command: plan.command };
       if (st?.supervisor?.pid === pid)
@@ -366,6 +375,12 @@ export interface RelaunchPrep {
   preflight: PreflightLine[];
   /** the checkpoint the relaunch will resume from, and why (null: starts fresh, never ran) */
   pick: ResumePick | null;
+  /** what will run (command, cwd, every variable set), to show before confirming (willrun.ts) */
+  willRun: WillRun | null;
+  /** a broken adoption record or plan: bad input, not a state of the run (the CLI exits 2) */
+  badRecord?: string;
+  /** pointer files not believed (a copy's, a planted one): named, not followed */
+  notFollowed: string[];
 }
 
 /**
@@ -373,13 +388,35 @@ export interface RelaunchPrep {
  * (supervised, or adopted with a record), is anything still running, and which checkpoint it
  * resumes from and why. The CLI and the cockpit's dialog show this first.
  */
-export async function prepareRelaunch(host: Host, dir: string): Promise<RelaunchPrep> {
+export async function prepareRelaunch(
+  host: Host,
+  dir: string,
+  opts: { allowCommand?: readonly string[] } = {},
+): Promise<RelaunchPrep> {
   const dirs = await resolveRunDirs(host, dir);
   const runDir = dirs.runDir;
   const outDir = dirs.outDir;
-  const prep: RelaunchPrep = { runDir, outDir, refusal: null, adopted: null, preflight: [], pick: null };
-  const plan = await readLaunchPlan(host, runDir);
-  const rec = await readAdoption(host, outDir);
+  const prep: RelaunchPrep = {
+    runDir,
+    outDir,
+    refusal: null,
+    adopted: null,
+    preflight: [],
+    pick: null,
+    willRun: null,
+    notFollowed: [],
+  };
+  const planRead = await readLaunchPlanFile(host, runDir);
+  const plan = planRead.plan;
+  const recRead = await readAdoptionFile(host, outDir);
+  const rec = recRead.record;
+  for (const p of [dirs.pointerProblem, planRead.problem, recRead.problem])
+    if (p && !prep.notFollowed.includes(p)) prep.notFollowed.push(p);
+  if (recRead.bad && !plan) {
+    prep.badRecord = recRead.problem!;
+    prep.refusal = recRead.problem!;
+    return prep;
+  }
   const st = plan ? await readSupervisorState(host, runDir) : null;
   // a run started by hand after the last supervised one (a shared out_dir): its command is the one to redo
   const handLaunchedSince =
@@ -394,18 +431,38 @@ export async function prepareRelaunch(host: Host, dir: string): Promise<Relaunch
       prep.pick = await pickResumeCheckpoint(host, outDir, {
         logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')],
       });
+    prep.willRun = describeWillRun(planPhases(neverRan ? plan : { ...plan, smoke: null }), {
+      allow: opts.allowCommand,
+      resume: prep.pick?.found ? { flag: plan.resumeFlag, path: prep.pick.found.path } : null,
+    });
+    prep.refusal ??= prep.willRun.refusal && `what it would run is refused: ${prep.willRun.refusal}`;
     return prep;
   }
   prep.pick = await pickResumeCheckpoint(host, outDir, { logFiles: rec?.stdout ? [rec.stdout] : [] });
   if (!rec) {
-    prep.refusal = notRecordedAdvice(outDir, prep.pick.found?.path ?? null);
+    // a planted or copied launch.json is named, never run: it is why nothing can be relaunched
+    const named = prep.notFollowed.length ? `${prep.notFollowed.join('; ')}. ` : '';
+    prep.refusal = `${named}${notRecordedAdvice(outDir, prep.pick.found?.path ?? null)}`;
     return prep;
   }
+  // (the GPUs are asked at the relaunch itself: they do not change what runs)
+  const adoptedPlan = planFromAdoption(rec, '(a new run dir in .nsa-top/supervised/)', {
+    count: 0,
+    memTotalMiB: [],
+    maxMemMiB: null,
+    source: 'none',
+    error: null,
+  });
+  prep.willRun = describeWillRun(planPhases(adoptedPlan), {
+    allow: opts.allowCommand,
+    resume: prep.pick.found ? { flag: adoptedPlan.resumeFlag, path: prep.pick.found.path } : null,
+  });
   prep.adopted = rec;
   prep.preflight = await adoptionPreflight(host, rec);
   const fails = prep.preflight.filter((l) => l.status === 'FAIL');
   if (fails.length)
     prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
+  else if (prep.willRun.refusal) prep.refusal = `what it would run is refused: ${prep.willRun.refusal}`;
   return prep;
 }
 
@@ -437,10 +494,12 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
   }
   const plan = planFromAdoption(rec, runDir, await queryGpus(host));
   plan.gitCommit = await gitCommitOf(host, trainerRepo(plan));
-  writeJsonAtomic(runDir, PLAN_FILE, plan);
+  writePlanLocal(runDir, plan);
   await createOwn(host, runDir, 'run.info', runInfoText(plan, started), { fresh: true, launcher: true });
   writeJsonAtomic(rec.outDir, 'run.json', {
     runDir,
+    outDir: rec.outDir,
+    outDirId: dirIdSync(rec.outDir),
     profile: plan.profile,
     started: started.toISOString(),
     adoptedFrom: rec.launcher.pid,
@@ -459,7 +518,7 @@ export async function relaunch(
   host: Host,
   dir: string,
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number },
+  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
 ): Promise<ActionRecord> {
   const dirs = await resolveRunDirs(host, dir);
   return audited(
@@ -476,7 +535,7 @@ async function relaunchEffect(
   dir: string,
   dirs: { runDir: string; outDir: string },
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number },
+  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -498,7 +557,14 @@ async function relaunchEffect(
     st?.child?.startTime &&
     (await verifyProcess(host, st.child).catch(() => false))
   ) {
-    const pid = spawnSupervisor(runDir, true);
+    // it restarts the trainer with this plan if it dies: the same check as a relaunch
+    const seen = describeWillRun(planPhases({ ...plan0, smoke: null }), { allow: opts.allowCommand });
+    if (seen.refusal)
+      return mk(
+        'refused',
+        `the trainer (pid ${st.child.pid}) runs unsupervised; a new supervisor would restart it with what is refused: ${seen.refusal}`,
+      );
+    const pid = spawnSupervisor(runDir, true, opts.allowCommand ?? []);
     const up = await awaitSupervisor(host, runDir, pid);
     if (up?.supervisor?.pid !== pid) {
       const why = await supervisorError(host, runDir);
@@ -514,7 +580,7 @@ async function relaunchEffect(
       { supervisorPid: pid, adopted: st.child },
     );
   }
-  const prep = await prepareRelaunch(host, dir);
+  const prep = await prepareRelaunch(host, dir, { allowCommand: opts.allowCommand });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
   if (halt !== null) {
@@ -537,7 +603,7 @@ async function relaunchEffect(
   const pick = prep.pick;
   const hbPath = join(outDir, 'heartbeat_rank0.jsonl');
   const hbBefore = (await host.stat(hbPath).catch(() => null))?.size ?? 0;
-  const pid = spawnSupervisor(runDir, pick !== null);
+  const pid = spawnSupervisor(runDir, pick !== null, opts.allowCommand ?? []);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {
     const why = await supervisorError(host, runDir);
@@ -613,13 +679,17 @@ export async function stopRun(
   actor: Actor,
   opts: ControlOptions & { reason?: string } = {},
 ): Promise<ActionRecord> {
-  const { runDir } = await resolveRunDirs(host, dir);
+  const { runDir, pointerProblem } = await resolveRunDirs(host, dir);
   return audited(
     host,
     runDir,
     { actor, action: 'halt', target: { runDir } },
     async (): Promise<Outcome> => {
-      const st = await readSupervisorState(host, runDir);
+      const stRead = await readSupervisorStateFile(host, runDir);
+      // a copy's (or a planted) pointer is never followed: the stop acts on this dir only, and says so
+      const notFollowed = [pointerProblem, stRead.problem].filter((x): x is string => !!x);
+      const said = notFollowed.length ? ` (${notFollowed.join('; ')})` : '';
+      const st = stRead.state ? await readSupervisorState(host, runDir) : null;
       let unasked: string | null = null;
       const live = !!st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state);
       if (live) {
@@ -655,7 +725,7 @@ export async function stopRun(
         detail:
           unasked !== null
             ? `the supervisor could not be asked to stop (${unasked}): ${rec.detail}; it does not escalate this one: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`
-            : `${rec.detail}; no live supervisor: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
+            : `${rec.detail}; no live supervisor${said}: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
         target: rec.target,
         unrecorded: 'requestHalt recorded the .HALT itself',
       };

@@ -7,6 +7,7 @@
 import { isAbsolute, join, normalize, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { NSA_DIR, runRootProblem } from '../control/ownfiles.js';
+import { forThisDir, parseRunInfo, readRunPointer } from './pointers.js';
 
 export interface RunDirs {
   /** the launcher dir (run.info, train.log, supervisor.json); equals `outDir` when unsupervised */
@@ -19,19 +20,16 @@ export interface RunDirs {
    * a directory, or it holds no run and no `.nsa-top/run.json` naming this launcher dir
    */
   outDirProblem?: string;
+  /**
+   * why the out_dir's `.nsa-top/run.json` was not followed (a copy's stale pointer, a file nsa-top
+   * did not write: see pointers.ts); the dir is then read as a run of its own
+   */
+  pointerProblem?: string;
 }
 
 export { NSA_DIR };
 
-/** Parses `key: value` lines of run.info (the real launcher's shape, which we extend). */
-export function parseRunInfo(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const m = /^([A-Za-z_][\w.-]*):\s?(.*)$/.exec(line);
-    if (m && !(m[1]! in out)) out[m[1]!] = m[2]!.trimEnd();
-  }
-  return out;
-}
+export { parseRunInfo };
 
 async function readText(host: Host, path: string, max = 256 * 1024): Promise<string | null> {
   try {
@@ -45,6 +43,13 @@ export async function resolveRunDirs(host: Host, dir: string): Promise<RunDirs> 
   const info = await readText(host, join(dir, 'run.info'));
   if (info !== null) {
     const kv = parseRunInfo(info);
+    // a copied launcher dir keeps the original's run.info (and its supervisor's files): its out_dir
+    // and supervisor are the original's, never this copy's
+    // (nsa-top writes run_dir absolute; the real launcher's may be relative to its repo: not judged)
+    if (kv.run_dir && isAbsolute(kv.run_dir.trim())) {
+      const copy = await forThisDir(host, dir, 'run.info', kv.run_dir.trim(), null, 'names another run');
+      if (copy) return { runDir: dir, outDir: dir, supervised: false, pointerProblem: copy };
+    }
     const supervised =
       (await host.stat(join(dir, NSA_DIR, 'supervisor.json')).catch(() => null)) !== null || 'profile' in kv;
     const declared = kv.out_dir?.trim() ?? '';
@@ -62,16 +67,9 @@ export async function resolveRunDirs(host: Host, dir: string): Promise<RunDirs> 
       };
     return { runDir: dir, outDir: out, supervised };
   }
-  const ptr = await readText(host, join(dir, NSA_DIR, 'run.json'));
-  if (ptr !== null) {
-    try {
-      const j = JSON.parse(ptr) as { runDir?: unknown };
-      if (typeof j.runDir === 'string' && j.runDir.length > 0)
-        return { runDir: j.runDir, outDir: dir, supervised: true };
-    } catch {
-      /* a broken pointer: treat the dir as unsupervised */
-    }
-  }
+  const ptr = await readRunPointer(host, dir);
+  if (ptr.runDir) return { runDir: ptr.runDir, outDir: dir, supervised: true };
+  if (ptr.problem) return { runDir: dir, outDir: dir, supervised: false, pointerProblem: ptr.problem };
   return { runDir: dir, outDir: dir, supervised: false };
 }
 

@@ -1,5 +1,7 @@
 // <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the resolved
 // LaunchPlan): read through a Host by anyone, written atomically (temp + rename) by the supervisor.
+// Both carry the run dir's identity (`dirId`) and are believed only through pointers.ts: owned by
+// the user, not group/world-writable, written for this very dir (a copy's are not followed).
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
@@ -7,6 +9,7 @@ import type { SupervisorState } from '../control/types.js';
 import type { LaunchPlan } from './profiles.js';
 import { writeOwnAtomicSync } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { dirIdSync, forThisDir, readOwnPointer, readPointerFile } from './pointers.js';
 
 export const STATE_FILE = 'supervisor.json';
 export const PLAN_FILE = 'launch.json';
@@ -29,21 +32,23 @@ export function writeJsonAtomic(dir: string, name: string, value: unknown): void
 }
 
 export function writeStateLocal(runDir: string, s: SupervisorState): void {
-  writeJsonAtomic(runDir, STATE_FILE, s);
+  writeJsonAtomic(runDir, STATE_FILE, { ...s, runDir, dirId: dirIdSync(runDir) });
 }
 
-async function readJson<T>(host: Host, path: string): Promise<T | null> {
-  let buf: Buffer;
-  try {
-    buf = await host.readFile(path, 4 * 1024 * 1024);
-  } catch {
-    return null;
-  }
-  try {
-    return JSON.parse(buf.toString('utf8')) as T;
-  } catch {
-    return null;
-  }
+/** The plan, with the identity of the dir it was written for (a copy's plan is not followed). */
+export function writePlanLocal(runDir: string, plan: LaunchPlan): void {
+  writeJsonAtomic(runDir, PLAN_FILE, { ...plan, dirId: dirIdSync(runDir) });
+}
+
+/** supervisor.json as believed (see pointers.ts), or null and why not (null when absent). */
+export async function readSupervisorStateFile(
+  host: Host,
+  runDir: string,
+): Promise<{ state: SupervisorState | null; problem: string | null }> {
+  const r = await readOwnPointer(host, runDir, STATE_FILE, 'runDir');
+  const s = r.json as SupervisorState | null;
+  if (!s || typeof s.state !== 'string') return { state: null, problem: r.problem };
+  return { state: s, problem: null };
 }
 
 const ACTIVE_STATES: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
@@ -59,11 +64,12 @@ export async function readSupervisorState(host: Host, dir: string): Promise<Supe
   return supervisorLiveness(host, await readSupervisorFile(host, runDir), runDir);
 }
 
-/** supervisor.json of a launcher dir as written (no liveness check): cache it by the file's stat. */
+/**
+ * supervisor.json of a launcher dir as written (no liveness check; believed only when nsa-top wrote
+ * it for this very dir: pointers.ts): cache it by the file's stat.
+ */
 export async function readSupervisorFile(host: Host, runDir: string): Promise<SupervisorState | null> {
-  const s = await readJson<SupervisorState>(host, join(nsaDir(runDir), STATE_FILE));
-  if (!s || typeof s !== 'object' || typeof s.state !== 'string') return null;
-  return s;
+  return (await readSupervisorStateFile(host, runDir)).state;
 }
 
 /**
@@ -96,8 +102,28 @@ export async function supervisorLiveness(
 }
 
 export async function readLaunchPlan(host: Host, runDir: string): Promise<LaunchPlan | null> {
-  const p = await readJson<LaunchPlan>(host, join(nsaDir(runDir), PLAN_FILE));
+  return (await readLaunchPlanFile(host, runDir)).plan;
+}
+
+/** launch.json as a plan, when believed (see pointers.ts); else null and why (null: absent, or an adoption record). */
+export async function readLaunchPlanFile(
+  host: Host,
+  runDir: string,
+): Promise<{ plan: LaunchPlan | null; problem: string | null }> {
+  const r = await readPointerFile(host, runDir, PLAN_FILE);
   // an adoption record (src/trainer/run/adopt.ts) shares the name in an out_dir: it is not a plan
-  if (!p || p.version !== 1 || !Array.isArray(p.command) || (p as { kind?: unknown }).kind === 'adopted') return null;
-  return p;
+  if (r.json?.kind === 'adopted') return { plan: null, problem: null };
+  if (!r.json) return { plan: null, problem: r.problem };
+  const p = r.json as unknown as LaunchPlan;
+  if (p.version !== 1 || !Array.isArray(p.command) || !p.command.every((x) => typeof x === 'string'))
+    return { plan: null, problem: `${r.path}: not a launch plan; not followed` };
+  const why = await forThisDir(
+    host,
+    runDir,
+    `${NSA_DIR}/${PLAN_FILE}`,
+    p.runDir,
+    (r.json as { dirId?: unknown }).dirId,
+    'was written for another run',
+  );
+  return why ? { plan: null, problem: why } : { plan: p, problem: null };
 }

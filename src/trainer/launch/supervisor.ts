@@ -19,6 +19,7 @@ import { escalate, requestHalt, type RankTarget } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
 import { RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
+import { ALLOW_ENV, describeWillRun, planPhases } from './willrun.js';
 import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -77,6 +78,19 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
   if (!plan) {
     process.stderr.write(`supervise: ${runDir}: no .nsa-top/launch.json — start runs with nsa-top launch\n`);
     return 2;
+  }
+  // started by a relaunch: the plan read now is checked again, as the relaunch checked it (a file
+  // changed in between must not run what was refused)
+  const allow = process.env[ALLOW_ENV];
+  delete process.env[ALLOW_ENV]; // not the trainer's business
+  if (allow !== undefined) {
+    const seen = describeWillRun(planPhases(opts.resume ? { ...plan, smoke: null } : plan), {
+      allow: allow.split('\n').filter(Boolean),
+    });
+    if (seen.refusal) {
+      process.stderr.write(`supervise: relaunch refused: ${seen.refusal}\n`);
+      return 2;
+    }
   }
   const me = await readProc(host, process.pid).catch(() => null);
   // One supervisor per run: two relaunches at once (two cockpits) must not start two trainers.

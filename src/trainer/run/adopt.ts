@@ -18,8 +18,11 @@ import type { GpuInventory, LaunchPlan } from '../launch/profiles.js';
 import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
 import { readLaunchPlan } from '../launch/state.js';
+import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../launch/pointers.js';
 
 export const ADOPT_FILE = 'launch.json';
+/** what a secret on the recorded command line is replaced with */
+export const REDACTED = '<redacted>';
 
 export interface AdoptionRecord {
   kind: 'adopted';
@@ -44,12 +47,51 @@ export interface AdoptionRecord {
   procs: number;
   /** where the launcher's stdout went, when a regular file (the trainer's log, for cross-checks) */
   stdout: string | null;
+  /** the out_dir's identity when recorded (pointers.ts): a copy's record is not followed */
+  dirId?: DirId;
+  /** the options whose values were redacted from `launcher.argv` (--hf-token, WANDB_API_KEY=, …) */
+  redacted?: string[];
 }
 
 /** Variables copied from the launcher's environment: what shapes the run, never credentials. */
 const ENV_KEEP =
   /^(CONFIG|PYTHONPATH|PYTHONUNBUFFERED|PATH|VIRTUAL_ENV|CONDA_PREFIX|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|OMP_NUM_THREADS|MKL_NUM_THREADS|NSA_[A-Z0-9_]*|TORCH_[A-Z0-9_]*|TORCHELASTIC_[A-Z0-9_]*|PET_[A-Z0-9_]*|NCCL_[A-Z0-9_]*|GLOO_[A-Z0-9_]*|MASTER_ADDR|MASTER_PORT|LOGLEVEL|HF_HOME|HF_DATASETS_CACHE|HF_HUB_OFFLINE|TRANSFORMERS_CACHE|TOKENIZERS_PARALLELISM|PYTORCH_CUDA_ALLOC_CONF)$/;
 const ENV_DROP = /(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL)/i;
+
+/** an option or variable name that holds a credential (a word of it: --tokenizer is not one) */
+const SECRET_NAME = /(^|[-_.])(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|AUTH|KEY|APIKEY)($|[-_.])/i;
+
+/**
+ * The command line with its secrets replaced by <redacted>: `--hf-token=X`, `--token X`,
+ * `WANDB_API_KEY=X`, `--password X`, `https://user:pass@host`. Returns the names redacted.
+ */
+export function redactArgv(argv: string[]): { argv: string[]; redacted: string[] } {
+  const out: string[] = [];
+  const redacted: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i]!;
+    const kv = /^(-{0,2})([A-Za-z_][\w.-]*)=(.*)$/s.exec(a);
+    if (kv && SECRET_NAME.test(kv[2]!) && kv[3] !== '') {
+      out.push(`${kv[1]}${kv[2]}=${REDACTED}`);
+      redacted.push(`${kv[1]}${kv[2]}`);
+      continue;
+    }
+    const flag = /^--?([A-Za-z][\w.-]*)$/.exec(a);
+    if (flag && SECRET_NAME.test(flag[1]!) && i + 1 < argv.length && !argv[i + 1]!.startsWith('-')) {
+      out.push(a, REDACTED);
+      redacted.push(a);
+      i++;
+      continue;
+    }
+    // credentials inside a URL
+    if (/:\/\/[^/\s:@]+:[^/\s@]+@/.test(a)) {
+      a = a.replace(/(:\/\/[^/\s:@]+:)[^/\s@]+@/g, `$1${REDACTED}@`);
+      redacted.push('a URL password');
+    }
+    out.push(a);
+  }
+  return { argv: out, redacted };
+}
 
 export function keepEnv(raw: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -112,25 +154,79 @@ function nprocOf(argv: string[]): number | null {
 }
 
 export async function readAdoption(host: Host, outDir: string): Promise<AdoptionRecord | null> {
-  try {
-    const j = JSON.parse(
-      (await host.readFile(join(outDir, NSA_DIR, ADOPT_FILE), 1 << 20)).toString('utf8'),
-    ) as AdoptionRecord;
-    if (
-      j?.kind !== 'adopted' ||
-      j.version !== 1 ||
-      !Array.isArray(j.launcher?.argv) ||
-      typeof j.launcher.cwd !== 'string'
-    )
-      return null;
-    return j;
-  } catch {
-    return null;
-  }
+  return (await readAdoptionFile(host, outDir)).record;
+}
+
+/** Why `j` is not a whole adoption record (one line), or null. */
+export function adoptionRecordProblem(j: Record<string, unknown>): string | null {
+  const r = j as Partial<AdoptionRecord>;
+  const L = r.launcher as Partial<AdoptionRecord['launcher']> | undefined;
+  const isInt = (x: unknown, min: number) => typeof x === 'number' && Number.isInteger(x) && x >= min;
+  if (r.version !== 1) return `version ${JSON.stringify(r.version)} (expected 1)`;
+  if (typeof r.outDir !== 'string' || !isAbsolute(r.outDir)) return 'outDir is not an absolute path';
+  if (
+    typeof r.recordedAt !== 'number' ||
+    !Number.isFinite(r.recordedAt) ||
+    Number.isNaN(new Date(r.recordedAt).getTime())
+  )
+    return r.recordedAt === undefined
+      ? 'recordedAt is missing'
+      : `recordedAt ${JSON.stringify(r.recordedAt)} is not a time (ms since 1970)`;
+  if (typeof r.recordedBy !== 'string') return 'recordedBy is missing';
+  if (!L || typeof L !== 'object') return 'launcher is missing';
+  if (!isInt(L.pid, 1)) return 'launcher.pid is not a pid';
+  if (typeof L.startTime !== 'string' || !/^\d+$/.test(L.startTime)) return 'launcher.startTime is not a start time';
+  if (!Array.isArray(L.argv) || L.argv.length === 0 || !L.argv.every((a) => typeof a === 'string'))
+    return 'launcher.argv is not a command line';
+  if (typeof L.cwd !== 'string' || !isAbsolute(L.cwd)) return 'launcher.cwd is not an absolute path';
+  if (!['torchrun', 'python', 'nsa-top', 'other'].includes(L.kind as string)) return 'launcher.kind is unknown';
+  if (
+    !Array.isArray(r.ranks) ||
+    !r.ranks.every((x) => x && isInt(x.rank, 0) && isInt(x.pid, 1) && /^\d+$/.test(String(x.startTime)))
+  )
+    return 'ranks is not a list of {rank, pid, startTime}';
+  if (
+    !r.env ||
+    typeof r.env !== 'object' ||
+    Array.isArray(r.env) ||
+    !Object.values(r.env).every((v) => typeof v === 'string')
+  )
+    return 'env is not a map of strings';
+  if (r.config !== null && typeof r.config !== 'string') return 'config is neither a path nor null';
+  if (!isInt(r.procs, 1)) return 'procs is not a positive count';
+  if (r.stdout !== null && r.stdout !== undefined && typeof r.stdout !== 'string') return 'stdout is not a path';
+  return null;
+}
+
+/**
+ * <out_dir>/.nsa-top/launch.json as an adoption record, when believed: nsa-top's own file
+ * (pointers.ts), recorded for this out_dir, whole. `problem` says why a file that is there is not
+ * (a plan there is no adoption record: null, null); `bad` marks a record that is broken, not foreign.
+ */
+export async function readAdoptionFile(
+  host: Host,
+  outDir: string,
+): Promise<{ record: AdoptionRecord | null; problem: string | null; bad?: boolean }> {
+  const r = await readPointerFile(host, outDir, ADOPT_FILE);
+  if (!r.json) return { record: null, problem: r.problem };
+  if (r.json.kind !== 'adopted') return { record: null, problem: null };
+  const bad = adoptionRecordProblem(r.json);
+  if (bad) return { record: null, problem: `${r.path}: a broken adoption record: ${bad}`, bad: true };
+  const j = r.json as unknown as AdoptionRecord;
+  const why = await forThisDir(
+    host,
+    outDir,
+    `${NSA_DIR}/${ADOPT_FILE}`,
+    j.outDir,
+    j.dirId,
+    'was recorded for another run',
+  );
+  if (why) return { record: null, problem: why };
+  return { record: j, problem: null };
 }
 
 /** /proc/PID/FILE in full (procfs reports size 0, so not through a size-bounded read) */
-async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline'): Promise<string> {
+async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline' | 'status'): Promise<string> {
   if (host.kind === 'local') return (await readFile(`/proc/${pid}/${file}`)).toString('utf8');
   const r = await host.exec(['cat', `/proc/${pid}/${file}`], { timeoutMs: 10_000 });
   if (r.code !== 0) throw new Error(r.stderr.trim() || `exit ${r.code}`);
@@ -170,6 +266,16 @@ export async function recordAdoption(
   const info = await readProc(host, launcher.pid).catch(() => null);
   if (!info || info.startTime !== launcher.startTime || info.argv.length === 0 || !info.cwd)
     return { record: null, note: null };
+  // a process of another user is never adopted: its command would be run again as you
+  const me = await currentUid(host);
+  const uidLine = /^Uid:\s+(\d+)\s+(\d+)/m.exec(await readProcFile(host, launcher.pid, 'status').catch(() => ''));
+  if (me !== null && (!uidLine || Number(uidLine[1]) !== me || Number(uidLine[2]) !== me)) {
+    seen.set(key, 'another user');
+    return {
+      record: null,
+      note: `launch not recorded: pid ${launcher.pid} ${uidLine ? `runs as uid ${uidLine[2]}, not as you (uid ${me})` : 'has no readable owner'}: nsa-top never relaunches another user's command`,
+    };
+  }
   let environ: string;
   let argv: string[];
   try {
@@ -195,6 +301,10 @@ export async function recordAdoption(
   if (!(await verifyProcess(host, launcher).catch(() => false))) return { record: null, note: null };
   const env = keepEnv(environ);
   const kind = launcherKind(info);
+  // secrets on the command line are never written down (the file is 0600 all the same)
+  const red = redactArgv(argv);
+  argv = red.argv;
+  const here = await dirIdOf(host, dirs.outDir);
   const rec: AdoptionRecord = {
     kind: 'adopted',
     version: 1,
@@ -208,9 +318,13 @@ export async function recordAdoption(
     config: env.CONFIG ?? null,
     procs: nprocOf(argv) ?? Math.max(1, procs.ranks.length),
     stdout,
+    ...(here ? { dirId: here } : {}),
+    ...(red.redacted.length ? { redacted: red.redacted } : {}),
   };
   const path = join(dirs.outDir, NSA_DIR, ADOPT_FILE);
-  await writeOwnAtomic(host, dirs.outDir, `${NSA_DIR}/${ADOPT_FILE}`, `${JSON.stringify(rec, null, 2)}\n`);
+  await writeOwnAtomic(host, dirs.outDir, `${NSA_DIR}/${ADOPT_FILE}`, `${JSON.stringify(rec, null, 2)}\n`, {
+    private: true,
+  });
   seen.set(key, 'recorded');
   const actor = await currentActor(host);
   const what = `${kind} pid ${launcher.pid} in ${info.cwd}: ${argv.join(' ')}${rec.config ? ` (CONFIG=${rec.config})` : ''}`;
@@ -243,7 +357,7 @@ export function planFromAdoption(rec: AdoptionRecord, runDir: string, gpus: GpuI
     resumeFlag: '--resume',
     env,
     config: rec.config,
-    configWhy: `as the hand-launched run had it (recorded ${new Date(rec.recordedAt).toISOString()} by nsa-top ${rec.recordedBy})`,
+    configWhy: `as the hand-launched run had it (recorded ${Number.isFinite(new Date(rec.recordedAt).getTime()) ? new Date(rec.recordedAt).toISOString() : '?'} by nsa-top ${rec.recordedBy})`,
     procs: rec.procs,
     gpus,
     smoke: null,
@@ -292,6 +406,13 @@ export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promis
           fix: 'start the run with a profile (nsa-top launch --profile NAME)',
         },
   );
+  if (rec.redacted?.length || rec.launcher.argv.some((a) => a.includes(REDACTED)))
+    out.push({
+      check: 'secrets',
+      status: 'FAIL',
+      text: `the recorded command had secrets on its command line (${rec.redacted?.join(', ') ?? 'redacted'}): they were not recorded, and a relaunch would pass ${REDACTED}`,
+      fix: 'pass them in the environment instead (HF_TOKEN, …: the relaunch inherits yours), or start the run with a profile',
+    });
   const prog = rec.launcher.argv[0]!;
   if (isAbsolute(prog)) {
     const st = await host.stat(prog).catch(() => null);

@@ -94,7 +94,15 @@ export async function resolveRunDir(host: Host, arg: string | undefined, cwd: st
 export async function resolveRunDirsAt(host: Host, dir: string): Promise<RunDirs> {
   let dirs: RunDirs = { runDir: dir, outDir: dir, supervised: false };
   try {
-    dirs = await resolveRunDirs(host, dir);
+    const d = await resolveRunDirs(host, dir);
+    // a pointer not followed (a copy's, a planted one) is said where a bad out_dir is
+    const problem = [d.outDirProblem, d.pointerProblem].filter(Boolean).join('; ');
+    dirs = {
+      runDir: d.runDir,
+      outDir: d.outDir,
+      supervised: d.supervised,
+      ...(problem ? { outDirProblem: problem } : {}),
+    };
   } catch {
     /* unreadable pointer files: read the dir itself */
   }

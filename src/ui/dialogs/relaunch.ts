@@ -69,6 +69,10 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
           : 'no complete checkpoint: starts from step 0';
       lines.push([t(head, info.resume || info.fresh ? 'info' : 'warn', { bold: true })]);
       if (info.resume) lines.push(...wrap(clean(info.resume.why), W - 6).map((l) => [t(`  ${l}`, 'dim')]));
+      // exactly what will run (command, cwd, every variable set), before the name is asked
+      for (const l of info.willRun ?? []) lines.push(...wrap(clean(l), W - 6).map((x) => [t(`  ${x}`, 'dim')]));
+      for (const n of info.notFollowed ?? [])
+        lines.push(...wrap(clean(`not followed: ${n}`), W - 4).map((l) => [t(l, 'warn')]));
       for (const w of [...info.skipped.map((x) => `skipped ${x}`), ...info.warnings])
         lines.push(...wrap(clean(w), W - 4).map((l) => [t(l, 'warn')]));
     } else {

@@ -259,12 +259,15 @@ test('a .HALT that is a directory is shown, reported by a halt, and named by the
   assert.ok(statSync(join(d, '.HALT')).isDirectory(), 'left as it is');
   // it blocks a relaunch like a stale .HALT, and nsa-top does not remove a directory
   mkdirSync(join(d, '.nsa-top'), { recursive: true });
-  writeFileSync(join(d, '.nsa-top', 'launch.json'), JSON.stringify({ version: 1, command: ['true'], outDir: d }));
+  writeFileSync(
+    join(d, '.nsa-top', 'launch.json'),
+    JSON.stringify({ version: 1, command: ['true'], runDir: d, outDir: d, cwd: d, env: {} }),
+  );
   const who = await currentActor(host);
-  const refused = await relaunch(host, d, who, { removeStaleHalt: false });
+  const refused = await relaunch(host, d, who, { removeStaleHalt: false, allowCommand: ['true'] });
   assert.equal(refused.result, 'refused');
   assert.match(refused.detail, /\.HALT present \("not a regular file: a directory/);
-  const failed = await relaunch(host, d, who, { removeStaleHalt: true });
+  const failed = await relaunch(host, d, who, { removeStaleHalt: true, allowCommand: ['true'] });
   assert.equal(failed.result, 'failed');
   assert.match(failed.detail, /could not remove \.HALT: .*is a directory/);
   assert.ok(statSync(join(d, '.HALT')).isDirectory());

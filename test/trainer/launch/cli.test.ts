@@ -78,21 +78,24 @@ test('relaunch asks to type the run name on a terminal, --yes otherwise; a wrong
   assert.equal((await finished(r.runDir)).state, 'exited');
   writeFileSync(join(r.runDir, '.HALT'), 'halt: heartbeat_stall\n');
 
-  const noTty = cli(['relaunch', r.runDir, '--remove-stale-halt']);
+  const noTty = cli(['relaunch', r.runDir, '--remove-stale-halt', '--allow-command', 'node']);
   assert.equal(noTty.status, 2);
   assert.match(noTty.stderr, /--yes/);
-  const noFlag = cli(['relaunch', r.runDir, '--yes']);
+  const noFlag = cli(['relaunch', r.runDir, '--yes', '--allow-command', 'node']);
   assert.equal(noFlag.status, 3, 'a .HALT without --remove-stale-halt is refused');
   assert.match(noFlag.stderr, /--remove-stale-halt/);
 
-  const wrong = await inPty(['relaunch', r.runDir, '--remove-stale-halt'], 'nope');
+  const wrong = await inPty(['relaunch', r.runDir, '--remove-stale-halt', '--allow-command', 'node'], 'nope');
   assert.equal(wrong.code, 3);
   assert.match(wrong.text, /halt: heartbeat_stall/, 'the .HALT content is shown before asking');
   assert.match(wrong.text, /resuming from .*checkpoint_step10\.pt \(step 10\): newest complete weights/);
   assert.match(wrong.text, /not confirmed/);
   assert.ok(existsSync(join(r.runDir, '.HALT')));
 
-  const right = await inPty(['relaunch', r.runDir, '--remove-stale-halt'], basename(r.runDir));
+  const right = await inPty(
+    ['relaunch', r.runDir, '--remove-stale-halt', '--allow-command', 'node'],
+    basename(r.runDir),
+  );
   assert.equal(right.code, 0, right.text);
   assert.equal(existsSync(join(r.runDir, '.HALT')), false);
   assert.equal((await finished(r.runDir)).state, 'exited');

@@ -54,7 +54,10 @@ test("a crash after a resume restarts from the later segment's checkpoint_step20
   assert.equal((await finished(r.runDir)).state, 'exited', 'segment 0 ran its 60 steps');
   // segment 1: resumed from step 60, restarts at step 1, writes checkpoint_step20.pt, crashes at 25;
   // the supervisor restarts it (segment 2) — from which file?
-  const rl = await relaunch(host, r.runDir, await currentActor(host), { removeStaleHalt: false });
+  const rl = await relaunch(host, r.runDir, await currentActor(host), {
+    removeStaleHalt: false,
+    allowCommand: ['python3'], // the stand-in is not named train_showcase.py
+  });
   assert.equal(rl.result, 'ok', rl.detail);
   assert.match(rl.detail, /resuming from .*checkpoint_step60\.pt/);
   const st = await finished(r.runDir);

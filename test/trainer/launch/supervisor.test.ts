@@ -149,7 +149,7 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
     assert.ok(ckpts.includes(`checkpoint_step${stoppedAt}.pt`), 'the halt saved a checkpoint at the last step');
 
     // relaunch: refused while .HALT is there, then resumes once it is removed (confirmed)
-    const refused = await relaunch(host, runDir, who, { removeStaleHalt: false });
+    const refused = await relaunch(host, runDir, who, { removeStaleHalt: false, allowCommand: ['node'] });
     assert.equal(refused.result, 'refused');
     assert.match(refused.detail, /--remove-stale-halt/);
     // a half-written newer checkpoint must be skipped
@@ -157,7 +157,7 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
       join(runDir, `checkpoint_step${stoppedAt + 1000}.pt`),
       Buffer.concat([Buffer.from('NSATOPCK'), Buffer.alloc(300)]),
     );
-    const rel = await relaunch(host, runDir, who, { removeStaleHalt: true });
+    const rel = await relaunch(host, runDir, who, { removeStaleHalt: true, allowCommand: ['node'] });
     assert.equal(rel.result, 'ok', rel.detail);
     assert.equal(rel.target.resumeStep, stoppedAt);
     assert.match(rel.detail, new RegExp(`checkpoint_step${stoppedAt + 1000}\\.pt: skipped`));
@@ -287,7 +287,7 @@ test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunc
   const crc = Buffer.alloc(4);
   crc.writeUInt32LE(crc32(body) >>> 0);
   writeFileSync(join(outDir, 'checkpoint_step40.pt'), Buffer.concat([body, crc, Buffer.from('NSACKEND')]));
-  const rel = await relaunch(host, outDir, who, { removeStaleHalt: true }); // the out_dir leads back to the run
+  const rel = await relaunch(host, outDir, who, { removeStaleHalt: true, allowCommand: ['node'] }); // the out_dir leads back to the run
   assert.equal(rel.result, 'ok', rel.detail);
   assert.match(rel.detail, /first start/);
   await track(runDir);
@@ -356,14 +356,16 @@ test('two relaunches at once (two cockpits): one supervisor, one trainer; the ot
   const who = await currentActor(host);
   await stopRun(host, r.runDir, who);
   await finalState(r.runDir);
-  await relaunch(host, r.runDir, who, { removeStaleHalt: true }).then((x) => assert.equal(x.result, 'ok', x.detail));
+  await relaunch(host, r.runDir, who, { removeStaleHalt: true, allowCommand: ['node'] }).then((x) =>
+    assert.equal(x.result, 'ok', x.detail),
+  );
   await track(r.runDir);
   await stopRun(host, r.runDir, who);
   await finalState(r.runDir);
   // now both at once (the .HALT from the stop is removed by whichever gets there first)
   const [a, b] = await Promise.all([
-    relaunch(host, r.runDir, who, { removeStaleHalt: true }),
-    relaunch(host, r.runDir, who, { removeStaleHalt: true }),
+    relaunch(host, r.runDir, who, { removeStaleHalt: true, allowCommand: ['node'] }),
+    relaunch(host, r.runDir, who, { removeStaleHalt: true, allowCommand: ['node'] }),
   ]);
   const results = [a.result, b.result].sort();
   assert.equal(results.filter((x) => x === 'ok').length, 1, `${a.result}: ${a.detail} / ${b.result}: ${b.detail}`);
@@ -415,7 +417,7 @@ test('a relaunch whose trainer dies at once is logged as failed, and so is a sup
   const gaveUp = (await readActions(host, r.runDir)).filter((a) => a.action === 'launch').map((a) => a.result);
   assert.deepEqual(gaveUp, ['ok', 'failed'], 'the launch, then the supervisor giving up');
   const who = await currentActor(host);
-  const rel = await relaunch(host, r.runDir, who, { removeStaleHalt: false });
+  const rel = await relaunch(host, r.runDir, who, { removeStaleHalt: false, allowCommand: ['node'] });
   await track(r.runDir);
   assert.equal(rel.result, 'failed', rel.detail);
   assert.match(rel.detail, /exited at once \(exit 3\)/);

@@ -64,7 +64,7 @@ test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json say
 
   // relaunch re-adopts the live trainer: same pid, no second copy
   const who = await currentActor(host);
-  const rec = await relaunch(host, runDir, who, { removeStaleHalt: false });
+  const rec = await relaunch(host, runDir, who, { removeStaleHalt: false, allowCommand: ['node'] });
   assert.equal(rec.result, 'ok', rec.detail);
   assert.match(rec.detail, new RegExp(`re-adopted the running trainer \\(pid ${trainer.pid}\\)`));
   const st2 = (await readSupervisorState(host, runDir))!;
