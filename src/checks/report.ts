@@ -353,8 +353,18 @@ function lossFinite({ run, inp, lossPts, ended }: Grading): Omit<Criterion, 'pha
   const past5 = lossPts.filter((p) => p.step > 5);
   const hNf = inp.history ? inp.history.events.filter((e) => e.kind === 'non-finite') : [];
   const nHNf = inp.history?.counts['non-finite'] ?? 0;
+  // every source, not only the one the loss series is drawn from (a NaN only training.csv holds)
+  const bySrc = run.lossNonFiniteBySource ?? { csv: 0, tb: 0, heartbeat: 0 };
+  const elsewhere = (
+    [
+      ['csv', 'training.csv'],
+      ['tb', 'TensorBoard'],
+      ['heartbeat', 'heartbeat'],
+    ] as const
+  ).filter(([k]) => bySrc[k] > 0 && k !== run.seriesSource.loss && !(k === 'heartbeat' && nHNf > 0));
+  const nElsewhere = elsewhere.reduce((n, [k]) => n + bySrc[k], 0);
   const nonFinite =
-    run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
+    run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf + nElsewhere;
   const st: Status =
     nonFinite > 0 || run.control.anomaly?.type === 'nan_loss'
       ? 'fail'
@@ -374,8 +384,10 @@ function lossFinite({ run, inp, lossPts, ended }: Grading): Omit<Criterion, 'pha
                 hNf.map((e) => `segment #${e.segment}: ${e.text}`),
                 nHNf,
               )}`
-            : `${run.series.loss.nonFinite} non-finite loss record(s)`
-        }${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
+            : run.series.loss.nonFinite
+              ? `${run.series.loss.nonFinite} non-finite loss record(s)`
+              : 'non-finite loss'
+        }${elsewhere.map(([k, name]) => `; ${bySrc[k]} non-finite loss value(s) in ${name}`).join('')}${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
       : past5.length
         ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${sig(past5[0]!.value, 4)} → ${sig(past5[past5.length - 1]!.value, 4)})`
         : 'no loss logged past step 5',
