@@ -12,6 +12,7 @@ import { dur, sig } from '../format.js';
 import { currentSegment, median, quantile } from './stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type { Alert } from './types.js';
+import { missingCheckpoints } from './saves.js';
 
 export type Phase = 0 | 1 | 2 | 3;
 export type Status = 'pass' | 'fail' | 'pending' | 'unknown';
@@ -527,11 +528,11 @@ function checkpointsSaved({ run, inp, ended }: Grading): Omit<Criterion, 'phase'
   // the real trainer swallows a failed save (TS:1489-1499): a checkpoint the current segment
   // should have written by now and that is not there failed silently
   const cur = h?.segments[h.segments.length - 1];
-  const missing: number[] = [];
-  if (saveEvery && saveEvery > 0 && cur && cur.lastStep !== null) {
-    const have = new Set(run.checkpoints.map((c) => c.step));
-    for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery) if (!have.has(k)) missing.push(k);
-  }
+  const missing = missingCheckpoints(
+    saveEvery,
+    run.checkpoints.map((c) => c.step),
+    cur?.lastStep,
+  );
   const ckBad = failedSaves.length > 0 || missing.length > 0;
   return criterion(
     'checkpoints',

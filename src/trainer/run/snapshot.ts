@@ -248,6 +248,11 @@ export interface LogTail {
   fatalNonFinite: boolean;
   oom: boolean;
   resumedFrom: string | null;
+  /**
+   * checkpoint saves the current process said failed (`[train] checkpoint at step N FAILED …`, the
+   * reference trainer; the real one swallows a failed save), the newest 20
+   */
+  checkpointFailed: { step: number; text: string }[];
 }
 
 export function emptyLogTail(file: string | null): LogTail {
@@ -259,6 +264,7 @@ export function emptyLogTail(file: string | null): LogTail {
     fatalNonFinite: false,
     oom: false,
     resumedFrom: null,
+    checkpointFailed: [],
   };
 }
 
