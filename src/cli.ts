@@ -4,6 +4,7 @@
 import { defineCommand, helpText, parseCommand, type CommandSpec } from './commands/args.js';
 import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS, RUN_DIR_ARG } from './commands/options.js';
 import { sanitizeText } from './sanitize.js';
+import { readOnlyEnv } from './trainer/control/ownfiles.js';
 
 /** a command module: `run` gives the exit code; `command` declares its command line (all but train's) */
 export type CommandModule = { run(argv: string[]): Promise<number>; command?: CommandSpec };
@@ -116,6 +117,12 @@ export async function main(argv: string[]): Promise<number> {
   // --read-only is global: every command takes it (src/commands/args.ts), and it is
   // NSA_TOP_READ_ONLY=1 for every effect (src/trainer/control/ownfiles.ts refuses each write and
   // control.ts each signal), set here before the command loads (never for a word past a `--`).
+  // A value of NSA_TOP_READ_ONLY that is neither on nor off is bad input, not silently off.
+  const ro = readOnlyEnv();
+  if (typeof ro === 'object') {
+    process.stderr.write(`nsa-top: ${sanitizeText(ro.error)}\n`);
+    return 2;
+  }
   if (optionWords(argv).includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {

@@ -13,6 +13,7 @@ import { dur, sig } from '../format.js';
 import { currentSegment, median, quantile } from './stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type { Alert } from './types.js';
+import { missingCheckpoints } from './saves.js';
 
 export type Phase = 0 | 1 | 2 | 3;
 export type Status = 'pass' | 'fail' | 'pending' | 'unknown';
@@ -384,8 +385,18 @@ function lossFinite({ run, inp, lossPts, ended }: Grading): Omit<Criterion, 'pha
   const past5 = lossPts.filter((p) => p.step > 5);
   const hNf = inp.history ? inp.history.events.filter((e) => e.kind === 'non-finite') : [];
   const nHNf = inp.history?.counts['non-finite'] ?? 0;
+  // every source, not only the one the loss series is drawn from (a NaN only training.csv holds)
+  const bySrc = run.lossNonFiniteBySource ?? { csv: 0, tb: 0, heartbeat: 0 };
+  const elsewhere = (
+    [
+      ['csv', 'training.csv'],
+      ['tb', 'TensorBoard'],
+      ['heartbeat', 'heartbeat'],
+    ] as const
+  ).filter(([k]) => bySrc[k] > 0 && k !== run.seriesSource.loss && !(k === 'heartbeat' && nHNf > 0));
+  const nElsewhere = elsewhere.reduce((n, [k]) => n + bySrc[k], 0);
   const nonFinite =
-    run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf;
+    run.series.loss.nonFinite + (run.lastLossNonFinite ? 1 : 0) + (run.log.fatalNonFinite ? 1 : 0) + nHNf + nElsewhere;
   const st: Status =
     nonFinite > 0 || run.control.anomaly?.type === 'nan_loss'
       ? 'fail'
@@ -405,8 +416,10 @@ function lossFinite({ run, inp, lossPts, ended }: Grading): Omit<Criterion, 'pha
                 hNf.map((e) => `segment #${e.segment}: ${e.text}`),
                 nHNf,
               )}`
-            : `${run.series.loss.nonFinite} non-finite loss record(s)`
-        }${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
+            : run.series.loss.nonFinite
+              ? `${run.series.loss.nonFinite} non-finite loss record(s)`
+              : 'non-finite loss'
+        }${elsewhere.map(([k, name]) => `; ${bySrc[k]} non-finite loss value(s) in ${name}`).join('')}${run.log.fatalNonFinite ? '; "[train][FATAL] non-finite loss detected" in the log' : ''}${run.control.anomaly?.type === 'nan_loss' ? '; .anomaly_type = nan_loss' : ''}`
       : past5.length
         ? `${past5.length} logged losses past step 5, all finite (steps ${past5[0]!.step}–${past5[past5.length - 1]!.step}; ${sig(past5[0]!.value, 4)} → ${sig(past5[past5.length - 1]!.value, 4)})`
         : 'no loss logged past step 5',
@@ -585,11 +598,11 @@ function checkpointsSaved({ run, inp, ended }: Grading): Omit<Criterion, 'phase'
   // the real trainer swallows a failed save (TS:1489-1499): a checkpoint the current segment
   // should have written by now and that is not there failed silently
   const cur = h?.segments[h.segments.length - 1];
-  const missing: number[] = [];
-  if (saveEvery && saveEvery > 0 && cur && cur.lastStep !== null) {
-    const have = new Set(run.checkpoints.map((c) => c.step));
-    for (let k = saveEvery; k < cur.lastStep && missing.length < 20; k += saveEvery) if (!have.has(k)) missing.push(k);
-  }
+  const missing = missingCheckpoints(
+    saveEvery,
+    run.checkpoints.map((c) => c.step),
+    cur?.lastStep,
+  );
   const ckBad = failedSaves.length > 0 || missing.length > 0;
   return criterion(
     'checkpoints',

@@ -1,9 +1,11 @@
 // `nsa-top demo`: the README's first command. Starts the reference trainer (2 ranks, the `demo`
 // profile) under a detached supervisor in a fresh run dir under ./artifacts/, opens the cockpit on
 // it, and on quit asks whether to stop the run (default: halt it gracefully, keeping a checkpoint),
-// then says where the artifacts are.
+// then says where the artifacts are. It says the run is halted only once every process of it —
+// supervisor, launcher, ranks — is gone, not when the supervisor writes its end state.
 import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local/host.js';
+import { listProcesses, readProc } from '../remote/procs.js';
 import { currentActor, describeActor } from '../trainer/control/actions.js';
 import { readStopFacts } from '../trainer/control/stopfacts.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/launch/launch.js';
@@ -85,12 +87,17 @@ export async function run(argv: string[]): Promise<number> {
       stop = await askStop();
     }
     if (stop) {
+      // every process of the run, taken while they all still run: "halted" is said only once each is gone
+      const procs = await runProcesses(host, runDir);
       const r = await stopRun(host, runDir, actor, { reason: 'demo ended' });
       process.stdout.write(`${r.detail}\n`);
       const until = Date.now() + 20_000;
       for (;;) {
         const s = await readSupervisorState(host, runDir);
-        if (!s || !['starting', 'running', 'backoff', 'stopping'].includes(s.state)) {
+        const over = !s || !['starting', 'running', 'backoff', 'stopping'].includes(s.state);
+        // the supervisor writes its end state before it exits, and a killed rank may outlive its launcher
+        const left = over ? await stillAlive(host, procs) : procs;
+        if (over && left.length === 0) {
           process.stdout.write(`demo run ${s?.state ?? 'stopped'}${s?.note ? `: ${s.note}` : ''}\n`);
           // a hung demo does not answer .HALT: say how it really ended
           const f = await readStopFacts(host, runDir).catch(() => null);
@@ -101,16 +108,51 @@ export async function run(argv: string[]): Promise<number> {
           break;
         }
         if (Date.now() > until) {
-          process.stdout.write(`still stopping after 20 s (state ${s.state}); the supervisor escalates on its own\n`);
+          process.stdout.write(
+            over
+              ? `demo run ${s?.state ?? 'stopped'}, but after 20 s ${left.length === 1 ? 'a process' : `${left.length} processes`} of it still ${left.length === 1 ? 'runs' : 'run'} (pid ${left.map((p) => p.pid).join(', ')})\n`
+              : `still stopping after 20 s (state ${s!.state}); the supervisor escalates on its own\n`,
+          );
           break;
         }
-        await new Promise((res) => setTimeout(res, 300));
+        await new Promise((res) => setTimeout(res, over ? 100 : 300));
       }
     } else
       process.stdout.write(`left running (stop it later: nsa-top ${runDir}, then h) — by ${describeActor(actor)}\n`);
   }
   process.stdout.write(`artifacts: ${runDir}\nreopen:    nsa-top ${runDir}\n`);
   return 0;
+}
+
+type Proc = { pid: number; startTime: string };
+
+/** The run's processes now: its supervisor and every descendant of it (the trainer's launcher, the ranks). */
+async function runProcesses(host: LocalHost, runDir: string): Promise<Proc[]> {
+  const st = await readSupervisorState(host, runDir);
+  const out: Proc[] = [];
+  for (const p of [st?.supervisor, st?.child]) if (p?.startTime && !out.some((q) => q.pid === p.pid)) out.push(p);
+  const procs = await listProcesses(host).catch(() => []);
+  const kids = new Map<number, typeof procs>();
+  for (const p of procs) kids.set(p.ppid, [...(kids.get(p.ppid) ?? []), p]);
+  const walk = (pid: number, depth: number): void => {
+    if (depth > 8) return;
+    for (const k of kids.get(pid) ?? []) {
+      if (!out.some((q) => q.pid === k.pid)) out.push({ pid: k.pid, startTime: k.startTime });
+      walk(k.pid, depth + 1);
+    }
+  };
+  for (const root of [...out]) walk(root.pid, 0);
+  return out;
+}
+
+/** Those of `procs` still running (same pid and start time, and not a zombie waiting to be reaped). */
+async function stillAlive(host: LocalHost, procs: Proc[]): Promise<Proc[]> {
+  const left: Proc[] = [];
+  for (const p of procs) {
+    const info = await readProc(host, p.pid).catch(() => null);
+    if (info && info.startTime === p.startTime && info.state !== 'Z' && info.state !== 'X') left.push(p);
+  }
+  return left;
 }
 
 /**

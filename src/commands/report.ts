@@ -148,16 +148,27 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
+/** backfill bytes per poll, and polls at most, for a report (64 MiB × 64: a 4 GiB CSV) */
+const REPORT_BACKFILL_CHUNK = 64 * 1024 * 1024;
+const REPORT_BACKFILL_POLLS = 64;
+
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
   // the run, resolved once: the observation below is handed it
   const dirs = await resolveRunDirsAt(host, dir);
   const outDir = dirs.outDir;
   if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
-  const model = await openRunModelOf(host, dirs);
+  // a report reads every series whole: a big training.csv is read tail first and its older rows in
+  // pieces, and a NaN at step 100 of a 13 MB CSV must not be judged on the last rows alone
+  const model = await openRunModelOf(host, dirs, { backfillChunk: REPORT_BACKFILL_CHUNK });
   await model.poll();
   // a second poll settles checkpoint completeness (size stable); the history is read below, whole
   let snap = await model.poll();
+  for (let i = 0; snap.backfill.pending && i < REPORT_BACKFILL_POLLS; i++) snap = await model.poll();
+  if (snap.backfill.pending)
+    process.stderr.write(
+      `nsa-top: warning: ${Math.round(snap.backfill.bytesLeft / 2 ** 20)} MiB of older series rows still unread: the loss and throughput verdicts see only the newer rows\n`,
+    );
   if (!snap.exists) throw new CliError(`report: cannot read run dir ${outDir}: ${snap.error ?? 'missing'}`, 2);
   const bad = unjudgeable(snap, outDir);
   if (bad)

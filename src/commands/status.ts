@@ -10,6 +10,7 @@ import {
   type Evaluation,
 } from '../checks/index.js';
 import { ago, bytes, clock, dur, num, pct as percent } from '../format.js';
+import { missingCheckpoints } from '../checks/saves.js';
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
 import { join } from 'node:path';
 import type { Host } from '../remote/host.js';
@@ -405,6 +406,24 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation, actions: readonly 
       s.checkpoints.map((c) => `step ${c.step} (${bytes(c.size)}${c.complete ? '' : ', being written?'})`).join(' · '),
     );
   } else L('ckpts', `none${id.train?.saveEvery === 0 ? ' (save_every 0)' : ''}`);
+  // failed saves: the log says so (reference trainer), or save_every says a file should be there
+  const failed = s.log.checkpointFailed;
+  if (failed.length)
+    L(
+      '  FAILED',
+      `${failed.length} checkpoint save(s) failed: ${failed.map((f) => `step ${f.step}`).join(', ')} — ${failed[failed.length - 1]!.text}`,
+    );
+  const seg = s.segments[s.segments.length - 1];
+  const missing = missingCheckpoints(
+    id.train?.saveEvery,
+    s.checkpoints.map((c) => c.step),
+    s.step ?? seg?.lastStep,
+  ).filter((k) => !failed.some((f) => f.step === k));
+  if (missing.length)
+    L(
+      '  MISSING',
+      `save_every ${id.train!.saveEvery} but no checkpoint_step{${missing.join(',')}}.pt: saves that failed silently, or were removed`,
+    );
 
   // dumps: the operator's newest set by rank, then the newest files, each by rank, the trainer's own marked
   if (s.dumpsTotal) {

@@ -93,6 +93,8 @@ export interface DirPoll {
   entries: DirEntry[] | null;
   /** listings of subdirectories asked for (e.g. `tb`, `.nsa-top`), keyed by name */
   subdirs: Record<string, DirEntry[] | null>;
+  /** why a subdirectory asked for could not be listed (`EACCES: …`), keyed by name; absent when it was */
+  subdirErrors?: Record<string, string>;
   reads: ReadResult[];
   error?: string;
   /** wall time on the host (ms epoch) when the poll was taken, for staleness on remote clocks */

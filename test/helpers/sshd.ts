@@ -71,10 +71,10 @@ async function waitListening(port: number, ms = 10000): Promise<void> {
   }
 }
 
-function keygen(path: string): void {
+function keygen(path: string, type: 'ed25519' | 'ecdsa' = 'ed25519'): void {
   rmSync(path, { force: true });
   rmSync(`${path}.pub`, { force: true });
-  const r = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'nsa-top-test', '-f', path], {
+  const r = spawnSync('ssh-keygen', ['-q', '-t', type, '-N', '', '-C', 'nsa-top-test', '-f', path], {
     encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`ssh-keygen failed: ${r.stderr}`);
@@ -88,11 +88,17 @@ function childPids(pid: number): number[] {
   }
 }
 
-export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise<TestSshd> {
+export async function startSshd(
+  opts: {
+    forceFallback?: boolean;
+    /** the one host key the server presents (ed25519 unless said) */ hostKeyType?: 'ed25519' | 'ecdsa';
+  } = {},
+): Promise<TestSshd> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-sshd-'));
-  const hostKey = join(dir, 'host_ed25519');
+  const hostKeyType = opts.hostKeyType ?? 'ed25519';
+  const hostKey = join(dir, `host_${hostKeyType}`);
   const userKey = join(dir, 'id_ed25519');
-  keygen(hostKey);
+  keygen(hostKey, hostKeyType);
   keygen(userKey);
   writeFileSync(join(dir, 'authorized_keys'), readFileSync(`${userKey}.pub`));
   const knownHosts = join(dir, 'known_hosts');
@@ -201,7 +207,7 @@ export async function startSshd(opts: { forceFallback?: boolean } = {}): Promise
       }
     },
     async regenerateHostKey() {
-      keygen(hostKey);
+      keygen(hostKey, hostKeyType);
     },
     async restart() {
       await stopServer();

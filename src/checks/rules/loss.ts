@@ -16,12 +16,17 @@ export function ruleLoss(ctx: Ctx): Draft[] {
     run.lastLossNonFinite === true ||
     run.log.fatalNonFinite ||
     run.control.anomaly?.type === 'nan_loss' ||
+    // a NaN only one source holds (training.csv, TensorBoard or a heartbeat) counts as well
+    Object.values(run.lossNonFiniteBySource ?? {}).some((n) => n > 0) ||
     (lp?.loss !== null && lp?.loss !== undefined && !Number.isFinite(lp.loss));
   if (nonFinite) {
     const why = [
       run.series.loss.nonFinite ? `${run.series.loss.nonFinite} non-finite loss record(s)` : null,
       run.log.fatalNonFinite ? 'train.log: "[train][FATAL] non-finite loss detected"' : null,
       run.control.anomaly?.type === 'nan_loss' ? '.anomaly_type = nan_loss' : null,
+      ...(['csv', 'tb', 'heartbeat'] as const)
+        .filter((k) => run.lossNonFiniteBySource?.[k])
+        .map((k) => `${run.lossNonFiniteBySource![k]} non-finite loss value(s) in ${k}`),
     ]
       .filter(Boolean)
       .join('; ');

@@ -400,11 +400,15 @@ export class LocalHost implements Host {
       error = `${(e as NodeJS.ErrnoException).code ?? 'error'}: ${(e as Error).message}`;
     }
     const sub: Record<string, DirEntry[] | null> = {};
+    const subErr: Record<string, string> = {};
     const listSub = async (name: string) => {
       try {
         sub[name] = await this.listWith(io, join(dir, name));
-      } catch {
+      } catch (e) {
         sub[name] = null;
+        const code = (e as NodeJS.ErrnoException).code;
+        const msg = (e as Error).message;
+        if (code !== 'ENOENT') subErr[name] = code && msg.startsWith(code) ? msg : `${code ?? 'error'}: ${msg}`;
       }
     };
     // a followed file the listing shows unchanged since its last read, and read to its end, needs no
@@ -421,7 +425,15 @@ export class LocalHost implements Host {
       await Promise.all(subdirs.map(listSub));
       results = await Promise.all(reads.map(read));
     }
-    return { dir, entries, subdirs: sub, reads: results, error, hostNowMs };
+    return {
+      dir,
+      entries,
+      subdirs: sub,
+      ...(Object.keys(subErr).length ? { subdirErrors: subErr } : {}),
+      reads: results,
+      error,
+      hostNowMs,
+    };
   }
 
   /**

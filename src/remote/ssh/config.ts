@@ -1,9 +1,11 @@
 // `--host user@box[:port]` and ~/.ssh/config Host aliases (HostName, User, Port, IdentityFile),
 // resolved the way OpenSSH does: the command line wins, then the first value the config gives for
-// each keyword (IdentityFile accumulates), then the defaults.
+// each keyword (IdentityFile accumulates), then the defaults. A bad --host or a missing -i key is
+// bad input (InputError: one line, exit 2 in every command).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir, userInfo } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
+import { InputError } from '../../errors.js';
 
 export interface HostSpec {
   user?: string;
@@ -14,15 +16,16 @@ export interface HostSpec {
 /** `user@box`, `box:2222`, `user@box:2222`, `[::1]:2222`, `user@[fe80::1]`. */
 export function parseHostSpec(spec: string): HostSpec {
   const s = spec.trim();
-  if (!s) throw new Error('empty --host');
-  if (/[\s'"`$;&|<>\\]/.test(s)) throw new Error(`invalid --host ${JSON.stringify(spec)}: expected user@box[:port]`);
+  if (!s) throw new InputError('empty --host');
+  if (/[\s'"`$;&|<>\\]/.test(s))
+    throw new InputError(`invalid --host ${JSON.stringify(spec)}: expected user@box[:port]`);
   let user: string | undefined;
   let rest = s;
   const at = s.lastIndexOf('@');
   if (at >= 0) {
     user = s.slice(0, at);
     rest = s.slice(at + 1);
-    if (!user) throw new Error(`invalid --host ${JSON.stringify(spec)}: empty user before @`);
+    if (!user) throw new InputError(`invalid --host ${JSON.stringify(spec)}: empty user before @`);
   }
   let host = rest;
   let port: number | undefined;
@@ -35,13 +38,13 @@ export function parseHostSpec(spec: string): HostSpec {
     if (colons === 1) {
       const [h, p] = rest.split(':');
       host = h!;
-      if (!/^\d+$/.test(p!)) throw new Error(`invalid --host ${JSON.stringify(spec)}: port must be a number`);
+      if (!/^\d+$/.test(p!)) throw new InputError(`invalid --host ${JSON.stringify(spec)}: port must be a number`);
       port = Number(p);
     }
   }
-  if (!host) throw new Error(`invalid --host ${JSON.stringify(spec)}: no host name`);
+  if (!host) throw new InputError(`invalid --host ${JSON.stringify(spec)}: no host name`);
   if (port !== undefined && (port < 1 || port > 65535))
-    throw new Error(`invalid port ${port} in --host ${JSON.stringify(spec)}`);
+    throw new InputError(`invalid port ${port} in --host ${JSON.stringify(spec)}`);
   return { user, host, port };
 }
 
@@ -235,7 +238,7 @@ export function resolveTarget(
   }
   const existing = [...new Set(ids)].filter((f) => existsSync(f));
   if (opts.identity && !existsSync(expandTokens(opts.identity, tok)))
-    throw new Error(`identity file not found: ${opts.identity}`);
+    throw new InputError(`identity file not found: ${opts.identity}`);
   return {
     alias: hs.host,
     hostName,

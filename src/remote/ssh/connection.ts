@@ -1,5 +1,6 @@
 // The SSH connection of an SshHost: host keys verified against known_hosts (see knownhosts.ts):
-// unknown → refused with the fingerprint unless acceptNewHostKey (then appended); changed or
+// unknown → refused with the fingerprint unless acceptNewHostKey (then appended); changed (any
+// key known_hosts does not hold, for a host it names with a key of any type) or
 // revoked → always refused. Authentication by identity files and ssh-agent. Keepalive; on a drop
 // it reconnects with backoff, and the hooks tell the host's parts what happened.
 import { connect as netConnect, type Socket } from 'node:net';
@@ -316,8 +317,11 @@ function verifyHostKey(opts: SshHostOptions, knownFiles: string[], key: Buffer):
     );
   }
   if (v.status === 'changed') {
+    const differs = v.knownTypes.includes(keyType(key))
+      ? 'which differs from the key in known_hosts'
+      : `but known_hosts holds only ${v.knownTypes.join(', ')} for it (a key of a new type is a changed key, as OpenSSH's accept-new has it)`;
     return new HostKeyError(
-      `HOST KEY CHANGED for ${name}: the server now presents ${keyType(key)} ${fp}, which differs from the key in known_hosts. ` +
+      `HOST KEY CHANGED for ${name}: the server now presents ${keyType(key)} ${fp}, ${differs}. ` +
         `This may be an attack (or the host was reinstalled). Refused; if the change is expected, remove the old key with: ssh-keygen -R '${name}'`,
       'changed',
       fp,
@@ -332,9 +336,8 @@ function verifyHostKey(opts: SshHostOptions, knownFiles: string[], key: Buffer):
     }
     return null;
   }
-  const other = v.otherTypes.length ? ` (known_hosts holds ${v.otherTypes.join(', ')} keys for it, not this type)` : '';
   return new HostKeyError(
-    `unknown host key for ${name}${other}: ${keyType(key)} ${fp}. Verify the fingerprint, then re-run with --accept-new-host-key to trust it and record it in known_hosts.`,
+    `unknown host key for ${name}: ${keyType(key)} ${fp}. Verify the fingerprint, then re-run with --accept-new-host-key to trust it and record it in known_hosts.`,
     'unknown',
     fp,
   );

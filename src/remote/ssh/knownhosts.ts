@@ -1,7 +1,8 @@
 // Host key verification against OpenSSH known_hosts files (plain and hashed `|1|salt|hash`
 // entries, comma-separated patterns, wildcards, negation, @revoked), like
 // StrictHostKeyChecking=accept-new: an unknown key is refused unless the user asked to accept it
-// (then it is appended); a changed key is always refused.
+// (then it is appended); a changed key is always refused, and a host with a key of any type in
+// known_hosts is never new (a key of another type is a changed key, as OpenSSH has it).
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -65,10 +66,17 @@ function entryMatches(e: Entry, name: string): boolean {
 
 export type HostKeyVerdict =
   | { status: 'known' }
-  | { status: 'unknown'; otherTypes: string[] }
+  | { status: 'unknown' }
+  /** `knownTypes`: the key types known_hosts holds for the host (the presented type among them or not) */
   | { status: 'changed'; knownTypes: string[] }
   | { status: 'revoked' };
 
+/**
+ * A host known_hosts names with any key, of any type, is never new: a key it does not hold is a
+ * changed key, also when its type differs from every key held (a server that now offers only ecdsa
+ * where ed25519 was recorded). That is OpenSSH's verdict (9.2: "REMOTE HOST IDENTIFICATION HAS
+ * CHANGED", under StrictHostKeyChecking=accept-new too); only a host with no key at all is new.
+ */
 export function checkHostKey(texts: string[], host: string, port: number, blob: Buffer): HostKeyVerdict {
   const name = knownHostName(host, port);
   const type = keyType(blob);
@@ -77,9 +85,8 @@ export function checkHostKey(texts: string[], host: string, port: number, blob: 
   if (entries.some((e) => e.marker === '@revoked' && e.key === b64)) return { status: 'revoked' };
   const mine = entries.filter((e) => e.marker === '' && entryMatches(e, name));
   if (mine.some((e) => e.type === type && e.key === b64)) return { status: 'known' };
-  const sameType = mine.filter((e) => e.type === type);
-  if (sameType.length > 0) return { status: 'changed', knownTypes: [type] };
-  return { status: 'unknown', otherTypes: [...new Set(mine.map((e) => e.type))] };
+  if (mine.length > 0) return { status: 'changed', knownTypes: [...new Set(mine.map((e) => e.type))] };
+  return { status: 'unknown' };
 }
 
 /** Key types known_hosts holds for this host, to prefer them in the handshake (as OpenSSH does). */

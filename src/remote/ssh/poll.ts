@@ -215,13 +215,21 @@ export class DirPoller {
   private listings(dir: string, subdirs: string[]) {
     const main = this.loop.dirs.get(dir);
     const sub: Record<string, DirEntry[] | null> = {};
-    for (const s of subdirs) sub[s] = this.loop.dirs.get(subdirPath(dir, s))?.entries ?? null;
-    return { main, sub };
+    const subErr: Record<string, string> = {};
+    for (const s of subdirs) {
+      const d = this.loop.dirs.get(subdirPath(dir, s));
+      sub[s] = d?.entries ?? null;
+      // listed by a frame and still no entries: gone, or not listable (the listing does not say which)
+      if (d && d.entries === null && d.validFromSeq <= this.loop.doneSeq)
+        subErr[s] = `cannot list ${s}/ on ${this.link.label} (missing or unreadable)`;
+    }
+    return { main, sub, subErr };
   }
 
   private assemble(dir: string, subdirs: string[], reads: ReadResult[], frameError: string | undefined): DirPoll {
-    const { main, sub } = this.listings(dir, subdirs);
+    const { main, sub, subErr } = this.listings(dir, subdirs);
     const out: DirPoll = { dir, entries: main?.entries ?? null, subdirs: sub, reads, hostNowMs: this.link.now() };
+    if (Object.keys(subErr).length) out.subdirErrors = subErr;
     if (main && main.entries === null && main.validFromSeq <= this.loop.doneSeq)
       out.error = `ENOENT: ${dir} is missing or unreadable on ${this.link.label}`;
     if (frameError && !main?.entries) out.error = frameError;

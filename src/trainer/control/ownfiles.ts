@@ -1,7 +1,7 @@
 // nsa-top's own writes into a run — the one module every writer goes through (the action log,
 // .HALT, .anomaly_type, watchdog.jsonl, the supervisor's files, launch). Three rules hold here, so
 // no command can forget them:
-//  - read-only (`--read-only`, NSA_TOP_READ_ONLY=1) refuses every write, whoever asks;
+//  - read-only (`--read-only`, NSA_TOP_READ_ONLY=1/true/yes/on) refuses every write, whoever asks;
 //  - only nsa-top's own names are written: `.nsa-top/<file>`, `.HALT`, `.anomaly_type`,
 //    `gate_collapse_details.json` and `pyspy_*.txt`, directly inside the run's directory;
 //  - that directory must be a real directory holding a run (a heartbeat, training.csv, env.json,
@@ -44,9 +44,32 @@ export interface EffectOptions {
   launcher?: boolean;
 }
 
-/** Read-only for the whole process: `--read-only` on any command, or NSA_TOP_READ_ONLY=1. */
+const READ_ONLY_ON = new Set(['1', 'true', 'yes', 'on']);
+const READ_ONLY_OFF = new Set(['', '0', 'false', 'no', 'off']);
+
+/**
+ * The one reading of NSA_TOP_READ_ONLY: `1`, `true`, `yes`, `on` (any case) mean read-only; unset,
+ * empty, `0`, `false`, `no`, `off` mean not; anything else is bad input (the CLI checks it first
+ * and exits 2, src/cli.ts). Returns the one-line error for a bad value, else whether it is on.
+ */
+export function readOnlyEnv(env: NodeJS.ProcessEnv = process.env): boolean | { error: string } {
+  const raw = env.NSA_TOP_READ_ONLY;
+  if (raw === undefined) return false;
+  const v = raw.trim().toLowerCase();
+  if (READ_ONLY_ON.has(v)) return true;
+  if (READ_ONLY_OFF.has(v)) return false;
+  return {
+    error: `NSA_TOP_READ_ONLY=${JSON.stringify(raw)} is neither on (1, true, yes, on) nor off (0, false, no, off, empty)`,
+  };
+}
+
+/**
+ * Read-only for the whole process: `--read-only` on any command, or NSA_TOP_READ_ONLY on (any
+ * spelling readOnlyEnv accepts). A value it cannot read counts as read-only here, so a path that
+ * runs before or without the CLI's check fails closed.
+ */
 export function readOnlyMode(opts?: EffectOptions): boolean {
-  return opts?.readOnly === true || process.env.NSA_TOP_READ_ONLY === '1';
+  return opts?.readOnly === true || readOnlyEnv() !== false;
 }
 
 const TOP_NAMES = new Set(['.HALT', '.anomaly_type', 'gate_collapse_details.json']);

@@ -3,9 +3,10 @@
 // framing (u64 length, masked CRC-32C of it, data, masked CRC-32C of data) around tensorflow.Event
 // protobufs, hand-encoded: wall_time (1, double), step (2, varint), file_version (3), summary (5) →
 // value (1) → tag (1), simple_value (2, float).
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { appendLog } from './writers.js';
 
 const CRC32C = (() => {
   const t = new Uint32Array(256);
@@ -81,12 +82,9 @@ export class TbWriter {
     mkdirSync(dir, { recursive: true });
     const now = Date.now() / 1000;
     this.path = join(dir, `events.out.tfevents.${Math.floor(now)}.${hostname()}.${process.pid}.0`);
-    appendFileSync(
-      this.path,
-      frame(Buffer.concat([eventHead(now), bytesField(3, Buffer.from('brain.Event:2', 'utf8'))])),
-    );
+    appendLog(this.path, frame(Buffer.concat([eventHead(now), bytesField(3, Buffer.from('brain.Event:2', 'utf8'))])));
   }
   scalars(step: number, values: { tag: string; value: number }[]): void {
-    appendFileSync(this.path, frame(scalarEvent(Date.now() / 1000, step, values)));
+    appendLog(this.path, frame(scalarEvent(Date.now() / 1000, step, values)));
   }
 }

@@ -1,7 +1,59 @@
 // Writers for the contract's text artifacts (contract §1): heartbeat JSONL, the header-less CSVs,
 // env.json, metrics.json, and the stdout step line. Formats follow the real trainer's exactly.
-import { appendFileSync, existsSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, closeSync, existsSync, fstatSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+
+// A log write on a full disk skips the line instead of ending the run (a full disk must not kill a
+// training run over a heartbeat or a CSV row): the lines skipped are counted, the first one is said
+// once on stderr, and the count when the rank ends. Any other write error still throws.
+let skippedLines = 0;
+const FULL = new Set(['ENOSPC', 'EDQUOT']);
+/** files a skipped write may have left with part of a line */
+const torn = new Set<string>();
+
+function endsWithNewline(path: string): boolean {
+  let fd: number | null = null;
+  try {
+    fd = openSync(path, 'r');
+    const size = fstatSync(fd).size;
+    if (size === 0) return true;
+    const b = Buffer.alloc(1);
+    readSync(fd, b, 0, 1, size - 1);
+    return b[0] === 0x0a;
+  } catch {
+    return true;
+  } finally {
+    if (fd !== null) closeSync(fd);
+  }
+}
+
+/** log lines skipped so far on a full disk */
+export function skippedLogLines(): number {
+  return skippedLines;
+}
+
+/** Appends one log line (or frame) to `path`; on a full disk skips it (counted) and returns false. */
+export function appendLog(path: string, data: string | Buffer): boolean {
+  try {
+    // a line cut short by the full disk is ended first, so the next one is not glued to it
+    const mend = typeof data === 'string' && torn.delete(path) && !endsWithNewline(path);
+    appendFileSync(path, mend ? `\n${data}` : data);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? '';
+    if (!FULL.has(code)) throw e;
+    torn.add(path);
+    if (skippedLines++ === 0) {
+      process.stderr.write(
+        `[train] pid ${process.pid}: ${code} writing ${basename(path)}: the disk is full — log lines are skipped (and counted) while it stays full; training goes on\n`,
+      );
+      process.once('exit', () => {
+        process.stderr.write(`[train] pid ${process.pid}: ${skippedLines} log line(s) skipped on a full disk\n`);
+      });
+    }
+    return false;
+  }
+}
 
 /** Seconds since the epoch with microsecond digits (like Python's time.time()). */
 export function nowEpoch(): number {
@@ -41,7 +93,7 @@ export class Heartbeat {
   write(step: number, msg: string, extra: Record<string, unknown> = {}): void {
     const ts = nowEpoch();
     const rec = { ts, iso: isoMicros(ts), pid: process.pid, rank: this.rank, step, msg, ...extra };
-    appendFileSync(this.path, pyJson(rec) + '\n');
+    appendLog(this.path, pyJson(rec) + '\n');
   }
 }
 
@@ -73,8 +125,8 @@ export const FALLBACK_HEADER =
 
 /** Appends a row to a CSV, writing the header first when the file is new (k_stats, fallback_counters). */
 export function appendWithHeader(path: string, header: string, row: string): void {
-  if (!existsSync(path)) appendFileSync(path, header);
-  appendFileSync(path, row);
+  if (!existsSync(path) && !appendLog(path, header)) return;
+  appendLog(path, row);
 }
 
 export function stepLine(

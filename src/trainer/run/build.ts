@@ -334,6 +334,11 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
     return got ? [got.value.toJSON(), got.source as 'csv' | 'tb' | 'heartbeat'] : [none, null];
   };
   [s.series.loss, s.seriesSource.loss] = series(P.lossSeries, s.series.loss);
+  s.lossNonFiniteBySource = {
+    csv: x.csv?.loss.nonFinite ?? 0,
+    tb: x.p.tb.loss.nonFinite,
+    heartbeat: x.hb?.series.loss.nonFinite ?? 0,
+  };
   [s.series.toksPerS, s.seriesSource.toksPerS] = series(P.toksPerSSeries, s.series.toksPerS);
   const [lrSeries, lrSource] = series(P.lrSeries, s.series.lr);
   s.series.lr = lrSeries;

@@ -419,6 +419,9 @@ export class RunModel {
     this.memDumps = mem.sort().slice(-200);
     this.listDumps(dumpEntries, more, owners);
     if (p.subdirs.tb) this.listTb(p.subdirs.tb, more, owners);
+    // a tb/ that cannot be listed is named (status, the unreadable-artifacts rule), never skipped in silence
+    else if (this.hasTbDir && p.subdirErrors?.tb)
+      this.refused.set('tb/', `${p.subdirErrors.tb} — its TensorBoard events are not read`);
   }
 
   /** stack dumps: the newest `maxDumps` parsed (again when changed), the rest only counted */

@@ -252,6 +252,11 @@ export interface LogTail {
   fatalNonFinite: boolean;
   oom: boolean;
   resumedFrom: string | null;
+  /**
+   * checkpoint saves the current process said failed (`[train] checkpoint at step N FAILED …`, the
+   * reference trainer; the real one swallows a failed save), the newest 20
+   */
+  checkpointFailed: { step: number; text: string }[];
 }
 
 export function emptyLogTail(file: string | null): LogTail {
@@ -263,6 +268,7 @@ export function emptyLogTail(file: string | null): LogTail {
     fatalNonFinite: false,
     oom: false,
     resumedFrom: null,
+    checkpointFailed: [],
   };
 }
 
@@ -326,6 +332,11 @@ export interface RunSnapshot {
   lastVal: { step: number; valLoss: number; ppl: number } | null;
   /** every stack dump file seen (`dumps` holds the newest ones, parsed) */
   dumpsTotal: number;
+  /**
+   * non-finite losses each source holds, whichever the loss series is drawn from: a NaN only
+   * training.csv (or only TensorBoard, or only a heartbeat) holds is still a NaN
+   */
+  lossNonFiniteBySource: { csv: number; tb: number; heartbeat: number };
   /** where loss/toks/lr series come from: CSV, TensorBoard or heartbeat progress records */
   seriesSource: {
     loss: 'csv' | 'tb' | 'heartbeat' | null;
@@ -416,6 +427,7 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
     lastLossNonFinite: false,
     lastVal: null,
     dumpsTotal: 0,
+    lossNonFiniteBySource: { csv: 0, tb: 0, heartbeat: 0 },
     seriesSource: { loss: null, toksPerS: null, lr: null },
     backfill: { pending: false, bytesLeft: 0 },
     hostNowMs: 0,

@@ -1,11 +1,10 @@
 // Rank 0's checkpoints (contract §1: periodic, on HALT, on a stop signal, at the end, and after an
 // abandoned collective) and its periodic eval on the held-out bytes.
-import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ActivityStack } from '../activity.js';
 import { writeCheckpoint } from '../checkpoint.js';
 import { valBatches, type DataPosition } from '../data.js';
-import { valCsvRow } from '../writers.js';
+import { appendLog, valCsvRow } from '../writers.js';
 import { out, type Rank } from './setup.js';
 
 export class Checkpoints {
@@ -73,6 +72,6 @@ export function evaluate(r: Rank, act: ActivityStack, s: number): void {
     let sum = 0;
     for (const b of vb) sum += r.model.forward(b, b.length / r.window).loss;
     const vl = sum / vb.length;
-    if (Number.isFinite(vl)) appendFileSync(join(r.dir, 'val.csv'), valCsvRow(s, vl));
+    if (Number.isFinite(vl)) appendLog(join(r.dir, 'val.csv'), valCsvRow(s, vl));
   });
 }

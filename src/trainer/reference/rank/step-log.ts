@@ -1,13 +1,14 @@
 // What a rank writes at a log step (contract §1): the stdout step line, the heartbeat progress and
 // step_end records, TensorBoard scalars, training.csv and the aux CSVs, opt_state_mb.txt; and
 // metrics.json at the end. Only rank 0 writes; every rank keeps its tokens/s clock.
-import { appendFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lrAt, type StepStats } from '../model-api.js';
 import { TbWriter } from '../tb-writer.js';
 import {
   FALLBACK_HEADER,
   K_STATS_HEADER,
+  appendLog,
   appendWithHeader,
   quantile,
   stepLine,
@@ -101,7 +102,7 @@ export class StepLog {
       { tag: 'train/lr', value: lrNext },
     ]);
     if (this.csvLogs) {
-      appendFileSync(join(dir, 'training.csv'), trainingCsvRow(s, loss, lrNext, tps));
+      appendLog(join(dir, 'training.csv'), trainingCsvRow(s, loss, lrNext, tps));
       if (this.auxStats) {
         appendWithHeader(
           join(dir, 'k_stats.csv'),

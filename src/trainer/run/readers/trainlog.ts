@@ -3,6 +3,8 @@
 // in the HALT/FATAL lines; U+2011 in "FineWeb‑Edu").
 import { emptyLogTail, type LogTail } from '../snapshot.js';
 
+const MAX_CKPT_FAILED = 20;
+
 const RE = {
   boot: /^\[boot\] loading config (.*)$/,
   effective: /^\[boot\] effective config: (.*)$/,
@@ -12,6 +14,8 @@ const RE = {
   oom: /CUDA out of memory|OutOfMemoryError|CUDA error: out of memory/,
   resumed: /^\[train\] resumed from (.*)$/,
   resumeFailed: /^\[train\] resume failed: (.*)$/,
+  // as history.ts reads it: the reference trainer's failed save (the real trainer swallows it)
+  ckptFailed: /\[train\] checkpoint at step (\d+) FAILED\b/,
   fallback: /\[warn\] Falling back to synthetic dataset/,
   loaderFailed: /\[error\] FineWeb.Edu loader failed: (.*)$/,
   stepsOverride: /^\[trace\] overriding steps to (\d+)/,
@@ -51,6 +55,7 @@ export class TrainLog {
       this.tail.haltSeen = false;
       this.tail.fatalNonFinite = false;
       this.tail.oom = false;
+      this.tail.checkpointFailed = [];
     } else if ((m = RE.effective.exec(text))) this.tail.effectiveConfig = m[1]!.trim();
     else if ((m = RE.dataset.exec(text))) {
       this.dataset = m[1]!;
@@ -59,7 +64,11 @@ export class TrainLog {
     else if (RE.fatal.test(text)) this.tail.fatalNonFinite = true;
     else if ((m = RE.resumed.exec(text))) this.tail.resumedFrom = m[1]!.trim();
     else if ((m = RE.resumeFailed.exec(text))) this.resumeFailed = m[1]!.trim();
-    else if (RE.fallback.test(text)) this.syntheticFallback = true;
+    else if ((m = RE.ckptFailed.exec(text))) {
+      const f = this.tail.checkpointFailed;
+      f.push({ step: Number(m[1]), text: text.trim().slice(0, 300) });
+      if (f.length > MAX_CKPT_FAILED) f.splice(0, f.length - MAX_CKPT_FAILED);
+    } else if (RE.fallback.test(text)) this.syntheticFallback = true;
     else if ((m = RE.loaderFailed.exec(text))) this.loaderFailed = m[1]!.trim();
     else if ((m = RE.stepsOverride.exec(text))) this.stepsOverride = Number(m[1]);
     else if ((m = RE.world.exec(text))) this.worldSize = Number(m[2]);
@@ -83,6 +92,7 @@ export class TrainLog {
       t.fatalNonFinite ||= h.tail.fatalNonFinite;
       t.oom ||= h.tail.oom;
       t.resumedFrom ??= h.tail.resumedFrom;
+      t.checkpointFailed = [...h.tail.checkpointFailed, ...t.checkpointFailed].slice(-MAX_CKPT_FAILED);
       this.syntheticFallback ||= h.syntheticFallback;
       this.loaderFailed ??= h.loaderFailed;
       this.resumeFailed ??= h.resumeFailed;
