@@ -82,7 +82,8 @@ function spawnGroup(
   return child;
 }
 
-function toStat(s: import('node:fs').Stats): FileStat {
+/** A node Stats as the Host's FileStat (exported for readers that fstat an fd they opened themselves). */
+export function toStat(s: import('node:fs').Stats): FileStat {
   return {
     size: s.size,
     mtimeMs: s.mtimeMs,

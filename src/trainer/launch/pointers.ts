@@ -11,6 +11,7 @@
 // followed, so `stop COPY` can never reach the original run's supervisor. Locally the file is
 // opened O_NOFOLLOW and checked by fstat on the descriptor that is read (no swap between the check
 // and the read); over SSH it is stat'ed, then read.
+import { toStat } from '../../remote/local/host.js';
 import { constants as fsc, fstatSync, statSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { isAbsolute, join, normalize, resolve } from 'node:path';
@@ -102,17 +103,7 @@ async function readLocal(path: string): Promise<{ st: FileStat; text: string } |
   }
   try {
     const s = fstatSync(fh.fd);
-    const st: FileStat = {
-      size: s.size,
-      mtimeMs: s.mtimeMs,
-      ino: s.ino,
-      isDir: s.isDirectory(),
-      isFile: s.isFile(),
-      mode: s.mode,
-      uid: s.uid,
-      dev: s.dev,
-      nlink: s.nlink,
-    };
+    const st: FileStat = toStat(s);
     if (!st.isFile || st.size > MAX_POINTER) return { st, text: '' };
     // one read of the size fstat gave (a pointer is small; a longer file is cut and fails to parse)
     const buf = Buffer.allocUnsafe(Math.max(1, st.size));
