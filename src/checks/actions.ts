@@ -16,6 +16,19 @@ export interface ActionInput {
   /** a halt-after-checkpoint request is pending or under way (requests.json) */
   requestActive: boolean;
   supervisor: Pick<SupervisorState, 'state' | 'supervisor' | 'supervisorGone'> | null;
+  /** seconds since the newest heartbeat record of any rank (null: none): a run that still writes one
+   *  is not "nothing to halt", whatever the process table could prove */
+  heartbeatAgeS?: number | null;
+}
+
+/** a heartbeat younger than this keeps a halt on offer even when no rank process could be proven */
+const FRESH_HEARTBEAT_S = 10;
+
+/** Seconds since the newest heartbeat of any rank of a snapshot, at `nowMs` (null: none). */
+export function newestHeartbeatAgeS(ranks: readonly { lastTs: number | null }[], nowMs: number): number | null {
+  let newest: number | null = null;
+  for (const r of ranks) if (r.lastTs !== null && (newest === null || r.lastTs > newest)) newest = r.lastTs;
+  return newest === null ? null : Math.max(0, (nowMs - newest) / 1000);
 }
 
 /** ok, or refused with a short word (the footer's `off(…)`) and one line saying why. */
@@ -50,7 +63,8 @@ export function actionVerdicts(x: ActionInput): ActionVerdicts {
 
   let haltNow = OK;
   // a request in force, or a .HALT the ranks have not obeyed yet: h shows it (cancel, escalation)
-  if (!x.requestActive && !(x.haltPresent && (x.ranksAlive ?? 0) > 0) && ENDED_STATES.has(x.runState))
+  const writing = x.heartbeatAgeS != null && x.heartbeatAgeS < FRESH_HEARTBEAT_S;
+  if (!x.requestActive && !(x.haltPresent && (x.ranksAlive ?? 0) > 0) && !writing && ENDED_STATES.has(x.runState))
     haltNow = no(x.runState, `${is}: nothing to halt`);
 
   let haltAfterCheckpoint = haltNow;

@@ -50,7 +50,7 @@ export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
-export { actionVerdicts, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
+export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
 
 export interface Evaluation {
   /** alerts in force (critical first, then newest), including those clearing under hysteresis */

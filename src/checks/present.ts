@@ -8,7 +8,7 @@ import { BOOT_STATES, LIVE_STATES } from './runstate.js';
 
 /** the colour of a run state (for a state built without an evaluation), and which states are live or over */
 export { BOOT_STATES, ENDED_STATES, LIVE_STATES, STATE_HEALTH } from './runstate.js';
-export { actionVerdicts, type ActionVerdicts, type Verdict } from './actions.js';
+export { actionVerdicts, newestHeartbeatAgeS, type ActionVerdicts, type Verdict } from './actions.js';
 import type {
   Alert,
   Culprit,

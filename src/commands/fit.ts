@@ -5,6 +5,7 @@
 import {
   actionVerdicts,
   Checker,
+  newestHeartbeatAgeS,
   thresholdsFromEnv,
   unjudgeable,
   type ActionVerdicts,
@@ -35,6 +36,7 @@ export async function headlessVerdicts(
     haltPresent: obs.run.control.halt.present,
     requestActive: !!activeRequest(obs.requests),
     supervisor: obs.supervisor,
+    heartbeatAgeS: newestHeartbeatAgeS(obs.run.ranks, obs.input.now),
   });
   return { verdicts, ev };
 }

@@ -3,7 +3,7 @@
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
 // The dialogs' keys are declared the same way, beside each dialog's view in dialogs/.
-import { actionVerdicts, type ActionVerdicts, type Verdict } from '../checks/present.js';
+import { actionVerdicts, newestHeartbeatAgeS, type ActionVerdicts, type Verdict } from '../checks/present.js';
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest, procRunning } from '../trainer/control/types.js';
@@ -49,6 +49,7 @@ export function stateVerdicts(s: CockpitState): ActionVerdicts {
     haltPresent: s.run.control.halt.present,
     requestActive: !!activeRequest(s.requests),
     supervisor: s.supervisor ?? null,
+    heartbeatAgeS: newestHeartbeatAgeS(s.run.ranks, s.run.hostNowMs || s.at),
   });
 }
 

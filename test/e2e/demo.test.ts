@@ -68,7 +68,7 @@ test(
       assert.equal(dumps.filter((f) => /_rank1_/.test(f)).length, 1, `one dump of rank 1: ${dumps}`);
       await main.send(ESC, 300);
       await main.send('\t');
-      await main.waitFor(/dumps: r0 r1|2 dumps/, 15_000, 'the Dumps panel shows the set');
+      await main.waitFor(/2\/2 ranks: r0 r1|dumps: r0 r1|2 dumps/, 15_000, 'the Dumps panel shows the set');
       // the read-only operator sees the dump in the shared action log
       await ro.send('z', 300);
       for (let i = 0; i < 8 && !/┌ Actions/.test(ro.screen()); i++) await ro.send('\t', 400);

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { acknowledgeAlert, currentActor } from '../../../src/trainer/control/actions.js';
 import { READ_ONLY_REFUSAL } from '../../../src/trainer/control/audit.js';
+import { killKids, startKid } from './helpers.js';
 import { readOnlyEnv, readOnlyMode } from '../../../src/trainer/control/ownfiles.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -91,7 +92,7 @@ test('NSA_TOP_READ_ONLY=true (and yes, On) refuses halt, stop, dump, relaunch, a
   assert.deepEqual(readdirSync(d).sort(), listing, 'no .HALT, .anomaly_type, .nsa-top or dump written');
 });
 
-test('NSA_TOP_READ_ONLY=maybe is a one-line error with exit 2 in every command and the cockpit; off is not read-only', () => {
+test('NSA_TOP_READ_ONLY=maybe is a one-line error with exit 2 in every command and the cockpit; off is not read-only', async () => {
   const d = nanRun();
   for (const args of [['status', d], ['halt', d], ['report', d], ['watchdog', d, '--halt', '--once'], [d], []]) {
     const r = cli(args, { NSA_TOP_READ_ONLY: 'maybe' });
@@ -103,8 +104,12 @@ test('NSA_TOP_READ_ONLY=maybe is a one-line error with exit 2 in every command a
     assert.equal(r.stdout, '');
   }
   assert.ok(!existsSync(join(d, '.HALT')) && !existsSync(join(d, '.nsa-top')), 'nothing written');
-  // off by a spelling other than unset: the halt acts
+  // off by a spelling other than unset: the halt acts (on a live rank of the run: an ended run has
+  // nothing to halt, as in the cockpit)
+  const kid = await startKid(new LocalHost(), d, undefined, { DUMP_RANK: '1', HB_RANK: '1' });
   const h = cli(['halt', d, '--json'], { NSA_TOP_READ_ONLY: 'Off' });
+  killKids([kid]);
+  await kid.exited;
   assert.equal(JSON.parse(h.stdout).result, 'ok', h.stdout + h.stderr);
   assert.ok(existsSync(join(d, '.HALT')), 'halt wrote .HALT with NSA_TOP_READ_ONLY=Off');
 });

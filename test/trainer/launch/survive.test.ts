@@ -119,7 +119,10 @@ test('the restart budget survives re-adoption: a crash restarted (1 of 2 used), 
   leftovers.push(st1.child!);
   process.kill(supervisorPid, 'SIGKILL');
   await until('the supervisor to die', async () => !(await verifyProcess(host, st0.supervisor!)));
-  const rec = await relaunch(host, runDir, await currentActor(host), { removeStaleHalt: false });
+  const rec = await relaunch(host, runDir, await currentActor(host), {
+    removeStaleHalt: false,
+    allowCommand: ['node'],
+  });
   assert.equal(rec.result, 'ok', rec.detail);
   const st2 = await until('the re-adoption', async () => {
     const s = await readSupervisorState(host, runDir);
