@@ -77,8 +77,19 @@ export class DumpWatch {
   /** What is there before any signal is someone else's. */
   async start(): Promise<void> {
     this.seen = await this.list();
-    for (const name of this.seen.keys()) if (DUMP_RE.exec(name)?.[5] !== undefined) this.named = true;
+    const now = this.host.now() / 1000;
+    for (const name of this.seen.keys()) {
+      const r = DUMP_RE.exec(name);
+      if (r?.[5] !== undefined) this.named = true;
+      // a dump named for this very second (the last one of a dump just before this one, or the
+      // trainer's own): the first signal waits past it, or its file would be written over
+      const sec = Number(r?.[3]);
+      if (Number.isFinite(sec) && sec >= now - 5 && sec <= now + 5) this.floorS = Math.max(this.floorS, sec);
+    }
   }
+
+  /** the newest second a dump already there was named for (recent ones only: a far-future name is ignored) */
+  private floorS = -Infinity;
 
   private async head(name: string, mtimeMs: number): Promise<Head | null> {
     let text: string;
@@ -101,7 +112,7 @@ export class DumpWatch {
    */
   notBefore(): number {
     if (this.named) return -Infinity;
-    let s = -Infinity;
+    let s = this.floorS;
     for (const name of this.owner.keys()) s = Math.max(s, Number(DUMP_RE.exec(name)?.[3] ?? -Infinity));
     return (s + 1) * 1000 + this.skewMs;
   }

@@ -8,7 +8,7 @@
 // dumps in a row; `DUMPS_N=50` is the issue's figure, run by hand.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
@@ -135,6 +135,10 @@ test('dump of a live 2-rank stand-in of the real trainer, many times in a row: e
   );
   // nothing hangs here: a lost stack would be a wait given up too early
   assert.equal(lost, 0);
+  // and no dump wrote over the one before it: a dump's first rank waits past the second the last
+  // dump's file was named for, so every stack of every set is still on disk
+  const files = readdirSync(dir).filter((f) => /^stackdump_\d+\.txt$/.test(f));
+  assert.equal(files.length, 2 * n, `${files.length} stack files kept for ${n} dumps of 2 ranks`);
 });
 
 test('a rank that answers after the wait is named lost, and its late write is never given to another rank', async (t) => {
