@@ -1,0 +1,648 @@
+// Alert delivery from the headless watchdog: webhooks (--notify URL, a JSON POST that Slack and
+// Discord take as it is), a command of the operator's (--notify-cmd, the alert as JSON on stdin) and
+// a dead-man ping (--deadman URL). Another surface of the one judgement: the watchdog hands every
+// pass's Evaluation (src/checks) and Observation (./observe.ts) here; nothing here judges the run.
+//
+// - One message per alert raised at or above the level (default: critical), naming the state's why
+//   and the rank; one "cleared" message when it clears, or when the run ends with it outstanding.
+//   The same alert is not raised again within the cooldown (default 10 min); one that rises in
+//   severity is.
+// - Delivery never blocks the watch loop and never ends it: each target has its own bounded queue
+//   (oldest dropped past QUEUE_MAX), a failed send is retried with backoff (1 s, doubling, capped at
+//   60 s) until it is delivered or an hour old; an HTTP 4xx other than 408/429 is not retried. Every
+//   outcome is one `notify` decision line; stderr gets "notify: N undelivered, last error …" on change.
+// - The dead-man URL is pinged only after a pass that could observe the run (observedWhy): it stops,
+//   on purpose, when the watchdog goes blind, so the operator's monitor fires (nvrx-watch's rule).
+// - A webhook URL is a secret: only its scheme and host are ever printed (redactUrl); error text is
+//   scrubbed of it (Redactor). A command is named by its program only.
+import { spawn } from 'node:child_process';
+import { basename } from 'node:path';
+import type { Alert, Evaluation, Severity } from '../checks/index.js';
+import { sanitize } from '../sanitize.js';
+import type { Observation } from './observe.js';
+
+const LEVELS: Record<Severity, number> = { info: 0, warning: 1, critical: 2 };
+const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
+/** messages held per target; past it the oldest is dropped (and counted) */
+export const QUEUE_MAX = 50;
+const BACKOFF_FIRST_MS = 1000;
+const BACKOFF_MAX_MS = 60_000;
+/** a message not delivered within this long is given up (counted as dropped) */
+const GIVE_UP_MS = 3_600_000;
+const HTTP_TIMEOUT_MS = 10_000;
+const TEXT_MAX = 1900; // Discord's content limit is 2000
+
+// ---------------------------------------------------------------------------------------------
+// secrets
+
+/** scheme + host of a URL (a webhook's path, query and userinfo are its secret); a bad URL: a placeholder */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}/…`;
+  } catch {
+    return '[unparsable URL]';
+  }
+}
+
+/** a --notify or --deadman value: an http(s) URL, or why not — in words that never repeat the value */
+export function checkUrl(flag: string, url: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return `${flag} needs an http:// or https:// URL (the value given does not parse as a URL; not shown, a webhook URL is a secret)`;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    return `${flag} needs an http:// or https:// URL, got a ${u.protocol.replace(/:$/, '')}: URL`;
+  return null;
+}
+
+/** Removes every secret URL (whole, and its path/query/userinfo on their own) from a text. */
+export class Redactor {
+  private readonly pieces: [string, string][] = [];
+  constructor(urls: string[]) {
+    for (const url of urls) {
+      const shown = redactUrl(url);
+      const add = (s: string) => {
+        if (s.length >= 4) this.pieces.push([s, shown]);
+      };
+      add(url);
+      try {
+        const u = new URL(url);
+        add(u.href);
+        add(u.pathname + u.search);
+        if (u.pathname.length > 1) add(u.pathname);
+        add(u.search);
+        add(u.username);
+        add(u.password);
+        add(decodeURIComponent(u.pathname));
+      } catch {
+        /* the whole string was added */
+      }
+    }
+    // longest first, so a URL is replaced whole before its path is
+    this.pieces.sort((a, b) => b[0].length - a[0].length);
+  }
+  scrub(s: string): string {
+    let out = s;
+    for (const [secret, shown] of this.pieces) out = out.split(secret).join(shown);
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// what is sent
+
+export interface AlertMessage {
+  /** Slack's field */
+  text: string;
+  /** Discord's field */
+  content: string;
+  source: 'nsa-top';
+  event: 'raised' | 'cleared';
+  run: string;
+  runDir: string;
+  state: string;
+  why: string;
+  level: Severity;
+  alert: string;
+  rule: string;
+  message: string;
+  detail: string;
+  rank: number | null;
+  step: number | null;
+  host: string;
+  /** ISO time of this message; `since`: when the condition was first seen */
+  time: string;
+  since: string;
+}
+
+export interface RunContext {
+  run: string;
+  runDir: string;
+  host: string;
+}
+
+const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+/** The message for one alert raised or cleared, from the judge's own words (alert title and detail, the state's why). */
+export function alertMessage(
+  kind: 'raised' | 'cleared',
+  al: Alert,
+  state: { state: string; why: string },
+  ctx: RunContext,
+  now: number,
+  verdicts: string[] = [],
+  clearedWhy?: string,
+): AlertMessage {
+  const rank = al.rank ?? null;
+  const who = rank !== null ? ` rank ${rank}` : '';
+  const head =
+    kind === 'raised'
+      ? `[nsa-top] ${al.severity.toUpperCase()}${who} — ${al.title}`
+      : `[nsa-top] cleared${who} — ${al.title}${clearedWhy ? ` (${clearedWhy})` : ''}`;
+  const lines = [
+    head,
+    `run ${ctx.run} on ${ctx.host}: ${state.state} — ${state.why}`,
+    ...(kind === 'raised' ? [al.detail, ...verdicts.map((v) => `verdict: ${v}`)] : []),
+    `alert ${al.id}${al.step !== undefined ? ` · step ${al.step}` : ''}`,
+  ];
+  const text = clip(lines.map(sanitize).join('\n'), TEXT_MAX);
+  return {
+    text,
+    content: text,
+    source: 'nsa-top',
+    event: kind,
+    run: ctx.run,
+    runDir: ctx.runDir,
+    state: state.state,
+    why: state.why,
+    level: al.severity,
+    alert: al.id,
+    rule: al.rule,
+    message: al.title,
+    detail: al.detail,
+    rank,
+    step: al.step ?? null,
+    host: ctx.host,
+    time: new Date(now).toISOString(),
+    since: new Date(al.since).toISOString(),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// when to send: pure
+
+interface Sent {
+  kind: 'raised' | 'cleared';
+  level: Severity;
+  raisedAt: number;
+  alert: Alert;
+  /** a raise held by the cooldown was said (once per hold) */
+  heldSaid?: boolean;
+}
+
+/**
+ * Which alerts to raise and clear this pass, with the cooldown: level-triggered, so an alert that
+ * comes back within the cooldown of its last raise is raised once the cooldown is over if it still
+ * holds; one that rises in severity is raised at once.
+ */
+export class AlertNotices {
+  private readonly sent = new Map<string, Sent>();
+  constructor(
+    private readonly level: Severity,
+    private readonly cooldownMs: number,
+  ) {}
+
+  pass(alerts: Alert[], now: number): { raise: Alert[]; clear: Alert[]; held: Alert[] } {
+    const raise: Alert[] = [];
+    const clear: Alert[] = [];
+    const held: Alert[] = [];
+    const seen = new Set<string>();
+    for (const al of alerts) {
+      if (LEVELS[al.severity] < LEVELS[this.level]) continue;
+      seen.add(al.id);
+      const prev = this.sent.get(al.id);
+      if (prev?.kind === 'raised') {
+        if (LEVELS[al.severity] > LEVELS[prev.level] && al.clearing === undefined) {
+          raise.push(al);
+          this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, alert: al });
+        } else prev.alert = al;
+        continue;
+      }
+      // a condition already clearing (the judge's hysteresis) is not raised anew
+      if (al.clearing !== undefined) continue;
+      if (prev && now - prev.raisedAt < this.cooldownMs) {
+        if (!prev.heldSaid) held.push(al);
+        prev.heldSaid = true;
+        continue;
+      }
+      raise.push(al);
+      this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, alert: al });
+    }
+    for (const [id, s] of this.sent)
+      if (s.kind === 'raised' && !seen.has(id)) {
+        s.kind = 'cleared';
+        clear.push(s.alert);
+      }
+    return { raise, clear, held };
+  }
+
+  /** the alerts raised and not cleared (the run ended with them outstanding): now cleared */
+  ended(): Alert[] {
+    const out: Alert[] = [];
+    for (const s of this.sent.values())
+      if (s.kind === 'raised') {
+        s.kind = 'cleared';
+        out.push(s.alert);
+      }
+    return out;
+  }
+}
+
+/**
+ * Whether a pass could observe the run (null), or why not — the dead-man rule: the run's files were
+ * read this pass, and a rank of the run was proven (pid + start time), or its supervisor proven
+ * alive, or the run is known to have ended. A pass that read nothing, or could not read the
+ * process table, or proved no process, is blind: no ping.
+ */
+export function observedWhy(obs: Observation, ev: Evaluation, unjudgeable: string | null): string | null {
+  if (!obs.fresh) return obs.errors[0] ?? 'the run could not be read this pass';
+  if (unjudgeable) return unjudgeable;
+  const table = obs.errors.find((e) => e.startsWith('process table'));
+  if (table) return table;
+  if (ENDED.has(ev.runState)) return null;
+  if (obs.procs?.ranks.some((r) => r.proc.state !== 'Z' && r.proc.state !== 'X')) return null;
+  const sup = obs.supervisor;
+  if (sup && !sup.supervisorGone && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state)) return null;
+  return `no rank of the run proven alive and the run not known to have ended (${ev.runState})`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// delivery
+
+class DeliveryError extends Error {
+  constructor(
+    message: string,
+    readonly retry: boolean,
+    readonly retryAfterMs: number | null = null,
+  ) {
+    super(message);
+  }
+}
+
+interface Target {
+  /** what may be printed: scheme + host, or `command 'prog'` */
+  label: string;
+  send(body: string): Promise<void>;
+}
+
+function webhookTarget(url: string): Target {
+  return {
+    label: redactUrl(url),
+    async send(body) {
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'user-agent': 'nsa-top' },
+          body,
+          signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+          redirect: 'error',
+        });
+      } catch (e) {
+        const err = e as Error & { cause?: { code?: string; message?: string } };
+        const why =
+          err.name === 'TimeoutError' ? `no answer in ${HTTP_TIMEOUT_MS / 1000}s` : (err.cause?.code ?? err.message);
+        throw new DeliveryError(why, true);
+      }
+      await res.arrayBuffer().catch(() => null);
+      if (res.ok) return;
+      const retry = res.status >= 500 || res.status === 408 || res.status === 429;
+      const ra = Number(res.headers.get('retry-after'));
+      throw new DeliveryError(`HTTP ${res.status}`, retry, Number.isFinite(ra) && ra > 0 ? ra * 1000 : null);
+    },
+  };
+}
+
+/** CMD runs under /bin/sh -c as the operator wrote it; the alert is only ever on stdin, never in argv or the command line */
+function commandTarget(cmd: string, timeoutMs: number): Target {
+  const prog = basename(cmd.trim().split(/\s+/)[0] ?? 'sh');
+  return {
+    label: `command '${sanitize(prog)}'`,
+    send(body) {
+      return new Promise<void>((resolve, reject) => {
+        const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'ignore', 'pipe'], detached: true });
+        let err = '';
+        let done = false;
+        const finish = (e: DeliveryError | null) => {
+          if (done) return;
+          done = true;
+          clearTimeout(timer);
+          if (e) reject(e);
+          else resolve();
+        };
+        const timer = setTimeout(() => {
+          // its own process group: the command and anything it started
+          try {
+            if (child.pid) process.kill(-child.pid, 'SIGKILL');
+          } catch {
+            /* gone */
+          }
+          finish(new DeliveryError(`no exit in ${timeoutMs / 1000}s (killed)`, true));
+        }, timeoutMs);
+        child.stderr!.on('data', (b: Buffer) => {
+          if (err.length < 2000) err += b.toString('utf8');
+        });
+        child.on('error', (e) => finish(new DeliveryError(e.message, true)));
+        child.on('close', (code, signal) => {
+          if (code === 0) finish(null);
+          else {
+            const last = err.trim().split('\n').pop() ?? '';
+            finish(new DeliveryError(`${signal ? `signal ${signal}` : `exit ${code}`}${last ? `: ${last}` : ''}`, true));
+          }
+        });
+        child.stdin!.on('error', () => {}); // a command that does not read its stdin
+        child.stdin!.end(body + '\n');
+      });
+    },
+  };
+}
+
+interface Queued {
+  msg: AlertMessage;
+  body: string;
+  attempts: number;
+  nextAt: number;
+  queuedAt: number;
+  lastError: string | null;
+}
+
+export interface NotifyLog {
+  /** one decision line (the watchdog's log: stdout and .nsa-top/watchdog.jsonl) */
+  (event: string, fields: Record<string, unknown>): Promise<void> | void;
+}
+
+class Outbox {
+  private readonly q: Queued[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private sending: Promise<void> | null = null;
+  private closed = false;
+  dropped = 0;
+  delivered = 0;
+  lastError: string | null = null;
+
+  constructor(
+    readonly target: Target,
+    private readonly n: Notifier,
+  ) {}
+
+  /** messages that failed at least once and are still waiting */
+  get undelivered(): number {
+    return this.q.filter((m) => m.attempts > 0).length;
+  }
+  get pending(): number {
+    return this.q.length;
+  }
+
+  push(msg: AlertMessage): void {
+    if (this.q.length >= QUEUE_MAX) {
+      const old = this.q.shift()!;
+      this.dropped++;
+      void this.n.record(this, old, 'dropped', `queue full (${QUEUE_MAX}): the oldest message was given up`);
+    }
+    const now = Date.now();
+    this.q.push({ msg, body: JSON.stringify(msg), attempts: 0, nextAt: now, queuedAt: now, lastError: null });
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.sending || this.closed || this.q.length === 0) return;
+    if (this.timer) clearTimeout(this.timer);
+    const wait = Math.max(0, this.q[0]!.nextAt - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.sending = this.sendHead().finally(() => {
+        this.sending = null;
+        this.kick();
+      });
+    }, wait);
+  }
+
+  private async sendHead(): Promise<void> {
+    const m = this.q[0];
+    if (!m) return;
+    m.attempts++;
+    try {
+      await this.target.send(m.body);
+      this.q.shift();
+      this.delivered++;
+      await this.n.record(this, m, 'delivered', null);
+    } catch (e) {
+      const d = e instanceof DeliveryError ? e : new DeliveryError((e as Error).message, true);
+      const why = this.n.scrub(sanitize(d.message));
+      m.lastError = why;
+      this.lastError = `${this.target.label}: ${why}`;
+      if (!d.retry || Date.now() - m.queuedAt > GIVE_UP_MS) {
+        this.q.shift();
+        this.dropped++;
+        await this.n.record(this, m, d.retry ? 'dropped' : 'rejected', why);
+        return;
+      }
+      const backoff = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (m.attempts - 1));
+      m.nextAt = Date.now() + Math.max(backoff, Math.min(BACKOFF_MAX_MS * 5, d.retryAfterMs ?? 0));
+      await this.n.record(this, m, 'failed', why, m.nextAt - Date.now());
+    }
+  }
+
+  /** sends what is due until the deadline, then stops (the watchdog is exiting) */
+  async close(deadline: number): Promise<void> {
+    while (this.q.length > 0 && Date.now() < deadline) {
+      if (this.sending) await this.sending;
+      else if (this.q[0]!.nextAt <= Date.now()) {
+        if (this.timer) clearTimeout(this.timer);
+        this.timer = null;
+        this.sending = this.sendHead().finally(() => {
+          this.sending = null;
+        });
+      } else await new Promise((r) => setTimeout(r, Math.min(100, Math.max(1, deadline - Date.now()))));
+    }
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
+
+export interface NotifyOptions {
+  urls: string[];
+  cmd: string | null;
+  deadman: string | null;
+  /** the same alert is not raised again within this many seconds */
+  cooldownS: number;
+  /** the lowest severity that is sent */
+  level: Severity;
+  /** the dead-man URL is pinged at most this often (s) */
+  deadmanEveryS: number;
+  cmdTimeoutS: number;
+  ctx: RunContext;
+  log: NotifyLog;
+  /** one human line (stderr) */
+  warn: (line: string) => void;
+}
+
+export class Notifier {
+  private readonly notices: AlertNotices;
+  private readonly boxes: Outbox[];
+  private readonly redactor: Redactor;
+  private statusLine = '';
+  private lastPing = 0;
+  private pinging: Promise<void> | null = null;
+  private deadmanState: string | null = null;
+  pings = 0;
+
+  constructor(private readonly o: NotifyOptions) {
+    this.notices = new AlertNotices(o.level, o.cooldownS * 1000);
+    this.redactor = new Redactor([...o.urls, ...(o.deadman ? [o.deadman] : [])]);
+    this.boxes = [
+      ...o.urls.map((u) => new Outbox(webhookTarget(u), this)),
+      ...(o.cmd ? [new Outbox(commandTarget(o.cmd, o.cmdTimeoutS * 1000), this)] : []),
+    ];
+  }
+
+  get sending(): boolean {
+    return this.boxes.length > 0;
+  }
+
+  /** what the watchdog's start line says about delivery (no secret) */
+  describe(): Record<string, unknown> {
+    return {
+      targets: this.boxes.map((b) => b.target.label),
+      deadman: this.o.deadman ? redactUrl(this.o.deadman) : null,
+      level: this.o.level,
+      cooldownS: this.o.cooldownS,
+    };
+  }
+
+  scrub(s: string): string {
+    return this.redactor.scrub(s);
+  }
+
+  /** One pass of the watchdog: the alerts to send, and the dead-man ping when the pass observed the run. */
+  async pass(
+    ev: Evaluation,
+    state: { state: string; why: string },
+    blind: string | null,
+    now = Date.now(),
+  ): Promise<void> {
+    if (this.boxes.length > 0) {
+      const { raise, clear, held } = this.notices.pass(ev.alerts, now);
+      const verdicts = ev.verdicts.map((v) => v.text);
+      for (const al of raise) this.enqueue(alertMessage('raised', al, state, this.o.ctx, now, verdicts));
+      for (const al of clear) this.enqueue(alertMessage('cleared', al, state, this.o.ctx, now));
+      for (const al of held)
+        await this.o.log('notify', {
+          alert: al.id,
+          kind: 'raised',
+          result: 'held',
+          why: `raised again within the cooldown (${this.o.cooldownS}s) of its last message: not re-sent`,
+        });
+    }
+    await this.deadmanPass(blind, now);
+  }
+
+  /** a pass that failed before judging (the look threw): blind, for the dead-man rule */
+  async blind(why: string, now = Date.now()): Promise<void> {
+    await this.deadmanPass(why, now);
+  }
+
+  /** the run ended: every alert raised and not cleared gets its "cleared" message, naming the end */
+  runEnded(state: { state: string; why: string }, now = Date.now()): void {
+    if (this.boxes.length === 0) return;
+    for (const al of this.notices.ended())
+      this.enqueue(alertMessage('cleared', al, state, this.o.ctx, now, [], `the run ended: ${state.state}`));
+  }
+
+  private enqueue(msg: AlertMessage): void {
+    for (const b of this.boxes) b.push(msg);
+  }
+
+  /** called by an Outbox on each outcome: one decision line, and the status line on stderr when it changes */
+  async record(
+    box: Outbox,
+    m: Queued,
+    result: 'delivered' | 'failed' | 'dropped' | 'rejected',
+    why: string | null,
+    retryInMs?: number,
+  ): Promise<void> {
+    const undelivered = this.boxes.reduce((n, b) => n + b.undelivered, 0);
+    const dropped = this.boxes.reduce((n, b) => n + b.dropped, 0);
+    await this.o.log('notify', {
+      target: box.target.label,
+      alert: m.msg.alert,
+      kind: m.msg.event,
+      result,
+      attempt: m.attempts,
+      ...(why !== null ? { error: why } : {}),
+      ...(retryInMs !== undefined ? { retryInS: Math.round(retryInMs / 100) / 10 } : {}),
+      undelivered,
+      dropped,
+    });
+    const lastError = this.boxes.map((b) => b.lastError).find((e) => e !== null) ?? null;
+    const line =
+      undelivered + dropped === 0
+        ? this.statusLine
+          ? 'notify: all delivered'
+          : ''
+        : `notify: ${undelivered} undelivered${dropped ? `, ${dropped} given up` : ''}${lastError ? `, last error ${lastError}` : ''}`;
+    if (line && line !== this.statusLine) {
+      this.statusLine = line;
+      this.o.warn(line);
+    }
+  }
+
+  /** the numbers for the watchdog's exit line */
+  summary(): Record<string, unknown> {
+    return {
+      delivered: this.boxes.reduce((n, b) => n + b.delivered, 0),
+      undelivered: this.boxes.reduce((n, b) => n + b.pending, 0),
+      dropped: this.boxes.reduce((n, b) => n + b.dropped, 0),
+      deadmanPings: this.pings,
+    };
+  }
+
+  private async deadmanPass(blind: string | null, now: number): Promise<void> {
+    const url = this.o.deadman;
+    if (!url) return;
+    if (blind !== null) {
+      const key = `withheld:${blind}`;
+      if (this.deadmanState !== key) {
+        this.deadmanState = key;
+        await this.o.log('deadman', {
+          target: redactUrl(url),
+          result: 'withheld',
+          why: `${blind} — the watchdog could not observe the run this pass, so the dead-man ping stops`,
+        });
+      }
+      return;
+    }
+    if (this.pinging || now - this.lastPing < this.o.deadmanEveryS * 1000) return;
+    this.lastPing = now;
+    this.pinging = (async () => {
+      let result = 'ok';
+      try {
+        const res = await fetch(url, {
+          method: 'GET',
+          headers: { 'user-agent': 'nsa-top' },
+          signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
+          redirect: 'error',
+        });
+        await res.arrayBuffer().catch(() => null);
+        if (!res.ok) result = `HTTP ${res.status}`;
+        else this.pings++;
+      } catch (e) {
+        const err = e as Error & { cause?: { code?: string } };
+        result = this.scrub(sanitize(err.name === 'TimeoutError' ? 'no answer' : (err.cause?.code ?? err.message)));
+      }
+      const key = result === 'ok' ? 'ok' : `failed:${result}`;
+      if (key !== this.deadmanState) {
+        this.deadmanState = key;
+        await this.o.log('deadman', {
+          target: redactUrl(url),
+          result: result === 'ok' ? 'pinging' : 'failed',
+          ...(result === 'ok' ? {} : { error: result }),
+        });
+        if (result !== 'ok') this.o.warn(`deadman: ping failed, ${redactUrl(url)}: ${result}`);
+      }
+    })().finally(() => {
+      this.pinging = null;
+    });
+  }
+
+  /** The watchdog is exiting: send what is queued for up to `ms`, then stop. */
+  async close(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    await Promise.all(this.boxes.map((b) => b.close(deadline)));
+    if (this.pinging) await this.pinging;
+  }
+}
