@@ -17,7 +17,7 @@
 //   scrubbed of it (Redactor). A command is named by its program only.
 import { spawn } from 'node:child_process';
 import { basename } from 'node:path';
-import type { Alert, Evaluation, Severity } from '../checks/index.js';
+import type { Alert, Culprit, Evaluation, Severity } from '../checks/index.js';
 import { sanitize } from '../sanitize.js';
 import type { Observation } from './observe.js';
 
@@ -111,6 +111,8 @@ export interface AlertMessage {
   message: string;
   detail: string;
   rank: number | null;
+  /** the rank the evidence names while the run does not advance (the judge's culprit), for an alert of no rank */
+  culprit: { rank: number; why: string } | null;
   step: number | null;
   host: string;
   /** ISO time of this message; `since`: when the condition was first seen */
@@ -133,10 +135,11 @@ export function alertMessage(
   state: { state: string; why: string },
   ctx: RunContext,
   now: number,
-  verdicts: string[] = [],
-  clearedWhy?: string,
+  more: { verdicts?: string[]; culprit?: Culprit | null; clearedWhy?: string } = {},
 ): AlertMessage {
+  const { verdicts = [], clearedWhy } = more;
   const rank = al.rank ?? null;
+  const culprit = rank === null && more.culprit ? { rank: more.culprit.rank, why: more.culprit.why } : null;
   const who = rank !== null ? ` rank ${rank}` : '';
   const head =
     kind === 'raised'
@@ -145,7 +148,13 @@ export function alertMessage(
   const lines = [
     head,
     `run ${ctx.run} on ${ctx.host}: ${state.state} — ${state.why}`,
-    ...(kind === 'raised' ? [al.detail, ...verdicts.map((v) => `verdict: ${v}`)] : []),
+    ...(kind === 'raised'
+      ? [
+          al.detail,
+          ...(culprit ? [`culprit: rank ${culprit.rank} — ${culprit.why}`] : []),
+          ...verdicts.map((v) => `verdict: ${v}`),
+        ]
+      : []),
     `alert ${al.id}${al.step !== undefined ? ` · step ${al.step}` : ''}`,
   ];
   const text = clip(lines.map(sanitize).join('\n'), TEXT_MAX);
@@ -164,6 +173,7 @@ export function alertMessage(
     message: al.title,
     detail: al.detail,
     rank,
+    culprit,
     step: al.step ?? null,
     host: ctx.host,
     time: new Date(now).toISOString(),
@@ -278,15 +288,26 @@ interface Target {
   send(body: string): Promise<void>;
 }
 
-function webhookTarget(url: string): Target {
+/** fetch takes no userinfo in a URL: it goes as Basic authorization instead */
+function splitCredentials(url: string): { url: string; headers: Record<string, string> } {
+  const u = new URL(url);
+  if (!u.username && !u.password) return { url, headers: {} };
+  const auth = Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64');
+  u.username = '';
+  u.password = '';
+  return { url: u.href, headers: { authorization: `Basic ${auth}` } };
+}
+
+function webhookTarget(raw: string): Target {
+  const { url, headers } = splitCredentials(raw);
   return {
-    label: redactUrl(url),
+    label: redactUrl(raw),
     async send(body) {
       let res: Response;
       try {
         res = await fetch(url, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'user-agent': 'nsa-top' },
+          headers: { 'content-type': 'application/json', 'user-agent': 'nsa-top', ...headers },
           body,
           signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
           redirect: 'error',
@@ -340,7 +361,9 @@ function commandTarget(cmd: string, timeoutMs: number): Target {
           if (code === 0) finish(null);
           else {
             const last = err.trim().split('\n').pop() ?? '';
-            finish(new DeliveryError(`${signal ? `signal ${signal}` : `exit ${code}`}${last ? `: ${last}` : ''}`, true));
+            finish(
+              new DeliveryError(`${signal ? `signal ${signal}` : `exit ${code}`}${last ? `: ${last}` : ''}`, true),
+            );
           }
         });
         child.stdin!.on('error', () => {}); // a command that does not read its stdin
@@ -378,9 +401,9 @@ class Outbox {
     private readonly n: Notifier,
   ) {}
 
-  /** messages that failed at least once and are still waiting */
+  /** messages whose last attempt failed, waiting for their retry */
   get undelivered(): number {
-    return this.q.filter((m) => m.attempts > 0).length;
+    return this.q.filter((m) => m.lastError !== null).length;
   }
   get pending(): number {
     return this.q.length;
@@ -517,8 +540,8 @@ export class Notifier {
   ): Promise<void> {
     if (this.boxes.length > 0) {
       const { raise, clear, held } = this.notices.pass(ev.alerts, now);
-      const verdicts = ev.verdicts.map((v) => v.text);
-      for (const al of raise) this.enqueue(alertMessage('raised', al, state, this.o.ctx, now, verdicts));
+      const more = { verdicts: ev.verdicts.map((v) => v.text), culprit: ev.culprit };
+      for (const al of raise) this.enqueue(alertMessage('raised', al, state, this.o.ctx, now, more));
       for (const al of clear) this.enqueue(alertMessage('cleared', al, state, this.o.ctx, now));
       for (const al of held)
         await this.o.log('notify', {
@@ -540,7 +563,9 @@ export class Notifier {
   runEnded(state: { state: string; why: string }, now = Date.now()): void {
     if (this.boxes.length === 0) return;
     for (const al of this.notices.ended())
-      this.enqueue(alertMessage('cleared', al, state, this.o.ctx, now, [], `the run ended: ${state.state}`));
+      this.enqueue(
+        alertMessage('cleared', al, state, this.o.ctx, now, { clearedWhy: `the run ended: ${state.state}` }),
+      );
   }
 
   private enqueue(msg: AlertMessage): void {
@@ -568,7 +593,8 @@ export class Notifier {
       undelivered,
       dropped,
     });
-    const lastError = this.boxes.map((b) => b.lastError).find((e) => e !== null) ?? null;
+    const lastError =
+      this.boxes.map((b) => (b.undelivered > 0 || b.dropped > 0 ? b.lastError : null)).find((e) => e !== null) ?? null;
     const line =
       undelivered + dropped === 0
         ? this.statusLine
@@ -611,9 +637,10 @@ export class Notifier {
     this.pinging = (async () => {
       let result = 'ok';
       try {
-        const res = await fetch(url, {
+        const target = splitCredentials(url);
+        const res = await fetch(target.url, {
           method: 'GET',
-          headers: { 'user-agent': 'nsa-top' },
+          headers: { 'user-agent': 'nsa-top', ...target.headers },
           signal: AbortSignal.timeout(HTTP_TIMEOUT_MS),
           redirect: 'error',
         });

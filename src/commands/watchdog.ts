@@ -90,7 +90,13 @@ proven, or the supervisor, or the run known ended), at most every
 --deadman-every; it stops on purpose when the watchdog goes blind, so a
 dead-man monitor (healthchecks.io, Cronitor…) fires. env:NAME as --notify`,
     },
-    'deadman-every': { type: 'number', min: 0.1, value: 'S', default: 60, help: 'the least time between pings, s (60)' },
+    'deadman-every': {
+      type: 'number',
+      min: 0.1,
+      value: 'S',
+      default: 60,
+      help: 'the least time between pings, s (60)',
+    },
     'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
     ...HOST_OPTIONS,
   },
