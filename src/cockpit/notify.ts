@@ -205,7 +205,8 @@ export class AlertNotices {
     private readonly cooldownMs: number,
   ) {}
 
-  pass(alerts: Alert[], now: number): { raise: Alert[]; clear: Alert[]; held: Alert[] } {
+  /** `blind`: the pass could not observe the run — an alert gone from it is not known to have cleared */
+  pass(alerts: Alert[], now: number, blind = false): { raise: Alert[]; clear: Alert[]; held: Alert[] } {
     const raise: Alert[] = [];
     const clear: Alert[] = [];
     const held: Alert[] = [];
@@ -232,7 +233,7 @@ export class AlertNotices {
       this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, alert: al });
     }
     for (const [id, s] of this.sent)
-      if (s.kind === 'raised' && !seen.has(id)) {
+      if (s.kind === 'raised' && !seen.has(id) && !blind) {
         s.kind = 'cleared';
         clear.push(s.alert);
       }
@@ -539,7 +540,7 @@ export class Notifier {
     now = Date.now(),
   ): Promise<void> {
     if (this.boxes.length > 0) {
-      const { raise, clear, held } = this.notices.pass(ev.alerts, now);
+      const { raise, clear, held } = this.notices.pass(ev.alerts, now, blind !== null);
       const more = { verdicts: ev.verdicts.map((v) => v.text), culprit: ev.culprit };
       for (const al of raise) this.enqueue(alertMessage('raised', al, state, this.o.ctx, now, more));
       for (const al of clear) this.enqueue(alertMessage('cleared', al, state, this.o.ctx, now));

@@ -65,6 +65,8 @@ test('AlertNotices: raised once, cleared once, held within the cooldown, raised 
   // the judge's hysteresis: a clearing alert is still in force
   r = n.pass([{ ...a, clearing: 1500 }], 2000);
   assert.equal(r.raise.length + r.clear.length, 0);
+  r = n.pass([], 2500, true);
+  assert.equal(r.clear.length, 0, 'a blind pass clears nothing: gone from sight is not cleared');
   r = n.pass([], 3000);
   assert.deepEqual(
     r.clear.map((x) => x.id),
