@@ -254,8 +254,8 @@ export class AlertNotices {
 
 /**
  * Whether a pass could observe the run (null), or why not — the dead-man rule: the run's files were
- * read this pass, and a rank of the run was proven (pid + start time), or its supervisor proven
- * alive, or the run is known to have ended. A pass that read nothing, or could not read the
+ * read this pass, and a rank of the run was proven (pid + start time), or its launcher, or its
+ * supervisor proven alive, or the run is known to have ended. A pass that read nothing, or could not read the
  * process table, or proved no process, is blind: no ping.
  */
 export function observedWhy(obs: Observation, ev: Evaluation, unjudgeable: string | null): string | null {
@@ -264,7 +264,10 @@ export function observedWhy(obs: Observation, ev: Evaluation, unjudgeable: strin
   const table = obs.errors.find((e) => e.startsWith('process table'));
   if (table) return table;
   if (ENDED.has(ev.runState)) return null;
-  if (obs.procs?.ranks.some((r) => r.proc.state !== 'Z' && r.proc.state !== 'X')) return null;
+  const live = (st: string) => st !== 'Z' && st !== 'X';
+  if (obs.procs?.ranks.some((r) => live(r.proc.state))) return null;
+  // a booting or stopping run: its launcher (torchrun, the reference launcher) is a process of the run too
+  if (obs.procs?.launcher && live(obs.procs.launcher.state)) return null;
   const sup = obs.supervisor;
   if (sup && !sup.supervisorGone && ['starting', 'running', 'backoff', 'stopping'].includes(sup.state)) return null;
   return `no rank of the run proven alive and the run not known to have ended (${ev.runState})`;

@@ -86,7 +86,7 @@ env:NAME reads the URL from the variable NAME (kept out of ps)`,
       type: 'string',
       value: 'URL',
       help: `GET URL after a pass that could observe the run (its files read, and a rank
-proven, or the supervisor, or the run known ended), at most every
+proven, or its launcher or supervisor, or the run known ended), at most every
 --deadman-every; it stops on purpose when the watchdog goes blind, so a
 dead-man monitor (healthchecks.io, Cronitor…) fires. env:NAME as --notify`,
     },

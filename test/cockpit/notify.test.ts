@@ -167,6 +167,11 @@ test('observedWhy: the dead-man rule (files read, and a rank proven, or the supe
     null,
     'a restart under a live supervisor',
   );
+  assert.equal(
+    observedWhy(obs({ procs: { ranks: [], launcher: { state: 'S' } } as never }), ev('STARTING'), null),
+    null,
+    'a boot: the launcher is proven, no rank yet',
+  );
   assert.match(observedWhy(obs({}), ev('NO TRAINER'), null)!, /no rank of the run proven/);
   assert.match(
     observedWhy(obs({ supervisor: { state: 'running', supervisorGone: true } as never }), ev('RUNNING'), null)!,
