@@ -188,6 +188,8 @@ interface Sent {
   kind: 'raised' | 'cleared';
   level: Severity;
   raisedAt: number;
+  /** the pass that raised it */
+  pass: number;
   alert: Alert;
   /** a raise held by the cooldown was said (once per hold) */
   heldSaid?: boolean;
@@ -200,6 +202,7 @@ interface Sent {
  */
 export class AlertNotices {
   private readonly sent = new Map<string, Sent>();
+  private passes = 0;
   constructor(
     private readonly level: Severity,
     private readonly cooldownMs: number,
@@ -207,6 +210,7 @@ export class AlertNotices {
 
   /** `blind`: the pass could not observe the run — an alert gone from it is not known to have cleared */
   pass(alerts: Alert[], now: number, blind = false): { raise: Alert[]; clear: Alert[]; held: Alert[] } {
+    const pass = ++this.passes;
     const raise: Alert[] = [];
     const clear: Alert[] = [];
     const held: Alert[] = [];
@@ -218,7 +222,7 @@ export class AlertNotices {
       if (prev?.kind === 'raised') {
         if (LEVELS[al.severity] > LEVELS[prev.level] && al.clearing === undefined) {
           raise.push(al);
-          this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, alert: al });
+          this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, pass, alert: al });
         } else prev.alert = al;
         continue;
       }
@@ -230,7 +234,7 @@ export class AlertNotices {
         continue;
       }
       raise.push(al);
-      this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, alert: al });
+      this.sent.set(al.id, { kind: 'raised', level: al.severity, raisedAt: now, pass, alert: al });
     }
     for (const [id, s] of this.sent)
       if (s.kind === 'raised' && !seen.has(id) && !blind) {
@@ -240,13 +244,16 @@ export class AlertNotices {
     return { raise, clear, held };
   }
 
-  /** the alerts raised and not cleared (the run ended with them outstanding): now cleared */
+  /**
+   * The run ended: the alerts raised in an earlier pass and not cleared are cleared now. One raised
+   * by the very pass that saw the end (a crash, say) tells how it ended: it is not "cleared" too.
+   */
   ended(): Alert[] {
     const out: Alert[] = [];
     for (const s of this.sent.values())
       if (s.kind === 'raised') {
         s.kind = 'cleared';
-        out.push(s.alert);
+        if (s.pass < this.passes) out.push(s.alert);
       }
     return out;
   }
@@ -319,7 +326,9 @@ function webhookTarget(raw: string): Target {
       } catch (e) {
         const err = e as Error & { cause?: { code?: string; message?: string } };
         const why =
-          err.name === 'TimeoutError' ? `no answer in ${HTTP_TIMEOUT_MS / 1000}s` : (err.cause?.code ?? err.message);
+          err.name === 'TimeoutError'
+            ? `no answer in ${HTTP_TIMEOUT_MS / 1000}s`
+            : (err.cause?.code ?? err.cause?.message ?? err.message);
         throw new DeliveryError(why, true);
       }
       await res.arrayBuffer().catch(() => null);

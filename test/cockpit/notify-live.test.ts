@@ -15,6 +15,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import type { Evaluation } from '../../src/checks/index.js';
+import { Notifier } from '../../src/cockpit/notify.js';
 import { withoutDacArgv, withoutDacSkip } from '../helpers/unprivileged.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -335,4 +337,47 @@ test('bad delivery flags: one line, exit 2, and the value (a secret) never repea
     assert.equal(p.stderr.trim().split('\n').length, 1);
     assert.ok(!p.stderr.includes(TOKEN) && !p.stdout.includes(TOKEN));
   }
+});
+
+test('--notify-cmd: a command that fails is retried and said (its last stderr line); one that hangs is killed at its timeout, with what it started', async () => {
+  const log: Record<string, unknown>[] = [];
+  const mk = (cmd: string, timeoutS: number) =>
+    new Notifier({
+      urls: [],
+      cmd,
+      deadman: null,
+      cooldownS: 600,
+      level: 'critical',
+      deadmanEveryS: 60,
+      cmdTimeoutS: timeoutS,
+      ctx: { run: 'r', runDir: '/r', host: 'local' },
+      log: (event, f) => void log.push({ event, ...f }),
+      warn: () => {},
+    });
+  const ev = {
+    alerts: [{ id: 'stall:run', rule: 'stall', severity: 'critical', title: 't', detail: 'd', since: 0 }],
+    verdicts: [],
+    culprit: null,
+  } as unknown as Evaluation;
+  const st = { state: 'STALLED', why: 'w' };
+  const failing = mk('echo first >&2; echo "no route to pager" >&2; exit 3', 5);
+  await failing.pass(ev, st, null);
+  await waitFor('a failed attempt', () => log.find((l) => l['result'] === 'failed'), 10_000);
+  await failing.close(0);
+  assert.equal(log.find((l) => l['result'] === 'failed')!['error'], 'exit 3: no route to pager');
+  assert.equal(log.find((l) => l['result'] === 'failed')!['target'], "command 'echo'");
+  const pidFile = join(tmp, 'grandchild.pid');
+  const hanging = mk(`sleep 30 & echo $! > ${pidFile}; wait`, 0.5);
+  const t0 = Date.now();
+  await hanging.pass(ev, st, null);
+  const f = await waitFor('the timeout', () => log.find((l) => l['error'] === 'no exit in 0.5s (killed)'), 10_000);
+  assert.ok(Date.now() - t0 < 5000, 'killed near its timeout');
+  assert.equal(f['target'], "command 'sleep'");
+  await hanging.close(0);
+  const pid = Number(readFileSync(pidFile, 'utf8'));
+  await waitFor(
+    'the sleep it started to be gone',
+    () => !existsSync(`/proc/${pid}`) || /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')),
+    5000,
+  );
 });
