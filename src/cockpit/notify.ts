@@ -5,6 +5,7 @@
 //
 // - One message per alert raised at or above the level (default: critical), naming the state's why
 //   and the rank; one "cleared" message when it clears, or when the run ends with it outstanding.
+//   GROUP_MIN or more per-rank alerts of one rule in one pass are one message (64 ranks, one page).
 //   The same alert is not raised again within the cooldown (default 10 min); one that rises in
 //   severity is.
 // - Delivery never blocks the watch loop and never ends it: each target has its own bounded queue
@@ -111,6 +112,9 @@ export interface AlertMessage {
   message: string;
   detail: string;
   rank: number | null;
+  /** a message for GROUP_MIN or more per-rank alerts of one rule raised (or cleared) in one pass: their ranks and ids */
+  ranks?: number[];
+  alerts?: string[];
   /** the rank the evidence names while the run does not advance (the judge's culprit), for an alert of no rank */
   culprit: { rank: number; why: string } | null;
   step: number | null;
@@ -178,6 +182,67 @@ export function alertMessage(
     host: ctx.host,
     time: new Date(now).toISOString(),
     since: new Date(al.since).toISOString(),
+  };
+}
+
+/** this many per-rank alerts of one rule and severity in one pass go out as one message (64 ranks stalled: one, not 64) */
+export const GROUP_MIN = 3;
+
+/** The pass's alerts as messages: one each, except GROUP_MIN or more per-rank alerts of one rule and severity, together. */
+export function groupAlerts(alerts: Alert[]): Alert[][] {
+  const groups = new Map<string, Alert[]>();
+  const out: Alert[][] = [];
+  for (const al of alerts) {
+    if (al.rank === undefined) {
+      out.push([al]);
+      continue;
+    }
+    const key = `${al.rule}\0${al.severity}`;
+    const g = groups.get(key);
+    if (g) g.push(al);
+    else {
+      const ng = [al];
+      groups.set(key, ng);
+      out.push(ng);
+    }
+  }
+  return out.flatMap((g) => (g.length >= GROUP_MIN || g.length === 1 ? [g] : g.map((a) => [a])));
+}
+
+const rankList = (ranks: number[]) =>
+  ranks.length <= 12 ? ranks.join(', ') : `${ranks.slice(0, 10).join(', ')} … ${ranks[ranks.length - 1]}`;
+
+/** One message for alerts (one, or a group from groupAlerts). */
+export function messageOf(
+  kind: 'raised' | 'cleared',
+  group: Alert[],
+  state: { state: string; why: string },
+  ctx: RunContext,
+  now: number,
+  more: { verdicts?: string[]; culprit?: Culprit | null; clearedWhy?: string } = {},
+): AlertMessage {
+  const first = group[0]!;
+  if (group.length === 1) return alertMessage(kind, first, state, ctx, now, more);
+  const ranks = group.map((a) => a.rank!).sort((a, b) => a - b);
+  const m = alertMessage(kind, { ...first, rank: undefined }, state, ctx, now, more);
+  const who = `${ranks.length} ranks (${rankList(ranks)})`;
+  const head =
+    kind === 'raised'
+      ? `[nsa-top] ${first.severity.toUpperCase()} ${who} — ${first.rule}, e.g. ${first.title}`
+      : `[nsa-top] cleared ${who} — ${first.rule}, e.g. ${first.title}${more.clearedWhy ? ` (${more.clearedWhy})` : ''}`;
+  const lines = m.text.split('\n');
+  lines[0] = sanitize(head);
+  lines[lines.length - 1] = sanitize(`alerts ${group.map((a) => a.id).join(', ')}`);
+  const text = clip(lines.join('\n'), TEXT_MAX);
+  return {
+    ...m,
+    text,
+    content: text,
+    alert: `${first.rule}:${ranks.length} ranks`,
+    ranks,
+    alerts: group.map((a) => a.id),
+    culprit: more.culprit && kind === 'raised' ? { rank: more.culprit.rank, why: more.culprit.why } : null,
+    since: new Date(Math.min(...group.map((a) => a.since))).toISOString(),
   };
 }
 
@@ -554,8 +619,8 @@ export class Notifier {
     if (this.boxes.length > 0) {
       const { raise, clear, held } = this.notices.pass(ev.alerts, now, blind !== null);
       const more = { verdicts: ev.verdicts.map((v) => v.text), culprit: ev.culprit };
-      for (const al of raise) this.enqueue(alertMessage('raised', al, state, this.o.ctx, now, more));
-      for (const al of clear) this.enqueue(alertMessage('cleared', al, state, this.o.ctx, now));
+      for (const g of groupAlerts(raise)) this.enqueue(messageOf('raised', g, state, this.o.ctx, now, more));
+      for (const g of groupAlerts(clear)) this.enqueue(messageOf('cleared', g, state, this.o.ctx, now));
       for (const al of held)
         await this.o.log('notify', {
           alert: al.id,
@@ -575,10 +640,8 @@ export class Notifier {
   /** the run ended: every alert raised and not cleared gets its "cleared" message, naming the end */
   runEnded(state: { state: string; why: string }, now = Date.now()): void {
     if (this.boxes.length === 0) return;
-    for (const al of this.notices.ended())
-      this.enqueue(
-        alertMessage('cleared', al, state, this.o.ctx, now, { clearedWhy: `the run ended: ${state.state}` }),
-      );
+    for (const g of groupAlerts(this.notices.ended()))
+      this.enqueue(messageOf('cleared', g, state, this.o.ctx, now, { clearedWhy: `the run ended: ${state.state}` }));
   }
 
   private enqueue(msg: AlertMessage): void {

@@ -11,6 +11,8 @@ import {
   alertMessage,
   AlertNotices,
   checkUrl,
+  groupAlerts,
+  messageOf,
   Notifier,
   observedWhy,
   QUEUE_MAX,
@@ -293,4 +295,42 @@ test('the dead-man URL is pinged after an observing pass and never after a blind
     ['deadman:pinging', 'deadman:withheld', 'deadman:withheld'],
   );
   assert.doesNotMatch(JSON.stringify(log), /DSECRET/);
+});
+
+test('three or more per-rank alerts of one rule in one pass are one message naming every rank; two stay two', () => {
+  const ranks = Array.from({ length: 64 }, (_, r) =>
+    alert(`stall:rank${r}`, { rule: 'heartbeat-stall', rank: r, title: `rank ${r} heartbeat silent 3s` }),
+  );
+  const groups = groupAlerts([alert('stall:run'), ...ranks, alert('proc:1', { rule: 'rank-state', rank: 1 })]);
+  assert.deepEqual(
+    groups.map((g) => g.length),
+    [1, 64, 1],
+  );
+  const m = messageOf('raised', groups[1]!, { state: 'STALLED', why: 'w' }, ctx, 0, {
+    culprit: { rank: 7, why: 'odd stack' },
+  });
+  assert.match(
+    m.text,
+    /^\[nsa-top\] CRITICAL 64 ranks \(0, 1, 2, 3, 4, 5, 6, 7, 8, 9 … 63\) — heartbeat-stall, e\.g\. rank 0/,
+  );
+  assert.equal(m.text, m.content);
+  assert.deepEqual(
+    m.ranks,
+    ranks.map((a) => a.rank),
+  );
+  assert.equal(m.alerts!.length, 64);
+  assert.equal(m.alert, 'heartbeat-stall:64 ranks');
+  assert.equal(m.rank, null);
+  assert.deepEqual(m.culprit, { rank: 7, why: 'odd stack' });
+  const c = messageOf('cleared', groups[1]!.slice(0, 3), { state: 'HALTED', why: 'w' }, ctx, 0, {
+    clearedWhy: 'the run ended: HALTED',
+  });
+  assert.match(
+    c.text,
+    /^\[nsa-top\] cleared 3 ranks \(0, 1, 2\) — heartbeat-stall, e\.g\. .*\(the run ended: HALTED\)/,
+  );
+  assert.deepEqual(
+    groupAlerts(ranks.slice(0, 2)).map((g) => g.length),
+    [1, 1],
+  );
 });
