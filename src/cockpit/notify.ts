@@ -407,7 +407,13 @@ function webhookTarget(raw: string): Target {
 
 /** CMD runs under /bin/sh -c as the operator wrote it; the alert is only ever on stdin, never in argv or the command line */
 function commandTarget(cmd: string, timeoutMs: number): Target {
-  const prog = basename(cmd.trim().split(/\s+/)[0] ?? 'sh');
+  // named by its program: never by a leading VAR=value (a token, say) nor its arguments
+  const prog = basename(
+    cmd
+      .trim()
+      .split(/\s+/)
+      .find((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w)) ?? 'sh',
+  );
   return {
     label: `command '${sanitize(prog)}'`,
     send(body) {
@@ -438,7 +444,7 @@ function commandTarget(cmd: string, timeoutMs: number): Target {
         child.on('close', (code, signal) => {
           if (code === 0) finish(null);
           else {
-            const last = err.trim().split('\n').pop() ?? '';
+            const last = clip(err.trim().split('\n').pop() ?? '', 200);
             finish(
               new DeliveryError(`${signal ? `signal ${signal}` : `exit ${code}`}${last ? `: ${last}` : ''}`, true),
             );

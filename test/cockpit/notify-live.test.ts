@@ -360,12 +360,13 @@ test('--notify-cmd: a command that fails is retried and said (its last stderr li
     culprit: null,
   } as unknown as Evaluation;
   const st = { state: 'STALLED', why: 'w' };
-  const failing = mk('echo first >&2; echo "no route to pager" >&2; exit 3', 5);
+  const failing = mk('PAGER_TOKEN=tok3n echo first >&2; echo "no route to pager" >&2; exit 3', 5);
   await failing.pass(ev, st, null);
   await waitFor('a failed attempt', () => log.find((l) => l['result'] === 'failed'), 10_000);
   await failing.close(0);
   assert.equal(log.find((l) => l['result'] === 'failed')!['error'], 'exit 3: no route to pager');
   assert.equal(log.find((l) => l['result'] === 'failed')!['target'], "command 'echo'");
+  assert.doesNotMatch(JSON.stringify(log), /tok3n/, 'a leading VAR=value is never shown');
   const pidFile = join(tmp, 'grandchild.pid');
   const hanging = mk(`sleep 30 & echo $! > ${pidFile}; wait`, 0.5);
   const t0 = Date.now();
