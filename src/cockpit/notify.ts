@@ -497,7 +497,7 @@ class Outbox {
     if (this.q.length >= QUEUE_MAX) {
       const old = this.q.shift()!;
       this.dropped++;
-      void this.n.record(this, old, 'dropped', `queue full (${QUEUE_MAX}): the oldest message was given up`);
+      this.n.record(this, old, 'dropped', `queue full (${QUEUE_MAX}): the oldest message was given up`).catch(() => {});
     }
     const now = Date.now();
     this.q.push({ msg, body: JSON.stringify(msg), attempts: 0, nextAt: now, queuedAt: now, lastError: null });
@@ -510,10 +510,13 @@ class Outbox {
     const wait = Math.max(0, this.q[0]!.nextAt - Date.now());
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.sending = this.sendHead().finally(() => {
-        this.sending = null;
-        this.kick();
-      });
+      // never a rejection out of here: delivery must not end the watch
+      this.sending = this.sendHead()
+        .catch(() => {})
+        .finally(() => {
+          this.sending = null;
+          this.kick();
+        });
     }, wait);
   }
 
@@ -550,9 +553,11 @@ class Outbox {
       else if (this.q[0]!.nextAt <= Date.now()) {
         if (this.timer) clearTimeout(this.timer);
         this.timer = null;
-        this.sending = this.sendHead().finally(() => {
-          this.sending = null;
-        });
+        this.sending = this.sendHead()
+          .catch(() => {})
+          .finally(() => {
+            this.sending = null;
+          });
       } else await new Promise((r) => setTimeout(r, Math.min(100, Math.max(1, deadline - Date.now()))));
     }
     this.closed = true;
@@ -743,9 +748,11 @@ export class Notifier {
         });
         if (result !== 'ok') this.o.warn(`deadman: ping failed, ${redactUrl(url)}: ${result}`);
       }
-    })().finally(() => {
-      this.pinging = null;
-    });
+    })()
+      .catch(() => {})
+      .finally(() => {
+        this.pinging = null;
+      });
   }
 
   /** The watchdog is exiting: send what is queued for up to `ms`, then stop. */
