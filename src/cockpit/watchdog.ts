@@ -3,8 +3,16 @@
 // stdout and in <out_dir>/.nsa-top/watchdog.jsonl. Observe-only unless asked to act (--halt,
 // --dump-on-stall); a looping watchdog (not --once) on the training box also takes over a halt
 // request whose carrier died, as a live cockpit does. `nsa-top watchdog` (src/commands) parses and prints.
-import { join } from 'node:path';
-import { alertFields, Checker, healthExit, thresholdsFromEnv, type Alert, type Evaluation } from '../checks/index.js';
+import { basename, join } from 'node:path';
+import {
+  alertFields,
+  Checker,
+  healthExit,
+  thresholdsFromEnv,
+  unjudgeable,
+  type Alert,
+  type Evaluation,
+} from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { GpuMonitor } from '../remote/gpu.js';
 import type { RunProcesses } from '../remote/types.js';
@@ -16,6 +24,7 @@ import type { Actor } from '../trainer/control/types.js';
 import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
 import { Observer, type Observation } from './observe.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
@@ -35,7 +44,12 @@ export interface WatchdogOptions {
    */
   takeOverAs?: Actor | null;
   readOnly?: boolean;
+  /** alert delivery (--notify, --notify-cmd, --deadman; ./notify.ts): its run context and log are the watchdog's */
+  notify?: Omit<NotifyOptions, 'ctx' | 'log' | 'warn'> | null;
 }
+
+/** how long an exiting watchdog keeps delivering what is queued (its last "cleared" messages) */
+const NOTIFY_FLUSH_MS = 10_000;
 
 export class Watchdog {
   private readonly observer: Observer;
@@ -64,6 +78,7 @@ export class Watchdog {
   private lastTakeOver: unknown = null;
   private readonly runDir: string;
   private readonly outDir: string;
+  private readonly notifier: Notifier | null;
 
   constructor(
     private readonly host: Host,
@@ -80,6 +95,14 @@ export class Watchdog {
       takeOver: o.takeOverAs ? { actor: o.takeOverAs, readOnly: o.readOnly } : null,
     });
     this.checker = new Checker(o.thresholds);
+    this.notifier = o.notify
+      ? new Notifier({
+          ...o.notify,
+          ctx: { run: basename(this.outDir), runDir: this.outDir, host: host.label },
+          log: (event, fields) => this.log(event, fields),
+          warn: (line) => process.stderr.write(`nsa-top watchdog: ${sanitize(line)}\n`),
+        })
+      : null;
   }
 
   /** one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl */
@@ -139,6 +162,7 @@ export class Watchdog {
       launched: (await this.observer.ready()).launched ?? null,
       gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
       takeOver: !once && !!this.o.takeOverAs,
+      ...(this.notifier ? { notify: this.notifier.describe() } : {}),
     });
     try {
       let errors = 0;
@@ -146,6 +170,12 @@ export class Watchdog {
         let looked;
         try {
           looked = await this.observe();
+          // delivery first (queued, never awaited on the network), then the actions (a dump takes seconds)
+          await this.notifier?.pass(
+            looked.ev,
+            this.stateOf(looked.ev),
+            observedWhy(looked, looked.ev, unjudgeable(looked.run, this.outDir)),
+          );
           await this.decide(looked.run, looked.procs, looked.ev);
           await this.reportTakeOver(looked);
           errors = 0;
@@ -153,6 +183,7 @@ export class Watchdog {
           // a transient failure (an SSH reconnect, a file vanishing mid-read) must not end the watch
           errors++;
           await this.log('error', { message: (e as Error).message, consecutive: errors });
+          await this.notifier?.blind(`the look failed: ${(e as Error).message}`);
           if (once) return 2;
           await this.sleepInterruptible(Math.min(t.intervalS * 1000, 1000 * errors));
           if (this.stopping) {
@@ -170,12 +201,17 @@ export class Watchdog {
         if (ENDED.has(ev.runState)) {
           const shown = this.stateOf(ev);
           const code = this.sawAnomaly || shown.state === 'EXITED' ? 1 : 0;
+          if (this.notifier) {
+            this.notifier.runEnded(shown);
+            await this.notifier.close(NOTIFY_FLUSH_MS);
+          }
           await this.log('exit', {
             state: shown.state,
             why: shown.why,
             reason: 'run ended',
             firstAnomaly: this.firstAnomaly ?? run.control.anomaly?.type ?? null,
             code,
+            ...(this.notifier ? { notify: this.notifier.summary() } : {}),
           });
           return code;
         }
@@ -200,6 +236,8 @@ export class Watchdog {
     } finally {
       // a take-over in flight finishes (the agent it started carries the request on)
       await this.observer.settled();
+      // what is still queued gets a short last chance (a signal ends the watch at once otherwise)
+      await this.notifier?.close(this.stopping ? 2000 : 0);
       process.off('SIGINT', onSig);
       process.off('SIGTERM', onSig);
     }

@@ -17,7 +17,9 @@ import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { CliError, orCliError } from './errors.js';
 import { whyNothingListed } from '../cockpit/observe.js';
-import { Watchdog } from '../cockpit/watchdog.js';
+import { Watchdog, type WatchdogOptions } from '../cockpit/watchdog.js';
+import { checkUrl } from '../cockpit/notify.js';
+import type { Severity } from '../checks/index.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 
@@ -50,6 +52,51 @@ max(floor, 3 × the run's own heartbeat interval)`,
       help: `evaluate once, print the decisions, exit; observe-only (0: healthy, 1: a
 critical alert, stalled or dead — the same verdict and code as \`status\`)`,
     },
+    notify: {
+      type: 'string',
+      multiple: true,
+      value: 'URL',
+      help: `POST each alert raised (and "cleared") as JSON to URL, repeatable; the body has
+Slack's "text" and Discord's "content" and the fields run, state, why, level,
+alert, message, rank, host, time. A secret: printed as scheme + host only.
+env:NAME reads the URL from the variable NAME (kept out of ps)`,
+    },
+    'notify-cmd': {
+      type: 'string',
+      value: 'CMD',
+      help: `run CMD (/bin/sh -c, as written) for each message, the message JSON on its stdin
+(never in its command line); killed after --notify-cmd-timeout`,
+    },
+    'notify-cmd-timeout': { type: 'number', min: 0.1, value: 'S', default: 10, help: 'how long CMD may run, s (10)' },
+    'notify-cooldown': {
+      type: 'number',
+      min: 0,
+      value: 'S',
+      default: 600,
+      help: 'the same alert is not sent again within S seconds of its last message (600)',
+    },
+    'notify-level': {
+      type: 'string',
+      choices: ['info', 'warning', 'critical'],
+      value: 'LEVEL',
+      default: 'critical',
+      help: 'the lowest severity sent: info, warning or critical (critical)',
+    },
+    deadman: {
+      type: 'string',
+      value: 'URL',
+      help: `GET URL after a pass that could observe the run (its files read, and a rank
+proven, or its launcher or supervisor, or the run known ended), at most every
+--deadman-every; it stops on purpose when the watchdog goes blind, so a
+dead-man monitor (healthchecks.io, Cronitor…) fires. env:NAME as --notify`,
+    },
+    'deadman-every': {
+      type: 'number',
+      min: 0.1,
+      value: 'S',
+      default: 60,
+      help: 'the least time between pings, s (60)',
+    },
     'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
     ...HOST_OPTIONS,
   },
@@ -66,7 +113,8 @@ gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").
 Its loop (not --once) on the training box also takes over a halt-after-checkpoint request whose
 carrier (the supervisor or an agent) died: a new nsa-top agent carries it on (audited).`,
   epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
-  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu, takeOver
+  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu, takeOver,
+           notify {targets, deadman, level, cooldownS} (with --notify, --notify-cmd or --deadman)
   state    state (STARTING RESTARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
@@ -78,7 +126,18 @@ carrier (the supervisor or an agent) died: a new nsa-top agent carries it on (au
   halt     path, result, detail
   takeover result, detail, request  (a halt request whose carrier died, handed to a new agent)
   error    message, consecutive     (a failed look; the watch goes on)
-  exit     state, why, reason, code
+  notify   target (scheme + host, or command 'prog'), alert, kind (raised|cleared), result
+           (delivered|failed|rejected|dropped|held), attempt, error, retryInS, undelivered, dropped
+  deadman  target, result (pinging|failed|withheld), why  (said when it changes)
+  exit     state, why, reason, code, notify {delivered, undelivered, dropped, deadmanPings}
+
+Alert delivery (--notify, --notify-cmd): one message per alert raised at --notify-level or above,
+naming the run's state and why, and the rank; one "cleared" message when it clears, or when the run
+ends with it outstanding ("the run ended: HALTED"). The same alert is not sent again within
+--notify-cooldown of its last message; one that rises in severity is. A failed delivery is retried
+with backoff (1 s doubling to 60 s, for up to an hour; an HTTP 4xx other than 408/429 is not
+retried), in a bounded queue per target, never blocking the watch and never ending it; stderr says
+"notify: N undelivered, last error …" when that changes.
 
 Thresholds: NSA_WATCH_FLATLINE_N (4), NSA_WATCH_GATE_ENTROPY_MIN (0.2),
 NSA_WATCH_GATE_MAX_THRESHOLD (0.9), NSA_WATCH_GATE_COLLAPSE_N (3), NSA_WATCH_HALT_GRACE_S
@@ -97,6 +156,7 @@ export async function run(argv: string[]): Promise<number> {
   // --once never acts: observe-only whatever the flags say
   const halt = !a.once && (a.halt || t.halt);
   const dumpOnStall = !a.once && a['dump-on-stall'];
+  const notify = notifyOptionsOf(a);
   const host = await openHost(hostSpecOf(a));
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
@@ -129,6 +189,7 @@ export async function run(argv: string[]): Promise<number> {
       // a looping watchdog on the training box carries on a halt request whose carrier died
       takeOverAs: a.once || readOnly || host.kind !== 'local' ? null : await currentActor(host),
       readOnly,
+      notify,
     });
     try {
       return await wd.loop(a.once);
@@ -138,4 +199,45 @@ export async function run(argv: string[]): Promise<number> {
   } finally {
     await host.close().catch(() => {});
   }
+}
+
+/** --notify/--notify-cmd/--deadman as the watchdog's options (null: none); a bad value exits 2 without repeating it */
+function notifyOptionsOf(a: {
+  notify: string[];
+  'notify-cmd'?: string;
+  'notify-cmd-timeout': number;
+  'notify-cooldown': number;
+  'notify-level': string;
+  deadman?: string;
+  'deadman-every': number;
+  once: boolean;
+}): WatchdogOptions['notify'] {
+  const fromEnv = (flag: string, v: string): string => {
+    const m = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(v);
+    if (!m) return v;
+    const got = process.env[m[1]!];
+    if (!got) throw new CliError(`watchdog: ${flag} env:${m[1]}: the variable is not set`, 2);
+    return got;
+  };
+  const urls = a.notify.map((u) => fromEnv('--notify', u));
+  const deadman = a.deadman === undefined ? null : fromEnv('--deadman', a.deadman);
+  const cmd = a['notify-cmd'] ?? null;
+  if (urls.length === 0 && !deadman && cmd === null) return null;
+  if (a.once) throw new CliError('watchdog: --notify, --notify-cmd and --deadman need the watch loop (not --once)', 2);
+  for (const u of urls) {
+    const bad = checkUrl('--notify', u);
+    if (bad) throw new CliError(`watchdog: ${bad}`, 2);
+  }
+  const badDeadman = deadman === null ? null : checkUrl('--deadman', deadman);
+  if (badDeadman) throw new CliError(`watchdog: ${badDeadman}`, 2);
+  if (cmd !== null && cmd.trim() === '') throw new CliError('watchdog: --notify-cmd needs a command', 2);
+  return {
+    urls,
+    cmd,
+    deadman,
+    cooldownS: a['notify-cooldown'],
+    level: a['notify-level'] as Severity,
+    deadmanEveryS: a['deadman-every'],
+    cmdTimeoutS: a['notify-cmd-timeout'],
+  };
 }

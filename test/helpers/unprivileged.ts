@@ -17,3 +17,8 @@ export const withoutDacSkip: string | false =
 export function spawnWithoutDac(argv: string[], opts: SpawnSyncOptionsWithStringEncoding): SpawnSyncReturns<string> {
   return spawnSync('setpriv', [...DROP, '--', ...argv], opts);
 }
+
+/** the argv that runs argv without those capabilities (for a process the test starts and keeps) */
+export function withoutDacArgv(argv: string[]): string[] {
+  return ['setpriv', ...DROP, '--', ...argv];
+}
