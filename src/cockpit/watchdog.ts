@@ -16,6 +16,7 @@ import type { Actor } from '../trainer/control/types.js';
 import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import type { MetricsExporter } from './metrics-server.js';
 import { Observer, type Observation } from './observe.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
@@ -35,6 +36,10 @@ export interface WatchdogOptions {
    */
   takeOverAs?: Actor | null;
   readOnly?: boolean;
+  /** the Prometheus surface (--metrics-listen / --metrics-file): handed each round's look, started by the caller */
+  exporter?: MetricsExporter | null;
+  // TODO(issue 21, alert delivery): the notifier (--notify/--notify-cmd/--deadman) takes each round
+  // here the same way, beside the exporter.
 }
 
 export class Watchdog {
@@ -139,19 +144,23 @@ export class Watchdog {
       launched: (await this.observer.ready()).launched ?? null,
       gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
       takeOver: !once && !!this.o.takeOverAs,
+      ...(this.o.exporter ? { metrics: this.o.exporter.describe() } : {}),
     });
     try {
       let errors = 0;
       for (;;) {
         let looked;
+        const t0 = performance.now();
         try {
           looked = await this.observe();
+          this.o.exporter?.round(looked, performance.now() - t0);
           await this.decide(looked.run, looked.procs, looked.ev);
           await this.reportTakeOver(looked);
           errors = 0;
         } catch (e) {
           // a transient failure (an SSH reconnect, a file vanishing mid-read) must not end the watch
           errors++;
+          this.o.exporter?.failed((e as Error).message);
           await this.log('error', { message: (e as Error).message, consecutive: errors });
           if (once) return 2;
           await this.sleepInterruptible(Math.min(t.intervalS * 1000, 1000 * errors));

@@ -18,6 +18,11 @@ import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/
 import { CliError, orCliError } from './errors.js';
 import { whyNothingListed } from '../cockpit/observe.js';
 import { Watchdog } from '../cockpit/watchdog.js';
+import { MetricsExporter, parseListen } from '../cockpit/metrics-server.js';
+import { textfileProblem } from '../trainer/control/ownfiles.js';
+import { hostname as localHostname } from 'node:os';
+import { basename, resolve } from 'node:path';
+import { VERSION } from '../cli.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 
@@ -49,6 +54,21 @@ max(floor, 3 × the run's own heartbeat interval)`,
       type: 'boolean',
       help: `evaluate once, print the decisions, exit; observe-only (0: healthy, 1: a
 critical alert, stalled or dead — the same verdict and code as \`status\`)`,
+    },
+    'metrics-listen': {
+      type: 'string',
+      value: 'HOST:PORT',
+      needs: 'HOST:PORT',
+      help: `serve Prometheus metrics at http://HOST:PORT/metrics while watching (text format
+0.0.4; binds exactly HOST, e.g. 127.0.0.1:9464; port 0: any free port, said in the start line;
+metric list: docs/prometheus.md)`,
+    },
+    'metrics-file': {
+      type: 'string',
+      value: 'PATH',
+      needs: 'a path ending in .prom',
+      help: `write the same metrics each round to PATH, a node_exporter textfile (*.prom, replaced
+whole by rename; only a file nsa-top wrote is ever replaced)`,
     },
     'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
     ...HOST_OPTIONS,
@@ -97,7 +117,19 @@ export async function run(argv: string[]): Promise<number> {
   // --once never acts: observe-only whatever the flags say
   const halt = !a.once && (a.halt || t.halt);
   const dumpOnStall = !a.once && a['dump-on-stall'];
+  // the metrics flags are bad input before anything is opened
+  const listenArg = a['metrics-listen'];
+  const listen = listenArg === undefined ? null : parseListen(listenArg);
+  if (typeof listen === 'string') throw new CliError(`watchdog: ${listen}`, 2);
+  if (listen && a.once)
+    throw new CliError('watchdog: --metrics-listen serves while the watchdog watches; --once looks once and exits', 2);
+  const metricsFile = a['metrics-file'] === undefined ? null : resolve(a['metrics-file']);
+  if (metricsFile) {
+    const bad = await textfileProblem(metricsFile);
+    if (bad) throw new CliError(`watchdog: --metrics-file ${sanitize(bad)}`, 2);
+  }
   const host = await openHost(hostSpecOf(a));
+  let exporter: MetricsExporter | null = null;
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
     // the run is resolved once, here: the observation and the audited actions are handed it
@@ -120,6 +152,20 @@ export async function run(argv: string[]): Promise<number> {
     }
     if (dirs.outDirProblem) process.stderr.write(`nsa-top watchdog: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
     const readOnly = readOnlyMode();
+    if (listen || metricsFile) {
+      exporter = new MetricsExporter({
+        version: VERSION,
+        hostname: host.kind === 'local' ? localHostname() : hostLabelName(host.label),
+        thresholds: t,
+        runLabel: basename(dirs.outDir),
+        listen,
+        file: metricsFile,
+        readOnly,
+      });
+      await exporter.start().catch((e: Error) => {
+        throw new CliError(`watchdog: ${e.message}`, 2);
+      });
+    }
     const wd = new Watchdog(host, dirs, {
       halt,
       dumpOnStall,
@@ -129,6 +175,7 @@ export async function run(argv: string[]): Promise<number> {
       // a looping watchdog on the training box carries on a halt request whose carrier died
       takeOverAs: a.once || readOnly || host.kind !== 'local' ? null : await currentActor(host),
       readOnly,
+      exporter,
     });
     try {
       return await wd.loop(a.once);
@@ -136,6 +183,12 @@ export async function run(argv: string[]): Promise<number> {
       gpu?.stop();
     }
   } finally {
+    await exporter?.close();
     await host.close().catch(() => {});
   }
+}
+
+/** the machine's name in an SSH target (user@box:port → box), for the metrics' `hostname` label */
+function hostLabelName(label: string): string {
+  return label.replace(/^[^@]*@/, '').replace(/:\d+$/, '');
 }
