@@ -54,6 +54,8 @@ export class MetricsExporter {
   private pending = false;
   private ours: number | null = null;
   private last: MetricsRound | null = null;
+  private failedWhy: string | null = null;
+  private dirty = false;
   private lastWriteError = '';
   /** the textfile writes that failed (tests, the bench) */
   writeFailures = 0;
@@ -84,7 +86,7 @@ export class MetricsExporter {
         return;
       }
       if (path === '/metrics') {
-        const body = this.text;
+        const body = this.current();
         res.writeHead(200, { 'Content-Type': CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body) });
         res.end(req.method === 'HEAD' ? undefined : body);
         return;
@@ -124,18 +126,30 @@ export class MetricsExporter {
     return { listen: this.server ? addressOf(this.server) : null, file: this.o.file ?? null };
   }
 
-  /** the exposition served now */
+  /** the exposition served now: the newest round, rendered once (on the first scrape after it when
+   * no textfile is written, so a 15 s scrape interval does not pay for a render every round) */
   current(): string {
+    if (this.dirty) this.render();
     return this.text;
   }
 
-  /** A round observed and judged: render it, and replace the textfile (one write in flight at most). */
+  private render(): void {
+    this.dirty = false;
+    const l = this.last;
+    if (!l) this.text = renderSelfOnly(this.self, this.o.runLabel);
+    else if (this.failedWhy !== null)
+      this.text = renderMetrics({ ...l, fresh: false, errors: [this.failedWhy] }, l.ev, this.o.thresholds, this.self);
+    else this.text = renderMetrics(l, l.ev, this.o.thresholds, this.self);
+  }
+
+  /** A round observed and judged: kept, and the textfile replaced (one write in flight at most). */
   round(look: MetricsRound, roundMs: number): void {
     this.self.observations++;
     this.self.roundMs = roundMs;
     if (look.fresh) this.self.lastGoodMs = Date.now();
     this.last = look;
-    this.text = renderMetrics(look, look.ev, this.o.thresholds, this.self);
+    this.failedWhy = null;
+    this.dirty = true;
     this.flush();
   }
 
@@ -144,10 +158,8 @@ export class MetricsExporter {
   failed(message: string): void {
     this.self.observations++;
     this.self.observationErrors++;
-    const l = this.last;
-    this.text = l
-      ? renderMetrics({ ...l, fresh: false, errors: [message] }, l.ev, this.o.thresholds, this.self)
-      : renderSelfOnly(this.self, this.o.runLabel);
+    this.failedWhy = message;
+    this.dirty = true;
     this.flush();
   }
 
@@ -169,7 +181,7 @@ export class MetricsExporter {
   private async writeFile(): Promise<void> {
     const path = this.o.file!;
     try {
-      this.ours = await writeTextfileAtomic(path, `${TEXTFILE_MARK}\n${this.text}`, {
+      this.ours = await writeTextfileAtomic(path, `${TEXTFILE_MARK}\n${this.current()}`, {
         readOnly: this.o.readOnly,
         ours: this.ours,
       });

@@ -86,7 +86,8 @@ gate_collapse_details.json for a gate collapse, and .HALT ("halt: <anomaly>").
 Its loop (not --once) on the training box also takes over a halt-after-checkpoint request whose
 carrier (the supervisor or an agent) died: a new nsa-top agent carries it on (audited).`,
   epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
-  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu, takeOver
+  start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu, takeOver,
+           metrics {listen (the bound HOST:PORT), file} (with --metrics-listen / --metrics-file)
   state    state (STARTING RESTARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
