@@ -7,7 +7,7 @@
 // HOST:PORT and a textfile nsa-top did not write are one line and exit 2.
 // Needs `npm run build` first (the binary is what runs).
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -57,8 +57,13 @@ function checkMetrics(text: string) {
   return { status: r.status, said: (r.stdout + r.stderr).trim() };
 }
 
-function watchdogOnce(args: string[]) {
-  return spawnSync(process.execPath, [BIN, 'watchdog', ...args], { encoding: 'utf8', timeout: 30_000 });
+/** `nsa-top watchdog ARGS` to its end: exit status and stderr (several run at once) */
+function watchdogRun(args: string[]): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, 'watchdog', ...args], { encoding: 'utf8', timeout: 30_000 }, (e, _out, err) =>
+      resolve({ status: e ? ((e as { code?: number }).code ?? null) : 0, stderr: err }),
+    );
+  });
 }
 
 test(
@@ -182,25 +187,42 @@ test(
     assert.equal((await fetch(`http://${listen}/nope`)).status, 404);
 
     // bad input is one line and exit 2: the port in use (the watchdog holds it), no HOST:PORT, a
-    // textfile nsa-top did not write, a textfile path inside the run
+    // textfile nsa-top did not write, a textfile path inside the run, a textfile in read-only mode
     writeFileSync(join(textDir, 'other.prom'), 'node_other_metric 1\n');
-    for (const [args, re] of [
+    const bad = [
       [['--metrics-listen', listen], /cannot listen: the port is in use/],
       [['--metrics-listen', '9464'], /--metrics-listen needs HOST:PORT/],
       [['--metrics-file', join(textDir, 'other.prom')], /nsa-top did not write it: refused/],
       [['--metrics-file', join(run, 'nsatop.prom')], /holds a run/],
-    ] as [string[], RegExp][]) {
-      const r = watchdogOnce([run, '--no-gpu', ...args]);
+      [['--metrics-file', join(textDir, 'ro.prom'), '--read-only'], /read-only mode: nothing written/],
+    ] as [string[], RegExp][];
+    const once = watchdogRun([run, '--no-gpu', '--once', '--metrics-file', join(textDir, 'once.prom')]);
+    const results = await Promise.all(bad.map(([args]) => watchdogRun([run, '--no-gpu', ...args])));
+    for (const [i, [args, re]] of bad.entries()) {
+      const r = results[i]!;
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, re);
       assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
     }
     assert.equal(readFileSync(join(textDir, 'other.prom'), 'utf8'), 'node_other_metric 1\n', 'left as it was');
+    assert.ok(!existsSync(join(textDir, 'ro.prom')));
+    // --once --metrics-file: one round written (a cron job's textfile), the exit code still the health
+    const o = await once;
+    assert.equal(o.status, 0, o.stderr);
+    const onceText = readFileSync(join(textDir, 'once.prom'), 'utf8');
+    assert.match(onceText, /^nsatop_train_step\{run="run",hostname="[^"]+"\} [1-9]\d*$/m);
+    assert.match(onceText, /^nsatop_run_state_info\{run="run",hostname="[^"]+",state="RUNNING"\} 1$/m);
 
     wd.child.kill('SIGINT');
     assert.equal(await wd.done, 0);
+    // the launcher checkpoints and stops its ranks: waited for, so nothing writes while the dir goes
     trainer.child.kill('SIGINT');
     p.kill('SIGTERM');
+    await waitFor(
+      'the trainer to stop',
+      () => trainer.child.exitCode !== null || trainer.child.signalCode !== null,
+      30_000,
+    );
   },
 );
 
