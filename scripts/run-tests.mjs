@@ -23,6 +23,7 @@ const UNIT_TESTS = [
   'test/checks/state.test.ts',
   'test/checks/supervisor.test.ts',
   'test/cockpit/notify.test.ts',
+  'test/cockpit/metrics.test.ts',
   'test/commands/args.test.ts',
   'test/docs/boundaries.test.ts',
   'test/docs/contract.test.ts',

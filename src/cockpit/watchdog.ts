@@ -25,6 +25,7 @@ import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
+import type { MetricsExporter } from './metrics-server.js';
 import { Observer, type Observation } from './observe.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
@@ -46,6 +47,8 @@ export interface WatchdogOptions {
   readOnly?: boolean;
   /** alert delivery (--notify, --notify-cmd, --deadman; ./notify.ts): its run context and log are the watchdog's */
   notify?: Omit<NotifyOptions, 'ctx' | 'log' | 'warn'> | null;
+  /** the Prometheus surface (--metrics-listen / --metrics-file): handed each round's look, started by the caller */
+  exporter?: MetricsExporter | null;
 }
 
 /** how long an exiting watchdog keeps delivering what is queued (its last "cleared" messages) */
@@ -163,11 +166,13 @@ export class Watchdog {
       gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
       takeOver: !once && !!this.o.takeOverAs,
       ...(this.notifier ? { notify: this.notifier.describe() } : {}),
+      ...(this.o.exporter ? { metrics: this.o.exporter.describe() } : {}),
     });
     try {
       let errors = 0;
       for (;;) {
         let looked;
+        const t0 = performance.now();
         try {
           looked = await this.observe();
           // delivery first (queued, never awaited on the network), then the actions (a dump takes seconds)
@@ -176,12 +181,14 @@ export class Watchdog {
             this.stateOf(looked.ev),
             observedWhy(looked, looked.ev, unjudgeable(looked.run, this.outDir)),
           );
+          this.o.exporter?.round(looked, performance.now() - t0);
           await this.decide(looked.run, looked.procs, looked.ev);
           await this.reportTakeOver(looked);
           errors = 0;
         } catch (e) {
           // a transient failure (an SSH reconnect, a file vanishing mid-read) must not end the watch
           errors++;
+          this.o.exporter?.failed((e as Error).message);
           await this.log('error', { message: (e as Error).message, consecutive: errors });
           await this.notifier?.blind(`the look failed: ${(e as Error).message}`);
           if (once) return 2;

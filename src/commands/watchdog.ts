@@ -20,6 +20,11 @@ import { whyNothingListed } from '../cockpit/observe.js';
 import { Watchdog, type WatchdogOptions } from '../cockpit/watchdog.js';
 import { checkUrl } from '../cockpit/notify.js';
 import type { Severity } from '../checks/index.js';
+import { MetricsExporter, parseListen } from '../cockpit/metrics-server.js';
+import { textfileProblem } from '../trainer/control/ownfiles.js';
+import { hostname as localHostname } from 'node:os';
+import { basename, resolve } from 'node:path';
+import { VERSION } from '../cli.js';
 
 export { launchedFromRunInfo } from '../checks/launched.js';
 
@@ -97,6 +102,21 @@ dead-man monitor (healthchecks.io, Cronitor…) fires. env:NAME as --notify`,
       default: 60,
       help: 'the least time between pings, s (60)',
     },
+    'metrics-listen': {
+      type: 'string',
+      value: 'HOST:PORT',
+      needs: 'HOST:PORT',
+      help: `serve Prometheus metrics at http://HOST:PORT/metrics while watching (text format
+0.0.4; binds exactly HOST, e.g. 127.0.0.1:9464; port 0: any free port, said in the start line;
+metric list: docs/prometheus.md)`,
+    },
+    'metrics-file': {
+      type: 'string',
+      value: 'PATH',
+      needs: 'a path ending in .prom',
+      help: `write the same metrics each round to PATH, a node_exporter textfile (*.prom, replaced
+whole by rename; only a file nsa-top wrote is ever replaced)`,
+    },
     'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
     ...HOST_OPTIONS,
   },
@@ -115,6 +135,7 @@ carrier (the supervisor or an agent) died: a new nsa-top agent carries it on (au
   epilog: `Decision lines (JSON, one per line; every line has ts (ms), iso and event):
   start    runDir, outDir, host, halt, dumpOnStall, thresholds, launched, gpu, takeOver,
            notify {targets, deadman, level, cooldownS} (with --notify, --notify-cmd or --deadman)
+           metrics {listen (the bound HOST:PORT), file} (with --metrics-listen / --metrics-file)
   state    state (STARTING RESTARTING RUNNING STALLED HALTING HALTED EXITED FINISHED NO TRAINER), why, step
   alert    id, rule, severity (info|warning|critical), title, detail, since, step, rank, anomaly
   clear    id                       (the condition no longer holds)
@@ -157,7 +178,19 @@ export async function run(argv: string[]): Promise<number> {
   const halt = !a.once && (a.halt || t.halt);
   const dumpOnStall = !a.once && a['dump-on-stall'];
   const notify = notifyOptionsOf(a);
+  // the metrics flags are bad input before anything is opened
+  const listenArg = a['metrics-listen'];
+  const listen = listenArg === undefined ? null : parseListen(listenArg);
+  if (typeof listen === 'string') throw new CliError(`watchdog: ${listen}`, 2);
+  if (listen && a.once)
+    throw new CliError('watchdog: --metrics-listen serves while the watchdog watches; --once looks once and exits', 2);
+  const metricsFile = a['metrics-file'] === undefined ? null : resolve(a['metrics-file']);
+  if (metricsFile) {
+    const bad = await textfileProblem(metricsFile);
+    if (bad) throw new CliError(`watchdog: --metrics-file ${sanitize(bad)}`, 2);
+  }
   const host = await openHost(hostSpecOf(a));
+  let exporter: MetricsExporter | null = null;
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
     // the run is resolved once, here: the observation and the audited actions are handed it
@@ -180,6 +213,20 @@ export async function run(argv: string[]): Promise<number> {
     }
     if (dirs.outDirProblem) process.stderr.write(`nsa-top watchdog: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
     const readOnly = readOnlyMode();
+    if (listen || metricsFile) {
+      exporter = new MetricsExporter({
+        version: VERSION,
+        hostname: host.kind === 'local' ? localHostname() : hostLabelName(host.label),
+        thresholds: t,
+        runLabel: basename(dirs.outDir),
+        listen,
+        file: metricsFile,
+        readOnly,
+      });
+      await exporter.start().catch((e: Error) => {
+        throw new CliError(`watchdog: ${e.message}`, 2);
+      });
+    }
     const wd = new Watchdog(host, dirs, {
       halt,
       dumpOnStall,
@@ -190,6 +237,7 @@ export async function run(argv: string[]): Promise<number> {
       takeOverAs: a.once || readOnly || host.kind !== 'local' ? null : await currentActor(host),
       readOnly,
       notify,
+      exporter,
     });
     try {
       return await wd.loop(a.once);
@@ -197,6 +245,7 @@ export async function run(argv: string[]): Promise<number> {
       gpu?.stop();
     }
   } finally {
+    await exporter?.close();
     await host.close().catch(() => {});
   }
 }
@@ -240,4 +289,9 @@ function notifyOptionsOf(a: {
     deadmanEveryS: a['deadman-every'],
     cmdTimeoutS: a['notify-cmd-timeout'],
   };
+}
+
+/** the machine's name in an SSH target (user@box:port → box), for the metrics' `hostname` label */
+function hostLabelName(label: string): string {
+  return label.replace(/^[^@]*@/, '').replace(/:\d+$/, '');
 }

@@ -8,8 +8,9 @@
 //    a checkpoint, run.info, train.log or launch's .nsa-top/run.json), and neither `.nsa-top` nor the
 //    file is ever followed when it is a link (Host.writeOwn: O_NOFOLLOW locally, guarded sh over SSH).
 // A refused or failed write throws an OwnWriteError: one line that names the path and why.
-import { lstatSync, mkdirSync } from 'node:fs';
-import { isAbsolute, join, normalize } from 'node:path';
+import { constants, lstatSync, mkdirSync } from 'node:fs';
+import { lstat, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import type { Host, OwnWriteDone, OwnWriteMode } from '../../remote/host.js';
 import { ownOpenAppendLocalSync, ownRemoveLocalSync, ownWriteLocalSync } from '../../remote/local/ownfiles.js';
 import { classify, isRunMarker, LOG_NAMES } from '../run/readers/names.js';
@@ -279,4 +280,91 @@ export function ensureOwnDirsSync(root: string, rel: string, opts: EffectOptions
 
 export function removeOwnSync(root: string, rel: string, opts: EffectOptions = {}): void {
   guardedSync(root, rel, opts, () => ownRemoveLocalSync(root, rel));
+}
+
+// ------------------------------------------------------------------ a textfile for node_exporter
+
+/** the first line of every textfile nsa-top writes: what proves an existing file at the path is its own */
+export const TEXTFILE_MARK = '# nsa-top watchdog metrics (node_exporter textfile; replaced whole, never edited)';
+
+/**
+ * Why `path` cannot take the watchdog's metrics textfile (`--metrics-file`), or null. On this machine
+ * (node_exporter reads its textfile directory locally), an absolute `*.prom` path (the only names the
+ * textfile collector reads) in an existing directory that holds no run (a run dir takes only nsa-top's
+ * own names), and no file there but one nsa-top wrote (its first line is TEXTFILE_MARK): never a link,
+ * never another exporter's file, never a training artifact.
+ */
+export async function textfileProblem(path: string, opts: EffectOptions = {}): Promise<string | null> {
+  if (readOnlyMode(opts)) return `${path}: read-only mode: nothing written`;
+  if (!isAbsolute(path)) return `${path} is not an absolute path`;
+  if (!path.endsWith('.prom') || basename(path) === '.prom')
+    return `${path}: a node_exporter textfile is named *.prom (the collector reads nothing else)`;
+  const dir = dirname(path);
+  let names: string[];
+  try {
+    if (!(await stat(dir)).isDirectory()) return `${dir} is not a directory`;
+    names = await readdir(dir);
+  } catch (e) {
+    return `${dir}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such directory' : (e as Error).message}`;
+  }
+  if (holdsRun(names)) return `${dir} holds a run: nsa-top writes only its own names there (use another directory)`;
+  let st;
+  try {
+    st = await lstat(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    return `${path}: ${(e as Error).message}`;
+  }
+  if (!st.isFile()) return `${path} is ${st.isSymbolicLink() ? 'a link' : 'not a regular file'}: refused`;
+  let first = '';
+  try {
+    const h = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const b = Buffer.alloc(TEXTFILE_MARK.length);
+      const { bytesRead } = await h.read(b, 0, b.length, 0);
+      first = b.subarray(0, bytesRead).toString('utf8');
+    } finally {
+      await h.close();
+    }
+  } catch (e) {
+    return `${path}: ${(e as Error).message}`;
+  }
+  if (first !== TEXTFILE_MARK) return `${path} exists and nsa-top did not write it: refused to replace it`;
+  return null;
+}
+
+/**
+ * Writes the metrics textfile whole: a temporary file beside it (exclusive, never through a link),
+ * renamed over the name, so node_exporter never reads half of it. The content must begin with
+ * TEXTFILE_MARK; the path must have passed textfileProblem (checked again when the name changed hands).
+ */
+export async function writeTextfileAtomic(
+  path: string,
+  data: string,
+  opts: EffectOptions & { ours?: number | null } = {},
+): Promise<number> {
+  if (readOnlyMode(opts)) throw new ReadOnlyError(path);
+  if (!data.startsWith(TEXTFILE_MARK + '\n'))
+    throw new OwnWriteError(path, 'a textfile without the nsa-top mark', 'EINVAL');
+  const st = await lstat(path).catch(() => null);
+  // not the file this writer put there last (`ours`: its inode): proven nsa-top's again, or refused
+  if (st && (!st.isFile() || st.nlink !== 1 || st.ino !== opts.ours)) {
+    const why =
+      st.isFile() && st.nlink !== 1 ? 'a file with more than one link: refused' : await textfileProblem(path, opts);
+    if (why) throw new OwnWriteError(path, why, 'EPERM');
+  }
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+  try {
+    const h = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+    try {
+      await h.writeFile(data);
+    } finally {
+      await h.close();
+    }
+    await rename(tmp, path);
+    return (await lstat(path)).ino;
+  } catch (e) {
+    await unlink(tmp).catch(() => {});
+    rethrow(path, e);
+  }
 }
