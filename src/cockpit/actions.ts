@@ -4,7 +4,8 @@
 // and the watchdog). Read-only is refused at the key and in the dialog too; here only where no
 // audited call would be made at all (no rank to signal, a relaunch function injected by the command).
 import type { Host } from '../remote/host.js';
-import { type ActionRecord, type Actor, READ_ONLY_WHY } from '../trainer/control/types.js';
+import type { ActionRecord, Actor } from '../trainer/control/types.js';
+import { READ_ONLY_WHY } from '../checks/control.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { withoutResume } from '../trainer/run/adopt.js';
 import {

@@ -1,14 +1,14 @@
 // The halt question (now, or after the next checkpoint) and the halt window that follows it: the
 // request and its carrier, each rank until it stops, and SIGINT/SIGKILL once the grace allows.
 import type { CockpitState } from '../../cockpit/state.js';
+import type { ControlRequest } from '../../trainer/control/types.js';
 import {
   activeRequest,
-  type ControlRequest,
   DEFAULT_HALT_GRACE_S,
   escalationBlocked,
+  haltOutlook,
   procRunning,
-} from '../../trainer/control/types.js';
-import { haltOutlook } from '../../checks/present.js';
+} from '../../checks/present.js';
 import { clock, dur } from '../format.js';
 import { type Disabled, keyText, off } from '../keys.js';
 import { keyOf, ranksAlive } from '../keymap.js';

@@ -1,7 +1,8 @@
 // Alerts, Log, Dumps and the Action log: scrollable lists.
 import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
-import { alertAcks, type ActionRecord } from '../../trainer/control/types.js';
+import type { ActionRecord } from '../../trainer/control/types.js';
+import { alertAcks } from '../../checks/present.js';
 import { dumpClaims, newestDumpSet, operatorSet, watchdogDumps } from '../dumps.js';
 import { dumpTimeMs } from '../../trainer/run/readers/stackdump.js';
 import { bindingOf, keyOf } from '../keymap.js';
