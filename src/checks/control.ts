@@ -6,7 +6,12 @@ import type { ActionRecord } from '../trainer/control/types.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
 /** the request in force: plain data selection the trainer's request mechanics share (trainer/control/types.ts) */
-export { activeRequest, DEFAULT_HALT_GRACE_S } from '../trainer/control/types.js';
+export {
+  activeRequest,
+  DEFAULT_HALT_GRACE_S,
+  supervisorInCharge,
+  supervisorRestarts,
+} from '../trainer/control/types.js';
 
 /** Why a read-only cockpit refuses an action: its keys, dialogs and action layer all say this. */
 export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';

@@ -17,6 +17,7 @@ export {
   escalationBlocked,
   procRunning,
   READ_ONLY_WHY,
+  supervisorInCharge,
 } from './control.js';
 import type {
   Alert,

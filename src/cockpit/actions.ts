@@ -5,7 +5,7 @@
 // audited call would be made at all (no rank to signal, a relaunch function injected by the command).
 import type { Host } from '../remote/host.js';
 import type { ActionRecord, Actor } from '../trainer/control/types.js';
-import { READ_ONLY_WHY } from '../checks/control.js';
+import { READ_ONLY_WHY, supervisorRestarts } from '../checks/control.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { withoutResume } from '../trainer/run/adopt.js';
 import {
@@ -256,7 +256,7 @@ export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readO
   return async () => {
     if (host.kind !== 'local') return null;
     const sup = await supervisorStatus(host, runDir).catch(() => null);
-    if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
+    if (!sup?.alive || !sup.state || !supervisorRestarts(sup.state.state)) return null;
     return outcome(await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' }));
   };
 }

@@ -17,7 +17,7 @@ import type { CheckInput, Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
-import { activeRequest } from '../checks/control.js';
+import { activeRequest, supervisorInCharge } from '../checks/control.js';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
@@ -81,8 +81,6 @@ export interface ObserverOptions {
    */
   takeOver?: { actor: Actor; readOnly?: boolean } | null;
 }
-
-const ACTIVE_SUPERVISOR: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
 
 /** how long a failed take-over of one request waits before it is tried again */
 const TAKEOVER_RETRY_MS = 15_000;
@@ -294,7 +292,7 @@ export class Observer {
       this.supKey = key;
     }
     // liveness every round: a SIGKILLed supervisor never rewrites its file
-    if (this.supFile && ACTIVE_SUPERVISOR.includes(this.supFile.state))
+    if (this.supFile && supervisorInCharge(this.supFile.state))
       return supervisorLiveness(host, this.supFile, this.dirs.runDir);
     return this.supFile;
   }

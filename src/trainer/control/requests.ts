@@ -22,6 +22,7 @@ import {
   type ControlRequest,
   DEFAULT_HALT_GRACE_S,
   type RequestsFile,
+  supervisorRestarts,
 } from './types.js';
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
@@ -549,7 +550,7 @@ export async function submitHaltAfterCheckpoint(
       const sup = supervised ? await readSupervisorState(host, runDir) : null;
       const supAlive =
         !!sup?.supervisor?.startTime &&
-        ['starting', 'running', 'backoff'].includes(sup.state) &&
+        supervisorRestarts(sup.state) &&
         (await verifyProcess(host, sup.supervisor).catch(() => false));
       if (!supAlive && !(await runAlive(host, outDir)).alive)
         return {

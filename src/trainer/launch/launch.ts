@@ -18,7 +18,13 @@ import {
   type AdoptionRecord,
 } from '../run/adopt.js';
 import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
-import type { ActionRecord, Actor, SupervisorState } from '../control/types.js';
+import {
+  type ActionRecord,
+  type Actor,
+  type SupervisorState,
+  supervisorInCharge,
+  supervisorRestarts,
+} from '../control/types.js';
 import { currentActor, readOnlyMode, removeStaleHalt, requestHalt, type ControlOptions } from '../control/actions.js';
 import { audited, READ_ONLY_REFUSAL, type Outcome } from '../control/audit.js';
 import {
@@ -250,7 +256,7 @@ export async function launchRun(
     const other = await resolveRunDirs(host, plan.outDir);
     if (other.supervised && other.runDir !== runDir) {
       const ost = await readSupervisorState(host, other.runDir);
-      if (ost && ACTIVE.includes(ost.state) && (await supervisorAlive(host, ost))) {
+      if (ost && supervisorInCharge(ost.state) && (await supervisorAlive(host, ost))) {
         try {
           rmdirSync(runDir); // still empty: nothing written yet
         } catch {
@@ -333,8 +339,6 @@ export async function launchRun(
   return { runDir, outDir: plan.outDir, supervisorPid: pid };
 }
 
-const ACTIVE: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
-
 /**
  * The supervisor's state plus whether its process is alive. `stale` = the file says it is active
  * but the process is gone (killed, machine rebooted): the run is not supervised any more.
@@ -345,7 +349,7 @@ export async function supervisorStatus(
 ): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
   const state = await readSupervisorState(host, dir);
   const alive = await supervisorAlive(host, state);
-  return { state, alive, stale: !!state && ACTIVE.includes(state.state) && !alive };
+  return { state, alive, stale: supervisorInCharge(state?.state) && !alive };
 }
 
 /** The last `supervise: …` error line of the supervisor log, if any. */
@@ -422,7 +426,7 @@ export async function prepareRelaunch(
   const handLaunchedSince =
     !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
   if (plan && !handLaunchedSince) {
-    if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state))
+    if ((await supervisorAlive(host, st)) && st && supervisorInCharge(st.state))
       prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
     else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
       prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
@@ -691,7 +695,7 @@ export async function stopRun(
       const said = notFollowed.length ? ` (${notFollowed.join('; ')})` : '';
       const st = stRead.state ? await readSupervisorState(host, runDir) : null;
       let unasked: string | null = null;
-      const live = !!st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state);
+      const live = !!st && (await supervisorAlive(host, st)) && supervisorRestarts(st.state);
       if (live) {
         try {
           await writeOwnAtomic(

@@ -8,6 +8,7 @@ import {
   escalationBlocked,
   haltOutlook,
   procRunning,
+  supervisorInCharge,
 } from '../../checks/present.js';
 import { clock, dur } from '../format.js';
 import { type Disabled, keyText, off } from '../keys.js';
@@ -141,7 +142,7 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
   const req = d.mode === 'after-checkpoint' ? trackedRequest(s, d.startedAt) : null;
   // a refused or failed request wrote nothing: never say it did
   const notTaken = d.result !== null && (d.result.result === 'refused' || d.result.result === 'failed');
-  const supervised = !!s.supervisor && ['starting', 'running', 'backoff', 'stopping'].includes(s.supervisor.state);
+  const supervised = supervisorInCharge(s.supervisor?.state);
   if (d.mode === 'after-checkpoint') {
     if (req) {
       const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';
