@@ -22,6 +22,7 @@ import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/req
 import type { RunDirs, RunRef } from '../trainer/launch/rundirs.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
+import { judgeAdoption } from '../checks/preflight.js';
 
 export interface RankDumpResult {
   rank: number;
@@ -230,7 +231,7 @@ export function createActions(o: {
           ...none,
           refusal: 'relaunch starts the supervisor on the training box: run `nsa-top relaunch RUN_DIR` there',
         };
-      const p = await prepareRelaunch(host, runDir);
+      const p = await prepareRelaunch(host, runDir, { judgeAdoption });
       const f = p.pick?.found ?? null;
       return {
         refusal: p.refusal,

@@ -13,6 +13,7 @@ import { supervisorStopFn } from '../cockpit/actions.js';
 import { openCockpit } from './cockpit.js';
 import { defineCommand, parseCommand } from './args.js';
 import { supervisorInCharge, supervisorRestarts } from '../checks/control.js';
+import { judgeAdoption } from '../checks/preflight.js';
 
 const DEMO_STEPS = 3000;
 
@@ -70,7 +71,7 @@ export async function run(argv: string[]): Promise<number> {
     readOnly: false,
     intervalMs: Math.round(intervalS * 1000),
     relaunch: async ({ removeStaleHalt }) => {
-      const r = await relaunch(host, runDir, actor, { removeStaleHalt });
+      const r = await relaunch(host, runDir, actor, { removeStaleHalt, judgeAdoption });
       return { ok: r.result === 'ok', result: r.result, detail: r.detail };
     },
     stop: supervisorStopFn(host, runDir, actor, false),

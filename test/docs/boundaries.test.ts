@@ -188,3 +188,11 @@ test('src/remote knows machines, not runs: it imports nothing from src/trainer, 
     [],
   );
 });
+
+test('src/trainer imports nothing from src/checks, types included: the judge is above the data (a verdict the trainer needs is handed down)', () => {
+  const bad = edges.filter((e) => e.from.startsWith('src/trainer/') && e.to.startsWith('src/checks/'));
+  assert.deepEqual(
+    bad.map((e) => `${e.from} → ${e.to}`),
+    [],
+  );
+});

@@ -8,9 +8,9 @@ import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
-import type { PreflightLine } from '../../checks/preflight.js';
 import {
-  adoptionPreflight,
+  adoptionFacts,
+  type AdoptionFacts,
   notRecordedAdvice,
   planFromAdoption,
   readAdoptionFile,
@@ -368,6 +368,21 @@ export async function supervisorAlive(host: Host, st: SupervisorState | null): P
   return verifyProcess(host, st.supervisor).catch(() => false);
 }
 
+/** One line of an adopted run's preflight (src/checks/preflight.ts PreflightLine): a FAIL blocks the relaunch. */
+export interface RelaunchCheck {
+  check: string;
+  status: 'PASS' | 'WARN' | 'FAIL' | 'INFO';
+  text: string;
+  fix?: string;
+}
+
+/**
+ * The verdict on an adopted run's relaunch, handed down by the caller (src/checks/preflight.ts
+ * judgeAdoption): the trainer gathers the facts, the judge decides. Without one an adopted run is
+ * never relaunched.
+ */
+export type AdoptionJudge = (rec: AdoptionRecord, facts: AdoptionFacts) => RelaunchCheck[];
+
 export interface RelaunchPrep {
   runDir: string;
   outDir: string;
@@ -376,7 +391,7 @@ export interface RelaunchPrep {
   /** the run was started by hand: what nsa-top recorded while it ran */
   adopted: AdoptionRecord | null;
   /** an adopted run's preflight (a FAIL is the refusal) */
-  preflight: PreflightLine[];
+  preflight: RelaunchCheck[];
   /** the checkpoint the relaunch will resume from, and why (null: starts fresh, never ran) */
   pick: ResumePick | null;
   /** what will run (command, cwd, every variable set), to show before confirming (willrun.ts) */
@@ -395,7 +410,7 @@ export interface RelaunchPrep {
 export async function prepareRelaunch(
   host: Host,
   dir: string,
-  opts: { allowCommand?: readonly string[] } = {},
+  opts: { allowCommand?: readonly string[]; judgeAdoption?: AdoptionJudge } = {},
 ): Promise<RelaunchPrep> {
   const dirs = await resolveRunDirs(host, dir);
   const runDir = dirs.runDir;
@@ -462,7 +477,11 @@ export async function prepareRelaunch(
     resume: prep.pick.found ? { flag: adoptedPlan.resumeFlag, path: prep.pick.found.path } : null,
   });
   prep.adopted = rec;
-  prep.preflight = await adoptionPreflight(host, rec);
+  if (!opts.judgeAdoption) {
+    prep.refusal = 'an adopted run is relaunched only after its preflight, and none was given (nsa-top bug)';
+    return prep;
+  }
+  prep.preflight = opts.judgeAdoption(rec, await adoptionFacts(host, rec));
   const fails = prep.preflight.filter((l) => l.status === 'FAIL');
   if (fails.length)
     prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
@@ -522,7 +541,12 @@ export async function relaunch(
   host: Host,
   dir: string,
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
+  opts: ControlOptions & {
+    removeStaleHalt: boolean;
+    watchMs?: number;
+    allowCommand?: readonly string[];
+    judgeAdoption?: AdoptionJudge;
+  },
 ): Promise<ActionRecord> {
   const dirs = await resolveRunDirs(host, dir);
   return audited(
@@ -539,7 +563,12 @@ async function relaunchEffect(
   dir: string,
   dirs: { runDir: string; outDir: string },
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
+  opts: ControlOptions & {
+    removeStaleHalt: boolean;
+    watchMs?: number;
+    allowCommand?: readonly string[];
+    judgeAdoption?: AdoptionJudge;
+  },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -584,7 +613,7 @@ async function relaunchEffect(
       { supervisorPid: pid, adopted: st.child },
     );
   }
-  const prep = await prepareRelaunch(host, dir, { allowCommand: opts.allowCommand });
+  const prep = await prepareRelaunch(host, dir, { allowCommand: opts.allowCommand, judgeAdoption: opts.judgeAdoption });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
   if (halt !== null) {
