@@ -17,11 +17,17 @@ import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local/host.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
-import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
 import { readActions } from '../trainer/control/audit.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { supervisorInCharge } from '../checks/control.js';
-import { byOperator, claimedRank, dumpClaims, dumpRankLabel, operatorDumpSets } from '../trainer/control/dumplabels.js';
+import {
+  byOperator,
+  claimedRank,
+  dumpClaims,
+  dumpRankLabel,
+  mainThreadTop,
+  operatorDumpSets,
+} from '../checks/dumplabels.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';

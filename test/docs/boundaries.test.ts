@@ -196,3 +196,11 @@ test('src/trainer imports nothing from src/checks, types included: the judge is 
     [],
   );
 });
+
+test('src/ui takes only types from src/trainer: what it shows of a run is handed in, its verdicts come through checks/present.ts', () => {
+  const bad = valueEdges.filter((e) => e.from.startsWith('src/ui/') && e.to.startsWith('src/trainer/'));
+  assert.deepEqual(
+    bad.map((e) => `${e.from} → ${e.to}`),
+    [],
+  );
+});

@@ -6,7 +6,7 @@ import type { HangVerdict } from '../types.js';
 import type { Ctx } from '../context.js';
 import { dur, sig } from '../../format.js';
 import { currentSegment } from '../stats.js';
-import { dumpPlace, dumpTimeMs } from '../../trainer/run/readers/stackdump.js';
+import { dumpPlace, dumpTimeMs } from '../dumplabels.js';
 import { type Draft, a, ago } from './common.js';
 import { STATE_TXT } from './processes.js';
 

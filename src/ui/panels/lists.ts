@@ -2,9 +2,8 @@
 import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
 import type { ActionRecord } from '../../trainer/control/types.js';
-import { alertAcks } from '../../checks/present.js';
+import { alertAcks, dumpTimeMs } from '../../checks/present.js';
 import { dumpClaims, newestDumpSet, operatorSet, watchdogDumps } from '../dumps.js';
-import { dumpTimeMs } from '../../trainer/run/readers/stackdump.js';
 import { bindingOf, keyOf } from '../keymap.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';
