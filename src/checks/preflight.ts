@@ -4,7 +4,7 @@
 import type { GpuTelemetry } from '../remote/types.js';
 import { estimateParams, isToyModel } from './flops.js';
 import { dur, sig } from '../format.js';
-import type { AdoptionFacts, AdoptionRecord } from '../trainer/run/adopt.js';
+import type { AdoptionFacts, AdoptionRecord } from '../trainer/launch/adopt.js';
 
 export type PreflightStatus = 'PASS' | 'WARN' | 'FAIL' | 'INFO';
 

@@ -7,7 +7,7 @@ import type { Host } from '../remote/host.js';
 import type { ActionRecord, Actor } from '../trainer/control/types.js';
 import { READ_ONLY_WHY, supervisorRestarts } from '../checks/control.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
-import { withoutResume } from '../trainer/run/adopt.js';
+import { withoutResume } from '../trainer/launch/adopt.js';
 import {
   acknowledgeAlert,
   currentActor,

@@ -22,7 +22,7 @@ import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } 
 import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/launch/state.js';
-import { recordAdoption } from '../trainer/run/adopt.js';
+import { recordAdoption } from '../trainer/launch/adopt.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
@@ -72,7 +72,7 @@ export interface ObserverOptions {
   /** a run model already opened on dirs (else one is opened) */
   model?: RunModel;
   gpu?: GpuSource | null;
-  /** record a hand-launched run's launch (src/trainer/run/adopt) as this surface; null: never */
+  /** record a hand-launched run's launch (src/trainer/launch/adopt) as this surface; null: never */
   adoptAs?: string | null;
   /**
    * Take over a request whose carrier died (a new `nsa-top agent`, audited), within the round that
@@ -278,7 +278,7 @@ export class Observer {
     // re-read every round
     if (ptr && ptrKey !== this.pointerKey) {
       this.pointerKey = ptrKey;
-      // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
+      // a run started by hand and relaunched under a supervisor (src/trainer/launch/adopt) gets a
       // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
       const d = await resolveRunDirs(host, this.dirs.outDir);
       if (d.runDir !== this.dirs.runDir) {

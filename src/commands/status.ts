@@ -32,7 +32,7 @@ import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { Observer, whyNothingListed, type Observation } from '../cockpit/observe.js';
-import { readAdoption } from '../trainer/run/adopt.js';
+import { readAdoption } from '../trainer/launch/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/launch/state.js';
 import type { RunDirs } from '../trainer/launch/rundirs.js';

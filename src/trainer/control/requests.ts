@@ -28,7 +28,7 @@ import { checkpointWrittenSince, haltContent, type ControlOptions } from './acti
 import { audited, auditedEvent, type Outcome } from './audit.js';
 import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
-import { spawnSelfDetached } from '../launch/detached.js';
+import { spawnSelfDetached } from './detached.js';
 import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
 
 export const REQUESTS_FILE = 'requests.json';

@@ -24,7 +24,7 @@ export type ActionKind =
   | 'py-spy-dump'
   /** an operator acknowledged an alert: target {alert: id, since, severity} names the episode */
   | 'ack'
-  /** nsa-top recorded the launch of a run it did not start (src/trainer/run/adopt.ts) */
+  /** nsa-top recorded the launch of a run it did not start (src/trainer/launch/adopt.ts) */
   | 'adopt'
   | 'cancel-request'
   | 'stop';

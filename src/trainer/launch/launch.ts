@@ -16,7 +16,7 @@ import {
   readAdoptionFile,
   withoutResume,
   type AdoptionRecord,
-} from '../run/adopt.js';
+} from './adopt.js';
 import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
 import {
   type ActionRecord,
@@ -41,7 +41,7 @@ import {
 } from './profiles.js';
 import { createOwn, ensureOwnDirsSync, ReadOnlyError, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
-import { spawnSelfDetached } from './detached.js';
+import { spawnSelfDetached } from '../control/detached.js';
 import {
   nsaDir,
   SUPERVISE_ENV,
@@ -533,7 +533,7 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
 /**
  * Starts the run again under a new supervisor, resuming from the newest complete checkpoint (the
  * newest weights: see pickResumeCheckpoint). A run nsa-top did not start is relaunched from what
- * was recorded while it ran (src/trainer/run/adopt.ts), after its preflight. A .HALT present is
+ * was recorded while it ran (src/trainer/launch/adopt.ts), after its preflight. A .HALT present is
  * removed only with opts.removeStaleHalt (the operator confirmed), logged with its content;
  * otherwise the relaunch is refused and says how.
  */

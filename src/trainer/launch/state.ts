@@ -109,7 +109,7 @@ export async function readLaunchPlanFile(
   runDir: string,
 ): Promise<{ plan: LaunchPlan | null; problem: string | null }> {
   const r = await readPointerFile(host, runDir, PLAN_FILE);
-  // an adoption record (src/trainer/run/adopt.ts) shares the name in an out_dir: it is not a plan
+  // an adoption record (src/trainer/launch/adopt.ts) shares the name in an out_dir: it is not a plan
   if (r.json?.kind === 'adopted') return { plan: null, problem: null };
   if (!r.json) return { plan: null, problem: r.problem };
   const p = r.json as unknown as LaunchPlan;

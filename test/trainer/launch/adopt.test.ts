@@ -19,7 +19,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { verifyProcess } from '../../../src/remote/procs.js';
-import { readAdoption } from '../../../src/trainer/run/adopt.js';
+import { readAdoption } from '../../../src/trainer/launch/adopt.js';
 import { currentActor, readActionLog } from '../../../src/trainer/control/actions.js';
 import type { SupervisorState } from '../../../src/trainer/control/types.js';
 import { readSupervisorState, relaunch, stopRun } from '../../../src/trainer/launch/launch.js';
@@ -206,7 +206,7 @@ test('a run nobody recorded: relaunch says to use a profile before asking anythi
 });
 
 test("the recorded command: any earlier --resume replaced; torchrun's port read the way torchrun reads it; only run-shaping variables kept", async () => {
-  const { withoutResume, masterPortOf, keepEnv } = await import('../../../src/trainer/run/adopt.js');
+  const { withoutResume, masterPortOf, keepEnv } = await import('../../../src/trainer/launch/adopt.js');
   assert.deepEqual(
     withoutResume(['torchrun', '--nproc_per_node=2', 's.py', '--resume', 'a.pt', '--dataset', 'x', '--resume=b.pt']),
     ['torchrun', '--nproc_per_node=2', 's.py', '--dataset', 'x'],

@@ -31,7 +31,7 @@ import { readSupervisorState, stopRun, launchRun, prepareRelaunch } from '../../
 import { judgeAdoption } from '../../../src/checks/preflight.js';
 import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
 import { readLaunchPlan } from '../../../src/trainer/launch/state.js';
-import { readAdoption, redactArgv } from '../../../src/trainer/run/adopt.js';
+import { readAdoption, redactArgv } from '../../../src/trainer/launch/adopt.js';
 import { currentActor } from '../../../src/trainer/control/actions.js';
 import { selfCommand } from '../../../src/self.js';
 import { profilesFile, until } from './helpers.js';

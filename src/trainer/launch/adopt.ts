@@ -10,15 +10,15 @@ import { isAbsolute, join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { parseCmdline, readProc, verifyProcess } from '../../remote/procs.js';
 import { listeningPorts } from '../../remote/ports.js';
-import { isLauncher } from './ranks.js';
+import { isLauncher } from '../run/ranks.js';
 import type { ProcInfo, RunProcesses } from '../../remote/types.js';
 import { currentActor, readOnlyMode } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
-import type { GpuInventory, LaunchPlan } from '../launch/profiles.js';
-import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import type { GpuInventory, LaunchPlan } from './profiles.js';
+import { NSA_DIR, resolveRunDirs } from './rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
-import { readLaunchPlan } from '../launch/state.js';
-import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../launch/pointers.js';
+import { readLaunchPlan } from './state.js';
+import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from './pointers.js';
 
 export const ADOPT_FILE = 'launch.json';
 /** what a secret on the recorded command line is replaced with */
