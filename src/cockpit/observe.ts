@@ -18,6 +18,7 @@ import type { Host } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { activeRequest, supervisorInCharge } from '../checks/control.js';
+import { dumpClaims } from '../checks/dumplabels.js';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
@@ -235,6 +236,7 @@ export class Observer {
       haltGraceS: this.graceS,
       stopEscalation: this.stop?.stopEscalation ?? null,
       stopEscalationWhy: this.stop?.escalationWhy ?? null,
+      dumpClaims: dumpClaims(this.stop?.dumpActions ?? []),
     };
     return {
       input,
