@@ -3,6 +3,7 @@
 // relaunch`), so a script is refused what the cockpit refuses, with the same words. Read-only mode is
 // refused earlier, by the action layer (src/trainer/control/audit.ts). Pure.
 import type { SupervisorState } from '../trainer/control/types.js';
+import { supervisorInCharge } from './control.js';
 import { ENDED_STATES, LIVE_STATES } from './runstate.js';
 import type { RunState } from './types.js';
 
@@ -54,9 +55,6 @@ export interface ActionVerdicts {
 const OK: Verdict = { ok: true, short: '', why: '' };
 const no = (short: string, why: string): Verdict => ({ ok: false, short, why });
 
-/** Supervisor states in which it drives the run itself (it restarts the trainer). */
-const DRIVING: ReadonlySet<SupervisorState['state']> = new Set(['starting', 'running', 'backoff', 'stopping']);
-
 export function actionVerdicts(x: ActionInput): ActionVerdicts {
   const is = `the run is ${x.runState} (${x.runStateWhy})`;
   const dump = x.ranksAlive === 0 ? no('no ranks', `no rank process is running (the run is ${x.runState})`) : OK;
@@ -88,7 +86,7 @@ export function actionVerdicts(x: ActionInput): ActionVerdicts {
   const orphan = !!x.supervisor?.supervisorGone && (x.ranksAlive ?? 0) > 0;
   if (LIVE_STATES.has(x.runState) && !orphan)
     relaunch = no(x.runState, `${is}: relaunch stops nothing — halt it first`);
-  else if (x.supervisor && !x.supervisor.supervisorGone && DRIVING.has(x.supervisor.state))
+  else if (x.supervisor && !x.supervisor.supervisorGone && supervisorInCharge(x.supervisor.state))
     relaunch = no(
       `supervisor ${x.supervisor.state}`,
       `its supervisor (pid ${x.supervisor.supervisor?.pid ?? '?'}) is ${x.supervisor.state}${x.supervisor.state === 'backoff' ? ': it restarts the trainer itself' : ''}`,

@@ -6,6 +6,7 @@
 import { dur } from '../format.js';
 import type { Ctx } from './context.js';
 import type { Draft, StallInfo } from './rules/index.js';
+import { supervisorRestarts } from './control.js';
 
 export interface BootPhase {
   state: 'STARTING' | 'RESTARTING';
@@ -25,9 +26,6 @@ export interface BootPhase {
   /** one line, operator language: what is happening and for how long */
   text: string;
 }
-
-/** Supervisor states in which it still drives the run: it will (re)start the trainer itself. */
-const DRIVING = new Set(['starting', 'running', 'backoff']);
 
 /**
  * How long a boot may take: `bootFactor` × the longest boot (a `boot` record to the segment's first
@@ -79,7 +77,7 @@ function stopping(ctx: Ctx): boolean {
 export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
   if (!ctx.run.exists || stopping(ctx) || si.stopped.length > 0) return null;
   const sup = ctx.in.supervisor ?? null;
-  const driving = !!sup && !sup.supervisorGone && DRIVING.has(sup.state);
+  const driving = !!sup && !sup.supervisorGone && supervisorRestarts(sup.state);
   const lastExit = sup?.exitCodes.length ? sup.exitCodes[sup.exitCodes.length - 1]! : null;
   const r0 = ctx.ranks.find((r) => r.rank === 0) ?? null;
   // A rank "dead" whose last heartbeat predates this boot belongs to the trainer before it (its

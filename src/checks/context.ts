@@ -6,6 +6,7 @@ import type { ControlRequest, SupervisorState } from '../trainer/control/types.j
 import { isToolProcess } from '../trainer/run/ranks.js';
 import { currentSegment, median } from './stats.js';
 import type { Thresholds } from './thresholds.js';
+import type { DumpClaim } from './dumplabels.js';
 
 export interface Launched {
   config?: string | null;
@@ -41,6 +42,11 @@ export interface CheckInput {
   /** the run's grace after .HALT, s (its profile's stop.halt_grace_s): overrides thresholds.haltGraceS,
    *  so the alert and the halt window count the same grace */
   haltGraceS?: number;
+  /**
+   * Which stack dump file is which rank's, from nsa-top's dump records (./dumplabels.ts dumpClaims):
+   * the real trainer's `stackdump_<sec>.txt` names no rank, so the odd-rank rule reads the claim.
+   */
+  dumpClaims?: ReadonlyMap<string, DumpClaim>;
 }
 
 export interface Cadence {

@@ -4,6 +4,7 @@
 import type { GpuTelemetry } from '../remote/types.js';
 import { estimateParams, isToyModel } from './flops.js';
 import { dur, sig } from '../format.js';
+import type { AdoptionFacts, AdoptionRecord } from '../trainer/launch/adopt.js';
 
 export type PreflightStatus = 'PASS' | 'WARN' | 'FAIL' | 'INFO';
 
@@ -353,18 +354,6 @@ export function judgeHalt(
 }
 
 /** Listening TCP ports from /proc/net/tcp{,6} text (state 0A = LISTEN). */
-export function listeningPorts(procNetTcp: string): Set<number> {
-  const ports = new Set<number>();
-  for (const line of procNetTcp.split('\n')) {
-    const f = line.trim().split(/\s+/);
-    if (f.length < 4 || f[3] !== '0A') continue;
-    const local = f[1]!;
-    const port = parseInt(local.slice(local.lastIndexOf(':') + 1), 16);
-    if (Number.isFinite(port)) ports.add(port);
-  }
-  return ports;
-}
-
 export function judgePort(
   port: number,
   listening: Set<number> | null,
@@ -459,4 +448,65 @@ export function judgeEnv(
 
 export function preflightExit(lines: PreflightLine[]): 0 | 1 {
   return lines.some((l) => l.status === 'FAIL') ? 1 : 0;
+}
+
+/**
+ * What must hold before an adopted run's recorded command runs again: none of its processes alive,
+ * the program, working directory and CONFIG still there, torchrun's port free. FAIL lines block the
+ * relaunch (src/trainer/launch/launch.ts prepareRelaunch is handed this verdict by its caller).
+ */
+export function judgeAdoption(_rec: AdoptionRecord, f: AdoptionFacts): PreflightLine[] {
+  const out: PreflightLine[] = [];
+  out.push(
+    f.alive.length
+      ? L(
+          'processes',
+          'FAIL',
+          `the run is still running (pid ${f.alive.join(', ')})`,
+          'halt it first (h in the cockpit, or touch .HALT) and wait for it to exit',
+        )
+      : L('processes', 'PASS', 'none of the recorded processes is alive'),
+  );
+  out.push(
+    f.cwd.isDir
+      ? L('cwd', 'PASS', f.cwd.path)
+      : L(
+          'cwd',
+          'FAIL',
+          `${f.cwd.path}: no such directory`,
+          'start the run with a profile (nsa-top launch --profile NAME)',
+        ),
+  );
+  if (f.secrets)
+    out.push(
+      L(
+        'secrets',
+        'FAIL',
+        `the recorded command had secrets on its command line (${f.secrets.names ?? 'redacted'}): they were not recorded, and a relaunch would pass ${f.secrets.placeholder}`,
+        'pass them in the environment instead (HF_TOKEN, …: the relaunch inherits yours), or start the run with a profile',
+      ),
+    );
+  if (f.program)
+    out.push(
+      f.program.found
+        ? L('program', 'PASS', f.program.path)
+        : L('program', 'FAIL', `${f.program.path}: not found`, 'reinstall it, or start the run with a profile'),
+    );
+  if (f.config)
+    out.push(
+      f.config.found
+        ? L('config', 'PASS', `CONFIG=${f.config.recorded} (${f.config.path})`)
+        : L(
+            'config',
+            'FAIL',
+            `CONFIG=${f.config.recorded}: ${f.config.path} not found`,
+            'restore the config, or start the run with a profile',
+          ),
+    );
+  else if (!f.ownLauncher)
+    out.push(
+      L('config', 'WARN', "no CONFIG in the launcher's environment: the real trainer trains its toy default config"),
+    );
+  if (f.port) out.push(...judgePort(f.port.port, f.port.listening, true, f.port.error));
+  return out;
 }

@@ -9,6 +9,27 @@ import { BOOT_STATES, LIVE_STATES } from './runstate.js';
 /** the colour of a run state (for a state built without an evaluation), and which states are live or over */
 export { BOOT_STATES, ENDED_STATES, LIVE_STATES, STATE_HEALTH } from './runstate.js';
 export { actionVerdicts, newestHeartbeatAgeS, type ActionVerdicts, type Verdict } from './actions.js';
+/** which dump is which rank's, where it says the rank is, when it was written (./dumplabels.ts) */
+export {
+  claimedRank,
+  dumpClaims,
+  dumpPlace,
+  dumpTimeMs,
+  mainThreadFrames,
+  operatorDumpSets,
+  type DumpClaim,
+  type DumpSetRank,
+} from './dumplabels.js';
+/** the control verdicts the halt window and the keys show (src/checks/control.ts) */
+export {
+  activeRequest,
+  alertAcks,
+  DEFAULT_HALT_GRACE_S,
+  escalationBlocked,
+  procRunning,
+  READ_ONLY_WHY,
+  supervisorInCharge,
+} from './control.js';
 import type {
   Alert,
   Culprit,

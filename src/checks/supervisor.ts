@@ -2,7 +2,7 @@
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
 import { clock, dur } from '../format.js';
-import { activeRequest } from '../trainer/control/types.js';
+import { activeRequest } from './control.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
 

@@ -4,9 +4,10 @@
 // and the watchdog). Read-only is refused at the key and in the dialog too; here only where no
 // audited call would be made at all (no rank to signal, a relaunch function injected by the command).
 import type { Host } from '../remote/host.js';
-import { type ActionRecord, type Actor, READ_ONLY_WHY } from '../trainer/control/types.js';
+import type { ActionRecord, Actor } from '../trainer/control/types.js';
+import { READ_ONLY_WHY, supervisorRestarts } from '../checks/control.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
-import { withoutResume } from '../trainer/run/adopt.js';
+import { withoutResume } from '../trainer/launch/adopt.js';
 import {
   acknowledgeAlert,
   currentActor,
@@ -21,6 +22,7 @@ import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/req
 import type { RunDirs, RunRef } from '../trainer/launch/rundirs.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
+import { judgeAdoption } from '../checks/preflight.js';
 
 export interface RankDumpResult {
   rank: number;
@@ -229,7 +231,7 @@ export function createActions(o: {
           ...none,
           refusal: 'relaunch starts the supervisor on the training box: run `nsa-top relaunch RUN_DIR` there',
         };
-      const p = await prepareRelaunch(host, runDir);
+      const p = await prepareRelaunch(host, runDir, { judgeAdoption });
       const f = p.pick?.found ?? null;
       return {
         refusal: p.refusal,
@@ -255,7 +257,7 @@ export function supervisorStopFn(host: Host, runDir: string, actor: Actor, readO
   return async () => {
     if (host.kind !== 'local') return null;
     const sup = await supervisorStatus(host, runDir).catch(() => null);
-    if (!sup?.alive || !sup.state || !['starting', 'running', 'backoff'].includes(sup.state.state)) return null;
+    if (!sup?.alive || !sup.state || !supervisorRestarts(sup.state.state)) return null;
     return outcome(await stopRun(host, runDir, actor, { readOnly, reason: 'halt from the cockpit' }));
   };
 }

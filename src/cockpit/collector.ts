@@ -6,7 +6,8 @@ import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv } from '../check
 import type { Host } from '../remote/host.js';
 import type { RunProcesses } from '../remote/types.js';
 import type { ActionRecord, Actor } from '../trainer/control/types.js';
-import { readActions, stepsAtRisk } from '../trainer/control/actions.js';
+import { readActions } from '../trainer/control/actions.js';
+import { stepsAtRisk } from '../checks/control.js';
 import { ACTIONS_FILE } from '../trainer/control/audit.js';
 import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';

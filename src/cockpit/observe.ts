@@ -16,12 +16,14 @@ import { launchedFromRunInfo } from '../checks/launched.js';
 import type { CheckInput, Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
-import { activeRequest, type Actor, type ControlRequest, type SupervisorState } from '../trainer/control/types.js';
+import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
+import { activeRequest, supervisorInCharge } from '../checks/control.js';
+import { dumpClaims } from '../checks/dumplabels.js';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/launch/state.js';
-import { recordAdoption } from '../trainer/run/adopt.js';
+import { recordAdoption } from '../trainer/launch/adopt.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
@@ -71,7 +73,7 @@ export interface ObserverOptions {
   /** a run model already opened on dirs (else one is opened) */
   model?: RunModel;
   gpu?: GpuSource | null;
-  /** record a hand-launched run's launch (src/trainer/run/adopt) as this surface; null: never */
+  /** record a hand-launched run's launch (src/trainer/launch/adopt) as this surface; null: never */
   adoptAs?: string | null;
   /**
    * Take over a request whose carrier died (a new `nsa-top agent`, audited), within the round that
@@ -80,8 +82,6 @@ export interface ObserverOptions {
    */
   takeOver?: { actor: Actor; readOnly?: boolean } | null;
 }
-
-const ACTIVE_SUPERVISOR: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
 
 /** how long a failed take-over of one request waits before it is tried again */
 const TAKEOVER_RETRY_MS = 15_000;
@@ -236,6 +236,7 @@ export class Observer {
       haltGraceS: this.graceS,
       stopEscalation: this.stop?.stopEscalation ?? null,
       stopEscalationWhy: this.stop?.escalationWhy ?? null,
+      dumpClaims: dumpClaims(this.stop?.dumpActions ?? []),
     };
     return {
       input,
@@ -279,7 +280,7 @@ export class Observer {
     // re-read every round
     if (ptr && ptrKey !== this.pointerKey) {
       this.pointerKey = ptrKey;
-      // a run started by hand and relaunched under a supervisor (src/trainer/run/adopt) gets a
+      // a run started by hand and relaunched under a supervisor (src/trainer/launch/adopt) gets a
       // launcher dir of its own, named by .nsa-top/run.json in the out_dir: follow it
       const d = await resolveRunDirs(host, this.dirs.outDir);
       if (d.runDir !== this.dirs.runDir) {
@@ -293,7 +294,7 @@ export class Observer {
       this.supKey = key;
     }
     // liveness every round: a SIGKILLed supervisor never rewrites its file
-    if (this.supFile && ACTIVE_SUPERVISOR.includes(this.supFile.state))
+    if (this.supFile && supervisorInCharge(this.supFile.state))
       return supervisorLiveness(host, this.supFile, this.dirs.runDir);
     return this.supFile;
   }

@@ -22,6 +22,7 @@ import { initialView } from '../ui/view.js';
 import { readOnlyMode } from '../trainer/control/ownfiles.js';
 import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
+import { judgeAdoption } from '../checks/preflight.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -174,7 +175,7 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
       readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),
       relaunch: async ({ removeStaleHalt }) => {
-        const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly });
+        const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly, judgeAdoption });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };
       },
       stop: supervisorStopFn(host, runDir, actor, a.readOnly),

@@ -12,6 +12,8 @@ import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/la
 import { supervisorStopFn } from '../cockpit/actions.js';
 import { openCockpit } from './cockpit.js';
 import { defineCommand, parseCommand } from './args.js';
+import { supervisorInCharge, supervisorRestarts } from '../checks/control.js';
+import { judgeAdoption } from '../checks/preflight.js';
 
 const DEMO_STEPS = 3000;
 
@@ -69,13 +71,13 @@ export async function run(argv: string[]): Promise<number> {
     readOnly: false,
     intervalMs: Math.round(intervalS * 1000),
     relaunch: async ({ removeStaleHalt }) => {
-      const r = await relaunch(host, runDir, actor, { removeStaleHalt });
+      const r = await relaunch(host, runDir, actor, { removeStaleHalt, judgeAdoption });
       return { ok: r.result === 'ok', result: r.result, detail: r.detail };
     },
     stop: supervisorStopFn(host, runDir, actor, false),
   });
   const st = await readSupervisorState(host, runDir);
-  const live = st !== null && ['starting', 'running', 'backoff'].includes(st.state);
+  const live = st !== null && supervisorRestarts(st.state);
   if (live && !leave) {
     let stop = true;
     // after a hangup or a kill signal there is nobody to ask: the default (halt) applies
@@ -94,7 +96,7 @@ export async function run(argv: string[]): Promise<number> {
       const until = Date.now() + 20_000;
       for (;;) {
         const s = await readSupervisorState(host, runDir);
-        const over = !s || !['starting', 'running', 'backoff', 'stopping'].includes(s.state);
+        const over = !s || !supervisorInCharge(s.state);
         // the supervisor writes its end state before it exits, and a killed rank may outlive its launcher
         const left = over ? await stillAlive(host, procs) : procs;
         if (over && left.length === 0) {

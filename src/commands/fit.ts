@@ -13,7 +13,8 @@ import {
   type Verdict,
 } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
-import { activeRequest, procRunning, type ActionKind } from '../trainer/control/types.js';
+import type { ActionKind } from '../trainer/control/types.js';
+import { activeRequest, procRunning } from '../checks/control.js';
 import type { RunDirs } from '../trainer/launch/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { Observer } from '../cockpit/observe.js';

@@ -12,7 +12,6 @@ import {
   judgeHalt,
   judgePort,
   judgePython,
-  listeningPorts,
   preflightExit,
   type PreflightLine,
   type PythonFacts,
@@ -20,6 +19,7 @@ import {
 import { estimateParams } from '../checks/flops.js';
 import type { Host } from '../remote/host.js';
 import { sampleGpus } from '../remote/gpu.js';
+import { listeningPorts } from '../remote/ports.js';
 import { openHost } from '../remote/index.js';
 import type { GpuTelemetry } from '../remote/types.js';
 import {

@@ -10,6 +10,7 @@ import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launc
 import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { refusedByState } from './fit.js';
+import { judgeAdoption } from '../checks/preflight.js';
 
 export const command = defineCommand({
   name: 'relaunch',
@@ -51,7 +52,10 @@ export async function run(argv: string[]): Promise<number> {
   if (!(await host.stat(dir))?.isDir) throw new CliError(`relaunch: ${dir}: no such run directory`);
   // read-only: refused by the audited path itself, in the words every command and the cockpit use
   if (readOnlyMode())
-    return printOutcome(await relaunch(host, dir, await currentActor(host), { removeStaleHalt, allowCommand }), dir);
+    return printOutcome(
+      await relaunch(host, dir, await currentActor(host), { removeStaleHalt, allowCommand, judgeAdoption }),
+      dir,
+    );
   // what the cockpit's r refuses (a live run, a supervisor that restarts it itself), in its words
   const no = await refusedByState(host, dir, 'relaunch');
   if (no) {
@@ -59,7 +63,7 @@ export async function run(argv: string[]): Promise<number> {
     return 3;
   }
   // what can and cannot work is said before anything is asked
-  const prep = await prepareRelaunch(host, dir, { allowCommand });
+  const prep = await prepareRelaunch(host, dir, { allowCommand, judgeAdoption });
   const { runDir, outDir } = prep;
   // a broken record is bad input: one line, exit 2
   if (prep.badRecord) throw new CliError(`relaunch: ${sanitize(prep.badRecord)}`);
@@ -111,7 +115,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const actor = await currentActor(host);
-  return printOutcome(await relaunch(host, dir, actor, { removeStaleHalt, allowCommand }), runDir);
+  return printOutcome(await relaunch(host, dir, actor, { removeStaleHalt, allowCommand, judgeAdoption }), runDir);
 }
 
 function printOutcome(rec: ActionRecord, runDir: string): number {

@@ -17,15 +17,22 @@ import type { Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local/host.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
-import { mainThreadTop } from '../trainer/run/readers/stackdump.js';
 import { readActions } from '../trainer/control/audit.js';
 import type { ActionRecord } from '../trainer/control/types.js';
-import { byOperator, claimedRank, dumpClaims, dumpRankLabel, operatorDumpSets } from '../trainer/control/dumplabels.js';
+import { supervisorInCharge } from '../checks/control.js';
+import {
+  byOperator,
+  claimedRank,
+  dumpClaims,
+  dumpRankLabel,
+  mainThreadTop,
+  operatorDumpSets,
+} from '../checks/dumplabels.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { Observer, whyNothingListed, type Observation } from '../cockpit/observe.js';
-import { readAdoption } from '../trainer/run/adopt.js';
+import { readAdoption } from '../trainer/launch/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/launch/state.js';
 import type { RunDirs } from '../trainer/launch/rundirs.js';
@@ -192,10 +199,9 @@ export function supervisorField(obs: Observation) {
   const s = obs.supervisor;
   if (!s) return null;
   const last = s.exitCodes.length ? s.exitCodes[s.exitCodes.length - 1]! : null;
-  const activeStates = ['starting', 'running', 'backoff', 'stopping'];
   return {
     state: s.state,
-    alive: s.supervisorGone ? false : s.supervisor && activeStates.includes(s.state) ? true : null,
+    alive: s.supervisorGone ? false : s.supervisor && supervisorInCharge(s.state) ? true : null,
     pid: s.supervisor?.pid ?? null,
     restarts: s.restarts,
     maxRestarts: s.maxRestarts,

@@ -5,14 +5,16 @@
 // functions of the snapshot and the action log.
 import type { StackDump, StackFrame } from '../trainer/run/snapshot.js';
 import type { ActionRecord } from '../trainer/control/types.js';
-import { dumpPlace, dumpTimeMs, mainThreadFrames } from '../trainer/run/readers/stackdump.js';
 import {
   claimedRank,
   dumpClaims,
+  dumpPlace,
+  dumpTimeMs,
+  mainThreadFrames,
   operatorDumpSets,
   type DumpClaim,
   type DumpSetRank,
-} from '../trainer/control/dumplabels.js';
+} from '../checks/present.js';
 
 export interface DumpMember {
   dump: StackDump;

@@ -3,10 +3,16 @@
 // cannot act says why from its `disabled`: read-only mode (the same refusal the action layer gives,
 // src/cockpit/actions.ts), or the run's state as the checks judged it (runState), never a UI threshold.
 // The dialogs' keys are declared the same way, beside each dialog's view in dialogs/.
-import { actionVerdicts, newestHeartbeatAgeS, type ActionVerdicts, type Verdict } from '../checks/present.js';
+import {
+  actionVerdicts,
+  activeRequest,
+  newestHeartbeatAgeS,
+  procRunning,
+  type ActionVerdicts,
+  type Verdict,
+} from '../checks/present.js';
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
-import { activeRequest, procRunning } from '../trainer/control/types.js';
 import { type Binding, bindingFor, type Disabled, keyText, off, READ_ONLY } from './keys.js';
 
 export type Command =

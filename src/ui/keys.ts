@@ -4,7 +4,7 @@
 // A binding that cannot act says why (`disabled`), and that reason is what the footer, `?` and the
 // refusal print.
 import type { Key } from 'ink';
-import { READ_ONLY_WHY } from '../trainer/control/types.js';
+import { READ_ONLY_WHY } from '../checks/present.js';
 
 /**
  * A key by name: one printable character (`d`, `?`, `G`), or a named key (`up`, `down`, `left`,

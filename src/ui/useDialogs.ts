@@ -5,7 +5,7 @@ import type { Key } from 'ink';
 import { type RefObject, useCallback, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
-import { activeRequest } from '../trainer/control/types.js';
+import { activeRequest } from '../checks/present.js';
 import { type Dialog, type DialogOf, dialogBindingFor, relaunchDialog, typing } from './dialogs/index.js';
 import { haltAfterCheckpointDisabled } from './keymap.js';
 

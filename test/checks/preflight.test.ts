@@ -15,8 +15,8 @@ import {
   judgeGpus,
   judgeHalt,
   judgePort,
-  listeningPorts,
 } from '../../src/checks/preflight.js';
+import { listeningPorts } from '../../src/remote/ports.js';
 import { gpu } from './helpers.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -25,7 +25,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { killRecorded, runPids } from '../e2e/cleanup.js';
 import { datasetFromArgv, datasetFromRunInfo } from '../../src/trainer/control/stopfacts.js';
-import type { AdoptionRecord } from '../../src/trainer/run/adopt.js';
+import type { AdoptionRecord } from '../../src/trainer/launch/adopt.js';
 import { LogFold } from '../../src/trainer/run/history.js';
 import { Checker } from '../../src/checks/index.js';
 import { fixture, FIXTURES, procs } from './helpers.js';

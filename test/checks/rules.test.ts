@@ -700,6 +700,48 @@ test('stack dumps taken since the freeze name the odd rank: one elsewhere while 
   );
 });
 
+test("the real trainer's rankless dumps name the odd rank through nsa-top's dump record", () => {
+  const t = 1_700_000_000_000;
+  const run = liveRun({ step: 30, t });
+  run.identity.worldSize = 3;
+  for (const r of [1, 2]) run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 100 + r });
+  // stackdump_<second>.txt: no rank, no pid in the file; the place is the main thread's innermost frame
+  const dump = (sec: number, func: string) => ({
+    name: `stackdump_${sec}.txt`,
+    path: `/tmp/run/stackdump_${sec}.txt`,
+    kind: 'signal' as const,
+    fsdp: false,
+    epoch: sec,
+    mtimeMs: sec * 1000,
+    header: `# stack dump ${sec}`,
+    signal: 10,
+    rank: null,
+    pid: null,
+    step: null,
+    phase: null,
+    threads: [{ name: 'MainThread', ident: '1', frames: [{ file: '/src/train.py', line: 7, func, code: null }] }],
+    parseErrors: 0,
+  });
+  const s0 = Math.floor(t / 1000) + 5;
+  run.dumps = [dump(s0, 'all_reduce'), dump(s0 + 1, 'injected_sleep'), dump(s0 + 2, 'all_reduce')];
+  const claim = (rank: number, sec: number) => ({ rank, pid: 100 + rank, at: t + 9000, header: `# stack dump ${sec}` });
+  const input: CheckInput = { now: t + 10_000, run, procs: procs([proc(0), proc(1), proc(2)]), gpu: null };
+  const odd = (i: CheckInput) =>
+    new Checker({ stallFloorS: 3 }).evaluate(i).verdicts.find((x) => x.kind === 'odd-rank');
+  assert.equal(odd(input), undefined, 'without the record nobody can tell whose dump is whose');
+  const claims = new Map([
+    [`stackdump_${s0}.txt`, claim(0, s0)],
+    [`stackdump_${s0 + 1}.txt`, claim(1, s0 + 1)],
+    [`stackdump_${s0 + 2}.txt`, claim(2, s0 + 2)],
+  ]);
+  const v = odd({ ...input, dumpClaims: claims });
+  assert.equal(v?.rank, 1);
+  assert.match(v!.text, /injected_sleep.*all_reduce/);
+  // a file written over since its claim (another first line) is nobody's
+  run.dumps[1] = { ...run.dumps[1]!, header: '# stack dump later' };
+  assert.equal(odd({ ...input, dumpClaims: claims }), undefined);
+});
+
 test('no CONFIG in env.json is the toy-default tell, but only once env.json was actually read', () => {
   const t = 1_700_000_000_000;
   const run = liveRun({ step: 3, t });

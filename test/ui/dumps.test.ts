@@ -13,7 +13,7 @@ import { rankRows } from '../../src/ui/panels/ranks.js';
 import { initialView } from '../../src/ui/view.js';
 import type { ActionRecord } from '../../src/trainer/control/types.js';
 import type { RunSnapshot, StackDump } from '../../src/trainer/run/snapshot.js';
-import { claimedRank, dumpClaims, operatorDumpSets } from '../../src/trainer/control/dumplabels.js';
+import { claimedRank, dumpClaims, operatorDumpSets } from '../../src/checks/dumplabels.js';
 import { baseState, fixtureSnapshot, FIXTURES } from './helpers.js';
 
 const A = 'stackdump_1795305288.txt';

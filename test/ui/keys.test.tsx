@@ -4,7 +4,7 @@
 import './no-ci.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { READ_ONLY_WHY } from '../../src/trainer/control/types.js';
+import { READ_ONLY_WHY } from '../../src/checks/control.js';
 import { DIALOG_KEYS, dialogBindingFor, type DialogBinding, dialogView } from '../../src/ui/dialogs/index.js';
 import { bindingFor, isKey, keysText, keyText } from '../../src/ui/keys.js';
 import { commandFor, KEYMAP } from '../../src/ui/keymap.js';

@@ -6,7 +6,7 @@ import type { HangVerdict } from '../types.js';
 import type { Ctx } from '../context.js';
 import { dur, sig } from '../../format.js';
 import { currentSegment } from '../stats.js';
-import { dumpPlace, dumpTimeMs } from '../../trainer/run/readers/stackdump.js';
+import { claimedRank, dumpPlace, dumpTimeMs, type DumpClaim } from '../dumplabels.js';
 import { type Draft, a, ago } from './common.js';
 import { STATE_TXT } from './processes.js';
 
@@ -206,17 +206,24 @@ export function oddRankFromGpus(ctx: Ctx): { rank: number; gpu: number } | null 
   return null;
 }
 
+const NO_CLAIMS: ReadonlyMap<string, DumpClaim> = new Map();
+
 /**
  * Stack dumps taken since the step froze, newest per rank: when every rank but one shows the same
- * place (waiting in the collective) and one shows another, that one is the odd one out.
+ * place (waiting in the collective) and one shows another, that one is the odd one out. A dump
+ * that names no rank (the real trainer's) counts for the rank nsa-top's dump record claimed it for
+ * (CheckInput.dumpClaims).
  */
 export function oddRankFromDumps(ctx: Ctx): { rank: number; where: string; others: string } | null {
   const since = ctx.lastAdvanceTs ?? 0;
   const newest = new Map<number, StackDump>();
+  const claims = ctx.in.dumpClaims ?? NO_CLAIMS;
   for (const d of ctx.run.dumps) {
-    if (d.rank === null || dumpTimeMs(d) < since) continue;
-    const prev = newest.get(d.rank);
-    if (!prev || dumpTimeMs(d) > dumpTimeMs(prev)) newest.set(d.rank, d);
+    // the dump's own rank (the reference trainer), else the one nsa-top's dump record claimed it for
+    const rank = claimedRank(d, claims);
+    if (rank === null || dumpTimeMs(d) < since) continue;
+    const prev = newest.get(rank);
+    if (!prev || dumpTimeMs(d) > dumpTimeMs(prev)) newest.set(rank, d);
   }
   if (newest.size < 2) return null;
   const sig = new Map<number, string>();

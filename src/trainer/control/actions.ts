@@ -15,7 +15,6 @@ import { isLauncher } from '../run/ranks.js';
 import type { ProcInfo, UnprovenProc } from '../../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
-import type { RunSnapshot } from '../run/snapshot.js';
 import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
 import { audited, readActions, type AuditContext, type Outcome } from './audit.js';
 import { resolveRunDirs, runDirsOf, type RunRef } from '../launch/rundirs.js';
@@ -520,31 +519,6 @@ async function signalForDumps(
 
 // ---------------------------------------------------------------------------------------------
 // halt
-
-/** Steps lost if the run stopped now: the real trainer writes no checkpoint on HALT (contract §2.5). */
-export function stepsAtRisk(run: RunSnapshot): {
-  lastCheckpointStep: number | null;
-  step: number | null;
-  lost: number | null;
-  savesOnHalt: boolean;
-} {
-  const step = run.step;
-  const savesOnHalt = run.identity.trainer === 'nsa-top-reference';
-  // The real trainer restarts its step counter at 1 on resume: only checkpoints written during
-  // the current segment count.
-  const seg = run.segments.length > 0 ? run.segments[run.segments.length - 1]! : null;
-  const segStart = run.identity.trainer === 'nsa-vibe' && seg && seg.index > 0 ? seg.startTs : null;
-  let last: number | null = null;
-  for (const c of run.checkpoints) {
-    if (!c.complete) continue;
-    if (step !== null && c.step > step) continue;
-    if (segStart !== null && c.mtimeMs < segStart) continue;
-    if (last === null || c.step > last) last = c.step;
-  }
-  let lost: number | null = null;
-  if (step !== null) lost = savesOnHalt ? 0 : Math.max(0, step - (last ?? 0));
-  return { lastCheckpointStep: last, step, lost, savesOnHalt };
-}
 
 export function haltContent(reason: string, actor: Actor): string {
   return `halt: ${reason} ${actor.user}\n`;

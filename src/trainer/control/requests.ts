@@ -22,12 +22,13 @@ import {
   type ControlRequest,
   DEFAULT_HALT_GRACE_S,
   type RequestsFile,
+  supervisorRestarts,
 } from './types.js';
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
 import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
 import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
-import { spawnSelfDetached } from '../launch/detached.js';
+import { spawnSelfDetached } from './detached.js';
 import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
 
 export const REQUESTS_FILE = 'requests.json';
@@ -549,7 +550,7 @@ export async function submitHaltAfterCheckpoint(
       const sup = supervised ? await readSupervisorState(host, runDir) : null;
       const supAlive =
         !!sup?.supervisor?.startTime &&
-        ['starting', 'running', 'backoff'].includes(sup.state) &&
+        supervisorRestarts(sup.state) &&
         (await verifyProcess(host, sup.supervisor).catch(() => false));
       if (!supAlive && !(await runAlive(host, outDir)).alive)
         return {

@@ -52,6 +52,8 @@ export interface StopFacts {
   argvDataset: { value: string; source: string } | null;
   /** the launcher's stdout log recorded by adoption (a hand-launched run), when a file */
   adoptedLog: string | null;
+  /** nsa-top's newest dump actions (at most 20, oldest first): their records say which file is which rank's */
+  dumpActions: ActionRecord[];
 }
 
 // bounded reads: the watchdog calls this every round
@@ -128,10 +130,13 @@ function actionEvent(r: ActionRecord): StopEvent | null {
 export async function readStopFacts(host: Host, outDir: string, launcherDir: string = outDir): Promise<StopFacts> {
   const events: StopEvent[] = [];
   const log = await readActionLog(host, outDir, 2000).catch(() => null);
+  const dumpActions: ActionRecord[] = [];
   for (const r of log?.records ?? []) {
     const e = actionEvent(r);
     if (e) events.push(e);
+    if (r.action === 'dump') dumpActions.push(r);
   }
+  dumpActions.splice(0, Math.max(0, dumpActions.length - 20));
   // the supervisor's own account (it also writes actions, but its log survives an unwritable action log)
   const supLog = await readTail(host, join(launcherDir, NSA_DIR, SUPERVISOR_LOG));
   for (const line of (supLog ?? '').split('\n')) {
@@ -222,5 +227,5 @@ export async function readStopFacts(host: Host, outDir: string, launcherDir: str
     const d = info ? datasetFromRunInfo(info) : null;
     if (d) argvDataset = { value: d, source: "--dataset in run.info's command" };
   }
-  return { stopEscalation, escalationWhy, events, stalls, argvDataset, adoptedLog };
+  return { stopEscalation, escalationWhy, events, stalls, argvDataset, adoptedLog, dumpActions };
 }

@@ -1,7 +1,6 @@
 // Plain data about control actions and the supervisor, shared by src/trainer/control/actions,
-// the supervisor, the checks and the UI (which only draws these).
-import { dur } from '../../format.js';
-
+// the supervisor, the checks and the UI (which only draws these). The verdicts on them (may SIGINT
+// be offered, which acks are in force, what a halt loses) are in src/checks/control.ts.
 export interface Actor {
   user: string;
   tty: string | null;
@@ -25,7 +24,7 @@ export type ActionKind =
   | 'py-spy-dump'
   /** an operator acknowledged an alert: target {alert: id, since, severity} names the episode */
   | 'ack'
-  /** nsa-top recorded the launch of a run it did not start (src/trainer/run/adopt.ts) */
+  /** nsa-top recorded the launch of a run it did not start (src/trainer/launch/adopt.ts) */
   | 'adopt'
   | 'cancel-request'
   | 'stop';
@@ -71,6 +70,26 @@ export interface SupervisorState {
   supervisorGone?: boolean;
 }
 
+type SupervisorPhase = SupervisorState['state'];
+const IN_CHARGE: ReadonlySet<SupervisorPhase> = new Set(['starting', 'running', 'backoff', 'stopping']);
+const RESTARTS: ReadonlySet<SupervisorPhase> = new Set(['starting', 'running', 'backoff']);
+
+/**
+ * A supervisor in this phase is in charge of the run: its process owns the trainer, even while it
+ * brings it down ('stopping'). Whether that process is still alive is a separate question.
+ */
+export function supervisorInCharge(phase: SupervisorPhase | null | undefined): boolean {
+  return !!phase && IN_CHARGE.has(phase);
+}
+
+/**
+ * A supervisor in this phase still drives the run forward: it will (re)start the trainer itself and
+ * can carry a request. Unlike supervisorInCharge, not while 'stopping' (it is bringing the run down).
+ */
+export function supervisorRestarts(phase: SupervisorPhase | null | undefined): boolean {
+  return !!phase && RESTARTS.has(phase);
+}
+
 // ---------------------------------------------------------------------------------------------
 // durable control requests (<out_dir>/.nsa-top/requests.json)
 
@@ -106,12 +125,13 @@ export interface RequestsFile {
   requests: ControlRequest[];
 }
 
-/** Why a read-only cockpit refuses an action: its keys, dialogs and action layer all say this. */
-export const READ_ONLY_WHY = 'nsa-top runs with --read-only: dump, halt, relaunch and ack are disabled';
-
 export const ACTIVE_REQUEST_STATES: readonly RequestState[] = ['pending', 'halt-written'];
 
-/** The request still in force (pending or waiting for the ranks after its .HALT), newest first. */
+/**
+ * The request still in force (pending or waiting for the ranks after its .HALT), newest first.
+ * Plain data selection, kept here because the trainer's request mechanics (one request at a time,
+ * cancel the one in force) need it; src/checks/control.ts re-exports it for the judges and the UI.
+ */
 export function activeRequest(reqs: readonly ControlRequest[] | null | undefined): ControlRequest | null {
   if (!reqs) return null;
   for (let i = reqs.length - 1; i >= 0; i--) if (ACTIVE_REQUEST_STATES.includes(reqs[i]!.state)) return reqs[i]!;
@@ -120,38 +140,3 @@ export function activeRequest(reqs: readonly ControlRequest[] | null | undefined
 
 /** the profile default (src/trainer/launch/profiles.ts stop.halt_grace_s) for runs without a profile */
 export const DEFAULT_HALT_GRACE_S = 300;
-
-/** A rank process still running: a zombie (Z) has exited and only waits to be reaped. */
-export function procRunning(p: { state: string }): boolean {
-  return p.state !== 'Z';
-}
-
-/**
- * Whether SIGINT/SIGKILL may be offered: only once a .HALT exists (something was asked of the
- * trainer) and the ranks have had the grace the profile gives since it was written. Returns the
- * reason when not (for the key's hint), or null when escalation may be offered.
- */
-export function escalationBlocked(o: {
-  haltPresent: boolean;
-  haltSinceMs: number | null;
-  graceS: number;
-  ranksAlive: number;
-  now: number;
-}): string | null {
-  if (o.ranksAlive === 0) return 'no rank is running';
-  if (!o.haltPresent) return 'no .HALT yet: nothing has been asked of the trainer';
-  if (o.haltSinceMs === null) return null;
-  const left = o.haltSinceMs + o.graceS * 1000 - o.now;
-  if (left > 0) return `the ranks have ${dur(Math.ceil(left / 1000))} of their ${dur(o.graceS)} grace left after .HALT`;
-  return null;
-}
-
-/** The acknowledgements in an action log, with the alert id each names (oldest first). */
-export function alertAcks(records: readonly ActionRecord[]): { id: string; rec: ActionRecord }[] {
-  const out: { id: string; rec: ActionRecord }[] = [];
-  for (const r of records) {
-    const id = r.target['alert'];
-    if (r.action === 'ack' && r.result === 'ok' && typeof id === 'string') out.push({ id, rec: r });
-  }
-  return out.sort((a, b) => a.rec.ts - b.rec.ts);
-}

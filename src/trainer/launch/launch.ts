@@ -8,17 +8,23 @@ import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
-import type { PreflightLine } from '../../checks/preflight.js';
 import {
-  adoptionPreflight,
+  adoptionFacts,
+  type AdoptionFacts,
   notRecordedAdvice,
   planFromAdoption,
   readAdoptionFile,
   withoutResume,
   type AdoptionRecord,
-} from '../run/adopt.js';
+} from './adopt.js';
 import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
-import type { ActionRecord, Actor, SupervisorState } from '../control/types.js';
+import {
+  type ActionRecord,
+  type Actor,
+  type SupervisorState,
+  supervisorInCharge,
+  supervisorRestarts,
+} from '../control/types.js';
 import { currentActor, readOnlyMode, removeStaleHalt, requestHalt, type ControlOptions } from '../control/actions.js';
 import { audited, READ_ONLY_REFUSAL, type Outcome } from '../control/audit.js';
 import {
@@ -35,7 +41,7 @@ import {
 } from './profiles.js';
 import { createOwn, ensureOwnDirsSync, ReadOnlyError, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
-import { spawnSelfDetached } from './detached.js';
+import { spawnSelfDetached } from '../control/detached.js';
 import {
   nsaDir,
   SUPERVISE_ENV,
@@ -250,7 +256,7 @@ export async function launchRun(
     const other = await resolveRunDirs(host, plan.outDir);
     if (other.supervised && other.runDir !== runDir) {
       const ost = await readSupervisorState(host, other.runDir);
-      if (ost && ACTIVE.includes(ost.state) && (await supervisorAlive(host, ost))) {
+      if (ost && supervisorInCharge(ost.state) && (await supervisorAlive(host, ost))) {
         try {
           rmdirSync(runDir); // still empty: nothing written yet
         } catch {
@@ -333,8 +339,6 @@ export async function launchRun(
   return { runDir, outDir: plan.outDir, supervisorPid: pid };
 }
 
-const ACTIVE: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
-
 /**
  * The supervisor's state plus whether its process is alive. `stale` = the file says it is active
  * but the process is gone (killed, machine rebooted): the run is not supervised any more.
@@ -345,7 +349,7 @@ export async function supervisorStatus(
 ): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
   const state = await readSupervisorState(host, dir);
   const alive = await supervisorAlive(host, state);
-  return { state, alive, stale: !!state && ACTIVE.includes(state.state) && !alive };
+  return { state, alive, stale: supervisorInCharge(state?.state) && !alive };
 }
 
 /** The last `supervise: …` error line of the supervisor log, if any. */
@@ -364,6 +368,21 @@ export async function supervisorAlive(host: Host, st: SupervisorState | null): P
   return verifyProcess(host, st.supervisor).catch(() => false);
 }
 
+/** One line of an adopted run's preflight (src/checks/preflight.ts PreflightLine): a FAIL blocks the relaunch. */
+export interface RelaunchCheck {
+  check: string;
+  status: 'PASS' | 'WARN' | 'FAIL' | 'INFO';
+  text: string;
+  fix?: string;
+}
+
+/**
+ * The verdict on an adopted run's relaunch, handed down by the caller (src/checks/preflight.ts
+ * judgeAdoption): the trainer gathers the facts, the judge decides. Without one an adopted run is
+ * never relaunched.
+ */
+export type AdoptionJudge = (rec: AdoptionRecord, facts: AdoptionFacts) => RelaunchCheck[];
+
 export interface RelaunchPrep {
   runDir: string;
   outDir: string;
@@ -372,7 +391,7 @@ export interface RelaunchPrep {
   /** the run was started by hand: what nsa-top recorded while it ran */
   adopted: AdoptionRecord | null;
   /** an adopted run's preflight (a FAIL is the refusal) */
-  preflight: PreflightLine[];
+  preflight: RelaunchCheck[];
   /** the checkpoint the relaunch will resume from, and why (null: starts fresh, never ran) */
   pick: ResumePick | null;
   /** what will run (command, cwd, every variable set), to show before confirming (willrun.ts) */
@@ -391,7 +410,7 @@ export interface RelaunchPrep {
 export async function prepareRelaunch(
   host: Host,
   dir: string,
-  opts: { allowCommand?: readonly string[] } = {},
+  opts: { allowCommand?: readonly string[]; judgeAdoption?: AdoptionJudge } = {},
 ): Promise<RelaunchPrep> {
   const dirs = await resolveRunDirs(host, dir);
   const runDir = dirs.runDir;
@@ -422,7 +441,7 @@ export async function prepareRelaunch(
   const handLaunchedSince =
     !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
   if (plan && !handLaunchedSince) {
-    if ((await supervisorAlive(host, st)) && st && ACTIVE.includes(st.state))
+    if ((await supervisorAlive(host, st)) && st && supervisorInCharge(st.state))
       prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
     else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
       prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
@@ -458,7 +477,11 @@ export async function prepareRelaunch(
     resume: prep.pick.found ? { flag: adoptedPlan.resumeFlag, path: prep.pick.found.path } : null,
   });
   prep.adopted = rec;
-  prep.preflight = await adoptionPreflight(host, rec);
+  if (!opts.judgeAdoption) {
+    prep.refusal = 'an adopted run is relaunched only after its preflight, and none was given (nsa-top bug)';
+    return prep;
+  }
+  prep.preflight = opts.judgeAdoption(rec, await adoptionFacts(host, rec));
   const fails = prep.preflight.filter((l) => l.status === 'FAIL');
   if (fails.length)
     prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
@@ -510,7 +533,7 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
 /**
  * Starts the run again under a new supervisor, resuming from the newest complete checkpoint (the
  * newest weights: see pickResumeCheckpoint). A run nsa-top did not start is relaunched from what
- * was recorded while it ran (src/trainer/run/adopt.ts), after its preflight. A .HALT present is
+ * was recorded while it ran (src/trainer/launch/adopt.ts), after its preflight. A .HALT present is
  * removed only with opts.removeStaleHalt (the operator confirmed), logged with its content;
  * otherwise the relaunch is refused and says how.
  */
@@ -518,7 +541,12 @@ export async function relaunch(
   host: Host,
   dir: string,
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
+  opts: ControlOptions & {
+    removeStaleHalt: boolean;
+    watchMs?: number;
+    allowCommand?: readonly string[];
+    judgeAdoption?: AdoptionJudge;
+  },
 ): Promise<ActionRecord> {
   const dirs = await resolveRunDirs(host, dir);
   return audited(
@@ -535,7 +563,12 @@ async function relaunchEffect(
   dir: string,
   dirs: { runDir: string; outDir: string },
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
+  opts: ControlOptions & {
+    removeStaleHalt: boolean;
+    watchMs?: number;
+    allowCommand?: readonly string[];
+    judgeAdoption?: AdoptionJudge;
+  },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -580,7 +613,7 @@ async function relaunchEffect(
       { supervisorPid: pid, adopted: st.child },
     );
   }
-  const prep = await prepareRelaunch(host, dir, { allowCommand: opts.allowCommand });
+  const prep = await prepareRelaunch(host, dir, { allowCommand: opts.allowCommand, judgeAdoption: opts.judgeAdoption });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
   if (halt !== null) {
@@ -691,7 +724,7 @@ export async function stopRun(
       const said = notFollowed.length ? ` (${notFollowed.join('; ')})` : '';
       const st = stRead.state ? await readSupervisorState(host, runDir) : null;
       let unasked: string | null = null;
-      const live = !!st && (await supervisorAlive(host, st)) && ['starting', 'running', 'backoff'].includes(st.state);
+      const live = !!st && (await supervisorAlive(host, st)) && supervisorRestarts(st.state);
       if (live) {
         try {
           await writeOwnAtomic(

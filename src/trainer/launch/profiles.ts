@@ -431,7 +431,7 @@ export interface LaunchPlan {
   stop: Profile['stop'];
   gitCommit: string | null;
   warnings: string[];
-  /** a run nsa-top did not start, relaunched from what was recorded while it ran (src/trainer/run/adopt.ts) */
+  /** a run nsa-top did not start, relaunched from what was recorded while it ran (src/trainer/launch/adopt.ts) */
   adopted?: { recordedAt: number; recordedBy: string; launcherPid: number; stdout: string | null };
 }
 

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
-import type { SupervisorState } from '../control/types.js';
+import { type SupervisorState, supervisorInCharge } from '../control/types.js';
 import type { LaunchPlan } from './profiles.js';
 import { writeOwnAtomicSync } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs } from './rundirs.js';
@@ -51,8 +51,6 @@ export async function readSupervisorStateFile(
   return { state: s, problem: null };
 }
 
-const ACTIVE_STATES: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
-
 /**
  * The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. A file that says
  * starting/running/backoff/stopping is believed only while its supervisor (pid + start time) lives:
@@ -84,7 +82,7 @@ export async function supervisorLiveness(
   runDir: string,
 ): Promise<SupervisorState | null> {
   if (!s) return null;
-  if (ACTIVE_STATES.includes(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
+  if (supervisorInCharge(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
     if (!(await verifyProcess(host, s.supervisor).catch(() => true))) {
       const child = s.child?.startTime ? await verifyProcess(host, s.child).catch(() => false) : false;
       const was = s.state;
@@ -111,7 +109,7 @@ export async function readLaunchPlanFile(
   runDir: string,
 ): Promise<{ plan: LaunchPlan | null; problem: string | null }> {
   const r = await readPointerFile(host, runDir, PLAN_FILE);
-  // an adoption record (src/trainer/run/adopt.ts) shares the name in an out_dir: it is not a plan
+  // an adoption record (src/trainer/launch/adopt.ts) shares the name in an out_dir: it is not a plan
   if (r.json?.kind === 'adopted') return { plan: null, problem: null };
   if (!r.json) return { plan: null, problem: r.problem };
   const p = r.json as unknown as LaunchPlan;

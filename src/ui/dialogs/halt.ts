@@ -1,14 +1,15 @@
 // The halt question (now, or after the next checkpoint) and the halt window that follows it: the
 // request and its carrier, each rank until it stops, and SIGINT/SIGKILL once the grace allows.
 import type { CockpitState } from '../../cockpit/state.js';
+import type { ControlRequest } from '../../trainer/control/types.js';
 import {
   activeRequest,
-  type ControlRequest,
   DEFAULT_HALT_GRACE_S,
   escalationBlocked,
+  haltOutlook,
   procRunning,
-} from '../../trainer/control/types.js';
-import { haltOutlook } from '../../checks/present.js';
+  supervisorInCharge,
+} from '../../checks/present.js';
 import { clock, dur } from '../format.js';
 import { type Disabled, keyText, off } from '../keys.js';
 import { keyOf, ranksAlive } from '../keymap.js';
@@ -141,7 +142,7 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
   const req = d.mode === 'after-checkpoint' ? trackedRequest(s, d.startedAt) : null;
   // a refused or failed request wrote nothing: never say it did
   const notTaken = d.result !== null && (d.result.result === 'refused' || d.result.result === 'failed');
-  const supervised = !!s.supervisor && ['starting', 'running', 'backoff', 'stopping'].includes(s.supervisor.state);
+  const supervised = supervisorInCharge(s.supervisor?.state);
   if (d.mode === 'after-checkpoint') {
     if (req) {
       const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';

@@ -1,9 +1,9 @@
 // Alerts, Log, Dumps and the Action log: scrollable lists.
 import type { Alert } from '../../checks/types.js';
 import type { CockpitState } from '../../cockpit/state.js';
-import { alertAcks, type ActionRecord } from '../../trainer/control/types.js';
+import type { ActionRecord } from '../../trainer/control/types.js';
+import { alertAcks, dumpTimeMs } from '../../checks/present.js';
 import { dumpClaims, newestDumpSet, operatorSet, watchdogDumps } from '../dumps.js';
-import { dumpTimeMs } from '../../trainer/run/readers/stackdump.js';
 import { bindingOf, keyOf } from '../keymap.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';

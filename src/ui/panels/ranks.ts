@@ -3,7 +3,7 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import type { RankProc } from '../../remote/types.js';
 import type { RankHeartbeat } from '../../trainer/run/snapshot.js';
-import { claimedRank, dumpClaims } from '../../trainer/control/dumplabels.js';
+import { claimedRank, dumpClaims } from '../../checks/present.js';
 import { ago, dur, mib, pct } from '../format.js';
 
 /** the compact row's age: "12s" (the column header says what it is), – when unknown */

@@ -14,8 +14,8 @@ import {
   readActions,
   removeStaleHalt,
   requestHalt,
-  stepsAtRisk,
 } from '../../../src/trainer/control/actions.js';
+import { stepsAtRisk } from '../../../src/checks/control.js';
 import { auditedEvent } from '../../../src/trainer/control/audit.js';
 import type { RunSnapshot } from '../../../src/trainer/run/snapshot.js';
 import { killKids, startKid, tempDir, type Kid } from './helpers.js';

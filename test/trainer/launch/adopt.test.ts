@@ -19,10 +19,11 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { verifyProcess } from '../../../src/remote/procs.js';
-import { readAdoption } from '../../../src/trainer/run/adopt.js';
+import { readAdoption } from '../../../src/trainer/launch/adopt.js';
 import { currentActor, readActionLog } from '../../../src/trainer/control/actions.js';
 import type { SupervisorState } from '../../../src/trainer/control/types.js';
 import { readSupervisorState, relaunch, stopRun } from '../../../src/trainer/launch/launch.js';
+import { judgeAdoption } from '../../../src/checks/preflight.js';
 import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
 import { selfCommand } from '../../../src/self.js';
 import { tempDir } from '../control/helpers.js';
@@ -134,7 +135,7 @@ test('a hand-launched run, seen once by status, halted: relaunch runs the same c
   assert.equal(await run.exited, 0);
   const before = new Set(ckpts(run.out));
   const actor = await currentActor(host);
-  const rl = await relaunch(host, run.out, actor, { removeStaleHalt: true });
+  const rl = await relaunch(host, run.out, actor, { removeStaleHalt: true, judgeAdoption });
   assert.equal(rl.result, 'ok', rl.detail);
   const newest = [...before].sort((a, b) => Number(/\d+/.exec(b)![0]) - Number(/\d+/.exec(a)![0]))[0]!;
   assert.equal(rl.target.resumeFrom, join(run.out, newest));
@@ -205,7 +206,7 @@ test('a run nobody recorded: relaunch says to use a profile before asking anythi
 });
 
 test("the recorded command: any earlier --resume replaced; torchrun's port read the way torchrun reads it; only run-shaping variables kept", async () => {
-  const { withoutResume, masterPortOf, keepEnv } = await import('../../../src/trainer/run/adopt.js');
+  const { withoutResume, masterPortOf, keepEnv } = await import('../../../src/trainer/launch/adopt.js');
   assert.deepEqual(
     withoutResume(['torchrun', '--nproc_per_node=2', 's.py', '--resume', 'a.pt', '--dataset', 'x', '--resume=b.pt']),
     ['torchrun', '--nproc_per_node=2', 's.py', '--dataset', 'x'],
@@ -287,7 +288,9 @@ test("a shared out_dir: a run started by hand after a supervised one is relaunch
         () => false,
       )),
   );
-  const prep = await prepareRelaunch(host, out);
+  // the judge is handed down by the caller: without it an adopted run is never relaunched
+  assert.match((await prepareRelaunch(host, out)).refusal ?? '', /only after its preflight, and none was given/);
+  const prep = await prepareRelaunch(host, out, { judgeAdoption });
   assert.equal(prep.refusal, null);
   assert.ok(prep.adopted, 'the hand command is the one to redo');
   assert.ok(prep.adopted.launcher.argv.includes('--by-hand'));

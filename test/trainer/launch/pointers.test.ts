@@ -28,9 +28,10 @@ import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { verifyProcess, readProc } from '../../../src/remote/procs.js';
 import { readSupervisorState, stopRun, launchRun, prepareRelaunch } from '../../../src/trainer/launch/launch.js';
+import { judgeAdoption } from '../../../src/checks/preflight.js';
 import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
 import { readLaunchPlan } from '../../../src/trainer/launch/state.js';
-import { readAdoption, redactArgv } from '../../../src/trainer/run/adopt.js';
+import { readAdoption, redactArgv } from '../../../src/trainer/launch/adopt.js';
 import { currentActor } from '../../../src/trainer/control/actions.js';
 import { selfCommand } from '../../../src/self.js';
 import { profilesFile, until } from './helpers.js';
@@ -370,7 +371,7 @@ test('the adoption record keeps no argv secret and is 0600; a relaunch of it say
   writeFileSync(join(out, '.HALT'), '');
   await until('the hand run to exit', async () => !(await alive(pid, rec.launcher.startTime)));
   rmSync(join(out, '.HALT'));
-  const prep = await prepareRelaunch(host, out);
+  const prep = await prepareRelaunch(host, out, { judgeAdoption });
   assert.match(prep.refusal ?? '', /secrets on its command line .*a relaunch would pass <redacted>/);
   // no secret in the audit record either
   assert.doesNotMatch(readFileSync(join(out, '.nsa-top', 'actions.jsonl'), 'utf8'), /SECRET\d/);

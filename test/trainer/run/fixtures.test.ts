@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { utimesSync } from 'node:fs';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
-import { mainThreadTop } from '../../../src/trainer/run/readers/stackdump.js';
+import { mainThreadTop } from '../../../src/checks/dumplabels.js';
 import { copyFixture, FIXTURES } from './helpers.js';
 
 test('ddp2-dumps-halt: step, loss, both ranks, halt, dumps with threads and frames, metrics', async () => {

@@ -1,9 +1,10 @@
 // Which stack dump is which rank's, and which set the operator asked for, read back from the dump
 // action's records in actions.jsonl (target.perRank, written by signalForDumps in actions.ts). The
 // real trainer's `stackdump_<second>.txt` names no rank; the record does. Pure: the Dumps panel,
-// `status` and `status --json` call these with the records they already hold.
-import type { ActionRecord } from './types.js';
-import type { StackDump } from '../run/snapshot.js';
+// `status` and `status --json` call these with the records they already hold. Below: where a dump
+// says its rank is (the main thread's innermost frame, or the phase it names) and when it was written.
+import type { ActionRecord } from '../trainer/control/types.js';
+import type { StackDump, StackFrame, StackThread } from '../trainer/run/snapshot.js';
 
 export interface DumpSetRank {
   rank: number;
@@ -100,4 +101,46 @@ export function dumpRankLabel(d: StackDump, claims: ReadonlyMap<string, DumpClai
 /** Written in answer to nsa-top's dump action (by its record), not by the trainer's own watchdog. */
 export function byOperator(d: StackDump, claims: ReadonlyMap<string, DumpClaim>): boolean {
   return d.kind === 'signal' && claims.has(d.name) && claimedRank(d, claims) !== null;
+}
+
+/** The dump's own frames (the signal handler that wrote it), never "where the rank is". */
+const HANDLER = /^(_?dump_stacks?|_dump_handler|_on_signal|handle_sigusr1|format_stack|print_stack|_watchdog_dump)$/;
+
+/** The main thread: named MainThread, else one whose name says main, else the first. */
+export function mainThread(d: StackDump): StackThread | null {
+  return (
+    d.threads.find((x) => x.name === 'MainThread') ??
+    d.threads.find((x) => /main/i.test(x.name)) ??
+    d.threads[0] ??
+    null
+  );
+}
+
+/** The main thread's frames, outermost first, without the dump handler's own frames at the top. */
+export function mainThreadFrames(d: StackDump): StackFrame[] {
+  const t = mainThread(d);
+  if (!t) return [];
+  const frames = [...t.frames];
+  while (frames.length && HANDLER.test(frames[frames.length - 1]!.func)) frames.pop();
+  return frames;
+}
+
+/** The innermost frame of the main thread, skipping the dump handler itself ("where is it stuck"). */
+export function mainThreadTop(d: StackDump): StackFrame | null {
+  const f = mainThreadFrames(d);
+  return f[f.length - 1] ?? null;
+}
+
+/** Where a dump says the rank is: the phase the reference trainer names, else the main thread's
+ *  innermost frame. The one answer the odd-rank rule and the Dumps panel both group by. */
+export function dumpPlace(d: StackDump): string | null {
+  if (d.phase) return d.phase;
+  const f = mainThreadTop(d);
+  return f ? `${f.func} (${f.file.split('/').pop()}:${f.line ?? '?'})` : null;
+}
+
+/** When the dump was written: its mtime, unless a copy changed that (then the epoch in its name). */
+export function dumpTimeMs(d: StackDump): number {
+  if (d.epoch > 0 && Math.abs(d.mtimeMs - d.epoch * 1000) > 120_000) return d.epoch * 1000 + 999;
+  return d.mtimeMs;
 }

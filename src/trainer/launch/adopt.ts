@@ -7,18 +7,18 @@
 // checkpoint> (any earlier --resume replaced), after a preflight of what the record names.
 import { readFile, readlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
-import { judgePort, listeningPorts, type PreflightLine } from '../../checks/preflight.js';
 import type { Host } from '../../remote/host.js';
 import { parseCmdline, readProc, verifyProcess } from '../../remote/procs.js';
-import { isLauncher } from './ranks.js';
+import { listeningPorts } from '../../remote/ports.js';
+import { isLauncher } from '../run/ranks.js';
 import type { ProcInfo, RunProcesses } from '../../remote/types.js';
 import { currentActor, readOnlyMode } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
-import type { GpuInventory, LaunchPlan } from '../launch/profiles.js';
-import { NSA_DIR, resolveRunDirs } from '../launch/rundirs.js';
+import type { GpuInventory, LaunchPlan } from './profiles.js';
+import { NSA_DIR, resolveRunDirs } from './rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
-import { readLaunchPlan } from '../launch/state.js';
-import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../launch/pointers.js';
+import { readLaunchPlan } from './state.js';
+import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from './pointers.js';
 
 export const ADOPT_FILE = 'launch.json';
 /** what a secret on the recorded command line is replaced with */
@@ -377,93 +377,62 @@ export function planFromAdoption(rec: AdoptionRecord, runDir: string, gpus: GpuI
 }
 
 /**
- * What must hold before the recorded command runs again: none of its processes alive, the program,
- * working directory and CONFIG still there, torchrun's port free. FAIL lines block the relaunch.
+ * What a relaunch of an adopted run must know before the recorded command runs again, gathered (not
+ * judged): which recorded processes are alive, whether the working directory, program and CONFIG are
+ * still there, whether torchrun's port is taken. src/checks/preflight.ts judgeAdoption turns these
+ * into PASS/WARN/FAIL lines; a FAIL blocks the relaunch.
  */
-export async function adoptionPreflight(host: Host, rec: AdoptionRecord): Promise<PreflightLine[]> {
-  const out: PreflightLine[] = [];
-  const alive: string[] = [];
-  for (const p of [rec.launcher, ...rec.ranks])
-    if (await verifyProcess(host, p).catch(() => false)) alive.push(String(p.pid));
-  out.push(
-    alive.length
-      ? {
-          check: 'processes',
-          status: 'FAIL',
-          text: `the run is still running (pid ${alive.join(', ')})`,
-          fix: 'halt it first (h in the cockpit, or touch .HALT) and wait for it to exit',
-        }
-      : { check: 'processes', status: 'PASS', text: 'none of the recorded processes is alive' },
-  );
+export interface AdoptionFacts {
+  /** pids of the recorded launcher and ranks that are still the same live processes */
+  alive: number[];
+  cwd: { path: string; isDir: boolean };
+  /** the secrets that were redacted from the recorded command line (null: none), and what stands in for them */
+  secrets: { names: string | null; placeholder: string } | null;
+  /** an absolute program path, and whether it is a file (null: a bare name, looked up on PATH) */
+  program: { path: string; found: boolean } | null;
+  /** CONFIG as recorded, where it resolves, and whether it is a file (null: no CONFIG) */
+  config: { recorded: string; path: string; found: boolean } | null;
+  /** whether the launcher is nsa-top's own (its toy default config is no surprise) */
+  ownLauncher: boolean;
+  /** torchrun's rendezvous port with more than one process: the listening ports (null: unknown, and why) */
+  port: { port: number; listening: Set<number> | null; error: string | null } | null;
+}
+
+export async function adoptionFacts(host: Host, rec: AdoptionRecord): Promise<AdoptionFacts> {
+  const alive: number[] = [];
+  for (const p of [rec.launcher, ...rec.ranks]) if (await verifyProcess(host, p).catch(() => false)) alive.push(p.pid);
   const cwdSt = await host.stat(rec.launcher.cwd).catch(() => null);
-  out.push(
-    cwdSt?.isDir
-      ? { check: 'cwd', status: 'PASS', text: rec.launcher.cwd }
-      : {
-          check: 'cwd',
-          status: 'FAIL',
-          text: `${rec.launcher.cwd}: no such directory`,
-          fix: 'start the run with a profile (nsa-top launch --profile NAME)',
-        },
-  );
-  if (rec.redacted?.length || rec.launcher.argv.some((a) => a.includes(REDACTED)))
-    out.push({
-      check: 'secrets',
-      status: 'FAIL',
-      text: `the recorded command had secrets on its command line (${rec.redacted?.join(', ') ?? 'redacted'}): they were not recorded, and a relaunch would pass ${REDACTED}`,
-      fix: 'pass them in the environment instead (HF_TOKEN, …: the relaunch inherits yours), or start the run with a profile',
-    });
+  const redacted = !!rec.redacted?.length || rec.launcher.argv.some((a) => a.includes(REDACTED));
   const prog = rec.launcher.argv[0]!;
-  if (isAbsolute(prog)) {
-    const st = await host.stat(prog).catch(() => null);
-    out.push(
-      st?.isFile
-        ? { check: 'program', status: 'PASS', text: prog }
-        : {
-            check: 'program',
-            status: 'FAIL',
-            text: `${prog}: not found`,
-            fix: 'reinstall it, or start the run with a profile',
-          },
-    );
-  }
+  let program: AdoptionFacts['program'] = null;
+  if (isAbsolute(prog)) program = { path: prog, found: !!(await host.stat(prog).catch(() => null))?.isFile };
+  let config: AdoptionFacts['config'] = null;
   if (rec.config) {
     const p = isAbsolute(rec.config) ? rec.config : join(rec.launcher.cwd, rec.config);
-    const st = await host.stat(p).catch(() => null);
-    out.push(
-      st?.isFile
-        ? { check: 'config', status: 'PASS', text: `CONFIG=${rec.config} (${p})` }
-        : {
-            check: 'config',
-            status: 'FAIL',
-            text: `CONFIG=${rec.config}: ${p} not found`,
-            fix: 'restore the config, or start the run with a profile',
-          },
-    );
-  } else if (rec.launcher.kind !== 'nsa-top') {
-    out.push({
-      check: 'config',
-      status: 'WARN',
-      text: "no CONFIG in the launcher's environment: the real trainer trains its toy default config",
-    });
+    config = { recorded: rec.config, path: p, found: !!(await host.stat(p).catch(() => null))?.isFile };
   }
+  let port: AdoptionFacts['port'] = null;
   if (rec.launcher.kind === 'torchrun' && rec.procs > 1) {
-    const port = masterPortOf(rec.launcher.argv, rec.env);
     const texts: string[] = [];
     for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
       const t = await host.readFile(f).catch(() => null); // procfs: size 0, read in full
       if (t) texts.push(t.toString('utf8'));
     }
-    out.push(
-      ...judgePort(
-        port,
-        texts.length ? listeningPorts(texts.join('\n')) : null,
-        true,
-        texts.length ? null : 'no /proc/net/tcp',
-      ),
-    );
+    port = {
+      port: masterPortOf(rec.launcher.argv, rec.env),
+      listening: texts.length ? listeningPorts(texts.join('\n')) : null,
+      error: texts.length ? null : 'no /proc/net/tcp',
+    };
   }
-  return out;
+  return {
+    alive,
+    cwd: { path: rec.launcher.cwd, isDir: !!cwdSt?.isDir },
+    secrets: redacted ? { names: rec.redacted?.join(', ') ?? null, placeholder: REDACTED } : null,
+    program,
+    config,
+    ownLauncher: rec.launcher.kind === 'nsa-top',
+    port,
+  };
 }
 
 /** One paragraph for a run with neither a launch plan nor an adoption record. */

@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync } from 'node:fs';
 import { selfCommand } from '../../self.js';
-import { openOwnAppendSync } from '../control/ownfiles.js';
+import { openOwnAppendSync } from './ownfiles.js';
 
 /** Starts `nsa-top ...args` detached, stdout and stderr to `<root>/<log>`; its pid, or throws. */
 export function spawnSelfDetached(
