@@ -71,8 +71,11 @@ function grouped(at: number, kind: StackDump['kind'], members: DumpMember[], odd
     }
     g.members.push(m);
   }
-  const groups = [...bySig.values()].sort((a, b) => b.members.length - a.members.length);
+  const groups = [...bySig.values()];
   if (oddRank !== null) for (const g of groups) g.odd = g.members.some((m) => m.rank === oddRank) && groups.length > 1;
+  // the odd rank's stack first (what the operator dumped for), then the biggest groups: the healthy
+  // majority's long identical stack never pushes the odd one below the fold
+  groups.sort((a, b) => Number(b.odd) - Number(a.odd) || b.members.length - a.members.length);
   return { at, kind, dumps: uniq, groups };
 }
 

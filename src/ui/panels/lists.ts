@@ -240,7 +240,9 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const pidToRank = new Map<number, number>();
   for (const r of s.run.ranks) if (r.pid != null) pidToRank.set(r.pid, r.rank);
   for (const r of s.procs?.ranks ?? []) pidToRank.set(r.proc.pid, r.rank);
-  const odd = s.dumpOdd?.rank ?? null;
+  // the odd rank: the one whose stack differs from the others' (the odd-rank rule), else the rank the
+  // state names as the culprit — both the evaluation's answers, never judged here
+  const odd = s.dumpOdd?.rank ?? s.culprit?.rank ?? null;
   // the operator's newest set first (its record says which file is whose), else the newest signal
   // set; the trainer's own watchdog dumps apart, so they never push the operator's set out of view
   const mine = operatorSet(s.run.dumps, s.actions, odd);
