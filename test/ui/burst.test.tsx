@@ -14,6 +14,9 @@ import { hitTest } from '../../src/ui/pointer.js';
 import { visiblePanels } from '../../src/ui/compose.js';
 import { initialView } from '../../src/ui/view.js';
 import { keyWord } from '../../src/ui/useKeys.js';
+import type { CockpitState } from '../../src/cockpit/state.js';
+import { dumpsPanel } from '../../src/ui/panels/lists.js';
+import { emptySnapshot, type StackDump } from '../../src/trainer/run/snapshot.js';
 import { proc, procs } from '../checks/helpers.js';
 import { appOnTty, baseState, recordingActions } from './helpers.js';
 
@@ -151,4 +154,66 @@ test('in the App: a burst in one write (tabs, j, mixed escapes), number keys, a 
   } finally {
     app.unmount();
   }
+});
+
+/** A signal dump of one rank whose main thread is at `func` (the place the groups compare). */
+function dumpAt(rank: number, func: string, depth: number): StackDump {
+  const frames = Array.from({ length: depth }, (_, i) => ({
+    file: 'train.py',
+    line: 100 + i,
+    func: `f${i}`,
+    code: null,
+  }));
+  frames.push({ file: 'train.py', line: 900, func, code: null });
+  return {
+    name: `stackdump_1795305288_rank${rank}_${4000 + rank}.txt`,
+    path: `/x/stackdump_1795305288_rank${rank}_${4000 + rank}.txt`,
+    kind: 'signal',
+    fsdp: false,
+    epoch: 1795305288,
+    mtimeMs: 1795305288000,
+    header: `Stack dump rank ${rank}`,
+    signal: 10,
+    rank,
+    pid: 4000 + rank,
+    step: 12,
+    phase: null,
+    threads: [{ name: 'MainThread', ident: String(rank), frames }],
+    parseErrors: 0,
+  };
+}
+
+test('the Dumps panel opens on the odd rank: its stack first, not the healthy majority’s long one', () => {
+  // ranks 0, 2, 3 wait in the collective with a deep stack; rank 1 is elsewhere
+  const run = { ...emptySnapshot('/tmp/run') };
+  run.dumps = [
+    dumpAt(0, 'all_reduce', 8),
+    dumpAt(1, 'data_next', 2),
+    dumpAt(2, 'all_reduce', 8),
+    dumpAt(3, 'all_reduce', 8),
+  ];
+  const text = (over: Partial<CockpitState>) =>
+    dumpsPanel({
+      s: { ...baseState(run), ...over },
+      v: initialView(),
+      w: 100,
+      h: 40,
+      now: Date.now(),
+      focused: true,
+      zoomed: false,
+    })
+      .lines.map((l) => l.map((x) => x.text).join(''))
+      .filter((l) => /^[◆●]/.test(l));
+  // the odd-rank rule's answer
+  assert.deepEqual(text({ dumpOdd: { rank: 1, where: 'data_next', others: 'all_reduce' } }), [
+    '◆ ODD: r1  step 12',
+    '● r0,r2,r3 (3 identical)  step 12',
+  ]);
+  // no odd-rank answer, but the state names rank 1 as the culprit
+  assert.deepEqual(text({ culprit: { rank: 1, why: 'rank 1 is behind the others' } }), [
+    '◆ ODD: r1  step 12',
+    '● r0,r2,r3 (3 identical)  step 12',
+  ]);
+  // nobody named: the biggest group first, as before
+  assert.deepEqual(text({}), ['● r0,r2,r3 (3 identical)  step 12', '● r1  step 12']);
 });
