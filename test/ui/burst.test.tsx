@@ -14,7 +14,10 @@ import { hitTest } from '../../src/ui/pointer.js';
 import { visiblePanels } from '../../src/ui/compose.js';
 import { initialView } from '../../src/ui/view.js';
 import { keyWord } from '../../src/ui/useKeys.js';
+import { createActions } from '../../src/cockpit/actions.js';
 import type { CockpitState } from '../../src/cockpit/state.js';
+import { LocalHost } from '../../src/remote/local/host.js';
+import { dumpAll } from '../../src/trainer/control/actions.js';
 import { dumpsPanel } from '../../src/ui/panels/lists.js';
 import { emptySnapshot, type StackDump } from '../../src/trainer/run/snapshot.js';
 import { proc, procs } from '../checks/helpers.js';
@@ -216,4 +219,21 @@ test('the Dumps panel opens on the odd rank: its stack first, not the healthy ma
   ]);
   // nobody named: the biggest group first, as before
   assert.deepEqual(text({}), ['● r0,r2,r3 (3 identical)  step 12', '● r1  step 12']);
+});
+
+test('a dump of a chosen rank that no proven process has: refused before anything is signalled or logged', async () => {
+  const s = baseState();
+  s.procs = procs([proc(0, 'R'), proc(1, 'R')]);
+  const host = new LocalHost();
+  const actions = createActions({ host, runDir: '/nonexistent/run', readOnly: false, state: () => s });
+  await assert.rejects(
+    actions.dump(() => {}, { ranks: [3] }),
+    /rank 3 has no process proven: nothing signalled/,
+  );
+  // the control layer refuses the same, before its audited record
+  const actor = { user: 't', tty: null, tmux: null, host: 'h', pid: 1 };
+  await assert.rejects(
+    dumpAll(host, '/nonexistent/run', [{ rank: 0, pid: 1000, startTime: '5000' }], actor, { ranks: [3] }),
+    /rank 3: no proven process of this run has that rank: nothing signalled/,
+  );
 });
