@@ -3,7 +3,7 @@
 // own socket, no config): five Tabs in one write then z zoom the panel five along the screen's
 // order; `kkkkk` scrolls the Log five lines, `jj` two back, `gG` ends at the end (g alone would stay
 // at the start). tmux also says whether the program in the pane asked for the mouse: on (SGR) by
-// default, never with --no-mouse.
+// default, never with --no-mouse, and off again after q and after SIGTERM.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -75,6 +75,9 @@ test(
     tmux('new-session', '-d', '-s', 'k', '-x', '120', '-y', '40', '--', process.execPath, BIN, run, '--read-only');
     server = true;
     tmux('new-window', '-d', '-t', 'k', '-n', 'nomouse', '--', process.execPath, BIN, run, '--read-only', '--no-mouse');
+    tmux('new-window', '-d', '-t', 'k', '-n', 'term', '--', process.execPath, BIN, run, '--read-only');
+    // panes stay after their program ends, to be asked what it left the terminal in
+    tmux('set-option', '-t', 'k', 'remain-on-exit', 'on');
     const P = 'k:0';
     await until(
       'the cockpit on screen',
@@ -118,14 +121,27 @@ test(
       30_000,
     );
     assert.equal(flags('k:nomouse'), '0 0', '--no-mouse leaves the mouse to the terminal');
-    // q: the cockpit gives the mouse back as it goes (the pane stays to be asked)
-    tmux('set-option', '-t', 'k', 'remain-on-exit', 'on');
+    const dead = async (t: string, what: string) => {
+      const deadline = Date.now() + 10_000;
+      while (tmux('display-message', '-p', '-t', t, '#{pane_dead}').trim() !== '1') {
+        if (Date.now() > deadline) assert.fail(`the cockpit did not end on ${what}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    // q: the cockpit gives the mouse back as it goes (a program that does not leaves the flags set)
     tmux('send-keys', '-t', P, '-l', 'q');
-    const deadline = Date.now() + 10_000;
-    while (tmux('display-message', '-p', '-t', P, '#{pane_dead}').trim() !== '1') {
-      if (Date.now() > deadline) assert.fail('the cockpit did not quit on q');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await dead(P, 'q');
     assert.equal(flags(P), '0 0', 'mouse reporting off once the cockpit quit');
+    // SIGTERM (to the pid tmux started for this test's pane): the same
+    await until(
+      'the cockpit in the third pane',
+      'k:term',
+      (r) => (/FINISHED/.test(r[0] ?? '') ? null : 'no frame'),
+      30_000,
+    );
+    assert.equal(flags('k:term'), '1 1');
+    process.kill(Number(tmux('display-message', '-p', '-t', 'k:term', '#{pane_pid}').trim()), 'SIGTERM');
+    await dead('k:term', 'SIGTERM');
+    assert.equal(flags('k:term'), '0 0', 'mouse reporting off after SIGTERM');
   },
 );
