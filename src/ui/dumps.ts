@@ -112,6 +112,8 @@ export function newestDumpSet(
 export interface OperatorSetView {
   set: DumpSet;
   by: string;
+  /** the ranks the operator chose (a dump of the selected rank); null: every rank was asked */
+  only: number[] | null;
   /** ranks in the set (signalled or refused) */
   total: number;
   /** ranks whose stack is not there: lost, refused, or its file gone or overwritten since */
@@ -139,7 +141,13 @@ export function operatorSet(
     const why = r.status === 'dumped' && r.file ? gone(r) : (r.why ?? r.status);
     if (why !== null) missing.push({ rank: r.rank, why: r.status === 'refused' ? `refused — ${why}` : why });
   }
-  return { set: grouped(rec.at, 'signal', members, oddRank), by: rec.by, total: rec.ranks.length, missing };
+  return {
+    set: grouped(rec.at, 'signal', members, oddRank),
+    by: rec.by,
+    only: rec.only ?? null,
+    total: rec.ranks.length,
+    missing,
+  };
 }
 
 /** The trainer's own watchdog dumps (not asked for by anyone): how many, and the newest. */

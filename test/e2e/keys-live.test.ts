@@ -133,8 +133,10 @@ test(
       assert.deepEqual(rec.target['only'], [1]);
       assert.match(rec.detail, /^only rank 1 \(chosen\): 1\/1 ranks dumped: rank 1 stackdump_/);
 
-      // quit: mouse reporting is switched off with the screen
+      // the Dumps panel says whose set it is: rank 1's alone, by choice
       await c.send('\x1b', 300);
+      await c.waitFor(/your set of rank 1 only \(chosen\)/, 10_000, 'the Dumps panel names the chosen rank');
+      // quit: mouse reporting is switched off with the screen
       await c.send('q');
       await c.exited;
       assert.ok(c.raw.lastIndexOf(MOUSE_OFF) > c.raw.lastIndexOf(MOUSE_ON), 'mouse reporting off after quit');

@@ -256,7 +256,7 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   if (mine)
     body.push([
       t(
-        `your set @ ${clock(set.at)} (${ago(set.at, now)}) by ${mine.by} · ${set.dumps.length}/${mine.total} ranks: `,
+        `your set${mine.only ? ` of rank ${mine.only.join(', ')} only (chosen)` : ''} @ ${clock(set.at)} (${ago(set.at, now)}) by ${mine.by} · ${set.dumps.length}/${mine.total} ranks: `,
         'dim',
       ),
       t(set.dumps.map((d) => d.label).join(' ') || 'none', set.dumps.length === mine.total ? 'info' : 'warn'),
