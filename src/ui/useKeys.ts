@@ -45,7 +45,9 @@ export function keyWord(input: string, key: Partial<Key>): string {
   const n = named.find(([f]) => key[f]);
   const base = n ? n[1] : [...input].length === 1 && input >= ' ' ? input : null;
   if (base === null) return 'that key';
-  return keyText(`${key.ctrl ? 'ctrl+' : ''}${key.shift && n ? 'shift+' : ''}${base}`);
+  // Ink marks esc as meta too; any other key with meta came with alt
+  const alt = key.meta && !key.escape ? 'alt-' : '';
+  return alt + keyText(`${key.ctrl ? 'ctrl+' : ''}${key.shift && n ? 'shift+' : ''}${base}`);
 }
 
 export interface ViewControl {

@@ -64,6 +64,8 @@ test('KeyReader: a run of characters is one key each, with the flags Ink gives i
   assert.equal(keyWord('/', {}), '/');
   assert.equal(keyWord('', { leftArrow: true }), '←');
   assert.equal(keyWord('x', { ctrl: true }), 'ctrl-x');
+  assert.equal(keyWord('j', { meta: true }), 'alt-j');
+  assert.equal(keyWord('', { escape: true, meta: true }), 'esc');
 });
 
 test('tab order follows the screen (columns left to right, each top to bottom); number keys name every panel', () => {
