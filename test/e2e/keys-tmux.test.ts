@@ -1,8 +1,8 @@
 // Keys as tmux sends them: `tmux send-keys -l jjjjj` writes the five keys to the pane at once, and
 // each must count, in order. On a finished fixture run, in a pane of an isolated tmux server (its
 // own socket, no config): five Tabs in one write then z zoom the panel five along the screen's
-// order; `kkkkk` scrolls the Log five lines, `jj` two back, `gG` ends at the end (g alone would stay
-// at the start). tmux also says whether the program in the pane asked for the mouse: on (SGR) by
+// order; `kkkkk` scrolls the Log five lines up, `kkk` three more, `jjjjj` five back down, `gG` ends at
+// the end (g alone would stay at the start). tmux also says whether the program in the pane asked for the mouse: on (SGR) by
 // default, never with --no-mouse, and off again after q and after SIGTERM.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -106,8 +106,10 @@ test(
     await at(0, 'the Log at its end');
     tmux('send-keys', '-t', P, '-l', 'kkkkk');
     await at(5, 'kkkkk: five lines up');
-    tmux('send-keys', '-t', P, '-l', 'jj');
-    await at(3, 'jj: two lines back down');
+    tmux('send-keys', '-t', P, '-l', 'kkk');
+    await at(8, 'kkk: three more');
+    tmux('send-keys', '-t', P, '-l', 'jjjjj');
+    await at(3, 'jjjjj: five lines back down');
     tmux('send-keys', '-t', P, '-l', 'gG');
     await at(0, 'gG: to the start, then the end');
 
