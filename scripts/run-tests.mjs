@@ -52,6 +52,7 @@ const UNIT_TESTS = [
   'test/trainer/run/tb.test.ts',
   'test/trainer/run/trainlog.test.ts',
   'test/trainer/run/unlaunched.test.ts',
+  'test/ui/burst.test.tsx',
   'test/ui/chart.test.ts',
   'test/ui/dialog.test.ts',
   'test/ui/evaluation.test.ts',

@@ -24,6 +24,8 @@ export interface OperatorDumpSet {
   result: ActionRecord['result'];
   detail: string;
   ranks: DumpSetRank[];
+  /** the ranks the operator chose to dump (`d` on a selected rank); absent: every rank was asked */
+  only?: number[];
 }
 
 const base = (f: string) => f.split('/').pop() ?? f;
@@ -54,7 +56,8 @@ export function operatorDumpSets(actions: readonly ActionRecord[], limit = 5): O
     if (r.action !== 'dump' || r.result === 'started') continue;
     const ranks = ranksOf(r);
     if (!ranks) continue;
-    out.push({ at: r.ts, by: r.who.user, result: r.result, detail: r.detail, ranks });
+    const only = Array.isArray(r.target.only) ? r.target.only.filter((x): x is number => typeof x === 'number') : null;
+    out.push({ at: r.ts, by: r.who.user, result: r.result, detail: r.detail, ranks, ...(only ? { only } : {}) });
     if (out.length >= limit) break;
   }
   return out;

@@ -47,7 +47,8 @@ export interface ActionOutcome {
 
 export interface CockpitActions {
   readonly readOnly: boolean;
-  dump(onProgress: (line: string) => void): Promise<DumpOutcome>;
+  /** every proven rank, or only `only.ranks` (the one selected in the Ranks panel), through the same proof */
+  dump(onProgress: (line: string) => void, only?: { ranks: number[] }): Promise<DumpOutcome>;
   /**
    * 'now': a supervised run with a live supervisor gets its stop escalation (.HALT, grace, SIGINT,
    * SIGKILL, carried by the supervisor); otherwise .HALT. 'after-checkpoint': a durable request
@@ -121,8 +122,9 @@ export function createActions(o: {
   const changed = () => o.changed?.();
   return {
     readOnly,
-    async dump(onProgress) {
-      const targets = rankTargets(o.state());
+    async dump(onProgress, only) {
+      const wanted = (rank: number | null | undefined) => !only || (rank != null && only.ranks.includes(rank));
+      const targets = rankTargets(o.state()).filter((t) => wanted(t.rank));
       if (readOnly)
         return {
           results: targets.map((t) => ({ rank: t.rank, pid: t.pid, outcome: 'refused', why: READ_ONLY_REFUSAL })),
@@ -130,18 +132,25 @@ export function createActions(o: {
         };
       // processes a heartbeat or an argv named, without proof that they are this run's ranks: never
       // signalled, and the dialog says why
-      const unproven: RankDumpResult[] = (o.state()?.procs?.unproven ?? []).map((u) => ({
-        rank: u.rank ?? -1,
-        pid: u.pid,
-        outcome: 'refused',
-        why: u.why,
-      }));
+      const unproven: RankDumpResult[] = (o.state()?.procs?.unproven ?? [])
+        .filter((u) => !only || wanted(u.rank))
+        .map((u) => ({
+          rank: u.rank ?? -1,
+          pid: u.pid,
+          outcome: 'refused',
+          why: u.why,
+        }));
       if (targets.length === 0) {
         const why = unproven.map((u) => u.why).join(' ');
-        throw new Error(`no rank process of this run is proven: nothing signalled${why ? `. ${why}` : ''}`);
+        const which = only ? `rank ${only.ranks.join(', ')} has no process` : 'no rank process of this run is';
+        throw new Error(`${which} proven: nothing signalled${why ? `. ${why}` : ''}`);
       }
       const actor = await currentActor(host);
-      const r = await dumpAll(host, runDir, targets, actor, { readOnly, onProgress });
+      const r = await dumpAll(host, runDir, targets, actor, {
+        readOnly,
+        onProgress,
+        ...(only ? { ranks: only.ranks } : {}),
+      });
       changed();
       return {
         pySpy: r.pySpy,

@@ -15,6 +15,7 @@ import type { Actor } from '../trainer/control/types.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
+import { MOUSE_OFF, MOUSE_ON } from '../ui/input.js';
 import { FramePainter } from '../ui/paint.js';
 import { noColor } from '../ui/palette.js';
 import { plain } from '../ui/text.js';
@@ -53,6 +54,8 @@ export interface CockpitSession {
   dirs?: RunDirs;
   /** who takes over a halt request whose carrier died, while the cockpit is open on a terminal */
   actor?: Actor | null;
+  /** SGR mouse reporting while the cockpit is on screen (default on; --no-mouse) */
+  mouse?: boolean;
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -102,7 +105,9 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       changed: () => collector.refreshSoon(),
     });
     const renderMs = { current: null as number | null };
-    out.write(ALT_ON);
+    // the mouse only where keys are read (a watch-only cockpit would leave the reports unread)
+    const mouse = interactive && o.mouse !== false;
+    out.write(ALT_ON + (mouse ? MOUSE_ON : ''));
     // NSA_TOP_RENDER=ink draws through Ink's own output (whole frame each time); the default paints
     // changed rows only (see src/ui/paint.ts)
     const painter = process.env.NSA_TOP_RENDER === 'ink' ? undefined : new FramePainter((s) => out.write(s), nc);
@@ -114,7 +119,9 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       else out.write('\x1b[2J\x1b[H');
     };
     out.on('resize', onResize);
-    const restore = () => out.write(ALT_OFF);
+    // quit, a signal, a crash (the exit hook): the mouse goes back to the terminal with the screen.
+    // Mouse off is written even with --no-mouse: it costs nothing and heals a terminal left on by a kill -9
+    const restore = () => out.write(MOUSE_OFF + ALT_OFF);
     process.once('exit', restore);
     const inst = render(
       createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs, painter }),
@@ -174,6 +181,7 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
       actor,
       readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),
+      mouse: a.mouse,
       relaunch: async ({ removeStaleHalt }) => {
         const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly, judgeAdoption });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };

@@ -52,6 +52,10 @@ export const COCKPIT_OPTIONS = {
     default: 1,
     help: 'refresh period in seconds (default 1)',
   },
+  'no-mouse': {
+    type: 'boolean',
+    help: 'leave the mouse to the terminal (select and copy text); by default a click focuses a panel or picks a rank and the wheel scrolls',
+  },
 } as const satisfies Record<string, OptionSpec>;
 
 export const COCKPIT_KEYS = `Keys: ? in the cockpit. Without a terminal (stdout piped) one frame is printed; \`nsa-top status\`
@@ -64,12 +68,21 @@ export interface CockpitArgs {
   acceptNewHostKey: boolean;
   readOnly: boolean;
   intervalS: number;
+  /** mouse reporting in the cockpit (off with --no-mouse; absent: on) */
+  mouse?: boolean;
 }
 
 /** the parsed options as the cockpit takes them */
 export function cockpitArgs(
   runDir: string | undefined,
-  v: { host?: string; identity?: string; 'accept-new-host-key': boolean; interval: number; 'read-only': boolean },
+  v: {
+    host?: string;
+    identity?: string;
+    'accept-new-host-key': boolean;
+    interval: number;
+    'read-only': boolean;
+    'no-mouse': boolean;
+  },
 ): CockpitArgs {
   return {
     runDir,
@@ -78,5 +91,6 @@ export function cockpitArgs(
     acceptNewHostKey: v['accept-new-host-key'],
     readOnly: v['read-only'],
     intervalS: v.interval,
+    mouse: !v['no-mouse'],
   };
 }

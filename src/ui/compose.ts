@@ -70,8 +70,7 @@ function drawTitleBar({ slot, focused, note, more, s }: TitleBar): Line {
   slot.panels.forEach((p, i) => {
     if (i > 0) parts.push(t('│', 'dim'));
     const active = p === slot.active;
-    let label = TITLES[p];
-    if (p === 'alerts' && s.alerts.length) label += `(${s.alerts.length})`;
+    const label = tabLabel(p, s);
     const alertRole: Role | undefined =
       p === 'alerts' && s.alerts.some((a) => a.severity === 'critical') ? 'crit' : undefined;
     parts.push(
@@ -103,7 +102,9 @@ function drawSlot(
     if (row >= slot.y && row < slot.y + slot.h) out[row]!.push(...fit(line, slot.w));
   };
   if (slot.active === 'footer') {
-    put(slot.y, footerLine(s, slot.w, renderMs, dialog, now));
+    // a key that did nothing says so here for a moment, instead of the key hints
+    const n = v.notice && now < v.notice.until ? v.notice.text : null;
+    put(slot.y, n !== null ? [t(n, 'warn')] : footerLine(s, slot.w, renderMs, dialog, now));
     return;
   }
   const focused = v.focus === slot.active;
@@ -224,9 +225,17 @@ export function compose(
   return { lines, layout: L };
 }
 
-/** The focusable panels that are on screen for this layout, in tab order. */
+/**
+ * The focusable panels that are on screen for this layout, in tab order: as the screen reads, the
+ * columns left to right, each top to bottom, the tabs of a slot in their title's order.
+ */
 export function visiblePanels(L: Layout): PanelId[] {
   if (L.kind !== 'ok') return [];
-  const on = new Set(L.slots.flatMap((s) => s.panels));
-  return FOCUSABLE.filter((p) => on.has(p));
+  const slots = [...L.slots].sort((a, b) => a.x - b.x || a.y - b.y);
+  return slots.flatMap((s) => s.panels).filter((p) => FOCUSABLE.includes(p));
+}
+
+/** A panel's tab label in its slot's title bar (the Alerts tab carries its count). */
+export function tabLabel(p: PanelId, s: CockpitState): string {
+  return p === 'alerts' && s.alerts.length ? `${TITLES[p]}(${s.alerts.length})` : TITLES[p];
 }

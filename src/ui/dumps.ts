@@ -73,8 +73,11 @@ function grouped(at: number, kind: StackDump['kind'], members: DumpMember[], odd
     }
     g.members.push(m);
   }
-  const groups = [...bySig.values()].sort((a, b) => b.members.length - a.members.length);
+  const groups = [...bySig.values()];
   if (oddRank !== null) for (const g of groups) g.odd = g.members.some((m) => m.rank === oddRank) && groups.length > 1;
+  // the odd rank's stack first (what the operator dumped for), then the biggest groups: the healthy
+  // majority's long identical stack never pushes the odd one below the fold
+  groups.sort((a, b) => Number(b.odd) - Number(a.odd) || b.members.length - a.members.length);
   return { at, kind, dumps: uniq, groups };
 }
 
@@ -111,6 +114,8 @@ export function newestDumpSet(
 export interface OperatorSetView {
   set: DumpSet;
   by: string;
+  /** the ranks the operator chose (a dump of the selected rank); null: every rank was asked */
+  only: number[] | null;
   /** ranks in the set (signalled or refused) */
   total: number;
   /** ranks whose stack is not there: lost, refused, or its file gone or overwritten since */
@@ -138,7 +143,13 @@ export function operatorSet(
     const why = r.status === 'dumped' && r.file ? gone(r) : (r.why ?? r.status);
     if (why !== null) missing.push({ rank: r.rank, why: r.status === 'refused' ? `refused — ${why}` : why });
   }
-  return { set: grouped(rec.at, 'signal', members, oddRank), by: rec.by, total: rec.ranks.length, missing };
+  return {
+    set: grouped(rec.at, 'signal', members, oddRank),
+    by: rec.by,
+    only: rec.only ?? null,
+    total: rec.ranks.length,
+    missing,
+  };
 }
 
 /** The trainer's own watchdog dumps (not asked for by anyone): how many, and the newest. */

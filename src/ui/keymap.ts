@@ -14,6 +14,10 @@ import {
 import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { type Binding, bindingFor, type Disabled, keyText, off, READ_ONLY } from './keys.js';
+import { FOCUSABLE, type PanelId, TITLES } from './layout.js';
+
+/** The panels the number keys focus: 1 is the first (a panel added to FOCUSABLE gets the next number). */
+export const PANEL_NUMBERS: readonly PanelId[] = FOCUSABLE.slice(0, 9);
 
 export type Command =
   | 'dump'
@@ -22,6 +26,8 @@ export type Command =
   | 'ack'
   | 'focus-next'
   | 'focus-prev'
+  | 'focus-panel'
+  | 'unselect'
   | 'zoom'
   | 'scroll-up'
   | 'scroll-down'
@@ -87,7 +93,7 @@ export const KEYMAP: readonly MainBinding[] = [
     keys: ['d'],
     hint: 'dump',
     disabled: dumpDisabled,
-    help: 'stack dump of every rank (SIGUSR1, one rank at a time); each file named by rank, a rank without one "no stack written (lost)"',
+    help: 'stack dump of every rank, or of the one selected in Ranks (SIGUSR1, one rank at a time); each file named by rank, a rank without one "no stack written (lost)"',
   },
   {
     command: 'halt',
@@ -110,16 +116,36 @@ export const KEYMAP: readonly MainBinding[] = [
     disabled: writes,
     help: 'acknowledge the selected alert (Alerts panel, ↑/↓ to pick; elsewhere: the first unacknowledged critical); logged in actions.jsonl',
   },
-  { command: 'focus-next', keys: ['tab'], hint: 'focus', help: 'focus the next panel' },
+  {
+    command: 'focus-next',
+    keys: ['tab'],
+    hint: 'focus',
+    help: 'focus the next panel, as the screen reads: each column top to bottom, left to right',
+  },
   { command: 'focus-prev', keys: ['shift+tab'], help: 'focus the previous panel' },
+  {
+    command: 'focus-panel',
+    keys: ['1', '2', '3', '4', '5', '6', '7', '8', '9'],
+    label: '1–9',
+    help: `focus a panel by number: ${PANEL_NUMBERS.map((p, i) => `${i + 1} ${TITLES[p]}`).join(', ')}`,
+  },
   {
     command: 'zoom',
     keys: ['z', 'enter'],
     hint: 'zoom',
     help: 'zoom the focused panel to the whole screen (again: back)',
   },
-  { command: 'scroll-up', keys: ['up', 'k'], help: 'scroll the focused panel up' },
-  { command: 'scroll-down', keys: ['down', 'j'], help: 'scroll the focused panel down' },
+  {
+    command: 'scroll-up',
+    keys: ['up', 'k'],
+    help: 'scroll the focused panel up (Ranks: select the rank above, for d; Alerts: the alert above)',
+  },
+  { command: 'scroll-down', keys: ['down', 'j'], help: 'scroll the focused panel down (Ranks, Alerts: select below)' },
+  {
+    command: 'unselect',
+    keys: ['esc'],
+    help: 'drop the rank selected in Ranks (d dumps every rank again)',
+  },
   { command: 'page-up', keys: ['pgup'], help: 'scroll a page up' },
   { command: 'page-down', keys: ['pgdn'], help: 'scroll a page down' },
   { command: 'top', keys: ['home', 'g'], help: 'scroll to the start' },

@@ -22,6 +22,8 @@ export interface Disabled {
 export interface Binding<C extends string = string, X = unknown> {
   command: C;
   keys: readonly KeyName[];
+  /** how the keys are written when listing each would say less (`1–9`); absent: each key's name */
+  label?: string;
   /** short label for the footer or the dialog's key line; absent: help only */
   hint?: string;
   help: string;
@@ -69,8 +71,8 @@ export function keyText(name: KeyName): string {
 }
 
 /** How a binding's keys are written: `↑ / k`. */
-export function keysText(b: Pick<Binding, 'keys'>): string {
-  return b.keys.map(keyText).join(' / ');
+export function keysText(b: Pick<Binding, 'keys' | 'label'>): string {
+  return b.label ?? b.keys.map(keyText).join(' / ');
 }
 
 /** The first binding one of whose keys is this key press (disabled or not). */

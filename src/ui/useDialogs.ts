@@ -16,8 +16,8 @@ export interface Dialogs {
   set(d: Dialog | null): void;
   refuse(what: string, why: string): void;
   openHelp(): void;
-  /** `d`: dump every rank, the dialog shows the progress and the outcome */
-  openDump(): void;
+  /** `d`: dump every rank (rank null), or the one selected; the dialog shows which, the progress and the outcome */
+  openDump(rank: number | null): void;
   /** `h`: a request in force or a .HALT already there is shown (cancel, escalation); else the question */
   openHalt(): void;
   /** `r`: what a relaunch would do, or why it cannot work, is said before anything is asked */
@@ -40,12 +40,16 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
   const refuse = (what: string, why: string) => set({ kind: 'refused', what, why });
 
-  const openDump = () => {
+  const openDump = (rank: number | null) => {
     const startedAt = Date.now();
     const mine = (d: Dialog): d is Extract<Dialog, { kind: 'dump' }> => d.kind === 'dump' && d.startedAt === startedAt;
-    set({ kind: 'dump', startedAt, progress: [], result: null, error: null });
+    const ranks = rank === null ? null : [rank];
+    set({ kind: 'dump', startedAt, ranks, progress: [], result: null, error: null });
     actions
-      .dump((line) => update((d) => (mine(d) ? { ...d, progress: [...d.progress, line].slice(-20) } : d)))
+      .dump(
+        (line) => update((d) => (mine(d) ? { ...d, progress: [...d.progress, line].slice(-20) } : d)),
+        ranks ? { ranks } : undefined,
+      )
       .then(
         (result) => update((d) => (mine(d) ? { ...d, result } : d)),
         (e: Error) => update((d) => (mine(d) ? { ...d, error: e.message } : d)),

@@ -2,21 +2,53 @@
 // screen's KEYMAP. A command that cannot act now opens a refusal that says why (its `disabled`), the
 // same words the footer and `?` show. View changes (focus, zoom, scroll, the alert picked) are made
 // at once, so that a key arriving before React re-renders sees them.
-import { useInput } from 'ink';
-import type { RefObject } from 'react';
+import { type Key, useInput } from 'ink';
+import { type RefObject, useRef } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { visiblePanels } from './compose.js';
-import { off } from './keys.js';
-import { type Command, commandFor } from './keymap.js';
+import { KeyReader, type MouseEvent } from './input.js';
+import { keyText, off } from './keys.js';
+import { type Command, commandFor, keyOf, PANEL_NUMBERS } from './keymap.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
+import { rankBody } from './panels/ranks.js';
+import { hitTest } from './pointer.js';
 import type { Dialogs } from './useDialogs.js';
 import type { Screen } from './useScreen.js';
 import type { ViewState } from './view.js';
 
 /** Panels whose natural end is the bottom (scrolling up reveals older lines). */
 const BOTTOM_ANCHORED: PanelId[] = ['log'];
+/** lines a wheel notch scrolls */
+const WHEEL_LINES = 3;
+/** how long a key that does nothing is named in the footer */
+const NOTICE_MS = 3000;
+
+/** A key as the operator pressed it, for "no action on …": `/`, `←`, `ctrl-x`. */
+export function keyWord(input: string, key: Partial<Key>): string {
+  const named: [keyof Key, string][] = [
+    ['upArrow', 'up'],
+    ['downArrow', 'down'],
+    ['leftArrow', 'left'],
+    ['rightArrow', 'right'],
+    ['pageUp', 'pgup'],
+    ['pageDown', 'pgdn'],
+    ['home', 'home'],
+    ['end', 'end'],
+    ['return', 'enter'],
+    ['escape', 'esc'],
+    ['tab', 'tab'],
+    ['backspace', 'backspace'],
+    ['delete', 'backspace'],
+  ];
+  const n = named.find(([f]) => key[f]);
+  const base = n ? n[1] : [...input].length === 1 && input >= ' ' ? input : null;
+  if (base === null) return 'that key';
+  // Ink marks esc as meta too; any other key with meta came with alt
+  const alt = key.meta && !key.escape ? 'alt-' : '';
+  return alt + keyText(`${key.ctrl ? 'ctrl+' : ''}${key.shift && n ? 'shift+' : ''}${base}`);
+}
 
 export interface ViewControl {
   ref: RefObject<ViewState>;
@@ -66,15 +98,53 @@ export function useKeys(o: {
     );
   };
 
-  const move = (delta: number) => {
-    const f = view.ref.current.focus;
-    if (f === 'alerts') return selectAlert((i) => i + delta);
+  /** the Ranks panel's body on screen now: its lines' ranks, and how many body lines it shows */
+  const ranksOnScreen = () => {
+    const s = stateRef.current;
+    const L = screen.shown()?.layout;
+    const slot = L?.kind === 'ok' ? L.slots.find((sl) => sl.active === 'ranks') : undefined;
+    if (!s || !slot) return null;
+    const { owners, rows } = rankBody(s, slot.w - 2, Date.now());
+    // the border (2) and the column header (1)
+    const shows = Math.max(1, slot.h - 3);
+    // the offset the panel draws with (scrollSlice clamps it the same way)
+    const offset = (scroll: number | undefined) =>
+      Math.min(Math.max(0, scroll ?? 0), Math.max(0, owners.length - shows));
+    return { owners, rows, shows, offset };
+  };
+
+  /** Ranks panel: ↑/↓ (or a click) select a rank, kept on screen; `d` then dumps it alone */
+  const selectRank = (to: (i: number) => number) => {
+    const r = ranksOnScreen();
+    if (!r || r.rows.length === 0) return;
+    const cur = r.rows.findIndex((x) => x.rank === view.ref.current.rankSel);
+    // the first press selects the first rank
+    const i = cur < 0 ? 0 : Math.max(0, Math.min(r.rows.length - 1, to(cur)));
+    pickRank(r.rows[i]!.rank);
+  };
+  const pickRank = (rank: number | null) => {
+    const r = ranksOnScreen();
+    view.set((v) => {
+      if (rank === null || !r) return { ...v, rankSel: rank };
+      const line = r.owners.indexOf(rank);
+      const off = r.offset(v.scroll.ranks);
+      const scrolled = line < off ? line : line >= off + r.shows ? line - r.shows + 1 : off;
+      return { ...v, rankSel: rank, scroll: { ...v.scroll, ranks: Math.max(0, scrolled) } };
+    });
+  };
+
+  /** scroll a panel (the focused one by default) by delta lines; in Alerts and Ranks ↑/↓ pick an entry */
+  const move = (delta: number, panel: PanelId = view.ref.current.focus, pick = true) => {
+    const f = panel;
+    if (pick && f === 'alerts') return selectAlert((i) => i + delta);
+    if (pick && f === 'ranks') return selectRank((i) => i + delta);
     const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
     view.set((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
   };
   /** scroll the focused panel to its start (end: false) or its end */
   const toEnd = (end: boolean) => {
     if (view.ref.current.focus === 'alerts') return selectAlert(() => (end ? Infinity : 0));
+    if (view.ref.current.focus === 'ranks') return selectRank(() => (end ? Infinity : 0));
     view.set((v) => ({
       ...v,
       scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) === end ? 0 : 1e9 },
@@ -90,18 +160,51 @@ export function useKeys(o: {
     view.set((v) => ({ ...v, focus: visible[n]!, zoom: v.zoom ? visible[n]! : null }));
   };
 
+  /** `1`–`9`: the panel of that number (zoomed: it takes the screen) */
+  const focusNumber = (input: string) => {
+    const p = PANEL_NUMBERS[Number(input) - 1];
+    if (!p) return notice(`no panel ${input} — ${keyOf('help')} for help`);
+    view.set((v) => ({ ...v, focus: p, zoom: v.zoom ? p : null }));
+  };
+  const notice = (text: string) => view.set((v) => ({ ...v, notice: { text, until: Date.now() + NOTICE_MS } }));
+
+  /** a click focuses the panel under it (a tab of a title bar: that tab) and picks a rank; the wheel scrolls */
+  const onMouse = (m: MouseEvent) => {
+    if (dialogs.ref.current) return; // a dialog takes the keys; the mouse does nothing under it
+    const L = screen.shown()?.layout;
+    const s = stateRef.current;
+    if (!L || !s) return;
+    const hit = hitTest(L, s, m.x - 1, m.y - 1);
+    if (!hit) return;
+    if (m.kind === 'wheel-up' || m.kind === 'wheel-down') {
+      // the panel under the pointer scrolls, whichever has the focus; a wheel never picks a rank
+      const delta = m.kind === 'wheel-up' ? -WHEEL_LINES : WHEEL_LINES;
+      return move(delta, hit.panel, hit.panel === 'alerts');
+    }
+    if (m.kind !== 'press' || m.button !== 0) return;
+    view.set((v) => ({ ...v, focus: hit.panel, zoom: v.zoom ? hit.panel : null }));
+    if (hit.panel === 'ranks' && hit.line !== null && hit.line >= 1) {
+      const r = ranksOnScreen();
+      const rank = r?.owners[r.offset(view.ref.current.scroll.ranks) + hit.line - 1];
+      // a click on the selected rank drops the selection
+      if (rank != null) pickRank(rank === view.ref.current.rankSel ? null : rank);
+    }
+  };
+
   const page = () => Math.max(1, screen.size.rows - 10);
   /** what each command of the main screen does (a command judged on the run gets its snapshot) */
   const run: Record<Command, (s: CockpitState | null) => void> = {
     quit: () => o.quit(),
     help: () => dialogs.openHelp(),
     redraw: () => o.redraw(),
-    dump: () => dialogs.openDump(),
+    dump: () => dialogs.openDump(view.ref.current.rankSel ?? null),
     halt: () => dialogs.openHalt(),
     relaunch: () => dialogs.openRelaunch(),
     ack: (s) => s && ackAlert(s),
     'focus-next': () => focus(1),
     'focus-prev': () => focus(-1),
+    'focus-panel': () => {}, // by its digit: below
+    unselect: () => view.set((v) => ({ ...v, rankSel: null })),
     zoom: () => view.set((v) => ({ ...v, zoom: v.zoom ? null : v.focus })),
     'scroll-up': () => move(-1),
     'scroll-down': () => move(1),
@@ -113,16 +216,25 @@ export function useKeys(o: {
     'chart-range': () => view.set((v) => ({ ...v, chartRange: v.chartRange === 'recent' ? 'all' : 'recent' })),
   };
 
+  const reader = useRef(new KeyReader());
+  const onKey = (input: string, key: Partial<Key>) => {
+    if (dialogs.ref.current) return dialogs.onKey(input, key, o.quit);
+    const b = commandFor(input, key);
+    if (!b) return notice(`no action on '${keyWord(input, key)}' — ${keyOf('help')} for help`);
+    const s = stateRef.current;
+    // a command judged on the run waits for the first snapshot of it
+    const why = b.disabled ? (s ? b.disabled(s) : off('no data', 'the run has not been read yet')) : null;
+    if (why) return dialogs.refuse(b.command, why.why);
+    if (b.command === 'focus-panel') return focusNumber(input);
+    run[b.command](s);
+  };
+
   useInput(
     (input, key) => {
-      if (dialogs.ref.current) return dialogs.onKey(input, key, o.quit);
-      const b = commandFor(input, key);
-      if (!b) return;
-      const s = stateRef.current;
-      // a command judged on the run waits for the first snapshot of it
-      const why = b.disabled ? (s ? b.disabled(s) : off('no data', 'the run has not been read yet')) : null;
-      if (why) return dialogs.refuse(b.command, why.why);
-      run[b.command](s);
+      // every key of a burst, in order ("jjjjj", five tabs in one write, a mouse report between keys)
+      for (const ev of reader.current.read(input, key))
+        if (ev.kind === 'mouse') onMouse(ev.mouse);
+        else onKey(ev.input, ev.key);
     },
     { isActive: o.active },
   );

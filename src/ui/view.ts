@@ -13,6 +13,10 @@ export interface ViewState {
   chartRange: 'recent' | 'all';
   /** the selected alert of the Alerts panel (AlertEntry.key; absent: the first) */
   alertSel?: string | null;
+  /** the rank selected in the Ranks panel (↑/↓ there, or a click): `d` dumps it alone; null: none */
+  rankSel?: number | null;
+  /** a word in the footer for a moment (a key that does nothing here), until the ms epoch `until` */
+  notice?: { text: string; until: number } | null;
 }
 
 export const initialView = (): ViewState => ({

@@ -61,6 +61,8 @@ export interface DumpOptions extends ControlOptions {
   /** how long each rank gets before the next is signalled */
   answerMs?: number;
   onProgress?: (msg: string) => void;
+  /** only these ranks (the operator picked one): the others are not signalled; each is proven as ever */
+  ranks?: readonly number[];
 }
 
 export interface HaltOptions extends ControlOptions {
@@ -283,14 +285,24 @@ export async function dumpAll(
   opts: DumpOptions = {},
 ): Promise<DumpOutcome> {
   const say = opts.onProgress ?? (() => {});
-  const sorted = [...ranks].sort((a, b) => a.rank - b.rank);
+  const only = opts.ranks;
+  const sorted = ranks.filter((t) => !only || only.includes(t.rank)).sort((a, b) => a.rank - b.rank);
+  // a rank asked for by number that no proven process is: nothing is signalled, and no record says otherwise
+  if (only && sorted.length === 0)
+    throw new Error(`rank ${only.join(', ')}: no proven process of this run has that rank: nothing signalled`);
   let out: DumpOutcome | null = null;
   const rec = await audited(
     host,
     runDir,
     // fails closed (no failOpen): a dump only observes, and a signal to a rank that nobody can later
-    // account for is worse than no dump — the log must take its record first
-    { actor, action: 'dump', target: { ranks: sorted.map(targetOf) }, requireLog: true },
+    // account for is worse than no dump — the log must take its record first. A dump of chosen ranks
+    // says so (`only`): the others were left alone on purpose, not lost
+    {
+      actor,
+      action: 'dump',
+      target: { ranks: sorted.map(targetOf), ...(only ? { only: [...only] } : {}) },
+      requireLog: true,
+    },
     async () => {
       const r = await signalForDumps(host, runDir, sorted, say, opts);
       out = r.outcome;
@@ -329,7 +341,7 @@ export async function dumpRun(
   const { outDir } = await resolveRunDirs(host, runDir);
   const procs = await findRunProcesses(host, outDir, await runRecordHints(host, outDir));
   const targets = procs.ranks
-    .filter((r) => r.proc.state !== 'Z')
+    .filter((r) => r.proc.state !== 'Z' && (!opts.ranks || opts.ranks.includes(r.rank)))
     .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
   const unproven = procs.unproven ?? [];
   const refused = gate ? await gate() : null;
@@ -490,7 +502,8 @@ async function signalForDumps(
         : perRank.every((r) => r.status === 'refused')
           ? 'refused'
           : 'failed';
-  const detail = dumpSummary(perRank, watch.unclaimed, pySpy);
+  // a dump of chosen ranks says so first: the others were not asked, not lost
+  const detail = `${opts.ranks ? `only rank ${opts.ranks.join(', ')} (chosen): ` : ''}${dumpSummary(perRank, watch.unclaimed, pySpy)}`;
   return {
     outcome: { perRank, pySpy },
     record: {

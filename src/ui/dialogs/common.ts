@@ -9,7 +9,15 @@ import { type Line, t } from '../text.js';
 export type Dialog =
   | { kind: 'help' }
   | { kind: 'refused'; what: string; why: string }
-  | { kind: 'dump'; startedAt: number; progress: string[]; result: DumpOutcome | null; error: string | null }
+  | {
+      kind: 'dump';
+      startedAt: number;
+      /** the ranks asked for (the one selected in Ranks); null: every rank */
+      ranks: number[] | null;
+      progress: string[];
+      result: DumpOutcome | null;
+      error: string | null;
+    }
   | { kind: 'halt-choose'; startedAt: number }
   | {
       kind: 'halt-track';

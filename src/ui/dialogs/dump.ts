@@ -18,7 +18,12 @@ export const DUMP_KEYS: readonly DialogBinding<'dump'>[] = [
 ];
 
 export function dumpView(d: DialogOf<'dump'>, now: number): DialogView {
-  const lines: Line[] = d.progress.slice(-6).map((p) => [t(clean(p), 'dim')]);
+  // which ranks first: one selected in Ranks is dumped alone, and the window says so before anything else
+  const which = d.ranks
+    ? `rank ${d.ranks.join(', ')} only — selected in the Ranks panel (esc there drops the selection: d dumps every rank)`
+    : 'every rank of the run';
+  const lines: Line[] = [[t(which, d.ranks ? 'accent' : 'dim', { bold: !!d.ranks })]];
+  lines.push(...d.progress.slice(-6).map((p): Line => [t(clean(p), 'dim')]));
   if (d.error) lines.push([t(`failed: ${clean(d.error)}`, 'crit')]);
   if (d.result) {
     for (const r of d.result.results) {
@@ -50,9 +55,15 @@ export function dumpView(d: DialogOf<'dump'>, now: number): DialogView {
   } else if (!d.error)
     lines.push([
       t(
-        `sending SIGUSR1 to one rank at a time (the next once the previous one's dump is there)… ${dur((now - d.startedAt) / 1000)}`,
+        d.ranks
+          ? `sending SIGUSR1 to rank ${d.ranks.join(', ')} and waiting for its dump… ${dur((now - d.startedAt) / 1000)}`
+          : `sending SIGUSR1 to one rank at a time (the next once the previous one's dump is there)… ${dur((now - d.startedAt) / 1000)}`,
         'info',
       ),
     ]);
-  return { title: 'Stack dump', role: d.error ? 'crit' : 'info', lines };
+  return {
+    title: d.ranks ? `Stack dump of rank ${d.ranks.join(', ')}` : 'Stack dump',
+    role: d.error ? 'crit' : 'info',
+    lines,
+  };
 }

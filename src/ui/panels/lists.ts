@@ -240,7 +240,9 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const pidToRank = new Map<number, number>();
   for (const r of s.run.ranks) if (r.pid != null) pidToRank.set(r.pid, r.rank);
   for (const r of s.procs?.ranks ?? []) pidToRank.set(r.proc.pid, r.rank);
-  const odd = s.dumpOdd?.rank ?? null;
+  // the odd rank: the one whose stack differs from the others' (the odd-rank rule), else the rank the
+  // state names as the culprit — both the evaluation's answers, never judged here
+  const odd = s.dumpOdd?.rank ?? s.culprit?.rank ?? null;
   // the operator's newest set first (its record says which file is whose), else the newest signal
   // set; the trainer's own watchdog dumps apart, so they never push the operator's set out of view
   const mine = operatorSet(s.run.dumps, s.actions, odd);
@@ -254,7 +256,7 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   if (mine)
     body.push([
       t(
-        `your set @ ${clock(set.at)} (${ago(set.at, now)}) by ${mine.by} · ${set.dumps.length}/${mine.total} ranks: `,
+        `your set${mine.only ? ` of rank ${mine.only.join(', ')} only (chosen)` : ''} @ ${clock(set.at)} (${ago(set.at, now)}) by ${mine.by} · ${set.dumps.length}/${mine.total} ranks: `,
         'dim',
       ),
       t(set.dumps.map((d) => d.label).join(' ') || 'none', set.dumps.length === mine.total ? 'info' : 'warn'),

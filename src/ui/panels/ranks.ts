@@ -77,15 +77,15 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   return rows;
 }
 
-export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
+/** The panel's lines below its column header, and the rank each line belongs to (null: not a rank's). */
+export function rankBody(s: CockpitState, w: number, now: number, sel: number | null = null) {
   const rows = rankRows(s, now);
-  if (rows.length === 0)
-    return { lines: [[t(s.procs?.error ? `process table: ${clean(s.procs.error)}` : 'no ranks seen yet', 'dim')]] };
   const wide = w >= 70;
   const head = wide
     ? 'rank pid     state    cpu%   rss   step  advanced  heartbeat  dump'
     : 'rk pid     st  cpu%  rss  step  adv   beat';
   const body: Line[] = [];
+  const owners: (number | null)[] = [];
   for (const r of rows) {
     const p = r.proc?.proc;
     const pid = String(p?.pid ?? r.hb?.pid ?? '–').padEnd(7);
@@ -96,19 +96,40 @@ export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
     const txt = wide
       ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
       : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
-    body.push([t(txt, r.role, { bold: r.role === 'crit' })]);
-    if (r.why) body.push([t(`  └ ${clean(r.why)}`, r.role)]);
+    // the selected rank (d dumps it alone): inverse, on any panel width
+    body.push([t(txt, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
+    owners.push(r.rank);
+    if (r.why) {
+      body.push([t(`  └ ${clean(r.why)}`, r.role)]);
+      owners.push(r.rank);
+    }
   }
   const L = s.procs?.launcher;
-  if (L)
+  if (L) {
     body.push([
       t(
         `launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${pct(L.cpuPct)}` : ''}`,
         'dim',
       ),
     ]);
-  if (s.procs?.unknown.length)
+    owners.push(null);
+  }
+  if (s.procs?.unknown.length) {
     body.push([t(`${s.procs.unknown.length} trainer-like process(es) of unknown rank`, 'warn')]);
+    owners.push(null);
+  }
+  return { rows, head, body, owners };
+}
+
+export const ranksPanel: PanelFn = ({ s, v, w, h, now }) => {
+  const sel = v.rankSel ?? null;
+  const { rows, head, body } = rankBody(s, w, now, sel);
+  if (rows.length === 0)
+    return { lines: [[t(s.procs?.error ? `process table: ${clean(s.procs.error)}` : 'no ranks seen yet', 'dim')]] };
   const sl = scrollSlice(body, h - 1, v.scroll.ranks ?? 0);
-  return { lines: [[t(head, 'dim')], ...sl.shown], more: sl.more };
+  return {
+    lines: [[t(head, 'dim')], ...sl.shown],
+    more: sl.more,
+    ...(sel !== null ? { note: `r${sel} selected: d dumps it alone · esc: all` } : {}),
+  };
 };
