@@ -3,13 +3,15 @@
 // same words the footer and `?` show. View changes (focus, zoom, scroll, the alert picked) are made
 // at once, so that a key arriving before React re-renders sees them.
 import { useInput } from 'ink';
-import type { RefObject } from 'react';
+import { type RefObject, useEffect, useMemo } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { visiblePanels } from './compose.js';
 import { off } from './keys.js';
 import { type Command, commandFor } from './keymap.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
+import { type LogSource, logKeys, type PagerFn } from './logkeys.js';
+import type { Store } from './useScreen.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
 import type { Dialogs } from './useDialogs.js';
 import type { Screen } from './useScreen.js';
@@ -33,8 +35,32 @@ export function useKeys(o: {
   view: ViewControl;
   redraw: () => void;
   quit: () => void;
+  /** the Log's scroll-back reader, the pager, and the log's path (Log and Dumps keys: logkeys.ts) */
+  log?: { source?: LogSource; pager?: PagerFn; path(): string | null; store: Store };
 }): void {
   const { actions, stateRef, screen, dialogs, view } = o;
+  const logk = useMemo(
+    () =>
+      logKeys({
+        view,
+        stateRef,
+        size: (p) => {
+          const sl = screen.shown()?.layout;
+          const slot = sl?.kind === 'ok' ? sl.slots.find((x) => x.active === p) : undefined;
+          return slot ? { w: slot.w - 2, h: slot.h - 2 } : null;
+        },
+        ...(o.log?.source ? { source: o.log.source } : {}),
+        ...(o.log?.pager ? { pager: o.log.pager } : {}),
+        logPath: () => o.log?.path() ?? null,
+        refuse: dialogs.refuse,
+        redraw: o.redraw,
+      }),
+    // one controller for the App's life: what it reads goes through refs
+    [],
+  );
+  // a scrolled-back Log counts the lines written since each snapshot (how far behind live it is)
+  useEffect(() => o.log?.store.subscribe(() => logk.onSnapshot()), [o.log?.store, logk]);
+  useEffect(() => o.log?.source?.subscribe(() => logk.onPage()), [o.log?.source, logk]);
 
   /** Alerts panel: ↑/↓ pick an entry of the timeline (kept by key, so a new alert does not move it) */
   const selectAlert = (to: (i: number) => number): void => {
@@ -69,12 +95,14 @@ export function useKeys(o: {
   const move = (delta: number) => {
     const f = view.ref.current.focus;
     if (f === 'alerts') return selectAlert((i) => i + delta);
+    if (f === 'log') return logk.scroll(delta);
     const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
     view.set((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
   };
   /** scroll the focused panel to its start (end: false) or its end */
   const toEnd = (end: boolean) => {
     if (view.ref.current.focus === 'alerts') return selectAlert(() => (end ? Infinity : 0));
+    if (view.ref.current.focus === 'log') return end ? logk.bottom() : logk.top();
     view.set((v) => ({
       ...v,
       scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) === end ? 0 : 1e9 },
@@ -110,12 +138,20 @@ export function useKeys(o: {
     top: () => toEnd(false),
     bottom: () => toEnd(true),
     ema: () => view.set((v) => ({ ...v, ema: !v.ema })),
+    search: () => logk.startSearch(view.ref.current.focus),
+    'search-next': () => logk.next(),
+    'search-prev': () => logk.prev(),
+    clear: () => logk.clear(),
+    'scroll-left': () => logk.side(-8),
+    'scroll-right': () => logk.side(8),
+    pager: () => logk.open(),
     'chart-range': () => view.set((v) => ({ ...v, chartRange: v.chartRange === 'recent' ? 'all' : 'recent' })),
   };
 
   useInput(
     (input, key) => {
       if (dialogs.ref.current) return dialogs.onKey(input, key, o.quit);
+      if (logk.typing(input, key)) return;
       const b = commandFor(input, key);
       if (!b) return;
       const s = stateRef.current;
