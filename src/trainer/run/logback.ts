@@ -34,6 +34,10 @@ export interface LogPage {
 export const MAX_LINES = 20_000;
 const MAX_BYTES = 8 << 20;
 const CHUNK = 128 << 10;
+/** over SSH each read is a remote command: fewer, larger reads (one usually answers the first look) */
+const CHUNK_SSH = 1 << 20;
+/** over SSH, the lines written since are counted at most this often (a stat and a read each time) */
+const REFRESH_SSH_MS = 2000;
 /** a line longer than this is cut for the screen (the pager shows it whole) */
 const MAX_LINE = 2000;
 
@@ -77,10 +81,14 @@ export class LogBack {
   private ino: number | null = null;
   private busy: Promise<void> = Promise.resolve();
   private pending = 0;
+  private lastRefresh = 0;
+  private readonly chunk: number;
 
   private readonly listeners = new Set<() => void>();
 
-  constructor(private readonly host: Host) {}
+  constructor(private readonly host: Host) {
+    this.chunk = host.kind === 'local' ? CHUNK : CHUNK_SSH;
+  }
 
   /** `fn` is called after every change of the page; returns the unsubscribe */
   subscribe(fn: () => void): () => void {
@@ -147,7 +155,7 @@ export class LogBack {
         this.bytes = 0;
         this.after = 0;
         this.ino = st.ino;
-        const buf = await this.host.readRange(path, Math.max(0, st.size - CHUNK), st.size);
+        const buf = await this.host.readRange(path, Math.max(0, st.size - this.chunk), st.size);
         const base = st.size - buf.length;
         const lastNl = buf.lastIndexOf(10);
         const firstNl = base === 0 ? -1 : buf.indexOf(10);
@@ -176,6 +184,8 @@ export class LogBack {
   refresh(): Promise<void> {
     const path = this.page.path;
     if (!path || this.pending > 0) return Promise.resolve();
+    if (this.host.kind !== 'local' && Date.now() - this.lastRefresh < REFRESH_SSH_MS) return Promise.resolve();
+    this.lastRefresh = Date.now();
     return this.queue(() => this.newerNow(path));
   }
 
@@ -183,7 +193,7 @@ export class LogBack {
     let got = 0;
     while (got < n && this.from > 0 && this.lines.length < MAX_LINES && this.bytes < MAX_BYTES) {
       // read back a chunk; the bytes before its first newline belong to a line that starts earlier
-      const start = Math.max(0, this.from - CHUNK);
+      const start = Math.max(0, this.from - this.chunk);
       const buf = await this.host.readRange(path, start, this.from);
       if (buf.length === 0) break;
       const firstNl = start === 0 ? -1 : buf.indexOf(10);
@@ -217,7 +227,7 @@ export class LogBack {
       return;
     }
     while (this.end < st.size) {
-      const buf = await this.host.readRange(path, this.end, Math.min(st.size, this.end + 4 * CHUNK));
+      const buf = await this.host.readRange(path, this.end, Math.min(st.size, this.end + 4 * this.chunk));
       const lastNl = buf.lastIndexOf(10);
       if (lastNl < 0) break; // a line still being written
       const whole = buf.subarray(0, lastNl + 1);
