@@ -15,7 +15,8 @@ import { logPanel, logWindow } from '../../src/ui/panels/log.js';
 import { highlight, shiftLine } from '../../src/ui/search.js';
 import { plain, t } from '../../src/ui/text.js';
 import { initialView, type ViewState } from '../../src/ui/view.js';
-import { baseState } from './helpers.js';
+import { baseState, fixtureSnapshot } from './helpers.js';
+import { dumpsBody, dumpsPanel } from '../../src/ui/panels/lists.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nsa-top-logread-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -139,4 +140,26 @@ test('help fits 80×24 with its close key on screen, and scrolls to the last key
   assert.match(last, /q \/ ctrl-c +quit nsa-top/, 'scrolled to the end, q is there');
   assert.match(last, /esc \/ \? \/ q \/ enter closes/);
   assert.equal(frame(max + 50), last, 'scrolling past the end stays at the end');
+});
+
+test("Dumps: the search highlights every match, marks the current one, and the file for o is the set's", async () => {
+  const s = baseState(await fixtureSnapshot('ddp2-dumps-halt'));
+  const w = 100;
+  const d = dumpsBody(s, w, Date.now())!;
+  assert.ok(d.files.length >= 1 && d.files.every((f) => s.run.dumps.some((x) => x.path === f)));
+  const texts = d.body.map(plain);
+  const at = texts.findIndex((l) => /\w+ \S+\.py:\d+/.test(l));
+  assert.ok(at > 0, 'a frame line to find');
+  const query = texts[at]!.trim().split(' ')[0]!;
+  const v: ViewState = {
+    ...initialView(),
+    search: { panel: 'dumps', query, typing: false, at },
+    hscroll: { dumps: 2 },
+  };
+  const o = dumpsPanel({ s, v, w, h: 40, now: Date.now(), focused: true, zoomed: false });
+  const row = o.lines[at]!;
+  assert.match(plain(row), /^›/, 'the current match is marked');
+  assert.ok(row.some((g) => g.inverse && g.text === query));
+  assert.match(o.note!, new RegExp(`/${query} \\d+ match`));
+  assert.match(o.note!, /→2/, 'scrolled sideways, and says so');
 });

@@ -290,8 +290,8 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const sl = scrollSlice(d.body, h, v.scroll.dumps ?? 0);
   const lines = sl.shown.map((l, i) => {
     let line = search?.query ? highlight(l, search.query) : l;
-    if (search?.at != null && sl.offset + i === search.at) line = [t('›', 'accent', { bold: true }), ...line];
-    return x ? shiftLine(line, x) : line;
+    if (x) line = shiftLine(line, x);
+    return search?.at != null && sl.offset + i === search.at ? [t('›', 'accent', { bold: true }), ...line] : line;
   });
   const notes = [`${s.run.dumps.length} files`];
   if (x) notes.push(`→${x}`);

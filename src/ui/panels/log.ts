@@ -61,7 +61,7 @@ function style(raw: string, alertSteps: Map<number, Role>): Line {
 
 const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? '' : 's'}`;
 
-export const logPanel: PanelFn = ({ s, v, h }) => {
+export const logPanel: PanelFn = ({ s, v, w, h }) => {
   const win = logWindow(s, v, h);
   if (win.shown.length === 0)
     return { lines: [[t(s.run.log.file ? 'log is empty' : 'no train.log in the run dir', 'dim')]] };
@@ -85,7 +85,10 @@ export const logPanel: PanelFn = ({ s, v, h }) => {
   if (win.top !== null) {
     const p = win.page!;
     const start = win.top === 0 ? (p.atStart ? 'start of log · ' : p.capped ? 'start of scroll-back · ' : '') : '';
-    parts.push(`${start}↑ ${plural(win.behind, 'line')} behind, live: End`);
+    // the whole sentence where the title has room, else its numbers (a narrow tab group at 80 columns)
+    const long = `${start}↑ ${plural(win.behind, 'line')} behind, live: End`;
+    const room = w - 14 - parts.reduce((n, x) => n + x.length + 3, 0);
+    parts.push(long.length <= room ? long : `↑${win.behind} behind · End`);
   } else if (v.logAnchor != null) parts.push('reading…');
   else if (s.run.log.file) parts.push(s.run.log.file.split('/').pop()!);
   if (x) parts.push(`→${x}`);
