@@ -79,7 +79,13 @@ export function logKeys(c: LogKeysCtx) {
   /** open the scroll-back (the first move away from live), then make the moves that waited for it */
   const openBack = (then: () => void) => {
     const path = c.logPath();
-    if (!c.source || !path) return;
+    if (!c.source || !path) {
+      pending = 0;
+      return c.refuse(
+        'log scroll-back',
+        path ? 'this cockpit cannot read the log back' : 'there is no train.log to read',
+      );
+    }
     c.view.set((x) => ({ ...x, logAnchor: x.logAnchor ?? -1 }));
     c.source.open(path, AHEAD + h()).then(
       () => {
@@ -203,7 +209,8 @@ export function logKeys(c: LogKeysCtx) {
 
   const find = (dir: 1 | -1) => {
     const s = v().search;
-    if (!s || s.typing || !s.query) return;
+    if (!s || s.typing || !s.query)
+      return c.refuse('search', 'n and N move between the matches of a search: / first, in the Log or Dumps panel');
     if (s.panel === 'log') findLog(s, dir === 1 ? -1 : 1);
     else findDumps(s, dir);
   };

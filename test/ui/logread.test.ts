@@ -13,6 +13,7 @@ import { compose } from '../../src/ui/compose.js';
 import { helpMaxScroll } from '../../src/ui/dialogs/index.js';
 import { logPanel, logWindow } from '../../src/ui/panels/log.js';
 import { highlight, shiftLine } from '../../src/ui/search.js';
+import { logKeys } from '../../src/ui/logkeys.js';
 import { plain, t } from '../../src/ui/text.js';
 import { initialView, type ViewState } from '../../src/ui/view.js';
 import { baseState, fixtureSnapshot } from './helpers.js';
@@ -162,4 +163,60 @@ test("Dumps: the search highlights every match, marks the current one, and the f
   assert.ok(row.some((g) => g.inverse && g.text === query));
   assert.match(o.note!, new RegExp(`/${query} \\d+ match`));
   assert.match(o.note!, /→2/, 'scrolled sideways, and says so');
+});
+
+test('the Log keys: scroll back from live, down to the end goes live, g to the start, n/N wrap, refusals say why', async () => {
+  const f = join(dir, 'keys.log');
+  writeFileSync(f, Array.from({ length: 3000 }, (_, i) => line(i) + '\n').join(''));
+  const s = baseState();
+  s.run.log.file = f;
+  s.run.log.lines = Array.from({ length: 200 }, (_, i) => line(2800 + i));
+  const view = { current: { ...initialView(), focus: 'log' } as ViewState };
+  const refused: string[] = [];
+  const source = new LogBack(host);
+  let path: string | null = f;
+  const k = logKeys({
+    view: { ref: view, set: (fn) => (view.current = fn(view.current)) },
+    stateRef: { current: s },
+    size: () => ({ w: 80, h: 10 }),
+    source,
+    logPath: () => path,
+    refuse: (_w, why) => refused.push(why),
+    redraw: () => {},
+  });
+  source.subscribe(() => k.onPage());
+  const until = async (what: string, ok: () => boolean) => {
+    for (const end = Date.now() + 10_000; !ok(); await new Promise((r) => setTimeout(r, 10)))
+      if (Date.now() > end) assert.fail(what);
+  };
+  const top = () => logWindow(s, view.current, 10).shown[0]?.text;
+  k.scroll(-5);
+  k.scroll(-5); // a second key while the first read is under way: both count
+  await until('scrolled back', () => (view.current.logAnchor ?? -1) >= 0);
+  assert.equal(top(), line(3000 - 10 - 10));
+  k.scroll(3);
+  assert.equal(top(), line(2983));
+  k.scroll(100);
+  assert.equal(view.current.logAnchor, null, 'down to the end: live again');
+  k.top();
+  await until('at the start', () => top() === line(0));
+  assert.ok(view.current.logPage?.atStart);
+  // search from the start: n (older) wraps to the newest match, N goes newer
+  view.current = { ...view.current, search: { panel: 'log', query: 'step 2999 ', typing: false, at: null } };
+  k.next();
+  await until('found', () => view.current.search?.at != null);
+  assert.match(view.current.search!.said ?? '', /wrapped/);
+  assert.ok(logWindow(s, view.current, 10).shown.some((l) => l.text === line(2999)));
+  k.clear();
+  assert.equal(view.current.search, null);
+  k.next();
+  assert.match(refused.pop()!, /\/ first/);
+  k.bottom();
+  path = null;
+  k.scroll(-1);
+  assert.match(refused.pop()!, /no train\.log/);
+  k.scroll(-1);
+  assert.match(refused.pop() ?? '', /no train\.log/, 'a refused scroll does not leave a move waiting forever');
+  k.startSearch('training');
+  assert.match(refused.pop()!, /tab to one of them/);
 });
