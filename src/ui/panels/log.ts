@@ -59,6 +59,17 @@ function style(raw: string, alertSteps: Map<number, Role>): Line {
   return [t('  '), t(l, role)];
 }
 
+/** matches per (lines, query): a frame a second must not scan 20,000 lines each time */
+const counted = new WeakMap<readonly (LogLine | string)[], { q: string; n: number }>();
+function matchCount(lines: readonly (LogLine | string)[], q: string): number {
+  const c = counted.get(lines);
+  if (c?.q === q) return c.n;
+  let n = 0;
+  for (const l of lines) if (matches(typeof l === 'string' ? l : l.text, q)) n++;
+  counted.set(lines, { q, n });
+  return n;
+}
+
 const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? '' : 's'}`;
 
 export const logPanel: PanelFn = ({ s, v, w, h }) => {
@@ -79,8 +90,8 @@ export const logPanel: PanelFn = ({ s, v, w, h }) => {
   });
   const parts: string[] = [];
   if (search) {
-    const pool = win.page && win.top !== null ? win.page.lines.map((l) => l.text) : s.run.log.lines;
-    parts.push(searchNote(search, search.typing ? null : pool.filter((l) => matches(l, search.query)).length));
+    const pool = win.page && win.top !== null ? win.page.lines : s.run.log.lines;
+    parts.push(searchNote(search, search.typing ? null : matchCount(pool, search.query)));
   }
   if (win.top !== null) {
     const p = win.page!;
