@@ -57,6 +57,7 @@ const UNIT_TESTS = [
   'test/ui/dialog.test.ts',
   'test/ui/evaluation.test.ts',
   'test/ui/keys.test.tsx',
+  'test/ui/logread.test.ts',
   'test/ui/screen.test.tsx',
   'test/ui/text.test.ts',
 ];

@@ -12,6 +12,7 @@ import { currentActor } from '../trainer/control/actions.js';
 import { relaunch } from '../trainer/launch/launch.js';
 import type { RunDirs } from '../trainer/launch/rundirs.js';
 import type { Actor } from '../trainer/control/types.js';
+import { LogBack } from '../trainer/run/logback.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
@@ -24,6 +25,7 @@ import { readOnlyMode } from '../trainer/control/ownfiles.js';
 import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
 import { judgeAdoption } from '../checks/preflight.js';
+import { makePager } from './pager.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -123,8 +125,32 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     // Mouse off is written even with --no-mouse: it costs nothing and heals a terminal left on by a kill -9
     const restore = () => out.write(MOUSE_OFF + ALT_OFF);
     process.once('exit', restore);
+    // `o`: the pager has the terminal meanwhile; a Ctrl-C typed in it is the pager's, not a quit
+    let pagingUntil = 0;
+    const pager = makePager(o.host, {
+      suspend: () => {
+        pagingUntil = Infinity;
+        out.write(MOUSE_OFF + ALT_OFF);
+        if (interactive) process.stdin.setRawMode(false);
+      },
+      resume: () => {
+        if (interactive) process.stdin.setRawMode(true);
+        out.write(ALT_ON + (mouse ? MOUSE_ON : ''));
+        painter?.invalidate();
+        pagingUntil = Date.now() + 500;
+      },
+    });
     const inst = render(
-      createElement(App, { store: collector, actions, interactive, noColor: nc, renderMs, painter }),
+      createElement(App, {
+        store: collector,
+        actions,
+        interactive,
+        noColor: nc,
+        renderMs,
+        painter,
+        logSource: new LogBack(o.host),
+        pager,
+      }),
       {
         maxFps: 4,
         exitOnCtrlC: !interactive,
@@ -141,13 +167,17 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       bySignal = true;
       inst.unmount();
     };
-    process.once('SIGINT', onSig);
+    const onInt = () => {
+      if (Date.now() < pagingUntil) return process.once('SIGINT', onInt);
+      onSig();
+    };
+    process.once('SIGINT', onInt);
     process.once('SIGTERM', onSig);
     process.once('SIGHUP', onSig);
     try {
       await inst.waitUntilExit();
     } finally {
-      process.off('SIGINT', onSig);
+      process.off('SIGINT', onInt);
       process.off('SIGTERM', onSig);
       process.off('SIGHUP', onSig);
       out.off('resize', onResize);

@@ -15,6 +15,7 @@ import { useCallback, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { lineToAnsi } from './ansi.js';
+import { logPath, type LogSource, type PagerFn } from './logkeys.js';
 import type { FramePainter } from './paint.js';
 import { useDialogs } from './useDialogs.js';
 import { useKeys } from './useKeys.js';
@@ -36,6 +37,10 @@ export interface AppProps {
   tickMs?: number;
   /** paint frames with this (row diffs) instead of Ink's own output; Ink then renders nothing */
   painter?: FramePainter;
+  /** the Log's scroll-back, read from the file on demand (src/trainer/run/logback.ts) */
+  logSource?: LogSource;
+  /** `o`: a file in $PAGER with the cockpit suspended (src/commands/pager.ts) */
+  pager?: PagerFn;
 }
 
 export function App(p: AppProps) {
@@ -69,6 +74,15 @@ export function App(p: AppProps) {
       screen.refresh();
     },
     quit,
+    log: {
+      store: p.store,
+      ...(p.logSource ? { source: p.logSource } : {}),
+      ...(p.pager ? { pager: p.pager } : {}),
+      path: () => {
+        const s = stateRef.current;
+        return s ? logPath(s.run.runDir, s.run.log.file) : null;
+      },
+    },
   });
 
   if (p.painter) return null;

@@ -219,7 +219,7 @@ export function compose(
   for (const slot of slots) drawSlot(rowsOut, slot, s, v, now, renderMs, dialog);
   let lines = rowsOut.map((segs) => fit(segs, cols, false));
   if (dialog) {
-    const dv = dialogView(dialog, s, now, Math.min(cols - 8, 96));
+    const dv = dialogView(dialog, s, now, Math.min(cols - 8, 96), Math.max(1, L.height - 4));
     lines = overlay(lines, cols, dialog.kind === 'help' ? 'Keys' : dv.title, dv.role, dv.lines);
   }
   return { lines, layout: L };

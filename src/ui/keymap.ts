@@ -27,7 +27,6 @@ export type Command =
   | 'focus-next'
   | 'focus-prev'
   | 'focus-panel'
-  | 'unselect'
   | 'zoom'
   | 'scroll-up'
   | 'scroll-down'
@@ -37,6 +36,13 @@ export type Command =
   | 'bottom'
   | 'ema'
   | 'chart-range'
+  | 'search'
+  | 'search-next'
+  | 'search-prev'
+  | 'clear'
+  | 'scroll-left'
+  | 'scroll-right'
+  | 'pager'
   | 'help'
   | 'redraw'
   | 'quit';
@@ -141,17 +147,31 @@ export const KEYMAP: readonly MainBinding[] = [
     help: 'scroll the focused panel up (Ranks: select the rank above, for d; Alerts: the alert above)',
   },
   { command: 'scroll-down', keys: ['down', 'j'], help: 'scroll the focused panel down (Ranks, Alerts: select below)' },
-  {
-    command: 'unselect',
-    keys: ['esc'],
-    help: 'drop the rank selected in Ranks (d dumps every rank again)',
-  },
   { command: 'page-up', keys: ['pgup'], help: 'scroll a page up' },
   { command: 'page-down', keys: ['pgdn'], help: 'scroll a page down' },
   { command: 'top', keys: ['home', 'g'], help: 'scroll to the start' },
   { command: 'bottom', keys: ['end', 'G'], help: 'scroll to the end (follow)' },
   { command: 'ema', keys: ['e'], hint: 'EMA', help: 'toggle EMA smoothing of the charts' },
   { command: 'chart-range', keys: ['w'], help: 'charts: last N steps ↔ whole run' },
+  {
+    command: 'search',
+    keys: ['/'],
+    help: 'Log or Dumps: search (type, enter; the matches are highlighted)',
+  },
+  { command: 'search-next', keys: ['n'], help: 'next match (Log: older, Dumps: below)' },
+  { command: 'search-prev', keys: ['N'], help: 'previous match (Log: newer, Dumps: above)' },
+  {
+    command: 'clear',
+    keys: ['esc'],
+    help: 'clear the search; with none, drop the rank selected in Ranks (d dumps every rank again)',
+  },
+  { command: 'scroll-left', keys: ['left'], help: 'Log or Dumps: scroll long lines left' },
+  { command: 'scroll-right', keys: ['right'], help: 'Log or Dumps: scroll long lines right' },
+  {
+    command: 'pager',
+    keys: ['o'],
+    help: 'open the Log or the dump shown in $PAGER (default less -R; over --host a private local copy); the cockpit comes back after',
+  },
   { command: 'help', keys: ['?'], hint: 'help', help: 'this help' },
   {
     command: 'redraw',

@@ -1,12 +1,19 @@
 // The App's dialogs: the one open (if any), opening them, running the actions they start, and their
 // keys (declared beside each dialog in dialogs/, gathered in DIALOG_KEYS, which the dialogs also show). Effects go through
 // `actions` only; their outcome lands in the dialog that asked, if it is still that one.
-import type { Key } from 'ink';
+import { type Key, useStdout } from 'ink';
 import { type RefObject, useCallback, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../checks/present.js';
-import { type Dialog, type DialogOf, dialogBindingFor, relaunchDialog, typing } from './dialogs/index.js';
+import {
+  type Dialog,
+  type DialogOf,
+  dialogBindingFor,
+  helpMaxScroll,
+  relaunchDialog,
+  typing,
+} from './dialogs/index.js';
 import { haltAfterCheckpointDisabled } from './keymap.js';
 
 export interface Dialogs {
@@ -39,6 +46,18 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   /** change the open dialog, whatever it has become by now (an action's outcome arriving) */
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
   const refuse = (what: string, why: string) => set({ kind: 'refused', what, why });
+  const { stdout } = useStdout();
+
+  /** the help scrolled by `delta` lines (a page: the rows its body has), within what it holds */
+  const scrollHelp = (d: DialogOf<'help'>, page: number) => {
+    const s = stateRef.current;
+    if (!s) return;
+    // as compose sizes it: the frame is rows − 1 tall, the box takes 4 of them
+    const room = Math.max(1, (stdout.rows || 24) - 5);
+    const max = helpMaxScroll(s, Math.min((stdout.columns || 80) - 8, 96), room);
+    const delta = Math.abs(page) === 1 ? page : Math.sign(page) * Math.max(1, room - 2);
+    set({ ...d, scroll: Math.max(0, Math.min(max, (d.scroll ?? 0) + delta)) });
+  };
 
   const openDump = (rank: number | null) => {
     const startedAt = Date.now();
@@ -178,6 +197,13 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
         return;
       case 'submit':
         if (d.kind === 'relaunch') relaunchInput(d, '', true);
+        return;
+      case 'line-up':
+      case 'line-down':
+      case 'page-up':
+      case 'page-down':
+        if (d.kind === 'help')
+          scrollHelp(d, { 'line-up': -1, 'line-down': 1, 'page-up': -2, 'page-down': 2 }[b.command]);
         return;
       case undefined:
         // typed or pasted text; a chunk may carry the Enter too ("621\r")

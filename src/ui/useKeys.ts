@@ -3,7 +3,7 @@
 // same words the footer and `?` show. View changes (focus, zoom, scroll, the alert picked) are made
 // at once, so that a key arriving before React re-renders sees them.
 import { type Key, useInput } from 'ink';
-import { type RefObject, useRef } from 'react';
+import { type RefObject, useEffect, useMemo, useRef } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { visiblePanels } from './compose.js';
@@ -11,6 +11,8 @@ import { KeyReader, type MouseEvent } from './input.js';
 import { keyText, off } from './keys.js';
 import { type Command, commandFor, keyOf, PANEL_NUMBERS } from './keymap.js';
 import { FOCUSABLE, type PanelId } from './layout.js';
+import { type LogSource, logKeys, type PagerFn } from './logkeys.js';
+import type { Store } from './useScreen.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
 import { rankBody } from './panels/ranks.js';
 import { hitTest } from './pointer.js';
@@ -65,8 +67,32 @@ export function useKeys(o: {
   view: ViewControl;
   redraw: () => void;
   quit: () => void;
+  /** the Log's scroll-back reader, the pager, and the log's path (Log and Dumps keys: logkeys.ts) */
+  log?: { source?: LogSource; pager?: PagerFn; path(): string | null; store: Store };
 }): void {
   const { actions, stateRef, screen, dialogs, view } = o;
+  const logk = useMemo(
+    () =>
+      logKeys({
+        view,
+        stateRef,
+        size: (p) => {
+          const sl = screen.shown()?.layout;
+          const slot = sl?.kind === 'ok' ? sl.slots.find((x) => x.active === p) : undefined;
+          return slot ? { w: slot.w - 2, h: slot.h - 2 } : null;
+        },
+        ...(o.log?.source ? { source: o.log.source } : {}),
+        ...(o.log?.pager ? { pager: o.log.pager } : {}),
+        logPath: () => o.log?.path() ?? null,
+        refuse: dialogs.refuse,
+        redraw: o.redraw,
+      }),
+    // one controller for the App's life: what it reads goes through refs
+    [],
+  );
+  // a scrolled-back Log counts the lines written since each snapshot (how far behind live it is)
+  useEffect(() => o.log?.store.subscribe(() => logk.onSnapshot()), [o.log?.store, logk]);
+  useEffect(() => o.log?.source?.subscribe(() => logk.onPage()), [o.log?.source, logk]);
 
   /** Alerts panel: ↑/↓ pick an entry of the timeline (kept by key, so a new alert does not move it) */
   const selectAlert = (to: (i: number) => number): void => {
@@ -138,6 +164,7 @@ export function useKeys(o: {
     const f = panel;
     if (pick && f === 'alerts') return selectAlert((i) => i + delta);
     if (pick && f === 'ranks') return selectRank((i) => i + delta);
+    if (f === 'log') return logk.scroll(delta);
     const sign = BOTTOM_ANCHORED.includes(f) ? -1 : 1;
     view.set((v) => ({ ...v, scroll: { ...v.scroll, [f]: Math.max(0, (v.scroll[f] ?? 0) + sign * delta) } }));
   };
@@ -145,6 +172,7 @@ export function useKeys(o: {
   const toEnd = (end: boolean) => {
     if (view.ref.current.focus === 'alerts') return selectAlert(() => (end ? Infinity : 0));
     if (view.ref.current.focus === 'ranks') return selectRank(() => (end ? Infinity : 0));
+    if (view.ref.current.focus === 'log') return end ? logk.bottom() : logk.top();
     view.set((v) => ({
       ...v,
       scroll: { ...v.scroll, [v.focus]: BOTTOM_ANCHORED.includes(v.focus) === end ? 0 : 1e9 },
@@ -204,7 +232,6 @@ export function useKeys(o: {
     'focus-next': () => focus(1),
     'focus-prev': () => focus(-1),
     'focus-panel': () => {}, // by its digit: below
-    unselect: () => view.set((v) => ({ ...v, rankSel: null })),
     zoom: () => view.set((v) => ({ ...v, zoom: v.zoom ? null : v.focus })),
     'scroll-up': () => move(-1),
     'scroll-down': () => move(1),
@@ -213,12 +240,24 @@ export function useKeys(o: {
     top: () => toEnd(false),
     bottom: () => toEnd(true),
     ema: () => view.set((v) => ({ ...v, ema: !v.ema })),
+    search: () => logk.startSearch(view.ref.current.focus),
+    'search-next': () => logk.next(),
+    'search-prev': () => logk.prev(),
+    // esc: the search first, then the rank selection
+    clear: () => {
+      if (!logk.clear()) view.set((v) => ({ ...v, rankSel: null }));
+    },
+    'scroll-left': () => logk.side(-8),
+    'scroll-right': () => logk.side(8),
+    pager: () => logk.open(),
     'chart-range': () => view.set((v) => ({ ...v, chartRange: v.chartRange === 'recent' ? 'all' : 'recent' })),
   };
 
   const reader = useRef(new KeyReader());
   const onKey = (input: string, key: Partial<Key>) => {
     if (dialogs.ref.current) return dialogs.onKey(input, key, o.quit);
+    // a search being typed after `/` takes the keys (logkeys.ts)
+    if (logk.typing(input, key)) return;
     const b = commandFor(input, key);
     if (!b) return notice(`no action on '${keyWord(input, key)}' — ${keyOf('help')} for help`);
     const s = stateRef.current;

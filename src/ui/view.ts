@@ -1,6 +1,8 @@
 // The UI's own state (focus, zoom, scroll, chart options) and the panel signature.
 import type { CockpitState } from '../cockpit/state.js';
 import type { PanelId } from './layout.js';
+import type { LogPage } from '../trainer/run/logback.js';
+import type { Search, TextPanel } from './search.js';
 import type { Line } from './text.js';
 
 export interface ViewState {
@@ -17,6 +19,14 @@ export interface ViewState {
   rankSel?: number | null;
   /** a word in the footer for a moment (a key that does nothing here), until the ms epoch `until` */
   notice?: { text: string; until: number } | null;
+  /** Log scrolled back: the byte offset of its top line (it holds still while the log grows); null: live */
+  logAnchor?: number | null;
+  /** the Log's scroll-back as last read from the file (src/trainer/run/logback.ts) */
+  logPage?: LogPage | null;
+  /** Log and Dumps: columns scrolled right (←/→) */
+  hscroll?: Partial<Record<TextPanel, number>>;
+  /** the search typed with `/` (Log or Dumps) */
+  search?: Search | null;
 }
 
 export const initialView = (): ViewState => ({

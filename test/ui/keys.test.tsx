@@ -47,6 +47,8 @@ test('every key of the main screen reaches its own binding, and no two bindings 
     const named: Record<string, string> = {
       up: 'upArrow',
       down: 'downArrow',
+      left: 'leftArrow',
+      right: 'rightArrow',
       pgup: 'pageUp',
       pgdn: 'pageDown',
       home: 'home',

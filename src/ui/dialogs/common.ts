@@ -7,7 +7,7 @@ import type { Role } from '../palette.js';
 import { type Line, t } from '../text.js';
 
 export type Dialog =
-  | { kind: 'help' }
+  | { kind: 'help'; /** lines scrolled down */ scroll?: number }
   | { kind: 'refused'; what: string; why: string }
   | {
       kind: 'dump';
@@ -50,7 +50,11 @@ export type DialogCommand =
   | 'sigint'
   | 'sigkill'
   | 'submit'
-  | 'erase';
+  | 'erase'
+  | 'line-up'
+  | 'line-down'
+  | 'page-up'
+  | 'page-down';
 
 export type DialogOf<K extends Dialog['kind']> = Extract<Dialog, { kind: K }>;
 /** what a dialog key is judged on: the run (null before the first snapshot), the dialog, the time */

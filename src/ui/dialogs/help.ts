@@ -5,10 +5,23 @@ import { KEYMAP } from '../keymap.js';
 import { clean, type Line, t, wrap } from '../text.js';
 import { CLOSE_READ, type DialogBinding, type DialogOf, type DialogView, dk, QUIT } from './common.js';
 
-export const HELP_KEYS: readonly DialogBinding<'help'>[] = [QUIT, CLOSE_READ];
+const HELP_UP: DialogBinding<'help'> = { command: 'line-up', keys: ['up', 'k'], help: 'in the help: scroll up' };
+const HELP_DOWN: DialogBinding<'help'> = {
+  command: 'line-down',
+  keys: ['down', 'j'],
+  help: 'in the help: scroll down',
+};
+const HELP_PGUP: DialogBinding<'help'> = { command: 'page-up', keys: ['pgup'], help: 'in the help: a page up' };
+const HELP_PGDN: DialogBinding<'help'> = {
+  command: 'page-down',
+  keys: ['pgdn'],
+  help: 'in the help: a page down',
+};
+export const HELP_KEYS: readonly DialogBinding<'help'>[] = [QUIT, CLOSE_READ, HELP_UP, HELP_DOWN, HELP_PGUP, HELP_PGDN];
 export const REFUSED_KEYS: readonly DialogBinding<'refused'>[] = [QUIT, CLOSE_READ];
 
-export function helpView(s: CockpitState, W: number): DialogView {
+/** Every line of the help, before it is fitted to the screen. */
+function helpLines(s: CockpitState, W: number): Line[] {
   const lines: Line[] = [];
   const said = new Set<string>();
   for (const b of KEYMAP) {
@@ -27,13 +40,28 @@ export function helpView(s: CockpitState, W: number): DialogView {
     }
   }
   lines.push([]);
-  lines.push([
-    t(
-      `${keysText(dk(HELP_KEYS, 'close'))} closes. Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.`,
-      'dim',
-    ),
-  ]);
-  return { title: 'Keys', role: 'info', lines };
+  lines.push([t('Dangerous actions are audited in <run>/.nsa-top/actions.jsonl.', 'dim')]);
+  return lines;
+}
+
+/** The most the help can be scrolled down with `room` rows for its body. */
+export function helpMaxScroll(s: CockpitState, W: number, room: number): number {
+  return Math.max(0, helpLines(s, W).length - Math.max(1, room - 1));
+}
+
+/**
+ * The help in `room` rows (the dialog's body): as many keys as fit from the scroll offset, and a
+ * last line that is always there, saying how to scroll and how to close (q), at 80×24 too.
+ */
+export function helpView(s: CockpitState, W: number, room = Infinity, scroll = 0): DialogView {
+  const all = helpLines(s, W);
+  const rows = Math.max(1, room - 1);
+  const off = Math.max(0, Math.min(scroll, all.length - rows));
+  const shown = all.slice(off, off + rows);
+  const close = `${keysText(dk(HELP_KEYS, 'close'))} closes`;
+  const more = all.length > rows;
+  const at = more ? `lines ${off + 1}–${off + shown.length} of ${all.length} · ↑↓ pgup pgdn scroll · ` : '';
+  return { title: 'Keys', role: 'info', lines: [...shown, [t(at, 'dim'), t(close, 'accent', { bold: true })]] };
 }
 
 export function refusedView(d: DialogOf<'refused'>, W: number): DialogView {

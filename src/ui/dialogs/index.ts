@@ -14,6 +14,7 @@ import { relaunchView, RELAUNCH_KEYS } from './relaunch.js';
 export type { Dialog, DialogBinding, DialogCommand, DialogCtx, DialogOf, DialogView } from './common.js';
 export { typing } from './common.js';
 export { escalationGate, trackedRequest } from './halt.js';
+export { helpMaxScroll } from './help.js';
 export { relaunchDialog } from './relaunch.js';
 
 /**
@@ -45,10 +46,11 @@ export function dialogBindings(): DialogBinding[] {
   return out;
 }
 
-export function dialogView(d: Dialog, s: CockpitState, now: number, width: number): DialogView {
+/** `room`: the rows the dialog's body may take (the help scrolls within them) */
+export function dialogView(d: Dialog, s: CockpitState, now: number, width: number, room = Infinity): DialogView {
   switch (d.kind) {
     case 'help':
-      return helpView(s, width);
+      return helpView(s, width, room, d.scroll ?? 0);
     case 'refused':
       return refusedView(d, width);
     case 'dump':

@@ -7,7 +7,8 @@ import { dumpClaims, newestDumpSet, operatorSet, watchdogDumps } from '../dumps.
 import { bindingOf, keyOf } from '../keymap.js';
 import { ago, clock, dur } from '../format.js';
 import type { Role } from '../palette.js';
-import { clean, ellipsize, type Line, strWidth, t, wrap } from '../text.js';
+import { highlight, matches, searchNote, shiftLine } from '../search.js';
+import { clean, ellipsize, type Line, plain, strWidth, t, wrap } from '../text.js';
 import { scrollSlice, type PanelFn } from '../view.js';
 
 const SEV: Record<string, { role: Role; tag: string }> = {
@@ -206,37 +207,10 @@ export const alertBannerPanel: PanelFn = ({ s, w, h, now }) => {
   return { lines };
 };
 
-const STEP_RE = /\bstep[ =:]*0*(\d+)\b/i;
+export { logPanel } from './log.js';
 
-export const logPanel: PanelFn = ({ s, v, h }) => {
-  const lines = s.run.log.lines;
-  if (lines.length === 0)
-    return { lines: [[t(s.run.log.file ? 'log is empty' : 'no train.log in the run dir', 'dim')]] };
-  const alertSteps = new Map<number, Role>();
-  for (const a of s.alerts) if (a.step != null) alertSteps.set(a.step, a.severity === 'critical' ? 'crit' : 'warn');
-  // scroll counts from the bottom (newest); only the lines on screen are styled
-  const off = v.scroll.log ?? 0;
-  const max = Math.max(0, lines.length - h);
-  const o = Math.min(Math.max(0, off), max);
-  const start = Math.max(0, lines.length - h - o);
-  const body: Line[] = lines.slice(start, start + h).map((raw) => {
-    const l = clean(raw);
-    const m = STEP_RE.exec(l);
-    const mark = m ? alertSteps.get(Number(m[1])) : undefined;
-    if (mark) return [t('▶ ', mark, { bold: true }), t(l, mark)];
-    const role: Role | undefined = /error|traceback|nan|oom|out of memory/i.test(l)
-      ? 'crit'
-      : /warn|HALT|fallback/i.test(l)
-        ? 'warn'
-        : /^\[boot\]|^\[train\]/.test(l)
-          ? 'info'
-          : undefined;
-    return [t('  '), t(l, role)];
-  });
-  return { lines: body, more: o, note: o ? `↑${o}` : s.run.log.file ? s.run.log.file.split('/').pop() : undefined };
-};
-
-export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
+/** The Dumps panel's lines before scrolling (the search and `o` read them too); null: no set yet. */
+export function dumpsBody(s: CockpitState, w: number, now: number): { body: Line[]; files: string[] } | null {
   const pidToRank = new Map<number, number>();
   for (const r of s.run.ranks) if (r.pid != null) pidToRank.set(r.pid, r.rank);
   for (const r of s.procs?.ranks ?? []) pidToRank.set(r.proc.pid, r.rank);
@@ -250,8 +224,10 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
   const wd = watchdogDumps(s.run.dumps);
   const set =
     mine?.set ?? signalSet ?? (wd.count ? newestDumpSet(s.run.dumps, pidToRank, odd, 8, new Map(), 'watchdog') : null);
-  if (!set) return { lines: [[t('no stack dumps yet (d dumps every rank)', 'dim')]] };
+  if (!set) return null;
   const body: Line[] = [];
+  // the files in the order the panel shows them (the odd group first, as the groups are drawn)
+  const files: string[] = [];
   const n = (k: number, what: string) => `${k} ${what}${k === 1 ? '' : 's'}`;
   if (mine)
     body.push([
@@ -288,6 +264,8 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
         'dim',
       ),
     ]);
+  for (const g of [...set.groups].sort((a, b) => Number(b.odd) - Number(a.odd)))
+    for (const m of g.members) files.push(m.dump.path);
   for (const g of set.groups) {
     const who = g.members.map((m) => m.label).join(',');
     const step = g.members[0]?.dump.step;
@@ -303,8 +281,25 @@ export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
       if (f.code && w > 60) body.push([t(`      ${ellipsize(clean(f.code), w - 7)}`, 'dim')]);
     }
   }
-  const sl = scrollSlice(body, h, v.scroll.dumps ?? 0);
-  return { lines: sl.shown, more: sl.more, note: `${s.run.dumps.length} files` };
+  return { body, files };
+}
+
+export const dumpsPanel: PanelFn = ({ s, v, w, h, now }) => {
+  const d = dumpsBody(s, w, now);
+  if (!d) return { lines: [[t('no stack dumps yet (d dumps every rank)', 'dim')]] };
+  const search = v.search?.panel === 'dumps' ? v.search : null;
+  const x = v.hscroll?.dumps ?? 0;
+  const sl = scrollSlice(d.body, h, v.scroll.dumps ?? 0);
+  const lines = sl.shown.map((l, i) => {
+    let line = search?.query ? highlight(l, search.query) : l;
+    if (x) line = shiftLine(line, x);
+    return search?.at != null && sl.offset + i === search.at ? [t('›', 'accent', { bold: true }), ...line] : line;
+  });
+  const notes = [`${s.run.dumps.length} files`];
+  if (x) notes.push(`→${x}`);
+  if (search)
+    notes.push(searchNote(search, search.typing ? null : d.body.filter((l) => matches(plain(l), search.query)).length));
+  return { lines, more: sl.more, note: notes.join(' · ') };
 };
 
 function who(a: ActionRecord): string {
