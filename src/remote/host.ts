@@ -192,6 +192,12 @@ export interface Host {
   /** "local" or "user@box:port" — shown in the header and in the action log */
   readonly label: string;
   connState(): ConnState;
+  /**
+   * How old the data pollDir serves is, ms: over SSH the time since the watch loop's last frame
+   * that covered every registered file (a gap in our view — an outage, a hung loop — grows it while
+   * the run's own files show none). Absent (LocalHost): every read is of the file as it is now.
+   */
+  viewAgeMs?(): number | null;
 
   stat(path: string): Promise<FileStat | null>;
   list(dir: string): Promise<DirEntry[]>;
