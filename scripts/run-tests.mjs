@@ -22,6 +22,7 @@ const UNIT_TESTS = [
   'test/checks/rules.test.ts',
   'test/checks/state.test.ts',
   'test/checks/supervisor.test.ts',
+  'test/checks/view.test.ts',
   'test/commands/args.test.ts',
   'test/docs/boundaries.test.ts',
   'test/docs/contract.test.ts',

@@ -79,6 +79,8 @@ export interface ObserverOptions {
    * watchdog --once, report) never act.
    */
   takeOver?: { actor: Actor; readOnly?: boolean } | null;
+  /** data older than this (a remote view: Host.viewAgeMs) is judged STALE, not judged afresh (default 10 s) */
+  staleAfterMs?: number;
 }
 
 const ACTIVE_SUPERVISOR: SupervisorState['state'][] = ['starting', 'running', 'backoff', 'stopping'];
@@ -225,6 +227,7 @@ export class Observer {
     }
     const input: CheckInput = {
       now: run.hostNowMs || host.now(),
+      ...viewOf(host, this.o.staleAfterMs ?? 10_000),
       run,
       procs,
       gpu,
@@ -316,6 +319,20 @@ export class Observer {
         this.taking = null;
       });
   }
+}
+
+/** How old a remote view's data is (Host.viewAgeMs), for the judge; nothing for a local one. */
+function viewOf(host: Host, staleAfterMs: number): Pick<CheckInput, 'view'> {
+  const ageMs = host.viewAgeMs?.();
+  if (ageMs === undefined || ageMs === null) return {};
+  const c = host.connState();
+  const cause =
+    c.state === 'reconnecting'
+      ? `host reconnecting, try ${c.attempt}${c.lastError ? `: ${c.lastError}` : ''}`
+      : c.state === 'closed'
+        ? 'host disconnected'
+        : `nothing newer from ${host.label}'s watch loop`;
+  return { view: { ageMs, staleAfterMs, cause } };
 }
 
 /**
