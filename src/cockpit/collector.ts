@@ -346,7 +346,7 @@ export class Collector {
 
   private async probePySpy(): Promise<void> {
     try {
-      const r = await this.host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
+      const r = await this.host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000, quick: true });
       this.pySpy = r.code === 0 && r.stdout.trim().length > 0;
     } catch {
       this.pySpy = false;

@@ -38,6 +38,12 @@ export interface ExecOptions {
   input?: string | Buffer;
   /** stop collecting output past this many bytes (default 8 MiB) */
   maxOutputBytes?: number;
+  /**
+   * A look that answers at once (`command -v`, `getconf`): over SSH it may run in the watch loop's
+   * shell instead of an SSH session of its own. Never for a command that can hang (nvidia-smi,
+   * py-spy dump): it would hold up the loop's frames.
+   */
+  quick?: boolean;
 }
 
 export interface ExecResult {

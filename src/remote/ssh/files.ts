@@ -106,10 +106,18 @@ export class SshFiles {
     const args = [path, String(start + 1)];
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
     const opts = { maxOutputBytes: 1 << 30, timeoutMs: 120000 };
-    const r =
-      end !== undefined && end - start <= LOOP_READ_MAX
-        ? await this.look(() => script, args, { ...opts, timeoutMs: 30000 })
-        : await this.cmds.sh(script, args, opts);
+    let r: RawResult;
+    if (end !== undefined && end - start <= LOOP_READ_MAX)
+      r = await this.look(() => script, args, { ...opts, timeoutMs: 30000 });
+    else {
+      // to the end of the file: in the loop when it is small (most are), else by exec in full
+      const capped = end === undefined ? `${guard}tail -c +"$2" "$1" | head -c ${LOOP_READ_MAX + 1}` : null;
+      const small = capped && this.loop ? await this.loop(() => capped, args, 30000) : null;
+      r =
+        small && (small.code !== 0 || small.stdout.length <= LOOP_READ_MAX)
+          ? small
+          : await this.cmds.sh(script, args, opts);
+    }
     if (r.code !== 0) throw this.errorFor(path, r, 'read');
     return r.stdout;
   }
