@@ -301,6 +301,7 @@ export class Collector {
     if (fresh && cause === null && !blind) this.lastFreshAt = wall - (viewAgeMs ?? 0);
     const state: CockpitState = {
       at: now,
+      clockOffsetMs: this.host.now() - Date.now(),
       hostLabel: this.host.label,
       conn,
       readOnly: this.o.readOnly === true,

@@ -78,7 +78,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       // Piped: one frame, plain, and a pointer to the headless form.
       await collector.tick();
       const s = await collector.tick();
-      const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now());
+      const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now() + (s.clockOffsetMs ?? 0));
       out.write(f.lines.map((l) => plain(l).replace(/ +$/, '')).join('\n') + '\n');
       process.stderr.write(
         'nsa-top: stdout is not a terminal — printed one frame. `nsa-top status [--json]` is the headless form.\n',
