@@ -23,6 +23,7 @@ const UNIT_TESTS = [
   'test/checks/rules.test.ts',
   'test/checks/state.test.ts',
   'test/checks/supervisor.test.ts',
+  'test/checks/view.test.ts',
   'test/cockpit/notify.test.ts',
   'test/cockpit/metrics.test.ts',
   'test/commands/args.test.ts',

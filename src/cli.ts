@@ -138,6 +138,9 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(`nsa-top ${VERSION}\n`);
       return 0;
     }
+    // over SSH, a frame before the cockpit's chunk (Ink, React) and the SSH stack load
+    if (typeof a.values.host === 'string' && a.values.host !== 'local')
+      (await import('./commands/progress.js')).progressLine(`connecting to ${a.values.host}…`);
     const mod = await loadProduction(() => import('./commands/cockpit.js'));
     return await mod.runCockpit(cockpitArgs(a.positional, a.values));
   } catch (err) {

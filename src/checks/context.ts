@@ -1,5 +1,6 @@
 // What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
 // liveness of the rank processes, the GPUs of the run. Pure.
+import type { ViewAge } from './view.js';
 import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
@@ -39,6 +40,12 @@ export interface CheckInput {
   stopEscalation?: 'SIGINT' | 'SIGKILL' | null;
   /** one phrase of evidence for stopEscalation (who, when, how long after .HALT) */
   stopEscalationWhy?: string | null;
+  /**
+   * How old the data is (a remote view: time since the host's last answer) and when that is too old
+   * to judge: past it the evaluation is STALE, judged as of the data (src/checks/view.ts). Absent:
+   * the data was read just now (a local run).
+   */
+  view?: ViewAge;
   /** the run's grace after .HALT, s (its profile's stop.halt_grace_s): overrides thresholds.haltGraceS,
    *  so the alert and the halt window count the same grace */
   haltGraceS?: number;

@@ -25,7 +25,8 @@ import {
   type MemSample,
 } from './rules/index.js';
 import { bootPhase, heldByBoot, ruleBoot } from './boot.js';
-import { deriveRunState, STATE_HEALTH } from './runstate.js';
+import { deriveRunState, STATE_HEALTH, staleVerdict } from './runstate.js';
+import { asOfView, blindView } from './view.js';
 import { waitsForFile } from './waits.js';
 import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
@@ -50,6 +51,7 @@ export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
+export { blindView, type ViewAge } from './view.js';
 export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
 
 export interface Evaluation {
@@ -109,6 +111,8 @@ export class Checker {
   /** per `${rank}:${source}`: memory samples by step (process RSS, rss_mib, rank heartbeat memory) */
   private mem = new Map<string, MemSample[]>();
   private lastRunDir: string | null = null;
+  /** the state last judged on data fresh enough to judge (what STALE says was last seen) */
+  private lastSeen: { state: RunState; why: string } | null = null;
 
   constructor(t?: Partial<Thresholds>) {
     this.thresholds = { ...DEFAULT_THRESHOLDS, ...(t ?? {}) };
@@ -116,6 +120,50 @@ export class Checker {
 
   /** call once per refresh; keeps bounded history internally (consecutive counts, rolling medians, `since`) */
   evaluate(input: CheckInput): Evaluation {
+    const blind = blindView(input);
+    if (blind) return this.evaluateBlind(input, blind);
+    const ev = this.judge(input.view ? asOfView(input) : input);
+    this.lastSeen = { state: ev.runState, why: ev.runStateWhy };
+    return ev;
+  }
+
+  /**
+   * Data too old to judge (a gap in our view, src/checks/view.ts): the data is judged as of when it
+   * was read, so the panels keep what was seen, but the state is STALE with the data's age, the
+   * watchdog is given nothing to act on, and the Checker keeps nothing of it — the alerts, their
+   * hysteresis and the history are as they were before the gap.
+   */
+  private evaluateBlind(input: CheckInput, blind: { ageS: number; cause: string }): Evaluation {
+    const shown = new Map([...this.shown].map(([k, e]) => [k, { ...e }]));
+    const history = this.history.slice();
+    const mem = new Map([...this.mem].map(([k, v]) => [k, v.slice()]));
+    const lastRunDir = this.lastRunDir;
+    let ev: Evaluation;
+    try {
+      ev = this.judge(asOfView(input));
+    } finally {
+      this.shown = shown;
+      this.history = history;
+      this.mem = mem;
+      this.lastRunDir = lastRunDir;
+    }
+    const v = staleVerdict(this.lastSeen, blind.ageS, blind.cause);
+    return {
+      ...ev,
+      history: history.slice(),
+      runState: v.state,
+      runStateWhy: v.why,
+      stateHealth: STATE_HEALTH[v.state],
+      culprit: null,
+      advancing: false,
+      noStepSinceMs: null,
+      actOn: [],
+      gateHaltIn: null,
+      stallDeadline: null,
+    };
+  }
+
+  private judge(input: CheckInput): Evaluation {
     if (this.lastRunDir !== null && this.lastRunDir !== input.run.runDir) {
       this.shown.clear();
       this.history = [];

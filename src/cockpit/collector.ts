@@ -12,6 +12,7 @@ import { ACTIONS_FILE } from '../trainer/control/audit.js';
 import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { join } from 'node:path';
+import { dur } from '../format.js';
 import { Observer, type GpuSource } from './observe.js';
 import { evaluationFields, type CockpitState } from './state.js';
 
@@ -239,6 +240,8 @@ export class Collector {
         dirs,
         gpu: this.o.gpu ?? null,
         adoptAs: 'cockpit',
+        // a gap in a remote view longer than this is STALE to the judge too (never a frozen step)
+        staleAfterMs: this.staleAfterMs,
         takeOver: this.o.actor ? { actor: this.o.actor, readOnly: this.o.readOnly === true } : null,
       });
       void this.probePySpy();
@@ -293,14 +296,22 @@ export class Collector {
     const gpuLatency = gpu && gpu.status === 'ok' ? gpu.latencyMs : null;
     const conn = this.host.connState();
     const cause = connCause(conn);
-    if (fresh && cause === null) this.lastFreshAt = wall;
+    // the judge said STALE: the data in hand is older than the stale limit (a gap in our view)
+    const blind = ev.runState === 'STALE';
+    const viewAgeMs = obs.input.view?.ageMs ?? null;
+    if (fresh && cause === null && !blind) this.lastFreshAt = wall - (viewAgeMs ?? 0);
     const state: CockpitState = {
       at: now,
+      clockOffsetMs: this.host.now() - Date.now(),
       hostLabel: this.host.label,
       conn,
       readOnly: this.o.readOnly === true,
       run,
       ...evaluationFields(ev),
+      // data older than a refresh is labelled with its age (before it is old enough to be STALE)
+      ...(!blind && viewAgeMs !== null && viewAgeMs > this.intervalMs * 1.5
+        ? { runStateWhy: `${ev.runStateWhy} · data ${dur(viewAgeMs / 1000, 'precise')} old` }
+        : {}),
       gpu,
       procs,
       alertHistory: ev.history,
@@ -326,6 +337,10 @@ export class Collector {
       this.emitIfChanged(out);
       return out;
     }
+    if (blind) {
+      this.emitIfChanged(state);
+      return state;
+    }
     this.lastFresh = { state: state.runState, why: state.runStateWhy };
     this.emitIfChanged(state);
     return state;
@@ -333,7 +348,7 @@ export class Collector {
 
   private async probePySpy(): Promise<void> {
     try {
-      const r = await this.host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
+      const r = await this.host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000, quick: true });
       this.pySpy = r.code === 0 && r.stdout.trim().length > 0;
     } catch {
       this.pySpy = false;

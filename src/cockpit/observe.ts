@@ -81,6 +81,8 @@ export interface ObserverOptions {
    * watchdog --once, report) never act.
    */
   takeOver?: { actor: Actor; readOnly?: boolean } | null;
+  /** data older than this (a remote view: Host.viewAgeMs) is judged STALE, not judged afresh (default 10 s) */
+  staleAfterMs?: number;
 }
 
 /** how long a failed take-over of one request waits before it is tried again */
@@ -164,8 +166,13 @@ export class Observer {
     const errors: string[] = [];
     let run: RunSnapshot;
     let fresh = false;
+    // the data's age is taken with the data: a connection back by the time the round ends must not
+    // make data read during the outage look fresh
+    let dataAt: number | null = null;
     try {
       run = await model.poll();
+      const age = host.viewAgeMs?.();
+      if (age !== undefined && age !== null) dataAt = Date.now() - age;
       fresh = true;
     } catch (e) {
       errors.push(`reading the run: ${(e as Error).message}`);
@@ -225,6 +232,7 @@ export class Observer {
     }
     const input: CheckInput = {
       now: run.hostNowMs || host.now(),
+      ...viewOf(host, dataAt, this.o.staleAfterMs ?? 10_000),
       run,
       procs,
       gpu,
@@ -319,6 +327,23 @@ export class Observer {
   }
 }
 
+/** How old a remote view's data is (Host.viewAgeMs), for the judge; nothing for a local one. */
+function viewOf(host: Host, dataAt: number | null, staleAfterMs: number): Pick<CheckInput, 'view'> {
+  if (!host.viewAgeMs) return {};
+  // no frame yet, or the read failed: as old as the newest frame
+  const age = dataAt !== null ? Date.now() - dataAt : host.viewAgeMs();
+  if (age === null) return {};
+  const ageMs = Math.max(0, age);
+  const c = host.connState();
+  const cause =
+    c.state === 'reconnecting'
+      ? `host reconnecting, try ${c.attempt}${c.lastError ? `: ${c.lastError}` : ''}`
+      : c.state === 'closed'
+        ? 'host disconnected'
+        : `nothing newer from ${host.label}'s watch loop`;
+  return { view: { ageMs, staleAfterMs, cause } };
+}
+
 /**
  * What the judge needs to know of the host itself, looked at once per observer (per connection):
  * its CPU count (os.cpus locally; `getconf _NPROCESSORS_ONLN`, else `nproc`, over SSH) and whether
@@ -346,7 +371,7 @@ export async function hostFacts(host: Host): Promise<{ cpus: number | undefined;
         '-c',
         '(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc); command -v nvidia-smi >/dev/null && echo gpu-tools',
       ],
-      { timeoutMs: 5000 },
+      { timeoutMs: 5000, quick: true },
     );
     const [first, second] = r.stdout.trim().split('\n');
     const n = Number(first?.trim());

@@ -34,7 +34,13 @@ export function evaluationFields(ev: Evaluation) {
 type Judged = Omit<ReturnType<typeof evaluationFields>, 'runState' | 'runStateWhy' | 'alerts' | 'verdicts'>;
 
 export interface CockpitState extends Partial<Judged> {
+  /** when this state was judged, ms epoch on the run host's clock */
   at: number;
+  /**
+   * the run host's clock minus ours, ms (0 locally; over SSH measured at connect): the screen counts
+   * ages ("12s ago") on the host's clock, the one every file time is written in
+   */
+  clockOffsetMs?: number;
   hostLabel: string;
   conn: ConnState;
   readOnly: boolean;

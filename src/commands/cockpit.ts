@@ -26,6 +26,7 @@ import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { makePager } from './pager.js';
+import { progressLine } from './progress.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -83,7 +84,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       // Piped: one frame, plain, and a pointer to the headless form.
       await collector.tick();
       const s = await collector.tick();
-      const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now());
+      const f = compose(s, initialView(), out.columns || 120, out.rows || 40, Date.now() + (s.clockOffsetMs ?? 0));
       out.write(f.lines.map((l) => plain(l).replace(/ +$/, '')).join('\n') + '\n');
       process.stderr.write(
         'nsa-top: stdout is not a terminal — printed one frame. `nsa-top status [--json]` is the headless form.\n',
@@ -200,9 +201,25 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
 export async function runCockpit(args: CockpitArgs): Promise<number> {
   // read-only by the flag or by NSA_TOP_READ_ONLY=1: the keys say so, not only the refusals
   const a = { ...args, readOnly: args.readOnly || readOnlyMode() };
-  const host = await openHostFor(a);
+  // over SSH a frame at once, before the SSH stack loads and the handshake (seconds on a slow link)
+  const say = a.host && process.stdout.isTTY ? progressLine : null;
+  say?.(`connecting to ${a.host}…`);
+  let host: Host;
+  try {
+    host = await openHostFor(a);
+  } catch (e) {
+    say?.(null);
+    throw e;
+  }
   try {
     const runDir = await resolveRunDir(host, a.runDir, process.cwd());
+    if (say) {
+      const n = await host.list(runDir).then(
+        (l) => l.length,
+        () => null,
+      );
+      say(`reading ${n === null ? 'the run' : `${n} files`} of ${runDir} on ${host.label}…`);
+    }
     const actor = await currentActor(host);
     await openCockpit({
       host,
@@ -219,6 +236,10 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
       stop: supervisorStopFn(host, runDir, actor, a.readOnly),
     });
     return 0;
+  } catch (e) {
+    // the error is printed on the normal screen
+    say?.(null);
+    throw e;
   } finally {
     // q quits within a second whatever a child or a mount does: anything still holding the event
     // loop this long after the cockpit closed (a command ignoring SIGTERM, a hung read) is cut short;

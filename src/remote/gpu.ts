@@ -285,6 +285,7 @@ export class GpuMonitor {
     const probe = await this.host.exec(['sh', '-c', 'command -v nvidia-smi'], {
       timeoutMs: this.timeoutMs,
       env: this.opts.env,
+      quick: true,
     });
     if (!this.running) return;
     if (probe.code !== 0 && !probe.timedOut) {

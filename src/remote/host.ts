@@ -38,6 +38,12 @@ export interface ExecOptions {
   input?: string | Buffer;
   /** stop collecting output past this many bytes (default 8 MiB) */
   maxOutputBytes?: number;
+  /**
+   * A look that answers at once (`command -v`, `getconf`): over SSH it may run in the watch loop's
+   * shell instead of an SSH session of its own. Never for a command that can hang (nvidia-smi,
+   * py-spy dump): it would hold up the loop's frames.
+   */
+  quick?: boolean;
 }
 
 export interface ExecResult {
@@ -192,6 +198,12 @@ export interface Host {
   /** "local" or "user@box:port" — shown in the header and in the action log */
   readonly label: string;
   connState(): ConnState;
+  /**
+   * How old the data pollDir serves is, ms: over SSH the time since the watch loop's last frame
+   * that covered every registered file (a gap in our view — an outage, a hung loop — grows it while
+   * the run's own files show none). Absent (LocalHost): every read is of the file as it is now.
+   */
+  viewAgeMs?(): number | null;
 
   stat(path: string): Promise<FileStat | null>;
   list(dir: string): Promise<DirEntry[]>;

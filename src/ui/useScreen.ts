@@ -55,7 +55,7 @@ export function useScreen(o: {
     const s = stateRef.current;
     if (!painter || !s) return;
     const { cols, rows } = sizeRef.current;
-    const f = compose(s, viewRef.current, cols, rows, Date.now(), dialogRef.current, renderMs.current);
+    const f = compose(s, viewRef.current, cols, rows, hostNow(s), dialogRef.current, renderMs.current);
     frameRef.current = f;
     const t0 = performance.now();
     painter.paint(f.lines, cols, rows);
@@ -97,7 +97,12 @@ export function useScreen(o: {
   useLayoutEffect(() => draw(), [o.view, o.dialog, size, draw]);
   const state = stateRef.current;
   const frame =
-    !painter && state ? compose(state, o.view, size.cols, size.rows, Date.now(), o.dialog, renderMs.current) : null;
+    !painter && state ? compose(state, o.view, size.cols, size.rows, hostNow(state), o.dialog, renderMs.current) : null;
   const shown = () => (painter ? frameRef.current : frame);
   return { size, frame, shown, refresh };
+}
+
+/** now on the run host's clock: every age on screen is measured in the clock its file times are in */
+function hostNow(s: CockpitState): number {
+  return Date.now() + (s.clockOffsetMs ?? 0);
 }

@@ -31,6 +31,11 @@ export interface TestSshd {
   /** `[127.0.0.1]:port ssh-ed25519 AAAA…` for the current host key */
   knownHostsLine(): string;
   pid(): number | null;
+  /**
+   * Sessions sshd started with a command (`Starting session: command …`, OpenSSH with logSessions
+   * only; null otherwise): how many execs a client opened.
+   */
+  execs(): number | null;
   /** pids of the per-connection sshd processes (children of the listener) */
   sessionPids(): number[];
   /** kill every per-connection process: connections drop, the listener stays */
@@ -92,6 +97,7 @@ export async function startSshd(
   opts: {
     forceFallback?: boolean;
     /** the one host key the server presents (ed25519 unless said) */ hostKeyType?: 'ed25519' | 'ecdsa';
+    /** log every session's command (LogLevel VERBOSE): `execs()` counts them */ logSessions?: boolean;
   } = {},
 ): Promise<TestSshd> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-sshd-'));
@@ -110,6 +116,8 @@ export async function startSshd(
   let why = SSHD ? (force ? 'NSA_TEST_SSH_SERVER=ssh2' : '') : 'no sshd installed';
   let child: ChildProcess | null = null;
   let fallback: { close(): void } | null = null;
+  /** sshd's stderr when logSessions is set (OpenSSH only) */
+  let sessionLog = '';
   const cfg = join(dir, 'sshd_config');
   writeFileSync(
     cfg,
@@ -126,7 +134,7 @@ export async function startSshd(
       'PasswordAuthentication no',
       'KbdInteractiveAuthentication no',
       'MaxSessions 10',
-      'LogLevel ERROR',
+      `LogLevel ${opts.logSessions ? 'VERBOSE' : 'ERROR'}`,
       '',
     ].join('\n'),
   );
@@ -141,7 +149,10 @@ export async function startSshd(
       }
       child = spawn(SSHD!, ['-D', '-e', '-f', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
-      child.stderr!.on('data', (b: Buffer) => (err = (err + b.toString()).slice(-2000)));
+      child.stderr!.on('data', (b: Buffer) => {
+        err = (err + b.toString()).slice(-2000);
+        if (opts.logSessions) sessionLog += b.toString();
+      });
       const exited = new Promise<never>((_, rej) =>
         child!.once('exit', (c) => rej(new Error(`sshd exited (${c}): ${err.trim()}`))),
       );
@@ -189,6 +200,8 @@ export async function startSshd(
       return `${knownHostName('127.0.0.1', port)} ${pub[0]} ${pub[1]}`;
     },
     pid: () => (child as ChildProcess | null)?.pid ?? null,
+    execs: () =>
+      kind === 'openssh' && opts.logSessions ? (sessionLog.match(/Starting session: command/g) ?? []).length : null,
     sessionPids() {
       const p = (child as ChildProcess | null)?.pid;
       return p ? childPids(p) : [];

@@ -19,6 +19,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
 import { LocalHost } from '../../src/remote/local/host.js';
+import { sigCaught } from '../../src/remote/host.js';
 import { HostKeyError, SshHost } from '../../src/remote/ssh/host.js';
 import { openHost } from '../../src/remote/index.js';
 import { resolveTarget } from '../../src/remote/ssh/config.js';
@@ -559,7 +560,11 @@ test('signals over SSH go by kill, only to the process whose start time matches'
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
-    await new Promise((r) => setTimeout(r, 300)); // handler installed
+    // the handler installed (SigCgt), not a fixed sleep: a signal through the watch loop is quick
+    for (const t0 = Date.now(); Date.now() - t0 < 30_000; await new Promise((r) => setTimeout(r, 50))) {
+      const m = /^SigCgt:\s*(\S+)/m.exec(readFileSync(`/proc/${c.pid}/status`, 'utf8'));
+      if (m && sigCaught(m[1]!, 10)) break;
+    }
     await assert.rejects(
       host.signal(c.pid!, 'SIGUSR1', { startTime: String(Number(info.startTime) + 1) }),
       /another process/,

@@ -390,12 +390,18 @@ export async function probeBox(
   );
   const t1 = Date.now();
   const lines = r.stdout.trim().split('\n');
+  return { clockOffsetMs: clockOffsetOf(r.stdout, t0, t1), gnuFind: !posixOnly && (lines[2] ?? '') === 'gnu' };
+}
+
+/**
+ * The box's clock minus ours from `date +%s%N; date +%s` asked between t0 and t1 (ours): the
+ * midpoint of the round trip (null: the box did not tell; whole seconds where %N is not supported).
+ */
+export function clockOffsetOf(out: string, t0: number, t1: number): number | null {
+  const lines = out.trim().split('\n');
   const ns = lines[0] ?? '';
   let remoteMs: number | null = null;
   if (/^\d{16,}$/.test(ns)) remoteMs = Number(ns.slice(0, -6));
   else if (/^\d+$/.test(lines[1] ?? '')) remoteMs = Number(lines[1]) * 1000 + 500;
-  return {
-    clockOffsetMs: remoteMs !== null ? Math.round(remoteMs - (t0 + t1) / 2) : null,
-    gnuFind: !posixOnly && (lines[2] ?? '') === 'gnu',
-  };
+  return remoteMs !== null ? Math.round(remoteMs - (t0 + t1) / 2) : null;
 }

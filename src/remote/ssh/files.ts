@@ -1,5 +1,8 @@
-// File operations on the remote box, each one guarded sh script over exec (stat, list, reads,
-// writes, nsa-top's own files, signals). The poll path does not come here: it rides the watch loop.
+// File operations on the remote box, each one guarded sh script (stat, list, reads, writes,
+// nsa-top's own files, signals). The looks (stat, list, a bounded read) and signals run inside the
+// watch loop's shell when it is up (`x`, watch-script.ts): no SSH session each. Writes (they carry
+// stdin), unbounded reads and anything with a line break in an argument go by exec, as does
+// everything while the loop is down. The poll path does not come here: it rides the watch loop.
 import {
   CATCHABLE_SIGNALS,
   noHandlerError,
@@ -24,12 +27,29 @@ const lastLine = (r: Failure) => r.stderr.toString('utf8').trim().split('\n').po
 /** exit codes of the plain file scripts → errno names (anything else: EIO, or ETIMEDOUT) */
 const ERRNO_OF_EXIT: Record<number, string> = { 3: 'ENOENT', 17: 'EEXIST', 4: 'ENOTREG', 13: 'EACCES' };
 
+/** a read larger than this goes by exec (it would hold up the watch loop's frames) */
+const LOOP_READ_MAX = 16 * 1024 * 1024;
+
+/** runs a one-line script inside the watch loop; null: it cannot now (see WatchLoop.runScript) */
+export type LoopRunner = (build: () => string, args: string[], timeoutMs: number) => Promise<RawResult | null>;
+
 export class SshFiles {
   constructor(
     private readonly cmds: RemoteCommands,
     private readonly label: string,
     private readonly box: BoxFacts,
+    private readonly loop: LoopRunner | null = null,
   ) {}
+
+  /** a script without stdin: in the watch loop when it can take it, else over exec */
+  private async look(
+    build: () => string,
+    args: string[],
+    opts: { timeoutMs: number; maxOutputBytes?: number },
+  ): Promise<RawResult> {
+    const r = this.loop ? await this.loop(build, args, opts.timeoutMs) : null;
+    return r ?? this.cmds.sh(build(), args, opts);
+  }
 
   private errorFor(path: string, r: Failure, what: string): Error {
     const msg = lastLine(r);
@@ -47,7 +67,7 @@ export class SshFiles {
   }
 
   async stat(path: string): Promise<FileStat | null> {
-    const r = await this.cmds.sh(this.statScript(), [path], { timeoutMs: 15000 });
+    const r = await this.look(() => this.statScript(), [path], { timeoutMs: 15000 });
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
     const [ino, type, size, mt, perm, uid, nlink, dev] = r.stdout.toString().trim().split(' ');
@@ -62,10 +82,10 @@ export class SshFiles {
 
   async list(dir: string): Promise<DirEntry[]> {
     // a dir that can be listed but not searched (mode 444) holds nothing readable: EACCES
-    const script =
+    const script = () =>
       `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
       (this.box.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
-    const r = await this.cmds.sh(script, [dir], { timeoutMs: 15000 });
+    const r = await this.look(script, [dir], { timeoutMs: 15000 });
     const now = Date.now() + this.box.clockOffsetMs;
     const out: DirEntry[] = [];
     for (const line of r.stdout.toString('utf8').split('\n')) {
@@ -85,7 +105,19 @@ export class SshFiles {
     const script = end === undefined ? `${guard}tail -c +"$2" "$1"` : `${guard}tail -c +"$2" "$1" | head -c "$3"`;
     const args = [path, String(start + 1)];
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
-    const r = await this.cmds.sh(script, args, { maxOutputBytes: 1 << 30, timeoutMs: 120000 });
+    const opts = { maxOutputBytes: 1 << 30, timeoutMs: 120000 };
+    let r: RawResult;
+    if (end !== undefined && end - start <= LOOP_READ_MAX)
+      r = await this.look(() => script, args, { ...opts, timeoutMs: 30000 });
+    else {
+      // to the end of the file: in the loop when it is small (most are), else by exec in full
+      const capped = end === undefined ? `${guard}tail -c +"$2" "$1" | head -c ${LOOP_READ_MAX + 1}` : null;
+      const small = capped && this.loop ? await this.loop(() => capped, args, 30000) : null;
+      r =
+        small && (small.code !== 0 || small.stdout.length <= LOOP_READ_MAX)
+          ? small
+          : await this.cmds.sh(script, args, opts);
+    }
     if (r.code !== 0) throw this.errorFor(path, r, 'read');
     return r.stdout;
   }
@@ -203,7 +235,7 @@ export class SshFiles {
       script = `read -r s < /proc/"$1"/stat || exit 3; s=\${s##*) }; set -f; set -- "$1" "$2" $s; [ "\${22}" = "$2" ] || exit 4; ${handler}${script}`;
       args.push(expect.startTime);
     }
-    const r = await this.cmds.sh(script, args, { timeoutMs: 15000 });
+    const r = await this.look(() => script, args, { timeoutMs: 15000 });
     if (r.code === 3) throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
     if (r.code === 5 && sigNo !== undefined) throw noHandlerError(pid, sig);
     if (r.code === 4)

@@ -24,7 +24,7 @@ import type {
   StreamOptions,
 } from '../host.js';
 import { ChannelLimiter } from './channels.js';
-import { probeBox, SshConnection, type BoxFacts, type SshHostOptions } from './connection.js';
+import { clockOffsetOf, probeBox, SshConnection, type BoxFacts, type SshHostOptions } from './connection.js';
 import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
@@ -62,7 +62,11 @@ export class SshHost implements Host {
     this.conn = new SshConnection(opts, {
       connected: async () => {
         this.channels.reset();
-        const facts = await probeBox((argv, o) => this.cmds.exec(argv, o), opts.posixOnly ?? false);
+        this.box.gnuFind = !opts.posixOnly;
+        // the watch loop starts with the connection: every look after this one rides it (one SSH
+        // session per connection), and the box is probed through it too
+        const facts =
+          (await this.probeInLoop()) ?? (await probeBox((argv, o) => this.cmds.exec(argv, o), opts.posixOnly ?? false));
         if (facts.clockOffsetMs !== null) this.box.clockOffsetMs = facts.clockOffsetMs;
         this.box.gnuFind = facts.gnuFind;
       },
@@ -75,7 +79,9 @@ export class SshHost implements Host {
       },
     });
     this.cmds = new RemoteCommands(this.conn, this.channels, (pid, sig) => this.watch.kill(pid, sig));
-    this.files = new SshFiles(this.cmds, this.label, this.box);
+    this.files = new SshFiles(this.cmds, this.label, this.box, (build, args, ms) =>
+      this.watch.runScript(build, args, ms),
+    );
     this.watch = new WatchLoop(this.conn, this.channels, this.box, opts.watchIntervalMs ?? 1000);
     this.poller = new DirPoller(
       this.watch,
@@ -87,6 +93,26 @@ export class SshHost implements Host {
       },
       opts.stallMs,
     );
+  }
+
+  /**
+   * The box's clock and tools, asked through the watch loop (started here): `date` in the loop's
+   * shell, timed from the moment the line is sent (no session start-up inside the round trip, so
+   * the offset is good to a few ms). Null when the loop cannot start: probeBox execs instead.
+   */
+  private async probeInLoop(): Promise<{ clockOffsetMs: number | null; gnuFind: boolean } | null> {
+    try {
+      await this.watch.ensure();
+    } catch {
+      return null;
+    }
+    // the first answer also waits for the loop's hello: time a second one
+    if (!(await this.watch.runScript(() => 'true', [], 10_000))) return null;
+    const t0 = Date.now();
+    const r = await this.watch.runScript(() => 'date +%s%N; date +%s', [], 10_000);
+    const t1 = Date.now();
+    if (!r || r.code !== 0) return null;
+    return { clockOffsetMs: clockOffsetOf(r.stdout.toString(), t0, t1), gnuFind: this.box.gnuFind };
   }
 
   /** Connects (first attempt errors are thrown: host key, auth, network). */
@@ -115,7 +141,24 @@ export class SshHost implements Host {
     return Date.now() + this.box.clockOffsetMs;
   }
 
-  exec(argv: string[], opts: ExecOptions) {
+  async exec(argv: string[], opts: ExecOptions) {
+    if (opts.quick && opts.input === undefined && !opts.cwd) {
+      // env rides as `env K=V …` arguments (a name that is not a plain name goes by exec)
+      const env = Object.entries(opts.env ?? {});
+      if (env.every(([k]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k))) {
+        const args = env.length ? ['env', ...env.map(([k, v]) => `${k}=${v}`), ...argv] : argv;
+        const r = await this.watch.runScript(() => 'exec "$@"', args, opts.timeoutMs);
+        if (r)
+          return {
+            code: r.code,
+            signal: r.signal,
+            stdout: r.stdout.toString('utf8'),
+            stderr: r.stderr.toString('utf8'),
+            timedOut: r.timedOut,
+            durationMs: r.durationMs,
+          };
+      }
+    }
     return this.cmds.exec(argv, opts);
   }
 
@@ -173,6 +216,10 @@ export class SshHost implements Host {
 
   readProcTable(req: ProcTableRequest, timeoutMs: number) {
     return this.watch.readProcTable(req, timeoutMs);
+  }
+
+  viewAgeMs(): number | null {
+    return this.watch.viewAgeMs();
   }
 
   /** pid of the remote watch loop (diagnostics and tests) */

@@ -28,6 +28,11 @@ import { PROC_SCRIPT } from '../procs.js';
 //                               its raw output, then `\n@@P ID NONCE@@\n` (NONCE = $2, random)
 //   k TERM|KILL PID             end a command this client started (exec timeout, stream stop):
 //                               its process group, else the pid — without a new channel
+//   x ID N                      then N lines `ARG|`: run `sh -c ARG1 sh ARG2…` (a one-line file
+//                               script of files.ts: stat, list, read, signal) with stdin from
+//                               /dev/null, under `timeout 20` where there is one; answer: `Q ID`,
+//                               its raw stdout, `\n@@Q ID NONCE@@\n`, then `q ID RC LAST-STDERR-LINE`
+//                               (a look costs a fork in this shell, not an SSH session)
 // Output (remote → client):
 //   L ID / e INO TYPE SIZE MTIME NAME / E ID     a listing (GNU find); `l <ls -lnai line>` without it
 //   N ID                                         directory missing or unreadable
@@ -37,6 +42,7 @@ import { PROC_SCRIPT } from '../procs.js';
 //   m K ID                                       file missing
 // (`$\{` below stands for `${`, which a template literal would interpolate)
 export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
+exec 3>&1
 NONCE=$2
 procs_fn() {
 @@PROC_SCRIPT@@
@@ -205,6 +211,17 @@ while IFS= read -r line; do
         procs_fn "$rd" "$tk" "$md" "$kn" "$@"
       )
       printf '\n@@P %s %s@@\n' "$i" "$NONCE" ;;
+    'x '*)
+      r=$\{line#x }; i=$\{r%% *}; n=$\{r#* }
+      num "$i" && num "$n" || continue
+      set --; j=0
+      while [ "$j" -lt "$n" ] && IFS= read -r a; do set -- "$@" "$\{a%|}"; j=$((j + 1)); done
+      [ "$j" = "$n" ] && [ "$n" -gt 0 ] || continue
+      sc=$1; shift
+      printf 'Q %s\n' "$i"
+      xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?
+      if [ "$xr" = 0 ] || [ -z "$xe" ]; then xe=; else xe=$(printf '%s\n' "$xe" | tail -n 1); fi
+      printf '\n@@Q %s %s@@\nq %s %s %s\n' "$i" "$NONCE" "$i" "$xr" "$xe" ;;
     'k '*)
       r=$\{line#k }; sg=$\{r%% *}; i=$\{r#* }
       num "$i" || continue

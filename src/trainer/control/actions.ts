@@ -255,7 +255,7 @@ function targetOf(t: RankTarget): Record<string, unknown> {
 
 async function pySpyInstalled(host: Host): Promise<boolean> {
   try {
-    const r = await host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000 });
+    const r = await host.exec(['sh', '-c', 'command -v py-spy'], { timeoutMs: 3000, quick: true });
     return r.code === 0 && r.stdout.trim().length > 0;
   } catch {
     return false;

@@ -228,7 +228,7 @@ export async function readAdoptionFile(
 /** /proc/PID/FILE in full (procfs reports size 0, so not through a size-bounded read) */
 async function readProcFile(host: Host, pid: number, file: 'environ' | 'cmdline' | 'status'): Promise<string> {
   if (host.kind === 'local') return (await readFile(`/proc/${pid}/${file}`)).toString('utf8');
-  const r = await host.exec(['cat', `/proc/${pid}/${file}`], { timeoutMs: 10_000 });
+  const r = await host.exec(['cat', `/proc/${pid}/${file}`], { timeoutMs: 10_000, quick: true });
   if (r.code !== 0) throw new Error(r.stderr.trim() || `exit ${r.code}`);
   return r.stdout;
 }

@@ -42,7 +42,7 @@ export function currentUid(host: Host): Promise<number | null> {
   let p = uidCache.get(host);
   if (!p) {
     p = host
-      .exec(['id', '-u'], { timeoutMs: 10_000 })
+      .exec(['id', '-u'], { timeoutMs: 10_000, quick: true })
       .then((r) => (r.code === 0 && /^\d+$/.test(r.stdout.trim()) ? Number(r.stdout.trim()) : null))
       .catch(() => null);
     uidCache.set(host, p);

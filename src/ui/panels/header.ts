@@ -116,7 +116,8 @@ export function progressLine(s: CockpitState): Line {
 }
 
 export const headerPanel: PanelFn = ({ s, now }) => {
-  const conn = connText(s.conn, s.hostLabel, now);
+  // the connection's times are ours (this machine's clock), not the host's
+  const conn = connText(s.conn, s.hostLabel, now - (s.clockOffsetMs ?? 0));
   const role = stateRole(s);
   const first: Line = [
     t(` ${s.runState} `, role, { inverse: true, bold: true }),

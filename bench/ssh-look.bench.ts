@@ -1,0 +1,111 @@
+// The cockpit and `status` over SSH against the same commands locally, on one live run (the
+// reference trainer, one rank) and a real OpenSSH sshd on loopback, all in this one run (the
+// machine is shared: compare within a run, never across runs). Reported:
+// - cockpit --host: ms to its first text ("connecting to HOST…") and to the run on screen (RUNNING),
+//   beside a local cockpit's time to the run;
+// - status --host vs local status: medians of LOOKS runs each, interleaved, and their ratio;
+// - SSH sessions sshd started per `status --host` (its log, LogLevel VERBOSE).
+// NSA_BENCH_FILTER=ssh-look npm run bench
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { startSshd } from '../test/helpers/sshd.js';
+import { BIN, Cockpit } from '../test/e2e/pty.js';
+import { killRecorded, runPids } from '../test/e2e/cleanup.js';
+
+const LOOKS = Number(process.env.NSA_BENCH_LOOKS ?? 5);
+const tmp = mkdtempSync(join(tmpdir(), 'nsa-bench-ssh-look-'));
+const runDir = join(tmp, 'run');
+const sshd = await startSshd({ logSessions: true });
+const env = { ...process.env, HOME: join(tmp, 'home'), SSH_AUTH_SOCK: '' } as Record<string, string>;
+const hostArgs = [
+  '--host',
+  `${userInfo().username}@127.0.0.1:${sshd.port}`,
+  '-i',
+  sshd.userKey,
+  '--accept-new-host-key',
+];
+const trainer = spawn(
+  process.execPath,
+  [BIN, 'train', '--out', runDir, '--ranks', '1', '--steps', '100000', '--log-every', '1', '--save-every', '0'],
+  { cwd: tmp, stdio: 'ignore' },
+);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function cockpit(extra: string[]): Promise<{ firstMs: number; runMs: number }> {
+  const t0 = performance.now();
+  const c = new Cockpit([runDir, ...extra, '--read-only'], { cwd: tmp, env, cols: 120, rows: 30 });
+  let firstMs = NaN;
+  try {
+    for (;;) {
+      await new Promise<void>((r) => c.term.write('', r));
+      const s = c.screen();
+      if (Number.isNaN(firstMs) && s.trim()) firstMs = performance.now() - t0;
+      if (/RUNNING/.test(s)) return { firstMs, runMs: performance.now() - t0 };
+      if (performance.now() - t0 > 60_000 || c.exitCode !== null) throw new Error(`no run on screen:\n${s}`);
+      await sleep(10);
+    }
+  } finally {
+    c.proc.kill('SIGTERM');
+    await c.exited;
+  }
+}
+
+function status(extra: string[]): number {
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [BIN, 'status', runDir, '--json', ...extra], { env, encoding: 'utf8' });
+  if (r.status !== 0 && r.status !== 1) throw new Error(`status ${extra.join(' ')}: ${r.stderr}`);
+  return performance.now() - t0;
+}
+
+try {
+  for (let i = 0; ; i++) {
+    try {
+      if (readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8').split('\n').length > 8) break;
+    } catch {
+      /* not yet */
+    }
+    if (i > 600) throw new Error('the trainer did not start');
+    await sleep(100);
+  }
+  // the first look at a hand-launched run records its adoption (writes): not part of the figures
+  status(hostArgs);
+  const ssh = [];
+  const local = [];
+  for (let i = 0; i < 2; i++) {
+    ssh.push(await cockpit(hostArgs));
+    local.push(await cockpit([]));
+  }
+  const remoteMs: number[] = [];
+  const localMs: number[] = [];
+  const sessions: number[] = [];
+  for (let i = 0; i < LOOKS; i++) {
+    localMs.push(status([]));
+    await sleep(500); // sshd logs the previous look's last lines
+    const e0 = sshd.execs() ?? 0;
+    remoteMs.push(status(hostArgs));
+    await sleep(500);
+    sessions.push((sshd.execs() ?? 0) - e0);
+  }
+  const f = (n: number) => `${n.toFixed(0).padStart(7)} ms`;
+  console.log(
+    `\nssh server: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+  );
+  console.log(
+    `cockpit --host: first text ${f(median(ssh.map((x) => x.firstMs)))}, run on screen ${f(median(ssh.map((x) => x.runMs)))}`,
+  );
+  console.log(`cockpit local:  run on screen ${f(median(local.map((x) => x.runMs)))}`);
+  console.log(
+    `status --host ${f(median(remoteMs))} vs local ${f(median(localMs))}: ${(median(remoteMs) / median(localMs)).toFixed(1)}x (medians of ${LOOKS})`,
+  );
+  console.log(
+    `SSH sessions per status --host: ${sshd.kind === 'openssh' ? sessions.join(' ') : 'not counted (no OpenSSH log)'}`,
+  );
+} finally {
+  killRecorded(runPids(runDir));
+  if (trainer.exitCode === null) trainer.kill('SIGKILL');
+  await sshd.stop();
+  rmSync(tmp, { recursive: true, force: true });
+}
