@@ -1,6 +1,7 @@
 // What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
 // liveness of the rank processes, the GPUs of the run. Pure.
 import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
+import type { HostStats } from '../remote/hoststats.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { isToolProcess } from '../trainer/run/ranks.js';
@@ -19,6 +20,8 @@ export interface CheckInput {
   run: RunSnapshot;
   procs: RunProcesses | null;
   gpu: GpuTelemetry | null;
+  /** the host's RAM, swap, CPU, load and disks (src/remote/hoststats.ts); absent: not read */
+  hostStats?: HostStats | null;
   /** what the run was launched with, when known (from run.info / the supervisor): to catch a wrong CONFIG */
   launched?: Launched;
   /** CPU cores of the training host, for the CPU throughput upper bound (optional) */

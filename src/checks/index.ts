@@ -30,6 +30,7 @@ import { waitsForFile } from './waits.js';
 import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
+import { foldIntoHostMem, HostSeries, ruleHostResources } from './rules/hostres.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
   Alert,
@@ -109,6 +110,8 @@ export class Checker {
   /** per `${rank}:${source}`: memory samples by step (process RSS, rss_mib, rank heartbeat memory) */
   private mem = new Map<string, MemSample[]>();
   private lastRunDir: string | null = null;
+  /** the host's RAM and disk readings over time (the host rules fit a trend) */
+  private hostSeries = new HostSeries();
 
   constructor(t?: Partial<Thresholds>) {
     this.thresholds = { ...DEFAULT_THRESHOLDS, ...(t ?? {}) };
@@ -120,14 +123,16 @@ export class Checker {
       this.shown.clear();
       this.history = [];
       this.mem.clear();
+      this.hostSeries.clear();
     }
     this.lastRunDir = input.run.runDir;
     const ctx = buildCtx(input, this.thresholds);
     this.sampleMemory(ctx);
+    this.hostSeries.add(input.hostStats);
     const si = stallInfo(ctx);
     const gates = ruleGates(ctx);
     const boot = bootPhase(ctx, si);
-    const all: Draft[] = [
+    const all: Draft[] = foldIntoHostMem([
       ...ruleStall(ctx, si),
       ...ruleProcesses(ctx, si),
       ...ruleHalt(ctx),
@@ -145,7 +150,8 @@ export class Checker {
       ...ruleBoot(boot),
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),
-    ];
+      ...ruleHostResources(ctx, this.hostSeries),
+    ]);
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it
     const drafts = all.filter((d) => !(boot && heldByBoot(boot, d.id)) && waitsForFile(ctx, d.id) === null);

@@ -16,6 +16,8 @@ import { launchedFromRunInfo } from '../checks/launched.js';
 import type { CheckInput, Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
+import { HostStatsReader, type HostStats } from '../remote/hoststats.js';
+import { dirname } from 'node:path';
 import { activeRequest, type Actor, type ControlRequest, type SupervisorState } from '../trainer/control/types.js';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
@@ -63,6 +65,8 @@ export interface Observation {
   takeOver: ActionRecord | null;
   /** how the run's stops went (halts, SIGINT/SIGKILL escalations, the watchdog's stalls, argv's dataset) */
   stop: StopFacts | null;
+  /** the host's RAM, swap, CPU, load and the disks of the run dir and the checkpoints (null: not read yet) */
+  hostStats: HostStats | null;
 }
 
 export interface ObserverOptions {
@@ -110,6 +114,7 @@ export class Observer {
   private lastTakeOver: ActionRecord | null = null;
   private stop: StopFacts | null = null;
   private stopAt = 0;
+  private hostStats: HostStatsReader;
 
   constructor(
     host: Host,
@@ -118,6 +123,7 @@ export class Observer {
     this.host = host;
     this.dirs = o.dirs;
     this.model = o.model ?? null;
+    this.hostStats = new HostStatsReader(host);
   }
 
   /** the run model (opened on the first round) */
@@ -156,7 +162,9 @@ export class Observer {
    * One round. `procsDue` says whether the process table is read this round (default: every round;
    * the cockpit reads it every few seconds, or at once when the heartbeats name new pids).
    */
-  async observe(o: { procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean } = {}): Promise<Observation> {
+  async observe(
+    o: { procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean; waitHostStats?: boolean } = {},
+  ): Promise<Observation> {
     await this.open();
     this.rounds++;
     const host = this.host;
@@ -223,8 +231,23 @@ export class Observer {
       this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir).catch(() => this.stop);
       this.stopAt = Date.now();
     }
+    // the host's resources: the run dir's file system, and the checkpoints' when they are elsewhere
+    const newestCkpt = run.checkpoints.reduce<(typeof run.checkpoints)[number] | undefined>(
+      (a, c) => (!a || c.step > a.step ? c : a),
+      undefined,
+    );
+    const hostStats = await this.hostStats
+      .read(
+        [
+          { path: this.dirs.outDir, role: 'run dir' },
+          ...(newestCkpt ? [{ path: dirname(newestCkpt.path), role: 'checkpoints' }] : []),
+        ],
+        { wait: o.waitHostStats },
+      )
+      .catch(() => null);
     const input: CheckInput = {
       now: run.hostNowMs || host.now(),
+      hostStats,
       run,
       procs,
       gpu,
@@ -254,6 +277,7 @@ export class Observer {
       errors,
       takeOver: this.lastTakeOver,
       stop: this.stop,
+      hostStats,
     };
   }
 
