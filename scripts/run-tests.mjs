@@ -53,6 +53,7 @@ const UNIT_TESTS = [
   'test/ui/chart.test.ts',
   'test/ui/dialog.test.ts',
   'test/ui/evaluation.test.ts',
+  'test/ui/host.test.ts',
   'test/ui/keys.test.tsx',
   'test/ui/screen.test.tsx',
   'test/ui/text.test.ts',

@@ -51,7 +51,7 @@ function changeKey(s: CockpitState): string {
   const procs = s.procs
     ? `${s.procs.ranks.map((p) => `${p.rank}:${p.proc.pid}:${p.proc.state}:${Math.round(p.proc.cpuPct ?? -1)}:${Math.round((p.proc.rssKiB ?? 0) / 10240)}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.error ?? ''}`
     : 'none';
-  const gpu = s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none';
+  const gpu = `${s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none'}|host ${s.hostStats?.at ?? ''}`;
   const alerts = s.alerts.map((a) => `${a.id}:${a.severity}:${a.title}:${a.clearing ?? ''}`).join(',');
   return [
     files,
@@ -301,6 +301,7 @@ export class Collector {
       run,
       ...evaluationFields(ev),
       gpu,
+      hostStats: obs.hostStats,
       procs,
       alertHistory: ev.history,
       actions,
