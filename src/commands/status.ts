@@ -150,7 +150,7 @@ async function statusOn(
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
   // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
   // its launch recorded, so that it can be relaunched later
-  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe();
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe({ waitHostStats: true });
   const ev = checker.evaluate(obs.input);
   snap = obs.run;
   const resumeCheckpoint = await resumeCheckpointOf(host, obs.dirs, full);
@@ -183,7 +183,14 @@ export function statusJson(
     dumpSets: operatorDumpSets(actions),
     state: { runState: ev.runState, why: ev.runStateWhy },
     alerts: jsonAlerts(ev.alerts),
-    ...(obs ? { supervisor: supervisorField(obs), requests: requestsField(obs), haltGraceS: obs.haltGraceS } : {}),
+    ...(obs
+      ? {
+          supervisor: supervisorField(obs),
+          requests: requestsField(obs),
+          haltGraceS: obs.haltGraceS,
+          hostResources: obs.hostStats,
+        }
+      : {}),
   };
 }
 

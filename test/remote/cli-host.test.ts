@@ -81,9 +81,27 @@ test('nsa-top status --host --json equals the local status of the same run (but 
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;
     assert.notEqual(j.host, undefined);
-    for (const k of ['takenAt', 'host', 'hostNowMs']) delete j[k];
+    // the host's resources are read afresh by each (the same machine here): compared on their own
+    for (const k of ['takenAt', 'host', 'hostNowMs', 'hostResources']) delete j[k];
     return j;
   };
+  // the Host panel's figures, locally and over SSH: the same machine's RAM and the run dir's disk
+  type Res = {
+    memTotalMiB: number;
+    memAvailMiB: number;
+    load: number[];
+    disks: { role: string; mount: string | null; totalMiB: number }[];
+  };
+  const lr = (JSON.parse(local.stdout) as { hostResources: Res }).hostResources;
+  const rr = (JSON.parse(remote.stdout) as { hostResources: Res }).hostResources;
+  for (const x of [lr, rr]) {
+    assert.ok(x.memTotalMiB > 0 && x.memAvailMiB > 0 && x.memAvailMiB <= x.memTotalMiB, JSON.stringify(x));
+    assert.equal(x.load.length, 3);
+    assert.equal(x.disks[0]?.role, 'run dir');
+  }
+  assert.equal(Math.round(rr.memTotalMiB), Math.round(lr.memTotalMiB));
+  assert.ok(Math.abs(rr.disks[0]!.totalMiB - lr.disks[0]!.totalMiB) < 1, 'the same file system');
+  assert.ok(rr.disks[0]!.mount !== null, 'df named the mount over SSH');
   const r = JSON.parse(remote.stdout) as { host: string; step: number };
   assert.match(r.host, /127\.0\.0\.1/, 'the remote snapshot says where it was taken');
   assert.equal(r.step, 40);
@@ -130,7 +148,7 @@ test('nsa-top status --host --json on a run dir of hundreds of files (read in bu
   ]);
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;
-    for (const k of ['takenAt', 'host', 'hostNowMs']) delete j[k];
+    for (const k of ['takenAt', 'host', 'hostNowMs', 'hostResources']) delete j[k];
     return j;
   };
   const l = strip(local.stdout) as { ranks: unknown[]; dumps: unknown[] };
