@@ -8,6 +8,7 @@ import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
+import { parseInjection } from '../reference/inject.js';
 import type { PreflightLine } from '../../checks/preflight.js';
 import {
   adoptionPreflight,
@@ -168,6 +169,23 @@ export interface LaunchOptions {
   extraArgs?: string[];
 }
 
+/** Validates every `--inject SPEC` / `--inject=SPEC` of a reference trainer's arguments (InputError, exit 2). */
+export function injectionsOf(args: readonly string[]): void {
+  const end = args.indexOf('--');
+  const words = end < 0 ? args : args.slice(0, end);
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    const spec = w === '--inject' ? words[++i] : w.startsWith('--inject=') ? w.slice('--inject='.length) : null;
+    if (spec === null) continue;
+    if (spec === undefined) throw new InputError('--inject needs a SPEC (e.g. hang@step=40). Nothing was started.');
+    try {
+      parseInjection(spec);
+    } catch (e) {
+      throw new InputError(`${(e as Error).message}. Nothing was started.`);
+    }
+  }
+}
+
 export async function launchRun(
   host: Host,
   opts: LaunchOptions,
@@ -185,6 +203,9 @@ export async function launchRun(
     throw new InputError(
       `unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`,
     );
+  // the reference trainer's --inject specs, read as it will read them: a bad one is refused here,
+  // before a run dir exists — not by a trainer the supervisor would restart into the same error
+  if (profile.trainer === 'reference') injectionsOf(opts.extraArgs ?? []);
   const gpus = await queryGpus(host);
   // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
   const base = runDirBase(profile, cwd);
