@@ -425,6 +425,8 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation, actions: readonly 
     id.train?.saveEvery,
     s.checkpoints.map((c) => c.step),
     s.step ?? seg?.lastStep,
+    20,
+    s.log.checkpointsRemovedThrough ?? null,
   ).filter((k) => !failed.some((f) => f.step === k));
   if (missing.length)
     L(
