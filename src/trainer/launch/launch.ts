@@ -539,7 +539,13 @@ export async function relaunch(
   host: Host,
   dir: string,
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
+  opts: ControlOptions & {
+    removeStaleHalt: boolean;
+    watchMs?: number;
+    allowCommand?: readonly string[];
+    /** train to this many steps (a FINISHED run is relaunched only with more: src/checks/actions.ts) */
+    steps?: number;
+  },
 ): Promise<ActionRecord> {
   const dirs = await resolveRunDirs(host, dir);
   return audited(
@@ -556,7 +562,12 @@ async function relaunchEffect(
   dir: string,
   dirs: { runDir: string; outDir: string },
   actor: Actor,
-  opts: ControlOptions & { removeStaleHalt: boolean; watchMs?: number; allowCommand?: readonly string[] },
+  opts: ControlOptions & {
+    removeStaleHalt: boolean;
+    watchMs?: number;
+    allowCommand?: readonly string[];
+    steps?: number;
+  },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -615,6 +626,15 @@ async function relaunchEffect(
     if (rm.result !== 'ok') return mk('failed', `could not remove .HALT: ${rm.detail}`);
   }
   if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
+  // --steps N: the plan's command trains to N from now on (every later restart too)
+  let stepsNote = '';
+  if (opts.steps !== undefined) {
+    const plan = await readLaunchPlan(host, runDir);
+    if (!plan) return mk('failed', `--steps ${opts.steps}: no launch plan to change in ${nsaDir(runDir)}`);
+    const r = withSteps(plan.command, opts.steps);
+    writePlanLocal(runDir, { ...plan, command: r.command });
+    stepsNote = `; steps ${r.was ?? '(the config’s)'} → ${opts.steps}`;
+  }
   try {
     await removeOwn(host, runDir, `${NSA_DIR}/${STOP_FILE}`);
   } catch {
@@ -668,7 +688,7 @@ async function relaunchEffect(
   }
   return mk(
     'ok',
-    `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
+    `${from}${stepsNote}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
     {
       supervisorPid: pid,
       resumeFrom: pick?.found?.path ?? null,
@@ -679,6 +699,24 @@ async function relaunchEffect(
         : undefined,
     },
   );
+}
+
+/** A trainer command with its `--steps` set to n (the last one given wins, as argparse reads it). */
+export function withSteps(command: readonly string[], n: number): { command: string[]; was: string | null } {
+  const out = [...command];
+  for (let i = out.length - 1; i >= 0; i--) {
+    if (out[i] === '--steps' && i + 1 < out.length) {
+      const was = out[i + 1]!;
+      out[i + 1] = String(n);
+      return { command: out, was };
+    }
+    if (out[i]!.startsWith('--steps=')) {
+      const was = out[i]!.slice('--steps='.length);
+      out[i] = `--steps=${n}`;
+      return { command: out, was };
+    }
+  }
+  return { command: [...out, '--steps', String(n)], was: null };
 }
 
 /** Whether a `progress` heartbeat was appended to `path` after byte `from`. */
