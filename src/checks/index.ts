@@ -30,7 +30,7 @@ import { waitsForFile } from './waits.js';
 import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
-import { foldIntoHostMem, HostSeries, ruleHostResources } from './rules/hostres.js';
+import { foldIntoHostMem, HostSeries, isRankRssLeak, ruleHostResources } from './rules/hostres.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
   Alert,
@@ -257,7 +257,11 @@ export class Checker {
     }
     // alerts a present one makes untrue go at once (to the timeline), without hysteresis
     for (const id of seen)
-      for (const gone of SUPERSEDES[id] ?? []) {
+      for (const gone of [
+        ...(SUPERSEDES[id] ?? []),
+        // host RAM running out names the ranks that grow: their own alerts go to the timeline now
+        ...(id === 'host-mem' ? [...this.shown.keys()].filter(isRankRssLeak) : []),
+      ]) {
         const e = this.shown.get(gone);
         if (!e || seen.has(gone)) continue;
         this.shown.delete(gone);

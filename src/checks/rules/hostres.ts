@@ -74,7 +74,7 @@ const gib = (mib: number) => (mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `
 export function memConsumption(samples: readonly Sample[]): { rate: number; r2: number; spanS: number } | null {
   if (samples.length < 5) return null;
   const spanS = (samples[samples.length - 1]!.at - samples[0]!.at) / 1000;
-  if (spanS < 8) return null;
+  if (spanS < 5) return null;
   const t0 = samples[0]!.at;
   const fit = linfit(
     samples.map((x) => (x.at - t0) / 1000),
@@ -160,6 +160,11 @@ export function ruleHostResources(ctx: Ctx, series: HostSeries): Draft[] {
   return out;
 }
 
+/** a rank's own memory growth (process RSS, rss_mib): the same cause as host RAM running out */
+export function isRankRssLeak(id: string): boolean {
+  return id.startsWith('mem-leak:') && (id.endsWith(':process RSS') || id.endsWith(':rss_mib'));
+}
+
 /**
  * One alert per cause: with host RAM alerted, the ranks whose process memory grows are the same
  * story — they are named in `host-mem` and not alerted again on their own. (GPU memory growth is
@@ -168,8 +173,7 @@ export function ruleHostResources(ctx: Ctx, series: HostSeries): Draft[] {
 export function foldIntoHostMem(drafts: Draft[]): Draft[] {
   const host = drafts.find((d) => d.id === 'host-mem');
   if (!host) return drafts;
-  const rankLeak = (d: Draft) =>
-    d.rule === 'memory-growth' && (d.id.endsWith(':process RSS') || d.id.endsWith(':rss_mib'));
+  const rankLeak = (d: Draft) => d.rule === 'memory-growth' && isRankRssLeak(d.id);
   const folded = drafts.filter(rankLeak);
   if (folded.length === 0) return drafts;
   const merged: Draft = {
