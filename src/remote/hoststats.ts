@@ -132,17 +132,21 @@ export class HostStatsReader {
 
   constructor(
     private readonly host: Host,
-    private readonly o: { sshEveryMs?: number } = {},
+    private readonly o: { sshEveryMs?: number; localEveryMs?: number } = {},
   ) {}
 
   /**
-   * The newest reading of the directories asked. Locally it is read now; over SSH a new reading
+   * The newest reading of the directories asked. Locally it is read now (at most once a second); over SSH a new reading
    * is started when the last is older than sshEveryMs and the newest finished one is returned
    * (`wait`: wait for it — one-shot commands).
    */
   async read(dirs: DirAsked[], o: { wait?: boolean } = {}): Promise<HostStats | null> {
     if (this.host.kind === 'local') {
-      this.last = await this.readLocal(dirs);
+      // at most once a second: back-to-back rounds (a key burst, a one-shot after a round) reuse it
+      if (this.last === null || Date.now() - this.lastStart >= (this.o.localEveryMs ?? 1000)) {
+        this.lastStart = Date.now();
+        this.last = await this.readLocal(dirs);
+      }
       return this.last;
     }
     const every = this.o.sshEveryMs ?? 5000;
