@@ -4,7 +4,7 @@
 // host's budget is scaled down by the threshold (NSA_TOP_HOST_MEM_CRIT_S), not by faking MemTotal.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -45,12 +45,18 @@ test('--inject leak@mb=20: host-mem critical with "runs out in ~…" from the re
     { stdio: 'ignore', env },
   );
   kids.push(trainer);
+  // the watchdog opens a run that exists: the trainer's first heartbeat first
+  for (const end = Date.now() + 60_000; !existsSync(join(runDir, 'heartbeat_rank0.jsonl'));) {
+    assert.ok(Date.now() < end, 'the trainer wrote its first heartbeat');
+    await new Promise((r) => setTimeout(r, 100));
+  }
   const wd = spawn(process.execPath, [bin, 'watchdog', runDir, '--interval', '0.5'], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env,
   });
   kids.push(wd);
   let out = '';
+  let err = '';
   const alerts: { id: string; severity: string; title: string }[] = [];
   const active = new Map<string, string>();
   // resolved once host-mem is critical and no rank RSS alert for the same leak is in force beside it
@@ -75,12 +81,13 @@ test('--inject leak@mb=20: host-mem critical with "runs out in ~…" from the re
         }
       }
     });
+    wd.stderr!.on('data', (b: Buffer) => (err += b.toString()));
     wd.on('exit', () => resolve(null));
   });
   const crit = await seen;
   trainer.kill('SIGKILL');
   wd.kill('SIGTERM');
-  assert.ok(crit, `host-mem critical seen (alerts: ${JSON.stringify(alerts)})`);
+  assert.ok(crit, `host-mem critical seen (alerts: ${JSON.stringify(alerts)}; watchdog stderr: ${err})`);
   assert.match(
     crit.title,
     /^host RAM runs out in ~\S+ at \+\d+(\.\d)? MiB\/s \(\d+\.\d GiB of \d+\.\d GiB available\)$/,
