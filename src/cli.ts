@@ -1,6 +1,7 @@
 // nsa-top command line: parses the first word and hands the rest to one command module. Each
 // module in src/commands exports `run(argv): Promise<number>` (the exit code) and `command`, its
 // declared command line (src/commands/args.ts); without a command word it is the cockpit's.
+import { existsSync } from 'node:fs';
 import { defineCommand, helpText, parseCommand, type CommandSpec } from './commands/args.js';
 import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS, RUN_DIR_ARG } from './commands/options.js';
 import { sanitizeText } from './sanitize.js';
@@ -64,6 +65,50 @@ export const COMMANDS: Record<string, Command> = {
 
 export const VERSION = '0.1.0';
 
+/** every exit code nsa-top gives (README "Exit codes" says the same) */
+export const EXIT_CODES: [number, string][] = [
+  [0, 'done: healthy (status, watchdog --once), an action done or under way, the cockpit quit'],
+  [1, 'an anomaly: a critical alert, a stalled or dead run (status, watchdog --once); an action that failed'],
+  [2, 'bad input: unknown command or option, a bad value or --inject, a run dir that is missing or unreadable'],
+  [3, 'refused: the action is not allowed now (the reason is printed — the same words as the cockpit)'],
+];
+
+/** the command words a person types (internal ones left out), plus help and version */
+function publicWords(): string[] {
+  return [...Object.keys(COMMANDS).filter((n) => n !== 'supervise' && n !== 'agent'), 'help', 'version'];
+}
+
+/** Levenshtein distance, with a swap of two neighbours counted as one edit (stauts → status). */
+export function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * A first word that is neither a command nor an existing path, and reads as a word (no `/`, no
+ * leading `-` or `.`): an unknown command, said as one, with the nearest command when one is near.
+ * null: the word is a run dir (or a path), for the cockpit to open.
+ */
+export function unknownCommand(word: string, exists: (p: string) => boolean): string | null {
+  if (word === '' || word.startsWith('-') || word.startsWith('.') || word.includes('/') || exists(word)) return null;
+  const near = publicWords()
+    .map((w) => ({ w, d: editDistance(word.toLowerCase(), w) }))
+    .filter((x) => x.d <= Math.max(1, Math.floor(x.w.length / 3)))
+    .sort((x, y) => x.d - y.d)[0];
+  return near
+    ? `unknown command '${word}' — did you mean ${near.w}? (nsa-top --help lists the commands)`
+    : `unknown command '${word}', and no run dir of that name here (nsa-top --help lists the commands)`;
+}
+
 /** commands that open the Ink cockpit */
 const INTERACTIVE = new Set(['demo', 'attach', 'launch']);
 
@@ -79,8 +124,12 @@ ${COCKPIT_KEYS}`,
     ...Object.entries(COMMANDS)
       .filter(([name]) => name !== 'supervise' && name !== 'agent')
       .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
+    `  ${'version'.padEnd(10)} print the version and exit (also --version)`,
     '',
     '`nsa-top <command> --help` for details.',
+    '',
+    'exit codes:',
+    ...EXIT_CODES.map(([c, what]) => `  ${c}  ${what}`),
   ].join('\n'),
 });
 
@@ -106,6 +155,17 @@ export async function main(argv: string[]): Promise<number> {
   if (first === 'help') {
     process.stdout.write(helpText(ROOT));
     return 0;
+  }
+  if (first === 'version') {
+    process.stdout.write(`nsa-top ${VERSION}\n`);
+    return 0;
+  }
+  if (first !== undefined && !Object.hasOwn(COMMANDS, first)) {
+    const unknown = unknownCommand(first, existsSync);
+    if (unknown) {
+      process.stderr.write(`nsa-top: ${sanitizeText(unknown)}\n`);
+      return 2;
+    }
   }
   // Ink reads CI / CONTINUOUS_INTEGRATION once, when it loads, and then draws only the last frame
   // at exit. A cockpit on a terminal is interactive whatever the shell exports: drop them before

@@ -20,6 +20,10 @@ export interface ActionInput {
   /** seconds since the newest heartbeat record of any rank (null: none): a run that still writes one
    *  is not "nothing to halt", whatever the process table could prove */
   heartbeatAgeS?: number | null;
+  /** the steps a FINISHED run trained (its total, else its last step; null: unknown) */
+  stepsReached?: number | null;
+  /** the total a relaunch asks for (`relaunch --steps N`; null: none asked) */
+  relaunchSteps?: number | null;
 }
 
 /** a heartbeat younger than this keeps a halt on offer even when no rank process could be proven */
@@ -86,7 +90,20 @@ export function actionVerdicts(x: ActionInput): ActionVerdicts {
   const orphan = !!x.supervisor?.supervisorGone && (x.ranksAlive ?? 0) > 0;
   if (LIVE_STATES.has(x.runState) && !orphan)
     relaunch = no(x.runState, `${is}: relaunch stops nothing — halt it first`);
-  else if (x.supervisor && !x.supervisor.supervisorGone && supervisorInCharge(x.supervisor.state))
+  else if (
+    x.runState === 'FINISHED' &&
+    !(x.relaunchSteps != null && (x.stepsReached == null || x.relaunchSteps > x.stepsReached))
+  ) {
+    // the trainer would resume at its last step, find nothing left to train and exit: every
+    // restart of the supervisor burnt on a run that is done
+    const n = x.stepsReached != null ? ` (N > ${x.stepsReached})` : '';
+    relaunch = no(
+      'FINISHED',
+      x.relaunchSteps != null
+        ? `${is}: --steps ${x.relaunchSteps} is not past the ${x.stepsReached} steps it trained — ask for more${n}`
+        : `${is}: it trained all its steps — a relaunch would stop at once; train longer with: nsa-top relaunch RUN_DIR --steps N${n}`,
+    );
+  } else if (x.supervisor && !x.supervisor.supervisorGone && supervisorInCharge(x.supervisor.state))
     relaunch = no(
       `supervisor ${x.supervisor.state}`,
       `its supervisor (pid ${x.supervisor.supervisor?.pid ?? '?'}) is ${x.supervisor.state}${x.supervisor.state === 'backoff' ? ': it restarts the trainer itself' : ''}`,

@@ -2,6 +2,7 @@
 // liveness of the rank processes, the GPUs of the run. Pure.
 import type { ViewAge } from './view.js';
 import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
+import type { HostStats } from '../remote/hoststats.js';
 import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { isToolProcess } from '../trainer/run/ranks.js';
@@ -21,6 +22,8 @@ export interface CheckInput {
   run: RunSnapshot;
   procs: RunProcesses | null;
   gpu: GpuTelemetry | null;
+  /** the host's RAM, swap, CPU, load and disks (src/remote/hoststats.ts); absent: not read */
+  hostStats?: HostStats | null;
   /** what the run was launched with, when known (from run.info / the supervisor): to catch a wrong CONFIG */
   launched?: Launched;
   /** CPU cores of the training host, for the CPU throughput upper bound (optional) */

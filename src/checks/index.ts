@@ -31,6 +31,7 @@ import { waitsForFile } from './waits.js';
 import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
+import { foldIntoHostMem, HostSeries, isRankRssLeak, ruleHostResources } from './rules/hostres.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type {
   Alert,
@@ -113,6 +114,8 @@ export class Checker {
   private lastRunDir: string | null = null;
   /** the state last judged on data fresh enough to judge (what STALE says was last seen) */
   private lastSeen: { state: RunState; why: string } | null = null;
+  /** the host's RAM and disk readings over time (the host rules fit a trend) */
+  private hostSeries = new HostSeries();
 
   constructor(t?: Partial<Thresholds>) {
     this.thresholds = { ...DEFAULT_THRESHOLDS, ...(t ?? {}) };
@@ -168,14 +171,16 @@ export class Checker {
       this.shown.clear();
       this.history = [];
       this.mem.clear();
+      this.hostSeries.clear();
     }
     this.lastRunDir = input.run.runDir;
     const ctx = buildCtx(input, this.thresholds);
     this.sampleMemory(ctx);
+    this.hostSeries.add(input.hostStats);
     const si = stallInfo(ctx);
     const gates = ruleGates(ctx);
     const boot = bootPhase(ctx, si);
-    const all: Draft[] = [
+    const all: Draft[] = foldIntoHostMem([
       ...ruleStall(ctx, si),
       ...ruleProcesses(ctx, si),
       ...ruleHalt(ctx),
@@ -193,7 +198,8 @@ export class Checker {
       ...ruleBoot(boot),
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),
-    ];
+      ...ruleHostResources(ctx, this.hostSeries),
+    ]);
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it
     const drafts = all.filter((d) => !(boot && heldByBoot(boot, d.id)) && waitsForFile(ctx, d.id) === null);
@@ -299,7 +305,11 @@ export class Checker {
     }
     // alerts a present one makes untrue go at once (to the timeline), without hysteresis
     for (const id of seen)
-      for (const gone of SUPERSEDES[id] ?? []) {
+      for (const gone of [
+        ...(SUPERSEDES[id] ?? []),
+        // host RAM running out names the ranks that grow: their own alerts go to the timeline now
+        ...(id === 'host-mem' ? [...this.shown.keys()].filter(isRankRssLeak) : []),
+      ]) {
         const e = this.shown.get(gone);
         if (!e || seen.has(gone)) continue;
         this.shown.delete(gone);

@@ -602,6 +602,8 @@ function checkpointsSaved({ run, inp, ended }: Grading): Omit<Criterion, 'phase'
     saveEvery,
     run.checkpoints.map((c) => c.step),
     cur?.lastStep,
+    20,
+    run.log.checkpointsRemovedThrough ?? null,
   );
   const ckBad = failedSaves.length > 0 || missing.length > 0;
   return criterion(

@@ -72,6 +72,19 @@ export interface Thresholds {
   leakMinPoints: number;
   /** GPU memory used / total above this */
   gpuMemNearFrac: number;
+  /** host RAM (src/checks/rules/hostres.ts): warning / critical when the fitted consumption would
+   *  exhaust MemAvailable within this many seconds (NSA_TOP_HOST_MEM_WARN_S / _CRIT_S) … */
+  hostMemWarnS: number;
+  hostMemCritS: number;
+  /** … or when MemAvailable is below this share of MemTotal */
+  hostMemLowWarnFrac: number;
+  hostMemLowCritFrac: number;
+  /** the disk of the run dir / checkpoints: time-to-full (NSA_TOP_DISK_FULL_WARN_S / _CRIT_S) … */
+  diskFullWarnS: number;
+  diskFullCritS: number;
+  /** … or free space below this share of the file system */
+  diskLowWarnFrac: number;
+  diskLowCritFrac: number;
   /** HALT requested but ranks still alive after this many seconds: the same grace the halt window
    *  and escalation use (one value per run: its profile's stop.halt_grace_s, which the observation
    *  passes in as CheckInput.haltGraceS; this default only for a bare evaluation) */
@@ -130,6 +143,14 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   leakMinFrac: 0.1,
   leakMinPoints: 8,
   gpuMemNearFrac: 0.95,
+  hostMemWarnS: 3600,
+  hostMemCritS: 900,
+  hostMemLowWarnFrac: 0.1,
+  hostMemLowCritFrac: 0.03,
+  diskFullWarnS: 6 * 3600,
+  diskFullCritS: 1800,
+  diskLowWarnFrac: 0.05,
+  diskLowCritFrac: 0.01,
   haltGraceS: DEFAULT_HALT_GRACE_S,
   spinUtilPct: 95,
   spinPowerFrac: 0.35,
@@ -167,7 +188,8 @@ function num(env: NodeJS.ProcessEnv, name: string, min: number): number | undefi
  * Thresholds from the environment. The real watchdog's names are honoured (NSA_WATCH_HEARTBEAT_STALL_S,
  * NSA_WATCH_FLATLINE_N, NSA_WATCH_GATE_ENTROPY_MIN, NSA_WATCH_GATE_MAX_THRESHOLD,
  * NSA_WATCH_GATE_COLLAPSE_N, NSA_WATCH_INTERVAL_S, NSA_WATCH_HALT); a few of ours use the same prefix
- * (NSA_WATCH_GATE_COLLAPSE_FRAC, NSA_WATCH_HALT_GRACE_S, NSA_WATCH_FETCH_SLOW_S). A malformed value
+ * (NSA_WATCH_GATE_COLLAPSE_FRAC, NSA_WATCH_HALT_GRACE_S, NSA_WATCH_FETCH_SLOW_S); the host's resource
+ * rules read NSA_TOP_HOST_MEM_WARN_S/_CRIT_S and NSA_TOP_DISK_FULL_WARN_S/_CRIT_S. A malformed value
  * is an error naming the variable, not a silent default.
  */
 export function thresholdsFromEnv(env: NodeJS.ProcessEnv, base: Partial<Thresholds> = {}): Thresholds {
@@ -183,6 +205,10 @@ export function thresholdsFromEnv(env: NodeJS.ProcessEnv, base: Partial<Threshol
   set('gateCollapseFrac', num(env, 'NSA_WATCH_GATE_COLLAPSE_FRAC', 0));
   set('haltGraceS', num(env, 'NSA_WATCH_HALT_GRACE_S', 0));
   set('fetchSlowS', num(env, 'NSA_WATCH_FETCH_SLOW_S', 0));
+  set('hostMemWarnS', num(env, 'NSA_TOP_HOST_MEM_WARN_S', 0));
+  set('hostMemCritS', num(env, 'NSA_TOP_HOST_MEM_CRIT_S', 0));
+  set('diskFullWarnS', num(env, 'NSA_TOP_DISK_FULL_WARN_S', 0));
+  set('diskFullCritS', num(env, 'NSA_TOP_DISK_FULL_CRIT_S', 0));
   const iv = num(env, 'NSA_WATCH_INTERVAL_S', 0);
   if (iv !== undefined) t.intervalS = Math.max(0.05, iv);
   const halt = env.NSA_WATCH_HALT;

@@ -53,7 +53,17 @@ function changeKey(s: CockpitState): string {
   const procs = s.procs
     ? `${s.procs.ranks.map((p) => `${p.rank}:${p.proc.pid}:${p.proc.state}:${Math.round(p.proc.cpuPct ?? -1)}:${Math.round((p.proc.rssKiB ?? 0) / 10240)}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.error ?? ''}`
     : 'none';
-  const gpu = s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none';
+  // the Host lines coarsely (CPU % and load ride along with the next change): a reading that moves
+  // little redraws nothing — an idle run's cockpit stays still
+  const h = s.hostStats;
+  const hostKey = h
+    ? [
+        Math.round((h.memAvailMiB ?? -1) / 256),
+        Math.round((h.swapFreeMiB ?? -1) / 256),
+        h.disks.map((d) => Math.round(d.availMiB / 1024)).join(','),
+      ].join(':')
+    : 'none';
+  const gpu = `${s.gpu ? `${s.gpu.status}:${s.gpu.at}` : 'none'}|host ${hostKey}`;
   const alerts = s.alerts.map((a) => `${a.id}:${a.severity}:${a.title}:${a.clearing ?? ''}`).join(',');
   return [
     files,
@@ -313,6 +323,7 @@ export class Collector {
         ? { runStateWhy: `${ev.runStateWhy} · data ${dur(viewAgeMs / 1000, 'precise')} old` }
         : {}),
       gpu,
+      hostStats: obs.hostStats,
       procs,
       alertHistory: ev.history,
       actions,

@@ -19,6 +19,8 @@ import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { activeRequest, supervisorInCharge } from '../checks/control.js';
 import { dumpClaims } from '../checks/dumplabels.js';
+import { HostStatsReader, type HostStats } from '../remote/hoststats.js';
+import { dirname } from 'node:path';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
@@ -65,6 +67,8 @@ export interface Observation {
   takeOver: ActionRecord | null;
   /** how the run's stops went (halts, SIGINT/SIGKILL escalations, the watchdog's stalls, argv's dataset) */
   stop: StopFacts | null;
+  /** the host's RAM, swap, CPU, load and the disks of the run dir and the checkpoints (null: not read yet) */
+  hostStats: HostStats | null;
 }
 
 export interface ObserverOptions {
@@ -112,6 +116,7 @@ export class Observer {
   private lastTakeOver: ActionRecord | null = null;
   private stop: StopFacts | null = null;
   private stopAt = 0;
+  private hostStats: HostStatsReader;
 
   constructor(
     host: Host,
@@ -120,6 +125,7 @@ export class Observer {
     this.host = host;
     this.dirs = o.dirs;
     this.model = o.model ?? null;
+    this.hostStats = new HostStatsReader(host);
   }
 
   /** the run model (opened on the first round) */
@@ -158,7 +164,9 @@ export class Observer {
    * One round. `procsDue` says whether the process table is read this round (default: every round;
    * the cockpit reads it every few seconds, or at once when the heartbeats name new pids).
    */
-  async observe(o: { procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean } = {}): Promise<Observation> {
+  async observe(
+    o: { procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean; waitHostStats?: boolean } = {},
+  ): Promise<Observation> {
     await this.open();
     this.rounds++;
     const host = this.host;
@@ -230,9 +238,24 @@ export class Observer {
       this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir).catch(() => this.stop);
       this.stopAt = Date.now();
     }
+    // the host's resources: the run dir's file system, and the checkpoints' when they are elsewhere
+    const newestCkpt = run.checkpoints.reduce<(typeof run.checkpoints)[number] | undefined>(
+      (a, c) => (!a || c.step > a.step ? c : a),
+      undefined,
+    );
+    const hostStats = await this.hostStats
+      .read(
+        [
+          { path: this.dirs.outDir, role: 'run dir' },
+          ...(newestCkpt ? [{ path: dirname(newestCkpt.path), role: 'checkpoints' }] : []),
+        ],
+        { wait: o.waitHostStats },
+      )
+      .catch(() => null);
     const input: CheckInput = {
       now: run.hostNowMs || host.now(),
       ...viewOf(host, dataAt, this.o.staleAfterMs ?? 10_000),
+      hostStats,
       run,
       procs,
       gpu,
@@ -263,6 +286,7 @@ export class Observer {
       errors,
       takeOver: this.lastTakeOver,
       stop: this.stop,
+      hostStats,
     };
   }
 

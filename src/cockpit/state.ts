@@ -3,6 +3,7 @@
 import type { ClearedAlert, Evaluation } from '../checks/index.js';
 import type { ConnState } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
+import type { HostStats } from '../remote/hoststats.js';
 import type { ActionRecord, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
@@ -49,6 +50,8 @@ export interface CockpitState extends Partial<Judged> {
   /** why runState is what it is, one line */
   runStateWhy: string;
   gpu: GpuTelemetry | null;
+  /** the host's RAM, swap, CPU, load and disks (the GPUs panel's Host lines); absent: not read */
+  hostStats?: HostStats | null;
   procs: RunProcesses | null;
   alerts: Evaluation['alerts'];
   /** the Checker's timeline of cleared alerts, newest first (absent: none kept) */

@@ -6,6 +6,9 @@ import { LocalHost } from '../remote/local/host.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunDirs } from '../trainer/launch/rundirs.js';
 import type { OptionSpec } from './args.js';
+import type { Host } from '../remote/host.js';
+import { hostSpecOf } from './options.js';
+import { CliError } from './errors.js';
 
 export const JSON_OPTION = {
   json: { type: 'boolean', help: 'print the outcome as JSON' },
@@ -18,6 +21,32 @@ export async function localRun(
   const host = new LocalHost();
   const dir = await resolveRunDir(host, runDir, process.cwd());
   return { host, runDir: dir, dirs: await resolveRunDirsAt(host, dir) };
+}
+
+/**
+ * The machine (`--host user@box[:port]`, `-i`, `--accept-new-host-key`; else this one) and the run
+ * on it, resolved once. The caller closes `host` when done.
+ */
+export async function hostRun(
+  runDir: string | undefined,
+  v: { host?: string; identity?: string; 'accept-new-host-key': boolean },
+): Promise<{ host: Host; runDir: string; dirs: RunDirs }> {
+  const spec = hostSpecOf(v);
+  if (!spec.host || spec.host === 'local') return localRun(runDir);
+  let host: Host;
+  try {
+    // loaded only for --host: the SSH stack costs what a local action does not need
+    host = await (await import('../remote/index.js')).openHost(spec);
+  } catch (e) {
+    throw new CliError(`--host ${spec.host}: ${(e as Error).message}`, 2);
+  }
+  try {
+    const dir = await resolveRunDir(host, runDir, process.cwd());
+    return { host, runDir: dir, dirs: await resolveRunDirsAt(host, dir) };
+  } catch (e) {
+    await host.close().catch(() => {});
+    throw e;
+  }
 }
 
 export function exitCodeOf(result: ActionRecord['result']): number {

@@ -6,7 +6,7 @@
 import { createInterface } from 'node:readline/promises';
 import { LocalHost } from '../remote/local/host.js';
 import { listProcesses, readProc } from '../remote/procs.js';
-import { currentActor, describeActor } from '../trainer/control/actions.js';
+import { currentActor, describeActor, removeStaleHalt } from '../trainer/control/actions.js';
 import { readStopFacts } from '../trainer/control/stopfacts.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../trainer/launch/launch.js';
 import { supervisorStopFn } from '../cockpit/actions.js';
@@ -15,6 +15,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { supervisorInCharge, supervisorRestarts } from '../checks/control.js';
 import { judgeAdoption } from '../checks/preflight.js';
 
+/** the demo profile's length (src/trainer/launch/profiles-builtin.ts): `profiles` and `demo` say the same */
 const DEMO_STEPS = 3000;
 
 export const command = defineCommand({
@@ -24,9 +25,8 @@ export const command = defineCommand({
       type: 'number',
       integer: true,
       min: 1,
-      default: DEMO_STEPS,
       value: 'N',
-      help: `steps to train (default ${DEMO_STEPS}: a few minutes on a laptop, time to try the keys)`,
+      help: `steps to train (default: the demo profile's ${DEMO_STEPS}, a few minutes on a laptop — time to try the keys)`,
     },
     inject: {
       type: 'string',
@@ -44,7 +44,8 @@ export const command = defineCommand({
     },
     'leave-running': { type: 'boolean', help: 'do not ask on quit; leave the run going' },
   },
-  about: `Starts nsa-top's reference NSA trainer (2 ranks, a checkpoint every 25 steps) in a fresh run dir
+  about: `Starts nsa-top's reference NSA trainer (2 ranks, ${DEMO_STEPS} steps, a checkpoint every 25 steps, the
+newest 5 kept by the trainer's --keep-checkpoints) in a fresh run dir
 under ./artifacts/train_runs/, and opens the cockpit on it. Try d (stack dump of every rank),
 h (halt), r (relaunch from the checkpoint), ? (all keys). On quit you are asked whether to stop
 the run (default: halt gracefully); the run dir is printed either way.`,
@@ -56,7 +57,7 @@ export async function run(argv: string[]): Promise<number> {
   const { steps, inject, interval: intervalS, 'leave-running': leave } = a.values;
   const host = new LocalHost();
   const extraArgs = inject.flatMap((s) => ['--inject', s]);
-  // the profile's 400 steps are over in ~20 s on a fast machine: too short to try d, h and r
+  // steps: the demo profile's unless given
   const { runDir } = await launchRun(host, {
     profile: 'demo',
     cwd: process.cwd(),
@@ -101,6 +102,15 @@ export async function run(argv: string[]): Promise<number> {
         const left = over ? await stillAlive(host, procs) : procs;
         if (over && left.length === 0) {
           process.stdout.write(`demo run ${s?.state ?? 'stopped'}${s?.note ? `: ${s.note}` : ''}\n`);
+          // the .HALT this quit wrote has done its work: removed (audited), so the next `r` on this
+          // run relaunches from its checkpoint without a stale .HALT in the way
+          if (s?.state === 'halted') {
+            const rm = await removeStaleHalt(host, runDir, actor).catch((e: Error) => ({
+              result: 'failed',
+              detail: e.message,
+            }));
+            if (rm.result !== 'ok') process.stdout.write(`the demo's .HALT is still there: ${rm.detail}\n`);
+          }
           // a hung demo does not answer .HALT: say how it really ended
           const f = await readStopFacts(host, runDir).catch(() => null);
           if (f?.stopEscalation)

@@ -24,6 +24,7 @@ import { report } from './control-cli.js';
 export async function headlessVerdicts(
   host: Host,
   dir: string | RunDirs,
+  o: { relaunchSteps?: number | null } = {},
 ): Promise<{ verdicts: ActionVerdicts; ev: Evaluation } | null> {
   const dirs = typeof dir === 'string' ? await resolveRunDirsAt(host, dir) : dir;
   // the one observation every surface judges (supervisor with its liveness, requests, CPU count, grace)
@@ -38,6 +39,8 @@ export async function headlessVerdicts(
     requestActive: !!activeRequest(obs.requests),
     supervisor: obs.supervisor,
     heartbeatAgeS: newestHeartbeatAgeS(obs.run.ranks, obs.input.now),
+    stepsReached: obs.run.totalSteps ?? obs.run.step,
+    relaunchSteps: o.relaunchSteps ?? null,
   });
   return { verdicts, ev };
 }
@@ -47,8 +50,9 @@ export async function refusedByState(
   host: Host,
   dir: string | RunDirs,
   action: keyof ActionVerdicts,
+  o: { relaunchSteps?: number | null } = {},
 ): Promise<Verdict | null> {
-  const v = await headlessVerdicts(host, dir);
+  const v = await headlessVerdicts(host, dir, o);
   return v && !v.verdicts[action].ok ? v.verdicts[action] : null;
 }
 

@@ -5,9 +5,11 @@
 // --cancel: cancel that request (too late once .HALT is written: it says so).
 import { currentActor, readOnlyMode, requestHalt } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
+import type { Host } from '../remote/host.js';
+import type { RunDirs } from '../trainer/launch/rundirs.js';
 import { defineCommand, parseCommand } from './args.js';
-import { RUN_DIR_ARG } from './options.js';
-import { JSON_OPTION, localRun, report } from './control-cli.js';
+import { HOST_OPTIONS, RUN_DIR_ARG } from './options.js';
+import { hostRun, JSON_OPTION, report } from './control-cli.js';
 import { CliError } from './errors.js';
 import { refusedByState, reportRefusal } from './fit.js';
 
@@ -23,6 +25,7 @@ nsa-top agent, and outlives this shell and the SSH session. Any cockpit shows it
     },
     cancel: { type: 'boolean', help: 'cancel the pending request (refused once its .HALT is written)' },
     ...JSON_OPTION,
+    ...HOST_OPTIONS,
   },
   about: `Plain: write <out_dir>/.HALT now ("halt: manual_stop USER"): the ranks stop at their next step.
 The nsa-vibe trainer writes NO checkpoint on HALT.`,
@@ -40,8 +43,21 @@ export async function run(argv: string[]): Promise<number> {
   const v = a.values;
   if (v['after-checkpoint'] && v.cancel)
     throw new CliError('halt: --after-checkpoint and --cancel do not go together', 2);
-  // the run is resolved once (localRun) and handed down: the audit and .HALT go where it says
-  const { host, dirs } = await localRun(a.positional);
+  // the run is resolved once (hostRun: this machine, or --host) and handed down: the audit and
+  // .HALT go where it says
+  const { host, dirs } = await hostRun(a.positional, v);
+  try {
+    return await haltOn(host, dirs, v);
+  } finally {
+    await host.close().catch(() => {});
+  }
+}
+
+async function haltOn(
+  host: Host,
+  dirs: RunDirs,
+  v: { 'after-checkpoint': boolean; cancel: boolean; json: boolean; 'read-only': boolean },
+): Promise<number> {
   const actor = await currentActor(host);
   const readOnly = v['read-only'] || readOnlyMode();
   if (v.cancel) {

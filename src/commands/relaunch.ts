@@ -1,4 +1,4 @@
-// `nsa-top relaunch RUN_DIR [--remove-stale-halt] [--yes]` — start a supervised run again, resuming
+// `nsa-top relaunch RUN_DIR [--steps N] [--remove-stale-halt] [--yes]` — start a supervised run again, resuming
 // from its newest complete checkpoint. A .HALT in its out_dir is removed only after confirmation.
 import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -17,6 +17,13 @@ export const command = defineCommand({
   positional: { name: 'RUN_DIR', required: true, help: 'the run to start again (its launcher dir or out_dir)' },
   options: {
     'remove-stale-halt': { type: 'boolean', help: 'remove a .HALT left in the out_dir (else the relaunch is refused)' },
+    steps: {
+      type: 'number',
+      integer: true,
+      min: 1,
+      value: 'N',
+      help: 'train to N steps (a FINISHED run is relaunched only with N past the steps it trained)',
+    },
     yes: { type: 'boolean', short: 'y', help: "no question: for scripts (on a terminal you type the run's name)" },
     'allow-command': {
       type: 'string',
@@ -36,13 +43,15 @@ The exact command, working directory and every environment variable it sets are 
 copy's or a planted .nsa-top/launch.json is named and refused); a loader variable (LD_*,
 PYTHONSTARTUP, NODE_OPTIONS, BASH_ENV, …) is refused, and so is a command that is not a known
 trainer (python/torchrun … train_showcase.py, nsa-top train) unless named with --allow-command.
+A FINISHED run is relaunched only with --steps N past the steps it trained (it would stop at once);
+--steps N changes the recorded command, so later restarts train to N too.
 Every relaunch is logged in .nsa-top/actions.jsonl.`,
 });
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseCommand(command, argv);
   if (!a) return 0;
-  const { 'remove-stale-halt': removeStaleHalt, yes } = a.values;
+  const { 'remove-stale-halt': removeStaleHalt, yes, steps } = a.values;
   const allowCommand = (a.values['allow-command'] ?? []) as string[];
   for (const n of allowCommand)
     if (!/^[\w.+-]+$/.test(n))
@@ -53,11 +62,11 @@ export async function run(argv: string[]): Promise<number> {
   // read-only: refused by the audited path itself, in the words every command and the cockpit use
   if (readOnlyMode())
     return printOutcome(
-      await relaunch(host, dir, await currentActor(host), { removeStaleHalt, allowCommand, judgeAdoption }),
+      await relaunch(host, dir, await currentActor(host), { removeStaleHalt, allowCommand, judgeAdoption, steps }),
       dir,
     );
   // what the cockpit's r refuses (a live run, a supervisor that restarts it itself), in its words
-  const no = await refusedByState(host, dir, 'relaunch');
+  const no = await refusedByState(host, dir, 'relaunch', { relaunchSteps: steps ?? null });
   if (no) {
     process.stderr.write(`relaunch refused: ${no.why}\n`);
     return 3;
@@ -91,6 +100,7 @@ export async function run(argv: string[]): Promise<number> {
       .map((l) => `  preflight ${l.status} ${l.check}: ${l.text}\n`)
       .join('') +
     `  ${describePick(prep.pick)}\n` +
+    (steps !== undefined ? `  train to step ${steps}\n` : '') +
     (prep.pick?.skipped ?? []).map((w) => `  skipped ${w}\n`).join('') +
     (prep.pick?.warnings ?? []).map((w) => `  warning: ${w}\n`).join('');
   // A .HALT without --remove-stale-halt: relaunch() refuses (and logs it) with the way forward.
@@ -115,7 +125,10 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const actor = await currentActor(host);
-  return printOutcome(await relaunch(host, dir, actor, { removeStaleHalt, allowCommand, judgeAdoption }), runDir);
+  return printOutcome(
+    await relaunch(host, dir, actor, { removeStaleHalt, allowCommand, judgeAdoption, steps }),
+    runDir,
+  );
 }
 
 function printOutcome(rec: ActionRecord, runDir: string): number {

@@ -157,7 +157,7 @@ async function statusOn(
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
   // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
   // its launch recorded, so that it can be relaunched later
-  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe();
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe({ waitHostStats: true });
   const ev = checker.evaluate(obs.input);
   snap = obs.run;
   const resumeCheckpoint = await resumeCheckpointOf(host, obs.dirs, full);
@@ -190,7 +190,14 @@ export function statusJson(
     dumpSets: operatorDumpSets(actions),
     state: { runState: ev.runState, why: ev.runStateWhy },
     alerts: jsonAlerts(ev.alerts),
-    ...(obs ? { supervisor: supervisorField(obs), requests: requestsField(obs), haltGraceS: obs.haltGraceS } : {}),
+    ...(obs
+      ? {
+          supervisor: supervisorField(obs),
+          requests: requestsField(obs),
+          haltGraceS: obs.haltGraceS,
+          hostResources: obs.hostStats,
+        }
+      : {}),
   };
 }
 
@@ -424,6 +431,8 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation, actions: readonly 
     id.train?.saveEvery,
     s.checkpoints.map((c) => c.step),
     s.step ?? seg?.lastStep,
+    20,
+    s.log.checkpointsRemovedThrough ?? null,
   ).filter((k) => !failed.some((f) => f.step === k));
   if (missing.length)
     L(

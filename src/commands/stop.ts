@@ -5,8 +5,8 @@
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { stopRun } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
-import { RUN_DIR_ARG } from './options.js';
-import { JSON_OPTION, localRun, report } from './control-cli.js';
+import { HOST_OPTIONS, RUN_DIR_ARG } from './options.js';
+import { hostRun, JSON_OPTION, report } from './control-cli.js';
 import { refusedByState, reportRefusal } from './fit.js';
 
 export const command = defineCommand({
@@ -15,6 +15,7 @@ export const command = defineCommand({
   options: {
     reason: { type: 'string', value: 'TEXT', help: "why, for the action log (default 'nsa-top stop')" },
     ...JSON_OPTION,
+    ...HOST_OPTIONS,
   },
   about: `Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
 profile's stop.halt_grace_s, then SIGINTs the ranks, and SIGKILLs them stop.sigint_grace_s later,
@@ -26,14 +27,18 @@ each step logged. Returns at once. A run without a live supervisor gets .HALT on
 export async function run(argv: string[]): Promise<number> {
   const a = parseCommand(command, argv);
   if (!a) return 0;
-  const { host, runDir } = await localRun(a.positional);
-  const actor = await currentActor(host);
-  const readOnly = a.values['read-only'] || readOnlyMode();
-  const no = readOnly ? null : await refusedByState(host, runDir, 'stop');
-  if (no) return reportRefusal('stop', a.values.json, { action: 'halt', runDir }, no);
-  const rec = await stopRun(host, runDir, actor, {
-    readOnly,
-    reason: a.values.reason ?? 'nsa-top stop',
-  });
-  return report('stop', a.values.json, rec);
+  const { host, runDir } = await hostRun(a.positional, a.values);
+  try {
+    const actor = await currentActor(host);
+    const readOnly = a.values['read-only'] || readOnlyMode();
+    const no = readOnly ? null : await refusedByState(host, runDir, 'stop');
+    if (no) return reportRefusal('stop', a.values.json, { action: 'halt', runDir }, no);
+    const rec = await stopRun(host, runDir, actor, {
+      readOnly,
+      reason: a.values.reason ?? 'nsa-top stop',
+    });
+    return report('stop', a.values.json, rec);
+  } finally {
+    await host.close().catch(() => {});
+  }
 }

@@ -8,6 +8,7 @@ import { keyOf } from './keymap.js';
 import { footerLine } from './panels/footer.js';
 import { gatesPanel } from './panels/gates.js';
 import { gpusPanel } from './panels/gpus.js';
+import { hostRows } from './panels/host.js';
 import { headerPanel, stateRole } from './panels/header.js';
 import { ranksPanel, rankRows } from './panels/ranks.js';
 import { trainingPanel } from './panels/training.js';
@@ -35,9 +36,10 @@ export interface Frame {
 
 function gpuRows(s: CockpitState): number {
   const g = s.gpu;
-  if (g?.status === 'ok') return g.devices.length * 2;
-  if (g?.status === 'not-answering') return 2 + (g.lastGood?.devices.length ?? 0);
-  return 1;
+  const host = hostRows(s);
+  if (g?.status === 'ok') return g.devices.length * 2 + host;
+  if (g?.status === 'not-answering') return 2 + (g.lastGood?.devices.length ?? 0) + host;
+  return 1 + host;
 }
 
 const titleMemo = new Map<string, Line>();

@@ -68,6 +68,7 @@ export function stateVerdicts(s: CockpitState): ActionVerdicts {
     requestActive: !!activeRequest(s.requests),
     supervisor: s.supervisor ?? null,
     heartbeatAgeS: newestHeartbeatAgeS(s.run.ranks, s.run.hostNowMs || s.at),
+    stepsReached: s.run.totalSteps ?? s.run.step,
   });
 }
 

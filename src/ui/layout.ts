@@ -11,7 +11,7 @@ export const FOCUSABLE: PanelId[] = ['training', 'gates', 'gpus', 'ranks', 'aler
 export const TITLES: Record<PanelId, string> = {
   header: 'Run',
   banner: '',
-  gpus: 'GPUs',
+  gpus: 'GPUs · Host',
   training: 'Training',
   gates: 'Gates',
   ranks: 'Ranks',

@@ -268,7 +268,22 @@ test('actions that fit the state: no halt-after-checkpoint while STALLED; nothin
   const fin = actionVerdicts({ ...base, ranksAlive: 0, runState: 'FINISHED', runStateWhy: 'reached step 100 of 100' });
   for (const v of [fin.haltNow, fin.haltAfterCheckpoint, fin.stop, fin.dump]) assert.equal(v.ok, false);
   assert.equal(fin.haltNow.why, 'the run is FINISHED (reached step 100 of 100): nothing to halt');
-  assert.equal(fin.relaunch.ok, true);
+  // a FINISHED run is relaunched only with more steps than it trained (it would stop at once)
+  assert.equal(fin.relaunch.ok, false);
+  assert.match(fin.relaunch.why, /it trained all its steps .*nsa-top relaunch RUN_DIR --steps N/);
+  const more = actionVerdicts({ ...base, ranksAlive: 0, runState: 'FINISHED', runStateWhy: 'x', stepsReached: 100 });
+  assert.equal(
+    actionVerdicts({
+      ...base,
+      ranksAlive: 0,
+      runState: 'FINISHED',
+      runStateWhy: 'x',
+      stepsReached: 100,
+      relaunchSteps: 200,
+    }).relaunch.ok,
+    true,
+  );
+  assert.match(more.relaunch.why, /\(N > 100\)$/);
   // a .HALT the ranks have not obeyed: h tracks it (escalation), but no checkpoint is coming
   const halting = actionVerdicts({ ...base, haltPresent: true, runState: 'HALTING', runStateWhy: '.HALT requested' });
   assert.equal(halting.haltNow.ok, true);

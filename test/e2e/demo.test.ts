@@ -153,7 +153,13 @@ test(
       assert.match(main.raw, /no answer: halting/);
       const st = JSON.parse(readFileSync(join(runDir, '.nsa-top', 'supervisor.json'), 'utf8')) as { state: string };
       assert.match(st.state, /halted|stopping/, 'the demo run is being stopped, not left training');
-      assert.ok(existsSync(join(runDir, '.HALT')), 'the graceful halt was asked of the trainer');
+      // the graceful halt was asked of the trainer: its .HALT is there, or — the run halted — the demo
+      // removed its own .HALT (audited) so the next r just works
+      const acts = readFileSync(join(runDir, '.nsa-top', 'actions.jsonl'), 'utf8');
+      assert.ok(
+        existsSync(join(runDir, '.HALT')) || (st.state === 'halted' && /"action":"remove-stale-halt"/.test(acts)),
+        'the graceful halt was asked of the trainer',
+      );
     } finally {
       await main.close();
       if (runDir) {

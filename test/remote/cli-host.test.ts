@@ -3,7 +3,7 @@
 // HOME points at a temp dir, so the user's own ~/.ssh is never read or written.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -81,9 +81,27 @@ test('nsa-top status --host --json equals the local status of the same run (but 
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;
     assert.notEqual(j.host, undefined);
-    for (const k of ['takenAt', 'host', 'hostNowMs']) delete j[k];
+    // the host's resources are read afresh by each (the same machine here): compared on their own
+    for (const k of ['takenAt', 'host', 'hostNowMs', 'hostResources']) delete j[k];
     return j;
   };
+  // the Host panel's figures, locally and over SSH: the same machine's RAM and the run dir's disk
+  type Res = {
+    memTotalMiB: number;
+    memAvailMiB: number;
+    load: number[];
+    disks: { role: string; mount: string | null; totalMiB: number }[];
+  };
+  const lr = (JSON.parse(local.stdout) as { hostResources: Res }).hostResources;
+  const rr = (JSON.parse(remote.stdout) as { hostResources: Res }).hostResources;
+  for (const x of [lr, rr]) {
+    assert.ok(x.memTotalMiB > 0 && x.memAvailMiB > 0 && x.memAvailMiB <= x.memTotalMiB, JSON.stringify(x));
+    assert.equal(x.load.length, 3);
+    assert.equal(x.disks[0]?.role, 'run dir');
+  }
+  assert.equal(Math.round(rr.memTotalMiB), Math.round(lr.memTotalMiB));
+  assert.ok(Math.abs(rr.disks[0]!.totalMiB - lr.disks[0]!.totalMiB) < 1, 'the same file system');
+  assert.ok(rr.disks[0]!.mount !== null, 'df named the mount over SSH');
   const r = JSON.parse(remote.stdout) as { host: string; step: number };
   assert.match(r.host, /127\.0\.0\.1/, 'the remote snapshot says where it was taken');
   assert.equal(r.step, 40);
@@ -130,10 +148,58 @@ test('nsa-top status --host --json on a run dir of hundreds of files (read in bu
   ]);
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;
-    for (const k of ['takenAt', 'host', 'hostNowMs']) delete j[k];
+    for (const k of ['takenAt', 'host', 'hostNowMs', 'hostResources']) delete j[k];
     return j;
   };
   const l = strip(local.stdout) as { ranks: unknown[]; dumps: unknown[] };
   assert.ok(l.ranks.length >= 300 && l.dumps.length > 0, 'the local reader saw every rank and the dumps');
   assert.deepEqual(strip(remote.stdout), l, remote.stderr);
+});
+
+test('nsa-top halt --host on a live run writes .HALT over SSH and the trainer stops; halt, stop and dump take --host', async () => {
+  sshd ??= await startSshd();
+  const home = join(tmp, 'home-halt');
+  const runDir = join(tmp, 'run-halt');
+  const env = { ...process.env, HOME: home, SSH_AUTH_SOCK: '' };
+  const trainer = spawn(
+    process.execPath,
+    [
+      bin,
+      'train',
+      '--out',
+      runDir,
+      '--steps',
+      '2000',
+      '--log-every',
+      '1',
+      '--seq-len',
+      '32',
+      '--batch-size',
+      '2',
+      '--inject',
+      'slow-data@ms=100',
+    ],
+    { stdio: 'ignore', env },
+  );
+  const exited = new Promise<number | null>((res) => trainer.on('exit', (c) => res(c)));
+  after(() => {
+    if (trainer.exitCode === null && trainer.signalCode === null) trainer.kill('SIGKILL');
+  });
+  const hb = join(runDir, 'heartbeat_rank0.jsonl');
+  for (const end = Date.now() + 60_000; !(existsSync(hb) && /"progress"/.test(readFileSync(hb, 'utf8')));) {
+    assert.ok(Date.now() < end, 'the trainer logged a step');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const ssh = ['--host', `${userInfo().username}@127.0.0.1:${sshd.port}`, '-i', sshd.userKey, '--accept-new-host-key'];
+  const cli = (args: string[]) =>
+    spawnSync(process.execPath, [bin, ...args], { env, encoding: 'utf8', timeout: 60_000 });
+  const h = cli(['halt', runDir, ...ssh]);
+  assert.equal(h.status, 0, h.stderr);
+  assert.match(h.stdout, /^halt ok: /);
+  assert.match(readFileSync(join(runDir, '.HALT'), 'utf8'), /halt: manual_stop/);
+  assert.equal(await exited, 0, 'the trainer stopped on the .HALT written over SSH');
+  const acts = readFileSync(join(runDir, '.nsa-top', 'actions.jsonl'), 'utf8');
+  assert.match(acts, /"action":"halt".*127\.0\.0\.1/, 'the action log names the host');
+  // (stop --host opens its host through the same hostRun as halt; --help lists --host for both)
+  for (const c of ['halt', 'stop', 'dump']) assert.match(cli([c, '--help']).stdout, /^ {2}--host H/m, c);
 });

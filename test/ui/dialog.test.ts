@@ -134,7 +134,11 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   s.runStateWhy = 'metrics.json written at step 400';
   s.procs = procs([]);
   assert.match(haltDisabled(s)?.why ?? '', /FINISHED \(metrics\.json written at step 400\): nothing to halt/);
-  assert.equal(relaunchDisabled(s), null);
+  // a FINISHED run is not relaunched without more steps: r says so in the words `nsa-top relaunch` uses
+  assert.match(
+    relaunchDisabled(s)?.why ?? '',
+    /FINISHED .*: it trained all its steps — .*nsa-top relaunch RUN_DIR --steps N/,
+  );
   assert.match(plain(footerLine(s, 200, null)), /h halt:off\(FINISHED\)/);
   assert.match(text(dialogView({ kind: 'help' }, s, Date.now(), 120).lines), /disabled now: the run is FINISHED/);
   s.runState = 'RUNNING';

@@ -8,6 +8,7 @@ import { basename, join, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
+import { parseInjection } from '../reference/inject.js';
 import {
   adoptionFacts,
   type AdoptionFacts,
@@ -174,6 +175,23 @@ export interface LaunchOptions {
   extraArgs?: string[];
 }
 
+/** Validates every `--inject SPEC` / `--inject=SPEC` of a reference trainer's arguments (InputError, exit 2). */
+export function injectionsOf(args: readonly string[]): void {
+  const end = args.indexOf('--');
+  const words = end < 0 ? args : args.slice(0, end);
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    const spec = w === '--inject' ? words[++i] : w.startsWith('--inject=') ? w.slice('--inject='.length) : null;
+    if (spec === null) continue;
+    if (spec === undefined) throw new InputError('--inject needs a SPEC (e.g. hang@step=40). Nothing was started.');
+    try {
+      parseInjection(spec);
+    } catch (e) {
+      throw new InputError(`${(e as Error).message}. Nothing was started.`);
+    }
+  }
+}
+
 export async function launchRun(
   host: Host,
   opts: LaunchOptions,
@@ -191,6 +209,9 @@ export async function launchRun(
     throw new InputError(
       `unknown profile '${opts.profile}' (known: ${Object.keys(file.profiles).join(', ')}; nsa-top profiles lists them)`,
     );
+  // the reference trainer's --inject specs, read as it will read them: a bad one is refused here,
+  // before a run dir exists — not by a trainer the supervisor would restart into the same error
+  if (profile.trainer === 'reference') injectionsOf(opts.extraArgs ?? []);
   const gpus = await queryGpus(host);
   // like train_m7c_prime.sh: artifacts/train_runs/ next to the trainer's own artifacts
   const base = runDirBase(profile, cwd);
@@ -546,6 +567,8 @@ export async function relaunch(
     watchMs?: number;
     allowCommand?: readonly string[];
     judgeAdoption?: AdoptionJudge;
+    /** train to this many steps (a FINISHED run is relaunched only with more: src/checks/actions.ts) */
+    steps?: number;
   },
 ): Promise<ActionRecord> {
   const dirs = await resolveRunDirs(host, dir);
@@ -568,6 +591,7 @@ async function relaunchEffect(
     watchMs?: number;
     allowCommand?: readonly string[];
     judgeAdoption?: AdoptionJudge;
+    steps?: number;
   },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
@@ -627,6 +651,15 @@ async function relaunchEffect(
     if (rm.result !== 'ok') return mk('failed', `could not remove .HALT: ${rm.detail}`);
   }
   if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
+  // --steps N: the plan's command trains to N from now on (every later restart too)
+  let stepsNote = '';
+  if (opts.steps !== undefined) {
+    const plan = await readLaunchPlan(host, runDir);
+    if (!plan) return mk('failed', `--steps ${opts.steps}: no launch plan to change in ${nsaDir(runDir)}`);
+    const r = withSteps(plan.command, opts.steps);
+    writePlanLocal(runDir, { ...plan, command: r.command });
+    stepsNote = `; steps ${r.was ?? '(the config’s)'} → ${opts.steps}`;
+  }
   try {
     await removeOwn(host, runDir, `${NSA_DIR}/${STOP_FILE}`);
   } catch {
@@ -680,7 +713,7 @@ async function relaunchEffect(
   }
   return mk(
     'ok',
-    `${from}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
+    `${from}${stepsNote}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
     {
       supervisorPid: pid,
       resumeFrom: pick?.found?.path ?? null,
@@ -691,6 +724,24 @@ async function relaunchEffect(
         : undefined,
     },
   );
+}
+
+/** A trainer command with its `--steps` set to n (the last one given wins, as argparse reads it). */
+export function withSteps(command: readonly string[], n: number): { command: string[]; was: string | null } {
+  const out = [...command];
+  for (let i = out.length - 1; i >= 0; i--) {
+    if (out[i] === '--steps' && i + 1 < out.length) {
+      const was = out[i + 1]!;
+      out[i + 1] = String(n);
+      return { command: out, was };
+    }
+    if (out[i]!.startsWith('--steps=')) {
+      const was = out[i]!.slice('--steps='.length);
+      out[i] = `--steps=${n}`;
+      return { command: out, was };
+    }
+  }
+  return { command: [...out, '--steps', String(n)], was: null };
 }
 
 /** Whether a `progress` heartbeat was appended to `path` after byte `from`. */

@@ -56,12 +56,15 @@ presets:
 
 profiles:
   demo:
-    description: reference trainer, 2 ranks, a few hundred steps, a checkpoint every 25
+    description: reference trainer, 2 ranks, 3000 steps (a few minutes on a laptop), a checkpoint every 25, the newest 5 kept
     trainer: reference
     procs: 2
-    steps: 400
+    steps: 3000
     save_every: 25
     log_every: 5
+    # the trainer's own retention (nsa-top never deletes a training artifact): 5 × ~1.6 MiB on disk,
+    # not 120 of them
+    args: [--keep-checkpoints, "5"]
     env:
       NSA_HEARTBEAT_EVERY: 1
     restart:

@@ -16,6 +16,8 @@ export interface TrainArgs {
   data: string | null;
   injections: Injection[];
   saveEvery: number | null;
+  /** keep only the newest N checkpoints this process wrote (0 / null: keep every one) */
+  keepCheckpoints: number | null;
   logEvery: number | null;
   evalEvery: number | null;
   seqLen: number | null;
@@ -55,6 +57,9 @@ options:
                        without rank=R an injection applies to every rank; crash and hang fire
                        once per run dir, so a resumed run goes past them
   --save-every N       checkpoint every N steps (0: off)
+  --keep-checkpoints N keep the newest N checkpoints this trainer wrote, deleting its older ones after
+                       each save (0, the default: keep all). A checkpoint it did not write — an
+                       earlier process's, the one it resumed from, another run's — is never deleted
   --log-every N        log (training.csv, progress heartbeat, stdout) every N steps
   --eval-every N       val.csv every N steps (on log steps; 0: off)
   --seq-len N          sequence length          --batch-size N   global batch (sequences)
@@ -85,6 +90,7 @@ export const TRAIN_OPTIONS = {
   data: { type: 'string' },
   inject: { type: 'string', multiple: true },
   'save-every': { type: 'string' },
+  'keep-checkpoints': { type: 'string' },
   'log-every': { type: 'string' },
   'eval-every': { type: 'string' },
   'seq-len': { type: 'string' },
@@ -101,11 +107,18 @@ type Flag = keyof typeof TRAIN_OPTIONS;
 
 /** the integer flags: the field each sets and its least value */
 const INTEGERS: Partial<
-  Record<Flag, ['steps' | 'ranks' | 'saveEvery' | 'logEvery' | 'evalEvery' | 'seqLen' | 'batchSize' | 'seed', number]>
+  Record<
+    Flag,
+    [
+      'steps' | 'ranks' | 'saveEvery' | 'keepCheckpoints' | 'logEvery' | 'evalEvery' | 'seqLen' | 'batchSize' | 'seed',
+      number,
+    ]
+  >
 > = {
   steps: ['steps', 1],
   ranks: ['ranks', 1],
   'save-every': ['saveEvery', 0],
+  'keep-checkpoints': ['keepCheckpoints', 0],
   'log-every': ['logEvery', 1],
   'eval-every': ['evalEvery', 0],
   'seq-len': ['seqLen', 8],
@@ -131,6 +144,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     data: null,
     injections: [],
     saveEvery: null,
+    keepCheckpoints: null,
     logEvery: null,
     evalEvery: null,
     seqLen: null,

@@ -31,6 +31,8 @@ export interface RunSpec {
   datasetName: string;
   injections: Injection[];
   heartbeatEvery: boolean;
+  /** --keep-checkpoints: rank 0 keeps the newest N checkpoints it wrote (0: all) */
+  keepCheckpoints: number;
   kernels: 'wasm' | 'js' | 'auto';
   world: number;
   /** lines to print at boot (rank 0 / the single process) */
@@ -168,6 +170,7 @@ export async function resolveSpec(args: TrainArgs, packageRoot: string): Promise
     datasetName: cfg.data.path ? cfg.data.dataset : DEFAULT_DATASET,
     injections: args.injections,
     heartbeatEvery: args.heartbeatEvery || truthy(process.env.NSA_HEARTBEAT_EVERY),
+    keepCheckpoints: args.keepCheckpoints ?? 0,
     kernels: cfg.runtime.kernels,
     world: args.ranks,
     notes,

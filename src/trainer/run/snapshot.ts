@@ -257,6 +257,12 @@ export interface LogTail {
    * reference trainer; the real one swallows a failed save), the newest 20
    */
   checkpointFailed: { step: number; text: string }[];
+  /**
+   * the newest step whose checkpoint the trainer's own retention removed (`[train] checkpoint
+   * retention: removed …checkpoint_stepN.pt`, the reference trainer's --keep-checkpoints): saves at or
+   * below it are gone by design, not missing; null: none removed
+   */
+  checkpointsRemovedThrough?: number | null;
 }
 
 export function emptyLogTail(file: string | null): LogTail {
@@ -269,6 +275,7 @@ export function emptyLogTail(file: string | null): LogTail {
     oom: false,
     resumedFrom: null,
     checkpointFailed: [],
+    checkpointsRemovedThrough: null,
   };
 }
 

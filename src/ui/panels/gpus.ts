@@ -8,6 +8,7 @@ import { clean, type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
 import type { Health } from '../../checks/index.js';
 import { HEALTH_ROLE } from './header.js';
+import { hostLines } from './host.js';
 
 function ranksOn(s: CockpitState, dev: GpuDevice): { rank: number; mem: number | null }[] {
   const out: { rank: number; mem: number | null }[] = [];
@@ -52,7 +53,19 @@ function deviceLines(s: CockpitState, g: GpuSample, w: number, stale: boolean): 
   return lines;
 }
 
-export const gpusPanel: PanelFn = ({ s, w, h, now }) => {
+export const gpusPanel: PanelFn = (a) => {
+  const host = hostLines(a.s, a.w);
+  const r = gpuLines(a);
+  // a CPU-only host: the host's own resources first, they are what there is to watch
+  if (a.s.gpu?.status === 'no-nvidia-tools' || !a.s.gpu) return { ...r, lines: [...host, ...r.lines] };
+  // GPUs first; the host lines come before the GPUs' "ranks:" detail lines when rows are short
+  let gl = r.lines;
+  if (gl.length + host.length > a.h) gl = gl.filter((l) => l[0]?.text !== '   ranks: ');
+  const room = Math.max(0, a.h - gl.length);
+  return { ...r, lines: [...gl, ...host.slice(0, Math.max(room, Math.min(host.length, 1)))] };
+};
+
+const gpuLines: PanelFn = ({ s, w, h, now }) => {
   const g = s.gpu;
   if (!g) return { lines: [[t('waiting for telemetry…', 'dim')]] };
   switch (g.status) {

@@ -77,15 +77,17 @@ test('relaunch asks to type the run name on a terminal, --yes otherwise; a wrong
   const r = await launchRun(host, { profile: 'fake', profilesFile: profilesFile(cwd, fakeProfile('fake')), cwd });
   assert.equal((await finished(r.runDir)).state, 'exited');
   writeFileSync(join(r.runDir, '.HALT'), 'halt: heartbeat_stall\n');
+  // the run FINISHED its 12 steps: it is relaunched only with more (src/checks/actions.ts)
+  const more = ['--steps', '20'];
 
-  const noTty = cli(['relaunch', r.runDir, '--remove-stale-halt', '--allow-command', 'node']);
+  const noTty = cli(['relaunch', r.runDir, ...more, '--remove-stale-halt', '--allow-command', 'node']);
   assert.equal(noTty.status, 2);
   assert.match(noTty.stderr, /--yes/);
-  const noFlag = cli(['relaunch', r.runDir, '--yes', '--allow-command', 'node']);
+  const noFlag = cli(['relaunch', r.runDir, ...more, '--yes', '--allow-command', 'node']);
   assert.equal(noFlag.status, 3, 'a .HALT without --remove-stale-halt is refused');
   assert.match(noFlag.stderr, /--remove-stale-halt/);
 
-  const wrong = await inPty(['relaunch', r.runDir, '--remove-stale-halt', '--allow-command', 'node'], 'nope');
+  const wrong = await inPty(['relaunch', r.runDir, ...more, '--remove-stale-halt', '--allow-command', 'node'], 'nope');
   assert.equal(wrong.code, 3);
   assert.match(wrong.text, /halt: heartbeat_stall/, 'the .HALT content is shown before asking');
   assert.match(wrong.text, /resuming from .*checkpoint_step10\.pt \(step 10\): newest complete weights/);
@@ -93,7 +95,7 @@ test('relaunch asks to type the run name on a terminal, --yes otherwise; a wrong
   assert.ok(existsSync(join(r.runDir, '.HALT')));
 
   const right = await inPty(
-    ['relaunch', r.runDir, '--remove-stale-halt', '--allow-command', 'node'],
+    ['relaunch', r.runDir, ...more, '--remove-stale-halt', '--allow-command', 'node'],
     basename(r.runDir),
   );
   assert.equal(right.code, 0, right.text);

@@ -1,5 +1,6 @@
 // Rank 0's checkpoints (contract §1: periodic, on HALT, on a stop signal, at the end, and after an
 // abandoned collective) and its periodic eval on the held-out bytes.
+import { statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ActivityStack } from '../activity.js';
 import { writeCheckpoint } from '../checkpoint.js';
@@ -9,6 +10,8 @@ import { out, type Rank } from './setup.js';
 
 export class Checkpoints {
   private lastSavedStep: number;
+  /** the checkpoints this process wrote, oldest first, with the inode each got (retention deletes only these) */
+  private written: { path: string; ino: number; dev: number }[] = [];
 
   constructor(
     private readonly r: Rank,
@@ -58,7 +61,36 @@ export class Checkpoints {
       }
       if (why !== 'periodic') out(`[train] checkpoint saved: ${p} (${why})`);
       this.lastSavedStep = atStep;
+      this.retain(p);
     });
+  }
+
+  /**
+   * --keep-checkpoints N: after a save, the oldest of the checkpoints this process wrote beyond the
+   * newest N are deleted — each only while its path still holds the very file written (same inode):
+   * never one another process wrote, the one resumed from, or a file put in its place.
+   */
+  private retain(path: string): void {
+    const keep = this.r.spec.keepCheckpoints;
+    try {
+      const st = statSync(path);
+      this.written = this.written.filter((w) => w.path !== path);
+      this.written.push({ path, ino: st.ino, dev: st.dev });
+    } catch {
+      return;
+    }
+    if (!(keep > 0)) return;
+    while (this.written.length > keep) {
+      const old = this.written.shift()!;
+      try {
+        const st = statSync(old.path);
+        if (st.ino !== old.ino || st.dev !== old.dev || !st.isFile()) continue;
+        unlinkSync(old.path);
+        out(`[train] checkpoint retention: removed ${old.path} (keeping the newest ${keep} this trainer wrote)`);
+      } catch {
+        /* gone already */
+      }
+    }
   }
 }
 

@@ -16,6 +16,7 @@ const RE = {
   resumeFailed: /^\[train\] resume failed: (.*)$/,
   // as history.ts reads it: the reference trainer's failed save (the real trainer swallows it)
   ckptFailed: /\[train\] checkpoint at step (\d+) FAILED\b/,
+  ckptRemoved: /^\[train\] checkpoint retention: removed .*checkpoint_step(\d+)\.pt\b/,
   fallback: /\[warn\] Falling back to synthetic dataset/,
   loaderFailed: /\[error\] FineWeb.Edu loader failed: (.*)$/,
   stepsOverride: /^\[trace\] overriding steps to (\d+)/,
@@ -68,6 +69,9 @@ export class TrainLog {
       const f = this.tail.checkpointFailed;
       f.push({ step: Number(m[1]), text: text.trim().slice(0, 300) });
       if (f.length > MAX_CKPT_FAILED) f.splice(0, f.length - MAX_CKPT_FAILED);
+    } else if ((m = RE.ckptRemoved.exec(text))) {
+      const k = Number(m[1]);
+      this.tail.checkpointsRemovedThrough = Math.max(this.tail.checkpointsRemovedThrough ?? 0, k);
     } else if (RE.fallback.test(text)) this.syntheticFallback = true;
     else if ((m = RE.loaderFailed.exec(text))) this.loaderFailed = m[1]!.trim();
     else if ((m = RE.stepsOverride.exec(text))) this.stepsOverride = Number(m[1]);
@@ -93,6 +97,11 @@ export class TrainLog {
       t.oom ||= h.tail.oom;
       t.resumedFrom ??= h.tail.resumedFrom;
       t.checkpointFailed = [...h.tail.checkpointFailed, ...t.checkpointFailed].slice(-MAX_CKPT_FAILED);
+    }
+    // removals stay removed whichever process did them
+    if (h.tail.checkpointsRemovedThrough != null)
+      t.checkpointsRemovedThrough = Math.max(t.checkpointsRemovedThrough ?? 0, h.tail.checkpointsRemovedThrough);
+    if (!this.sawBoot) {
       this.syntheticFallback ||= h.syntheticFallback;
       this.loaderFailed ??= h.loaderFailed;
       this.resumeFailed ??= h.resumeFailed;
