@@ -21,6 +21,7 @@ const UNIT_TESTS = [
   'test/checks/healthy-demo.test.ts',
   'test/checks/rules.test.ts',
   'test/checks/state.test.ts',
+  'test/checks/straggler.test.ts',
   'test/checks/supervisor.test.ts',
   'test/commands/args.test.ts',
   'test/docs/boundaries.test.ts',

@@ -31,6 +31,7 @@ import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
+import { ruleStraggler, StragglerTracker, type StragglerView } from './straggler.js';
 import type {
   Alert,
   ClearedAlert,
@@ -49,6 +50,7 @@ export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './th
 export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
+export type { RankPace, StragglerView } from './straggler.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
 export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
 
@@ -78,6 +80,9 @@ export interface Evaluation {
   noStepSinceMs: number | null;
   /** per-rank health for the Ranks panel */
   ranks: RankHealth[];
+  /** which rank holds the others back: per-rank score (1 = fastest), min/max, the named straggler
+   *  (src/checks/straggler.ts); the metrics' nsatop_straggler_score{rank} reads ranks[].score */
+  straggler: StragglerView;
   /** gate readings against the thresholds in force; null without gate stats */
   gates: GatesView | null;
   /** each GPU's readings judged, for the GPUs panel */
@@ -109,6 +114,7 @@ export class Checker {
   /** per `${rank}:${source}`: memory samples by step (process RSS, rss_mib, rank heartbeat memory) */
   private mem = new Map<string, MemSample[]>();
   private lastRunDir: string | null = null;
+  private strag = new StragglerTracker();
 
   constructor(t?: Partial<Thresholds>) {
     this.thresholds = { ...DEFAULT_THRESHOLDS, ...(t ?? {}) };
@@ -120,6 +126,7 @@ export class Checker {
       this.shown.clear();
       this.history = [];
       this.mem.clear();
+      this.strag.reset();
     }
     this.lastRunDir = input.run.runDir;
     const ctx = buildCtx(input, this.thresholds);
@@ -127,6 +134,7 @@ export class Checker {
     const si = stallInfo(ctx);
     const gates = ruleGates(ctx);
     const boot = bootPhase(ctx, si);
+    const straggler = this.strag.view(ctx);
     const all: Draft[] = [
       ...ruleStall(ctx, si),
       ...ruleProcesses(ctx, si),
@@ -145,6 +153,7 @@ export class Checker {
       ...ruleBoot(boot),
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),
+      ...ruleStraggler(straggler),
     ];
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it
@@ -170,6 +179,7 @@ export class Checker {
           ? lastAdvance
           : null,
       ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
+      straggler,
       gates: gatesView(ctx, gates.haltIn, alerts),
       gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,

@@ -84,6 +84,16 @@ export interface Thresholds {
   mfuLowFrac: number;
   /** MFU above this is impossible (fraction of the dense peak) */
   mfuImpossibleFrac: number;
+  /** straggler (src/checks/straggler.ts): a rank whose score (fastest rank's compute / its own) stays
+   *  under stragglerScore over at least stragglerSamples process-table looks within stragglerWindowS
+   *  is named; it stays named until it climbs back over stragglerClearScore. A clean 2-rank reference
+   *  run scores ~0.95, slow@x=1.5 ~0.75 */
+  stragglerScore: number;
+  stragglerClearScore: number;
+  stragglerSamples: number;
+  stragglerWindowS: number;
+  /** a look counts only when some rank uses at least this much CPU (a hung or idle run has no pace) */
+  stragglerBusyFloorPct: number;
   /** watchdog poll interval, s (NSA_WATCH_INTERVAL_S, real default 30) */
   intervalS: number;
   /** hysteresis: an alert clears only after its condition has been absent on this many consecutive
@@ -135,6 +145,11 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   spinPowerFrac: 0.35,
   mfuLowFrac: 0.002,
   mfuImpossibleFrac: 1.0,
+  stragglerScore: 0.85,
+  stragglerClearScore: 0.92,
+  stragglerSamples: 3,
+  stragglerWindowS: 120,
+  stragglerBusyFloorPct: 10,
   intervalS: 30,
   alertClearChecks: 3,
   alertClearS: 30,

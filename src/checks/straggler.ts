@@ -1,0 +1,210 @@
+// Straggler: which rank holds the others back. In data-parallel training every rank steps at the
+// same rate (the all-reduce makes the fast ranks wait for the slow one), so step times and beats
+// alone look equal; what differs is how each rank spends the step. The slow rank computes while its
+// peers wait (asleep in the collective: state S, a futex/poll wait channel, little CPU). So each
+// process-table look gives, per proven rank, its CPU over the interval since the last look, its
+// state and wait channel; over a window of looks:
+//
+//   score(r) = mean over looks of  min_q cpu(q) / cpu(r)      (1 = as fast as the fastest; NVRx's
+//                                                             relative performance score)
+//
+// a rank stopped (state T) in a look scores 0 in it (it holds everyone and computes nothing). A look
+// counts only when some rank is busy (a hang or an idle run says nothing about speed). A rank is
+// named the straggler once its window score is under stragglerScore over at least stragglerSamples
+// looks, and stays named until it climbs back over stragglerClearScore (hysteresis: no alarm on a
+// clean run's jitter). Per-rank beats (how far a rank's newest beat is behind the furthest rank's)
+// and per-rank dt_fetch_s, where ranks write them, are shown beside the score as evidence.
+// Pure: no I/O.
+import type { Ctx } from './context.js';
+import type { Draft } from './rules/index.js';
+import { sig } from '../format.js';
+
+export interface RankPace {
+  rank: number;
+  /** CPU % since the previous process-table look; null: one look only, or not a live rank */
+  cpuPct: number | null;
+  /** process state (R, S, D, T, …) and wait channel in the newest look */
+  state: string | null;
+  wchan: string | null;
+  /** what the newest look says the rank is doing */
+  activity: 'busy' | 'waiting' | 'stopped' | 'unknown';
+  /** mean CPU % over the window's looks */
+  busyPct: number | null;
+  /** fastest rank's compute / this rank's compute, mean over the window (1: the fastest); null: no look yet */
+  score: number | null;
+  /** looks in the window in which this rank was stopped (state T) */
+  stoppedLooks: number;
+  /** the step of this rank's newest heartbeat, and how many steps it is behind the furthest rank */
+  beatStep: number | null;
+  beatBehind: number | null;
+  /** this rank's newest dt_fetch_s, where it writes one (the trainers: rank 0's progress records) */
+  dtFetchS: number | null;
+}
+
+export interface StragglerView {
+  /** one row per live proven rank, by rank */
+  ranks: RankPace[];
+  /** the slowest and the fastest rank by score (Megatron's --log-straggler min/max) */
+  min: { rank: number; score: number } | null;
+  max: { rank: number; score: number } | null;
+  /** the rank named as holding the others back (past the threshold, over the window), else null */
+  straggler: { rank: number; score: number; why: string } | null;
+  /** looks in the window, and how many are needed before a rank is named */
+  looks: number;
+  looksNeeded: number;
+  /** one phrase: what the view is made of, or why it says nothing */
+  basis: string;
+}
+
+interface Look {
+  /** the process table's own time (a look is counted once) */
+  at: number;
+  cpu: Map<number, number>;
+  stopped: Set<number>;
+}
+
+const WAITING_WCHAN = /futex|poll|select|epoll|pipe|sk_wait|unix_stream|wait|nanosleep|hrtimer/i;
+
+export function activityOf(state: string | null, wchan: string | null): RankPace['activity'] {
+  if (state === 'T' || state === 't') return 'stopped';
+  if (state === 'R') return 'busy';
+  if (state === 'S' || state === 'D' || state === 'I') return wchan && !WAITING_WCHAN.test(wchan) ? 'busy' : 'waiting';
+  return 'unknown';
+}
+
+/** the per-look scores: min cpu / cpu, and 0 for a stopped rank; null when no rank is busy */
+export function lookScores(
+  cpu: Map<number, number>,
+  stopped: Set<number>,
+  busyFloorPct: number,
+): Map<number, number> | null {
+  const running = [...cpu].filter(([r]) => !stopped.has(r));
+  const busiest = Math.max(0, ...running.map(([, c]) => c));
+  if (busiest < busyFloorPct && stopped.size === 0) return null;
+  const out = new Map<number, number>();
+  const fastest = running.length ? Math.min(...running.map(([, c]) => c)) : 0;
+  for (const [r, c] of cpu) out.set(r, stopped.has(r) ? 0 : c <= 0 ? 1 : Math.min(1, Math.max(fastest, 0) / c));
+  // ranks all stopped together (a debugger, a suspended job) hold nobody back
+  if (stopped.size === cpu.size) return null;
+  return out;
+}
+
+/** Keeps the window of looks across evaluations (one per Checker). */
+export class StragglerTracker {
+  private looks: Look[] = [];
+  private named: number | null = null;
+
+  reset(): void {
+    this.looks = [];
+    this.named = null;
+  }
+
+  view(ctx: Ctx): StragglerView {
+    const t = ctx.t;
+    const procs = ctx.in.procs;
+    const alive = ctx.alive;
+    // per-rank beats and fetch times: evidence beside the score
+    const hb = new Map(ctx.ranks.map((r) => [r.rank, r]));
+    const furthest = Math.max(-Infinity, ...ctx.ranks.map((r) => r.lastStep ?? -Infinity));
+    const lp = ctx.run.lastProgress;
+    if (procs && alive.length >= 2) {
+      const last = this.looks[this.looks.length - 1];
+      if (!last || last.at !== procs.at) {
+        const cpu = new Map<number, number>();
+        const stopped = new Set<number>();
+        for (const r of alive) {
+          if (activityOf(r.proc.state, r.proc.wchan) === 'stopped') stopped.add(r.rank);
+          if (r.proc.cpuPct !== null) cpu.set(r.rank, r.proc.cpuPct);
+          else if (stopped.has(r.rank)) cpu.set(r.rank, 0);
+        }
+        if (cpu.size === alive.length) this.looks.push({ at: procs.at, cpu, stopped });
+        // a different set of ranks (a restart, a rank gone) starts a new window
+        const key = (l: Look) => [...l.cpu.keys()].sort((a, b) => a - b).join(',');
+        const newest = this.looks[this.looks.length - 1];
+        if (newest) this.looks = this.looks.filter((l) => key(l) === key(newest));
+        const cutoff = procs.at - t.stragglerWindowS * 1000;
+        this.looks = this.looks.filter((l) => l.at >= cutoff).slice(-t.stragglerSamples * 4);
+      }
+    } else if (!procs || alive.length < 2) {
+      this.looks = [];
+      this.named = null;
+    }
+    const counted = this.looks
+      .map((l) => ({ l, s: lookScores(l.cpu, l.stopped, t.stragglerBusyFloorPct) }))
+      .filter((x): x is { l: Look; s: Map<number, number> } => x.s !== null);
+    const rows: RankPace[] = [...alive]
+      .sort((a, b) => a.rank - b.rank)
+      .map((r) => {
+        const h = hb.get(r.rank);
+        const scores = counted.map((c) => c.s.get(r.rank)).filter((x): x is number => x !== undefined);
+        const cpus = counted.map((c) => c.l.cpu.get(r.rank)).filter((x): x is number => x !== undefined);
+        const beatStep = h?.lastStep ?? null;
+        return {
+          rank: r.rank,
+          cpuPct: r.proc.cpuPct,
+          state: r.proc.state,
+          wchan: r.proc.wchan,
+          activity: activityOf(r.proc.state, r.proc.wchan),
+          busyPct: cpus.length ? cpus.reduce((a, b) => a + b, 0) / cpus.length : null,
+          score: scores.length ? scores.reduce((a, b) => a + b, 0) / scores.length : null,
+          stoppedLooks: counted.filter((c) => c.l.stopped.has(r.rank)).length,
+          beatStep,
+          beatBehind: beatStep !== null && Number.isFinite(furthest) ? furthest - beatStep : null,
+          dtFetchS: lp && lp.rank === r.rank ? (lp.dtFetchS ?? null) : null,
+        };
+      });
+    const scored = rows.filter((r) => r.score !== null) as (RankPace & { score: number })[];
+    const byScore = [...scored].sort((a, b) => a.score - b.score || a.rank - b.rank);
+    const min = byScore[0] ? { rank: byScore[0].rank, score: byScore[0].score } : null;
+    const maxR = byScore[byScore.length - 1];
+    const max = maxR ? { rank: maxR.rank, score: maxR.score } : null;
+    let straggler: StragglerView['straggler'] = null;
+    const enough = counted.length >= t.stragglerSamples;
+    if (this.named !== null) {
+      const r = scored.find((x) => x.rank === this.named);
+      if (!r || r.score >= t.stragglerClearScore || !min || min.rank !== r.rank) this.named = null;
+    }
+    if (this.named === null && enough && min && min.score < t.stragglerScore && scored.length >= 2)
+      this.named = min.rank;
+    if (this.named !== null) {
+      const r = scored.find((x) => x.rank === this.named)!;
+      const fastest = max!;
+      const parts = [
+        `score ${sig(r.score, 2)} vs rank ${fastest.rank}'s ${sig(fastest.score, 2)} over ${counted.length} looks`,
+        r.stoppedLooks
+          ? `stopped (state T) in ${r.stoppedLooks} of them`
+          : `cpu ${Math.round(r.busyPct ?? 0)} % vs ${Math.round(scored.find((x) => x.rank === fastest.rank)?.busyPct ?? 0)} %`,
+        `its peers wait in the collective (${rows
+          .filter((x) => x.rank !== r.rank)
+          .map((x) => `rank ${x.rank} ${x.activity}${x.wchan ? ` in ${x.wchan}` : ''}`)
+          .join(', ')})`,
+      ];
+      straggler = { rank: r.rank, score: r.score, why: parts.join('; ') };
+    }
+    const basis =
+      alive.length < 2
+        ? 'fewer than 2 live ranks: nothing to compare'
+        : this.looks.length === 0
+          ? 'one process-table look: CPU needs two (the cockpit and the watchdog take them every round)'
+          : counted.length === 0
+            ? 'no rank busy in the window (idle or hung): speed says nothing'
+            : `${counted.length} look${counted.length === 1 ? '' : 's'} over ${Math.round(t.stragglerWindowS)} s: per-rank CPU, state and wait channel from /proc`;
+    return { ranks: rows, min, max, straggler, looks: counted.length, looksNeeded: t.stragglerSamples, basis };
+  }
+}
+
+/** The warning that names the straggler (the Checker's hysteresis clears it). */
+export function ruleStraggler(v: StragglerView): Draft[] {
+  const s = v.straggler;
+  if (!s) return [];
+  return [
+    {
+      id: `straggler:rank${s.rank}`,
+      rule: 'straggler',
+      severity: 'warning',
+      title: `rank ${s.rank} is the straggler: it holds the other ranks back (score ${sig(s.score, 2)})`,
+      detail: `${s.why}. A slow GPU or CPU, a throttled or shared core, or a noisy neighbour on that rank; every other rank waits for it each step`,
+      rank: s.rank,
+    },
+  ];
+}
