@@ -50,7 +50,7 @@ export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './th
 export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
-export type { RankPace, StragglerView } from './straggler.js';
+export { stragglerFields, type RankPace, type StragglerView } from './straggler.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
 export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
 

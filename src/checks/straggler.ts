@@ -5,10 +5,11 @@
 // process-table look gives, per proven rank, its CPU over the interval since the last look, its
 // state and wait channel; over a window of looks:
 //
-//   score(r) = mean over looks of  min_q cpu(q) / cpu(r)      (1 = as fast as the fastest; NVRx's
-//                                                             relative performance score)
+//   score(r) = min_q Σcpu(q) / Σcpu(r) × (share of looks r was not stopped)   (1 = as fast as the
+//                                                   fastest: NVRx's relative performance score)
 //
-// a rank stopped (state T) in a look scores 0 in it (it holds everyone and computes nothing). A look
+// a rank stopped (state T) holds everyone and computes nothing: the looks it was stopped in count
+// against it. A look
 // counts only when some rank is busy (a hang or an idle run says nothing about speed). A rank is
 // named the straggler once its window score is under stragglerScore over at least stragglerSamples
 // looks, and stays named until it climbs back over stragglerClearScore (hysteresis: no alarm on a
@@ -30,7 +31,7 @@ export interface RankPace {
   activity: 'busy' | 'waiting' | 'stopped' | 'unknown';
   /** mean CPU % over the window's looks */
   busyPct: number | null;
-  /** fastest rank's compute / this rank's compute, mean over the window (1: the fastest); null: no look yet */
+  /** fastest rank's compute / this rank's compute over the window (1: the fastest); null: no look yet */
   score: number | null;
   /** looks in the window in which this rank was stopped (state T) */
   stoppedLooks: number;
@@ -89,6 +90,30 @@ export function lookScores(
   return out;
 }
 
+/**
+ * Scores over a window of counted looks: the fastest rank's CPU over the window / this rank's (sums,
+ * so a look's scheduling noise averages out instead of biasing every rank below 1), times the share
+ * of looks in which the rank was not stopped. Empty when no look counts.
+ */
+export function windowScores(looks: { cpu: Map<number, number>; stopped: Set<number> }[]): Map<number, number> {
+  const out = new Map<number, number>();
+  if (!looks.length) return out;
+  const total = new Map<number, number>();
+  const stopped = new Map<number, number>();
+  for (const l of looks)
+    for (const [r, c] of l.cpu) {
+      total.set(r, (total.get(r) ?? 0) + (l.stopped.has(r) ? 0 : c));
+      stopped.set(r, (stopped.get(r) ?? 0) + (l.stopped.has(r) ? 1 : 0));
+    }
+  const running = [...total].filter(([r]) => stopped.get(r)! < looks.length);
+  const fastest = running.length ? Math.min(...running.map(([, c]) => c)) : 0;
+  for (const [r, c] of total) {
+    const ratio = c <= 0 ? 1 : Math.min(1, fastest / c);
+    out.set(r, ratio * (1 - stopped.get(r)! / looks.length));
+  }
+  return out;
+}
+
 /** Keeps the window of looks across evaluations (one per Checker). */
 export class StragglerTracker {
   private looks: Look[] = [];
@@ -132,11 +157,11 @@ export class StragglerTracker {
     const counted = this.looks
       .map((l) => ({ l, s: lookScores(l.cpu, l.stopped, t.stragglerBusyFloorPct) }))
       .filter((x): x is { l: Look; s: Map<number, number> } => x.s !== null);
+    const win = windowScores(counted.map((c) => c.l));
     const rows: RankPace[] = [...alive]
       .sort((a, b) => a.rank - b.rank)
       .map((r) => {
         const h = hb.get(r.rank);
-        const scores = counted.map((c) => c.s.get(r.rank)).filter((x): x is number => x !== undefined);
         const cpus = counted.map((c) => c.l.cpu.get(r.rank)).filter((x): x is number => x !== undefined);
         const beatStep = h?.lastStep ?? null;
         return {
@@ -146,7 +171,7 @@ export class StragglerTracker {
           wchan: r.proc.wchan,
           activity: activityOf(r.proc.state, r.proc.wchan),
           busyPct: cpus.length ? cpus.reduce((a, b) => a + b, 0) / cpus.length : null,
-          score: scores.length ? scores.reduce((a, b) => a + b, 0) / scores.length : null,
+          score: win.get(r.rank) ?? null,
           stoppedLooks: counted.filter((c) => c.l.stopped.has(r.rank)).length,
           beatStep,
           beatBehind: beatStep !== null && Number.isFinite(furthest) ? furthest - beatStep : null,
@@ -207,4 +232,31 @@ export function ruleStraggler(v: StragglerView): Draft[] {
       rank: s.rank,
     },
   ];
+}
+
+const r3 = (x: number | null) => (x === null ? null : Math.round(x * 1000) / 1000);
+
+/** The view as `status --json` (`straggler`) and the watchdog's `straggler` line give it (docs/status-json.md). */
+export function stragglerFields(v: StragglerView) {
+  return {
+    straggler: v.straggler ? { rank: v.straggler.rank, score: r3(v.straggler.score), why: v.straggler.why } : null,
+    min: v.min ? { rank: v.min.rank, score: r3(v.min.score) } : null,
+    max: v.max ? { rank: v.max.rank, score: r3(v.max.score) } : null,
+    looks: v.looks,
+    looksNeeded: v.looksNeeded,
+    basis: v.basis,
+    ranks: v.ranks.map((r) => ({
+      rank: r.rank,
+      score: r3(r.score),
+      busyPct: r.busyPct === null ? null : Math.round(r.busyPct * 10) / 10,
+      cpuPct: r.cpuPct === null ? null : Math.round(r.cpuPct * 10) / 10,
+      activity: r.activity,
+      state: r.state,
+      wchan: r.wchan,
+      stoppedLooks: r.stoppedLooks,
+      beatStep: r.beatStep,
+      beatBehind: r.beatBehind,
+      dtFetchS: r.dtFetchS,
+    })),
+  };
 }

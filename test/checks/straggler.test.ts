@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Checker } from '../../src/checks/index.js';
-import { activityOf, lookScores } from '../../src/checks/straggler.js';
+import { activityOf, lookScores, windowScores } from '../../src/checks/straggler.js';
 import type { ProcState } from '../../src/remote/types.js';
 import { liveRun, proc, procs } from './helpers.js';
 
@@ -70,6 +70,32 @@ test('scores: min cpu / cpu per look, a stopped rank 0, nothing when no rank is 
     null,
     'all stopped holds nobody',
   );
+  // window scores are ratios of sums: two equal ranks whose looks jitter both score 1
+  const w = windowScores([
+    {
+      cpu: new Map([
+        [0, 70],
+        [1, 60],
+      ]),
+      stopped: new Set<number>(),
+    },
+    {
+      cpu: new Map([
+        [0, 60],
+        [1, 70],
+      ]),
+      stopped: new Set<number>(),
+    },
+    {
+      cpu: new Map([
+        [0, 0],
+        [1, 0],
+      ]),
+      stopped: new Set([1]),
+    },
+  ]);
+  assert.equal(w.get(0), 1);
+  assert.ok(Math.abs(w.get(1)! - 2 / 3) < 1e-9, 'stopped in 1 of 3 looks');
   assert.equal(activityOf('R', null), 'busy');
   assert.equal(activityOf('S', 'futex_wait_queue'), 'waiting');
   assert.equal(activityOf('T', 'do_signal_stop'), 'stopped');
