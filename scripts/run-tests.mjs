@@ -19,6 +19,7 @@ const UNIT_TESTS = [
   'test/checks/boot-state.test.ts',
   'test/checks/fuzz.test.ts',
   'test/checks/healthy-demo.test.ts',
+  'test/checks/numbers.test.ts',
   'test/checks/rules.test.ts',
   'test/checks/state.test.ts',
   'test/checks/straggler.test.ts',

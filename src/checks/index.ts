@@ -32,6 +32,7 @@ import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import { ruleStraggler, StragglerTracker, type StragglerView } from './straggler.js';
+import { operatorNumbers, type OperatorNumbers } from './numbers.js';
 import type {
   Alert,
   ClearedAlert,
@@ -51,6 +52,7 @@ export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
 export { stragglerFields, type RankPace, type StragglerView } from './straggler.js';
+export { numbersLine, type Mfu, type OperatorNumbers } from './numbers.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
 export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
 
@@ -83,6 +85,9 @@ export interface Evaluation {
   /** which rank holds the others back: per-rank score (1 = fastest), min/max, the named straggler
    *  (src/checks/straggler.ts); the metrics' nsatop_straggler_score{rank} reads ranks[].score */
   straggler: StragglerView;
+  /** MFU with its arithmetic and assumed peak ("unknown peak" said), restarts and storm, the newest
+   *  checkpoint's age (src/checks/numbers.ts) */
+  numbers: OperatorNumbers;
   /** gate readings against the thresholds in force; null without gate stats */
   gates: GatesView | null;
   /** each GPU's readings judged, for the GPUs panel */
@@ -180,6 +185,7 @@ export class Checker {
           : null,
       ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
       straggler,
+      numbers: operatorNumbers(ctx),
       gates: gatesView(ctx, gates.haltIn, alerts),
       gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,
