@@ -157,7 +157,25 @@ export class StragglerTracker {
     const counted = this.looks
       .map((l) => ({ l, s: lookScores(l.cpu, l.stopped, t.stragglerBusyFloorPct) }))
       .filter((x): x is { l: Look; s: Map<number, number> } => x.s !== null);
-    const win = windowScores(counted.map((c) => c.l));
+    let win = windowScores(counted.map((c) => c.l));
+    // no interval look yet (a one-shot `status`): the share of CPU since each rank started, one
+    // long look (boot included) that scores but never names
+    let sinceStart = false;
+    if (
+      counted.length === 0 &&
+      alive.length >= 2 &&
+      alive.every((r) => (r.proc.ageS ?? 0) >= 1 && r.proc.cpuTotalS != null)
+    ) {
+      const cpu = new Map(alive.map((r) => [r.rank, (100 * r.proc.cpuTotalS!) / r.proc.ageS!]));
+      const stopped = new Set(
+        alive.filter((r) => activityOf(r.proc.state, r.proc.wchan) === 'stopped').map((r) => r.rank),
+      );
+      if (lookScores(cpu, new Set(), t.stragglerBusyFloorPct)) {
+        win = windowScores([{ cpu, stopped: new Set() }]);
+        for (const r of stopped) win.set(r, 0);
+        sinceStart = true;
+      }
+    }
     const rows: RankPace[] = [...alive]
       .sort((a, b) => a.rank - b.rank)
       .map((r) => {
@@ -209,11 +227,13 @@ export class StragglerTracker {
     const basis =
       alive.length < 2
         ? 'fewer than 2 live ranks: nothing to compare'
-        : this.looks.length === 0
-          ? 'one process-table look: CPU needs two (the cockpit and the watchdog take them every round)'
-          : counted.length === 0
-            ? 'no rank busy in the window (idle or hung): speed says nothing'
-            : `${counted.length} look${counted.length === 1 ? '' : 's'} over ${Math.round(t.stragglerWindowS)} s: per-rank CPU, state and wait channel from /proc`;
+        : sinceStart
+          ? 'one process-table look: CPU share since each rank started (a window needs looks over time: the cockpit and the watchdog take them every round)'
+          : this.looks.length === 0
+            ? 'one process-table look: CPU needs two (the cockpit and the watchdog take them every round)'
+            : counted.length === 0
+              ? 'no rank busy in the window (idle or hung): speed says nothing'
+              : `${counted.length} look${counted.length === 1 ? '' : 's'} over ${Math.round(t.stragglerWindowS)} s: per-rank CPU, state and wait channel from /proc`;
     return { ranks: rows, min, max, straggler, looks: counted.length, looksNeeded: t.stragglerSamples, basis };
   }
 }

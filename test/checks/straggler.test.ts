@@ -203,7 +203,16 @@ test('one look (status) gives no score and says why; one rank has nothing to com
   let ev = new Checker().evaluate({ now: T0, run, procs: p, gpu: null });
   assert.equal(ev.straggler.ranks.length, 2);
   assert.equal(ev.straggler.ranks[0]!.score, null);
-  assert.match(ev.straggler.basis, /one process-table look/);
+  assert.match(ev.straggler.basis, /CPU needs two/);
+  // … with the ranks' CPU since they started: a score from that one long look, never a name
+  Object.assign(p.ranks[0]!.proc, { cpuTotalS: 60, ageS: 100 });
+  Object.assign(p.ranks[1]!.proc, { cpuTotalS: 90, ageS: 100 });
+  ev = new Checker().evaluate({ now: T0, run, procs: p, gpu: null });
+  assert.match(ev.straggler.basis, /CPU share since each rank started/);
+  assert.equal(ev.straggler.ranks[0]!.score, 1);
+  assert.ok(Math.abs(ev.straggler.ranks[1]!.score! - 2 / 3) < 1e-9);
+  assert.deepEqual(ev.straggler.min?.rank, 1);
+  assert.equal(ev.straggler.straggler, null, 'one look never names');
   ev = new Checker().evaluate({ now: T0, run, procs: procs([proc(0, 'R')]), gpu: null });
   assert.match(ev.straggler.basis, /fewer than 2 live ranks/);
 });
