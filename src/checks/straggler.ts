@@ -91,24 +91,27 @@ export function lookScores(
 }
 
 /**
- * Scores over a window of counted looks: the fastest rank's CPU over the window / this rank's (sums,
- * so a look's scheduling noise averages out instead of biasing every rank below 1), times the share
- * of looks in which the rank was not stopped. Empty when no look counts.
+ * Scores over a window of counted looks: the fastest rank's CPU over the window's looks without a
+ * stopped rank / this rank's (sums, so a look's scheduling noise averages out instead of biasing
+ * every rank below 1), times the share of looks in which the rank was not stopped. Empty when no look
+ * counts.
  */
 export function windowScores(looks: { cpu: Map<number, number>; stopped: Set<number> }[]): Map<number, number> {
   const out = new Map<number, number>();
   if (!looks.length) return out;
+  // CPU compared only over looks in which no rank was stopped: a stopped rank's peers wait too, and
+  // counting its lost CPU would make the waiting ranks look slow once it runs again
   const total = new Map<number, number>();
   const stopped = new Map<number, number>();
   for (const l of looks)
     for (const [r, c] of l.cpu) {
-      total.set(r, (total.get(r) ?? 0) + (l.stopped.has(r) ? 0 : c));
+      if (l.stopped.size === 0) total.set(r, (total.get(r) ?? 0) + c);
       stopped.set(r, (stopped.get(r) ?? 0) + (l.stopped.has(r) ? 1 : 0));
     }
-  const running = [...total].filter(([r]) => stopped.get(r)! < looks.length);
-  const fastest = running.length ? Math.min(...running.map(([, c]) => c)) : 0;
-  for (const [r, c] of total) {
-    const ratio = c <= 0 ? 1 : Math.min(1, fastest / c);
+  const fastest = total.size ? Math.min(...total.values()) : 0;
+  for (const r of stopped.keys()) {
+    const c = total.get(r);
+    const ratio = c === undefined || c <= 0 ? 1 : Math.min(1, fastest / c);
     out.set(r, ratio * (1 - stopped.get(r)! / looks.length));
   }
   return out;

@@ -96,6 +96,32 @@ test('scores: min cpu / cpu per look, a stopped rank 0, nothing when no rank is 
   ]);
   assert.equal(w.get(0), 1);
   assert.ok(Math.abs(w.get(1)! - 2 / 3) < 1e-9, 'stopped in 1 of 3 looks');
+  // a stopped look's lost CPU does not make its waiting peer look slow once it runs again (live: a
+  // kill -STOP pulse on rank 1 of the real trainer scored rank 0 at 0.65 before this)
+  const after = windowScores([
+    {
+      cpu: new Map([
+        [0, 14],
+        [1, 13],
+      ]),
+      stopped: new Set([1]),
+    },
+    {
+      cpu: new Map([
+        [0, 12],
+        [1, 12],
+      ]),
+      stopped: new Set<number>(),
+    },
+    {
+      cpu: new Map([
+        [0, 13],
+        [1, 13],
+      ]),
+      stopped: new Set<number>(),
+    },
+  ]);
+  assert.equal(after.get(0), 1);
   assert.equal(activityOf('R', null), 'busy');
   assert.equal(activityOf('S', 'futex_wait_queue'), 'waiting');
   assert.equal(activityOf('T', 'do_signal_stop'), 'stopped');
