@@ -12,7 +12,10 @@
 // against it. A look
 // counts only when some rank is busy (a hang or an idle run says nothing about speed). A rank is
 // named the straggler once its window score is under stragglerScore over at least stragglerSamples
-// looks, and stays named until it climbs back over stragglerClearScore (hysteresis: no alarm on a
+// looks — and is found working while its peers wait at least as often as any of them —, or once the
+// process states alone say so (working while every peer waits in ≥ 40 % of the looks, 3× as often as
+// any peer: a rank starved of CPU by nice, taskset or a neighbour does the same CPU work per step as
+// its peers, so only its state shows it); it stays named until both clear (hysteresis: no alarm on a
 // clean run's jitter). Per-rank beats (how far a rank's newest beat is behind the furthest rank's)
 // and per-rank dt_fetch_s, where ranks write them, are shown beside the score as evidence.
 // Pure: no I/O.
@@ -35,6 +38,10 @@ export interface RankPace {
   score: number | null;
   /** looks in the window in which this rank was stopped (state T) */
   stoppedLooks: number;
+  /** share of the window's looks in which this rank was working (or stopped) while every peer
+   *  waited: the state evidence, which sees a rank starved of CPU (nice, taskset, a noisy
+   *  neighbour) whose CPU time per step looks like everyone's */
+  holdPct: number | null;
   /** the step of this rank's newest heartbeat, and how many steps it is behind the furthest rank */
   beatStep: number | null;
   beatBehind: number | null;
@@ -57,11 +64,13 @@ export interface StragglerView {
   basis: string;
 }
 
-interface Look {
+export interface Look {
   /** the process table's own time (a look is counted once) */
   at: number;
   cpu: Map<number, number>;
   stopped: Set<number>;
+  /** ranks found waiting (asleep in a wait channel) in this look */
+  waiting: Set<number>;
 }
 
 const WAITING_WCHAN = /futex|poll|select|epoll|pipe|sk_wait|unix_stream|wait|nanosleep|hrtimer/i;
@@ -117,6 +126,18 @@ export function windowScores(looks: { cpu: Map<number, number>; stopped: Set<num
   return out;
 }
 
+/** looks in which `rank` was working (or stopped) while every other rank waited */
+export function holds(looks: Look[], rank: number): number {
+  let n = 0;
+  for (const l of looks) {
+    if (l.waiting.has(rank) || !l.cpu.has(rank)) continue;
+    let all = true;
+    for (const q of l.cpu.keys()) if (q !== rank && !l.waiting.has(q)) all = false;
+    if (all) n++;
+  }
+  return n;
+}
+
 /** Keeps the window of looks across evaluations (one per Checker). */
 export class StragglerTracker {
   private looks: Look[] = [];
@@ -140,12 +161,15 @@ export class StragglerTracker {
       if (!last || last.at !== procs.at) {
         const cpu = new Map<number, number>();
         const stopped = new Set<number>();
+        const waiting = new Set<number>();
         for (const r of alive) {
-          if (activityOf(r.proc.state, r.proc.wchan) === 'stopped') stopped.add(r.rank);
+          const act = activityOf(r.proc.state, r.proc.wchan);
+          if (act === 'stopped') stopped.add(r.rank);
+          if (act === 'waiting') waiting.add(r.rank);
           if (r.proc.cpuPct !== null) cpu.set(r.rank, r.proc.cpuPct);
           else if (stopped.has(r.rank)) cpu.set(r.rank, 0);
         }
-        if (cpu.size === alive.length) this.looks.push({ at: procs.at, cpu, stopped });
+        if (cpu.size === alive.length) this.looks.push({ at: procs.at, cpu, stopped, waiting });
         // a different set of ranks (a restart, a rank gone) starts a new window
         const key = (l: Look) => [...l.cpu.keys()].sort((a, b) => a - b).join(',');
         const newest = this.looks[this.looks.length - 1];
@@ -194,6 +218,7 @@ export class StragglerTracker {
           busyPct: cpus.length ? cpus.reduce((a, b) => a + b, 0) / cpus.length : null,
           score: win.get(r.rank) ?? null,
           stoppedLooks: counted.filter((c) => c.l.stopped.has(r.rank)).length,
+          holdPct: this.looks.length ? (100 * holds(this.looks, r.rank)) / this.looks.length : null,
           beatStep,
           beatBehind: beatStep !== null && Number.isFinite(furthest) ? furthest - beatStep : null,
           dtFetchS: lp && lp.rank === r.rank ? (lp.dtFetchS ?? null) : null,
@@ -206,26 +231,49 @@ export class StragglerTracker {
     const max = maxR ? { rank: maxR.rank, score: maxR.score } : null;
     let straggler: StragglerView['straggler'] = null;
     const enough = counted.length >= t.stragglerSamples;
+    const holdOf = (rank: number) => rows.find((x) => x.rank === rank)?.holdPct ?? 0;
+    const maxOtherHold = (rank: number) =>
+      Math.max(0, ...rows.filter((x) => x.rank !== rank).map((x) => x.holdPct ?? 0));
+    // (A) the CPU says it computes more per step than the fastest, and it is found working while its
+    // peers wait at least as often as any of them (a rank whose peer holds it up is not the straggler)
+    const byCpu = (rank: number) => {
+      const r = scored.find((x) => x.rank === rank);
+      return !!r && enough && r.score < t.stragglerScore && holdOf(rank) >= maxOtherHold(rank);
+    };
+    // (B) the state says it: working while every peer waits in a large share of the looks, and far
+    // more often than any peer (clean runs measured ≤ 17 %, a niced + pinned rank 54 %)
+    const byState = (rank: number) =>
+      this.looks.length >= t.stragglerSamples &&
+      holdOf(rank) >= t.stragglerHoldPct &&
+      holdOf(rank) >= 3 * maxOtherHold(rank);
     if (this.named !== null) {
       const r = scored.find((x) => x.rank === this.named);
-      if (!r || r.score >= t.stragglerClearScore || !min || min.rank !== r.rank) this.named = null;
+      const cpuHolds = !!r && r.score < t.stragglerClearScore && min?.rank === r.rank;
+      const stateHolds = holdOf(this.named) >= t.stragglerHoldPct / 2 && holdOf(this.named) > maxOtherHold(this.named);
+      if (!cpuHolds && !stateHolds) this.named = null;
     }
-    if (this.named === null && enough && min && min.score < t.stragglerScore && scored.length >= 2)
-      this.named = min.rank;
+    if (this.named === null && rows.length >= 2) {
+      const cand = [...rows].sort((x, y) => (x.score ?? 1) - (y.score ?? 1) || (y.holdPct ?? 0) - (x.holdPct ?? 0));
+      const c = cand.find((x) => byCpu(x.rank)) ?? rows.find((x) => byState(x.rank));
+      if (c) this.named = c.rank;
+    }
     if (this.named !== null) {
-      const r = scored.find((x) => x.rank === this.named)!;
-      const fastest = max!;
+      const r = rows.find((x) => x.rank === this.named)!;
+      const fastest = max ?? { rank: r.rank, score: 1 };
       const parts = [
-        `score ${sig(r.score, 2)} vs rank ${fastest.rank}'s ${sig(fastest.score, 2)} over ${counted.length} looks`,
+        r.score !== null
+          ? `score ${sig(r.score, 2)} vs rank ${fastest.rank}'s ${sig(fastest.score, 2)} over ${counted.length} looks`
+          : `no CPU score yet`,
         r.stoppedLooks
           ? `stopped (state T) in ${r.stoppedLooks} of them`
-          : `cpu ${Math.round(r.busyPct ?? 0)} % vs ${Math.round(scored.find((x) => x.rank === fastest.rank)?.busyPct ?? 0)} %`,
+          : `cpu ${Math.round(r.busyPct ?? 0)} % vs ${Math.round(rows.find((x) => x.rank === fastest.rank)?.busyPct ?? 0)} %`,
+        `working while every peer waited in ${Math.round(r.holdPct ?? 0)} % of ${this.looks.length} looks (peers ≤ ${Math.round(maxOtherHold(r.rank))} %)`,
         `its peers wait in the collective (${rows
           .filter((x) => x.rank !== r.rank)
           .map((x) => `rank ${x.rank} ${x.activity}${x.wchan ? ` in ${x.wchan}` : ''}`)
           .join(', ')})`,
       ];
-      straggler = { rank: r.rank, score: r.score, why: parts.join('; ') };
+      straggler = { rank: r.rank, score: r.score ?? 1, why: parts.join('; ') };
     }
     const basis =
       alive.length < 2
@@ -277,6 +325,7 @@ export function stragglerFields(v: StragglerView) {
       state: r.state,
       wchan: r.wchan,
       stoppedLooks: r.stoppedLooks,
+      holdPct: r.holdPct === null ? null : Math.round(r.holdPct * 10) / 10,
       beatStep: r.beatStep,
       beatBehind: r.beatBehind,
       dtFetchS: r.dtFetchS,
