@@ -56,7 +56,7 @@ export interface StragglerView {
   min: { rank: number; score: number } | null;
   max: { rank: number; score: number } | null;
   /** the rank named as holding the others back (past the threshold, over the window), else null */
-  straggler: { rank: number; score: number; why: string } | null;
+  straggler: { rank: number; score: number; why: string; evidence: 'cpu' | 'state' } | null;
   /** looks in the window, and how many are needed before a rank is named */
   looks: number;
   looksNeeded: number;
@@ -142,6 +142,7 @@ export function holds(looks: Look[], rank: number): number {
 export class StragglerTracker {
   private looks: Look[] = [];
   private named: number | null = null;
+  private namedBy: 'cpu' | 'state' = 'cpu';
 
   reset(): void {
     this.looks = [];
@@ -254,8 +255,12 @@ export class StragglerTracker {
     }
     if (this.named === null && rows.length >= 2) {
       const cand = [...rows].sort((x, y) => (x.score ?? 1) - (y.score ?? 1) || (y.holdPct ?? 0) - (x.holdPct ?? 0));
-      const c = cand.find((x) => byCpu(x.rank)) ?? rows.find((x) => byState(x.rank));
-      if (c) this.named = c.rank;
+      const c = cand.find((x) => byCpu(x.rank));
+      const st = c ? undefined : rows.find((x) => byState(x.rank));
+      if (c ?? st) {
+        this.named = (c ?? st)!.rank;
+        this.namedBy = c ? 'cpu' : 'state';
+      }
     }
     if (this.named !== null) {
       const r = rows.find((x) => x.rank === this.named)!;
@@ -273,7 +278,7 @@ export class StragglerTracker {
           .map((x) => `rank ${x.rank} ${x.activity}${x.wchan ? ` in ${x.wchan}` : ''}`)
           .join(', ')})`,
       ];
-      straggler = { rank: r.rank, score: r.score ?? 1, why: parts.join('; ') };
+      straggler = { rank: r.rank, score: r.score ?? 1, why: parts.join('; '), evidence: this.namedBy };
     }
     const basis =
       alive.length < 2
@@ -298,7 +303,10 @@ export function ruleStraggler(v: StragglerView): Draft[] {
       id: `straggler:rank${s.rank}`,
       rule: 'straggler',
       severity: 'warning',
-      title: `rank ${s.rank} is the straggler: it holds the other ranks back (score ${sig(s.score, 2)})`,
+      title:
+        s.evidence === 'cpu'
+          ? `rank ${s.rank} is the straggler: it holds the other ranks back (score ${sig(s.score, 2)})`
+          : `rank ${s.rank} is the straggler: it runs while the other ranks wait (${Math.round(v.ranks.find((r) => r.rank === s.rank)?.holdPct ?? 0)} % of looks)`,
       detail: `${s.why}. A slow GPU or CPU, a throttled or shared core, or a noisy neighbour on that rank; every other rank waits for it each step`,
       rank: s.rank,
     },
@@ -310,7 +318,9 @@ const r3 = (x: number | null) => (x === null ? null : Math.round(x * 1000) / 100
 /** The view as `status --json` (`straggler`) and the watchdog's `straggler` line give it (docs/status-json.md). */
 export function stragglerFields(v: StragglerView) {
   return {
-    straggler: v.straggler ? { rank: v.straggler.rank, score: r3(v.straggler.score), why: v.straggler.why } : null,
+    straggler: v.straggler
+      ? { rank: v.straggler.rank, score: r3(v.straggler.score), evidence: v.straggler.evidence, why: v.straggler.why }
+      : null,
     min: v.min ? { rank: v.min.rank, score: r3(v.min.score) } : null,
     max: v.max ? { rank: v.max.rank, score: r3(v.max.score) } : null,
     looks: v.looks,

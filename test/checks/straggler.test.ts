@@ -277,6 +277,11 @@ test('state evidence: a rank starved of CPU (same CPU per step, runnable while i
   assert.equal(ev!.straggler.straggler?.rank, 1, JSON.stringify(ev!.straggler.ranks));
   assert.ok(ev!.straggler.ranks[1]!.score! > 0.95, 'its CPU score alone would not see it');
   assert.match(ev!.straggler.straggler!.why, /working while every peer waited in 67 % of 6 looks/);
+  assert.equal(ev!.straggler.straggler!.evidence, 'state');
+  assert.match(
+    ev!.alerts.find((a) => a.rule === 'straggler')!.title,
+    /rank 1 is the straggler: it runs while the other ranks wait \(67 % of looks\)/,
+  );
   // the false alarm seen live: rank 0 (it logs every step) at CPU score ~0.8 for a few looks while
   // rank 1 is the one found running as rank 0 waits — not named
   const guard = new Checker();
