@@ -54,6 +54,7 @@ const UNIT_TESTS = [
   'test/ui/chart.test.ts',
   'test/ui/dialog.test.ts',
   'test/ui/evaluation.test.ts',
+  'test/ui/pace.test.ts',
   'test/ui/keys.test.tsx',
   'test/ui/screen.test.tsx',
   'test/ui/text.test.ts',
