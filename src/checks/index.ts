@@ -32,7 +32,7 @@ import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import { ruleStraggler, StragglerTracker, type StragglerView } from './straggler.js';
-import { operatorNumbers, type OperatorNumbers } from './numbers.js';
+import { operatorNumbers, ruleRestartStorm, type OperatorNumbers } from './numbers.js';
 import type {
   Alert,
   ClearedAlert,
@@ -140,6 +140,7 @@ export class Checker {
     const gates = ruleGates(ctx);
     const boot = bootPhase(ctx, si);
     const straggler = this.strag.view(ctx);
+    const numbers = operatorNumbers(ctx);
     const all: Draft[] = [
       ...ruleStall(ctx, si),
       ...ruleProcesses(ctx, si),
@@ -159,6 +160,7 @@ export class Checker {
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),
       ...ruleStraggler(straggler),
+      ...ruleRestartStorm(ctx, numbers),
     ];
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it
@@ -185,7 +187,7 @@ export class Checker {
           : null,
       ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
       straggler,
-      numbers: operatorNumbers(ctx),
+      numbers,
       gates: gatesView(ctx, gates.haltIn, alerts),
       gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,

@@ -8,6 +8,7 @@ import { configBasename, cpuPeak, flopsPerToken, gpuPeak, knownConfig } from './
 import { dur, sig } from '../format.js';
 import { currentSegment, median } from './stats.js';
 import { STORM_EXITS, STORM_WINDOW_MS } from './supervisor.js';
+import type { Draft } from './rules/index.js';
 
 export interface Mfu {
   /** fraction of the assumed peak (0.12 = 12 %); null when the peak is unknown */
@@ -79,7 +80,7 @@ export function mfuOf(ctx: Ctx, vals?: number[]): Mfu | null {
 
 export interface OperatorNumbers {
   mfu: Mfu | null;
-  /** trainer restarts: the supervisor's count (else boots of rank 0 after the first), and a storm */
+  /** trainer restarts: the supervisor's count (else the run's segments begun by a new process), and a storm */
   restarts: {
     count: number;
     max: number | null;
@@ -109,14 +110,23 @@ export function operatorNumbers(ctx: Ctx): OperatorNumbers {
       source: 'supervisor',
     };
   } else {
-    const boots = ctx.ranks.find((r) => r.rank === 0)?.events?.['boot'] ?? 0;
-    if (boots > 0)
+    // no supervisor of nsa-top's (a hand relaunch loop, torchrun --max-restarts): the run's own
+    // segments that began with a new process are its restarts
+    const relaunches = ctx.run.segments.filter(
+      (g) => g.index > 0 && (g.cause === 'boot' || g.cause === 'step-backwards'),
+    );
+    const at = (g: (typeof relaunches)[number]) => g.bootTs ?? g.startTs;
+    const recent = relaunches.filter((g) => {
+      const ts = at(g);
+      return ts !== null && ts !== undefined && ctx.now - ts <= STORM_WINDOW_MS;
+    }).length;
+    if (ctx.run.segments.length > 0)
       restarts = {
-        count: boots - 1,
+        count: relaunches.length,
         max: null,
-        recent: 0,
+        recent,
         windowS: STORM_WINDOW_MS / 1000,
-        storm: false,
+        storm: recent >= STORM_EXITS,
         source: 'heartbeat boots',
       };
   }
@@ -141,4 +151,19 @@ export function numbersLine(n: OperatorNumbers): string[] {
     );
   if (n.lastCheckpoint) out.push(`ckpt ${dur(n.lastCheckpoint.ageS)} ago`);
   return out;
+}
+
+/** A restart storm of a run nsa-top's supervisor does not drive (that one says `supervisor:storm`). */
+export function ruleRestartStorm(ctx: Ctx, n: OperatorNumbers): Draft[] {
+  const r = n.restarts;
+  if (!r || r.source !== 'heartbeat boots' || !r.storm) return [];
+  return [
+    {
+      id: 'restarts:storm',
+      rule: 'restarts',
+      severity: 'warning',
+      title: `restart storm: the trainer started ${r.recent} times in ${dur(r.windowS)}`,
+      detail: `${r.count} restart${r.count === 1 ? '' : 's'} in all, from the heartbeat's boots (no nsa-top supervisor); a run that keeps dying comes back only to die again: read the log of the last exit`,
+    },
+  ];
 }

@@ -70,9 +70,19 @@ test('restarts: the supervisor count, a storm when 3 failures fall within 10 min
   ev = evaluateOnce({ now: T0, run: run(), procs: null, gpu: null, supervisor: sup([30, 2000, 5000]) });
   assert.equal(ev.numbers.restarts!.storm, false);
   assert.equal(ev.numbers.restarts!.recent, 1);
-  // no supervisor: relaunches counted from rank 0's boots
+  // no supervisor: relaunches are the run's segments begun by a new process (boot, or a resume that
+  // restarted the step count); 3 within 10 min is a storm of its own alert
   const r = run();
-  r.ranks[0]!.events = { boot: 3 };
+  const seg = (index: number, cause: 'start' | 'boot' | 'step-backwards', agoS: number) => ({
+    index,
+    firstStep: 1,
+    lastStep: 10,
+    startTs: T0 - agoS * 1000,
+    bootTs: T0 - agoS * 1000,
+    pid: 100 + index,
+    cause,
+  });
+  r.segments = [seg(0, 'start', 3000), seg(1, 'boot', 2000)];
   r.checkpoints = [
     {
       name: 'checkpoint_step100.pt',
@@ -103,7 +113,17 @@ test('restarts: the supervisor count, a storm when 3 failures fall within 10 min
     },
   ];
   ev = evaluateOnce({ now: T0, run: r, procs: null, gpu: null });
-  assert.equal(ev.numbers.restarts!.count, 2);
+  assert.equal(ev.numbers.restarts!.count, 1);
   assert.equal(ev.numbers.restarts!.source, 'heartbeat boots');
+  assert.ok(!ev.alerts.some((a) => a.id === 'restarts:storm'));
+  r.segments.push(seg(2, 'step-backwards', 400), seg(3, 'boot', 200), seg(4, 'boot', 60));
+  const storm = evaluateOnce({ now: T0, run: r, procs: null, gpu: null });
+  assert.deepEqual(
+    [storm.numbers.restarts!.count, storm.numbers.restarts!.recent, storm.numbers.restarts!.storm],
+    [4, 3, true],
+  );
+  const al = storm.alerts.find((a) => a.id === 'restarts:storm');
+  assert.equal(al?.severity, 'warning');
+  assert.match(al!.title, /restart storm: the trainer started 3 times in 10m/);
   assert.deepEqual(ev.numbers.lastCheckpoint, { name: 'checkpoint_step200.pt', step: 200, ageS: 90 });
 });
