@@ -126,14 +126,18 @@ export function windowScores(looks: { cpu: Map<number, number>; stopped: Set<num
   return out;
 }
 
-/** looks in which `rank` was working (or stopped) while every other rank waited */
-export function holds(looks: Look[], rank: number): number {
-  let n = 0;
+/** per rank, the looks in which it was working (or stopped) while every other rank waited: O(looks × ranks) */
+export function holdCounts(looks: Look[]): Map<number, number> {
+  const n = new Map<number, number>();
   for (const l of looks) {
-    if (l.waiting.has(rank) || !l.cpu.has(rank)) continue;
-    let all = true;
-    for (const q of l.cpu.keys()) if (q !== rank && !l.waiting.has(q)) all = false;
-    if (all) n++;
+    let only: number | null = null;
+    let working = 0;
+    for (const q of l.cpu.keys())
+      if (!l.waiting.has(q)) {
+        working++;
+        only = q;
+      }
+    if (working === 1 && only !== null) n.set(only, (n.get(only) ?? 0) + 1);
   }
   return n;
 }
@@ -186,6 +190,7 @@ export class StragglerTracker {
       .map((l) => ({ l, s: lookScores(l.cpu, l.stopped, t.stragglerBusyFloorPct) }))
       .filter((x): x is { l: Look; s: Map<number, number> } => x.s !== null);
     let win = windowScores(counted.map((c) => c.l));
+    const held = holdCounts(this.looks);
     // no interval look yet (a one-shot `status`): the share of CPU since each rank started, one
     // long look (boot included) that scores but never names
     let sinceStart = false;
@@ -219,7 +224,7 @@ export class StragglerTracker {
           busyPct: cpus.length ? cpus.reduce((a, b) => a + b, 0) / cpus.length : null,
           score: win.get(r.rank) ?? null,
           stoppedLooks: counted.filter((c) => c.l.stopped.has(r.rank)).length,
-          holdPct: this.looks.length ? (100 * holds(this.looks, r.rank)) / this.looks.length : null,
+          holdPct: this.looks.length ? (100 * (held.get(r.rank) ?? 0)) / this.looks.length : null,
           beatStep,
           beatBehind: beatStep !== null && Number.isFinite(furthest) ? furthest - beatStep : null,
           dtFetchS: lp && lp.rank === r.rank ? (lp.dtFetchS ?? null) : null,
@@ -232,14 +237,16 @@ export class StragglerTracker {
     const max = maxR ? { rank: maxR.rank, score: maxR.score } : null;
     let straggler: StragglerView['straggler'] = null;
     const enough = counted.length >= t.stragglerSamples;
-    const holdOf = (rank: number) => rows.find((x) => x.rank === rank)?.holdPct ?? 0;
-    const maxOtherHold = (rank: number) =>
-      Math.max(0, ...rows.filter((x) => x.rank !== rank).map((x) => x.holdPct ?? 0));
+    // by rank once, and the two highest hold shares: thousands of ranks must not cost ranks² a look
+    const rowOf = new Map(rows.map((x) => [x.rank, x]));
+    const holdOf = (rank: number) => rowOf.get(rank)?.holdPct ?? 0;
+    const top = [...rows].sort((x, y) => (y.holdPct ?? 0) - (x.holdPct ?? 0)).slice(0, 2);
+    const maxOtherHold = (rank: number) => top.find((x) => x.rank !== rank)?.holdPct ?? 0;
     // (A) the CPU says it computes more per step than the fastest, and it is found working while its
     // peers wait at least as often as any of them (a rank whose peer holds it up is not the straggler)
     const byCpu = (rank: number) => {
-      const r = scored.find((x) => x.rank === rank);
-      return !!r && enough && r.score < t.stragglerScore && holdOf(rank) >= maxOtherHold(rank);
+      const r = rowOf.get(rank);
+      return !!r && r.score !== null && enough && r.score < t.stragglerScore && holdOf(rank) >= maxOtherHold(rank);
     };
     // (B) the state says it: working while every peer waits in a large share of the looks, and far
     // more often than any peer (clean runs measured ≤ 17 %, a niced + pinned rank 54 %)
@@ -248,8 +255,8 @@ export class StragglerTracker {
       holdOf(rank) >= t.stragglerHoldPct &&
       holdOf(rank) >= 3 * maxOtherHold(rank);
     if (this.named !== null) {
-      const r = scored.find((x) => x.rank === this.named);
-      const cpuHolds = !!r && r.score < t.stragglerClearScore && min?.rank === r.rank;
+      const r = rowOf.get(this.named);
+      const cpuHolds = !!r && r.score !== null && r.score < t.stragglerClearScore && min?.rank === r.rank;
       const stateHolds = holdOf(this.named) >= t.stragglerHoldPct / 2 && holdOf(this.named) > maxOtherHold(this.named);
       if (!cpuHolds && !stateHolds) this.named = null;
     }
@@ -263,20 +270,21 @@ export class StragglerTracker {
       }
     }
     if (this.named !== null) {
-      const r = rows.find((x) => x.rank === this.named)!;
+      const r = rowOf.get(this.named)!;
       const fastest = max ?? { rank: r.rank, score: 1 };
+      const peers = rows.filter((x) => x.rank !== r.rank);
       const parts = [
         r.score !== null
           ? `score ${sig(r.score, 2)} vs rank ${fastest.rank}'s ${sig(fastest.score, 2)} over ${counted.length} looks`
           : `no CPU score yet`,
         r.stoppedLooks
           ? `stopped (state T) in ${r.stoppedLooks} of them`
-          : `cpu ${Math.round(r.busyPct ?? 0)} % vs ${Math.round(rows.find((x) => x.rank === fastest.rank)?.busyPct ?? 0)} %`,
+          : `cpu ${Math.round(r.busyPct ?? 0)} % vs ${Math.round(rowOf.get(fastest.rank)?.busyPct ?? 0)} %`,
         `working while every peer waited in ${Math.round(r.holdPct ?? 0)} % of ${this.looks.length} looks (peers ≤ ${Math.round(maxOtherHold(r.rank))} %)`,
-        `its peers wait in the collective (${rows
-          .filter((x) => x.rank !== r.rank)
+        `its peers wait in the collective (${peers
+          .slice(0, 3)
           .map((x) => `rank ${x.rank} ${x.activity}${x.wchan ? ` in ${x.wchan}` : ''}`)
-          .join(', ')})`,
+          .join(', ')}${peers.length > 3 ? `, and ${peers.length - 3} more` : ''})`,
       ];
       straggler = { rank: r.rank, score: r.score ?? 1, why: parts.join('; '), evidence: this.namedBy };
     }
