@@ -12,8 +12,8 @@
 // against it. A look
 // counts only when some rank is busy (a hang or an idle run says nothing about speed). A rank is
 // named the straggler once its window score is under stragglerScore over at least stragglerSamples
-// looks — and is found working while its peers wait at least as often as any of them —, or once the
-// process states alone say so (working while every peer waits in ≥ 40 % of the looks, 3× as often as
+// looks — and is found working while its peers wait more often than any of them —, or once the
+// process states alone say so (working while every peer waits in ≥ 50 % of ≥ 10 looks, 3× as often as
 // any peer: a rank starved of CPU by nice, taskset or a neighbour does the same CPU work per step as
 // its peers, so only its state shows it); it stays named until both clear (hysteresis: no alarm on a
 // clean run's jitter). Per-rank beats (how far a rank's newest beat is behind the furthest rank's)
@@ -243,15 +243,15 @@ export class StragglerTracker {
     const top = [...rows].sort((x, y) => (y.holdPct ?? 0) - (x.holdPct ?? 0)).slice(0, 2);
     const maxOtherHold = (rank: number) => top.find((x) => x.rank !== rank)?.holdPct ?? 0;
     // (A) the CPU says it computes more per step than the fastest, and it is found working while its
-    // peers wait at least as often as any of them (a rank whose peer holds it up is not the straggler)
+    // peers wait more often than any of them (a rank whose peer holds it up is not the straggler)
     const byCpu = (rank: number) => {
       const r = rowOf.get(rank);
-      return !!r && r.score !== null && enough && r.score < t.stragglerScore && holdOf(rank) >= maxOtherHold(rank);
+      return !!r && r.score !== null && enough && r.score < t.stragglerScore && holdOf(rank) > maxOtherHold(rank);
     };
-    // (B) the state says it: working while every peer waits in a large share of the looks, and far
-    // more often than any peer (clean runs measured ≤ 17 %, a niced + pinned rank 54 %)
+    // (B) the state says it: working while every peer waits in at least half of ≥ 10 looks, and 3×
+    // as often as any peer (clean runs measured ≤ 20 %, a niced + pinned rank 54 %)
     const byState = (rank: number) =>
-      this.looks.length >= t.stragglerSamples &&
+      this.looks.length >= 2 * t.stragglerSamples &&
       holdOf(rank) >= t.stragglerHoldPct &&
       holdOf(rank) >= 3 * maxOtherHold(rank);
     if (this.named !== null) {

@@ -93,8 +93,8 @@ export interface Thresholds {
   stragglerClearScore: number;
   stragglerSamples: number;
   stragglerWindowS: number;
-  /** … or a rank found working while every peer waits in at least this % of the looks (and 3× as
-   *  often as any peer): the state evidence of a rank starved of CPU */
+  /** … or a rank found working while every peer waits in at least this % of ≥ 2 × stragglerSamples
+   *  looks (and 3× as often as any peer): the state evidence of a rank starved of CPU */
   stragglerHoldPct: number;
   /** a look counts only when some rank uses at least this much CPU (a hung or idle run has no pace) */
   stragglerBusyFloorPct: number;
@@ -153,7 +153,7 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   stragglerClearScore: 0.92,
   stragglerSamples: 5,
   stragglerWindowS: 120,
-  stragglerHoldPct: 40,
+  stragglerHoldPct: 50,
   stragglerBusyFloorPct: 5,
   intervalS: 30,
   alertClearChecks: 3,
