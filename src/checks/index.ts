@@ -33,6 +33,8 @@ import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { foldIntoHostMem, HostSeries, isRankRssLeak, ruleHostResources } from './rules/hostres.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
+import { ruleStraggler, StragglerTracker, type StragglerView } from './straggler.js';
+import { operatorNumbers, ruleRestartStorm, type OperatorNumbers } from './numbers.js';
 import type {
   Alert,
   ClearedAlert,
@@ -51,6 +53,8 @@ export { DEFAULT_THRESHOLDS, maxGateEntropyBound, thresholdsFromEnv } from './th
 export { launchedFromRunInfo } from './launched.js';
 export type * from './types.js';
 export { haltOutlook } from './present.js';
+export { stragglerFields, type RankPace, type StragglerView } from './straggler.js';
+export { numbersLine, type Mfu, type OperatorNumbers } from './numbers.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
 export { blindView, type ViewAge } from './view.js';
 export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
@@ -81,6 +85,12 @@ export interface Evaluation {
   noStepSinceMs: number | null;
   /** per-rank health for the Ranks panel */
   ranks: RankHealth[];
+  /** which rank holds the others back: per-rank score (1 = fastest), min/max, the named straggler
+   *  (src/checks/straggler.ts); the metrics' nsatop_straggler_score{rank} reads ranks[].score */
+  straggler: StragglerView;
+  /** MFU with its arithmetic and assumed peak ("unknown peak" said), restarts and storm, the newest
+   *  checkpoint's age (src/checks/numbers.ts) */
+  numbers: OperatorNumbers;
   /** gate readings against the thresholds in force; null without gate stats */
   gates: GatesView | null;
   /** each GPU's readings judged, for the GPUs panel */
@@ -116,6 +126,7 @@ export class Checker {
   private lastSeen: { state: RunState; why: string } | null = null;
   /** the host's RAM and disk readings over time (the host rules fit a trend) */
   private hostSeries = new HostSeries();
+  private strag = new StragglerTracker();
 
   constructor(t?: Partial<Thresholds>) {
     this.thresholds = { ...DEFAULT_THRESHOLDS, ...(t ?? {}) };
@@ -172,6 +183,7 @@ export class Checker {
       this.history = [];
       this.mem.clear();
       this.hostSeries.clear();
+      this.strag.reset();
     }
     this.lastRunDir = input.run.runDir;
     const ctx = buildCtx(input, this.thresholds);
@@ -180,6 +192,8 @@ export class Checker {
     const si = stallInfo(ctx);
     const gates = ruleGates(ctx);
     const boot = bootPhase(ctx, si);
+    const straggler = this.strag.view(ctx);
+    const numbers = operatorNumbers(ctx);
     const all: Draft[] = foldIntoHostMem([
       ...ruleStall(ctx, si),
       ...ruleProcesses(ctx, si),
@@ -199,6 +213,8 @@ export class Checker {
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),
       ...ruleHostResources(ctx, this.hostSeries),
+      ...ruleStraggler(straggler),
+      ...ruleRestartStorm(ctx, numbers),
     ]);
     // a boot in progress holds the stall and run-ended alerts (nothing steps or lives yet, by
     // design); alerts that need a file the trainer has not written yet wait for it
@@ -224,6 +240,8 @@ export class Checker {
           ? lastAdvance
           : null,
       ranks: rankHealth(ctx, si, rs.state, alerts, verdicts, rs.culprit),
+      straggler,
+      numbers,
       gates: gatesView(ctx, gates.haltIn, alerts),
       gpus: gpuHealth(ctx),
       dumpOdd: si.overdue ? oddRankFromDumps(ctx) : null,

@@ -97,6 +97,20 @@ export interface Thresholds {
   mfuLowFrac: number;
   /** MFU above this is impossible (fraction of the dense peak) */
   mfuImpossibleFrac: number;
+  /** straggler (src/checks/straggler.ts): a rank whose score (fastest rank's compute / its own) stays
+   *  under stragglerScore over at least stragglerSamples process-table looks within stragglerWindowS
+   *  is named; it stays named until it climbs back over stragglerClearScore. A clean 2-rank reference
+   *  run scores ~0.95–1, slow@x=1.5 ~0.7; the real trainer on a loaded CPU box dipped to 0.81 over 5
+   *  looks once (rank 0 logs every step), which the state evidence keeps from naming it */
+  stragglerScore: number;
+  stragglerClearScore: number;
+  stragglerSamples: number;
+  stragglerWindowS: number;
+  /** … or a rank found working while every peer waits in at least this % of ≥ 2 × stragglerSamples
+   *  looks (and 3× as often as any peer): the state evidence of a rank starved of CPU */
+  stragglerHoldPct: number;
+  /** a look counts only when some rank uses at least this much CPU (a hung or idle run has no pace) */
+  stragglerBusyFloorPct: number;
   /** watchdog poll interval, s (NSA_WATCH_INTERVAL_S, real default 30) */
   intervalS: number;
   /** hysteresis: an alert clears only after its condition has been absent on this many consecutive
@@ -156,6 +170,12 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   spinPowerFrac: 0.35,
   mfuLowFrac: 0.002,
   mfuImpossibleFrac: 1.0,
+  stragglerScore: 0.85,
+  stragglerClearScore: 0.92,
+  stragglerSamples: 5,
+  stragglerWindowS: 120,
+  stragglerHoldPct: 50,
+  stragglerBusyFloorPct: 5,
   intervalS: 30,
   alertClearChecks: 3,
   alertClearS: 30,

@@ -473,12 +473,38 @@ export function renderMetrics(obs: MetricsObservation, ev: Evaluation, t: Thresh
     );
   }
 
-  // ---- straggler scores and MFU: the straggler/MFU slice of issue 21 adds them to the observation
-  // and the Evaluation; render them here, from those fields, beside the per-rank series above:
-  //   nsatop_model_flops_utilization_ratio{run,hostname}   (absent while the peak is unknown)
-  //   nsatop_rank_straggler_score{run,hostname,rank}       (1 = the fastest rank)
-  //   nsatop_straggler_rank{run,hostname}                  (the named rank, absent on a clean run)
-  // and add them to docs/prometheus.md's list.
+  // ---- straggler scores (the judge's StragglerView) and the operator's numbers (MFU, checkpoint age)
+  for (const r of ev.straggler?.ranks ?? []) {
+    const rl: Labels = { ...base, rank: r.rank };
+    x.add(
+      'nsatop_rank_straggler_score',
+      'gauge',
+      "this rank's pace: the fastest rank's CPU over the window ÷ its own, × its share of looks not stopped (1 = as fast as the fastest)",
+      r.score,
+      rl,
+    );
+    x.add(
+      'nsatop_rank_straggler_hold_ratio',
+      'gauge',
+      'share of looks in which this rank was working (or stopped) while every peer waited',
+      r.holdPct === null ? null : r.holdPct / 100,
+      rl,
+    );
+  }
+  x.add(
+    'nsatop_straggler_rank',
+    'gauge',
+    'the rank named as holding the others back (absent on a clean run)',
+    ev.straggler?.straggler?.rank ?? null,
+    base,
+  );
+  x.add(
+    'nsatop_model_flops_utilization_ratio',
+    'gauge',
+    "model FLOPs utilisation: median tok/s × FLOPs per token ÷ the devices' dense peak (absent while the peak is unknown)",
+    ev.numbers?.mfu?.value ?? null,
+    base,
+  );
 
   // ---- GPUs, labelled as dcgm-exporter labels DCGM_FI_* (gpu, UUID, modelName, hostname)
   const gpu = obs.gpu;

@@ -25,6 +25,8 @@ export function evaluationFields(ev: Evaluation) {
     gates: ev.gates,
     gpuHealth: ev.gpus,
     dumpOdd: ev.dumpOdd,
+    straggler: ev.straggler,
+    numbers: ev.numbers,
   };
 }
 

@@ -8,6 +8,7 @@ import {
   alertFields,
   Checker,
   healthExit,
+  stragglerFields,
   thresholdsFromEnv,
   unjudgeable,
   type Alert,
@@ -289,6 +290,7 @@ export class Watchdog {
       if (key !== this.lastVerdicts) await this.log('verdict', { verdicts: ev.verdicts });
       this.lastVerdicts = key;
     } else this.lastVerdicts = '';
+    await this.logStraggler(ev);
 
     // act on our own rules' findings past the action threshold (a stall only past the stall floor,
     // NSA_WATCH_HEARTBEAT_STALL_S, though the state said STALLED sooner), and only on a condition that
@@ -442,6 +444,17 @@ export class Watchdog {
   }
 
   private lastVerdicts = '';
+  private lastStraggler = '';
+
+  /** the straggler view (Megatron's --log-straggler min/max): once it has a full window, then on every
+   *  change of the rank it names */
+  private async logStraggler(ev: Evaluation): Promise<void> {
+    const v = ev.straggler;
+    const key = v.looks >= v.looksNeeded ? `scored:${v.straggler?.rank ?? '-'}` : '';
+    if (key === this.lastStraggler) return;
+    this.lastStraggler = key;
+    if (key) await this.log('straggler', stragglerFields(v));
+  }
   private lastUnproven = '';
 
   /** gate_collapse_details.json, as the real watchdog writes it (WD:146-158); never overwritten */

@@ -4,6 +4,8 @@ import {
   alertFields,
   Checker,
   healthExit,
+  numbersLine,
+  stragglerFields,
   thresholdsFromEnv,
   unjudgeable,
   type Alert,
@@ -190,6 +192,8 @@ export function statusJson(
     dumpSets: operatorDumpSets(actions),
     state: { runState: ev.runState, why: ev.runStateWhy },
     alerts: jsonAlerts(ev.alerts),
+    straggler: stragglerFields(ev.straggler),
+    numbers: numbersField(ev),
     ...(obs
       ? {
           supervisor: supervisorField(obs),
@@ -199,6 +203,43 @@ export function statusJson(
         }
       : {}),
   };
+}
+
+/** status --json `numbers`: MFU with its arithmetic and peak, restarts, the newest checkpoint's age */
+export function numbersField(ev: Evaluation) {
+  const n = ev.numbers;
+  const r3 = (x: number) => Math.round(x * 1000) / 1000;
+  return {
+    mfu: n.mfu
+      ? {
+          value: n.mfu.value === null ? null : Math.round(n.mfu.value * 1e6) / 1e6,
+          toksPerS: r3(n.mfu.toksPerS),
+          flopsPerToken: Math.round(n.mfu.flopsPerToken),
+          achievedFlops: Math.round(n.mfu.achievedFlops),
+          peak: n.mfu.peak,
+          unknownPeak: n.mfu.unknownPeak,
+          arithmetic: n.mfu.arithmetic,
+        }
+      : null,
+    restarts: n.restarts,
+    lastCheckpoint: n.lastCheckpoint ? { ...n.lastCheckpoint, ageS: r3(n.lastCheckpoint.ageS) } : null,
+  };
+}
+
+/** the human status's straggler and numbers lines */
+function stragglerText(ev: Evaluation): string[] {
+  const out: string[] = [];
+  const v = ev.straggler;
+  const pace = v.ranks.map(
+    (r) => `${r.rank}: ${r.score === null ? '—' : r.score.toFixed(2)} ${r.activity}${r.wchan ? ` (${r.wchan})` : ''}`,
+  );
+  if (v.ranks.length) out.push(`${'pace'.padEnd(10)}${pace.join(' · ')} — ${v.basis}`);
+  if (v.straggler) out.push(`${'straggler'.padEnd(10)}rank ${v.straggler.rank}: ${v.straggler.why}`);
+  const n = ev.numbers;
+  if (n.mfu) out.push(`${'MFU'.padEnd(10)}${n.mfu.arithmetic}`);
+  const line = numbersLine({ ...n, mfu: null });
+  if (line.length) out.push(`${'numbers'.padEnd(10)}${line.join(' · ')}`);
+  return out;
 }
 
 /** status --json `supervisor`: the supervisor as judged this round (null: not a supervised run) */
@@ -381,6 +422,7 @@ export function formatStatus(s: RunSnapshot, ev?: Evaluation, actions: readonly 
     }
     out.push(...table(rows, '  '));
   } else L('ranks', 'no heartbeat files');
+  if (ev) out.push(...stragglerText(ev));
 
   // gates
   const g = s.gates;

@@ -380,6 +380,8 @@ async function runScript(
       cwd: enriched ? enriched.cwd : null,
       nsPid: enriched ? enriched.nsPid : null,
       startedAtMs: bootMs !== null ? Math.round(bootMs + (Number(f.startTime) / st.clkTck) * 1000) : null,
+      cpuTotalS: ticks / st.clkTck,
+      ageS: uptimeS !== null ? Math.max(0, uptimeS - Number(f.startTime) / st.clkTck) : null,
       ...(bootMs !== null ? { startedAtSlackMs: exact ? EXACT_START_SLACK_MS : LOOSE_START_SLACK_MS } : {}),
     });
   }

@@ -49,6 +49,10 @@ export interface ProcInfo {
   startTime: string;
   state: ProcState;
   cpuPct: number | null;
+  /** CPU seconds used since the process started (utime + stime), and its age by the host's uptime:
+   *  a one-look CPU share (the straggler view's "since start" when no interval is known yet) */
+  cpuTotalS?: number | null;
+  ageS?: number | null;
   rssKiB: number | null;
   wchan: string | null;
   argv: string[];

@@ -539,7 +539,9 @@ test('the in-process process table (LocalHost) reads what the shell script reads
   // what changes between two reads by nature (CPU % needs two samples, RSS and state move, the start
   // time in ms is estimated from uptime at read time) is left out; identity, argv, env and cwd are not
   const strip = (p: ProcInfo | null | undefined) =>
-    p ? { ...p, cpuPct: null, startedAtMs: null, rssKiB: null, state: null, wchan: null } : p;
+    p
+      ? { ...p, cpuPct: null, cpuTotalS: null, ageS: null, startedAtMs: null, rssKiB: null, state: null, wchan: null }
+      : p;
   const hints = [await recordOf(0, kids[0]!)];
   const a = await findRunProcesses(inProcess, runDir, { heartbeatPids: hints });
   const b = await findRunProcesses(scriptOnly, runDir, { heartbeatPids: hints });
@@ -554,6 +556,8 @@ test('the in-process process table (LocalHost) reads what the shell script reads
     b.ranks.map((r) => ({ ...r, proc: strip(r.proc) })),
   );
   assert.ok(Math.abs(a.launcher!.startedAtMs! - b.launcher!.startedAtMs!) < 1000);
+  // CPU used since start and the age, both ways (the straggler view's one-look share)
+  assert.ok(a.launcher!.ageS! > 0 && b.launcher!.ageS! > 0 && a.launcher!.cpuTotalS! >= 0);
   assert.ok(a.launcher!.rssKiB! > 1000 && /^[RSDZTtIX]$/.test(a.launcher!.state));
   assert.equal(a.launcher?.cwd, runDir);
   assert.equal(a.ranks[1]?.proc.env.RANK, '1');

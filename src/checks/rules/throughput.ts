@@ -1,7 +1,7 @@
 // Throughput and its plausibility.
 // Each rule is a pure function of the evaluation context (src/checks/context.ts).
 import type { Ctx } from '../context.js';
-import { configBasename, cpuPeak, flopsPerToken, gpuPeak, knownConfig } from '../flops.js';
+import { mfuOf } from '../numbers.js';
 import { sig } from '../../format.js';
 import { currentSegment, median } from '../stats.js';
 import { type Draft, a } from './common.js';
@@ -60,37 +60,10 @@ export function ruleThroughput(ctx: Ctx): Draft[] {
 }
 
 function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
-  const id = ctx.run.identity;
-  const known = knownConfig(id.config);
-  const model = id.model ?? known?.model ?? null;
-  if (!model || vals.length < 3) return [];
-  const seq = id.train?.seqLen ?? known?.seqLen ?? null;
-  const tps = median(vals.slice(-5))!;
-  if (!(tps > 0)) return [];
-  const fpt = flopsPerToken(model, id.nsa ?? known?.nsa ?? null, seq);
-  const achieved = tps * fpt;
-  const world = Math.max(1, id.worldSize ?? 1);
-  const dev = (id.device ?? ctx.run.metrics?.['device'] ?? '') as string;
-  let peak: { flops: number; label: string } | null = null;
-  let n = world;
-  const gpuName = ctx.gpus[0]?.name ?? id.gpuName;
-  const onCpu = /^cpu/i.test(dev) || (!gpuName && ctx.in.gpu?.status === 'no-nvidia-tools');
-  if (onCpu) {
-    if (ctx.in.hostCpus) {
-      peak = cpuPeak(ctx.in.hostCpus);
-      n = 1;
-    }
-  } else if (gpuName) {
-    const p = gpuPeak(gpuName, id.dtype);
-    if (p) {
-      peak = p;
-      n = ctx.gpus.length ? Math.min(ctx.gpus.length, world) || world : world;
-    }
-  }
-  if (!peak) return [];
-  const mfu = achieved / (peak.flops * n);
-  const dims = `dim ${model.dim} × ${model.nLayers} layers, S=${seq ?? '?'}${id.model ? '' : ` (dims from the config name ${configBasename(id.config)})`}`;
-  const why = `${sig(tps)} tok/s × ≈${sig(fpt / 1e6)} MFLOP/token (${dims}) = ${sig(achieved / 1e12)} TFLOP/s vs ${n} × ${peak.label} peak ${sig(peak.flops / 1e12)} TFLOP/s → MFU ${sig(mfu * 100)} %`;
+  // the one MFU arithmetic (src/checks/numbers.ts), which the header and status show too
+  const m = mfuOf(ctx, vals);
+  if (!m || m.value === null) return [];
+  const { value: mfu, toksPerS: tps, arithmetic: why, onCpu } = m;
   if (mfu > ctx.t.mfuImpossibleFrac) {
     return [
       a(
@@ -111,7 +84,7 @@ function rulePlausibility(ctx: Ctx, vals: number[]): Draft[] {
         'throughput-plausibility',
         'warning',
         `throughput absurdly low: ${sig(tps)} tok/s is ${sig(mfu * 100)} % of the GPUs' peak`,
-        `${why}; check the routing (NSA_PREFILL_BATCHED=${id.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}, sequential prefill and packed selection run at ~11 tok/s, contract §8.1), GPU utilisation and DDP bucket settings`,
+        `${why}; check the routing (NSA_PREFILL_BATCHED=${ctx.run.identity.flags['NSA_PREFILL_BATCHED'] ?? 'unset'}, sequential prefill and packed selection run at ~11 tok/s, contract §8.1), GPU utilisation and DDP bucket settings`,
       ),
     ];
   }

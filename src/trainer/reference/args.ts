@@ -54,6 +54,8 @@ options:
                          gate-collapse@step=K   gates forced one-hot from step K
                          slow-data@ms=M         every batch fetch sleeps M ms
                          leak@mb=M              retain M MB more per step (RSS climbs)
+                         slow@rank=R,x=F        rank R's compute takes F× as long (busy CPU, like a
+                                                slow GPU): the straggler drill
                        without rank=R an injection applies to every rank; crash and hang fire
                        once per run dir, so a resumed run goes past them
   --save-every N       checkpoint every N steps (0: off)

@@ -6,18 +6,21 @@ export type Injection =
   | { kind: 'crash'; step: number; rank: number | null }
   | { kind: 'gate-collapse'; step: number; rank: number | null }
   | { kind: 'slow-data'; ms: number; rank: number | null }
-  | { kind: 'leak'; mb: number; rank: number | null };
+  | { kind: 'leak'; mb: number; rank: number | null }
+  | { kind: 'slow'; x: number; rank: number | null };
 
-const KINDS: Record<string, { need: 'step' | 'ms' | 'mb' }> = {
+const KINDS: Record<string, { need: 'step' | 'ms' | 'mb' | 'x' }> = {
   hang: { need: 'step' },
   nan: { need: 'step' },
   crash: { need: 'step' },
   'gate-collapse': { need: 'step' },
   'slow-data': { need: 'ms' },
   leak: { need: 'mb' },
+  slow: { need: 'x' },
 };
 
-const FORMS = 'hang@step=K[,rank=R], nan@step=K, crash@step=K, gate-collapse@step=K, slow-data@ms=M, leak@mb=M';
+const FORMS =
+  'hang@step=K[,rank=R], nan@step=K, crash@step=K, gate-collapse@step=K, slow-data@ms=M, leak@mb=M, slow@x=F[,rank=R]';
 
 export function parseInjection(spec: string): Injection {
   const bad = (why: string): never => {
@@ -44,11 +47,15 @@ export function parseInjection(spec: string): Injection {
   if (def!.need === 'step' && (!Number.isInteger(v) || v! < 1)) bad('step must be an integer >= 1');
   if (def!.need === 'ms' && v! <= 0) bad('ms must be > 0');
   if (def!.need === 'mb' && v! <= 0) bad('mb must be > 0');
+  // a factor of 1 changes nothing and above 100 a step would outlast any stall threshold: both are typos
+  if (def!.need === 'x' && (v! <= 1 || v! > 100)) bad('x must be > 1 and <= 100');
   switch (kind) {
     case 'slow-data':
       return { kind, ms: v!, rank };
     case 'leak':
       return { kind, mb: v!, rank };
+    case 'slow':
+      return { kind, x: v!, rank };
     default:
       return { kind: kind as 'hang' | 'nan' | 'crash' | 'gate-collapse', step: v!, rank };
   }
@@ -62,6 +69,7 @@ export function formatInjection(i: Injection): string {
   const r = i.rank === null ? '' : `,rank=${i.rank}`;
   if (i.kind === 'slow-data') return `slow-data@ms=${i.ms}${r}`;
   if (i.kind === 'leak') return `leak@mb=${i.mb}${r}`;
+  if (i.kind === 'slow') return `slow@x=${i.x}${r}`;
   return `${i.kind}@step=${i.step}${r}`;
 }
 

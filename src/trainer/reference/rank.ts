@@ -124,7 +124,7 @@ class StepLoop {
     const haltSeen = existsSync(join(r.dir, '.HALT'));
 
     // forward + backward
-    const stats = act.run('forward', () => r.model.forwardBackward(batch, r.share.count));
+    const stats = act.run('forward', () => inj.slowed(() => r.model.forwardBackward(batch, r.share.count)));
     let loss = stats.loss;
     if (inj.at('nan', s)) loss = NaN;
     const nan = !Number.isFinite(loss);

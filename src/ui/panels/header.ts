@@ -109,8 +109,33 @@ export function progressLine(s: CockpitState): Line {
   ];
   const val = r.series.valLoss.recent.at(-1);
   if (val) parts.push([t(`val ${num(val.value, 4)}@${val.step}`, 'info')]);
+  // MFU (or "unknown peak"), restarts and the newest checkpoint's age: the evaluation's numbers
+  const nums = s.numbers;
+  if (nums?.mfu)
+    parts.push([
+      t(
+        nums.mfu.value !== null
+          ? `MFU ${num(nums.mfu.value * 100, nums.mfu.value < 0.01 ? 3 : 1)} %`
+          : 'MFU ? (unknown peak)',
+        'dim',
+      ),
+    ]);
+  const rs = nums?.restarts;
+  if (rs && rs.count > 0)
+    parts.push([
+      t(
+        `${rs.count}${rs.max !== null ? `/${rs.max}` : ''} restart${rs.count === 1 ? '' : 's'}${rs.storm ? ' STORM' : ''}`,
+        rs.storm ? 'crit' : 'warn',
+      ),
+    ]);
   const risk = s.stepsAtRisk;
-  if (risk && risk.lastCheckpointStep != null) parts.push([t(`ckpt @${risk.lastCheckpointStep}`, 'dim')]);
+  if (risk && risk.lastCheckpointStep != null)
+    parts.push([
+      t(
+        `ckpt @${risk.lastCheckpointStep}${nums?.lastCheckpoint ? ` ${dur(nums.lastCheckpoint.ageS)} ago` : ''}`,
+        'dim',
+      ),
+    ]);
   else if (r.checkpoints.length === 0 && r.step != null) parts.push([t('no checkpoint yet', 'dim')]);
   return join(parts, ' · ');
 }

@@ -20,6 +20,10 @@ export interface RankRow {
   lastDumpMs: number | null;
   role: Role;
   why: string | null;
+  /** the straggler score (1 = as fast as the fastest; src/checks/straggler.ts), null when not scored */
+  score: number | null;
+  /** the evaluation names this rank the straggler */
+  straggler: boolean;
 }
 
 const STATE_NAMES: Record<string, string> = {
@@ -47,6 +51,8 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
   for (const r of s.run.ranks) first(hbOf, r.rank, r);
   const procOf = new Map<number, NonNullable<typeof s.procs>['ranks'][number]>();
   for (const r of s.procs?.ranks ?? []) first(procOf, r.rank, r);
+  const paceOf = new Map<number, number | null>();
+  for (const r of s.straggler?.ranks ?? []) paceOf.set(r.rank, r.score);
   const judgedOf = new Map<number, NonNullable<typeof s.rankHealth>[number]>();
   for (const r of s.rankHealth ?? []) first(judgedOf, r.rank, r);
   const lastDumpBy = (m: Map<number, number>, k: number | null | undefined, ms: number) => {
@@ -72,7 +78,16 @@ export function rankRows(s: CockpitState, _now?: number): RankRow[] {
     const judged = judgedOf.get(rank);
     const role: Role = judged ? HEALTH_ROLE[judged.health] : 'dim';
     const why = judged?.why ?? null;
-    rows.push({ rank, proc, hb, lastDumpMs, role, why });
+    rows.push({
+      rank,
+      proc,
+      hb,
+      lastDumpMs,
+      role,
+      why,
+      score: paceOf.get(rank) ?? null,
+      straggler: s.straggler?.straggler?.rank === rank,
+    });
   }
   return rows;
 }
@@ -82,8 +97,8 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
   const rows = rankRows(s, now);
   const wide = w >= 70;
   const head = wide
-    ? 'rank pid     state    cpu%   rss   step  advanced  heartbeat  dump'
-    : 'rk pid     st  cpu%  rss  step  adv   beat';
+    ? 'rank pid     state    cpu%  pace   rss   step  advanced  heartbeat  dump'
+    : 'rk pid     st  cpu% pace  rss  step  adv   beat';
   const body: Line[] = [];
   const owners: (number | null)[] = [];
   for (const r of rows) {
@@ -93,9 +108,11 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
     const cpu = p?.cpuPct != null ? p.cpuPct.toFixed(0) : '–';
     const rss = p?.rssKiB != null ? mib(p.rssKiB / 1024) : '–';
     const step = r.hb?.lastStep != null ? String(r.hb.lastStep) : '–';
+    // the straggler score: 1.00 as fast as the fastest rank, lower holds the others back; ◀ the named one
+    const pace = (r.score != null ? r.score.toFixed(2) : '–') + (r.straggler ? '◀' : ' ');
     const txt = wide
-      ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
-      : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
+      ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
+      : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
     // the selected rank (d dumps it alone): inverse, on any panel width
     body.push([t(txt, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
     owners.push(r.rank);
@@ -110,6 +127,16 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
       t(
         `launcher pid ${L.pid} ${STATE_NAMES[L.state] ?? L.state}${L.cpuPct != null ? ` cpu ${pct(L.cpuPct)}` : ''}`,
         'dim',
+      ),
+    ]);
+    owners.push(null);
+  }
+  const sv = s.straggler;
+  if (sv?.min && sv.max && sv.min.rank !== sv.max.rank) {
+    body.push([
+      t(
+        `pace min ${sv.min.score.toFixed(2)} (rank ${sv.min.rank}) · max ${sv.max.score.toFixed(2)} (rank ${sv.max.rank}) · ${sv.looks} looks`,
+        sv.straggler ? 'warn' : 'dim',
       ),
     ]);
     owners.push(null);

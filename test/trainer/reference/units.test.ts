@@ -17,7 +17,7 @@ import {
 } from '../../../src/trainer/reference/checkpoint.js';
 import { defaultRunConfig, parseConfigObject } from '../../../src/trainer/reference/config.js';
 import { LaneSampler, shareOf } from '../../../src/trainer/reference/data.js';
-import { parseInjection } from '../../../src/trainer/reference/inject.js';
+import { formatInjection, parseInjection } from '../../../src/trainer/reference/inject.js';
 import { fmtExp, isoMicros, pyJson, trainingCsvRow } from '../../../src/trainer/reference/writers.js';
 
 function ckpt(step: number, n = 1000) {
@@ -108,6 +108,8 @@ test('injection specs: every form parses; bad specs say what is wrong', () => {
   assert.deepEqual(parseInjection('slow-data@ms=250'), { kind: 'slow-data', ms: 250, rank: null });
   assert.deepEqual(parseInjection('leak@mb=64'), { kind: 'leak', mb: 64, rank: null });
   assert.deepEqual(parseInjection('gate-collapse@step=100'), { kind: 'gate-collapse', step: 100, rank: null });
+  assert.deepEqual(parseInjection('slow@rank=1,x=1.5'), { kind: 'slow', x: 1.5, rank: 1 });
+  assert.equal(formatInjection(parseInjection('slow@rank=1,x=1.5')), 'slow@x=1.5,rank=1');
   for (const [bad, why] of [
     ['hang', /KIND@key=value/],
     ['hang@ms=3', /'ms' does not apply to hang/],
@@ -115,6 +117,11 @@ test('injection specs: every form parses; bad specs say what is wrong', () => {
     ['crash@step=2,step=3', /given twice/],
     ['leak@mb=-1', /cannot read/],
     ['boom@step=1', /unknown kind/],
+    ['slow@rank=1', /slow needs x=/],
+    ['slow@x=1', /x must be > 1 and <= 100/],
+    ['slow@x=500,rank=0', /x must be > 1 and <= 100/],
+    ['slow@x=2,step=3', /'step' does not apply to slow/],
+    ['slow@x=2,rank=0.5', /rank must be an integer/],
   ] as [string, RegExp][])
     assert.throws(() => parseInjection(bad), why);
 });

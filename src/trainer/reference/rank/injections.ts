@@ -10,6 +10,8 @@ export class RankInjections {
   readonly slowMs: number;
   /** MiB leaked per step */
   readonly leakMb: number;
+  /** compute-time factor of this rank (1: none): a straggler drill */
+  readonly slowX: number;
   /** the first step of a gate collapse (Infinity: none) */
   readonly collapseFrom: number;
   private readonly leaked: Buffer[] = [];
@@ -27,6 +29,7 @@ export class RankInjections {
       process.stderr.write(`[inject] rank ${rank}: ${inj.map(formatInjection).join(' ')}\n`);
     this.slowMs = inj.reduce((a, i) => a + (i.kind === 'slow-data' ? i.ms : 0), 0);
     this.leakMb = inj.reduce((a, i) => a + (i.kind === 'leak' ? i.mb : 0), 0);
+    this.slowX = inj.reduce((a, i) => a * (i.kind === 'slow' ? i.x : 1), 1);
     this.collapseFrom = Math.min(
       ...inj.filter((i) => i.kind === 'gate-collapse').map((i) => (i as { step: number }).step),
     );
@@ -56,6 +59,25 @@ export class RankInjections {
     appendFileSync(this.firedPath, key + '\n');
     return true;
   }
+
+  /**
+   * Runs `compute` and then keeps the CPU busy for (slowX − 1) × its duration: the rank's step costs
+   * slowX times the compute, as on a slower GPU or a throttled core — busy, never asleep, so the
+   * process table shows it running while its peers wait in the all-reduce.
+   */
+  slowed<T>(compute: () => T): T {
+    if (this.slowX <= 1) return compute();
+    const t0 = performance.now();
+    const v = compute();
+    const until = performance.now() + (performance.now() - t0) * (this.slowX - 1);
+    let x = 0;
+    while (performance.now() < until) for (let i = 0; i < 1000; i++) x = (x * 1103515245 + 12345) % 2147483648;
+    this.spun = x;
+    return v;
+  }
+
+  /** the busy loop's last value (kept so the loop is not optimised away) */
+  spun = 0;
 
   /** one step's leak */
   leak(): void {

@@ -1,0 +1,301 @@
+// The straggler score (src/checks/straggler.ts) through the one judge, Checker.evaluate: per-rank CPU,
+// state and wait channel over a window of process-table looks. No process: unit tier.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Checker } from '../../src/checks/index.js';
+import { activityOf, lookScores, windowScores } from '../../src/checks/straggler.js';
+import type { ProcState } from '../../src/remote/types.js';
+import { liveRun, proc, procs } from './helpers.js';
+
+const T0 = 1_700_000_000_000;
+
+/** one evaluation at look `i`: rank → [cpu %, state, wchan] */
+function look(ch: Checker, i: number, ranks: [number, ProcState, string | null][]) {
+  const t = T0 + i * 1000;
+  const run = liveRun({ step: 100 + i, t, stepTimeS: 0.2 });
+  run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 1001, file: 'heartbeat_rank1.jsonl', lastMsg: 'beat' });
+  const p = procs(
+    ranks.map(([cpu, st, w], r) => {
+      const x = proc(r, st, { cpuPct: cpu });
+      x.proc.wchan = w;
+      return x;
+    }),
+  );
+  p.at = t;
+  return ch.evaluate({ now: t, run, procs: p, gpu: null });
+}
+
+test('scores: min cpu / cpu per look, a stopped rank 0, nothing when no rank is busy', () => {
+  const s = lookScores(
+    new Map([
+      [0, 60],
+      [1, 90],
+    ]),
+    new Set(),
+    10,
+  )!;
+  assert.equal(s.get(0), 1);
+  assert.ok(Math.abs(s.get(1)! - 2 / 3) < 1e-9);
+  assert.equal(
+    lookScores(
+      new Map([
+        [0, 2],
+        [1, 3],
+      ]),
+      new Set(),
+      10,
+    ),
+    null,
+    'idle or hung: no pace',
+  );
+  const stopped = lookScores(
+    new Map([
+      [0, 0],
+      [1, 0],
+    ]),
+    new Set([1]),
+    10,
+  )!;
+  assert.equal(stopped.get(1), 0);
+  assert.equal(stopped.get(0), 1);
+  assert.equal(
+    lookScores(
+      new Map([
+        [0, 0],
+        [1, 0],
+      ]),
+      new Set([0, 1]),
+      10,
+    ),
+    null,
+    'all stopped holds nobody',
+  );
+  // window scores are ratios of sums: two equal ranks whose looks jitter both score 1
+  const w = windowScores([
+    {
+      cpu: new Map([
+        [0, 70],
+        [1, 60],
+      ]),
+      stopped: new Set<number>(),
+    },
+    {
+      cpu: new Map([
+        [0, 60],
+        [1, 70],
+      ]),
+      stopped: new Set<number>(),
+    },
+    {
+      cpu: new Map([
+        [0, 0],
+        [1, 0],
+      ]),
+      stopped: new Set([1]),
+    },
+  ]);
+  assert.equal(w.get(0), 1);
+  assert.ok(Math.abs(w.get(1)! - 2 / 3) < 1e-9, 'stopped in 1 of 3 looks');
+  // a stopped look's lost CPU does not make its waiting peer look slow once it runs again (live: a
+  // kill -STOP pulse on rank 1 of the real trainer scored rank 0 at 0.65 before this)
+  const after = windowScores([
+    {
+      cpu: new Map([
+        [0, 14],
+        [1, 13],
+      ]),
+      stopped: new Set([1]),
+    },
+    {
+      cpu: new Map([
+        [0, 12],
+        [1, 12],
+      ]),
+      stopped: new Set<number>(),
+    },
+    {
+      cpu: new Map([
+        [0, 13],
+        [1, 13],
+      ]),
+      stopped: new Set<number>(),
+    },
+  ]);
+  assert.equal(after.get(0), 1);
+  assert.equal(activityOf('R', null), 'busy');
+  assert.equal(activityOf('S', 'futex_wait_queue'), 'waiting');
+  assert.equal(activityOf('T', 'do_signal_stop'), 'stopped');
+});
+
+test('a rank computing 1.5× while its peer waits is named after 5 looks; a clean run never', () => {
+  const slow = new Checker();
+  let ev = look(slow, 0, [
+    [62, 'S', 'futex_wait_queue'],
+    [95, 'R', null],
+  ]);
+  assert.equal(ev.straggler.straggler, null, 'one look is not a window');
+  assert.equal(ev.straggler.ranks[1]!.activity, 'busy');
+  for (let i = 1; i < 4; i++) {
+    ev = look(slow, i, [
+      [60, 'S', 'futex_wait_queue'],
+      [92, 'R', null],
+    ]);
+    assert.equal(ev.straggler.straggler, null, `look ${i} of 5`);
+  }
+  ev = look(slow, 4, [
+    [65, 'S', 'futex_wait_queue'],
+    [96, 'R', null],
+  ]);
+  assert.equal(ev.straggler.straggler?.rank, 1, ev.straggler.basis);
+  assert.deepEqual(ev.straggler.max?.rank, 0);
+  assert.equal(ev.straggler.min?.rank, 1);
+  assert.ok(ev.straggler.min!.score < 0.7 && ev.straggler.min!.score > 0.6, String(ev.straggler.min!.score));
+  const al = ev.alerts.find((a) => a.rule === 'straggler');
+  assert.ok(al, 'a warning names the rank');
+  assert.equal(al.rank, 1);
+  assert.equal(al.severity, 'warning');
+  assert.match(al.title, /rank 1 is the straggler/);
+  assert.match(al.detail, /rank 0 waiting in futex_wait_queue/);
+  assert.equal(ev.ranks.find((r) => r.rank === 1)?.health, 'warning');
+
+  // a clean run's jitter (±10 %) stays quiet, look after look
+  const clean = new Checker();
+  const jitter = [
+    [70, 64],
+    [62, 69],
+    [66, 71],
+    [73, 66],
+    [68, 63],
+    [61, 67],
+  ];
+  // … and so are the states: mostly both running, now and then one waits for the other
+  const states: [ProcState, ProcState][] = [
+    ['R', 'R'],
+    ['S', 'R'],
+    ['R', 'R'],
+    ['R', 'S'],
+    ['R', 'R'],
+    ['R', 'R'],
+  ];
+  for (const [i, [a, b]] of jitter.entries()) {
+    const [sa, sb] = states[i]!;
+    ev = look(clean, i, [
+      [a!, sa, sa === 'S' ? 'futex_wait_queue' : null],
+      [b!, sb, sb === 'S' ? 'futex_wait_queue' : null],
+    ]);
+    assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.min)}`);
+    assert.ok(!ev.alerts.some((x) => x.rule === 'straggler'));
+  }
+  assert.ok(ev.straggler.min!.score > 0.85);
+});
+
+test('hysteresis: a named straggler stays named between the thresholds and clears above the clear score', () => {
+  const ch = new Checker({ stragglerWindowS: 3.5, stragglerSamples: 3 });
+  for (let i = 0; i < 5; i++)
+    look(ch, i, [
+      [50, 'S', 'futex_wait_queue'],
+      [100, 'R', null],
+    ]);
+  // the window slides onto looks scoring ~0.88 (both ranks busy): between 0.85 and 0.92, still named
+  let ev;
+  for (let i = 5; i < 10; i++)
+    ev = look(ch, i, [
+      [88, 'R', null],
+      [100, 'R', null],
+    ]);
+  assert.equal(ev!.straggler.straggler?.rank, 1, JSON.stringify(ev!.straggler.min));
+  for (let i = 10; i < 15; i++)
+    ev = look(ch, i, [
+      [99, 'R', null],
+      [100, 'R', null],
+    ]);
+  assert.equal(ev!.straggler.straggler, null);
+  assert.ok(!ev!.alerts.some((x) => x.rule === 'straggler' && x.clearing === undefined), 'the alert is clearing');
+});
+
+test('a stopped rank (kill -STOP) scores 0 while its peer sleeps; a hung run (all asleep) names nobody', () => {
+  const ch = new Checker();
+  let ev;
+  for (let i = 0; i < 5; i++)
+    ev = look(ch, i, [
+      [0, 'S', 'futex_wait_queue'],
+      [0, 'T', 'do_signal_stop'],
+    ]);
+  assert.equal(ev!.straggler.straggler?.rank, 1);
+  assert.equal(ev!.straggler.ranks[1]!.score, 0);
+  assert.match(ev!.straggler.straggler!.why, /stopped \(state T\) in 5/);
+  const hung = new Checker();
+  for (let i = 0; i < 6; i++)
+    ev = look(hung, i, [
+      [1, 'S', 'futex_wait_queue'],
+      [0, 'S', 'futex_wait_queue'],
+    ]);
+  assert.equal(ev!.straggler.straggler, null);
+  assert.match(ev!.straggler.basis, /no rank busy/);
+});
+
+test('one look (status) gives no score and says why; one rank has nothing to compare', () => {
+  const run = liveRun({ step: 5, t: T0 });
+  const p = procs([proc(0, 'R', { cpuPct: 0 }), proc(1, 'S')]);
+  p.ranks[0]!.proc.cpuPct = null;
+  p.ranks[1]!.proc.cpuPct = null;
+  let ev = new Checker().evaluate({ now: T0, run, procs: p, gpu: null });
+  assert.equal(ev.straggler.ranks.length, 2);
+  assert.equal(ev.straggler.ranks[0]!.score, null);
+  assert.match(ev.straggler.basis, /CPU needs two/);
+  // … with the ranks' CPU since they started: a score from that one long look, never a name
+  Object.assign(p.ranks[0]!.proc, { cpuTotalS: 60, ageS: 100 });
+  Object.assign(p.ranks[1]!.proc, { cpuTotalS: 90, ageS: 100 });
+  ev = new Checker().evaluate({ now: T0, run, procs: p, gpu: null });
+  assert.match(ev.straggler.basis, /CPU share since each rank started/);
+  assert.equal(ev.straggler.ranks[0]!.score, 1);
+  assert.ok(Math.abs(ev.straggler.ranks[1]!.score! - 2 / 3) < 1e-9);
+  assert.deepEqual(ev.straggler.min?.rank, 1);
+  assert.equal(ev.straggler.straggler, null, 'one look never names');
+  ev = new Checker().evaluate({ now: T0, run, procs: procs([proc(0, 'R')]), gpu: null });
+  assert.match(ev.straggler.basis, /fewer than 2 live ranks/);
+});
+
+test('state evidence: a rank starved of CPU (same CPU per step, runnable while its peer sleeps) is named; a rank whose peer holds it up is not', () => {
+  // live on the real trainer, rank 1 niced to 19 and pinned to one core: 21 of 39 looks found it
+  // running while rank 0 slept in futex_do_wait, 3 the other way; CPU shares equal
+  const starved = new Checker();
+  let ev;
+  const pattern: [ProcState, ProcState][] = [
+    ['S', 'R'],
+    ['R', 'R'],
+    ['S', 'R'],
+    ['S', 'R'],
+    ['R', 'R'],
+    ['S', 'R'],
+    ['S', 'R'],
+    ['R', 'R'],
+    ['S', 'R'],
+    ['S', 'R'],
+  ];
+  for (const [i, [a, b]] of pattern.entries()) {
+    ev = look(starved, i, [
+      [10, a, a === 'S' ? 'futex_do_wait' : null],
+      [10, b, null],
+    ]);
+    if (i < 9) assert.equal(ev.straggler.straggler, null, `the states alone need 10 looks (look ${i + 1})`);
+  }
+  assert.equal(ev!.straggler.straggler?.rank, 1, JSON.stringify(ev!.straggler.ranks));
+  assert.ok(ev!.straggler.ranks[1]!.score! > 0.95, 'its CPU score alone would not see it');
+  assert.match(ev!.straggler.straggler!.why, /working while every peer waited in 70 % of 10 looks/);
+  assert.equal(ev!.straggler.straggler!.evidence, 'state');
+  assert.match(
+    ev!.alerts.find((a) => a.rule === 'straggler')!.title,
+    /rank 1 is the straggler: it runs while the other ranks wait \(70 % of looks\)/,
+  );
+  // the false alarm seen live: rank 0 (it logs every step) at CPU score ~0.8 for a few looks while
+  // rank 1 is the one found running as rank 0 waits — not named
+  const guard = new Checker();
+  for (let i = 0; i < 6; i++)
+    ev = look(guard, i, [
+      [13, i === 2 ? 'S' : 'R', i === 2 ? 'futex_do_wait' : null],
+      [10, 'R', null],
+    ]);
+  assert.ok(ev!.straggler.min!.score < 0.85 && ev!.straggler.min!.rank === 0);
+  assert.equal(ev!.straggler.straggler, null, JSON.stringify(ev!.straggler.ranks));
+});
