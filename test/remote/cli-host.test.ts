@@ -78,11 +78,18 @@ test('nsa-top status --host --json equals the local status of the same run (but 
     '--accept-new-host-key',
   ]);
   assert.equal(remote.status, 0, remote.stderr);
+  const ages: number[] = [];
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;
     assert.notEqual(j.host, undefined);
     // the host's resources are read afresh by each (the same machine here): compared on their own
     for (const k of ['takenAt', 'host', 'hostNowMs', 'hostResources']) delete j[k];
+    // an age is measured when each look is taken (seconds apart here): compared on its own
+    const ck = (j.numbers as { lastCheckpoint?: { ageS?: number } } | undefined)?.lastCheckpoint;
+    if (ck?.ageS !== undefined) {
+      ages.push(ck.ageS);
+      delete ck.ageS;
+    }
     return j;
   };
   // the Host panel's figures, locally and over SSH: the same machine's RAM and the run dir's disk
@@ -106,6 +113,7 @@ test('nsa-top status --host --json equals the local status of the same run (but 
   assert.match(r.host, /127\.0\.0\.1/, 'the remote snapshot says where it was taken');
   assert.equal(r.step, 40);
   assert.deepEqual(strip(remote.stdout), strip(local.stdout));
+  assert.ok(ages.length !== 2 || Math.abs(ages[0]! - ages[1]!) < 60, `checkpoint ages ${ages.join(' vs ')}`);
   const bad = status(['--host']);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /--host needs user@box/);
@@ -146,14 +154,22 @@ test('nsa-top status --host --json on a run dir of hundreds of files (read in bu
     sshd.userKey,
     '--accept-new-host-key',
   ]);
+  const ages: number[] = [];
   const strip = (text: string) => {
     const j = JSON.parse(text) as Record<string, unknown>;
     for (const k of ['takenAt', 'host', 'hostNowMs', 'hostResources']) delete j[k];
+    // an age is measured when each look is taken (seconds apart here): compared on its own
+    const ck = (j.numbers as { lastCheckpoint?: { ageS?: number } } | undefined)?.lastCheckpoint;
+    if (ck?.ageS !== undefined) {
+      ages.push(ck.ageS);
+      delete ck.ageS;
+    }
     return j;
   };
   const l = strip(local.stdout) as { ranks: unknown[]; dumps: unknown[] };
   assert.ok(l.ranks.length >= 300 && l.dumps.length > 0, 'the local reader saw every rank and the dumps');
   assert.deepEqual(strip(remote.stdout), l, remote.stderr);
+  assert.ok(ages.length !== 2 || Math.abs(ages[0]! - ages[1]!) < 60, `checkpoint ages ${ages.join(' vs ')}`);
 });
 
 test('nsa-top halt --host on a live run writes .HALT over SSH and the trainer stops; halt, stop and dump take --host', async () => {
