@@ -76,6 +76,9 @@ export interface Thresholds {
    *  exhaust MemAvailable within this many seconds (NSA_TOP_HOST_MEM_WARN_S / _CRIT_S) … */
   hostMemWarnS: number;
   hostMemCritS: number;
+  /** … the consumption counts only once it has held this long, in the newest half of it too
+   *  (NSA_TOP_HOST_MEM_TREND_S): a trainer's boot fills RAM for tens of seconds, then levels off */
+  hostMemTrendS: number;
   /** … or when MemAvailable is below this share of MemTotal */
   hostMemLowWarnFrac: number;
   hostMemLowCritFrac: number;
@@ -159,6 +162,7 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   gpuMemNearFrac: 0.95,
   hostMemWarnS: 3600,
   hostMemCritS: 900,
+  hostMemTrendS: 30,
   hostMemLowWarnFrac: 0.1,
   hostMemLowCritFrac: 0.03,
   diskFullWarnS: 6 * 3600,
@@ -227,6 +231,7 @@ export function thresholdsFromEnv(env: NodeJS.ProcessEnv, base: Partial<Threshol
   set('fetchSlowS', num(env, 'NSA_WATCH_FETCH_SLOW_S', 0));
   set('hostMemWarnS', num(env, 'NSA_TOP_HOST_MEM_WARN_S', 0));
   set('hostMemCritS', num(env, 'NSA_TOP_HOST_MEM_CRIT_S', 0));
+  set('hostMemTrendS', num(env, 'NSA_TOP_HOST_MEM_TREND_S', 0));
   set('diskFullWarnS', num(env, 'NSA_TOP_DISK_FULL_WARN_S', 0));
   set('diskFullCritS', num(env, 'NSA_TOP_DISK_FULL_CRIT_S', 0));
   const iv = num(env, 'NSA_WATCH_INTERVAL_S', 0);

@@ -20,7 +20,13 @@ after(() => {
 
 test('--inject leak@mb=20: host-mem critical with "runs out in ~…" from the real /proc numbers, one alert', async (t) => {
   const runDir = join(tmp, 'run');
-  const env = { ...process.env, NSA_TOP_HOST_MEM_CRIT_S: '100000000', NSA_TOP_HOST_MEM_WARN_S: '100000000' };
+  // and the trend needs 5 s, not 30 (a real leak of 20 MB a step is steady from the start)
+  const env = {
+    ...process.env,
+    NSA_TOP_HOST_MEM_CRIT_S: '100000000',
+    NSA_TOP_HOST_MEM_WARN_S: '100000000',
+    NSA_TOP_HOST_MEM_TREND_S: '5',
+  };
   // at most 100 steps × 20 MB = 2 GB retained, and the trainer is killed as soon as the alert is seen
   const trainer = spawn(
     process.execPath,

@@ -69,19 +69,31 @@ const gib = (mib: number) => (mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `
 
 /**
  * How fast free memory is falling (MiB/s, > 0 when consumed), from a least-squares fit of the
- * window's readings; null when too few readings, too short a span, or no steady trend.
+ * window's readings; null when too few readings, a span shorter than `minSpanS`, no steady trend, or
+ * a trend that did not hold in the newest half of the span (a boot that filled RAM, then levelled off).
  */
-export function memConsumption(samples: readonly Sample[]): { rate: number; r2: number; spanS: number } | null {
-  if (samples.length < 5) return null;
-  const spanS = (samples[samples.length - 1]!.at - samples[0]!.at) / 1000;
-  if (spanS < 5) return null;
-  const t0 = samples[0]!.at;
-  const fit = linfit(
-    samples.map((x) => (x.at - t0) / 1000),
-    samples.map((x) => x.mib),
-  );
-  if (!fit || fit.r2 < 0.6) return null;
-  return { rate: -fit.slope, r2: fit.r2, spanS };
+export function memConsumption(
+  samples: readonly Sample[],
+  minSpanS = 5,
+): { rate: number; r2: number; spanS: number } | null {
+  const fitOf = (xs: readonly Sample[]) => {
+    if (xs.length < 5) return null;
+    const spanS = (xs[xs.length - 1]!.at - xs[0]!.at) / 1000;
+    if (spanS < Math.max(2.5, minSpanS / 2)) return null;
+    const t0 = xs[0]!.at;
+    const fit = linfit(
+      xs.map((x) => (x.at - t0) / 1000),
+      xs.map((x) => x.mib),
+    );
+    return fit ? { rate: -fit.slope, r2: fit.r2, spanS } : null;
+  };
+  const all = fitOf(samples);
+  if (!all || all.spanS < minSpanS || all.r2 < 0.6) return null;
+  // the newest half must be consuming too, at no less than half the whole window's rate
+  const mid = samples[samples.length - 1]!.at - (all.spanS * 1000) / 2;
+  const recent = fitOf(samples.filter((x) => x.at >= mid));
+  if (!recent || recent.rate < all.rate / 2) return null;
+  return all;
 }
 
 /** Disk: net space used per second over the window (bursty: first to last, not a fit). */
@@ -103,7 +115,7 @@ export function ruleHostResources(ctx: Ctx, series: HostSeries): Draft[] {
   if (s.memAvailMiB !== null && s.memTotalMiB !== null && s.memTotalMiB > 0) {
     const avail = s.memAvailMiB;
     const frac = avail / s.memTotalMiB;
-    const use = memConsumption(series.mem);
+    const use = memConsumption(series.mem, t.hostMemTrendS);
     // a trend worth naming: at least 1 MiB/s
     const tte = use && use.rate >= 1 ? avail / use.rate : null;
     let sev: Severity | null = null;
