@@ -19,7 +19,7 @@ import {
   type RankTarget,
 } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
-import type { RunDirs, RunRef } from '../trainer/launch/rundirs.js';
+import type { RunDirs, RunRef } from '../trainer/run/rundirs.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
 import { judgeAdoption } from '../checks/preflight.js';

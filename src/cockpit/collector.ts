@@ -9,7 +9,7 @@ import type { ActionRecord, Actor } from '../trainer/control/types.js';
 import { readActions } from '../trainer/control/actions.js';
 import { stepsAtRisk } from '../checks/control.js';
 import { ACTIONS_FILE } from '../trainer/control/audit.js';
-import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
+import { NSA_DIR, type RunDirs } from '../trainer/run/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { join } from 'node:path';
 import { Observer, type GpuSource } from './observe.js';

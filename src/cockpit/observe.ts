@@ -21,7 +21,7 @@ import { activeRequest, supervisorInCharge } from '../checks/control.js';
 import { dumpClaims } from '../checks/dumplabels.js';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
-import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
+import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/launch/state.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';

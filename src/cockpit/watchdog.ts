@@ -21,7 +21,7 @@ import { currentActor, dumpAll } from '../trainer/control/actions.js';
 import { audited, type Outcome } from '../trainer/control/audit.js';
 import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import type { Actor } from '../trainer/control/types.js';
-import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
+import { NSA_DIR, type RunDirs } from '../trainer/run/rundirs.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';

@@ -15,7 +15,7 @@ import {
 import type { Host } from '../remote/host.js';
 import type { ActionKind } from '../trainer/control/types.js';
 import { activeRequest, procRunning } from '../checks/control.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { Observer } from '../cockpit/observe.js';
 import { report } from './control-cli.js';

@@ -35,7 +35,7 @@ import { Observer, whyNothingListed, type Observation } from '../cockpit/observe
 import { readAdoption } from '../trainer/launch/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/launch/state.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {

@@ -17,9 +17,9 @@ import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
 import { audited, readActions, type AuditContext, type Outcome } from './audit.js';
-import { resolveRunDirs, runDirsOf, type RunRef } from '../launch/rundirs.js';
+import { resolveRunDirs, runDirsOf, type RunRef } from '../run/rundirs.js';
 import { DumpWatch, dumpSummary, knownDumpIdents, type DumpSlot } from './dumpwatch.js';
-import { readSupervisorState } from '../launch/state.js';
+import { readSupervisorState } from '../run/launchstate.js';
 
 export type { ActionRecord, Actor } from './types.js';
 

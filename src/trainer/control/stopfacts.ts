@@ -7,8 +7,8 @@
 // observation) to pass as `CheckInput.stopEscalation` and to the report's history.
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
-import { NSA_DIR } from '../launch/rundirs.js';
-import { STATE_FILE, SUPERVISOR_LOG } from '../launch/state.js';
+import { NSA_DIR } from '../run/rundirs.js';
+import { STATE_FILE, SUPERVISOR_LOG } from '../run/launchstate.js';
 import { readActionLog } from './audit.js';
 import type { ActionRecord, SupervisorState } from './types.js';
 

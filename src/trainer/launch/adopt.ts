@@ -15,10 +15,10 @@ import type { ProcInfo, RunProcesses } from '../../remote/types.js';
 import { currentActor, readOnlyMode } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
 import type { GpuInventory, LaunchPlan } from './profiles.js';
-import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { NSA_DIR, resolveRunDirs } from '../run/rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
 import { readLaunchPlan } from './state.js';
-import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from './pointers.js';
+import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../run/pointers.js';
 
 export const ADOPT_FILE = 'launch.json';
 /** what a secret on the recorded command line is replaced with */

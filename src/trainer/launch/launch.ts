@@ -40,7 +40,7 @@ import {
   type LaunchPlan,
 } from './profiles.js';
 import { createOwn, ensureOwnDirsSync, ReadOnlyError, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { NSA_DIR, resolveRunDirs } from '../run/rundirs.js';
 import { spawnSelfDetached } from '../control/detached.js';
 import {
   nsaDir,
@@ -55,7 +55,7 @@ import {
   writePlanLocal,
   writeStateLocal,
 } from './state.js';
-import { dirIdSync } from './pointers.js';
+import { dirIdSync } from '../run/pointers.js';
 import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
 export { readSupervisorState } from './state.js';
