@@ -189,7 +189,7 @@ export class Observer {
         if (cwd && model.setTrainerCwd(cwd) && fresh) run = await model.poll();
         if (this.o.adoptAs)
           adoptionNote =
-            (await recordAdoption(host, this.dirs.outDir, this.procs, this.o.adoptAs).catch(() => null))?.note ?? null;
+            (await recordAdoption(host, this.dirs, this.procs, this.o.adoptAs).catch(() => null))?.note ?? null;
       } catch (e) {
         errors.push(`process table: ${(e as Error).message}`);
       }
@@ -220,7 +220,7 @@ export class Observer {
     // reads the action log and two more, so every 3 s once no rank lives, every 10 s while one does
     const ranksLive = !!procs && procs.ranks.some((r) => r.proc.state !== 'Z' && r.proc.state !== 'X');
     if (!this.stop || Date.now() - this.stopAt >= (ranksLive && !run.ended ? 10_000 : 3_000)) {
-      this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir).catch(() => this.stop);
+      this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir, this.dirs).catch(() => this.stop);
       this.stopAt = Date.now();
     }
     const input: CheckInput = {

@@ -547,7 +547,7 @@ export async function submitHaltAfterCheckpoint(
         };
       }
       // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
-      const sup = supervised ? await readSupervisorState(host, runDir) : null;
+      const sup = supervised ? await readSupervisorState(host, dirs) : null;
       const supAlive =
         !!sup?.supervisor?.startTime &&
         supervisorRestarts(sup.state) &&

@@ -7,7 +7,7 @@ import type { Host } from '../../remote/host.js';
 import { verifyProcess } from '../../remote/procs.js';
 import type { SupervisorState } from '../control/types.js';
 import type { LaunchPlan } from '../launch/profiles.js';
-import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { NSA_DIR, runDirsOf, type RunRef } from './rundirs.js';
 import { forThisDir, readOwnPointer, readPointerFile } from './pointers.js';
 import { supervisorInCharge } from './phase.js';
 
@@ -29,13 +29,14 @@ export async function readSupervisorStateFile(
 }
 
 /**
- * The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. A file that says
+ * The supervisor's state; `run` is the run resolved at the edge, or a dir still to resolve (the
+ * launcher dir or the trainer's out_dir). A file that says
  * starting/running/backoff/stopping is believed only while its supervisor (pid + start time) lives:
  * a supervisor killed with SIGKILL never rewrites it, so a dead one reads as 'failed', with
  * `supervisorGone` and a note saying whether its trainer still runs (a relaunch re-adopts it).
  */
-export async function readSupervisorState(host: Host, dir: string): Promise<SupervisorState | null> {
-  const { runDir } = await resolveRunDirs(host, dir);
+export async function readSupervisorState(host: Host, run: RunRef): Promise<SupervisorState | null> {
+  const { runDir } = await runDirsOf(host, run);
   return supervisorLiveness(host, await readSupervisorFile(host, runDir), runDir);
 }
 
