@@ -240,13 +240,15 @@ export class Collector {
         gpu: this.o.gpu ?? null,
         adoptAs: 'cockpit',
         takeOver: this.o.actor ? { actor: this.o.actor, readOnly: this.o.readOnly === true } : null,
+        // the cockpit's judge: its hysteresis holds between rounds
+        checker: this.checker,
       });
       void this.probePySpy();
     }
     const prev = this.state;
     // the process table is read every few seconds (each read runs a command), or at once when
     // the run may have changed under it
-    const obs = await this.observer.observe({
+    const obs = await this.observer.judged({
       procsDue: (run) => {
         const due =
           this.procsAt === 0 ||
@@ -277,7 +279,7 @@ export class Collector {
     } catch (e) {
       errors.push(`actions.jsonl: ${(e as Error).message}`);
     }
-    const ev = this.checker.evaluate(obs.input);
+    const ev = obs.ev;
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;

@@ -13,7 +13,7 @@ import { constants } from 'node:fs';
 import { cpus } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { launchedFromRunInfo } from '../checks/launched.js';
-import type { CheckInput, Launched } from '../checks/index.js';
+import { Checker, type CheckInput, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
@@ -67,6 +67,9 @@ export interface Observation {
   stop: StopFacts | null;
 }
 
+/** One observation and its evaluation by the observer's judge (`Observer.judged`). */
+export type Judged = Observation & { ev: Evaluation };
+
 export interface ObserverOptions {
   /** the run, resolved once at the edge (resolveRunDirsAt) */
   dirs: RunDirs;
@@ -81,6 +84,12 @@ export interface ObserverOptions {
    * watchdog --once, report) never act.
    */
   takeOver?: { actor: Actor; readOnly?: boolean } | null;
+  /**
+   * The judge of `judged()` rounds: a surface that looks again and again (the cockpit, the
+   * watchdog) hands in its own and keeps it, so its hysteresis holds between rounds; a one-shot
+   * look hands in one with its thresholds (default: the default thresholds).
+   */
+  checker?: Checker;
 }
 
 /** how long a failed take-over of one request waits before it is tried again */
@@ -110,6 +119,8 @@ export class Observer {
   private lastTakeOver: ActionRecord | null = null;
   private stop: StopFacts | null = null;
   private stopAt = 0;
+  /** the judge of judged() rounds (ObserverOptions.checker) */
+  readonly checker: Checker;
 
   constructor(
     host: Host,
@@ -118,6 +129,13 @@ export class Observer {
     this.host = host;
     this.dirs = o.dirs;
     this.model = o.model ?? null;
+    this.checker = o.checker ?? new Checker();
+  }
+
+  /** One round (observe) and its evaluation: what every surface shows and acts on, from one call. */
+  async judged(o: Parameters<Observer['observe']>[0] = {}): Promise<Judged> {
+    const obs = await this.observe(o);
+    return { ...obs, ev: this.checker.evaluate(obs.input) };
   }
 
   /** the run model (opened on the first round) */

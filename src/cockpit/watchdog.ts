@@ -90,14 +90,16 @@ export class Watchdog {
   ) {
     this.runDir = dirs.runDir;
     this.outDir = dirs.outDir;
+    this.checker = new Checker(o.thresholds);
     this.observer = new Observer(host, {
       dirs,
       model: o.model,
       gpu: o.gpu ?? null,
       adoptAs: 'watchdog',
       takeOver: o.takeOverAs ? { actor: o.takeOverAs, readOnly: o.readOnly } : null,
+      // the watchdog's judge: its hysteresis holds between rounds
+      checker: this.checker,
     });
-    this.checker = new Checker(o.thresholds);
     this.notifier = o.notify
       ? new Notifier({
           ...o.notify,
@@ -136,8 +138,7 @@ export class Watchdog {
   }
 
   private async observe(): Promise<Observation & { ev: Evaluation }> {
-    const obs = await this.observer.observe();
-    return { ...obs, ev: this.checker.evaluate(obs.input) };
+    return this.observer.judged();
   }
 
   async loop(once = false): Promise<number> {

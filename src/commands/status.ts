@@ -157,8 +157,8 @@ async function statusOn(
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
   // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
   // its launch recorded, so that it can be relaunched later
-  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe();
-  const ev = checker.evaluate(obs.input);
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker }).judged();
+  const ev = obs.ev;
   snap = obs.run;
   const resumeCheckpoint = await resumeCheckpointOf(host, obs.dirs, full);
   // which dump file is which rank's: the dump action's records (the real trainer's names say only the second)
