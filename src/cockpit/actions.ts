@@ -19,7 +19,7 @@ import {
   type RankTarget,
 } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
-import type { RunDirs, RunRef } from '../trainer/launch/rundirs.js';
+import type { RunDirs, RunRef } from '../trainer/run/rundirs.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
 import { judgeAdoption } from '../checks/preflight.js';
@@ -118,6 +118,9 @@ export function createActions(o: {
   changed?: () => void;
 }): CockpitActions {
   const { host, runDir, readOnly } = o;
+  // the run as resolved at the edge, for what acts in its out_dir (.HALT, dumps, the action log);
+  // what reads the launcher dir and its supervisor (escalate's proof, a relaunch) is resolved when
+  // taken: a hand-launched run relaunched under a supervisor gets a launcher dir while we watch
   const run: RunRef = o.dirs ?? runDir;
   const changed = () => o.changed?.();
   return {
@@ -146,7 +149,7 @@ export function createActions(o: {
         throw new Error(`${which} proven: nothing signalled${why ? `. ${why}` : ''}`);
       }
       const actor = await currentActor(host);
-      const r = await dumpAll(host, runDir, targets, actor, {
+      const r = await dumpAll(host, run, targets, actor, {
         readOnly,
         onProgress,
         ...(only ? { ranks: only.ranks } : {}),
@@ -197,7 +200,7 @@ export function createActions(o: {
     },
     async ack(alert) {
       const actor = await currentActor(host);
-      const r = outcome(await acknowledgeAlert(host, runDir, alert, actor, { readOnly }));
+      const r = outcome(await acknowledgeAlert(host, run, alert, actor, { readOnly }));
       changed();
       return r;
     },
@@ -205,7 +208,7 @@ export function createActions(o: {
       if (readOnly) return refused();
       if (opts.removeStaleHalt && !o.relaunch) {
         const actor = await currentActor(host);
-        const r = await removeStaleHalt(host, runDir, actor, { readOnly });
+        const r = await removeStaleHalt(host, run, actor, { readOnly });
         if (r.result !== 'ok') return outcome(r);
       }
       if (!o.relaunch)

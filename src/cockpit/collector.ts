@@ -9,7 +9,7 @@ import type { ActionRecord, Actor } from '../trainer/control/types.js';
 import { readActions } from '../trainer/control/actions.js';
 import { stepsAtRisk } from '../checks/control.js';
 import { ACTIONS_FILE } from '../trainer/control/audit.js';
-import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
+import { NSA_DIR, type RunDirs } from '../trainer/run/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { join } from 'node:path';
 import { dur } from '../format.js';
@@ -253,13 +253,15 @@ export class Collector {
         // a gap in a remote view longer than this is STALE to the judge too (never a frozen step)
         staleAfterMs: this.staleAfterMs,
         takeOver: this.o.actor ? { actor: this.o.actor, readOnly: this.o.readOnly === true } : null,
+        // the cockpit's judge: its hysteresis holds between rounds
+        checker: this.checker,
       });
       void this.probePySpy();
     }
     const prev = this.state;
     // the process table is read every few seconds (each read runs a command), or at once when
     // the run may have changed under it
-    const obs = await this.observer.observe({
+    const obs = await this.observer.judged({
       procsDue: (run) => {
         const due =
           this.procsAt === 0 ||
@@ -290,7 +292,7 @@ export class Collector {
     } catch (e) {
       errors.push(`actions.jsonl: ${(e as Error).message}`);
     }
-    const ev = this.checker.evaluate(obs.input);
+    const ev = obs.ev;
     const risk = stepsAtRisk(run);
     const wall = Date.now();
     let cpuPct: number | null = this.state?.self.cpuPct ?? null;

@@ -13,7 +13,7 @@ import { constants } from 'node:fs';
 import { cpus } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { launchedFromRunInfo } from '../checks/launched.js';
-import type { CheckInput, Launched } from '../checks/index.js';
+import { Checker, type CheckInput, type Evaluation, type Launched } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
@@ -23,7 +23,7 @@ import { HostStatsReader, type HostStats } from '../remote/hoststats.js';
 import { dirname } from 'node:path';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
-import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/launch/rundirs.js';
+import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/launch/state.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
@@ -71,6 +71,9 @@ export interface Observation {
   hostStats: HostStats | null;
 }
 
+/** One observation and its evaluation by the observer's judge (`Observer.judged`). */
+export type Judged = Observation & { ev: Evaluation };
+
 export interface ObserverOptions {
   /** the run, resolved once at the edge (resolveRunDirsAt) */
   dirs: RunDirs;
@@ -87,6 +90,12 @@ export interface ObserverOptions {
   takeOver?: { actor: Actor; readOnly?: boolean } | null;
   /** data older than this (a remote view: Host.viewAgeMs) is judged STALE, not judged afresh (default 10 s) */
   staleAfterMs?: number;
+  /**
+   * The judge of `judged()` rounds: a surface that looks again and again (the cockpit, the
+   * watchdog) hands in its own and keeps it, so its hysteresis holds between rounds; a one-shot
+   * look hands in one with its thresholds (default: the default thresholds).
+   */
+  checker?: Checker;
 }
 
 /** how long a failed take-over of one request waits before it is tried again */
@@ -117,6 +126,8 @@ export class Observer {
   private stop: StopFacts | null = null;
   private stopAt = 0;
   private hostStats: HostStatsReader;
+  /** the judge of judged() rounds (ObserverOptions.checker) */
+  readonly checker: Checker;
 
   constructor(
     host: Host,
@@ -126,6 +137,13 @@ export class Observer {
     this.dirs = o.dirs;
     this.model = o.model ?? null;
     this.hostStats = new HostStatsReader(host);
+    this.checker = o.checker ?? new Checker();
+  }
+
+  /** One round (observe) and its evaluation: what every surface shows and acts on, from one call. */
+  async judged(o: Parameters<Observer['observe']>[0] = {}): Promise<Judged> {
+    const obs = await this.observe(o);
+    return { ...obs, ev: this.checker.evaluate(obs.input) };
   }
 
   /** the run model (opened on the first round) */
@@ -204,7 +222,7 @@ export class Observer {
         if (cwd && model.setTrainerCwd(cwd) && fresh) run = await model.poll();
         if (this.o.adoptAs)
           adoptionNote =
-            (await recordAdoption(host, this.dirs.outDir, this.procs, this.o.adoptAs).catch(() => null))?.note ?? null;
+            (await recordAdoption(host, this.dirs, this.procs, this.o.adoptAs).catch(() => null))?.note ?? null;
       } catch (e) {
         errors.push(`process table: ${(e as Error).message}`);
       }
@@ -235,7 +253,7 @@ export class Observer {
     // reads the action log and two more, so every 3 s once no rank lives, every 10 s while one does
     const ranksLive = !!procs && procs.ranks.some((r) => r.proc.state !== 'Z' && r.proc.state !== 'X');
     if (!this.stop || Date.now() - this.stopAt >= (ranksLive && !run.ended ? 10_000 : 3_000)) {
-      this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir).catch(() => this.stop);
+      this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir, this.dirs).catch(() => this.stop);
       this.stopAt = Date.now();
     }
     // the host's resources: the run dir's file system, and the checkpoints' when they are elsewhere

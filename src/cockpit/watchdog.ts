@@ -22,7 +22,7 @@ import { currentActor, dumpAll } from '../trainer/control/actions.js';
 import { audited, type Outcome } from '../trainer/control/audit.js';
 import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import type { Actor } from '../trainer/control/types.js';
-import { NSA_DIR, type RunDirs } from '../trainer/launch/rundirs.js';
+import { NSA_DIR, type RunDirs } from '../trainer/run/rundirs.js';
 import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
@@ -91,14 +91,16 @@ export class Watchdog {
   ) {
     this.runDir = dirs.runDir;
     this.outDir = dirs.outDir;
+    this.checker = new Checker(o.thresholds);
     this.observer = new Observer(host, {
       dirs,
       model: o.model,
       gpu: o.gpu ?? null,
       adoptAs: 'watchdog',
       takeOver: o.takeOverAs ? { actor: o.takeOverAs, readOnly: o.readOnly } : null,
+      // the watchdog's judge: its hysteresis holds between rounds
+      checker: this.checker,
     });
-    this.checker = new Checker(o.thresholds);
     this.notifier = o.notify
       ? new Notifier({
           ...o.notify,
@@ -137,8 +139,7 @@ export class Watchdog {
   }
 
   private async observe(): Promise<Observation & { ev: Evaluation }> {
-    const obs = await this.observer.observe();
-    return { ...obs, ev: this.checker.evaluate(obs.input) };
+    return this.observer.judged();
   }
 
   async loop(once = false): Promise<number> {

@@ -10,7 +10,7 @@ import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor } from '../trainer/control/actions.js';
 import { relaunch } from '../trainer/launch/launch.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { Actor } from '../trainer/control/types.js';
 import { LogBack } from '../trainer/run/logback.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';

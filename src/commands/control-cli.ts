@@ -4,7 +4,7 @@
 import type { ActionRecord } from '../trainer/control/types.js';
 import { LocalHost } from '../remote/local/host.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { OptionSpec } from './args.js';
 import type { Host } from '../remote/host.js';
 import { hostSpecOf } from './options.js';

@@ -7,7 +7,7 @@ import { currentActor, dumpRun, readOnlyMode } from '../trainer/control/actions.
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { LOST } from '../trainer/control/dumpwatch.js';
 import { refusedByState } from './fit.js';
-import { resolveRunDir } from '../trainer/run/rundir.js';
+import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { JSON_OPTION } from './control-cli.js';
@@ -49,13 +49,15 @@ export async function run(argv: string[]): Promise<number> {
   const host = await openHostFor(hostSpecOf(a));
   try {
     const runDir = await resolveRunDir(host, p.positional, process.cwd());
+    // the run resolved once here at the edge: the state's refusal, the proof and the dumps read it
+    const dirs = await resolveRunDirsAt(host, runDir);
     const r = await dumpRun(
       host,
-      runDir,
+      dirs,
       () => currentActor(host),
       { readOnly, onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`) },
       // what the cockpit refuses (nothing to dump once the run has ended), in its words
-      async () => (await refusedByState(host, runDir, 'dump'))?.why ?? null,
+      async () => (await refusedByState(host, dirs, 'dump'))?.why ?? null,
     );
     // named as a trainer of the run without proof: never signalled, and said why
     const refused = r.unproven.map((u) => ({ rank: u.rank, pid: u.pid, status: 'refused', why: u.why }));

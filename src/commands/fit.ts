@@ -15,7 +15,7 @@ import {
 import type { Host } from '../remote/host.js';
 import type { ActionKind } from '../trainer/control/types.js';
 import { activeRequest, procRunning } from '../checks/control.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { Observer } from '../cockpit/observe.js';
 import { report } from './control-cli.js';
@@ -28,9 +28,9 @@ export async function headlessVerdicts(
 ): Promise<{ verdicts: ActionVerdicts; ev: Evaluation } | null> {
   const dirs = typeof dir === 'string' ? await resolveRunDirsAt(host, dir) : dir;
   // the one observation every surface judges (supervisor with its liveness, requests, CPU count, grace)
-  const obs = await new Observer(host, { dirs }).observe();
+  const obs = await new Observer(host, { dirs, checker: new Checker(thresholdsFromEnv(process.env)) }).judged();
   if (unjudgeable(obs.run, dirs.outDir)) return null;
-  const ev = new Checker(thresholdsFromEnv(process.env)).evaluate(obs.input);
+  const ev = obs.ev;
   const verdicts = actionVerdicts({
     runState: ev.runState,
     runStateWhy: ev.runStateWhy,

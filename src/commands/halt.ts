@@ -6,7 +6,7 @@
 import { currentActor, readOnlyMode, requestHalt } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
 import type { Host } from '../remote/host.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, RUN_DIR_ARG } from './options.js';
 import { hostRun, JSON_OPTION, report } from './control-cli.js';

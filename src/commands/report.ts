@@ -185,8 +185,8 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
   // the one observation the cockpit, status and the watchdog take (supervisor, requests, CPU count, grace)
-  const obs = await new Observer(host, { dirs, model, gpu: { current: () => gpu } }).observe();
-  const ev = new Checker(t).evaluate(obs.input);
+  const obs = await new Observer(host, { dirs, model, gpu: { current: () => gpu }, checker: new Checker(t) }).judged();
+  const ev = obs.ev;
   snap = obs.run;
   const hb = await readHeartbeats(host, outDir, snap);
   const r0 = snap.ranks.find((r) => r.rank === 0) ?? snap.ranks[0];

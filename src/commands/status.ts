@@ -37,7 +37,7 @@ import { Observer, whyNothingListed, type Observation } from '../cockpit/observe
 import { readAdoption } from '../trainer/launch/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/launch/state.js';
-import type { RunDirs } from '../trainer/launch/rundirs.js';
+import type { RunDirs } from '../trainer/run/rundirs.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -159,8 +159,8 @@ async function statusOn(
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
   // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
   // its launch recorded, so that it can be relaunched later
-  const obs = await new Observer(host, { dirs, model, adoptAs: 'status' }).observe({ waitHostStats: true });
-  const ev = checker.evaluate(obs.input);
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker }).judged({ waitHostStats: true });
+  const ev = obs.ev;
   snap = obs.run;
   const resumeCheckpoint = await resumeCheckpointOf(host, obs.dirs, full);
   // which dump file is which rank's: the dump action's records (the real trainer's names say only the second)

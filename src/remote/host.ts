@@ -14,7 +14,7 @@ export interface FileStat {
   /**
    * owner, device and hard-link count where the host can tell (LocalHost always; SshHost with GNU
    * find, owner and links with the `ls` fallback): what a pointer file must show to be believed
-   * (src/trainer/launch/pointers.ts)
+   * (src/trainer/run/pointers.ts)
    */
   uid?: number;
   dev?: number;

@@ -95,7 +95,7 @@ test('collector: a hand-launched run relaunched under a supervisor — the super
         note: null,
       }),
     );
-    // its run.info names the out_dir back: a pointer is followed only then (src/trainer/launch/pointers.ts)
+    // its run.info names the out_dir back: a pointer is followed only then (src/trainer/run/pointers.ts)
     writeFileSync(join(launcher, 'run.info'), `run_dir: ${launcher}\nprofile: adopted\nout_dir: ${dir}\n`);
     writeFileSync(join(dir, '.nsa-top', 'run.json'), JSON.stringify({ runDir: launcher, profile: 'adopted' }));
     const s2 = await c.tick();

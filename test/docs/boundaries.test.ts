@@ -207,13 +207,6 @@ test('src/ui takes only types from src/trainer: what it shows of a run is handed
 
 /** src/trainer's floors, top to bottom: starting a run uses acting on it, which uses reading it. */
 const TRAINER_FLOORS = ['launch', 'control', 'run'];
-/**
- * The last back-edges, by target: resolving a run's dirs and reading supervisor.json/launch.json
- * still live in launch/ while control/ and run/ read them (docs/design.md "Boundaries"). Moving them
- * below run/ empties this list; the second assertion keeps it from outliving its edges.
- */
-const TRAINER_READERS_ABOVE = ['src/trainer/launch/rundirs.ts', 'src/trainer/launch/state.ts'];
-
 test('inside src/trainer the folders import one way: launch → control → run (value imports)', () => {
   const floor = (f: string) => TRAINER_FLOORS.indexOf(f.split('/')[2] ?? '');
   const back = valueEdges.filter(
@@ -225,12 +218,7 @@ test('inside src/trainer the folders import one way: launch → control → run 
       floor(e.to) < floor(e.from),
   );
   assert.deepEqual(
-    back.filter((e) => !TRAINER_READERS_ABOVE.includes(e.to)).map((e) => `${e.from} → ${e.to}`),
+    back.map((e) => `${e.from} → ${e.to}`),
     [],
   );
-  for (const r of TRAINER_READERS_ABOVE)
-    assert.ok(
-      back.some((e) => e.to === r),
-      `${r} is no longer imported upward: drop it from TRAINER_READERS_ABOVE`,
-    );
 });

@@ -17,9 +17,9 @@ import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
 import { audited, readActions, type AuditContext, type Outcome } from './audit.js';
-import { resolveRunDirs, runDirsOf, type RunRef } from '../launch/rundirs.js';
+import { runDirsOf, type RunDirs, type RunRef } from '../run/rundirs.js';
 import { DumpWatch, dumpSummary, knownDumpIdents, type DumpSlot } from './dumpwatch.js';
-import { readSupervisorState } from '../launch/state.js';
+import { readSupervisorState } from '../run/launchstate.js';
 
 export type { ActionRecord, Actor } from './types.js';
 
@@ -214,7 +214,7 @@ export async function verifyRank(host: Host, t: RankTarget): Promise<VerifiedRan
  */
 export async function proveTarget(
   host: Host,
-  runDir: string,
+  run: RunRef,
   t: RankTarget,
   opts: {
     launcherToo?: boolean;
@@ -223,7 +223,8 @@ export async function proveTarget(
     hints?: Awaited<ReturnType<typeof runRecordHints>>;
   } = {},
 ): Promise<string | null> {
-  const { outDir, runDir: rd } = await resolveRunDirs(host, runDir);
+  const dirs = await runDirsOf(host, run);
+  const { outDir } = dirs;
   let why: string | null;
   try {
     why = await proveRunProcess(host, outDir, t, { launcherToo: opts.launcherToo, hints: opts.hints });
@@ -231,7 +232,7 @@ export async function proveTarget(
     return `could not prove pid ${t.pid}: ${(e as Error).message}`;
   }
   if (why === null || !opts.launch) return why;
-  const st = await readSupervisorState(host, rd).catch(() => null);
+  const st = await readSupervisorState(host, dirs).catch(() => null);
   const child = st?.child;
   if (!child?.startTime) return why;
   if (!(await verifyProcess(host, child).catch(() => false))) return why;
@@ -279,7 +280,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  */
 export async function dumpAll(
   host: Host,
-  runDir: string,
+  run: RunRef,
   ranks: RankTarget[],
   actor: Actor,
   opts: DumpOptions = {},
@@ -291,9 +292,11 @@ export async function dumpAll(
   if (only && sorted.length === 0)
     throw new Error(`rank ${only.join(', ')}: no proven process of this run has that rank: nothing signalled`);
   let out: DumpOutcome | null = null;
+  // resolved once (or handed down resolved): the record, the proof and the dumps read one run
+  const dirs = await runDirsOf(host, run);
   const rec = await audited(
     host,
-    runDir,
+    dirs,
     // fails closed (no failOpen): a dump only observes, and a signal to a rank that nobody can later
     // account for is worse than no dump — the log must take its record first. A dump of chosen ranks
     // says so (`only`): the others were left alone on purpose, not lost
@@ -304,7 +307,7 @@ export async function dumpAll(
       requireLog: true,
     },
     async () => {
-      const r = await signalForDumps(host, runDir, sorted, say, opts);
+      const r = await signalForDumps(host, dirs, sorted, say, opts);
       out = r.outcome;
       return r.record;
     },
@@ -332,13 +335,14 @@ export async function dumpAll(
  */
 export async function dumpRun(
   host: Host,
-  runDir: string,
+  run: RunRef,
   actor: () => Promise<Actor>,
   opts: DumpOptions = {},
   /** asked once the ranks are proven, before any signal: why the run's state refuses a dump, or null */
   gate?: () => Promise<string | null>,
 ): Promise<{ outcome: DumpOutcome | null; unproven: UnprovenProc[]; error: string | null; refused?: string }> {
-  const { outDir } = await resolveRunDirs(host, runDir);
+  const dirs = await runDirsOf(host, run);
+  const { outDir } = dirs;
   const procs = await findRunProcesses(host, outDir, await runRecordHints(host, outDir));
   const targets = procs.ranks
     .filter((r) => r.proc.state !== 'Z' && (!opts.ranks || opts.ranks.includes(r.rank)))
@@ -349,17 +353,17 @@ export async function dumpRun(
   if (targets.length === 0)
     return { outcome: null, unproven, error: procs.error ?? null, ...(refused ? { refused } : {}) };
   if (refused) return { outcome: null, unproven, error: null, refused };
-  return { outcome: await dumpAll(host, runDir, targets, await actor(), opts), unproven, error: null };
+  return { outcome: await dumpAll(host, dirs, targets, await actor(), opts), unproven, error: null };
 }
 
 async function signalForDumps(
   host: Host,
-  runDir: string,
+  dirs: RunDirs,
   sorted: RankTarget[],
   say: (msg: string) => void,
   opts: DumpOptions,
 ): Promise<{ outcome: DumpOutcome; record: Outcome }> {
-  const { outDir } = await resolveRunDirs(host, runDir);
+  const { outDir } = dirs;
   const stagger = Math.max(0, opts.staggerMs ?? 0);
   const waitMs = opts.waitMs ?? 8000;
   const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
@@ -375,7 +379,7 @@ async function signalForDumps(
   };
   const slots: Slot[] = sorted.map((t) => ({ t, rank: t.rank, pid: t.pid, status: 'pending' }));
   // what is there already is someone else's; main threads seen in this run's earlier dumps name their pid
-  const watch = new DumpWatch(host, outDir, skewMs, say, await knownDumpIdents(host, runDir, sorted));
+  const watch = new DumpWatch(host, outDir, skewMs, say, await knownDumpIdents(host, dirs, sorted));
   await watch.start();
   // the run's own records (boot records included), read once: each rank is proven with them again
   // right before its signal, whoever found it (the cockpit, the watchdog, the CLI)
@@ -406,7 +410,7 @@ async function signalForDumps(
       continue;
     }
     // SIGUSR1's default action kills a process without a handler: only a proven rank gets it
-    const unproven = await proveTarget(host, runDir, t, { hints });
+    const unproven = await proveTarget(host, dirs, t, { hints });
     if (unproven !== null) {
       Object.assign(slot, { status: 'refused', why: `not signalled: ${unproven}` });
       say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
@@ -552,9 +556,10 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
  */
 async function writeHalt(
   host: Host,
-  outDir: string,
+  dirs: RunDirs,
   actor: Actor,
 ): Promise<{ wrote: boolean; existing: string | null }> {
+  const { outDir } = dirs;
   const path = join(outDir, '.HALT');
   try {
     await createOwn(host, outDir, '.HALT', haltContent('manual_stop', actor));
@@ -573,15 +578,15 @@ async function writeHalt(
       return { wrote: false, existing: `not a regular file (${st.isDir ? 'a directory' : 'a special file'})` };
     const existing = await readSmall(host, path);
     if (existing !== null && existing.trim() === '')
-      return { wrote: false, existing: await emptyHaltWhy(host, outDir, path) };
+      return { wrote: false, existing: await emptyHaltWhy(host, dirs, path) };
     if (existing !== null) return { wrote: false, existing: existing.trim() };
     throw e;
   }
 }
 
 /** Whose is an empty .HALT: nsa-top's own cut-short write (its action log says so), or unknown. */
-async function emptyHaltWhy(host: Host, outDir: string, path: string): Promise<string> {
-  const recs = await readActions(host, outDir, 200).catch(() => [] as ActionRecord[]);
+async function emptyHaltWhy(host: Host, dirs: RunDirs, path: string): Promise<string> {
+  const recs = await readActions(host, dirs, 200).catch(() => [] as ActionRecord[]);
   const own = recs.reverse().find((r) => r.target.path === path && r.target.partial === true);
   if (own)
     return `empty: nsa-top's own write cut short at ${new Date(own.ts).toISOString()} by ${own.who.user} (${own.detail.replace(/^could not write \.HALT: /, '').slice(0, 120)}); it still stops the trainer`;
@@ -641,9 +646,9 @@ export async function requestHalt(
       failOpen: true,
     },
     async (ctx): Promise<Outcome> => {
-      if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, outDir, actor, ctx, opts);
+      if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, dirs, actor, ctx, opts);
       try {
-        const w = await writeHalt(host, outDir, actor);
+        const w = await writeHalt(host, dirs, actor);
         return {
           result: 'ok',
           detail: w.wrote
@@ -665,11 +670,12 @@ export async function requestHalt(
 
 async function haltAfterCheckpoint(
   host: Host,
-  outDir: string,
+  dirs: RunDirs,
   actor: Actor,
   ctx: AuditContext,
   opts: HaltOptions,
 ): Promise<Outcome> {
+  const { outDir } = dirs;
   const haltPath = join(outDir, '.HALT');
   // "the next checkpoint" is one written after now (by mtime), not a step number above the old
   // maximum: after a resume the real trainer counts from step 1 again
@@ -689,7 +695,7 @@ async function haltAfterCheckpoint(
     }
     const c = await checkpointWrittenSince(host, outDir, since).catch(() => null);
     if (c) {
-      const w = await writeHalt(host, outDir, actor);
+      const w = await writeHalt(host, dirs, actor);
       return {
         result: 'ok',
         detail: w.wrote
@@ -711,7 +717,7 @@ async function haltAfterCheckpoint(
 /** SIGINT or SIGKILL to verified ranks only; each pid that failed verification is named. */
 export async function escalate(
   host: Host,
-  runDir: string,
+  run: RunRef,
   ranks: RankTarget[],
   sig: 'SIGINT' | 'SIGKILL',
   actor: Actor,
@@ -719,9 +725,11 @@ export async function escalate(
 ): Promise<ActionRecord> {
   const action: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
   const target = { signal: sig, ranks: ranks.map(targetOf) };
+  // resolved once (or handed down resolved): the record and every rank's proof read one run
+  const dirs = await runDirsOf(host, run);
   return audited(
     host,
-    runDir,
+    dirs,
     // fails closed: SIGINT/SIGKILL cost the run's unsaved steps and cannot be undone; the safety
     // stop that fails open is .HALT (requestHalt), and an escalation is never taken unrecorded
     { actor, action, target, requireLog: true },
@@ -734,7 +742,7 @@ export async function escalate(
           notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
           continue;
         }
-        const unproven = await proveTarget(host, runDir, t, { launcherToo: true, launch: true });
+        const unproven = await proveTarget(host, dirs, t, { launcherToo: true, launch: true });
         if (unproven !== null) {
           notes.push(`rank ${t.rank} pid ${t.pid}: not signalled: ${unproven}`);
           continue;
@@ -758,15 +766,15 @@ export async function escalate(
 /** Removes a .HALT the operator confirmed is stale; logs the file's content first. */
 export async function removeStaleHalt(
   host: Host,
-  runDir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions = {},
 ): Promise<ActionRecord> {
-  const { outDir } = await resolveRunDirs(host, runDir);
-  const path = join(outDir, '.HALT');
+  const dirs = await runDirsOf(host, run);
+  const path = join(dirs.outDir, '.HALT');
   return audited(
     host,
-    runDir,
+    dirs,
     // fails closed: removing a .HALT undoes a safety stop, the opposite of what may go unrecorded
     { actor, action: 'remove-stale-halt', target: { path }, requireLog: true },
     async (): Promise<Outcome> => {
@@ -780,9 +788,9 @@ export async function removeStaleHalt(
       if (content === null && st === null) return { result: 'ok', detail: 'no .HALT present; nothing removed' };
       if (content === null)
         return { result: 'failed', detail: 'could not read .HALT (to record what it said): not removed' };
-      const anomaly = await readSmall(host, join(outDir, '.anomaly_type'));
+      const anomaly = await readSmall(host, join(dirs.outDir, '.anomaly_type'));
       try {
-        await removeOwn(host, outDir, '.HALT', opts);
+        await removeOwn(host, dirs.outDir, '.HALT', opts);
       } catch (e) {
         return {
           result: 'failed',
@@ -818,14 +826,14 @@ export interface AlertRef {
  */
 export async function acknowledgeAlert(
   host: Host,
-  runDir: string,
+  run: RunRef,
   alert: AlertRef,
   actor: Actor,
   opts: ControlOptions = {},
 ): Promise<ActionRecord> {
   return audited(
     host,
-    runDir,
+    run,
     { actor, action: 'ack', target: { alert: alert.id, since: alert.since, severity: alert.severity } },
     async () => ({
       result: 'ok',

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import type { Host, OwnWriteDone } from '../../remote/host.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { appendOwn, OwnWriteError, readOnlyMode, type EffectOptions } from './ownfiles.js';
-import { NSA_DIR, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
+import { NSA_DIR, runDirsOf, type RunDirs, type RunRef } from '../run/rundirs.js';
 
 export const ACTIONS_FILE = 'actions.jsonl';
 

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { readActions } from './audit.js';
 import type { ActionRecord } from './types.js';
+import type { RunRef } from '../run/rundirs.js';
 
 export const DUMP_RE = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))?(?:[_.-][^/]*)?\.txt$/;
 
@@ -221,12 +222,12 @@ export function dumpSummary(
  */
 export async function knownDumpIdents(
   host: Host,
-  runDir: string,
+  run: RunRef,
   targets: { pid: number; startTime: string }[],
 ): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   const shared = new Set<string>();
-  const recs = await readActions(host, runDir, 200).catch(() => [] as ActionRecord[]);
+  const recs = await readActions(host, run, 200).catch(() => [] as ActionRecord[]);
   for (const r of recs) {
     if (r.action !== 'dump' || !Array.isArray(r.target.perRank)) continue;
     for (const e of r.target.perRank as { pid?: unknown; startTime?: unknown; ident?: unknown }[]) {

@@ -10,13 +10,15 @@
 // A refused or failed write throws an OwnWriteError: one line that names the path and why.
 import { constants, lstatSync, mkdirSync } from 'node:fs';
 import { lstat, open, readdir, rename, stat, unlink } from 'node:fs/promises';
-import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import type { Host, OwnWriteDone, OwnWriteMode } from '../../remote/host.js';
 import { ownOpenAppendLocalSync, ownRemoveLocalSync, ownWriteLocalSync } from '../../remote/local/ownfiles.js';
-import { classify, isRunMarker, LOG_NAMES } from '../run/readers/names.js';
+import { LOG_NAMES, NSA_DIR } from '../run/readers/names.js';
+import { holdsRun, runRootProblem } from '../run/rundirs.js';
 
-/** nsa-top's own directory inside a run dir */
-export const NSA_DIR = '.nsa-top';
+export { runRootProblem };
+
+export { NSA_DIR };
 
 export class OwnWriteError extends Error {
   readonly code: string;
@@ -86,58 +88,6 @@ export function ownNameProblem(rel: string, launcher = false): string | null {
   if (parts.length === 2 && parts[0] === NSA_DIR && OWN_NAME_RE.test(parts[1]!)) return null;
   if (parts.length === 1 && (TOP_NAMES.has(rel) || PYSPY_RE.test(rel))) return null;
   return `${rel} is not one of nsa-top's own files (.nsa-top/*, .HALT, .anomaly_type, gate_collapse_details.json, pyspy_*.txt)`;
-}
-
-/** names that show a directory holds a run (any one is enough) */
-function holdsRun(names: string[]): boolean {
-  for (const n of names) {
-    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === 'config.yaml' || LOG_NAMES.includes(n))
-      return true;
-    const k = classify(n).kind;
-    if (k === 'checkpoint' || k === 'metrics-json' || k === 'stackdump') return true;
-  }
-  return false;
-}
-
-/**
- * A `.nsa-top/` alone is weak evidence (an old nsa-top may have made one anywhere, e.g. at `/`):
- * it counts only with launch's or the supervisor's own files in it.
- */
-const NSA_RUN_FILES = new Set(['run.json', 'launch.json', 'supervisor.json']);
-
-const validRoots = new WeakMap<Host, Set<string>>();
-
-/**
- * Why `dir` cannot take nsa-top's files, or null when it can: it must be an absolute path to a
- * directory that holds a run. Checked once per host and directory (a run does not stop being one).
- */
-export async function runRootProblem(host: Host, dir: string): Promise<string | null> {
-  if (!isAbsolute(dir)) return `${dir} is not an absolute path`;
-  const key = normalize(dir);
-  if (validRoots.get(host)?.has(key)) return null;
-  let st;
-  try {
-    st = await host.stat(key);
-  } catch (e) {
-    return `${key}: cannot stat (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
-  }
-  if (!st) return `${key} does not exist`;
-  if (!st.isDir) return `${key} is not a directory`;
-  let names: string[];
-  try {
-    names = (await host.list(key)).map((e) => e.name);
-  } catch (e) {
-    return `${key}: cannot list (${(e as Error).message})`;
-  }
-  let ok = holdsRun(names);
-  if (!ok && names.includes(NSA_DIR))
-    ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
-  if (!ok)
-    return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
-  let set = validRoots.get(host);
-  if (!set) validRoots.set(host, (set = new Set()));
-  set.add(key);
-  return null;
 }
 
 export interface OwnWriteOptions extends EffectOptions {

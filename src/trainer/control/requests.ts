@@ -27,9 +27,9 @@ import {
 import { checkpointWrittenSince, haltContent, type ControlOptions } from './actions.js';
 import { audited, auditedEvent, type Outcome } from './audit.js';
 import { createOwnSync, removeOwnSync, writeOwnAtomicSync } from './ownfiles.js';
-import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../launch/rundirs.js';
+import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../run/rundirs.js';
 import { spawnSelfDetached } from './detached.js';
-import { readLaunchPlan, readSupervisorState } from '../launch/state.js';
+import { readLaunchPlan, readSupervisorState } from '../run/launchstate.js';
 
 export const REQUESTS_FILE = 'requests.json';
 const LOCK_FILE = 'requests.lock';
@@ -547,7 +547,7 @@ export async function submitHaltAfterCheckpoint(
         };
       }
       // who carries it: a live supervisor picks it up within a second; otherwise an agent of our own
-      const sup = supervised ? await readSupervisorState(host, runDir) : null;
+      const sup = supervised ? await readSupervisorState(host, dirs) : null;
       const supAlive =
         !!sup?.supervisor?.startTime &&
         supervisorRestarts(sup.state) &&

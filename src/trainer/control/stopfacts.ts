@@ -7,8 +7,8 @@
 // observation) to pass as `CheckInput.stopEscalation` and to the report's history.
 import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
-import { NSA_DIR } from '../launch/rundirs.js';
-import { STATE_FILE, SUPERVISOR_LOG } from '../launch/state.js';
+import { NSA_DIR, type RunDirs } from '../run/rundirs.js';
+import { STATE_FILE, SUPERVISOR_LOG } from '../run/launchstate.js';
 import { readActionLog } from './audit.js';
 import type { ActionRecord, SupervisorState } from './types.js';
 
@@ -127,9 +127,15 @@ function actionEvent(r: ActionRecord): StopEvent | null {
  * watchdog's log and the adoption record live in its .nsa-top); `launcherDir`: where run.info and
  * the supervisor's files are (the same dir for most runs).
  */
-export async function readStopFacts(host: Host, outDir: string, launcherDir: string = outDir): Promise<StopFacts> {
+export async function readStopFacts(
+  host: Host,
+  outDir: string,
+  launcherDir: string = outDir,
+  /** the run resolved at the edge: the action log is read where it says, not resolved again */
+  dirs?: RunDirs,
+): Promise<StopFacts> {
   const events: StopEvent[] = [];
-  const log = await readActionLog(host, outDir, 2000).catch(() => null);
+  const log = await readActionLog(host, dirs ?? outDir, 2000).catch(() => null);
   const dumpActions: ActionRecord[] = [];
   for (const r of log?.records ?? []) {
     const e = actionEvent(r);

@@ -70,25 +70,9 @@ export interface SupervisorState {
   supervisorGone?: boolean;
 }
 
-type SupervisorPhase = SupervisorState['state'];
-const IN_CHARGE: ReadonlySet<SupervisorPhase> = new Set(['starting', 'running', 'backoff', 'stopping']);
-const RESTARTS: ReadonlySet<SupervisorPhase> = new Set(['starting', 'running', 'backoff']);
-
-/**
- * A supervisor in this phase is in charge of the run: its process owns the trainer, even while it
- * brings it down ('stopping'). Whether that process is still alive is a separate question.
- */
-export function supervisorInCharge(phase: SupervisorPhase | null | undefined): boolean {
-  return !!phase && IN_CHARGE.has(phase);
-}
-
-/**
- * A supervisor in this phase still drives the run forward: it will (re)start the trainer itself and
- * can carry a request. Unlike supervisorInCharge, not while 'stopping' (it is bringing the run down).
- */
-export function supervisorRestarts(phase: SupervisorPhase | null | undefined): boolean {
-  return !!phase && RESTARTS.has(phase);
-}
+// the supervisor-phase predicates live on the lowest floor that needs them (run/phase.ts: the
+// reader of supervisor.json checks an in-charge supervisor's liveness); one definition, re-exported
+export { supervisorInCharge, supervisorRestarts } from '../run/phase.js';
 
 // ---------------------------------------------------------------------------------------------
 // durable control requests (<out_dir>/.nsa-top/requests.json)

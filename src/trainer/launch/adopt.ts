@@ -15,10 +15,10 @@ import type { ProcInfo, RunProcesses } from '../../remote/types.js';
 import { currentActor, readOnlyMode } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
 import type { GpuInventory, LaunchPlan } from './profiles.js';
-import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { NSA_DIR, runDirsOf, type RunRef } from '../run/rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
 import { readLaunchPlan } from './state.js';
-import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from './pointers.js';
+import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../run/pointers.js';
 
 export const ADOPT_FILE = 'launch.json';
 /** what a secret on the recorded command line is replaced with */
@@ -242,17 +242,18 @@ const seen = new Map<string, string>();
  */
 export async function recordAdoption(
   host: Host,
-  outDir: string,
+  run: RunRef,
   procs: RunProcesses | null,
   recordedBy: string,
 ): Promise<{ record: AdoptionRecord | null; note: string | null }> {
   if (!procs || readOnlyMode()) return { record: null, note: null };
+  const outDir = typeof run === 'string' ? run : run.outDir;
   const launcher =
     procs.launcher ?? (procs.ranks.length === 1 && procs.unknown.length === 0 ? procs.ranks[0]!.proc : null);
   if (!launcher || launcher.state === 'Z') return { record: null, note: null };
   const key = `${host.label}|${outDir}|${launcher.pid}|${launcher.startTime}`;
   if (seen.has(key)) return { record: null, note: null };
-  const dirs = await resolveRunDirs(host, outDir);
+  const dirs = await runDirsOf(host, run);
   // the plan of a supervised run whose launcher dir is its out_dir (reference trainer) has this name
   if (await readLaunchPlan(host, dirs.outDir)) {
     seen.set(key, 'supervised');

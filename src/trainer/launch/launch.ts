@@ -41,7 +41,7 @@ import {
   type LaunchPlan,
 } from './profiles.js';
 import { createOwn, ensureOwnDirsSync, ReadOnlyError, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from './rundirs.js';
+import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../run/rundirs.js';
 import { spawnSelfDetached } from '../control/detached.js';
 import {
   nsaDir,
@@ -56,7 +56,7 @@ import {
   writePlanLocal,
   writeStateLocal,
 } from './state.js';
-import { dirIdSync } from './pointers.js';
+import { dirIdSync } from '../run/pointers.js';
 import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
 export { readSupervisorState } from './state.js';
@@ -366,9 +366,9 @@ export async function launchRun(
  */
 export async function supervisorStatus(
   host: Host,
-  dir: string,
+  run: RunRef,
 ): Promise<{ state: SupervisorState | null; alive: boolean; stale: boolean }> {
-  const state = await readSupervisorState(host, dir);
+  const state = await readSupervisorState(host, run);
   const alive = await supervisorAlive(host, state);
   return { state, alive, stale: supervisorInCharge(state?.state) && !alive };
 }
@@ -430,10 +430,10 @@ export interface RelaunchPrep {
  */
 export async function prepareRelaunch(
   host: Host,
-  dir: string,
+  run: RunRef,
   opts: { allowCommand?: readonly string[]; judgeAdoption?: AdoptionJudge } = {},
 ): Promise<RelaunchPrep> {
-  const dirs = await resolveRunDirs(host, dir);
+  const dirs = await runDirsOf(host, run);
   const runDir = dirs.runDir;
   const outDir = dirs.outDir;
   const prep: RelaunchPrep = {
@@ -457,7 +457,7 @@ export async function prepareRelaunch(
     prep.refusal = recRead.problem!;
     return prep;
   }
-  const st = plan ? await readSupervisorState(host, runDir) : null;
+  const st = plan ? await readSupervisorState(host, dirs) : null;
   // a run started by hand after the last supervised one (a shared out_dir): its command is the one to redo
   const handLaunchedSince =
     !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
@@ -560,7 +560,7 @@ async function materializeAdopted(host: Host, rec: AdoptionRecord): Promise<stri
  */
 export async function relaunch(
   host: Host,
-  dir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions & {
     removeStaleHalt: boolean;
@@ -571,20 +571,20 @@ export async function relaunch(
     steps?: number;
   },
 ): Promise<ActionRecord> {
-  const dirs = await resolveRunDirs(host, dir);
+  // resolved once (or handed down resolved): the record, the checks and the start read one run
+  const dirs = await runDirsOf(host, run);
   return audited(
     host,
-    dirs.runDir,
+    dirs,
     { actor, action: 'relaunch', target: { runDir: dirs.runDir, outDir: dirs.outDir } },
-    () => relaunchEffect(host, dir, dirs, actor, opts),
+    () => relaunchEffect(host, dirs, actor, opts),
     opts,
   );
 }
 
 async function relaunchEffect(
   host: Host,
-  dir: string,
-  dirs: { runDir: string; outDir: string },
+  dirs: RunDirs,
   actor: Actor,
   opts: ControlOptions & {
     removeStaleHalt: boolean;
@@ -607,7 +607,7 @@ async function relaunchEffect(
   // a supervised run whose supervisor is gone while its trainer runs on (its own session): a new
   // supervisor adopts it — never a second copy into the same out_dir
   const plan0 = await readLaunchPlan(host, runDir);
-  const st = plan0 ? await readSupervisorState(host, runDir) : null;
+  const st = plan0 ? await readSupervisorState(host, dirs) : null;
   if (
     plan0 &&
     !(await supervisorAlive(host, st)) &&
@@ -637,7 +637,10 @@ async function relaunchEffect(
       { supervisorPid: pid, adopted: st.child },
     );
   }
-  const prep = await prepareRelaunch(host, dir, { allowCommand: opts.allowCommand, judgeAdoption: opts.judgeAdoption });
+  const prep = await prepareRelaunch(host, dirs, {
+    allowCommand: opts.allowCommand,
+    judgeAdoption: opts.judgeAdoption,
+  });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
   if (halt !== null) {
@@ -647,7 +650,7 @@ async function relaunchEffect(
         `.HALT present ("${halt.trim()}"): the trainer would stop at step 1. Confirm its removal: nsa-top relaunch ${runDir} --remove-stale-halt`,
         { halt: halt.trim() },
       );
-    const rm = await removeStaleHalt(host, runDir, actor, opts);
+    const rm = await removeStaleHalt(host, dirs, actor, opts);
     if (rm.result !== 'ok') return mk('failed', `could not remove .HALT: ${rm.detail}`);
   }
   if (prep.adopted) runDir = await materializeAdopted(host, prep.adopted);
@@ -759,21 +762,22 @@ async function progressSince(host: Host, path: string, from: number): Promise<bo
  */
 export async function stopRun(
   host: Host,
-  dir: string,
+  run: RunRef,
   actor: Actor,
   opts: ControlOptions & { reason?: string } = {},
 ): Promise<ActionRecord> {
-  const { runDir, pointerProblem } = await resolveRunDirs(host, dir);
+  const dirs = await runDirsOf(host, run);
+  const { runDir, pointerProblem } = dirs;
   return audited(
     host,
-    runDir,
+    dirs,
     { actor, action: 'halt', target: { runDir } },
     async (): Promise<Outcome> => {
       const stRead = await readSupervisorStateFile(host, runDir);
       // a copy's (or a planted) pointer is never followed: the stop acts on this dir only, and says so
       const notFollowed = [pointerProblem, stRead.problem].filter((x): x is string => !!x);
       const said = notFollowed.length ? ` (${notFollowed.join('; ')})` : '';
-      const st = stRead.state ? await readSupervisorState(host, runDir) : null;
+      const st = stRead.state ? await readSupervisorState(host, dirs) : null;
       let unasked: string | null = null;
       const live = !!st && (await supervisorAlive(host, st)) && supervisorRestarts(st.state);
       if (live) {

@@ -1,21 +1,28 @@
-// <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the resolved
-// LaunchPlan): read through a Host by anyone, written atomically (temp + rename) by the supervisor.
-// Both carry the run dir's identity (`dirId`) and are believed only through pointers.ts: owned by
-// the user, not group/world-writable, written for this very dir (a copy's are not followed).
+// The writers of <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the
+// resolved LaunchPlan): written atomically (temp + rename) by the supervisor and launch, each with
+// the run dir's identity (`dirId`). Their readers live a floor below, in run/launchstate.ts, where
+// control/ and run/ read them too; they are re-exported here for launch's own callers.
 import { join } from 'node:path';
-import type { Host } from '../../remote/host.js';
-import { verifyProcess } from '../../remote/procs.js';
-import { type SupervisorState, supervisorInCharge } from '../control/types.js';
+import type { SupervisorState } from '../control/types.js';
 import type { LaunchPlan } from './profiles.js';
 import { writeOwnAtomicSync } from '../control/ownfiles.js';
-import { NSA_DIR, resolveRunDirs } from './rundirs.js';
-import { dirIdSync, forThisDir, readOwnPointer, readPointerFile } from './pointers.js';
+import { NSA_DIR } from '../run/rundirs.js';
+import { dirIdSync } from '../run/pointers.js';
+import { PLAN_FILE, STATE_FILE } from '../run/launchstate.js';
 
-export const STATE_FILE = 'supervisor.json';
-export const PLAN_FILE = 'launch.json';
-export const STOP_FILE = 'stop.json';
-export const SUPERVISOR_LOG = 'supervisor.log';
-export const LOCK_FILE = 'supervisor.lock';
+export {
+  LOCK_FILE,
+  PLAN_FILE,
+  readLaunchPlan,
+  readLaunchPlanFile,
+  readSupervisorFile,
+  readSupervisorState,
+  readSupervisorStateFile,
+  STATE_FILE,
+  STOP_FILE,
+  SUPERVISOR_LOG,
+  supervisorLiveness,
+} from '../run/launchstate.js';
 /** how `nsa-top supervise` learns its run dir (kept out of argv, see launch.ts) */
 export const SUPERVISE_ENV = 'NSA_TOP_SUPERVISE_RUN_DIR';
 
@@ -38,90 +45,4 @@ export function writeStateLocal(runDir: string, s: SupervisorState): void {
 /** The plan, with the identity of the dir it was written for (a copy's plan is not followed). */
 export function writePlanLocal(runDir: string, plan: LaunchPlan): void {
   writeJsonAtomic(runDir, PLAN_FILE, { ...plan, dirId: dirIdSync(runDir) });
-}
-
-/** supervisor.json as believed (see pointers.ts), or null and why not (null when absent). */
-export async function readSupervisorStateFile(
-  host: Host,
-  runDir: string,
-): Promise<{ state: SupervisorState | null; problem: string | null }> {
-  const r = await readOwnPointer(host, runDir, STATE_FILE, 'runDir');
-  const s = r.json as SupervisorState | null;
-  if (!s || typeof s.state !== 'string') return { state: null, problem: r.problem };
-  return { state: s, problem: null };
-}
-
-/**
- * The supervisor's state; `dir` may be the launcher dir or the trainer's out_dir. A file that says
- * starting/running/backoff/stopping is believed only while its supervisor (pid + start time) lives:
- * a supervisor killed with SIGKILL never rewrites it, so a dead one reads as 'failed', with
- * `supervisorGone` and a note saying whether its trainer still runs (a relaunch re-adopts it).
- */
-export async function readSupervisorState(host: Host, dir: string): Promise<SupervisorState | null> {
-  const { runDir } = await resolveRunDirs(host, dir);
-  return supervisorLiveness(host, await readSupervisorFile(host, runDir), runDir);
-}
-
-/**
- * supervisor.json of a launcher dir as written (no liveness check; believed only when nsa-top wrote
- * it for this very dir: pointers.ts): cache it by the file's stat.
- */
-export async function readSupervisorFile(host: Host, runDir: string): Promise<SupervisorState | null> {
-  return (await readSupervisorStateFile(host, runDir)).state;
-}
-
-/**
- * The file's word checked against the process table: a state that says starting/running/backoff/
- * stopping is believed only while its supervisor (pid + start time) lives. Cheap enough to run on
- * every collection round (one /proc read locally, one command over SSH), so a SIGKILLed supervisor is
- * seen within a round although its file never changes again.
- */
-export async function supervisorLiveness(
-  host: Host,
-  s: SupervisorState | null,
-  runDir: string,
-): Promise<SupervisorState | null> {
-  if (!s) return null;
-  if (supervisorInCharge(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
-    if (!(await verifyProcess(host, s.supervisor).catch(() => true))) {
-      const child = s.child?.startTime ? await verifyProcess(host, s.child).catch(() => false) : false;
-      const was = s.state;
-      return {
-        ...s,
-        state: 'failed',
-        supervisorGone: true,
-        note: child
-          ? `the supervisor (pid ${s.supervisor.pid}) is gone (it said ${was}); its trainer (pid ${s.child!.pid}) still runs unsupervised — nsa-top relaunch ${runDir} re-adopts it`
-          : `the supervisor (pid ${s.supervisor.pid}) is gone (it said ${was}), and so is its trainer`,
-      };
-    }
-  }
-  return s;
-}
-
-export async function readLaunchPlan(host: Host, runDir: string): Promise<LaunchPlan | null> {
-  return (await readLaunchPlanFile(host, runDir)).plan;
-}
-
-/** launch.json as a plan, when believed (see pointers.ts); else null and why (null: absent, or an adoption record). */
-export async function readLaunchPlanFile(
-  host: Host,
-  runDir: string,
-): Promise<{ plan: LaunchPlan | null; problem: string | null }> {
-  const r = await readPointerFile(host, runDir, PLAN_FILE);
-  // an adoption record (src/trainer/launch/adopt.ts) shares the name in an out_dir: it is not a plan
-  if (r.json?.kind === 'adopted') return { plan: null, problem: null };
-  if (!r.json) return { plan: null, problem: r.problem };
-  const p = r.json as unknown as LaunchPlan;
-  if (p.version !== 1 || !Array.isArray(p.command) || !p.command.every((x) => typeof x === 'string'))
-    return { plan: null, problem: `${r.path}: not a launch plan; not followed` };
-  const why = await forThisDir(
-    host,
-    runDir,
-    `${NSA_DIR}/${PLAN_FILE}`,
-    p.runDir,
-    (r.json as { dirId?: unknown }).dirId,
-    'was written for another run',
-  );
-  return why ? { plan: null, problem: why } : { plan: p, problem: null };
 }

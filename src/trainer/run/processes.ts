@@ -5,7 +5,7 @@
 import type { Host } from '../../remote/host.js';
 import { join } from 'node:path';
 import { readCandidateTable, readProc, readProcs, type RawSnapshot } from '../../remote/procs.js';
-import { readSupervisorState } from '../launch/state.js';
+import { readSupervisorState } from './launchstate.js';
 import { readTextFile } from '../../remote/textfile.js';
 import type { ProcInfo, RunProcesses } from '../../remote/types.js';
 import {

@@ -4,7 +4,7 @@ import type { DirEntry, Host } from '../../remote/host.js';
 import { InputError } from '../../errors.js';
 import { isRunMarker, logRank, pickLog } from './readers/names.js';
 import { RunModel, type RunModelOptions } from './model.js';
-import { resolveRunDirs, type RunDirs } from '../launch/rundirs.js';
+import { resolveRunDirs, type RunDirs } from './rundirs.js';
 
 const MAX_DEPTH = 3;
 const MAX_DIRS = 2000;

@@ -33,7 +33,7 @@ import {
   writeOwnAtomic,
 } from '../../../src/trainer/control/ownfiles.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
-import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
+import { resolveRunDirs } from '../../../src/trainer/run/rundirs.js';
 import { relaunch } from '../../../src/trainer/launch/launch.js';
 import { spawnWithoutDac, withoutDacSkip } from '../../helpers/unprivileged.js';
 import { submitHaltAfterCheckpoint } from '../../../src/trainer/control/requests.js';

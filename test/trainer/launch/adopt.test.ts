@@ -24,7 +24,7 @@ import { currentActor, readActionLog } from '../../../src/trainer/control/action
 import type { SupervisorState } from '../../../src/trainer/control/types.js';
 import { readSupervisorState, relaunch, stopRun } from '../../../src/trainer/launch/launch.js';
 import { judgeAdoption } from '../../../src/checks/preflight.js';
-import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
+import { resolveRunDirs } from '../../../src/trainer/run/rundirs.js';
 import { selfCommand } from '../../../src/self.js';
 import { tempDir } from '../control/helpers.js';
 import { until } from './helpers.js';

@@ -29,7 +29,7 @@ import { LocalHost } from '../../../src/remote/local/host.js';
 import { verifyProcess, readProc } from '../../../src/remote/procs.js';
 import { readSupervisorState, stopRun, launchRun, prepareRelaunch } from '../../../src/trainer/launch/launch.js';
 import { judgeAdoption } from '../../../src/checks/preflight.js';
-import { resolveRunDirs } from '../../../src/trainer/launch/rundirs.js';
+import { resolveRunDirs } from '../../../src/trainer/run/rundirs.js';
 import { readLaunchPlan } from '../../../src/trainer/launch/state.js';
 import { readAdoption, redactArgv } from '../../../src/trainer/launch/adopt.js';
 import { currentActor } from '../../../src/trainer/control/actions.js';

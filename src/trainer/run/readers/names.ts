@@ -1,6 +1,9 @@
 // What each file name in a run dir is. Covers the main trainer, the FSDP variant (suffixed names),
 // the prod_smoke `heartbeat.jsonl` variant and nsa-top's reference trainer.
 
+/** nsa-top's own directory inside a run dir */
+export const NSA_DIR = '.nsa-top';
+
 export type FileKind =
   | { kind: 'heartbeat'; rank: number }
   | { kind: 'heartbeat-smoke' }

@@ -16,7 +16,7 @@ import { constants as fsc, fstatSync, statSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { isAbsolute, join, normalize, resolve } from 'node:path';
 import type { FileStat, Host } from '../../remote/host.js';
-import { NSA_DIR } from '../control/ownfiles.js';
+import { NSA_DIR } from './readers/names.js';
 
 /** A directory's identity: a copy has another, a move keeps it. */
 export interface DirId {

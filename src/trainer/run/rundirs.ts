@@ -6,7 +6,7 @@
 // launcher dir carries a pointer in .nsa-top/run.json.
 import { isAbsolute, join, normalize, resolve } from 'node:path';
 import type { Host } from '../../remote/host.js';
-import { NSA_DIR, runRootProblem } from '../control/ownfiles.js';
+import { classify, isRunMarker, LOG_NAMES, NSA_DIR } from './readers/names.js';
 import { forThisDir, parseRunInfo, readRunPointer } from './pointers.js';
 
 export interface RunDirs {
@@ -30,6 +30,58 @@ export interface RunDirs {
 export { NSA_DIR };
 
 export { parseRunInfo };
+
+/** names that show a directory holds a run (any one is enough) */
+export function holdsRun(names: string[]): boolean {
+  for (const n of names) {
+    if (isRunMarker(n) || n === 'env.json' || n === 'run.info' || n === 'config.yaml' || LOG_NAMES.includes(n))
+      return true;
+    const k = classify(n).kind;
+    if (k === 'checkpoint' || k === 'metrics-json' || k === 'stackdump') return true;
+  }
+  return false;
+}
+
+/**
+ * A `.nsa-top/` alone is weak evidence (an old nsa-top may have made one anywhere, e.g. at `/`):
+ * it counts only with launch's or the supervisor's own files in it.
+ */
+const NSA_RUN_FILES = new Set(['run.json', 'launch.json', 'supervisor.json']);
+
+const validRoots = new WeakMap<Host, Set<string>>();
+
+/**
+ * Why `dir` cannot take nsa-top's files, or null when it can: it must be an absolute path to a
+ * directory that holds a run. Checked once per host and directory (a run does not stop being one).
+ */
+export async function runRootProblem(host: Host, dir: string): Promise<string | null> {
+  if (!isAbsolute(dir)) return `${dir} is not an absolute path`;
+  const key = normalize(dir);
+  if (validRoots.get(host)?.has(key)) return null;
+  let st;
+  try {
+    st = await host.stat(key);
+  } catch (e) {
+    return `${key}: cannot stat (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+  }
+  if (!st) return `${key} does not exist`;
+  if (!st.isDir) return `${key} is not a directory`;
+  let names: string[];
+  try {
+    names = (await host.list(key)).map((e) => e.name);
+  } catch (e) {
+    return `${key}: cannot list (${(e as Error).message})`;
+  }
+  let ok = holdsRun(names);
+  if (!ok && names.includes(NSA_DIR))
+    ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
+  if (!ok)
+    return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
+  let set = validRoots.get(host);
+  if (!set) validRoots.set(host, (set = new Set()));
+  set.add(key);
+  return null;
+}
 
 async function readText(host: Host, path: string, max = 256 * 1024): Promise<string | null> {
   try {
