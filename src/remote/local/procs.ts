@@ -104,6 +104,20 @@ async function realpathCached(rd: string): Promise<string | null> {
 
 const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)', ' (nsa-top'];
 
+// A node process whose command line does not name nsa-top (an editor's server, tsc, npm…), by pid and
+// start time: its command line is not read again every refresh — on a developer's box a dozen such
+// processes cost more thread-pool reads than the run itself. Looked at again after NODE_RECHECK_MS
+// (a process may exec another node program in place, keeping its pid and start time).
+const NODE_RECHECK_MS = 5000;
+const notNsaTop = new Map<string, { startTime: string; at: number }>();
+
+/** field 22 of a stat line (start time), or null */
+function statStartTime(s: string): string | null {
+  const close = s.lastIndexOf(')');
+  if (close < 0) return null;
+  return s.slice(close + 2).split(' ', 20)[19] ?? null;
+}
+
 /** The process table as PROC_SCRIPT reads it (same modes, same choices), read in-process. */
 export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> {
   const { mode } = req;
@@ -138,15 +152,25 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   const enrich: string[] = [];
   // command lines already read for the node check below, reused below
   const readBefore = new Map<string, Buffer | null>();
+  const now = Date.now();
   const st = async (pid: string) => {
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
     let isTrainer = TRAINER_COMM.some((c) => s.includes(c));
     if (isTrainer && s.includes(' (node)')) {
       // node runs much besides nsa-top: keep it only when its command line names nsa-top
-      const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
-      readBefore.set(`${pid}/cmdline`, c);
-      if (!c || !c.toString('utf8').includes('nsa-top')) isTrainer = false;
+      const start = statStartTime(s);
+      const seen = notNsaTop.get(pid);
+      if (seen && start !== null && seen.startTime === start && now - seen.at < NODE_RECHECK_MS) isTrainer = false;
+      else {
+        const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
+        readBefore.set(`${pid}/cmdline`, c);
+        if (!c || !c.toString('utf8').includes('nsa-top')) {
+          isTrainer = false;
+          // (an unreadable one, gone or caught mid-exec, is read again next time)
+          if (c && c.length > 0 && start !== null) notNsaTop.set(pid, { startTime: start, at: now });
+        } else notNsaTop.delete(pid);
+      }
     }
     if (mode === 'run' && !isTrainer && !known.has(pid)) return;
     t.procs.push({ stat: s, wchan: readSmall(`/proc/${pid}/wchan`) ?? '' });
@@ -166,6 +190,11 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     }
   }
   for (const pid of all) await st(pid);
+  if (mode !== 'list') {
+    // forget the verdicts on processes that are gone
+    const listed = new Set(all);
+    for (const pid of notNsaTop.keys()) if (!listed.has(pid)) notNsaTop.delete(pid);
+  }
   const closer = [...pidArgs, ...enrich];
   for (const pid of closer) {
     const cwd = await fs.readlink(`/proc/${pid}/cwd`).catch(() => null);
