@@ -111,6 +111,16 @@ const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)',
 const NODE_RECHECK_MS = 5000;
 const notNsaTop = new Map<string, { startTime: string; at: number }>();
 
+// 'run' mode (what findRunProcesses reads, every second in the watchdog) wants trainer-looking
+// processes only, but learns which those are from each /proc/PID/stat: three system calls for every
+// process of the box, every refresh, nearly all of them shells, daemons and kernel threads. A process
+// seen not to look like a trainer (and not named by the caller) is skipped until the next full scan,
+// at most FULL_SCAN_MS later: a new pid is read at once; only a process that turns into a trainer in
+// place (an exec keeping its pid) waits for the full scan. 'all' and 'list' read everything they name.
+const FULL_SCAN_MS = 5000;
+const quiet = new Set<string>();
+let fullScanAt = 0;
+
 /** field 22 of a stat line (start time), or null */
 function statStartTime(s: string): string | null {
   const close = s.lastIndexOf(')');
@@ -153,7 +163,13 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   // command lines already read for the node check below, reused below
   const readBefore = new Map<string, Buffer | null>();
   const now = Date.now();
+  const full = mode !== 'run' || now - fullScanAt >= FULL_SCAN_MS || now < fullScanAt;
+  if (mode === 'run' && full) {
+    fullScanAt = now;
+    quiet.clear();
+  }
   const st = async (pid: string) => {
+    if (!full && quiet.has(pid) && !known.has(pid)) return;
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
     let isTrainer = TRAINER_COMM.some((c) => s.includes(c));
@@ -172,7 +188,11 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
         } else notNsaTop.delete(pid);
       }
     }
-    if (mode === 'run' && !isTrainer && !known.has(pid)) return;
+    if (mode === 'run' && !isTrainer && !known.has(pid)) {
+      quiet.add(pid);
+      return;
+    }
+    quiet.delete(pid);
     t.procs.push({ stat: s, wchan: readSmall(`/proc/${pid}/wchan`) ?? '' });
     if (mode === 'run') cmdlines.push(pid);
     if (isTrainer && mode !== 'list' && !known.has(pid)) enrich.push(pid);
@@ -194,6 +214,7 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     // forget the verdicts on processes that are gone
     const listed = new Set(all);
     for (const pid of notNsaTop.keys()) if (!listed.has(pid)) notNsaTop.delete(pid);
+    for (const pid of quiet) if (!listed.has(pid)) quiet.delete(pid);
   }
   const closer = [...pidArgs, ...enrich];
   for (const pid of closer) {
