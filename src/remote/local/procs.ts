@@ -102,6 +102,9 @@ async function realpathCached(rd: string): Promise<string | null> {
   return real;
 }
 
+/** env.json per run dir, with the stat it was read under */
+const envJsons = new Map<string, { key: string; text: string }>();
+
 const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)', ' (nsa-top'];
 
 // A node process whose command line does not name nsa-top (an editor's server, tsc, npm…), by pid and
@@ -136,19 +139,33 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   const t = emptyProcTable();
   if (req.runDir) {
     const real = await realpathCached(req.runDir);
-    const isDir = real
-      ? await fs.stat(real).then(
-          (s) => s.isDirectory(),
-          () => false,
-        )
-      : false;
+    // env.json's stat answers for the run dir too (a file in it: the dir exists and is one); the
+    // dir itself is looked at only when env.json is not there
+    const envFile = real ? join(real, 'env.json') : null;
+    const st = envFile ? await fs.stat(envFile).catch(() => null) : null;
+    const isDir =
+      st !== null ||
+      (real
+        ? await fs.stat(real).then(
+            (s) => s.isDirectory(),
+            () => false,
+          )
+        : false);
     if (real && isDir) {
       t.runDirPhysical = real;
-      const envFile = join(real, 'env.json');
-      const st = await fs.stat(envFile).catch(() => null);
       if (st?.isFile()) {
-        const j = await head(envFile, ENV_JSON_MAX);
-        t.envJson = (j ?? Buffer.alloc(0)).toString('utf8').replace(/[\n\r]/g, ' ');
+        // re-read only when it changed (a trainer writes it once, at start)
+        const key = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+        const known = envJsons.get(envFile!);
+        if (known?.key === key) t.envJson = known.text;
+        else {
+          const j = await head(envFile!, ENV_JSON_MAX);
+          t.envJson = (j ?? Buffer.alloc(0)).toString('utf8').replace(/[\n\r]/g, ' ');
+          if (j) {
+            if (envJsons.size > 64) envJsons.clear();
+            envJsons.set(envFile!, { key, text: t.envJson });
+          }
+        }
       }
     }
   }
