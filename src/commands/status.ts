@@ -73,6 +73,18 @@ async function resumeCheckpointOf(host: Host, dirs: RunDirs, full: boolean): Pro
   return { path: f.path, step: f.step, segment: f.segment, why: f.why, warnings: pick.warnings, skipped: pick.skipped };
 }
 
+/** a promise that never rejects (its error kept for unsettle), so it may wait unawaited */
+function settle<T>(p: Promise<T>): Promise<{ ok: true; v: T } | { ok: false; e: unknown }> {
+  return p.then(
+    (v) => ({ ok: true as const, v }),
+    (e: unknown) => ({ ok: false as const, e }),
+  );
+}
+function unsettle<T>(r: { ok: true; v: T } | { ok: false; e: unknown }): T {
+  if (r.ok) return r.v;
+  throw r.e;
+}
+
 function formatResume(r: ResumeCheckpointField | null, adoptNote: string | null): string {
   const out: string[] = [];
   if (r) {
@@ -138,6 +150,10 @@ async function statusOn(
   const outDir = dirs.outDir;
   if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
   const model = await openRunModelOf(host, dirs);
+  // the resume pick (read-only, and with a settle wait of its own for a checkpoint written in the
+  // last 5 s) runs beside the look below instead of after it: the two 700 ms waits overlap, and
+  // status on a run that checkpoints often answers in one wait, not two
+  const resumeEarly = settle(resumeCheckpointOf(host, dirs, full));
   let snap = await model.poll();
   if (full) {
     const started = Date.now();
@@ -162,7 +178,13 @@ async function statusOn(
   const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker }).judged({ waitHostStats: true });
   const ev = obs.ev;
   snap = obs.run;
-  const resumeCheckpoint = await resumeCheckpointOf(host, obs.dirs, full);
+  // (looked at again in the rare cases where the look changed what it reads: the observation
+  // followed the out_dir's pointer elsewhere, or recorded a hand-launched run's adoption just now,
+  // whose stdout log the pick reads)
+  const resumeCheckpoint =
+    obs.dirs.runDir === dirs.runDir && obs.dirs.outDir === dirs.outDir && obs.adoptionNote === null
+      ? unsettle(await resumeEarly)
+      : await resumeCheckpointOf(host, obs.dirs, full);
   // which dump file is which rank's: the dump action's records (the real trainer's names say only the second)
   const actions = await readActions(host, obs.dirs, 200).catch(() => [] as ActionRecord[]);
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input

@@ -619,3 +619,49 @@ test('a working directory whose name holds a newline cannot forge the cwd of ano
     assert.equal(all.find((p) => p.pid === e.pid)?.cwd ?? null, null, 'the crafted cwd is left out');
   }
 });
+
+test("'run' mode skips processes already seen not to look like trainers, yet sees a new one at once and one that execs into a trainer by the next full scan", async (t) => {
+  if (process.platform !== 'linux' || !existsSync('/usr/bin/python3')) {
+    t.skip('needs Linux /proc and /usr/bin/python3');
+    return;
+  }
+  const local = new LocalHost();
+  const table = async () => {
+    const tb = await local.readProcTable({ runDir: '', sysconf: false, mode: 'run', known: [], pids: [] }, 15000);
+    assert.ok(tb);
+    return new Map(tb.procs.map((r) => [Number(r.stat.slice(0, r.stat.indexOf(' '))), parseStat(r.stat)?.comm]));
+  };
+  // a shell (not trainer-looking) that turns into python3 in place, keeping its pid
+  const trigger = join(tmp, 'exec-now');
+  const sh = spawn(
+    'sh',
+    [
+      '-c',
+      `while [ ! -e "$1" ]; do sleep 0.05; done; exec /usr/bin/python3 -c 'import time; time.sleep(60)'`,
+      'sh',
+      trigger,
+    ],
+    { stdio: 'ignore', detached: true },
+  );
+  groups.push(sh);
+  const waitFor = async (what: string, ok: () => Promise<boolean> | boolean, ms = 15000) => {
+    const end = Date.now() + ms;
+    while (!(await ok())) {
+      if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  await waitFor('the shell to start', () => existsSync(`/proc/${sh.pid}/stat`));
+  assert.equal((await table()).has(sh.pid!), false, 'a shell is not a candidate');
+  // a new trainer-looking pid is read on the very next refresh, full scan or not
+  const py = spawn('/usr/bin/python3', ['-c', 'import time; time.sleep(60)'], { stdio: 'ignore', detached: true });
+  groups.push(py);
+  await waitFor('python3 to exec', () => readFileSync(`/proc/${py.pid}/comm`, 'utf8').startsWith('python'));
+  assert.match((await table()).get(py.pid!) ?? '', /^python/, 'a new python3 is seen at once');
+  // the shell turns into python3 in place: seen by the next full scan (5 s), never missed for good
+  writeFileSync(trigger, '');
+  await waitFor('the shell to exec python3', () => readFileSync(`/proc/${sh.pid}/comm`, 'utf8').startsWith('python'));
+  const t0 = Date.now();
+  await waitFor('the exec to be seen', async () => (await table()).has(sh.pid!), 12000);
+  assert.ok(Date.now() - t0 < 8000, `seen after ${Date.now() - t0} ms`);
+});

@@ -102,7 +102,34 @@ async function realpathCached(rd: string): Promise<string | null> {
   return real;
 }
 
+/** env.json per run dir, with the stat it was read under */
+const envJsons = new Map<string, { key: string; text: string }>();
+
 const TRAINER_COMM = [' (python', ' (node)', ' (torchrun)', ' (pt_main_thread)', ' (nsa-top'];
+
+// A node process whose command line does not name nsa-top (an editor's server, tsc, npm…), by pid and
+// start time: its command line is not read again every refresh — on a developer's box a dozen such
+// processes cost more thread-pool reads than the run itself. Looked at again after NODE_RECHECK_MS
+// (a process may exec another node program in place, keeping its pid and start time).
+const NODE_RECHECK_MS = 5000;
+const notNsaTop = new Map<string, { startTime: string; at: number }>();
+
+// 'run' mode (what findRunProcesses reads, every second in the watchdog) wants trainer-looking
+// processes only, but learns which those are from each /proc/PID/stat: three system calls for every
+// process of the box, every refresh, nearly all of them shells, daemons and kernel threads. A process
+// seen not to look like a trainer (and not named by the caller) is skipped until the next full scan,
+// at most FULL_SCAN_MS later: a new pid is read at once; only a process that turns into a trainer in
+// place (an exec keeping its pid) waits for the full scan. 'all' and 'list' read everything they name.
+const FULL_SCAN_MS = 5000;
+const quiet = new Set<string>();
+let fullScanAt = 0;
+
+/** field 22 of a stat line (start time), or null */
+function statStartTime(s: string): string | null {
+  const close = s.lastIndexOf(')');
+  if (close < 0) return null;
+  return s.slice(close + 2).split(' ', 20)[19] ?? null;
+}
 
 /** The process table as PROC_SCRIPT reads it (same modes, same choices), read in-process. */
 export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> {
@@ -112,19 +139,33 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   const t = emptyProcTable();
   if (req.runDir) {
     const real = await realpathCached(req.runDir);
-    const isDir = real
-      ? await fs.stat(real).then(
-          (s) => s.isDirectory(),
-          () => false,
-        )
-      : false;
+    // env.json's stat answers for the run dir too (a file in it: the dir exists and is one); the
+    // dir itself is looked at only when env.json is not there
+    const envFile = real ? join(real, 'env.json') : null;
+    const st = envFile ? await fs.stat(envFile).catch(() => null) : null;
+    const isDir =
+      st !== null ||
+      (real
+        ? await fs.stat(real).then(
+            (s) => s.isDirectory(),
+            () => false,
+          )
+        : false);
     if (real && isDir) {
       t.runDirPhysical = real;
-      const envFile = join(real, 'env.json');
-      const st = await fs.stat(envFile).catch(() => null);
       if (st?.isFile()) {
-        const j = await head(envFile, ENV_JSON_MAX);
-        t.envJson = (j ?? Buffer.alloc(0)).toString('utf8').replace(/[\n\r]/g, ' ');
+        // re-read only when it changed (a trainer writes it once, at start)
+        const key = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+        const known = envJsons.get(envFile!);
+        if (known?.key === key) t.envJson = known.text;
+        else {
+          const j = await head(envFile!, ENV_JSON_MAX);
+          t.envJson = (j ?? Buffer.alloc(0)).toString('utf8').replace(/[\n\r]/g, ' ');
+          if (j) {
+            if (envJsons.size > 64) envJsons.clear();
+            envJsons.set(envFile!, { key, text: t.envJson });
+          }
+        }
       }
     }
   }
@@ -138,17 +179,37 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   const enrich: string[] = [];
   // command lines already read for the node check below, reused below
   const readBefore = new Map<string, Buffer | null>();
+  const now = Date.now();
+  const full = mode !== 'run' || now - fullScanAt >= FULL_SCAN_MS || now < fullScanAt;
+  if (mode === 'run' && full) {
+    fullScanAt = now;
+    quiet.clear();
+  }
   const st = async (pid: string) => {
+    if (!full && quiet.has(pid) && !known.has(pid)) return;
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
     let isTrainer = TRAINER_COMM.some((c) => s.includes(c));
     if (isTrainer && s.includes(' (node)')) {
       // node runs much besides nsa-top: keep it only when its command line names nsa-top
-      const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
-      readBefore.set(`${pid}/cmdline`, c);
-      if (!c || !c.toString('utf8').includes('nsa-top')) isTrainer = false;
+      const start = statStartTime(s);
+      const seen = notNsaTop.get(pid);
+      if (seen && start !== null && seen.startTime === start && now - seen.at < NODE_RECHECK_MS) isTrainer = false;
+      else {
+        const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
+        readBefore.set(`${pid}/cmdline`, c);
+        if (!c || !c.toString('utf8').includes('nsa-top')) {
+          isTrainer = false;
+          // (an unreadable one, gone or caught mid-exec, is read again next time)
+          if (c && c.length > 0 && start !== null) notNsaTop.set(pid, { startTime: start, at: now });
+        } else notNsaTop.delete(pid);
+      }
     }
-    if (mode === 'run' && !isTrainer && !known.has(pid)) return;
+    if (mode === 'run' && !isTrainer && !known.has(pid)) {
+      quiet.add(pid);
+      return;
+    }
+    quiet.delete(pid);
     t.procs.push({ stat: s, wchan: readSmall(`/proc/${pid}/wchan`) ?? '' });
     if (mode === 'run') cmdlines.push(pid);
     if (isTrainer && mode !== 'list' && !known.has(pid)) enrich.push(pid);
@@ -166,6 +227,12 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     }
   }
   for (const pid of all) await st(pid);
+  if (mode !== 'list') {
+    // forget the verdicts on processes that are gone
+    const listed = new Set(all);
+    for (const pid of notNsaTop.keys()) if (!listed.has(pid)) notNsaTop.delete(pid);
+    for (const pid of quiet) if (!listed.has(pid)) quiet.delete(pid);
+  }
   const closer = [...pidArgs, ...enrich];
   for (const pid of closer) {
     const cwd = await fs.readlink(`/proc/${pid}/cwd`).catch(() => null);
