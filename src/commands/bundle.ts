@@ -12,7 +12,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { CliError, orCliError } from './errors.js';
 import { formatText, gatherReport, reportJson } from './report.js';
-import { gatherStatus, statusJsonText } from './status.js';
+import { gatherStatus, resumeCheckpointOf, statusJsonText } from './status.js';
 import type { Host } from '../remote/host.js';
 import { openHost } from '../remote/index.js';
 import { readActions } from '../trainer/control/audit.js';
@@ -181,7 +181,17 @@ async function bundleOn(
     add({ name: 'report.txt', data: Buffer.from(formatText(rep.rep, rep.charts)), mtimeMs: now, cuttable: false });
     add({ name: 'report.json', data: Buffer.from(reportJson(rep.rep, rep.charts)), mtimeMs: now, cuttable: false });
   }
-  const st = await gatherStatus(host, runDir, false, new Checker(t));
+  // status --json from the report's own observation (one reading of the run, not two: over SSH
+  // each costs seconds); a run with nothing to judge gets status's own reading
+  const st = rep
+    ? {
+        snap: rep.snap,
+        ev: rep.ev,
+        obs: rep.obs,
+        actions: await readActions(host, rep.obs.dirs, 200).catch(() => [] as ActionRecord[]),
+        resumeCheckpoint: await resumeCheckpointOf(host, rep.obs.dirs, false),
+      }
+    : await gatherStatus(host, runDir, false, new Checker(t));
   add({ name: 'status.json', data: Buffer.from(statusJsonText(st)), mtimeMs: now, cuttable: false });
   const actions = await readActions(host, st.obs.dirs).catch(() => [] as ActionRecord[]);
   const claims = dumpClaims(actions);
@@ -198,6 +208,7 @@ async function bundleOn(
       notes.push(sanitize(tree));
       continue;
     }
+    const wanted: Found[] = [];
     for (const f of tree) {
       const shown = `${root.dir}/${f.rel}`;
       if (f.type === 'l') {
@@ -227,7 +238,15 @@ async function bundleOn(
         );
         continue;
       }
-      const data = await readTail(host, join(root.dir, f.rel), f, FILE_TAIL);
+      wanted.push(f);
+    }
+    // one round trip for every file of this root (over SSH: one poll, not two per file)
+    const got = await readTails(host, root.dir, wanted, FILE_TAIL);
+    for (const f of wanted) {
+      const shown = `${root.dir}/${f.rel}`;
+      const parts = f.rel.split('/');
+      const base = parts[parts.length - 1]!;
+      const data = got.get(f.rel) ?? 'not read';
       if (typeof data === 'string') {
         refused.push(`\`${sanitize(shown)}\`: ${sanitize(data)}`);
         continue;
@@ -402,6 +421,40 @@ async function bundleOn(
     `bundle: ${out} (${gz.length} bytes, ${entries.length} files${cut.length ? `, ${cut.length} cut to fit ${maxBytes} bytes` : ''}${refused.length ? `, ${refused.length} refused` : ''})\n`,
   );
   return 0;
+}
+
+/** The ends of a root's files in one poll, each kept only if it is still the file listed (same inode, one name). */
+async function readTails(host: Host, dir: string, files: Found[], max: number): Promise<Map<string, Buffer | string>> {
+  const out = new Map<string, Buffer | string>();
+  if (!files.length) return out;
+  let poll;
+  try {
+    poll = await host.pollDir(
+      dir,
+      files.map((f) => ({ path: join(dir, f.rel), offset: Math.max(0, f.size - max), maxBytes: max })),
+    );
+  } catch (e) {
+    for (const f of files) out.set(f.rel, `unreadable: ${(e as Error).message}`);
+    return out;
+  }
+  for (const f of files) {
+    const r = poll.reads.find((x) => x.path === join(dir, f.rel));
+    if (!r || r.error || !r.stat) {
+      out.set(f.rel, `unreadable: ${r?.error ?? 'gone'}`);
+      continue;
+    }
+    if (r.stat.ino !== f.ino || (r.stat.nlink !== undefined && r.stat.nlink > 1)) {
+      out.set(f.rel, 'changed into a link or another file while read — not carried');
+      continue;
+    }
+    let data = r.data.subarray(0, Math.max(0, f.size - r.offset));
+    if (r.offset > 0) {
+      const nl = data.indexOf(10);
+      if (nl >= 0) data = data.subarray(nl + 1);
+    }
+    out.set(f.rel, data);
+  }
+  return out;
 }
 
 /** The end of a file, read only if it is still the file that was listed (no link swapped in since). */

@@ -51,7 +51,11 @@ export interface ResumeCheckpointField {
 /** status answers from the tail: a heartbeat history above this is scanned for segments only with --full */
 const SEGMENT_SCAN_MAX = 64 * 2 ** 20;
 
-async function resumeCheckpointOf(host: Host, dirs: RunDirs, full: boolean): Promise<ResumeCheckpointField | null> {
+export async function resumeCheckpointOf(
+  host: Host,
+  dirs: RunDirs,
+  full: boolean,
+): Promise<ResumeCheckpointField | null> {
   const { runDir, outDir } = dirs;
   const plan = await readLaunchPlan(host, runDir);
   const adopted = plan ? null : await readAdoption(host, outDir);
