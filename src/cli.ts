@@ -30,6 +30,10 @@ export const COMMANDS: Record<string, Command> = {
     summary: "grade a run against the runbooks' acceptance phases (Go/No-Go)",
     load: () => import('./commands/report.js'),
   },
+  bundle: {
+    summary: 'one tar.gz for an incident: report, status, dumps by rank, logs, records, README story; redacted',
+    load: () => import('./commands/bundle.js'),
+  },
   preflight: {
     summary: 'check a machine before a launch (GPUs, disk, stale .HALT, port, env)',
     load: () => import('./commands/preflight.js'),

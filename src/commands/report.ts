@@ -153,6 +153,28 @@ const REPORT_BACKFILL_CHUNK = 64 * 1024 * 1024;
 const REPORT_BACKFILL_POLLS = 64;
 
 async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof thresholdsFromEnv>): Promise<number> {
+  const g = await gatherReport(host, a, t);
+  if (!g) return 2;
+  const { rep, charts } = g;
+  if (a.format === 'json') process.stdout.write(reportJson(rep, charts));
+  else process.stdout.write(sanitizeText(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts)));
+  return rep.exitCode;
+}
+
+/** report --json's text */
+export function reportJson(rep: Report, charts: { loss: string | null; toksPerS: string | null }): string {
+  return jsonSafe(JSON.stringify({ ...rep, charts }, null, 2)) + '\n';
+}
+
+/**
+ * The report's one reading of a run (the bundle reuses it): the graded report, its charts, and the
+ * observation it judged. null: the run holds nothing to judge (said on stderr).
+ */
+export async function gatherReport(
+  host: Host,
+  a: Pick<ReportArgs, 'dir' | 'phase' | 'minTps'>,
+  t: ReturnType<typeof thresholdsFromEnv>,
+) {
   const dir = await resolveRunDir(host, a.dir, process.cwd());
   // the run, resolved once: the observation below is handed it
   const dirs = await resolveRunDirsAt(host, dir);
@@ -180,7 +202,7 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
     process.stderr.write(
       sanitizeText(`nsa-top report: ${outDir} holds no heartbeat and no training.csv: nothing to judge\n`),
     );
-    return 2;
+    return null;
   }
   // a live run: its GPUs too (utilisation/power hang verdicts, memory near capacity)
   const gpu = snap.ended ? null : await sampleGpus(host, { timeoutMs: 5000 }).catch(() => null);
@@ -228,9 +250,7 @@ async function reportOn(host: Host, a: ReportArgs, t: ReturnType<typeof threshol
     a.phase,
   );
   const charts = { loss: chart(snap.series.loss), toksPerS: chart(snap.series.toksPerS) };
-  if (a.format === 'json') process.stdout.write(jsonSafe(JSON.stringify({ ...rep, charts }, null, 2)) + '\n');
-  else process.stdout.write(sanitizeText(a.format === 'md' ? formatMd(rep, charts) : formatText(rep, charts)));
-  return rep.exitCode;
+  return { rep, charts, snap, obs, ev, dirs, logFile };
 }
 
 // ------------------------------------------------------------------ rendering

@@ -53,7 +53,11 @@ export interface ResumeCheckpointField {
 /** status answers from the tail: a heartbeat history above this is scanned for segments only with --full */
 const SEGMENT_SCAN_MAX = 64 * 2 ** 20;
 
-async function resumeCheckpointOf(host: Host, dirs: RunDirs, full: boolean): Promise<ResumeCheckpointField | null> {
+export async function resumeCheckpointOf(
+  host: Host,
+  dirs: RunDirs,
+  full: boolean,
+): Promise<ResumeCheckpointField | null> {
   const { runDir, outDir } = dirs;
   const plan = await readLaunchPlan(host, runDir);
   const adopted = plan ? null : await readAdoption(host, outDir);
@@ -144,6 +148,22 @@ async function statusOn(
   full: boolean,
   checker: Checker,
 ): Promise<number> {
+  const { snap, ev, obs, actions, resumeCheckpoint } = await gatherStatus(host, dir, full, checker);
+  // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
+  process.stdout.write(
+    json
+      ? jsonSafe(JSON.stringify({ ...statusJson(snap, ev, obs, actions), resumeCheckpoint }, null, 2)) + '\n'
+      : sanitizeText(
+          formatStatus(snap, ev, actions) +
+            formatControl(obs, snap.hostNowMs || snap.takenAt) +
+            formatResume(resumeCheckpoint, obs.adoptionNote),
+        ),
+  );
+  return healthExit(ev);
+}
+
+/** status's one reading of a run (the bundle reuses it); status --json is `statusJsonText` of it */
+export async function gatherStatus(host: Host, dir: string | undefined, full: boolean, checker: Checker) {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir, resolved once
   const dirs = await resolveRunDirsAt(host, runDir);
@@ -187,17 +207,16 @@ async function statusOn(
       : await resumeCheckpointOf(host, obs.dirs, full);
   // which dump file is which rank's: the dump action's records (the real trainer's names say only the second)
   const actions = await readActions(host, obs.dirs, 200).catch(() => [] as ActionRecord[]);
-  // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
-  process.stdout.write(
-    json
-      ? jsonSafe(JSON.stringify({ ...statusJson(snap, ev, obs, actions), resumeCheckpoint }, null, 2)) + '\n'
-      : sanitizeText(
-          formatStatus(snap, ev, actions) +
-            formatControl(obs, snap.hostNowMs || snap.takenAt) +
-            formatResume(resumeCheckpoint, obs.adoptionNote),
-        ),
+  return { snap, ev, obs, actions, resumeCheckpoint };
+}
+
+/** status --json's text of a `gatherStatus` reading */
+export function statusJsonText(g: Awaited<ReturnType<typeof gatherStatus>>): string {
+  return (
+    jsonSafe(
+      JSON.stringify({ ...statusJson(g.snap, g.ev, g.obs, g.actions), resumeCheckpoint: g.resumeCheckpoint }, null, 2),
+    ) + '\n'
   );
-  return healthExit(ev);
 }
 
 export function statusJson(
