@@ -148,6 +148,14 @@ test('src/checks does no I/O, directly or through what it value-imports', () => 
   assert.deepEqual(bad, []);
 });
 
+test('src/bundle is pure (the command reads through the Host and writes the file): no fs, processes, sockets or src/remote; only types from the layers below', () => {
+  const bad = files.filter(under('src/bundle/')).flatMap(ioReached);
+  const up = edges.filter(
+    (e) => e.from.startsWith('src/bundle/') && !e.typeOnly && /^src\/(ui|cockpit|commands|trainer)\//.test(e.to),
+  );
+  assert.deepEqual([...bad, ...up.map((e) => `${e.from} → ${e.to}`)], []);
+});
+
 test('data never imports the UI or the cockpit: src/trainer, src/remote and src/checks stand without them', () => {
   const bad = edges.filter((e) => /^src\/(trainer|remote|checks)\//.test(e.from) && /^src\/(ui|cockpit)\//.test(e.to));
   assert.deepEqual(
