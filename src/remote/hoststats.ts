@@ -116,9 +116,9 @@ export function hostStatsFrom(
   };
 }
 
-const SSH_SCRIPT = `exec 2>/dev/null
-cat /proc/meminfo; echo @@; cat /proc/loadavg; echo @@; head -n 1 /proc/stat; echo @@
-for p in "$@"; do df -Pk -- "$p" | tail -n 1 || echo -; done`;
+// one line: it rides the SSH watch loop (a quick exec), which takes single-line scripts only
+const SSH_SCRIPT =
+  'exec 2>/dev/null; cat /proc/meminfo; echo @@; cat /proc/loadavg; echo @@; head -n 1 /proc/stat; echo @@; t=; command -v timeout >/dev/null && t=\'timeout 3\'; for p in "$@"; do $t df -Pk -- "$p" | tail -n 1 || echo -; done';
 
 /**
  * Reads a host's resources. One per observer: it keeps the previous CPU ticks (CPU % is a rate)
@@ -198,7 +198,13 @@ export class HostStatsReader {
   }
 
   private async readSsh(dirs: DirAsked[]): Promise<HostStats> {
-    const r = await this.host.exec(['sh', '-c', SSH_SCRIPT, 'sh', ...dirs.map((d) => d.path)], { timeoutMs: 10_000 });
+    // it rides the connection's watch loop (quick: no session of its own, one per look in all): the
+    // /proc reads answer at once and df stats the run dir's and the checkpoints' file systems, which
+    // the loop's own reads of the run depend on anyway; `timeout 3` bounds a slow df where it can
+    const r = await this.host.exec(['sh', '-c', SSH_SCRIPT, 'sh', ...dirs.map((d) => d.path)], {
+      timeoutMs: 10_000,
+      quick: true,
+    });
     const errors: string[] = [];
     const [meminfo, loadavg, cpuText, dfText] = r.stdout.split('@@\n');
     const cpu = cpuText ? parseCpuLine(cpuText) : null;

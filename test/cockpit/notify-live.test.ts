@@ -180,9 +180,17 @@ before(async () => {
   r.hangAt = Date.now();
   const post = await waitFor(
     'a POST naming the stall of rank 1',
-    () => hooks('/ok/').find((g) => g.body!['alert'] === 'stall:rank1' && g.body!['event'] === 'raised'),
+    () => hooks('/ok/').find((g) => g.body!['event'] === 'raised' && g.body!['alert'] === 'stall:rank1'),
     30_000,
-  );
+  ).catch((e: Error) => {
+    // what did arrive, and what the watchdog said: the why of a miss
+    const got = hooks('/ok/').map(
+      (g) => `${String(g.body!['event'])} ${String(g.body!['alert'])} rank=${String(g.body!['rank'])}`,
+    );
+    throw new Error(
+      `${e.message}; POSTs: ${got.join(' | ') || 'none'}; watchdog: ${wd.io.out.slice(-1500)} ${wd.io.err.slice(-500)}`,
+    );
+  });
   r.postAt = post.at;
   await waitFor(
     'the flaky webhook to take it after its 500',

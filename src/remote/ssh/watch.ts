@@ -693,7 +693,7 @@ export class WatchLoop {
    * connected, a line break in an argument, the connection dropped meanwhile): the caller execs.
    */
   async runScript(build: () => string, args: string[], timeoutMs: number): Promise<ScriptAnswer | null> {
-    if (!this.conn.client || !args.every((a) => LINE_SAFE.test(a))) return null;
+    if (this.conn.closing || !args.every((a) => LINE_SAFE.test(a))) return null;
     const started = Date.now();
     try {
       await this.ensure();
@@ -740,7 +740,9 @@ export class WatchLoop {
    * (the caller falls back to exec).
    */
   async readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
-    if (!this.conn.client) return null;
+    // not connected yet (a one-shot look's first read): ensure() below connects and starts the
+    // loop, rather than a session of its own for the table
+    if (this.conn.closing) return null;
     const rd = req.runDir;
     if (rd.includes('\n') || rd.includes('\0')) return null;
     if ([...req.known, ...req.pids].some((p) => !Number.isInteger(p) || p <= 0)) return null;
