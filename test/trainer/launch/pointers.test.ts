@@ -208,7 +208,9 @@ test('a planted launch.json is refused with the reason, and what it would run is
   const marker = join(run.cwd, 'PWNED');
   const supBefore = readFileSync(join(run.runDir, '.nsa-top', 'supervisor.json'), 'utf8');
   // the legitimate plan: shown, and it needs its program named (node is not a known trainer)
-  const asIs = cli(['relaunch', run.runDir, '--yes'], run.cwd);
+  // the run trained its 12 steps: a relaunch asks for one more (a FINISHED run is not relaunched
+  // without --steps past it), so the refusals below are the pointer checks'
+  const asIs = cli(['relaunch', run.runDir, '--yes', '--steps', '13'], run.cwd);
   assert.equal(asIs.status, 3, asIs.stderr);
   assert.match(asIs.stderr, /trainer: in /);
   assert.match(asIs.stderr, /runs: .*fake-trainer\.mjs/);
@@ -216,7 +218,7 @@ test('a planted launch.json is refused with the reason, and what it would run is
 
   // sh -c: refused, and shown as it is (with --yes too)
   writeFileSync(run.planPath, JSON.stringify({ ...run.plan, command: ['sh', '-c', `touch ${marker}`] }));
-  const sh = cli(['relaunch', run.runDir, '--yes'], run.cwd);
+  const sh = cli(['relaunch', run.runDir, '--yes', '--steps', '13'], run.cwd);
   assert.equal(sh.status, 3, sh.stderr);
   assert.match(sh.stderr, new RegExp(`runs: sh -c 'touch ${marker}'`));
   assert.match(sh.stderr, /relaunch refused: .*sh is not a known trainer .*--allow-command sh/);
@@ -226,7 +228,7 @@ test('a planted launch.json is refused with the reason, and what it would run is
     run.planPath,
     JSON.stringify({ ...run.plan, env: { ...run.plan.env, LD_PRELOAD: '/tmp/evil.so', PYTHONSTARTUP: '/tmp/x.py' } }),
   );
-  const ld = cli(['relaunch', run.runDir, '--yes', '--allow-command', 'node'], run.cwd);
+  const ld = cli(['relaunch', run.runDir, '--yes', '--steps', '13', '--allow-command', 'node'], run.cwd);
   assert.equal(ld.status, 3, ld.stderr);
   assert.match(ld.stderr, /LD_PRELOAD=\/tmp\/evil\.so/, 'every variable is shown');
   assert.match(ld.stderr, /relaunch refused: .*sets LD_PRELOAD \(the dynamic loader.*PYTHONSTARTUP/);
@@ -245,7 +247,7 @@ test('a planted launch.json is refused with the reason, and what it would run is
   // a plan written for another dir (a copy's) is not followed at all
   const other = tmp('plant-other');
   writeFileSync(run.planPath, JSON.stringify({ ...run.plan, runDir: other, dirId: { dev: 1, ino: 2 } }));
-  const foreign = cli(['relaunch', run.runDir, '--yes', '--allow-command', 'node'], run.cwd);
+  const foreign = cli(['relaunch', run.runDir, '--yes', '--steps', '13', '--allow-command', 'node'], run.cwd);
   assert.equal(foreign.status, 3, foreign.stderr);
   assert.match(
     foreign.stderr,
@@ -257,14 +259,14 @@ test('a planted launch.json is refused with the reason, and what it would run is
   // the original file, group-writable: not followed
   writeFileSync(run.planPath, JSON.stringify(run.plan));
   chmodSync(run.planPath, 0o664);
-  const gw = cli(['relaunch', run.runDir, '--yes', '--allow-command', 'node'], run.cwd);
+  const gw = cli(['relaunch', run.runDir, '--yes', '--steps', '13', '--allow-command', 'node'], run.cwd);
   assert.equal(gw.status, 3, gw.stderr);
   assert.match(gw.stderr, /launch\.json: group-writable \(mode 664\): anyone could have written it; not followed/);
   chmodSync(run.planPath, 0o644);
   // owned by another user: not followed
   if (process.getuid?.() === 0) {
     chownSync(run.planPath, 65534, 65534);
-    const ch = cli(['relaunch', run.runDir, '--yes', '--allow-command', 'node'], run.cwd);
+    const ch = cli(['relaunch', run.runDir, '--yes', '--steps', '13', '--allow-command', 'node'], run.cwd);
     assert.equal(ch.status, 3, ch.stderr);
     assert.match(ch.stderr, /owned by uid 65534, not by you \(uid 0\)/);
     chownSync(run.planPath, 0, 0);
@@ -282,7 +284,7 @@ test('a planted launch.json is refused with the reason, and what it would run is
     'no supervisor was started',
   );
   // the real plan, named by its program: it runs
-  const ok = cli(['relaunch', run.runDir, '--yes', '--allow-command', 'node'], run.cwd);
+  const ok = cli(['relaunch', run.runDir, '--yes', '--steps', '13', '--allow-command', 'node'], run.cwd);
   assert.equal(ok.status, 0, ok.stderr + ok.stdout);
   assert.match(ok.stderr, /allowed by --allow-command node/);
   await until('the relaunched run to end', async () => {
@@ -462,7 +464,7 @@ test('relaunch of a recorded fixture run with a broken adoption record: one line
     } as Record<string, unknown>;
     if (!('recordedAt' in patch)) rec.recordedAt = Date.now();
     writeFileSync(join(out, '.nsa-top', 'launch.json'), JSON.stringify(rec));
-    const r = cli(['relaunch', out, '--yes'], root);
+    const r = cli(['relaunch', out, '--yes', '--steps', '1000'], root);
     assert.equal(r.status, 2, `${what}: ${r.stderr}`);
     assert.equal(r.stderr.trim().split('\n').length, 1, `${what}: one line: ${r.stderr}`);
     assert.match(r.stderr, /a broken adoption record: /);
@@ -647,7 +649,7 @@ test("a copied reference run (launcher dir = out_dir) with a live trainer in eac
   assert.ok(await alive(orig.child!.pid, orig.child!.startTime), 'the original trainer still runs');
   assert.equal((await readSupervisorState(host, r.runDir))?.state, 'running');
   // a relaunch of the copy does not start the original's plan there
-  const rl = cli(['relaunch', copy, '--yes', '--allow-command', 'node'], cwd);
+  const rl = cli(['relaunch', copy, '--yes', '--steps', '1000', '--allow-command', 'node'], cwd);
   assert.equal(rl.status, 3, rl.stderr);
   assert.match(rl.stderr, /is a copy of .*not followed/);
   const stopOrig = await stopRun(host, r.runDir, await currentActor(host), { reason: 'test done' });
