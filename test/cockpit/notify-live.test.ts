@@ -181,7 +181,9 @@ before(async () => {
   const post = await waitFor(
     'a POST naming the stall of rank 1',
     () => hooks('/ok/').find((g) => g.body!['event'] === 'raised' && g.body!['alert'] === 'stall:rank1'),
-    30_000,
+    // a liveness bound, not the target: the latency is printed below (the 30 s target is measured
+    // there and in the drills; a loaded CI box must not turn it into a flake)
+    60_000,
   ).catch((e: Error) => {
     // what did arrive, and what the watchdog said: the why of a miss
     const got = hooks('/ok/').map(
