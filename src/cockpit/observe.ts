@@ -24,7 +24,7 @@ import { dirname } from 'node:path';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js';
-import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/launch/state.js';
+import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/run/launchstate.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';

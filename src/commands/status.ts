@@ -36,7 +36,7 @@ import { CliError, orCliError } from './errors.js';
 import { Observer, whyNothingListed, type Observation } from '../cockpit/observe.js';
 import { readAdoption } from '../trainer/launch/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
-import { readLaunchPlan } from '../trainer/launch/state.js';
+import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */

@@ -17,7 +17,7 @@ import { auditedEvent } from '../control/audit.js';
 import type { GpuInventory, LaunchPlan } from './profiles.js';
 import { NSA_DIR, runDirsOf, type RunRef } from '../run/rundirs.js';
 import { writeOwnAtomic } from '../control/ownfiles.js';
-import { readLaunchPlan } from './state.js';
+import { readLaunchPlan } from '../run/launchstate.js';
 import { currentUid, dirIdOf, forThisDir, readPointerFile, type DirId } from '../run/pointers.js';
 
 export const ADOPT_FILE = 'launch.json';

@@ -43,23 +43,19 @@ import {
 import { createOwn, ensureOwnDirsSync, ReadOnlyError, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, resolveRunDirs, runDirsOf, type RunDirs, type RunRef } from '../run/rundirs.js';
 import { spawnSelfDetached } from '../control/detached.js';
+import { nsaDir, SUPERVISE_ENV, writeJsonAtomic, writePlanLocal, writeStateLocal } from './state.js';
 import {
-  nsaDir,
-  SUPERVISE_ENV,
   readLaunchPlan,
   readLaunchPlanFile,
   readSupervisorState,
   readSupervisorStateFile,
   STOP_FILE,
   SUPERVISOR_LOG,
-  writeJsonAtomic,
-  writePlanLocal,
-  writeStateLocal,
-} from './state.js';
+} from '../run/launchstate.js';
 import { dirIdSync } from '../run/pointers.js';
 import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
-export { readSupervisorState } from './state.js';
+export { readSupervisorState } from '../run/launchstate.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

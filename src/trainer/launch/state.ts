@@ -1,7 +1,7 @@
 // The writers of <run>/.nsa-top/supervisor.json (SupervisorState) and <run>/.nsa-top/launch.json (the
 // resolved LaunchPlan): written atomically (temp + rename) by the supervisor and launch, each with
 // the run dir's identity (`dirId`). Their readers live a floor below, in run/launchstate.ts, where
-// control/ and run/ read them too; they are re-exported here for launch's own callers.
+// control/ and run/ read them too; everyone imports them from there.
 import { join } from 'node:path';
 import type { SupervisorState } from '../control/types.js';
 import type { LaunchPlan } from './profiles.js';
@@ -10,19 +10,6 @@ import { NSA_DIR } from '../run/rundirs.js';
 import { dirIdSync } from '../run/pointers.js';
 import { PLAN_FILE, STATE_FILE } from '../run/launchstate.js';
 
-export {
-  LOCK_FILE,
-  PLAN_FILE,
-  readLaunchPlan,
-  readLaunchPlanFile,
-  readSupervisorFile,
-  readSupervisorState,
-  readSupervisorStateFile,
-  STATE_FILE,
-  STOP_FILE,
-  SUPERVISOR_LOG,
-  supervisorLiveness,
-} from '../run/launchstate.js';
 /** how `nsa-top supervise` learns its run dir (kept out of argv, see launch.ts) */
 export const SUPERVISE_ENV = 'NSA_TOP_SUPERVISE_RUN_DIR';
 

@@ -20,7 +20,8 @@ import { auditedEvent } from '../control/audit.js';
 import { RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { ALLOW_ENV, describeWillRun, planPhases } from './willrun.js';
-import { LOCK_FILE, nsaDir, readLaunchPlan, readSupervisorState, STOP_FILE, writeStateLocal } from './state.js';
+import { nsaDir, writeStateLocal } from './state.js';
+import { LOCK_FILE, readLaunchPlan, readSupervisorState, STOP_FILE } from '../run/launchstate.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

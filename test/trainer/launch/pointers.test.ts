@@ -30,7 +30,7 @@ import { verifyProcess, readProc } from '../../../src/remote/procs.js';
 import { readSupervisorState, stopRun, launchRun, prepareRelaunch } from '../../../src/trainer/launch/launch.js';
 import { judgeAdoption } from '../../../src/checks/preflight.js';
 import { resolveRunDirs } from '../../../src/trainer/run/rundirs.js';
-import { readLaunchPlan } from '../../../src/trainer/launch/state.js';
+import { readLaunchPlan } from '../../../src/trainer/run/launchstate.js';
 import { readAdoption, redactArgv } from '../../../src/trainer/launch/adopt.js';
 import { currentActor } from '../../../src/trainer/control/actions.js';
 import { selfCommand } from '../../../src/self.js';
