@@ -40,6 +40,7 @@ const UNIT_TESTS = [
   'test/fuzz/bounds.test.ts',
   'test/remote/channels.test.ts',
   'test/remote/frames.test.ts',
+  'test/remote/hoststats-local.test.ts',
   'test/trainer/control/checkpoints.test.ts',
   'test/trainer/reference/args.test.ts',
   'test/trainer/reference/model/gradcheck.test.ts',

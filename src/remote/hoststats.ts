@@ -6,7 +6,8 @@
 // command per refresh. Over SSH one short `sh` command reads the same three files and `df -Pk` of
 // the directories (each a quoted argument, never shell text); HostStatsReader runs it in the
 // background at most every `sshEveryMs`, so a refresh never waits on it.
-import { readFile, stat, statfs } from 'node:fs/promises';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { stat, statfs } from 'node:fs/promises';
 import type { Host } from './host.js';
 
 export interface DiskStats {
@@ -88,6 +89,26 @@ export interface DirAsked {
   role: string;
 }
 
+const procBuf = Buffer.allocUnsafe(16384);
+
+/** The start of a /proc file (at most `max` bytes, one read), or null when it cannot be read. */
+function procText(path: string, max: number): string | null {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const n = readSync(fd, procBuf, 0, Math.min(max, procBuf.length), 0);
+    return procBuf.toString('latin1', 0, n);
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Assembles a reading from the raw texts (both hosts' paths end here). */
 export function hostStatsFrom(
   raw: { meminfo: string | null; loadavg: string | null; cpu: { busy: number; total: number } | null },
@@ -129,10 +150,12 @@ export class HostStatsReader {
   private last: HostStats | null = null;
   private inFlight: Promise<void> | null = null;
   private lastStart = 0;
+  /** the last local reading of the disks, and of which directories */
+  private disks: { key: string; at: number; disks: DiskStats[]; errors: string[] } | null = null;
 
   constructor(
     private readonly host: Host,
-    private readonly o: { sshEveryMs?: number; localEveryMs?: number } = {},
+    private readonly o: { sshEveryMs?: number; localEveryMs?: number; localDisksEveryMs?: number } = {},
   ) {}
 
   /**
@@ -167,13 +190,23 @@ export class HostStatsReader {
 
   private async readLocal(dirs: DirAsked[]): Promise<HostStats> {
     const errors: string[] = [];
-    const text = (p: string) => readFile(p, 'utf8').catch(() => null);
-    const [meminfo, loadavg, st] = await Promise.all([
-      text('/proc/meminfo'),
-      text('/proc/loadavg'),
-      text('/proc/stat'),
-    ]);
+    // the kernel answers these from memory: read in place (a thread-pool round trip for each of
+    // open/fstat/read/close cost more than the reading), /proc/stat only as far as its first line
+    const meminfo = procText('/proc/meminfo', 16384);
+    const loadavg = procText('/proc/loadavg', 256);
+    const st = procText('/proc/stat', 1024);
     const cpu = st ? parseCpuLine(st) : null;
+    // the disks (a stat and a statfs each, through the thread pool: a network mount may hang) every
+    // localDisksEveryMs, and at once when the directories asked change
+    const key = dirs.map((d) => `${d.role}\0${d.path}`).join('\0');
+    if (this.disks && key === this.disks.key && Date.now() - this.disks.at < (this.o.localDisksEveryMs ?? 5000)) {
+      errors.push(...this.disks.errors);
+      const s = hostStatsFrom({ meminfo, loadavg, cpu }, this.prevCpu, this.disks.disks, this.host.now(), errors);
+      if (cpu) this.prevCpu = cpu;
+      return s;
+    }
+    const at = Date.now();
+    const diskErrors: string[] = [];
     const disks: DiskStats[] = [];
     const devs = new Set<number>();
     for (const d of dirs) {
@@ -189,9 +222,13 @@ export class HostStatsReader {
           availMiB: (f.bavail * f.bsize) / 2 ** 20,
         });
       } catch (e) {
-        errors.push(`disk of ${d.role} not readable (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+        diskErrors.push(
+          `disk of ${d.role} not readable (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+        );
       }
     }
+    this.disks = { key, at, disks, errors: diskErrors };
+    errors.push(...diskErrors);
     const s = hostStatsFrom({ meminfo, loadavg, cpu }, this.prevCpu, disks, this.host.now(), errors);
     if (cpu) this.prevCpu = cpu;
     return s;

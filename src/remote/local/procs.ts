@@ -57,14 +57,19 @@ function readSmall(path: string): string | null {
   }
 }
 
+/** callback fs wrapped once: cheaper than a FileHandle (an object, a finalizer, a promise per call) */
+function cb<T>(f: (done: (e: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> {
+  return new Promise((resolve, reject) => f((e, v) => (e ? reject(e) : resolve(v))));
+}
+
 /**
  * At most `max` bytes of a file, through the thread pool; null when it cannot be opened. The buffer
  * starts small and grows: a command line is usually a few hundred bytes, and `max` is 128 KiB.
  */
 async function head(path: string, max: number): Promise<Buffer | null> {
-  let fh: fs.FileHandle;
+  let fd: number;
   try {
-    fh = await fs.open(path, 'r');
+    fd = await cb<number>((d) => fsSync.open(path, 'r', d));
   } catch {
     return null;
   }
@@ -77,15 +82,15 @@ async function head(path: string, max: number): Promise<Buffer | null> {
         buf.copy(bigger, 0, 0, got);
         buf = bigger;
       }
-      const { bytesRead } = await fh.read(buf, got, buf.length - got, null);
-      if (bytesRead === 0) break;
-      got += bytesRead;
+      const n = await cb<number>((d) => fsSync.read(fd, buf, got, buf.length - got, null, d));
+      if (n === 0) break;
+      got += n;
     }
     return buf.subarray(0, got);
   } catch {
     return null;
   } finally {
-    await fh.close().catch(() => {});
+    await cb<void>((d) => fsSync.close(fd, (e) => d(e, undefined))).catch(() => {});
   }
 }
 
@@ -123,6 +128,35 @@ const notNsaTop = new Map<string, { startTime: string; at: number }>();
 const FULL_SCAN_MS = 5000;
 const quiet = new Set<string>();
 let fullScanAt = 0;
+
+// Command lines of the trainer-looking processes, by pid, with the start time and comm they were
+// read under. 'run' mode sends every kept process's command line, every refresh (the watchdog
+// refreshes once a second): each was a thread-pool open/read/read/close, four round trips, for text
+// that is fixed once a process has exec'd. An exec in place changes comm (a shell becoming python),
+// so it is read again at once; a process that rewrites its own argv (setproctitle) or execs the same
+// program is read again after NODE_RECHECK_MS. An empty one (a zombie, a kernel thread) is never kept.
+const cmdlines = new Map<string, { key: string; at: number; body: Buffer }>();
+
+/** start time and comm of a stat line (what changes when a pid is reused or execs another program),
+ * and whether it is a zombie (whose command line the kernel empties) */
+function statIdentity(s: string): string | null {
+  const start = statStartTime(s);
+  const open = s.indexOf('(');
+  const close = s.lastIndexOf(')');
+  const zombie = s.charAt(close + 2) === 'Z' || s.charAt(close + 2) === 'X';
+  return start === null || open < 0 || zombie ? null : `${start}:${s.slice(open, close)}`;
+}
+
+async function cmdlineOf(pid: string, s: string, now: number): Promise<Buffer | null> {
+  const key = statIdentity(s);
+  const known = cmdlines.get(pid);
+  if (known && key !== null && known.key === key && now - known.at < NODE_RECHECK_MS && now >= known.at)
+    return known.body;
+  const b = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
+  if (b && b.length > 0 && key !== null) cmdlines.set(pid, { key, at: now, body: b });
+  else cmdlines.delete(pid);
+  return b;
+}
 
 /** field 22 of a stat line (start time), or null */
 function statStartTime(s: string): string | null {
@@ -175,7 +209,9 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   const upField = up.split(' ')[0];
   if (upField) t.uptimeS = Number(upField) || null;
   if (req.sysconf) t.sysconf = auxv();
-  const cmdlines: string[] = [];
+  const wanted: string[] = [];
+  /** the stat line of each kept pid: its command line is read again only when it changed */
+  const statOf = new Map<string, string>();
   const enrich: string[] = [];
   // command lines already read for the node check below, reused below
   const readBefore = new Map<string, Buffer | null>();
@@ -196,7 +232,7 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
       const seen = notNsaTop.get(pid);
       if (seen && start !== null && seen.startTime === start && now - seen.at < NODE_RECHECK_MS) isTrainer = false;
       else {
-        const c = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
+        const c = await cmdlineOf(pid, s, now);
         readBefore.set(`${pid}/cmdline`, c);
         if (!c || !c.toString('utf8').includes('nsa-top')) {
           isTrainer = false;
@@ -211,7 +247,10 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     }
     quiet.delete(pid);
     t.procs.push({ stat: s, wchan: readSmall(`/proc/${pid}/wchan`) ?? '' });
-    if (mode === 'run') cmdlines.push(pid);
+    if (mode === 'run') {
+      wanted.push(pid);
+      statOf.set(pid, s);
+    }
     if (isTrainer && mode !== 'list' && !known.has(pid)) enrich.push(pid);
   };
   let all: string[];
@@ -232,6 +271,7 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     const listed = new Set(all);
     for (const pid of notNsaTop.keys()) if (!listed.has(pid)) notNsaTop.delete(pid);
     for (const pid of quiet) if (!listed.has(pid)) quiet.delete(pid);
+    for (const pid of cmdlines.keys()) if (!listed.has(pid)) cmdlines.delete(pid);
   }
   const closer = [...pidArgs, ...enrich];
   for (const pid of closer) {
@@ -249,11 +289,15 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   if (mode === 'all')
     files.push(...all.map((p) => [p, 'cmdline'] as const), ...closer.map((p) => [p, 'environ'] as const));
   else if (mode === 'run')
-    files.push(...cmdlines.map((p) => [p, 'cmdline'] as const), ...closer.map((p) => [p, 'environ'] as const));
+    files.push(...wanted.map((p) => [p, 'cmdline'] as const), ...closer.map((p) => [p, 'environ'] as const));
   else for (const p of closer) files.push([p, 'cmdline'], [p, 'environ']);
   const bodies = await Promise.all(
     files.map(([pid, f]) =>
-      readBefore.has(`${pid}/${f}`) ? readBefore.get(`${pid}/${f}`)! : head(`/proc/${pid}/${f}`, ENVIRON_MAX),
+      readBefore.has(`${pid}/${f}`)
+        ? readBefore.get(`${pid}/${f}`)!
+        : f === 'cmdline' && statOf.has(pid)
+          ? cmdlineOf(pid, statOf.get(pid)!, now)
+          : head(`/proc/${pid}/${f}`, ENVIRON_MAX),
     ),
   );
   files.forEach(([pid, f], i) => {
