@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Evaluation, Thresholds } from '../checks/index.js';
 import { sanitize } from '../sanitize.js';
 import { TEXTFILE_MARK, writeTextfileAtomic } from '../trainer/control/ownfiles.js';
-import { renderMetrics, renderSelfOnly, type ExporterSelf, type MetricsObservation } from './metrics.js';
+import { DumpCounter, renderMetrics, renderSelfOnly, type ExporterSelf, type MetricsObservation } from './metrics.js';
 
 export const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -57,6 +57,7 @@ export class MetricsExporter {
   private failedWhy: string | null = null;
   private dirty = false;
   private lastWriteError = '';
+  private readonly dumps = new DumpCounter();
   /** the textfile writes that failed (tests, the bench) */
   writeFailures = 0;
 
@@ -147,6 +148,7 @@ export class MetricsExporter {
     this.self.observations++;
     this.self.roundMs = roundMs;
     if (look.fresh) this.self.lastGoodMs = Date.now();
+    this.self.dumpsTaken = this.dumps.update(look.run);
     this.last = look;
     this.failedWhy = null;
     this.dirty = true;

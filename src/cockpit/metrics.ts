@@ -39,6 +39,33 @@ export interface ExporterSelf {
   lastGoodMs: number | null;
   /** how long the newest round took, ms */
   roundMs: number | null;
+  /** stack dumps taken while this exporter watched (DumpCounter); absent: the dump files present */
+  dumpsTaken?: number | null;
+}
+
+/**
+ * nsatop_stack_dumps_total as a counter: the dump files present at the first round, plus every dump
+ * that appears after it (a name not seen before, or more files than the round before — whichever
+ * says more). A dump file removed, or its directory cleaned, never takes the count down; a watchdog
+ * restart starts it again from the files present (Prometheus's rate() reads that as a counter reset).
+ */
+export class DumpCounter {
+  private readonly seen = new Set<string>();
+  private total: number | null = null;
+  private present = 0;
+
+  update(run: { dumps: readonly { name: string }[]; dumpsTotal?: number }): number {
+    const present = run.dumpsTotal ?? run.dumps.length;
+    let fresh = 0;
+    for (const d of run.dumps)
+      if (!this.seen.has(d.name)) {
+        this.seen.add(d.name);
+        fresh++;
+      }
+    this.total = this.total === null ? present : this.total + Math.max(fresh, present - this.present);
+    this.present = present;
+    return this.total;
+  }
 }
 
 export const RUN_STATES: readonly RunState[] = [
@@ -330,7 +357,13 @@ export function renderMetrics(obs: MetricsObservation, ev: Evaluation, t: Thresh
     x.add('nsatop_restarts_total', 'counter', 'restarts of the trainer by its supervisor', sup.restarts, base);
     x.add('nsatop_max_restarts', 'gauge', "the supervisor's restart budget", sup.maxRestarts, base);
   }
-  x.add('nsatop_stack_dumps_total', 'counter', 'stack dump files in the run dir', run.dumps.length, base);
+  x.add(
+    'nsatop_stack_dumps_total',
+    'counter',
+    'stack dumps taken: the dump files present when the watchdog started, plus each one written since (removing a file never lowers it)',
+    self.dumpsTaken ?? run.dumpsTotal ?? run.dumps.length,
+    base,
+  );
   const ckpts = run.checkpoints.filter((c) => c.complete);
   const newest = ckpts.reduce<(typeof ckpts)[number] | null>((m, c) => (!m || c.mtimeMs > m.mtimeMs ? c : m), null);
   x.add('nsatop_checkpoints', 'gauge', 'complete checkpoints in the run dir', ckpts.length, base);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Checker, DEFAULT_THRESHOLDS, type CheckInput } from '../../src/checks/index.js';
 import {
+  DumpCounter,
   escapeLabel,
   renderMetrics,
   RUN_STATES,
@@ -74,7 +75,12 @@ const GPU: GpuTelemetry = {
   })),
 };
 
-function render(run: RunSnapshot, o: Partial<MetricsObservation> = {}, at = run.hostNowMs || run.takenAt) {
+function render(
+  run: RunSnapshot,
+  o: Partial<MetricsObservation> = {},
+  at = run.hostNowMs || run.takenAt,
+  self: ExporterSelf = SELF,
+) {
   const obs: MetricsObservation = {
     run,
     procs: null,
@@ -87,7 +93,7 @@ function render(run: RunSnapshot, o: Partial<MetricsObservation> = {}, at = run.
   };
   const input: CheckInput = { now: at, run, procs: obs.procs, gpu: obs.gpu, supervisor: obs.supervisor };
   const ev = new Checker().evaluate(input);
-  return { ev, text: renderMetrics(obs, ev, DEFAULT_THRESHOLDS, SELF) };
+  return { ev, text: renderMetrics(obs, ev, DEFAULT_THRESHOLDS, self) };
 }
 
 /** name{labels} → value, and the families in order */
@@ -229,4 +235,29 @@ test('--metrics-listen HOST:PORT: the host is required, IPv6 in brackets, a port
   assert.deepEqual(parseListen('localhost:1'), { host: 'localhost', port: 1 });
   for (const bad of [':9464', '9464', '127.0.0.1', '127.0.0.1:', '127.0.0.1:65536', '::1:9464', 'a b:1', '127.0.0.1:x'])
     assert.equal(typeof parseListen(bad), 'string', bad);
+});
+
+test('nsatop_stack_dumps_total is a counter: dumps taken since the start, never lower when a dump file is removed', async () => {
+  const run = await fixtureSnapshot('ddp2-dumps-halt');
+  assert.ok(run.dumps.length >= 2, 'the fixture has dumps');
+  const named = (names: string[]) => ({ dumps: names.map((name) => ({ name })), dumpsTotal: names.length });
+  const c = new DumpCounter();
+  const first = run.dumps.map((d) => d.name);
+  assert.equal(c.update(run), first.length, 'the files present at the first round');
+  assert.equal(c.update(run), first.length, 'nothing new: unchanged');
+  // the operator cleans up the old dumps: the count stays
+  assert.equal(c.update(named([])), first.length);
+  // a new dump while one old file is removed: +1, though the number of files went down
+  assert.equal(c.update(named(['stackdump_9999999999.txt'])), first.length + 1);
+  assert.equal(c.update(named(['stackdump_9999999999.txt', 'stackdump_9999999998.txt'])), first.length + 2);
+  // more files than named (the newest parsed only): the rise in files counts
+  assert.equal(
+    c.update({ dumps: [{ name: 'stackdump_9999999998.txt' }], dumpsTotal: 5 }),
+    first.length + 2 + 3,
+    'three more files than the round before',
+  );
+  // rendered from the exporter's count, not the files present
+  const text = render(run, {}, undefined, { ...SELF, dumpsTaken: 41 }).text;
+  assert.equal(find(text, 'nsatop_stack_dumps_total')[0]!.value, '41');
+  assert.match(text, /# TYPE nsatop_stack_dumps_total counter/);
 });
