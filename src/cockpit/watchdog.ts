@@ -28,6 +28,7 @@ import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
 import type { MetricsExporter } from './metrics-server.js';
 import { Observer, type Observation } from './observe.js';
+import { ProcsCadence } from './procsdue.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -139,8 +140,14 @@ export class Watchdog {
   }
 
   private async observe(): Promise<Observation & { ev: Evaluation }> {
-    return this.observer.judged();
+    // the process table every round while anything is in view, every 5 s while the run visibly steps
+    const prev = this.lastEv;
+    const looked = await this.observer.judged({ procsDue: (run) => this.procsCadence.due(run, prev) });
+    this.lastEv = looked.ev;
+    return looked;
   }
+  private readonly procsCadence = new ProcsCadence();
+  private lastEv: Evaluation | null = null;
 
   async loop(once = false): Promise<number> {
     const onSig = () => {

@@ -1,0 +1,46 @@
+// A stopped rank under the watchdog's loop at --interval 1, once the run has been calm long enough
+// for the process table to be on its slow cadence (src/cockpit/procsdue.ts: every 5 s while the run
+// visibly steps): SIGSTOP of rank 1 is STALLED, naming rank 1, within a round or two of the step
+// freezing — the table is read again the round the step stands still — not 5 s later, and never only
+// at the 180 s stall floor (the step alone would say nothing sooner).
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { lines, start, tmp, waitFor } from './live-helpers.js';
+
+test('watchdog --interval 1: a rank stopped (SIGSTOP) during a calm run is STALLED and named within ~2 s', async () => {
+  const dir = tmp();
+  const trainer = start(['train', '--out', dir, '--steps', '100000', '--ranks', '2', '--log-every', '5']);
+  const wd = start(['watchdog', dir, '--interval', '1', '--no-gpu']);
+  await waitFor('RUNNING', () => lines(wd.out()).some((l) => l.event === 'state' && l.state === 'RUNNING'), 60_000);
+  // calm for a few rounds: the table is on its slow cadence (every 5 s) by now, not read every round
+  await new Promise((r) => setTimeout(r, 3000));
+  const pid = (
+    JSON.parse(readFileSync(join(dir, 'heartbeat_rank1.jsonl'), 'utf8').trim().split('\n').at(-1)!) as { pid: number }
+  ).pid;
+  // our own rank: its environment names this run dir (checked before the signal)
+  assert.ok(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`NSA_TOP_RUN_DIR=${dir}`));
+  const before = lines(wd.out()).length;
+  const stoppedAt = Date.now();
+  process.kill(pid, 'SIGSTOP');
+  try {
+    const st = await waitFor(
+      'STALLED naming rank 1',
+      () =>
+        lines(wd.out())
+          .slice(before)
+          .find((l) => l.event === 'state' && l.state === 'STALLED' && /rank 1/.test(String(l['why']))),
+      30_000,
+    );
+    const latencyS = ((st['ts'] as number) - stoppedAt) / 1000;
+    console.log(`stopped rank named STALLED ${latencyS.toFixed(2)} s after SIGSTOP: ${String(st['why'])}`);
+    // the watchdog's own clock at the line; a slow cadence would make this 5 s or more
+    assert.ok(latencyS < 4, `named ${latencyS.toFixed(2)} s after the stop`);
+  } finally {
+    // the watchdog and the launcher now; the ranks (proven ours by their environment) in live-helpers' after()
+    process.kill(pid, 'SIGCONT');
+    wd.child.kill('SIGKILL');
+    trainer.child.kill('SIGKILL');
+  }
+});
