@@ -665,3 +665,44 @@ test("'run' mode skips processes already seen not to look like trainers, yet see
   await waitFor('the exec to be seen', async () => (await table()).has(sh.pid!), 12000);
   assert.ok(Date.now() - t0 < 8000, `seen after ${Date.now() - t0} ms`);
 });
+
+test("'run' mode keeps a command line between refreshes, yet an exec in place — even of the same program — is seen at once", async (t) => {
+  if (process.platform !== 'linux' || !existsSync('/usr/bin/python3')) {
+    t.skip('needs Linux /proc and /usr/bin/python3');
+    return;
+  }
+  const local = new LocalHost();
+  const argvOf = async (pid: number) => {
+    const tb = await local.readProcTable({ runDir: '', sysconf: false, mode: 'run', known: [], pids: [pid] }, 15000);
+    assert.ok(tb);
+    return (tb.cmdline.get(pid) ?? '').split('\0').filter(Boolean);
+  };
+  // python3 that execs python3 again (same program, same comm, same pid and start time), new argv
+  const trigger = join(tmp, 'reexec-now');
+  const py = spawn(
+    '/usr/bin/python3',
+    [
+      '-c',
+      'import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)\nos.execv("/usr/bin/python3", ["python3", "-c", "import time; time.sleep(60)", "after-exec"])',
+      trigger,
+      'before-exec',
+    ],
+    { stdio: 'ignore', detached: true },
+  );
+  groups.push(py);
+  const end = Date.now() + 15000;
+  while (!readFileSync(`/proc/${py.pid}/cmdline`, 'utf8').includes('before-exec')) {
+    assert.ok(Date.now() < end, 'python3 did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal((await argvOf(py.pid!)).at(-1), 'before-exec');
+  assert.equal((await argvOf(py.pid!)).at(-1), 'before-exec', 'kept between refreshes');
+  writeFileSync(trigger, '');
+  // (the first program's text names after-exec too: the exec is done when before-exec is gone)
+  while (readFileSync(`/proc/${py.pid}/cmdline`, 'utf8').includes('before-exec')) {
+    assert.ok(Date.now() < end, 'python3 did not exec');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  // the very next refresh: the exec moved the new image's code and stack (stat fields 26 and 28)
+  assert.equal((await argvOf(py.pid!)).at(-1), 'after-exec');
+});

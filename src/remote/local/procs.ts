@@ -129,28 +129,36 @@ const FULL_SCAN_MS = 5000;
 const quiet = new Set<string>();
 let fullScanAt = 0;
 
-// Command lines of the trainer-looking processes, by pid, with the start time and comm they were
-// read under. 'run' mode sends every kept process's command line, every refresh (the watchdog
+// Command lines of the trainer-looking processes, by pid, with the stat identity (statIdentity) they
+// were read under. 'run' mode sends every kept process's command line, every refresh (the watchdog
 // refreshes once a second): each was a thread-pool open/read/read/close, four round trips, for text
-// that is fixed once a process has exec'd. An exec in place changes comm (a shell becoming python),
-// so it is read again at once; a process that rewrites its own argv (setproctitle) or execs the same
-// program is read again after NODE_RECHECK_MS. An empty one (a zombie, a kernel thread) is never kept.
+// that is fixed once a process has exec'd. An exec in place changes the identity (comm, and where
+// the new image is mapped), so it is read again at once; a process that rewrites its own argv
+// (setproctitle), or execs where its mappings cannot be seen, is read again after CMDLINE_RECHECK_MS
+// (longer than the cockpit's 5 s between reads of the table, or every read would miss). An empty one
+// (a zombie, a kernel thread) is never kept.
+const CMDLINE_RECHECK_MS = 30_000;
 const cmdlines = new Map<string, { key: string; at: number; body: Buffer }>();
 
-/** start time and comm of a stat line (what changes when a pid is reused or execs another program),
- * and whether it is a zombie (whose command line the kernel empties) */
+/**
+ * What changes in a stat line when a pid is reused or the process execs: the start time, comm, and
+ * where the new image's code and stack were mapped (fields 26 and 28, randomised anew by every exec,
+ * even of the same program; 0 when the process is not ours to trace). null for a zombie, whose
+ * command line the kernel empties.
+ */
 function statIdentity(s: string): string | null {
-  const start = statStartTime(s);
   const open = s.indexOf('(');
   const close = s.lastIndexOf(')');
-  const zombie = s.charAt(close + 2) === 'Z' || s.charAt(close + 2) === 'X';
-  return start === null || open < 0 || zombie ? null : `${start}:${s.slice(open, close)}`;
+  if (open < 0 || close < open) return null;
+  const f = s.slice(close + 2).split(' ', 26);
+  if (f[0] === 'Z' || f[0] === 'X' || f[19] === undefined) return null;
+  return `${f[19]}:${f[23] ?? ''}:${f[25] ?? ''}:${s.slice(open, close)}`;
 }
 
 async function cmdlineOf(pid: string, s: string, now: number): Promise<Buffer | null> {
   const key = statIdentity(s);
   const known = cmdlines.get(pid);
-  if (known && key !== null && known.key === key && now - known.at < NODE_RECHECK_MS && now >= known.at)
+  if (known && key !== null && known.key === key && now - known.at < CMDLINE_RECHECK_MS && now >= known.at)
     return known.body;
   const b = await head(`/proc/${pid}/cmdline`, ENVIRON_MAX);
   if (b && b.length > 0 && key !== null) cmdlines.set(pid, { key, at: now, body: b });
