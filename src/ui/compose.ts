@@ -93,6 +93,7 @@ function drawTitleBar({ slot, focused, note, more, s }: TitleBar): Line {
 
 function drawSlot(
   out: Line[],
+  outW: number[],
   slot: Slot,
   s: CockpitState,
   v: ViewState,
@@ -100,8 +101,12 @@ function drawSlot(
   renderMs: number | null,
   dialog: Dialog | null,
 ): void {
-  const put = (row: number, line: Line) => {
-    if (row >= slot.y && row < slot.y + slot.h) out[row]!.push(...fit(line, slot.w));
+  // every row a slot puts is exactly slot.w wide: counted here, so the frame's rows need no
+  // measuring again (a bordered row's body is fit to w already: not measured twice either)
+  const put = (row: number, line: Line, fitted = false) => {
+    if (row < slot.y || row >= slot.y + slot.h) return;
+    out[row]!.push(...(fitted ? line : fit(line, slot.w)));
+    outW[row]! += slot.w;
   };
   if (slot.active === 'footer') {
     // a key that did nothing says so here for a moment, instead of the key hints
@@ -121,7 +126,7 @@ function drawSlot(
   const o = h > 0 && w > 0 ? fn({ s, v, w, h, now, focused, zoomed: v.zoom === slot.active }) : { lines: [] as Line[] };
   const role: Role = focused ? 'focus' : 'dim';
   put(slot.y, titleBar({ slot, focused, note: o.note, more: o.more, s }));
-  for (let i = 0; i < h; i++) put(slot.y + 1 + i, [t('│', role), ...fit(o.lines[i] ?? [], w), t('│', role)]);
+  for (let i = 0; i < h; i++) put(slot.y + 1 + i, [t('│', role), ...fit(o.lines[i] ?? [], w), t('│', role)], w > 0);
   if (slot.h >= 2) put(slot.y + slot.h - 1, [t('└' + '─'.repeat(Math.max(0, slot.w - 2)) + '┘', role)]);
 }
 
@@ -218,8 +223,9 @@ export function compose(
   const rowsOut: Line[] = Array.from({ length: L.height }, () => []);
   // slots are drawn left to right; within a row, cells are appended in x order
   const slots = [...L.slots].sort((a, b) => a.x - b.x || a.y - b.y);
-  for (const slot of slots) drawSlot(rowsOut, slot, s, v, now, renderMs, dialog);
-  let lines = rowsOut.map((segs) => fit(segs, cols, false));
+  const rowsW = rowsOut.map(() => 0);
+  for (const slot of slots) drawSlot(rowsOut, rowsW, slot, s, v, now, renderMs, dialog);
+  let lines = rowsOut.map((segs, i) => (rowsW[i] === cols ? segs : fit(segs, cols, false)));
   if (dialog) {
     const dv = dialogView(dialog, s, now, Math.min(cols - 8, 96), Math.max(1, L.height - 4));
     lines = overlay(lines, cols, dialog.kind === 'help' ? 'Keys' : dv.title, dv.role, dv.lines);
