@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalHost } from '../../src/remote/local/host.js';
-import { HostStatsReader } from '../../src/remote/hoststats.js';
+import { HostStatsReader, parseMeminfo } from '../../src/remote/hoststats.js';
 
 test('local host stats: /proc every reading, the disks on their own slower cadence and at once for new directories', async (t) => {
   if (process.platform !== 'linux') {
@@ -49,4 +49,10 @@ test('local host stats: /proc every reading, the disks on their own slower caden
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('parseMeminfo with keys reads only those lines (a reading every second needs 7 of ~55)', () => {
+  const text = 'MemTotal:       2048 kB\nMemFree:         512 kB\nHugePages_Total:       0\nSwapFree:  1024 kB\n';
+  assert.deepEqual(parseMeminfo(text, ['MemTotal', 'SwapFree']), { MemTotal: 2, SwapFree: 1 });
+  assert.deepEqual(Object.keys(parseMeminfo(text)).sort(), ['HugePages_Total', 'MemFree', 'MemTotal', 'SwapFree']);
 });
