@@ -1,7 +1,9 @@
 // Bundles src/cli.ts into dist/cli.js so that `nsa-top` starts without a TypeScript loader.
-// Dependencies stay external (they are installed by npm ci), except the pure-JS parsers every
-// reader loads (zod, yaml): loaded from node_modules as dozens of small modules they cost `status`
-// ~40 ms of a ~70 ms bare node start (medians of 10, interleaved); bundled into our chunk, ~20 ms.
+// Dependencies stay external (they are installed by npm ci), except the pure-JS parsers (zod, yaml):
+// loaded from node_modules as dozens of small modules they cost `status` ~40 ms of a ~70 ms bare
+// node start (medians of 10, interleaved); bundled into our chunk, ~20 ms. The run readers no
+// longer import zod at all (readers/shape.ts): status, watchdog and the cockpit's readers load yaml
+// only; zod stays for profiles, preflight and the reference trainer's config.
 // Code splitting follows the commands' dynamic imports, so a trainer rank or the supervisor loads
 // only its own chunk — not ink, react and ssh2 — which keeps their start-up and RSS small.
 import { build } from 'esbuild';

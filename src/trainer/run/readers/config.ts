@@ -1,24 +1,19 @@
 // The trainer's YAML config (model/nsa/train/runtime/data sections) when a copy sits in the run
 // dir. Every key is optional: the real configs differ (see contract §4.2).
 import { parseDocument } from 'yaml';
-import { z } from 'zod';
 import type { ModelDims, NsaDims, TrainCfg } from '../snapshot.js';
 import type { ParseResult } from './heartbeat.js';
 import { jsonTooDeep, MAX_JSON_DEPTH } from './jsonfiles.js';
+import { num, str, tolerantObject, type Shape } from './shape.js';
 
-const num = z.number().optional().catch(undefined);
-const str = z.string().optional().catch(undefined);
-
-export const TrainerConfigSchema = z.looseObject({
-  model: z
-    .looseObject({ dim: num, n_layers: num, n_heads: num, n_kv_groups: num, d_k: num, d_v: num, vocab_size: num })
-    .optional()
-    .catch(undefined),
-  nsa: z.looseObject({ l: num, d: num, l_sel: num, n_sel: num, w: num, phi: str }).optional().catch(undefined),
-  data: z.looseObject({ tokenizer: str }).optional().catch(undefined),
-  runtime: z.looseObject({ device: str, precision: str }).optional().catch(undefined),
-  train: z
-    .looseObject({
+// every section and every key optional and tolerant on its own (shape.ts: tolerantObject)
+const TRAINER_CONFIG: Shape = {
+  model: { shape: { dim: num, n_layers: num, n_heads: num, n_kv_groups: num, d_k: num, d_v: num, vocab_size: num } },
+  nsa: { shape: { l: num, d: num, l_sel: num, n_sel: num, w: num, phi: str } },
+  data: { shape: { tokenizer: str } },
+  runtime: { shape: { device: str, precision: str } },
+  train: {
+    shape: {
       steps: num,
       seq_len: num,
       batch_size: num,
@@ -29,11 +24,49 @@ export const TrainerConfigSchema = z.looseObject({
       eval_every: num,
       save_every: num,
       out_dir: str,
-    })
-    .optional()
-    .catch(undefined),
-});
-export type TrainerConfig = z.infer<typeof TrainerConfigSchema>;
+    },
+  },
+};
+type Loose<T> = T & { [k: string]: unknown };
+export type TrainerConfig = Loose<{
+  model?:
+    | Loose<{
+        dim?: number | undefined;
+        n_layers?: number | undefined;
+        n_heads?: number | undefined;
+        n_kv_groups?: number | undefined;
+        d_k?: number | undefined;
+        d_v?: number | undefined;
+        vocab_size?: number | undefined;
+      }>
+    | undefined;
+  nsa?:
+    | Loose<{
+        l?: number | undefined;
+        d?: number | undefined;
+        l_sel?: number | undefined;
+        n_sel?: number | undefined;
+        w?: number | undefined;
+        phi?: string | undefined;
+      }>
+    | undefined;
+  data?: Loose<{ tokenizer?: string | undefined }> | undefined;
+  runtime?: Loose<{ device?: string | undefined; precision?: string | undefined }> | undefined;
+  train?:
+    | Loose<{
+        steps?: number | undefined;
+        seq_len?: number | undefined;
+        batch_size?: number | undefined;
+        accumulate_grad_batches?: number | undefined;
+        lr?: number | undefined;
+        warmup_steps?: number | undefined;
+        log_every?: number | undefined;
+        eval_every?: number | undefined;
+        save_every?: number | undefined;
+        out_dir?: string | undefined;
+      }>
+    | undefined;
+}>;
 
 /**
  * true when YAML nests deeper than MAX_JSON_DEPTH, in flow ([ {) or block (`- - -`, indentation)
@@ -75,9 +108,9 @@ export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
     return { ok: false, error: 'YAML is not a mapping' };
-  const r = TrainerConfigSchema.safeParse(doc);
-  if (!r.success) return { ok: false, error: 'unexpected config shape' };
-  return { ok: true, value: r.data };
+  const r = tolerantObject(doc, TRAINER_CONFIG);
+  if (!r) return { ok: false, error: 'unexpected config shape' };
+  return { ok: true, value: r as TrainerConfig };
 }
 
 export function modelDims(c: TrainerConfig, tokenizer: string | null, dataset: string | null): ModelDims | null {

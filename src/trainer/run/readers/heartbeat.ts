@@ -2,21 +2,25 @@
 // line. Every event kind is accepted; unknown ones are counted, never dropped. Python's json.dumps
 // writes bare NaN/Infinity tokens, which JSON.parse rejects: they are turned into strings first so
 // the record survives and the value counts as non-finite.
-import { z } from 'zod';
 import type { GateStats, ProgressRecord, RankHeartbeat, Segment, SelStats } from '../snapshot.js';
 import { finiteOrNull, median, toNum } from './num.js';
 import { jsonTooDeep, TOO_DEEP } from './jsonfiles.js';
 import { SeriesAcc, type SeriesOptions } from './series.js';
 
-export const HeartbeatRecordSchema = z.looseObject({
-  ts: z.number().refine(Number.isFinite, 'ts must be finite'),
-  msg: z.string(),
-  step: z.number().int().nonnegative().optional(),
-  rank: z.number().int().nonnegative().optional(),
-  pid: z.number().int().optional(),
-  iso: z.string().optional(),
-});
-export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
+/** a heartbeat line's record: parseHeartbeatLine checks these fields (the rest is kept as read) */
+export interface HeartbeatRecord {
+  /** finite */
+  ts: number;
+  msg: string;
+  /** a non-negative integer */
+  step?: number | undefined;
+  /** a non-negative integer */
+  rank?: number | undefined;
+  /** an integer */
+  pid?: number | undefined;
+  iso?: string | undefined;
+  [k: string]: unknown;
+}
 
 /** Event names the trainers write (TS, FSDP, prod_smoke). Anything else is "unknown" but kept. */
 export const KNOWN_EVENTS = new Set([
@@ -52,8 +56,8 @@ export function parseHeartbeatLine(text: string): ParseResult<HeartbeatRecord> {
     }
   }
   if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return { ok: false, error: 'not a JSON object' };
-  // The same rules as HeartbeatRecordSchema, by hand: this runs once per line of a file that can
-  // hold millions (the property tests check that both agree).
+  // The rules of the zod schema kept in test/trainer/run/zod-schemas.ts, by hand: this runs once
+  // per line of a file that can hold millions (the property tests check that both agree).
   const o = obj as Record<string, unknown>;
   if (typeof o.ts !== 'number' || !Number.isFinite(o.ts))
     return { ok: false, error: 'bad record: ts is not a finite number' };
