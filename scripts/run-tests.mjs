@@ -52,7 +52,6 @@ const UNIT_TESTS = [
   'test/trainer/reference/model/reference-forward.test.ts',
   'test/trainer/run/build.test.ts',
   'test/trainer/run/fixtures.test.ts',
-  'test/trainer/run/oneshot.test.ts',
   'test/trainer/run/incremental.test.ts',
   'test/trainer/run/property.test.ts',
   'test/trainer/run/read-order.test.ts',

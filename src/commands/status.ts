@@ -169,10 +169,7 @@ export async function gatherStatus(host: Host, dir: string | undefined, full: bo
   const dirs = await resolveRunDirsAt(host, runDir);
   const outDir = dirs.outDir;
   if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
-  // without --full, a huge file is answered from its tail (the cockpit's first frame): the
-  // observation's second poll reads no older history. Its first 4 MiB cost more to parse than the
-  // tail itself (a training.csv row is 30 bytes), and a slice of the oldest history is not the whole.
-  const model = await openRunModelOf(host, dirs, full ? {} : { backfill: false });
+  const model = await openRunModelOf(host, dirs);
   // the resume pick (read-only, and with a settle wait of its own for a checkpoint written in the
   // last 5 s) runs beside the look below instead of after it: the two 700 ms waits overlap, and
   // status on a run that checkpoints often answers in one wait, not two

@@ -36,12 +36,6 @@ export interface RunModelOptions {
   tailBytes?: number;
   /** backfill bytes read per poll, over all files (default 4 MiB) */
   backfillChunk?: number;
-  /**
-   * false: a huge file's older history is never read (a one-shot look such as `status` answers
-   * from the tail, as the cockpit's first frame does; `status --full` reads it all). Default true:
-   * the cockpit fills it in over its polls.
-   */
-  backfill?: boolean;
   /** forward bytes read per file per poll (default 32 MiB) */
   forwardChunk?: number;
   /** parsed stack dumps kept (newest; default 32) */
@@ -104,7 +98,6 @@ export class RunModel {
       tailThreshold: opts.tailThreshold ?? 1024 * 1024,
       tailBytes: opts.tailBytes ?? 512 * 1024,
       backfillChunk: opts.backfillChunk ?? 4 * 1024 * 1024,
-      backfill: opts.backfill ?? true,
       forwardChunk: opts.forwardChunk ?? 32 * 1024 * 1024,
       maxDumps: opts.maxDumps ?? 32,
       logPath: opts.logPath ?? null,
@@ -211,7 +204,7 @@ export class RunModel {
     for (const f of this.lineFiles.values()) {
       reads.push(f.request(this.o.forwardChunk));
       owners.push((r) => f.onRead(r));
-      if (this.o.backfill) backfillBudget -= f.planBackfill(backfillBudget, reads, owners);
+      backfillBudget -= f.planBackfill(backfillBudget, reads, owners);
     }
     this.planTbReads(reads, owners);
   }
