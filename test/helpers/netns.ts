@@ -39,7 +39,10 @@ export interface NetNode {
   /** a process on the node (its pid is nsenter's, outside the node; see childOf) */
   spawn(argv: string[], opts?: SpawnOptions): ChildProcess;
   /** a command on the node, waited for */
-  run(argv: string[], opts?: { input?: string; timeoutMs?: number }): { code: number | null; out: string };
+  run(
+    argv: string[],
+    opts?: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv },
+  ): { code: number | null; stdout: string; stderr: string; ms: number };
 }
 
 export interface NodeSshd {
@@ -207,12 +210,14 @@ export async function startNodes(): Promise<Nodes> {
         },
         run: (argv, opts = {}) => {
           const w = wrap(argv);
+          const t0 = Date.now();
           const r = spawnSync(w[0]!, w.slice(1), {
             encoding: 'utf8',
             input: opts.input,
+            env: opts.env ?? process.env,
             timeout: opts.timeoutMs ?? 60_000,
           });
-          return { code: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
+          return { code: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', ms: Date.now() - t0 };
         },
       });
     }
