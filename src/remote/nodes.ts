@@ -118,7 +118,8 @@ export class NodeSet {
         n.error = '';
       } catch (e) {
         // a refused host key (unknown, changed, revoked) is the operator's to settle: never "down"
-        if (e instanceof HostKeyError) throw e;
+        // (and so is a node given no way to log in: no key, no agent)
+        if (e instanceof HostKeyError || /^no way to authenticate/.test((e as Error).message)) throw e;
         n.error = `${(e as Error).message}`.split('\n')[0]!;
         n.downSince ??= t0;
         this.retryAt.set(n.label, Date.now() + (this.o.retryMs ?? 5000));
