@@ -30,7 +30,7 @@ export async function nodeListOf(v: { node?: string[]; nodes?: string }): Promis
   try {
     return await resolveNodeList(v.node, v.nodes, process.env, hostname());
   } catch (e) {
-    throw new CliError(`nsa-top: ${(e as Error).message}`, 2);
+    throw new CliError(`${(e as Error).message}`, 2);
   }
 }
 
@@ -44,12 +44,12 @@ export async function openNodes(names: string[], spec: OpenHostSpec): Promise<No
   try {
     set = await NodeSet.open(names, { spec: rest });
   } catch (e) {
-    throw new CliError(`nsa-top: ${(e as Error).message}`, 2);
+    throw new CliError(`${(e as Error).message}`, 2);
   }
   const first = set.nodes[0]!;
   if (!first.host) {
     await set.close();
-    throw new CliError(`nsa-top: node ${first.label}, which reads the run dir, cannot be reached: ${first.error}`, 2);
+    throw new CliError(`node ${first.label}, which reads the run dir, cannot be reached: ${first.error}`, 2);
   }
   return new NodeProcesses(set);
 }
