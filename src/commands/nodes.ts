@@ -6,24 +6,8 @@ import type { OpenHostSpec } from '../remote/index.js';
 import { NodeSet, resolveNodeList } from '../remote/nodes.js';
 import type { Observation } from '../cockpit/observe.js';
 import { NodeProcesses } from '../trainer/run/nodes.js';
-import type { OptionSpec } from './args.js';
+export { NODE_OPTIONS } from './options.js';
 import { CliError } from './errors.js';
-
-export const NODE_OPTIONS = {
-  node: {
-    type: 'string',
-    multiple: true,
-    value: 'H',
-    needs: 'local, user@box[:port] or an ~/.ssh/config alias',
-    help: 'a node of a multi-node run (repeat for each; `local` is this machine); the first reads the run dir',
-  },
-  nodes: {
-    type: 'string',
-    value: 'H1,H2',
-    needs: 'a comma-separated list of nodes',
-    help: 'the nodes at once, comma-separated (default: SLURM_JOB_NODELIST, expanded by scontrol)',
-  },
-} as const satisfies Record<string, OptionSpec>;
 
 /** the nodes the options (or SLURM_JOB_NODELIST) name; [] for a one-host look */
 export async function nodeListOf(v: { node?: string[]; nodes?: string }): Promise<string[]> {

@@ -3,7 +3,8 @@
 // test/multinode/train_showcase.py) writing into a run dir both nodes share, and `nsa-top status
 // RUN --node local --node root@B:PORT --json` run on node A. One job is shared by every assertion:
 // - the ranks: rank 0 on local, rank 1 on node B, each with its pid as its own node sees it (the pid
-//   its heartbeat names), its GROUP_RANK, and the run RUNNING;
+//   its heartbeat names), its GROUP_RANK, and the run RUNNING; the cockpit's Ranks panel names each
+//   rank's node;
 // - SIGSTOP of the rank on node B: the next status says "rank 1 on root@B:PORT (pid N) is stopped (T)";
 // - node B's sshd killed: status answers within 10 s with STALE, "node … unreachable", not RUNNING;
 //   sshd back: RUNNING again with both ranks.
@@ -158,6 +159,24 @@ test(
       // the pid is node B's own: on node B it is rank 1 (its environ says so)
       const env1 = b.run(['cat', `/proc/${pid1}/environ`]).stdout.split('\0');
       assert.ok(env1.includes('RANK=1') && env1.includes('GROUP_RANK=1'), 'pid as node B sees it');
+
+      // the cockpit (one frame, piped) over both nodes: each rank's row names its node
+      const frame = a.run([process.execPath, bin, run, '--node', 'local', '--node', nodeB, '-i', sshd.userKey], {
+        env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+        timeoutMs: 60_000,
+      });
+      assert.equal(frame.code, 0, frame.stderr);
+      const rows = frame.stdout.split('\n');
+      for (const [rank, pid, host] of [
+        [0, pid0, 'local'],
+        [1, pid1, nodeB],
+      ] as const)
+        assert.ok(
+          rows.some((l) => new RegExp(`\\b${rank} +${pid} .* @${rank + 1}\\b`).test(l)) &&
+            rows.some((l) => l.includes(`@${rank + 1} ${host}`)),
+          `rank ${rank} pid ${pid} on ${host} in the Ranks panel:\n${frame.stdout}`,
+        );
+      assert.match(frame.stderr, /read-only over several nodes/);
 
       // 2. SIGSTOP of the rank on node B, in node B's pid namespace
       const tStop = Date.now();
