@@ -120,6 +120,11 @@ export class NodeProcesses {
    * first tried). null while every node answers.
    */
   view(): NodeViewAge | null {
+    // a connection that dropped is seen every round, not only when the process table is next due
+    for (const n of this.set.nodes) {
+      const why = n.host ? linkDown(n.host) : null;
+      if (why) this.set.failed(n, why);
+    }
     const down = this.set.nodes.filter((n) => n.error);
     if (down.length === 0) return null;
     const since = (n: NodeState) => n.lastOkAt ?? n.downSince ?? Date.now();
