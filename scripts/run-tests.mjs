@@ -53,6 +53,7 @@ const UNIT_TESTS = [
   'test/trainer/run/build.test.ts',
   'test/trainer/run/fixtures.test.ts',
   'test/trainer/run/incremental.test.ts',
+  'test/trainer/run/nodes.test.ts',
   'test/trainer/run/property.test.ts',
   'test/trainer/run/read-order.test.ts',
   'test/trainer/run/ranks.test.ts',

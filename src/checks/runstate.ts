@@ -6,6 +6,7 @@ import { isToolProcess } from '../trainer/run/ranks.js';
 import type { BootPhase } from './boot.js';
 import type { Ctx } from './context.js';
 import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules/index.js';
+import { onHost } from './rules/processes.js';
 import { clock, dur } from '../format.js';
 import type { Culprit, Health, RunState } from './types.js';
 
@@ -147,7 +148,7 @@ export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
   if (stopped)
     return {
       rank: stopped.rank,
-      why: `rank ${stopped.rank} (pid ${stopped.proc.pid}) is ${STATE_TXT[stopped.proc.state]}: it never reaches its next collective`,
+      why: `rank ${stopped.rank}${onHost(stopped.proc)} (pid ${stopped.proc.pid}) is ${STATE_TXT[stopped.proc.state]}: it never reaches its next collective`,
     };
   const dead = si.dead[0];
   if (dead)
@@ -158,7 +159,10 @@ export function hungCulprit(ctx: Ctx, si: StallInfo): Culprit | null {
   if (!si.overdue) return null;
   const d = ctx.alive.find((r) => r.proc.state === 'D');
   if (d && ctx.alive.length > 1)
-    return { rank: d.rank, why: `rank ${d.rank} (pid ${d.proc.pid}) is ${STATE_TXT.D} (wchan ${d.proc.wchan ?? '?'})` };
+    return {
+      rank: d.rank,
+      why: `rank ${d.rank}${onHost(d.proc)} (pid ${d.proc.pid}) is ${STATE_TXT.D} (wchan ${d.proc.wchan ?? '?'})`,
+    };
   if (si.oddRank !== null) {
     const rank = si.oddRank;
     const r = ctx.ranks.find((x) => x.rank === rank);

@@ -2,6 +2,7 @@
 // the process table and GPU telemetry on an interval, runs the Checker, reads the action log and
 // the supervisor's state through the Host, measures nsa-top's own cost, and emits a new
 // CockpitState only when something the screen shows has changed.
+import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { Checker, STATE_HEALTH, staleVerdict, thresholdsFromEnv } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
 import type { RunProcesses } from '../remote/types.js';
@@ -35,6 +36,8 @@ export interface CollectorOptions {
   procsIntervalMs?: number;
   /** data older than this (no successful poll, or a poll stuck) is shown as STALE (default max(3 × interval, 5 s)) */
   staleAfterMs?: number;
+  /** a multi-node run (--node): the other nodes' ranks, merged by the observation */
+  nodes?: NodeProcesses | null;
 }
 
 type Listener = (s: CockpitState) => void;
@@ -255,6 +258,7 @@ export class Collector {
         takeOver: this.o.actor ? { actor: this.o.actor, readOnly: this.o.readOnly === true } : null,
         // the cockpit's judge: its hysteresis holds between rounds
         checker: this.checker,
+        nodes: this.o.nodes ?? null,
       });
       void this.probePySpy();
     }

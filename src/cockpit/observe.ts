@@ -30,6 +30,7 @@ import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
 import { hintsFromRun } from '../trainer/run/ranks.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { openRunModelOf } from '../trainer/run/rundir.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
@@ -96,6 +97,9 @@ export interface ObserverOptions {
    * look hands in one with its thresholds (default: the default thresholds).
    */
   checker?: Checker;
+  /** a multi-node run (--node): the other nodes' ranks, merged into the process table (the host
+   * above is the first node's, which reads the run dir) */
+  nodes?: NodeProcesses | null;
 }
 
 /** how long a failed take-over of one request waits before it is tried again */
@@ -214,13 +218,15 @@ export class Observer {
         // findRunProcesses never counts nsa-top's own tools (a cockpit, a watchdog, the supervisor),
         // and a heartbeat's pid only names a candidate: a rank proves itself (command, environ, start time)
         this.procs = await findRunProcesses(host, this.dirs.outDir, { ...hintsFromRun(run), gpu: g });
+        // a multi-node run: every other node's ranks too, each on its own host (src/trainer/run/nodes.ts)
+        if (this.o.nodes) this.procs = await this.o.nodes.merge(this.procs, this.dirs.outDir, hintsFromRun(run));
         // env.json's CONFIG is relative to the trainer's cwd: read it now, before judging
         const cwd = [
           ...this.procs.ranks.map((r) => r.proc),
           ...(this.procs.launcher ? [this.procs.launcher] : []),
         ].find((p) => p.cwd)?.cwd;
         if (cwd && model.setTrainerCwd(cwd) && fresh) run = await model.poll();
-        if (this.o.adoptAs)
+        if (this.o.adoptAs && !this.o.nodes)
           adoptionNote =
             (await recordAdoption(host, this.dirs, this.procs, this.o.adoptAs).catch(() => null))?.note ?? null;
       } catch (e) {
@@ -270,9 +276,11 @@ export class Observer {
         { wait: o.waitHostStats },
       )
       .catch(() => null);
+    // a node of a multi-node run that does not answer: STALE, "node B unreachable"
+    const nodesView = this.o.nodes?.view() ?? null;
     const input: CheckInput = {
       now: run.hostNowMs || host.now(),
-      ...viewOf(host, dataAt, this.o.staleAfterMs ?? 10_000),
+      ...(nodesView ? { view: nodesView } : viewOf(host, dataAt, this.o.staleAfterMs ?? 10_000)),
       hostStats,
       run,
       procs,

@@ -27,6 +27,8 @@ import { CliError } from './errors.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { makePager } from './pager.js';
 import { progressLine } from './progress.js';
+import { nodeListOf, openNodes } from './nodes.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -59,6 +61,8 @@ export interface CockpitSession {
   actor?: Actor | null;
   /** SGR mouse reporting while the cockpit is on screen (default on; --no-mouse) */
   mouse?: boolean;
+  /** a multi-node run (--node): every node's ranks (the host above is the first node's) */
+  nodes?: NodeProcesses | null;
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -74,6 +78,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     readOnly: o.readOnly,
     gpu,
     ...(o.dirs ? { dirs: o.dirs } : {}),
+    ...(o.nodes ? { nodes: o.nodes } : {}),
     // a one-frame print (no terminal) only looks; an open cockpit carries an orphaned request on
     actor: process.stdout.isTTY ? (o.actor ?? null) : null,
   });
@@ -201,6 +206,8 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
 export async function runCockpit(args: CockpitArgs): Promise<number> {
   // read-only by the flag or by NSA_TOP_READ_ONLY=1: the keys say so, not only the refusals
   const a = { ...args, readOnly: args.readOnly || readOnlyMode() };
+  const nodeList = await nodeListOf(args);
+  if (nodeList.length > 0) return runNodesCockpit(a, nodeList);
   // over SSH a frame at once, before the SSH stack loads and the handshake (seconds on a slow link)
   const say = a.host && process.stdout.isTTY ? progressLine : null;
   say?.(`connecting to ${a.host}…`);
@@ -251,3 +258,35 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
 
 /** how long after the cockpit closes the process may take to end */
 const QUIT_DEADLINE_MS = 300;
+
+/**
+ * The cockpit over a multi-node run (--node): the run dir read on the first node, every node's ranks
+ * in the Ranks panel with their node. Read-only: dumps and halts across nodes (each signal routed to
+ * the node that owns the pid, through the audited path) are not built yet, and a key must never
+ * signal a pid on the wrong node.
+ */
+async function runNodesCockpit(a: CockpitArgs, names: string[]): Promise<number> {
+  if (a.host) throw new CliError("--host and --node: name the run dir's machine as the first --node", 2);
+  const nodes = await openNodes(names, { identity: a.identity, acceptNewHostKey: a.acceptNewHostKey });
+  const host = nodes.primary.host!;
+  try {
+    const runDir = await resolveRunDir(host, a.runDir, process.cwd());
+    if (!a.readOnly)
+      process.stderr.write(
+        'nsa-top: --node: the cockpit is read-only over several nodes (dump and halt: one node at a time)\n',
+      );
+    await openCockpit({
+      host,
+      runDir,
+      dirs: await resolveRunDirsAt(host, runDir),
+      actor: null,
+      readOnly: true,
+      intervalMs: Math.round(a.intervalS * 1000),
+      mouse: a.mouse,
+      nodes,
+    });
+    return 0;
+  } finally {
+    await nodes.set.close();
+  }
+}

@@ -42,8 +42,26 @@ export const PROFILES_OPTION = {
   profiles: { type: 'string', value: 'FILE', help: 'YAML file of extra/overriding profiles' },
 } as const satisfies Record<string, OptionSpec>;
 
+/** the nodes of a multi-node run (status, the cockpit): src/commands/nodes.ts */
+export const NODE_OPTIONS = {
+  node: {
+    type: 'string',
+    multiple: true,
+    value: 'H',
+    needs: 'local, user@box[:port] or an ~/.ssh/config alias',
+    help: 'a node of a multi-node run (repeat for each; `local` is this machine); the first reads the run dir',
+  },
+  nodes: {
+    type: 'string',
+    value: 'H1,H2',
+    needs: 'a comma-separated list of nodes',
+    help: 'the nodes at once, comma-separated (default: SLURM_JOB_NODELIST, expanded by scontrol)',
+  },
+} as const satisfies Record<string, OptionSpec>;
+
 export const COCKPIT_OPTIONS = {
   ...HOST_OPTIONS,
+  ...NODE_OPTIONS,
   interval: {
     type: 'number',
     value: 'S',
@@ -70,6 +88,9 @@ export interface CockpitArgs {
   intervalS: number;
   /** mouse reporting in the cockpit (off with --no-mouse; absent: on) */
   mouse?: boolean;
+  /** --node (in order) and --nodes: a multi-node run */
+  node?: string[];
+  nodes?: string;
 }
 
 /** the parsed options as the cockpit takes them */
@@ -82,6 +103,8 @@ export function cockpitArgs(
     interval: number;
     'read-only': boolean;
     'no-mouse': boolean;
+    node?: string[];
+    nodes?: string;
   },
 ): CockpitArgs {
   return {
@@ -92,5 +115,7 @@ export function cockpitArgs(
     readOnly: v['read-only'],
     intervalS: v.interval,
     mouse: !v['no-mouse'],
+    ...(v.node ? { node: v.node } : {}),
+    ...(v.nodes ? { nodes: v.nodes } : {}),
   };
 }

@@ -38,6 +38,8 @@ import { readAdoption } from '../trainer/launch/adopt.js';
 import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { formatNodes, NODE_OPTIONS, nodeListOf, nodesJson, openNodes } from './nodes.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -106,13 +108,17 @@ export const command = defineCommand({
     json: { type: 'boolean', help: 'the RunSnapshot plus `state` and `alerts` as JSON (fields: docs/status-json.md)' },
     full: { type: 'boolean', help: 'read the whole history of huge files first (series, segments)' },
     ...HOST_OPTIONS,
+    ...NODE_OPTIONS,
   },
   about: `Reads the run directory once and prints what the cockpit would show: the run's state and why, its
 alerts, identity, step/total, loss, tok/s, ETA, per-rank heartbeat ages, gates, data, halt/anomaly,
 checkpoints, stack dumps and parse errors. The state and alerts are the same evaluation the
 cockpit, \`watchdog --once\` and \`report\` use. --json prints the RunSnapshot plus \`state\` and
 \`alerts\` (fields: docs/status-json.md).
-It answers from the end of huge files; --full reads their whole history first (series, segments).`,
+It answers from the end of huge files; --full reads their whole history first (series, segments).
+A multi-node run: --node for each node (or --nodes H1,H2; SLURM_JOB_NODELIST when set): the run dir
+is read on the first node, the ranks are found on every node (one SSH connection each) and shown with
+their node; a node that does not answer makes the state STALE ("node H unreachable").`,
   epilog: `Exit: 0 healthy (running, finished, halted); 1 an anomaly (a critical alert), stalled or dead;
 2 bad input: the dir is missing, unreadable or holds no run.`,
 });
@@ -126,6 +132,16 @@ export async function run(argv: string[]): Promise<number> {
   const { json, full } = a.values;
   const spec = hostSpecOf(a.values);
   const t = orCliError('status', () => thresholdsFromEnv(process.env));
+  const nodeList = await nodeListOf(a.values);
+  if (nodeList.length > 0) {
+    if (spec.host) throw new CliError("status: --host and --node: name the run dir's machine as the first --node", 2);
+    const nodes = await openNodes(nodeList, spec);
+    try {
+      return await statusOn(nodes.primary.host!, a.positional, json, full, new Checker(t), nodes);
+    } finally {
+      await nodes.set.close();
+    }
+  }
   // a local status never loads the SSH stack (ssh2 alone costs about a bare node start)
   const host =
     spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
@@ -147,14 +163,22 @@ async function statusOn(
   json: boolean,
   full: boolean,
   checker: Checker,
+  nodes: NodeProcesses | null = null,
 ): Promise<number> {
-  const { snap, ev, obs, actions, resumeCheckpoint } = await gatherStatus(host, dir, full, checker);
+  const { snap, ev, obs, actions, resumeCheckpoint } = await gatherStatus(host, dir, full, checker, nodes);
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   process.stdout.write(
     json
-      ? jsonSafe(JSON.stringify({ ...statusJson(snap, ev, obs, actions), resumeCheckpoint }, null, 2)) + '\n'
+      ? jsonSafe(
+          JSON.stringify(
+            { ...statusJson(snap, ev, obs, actions), resumeCheckpoint, ...(nodes ? nodesJson(nodes, obs) : {}) },
+            null,
+            2,
+          ),
+        ) + '\n'
       : sanitizeText(
           formatStatus(snap, ev, actions) +
+            (nodes ? formatNodes(nodes, obs) : '') +
             formatControl(obs, snap.hostNowMs || snap.takenAt) +
             formatResume(resumeCheckpoint, obs.adoptionNote),
         ),
@@ -163,7 +187,13 @@ async function statusOn(
 }
 
 /** status's one reading of a run (the bundle reuses it); status --json is `statusJsonText` of it */
-export async function gatherStatus(host: Host, dir: string | undefined, full: boolean, checker: Checker) {
+export async function gatherStatus(
+  host: Host,
+  dir: string | undefined,
+  full: boolean,
+  checker: Checker,
+  nodes: NodeProcesses | null = null,
+) {
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir, resolved once
   const dirs = await resolveRunDirsAt(host, runDir);
@@ -195,7 +225,9 @@ export async function gatherStatus(host: Host, dir: string | undefined, full: bo
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
   // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
   // its launch recorded, so that it can be relaunched later
-  const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker }).judged({ waitHostStats: true });
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker, nodes }).judged({
+    waitHostStats: true,
+  });
   const ev = obs.ev;
   snap = obs.run;
   // (looked at again in the rare cases where the look changed what it reads: the observation

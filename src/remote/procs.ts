@@ -154,7 +154,7 @@ export function splitHeadOutput(out: string): Map<string, string | null> {
   return res;
 }
 
-const ENV_KEYS = ['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'NSA_TOP_RUN_DIR', 'CONFIG'] as const;
+const ENV_KEYS = ['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'GROUP_RANK', 'NSA_TOP_RUN_DIR', 'CONFIG'] as const;
 
 export function parseEnviron(raw: string): ProcInfo['env'] {
   const env: ProcInfo['env'] = {};
@@ -297,6 +297,10 @@ async function runScript(
 ): Promise<RawSnapshot> {
   const known = stateFor(host);
   for (const p of pids) if (!Number.isInteger(p) || p <= 0) throw new Error(`invalid pid ${p}`);
+  // each pid once: the script would read a pid named twice twice, and a file that appears twice in
+  // `head`'s output is untrustworthy (splitHeadOutput) — two ranks' heartbeats naming the same pid
+  // (two nodes' pid namespaces) left both unread
+  pids = [...new Set(pids)];
   const req: ProcTableRequest = {
     runDir,
     sysconf: !known,

@@ -56,8 +56,17 @@ export interface ProcInfo {
   rssKiB: number | null;
   wchan: string | null;
   argv: string[];
-  /** RANK / LOCAL_RANK / WORLD_SIZE when readable from /proc/PID/environ */
-  env: { RANK?: string; LOCAL_RANK?: string; WORLD_SIZE?: string; NSA_TOP_RUN_DIR?: string; CONFIG?: string };
+  /** RANK / LOCAL_RANK / WORLD_SIZE (GROUP_RANK: torchrun's node rank) when readable from /proc/PID/environ */
+  env: {
+    RANK?: string;
+    LOCAL_RANK?: string;
+    WORLD_SIZE?: string;
+    GROUP_RANK?: string;
+    NSA_TOP_RUN_DIR?: string;
+    CONFIG?: string;
+  };
+  /** the node it runs on, as the operator named it (a multi-node view, --node); absent: the one host */
+  host?: string;
   /** process name (/proc/PID/stat comm) */
   comm?: string;
   /** working directory (physical path) when readable */
@@ -80,6 +89,8 @@ export interface UnprovenProc {
   rank: number | null;
   argv: string[];
   why: string;
+  /** the node where it was looked at (a multi-node view) */
+  host?: string;
   /** tied to the run by its command and environment only (no record names it): proven only by
    * descent from the run's launcher or from what nsa-top's supervisor started */
   envOnly?: true;

@@ -15,6 +15,11 @@ export const STATE_TXT: Partial<Record<ProcState, string>> = {
   Z: 'a zombie (Z)',
 };
 
+/** ` on HOST` for a process of a multi-node view (ProcInfo.host), else '' */
+export function onHost(p: { host?: string }): string {
+  return p.host ? ` on ${p.host}` : '';
+}
+
 export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
   const out: Draft[] = [];
   if (!ctx.procsKnown) return out;
@@ -42,7 +47,7 @@ export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
           `proc-state:${r.rank}`,
           'rank-state',
           si.overdue || st !== 'D' ? 'critical' : 'info',
-          `rank ${r.rank} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
+          `rank ${r.rank}${onHost(r.proc)} (pid ${r.proc.pid}) is ${STATE_TXT[st]}${others.length ? `; others ${others.join(' ')}` : ''}`,
           `${st === 'D' ? `wchan ${r.proc.wchan ?? '?'}; ` : ''}${st === 'T' ? 'a stopped rank never reaches its collective: SIGCONT it or halt the run; ' : ''}cpu ${pct(r.proc.cpuPct)}`,
           { rank: r.rank },
         ),

@@ -101,6 +101,16 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
     : 'rk pid     st  cpu% pace  rss  step  adv   beat';
   const body: Line[] = [];
   const owners: (number | null)[] = [];
+  // the nodes of a multi-node view, in the order their ranks come (a host name does not fit a column)
+  const nodeTag = new Map<string, number>();
+  for (const r of rows) {
+    const h = r.proc?.proc.host;
+    if (h && !nodeTag.has(h)) nodeTag.set(h, nodeTag.size + 1);
+  }
+  if (nodeTag.size > 0) {
+    body.push([t(`nodes ${[...nodeTag].map(([h, n]) => `@${n} ${clean(h)}`).join(' · ')}`, 'dim')]);
+    owners.push(null);
+  }
   for (const r of rows) {
     const p = r.proc?.proc;
     const pid = String(p?.pid ?? r.hb?.pid ?? '–').padEnd(7);
@@ -113,8 +123,10 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
     const txt = wide
       ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
       : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
+    // a multi-node view (--node): the rank's node as @N, named on the legend line above the ranks
+    const node = p?.host ? ` @${nodeTag.get(p.host)}` : '';
     // the selected rank (d dumps it alone): inverse, on any panel width
-    body.push([t(txt, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
+    body.push([t(txt + node, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
     owners.push(r.rank);
     if (r.why) {
       body.push([t(`  └ ${clean(r.why)}`, r.role)]);

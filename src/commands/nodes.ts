@@ -1,0 +1,78 @@
+// The command line of a multi-node view (--node H, repeatable; --nodes H1,H2; SLURM_JOB_NODELIST),
+// and what `status` prints of its nodes: which node read the run dir, each node's ranks with their
+// pids as that node sees them, and the nodes that do not answer.
+import { hostname } from 'node:os';
+import type { OpenHostSpec } from '../remote/index.js';
+import { NodeSet, resolveNodeList } from '../remote/nodes.js';
+import type { Observation } from '../cockpit/observe.js';
+import { NodeProcesses } from '../trainer/run/nodes.js';
+export { NODE_OPTIONS } from './options.js';
+import { CliError } from './errors.js';
+
+/** the nodes the options (or SLURM_JOB_NODELIST) name; [] for a one-host look */
+export async function nodeListOf(v: { node?: string[]; nodes?: string }): Promise<string[]> {
+  try {
+    return await resolveNodeList(v.node, v.nodes, process.env, hostname());
+  } catch (e) {
+    throw new CliError(`${(e as Error).message}`, 2);
+  }
+}
+
+/**
+ * One connection per node. The first node reads the run dir: when it cannot be reached there is no
+ * run to look at (exit 2); any other node that cannot be reached is part of what is shown.
+ */
+export async function openNodes(names: string[], spec: OpenHostSpec): Promise<NodeProcesses> {
+  const { host: _h, ...rest } = spec;
+  let set: NodeSet;
+  try {
+    set = await NodeSet.open(names, { spec: rest });
+  } catch (e) {
+    throw new CliError(`${(e as Error).message}`, 2);
+  }
+  const first = set.nodes[0]!;
+  if (!first.host) {
+    await set.close();
+    throw new CliError(`node ${first.label}, which reads the run dir, cannot be reached: ${first.error}`, 2);
+  }
+  return new NodeProcesses(set);
+}
+
+/** status --json `nodes[]` and `processes[]` (docs/status-json.md) */
+export function nodesJson(nodes: NodeProcesses, obs: Observation) {
+  const now = Date.now();
+  return {
+    nodes: nodes.set.nodes.map((n, i) => ({
+      host: n.label,
+      readsRunDir: i === 0,
+      reachable: n.error === '',
+      error: n.error || null,
+      lastAnswerAgeS: n.lastOkAt === null ? null : Math.round((now - n.lastOkAt) / 100) / 10,
+    })),
+    processes: (obs.procs?.ranks ?? []).map((r) => ({
+      rank: r.rank,
+      host: r.proc.host ?? null,
+      pid: r.proc.pid,
+      startTime: r.proc.startTime,
+      state: r.proc.state,
+      localRank: r.localRank,
+      groupRank:
+        r.proc.env.GROUP_RANK !== undefined && /^\d+$/.test(r.proc.env.GROUP_RANK)
+          ? Number(r.proc.env.GROUP_RANK)
+          : null,
+      cpuPct: r.proc.cpuPct,
+    })),
+  };
+}
+
+/** status's `nodes` lines */
+export function formatNodes(nodes: NodeProcesses, obs: Observation): string {
+  const out: string[] = [];
+  nodes.set.nodes.forEach((n, i) => {
+    const ranks = (obs.procs?.ranks ?? []).filter((r) => r.proc.host === n.label);
+    const rs = ranks.map((r) => `rank ${r.rank} pid ${r.proc.pid} (${r.proc.state})`).join(', ') || 'no rank';
+    const what = n.error ? `UNREACHABLE: ${n.error}${ranks.length ? `; last seen ${rs}` : ''}` : rs;
+    out.push(`${(i === 0 ? 'nodes' : '').padEnd(10)}${n.label}${i === 0 ? ' (reads the run dir)' : ''}: ${what}`);
+  });
+  return `${out.join('\n')}\n`;
+}

@@ -1,0 +1,228 @@
+// One look over a real multi-node run (issue 22): two nodes made of namespaces (test/helpers/netns.ts),
+// a 2-node torchrun job (c10d rendezvous over the veth addresses, a gloo all-reduce per step:
+// test/multinode/train_showcase.py) writing into a run dir both nodes share, and `nsa-top status
+// RUN --node local --node root@B:PORT --json` run on node A. One job is shared by every assertion:
+// - the ranks: rank 0 on local, rank 1 on node B, each with its pid as its own node sees it (the pid
+//   its heartbeat names), its GROUP_RANK, and the run RUNNING; the cockpit's Ranks panel names each
+//   rank's node;
+// - SIGSTOP of the rank on node B: the next status says "rank 1 on root@B:PORT (pid N) is stopped (T)";
+// - node B's sshd killed: status answers within 10 s with STALE, "node … unreachable", not RUNNING;
+//   sshd back: RUNNING again with both ranks.
+import assert from 'node:assert/strict';
+import { type ChildProcess } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { nodesUnavailable, startNodes, TORCHRUN, type NetNode, type Nodes } from '../helpers/netns.js';
+
+const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
+const worker = fileURLToPath(new URL('./train_showcase.py', import.meta.url));
+
+const skip = nodesUnavailable({ torch: true });
+if (skip) console.log(`# multi-node status test SKIPPED: ${skip}`);
+
+interface StatusJson {
+  state: { runState: string; why: string };
+  alerts: { id: string; level: string; title: string; detail: string }[];
+  nodes: { host: string; readsRunDir: boolean; reachable: boolean; error: string | null }[];
+  processes: { rank: number; host: string; pid: number; state: string; groupRank: number | null }[];
+}
+
+async function until<T>(what: string, ms: number, f: () => T | null | undefined | false): Promise<T> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function heartbeatPid(run: string, rank: number): number | null {
+  const f = join(run, `heartbeat_rank${rank}.jsonl`);
+  if (!existsSync(f)) return null;
+  const boot = readFileSync(f, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"boot"'))
+    .pop();
+  return boot ? (JSON.parse(boot) as { pid: number }).pid : null;
+}
+
+test(
+  'status --node: rank 0 on local and rank 1 on node B with their own pids; a stopped rank on B named with its node; B unreachable is STALE, then back',
+  { skip: skip ?? false, timeout: 180_000 },
+  async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'nsa-multinode-'));
+    let nodes: Nodes | null = null;
+    const jobs: ChildProcess[] = [];
+    let done = false;
+    try {
+      nodes = await startNodes();
+      const { a, b, sshd } = nodes;
+      const run = join(tmp, 'run');
+      mkdirSync(run);
+      const log = join(tmp, 'job.log');
+      const port = 29000 + Math.floor(Math.random() * 900);
+      const start = (node: NetNode, nodeRank: number) => {
+        const p = node.spawn(
+          [
+            'env',
+            `NSA_TOP_RUN_DIR=${run}`,
+            TORCHRUN,
+            // (Debian's torch 1.13 on Python 3.11 cannot parse the default `--redirects 0`)
+            '--redirects',
+            '1',
+            '--tee',
+            '1',
+            '--log_dir',
+            join(tmp, `logs${nodeRank}`),
+            '--nnodes',
+            '2',
+            '--nproc_per_node',
+            '1',
+            '--rdzv_backend',
+            'c10d',
+            '--rdzv_endpoint',
+            `${a.addr}:${port}`,
+            '--rdzv_id',
+            'nsa-top-test',
+            '--rdzv_conf',
+            `is_host=${nodeRank === 0 ? 1 : 0}`,
+            worker,
+            '--step-s',
+            '0.2',
+          ],
+          { stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        for (const s of [p.stdout!, p.stderr!])
+          s.on('data', (d: Buffer) => {
+            if (!done) appendFileSync(log, `[${node.name}] ${d}`);
+          });
+        jobs.push(p);
+      };
+      const t0 = Date.now();
+      start(a, 0);
+      start(b, 1);
+      const tail = () => (existsSync(log) ? readFileSync(log, 'utf8').slice(-3000) : '(no output)');
+      await until('both ranks to boot and step', 90_000, () => {
+        if (jobs.some((j) => j.exitCode !== null)) throw new Error(`the job ended early:\n${tail()}`);
+        return (
+          existsSync(join(run, 'training.csv')) &&
+          readFileSync(join(run, 'training.csv'), 'utf8').split('\n').length > 2 &&
+          heartbeatPid(run, 1) !== null
+        );
+      }).catch((e: Error) => {
+        throw new Error(`${e.message}\n${tail()}`);
+      });
+      console.log(`# 2-node job stepping ${((Date.now() - t0) / 1000).toFixed(1)} s after start`);
+      const pid0 = heartbeatPid(run, 0)!;
+      const pid1 = heartbeatPid(run, 1)!;
+
+      const home = join(tmp, 'home');
+      mkdirSync(join(home, '.ssh'), { recursive: true });
+      writeFileSync(join(home, '.ssh', 'known_hosts'), `${sshd.knownHostsLine}\n`);
+      const nodeB = `root@${b.addr}:${sshd.port}`;
+      const status = (): { json: StatusJson; code: number | null; ms: number } => {
+        const r = a.run(
+          [process.execPath, bin, 'status', run, '--json', '--node', 'local', '--node', nodeB, '-i', sshd.userKey],
+          { env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' }, timeoutMs: 60_000 },
+        );
+        assert.ok(r.code === 0 || r.code === 1, `status exit ${r.code}: ${r.stderr}`);
+        return { json: JSON.parse(r.stdout) as StatusJson, code: r.code, ms: r.ms };
+      };
+
+      // 1. each rank on its own node, with the pid its node gives it
+      const s1 = status();
+      console.log(`# status over 2 nodes: ${s1.ms} ms; ${s1.json.state.runState}: ${s1.json.state.why}`);
+      assert.equal(s1.json.state.runState, 'RUNNING', s1.json.state.why);
+      const r0 = s1.json.processes.find((p) => p.rank === 0);
+      const r1 = s1.json.processes.find((p) => p.rank === 1);
+      assert.deepEqual(
+        { host: r0?.host, pid: r0?.pid, groupRank: r0?.groupRank },
+        { host: 'local', pid: pid0, groupRank: 0 },
+        JSON.stringify(s1.json.processes),
+      );
+      assert.deepEqual(
+        { host: r1?.host, pid: r1?.pid, groupRank: r1?.groupRank },
+        { host: nodeB, pid: pid1, groupRank: 1 },
+      );
+      assert.equal(s1.json.processes.length, 2, JSON.stringify(s1.json.processes));
+      assert.deepEqual(
+        s1.json.nodes.map((n) => [n.host, n.readsRunDir, n.reachable]),
+        [
+          ['local', true, true],
+          [nodeB, false, true],
+        ],
+      );
+      // the pid is node B's own: on node B it is rank 1 (its environ says so)
+      const env1 = b.run(['cat', `/proc/${pid1}/environ`]).stdout.split('\0');
+      assert.ok(env1.includes('RANK=1') && env1.includes('GROUP_RANK=1'), 'pid as node B sees it');
+
+      // the cockpit (one frame, piped) over both nodes: each rank's row names its node
+      const frame = a.run([process.execPath, bin, run, '--node', 'local', '--node', nodeB, '-i', sshd.userKey], {
+        env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+        timeoutMs: 60_000,
+      });
+      assert.equal(frame.code, 0, frame.stderr);
+      const rows = frame.stdout.split('\n');
+      for (const [rank, pid, host] of [
+        [0, pid0, 'local'],
+        [1, pid1, nodeB],
+      ] as const)
+        assert.ok(
+          rows.some((l) => new RegExp(`\\b${rank} +${pid} .* @${rank + 1}\\b`).test(l)) &&
+            rows.some((l) => l.includes(`@${rank + 1} ${host}`)),
+          `rank ${rank} pid ${pid} on ${host} in the Ranks panel:\n${frame.stdout}`,
+        );
+      assert.match(frame.stderr, /read-only over several nodes/);
+
+      // 2. SIGSTOP of the rank on node B, in node B's pid namespace
+      const tStop = Date.now();
+      assert.equal(b.run(['kill', '-STOP', String(pid1)]).code, 0);
+      const s2 = status();
+      const stopLatency = Date.now() - tStop;
+      const want = `rank 1 on ${nodeB} (pid ${pid1}) is stopped (T)`;
+      const texts = s2.json.alerts.map((x) => x.title);
+      console.log(`# SIGSTOP on node B shown by status ${stopLatency} ms after the signal`);
+      assert.ok(
+        texts.some((t) => t.includes(want)),
+        `wanted "${want}" in: ${JSON.stringify(texts)}`,
+      );
+      assert.ok(stopLatency < 5000, `shown ${stopLatency} ms after SIGSTOP (≤ 5 s)`);
+      b.run(['kill', '-CONT', String(pid1)]);
+
+      // 3. node B's sshd killed: unreachable, STALE — never RUNNING by omission
+      sshd.kill();
+      const s3 = status();
+      console.log(
+        `# node B unreachable: status answered in ${s3.ms} ms: ${s3.json.state.runState}: ${s3.json.state.why}`,
+      );
+      assert.equal(s3.json.state.runState, 'STALE', s3.json.state.why);
+      assert.match(s3.json.state.why, new RegExp(`node ${nodeB.replace(/[.]/g, '\\.')} unreachable`));
+      assert.ok(s3.ms < 10_000, `answered in ${s3.ms} ms (≤ 10 s)`);
+      assert.deepEqual(
+        s3.json.nodes.map((n) => n.reachable),
+        [true, false],
+      );
+
+      // 4. back
+      await sshd.start();
+      const s4 = status();
+      assert.equal(s4.json.state.runState, 'RUNNING', s4.json.state.why);
+      assert.deepEqual(
+        s4.json.processes.map((p) => [p.rank, p.host]),
+        [
+          [0, 'local'],
+          [1, nodeB],
+        ],
+      );
+    } finally {
+      done = true;
+      await nodes?.stop();
+      for (const j of jobs) if (j.exitCode === null) j.kill('SIGKILL');
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  },
+);
