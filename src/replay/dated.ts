@@ -65,20 +65,38 @@ export function lineEnds(buf: Buffer): { text: string; end: number }[] {
   return out;
 }
 
-/** Times made non-decreasing (a line is never before the one above it); undated lines take the one above. */
-function monotone(raw: { end: number; at: number | null }[], first: number): Cut[] {
-  let cur = raw.find((r) => r.at !== null)?.at ?? first;
-  return raw.map((r) => {
-    if (r.at !== null && r.at > cur) cur = r.at;
+/**
+ * Times made non-decreasing (a line is never before the one above it). An undated line is placed no
+ * earlier than it can have been written: with the next dated line below it (a header with the
+ * first row, a resume's banner with the resumed run's first step), or, past the last dated line,
+ * at `tail` (the end of what the records date) — never shown before its time. Lines above the first
+ * dated one may take `head` (a boot) when it is earlier.
+ */
+function monotone(raw: { end: number; at: number | null }[], tail: number, head?: number): Cut[] {
+  const next: (number | null)[] = new Array(raw.length);
+  let below: number | null = null;
+  for (let i = raw.length - 1; i >= 0; i--) {
+    if (raw[i]!.at !== null) below = raw[i]!.at;
+    next[i] = below;
+  }
+  let cur = -Infinity;
+  let seen = false;
+  return raw.map((r, i) => {
+    let at = r.at;
+    if (at === null) {
+      const n = next[i];
+      at = n === null ? Math.max(tail, cur) : !seen && head !== undefined && head <= n ? head : n;
+    } else seen = true;
+    if (at > cur) cur = at;
     return { end: r.end, at: cur };
   });
 }
 
 /** A JSON-lines file dated by each record's `ts` (heartbeats, actions.jsonl, watchdog.jsonl). */
-export function dateJsonLines(buf: Buffer, fallback: number): Cut[] {
+export function dateJsonLines(buf: Buffer, tail: number): Cut[] {
   return monotone(
     lineEnds(buf).map((l) => ({ end: l.end, at: lineTs(l.text) })),
-    fallback,
+    tail,
   );
 }
 
@@ -116,18 +134,18 @@ export class StepClock {
 }
 
 /** A CSV whose first column is the step (training.csv, val.csv, k_stats, fallback counters). */
-export function dateStepCsv(buf: Buffer, steps: StepTime[], fallback: number): Cut[] {
+export function dateStepCsv(buf: Buffer, steps: StepTime[], tail: number): Cut[] {
   const clock = new StepClock(steps);
   const raw = lineEnds(buf).map((l) => {
     const first = l.text.split(',', 1)[0]!.trim();
     return { end: l.end, at: /^\d+$/.test(first) ? clock.timeOf(Number(first)) : null };
   });
   // a header before any row appears with the first row
-  return monotone(raw, fallback);
+  return monotone(raw, tail);
 }
 
 /** The trainer's stdout: step lines by their step's heartbeat, lines with an ISO time by it, the rest by the line above. */
-export function dateLog(buf: Buffer, steps: StepTime[], fallback: number): Cut[] {
+export function dateLog(buf: Buffer, steps: StepTime[], tail: number, boot?: number): Cut[] {
   const clock = new StepClock(steps);
   const raw = lineEnds(buf).map((l) => {
     const s = LOG_STEP_RE.exec(l.text);
@@ -136,7 +154,7 @@ export function dateLog(buf: Buffer, steps: StepTime[], fallback: number): Cut[]
     const v = iso ? Date.parse(iso[1]!.replace(' ', 'T')) : NaN;
     return { end: l.end, at: Number.isFinite(v) ? v : null };
   });
-  return monotone(raw, fallback);
+  return monotone(raw, tail, boot);
 }
 
 /** The log line where the trainer says it saw .HALT, if it says so: when .HALT was there at the latest. */

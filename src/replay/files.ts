@@ -58,6 +58,11 @@ export class FilesSource implements ReplaySource {
     if (whole.length) this.missing.push(`whole files show their last version only: ${whole.slice(0, 6).join(', ')}`);
   }
 
+  /** The first moment a heartbeat reached `step` (rank 0's step clock), or null when none did. */
+  timeOfStep(step: number): number | null {
+    return this.idx.steps.find((s) => s.step >= step)?.at ?? null;
+  }
+
   /** One moment, judged: serialized (a key held down asks faster than a round answers). */
   stateAt(at: number): Promise<CockpitState> {
     const run = this.chain.then(() => this.judgeAt(at));

@@ -128,12 +128,14 @@ export async function indexRun(host: Host, dirs: RunDirs): Promise<FilesIndex> {
   let logHaltAt: number | null = null;
   for (const f of lineFiles) {
     const fallback = mtimeBelievable(f.entry.mtimeMs, records) ? Math.min(f.entry.mtimeMs, end) : end;
+    // a line that nothing dates is shown no earlier than the end of what the records date
+    const tail = steps.length || records ? end : fallback;
     const cuts =
       f.kind === 'jsonl'
         ? jsonCuts.get(f.path)!
         : f.kind === 'csv'
-          ? dateStepCsv(f.bytes, steps, steps.length ? steps[0]!.at : fallback)
-          : dateLog(f.bytes, steps, Number.isFinite(firstBoot) ? firstBoot : steps.length ? steps[0]!.at : fallback);
+          ? dateStepCsv(f.bytes, steps, tail)
+          : dateLog(f.bytes, steps, tail, Number.isFinite(firstBoot) ? firstBoot : undefined);
     if (f.kind === 'log') logHaltAt ??= haltSeenAt(f.bytes, cuts);
     const how = f.kind === 'jsonl' || steps.length ? 'records' : 'mtime';
     dated.set(f.path, {

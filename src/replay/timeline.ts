@@ -105,12 +105,3 @@ export function spanText(span: Span): string {
   const hms = (d: Date) => `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
   return `${day(a)} ${hms(a)} – ${day(a) === day(b) ? '' : `${day(b)} `}${hms(b)}`;
 }
-
-/**
- * Where each marker falls on a bar `width` cells wide (0 … width-1), and the cursor's cell: the
- * footer's timeline draws these.
- */
-export function cellOf(at: number, span: Span, width: number): number {
-  if (width <= 1 || span.end <= span.start) return 0;
-  return Math.min(width - 1, Math.max(0, Math.floor(((at - span.start) / (span.end - span.start)) * width)));
-}
