@@ -126,7 +126,8 @@ export class StepClock {
     const limit = Math.min(this.steps.length, this.i + 100_000);
     for (let j = this.i; j < limit; j++)
       if (this.steps[j]!.step === step) {
-        this.i = j;
+        // the next row of the same step is a later record (a relaunch repeats steps)
+        this.i = j + 1;
         return this.steps[j]!.at;
       }
     return null;

@@ -170,15 +170,17 @@ export class FilesSource implements ReplaySource {
     const { start, end } = this.span;
     const ts = new Set<number>();
     const n = Math.max(2, samples);
-    for (let i = 0; i < n; i++) ts.add(Math.round(start + ((end - start) * i) / (n - 1)));
+    for (let i = 0; i < n; i++) ts.add(start + ((end - start) * i) / (n - 1));
     for (const m of fm) if (m.at >= start && m.at <= end) ts.add(m.at);
     for (const s of this.idx.steps.slice(0, 1)) ts.add(s.at);
     const out: ReplayMarker[] = [...fm];
     let prevState: string | null = null;
     let prevAlerts = new Map<string, string>();
     this.checker = null;
-    for (const at of [...ts].sort((a, b) => a - b)) {
-      const s = await this.stateAt(at);
+    for (const t of [...ts].sort((a, b) => a - b)) {
+      const s = await this.stateAt(t);
+      // the moment judged (clamped to the span)
+      const at = s.at;
       if (prevState !== null && s.runState !== prevState)
         out.push({ at, kind: 'state', label: `${prevState} → ${s.runState}` });
       prevState = s.runState;
