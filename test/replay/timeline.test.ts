@@ -141,6 +141,17 @@ test('the footer timeline: markers by glyph on the span, the cursor, what it sit
   assert.match(mid, /^‖ 2× │S━+●─+!│ D stack dump stackdump_1\.txt/);
   const before = plain(timelineLine(view(1_020_000, markers, true), 120));
   assert.match(before, /^▶ 2× │S━+●─+D─+!│ space play/, 'between markers: the keys');
+  // two markers at one moment: the most telling is named, the other counted
+  const both = plain(
+    timelineLine(
+      view(1_070_000, [
+        { at: 1_070_000, kind: 'state', label: 'STALLED → STARTING' },
+        { at: 1_070_000, kind: 'restart', label: 'relaunch: rank 0 booted again' },
+      ]),
+      120,
+    ),
+  );
+  assert.match(both, /│ R relaunch: rank 0 booted again \(\+1\) *$/);
 });
 
 test('in a replay every action key is refused with the reason, and the timeline keys are its own', () => {

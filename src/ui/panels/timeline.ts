@@ -51,11 +51,19 @@ export function timelineLine(r: ReplayView, w: number): Line {
     bar.push(i === cur ? t('●', 'focus', { bold: true }) : t(c.ch, c.role, { bold: c.rank < 99 })),
   );
   bar.push(t('│', 'dim'));
-  // what the cursor sits on: the newest marker in its cell, else the keys
+  // what the cursor sits on: the newest markers in its cell, the most telling of them named
   const cellMs = (r.span.end - r.span.start) / barW;
-  const on = [...r.markers].reverse().find((m) => m.at <= r.at && r.at - m.at <= Math.max(cellMs, 1000));
+  const near = r.markers.filter((m) => m.at <= r.at && r.at - m.at <= Math.max(cellMs, 1000));
+  const newest = near.reduce((a, m) => Math.max(a, m.at), -Infinity);
+  const same = near.filter((m) => m.at === newest);
+  const rank = (k: string) => MARKER_GLYPH[k]?.rank ?? 50;
+  const on = same.sort((a, b) => rank(a.kind) - rank(b.kind))[0];
+  const more = same.length > 1 ? ` (+${same.length - 1})` : '';
   const right: Line = on
-    ? [t(` ${MARKER_GLYPH[on.kind]?.ch ?? '?'} `, MARKER_GLYPH[on.kind]?.role ?? 'dim', { bold: true }), t(on.label)]
+    ? [
+        t(` ${MARKER_GLYPH[on.kind]?.ch ?? '?'} `, MARKER_GLYPH[on.kind]?.role ?? 'dim', { bold: true }),
+        t(on.label + more),
+      ]
     : [
         t(' space', 'accent', { bold: true }),
         t(' play '),
