@@ -20,6 +20,8 @@ import { timelineLine } from '../../src/ui/panels/timeline.js';
 import { KEYMAP } from '../../src/ui/keymap.js';
 import { replayBindingFor } from '../../src/ui/replaykeys.js';
 import { plain } from '../../src/ui/text.js';
+import { compose } from '../../src/ui/compose.js';
+import { initialView } from '../../src/ui/view.js';
 import { baseState } from '../ui/helpers.js';
 
 const span = { start: 1_000_000, end: 1_100_000 };
@@ -174,4 +176,19 @@ test('in a replay every action key is refused with the reason, and the timeline 
       false,
       k,
     );
+});
+
+test('a notice lasts its time on this machine’s clock even when the moment shown is days ago (replay) or a host’s clock is off', () => {
+  const at = Date.parse('2026-11-21T23:54:50Z');
+  const s: CockpitState = { ...baseState(), at, clockOffsetMs: at - Date.now(), replay: view(at, []) };
+  const v = initialView();
+  const footer = (until: number) =>
+    plain(
+      compose(s, { ...v, notice: { text: 'no action on x', until } }, 120, 40, Date.now() + s.clockOffsetMs!).lines.at(
+        -1,
+      )!,
+    );
+  assert.match(footer(Date.now() + 5000), /^no action on x/);
+  const gone = footer(Date.now() - 1);
+  assert.match(gone, /^‖ 2× │/, `gone once its time is up: the timeline again (${gone})`);
 });
