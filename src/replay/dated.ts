@@ -36,19 +36,21 @@ const ISO_RE = /(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)
 /** the step lines of the trainer's stdout: `step 0013 | loss …` (contract §1.17) */
 const LOG_STEP_RE = /^step\s+(\d+)\s*\|/;
 
-/** a JSON line's `ts`: seconds (heartbeats) or ms (nsa-top's records), as ms; null when absent */
+/** A time a run can have been written at (2000 … 2200, ms epoch): anything else is garbage, not a date. */
+export function plausibleMs(v: number): number | null {
+  return Number.isFinite(v) && v >= 946_684_800_000 && v <= 7_258_118_400_000 ? v : null;
+}
+
+/** a JSON line's `ts`: seconds (heartbeats) or ms (nsa-top's records), as ms; null when absent or implausible */
 export function lineTs(line: string): number | null {
   const m = TS_RE.exec(line);
   if (m) {
     const v = Number(m[1]);
     if (!Number.isFinite(v) || v <= 0) return null;
-    return v < 1e11 ? v * 1000 : v;
+    return plausibleMs(v < 1e11 ? v * 1000 : v);
   }
   const iso = /"(?:ts|at|iso)"\s*:\s*"([^"]+)"/.exec(line);
-  if (iso) {
-    const v = Date.parse(iso[1]!);
-    return Number.isFinite(v) ? v : null;
-  }
+  if (iso) return plausibleMs(Date.parse(iso[1]!));
   return null;
 }
 
@@ -152,8 +154,7 @@ export function dateLog(buf: Buffer, steps: StepTime[], tail: number, boot?: num
     const s = LOG_STEP_RE.exec(l.text);
     if (s) return { end: l.end, at: clock.timeOf(Number(s[1])) };
     const iso = ISO_RE.exec(l.text);
-    const v = iso ? Date.parse(iso[1]!.replace(' ', 'T')) : NaN;
-    return { end: l.end, at: Number.isFinite(v) ? v : null };
+    return { end: l.end, at: iso ? plausibleMs(Date.parse(iso[1]!.replace(' ', 'T'))) : null };
   });
   return monotone(raw, tail, boot);
 }
@@ -170,12 +171,11 @@ export function haltSeenAt(buf: Buffer, cuts: Cut[]): number | null {
 export function dumpTime(name: string, head: string | null): number | null {
   const m = head ? /\bat (\d{4}-\d\d-\d\dT[0-9:.]+Z?)/.exec(head) : null;
   if (m) {
-    const v = Date.parse(m[1]!.endsWith('Z') ? m[1]! : `${m[1]}Z`);
-    if (Number.isFinite(v)) return v;
+    const v = plausibleMs(Date.parse(m[1]!.endsWith('Z') ? m[1]! : `${m[1]}Z`));
+    if (v !== null) return v;
   }
   const k = classify(name);
-  if (k.kind === 'stackdump' && k.epoch > 0) return k.epoch * 1000;
-  return null;
+  return k.kind === 'stackdump' ? plausibleMs(k.epoch * 1000) : null;
 }
 
 /** An mtime later than the newest record by more than this is a copy's, not the run's. */

@@ -23,6 +23,9 @@ export interface FilesSourceOptions {
   samples?: number;
 }
 
+/** the most event moments a sweep judges besides its evenly spaced samples */
+const EVENT_MOMENTS = 240;
+
 /** What the trainer's files never hold, whatever the run. */
 const ALWAYS_MISSING = [
   'no process history: which ranks lived, their CPU, memory and state are not in the trainer files',
@@ -171,7 +174,11 @@ export class FilesSource implements ReplaySource {
     const ts = new Set<number>();
     const n = Math.max(2, samples);
     for (let i = 0; i < n; i++) ts.add(start + ((end - start) * i) / (n - 1));
-    for (const m of fm) if (m.at >= start && m.at <= end) ts.add(m.at);
+    // the moment of each dated event too, at most EVENT_MOMENTS of them (evenly chosen): a run with
+    // thousands of checkpoints must not make opening it slow
+    const events = fm.filter((m) => m.at >= start && m.at <= end).sort((a, b) => a.at - b.at);
+    const every = Math.max(1, events.length / EVENT_MOMENTS);
+    for (let i = 0; i < events.length; i += every) ts.add(events[Math.floor(i)]!.at);
     for (const s of this.idx.steps.slice(0, 1)) ts.add(s.at);
     const out: ReplayMarker[] = [...fm];
     let prevState: string | null = null;

@@ -13,7 +13,15 @@ import {
   toggle,
   type Cursor,
 } from '../../src/replay/timeline.js';
-import { dateJsonLines, dateLog, dateStepCsv, dumpTime, mtimeBelievable, sizeAt } from '../../src/replay/dated.js';
+import {
+  dateJsonLines,
+  dateLog,
+  dateStepCsv,
+  dumpTime,
+  lineTs,
+  mtimeBelievable,
+  sizeAt,
+} from '../../src/replay/dated.js';
 import type { ReplayMarker } from '../../src/replay/source.js';
 import type { CockpitState, ReplayView } from '../../src/cockpit/state.js';
 import { timelineLine } from '../../src/ui/panels/timeline.js';
@@ -76,17 +84,19 @@ test('--at: ISO, HH:MM[:SS] in local time on the span, step=N or a bare number; 
 });
 
 test('line files are dated by their records; an undated line never shows before its time', () => {
+  const B = 1_795_305_000; // seconds: a run's heartbeats are stamped in 2026
   const hb = Buffer.from(
-    '{"ts": 100.0, "msg": "boot", "step": 0}\n{"ts": 101.5, "msg": "progress", "step": 1}\ntorn\n{"ts": 103, "step": 2}\n',
+    `{"ts": ${B + 100}.0, "msg": "boot", "step": 0}\n{"ts": ${B + 101.5}, "msg": "progress", "step": 1}\ntorn\n{"ts": ${B + 103}, "step": 2}\n`,
   );
-  const cuts = dateJsonLines(hb, 200_000);
+  const cuts = dateJsonLines(hb, 0);
+  const ms = (s: number) => (B + s) * 1000;
   assert.deepEqual(
     cuts.map((c) => c.at),
-    [100_000, 101_500, 103_000, 103_000],
+    [ms(100), ms(101.5), ms(103), ms(103)],
     'a torn line goes with the next record',
   );
-  assert.equal(sizeAt(cuts, 99_000), 0);
-  assert.equal(sizeAt(cuts, 101_500), cuts[1]!.end);
+  assert.equal(sizeAt(cuts, ms(99)), 0);
+  assert.equal(sizeAt(cuts, ms(101.5)), cuts[1]!.end);
   const steps = [
     { step: 1, at: 101_000 },
     { step: 2, at: 102_000 },
@@ -122,6 +132,11 @@ test('a stack dump is timed by its own first line, else its name; an mtime long 
   );
   assert.equal(dumpTime('stackdump_1795305288.txt', 'garbage'), 1795305288_000);
   assert.equal(dumpTime('notes.txt', null), null);
+  // a garbage time is no date (it would put the span in the year 10^290)
+  assert.equal(lineTs('{"ts": 1e300, "step": 5}'), null);
+  assert.equal(lineTs('{"ts": "yesterday"}'), null);
+  assert.equal(lineTs('{"ts": 1795305284.6, "step": 5}'), 1795305284600);
+  assert.equal(dumpTime('stackdump_99999999999999.txt', null), null);
   const rec = { start: 1_000_000, end: 2_000_000 };
   assert.equal(mtimeBelievable(2_000_000 + 60_000, rec), true);
   assert.equal(mtimeBelievable(2_000_000 + 3600_000, rec), false);
