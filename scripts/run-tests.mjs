@@ -42,6 +42,8 @@ const UNIT_TESTS = [
   'test/remote/channels.test.ts',
   'test/remote/frames.test.ts',
   'test/remote/hoststats-local.test.ts',
+  'test/replay/files.test.ts',
+  'test/replay/timeline.test.ts',
   'test/trainer/control/checkpoints.test.ts',
   'test/trainer/reference/args.test.ts',
   'test/trainer/reference/model/gradcheck.test.ts',

@@ -34,6 +34,10 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'one tar.gz for an incident: report, status, dumps by rank, logs, records, README story; redacted',
     load: () => import('./commands/bundle.js'),
   },
+  replay: {
+    summary: "the cockpit on a run's history: --at a moment, a timeline of alerts, actions, dumps; read only",
+    load: () => import('./commands/replay.js'),
+  },
   preflight: {
     summary: 'check a machine before a launch (GPUs, disk, stale .HALT, port, env)',
     load: () => import('./commands/preflight.js'),
@@ -114,7 +118,7 @@ export function unknownCommand(word: string, exists: (p: string) => boolean): st
 }
 
 /** commands that open the Ink cockpit */
-const INTERACTIVE = new Set(['demo', 'attach', 'launch']);
+const INTERACTIVE = new Set(['demo', 'attach', 'launch', 'replay']);
 
 /** `nsa-top` without a command word: the cockpit, with the dispatcher's own --help and --version */
 const ROOT = defineCommand({

@@ -72,4 +72,25 @@ export interface CockpitState extends Partial<Judged> {
   caps?: { pySpy: boolean | null };
   /** the last collection problem (a failed poll, an unreadable actions log), one line */
   collectError?: string | null;
+  /**
+   * `nsa-top replay`: this state is a recorded moment, not the run now — the header says REPLAY and
+   * the moment, the footer draws the timeline, every action is refused (src/replay/player.ts)
+   */
+  replay?: ReplayView;
+}
+
+/** Where a replay stands: the moment shown on its span, the markers, playback. */
+export interface ReplayView {
+  /** the moment shown (ms epoch, the run host's clock) */
+  at: number;
+  span: { start: number; end: number };
+  /** oldest first (src/replay/source.ts ReplayMarker) */
+  markers: { at: number; kind: string; label: string }[];
+  playing: boolean;
+  /** recorded seconds per wall second */
+  speed: number;
+  /** where the history came from, one line */
+  origin: string;
+  /** the run, as the refusals name it */
+  run: string;
 }

@@ -17,6 +17,7 @@ import type { CockpitState } from '../cockpit/state.js';
 import { lineToAnsi } from './ansi.js';
 import { logPath, type LogSource, type PagerFn } from './logkeys.js';
 import type { FramePainter } from './paint.js';
+import type { ReplayControls } from './replaykeys.js';
 import { useDialogs } from './useDialogs.js';
 import { useKeys } from './useKeys.js';
 import { type Store, useScreen } from './useScreen.js';
@@ -41,6 +42,8 @@ export interface AppProps {
   logSource?: LogSource;
   /** `o`: a file in $PAGER with the cockpit suspended (src/commands/pager.ts) */
   pager?: PagerFn;
+  /** `nsa-top replay`: the timeline's keys (the store is the replay's player) */
+  replay?: ReplayControls;
 }
 
 export function App(p: AppProps) {
@@ -74,6 +77,7 @@ export function App(p: AppProps) {
       screen.refresh();
     },
     quit,
+    ...(p.replay ? { replay: p.replay } : {}),
     log: {
       store: p.store,
       ...(p.logSource ? { source: p.logSource } : {}),

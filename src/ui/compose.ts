@@ -110,7 +110,8 @@ function drawSlot(
   };
   if (slot.active === 'footer') {
     // a key that did nothing says so here for a moment, instead of the key hints
-    const n = v.notice && now < v.notice.until ? v.notice.text : null;
+    // (the notice's deadline is on this machine's clock; `now` is the run host's)
+    const n = v.notice && now - (s.clockOffsetMs ?? 0) < v.notice.until ? v.notice.text : null;
     put(slot.y, n !== null ? [t(n, 'warn')] : footerLine(s, slot.w, renderMs, dialog, now));
     return;
   }

@@ -15,6 +15,7 @@ import type { Key } from 'ink';
 import type { CockpitState } from '../cockpit/state.js';
 import { type Binding, bindingFor, type Disabled, keyText, off, READ_ONLY } from './keys.js';
 import { FOCUSABLE, type PanelId, TITLES } from './layout.js';
+import { replayRefusal } from './replaykeys.js';
 
 /** The panels the number keys focus: 1 is the first (a panel added to FOCUSABLE gets the next number). */
 export const PANEL_NUMBERS: readonly PanelId[] = FOCUSABLE.slice(0, 9);
@@ -55,7 +56,8 @@ export function ranksAlive(s: CockpitState): number {
 }
 
 /** the commands that write (a signal, a file, the action log): a read-only cockpit refuses them all */
-const writes = (s: CockpitState): Disabled | null => (s.readOnly ? READ_ONLY : null);
+const writes = (s: CockpitState): Disabled | null =>
+  s.replay ? replayRefusal(s.replay) : s.readOnly ? READ_ONLY : null;
 
 /** Which actions fit the run's state: the judge's verdict (src/checks/actions.ts), the same one the
  *  headless commands give. */
@@ -78,20 +80,20 @@ export function verdictOff(v: Verdict): Disabled | null {
 }
 
 export function dumpDisabled(s: CockpitState): Disabled | null {
-  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).dump);
+  return writes(s) ?? verdictOff(stateVerdicts(s).dump);
 }
 
 export function haltDisabled(s: CockpitState): Disabled | null {
-  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).haltNow);
+  return writes(s) ?? verdictOff(stateVerdicts(s).haltNow);
 }
 
 /** h → c in the halt question (wired in the halt dialog's keys) */
 export function haltAfterCheckpointDisabled(s: CockpitState): Disabled | null {
-  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).haltAfterCheckpoint);
+  return writes(s) ?? verdictOff(stateVerdicts(s).haltAfterCheckpoint);
 }
 
 export function relaunchDisabled(s: CockpitState): Disabled | null {
-  return s.readOnly ? READ_ONLY : verdictOff(stateVerdicts(s).relaunch);
+  return writes(s) ?? verdictOff(stateVerdicts(s).relaunch);
 }
 
 export const KEYMAP: readonly MainBinding[] = [

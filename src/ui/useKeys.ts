@@ -15,6 +15,7 @@ import { type LogSource, logKeys, type PagerFn } from './logkeys.js';
 import type { Store } from './useScreen.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
 import { rankBody } from './panels/ranks.js';
+import { type ReplayControls, replayBindingFor, runReplayCommand } from './replaykeys.js';
 import { hitTest } from './pointer.js';
 import type { Dialogs } from './useDialogs.js';
 import type { Screen } from './useScreen.js';
@@ -69,6 +70,8 @@ export function useKeys(o: {
   quit: () => void;
   /** the Log's scroll-back reader, the pager, and the log's path (Log and Dumps keys: logkeys.ts) */
   log?: { source?: LogSource; pager?: PagerFn; path(): string | null; store: Store };
+  /** `nsa-top replay`: its timeline keys (replaykeys.ts) come before the main screen's */
+  replay?: ReplayControls;
 }): void {
   const { actions, stateRef, screen, dialogs, view } = o;
   const logk = useMemo(
@@ -258,6 +261,8 @@ export function useKeys(o: {
     if (dialogs.ref.current) return dialogs.onKey(input, key, o.quit);
     // a search being typed after `/` takes the keys (logkeys.ts)
     if (logk.typing(input, key)) return;
+    const rb = o.replay ? replayBindingFor(input, key) : null;
+    if (rb) return runReplayCommand(o.replay!, rb.command);
     const b = commandFor(input, key);
     if (!b) return notice(`no action on '${keyWord(input, key)}' — ${keyOf('help')} for help`);
     const s = stateRef.current;

@@ -230,3 +230,32 @@ test('inside src/trainer the folders import one way: launch → control → run 
     [],
   );
 });
+
+test('src/replay reads through a Host and the Observer; it never writes and never signals: no Host effect called, no writer imported', () => {
+  const replay = files.filter(under('src/replay/'));
+  assert.ok(replay.includes('src/replay/asof.ts'), 'the replay folder is there');
+  // the Host's effects, called on anything (AsOfHost defines them only to refuse: `signal(): …`)
+  const EFFECT = /\.\s*(signal|writeFile|appendFile|mkdirp|remove|writeOwn|removeOwn)\s*\(|\baudited\s*\(/;
+  const WRITERS =
+    /^(src\/trainer\/control\/(ownfiles|control|actions|requests)\.ts|src\/trainer\/launch\/|src\/cockpit\/(actions|collector|watchdog|notify)\.ts)/;
+  const bad: string[] = [];
+  for (const f of replay) {
+    const code = readFileSync(join(ROOT, f), 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/^\s*\/\/.*$/gm, '');
+    code.split('\n').forEach((l, i) => {
+      if (EFFECT.test(l)) bad.push(`${f}:${i + 1}: ${l.trim()}`);
+    });
+  }
+  for (const e of valueEdges)
+    if (
+      e.from.startsWith('src/replay/') &&
+      (WRITERS.test(e.to) || /^(node:)?(fs|fs\/promises|child_process|net|http)$/.test(e.to))
+    )
+      bad.push(`${e.from} → ${e.to}`);
+  // no fs of its own either: every read goes through the Host
+  assert.deepEqual(bad, []);
+  // and the rule can fail: the checker sees a call and a refusing definition apart
+  assert.equal(EFFECT.test('await host.signal(pid, "SIGUSR1")'), true);
+  assert.equal(EFFECT.test('  signal(): Promise<void> {'), false);
+});

@@ -2,6 +2,7 @@
 import type { CockpitState } from '../../cockpit/state.js';
 import { keysText } from '../keys.js';
 import { KEYMAP } from '../keymap.js';
+import { REPLAY_KEYS } from '../replaykeys.js';
 import { clean, type Line, t, wrap } from '../text.js';
 import { CLOSE_READ, type DialogBinding, type DialogOf, type DialogView, dk, QUIT } from './common.js';
 
@@ -24,6 +25,11 @@ export const REFUSED_KEYS: readonly DialogBinding<'refused'>[] = [QUIT, CLOSE_RE
 function helpLines(s: CockpitState, W: number): Line[] {
   const lines: Line[] = [];
   const said = new Set<string>();
+  // a replay's timeline keys first (src/ui/replaykeys.ts)
+  if (s.replay) {
+    for (const b of REPLAY_KEYS) lines.push([t(keysText(b).padEnd(12), 'accent', { bold: true }), t(b.help)]);
+    lines.push([]);
+  }
   for (const b of KEYMAP) {
     const off = b.disabled?.(s) ?? null;
     lines.push([

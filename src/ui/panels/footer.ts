@@ -6,6 +6,7 @@ import { keyText } from '../keys.js';
 import { pct } from '../format.js';
 import { KEYMAP } from '../keymap.js';
 import { fit, type Line, lineWidth, t } from '../text.js';
+import { timelineLine } from './timeline.js';
 
 /** the keys of the open dialog that can act now: the main screen's do nothing until it closes */
 function dialogHints(s: CockpitState, d: Dialog, now: number): Line {
@@ -23,6 +24,8 @@ export function footerLine(
   dialog: Dialog | null = null,
   now = Date.now(),
 ): Line {
+  // a replay's footer is its timeline (the action keys are refused; `?` lists every key)
+  if (s.replay && !dialog) return timelineLine(s.replay, w);
   const hints: Line = dialog ? dialogHints(s, dialog, now) : [];
   for (const b of dialog ? [] : KEYMAP) {
     if (!b.hint) continue;

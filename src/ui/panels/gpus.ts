@@ -67,7 +67,7 @@ export const gpusPanel: PanelFn = (a) => {
 
 const gpuLines: PanelFn = ({ s, w, h, now }) => {
   const g = s.gpu;
-  if (!g) return { lines: [[t('waiting for telemetry…', 'dim')]] };
+  if (!g) return { lines: [[t(s.replay ? 'no GPU history in this recording' : 'waiting for telemetry…', 'dim')]] };
   switch (g.status) {
     case 'no-nvidia-tools': {
       const lines: Line[] = [[t('no NVIDIA tools on this host (nvidia-smi not found)', 'dim')]];

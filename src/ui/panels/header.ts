@@ -7,6 +7,7 @@ import { dur, num, pct, si } from '../format.js';
 import type { Role } from '../palette.js';
 import { clean, join, type Line, t } from '../text.js';
 import type { PanelFn } from '../view.js';
+import { replayMoment } from './timeline.js';
 
 /** The colour of a judgement: the checks decide the health, this only maps it to a role. */
 export const HEALTH_ROLE: Record<Health, Role> = { ok: 'ok', info: 'info', warning: 'warn', critical: 'crit' };
@@ -147,7 +148,11 @@ export const headerPanel: PanelFn = ({ s, now }) => {
   const first: Line = [
     t(` ${s.runState} `, role, { inverse: true, bold: true }),
     t(' '),
-    ...(s.readOnly ? [t(' READ-ONLY ', 'warn', { inverse: true }), t(' ')] : []),
+    ...(s.replay
+      ? [t(` REPLAY ${replayMoment(s.replay.at)} `, 'accent', { inverse: true, bold: true }), t(' ')]
+      : s.readOnly
+        ? [t(' READ-ONLY ', 'warn', { inverse: true }), t(' ')]
+        : []),
     t(clean(s.run.identity.name || s.run.runDir), 'title', { bold: true }),
     t(' @ ', 'dim'),
     t(conn.text, conn.role),

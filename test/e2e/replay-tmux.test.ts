@@ -1,0 +1,150 @@
+// `nsa-top replay` as an operator sees it, in a pane of an isolated tmux server (its own socket, no
+// config), on a recorded real-trainer run nsa-top never watched (the crash-and-resume fixture): at
+// the moment of the stall the header says STALLED, REPLAY and the moment, at step 51; `h` is refused
+// with the replay's reason; `]` jumps to the next marker (the relaunch); q quits. Piped, it prints
+// that frame and what it cannot show; a bad --at is a one-line error and exit 2.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BIN } from './pty.js';
+
+const RUN = fileURLToPath(
+  new URL('../fixtures/nsa-vibe/ddp2-crash-resume/artifacts/ddp2-crash-resume', import.meta.url),
+);
+
+const v = spawnSync('tmux', ['-V'], { encoding: 'utf8', timeout: 5000 });
+const noTmux = v.error || v.status !== 0 ? 'tmux is not installed: the replay screen test needs a real tmux' : false;
+
+// times on screen and --at HH:MM:SS are local: the test fixes the zone
+const ENV: Record<string, string> = { TZ: 'UTC' };
+for (const [k, val] of Object.entries(process.env))
+  if (val !== undefined && !['CI', 'NO_COLOR', 'TMUX', 'TMUX_PANE', 'TZ'].includes(k)) ENV[k] = val;
+ENV.TERM = 'xterm-256color';
+
+const tmp = mkdtempSync(join(tmpdir(), 'nsa-top-replay-tmux-'));
+const SOCK = join(tmp, 'tmux.sock');
+let server = false;
+
+function tmux(...args: string[]): string {
+  const r = spawnSync('tmux', ['-S', SOCK, '-f', '/dev/null', ...args], {
+    encoding: 'utf8',
+    env: ENV,
+    timeout: 10_000,
+  });
+  if (r.error) throw r.error;
+  if (r.status !== 0) throw new Error(`tmux ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+after(() => {
+  if (server) spawnSync('tmux', ['-S', SOCK, 'kill-server'], { env: ENV, timeout: 10_000 });
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** the timeline: the frame's last row (the pane's last row is left empty) */
+const footer = (r: string[]) => r.find((l) => /^(‖|▶) /.test(l)) ?? '';
+
+const capture = (t: string) => tmux('capture-pane', '-p', '-t', t).replace(/\n$/, '').split('\n');
+
+async function until(what: string, t: string, check: (rows: string[]) => string | null, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const rows = capture(t);
+    const why = check(rows);
+    if (why === null) return;
+    if (Date.now() > deadline) assert.fail(`${what}: ${why}\n--- pane ---\n${rows.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test(
+  'replay in tmux: the stall as it stood, h refused with the reason, ] to the relaunch, q quits',
+  { skip: noTmux, timeout: 90_000 },
+  async () => {
+    tmux(
+      'new-session',
+      '-d',
+      '-s',
+      'r',
+      '-x',
+      '120',
+      '-y',
+      '40',
+      '--',
+      process.execPath,
+      BIN,
+      'replay',
+      RUN,
+      '--at',
+      '05:13:03',
+    );
+    server = true;
+    tmux('set-option', '-t', 'r', 'remain-on-exit', 'on');
+    const P = 'r:0';
+    await until('the stall on screen', P, (r) =>
+      /^ STALLED +REPLAY 2026-11-24 05:13:03 +ddp2-crash-resume .*all ranks silent since 05:12:42/.test(r[0] ?? '') &&
+      /^step 51\/100 .*no step for 20s/.test(r[2] ?? '')
+        ? null
+        : `header ${JSON.stringify(r[0])} / ${JSON.stringify(r[2])}`,
+    );
+    // the footer is the timeline: the cursor, and the markers before and after it
+    await until('the timeline', P, (r) => (/^‖ 1× │.*C.*!.*●.*R.*C.*│/.test(footer(r)) ? null : `footer ${footer(r)}`));
+    tmux('send-keys', '-t', P, '-l', 'h');
+    await until('h refused with the reason', P, (r) => {
+      const text = r
+        .map((l) => l.replace(/^[^┃]*┃ ?|┃.*$/g, '').trim())
+        .join(' ')
+        .replace(/\s+/g, ' ');
+      return /replay: this is a recording of \S*ddp2-crash-resume at 05:13:03, not the run now/.test(text)
+        ? null
+        : 'no refusal';
+    });
+    tmux('send-keys', '-t', P, 'Escape');
+    await until('the refusal closed', P, (r) => (r.some((l) => l.includes('┃')) ? 'still open' : null));
+    tmux('send-keys', '-t', P, '-l', ']');
+    await until('] at the relaunch', P, (r) =>
+      /REPLAY 2026-11-24 05:13:15/.test(r[0] ?? '') && / R relaunch: rank 0 booted again \(\+1\)/.test(footer(r))
+        ? null
+        : `header ${JSON.stringify(r[0])} footer ${JSON.stringify(footer(r))}`,
+    );
+    tmux('send-keys', '-t', P, '-l', 'q');
+    const deadline = Date.now() + 10_000;
+    while (tmux('display-message', '-p', '-t', P, '#{pane_dead}').trim() !== '1') {
+      if (Date.now() > deadline) assert.fail('the replay did not end on q');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  },
+);
+
+test(
+  'replay piped: the frame at step=51 and what the files cannot show; a bad --at is exit 2 in one line',
+  { timeout: 60_000 },
+  () => {
+    const r = spawnSync(process.execPath, [BIN, 'replay', RUN, '--at', 'step=51'], {
+      encoding: 'utf8',
+      env: ENV,
+      timeout: 30_000,
+    });
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.split('\n');
+    assert.match(lines[0]!, /^ RUNNING +REPLAY 2026-11-24 05:12:4\d +ddp2-crash-resume/);
+    assert.match(r.stdout, /^replay: trainer files only .*2026-11-24 05:12:12 – 05:13:54; \d+ markers$/m);
+    assert.match(r.stdout, /^replay: cannot show: no process history/m);
+    assert.match(r.stdout, /^replay: cannot show: no GPU history/m);
+    const bad = spawnSync(process.execPath, [BIN, 'replay', RUN, '--at', '12:00'], {
+      encoding: 'utf8',
+      env: ENV,
+      timeout: 30_000,
+    });
+    assert.equal(bad.status, 2);
+    assert.equal(bad.stderr.trim().split('\n').length, 1, bad.stderr);
+    assert.match(
+      bad.stderr,
+      /--at 12:00: the recording has no such moment \(it spans 2026-11-24 05:12:12 – 05:13:54\)/,
+    );
+  },
+);
