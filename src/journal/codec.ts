@@ -1,0 +1,241 @@
+// The journal's lines, encoded and decoded — pure (no I/O): what a cockpit or watchdog observed and
+// judged, one JSON line per change, so a reader can rebuild the CockpitState of any moment
+// (docs/journal.md is the format). Every line is `{"v":1,"t":<ms on the run host's clock>,"k":<kind>,…}`
+// with v, t and k first, in that order, so a reader finds a line's time and kind without parsing it.
+//  - key:   the whole state (`s`), now and then, and first in every file: a reader starts there;
+//  - delta: what changed since the previous line's state (`d`, a patch: see diffState);
+//  - alert / clear / state / action / dump / restart / checkpoint / note: the events of that change,
+//    said once in words (the replay's markers; `grep` finds them) — derived from two states here.
+import type { CockpitState } from '../cockpit/state.js';
+import type { ReplayMarker } from '../replay/source.js';
+
+export const JOURNAL_VERSION = 1;
+
+export type RecordKind =
+  'open' | 'key' | 'delta' | 'alert' | 'clear' | 'state' | 'action' | 'dump' | 'restart' | 'checkpoint' | 'note';
+
+export interface JournalRecord {
+  v: number;
+  /** ms epoch on the run host's clock */
+  t: number;
+  k: RecordKind;
+  [field: string]: unknown;
+}
+
+/** One patch: what changed in an object (see diffState). */
+export type Patch = Record<string, unknown>;
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/** Deep equality of two JSON values (undefined members count as absent). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') {
+    // NaN and ±Infinity are written as null: equal once encoded
+    return typeof a === 'number' && typeof b === 'number' && !Number.isFinite(a) && !Number.isFinite(b);
+  }
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+    return true;
+  }
+  if (Array.isArray(b)) return false;
+  const ao = a as Record<string, unknown>;
+  const bo = b as Record<string, unknown>;
+  for (const k in ao) if (ao[k] !== undefined && !jsonEqual(ao[k], bo[k])) return false;
+  for (const k in bo) if (bo[k] !== undefined && ao[k] === undefined) return false;
+  return true;
+}
+
+/**
+ * An array's change: `{"$s":S,"$m":M,"$p":[…]}` — drop S items from the front, keep the next M,
+ * then append the items of $p. A sliding window (a series' recent points) and a grown list (the
+ * action log, a bucket list whose last bucket moved) cost only what is new.
+ */
+function diffArray(a: unknown[], b: unknown[]): { $s: number; $m: number; $p: unknown[] } {
+  let best = { s: 0, m: 0 };
+  while (best.m < a.length && best.m < b.length && jsonEqual(a[best.m], b[best.m])) best.m++;
+  if (best.m < b.length && b.length > 0) {
+    // a window that slid: the new array's first item further into the old one
+    for (let s = 1; s < a.length && a.length - s > best.m; s++) {
+      if (!jsonEqual(a[s], b[0])) continue;
+      let m = 1;
+      while (s + m < a.length && m < b.length && jsonEqual(a[s + m], b[m])) m++;
+      if (m > best.m) best = { s, m };
+      break;
+    }
+  }
+  return { $s: best.s, $m: best.m, $p: b.slice(best.m) };
+}
+
+/**
+ * What changed from `a` to `b`, or null when nothing did. For each changed member of an object:
+ * `[value]` (a one-item array) replaces it whole; `[]` removes it; an object is a patch of the
+ * object it was (both were objects); `{"$s","$m","$p"}` is an array's change (diffArray).
+ */
+export function diffState(a: Record<string, unknown>, b: Record<string, unknown>): Patch | null {
+  let out: Patch | null = null;
+  const set = (k: string, v: unknown) => ((out ??= {})[k] = v);
+  for (const k in b) {
+    const bv = b[k];
+    if (bv === undefined) continue;
+    const av = a[k];
+    if (av === undefined) set(k, [bv]);
+    else if (isObj(av) && isObj(bv)) {
+      const p = diffState(av, bv);
+      if (p) set(k, p);
+    } else if (Array.isArray(av) && Array.isArray(bv)) {
+      if (jsonEqual(av, bv)) continue;
+      const d = diffArray(av, bv);
+      // a change as big as the array is written whole
+      set(k, d.$p.length >= bv.length ? [bv] : d);
+    } else if (!jsonEqual(av, bv)) set(k, [bv]);
+  }
+  for (const k in a) if (a[k] !== undefined && b[k] === undefined) set(k, []);
+  return out;
+}
+
+/** `a` with `patch` applied (a new object; `a` itself is never changed). Throws on a malformed patch. */
+export function applyPatch(a: Record<string, unknown>, patch: Patch): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const k in patch) {
+    const p = patch[k];
+    if (Array.isArray(p)) {
+      if (p.length === 0) delete out[k];
+      else out[k] = p[0];
+    } else if (isObj(p) && '$p' in p) {
+      const old = Array.isArray(out[k]) ? (out[k] as unknown[]) : [];
+      const s = Number(p.$s ?? 0);
+      const m = Number(p.$m ?? 0);
+      if (!Array.isArray(p.$p) || s + m > old.length) throw new Error(`bad array patch at ${k}`);
+      out[k] = [...old.slice(s, s + m), ...p.$p];
+    } else if (isObj(p)) out[k] = applyPatch(isObj(out[k]) ? (out[k] as Record<string, unknown>) : {}, p);
+    else throw new Error(`bad patch at ${k}`);
+  }
+  return out;
+}
+
+/** The state as the journal keeps it: plain JSON (what JSON.stringify keeps), `at` in the record's t. */
+export function plainState(s: CockpitState): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(s)) as Record<string, unknown>;
+}
+
+/** How often the GPU and host samples are kept (a change of status is kept at once). */
+export const SAMPLE_EVERY_MS = 10_000;
+
+/**
+ * The state to record: the GPU and host samples of the last recorded state are kept until
+ * SAMPLE_EVERY_MS has passed since they were taken (or the GPU's status changed): a modest cadence
+ * for readings that move every poll. `sampledAt` is when the recorded samples were taken.
+ */
+export function throttleSamples(
+  prev: CockpitState | null,
+  next: CockpitState,
+  sampledAt: number,
+  everyMs = SAMPLE_EVERY_MS,
+): { state: CockpitState; sampled: boolean } {
+  if (!prev || next.at - sampledAt >= everyMs || (prev.gpu?.status ?? null) !== (next.gpu?.status ?? null))
+    return { state: next, sampled: true };
+  return { state: { ...next, gpu: prev.gpu, hostStats: prev.hostStats, self: prev.self }, sampled: false };
+}
+
+/** One line of the journal (no newline). v, t and k lead. */
+export function encodeRecord(t: number, k: RecordKind, fields: Record<string, unknown> = {}): string {
+  return JSON.stringify({ v: JOURNAL_VERSION, t: Math.round(t), k, ...fields });
+}
+
+const HEAD_RE = /^\{"v":(\d+),"t":(-?\d+),"k":"([a-z]+)"/;
+
+/** A line's version, time and kind without parsing it (null: not a journal line). */
+export function peekRecord(line: string): { v: number; t: number; k: RecordKind } | null {
+  const m = HEAD_RE.exec(line);
+  return m ? { v: Number(m[1]), t: Number(m[2]), k: m[3] as RecordKind } : null;
+}
+
+/** One line parsed; null when it is not a journal record this version reads. */
+export function decodeRecord(line: string): JournalRecord | null {
+  let r: unknown;
+  try {
+    r = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  if (!isObj(r) || typeof r.t !== 'number' || typeof r.k !== 'string' || r.v !== JOURNAL_VERSION) return null;
+  return r as JournalRecord;
+}
+
+/** The state a keyframe or a delta leads to; `base` is the state before (null for a keyframe). */
+export function stateOfRecord(base: Record<string, unknown> | null, r: JournalRecord): Record<string, unknown> | null {
+  if (r.k === 'key' && isObj(r.s)) return { ...r.s, at: r.t };
+  if (r.k === 'delta' && base && isObj(r.d)) return { ...applyPatch(base, r.d), at: r.t };
+  if (r.k === 'delta' && base) return { ...base, at: r.t };
+  return null;
+}
+
+// --------------------------------------------------------------------------- events of a change
+
+const alertLine = (a: { severity: string; title: string }) => `${a.severity} ${a.title}`;
+
+/**
+ * The events between two consecutive states, each one record (without v and t): alerts raised
+ * (or changed in severity) and cleared, the run state's changes with its why, new actions.jsonl
+ * records, stack dumps, run segments (restarts) and complete checkpoints. prev null: the first
+ * state — its alerts and state are said, its history is not (it is in the keyframe).
+ */
+export function eventsOf(prev: CockpitState | null, next: CockpitState): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  const before = new Map((prev?.alerts ?? []).map((a) => [a.id, a]));
+  for (const a of next.alerts) {
+    const b = before.get(a.id);
+    if (!b || b.severity !== a.severity)
+      out.push({ k: 'alert', id: a.id, severity: a.severity, title: a.title, rank: a.rank ?? null });
+  }
+  const now = new Set(next.alerts.map((a) => a.id));
+  for (const [id, b] of before) if (!now.has(id)) out.push({ k: 'clear', id, severity: b.severity, title: b.title });
+  if (!prev || prev.runState !== next.runState)
+    out.push({ k: 'state', from: prev?.runState ?? null, to: next.runState, why: next.runStateWhy });
+  if (prev) {
+    const seen = new Set(prev.actions.map((a) => JSON.stringify(a)));
+    for (const a of next.actions) if (!seen.has(JSON.stringify(a))) out.push({ k: 'action', rec: a });
+    const dumps = new Set(prev.run.dumps.map((d) => d.name));
+    for (const d of next.run.dumps)
+      if (!dumps.has(d.name)) out.push({ k: 'dump', file: d.name, rank: d.rank, pid: d.pid, dumpKind: d.kind });
+    const segs = prev.run.segments.length;
+    for (const s of next.run.segments.slice(segs))
+      if (s.index > 0) out.push({ k: 'restart', segment: s.index, cause: s.cause, step: s.firstStep });
+    const ck = new Set(prev.run.checkpoints.filter((c) => c.complete).map((c) => c.name));
+    for (const c of next.run.checkpoints)
+      if (c.complete && !ck.has(c.name)) out.push({ k: 'checkpoint', name: c.name, step: c.step });
+  }
+  return out;
+}
+
+/** The replay marker an event record is, or null (key, delta, open, note). */
+export function markerOf(r: JournalRecord): ReplayMarker | null {
+  const s = (x: unknown) => (x === null || x === undefined ? '' : String(x));
+  switch (r.k) {
+    case 'alert':
+      return { at: r.t, kind: 'alert', label: alertLine(r as never) };
+    case 'clear':
+      return { at: r.t, kind: 'clear', label: `cleared ${s(r.title)}` };
+    case 'state':
+      return { at: r.t, kind: 'state', label: `${r.from ? `${s(r.from)} → ` : ''}${s(r.to)}` };
+    case 'action': {
+      const a = isObj(r.rec) ? r.rec : {};
+      const who = isObj(a.who) ? s(a.who.user) : '';
+      return { at: r.t, kind: 'action', label: `${s(a.action)}${who ? ` by ${who}` : ''}: ${s(a.result)}` };
+    }
+    case 'dump':
+      return { at: r.t, kind: 'dump', label: `stack dump${r.rank !== null ? ` rank ${s(r.rank)}` : ''}: ${s(r.file)}` };
+    case 'restart':
+      return { at: r.t, kind: 'restart', label: `segment ${s(r.segment)} (${s(r.cause)}) from step ${s(r.step)}` };
+    case 'checkpoint':
+      return { at: r.t, kind: 'checkpoint', label: `checkpoint ${s(r.name)} (step ${s(r.step)})` };
+    default:
+      return null;
+  }
+}
+
+export type { Json };
