@@ -35,6 +35,8 @@ export interface CollectorOptions {
   procsIntervalMs?: number;
   /** data older than this (no successful poll, or a poll stuck) is shown as STALE (default max(3 × interval, 5 s)) */
   staleAfterMs?: number;
+  /** the journal's status, one line (src/journal): "recording to …", "recording by pid N", "not recording: …" */
+  journal?: () => string;
 }
 
 type Listener = (s: CockpitState) => void;
@@ -88,6 +90,7 @@ function changeKey(s: CockpitState): string {
     (s.requests ?? []).map((q) => `${q.id}:${q.state}:${q.updatedAt}`).join(','),
     JSON.stringify(s.conn),
     s.collectError,
+    s.journal,
     s.noStepSinceMs,
     s.advancing,
     s.rankHealth?.map((r) => `${r.rank}:${r.health}:${r.why}`).join(','),
@@ -341,6 +344,7 @@ export class Collector {
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },
       caps: { pySpy: this.pySpy },
       collectError: errors.length ? errors.join('; ') : null,
+      ...(this.o.journal ? { journal: this.o.journal() } : {}),
     };
     // Data older than the stale limit (the host unreachable, polls failing): STALE with its age,
     // never the last live-looking verdict.

@@ -27,6 +27,8 @@ import { CliError } from './errors.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { makePager } from './pager.js';
 import { progressLine } from './progress.js';
+import { JournalRecorder, type RecordChoice } from '../journal/index.js';
+import { VERSION } from '../cli.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -59,6 +61,8 @@ export interface CockpitSession {
   actor?: Actor | null;
   /** SGR mouse reporting while the cockpit is on screen (default on; --no-mouse) */
   mouse?: boolean;
+  /** the run's journal (--no-record, --journal-max-mb); absent: recorded with the defaults */
+  record?: RecordChoice;
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -67,7 +71,20 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
   const gpu = gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
+  // the journal records what this cockpit shows (a one-frame print does not: it only looks)
+  const journal =
+    o.dirs && process.stdout.isTTY
+      ? new JournalRecorder({
+          host: o.host,
+          dirs: o.dirs,
+          as: 'cockpit',
+          readOnly: o.readOnly,
+          version: VERSION,
+          ...o.record,
+        })
+      : null;
   const collector = new Collector({
+    ...(journal ? { journal: () => journal.status } : {}),
     host: o.host,
     runDir: o.runDir,
     intervalMs: o.intervalMs,
@@ -96,6 +113,10 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       process.stderr.write(
         'nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n',
       );
+    if (journal) {
+      await journal.start();
+      collector.subscribe((st) => journal.record(st));
+    }
     collector.start();
     const actions = createActions({
       host: o.host,
@@ -194,6 +215,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
   } finally {
     collector.stop();
     gpu?.stop();
+    await journal?.close();
   }
 }
 
@@ -229,6 +251,7 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
       readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),
       mouse: a.mouse,
+      record: { noRecord: a.noRecord, maxMb: a.journalMaxMb },
       relaunch: async ({ removeStaleHalt }) => {
         const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly, judgeAdoption });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };

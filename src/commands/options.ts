@@ -42,8 +42,25 @@ export const PROFILES_OPTION = {
   profiles: { type: 'string', value: 'FILE', help: 'YAML file of extra/overriding profiles' },
 } as const satisfies Record<string, OptionSpec>;
 
+/** the journal's options (cockpit and watchdog; docs/journal.md) */
+export const RECORD_OPTIONS = {
+  'no-record': {
+    type: 'boolean',
+    help: "do not record the run's journal (<out_dir>/.nsa-top/journal.jsonl; recorded by default)",
+  },
+  'journal-max-mb': {
+    type: 'number',
+    value: 'MB',
+    min: 1,
+    max: 100000,
+    default: 32,
+    help: "the journal's cap, all its 4 rotated parts together (default 32)",
+  },
+} as const satisfies Record<string, OptionSpec>;
+
 export const COCKPIT_OPTIONS = {
   ...HOST_OPTIONS,
+  ...RECORD_OPTIONS,
   interval: {
     type: 'number',
     value: 'S',
@@ -70,6 +87,10 @@ export interface CockpitArgs {
   intervalS: number;
   /** mouse reporting in the cockpit (off with --no-mouse; absent: on) */
   mouse?: boolean;
+  /** --no-record: the journal is not written */
+  noRecord?: boolean;
+  /** --journal-max-mb */
+  journalMaxMb?: number;
 }
 
 /** the parsed options as the cockpit takes them */
@@ -82,6 +103,8 @@ export function cockpitArgs(
     interval: number;
     'read-only': boolean;
     'no-mouse': boolean;
+    'no-record'?: boolean;
+    'journal-max-mb'?: number;
   },
 ): CockpitArgs {
   return {
@@ -92,5 +115,7 @@ export function cockpitArgs(
     readOnly: v['read-only'],
     intervalS: v.interval,
     mouse: !v['no-mouse'],
+    noRecord: v['no-record'] === true,
+    journalMaxMb: v['journal-max-mb'],
   };
 }
