@@ -76,6 +76,8 @@ export class JournalRecorder {
   private readonly partMax: number;
   private lastPlain: Record<string, unknown> | null = null;
   private lastState: CockpitState | null = null;
+  /** the newest state the file holds (the pending lines lead on from it) */
+  private flushedState: CockpitState | null = null;
   private sampledAt = 0;
   private keyAt = 0;
   private sinceKeyBytes = 0;
@@ -178,6 +180,7 @@ export class JournalRecorder {
     this.needKey = true;
     this.lastPlain = null;
     this.lastState = null;
+    this.flushedState = null;
     this.status = `recording to ${this.root}/${NSA_DIR}/${JOURNAL_FILE}`;
     this.push('open', {
       as: this.o.as,
@@ -252,24 +255,25 @@ export class JournalRecorder {
     const { host } = this.o;
     let lines = this.pending;
     let size = this.pendingBytes;
+    // the pending lines lead from the state of the last flush to the newest one
+    const upTo = this.lastState;
+    const from = this.flushedState;
     this.pending = [];
     this.pendingBytes = 0;
     try {
       if (this.partBytes > 0 && this.partBytes + size > this.partMax) {
         await this.rotate();
-        // a new part begins with an open line and a whole state: a reader can start in it
-        if (this.lastState) {
-          const st = this.lastState;
-          const body = plainState(st);
+        // a new part begins with an open line and the whole state the pending deltas start from:
+        // a reader can start in it
+        if (from) {
+          const body = plainState(from);
           delete body.at;
           const head = [
             encodeRecord(host.now(), 'open', { as: this.o.as, pid: process.pid, host: hostname(), rotated: true }),
-            encodeRecord(st.at, 'key', { s: body }),
+            encodeRecord(from.at, 'key', { s: body }),
           ].map((l) => l + '\n');
           lines = [...head, ...lines];
           size += head.reduce((n, l) => n + Buffer.byteLength(l), 0);
-          this.keyAt = st.at;
-          this.sinceKeyBytes = 0;
         }
       }
       const data = lines.join('');
@@ -279,6 +283,7 @@ export class JournalRecorder {
       });
       this.partBytes += size;
       this.bytes += size;
+      this.flushedState = upTo;
     } catch (e) {
       this.status = `not recording: ${e instanceof Error ? e.message : String(e)}`;
       this.holding = false;
