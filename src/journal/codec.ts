@@ -70,10 +70,34 @@ function diffArray(a: unknown[], b: unknown[]): { $s: number; $m: number; $p: un
   return { $s: best.s, $m: best.m, $p: b.slice(best.m) };
 }
 
+/** One value's change: `[v]` replaces it, a patch object changes an object in place (diffState). */
+function diffValue(a: unknown, b: unknown): unknown {
+  if (isObj(a) && isObj(b)) return diffState(a, b) ?? {};
+  if (Array.isArray(a) && Array.isArray(b)) {
+    const d = diffArray(a, b);
+    // an array of as many items whose items changed in place (per-rank rows): only what changed in them
+    if (d.$s === 0 && a.length === b.length && d.$p.length > 0) {
+      const e: Record<string, unknown> = {};
+      let inPlace = false;
+      for (let i = d.$m; i < b.length; i++)
+        if (!jsonEqual(a[i], b[i])) {
+          e[i] = diffValue(a[i], b[i]);
+          inPlace ||= !Array.isArray(e[i]);
+        }
+      // items replaced whole (numbers, strings) are written as the array, whole or its tail
+      if (inPlace) return { $e: e };
+    }
+    // a change as big as the array is written whole
+    return d.$p.length >= b.length ? [b] : d;
+  }
+  return [b];
+}
+
 /**
  * What changed from `a` to `b`, or null when nothing did. For each changed member of an object:
  * `[value]` (a one-item array) replaces it whole; `[]` removes it; an object is a patch of the
- * object it was (both were objects); `{"$s","$m","$p"}` is an array's change (diffArray).
+ * object it was (both were objects); `{"$s","$m","$p"}` is an array's change (diffArray);
+ * `{"$e":{"i":change}}` changes items of an array of the same length in place, each as a member.
  */
 export function diffState(a: Record<string, unknown>, b: Record<string, unknown>): Patch | null {
   let out: Patch | null = null;
@@ -83,36 +107,43 @@ export function diffState(a: Record<string, unknown>, b: Record<string, unknown>
     if (bv === undefined) continue;
     const av = a[k];
     if (av === undefined) set(k, [bv]);
-    else if (isObj(av) && isObj(bv)) {
-      const p = diffState(av, bv);
-      if (p) set(k, p);
-    } else if (Array.isArray(av) && Array.isArray(bv)) {
-      if (jsonEqual(av, bv)) continue;
-      const d = diffArray(av, bv);
-      // a change as big as the array is written whole
-      set(k, d.$p.length >= bv.length ? [bv] : d);
-    } else if (!jsonEqual(av, bv)) set(k, [bv]);
+    else if (!jsonEqual(av, bv)) set(k, diffValue(av, bv));
   }
   for (const k in a) if (a[k] !== undefined && b[k] === undefined) set(k, []);
   return out;
+}
+
+/** `old` changed by one member's change `p` (see diffState); undefined: removed. */
+function applyValue(old: unknown, p: unknown, at: string): unknown {
+  if (Array.isArray(p)) return p.length === 0 ? undefined : p[0];
+  if (!isObj(p)) throw new Error(`bad patch at ${at}`);
+  if ('$p' in p) {
+    const arr = Array.isArray(old) ? old : [];
+    const s = Number(p.$s ?? 0);
+    const m = Number(p.$m ?? 0);
+    if (!Array.isArray(p.$p) || s + m > arr.length) throw new Error(`bad array patch at ${at}`);
+    return [...arr.slice(s, s + m), ...p.$p];
+  }
+  if ('$e' in p) {
+    if (!Array.isArray(old) || !isObj(p.$e)) throw new Error(`bad array patch at ${at}`);
+    const arr = [...old];
+    for (const i in p.$e) {
+      const n = Number(i);
+      if (!Number.isInteger(n) || n < 0 || n >= arr.length) throw new Error(`bad array patch at ${at}[${i}]`);
+      arr[n] = applyValue(arr[n], p.$e[i], `${at}[${i}]`);
+    }
+    return arr;
+  }
+  return applyPatch(isObj(old) ? old : {}, p);
 }
 
 /** `a` with `patch` applied (a new object; `a` itself is never changed). Throws on a malformed patch. */
 export function applyPatch(a: Record<string, unknown>, patch: Patch): Record<string, unknown> {
   const out: Record<string, unknown> = { ...a };
   for (const k in patch) {
-    const p = patch[k];
-    if (Array.isArray(p)) {
-      if (p.length === 0) delete out[k];
-      else out[k] = p[0];
-    } else if (isObj(p) && '$p' in p) {
-      const old = Array.isArray(out[k]) ? (out[k] as unknown[]) : [];
-      const s = Number(p.$s ?? 0);
-      const m = Number(p.$m ?? 0);
-      if (!Array.isArray(p.$p) || s + m > old.length) throw new Error(`bad array patch at ${k}`);
-      out[k] = [...old.slice(s, s + m), ...p.$p];
-    } else if (isObj(p)) out[k] = applyPatch(isObj(out[k]) ? (out[k] as Record<string, unknown>) : {}, p);
-    else throw new Error(`bad patch at ${k}`);
+    const v = applyValue(out[k], patch[k], k);
+    if (v === undefined) delete out[k];
+    else out[k] = v;
   }
   return out;
 }

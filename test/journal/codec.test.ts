@@ -67,6 +67,14 @@ test('a sliding window costs what is new, a grown list its new items', () => {
   assert.deepEqual(g, { actions: { $s: 0, $m: 2, $p: [3] } });
   // an array changed everywhere is written whole
   assert.deepEqual(diffState({ x: [1, 2] }, { x: [3, 4] }), { x: [[3, 4]] });
+  // per-rank rows changed in place: only what changed in them
+  const rows = (s0: number, s1: number) => [
+    { rank: 0, step: s0, pid: 10, file: 'heartbeat_rank0.jsonl' },
+    { rank: 1, step: s1, pid: 11, file: 'heartbeat_rank1.jsonl' },
+  ];
+  assert.deepEqual(diffState({ ranks: rows(5, 5) }, { ranks: rows(6, 5) }), { ranks: { $e: { 0: { step: [6] } } } });
+  assert.deepEqual(applyPatch({ ranks: rows(5, 5) }, { ranks: { $e: { 1: { step: [9] } } } }), { ranks: rows(5, 9) });
+  assert.throws(() => applyPatch({ ranks: rows(5, 5) }, { ranks: { $e: { 2: [1] } } }), /bad array patch/);
   // a removed member and a member set to null are not the same change
   assert.deepEqual(diffState({ a: 1, b: 2 }, { a: null }), { a: [null], b: [] });
   assert.throws(() => applyPatch({ x: [1] }, { x: { $s: 3, $m: 0, $p: [] } }), /bad array patch/);
