@@ -153,13 +153,21 @@ export function plainState(s: CockpitState): Record<string, unknown> {
   return JSON.parse(JSON.stringify(s)) as Record<string, unknown>;
 }
 
-/** How often the GPU and host samples are kept (a change of status is kept at once). */
+/** How often the readings that move every look are kept (a change that matters is kept at once). */
 export const SAMPLE_EVERY_MS = 10_000;
 
+/** what must be kept at once about the rank processes: which they are and their state (not CPU, RSS, age) */
+const procsKey = (s: CockpitState) =>
+  s.procs
+    ? `${s.procs.ranks.map((r) => `${r.rank}:${r.proc.pid}:${r.proc.startTime}:${r.proc.state}`).join(',')}|${s.procs.launcher?.pid ?? ''}|${s.procs.unproven?.length ?? 0}|${s.procs.error ?? ''}`
+    : 'none';
+
 /**
- * The state to record: the GPU and host samples of the last recorded state are kept until
- * SAMPLE_EVERY_MS has passed since they were taken (or the GPU's status changed): a modest cadence
- * for readings that move every poll. `sampledAt` is when the recorded samples were taken.
+ * The state to record: the readings that move at every look — the GPU and host samples, the rank
+ * processes' CPU, RSS and age, the straggler scores, the derived numbers (MFU), nsa-top's own cost —
+ * are kept from the last recorded state until SAMPLE_EVERY_MS has passed since they were taken,
+ * unless what matters changed: the GPUs' status, which processes are the ranks and their state, the
+ * rank the straggler view names. `sampledAt` is when the recorded samples were taken.
  */
 export function throttleSamples(
   prev: CockpitState | null,
@@ -167,9 +175,26 @@ export function throttleSamples(
   sampledAt: number,
   everyMs = SAMPLE_EVERY_MS,
 ): { state: CockpitState; sampled: boolean } {
-  if (!prev || next.at - sampledAt >= everyMs || (prev.gpu?.status ?? null) !== (next.gpu?.status ?? null))
+  if (
+    !prev ||
+    next.at - sampledAt >= everyMs ||
+    (prev.gpu?.status ?? null) !== (next.gpu?.status ?? null) ||
+    procsKey(prev) !== procsKey(next) ||
+    (prev.straggler?.straggler?.rank ?? null) !== (next.straggler?.straggler?.rank ?? null)
+  )
     return { state: next, sampled: true };
-  return { state: { ...next, gpu: prev.gpu, hostStats: prev.hostStats, self: prev.self }, sampled: false };
+  return {
+    state: {
+      ...next,
+      gpu: prev.gpu,
+      hostStats: prev.hostStats,
+      self: prev.self,
+      procs: prev.procs,
+      straggler: prev.straggler,
+      numbers: prev.numbers,
+    },
+    sampled: false,
+  };
 }
 
 /** One line of the journal (no newline). v, t and k lead. */

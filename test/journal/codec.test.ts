@@ -202,7 +202,7 @@ test('v, t and k lead every line; another version or a broken line is not read',
   assert.equal(peekRecord('not json'), null);
 });
 
-test('GPU and host samples are kept at a modest cadence; a change of GPU status at once', async () => {
+test('GPU, host and process samples are kept at a modest cadence; a change that matters at once', async () => {
   const s = await fixtureState('single');
   const g = (status: 'ok' | 'absent', at: number) => ({ status, at, gpus: [], latencyMs: 1 }) as never;
   const a = { ...s, at: 0, gpu: g('ok', 0) };
@@ -211,4 +211,11 @@ test('GPU and host samples are kept at a modest cadence; a change of GPU status 
   assert.equal(throttleSamples(a, b, 0).state.gpu, a.gpu);
   assert.equal(throttleSamples(a, { ...b, at: 10_000 }, 0).sampled, true);
   assert.equal(throttleSamples(a, { ...b, gpu: g('absent', 5000) }, 0).sampled, true);
+  // the rank processes' CPU waits for the cadence; another process, or a stopped one, does not
+  const procs = (pid: number, state: string, cpuPct: number) =>
+    ({ ranks: [{ rank: 0, proc: { pid, startTime: '9', state, cpuPct } }], launcher: null, unproven: [] }) as never;
+  const p0 = { ...a, procs: procs(10, 'R', 90) };
+  assert.equal(throttleSamples(p0, { ...b, procs: procs(10, 'R', 40) }, 0).state.procs, p0.procs);
+  assert.equal(throttleSamples(p0, { ...b, procs: procs(10, 'T', 0) }, 0).sampled, true);
+  assert.equal(throttleSamples(p0, { ...b, procs: procs(11, 'R', 90) }, 0).sampled, true);
 });
