@@ -439,7 +439,7 @@ async function bundleOn(
   // the bundle is recorded in the run's action log (audited); read-only writes the bundle, records nothing
   if (readOnlyMode()) {
     writeExclusive(out, gz);
-    process.stdout.write(`bundle: ${said}; not recorded in actions.jsonl: read-only\n`);
+    process.stdout.write(`bundle: ${said}; not recorded in the action log: read-only\n`);
     return 0;
   }
   const actor = await currentActor(host);
