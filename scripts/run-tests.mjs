@@ -38,6 +38,8 @@ const UNIT_TESTS = [
   'test/docs/design.test.ts',
   'test/docs/readme-keys.test.ts',
   'test/format.test.ts',
+  'test/journal/at.test.ts',
+  'test/journal/codec.test.ts',
   'test/fuzz/bounds.test.ts',
   'test/remote/channels.test.ts',
   'test/remote/frames.test.ts',

@@ -38,6 +38,8 @@ export interface CollectorOptions {
   staleAfterMs?: number;
   /** a multi-node run (--node): the other nodes' ranks, merged by the observation */
   nodes?: NodeProcesses | null;
+  /** the journal's status, one line (src/journal): "recording to …", "recording by pid N", "not recording: …" */
+  journal?: () => string;
 }
 
 type Listener = (s: CockpitState) => void;
@@ -91,6 +93,7 @@ function changeKey(s: CockpitState): string {
     (s.requests ?? []).map((q) => `${q.id}:${q.state}:${q.updatedAt}`).join(','),
     JSON.stringify(s.conn),
     s.collectError,
+    s.journal,
     s.noStepSinceMs,
     s.advancing,
     s.rankHealth?.map((r) => `${r.rank}:${r.health}:${r.why}`).join(','),
@@ -345,6 +348,7 @@ export class Collector {
       stepsAtRisk: { steps: risk.lost, lastCheckpointStep: risk.lastCheckpointStep, savesOnHalt: risk.savesOnHalt },
       caps: { pySpy: this.pySpy },
       collectError: errors.length ? errors.join('; ') : null,
+      ...(this.o.journal ? { journal: this.o.journal() } : {}),
     };
     // Data older than the stale limit (the host unreachable, polls failing): STALE with its age,
     // never the last live-looking verdict.

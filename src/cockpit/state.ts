@@ -70,6 +70,8 @@ export interface CockpitState extends Partial<Judged> {
   stepsAtRisk?: { steps: number | null; lastCheckpointStep: number | null; savesOnHalt?: boolean } | null;
   /** what the host can do: py-spy installed (null: not probed yet) */
   caps?: { pySpy: boolean | null };
+  /** the run's journal as this cockpit records it (docs/journal.md): "recording to …", "recording by pid N (…)", "not recording: why" */
+  journal?: string;
   /** the last collection problem (a failed poll, an unreadable actions log), one line */
   collectError?: string | null;
   /**

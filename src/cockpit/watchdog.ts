@@ -27,7 +27,7 @@ import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
 import type { MetricsExporter } from './metrics-server.js';
-import { Observer, type Observation } from './observe.js';
+import { Observer, type Judged, type Observation } from './observe.js';
 import { ProcsCadence } from './procsdue.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
@@ -51,6 +51,8 @@ export interface WatchdogOptions {
   notify?: Omit<NotifyOptions, 'ctx' | 'log' | 'warn'> | null;
   /** the Prometheus surface (--metrics-listen / --metrics-file): handed each round's look, started by the caller */
   exporter?: MetricsExporter | null;
+  /** the run's journal (src/journal): handed each round's look; its status goes in the start line */
+  journal?: { status: string; look(looked: Judged): Promise<void> } | null;
 }
 
 /** how long an exiting watchdog keeps delivering what is queued (its last "cleared" messages) */
@@ -176,6 +178,7 @@ export class Watchdog {
       takeOver: !once && !!this.o.takeOverAs,
       ...(this.notifier ? { notify: this.notifier.describe() } : {}),
       ...(this.o.exporter ? { metrics: this.o.exporter.describe() } : {}),
+      ...(this.o.journal ? { journal: this.o.journal.status } : {}),
     });
     try {
       let errors = 0;
@@ -191,6 +194,7 @@ export class Watchdog {
             observedWhy(looked, looked.ev, unjudgeable(looked.run, this.outDir)),
           );
           this.o.exporter?.round(looked, performance.now() - t0);
+          await this.o.journal?.look(looked);
           await this.decide(looked.run, looked.procs, looked.ev);
           await this.reportTakeOver(looked);
           errors = 0;

@@ -23,6 +23,11 @@ import { storyReadme, type StoryEvent } from '../bundle/story.js';
 import { safeName, tarGz, tarSize, type TarEntry } from '../bundle/tar.js';
 import { PACKAGE_ROOT } from '../self.js';
 import { sanitize } from '../sanitize.js';
+import { encodeRecord, plainState } from '../journal/codec.js';
+import { journalSource, type JournalSource } from '../journal/index.js';
+import { currentActor } from '../trainer/control/actions.js';
+import { audited } from '../trainer/control/audit.js';
+import { readOnlyMode } from '../trainer/control/ownfiles.js';
 
 export const command = defineCommand({
   name: 'bundle',
@@ -232,6 +237,8 @@ async function bundleOn(
         continue;
       }
       if (parts.length > 1 && parts[0] !== '.nsa-top') continue; // other subdirs (tb events): not carried
+      // the journal is carried as its windows around the critical alerts (below), not whole
+      if (root.dir === dirs.outDir && JOURNAL_NAME.test(f.rel)) continue;
       if (f.nlink > 1) {
         refused.push(
           `\`${sanitize(shown)}\`: a hard link (${f.nlink} names) — may be a file outside the run, not read`,
@@ -303,6 +310,18 @@ async function bundleOn(
         });
     } else if (f.length)
       refused.push(`\`${sanitize(adopted)}\` (the adoption's stdout): not a regular file with one name — not read`);
+  }
+  // the journal around each critical alert: what nsa-top saw from 2 minutes before to 1 minute after
+  const jsrc = await journalSource(host, st.obs.dirs).catch((e: Error) => {
+    notes.push(`the journal could not be read: ${sanitize(e.message)}`);
+    return null;
+  });
+  if (!jsrc) notes.push('no journal: nothing recorded this run (a cockpit or watchdog on its host records one)');
+  else {
+    const ws = await journalWindows(jsrc);
+    for (const w of ws) add({ name: w.name, data: w.data, mtimeMs: w.to, cuttable: true, note: w.note });
+    if (ws.length === 0)
+      notes.push(`no critical alert in the journal (${sanitize(jsrc.origin)}): no journal window carried`);
   }
   add({
     name: 'checkpoints.txt',
@@ -416,11 +435,64 @@ async function bundleOn(
     ...kept.map((i) => ({ name: i.name, data: i.data, mtimeMs: i.mtimeMs })),
   ];
   const gz = tarGz(entries);
-  writeExclusive(out, gz);
+  const said = `${out} (${gz.length} bytes, ${entries.length} files${cut.length ? `, ${cut.length} cut to fit ${maxBytes} bytes` : ''}${refused.length ? `, ${refused.length} refused` : ''})`;
+  // the bundle is recorded in the run's action log (audited); read-only writes the bundle, records nothing
+  if (readOnlyMode()) {
+    writeExclusive(out, gz);
+    process.stdout.write(`bundle: ${said}; not recorded in the action log: read-only\n`);
+    return 0;
+  }
+  const actor = await currentActor(host);
+  const rec = await audited(
+    host,
+    st.obs.dirs,
+    { actor, action: 'bundle', target: { path: out, bytes: gz.length, files: entries.length } },
+    async () => {
+      writeExclusive(out, gz);
+      return { result: 'ok', detail: `bundle written: ${said}` };
+    },
+  );
+  if (rec.result !== 'ok') throw new CliError(`bundle: ${rec.detail}`, 2);
   process.stdout.write(
-    `bundle: ${out} (${gz.length} bytes, ${entries.length} files${cut.length ? `, ${cut.length} cut to fit ${maxBytes} bytes` : ''}${refused.length ? `, ${refused.length} refused` : ''})\n`,
+    `bundle: ${said}${rec.notLogged !== undefined ? `; NOT logged: ${sanitize(rec.notLogged)}` : ''}\n`,
   );
   return 0;
+}
+
+const JOURNAL_NAME = /^\.nsa-top\/journal(\.\d+)?\.(jsonl|lock)$/;
+/** the journal window around a critical alert: from this long before it to this long after */
+const WINDOW_BEFORE_MS = 120_000;
+const WINDOW_AFTER_MS = 60_000;
+
+/** Each critical alert's window of the journal (overlapping windows merged), each file readable
+ *  from its start: the state at its start as a keyframe, then the journal's lines after it. */
+async function journalWindows(src: JournalSource): Promise<{ name: string; data: Buffer; to: number; note: string }[]> {
+  const spans: { from: number; to: number; alerts: string[] }[] = [];
+  for (const m of src.markers) {
+    if (m.kind !== 'alert' || !m.label.startsWith('critical ')) continue;
+    const from = Math.max(src.span.start, m.at - WINDOW_BEFORE_MS);
+    const to = Math.min(src.span.end, m.at + WINDOW_AFTER_MS);
+    const last = spans.at(-1);
+    if (last && from <= last.to) {
+      last.to = Math.max(last.to, to);
+      last.alerts.push(m.label);
+    } else spans.push({ from, to, alerts: [m.label] });
+  }
+  const out = [];
+  for (const w of spans) {
+    const s0 = await src.stateAt(w.from);
+    const body = plainState(s0);
+    delete body.at;
+    const lines = [encodeRecord(s0.at, 'key', { s: body }), ...src.linesBetween(s0.at + 1, w.to)];
+    const iso = new Date(w.from).toISOString().replace(/[:.]/g, '-');
+    out.push({
+      name: `journal/window-${iso}.jsonl`,
+      data: Buffer.from(lines.join('\n') + '\n'),
+      to: w.to,
+      note: `the journal ${new Date(w.from).toISOString()} – ${new Date(w.to).toISOString()} around ${w.alerts.slice(0, 3).join('; ')}`,
+    });
+  }
+  return out;
 }
 
 /** The ends of a root's files in one poll, each kept only if it is still the file listed (same inode, one name). */

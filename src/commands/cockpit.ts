@@ -29,6 +29,8 @@ import { makePager } from './pager.js';
 import { progressLine } from './progress.js';
 import { nodeListOf, openNodes } from './nodes.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { JournalRecorder, type RecordChoice } from '../journal/index.js';
+import { VERSION } from '../cli.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -63,6 +65,8 @@ export interface CockpitSession {
   mouse?: boolean;
   /** a multi-node run (--node): every node's ranks (the host above is the first node's) */
   nodes?: NodeProcesses | null;
+  /** the run's journal (--no-record, --journal-max-mb); absent: recorded with the defaults */
+  record?: RecordChoice;
 }
 
 const ALT_ON = '\x1b[?1049h\x1b[H\x1b[?25l';
@@ -71,7 +75,20 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
   const gpu = gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
+  // the journal records what this cockpit shows (a one-frame print does not: it only looks)
+  const journal =
+    o.dirs && process.stdout.isTTY
+      ? new JournalRecorder({
+          host: o.host,
+          dirs: o.dirs,
+          as: 'cockpit',
+          readOnly: o.readOnly,
+          version: VERSION,
+          ...o.record,
+        })
+      : null;
   const collector = new Collector({
+    ...(journal ? { journal: () => journal.status } : {}),
     host: o.host,
     runDir: o.runDir,
     intervalMs: o.intervalMs,
@@ -101,6 +118,10 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       process.stderr.write(
         'nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n',
       );
+    if (journal) {
+      await journal.start();
+      collector.subscribe((st) => journal.record(st));
+    }
     collector.start();
     const actions = createActions({
       host: o.host,
@@ -199,6 +220,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
   } finally {
     collector.stop();
     gpu?.stop();
+    await journal?.close();
   }
 }
 
@@ -236,6 +258,7 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
       readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),
       mouse: a.mouse,
+      record: { noRecord: a.noRecord, maxMb: a.journalMaxMb },
       relaunch: async ({ removeStaleHalt }) => {
         const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly, judgeAdoption });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };

@@ -59,9 +59,26 @@ export const NODE_OPTIONS = {
   },
 } as const satisfies Record<string, OptionSpec>;
 
+/** the journal's options (cockpit and watchdog; docs/journal.md) */
+export const RECORD_OPTIONS = {
+  'no-record': {
+    type: 'boolean',
+    help: "do not record the run's journal (<out_dir>/.nsa-top/journal.jsonl; recorded by default)",
+  },
+  'journal-max-mb': {
+    type: 'number',
+    value: 'MB',
+    min: 1,
+    max: 100000,
+    default: 32,
+    help: "the journal's cap, all its 4 rotated parts together (default 32)",
+  },
+} as const satisfies Record<string, OptionSpec>;
+
 export const COCKPIT_OPTIONS = {
   ...HOST_OPTIONS,
   ...NODE_OPTIONS,
+  ...RECORD_OPTIONS,
   interval: {
     type: 'number',
     value: 'S',
@@ -91,6 +108,10 @@ export interface CockpitArgs {
   /** --node (in order) and --nodes: a multi-node run */
   node?: string[];
   nodes?: string;
+  /** --no-record: the journal is not written */
+  noRecord?: boolean;
+  /** --journal-max-mb */
+  journalMaxMb?: number;
 }
 
 /** the parsed options as the cockpit takes them */
@@ -105,6 +126,8 @@ export function cockpitArgs(
     'no-mouse': boolean;
     node?: string[];
     nodes?: string;
+    'no-record'?: boolean;
+    'journal-max-mb'?: number;
   },
 ): CockpitArgs {
   return {
@@ -117,5 +140,7 @@ export function cockpitArgs(
     mouse: !v['no-mouse'],
     ...(v.node ? { node: v.node } : {}),
     ...(v.nodes ? { nodes: v.nodes } : {}),
+    noRecord: v['no-record'] === true,
+    journalMaxMb: v['journal-max-mb'],
   };
 }

@@ -40,6 +40,7 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeListOf, nodesJson, openNodes } from './nodes.js';
+import { statusAt } from './status-at.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -107,6 +108,13 @@ export const command = defineCommand({
   options: {
     json: { type: 'boolean', help: 'the RunSnapshot plus `state` and `alerts` as JSON (fields: docs/status-json.md)' },
     full: { type: 'boolean', help: 'read the whole history of huge files first (series, segments)' },
+    at: {
+      type: 'string',
+      value: 'TIME',
+      needs: 'a time (ISO 8601 or HH:MM[:SS] local) or step=N',
+      help: `what nsa-top said at TIME (ISO 8601, HH:MM[:SS] local, or step=N), from the run's
+journal (docs/journal.md); exit 2 when there is none or TIME is outside it`,
+    },
     ...HOST_OPTIONS,
     ...NODE_OPTIONS,
   },
@@ -146,6 +154,7 @@ export async function run(argv: string[]): Promise<number> {
   const host =
     spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
   try {
+    if (a.values.at !== undefined) return await statusAt(host, a.positional, a.values.at, json);
     return await statusOn(host, a.positional, json, full, new Checker(t));
   } finally {
     await host.close().catch(() => {});

@@ -12,7 +12,8 @@ import { thresholdsFromEnv, unjudgeable } from '../checks/index.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import { defineCommand, parseCommand } from './args.js';
-import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
+import { HOST_OPTIONS, hostSpecOf, RECORD_OPTIONS, RUN_DIR_ARG } from './options.js';
+import { watchJournal } from '../journal/index.js';
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { CliError, orCliError } from './errors.js';
@@ -118,6 +119,7 @@ metric list: docs/prometheus.md)`,
 whole by rename; only a file nsa-top wrote is ever replaced)`,
     },
     'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
+    ...RECORD_OPTIONS,
     ...HOST_OPTIONS,
   },
   about: `Watches a run with the cockpit's rules, headless (a replacement for the trainer's
@@ -151,6 +153,9 @@ carrier (the supervisor or an agent) died: a new nsa-top agent carries it on (au
            (delivered|failed|rejected|dropped|held), attempt, error, retryInS, undelivered, dropped
   deadman  target, result (pinging|failed|withheld), why  (said when it changes)
   exit     state, why, reason, code, notify {delivered, undelivered, dropped, deadmanPings}
+The start line's journal says whether this watchdog records the run's journal
+(<out_dir>/.nsa-top/journal.jsonl, docs/journal.md): "recording to …", "recording by pid N
+(cockpit)" (one writer per run), or "not recording: --no-record".
 
 Alert delivery (--notify, --notify-cmd): one message per alert raised at --notify-level or above,
 naming the run's state and why, and the rank; one "cleared" message when it clears, or when the run
@@ -227,6 +232,15 @@ export async function run(argv: string[]): Promise<number> {
         throw new CliError(`watchdog: ${e.message}`, 2);
       });
     }
+    // the journal (a looping watchdog records what it judged, as a cockpit does; --once only looks)
+    const journal = a.once
+      ? null
+      : await watchJournal(host, dirs, {
+          noRecord: a['no-record'],
+          maxMb: a['journal-max-mb'],
+          readOnly,
+          version: VERSION,
+        });
     const wd = new Watchdog(host, dirs, {
       halt,
       dumpOnStall,
@@ -238,11 +252,13 @@ export async function run(argv: string[]): Promise<number> {
       readOnly,
       notify,
       exporter,
+      journal,
     });
     try {
       return await wd.loop(a.once);
     } finally {
       gpu?.stop();
+      await journal?.close();
     }
   } finally {
     await exporter?.close();

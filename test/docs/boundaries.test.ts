@@ -156,6 +156,22 @@ test('src/bundle is pure (the command reads through the Host and writes the file
   assert.deepEqual([...bad, ...up.map((e) => `${e.from} → ${e.to}`)], []);
 });
 
+test('src/journal: its lines (codec.ts) and the --at moment (at.ts) are pure; it writes only through src/trainer/control/ownfiles.ts (no fs or processes of its own) and never imports src/ui or src/commands', () => {
+  const pure = ['src/journal/codec.ts', 'src/journal/at.ts'].flatMap(ioReached);
+  const own = valueEdges.filter((e) => e.from.startsWith('src/journal/') && IO.test(e.to));
+  const up = edges.filter((e) => e.from.startsWith('src/journal/') && /^src\/(ui|commands)\//.test(e.to));
+  const writes = files
+    .filter(under('src/journal/'))
+    // a Host's own write calls (host.writeFile, .writeOwn, .remove…): only ownfiles.ts makes them
+    .filter((f) =>
+      /\.(writeFile|appendFile|writeOwn|removeOwn|mkdirp|remove)\(/.test(readFileSync(join(ROOT, f), 'utf8')),
+    );
+  assert.deepEqual(
+    [...pure, ...own.map((e) => `${e.from} → ${e.to}`), ...up.map((e) => `${e.from} → ${e.to}`), ...writes],
+    [],
+  );
+});
+
 test('data never imports the UI or the cockpit: src/trainer, src/remote and src/checks stand without them', () => {
   const bad = edges.filter((e) => /^src\/(trainer|remote|checks)\//.test(e.from) && /^src\/(ui|cockpit)\//.test(e.to));
   assert.deepEqual(

@@ -215,7 +215,7 @@ test(
     }
     const copy = join(cwd, 'fixture');
     spawnSync('cp', ['-r', FIXTURE, copy]);
-    const before = readdirSync(copy, { recursive: true }).length;
+    const before = readdirSync(copy, { recursive: true }).map(String);
     const out = join(cwd, 'fx.tar.gz');
     const r = nsaTop(['bundle', copy, '-o', out]);
     assert.equal(r.status, 0, r.stderr);
@@ -229,7 +229,17 @@ test(
     assert.match(md, /State now: \*\*HALTED\*\*/);
     assert.match(md, /DUMP rank \? \(no claim names it\)/);
     assert.match(md, /\.HALT written in the run dir/);
-    assert.equal(readdirSync(copy, { recursive: true }).length, before, 'nothing written into the run');
+    // nothing written into the run but the bundle's own record in nsa-top's action log
+    const added = readdirSync(copy, { recursive: true })
+      .map(String)
+      .filter((n) => !before.includes(n));
+    assert.deepEqual(
+      added.filter((n) => n !== '.nsa-top' && n !== join('.nsa-top', 'actions.jsonl')),
+      [],
+      'nothing written into the run',
+    );
+    const log = readFileSync(join(copy, '.nsa-top', 'actions.jsonl'), 'utf8');
+    assert.match(log, /"action":"bundle","target":\{[^\n]*"path":"[^"]*fx\.tar\.gz"[^\n]*"result":"ok"/);
   },
 );
 

@@ -306,6 +306,26 @@ export async function ownRemoveLocal(root: string, rel: string): Promise<void> {
   }
 }
 
+/** Renames `from` to `to`, both names in the same directory below `root` (a journal rotated); a link at
+ * either name is renamed or replaced itself, never followed; anything but a regular file at `from` is refused. */
+export async function ownRenameLocal(root: string, from: string, to: string): Promise<void> {
+  const [sub, name] = splitOwnRel(from);
+  const [sub2, name2] = splitOwnRel(to);
+  if (sub !== sub2) throw ownError('EINVAL', join(root, to), 'a rename stays in its directory');
+  const d = await openDirs(root, sub, false);
+  try {
+    const st = await fs.lstat(d.at(name));
+    if (!st.isFile()) throw ownError('EPERM', join(root, from), 'is not a regular file: refused');
+    await fs.rename(d.at(name), d.at(name2));
+  } catch (e) {
+    if ((e as OwnError).path) throw e;
+    throw explain(e, join(root, from), 'file');
+  } finally {
+    if (d.dir !== d.root) await d.dir.close().catch(() => {});
+    await d.root.close().catch(() => {});
+  }
+}
+
 // ------------------------------------------------------------------ synchronous (the supervisor)
 
 function openDirsSync(root: string, sub: string | null, create = true): Dirs<number> {

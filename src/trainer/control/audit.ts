@@ -89,6 +89,7 @@ const KINDS = new Set<string>([
   'adopt',
   'cancel-request',
   'stop',
+  'bundle',
 ]);
 const RESULTS = new Set<string>(['started', 'ok', 'partial', 'failed', 'refused']);
 

@@ -12,7 +12,12 @@ import { constants, lstatSync, mkdirSync } from 'node:fs';
 import { lstat, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import type { Host, OwnWriteDone, OwnWriteMode } from '../../remote/host.js';
-import { ownOpenAppendLocalSync, ownRemoveLocalSync, ownWriteLocalSync } from '../../remote/local/ownfiles.js';
+import {
+  ownOpenAppendLocalSync,
+  ownRemoveLocalSync,
+  ownRenameLocal,
+  ownWriteLocalSync,
+} from '../../remote/local/ownfiles.js';
 import { LOG_NAMES, NSA_DIR } from '../run/readers/names.js';
 import { holdsRun, runRootProblem } from '../run/rundirs.js';
 
@@ -162,6 +167,28 @@ export async function removeOwn(host: Host, root: string, rel: string, opts: Own
   const path = await guard(host, root, rel, { ...opts, fresh: true });
   try {
     await host.removeOwn(root, rel);
+  } catch (e) {
+    rethrow(path, e);
+  }
+}
+
+/**
+ * Renames one of nsa-top's own files to another own name in the same directory (a journal part
+ * rotated): both names guarded, a link never followed. On this machine only (the journal is written
+ * on the run's host).
+ */
+export async function renameOwn(
+  host: Host,
+  root: string,
+  from: string,
+  to: string,
+  opts: OwnWriteOptions = {},
+): Promise<void> {
+  await guard(host, root, to, opts);
+  const path = await guard(host, root, from, opts);
+  if (host.kind !== 'local') throw new OwnWriteError(path, 'renamed on this machine only', 'ENOTSUP');
+  try {
+    await ownRenameLocal(root, from, to);
   } catch (e) {
     rethrow(path, e);
   }

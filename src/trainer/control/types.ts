@@ -27,7 +27,9 @@ export type ActionKind =
   /** nsa-top recorded the launch of a run it did not start (src/trainer/launch/adopt.ts) */
   | 'adopt'
   | 'cancel-request'
-  | 'stop';
+  | 'stop'
+  /** nsa-top bundle wrote a bundle of the run: target {path} (the file, on the machine that ran it) */
+  | 'bundle';
 
 /** One line of <run>/.nsa-top/actions.jsonl */
 export interface ActionRecord {

@@ -42,6 +42,11 @@ export function footerLine(
   const r = renderMs ?? self.renderMs;
   if (r != null) cost.push(`render ${r.toFixed(0)}ms`);
   if (self.telemetryLatencyMs != null) cost.push(`telem ${self.telemetryLatencyMs.toFixed(0)}ms`);
+  // the journal: "rec" when this cockpit records, "rec:pid N" when another does (docs/journal.md)
+  if (s.journal) {
+    const by = /^recording by pid (\d+)/.exec(s.journal)?.[1];
+    cost.push(s.journal.startsWith('recording to') ? 'rec' : by ? `rec:pid ${by}` : 'no rec');
+  }
   const right: Line = cost.length
     ? [t(w >= 120 ? `nsa-top ${cost.join(' ')}` : cost.slice(0, 2).join(' '), 'dim')]
     : [];

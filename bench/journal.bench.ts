@@ -1,0 +1,111 @@
+// The journal's cost (docs/journal.md): two cockpits on one live 2-rank reference run, side by side in
+// the same minute — one recording the journal, one with --no-record — their CPU (% of one core) and
+// RSS, and the journal's bytes per hour of that run (extrapolated from the window). Targets:
+// recording costs < 10 % of the cockpit's CPU, and the journal stays within its cap (4 parts of
+// --journal-max-mb / 4). NSA_BENCH_SECONDS sets the window (default 60).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pty from 'node-pty';
+
+const BIN = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
+const SECONDS = Number(process.env.NSA_BENCH_SECONDS ?? 60);
+const TICK = 100; // clock ticks per second (Linux USER_HZ)
+
+function stat(pid: number): { cpu: number; rssMiB: number } | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+    return { cpu: (Number(f[11]) + Number(f[12])) / TICK, rssMiB: rss };
+  } catch {
+    return null;
+  }
+}
+
+function journalBytes(out: string): number {
+  try {
+    return readdirSync(join(out, '.nsa-top'))
+      .filter((n) => /^journal(\.\d+)?\.jsonl$/.test(n))
+      .reduce((n, f) => n + statSync(join(out, '.nsa-top', f)).size, 0);
+  } catch {
+    return 0;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const dir = mkdtempSync(join(tmpdir(), 'nsa-top-bench-journal-'));
+const out = join(dir, 'run');
+const trainer = spawn(
+  process.execPath,
+  [BIN, 'train', '--out', out, '--ranks', '2', '--steps', '100000', '--log-every', '5', '--save-every', '200'],
+  { stdio: 'ignore' },
+);
+const cockpits: pty.IPty[] = [];
+try {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if (readFileSync(join(out, 'training.csv'), 'utf8').length > 0) break;
+    } catch {
+      /* not yet */
+    }
+    await sleep(200);
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== 'CI') env[k] = v;
+  const open = (args: string[]) => {
+    const p = pty.spawn(BIN, [out, ...args], { cols: 120, rows: 40, cwd: dir, env });
+    p.onData(() => {});
+    cockpits.push(p);
+    return p;
+  };
+  // the recorder first: it takes the journal's lock
+  const rec = open([]);
+  for (let i = 0; i < 100 && journalBytes(out) === 0; i++) await sleep(200);
+  const plain = open(['--no-record']);
+  await sleep(5000); // start-up is not measured
+  const a = [stat(rec.pid)!, stat(plain.pid)!];
+  const b0 = journalBytes(out);
+  const t0 = Date.now();
+  const maxRss = [a[0]!.rssMiB, a[1]!.rssMiB];
+  for (let s = 0; s < SECONDS; s++) {
+    await sleep(1000);
+    [rec, plain].forEach((p, i) => (maxRss[i] = Math.max(maxRss[i]!, stat(p.pid)?.rssMiB ?? 0)));
+  }
+  const z = [stat(rec.pid)!, stat(plain.pid)!];
+  const wall = (Date.now() - t0) / 1000;
+  const bytes = journalBytes(out) - b0;
+  const cpu = z.map((x, i) => (100 * (x.cpu - a[i]!.cpu)) / wall);
+  const perHour = (bytes / wall) * 3600;
+  const capMb = 32;
+  const loadavg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(`journal on a live 2-rank reference run, ${wall.toFixed(0)} s window (load average ${loadavg})`);
+  console.log(`  metric                              recording    --no-record   target`);
+  console.log(
+    `  CPU, cockpit (% of 1 core)          ${`${cpu[0]!.toFixed(2)} %`.padStart(9)}   ${`${cpu[1]!.toFixed(2)} %`.padStart(11)}`,
+  );
+  console.log(
+    `  recording's share of its CPU        ${`${((100 * (cpu[0]! - cpu[1]!)) / Math.max(cpu[0]!, 1e-9)).toFixed(1)} %`.padStart(9)}   ${''.padStart(11)}   < 10 %`,
+  );
+  console.log(
+    `  RSS max (MiB)                       ${maxRss[0]!.toFixed(0).padStart(9)}   ${maxRss[1]!.toFixed(0).padStart(11)}`,
+  );
+  console.log(
+    `  journal bytes/hour                  ${`${(perHour / 1048576).toFixed(2)} MB`.padStart(9)}   ${'–'.padStart(11)}   cap ${capMb} MB: full after ${(((capMb * 1048576) / perHour) | 0).toString()} h, then rotated`,
+  );
+  console.log(`  journal now                         ${`${(journalBytes(out) / 1024).toFixed(0)} KiB`.padStart(9)}`);
+} finally {
+  for (const c of cockpits) c.kill('SIGTERM');
+  await sleep(500);
+  // the run stops itself at .HALT (its ranks with it), as the cockpit bench stops its run
+  try {
+    writeFileSync(join(out, '.HALT'), 'halt: bench done\n');
+  } catch {
+    /* no run dir */
+  }
+  const done = new Promise((r) => trainer.once('exit', r));
+  if ((await Promise.race([done, sleep(20_000).then(() => 'late')])) === 'late') trainer.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+}
