@@ -2,6 +2,7 @@
 // there is one (what a cockpit or watchdog observed and judged, src/journal), else the trainer's
 // files read as they stood at each moment (./files.ts).
 import type { Host } from '../remote/host.js';
+import { journalSource } from '../journal/source.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import { trainerFilesSource, type FilesSourceOptions } from './files.js';
 import type { ReplaySource } from './source.js';
@@ -16,11 +17,7 @@ export interface OpenedSource {
 export async function openReplaySource(host: Host, dirs: RunDirs, o: FilesSourceOptions = {}): Promise<OpenedSource> {
   let journalProblem: string | null = null;
   try {
-    // loaded only here: the journal reader is its own slice, and a build without it still replays
-    const mod = (await import('../journal/source.js')) as {
-      journalSource?: (h: Host, d: RunDirs) => Promise<ReplaySource | null>;
-    };
-    const j = mod.journalSource ? await mod.journalSource(host, dirs) : null;
+    const j = await journalSource(host, dirs);
     if (j) return { source: j, journalProblem: null };
   } catch (e) {
     journalProblem = `nsa-top's journal could not be read (${(e as Error).message}): replaying from the trainer's files`;
