@@ -14,6 +14,7 @@ import { openCockpit } from './cockpit.js';
 import { defineCommand, parseCommand } from './args.js';
 import { supervisorInCharge, supervisorRestarts } from '../checks/control.js';
 import { judgeAdoption } from '../checks/preflight.js';
+import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 
 /** the demo profile's length (src/trainer/launch/profiles-builtin.ts): `profiles` and `demo` say the same */
 const DEMO_STEPS = 3000;
@@ -69,6 +70,8 @@ export async function run(argv: string[]): Promise<number> {
   const how = await openCockpit({
     host,
     runDir,
+    // resolved at the edge like every cockpit's, so the demo's journal is recorded too
+    dirs: await resolveRunDirsAt(host, runDir),
     readOnly: false,
     intervalMs: Math.round(intervalS * 1000),
     relaunch: async ({ removeStaleHalt }) => {
