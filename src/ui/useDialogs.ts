@@ -2,7 +2,7 @@
 // keys (declared beside each dialog in dialogs/, gathered in DIALOG_KEYS, which the dialogs also show). Effects go through
 // `actions` only; their outcome lands in the dialog that asked, if it is still that one.
 import { type Key, useStdout } from 'ink';
-import { type RefObject, useCallback, useRef, useState } from 'react';
+import { type RefObject, useCallback, useEffect, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../checks/present.js';
@@ -15,6 +15,7 @@ import {
   typing,
 } from './dialogs/index.js';
 import { haltAfterCheckpointDisabled } from './keymap.js';
+import { dropsKey, GUARD_MS, guardedOpening } from './typeahead.js';
 
 export interface Dialogs {
   dialog: Dialog | null;
@@ -33,6 +34,12 @@ export interface Dialogs {
   onKey(input: string, key: Partial<Key>, quit: () => void): void;
 }
 
+/** the dialog with its signalling keys armed, if it is still the opening the timer was for */
+function arm(d: Dialog, opening: string): Dialog {
+  if (guardedOpening(d) !== opening) return d;
+  return d.kind === 'halt-choose' || d.kind === 'halt-track' ? { ...d, armed: true } : d;
+}
+
 const failed = (e: Error) => ({ ok: false, result: 'failed' as const, detail: e.message });
 
 export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitState | null>): Dialogs {
@@ -47,6 +54,15 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
   const refuse = (what: string, why: string) => set({ kind: 'refused', what, why });
   const { stdout } = useStdout();
+
+  // a dialog that can signal or halt arms its keys GUARD_MS after it was drawn (typeahead.ts). This
+  // effect runs after the screen's layout effect has painted the dialog, so the wait starts on screen.
+  const opening = guardedOpening(dialog);
+  useEffect(() => {
+    if (opening === null) return;
+    const t = setTimeout(() => update((d) => arm(d, opening)), GUARD_MS);
+    return () => clearTimeout(t);
+  }, [opening, update]);
 
   /** the help scrolled by `delta` lines (a page: the rows its body has), within what it holds */
   const scrollHelp = (d: DialogOf<'help'>, page: number) => {
@@ -166,6 +182,9 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
     const d = ref.current;
     if (!d) return;
     const b = dialogBindingFor({ s: stateRef.current, d, now: Date.now() }, input, key);
+    // type-ahead: a signalling key that came before the dialog was on screen is dropped, and said so
+    if ((d.kind === 'halt-choose' || d.kind === 'halt-track') && dropsKey(d, b?.command))
+      return set({ ...d, ignored: (d.ignored ?? 0) + 1 });
     switch (b?.command) {
       case 'quit':
         return quit();

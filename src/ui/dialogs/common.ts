@@ -6,6 +6,18 @@ import { type Binding, type Disabled, keyText, off } from '../keys.js';
 import type { Role } from '../palette.js';
 import { type Line, t } from '../text.js';
 
+/**
+ * A dialog that can signal or halt takes its confirming keys only once it has been on screen a
+ * moment (src/ui/typeahead.ts): keys typed before that are dropped and counted here, for the dialog
+ * to say so.
+ */
+export interface TypeAhead {
+  /** on screen for the guard window: its signalling keys act (false/absent: they are dropped) */
+  armed?: boolean;
+  /** signalling keys dropped because they came before the dialog was on screen */
+  ignored?: number;
+}
+
 export type Dialog =
   | { kind: 'help'; /** lines scrolled down */ scroll?: number }
   | { kind: 'refused'; what: string; why: string }
@@ -18,8 +30,8 @@ export type Dialog =
       result: DumpOutcome | null;
       error: string | null;
     }
-  | { kind: 'halt-choose'; startedAt: number }
-  | {
+  | ({ kind: 'halt-choose'; startedAt: number } & TypeAhead)
+  | ({
       kind: 'halt-track';
       mode: 'now' | 'after-checkpoint';
       startedAt: number;
@@ -28,7 +40,7 @@ export type Dialog =
       escalation: { sig: 'SIGINT' | 'SIGKILL'; result: ActionOutcome | null } | null;
       /** SIGKILL needs a second key press */
       killArmed: boolean;
-    }
+    } & TypeAhead)
   | {
       kind: 'relaunch';
       /** checking: asking what a relaunch would do, before anything is typed */

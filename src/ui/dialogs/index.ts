@@ -56,7 +56,7 @@ export function dialogView(d: Dialog, s: CockpitState, now: number, width: numbe
     case 'dump':
       return dumpView(d, now);
     case 'halt-choose':
-      return haltChooseView(s, width);
+      return haltChooseView(s, width, d);
     case 'halt-track':
       return haltTrackView(d, s, now, width);
     case 'relaunch':
