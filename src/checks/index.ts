@@ -57,7 +57,14 @@ export { stragglerFields, type RankPace, type StragglerView } from './straggler.
 export { numbersLine, type Mfu, type OperatorNumbers } from './numbers.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
 export { blindView, type ViewAge } from './view.js';
-export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
+export {
+  actionVerdicts,
+  newestHeartbeatAgeS,
+  relaunchWantsSteps,
+  type ActionInput,
+  type ActionVerdicts,
+  type Verdict,
+} from './actions.js';
 
 export interface Evaluation {
   /** alerts in force (critical first, then newest), including those clearing under hysteresis */

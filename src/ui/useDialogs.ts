@@ -11,10 +11,11 @@ import {
   type DialogOf,
   dialogBindingFor,
   helpMaxScroll,
+  parseSteps,
   relaunchDialog,
   typing,
 } from './dialogs/index.js';
-import { haltAfterCheckpointDisabled } from './keymap.js';
+import { haltAfterCheckpointDisabled, relaunchWantsStepsOf, stateVerdicts } from './keymap.js';
 import { dropsKey, GUARD_MS, guardedOpening } from './typeahead.js';
 
 export interface Dialogs {
@@ -38,6 +39,11 @@ export interface Dialogs {
 function arm(d: Dialog, opening: string): Dialog {
   if (guardedOpening(d) !== opening) return d;
   return d.kind === 'halt-choose' || d.kind === 'halt-track' ? { ...d, armed: true } : d;
+}
+
+/** the relaunch dialog's field being typed into at its stage */
+function inputField(d: DialogOf<'relaunch'>): 'stepsInput' | 'input' | 'haltInput' {
+  return d.stage === 'steps' ? 'stepsInput' : d.stage === 'confirm' ? 'input' : 'haltInput';
 }
 
 const failed = (e: Error) => ({ ok: false, result: 'failed' as const, detail: e.message });
@@ -136,15 +142,25 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   };
 
   const startRelaunch = (removeStaleHalt: boolean) => {
+    const cur = ref.current;
+    const steps = cur?.kind === 'relaunch' ? cur.steps : null;
     update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'running', removeHalt: removeStaleHalt } : d));
-    actions.relaunch({ removeStaleHalt }).then(
+    actions.relaunch({ removeStaleHalt, ...(steps != null ? { steps } : {}) }).then(
       (result) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', result } : d)),
       (e: Error) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', error: e.message } : d)),
     );
   };
 
+  /** `r`: a FINISHED run that a step count would make fit asks for it first (the judge's verdict) */
   const openRelaunch = () => {
-    const fresh = relaunchDialog();
+    const st = stateRef.current;
+    if (st && relaunchWantsStepsOf(st)) return set(relaunchDialog('steps'));
+    checkRelaunch(null);
+  };
+
+  /** what a relaunch (to `steps`, when asked) would do, or why it cannot work, before the name is typed */
+  const checkRelaunch = (steps: number | null) => {
+    const fresh = relaunchDialog('confirm', undefined, steps);
     const prep = actions.prepareRelaunch;
     if (!prep) return set(fresh);
     set({ ...fresh, stage: 'checking', info: null });
@@ -159,15 +175,23 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
     );
   };
 
-  /** the relaunch dialog's typed answer: the run name, then "remove" or "keep" for a stale .HALT */
+  /** the relaunch dialog's typed answer: the steps (a FINISHED run), the run name, then "remove" or "keep" for a stale .HALT */
   const relaunchInput = (d: DialogOf<'relaunch'>, typed: string, submit: boolean) => {
-    const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+    const field = inputField(d);
     const value = (d[field] + typed).slice(0, 200);
     if (!submit) {
       if (typed) set({ ...d, [field]: value, error: null });
       return;
     }
     const s = stateRef.current;
+    if (d.stage === 'steps') {
+      const p = parseSteps(value);
+      if ('error' in p) return set({ ...d, stepsInput: value, error: p.error });
+      // past the steps it trained? the judge's verdict, in the words `nsa-top relaunch --steps N` gives
+      const v = s ? stateVerdicts(s, p.n).relaunch : null;
+      if (v && !v.ok) return set({ ...d, stepsInput: value, error: v.why });
+      return checkRelaunch(p.n);
+    }
     if (d.stage === 'confirm') {
       if (value !== s?.run.identity.name)
         return set({ ...d, input: value, error: `"${value}" is not the run name; nothing done` });
@@ -210,7 +234,7 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
         return;
       case 'erase':
         if (d.kind === 'relaunch') {
-          const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+          const field = inputField(d);
           set({ ...d, [field]: d[field].slice(0, -1), error: null });
         }
         return;

@@ -43,8 +43,14 @@ export type Dialog =
     } & TypeAhead)
   | {
       kind: 'relaunch';
-      /** checking: asking what a relaunch would do, before anything is typed */
-      stage: 'checking' | 'confirm' | 'halt-confirm' | 'running' | 'done';
+      /**
+       * steps: a FINISHED run — how many steps to train to (as `relaunch --steps N`), asked first;
+       * checking: asking what a relaunch would do, before anything is typed
+       */
+      stage: 'steps' | 'checking' | 'confirm' | 'halt-confirm' | 'running' | 'done';
+      /** the step count as typed, and as taken (null: none asked; the run trains to its own total) */
+      stepsInput: string;
+      steps: number | null;
       input: string;
       haltInput: string;
       removeHalt: boolean;
@@ -80,7 +86,8 @@ export type DialogBinding<K extends Dialog['kind'] = Dialog['kind']> = Binding<D
 export const unless = (cond: boolean, why: string): Disabled | null => (cond ? null : off(why, why));
 
 /** the relaunch dialog is asking: what is typed is the answer */
-export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
+export const typing = (d: DialogOf<'relaunch'>): boolean =>
+  d.stage === 'steps' || d.stage === 'confirm' || d.stage === 'halt-confirm';
 
 /** Ctrl-C quits from any dialog, but at a question it takes the safe default: no action, the question closes. */
 export const QUIT: Binding<DialogCommand, { d: Dialog }> = {

@@ -15,7 +15,7 @@ export type { Dialog, DialogBinding, DialogCommand, DialogCtx, DialogOf, DialogV
 export { typing } from './common.js';
 export { escalationGate, trackedRequest } from './halt.js';
 export { helpMaxScroll } from './help.js';
-export { relaunchDialog } from './relaunch.js';
+export { parseSteps, relaunchDialog } from './relaunch.js';
 
 /**
  * The dialogs' keys: App acts on them, the dialogs show them, the README lists them. The first binding
