@@ -28,7 +28,8 @@ function focused(c: Cockpit): string[] {
       const cell = x < c.term.cols ? line.getCell(x) : undefined;
       if (cell && cell.isInverse()) run += cell.getChars() || ' ';
       else {
-        const w = run.trim().replace(/\(\d+\)$/, '');
+        // the title's number key (Ranks⁴) and the Alerts count are not part of its name
+        const w = run.trim().replace(/[⁰¹²³⁴⁵⁶⁷⁸⁹]/g, '').replace(/\(\d+\)$/, '');
         if (TITLES.includes(w)) out.push(w);
         run = '';
       }

@@ -91,7 +91,7 @@ function logRows(): { title: string; body: string[] } | null {
 }
 
 /** the focused panel: its title is drawn bold inverse */
-const focused = (): string | null => /\x1b\[(?:\d+;)*7(?:;\d+)*m (\w+) /.exec(styled())?.[1] ?? null;
+const focused = (): string | null => /\x1b\[(?:\d+;)*7(?:;\d+)*m (\w+)[⁰¹²³⁴⁵⁶⁷⁸⁹]? /.exec(styled())?.[1] ?? null;
 
 const line = (i: number) => `[train] step ${i} | loss ${(5 - i / 1e4).toFixed(4)} | mark-${i}`;
 
