@@ -34,7 +34,25 @@ export function supersededBy(id: string): readonly string[] {
  * is then moot; while a rank runs, it is still in force.
  */
 function runOver(ctx: Ctx): boolean {
-  return ctx.ended && (!ctx.procsKnown || (ctx.alive.length === 0 && !ctx.launcherAlive));
+  return requestMoot({
+    ended: ctx.ended,
+    procsKnown: ctx.procsKnown,
+    ranksAlive: ctx.alive.length,
+    launcherAlive: ctx.launcherAlive,
+  });
+}
+
+/**
+ * A halt request is moot once its run has ended and nothing of it runs (see runOver): the judge
+ * closes its orphan critical, and no observer hands it to a new carrier (src/cockpit/observe.ts).
+ */
+export function requestMoot(x: {
+  ended: boolean;
+  procsKnown: boolean;
+  ranksAlive: number;
+  launcherAlive: boolean;
+}): boolean {
+  return x.ended && (!x.procsKnown || (x.ranksAlive === 0 && !x.launcherAlive));
 }
 
 function cause(c: { code: number | null; signal: string | null }): string {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Checker, evaluateOnce } from '../../src/checks/index.js';
+import { requestMoot } from '../../src/checks/supervisor.js';
 import { proc, procs } from './helpers.js';
 import type { SupervisorState } from '../../src/trainer/control/types.js';
 import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
@@ -195,6 +196,15 @@ test('an orphaned request is moot once the run has ended and nothing runs: close
     once.alerts.filter((a) => a.rule === 'request').map((a) => [a.id, a.severity]),
     [['request-moot:q2', 'info']],
   );
+});
+
+test('requestMoot, which also keeps an observer from handing a moot request to a new carrier', () => {
+  const over = { ended: true, procsKnown: true, ranksAlive: 0, launcherAlive: false };
+  assert.equal(requestMoot(over), true);
+  assert.equal(requestMoot({ ...over, ranksAlive: 1 }), false, 'a rank runs: in force');
+  assert.equal(requestMoot({ ...over, launcherAlive: true }), false, 'the launcher runs: in force');
+  assert.equal(requestMoot({ ...over, ended: false }), false, 'not ended: in force');
+  assert.equal(requestMoot({ ...over, procsKnown: false, ranksAlive: 0 }), true, 'the files alone say it ended');
 });
 
 test('a dead supervisor (its file still says running) is critical: crashes will not be restarted; a warning once the run ended', () => {
