@@ -65,7 +65,7 @@ test('r on a FINISHED run asks for the steps, refuses too few in the CLI words, 
     mark = app.mark();
     await app.press('\x7f', '6', '0', '0', '\r');
     await app.until(() => /type the run name/.test(app.since(mark)));
-    assert.match(app.since(mark), /trains on to step 600/);
+    assert.match(app.since(mark), /--steps 600 replaces the recorded command's step count/);
     await app.press('f', 'i', 'n', '\r');
     await app.until(() => actions.calls.length > 0);
     assert.deepEqual(actions.calls, ['relaunch steps 600']);

@@ -80,7 +80,7 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
     lines.push(
       ...wrap(
         clean(
-          `the run is FINISHED: it trained ${past != null ? `${past} steps` : 'all its steps'}. A relaunch trains on to a new total (as nsa-top relaunch RUN --steps N); every later restart trains to it too.`,
+          `the run is FINISHED: it trained ${past != null ? `${past} steps` : 'all its steps'}. A relaunch resumes from the newest checkpoint with --steps N in its command (as nsa-top relaunch RUN --steps N); every later restart keeps N.`,
         ),
         W - 4,
       ).map((l) => [t(l, 'info')]),
@@ -123,7 +123,9 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
         ),
       ]);
     }
-    if (d.steps != null) lines.push([t(`trains on to step ${d.steps}`, 'info', { bold: true })]);
+    // the command above is the recorded one: the relaunch writes --steps N into it first
+    if (d.steps != null)
+      lines.push([t(`--steps ${d.steps} replaces the recorded command's step count`, 'info', { bold: true })]);
     const no = relaunchDisabled(s, d.steps);
     if (no) lines.push(...wrap(clean(no.why), W - 4).map((l) => [t(l, 'crit')]));
     const halt = s.run.control.halt;
