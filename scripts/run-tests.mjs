@@ -75,6 +75,9 @@ const UNIT_TESTS = [
   'test/ui/logread.test.ts',
   'test/ui/screen.test.tsx',
   'test/ui/text.test.ts',
+  'test/ui/relaunch-steps.test.tsx',
+  'test/ui/taborder.test.ts',
+  'test/ui/typeahead.test.tsx',
 ];
 function walk(dir, out = []) {
   for (const name of readdirSync(dir)) {

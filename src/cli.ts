@@ -75,10 +75,21 @@ export const VERSION = '0.1.0';
 
 /** every exit code nsa-top gives (README "Exit codes" says the same) */
 export const EXIT_CODES: [number, string][] = [
-  [0, 'done: healthy (status, watchdog --once), an action done or under way, the cockpit quit'],
-  [1, 'an anomaly: a critical alert, a stalled or dead run (status, watchdog --once); an action that failed'],
-  [2, 'bad input: unknown command or option, a bad value or --inject, a run dir that is missing or unreadable'],
+  [
+    0,
+    'done: healthy (status, watchdog --once), GO (report), no FAIL (preflight), an action done or under way, the cockpit quit (q, SIGTERM, SIGHUP: the run keeps going), the trainer finished or halted',
+  ],
+  [
+    1,
+    'an anomaly: a critical alert, a stalled or dead run (status, watchdog --once); NO-GO (report); a FAIL (preflight); an action that failed; a trainer rank that failed',
+  ],
+  [
+    2,
+    'bad input: unknown command or option, a bad value or --inject, a run dir that is missing or unreadable; report: cannot judge (yet)',
+  ],
   [3, 'refused: the action is not allowed now (the reason is printed — the same words as the cockpit)'],
+  [130, 'train: stopped by SIGINT after its checkpoint (128 + the signal: 143 for SIGTERM)'],
+  [143, 'train: stopped by SIGTERM after its checkpoint'],
 ];
 
 /** the command words a person types (internal ones left out), plus help and version */
@@ -137,7 +148,7 @@ ${COCKPIT_KEYS}`,
     '`nsa-top <command> --help` for details.',
     '',
     'exit codes:',
-    ...EXIT_CODES.map(([c, what]) => `  ${c}  ${what}`),
+    ...EXIT_CODES.map(([c, what]) => `  ${String(c).padEnd(3)}  ${what}`),
   ].join('\n'),
 });
 

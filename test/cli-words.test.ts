@@ -4,7 +4,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,7 +65,12 @@ test('a bad --inject is one line, exit 2, and nothing is started or written (dem
   }
 });
 
-test('--help names every exit code', () => {
+test('--help and the README name every exit code', () => {
   const h = cli(['--help']);
-  for (const [c] of EXIT_CODES) assert.match(h.stdout, new RegExp(`^  ${c}  \\S`, 'm'));
+  for (const [c] of EXIT_CODES) assert.match(h.stdout, new RegExp(`^  ${c} +\\S`, 'm'));
+  // the README's one paragraph on exit codes says each of them, in bold
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  const para = readme.slice(readme.indexOf('Exit codes, every command'));
+  const end = para.indexOf('\n\n');
+  for (const [c] of EXIT_CODES) assert.ok(para.slice(0, end).includes(`**${c}**`), `README: exit code ${c}`);
 });

@@ -85,6 +85,25 @@ export function actionVerdicts(x: ActionInput): ActionVerdicts {
 
   const stop = haltNow;
 
+  const relaunch = relaunchVerdict(x, is);
+  return { dump, haltNow, haltAfterCheckpoint, stop, relaunch };
+}
+
+/**
+ * A FINISHED run that a relaunch would fit once it is given a step count past what it trained
+ * (`relaunch --steps N`; the cockpit's r asks for N): `past` is the steps it trained (null: unknown).
+ * null when no step count is wanted, or when one would not make the relaunch fit.
+ */
+export function relaunchWantsSteps(x: ActionInput): { past: number | null } | null {
+  if (x.runState !== 'FINISHED' || x.relaunchSteps != null) return null;
+  const is = `the run is ${x.runState} (${x.runStateWhy})`;
+  if (relaunchVerdict(x, is).ok) return null;
+  return relaunchVerdict({ ...x, relaunchSteps: Number.MAX_SAFE_INTEGER }, is).ok
+    ? { past: x.stepsReached ?? null }
+    : null;
+}
+
+function relaunchVerdict(x: ActionInput, is: string): Verdict {
   let relaunch = OK;
   // a trainer whose supervisor died runs on unsupervised: a relaunch re-adopts it (no second copy)
   const orphan = !!x.supervisor?.supervisorGone && (x.ranksAlive ?? 0) > 0;
@@ -109,5 +128,5 @@ export function actionVerdicts(x: ActionInput): ActionVerdicts {
       `its supervisor (pid ${x.supervisor.supervisor?.pid ?? '?'}) is ${x.supervisor.state}${x.supervisor.state === 'backoff' ? ': it restarts the trainer itself' : ''}`,
     );
 
-  return { dump, haltNow, haltAfterCheckpoint, stop, relaunch };
+  return relaunch;
 }

@@ -28,7 +28,7 @@ import { bootPhase, heldByBoot, ruleBoot } from './boot.js';
 import { deriveRunState, STATE_HEALTH, staleVerdict } from './runstate.js';
 import { asOfView, blindView } from './view.js';
 import { waitsForFile } from './waits.js';
-import { ruleSupervisor, SUPERSEDES } from './supervisor.js';
+import { ruleSupervisor, supersededBy } from './supervisor.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { foldIntoHostMem, HostSeries, isRankRssLeak, ruleHostResources } from './rules/hostres.js';
@@ -57,7 +57,14 @@ export { stragglerFields, type RankPace, type StragglerView } from './straggler.
 export { numbersLine, type Mfu, type OperatorNumbers } from './numbers.js';
 export { BOOT_STATES, STATE_HEALTH, staleVerdict } from './runstate.js';
 export { blindView, type ViewAge } from './view.js';
-export { actionVerdicts, newestHeartbeatAgeS, type ActionInput, type ActionVerdicts, type Verdict } from './actions.js';
+export {
+  actionVerdicts,
+  newestHeartbeatAgeS,
+  relaunchWantsSteps,
+  type ActionInput,
+  type ActionVerdicts,
+  type Verdict,
+} from './actions.js';
 
 export interface Evaluation {
   /** alerts in force (critical first, then newest), including those clearing under hysteresis */
@@ -324,7 +331,7 @@ export class Checker {
     // alerts a present one makes untrue go at once (to the timeline), without hysteresis
     for (const id of seen)
       for (const gone of [
-        ...(SUPERSEDES[id] ?? []),
+        ...supersededBy(id),
         // host RAM running out names the ranks that grow: their own alerts go to the timeline now
         ...(id === 'host-mem' ? [...this.shown.keys()].filter(isRankRssLeak) : []),
       ]) {

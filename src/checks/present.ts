@@ -8,7 +8,14 @@ import { BOOT_STATES, LIVE_STATES } from './runstate.js';
 
 /** the colour of a run state (for a state built without an evaluation), and which states are live or over */
 export { BOOT_STATES, ENDED_STATES, LIVE_STATES, STATE_HEALTH } from './runstate.js';
-export { actionVerdicts, newestHeartbeatAgeS, type ActionVerdicts, type Verdict } from './actions.js';
+export {
+  actionVerdicts,
+  newestHeartbeatAgeS,
+  relaunchWantsSteps,
+  type ActionInput,
+  type ActionVerdicts,
+  type Verdict,
+} from './actions.js';
 /** which dump is which rank's, where it says the rank is, when it was written (./dumplabels.ts) */
 export {
   claimedRank,

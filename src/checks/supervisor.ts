@@ -22,6 +22,39 @@ export const SUPERSEDES: Readonly<Record<string, readonly string[]>> = {
   'supervisor:dead': ['supervisor:restarted', 'supervisor:backoff', 'supervisor:gave-up'],
 };
 
+/** The alerts an alert makes untrue at once: SUPERSEDES, and a moot request's orphan critical. */
+export function supersededBy(id: string): readonly string[] {
+  if (id.startsWith('request-moot:')) return [`request-orphan:${id.slice('request-moot:'.length)}`];
+  return SUPERSEDES[id] ?? [];
+}
+
+/**
+ * The run has ended and nothing of it runs: metrics.json written after the last heartbeat (HALTED,
+ * FINISHED), and — where the process table is known — no rank and no launcher alive. A halt request
+ * is then moot; while a rank runs, it is still in force.
+ */
+function runOver(ctx: Ctx): boolean {
+  return requestMoot({
+    ended: ctx.ended,
+    procsKnown: ctx.procsKnown,
+    ranksAlive: ctx.alive.length,
+    launcherAlive: ctx.launcherAlive,
+  });
+}
+
+/**
+ * A halt request is moot once its run has ended and nothing of it runs (see runOver): the judge
+ * closes its orphan critical, and no observer hands it to a new carrier (src/cockpit/observe.ts).
+ */
+export function requestMoot(x: {
+  ended: boolean;
+  procsKnown: boolean;
+  ranksAlive: number;
+  launcherAlive: boolean;
+}): boolean {
+  return x.ended && (!x.procsKnown || (x.ranksAlive === 0 && !x.launcherAlive));
+}
+
 function cause(c: { code: number | null; signal: string | null }): string {
   return c.signal ?? `exit ${c.code}`;
 }
@@ -117,6 +150,19 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
   const req = activeRequest(ctx.in.requests);
   if (req) {
     const owner = req.owner ? `${req.owner.kind} pid ${req.owner.pid}` : 'no owner yet';
+    if (req.owner && ctx.in.requestOwnerAlive === false && runOver(ctx)) {
+      // nothing will write .HALT, and nothing is left to halt: closed as moot, saying why (its
+      // orphan critical goes to the timeline at once: supersededBy)
+      out.push({
+        id: `request-moot:${req.id}`,
+        rule: 'request',
+        severity: 'info',
+        title: `the halt request of ${req.who.user} is moot: the run ended before it fired (nothing left to halt)`,
+        detail: `its carrier (${owner}) is gone and the run has stopped: metrics.json was written after the last heartbeat${ctx.procsKnown ? ' and no rank or launcher process runs' : ''}. It stays in requests.json as ${req.state}; nsa-top halt RUN --cancel clears it`,
+        since: req.updatedAt,
+      });
+      return out;
+    }
     if (req.owner && ctx.in.requestOwnerAlive === false) {
       out.push({
         id: `request-orphan:${req.id}`,

@@ -58,7 +58,8 @@ export interface CockpitActions {
   /** cancel the pending durable request (any cockpit can; too late once its .HALT is written) */
   cancelHalt(): Promise<ActionOutcome>;
   escalate(sig: 'SIGINT' | 'SIGKILL'): Promise<ActionOutcome>;
-  relaunch(opts: { removeStaleHalt: boolean }): Promise<ActionOutcome>;
+  /** `steps`: train to N (a FINISHED run is relaunched only with N past the steps it trained) */
+  relaunch(opts: RelaunchOpts): Promise<ActionOutcome>;
   /** acknowledge one alert episode: a line in actions.jsonl that every cockpit on the run shows */
   ack(alert: AlertRef): Promise<ActionOutcome>;
   /** what a relaunch would do, or why it cannot work: asked before the operator types anything */
@@ -86,8 +87,14 @@ export interface RelaunchInfo {
   notFollowed?: string[];
 }
 
+/** What the relaunch dialog asks for: remove a stale .HALT, and (a FINISHED run) train to `steps`. */
+export interface RelaunchOpts {
+  removeStaleHalt: boolean;
+  steps?: number;
+}
+
 /** The supervisor's relaunch, injected by the command (src/trainer/launch). */
-export type RelaunchFn = (opts: { removeStaleHalt: boolean }) => Promise<ActionOutcome>;
+export type RelaunchFn = (opts: RelaunchOpts) => Promise<ActionOutcome>;
 /** The supervisor's stop escalation, injected by the command; null when the run has no live supervisor. */
 export type StopFn = () => Promise<ActionOutcome | null>;
 

@@ -19,6 +19,7 @@ import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { activeRequest, supervisorInCharge } from '../checks/control.js';
 import { dumpClaims } from '../checks/dumplabels.js';
+import { requestMoot } from '../checks/supervisor.js';
 import { HostStatsReader, type HostStats } from '../remote/hoststats.js';
 import { dirname } from 'node:path';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
@@ -254,7 +255,15 @@ export class Observer {
     let carrier: CarrierView | null = null;
     if (active?.owner)
       carrier = { request: active, alive: await ownerAlive(host, active.owner).catch(() => undefined) };
-    if (carrier && carrier.alive === false) this.takeOver(carrier.request);
+    // …unless the run has ended and nothing of it runs: the request is moot (the judge says so),
+    // and a new carrier would only fire it into whatever runs in this out_dir next
+    const moot = requestMoot({
+      ended: run.ended,
+      procsKnown: !!procs,
+      ranksAlive: procs ? procs.ranks.filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X').length : 0,
+      launcherAlive: !!procs?.launcher && !['Z', 'X'].includes(procs.launcher.state),
+    });
+    if (carrier && carrier.alive === false && !moot) this.takeOver(carrier.request);
     // how the last stop went (a stop that needed SIGINT/SIGKILL is never "stopped by .HALT"): it
     // reads the action log and two more, so every 3 s once no rank lives, every 10 s while one does
     const ranksLive = !!procs && procs.ranks.some((r) => r.proc.state !== 'Z' && r.proc.state !== 'X');

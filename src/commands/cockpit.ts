@@ -259,8 +259,13 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
       intervalMs: Math.round(a.intervalS * 1000),
       mouse: a.mouse,
       record: { noRecord: a.noRecord, maxMb: a.journalMaxMb },
-      relaunch: async ({ removeStaleHalt }) => {
-        const r = await relaunch(host, runDir, actor, { removeStaleHalt, readOnly: a.readOnly, judgeAdoption });
+      relaunch: async ({ removeStaleHalt, steps }) => {
+        const r = await relaunch(host, runDir, actor, {
+          removeStaleHalt,
+          readOnly: a.readOnly,
+          judgeAdoption,
+          steps,
+        });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };
       },
       stop: supervisorStopFn(host, runDir, actor, a.readOnly),

@@ -74,8 +74,8 @@ export async function run(argv: string[]): Promise<number> {
     dirs: await resolveRunDirsAt(host, runDir),
     readOnly: false,
     intervalMs: Math.round(intervalS * 1000),
-    relaunch: async ({ removeStaleHalt }) => {
-      const r = await relaunch(host, runDir, actor, { removeStaleHalt, judgeAdoption });
+    relaunch: async ({ removeStaleHalt, steps: to }) => {
+      const r = await relaunch(host, runDir, actor, { removeStaleHalt, judgeAdoption, steps: to });
       return { ok: r.result === 'ok', result: r.result, detail: r.detail };
     },
     stop: supervisorStopFn(host, runDir, actor, false),

@@ -69,18 +69,17 @@ function titleBar(b: TitleBar): Line {
 function drawTitleBar({ slot, focused, note, more, s }: TitleBar): Line {
   const role: Role = focused ? 'focus' : 'dim';
   const parts: Line = [t('┌', role)];
+  const texts = tabTexts(slot, s);
   slot.panels.forEach((p, i) => {
     if (i > 0) parts.push(t('│', 'dim'));
     const active = p === slot.active;
-    const label = tabLabel(p, s);
     const alertRole: Role | undefined =
       p === 'alerts' && s.alerts.some((a) => a.severity === 'critical') ? 'crit' : undefined;
     parts.push(
-      t(
-        ` ${active ? label : label.toLowerCase()} `,
-        active ? (focused ? 'focus' : (alertRole ?? 'title')) : (alertRole ?? 'dim'),
-        { bold: active, inverse: active && focused },
-      ),
+      t(texts[i]!, active ? (focused ? 'focus' : (alertRole ?? 'title')) : (alertRole ?? 'dim'), {
+        bold: active,
+        inverse: active && focused,
+      }),
     );
   });
   if (note) parts.push(t(` ${note} `, 'dim'));
@@ -244,7 +243,42 @@ export function visiblePanels(L: Layout): PanelId[] {
   return slots.flatMap((s) => s.panels).filter((p) => FOCUSABLE.includes(p));
 }
 
-/** A panel's tab label in its slot's title bar (the Alerts tab carries its count). */
+const SUPERSCRIPT = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
+
+/** The number key that focuses a panel, as its title shows it (`Log⁶`, as btop marks its boxes), or ''. */
+export function panelKeyMark(p: PanelId): string {
+  const n = FOCUSABLE.indexOf(p) + 1;
+  return n >= 1 && n <= 9 ? SUPERSCRIPT[n]! : '';
+}
+
+/** A panel's tab label in its slot's title bar: its title, its number key, and (Alerts) its count. */
 export function tabLabel(p: PanelId, s: CockpitState): string {
-  return p === 'alerts' && s.alerts.length ? `${TITLES[p]}(${s.alerts.length})` : TITLES[p];
+  const title = `${TITLES[p]}${panelKeyMark(p)}`;
+  return p === 'alerts' && s.alerts.length ? `${title}(${s.alerts.length})` : title;
+}
+
+/**
+ * The text of each tab in a slot's title bar, as drawn (the pointer's hit test measures the same):
+ * ` Alerts⁵(2) │ log⁶ │ dumps⁷ ` when it fits; else the tabs not shown lose their padding, then
+ * their names but a letter — each keeps its number key.
+ */
+export function tabTexts(slot: Slot, s: CockpitState): string[] {
+  const label = (p: PanelId) => (p === slot.active ? tabLabel(p, s) : tabLabel(p, s).toLowerCase());
+  const active = (p: PanelId) => ` ${label(p)} `;
+  const variants: string[][] = [
+    slot.panels.map((p) => ` ${label(p)} `),
+    slot.panels.map((p) => (p === slot.active ? active(p) : label(p))),
+    slot.panels.map((p) => (p === slot.active ? active(p) : `${label(p).slice(0, 1)}${panelKeyMark(p)}`)),
+  ];
+  // the corner and the separators; the last variant stands, cut by the border if it must
+  const fits = (v: string[]) => v.reduce((n, x) => n + strWidth(x), 0) + v.length - 1 <= slot.w - 2;
+  return variants.find(fits) ?? variants[variants.length - 1]!;
+}
+
+/**
+ * Tab order, zoomed or not: the panels as the screen reads at this size unzoomed (visiblePanels of
+ * the normal layout), so Tab walks the zoomed panels in the order the operator sees them side by side.
+ */
+export function readingOrder(cols: number, rows: number): PanelId[] {
+  return visiblePanels(layout({ cols, rows, focus: null, zoom: null, gpuRows: 0, rankRows: 0 }));
 }

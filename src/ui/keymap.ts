@@ -6,8 +6,10 @@
 import {
   actionVerdicts,
   activeRequest,
+  type ActionInput,
   newestHeartbeatAgeS,
   procRunning,
+  relaunchWantsSteps,
   type ActionVerdicts,
   type Verdict,
 } from '../checks/present.js';
@@ -60,9 +62,14 @@ const writes = (s: CockpitState): Disabled | null =>
   s.replay ? replayRefusal(s.replay) : s.readOnly ? READ_ONLY : null;
 
 /** Which actions fit the run's state: the judge's verdict (src/checks/actions.ts), the same one the
- *  headless commands give. */
-export function stateVerdicts(s: CockpitState): ActionVerdicts {
-  return actionVerdicts({
+ *  headless commands give. `relaunchSteps`: the step count the relaunch dialog was given (`--steps N`). */
+export function stateVerdicts(s: CockpitState, relaunchSteps: number | null = null): ActionVerdicts {
+  return actionVerdicts(actionInput(s, relaunchSteps));
+}
+
+/** The run's state as the judge of actions reads it (src/checks/actions.ts). */
+function actionInput(s: CockpitState, relaunchSteps: number | null): ActionInput {
+  return {
     runState: s.runState,
     runStateWhy: s.runStateWhy,
     ranksAlive: s.procs ? ranksAlive(s) : null,
@@ -71,7 +78,13 @@ export function stateVerdicts(s: CockpitState): ActionVerdicts {
     supervisor: s.supervisor ?? null,
     heartbeatAgeS: newestHeartbeatAgeS(s.run.ranks, s.run.hostNowMs || s.at),
     stepsReached: s.run.totalSteps ?? s.run.step,
-  });
+    relaunchSteps,
+  };
+}
+
+/** A FINISHED run that r relaunches once it is told how many steps to train to (null: none wanted). */
+export function relaunchWantsStepsOf(s: CockpitState): { past: number | null } | null {
+  return s.readOnly ? null : relaunchWantsSteps(actionInput(s, null));
 }
 
 /** A verdict as a key's reason: null when the action fits. */
@@ -92,8 +105,12 @@ export function haltAfterCheckpointDisabled(s: CockpitState): Disabled | null {
   return writes(s) ?? verdictOff(stateVerdicts(s).haltAfterCheckpoint);
 }
 
-export function relaunchDisabled(s: CockpitState): Disabled | null {
-  return writes(s) ?? verdictOff(stateVerdicts(s).relaunch);
+/** r: off when a relaunch cannot fit; a FINISHED run that fits with a step count opens the dialog, which asks for it */
+export function relaunchDisabled(s: CockpitState, steps: number | null = null): Disabled | null {
+  const w = writes(s);
+  if (w) return w;
+  if (steps === null && relaunchWantsStepsOf(s)) return null;
+  return verdictOff(stateVerdicts(s, steps).relaunch);
 }
 
 export const KEYMAP: readonly MainBinding[] = [
@@ -116,7 +133,7 @@ export const KEYMAP: readonly MainBinding[] = [
     keys: ['r'],
     hint: 'relaunch',
     disabled: relaunchDisabled,
-    help: 'relaunch from the newest complete checkpoint (type-to-confirm)',
+    help: 'relaunch from the newest complete checkpoint (type-to-confirm); a FINISHED run first asks how many steps to train to (as relaunch --steps N)',
   },
   {
     command: 'ack',

@@ -1,7 +1,7 @@
 // Where a mouse report points, on the frame on screen: the slot, the tab of its title bar, the line
 // of its body. Pure: the frame's layout and the snapshot it was drawn from in, a place out.
 import type { CockpitState } from '../cockpit/state.js';
-import { tabLabel } from './compose.js';
+import { tabTexts } from './compose.js';
 import { FOCUSABLE, type Layout, type PanelId, type Slot } from './layout.js';
 import { strWidth } from './text.js';
 
@@ -23,8 +23,9 @@ export function hitTest(L: Layout, s: CockpitState, x: number, y: number): Hit |
   if (y === slot.y && slot.border) {
     // the title bar: "┌ Alerts(2) │ log │ dumps ..." — which tab's label is under the pointer
     let cx = slot.x + 1;
-    for (const p of slot.panels) {
-      const w = strWidth(` ${tabLabel(p, s)} `);
+    const texts = tabTexts(slot, s);
+    for (const [i, p] of slot.panels.entries()) {
+      const w = strWidth(texts[i]!);
       if (x >= cx && x < cx + w) return { slot, panel: p, title: true, line: null };
       cx += w + 1; // the │ between tabs
     }

@@ -2,7 +2,7 @@
 // keys (declared beside each dialog in dialogs/, gathered in DIALOG_KEYS, which the dialogs also show). Effects go through
 // `actions` only; their outcome lands in the dialog that asked, if it is still that one.
 import { type Key, useStdout } from 'ink';
-import { type RefObject, useCallback, useRef, useState } from 'react';
+import { type RefObject, useCallback, useEffect, useRef, useState } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
 import { activeRequest } from '../checks/present.js';
@@ -11,10 +11,12 @@ import {
   type DialogOf,
   dialogBindingFor,
   helpMaxScroll,
+  parseSteps,
   relaunchDialog,
   typing,
 } from './dialogs/index.js';
-import { haltAfterCheckpointDisabled } from './keymap.js';
+import { haltAfterCheckpointDisabled, relaunchWantsStepsOf, stateVerdicts } from './keymap.js';
+import { dropsKey, GUARD_MS, guardedOpening } from './typeahead.js';
 
 export interface Dialogs {
   dialog: Dialog | null;
@@ -33,6 +35,17 @@ export interface Dialogs {
   onKey(input: string, key: Partial<Key>, quit: () => void): void;
 }
 
+/** the dialog with its signalling keys armed, if it is still the opening the timer was for */
+function arm(d: Dialog, opening: string): Dialog {
+  if (guardedOpening(d) !== opening) return d;
+  return d.kind === 'halt-choose' || d.kind === 'halt-track' ? { ...d, armed: true } : d;
+}
+
+/** the relaunch dialog's field being typed into at its stage */
+function inputField(d: DialogOf<'relaunch'>): 'stepsInput' | 'input' | 'haltInput' {
+  return d.stage === 'steps' ? 'stepsInput' : d.stage === 'confirm' ? 'input' : 'haltInput';
+}
+
 const failed = (e: Error) => ({ ok: false, result: 'failed' as const, detail: e.message });
 
 export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitState | null>): Dialogs {
@@ -47,6 +60,15 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   const update = useCallback((fn: (d: Dialog) => Dialog | null) => setDialog((d) => (d ? fn(d) : d)), []);
   const refuse = (what: string, why: string) => set({ kind: 'refused', what, why });
   const { stdout } = useStdout();
+
+  // a dialog that can signal or halt arms its keys GUARD_MS after it was drawn (typeahead.ts). This
+  // effect runs after the screen's layout effect has painted the dialog, so the wait starts on screen.
+  const opening = guardedOpening(dialog);
+  useEffect(() => {
+    if (opening === null) return;
+    const t = setTimeout(() => update((d) => arm(d, opening)), GUARD_MS);
+    return () => clearTimeout(t);
+  }, [opening, update]);
 
   /** the help scrolled by `delta` lines (a page: the rows its body has), within what it holds */
   const scrollHelp = (d: DialogOf<'help'>, page: number) => {
@@ -120,15 +142,25 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
   };
 
   const startRelaunch = (removeStaleHalt: boolean) => {
+    const cur = ref.current;
+    const steps = cur?.kind === 'relaunch' ? cur.steps : null;
     update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'running', removeHalt: removeStaleHalt } : d));
-    actions.relaunch({ removeStaleHalt }).then(
+    actions.relaunch({ removeStaleHalt, ...(steps != null ? { steps } : {}) }).then(
       (result) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', result } : d)),
       (e: Error) => update((d) => (d.kind === 'relaunch' ? { ...d, stage: 'done', error: e.message } : d)),
     );
   };
 
+  /** `r`: a FINISHED run that a step count would make fit asks for it first (the judge's verdict) */
   const openRelaunch = () => {
-    const fresh = relaunchDialog();
+    const st = stateRef.current;
+    if (st && relaunchWantsStepsOf(st)) return set(relaunchDialog('steps'));
+    checkRelaunch(null);
+  };
+
+  /** what a relaunch (to `steps`, when asked) would do, or why it cannot work, before the name is typed */
+  const checkRelaunch = (steps: number | null) => {
+    const fresh = relaunchDialog('confirm', undefined, steps);
     const prep = actions.prepareRelaunch;
     if (!prep) return set(fresh);
     set({ ...fresh, stage: 'checking', info: null });
@@ -143,15 +175,23 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
     );
   };
 
-  /** the relaunch dialog's typed answer: the run name, then "remove" or "keep" for a stale .HALT */
+  /** the relaunch dialog's typed answer: the steps (a FINISHED run), the run name, then "remove" or "keep" for a stale .HALT */
   const relaunchInput = (d: DialogOf<'relaunch'>, typed: string, submit: boolean) => {
-    const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+    const field = inputField(d);
     const value = (d[field] + typed).slice(0, 200);
     if (!submit) {
       if (typed) set({ ...d, [field]: value, error: null });
       return;
     }
     const s = stateRef.current;
+    if (d.stage === 'steps') {
+      const p = parseSteps(value);
+      if ('error' in p) return set({ ...d, stepsInput: value, error: p.error });
+      // past the steps it trained? the judge's verdict, in the words `nsa-top relaunch --steps N` gives
+      const v = s ? stateVerdicts(s, p.n).relaunch : null;
+      if (v && !v.ok) return set({ ...d, stepsInput: value, error: v.why });
+      return checkRelaunch(p.n);
+    }
     if (d.stage === 'confirm') {
       if (value !== s?.run.identity.name)
         return set({ ...d, input: value, error: `"${value}" is not the run name; nothing done` });
@@ -166,6 +206,9 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
     const d = ref.current;
     if (!d) return;
     const b = dialogBindingFor({ s: stateRef.current, d, now: Date.now() }, input, key);
+    // type-ahead: a signalling key that came before the dialog was on screen is dropped, and said so
+    if ((d.kind === 'halt-choose' || d.kind === 'halt-track') && dropsKey(d, b?.command))
+      return set({ ...d, ignored: (d.ignored ?? 0) + 1 });
     switch (b?.command) {
       case 'quit':
         return quit();
@@ -191,7 +234,7 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
         return;
       case 'erase':
         if (d.kind === 'relaunch') {
-          const field = d.stage === 'confirm' ? 'input' : 'haltInput';
+          const field = inputField(d);
           set({ ...d, [field]: d[field].slice(0, -1), error: null });
         }
         return;

@@ -6,11 +6,11 @@ import { type Key, useInput } from 'ink';
 import { type RefObject, useEffect, useMemo, useRef } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
-import { visiblePanels } from './compose.js';
+import { readingOrder, visiblePanels } from './compose.js';
 import { KeyReader, type MouseEvent } from './input.js';
 import { keyText, off } from './keys.js';
 import { type Command, commandFor, keyOf, PANEL_NUMBERS } from './keymap.js';
-import { FOCUSABLE, type PanelId } from './layout.js';
+import type { PanelId } from './layout.js';
 import { type LogSource, logKeys, type PagerFn } from './logkeys.js';
 import type { Store } from './useScreen.js';
 import { alertEntries, selectedAlert } from './panels/lists.js';
@@ -182,9 +182,13 @@ export function useKeys(o: {
     }));
   };
   const focus = (delta: number) => {
-    // zoomed, tab walks every panel (each in turn fills the screen)
+    // zoomed, tab walks every panel (each in turn fills the screen) in the order the screen reads unzoomed
     const shown = screen.shown();
-    const visible = view.ref.current.zoom ? FOCUSABLE : shown ? visiblePanels(shown.layout) : [];
+    const visible = view.ref.current.zoom
+      ? readingOrder(screen.size.cols, screen.size.rows)
+      : shown
+        ? visiblePanels(shown.layout)
+        : [];
     if (visible.length === 0) return;
     const i = visible.indexOf(view.ref.current.focus);
     const n = (i + delta + visible.length) % visible.length;

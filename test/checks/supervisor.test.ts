@@ -3,7 +3,9 @@
 // durable control request in force is shown to every cockpit.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { evaluateOnce } from '../../src/checks/index.js';
+import { Checker, evaluateOnce } from '../../src/checks/index.js';
+import { requestMoot } from '../../src/checks/supervisor.js';
+import { proc, procs } from './helpers.js';
 import type { SupervisorState } from '../../src/trainer/control/types.js';
 import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
 
@@ -149,6 +151,60 @@ test('a request whose carrier is gone is critical (issue 24 item 5) and says who
   assert.match(a[0]!.title, /lost its carrier \(agent pid 77 is gone\): nothing will write \.HALT/);
   assert.match(a[0]!.detail, /a live cockpit or watchdog on the training box hands it to a new agent within a round/);
   assert.match(a[0]!.detail, /nsa-top halt RUN --cancel/);
+});
+
+test('an orphaned request is moot once the run has ended and nothing runs: closed with why, the critical to the timeline; never while a rank runs', () => {
+  const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
+  const req = {
+    id: 'q2',
+    kind: 'halt-after-checkpoint' as const,
+    ts: now - 60_000,
+    who,
+    state: 'pending' as const,
+    owner: { kind: 'supervisor' as const, pid: 77, startTime: '9' },
+    graceS: 300,
+    note: 'waiting for the next checkpoint',
+    updatedAt: now - 60_000,
+  };
+  const running = emptySnapshot('/r');
+  const ended = emptySnapshot('/r');
+  ended.ended = true;
+  const c = new Checker();
+  const look = (t: number, run: typeof ended, p: ReturnType<typeof procs> | null) =>
+    c.evaluate({ now: t, run, procs: p, gpu: null, requests: [req], requestOwnerAlive: false });
+  // while ranks run, the request is in force and its carrier is gone: critical
+  const live = look(now, running, procs([proc(0, 'S'), proc(1, 'S')]));
+  assert.ok(live.alerts.some((a) => a.id === 'request-orphan:q2' && a.severity === 'critical'));
+  // metrics.json written but a rank still runs: still in force, still critical (never dropped silently)
+  const tail = look(now + 1000, ended, procs([proc(1, 'S')]));
+  assert.ok(tail.alerts.some((a) => a.id === 'request-orphan:q2' && a.severity === 'critical' && !a.clearing));
+  assert.ok(!tail.alerts.some((a) => a.id === 'request-moot:q2'));
+  // ended, nothing runs: moot, saying why; the critical is in the timeline, not on screen
+  const over = look(now + 2000, ended, procs([]));
+  const moot = over.alerts.find((a) => a.id === 'request-moot:q2');
+  assert.equal(moot?.severity, 'info');
+  assert.match(moot!.title, /halt request of alice is moot: the run ended before it fired \(nothing left to halt\)/);
+  assert.match(moot!.detail, /carrier \(supervisor pid 77\) is gone.*no rank or launcher process runs.*--cancel/);
+  assert.ok(!over.alerts.some((a) => a.id.startsWith('request-orphan:')), 'no critical left on screen');
+  assert.ok(
+    over.history.some((h) => h.id === 'request-orphan:q2'),
+    'the critical is in the timeline',
+  );
+  // a one-shot look (status) agrees; without a process table, the files alone decide
+  const once = evaluateOnce({ now, run: ended, procs: null, gpu: null, requests: [req], requestOwnerAlive: false });
+  assert.deepEqual(
+    once.alerts.filter((a) => a.rule === 'request').map((a) => [a.id, a.severity]),
+    [['request-moot:q2', 'info']],
+  );
+});
+
+test('requestMoot, which also keeps an observer from handing a moot request to a new carrier', () => {
+  const over = { ended: true, procsKnown: true, ranksAlive: 0, launcherAlive: false };
+  assert.equal(requestMoot(over), true);
+  assert.equal(requestMoot({ ...over, ranksAlive: 1 }), false, 'a rank runs: in force');
+  assert.equal(requestMoot({ ...over, launcherAlive: true }), false, 'the launcher runs: in force');
+  assert.equal(requestMoot({ ...over, ended: false }), false, 'not ended: in force');
+  assert.equal(requestMoot({ ...over, procsKnown: false, ranksAlive: 0 }), true, 'the files alone say it ended');
 });
 
 test('a dead supervisor (its file still says running) is critical: crashes will not be restarted; a warning once the run ended', () => {

@@ -1,5 +1,6 @@
 // End to end: `nsa-top demo` in a real pty against the reference trainer (2 ranks). The screen
-// shows the live step; d dumps every rank; h halts with a checkpoint; r relaunches and the steps
+// shows the live step; d dumps every rank; `hn` typed in one write opens the halt question without
+// answering it; h halts with a checkpoint; r relaunches and the steps
 // continue; a second, --read-only cockpit on the same run refuses all three and sees the first
 // one's actions in its action log.
 import { test } from 'node:test';
@@ -74,9 +75,15 @@ test(
       for (let i = 0; i < 8 && !/┌ Actions/.test(ro.screen()); i++) await ro.send('\t', 400);
       await ro.waitFor(/dump\s+ok/, 20_000, 'the read-only cockpit shows the dump in its action log');
 
-      // h: halt now; every rank stops at one step, with a checkpoint
-      await main.send('h');
-      await main.waitFor(/Halt the run\?/, 10_000);
+      // type-ahead: h and n in one write (a fast typist, a laggy link) open the question but do not
+      // answer it — n came before the question was on screen: dropped, and said so; nothing halted
+      await main.send('hn');
+      await main.waitFor(/ignored 1 key typed before the dialog opened/, 10_000, 'the dropped n is named');
+      assert.ok(!existsSync(join(runDir, '.HALT')), 'no .HALT from type-ahead');
+      assert.doesNotMatch(readFileSync(actionsPath, 'utf8'), /"action":"(halt|stop)"/, 'no halt from type-ahead');
+      assert.match(main.screen(), /Halt the run\?/, 'the question stays open');
+      // h: halt now (pressed once the question is on screen); every rank stops at one step, with a checkpoint
+      await main.waitFor(/n halt now \(\.HALT\) {3}c/, 10_000);
       await main.send('n');
       const stopped = Number((await main.waitFor(/rank 1 stopped at step (\d+)/, 60_000))[1]);
       await main.waitFor(/rank 0 stopped at step \d+/, 10_000);

@@ -69,7 +69,8 @@ test(
       ) as { pid: number };
       process.kill(hb1.pid, 'SIGSTOP');
       await c.send('h');
-      await c.waitFor(/Halt the run\?/, 10_000);
+      // n acts once the question has been on screen a moment (its keys are then offered)
+      await c.waitFor(/n halt now \(\.HALT\) {3}c/, 10_000);
       await c.send('n');
       await c.waitFor(/rank 1 still running/, 15_000);
       await c.waitFor(

@@ -1,7 +1,7 @@
 // Keys as tmux sends them: `tmux send-keys -l jjjjj` writes the five keys to the pane at once, and
 // each must count, in order. On a finished fixture run, in a pane of an isolated tmux server (its
 // own socket, no config): five Tabs in one write then z zoom the panel five along the screen's
-// order; `kkkkk` scrolls the Log five lines up, `kkk` three more, `jjjjj` five back down, `gG` ends at
+// order, and zoomed, five Shift-Tabs and five Tabs walk the same order (titles show the number keys); `kkkkk` scrolls the Log five lines up, `kkk` three more, `jjjjj` five back down, `gG` ends at
 // the end (g alone would stay at the start). tmux also says whether the program in the pane asked for the mouse: on (SGR) by
 // default, never with --no-mouse, and off again after q and after SIGTERM.
 import { after, test } from 'node:test';
@@ -91,6 +91,18 @@ test(
     tmux('send-keys', '-t', P, '-l', 'z');
     await until('five Tabs then z zoom Alerts', P, (r) =>
       /^┌ Alerts/.test(zoomed(r).title) ? null : `zoomed: ${zoomed(r).title}`,
+    );
+    // its title shows the number key that focuses it
+    assert.match(zoomed(capture(P)).title, /^┌ Alerts⁵/);
+    // zoomed, Tab keeps the screen's order: five Shift-Tabs back to Training, five Tabs on to Alerts
+    // (the focus list's own order would have ended on Actions, then Log)
+    tmux('send-keys', '-t', P, 'BTab', 'BTab', 'BTab', 'BTab', 'BTab');
+    await until('zoomed: five Shift-Tabs back along the screen to Training', P, (r) =>
+      /^┌ Training¹/.test(zoomed(r).title) ? null : `zoomed: ${zoomed(r).title}`,
+    );
+    tmux('send-keys', '-t', P, '-l', '\t\t\t\t\t');
+    await until('zoomed: five Tabs along the screen to Alerts', P, (r) =>
+      /^┌ Alerts⁵/.test(zoomed(r).title) ? null : `zoomed: ${zoomed(r).title}`,
     );
 
     // 6: the Log (zoomed, it takes the screen); at its end, the newest line last

@@ -83,7 +83,7 @@ async function until(what: string, check: () => string | null, timeoutMs = 10_00
 /** the Log's title row and its body rows (the compact layout shows it as a tab of the lower right slot) */
 function logRows(): { title: string; body: string[] } | null {
   const rows = screen();
-  const i = rows.findIndex((r) => /┌ Log /.test(r));
+  const i = rows.findIndex((r) => /┌ Log⁶ /.test(r));
   if (i < 0) return null;
   const body: string[] = [];
   for (let j = i + 1; j < rows.length && !rows[j]!.includes('└'); j++) body.push(rows[j]!);
@@ -91,7 +91,7 @@ function logRows(): { title: string; body: string[] } | null {
 }
 
 /** the focused panel: its title is drawn bold inverse */
-const focused = (): string | null => /\x1b\[(?:\d+;)*7(?:;\d+)*m (\w+) /.exec(styled())?.[1] ?? null;
+const focused = (): string | null => /\x1b\[(?:\d+;)*7(?:;\d+)*m (\w+)[⁰¹²³⁴⁵⁶⁷⁸⁹]? /.exec(styled())?.[1] ?? null;
 
 const line = (i: number) => `[train] step ${i} | loss ${(5 - i / 1e4).toFixed(4)} | mark-${i}`;
 
@@ -155,7 +155,7 @@ test(
 
       // the Log's own panel (and its whole title) at a size an operator reads logs at
       tmux('resize-window', '-t', SESSION, '-x', '120', '-y', '40');
-      await until('the wide layout', () => (screen().some((r) => /┌ Log /.test(r)) ? null : 'no Log panel yet'));
+      await until('the wide layout', () => (screen().some((r) => /┌ Log⁶ /.test(r)) ? null : 'no Log panel yet'));
       // focus the Log: Tab, one at a time, each time waiting for the focus to move
       for (let i = 0; i < 10 && focused() !== 'Log'; i++) {
         const was = focused();

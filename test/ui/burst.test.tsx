@@ -92,7 +92,7 @@ test('hitTest: a title bar tab, a body line, a border', () => {
   const f = compose(s, initialView(), 80, 24, Date.now());
   const L = f.layout as Extract<Layout, { kind: 'ok' }>;
   const group = L.slots.find((sl) => sl.panels.includes('log'))!;
-  // "┌ Alerts │ log │ dumps │ actions ..." — the "log" tab
+  // "┌ Alerts⁵ │log⁶│dumps⁷│actions⁸ ..." — the "log" tab
   const row = f.lines[group.y]!.map((x) => x.text).join('');
   const at = row.indexOf('log', group.x);
   assert.equal(hitTest(L, s, at, group.y)?.panel, 'log', row);

@@ -134,11 +134,11 @@ test('keys that cannot work say why, in the footer and in ? (from the run state)
   s.runStateWhy = 'metrics.json written at step 400';
   s.procs = procs([]);
   assert.match(haltDisabled(s)?.why ?? '', /FINISHED \(metrics\.json written at step 400\): nothing to halt/);
-  // a FINISHED run is not relaunched without more steps: r says so in the words `nsa-top relaunch` uses
-  assert.match(
-    relaunchDisabled(s)?.why ?? '',
-    /FINISHED .*: it trained all its steps — .*nsa-top relaunch RUN_DIR --steps N/,
-  );
+  // a FINISHED run is not relaunched without more steps: r stays on and its dialog asks for them
+  // (relaunch-steps.test.tsx); a count not past the steps is refused in the words `nsa-top relaunch` uses
+  assert.equal(relaunchDisabled(s), null);
+  s.run = { ...s.run, step: 400, totalSteps: 400 };
+  assert.match(relaunchDisabled(s, 400)?.why ?? '', /FINISHED .*: --steps 400 is not past the 400 steps it trained/);
   assert.match(plain(footerLine(s, 200, null)), /h halt:off\(FINISHED\)/);
   assert.match(text(dialogView({ kind: 'help' }, s, Date.now(), 120).lines), /disabled now: the run is FINISHED/);
   s.runState = 'RUNNING';

@@ -93,7 +93,8 @@ export function recordingActions(
     halt: async (mode) => ok(`halt ${mode}`),
     cancelHalt: async () => ok('cancel'),
     escalate: async (sig) => ok(sig),
-    relaunch: async (o) => ok(`relaunch${o.removeStaleHalt ? ' remove-halt' : ''}`),
+    relaunch: async (o) =>
+      ok(`relaunch${o.removeStaleHalt ? ' remove-halt' : ''}${o.steps ? ` steps ${o.steps}` : ''}`),
     ack: async (a) => ok(`ack ${a.id}`),
     ...over,
   };

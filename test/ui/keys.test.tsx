@@ -114,6 +114,7 @@ test('dialog keys: the halt-track window offers x, i and K only when they can ac
     result: null,
     escalation: null,
     killArmed: false,
+    armed: true, // on screen past the type-ahead guard (typeahead.ts)
   };
   // no .HALT yet: i does nothing, x has no request to cancel; esc closes
   assert.equal(dialogBindingFor({ s, d, now }, 'i', {}), null);
@@ -146,13 +147,17 @@ test('keys in the App: halt question (ctrl-c answers no, c asks after the checkp
   try {
     s.runState = 'RUNNING'; // h is on for a running run
     await app.press('h');
-    await app.until(() => /Halt the run\?/.test(app.screen()));
+    // its keys are offered (and act) once the question has been on screen a moment (typeahead.ts)
+    await app.until(() => /n halt now \(\.HALT\) {3}c halt after the next checkpoint {3}esc cancel/.test(app.screen()));
     assert.match(app.screen(), /n halt now \(\.HALT\) {3}c halt after the next checkpoint {3}esc cancel/);
     let mark = app.mark();
     await app.press('\x03'); // ctrl-c at the question: no halt, the question closes, nsa-top stays
     await app.until(() => app.since(mark).length > 0);
     assert.doesNotMatch(app.since(mark), /Halt the run\?/);
-    await app.press('h', 'c');
+    mark = app.mark();
+    await app.press('h');
+    await app.until(() => /n halt now \(\.HALT\) {3}c/.test(app.since(mark)));
+    await app.press('c');
     await app.until(() => actions.calls.length > 0);
     assert.deepEqual(actions.calls, ['halt after-checkpoint']);
     await app.press('\x1b');
@@ -183,7 +188,7 @@ test("a STALLED run: h then c is refused in the judge's words (a stalled run wri
   const app = await appOnTty(s, actions, 120, 30);
   try {
     await app.press('h');
-    await app.until(() => /Halt the run\?/.test(app.screen()));
+    await app.until(() => /n halt now \(\.HALT\) {3}c/.test(app.screen()));
     await app.press('c');
     await app.until(() => /writes no checkpoint/.test(app.screen()));
     assert.match(app.screen(), /halt after the next checkpoint: refused/);

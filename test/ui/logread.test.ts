@@ -10,7 +10,9 @@ import { join } from 'node:path';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { LogBack, MAX_LINES } from '../../src/trainer/run/logback.js';
 import { compose } from '../../src/ui/compose.js';
-import { helpMaxScroll } from '../../src/ui/dialogs/index.js';
+import { dialogBindings, helpMaxScroll } from '../../src/ui/dialogs/index.js';
+import { keysText } from '../../src/ui/keys.js';
+import { KEYMAP } from '../../src/ui/keymap.js';
 import { logPanel, logWindow } from '../../src/ui/panels/log.js';
 import { highlight, shiftLine } from '../../src/ui/search.js';
 import { logKeys } from '../../src/ui/logkeys.js';
@@ -137,10 +139,24 @@ test('help fits 80×24 with its close key on screen, and scrolls to the last key
   assert.doesNotMatch(first, /q \/ ctrl-c +quit nsa-top/, 'at 80×24 the last key is below the fold');
   const max = helpMaxScroll(s, 72, 24 - 5);
   assert.ok(max > 0);
+  const frames = Array.from({ length: max + 1 }, (_, i) => frame(i));
+  assert.ok(
+    frames.some((f) => /q \/ ctrl-c +quit nsa-top/.test(f)),
+    'scrolling down, q is there',
+  );
   const last = frame(max);
-  assert.match(last, /q \/ ctrl-c +quit nsa-top/, 'scrolled to the end, q is there');
+  // after the main screen's keys, the dialogs' (the halt question's n, the halt window's K, …)
+  assert.match(last, /ctrl-c +in any dialog: quit nsa-top/, 'scrolled to the end, the last dialog key is there');
   assert.match(last, /esc \/ \? \/ q \/ enter closes/);
   assert.equal(frame(max + 50), last, 'scrolling past the end stays at the end');
+  // every key nsa-top takes is in the help, its words wrapped, never cut at 80 columns
+  const seen = frames.join('\n');
+  for (const b of [...KEYMAP, ...dialogBindings()])
+    assert.ok(seen.includes(keysText(b)), `${keysText(b)} (${b.help}) is in the help`);
+  for (const w of ['in the halt question: halt now', 'SIGKILL them (press twice', 'erase the last character'])
+    assert.ok(seen.replace(/\s*┃\s*┃?\s*/g, ' ').includes(w), w);
+  const box = frames.flatMap((f) => f.split('\n')).filter((l) => l.includes('┃'));
+  assert.ok(!box.some((l) => /…\s*┃/.test(l)), `a help line cut: ${box.find((l) => /…\s*┃/.test(l))}`);
 });
 
 test("Dumps: the search highlights every match, marks the current one, and the file for o is the set's", async () => {

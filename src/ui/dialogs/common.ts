@@ -6,6 +6,18 @@ import { type Binding, type Disabled, keyText, off } from '../keys.js';
 import type { Role } from '../palette.js';
 import { type Line, t } from '../text.js';
 
+/**
+ * A dialog that can signal or halt takes its confirming keys only once it has been on screen a
+ * moment (src/ui/typeahead.ts): keys typed before that are dropped and counted here, for the dialog
+ * to say so.
+ */
+export interface TypeAhead {
+  /** on screen for the guard window: its signalling keys act (false/absent: they are dropped) */
+  armed?: boolean;
+  /** signalling keys dropped because they came before the dialog was on screen */
+  ignored?: number;
+}
+
 export type Dialog =
   | { kind: 'help'; /** lines scrolled down */ scroll?: number }
   | { kind: 'refused'; what: string; why: string }
@@ -18,8 +30,8 @@ export type Dialog =
       result: DumpOutcome | null;
       error: string | null;
     }
-  | { kind: 'halt-choose'; startedAt: number }
-  | {
+  | ({ kind: 'halt-choose'; startedAt: number } & TypeAhead)
+  | ({
       kind: 'halt-track';
       mode: 'now' | 'after-checkpoint';
       startedAt: number;
@@ -28,11 +40,17 @@ export type Dialog =
       escalation: { sig: 'SIGINT' | 'SIGKILL'; result: ActionOutcome | null } | null;
       /** SIGKILL needs a second key press */
       killArmed: boolean;
-    }
+    } & TypeAhead)
   | {
       kind: 'relaunch';
-      /** checking: asking what a relaunch would do, before anything is typed */
-      stage: 'checking' | 'confirm' | 'halt-confirm' | 'running' | 'done';
+      /**
+       * steps: a FINISHED run — how many steps to train to (as `relaunch --steps N`), asked first;
+       * checking: asking what a relaunch would do, before anything is typed
+       */
+      stage: 'steps' | 'checking' | 'confirm' | 'halt-confirm' | 'running' | 'done';
+      /** the step count as typed, and as taken (null: none asked; the run trains to its own total) */
+      stepsInput: string;
+      steps: number | null;
       input: string;
       haltInput: string;
       removeHalt: boolean;
@@ -68,7 +86,8 @@ export type DialogBinding<K extends Dialog['kind'] = Dialog['kind']> = Binding<D
 export const unless = (cond: boolean, why: string): Disabled | null => (cond ? null : off(why, why));
 
 /** the relaunch dialog is asking: what is typed is the answer */
-export const typing = (d: DialogOf<'relaunch'>): boolean => d.stage === 'confirm' || d.stage === 'halt-confirm';
+export const typing = (d: DialogOf<'relaunch'>): boolean =>
+  d.stage === 'steps' || d.stage === 'confirm' || d.stage === 'halt-confirm';
 
 /** Ctrl-C quits from any dialog, but at a question it takes the safe default: no action, the question closes. */
 export const QUIT: Binding<DialogCommand, { d: Dialog }> = {

@@ -17,6 +17,7 @@ import type { Role } from '../palette.js';
 import { rankRows } from '../panels/ranks.js';
 import { HEALTH_ROLE } from '../panels/header.js';
 import { clean, type Line, t, wrap } from '../text.js';
+import { ignoredText, OPENING_TEXT } from '../typeahead.js';
 import {
   type DialogBinding,
   type DialogCtx,
@@ -108,7 +109,16 @@ function escalationOff({ s, d, now }: DialogCtx<'halt-track'>): Disabled | null 
   return blocked === null ? null : off('not yet', blocked);
 }
 
-export function haltChooseView(s: CockpitState, W: number): DialogView {
+/** What a guarded dialog says about type-ahead: the keys it dropped, and that it is not yet taking them. */
+function typeAheadLines(d: DialogOf<'halt-choose'> | DialogOf<'halt-track'>): Line[] {
+  const out: Line[] = [];
+  const ig = ignoredText(d.ignored);
+  if (ig) out.push([t(ig, 'warn', { bold: true })]);
+  if (!d.armed) out.push([t(OPENING_TEXT, 'dim')]);
+  return out;
+}
+
+export function haltChooseView(s: CockpitState, W: number, d?: DialogOf<'halt-choose'>): DialogView {
   const risk = s.stepsAtRisk;
   const lines: Line[] = [];
   if (risk?.lastCheckpointStep != null) lines.push([t(`newest complete checkpoint: step ${risk.lastCheckpointStep}`)]);
@@ -125,13 +135,17 @@ export function haltChooseView(s: CockpitState, W: number): DialogView {
       t(`next checkpoint at step ${Math.ceil((s.run.step + 1) / every) * every} (save_every ${every})`, 'dim'),
     ]);
   lines.push([]);
-  lines.push([
-    ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-now')),
-    t('   '),
-    ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-after-checkpoint')),
-    t('   '),
-    ...hintOf(dk(HALT_CHOOSE_KEYS, 'close')),
-  ]);
+  // until the question has been on screen a moment, its keys do not act: they are not offered yet
+  if (d) lines.push(...typeAheadLines(d));
+  if (d === undefined || d.armed)
+    lines.push([
+      ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-now')),
+      t('   '),
+      ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-after-checkpoint')),
+      t('   '),
+      ...hintOf(dk(HALT_CHOOSE_KEYS, 'close')),
+    ]);
+  else lines.push([...hintOf(dk(HALT_CHOOSE_KEYS, 'close'))]);
   return { title: 'Halt the run?', role: 'warn', lines };
 }
 
@@ -223,6 +237,7 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
         : hintOf(kill)),
     ]);
   } else if (!done) lines.push([t(`SIGINT/SIGKILL not offered: ${blocked?.why}`, 'dim')]);
+  lines.push(...typeAheadLines(d));
   const keys: Line = [];
   const cancel = dk(HALT_TRACK_KEYS, 'cancel-request');
   if (!cancel.disabled?.(x)) keys.push(...hintOf(cancel), t('   '));

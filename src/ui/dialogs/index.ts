@@ -8,14 +8,13 @@ import { enabledBindingFor } from '../keys.js';
 import type { Dialog, DialogBinding, DialogCtx, DialogView } from './common.js';
 import { dumpView, DUMP_KEYS } from './dump.js';
 import { haltChooseView, haltTrackView, HALT_CHOOSE_KEYS, HALT_TRACK_KEYS } from './halt.js';
-import { helpView, HELP_KEYS, refusedView, REFUSED_KEYS } from './help.js';
+import { helpMaxScroll as helpMaxScrollOf, helpView, HELP_KEYS, refusedView, REFUSED_KEYS } from './help.js';
 import { relaunchView, RELAUNCH_KEYS } from './relaunch.js';
 
 export type { Dialog, DialogBinding, DialogCommand, DialogCtx, DialogOf, DialogView } from './common.js';
 export { typing } from './common.js';
 export { escalationGate, trackedRequest } from './halt.js';
-export { helpMaxScroll } from './help.js';
-export { relaunchDialog } from './relaunch.js';
+export { parseSteps, relaunchDialog } from './relaunch.js';
 
 /**
  * The dialogs' keys: App acts on them, the dialogs show them, the README lists them. The first binding
@@ -46,17 +45,22 @@ export function dialogBindings(): DialogBinding[] {
   return out;
 }
 
+/** The most the help (with every dialog's keys) can be scrolled down with `room` rows for its body. */
+export function helpMaxScroll(s: CockpitState, W: number, room: number): number {
+  return helpMaxScrollOf(s, W, room, dialogBindings());
+}
+
 /** `room`: the rows the dialog's body may take (the help scrolls within them) */
 export function dialogView(d: Dialog, s: CockpitState, now: number, width: number, room = Infinity): DialogView {
   switch (d.kind) {
     case 'help':
-      return helpView(s, width, room, d.scroll ?? 0);
+      return helpView(s, width, room, d.scroll ?? 0, dialogBindings());
     case 'refused':
       return refusedView(d, width);
     case 'dump':
       return dumpView(d, now);
     case 'halt-choose':
-      return haltChooseView(s, width);
+      return haltChooseView(s, width, d);
     case 'halt-track':
       return haltTrackView(d, s, now, width);
     case 'relaunch':

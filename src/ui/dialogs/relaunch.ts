@@ -10,8 +10,31 @@ import { type DialogBinding, type DialogOf, type DialogView, dk, input, QUIT, ty
 export function relaunchDialog(
   stage: DialogOf<'relaunch'>['stage'] = 'confirm',
   info?: DialogOf<'relaunch'>['info'],
+  steps: number | null = null,
 ): DialogOf<'relaunch'> {
-  return { kind: 'relaunch', stage, input: '', haltInput: '', removeHalt: false, result: null, error: null, info };
+  return {
+    kind: 'relaunch',
+    stage,
+    stepsInput: '',
+    steps,
+    input: '',
+    haltInput: '',
+    removeHalt: false,
+    result: null,
+    error: null,
+    info,
+  };
+}
+
+/**
+ * The step count typed in the relaunch dialog of a FINISHED run: a whole number, or why not. Whether
+ * it is past the steps the run trained is the judge's verdict (src/checks/actions.ts), as for the CLI.
+ */
+export function parseSteps(typed: string): { n: number } | { error: string } {
+  const v = typed.trim();
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < 1)
+    return { error: `"${clean(v).slice(0, 20)}" is not a step count: type a whole number, then enter` };
+  return { n: Number(v) };
 }
 
 export const RELAUNCH_KEYS: readonly DialogBinding<'relaunch'>[] = [
@@ -29,7 +52,7 @@ export const RELAUNCH_KEYS: readonly DialogBinding<'relaunch'>[] = [
     command: 'submit',
     keys: ['enter'],
     hint: 'confirms',
-    help: 'in the relaunch dialog: confirm what is typed (the run name, then "remove" or "keep" a stale .HALT)',
+    help: 'in the relaunch dialog: confirm what is typed (a FINISHED run: the steps to train to; the run name; "remove" or "keep" a stale .HALT)',
     disabled: ({ d }) => unless(typing(d), 'not asking'),
   },
   {
@@ -51,6 +74,20 @@ export const RELAUNCH_KEYS: readonly DialogBinding<'relaunch'>[] = [
 export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number): DialogView {
   const name = s.run.identity.name;
   const lines: Line[] = [];
+  if (d.stage === 'steps') {
+    // a FINISHED run resumes at its last step: without more steps it would stop at once
+    const past = s.run.totalSteps ?? s.run.step;
+    lines.push(
+      ...wrap(
+        clean(
+          `the run is FINISHED: it trained ${past != null ? `${past} steps` : 'all its steps'}. A relaunch resumes from the newest checkpoint with --steps N in its command (as nsa-top relaunch RUN --steps N); every later restart keeps N.`,
+        ),
+        W - 4,
+      ).map((l) => [t(l, 'info')]),
+    );
+    lines.push([]);
+    lines.push(input(`train to how many steps${past != null ? ` (more than ${past})` : ''}? `, d.stepsInput));
+  }
   if (d.stage === 'checking') lines.push([t('checking what a relaunch would do…', 'dim')]);
   if (d.stage === 'confirm' || d.stage === 'halt-confirm') {
     const info = d.info;
@@ -86,8 +123,11 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
         ),
       ]);
     }
-    const no = relaunchDisabled(s);
-    if (no) lines.push([t(no.why, 'crit')]);
+    // the command above is the recorded one: the relaunch writes --steps N into it first
+    if (d.steps != null)
+      lines.push([t(`--steps ${d.steps} replaces the recorded command's step count`, 'info', { bold: true })]);
+    const no = relaunchDisabled(s, d.steps);
+    if (no) lines.push(...wrap(clean(no.why), W - 4).map((l) => [t(l, 'crit')]));
     const halt = s.run.control.halt;
     if (halt.present)
       lines.push([

@@ -7,12 +7,14 @@ import { pct } from '../format.js';
 import { KEYMAP } from '../keymap.js';
 import { fit, type Line, lineWidth, t } from '../text.js';
 import { timelineLine } from './timeline.js';
+import { dropsKey } from '../typeahead.js';
 
 /** the keys of the open dialog that can act now: the main screen's do nothing until it closes */
 function dialogHints(s: CockpitState, d: Dialog, now: number): Line {
   const hints: Line = [t('dialog: ', 'dim')];
   for (const b of DIALOG_KEYS[d.kind] as readonly DialogBinding[])
-    if (b.hint && !b.disabled?.({ s, d, now }))
+    // a signalling key is not offered before the dialog has been on screen a moment (typeahead.ts)
+    if (b.hint && !b.disabled?.({ s, d, now }) && !dropsKey(d, b.command))
       hints.push(t(keyText(b.keys[0]!), 'accent', { bold: true }), t(` ${b.hint} `));
   return hints;
 }
