@@ -19,6 +19,7 @@ import {
   readKnownHosts,
 } from './knownhosts.js';
 import type { SshTarget } from './config.js';
+import { sshTrace } from './trace.js';
 
 export interface SshHostOptions {
   target: SshTarget;
@@ -141,7 +142,10 @@ export class SshConnection {
 
     return new Promise<void>((resolve, reject) => {
       const client = new Client();
+      sshTrace(`connect ${t.hostName}:${t.port}`);
       const sock = netConnect({ host: t.hostName, port: t.port });
+      sock.once('connect', () => sshTrace('tcp connected'));
+      client.once('handshake', () => sshTrace('key exchange done'));
       let ready = false;
       let settled = false;
       const fail = (e: Error) => {
@@ -169,6 +173,7 @@ export class SshConnection {
         fail(new SshConnectError(msg));
       });
       client.on('ready', () => {
+        sshTrace('authenticated');
         ready = true;
         settled = true;
         // retire the previous connection's socket counters

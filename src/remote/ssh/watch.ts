@@ -13,6 +13,7 @@ import { commandLine } from './exec.js';
 import { notRegularType, parseFindEntry, parseLsLine, sortByName, statOf } from './listing.js';
 import { FrameParser } from './frames.js';
 import { WATCH_SCRIPT } from './watch-script.js';
+import { sshTrace, sshTraceSpan, sshTracing } from './trace.js';
 
 export const FOLLOW_CHUNK = 4 * 1024 * 1024;
 export const FOLLOW_BUFFER_CAP = 64 * 1024 * 1024;
@@ -131,6 +132,8 @@ export class WatchLoop {
   private frameEntries: DirEntry[] = [];
   /** frames received (stats) */
   frames = 0;
+  /** NSA_TOP_SSH_TRACE: each tick's span */
+  private readonly tickTraces = new Map<number, () => void>();
   /** when (our clock) the last frame arrived that covered every registration: the data's age */
   private fullFrameAt: number | null = null;
 
@@ -265,6 +268,7 @@ export class WatchLoop {
       const gen = await this.channels.acquire(Date.now() + FRAME_WAIT_MS);
       const nonce = randomBytes(16).toString('hex');
       let ch: ClientChannel;
+      sshTrace('watch loop: opening its channel');
       try {
         ch = await this.conn.openExec(
           client,
@@ -274,6 +278,7 @@ export class WatchLoop {
         this.channels.release(gen);
         throw e;
       }
+      sshTrace('watch loop: channel open');
       let sawPid = false;
       this.hello = new Promise<void>((r) => (this.helloDone = r));
       const parser: FrameParser = new FrameParser(
@@ -398,6 +403,7 @@ export class WatchLoop {
       this.flushBulk();
     }
     const seq = ++this.tickSeq;
+    if (sshTracing) this.tickTraces.set(seq, sshTraceSpan(`loop frame ${seq}`));
     if (this.inFlight === 0) this.waitingSince = Date.now();
     this.inFlight++;
     this.send(`t ${seq}`);
@@ -432,6 +438,7 @@ export class WatchLoop {
       this.bulkOk = bulk === '1';
       // the loop tried GNU find itself (told 'posix', it does not): the file scripts follow it
       this.box.gnuFind = g === '1';
+      sshTrace('watch loop: hello');
       this.helloDone?.();
       return;
     }
@@ -459,6 +466,8 @@ export class WatchLoop {
     }
     if (tag === 'Z ') {
       const seq = Number(rest);
+      this.tickTraces.get(seq)?.();
+      this.tickTraces.delete(seq);
       this.doneSeq = Math.max(this.doneSeq, seq);
       this.inFlight = Math.max(0, this.inFlight - 1);
       this.waitingSince = this.inFlight > 0 ? Date.now() : null;
@@ -567,8 +576,15 @@ export class WatchLoop {
 
   oneShot(path: string, offset: number, maxBytes: number): Promise<OneShotAnswer> {
     const id = this.nextId++;
+    const traced = sshTraceSpan(`loop o ${id}: ${path}`);
     return new Promise((resolve) => {
-      this.oneShots.set(id, { path, resolve });
+      this.oneShots.set(id, {
+        path,
+        resolve: (r) => {
+          traced();
+          resolve(r);
+        },
+      });
       // a first read of a whole file waits for this turn's others: many go out as one bulk read
       if (this.bulkOk && offset === 0 && maxBytes >= BULK_FILE_MAX && !this.lastIno.has(path)) {
         this.bulkQueue.push({ id, path, maxBytes });
@@ -710,6 +726,7 @@ export class WatchLoop {
     if (!LINE_SAFE.test(script)) return null;
     const id = this.nextId++;
     const left = Math.max(1, timeoutMs - (Date.now() - started));
+    const traced = sshTraceSpan(`loop x ${id}: ${script.slice(0, 50)} ${args.join(' ').slice(0, 60)}`);
     const answer = new Promise<ScriptAnswer | null>((resolve) => {
       const t = setTimeout(() => {
         this.scripts.delete(id);
@@ -726,6 +743,7 @@ export class WatchLoop {
         out: null,
         done: (r) => {
           clearTimeout(t);
+          traced();
           resolve(r && { ...r, durationMs: Date.now() - started });
         },
       });
@@ -764,6 +782,8 @@ export class WatchLoop {
       });
     });
     const list = (l: number[]) => l.join(',') || '-';
+    const traced = sshTraceSpan(`loop P ${id}: process table`);
+    void answer.then(traced);
     this.send(
       `P ${id} ${req.sysconf ? '1' : '-'} ${req.mode} ${list(req.known)} ${list(req.pids)} ${rd ? safePath(rd) : ''}|`,
     );
