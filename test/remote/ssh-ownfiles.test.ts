@@ -258,3 +258,40 @@ test("over SSH: a write cut short by a full disk (a 64 KiB tmpfs) is nsa-top's o
     spawnSync('umount', [mnt]);
   }
 });
+
+test('over SSH: writes ride the watch loop byte-exact (no session each); data it cannot carry goes by exec', async () => {
+  const d = run('loopw');
+  const opened = () => host.stats().channels;
+  await host.stat(d); // the loop is up
+  const c0 = opened();
+  // what a line protocol could lose: trailing blanks, backslashes, a `|` at a line's end, blank
+  // lines, a leading `-`, no final line break, shell text, UTF-8, a line of 20 KiB
+  const awkward = [
+    `{"a":"x \\\\ y"}  \n`,
+    'ends in a bar|\n\n\n-n -e\n$(touch pwned) `id` $HOME "\' ;\n',
+    'épée 🚀\t\n',
+    `${'z'.repeat(20_000)}\n`,
+    'no final break',
+  ];
+  const log = join(d, '.nsa-top', 'actions.jsonl');
+  for (const a of awkward) await appendOwn(host, d, '.nsa-top/actions.jsonl', a);
+  assert.equal(readFileSync(log, 'utf8'), awkward.join(''));
+  await host.writeFile(join(d, 'w1.txt'), '\n');
+  await host.writeFile(join(d, 'w2.txt'), '');
+  await host.appendFile(join(d, 'w2.txt'), 'a\\b|\n|');
+  await writeOwnAtomic(host, d, '.nsa-top/run.json', '{"v":"\\n"}\n');
+  await host.mkdirp(join(d, 'sub dir', '-x'));
+  assert.equal(readFileSync(join(d, 'w1.txt'), 'utf8'), '\n');
+  assert.equal(readFileSync(join(d, 'w2.txt'), 'utf8'), 'a\\b|\n|');
+  assert.equal(readFileSync(join(d, '.nsa-top', 'run.json'), 'utf8'), '{"v":"\\n"}\n');
+  assert.ok(statSync(join(d, 'sub dir', '-x')).isDirectory());
+  assert.equal(existsSync(join(d, 'pwned')), false);
+  assert.equal(opened() - c0, 0, 'no SSH channel for the writes the loop carries');
+  // a CR, a NUL, or more than the loop takes: by exec, byte-exact all the same
+  const big = Buffer.alloc(300 * 1024, 'q');
+  await host.writeFile(join(d, 'cr.txt'), 'a\r\nb\0c');
+  await host.writeFile(join(d, 'big.txt'), big);
+  assert.equal(readFileSync(join(d, 'cr.txt'), 'utf8'), 'a\r\nb\0c');
+  assert.ok(readFileSync(join(d, 'big.txt')).equals(big));
+  assert.equal(opened() - c0, 2, 'one exec each for the CR/NUL write and the big one');
+});

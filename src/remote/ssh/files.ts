@@ -1,8 +1,10 @@
 // File operations on the remote box, each one guarded sh script (stat, list, reads, writes,
 // nsa-top's own files, signals). The looks (stat, list, a bounded read) and signals run inside the
-// watch loop's shell when it is up (`x`, watch-script.ts): no SSH session each. Writes (they carry
-// stdin), unbounded reads and anything with a line break in an argument go by exec, as does
-// everything while the loop is down. The poll path does not come here: it rides the watch loop.
+// watch loop's shell when it is up (`x`, watch-script.ts): no SSH session each. Unbounded reads
+// and anything with a line break in an argument go by exec, as does everything while the loop is
+// down. The poll path does not come here: it rides the watch loop.
+// Writes (stdin data, scripts of many lines) ride the loop too (`w`) when their data is small and
+// has no NUL or CR; else, and while the loop is down, they go by exec.
 import {
   CATCHABLE_SIGNALS,
   noHandlerError,
@@ -33,13 +35,28 @@ const LOOP_READ_MAX = 16 * 1024 * 1024;
 /** runs a one-line script inside the watch loop; null: it cannot now (see WatchLoop.runScript) */
 export type LoopRunner = (build: () => string, args: string[], timeoutMs: number) => Promise<RawResult | null>;
 
+/** runs a script with data on its stdin inside the watch loop; null: it cannot now (see WatchLoop.runWrite) */
+export type LoopWriter = (
+  script: string,
+  args: string[],
+  input: string | Buffer | null,
+  timeoutMs: number,
+) => Promise<RawResult | null>;
+
 export class SshFiles {
   constructor(
     private readonly cmds: RemoteCommands,
     private readonly label: string,
     private readonly box: BoxFacts,
     private readonly loop: LoopRunner | null = null,
+    private readonly loopWrite: LoopWriter | null = null,
   ) {}
+
+  /** a write (data on stdin, or none): in the watch loop when it can take it, else over exec */
+  private async change(script: string, args: string[], input?: string | Buffer): Promise<RawResult> {
+    const r = this.loopWrite ? await this.loopWrite(script, args, input ?? null, 30000) : null;
+    return r ?? this.cmds.sh(script, args, { input });
+  }
 
   /** a script without stdin: in the watch loop when it can take it, else over exec */
   private async look(
@@ -137,26 +154,26 @@ export class SshFiles {
         ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; `
         : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
       `cat > "$1" || exit 1; if [ -n "$2" ]; then chmod "$2" "$1" || exit 1; fi`;
-    const r = await this.cmds.sh(script, [path, mode], { input: data });
+    const r = await this.change(script, [path, mode], data);
     if (r.code !== 0) throw this.errorFor(path, r, 'write');
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
-    const r = await this.cmds.sh(
+    const r = await this.change(
       `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`,
       [path],
-      { input: data },
+      data,
     );
     if (r.code !== 0) throw this.errorFor(path, r, 'append to');
   }
 
   async mkdirp(path: string): Promise<void> {
-    const r = await this.cmds.sh(`mkdir -p -- "$1"`, [path]);
+    const r = await this.change(`mkdir -p -- "$1"`, [path]);
     if (r.code !== 0) throw this.errorFor(path, r, 'mkdir');
   }
 
   async remove(path: string): Promise<void> {
-    const r = await this.cmds.sh(
+    const r = await this.change(
       `[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && { echo "$1 is a directory" >&2; exit 1; }; rm -f -- "$1"`,
       [path],
     );
@@ -185,7 +202,7 @@ export class SshFiles {
     const [sub, name] = splitOwnRel(rel);
     // only 0600 is asked for (a private record): the script creates it under umask 077
     const priv = fileMode !== undefined && (fileMode & 0o077) === 0 ? 'private' : '';
-    const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode, priv], { input: data });
+    const r = await this.change(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode, priv], data);
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
     const m = /^set-aside (\S+) (.+)$/m.exec(r.stdout.toString('utf8'));
     return m ? { setAside: m[1]!, why: m[2]! } : undefined;
@@ -193,7 +210,7 @@ export class SshFiles {
 
   async removeOwn(root: string, rel: string): Promise<void> {
     const [sub, name] = splitOwnRel(rel);
-    const r = await this.cmds.sh(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
+    const r = await this.change(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, 'remove');
   }
 

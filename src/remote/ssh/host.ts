@@ -79,8 +79,12 @@ export class SshHost implements Host {
       },
     });
     this.cmds = new RemoteCommands(this.conn, this.channels, (pid, sig) => this.watch.kill(pid, sig));
-    this.files = new SshFiles(this.cmds, this.label, this.box, (build, args, ms) =>
-      this.watch.runScript(build, args, ms),
+    this.files = new SshFiles(
+      this.cmds,
+      this.label,
+      this.box,
+      (build, args, ms) => this.watch.runScript(build, args, ms),
+      (script, args, input, ms) => this.watch.runWrite(script, args, input, ms),
     );
     this.watch = new WatchLoop(this.conn, this.channels, this.box, opts.watchIntervalMs ?? 1000);
     this.poller = new DirPoller(

@@ -73,6 +73,17 @@ export interface ScriptAnswer {
 
 /** a script's arguments travel as lines: one with a line break (or a NUL) goes by exec instead */
 const LINE_SAFE = /^[^\n\r\0]*$/;
+/** a write's script goes as lines: no CR (a `read` may keep or drop it) and no NUL */
+const MULTILINE_SAFE = /^[^\r\0]*$/;
+/** a write with more data than this goes by exec (the loop's shell reads it a byte at a time) */
+export const LOOP_INPUT_MAX = 256 * 1024;
+
+/** the lines a write's data travels as (the last one has no line break after it, maybe empty) */
+function dataLines(data: Buffer): number {
+  let n = 1;
+  for (let i = data.indexOf(10); i >= 0; i = data.indexOf(10, i + 1)) n++;
+  return n;
+}
 /** the loop's `timeout 20` ran out */
 const TIMEOUT_EXIT = 124;
 
@@ -709,7 +720,38 @@ export class WatchLoop {
    * connected, a line break in an argument, the connection dropped meanwhile): the caller execs.
    */
   async runScript(build: () => string, args: string[], timeoutMs: number): Promise<ScriptAnswer | null> {
-    if (this.conn.closing || !args.every((a) => LINE_SAFE.test(a))) return null;
+    if (!args.every((a) => LINE_SAFE.test(a))) return null;
+    return this.runInLoop(build, args, null, timeoutMs, false);
+  }
+
+  /**
+   * A script of any number of lines, with `input` on its stdin (null: /dev/null), run inside the
+   * loop (`w`): the writes of files.ts — an audit append, nsa-top's own files, mkdir — without an
+   * SSH session each (each one a login on the box, whose shell start-up files can take most of a
+   * second). Null when the loop cannot take it (not connected, a NUL or CR in a line, input over
+   * LOOP_INPUT_MAX): the caller execs. Once sent, a write is never retried elsewhere: if the loop
+   * goes away before it answers, the answer is a failure that says so (it may or may not have run).
+   */
+  async runWrite(
+    script: string,
+    args: string[],
+    input: string | Buffer | null,
+    timeoutMs: number,
+  ): Promise<ScriptAnswer | null> {
+    const data = input === null ? null : Buffer.isBuffer(input) ? input : Buffer.from(input);
+    if (data && (data.length > LOOP_INPUT_MAX || data.includes(0) || data.includes(13))) return null;
+    if (!args.every((a) => LINE_SAFE.test(a)) || !MULTILINE_SAFE.test(script)) return null;
+    return this.runInLoop(() => script, args, data, timeoutMs, true);
+  }
+
+  private async runInLoop(
+    build: () => string,
+    args: string[],
+    data: Buffer | null,
+    timeoutMs: number,
+    write: boolean,
+  ): Promise<ScriptAnswer | null> {
+    if (this.conn.closing) return null;
     const started = Date.now();
     try {
       await this.ensure();
@@ -723,32 +765,54 @@ export class WatchLoop {
     }
     if (!this.watch) return null;
     const script = build();
-    if (!LINE_SAFE.test(script)) return null;
+    if (!(write ? MULTILINE_SAFE : LINE_SAFE).test(script)) return null;
     const id = this.nextId++;
     const left = Math.max(1, timeoutMs - (Date.now() - started));
-    const traced = sshTraceSpan(`loop x ${id}: ${script.slice(0, 50)} ${args.join(' ').slice(0, 60)}`);
+    const traced = sshTraceSpan(
+      `loop ${write ? 'w' : 'x'} ${id}: ${script.slice(0, 50)} ${args.join(' ').slice(0, 60)}`,
+    );
+    const failed = (why: string, timedOut: boolean): ScriptAnswer => ({
+      code: null,
+      signal: timedOut ? 'SIGKILL' : null,
+      stdout: Buffer.alloc(0),
+      stderr: Buffer.from(why),
+      timedOut,
+      durationMs: Date.now() - started,
+    });
     const answer = new Promise<ScriptAnswer | null>((resolve) => {
       const t = setTimeout(() => {
         this.scripts.delete(id);
-        resolve({
-          code: null,
-          signal: 'SIGKILL',
-          stdout: Buffer.alloc(0),
-          stderr: Buffer.from('timed out (the watch loop did not answer)'),
-          timedOut: true,
-          durationMs: Date.now() - started,
-        });
+        resolve(failed('timed out (the watch loop did not answer)', true));
       }, left);
       this.scripts.set(id, {
         out: null,
         done: (r) => {
           clearTimeout(t);
           traced();
+          // a look the loop could not finish is asked again by exec; a write is not (it may have run)
+          if (!r && write)
+            return resolve(failed('connection lost during the write (it may or may not have happened)', false));
           resolve(r && { ...r, durationMs: Date.now() - started });
         },
       });
     });
-    this.send([`x ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
+    if (!write) this.send([`x ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
+    else {
+      const lines = script.split('\n');
+      const cmd = `w ${id} ${lines.length} ${args.length} ${data ? dataLines(data) : 0}\n`;
+      const parts: Uint8Array[] = [Buffer.from(cmd + [...lines, ...args].map((l) => `${l}|\n`).join(''))];
+      if (data) {
+        // each line of the data ends in the `|` sentinel (trailing blanks survive `read -r`)
+        let at = 0;
+        for (;;) {
+          const nl = data.indexOf(10, at);
+          parts.push(data.subarray(at, nl < 0 ? data.length : nl), Buffer.from('|\n'));
+          if (nl < 0) break;
+          at = nl + 1;
+        }
+      }
+      this.watch.chan.write(Buffer.concat(parts));
+    }
     return answer;
   }
 
