@@ -39,6 +39,7 @@ const UNIT_TESTS = [
   'test/format.test.ts',
   'test/fuzz/bounds.test.ts',
   'test/remote/channels.test.ts',
+  'test/remote/early.test.ts',
   'test/remote/frames.test.ts',
   'test/trainer/control/checkpoints.test.ts',
   'test/trainer/reference/args.test.ts',

@@ -44,6 +44,8 @@ export interface SshHostOptions {
   stallMs?: number;
   /** test hook: use the `ls` fallback even where GNU find exists */
   posixOnly?: boolean;
+  /** cuts a connect still under way short (an early connection nobody claimed: src/remote/early.ts) */
+  signal?: AbortSignal;
 }
 
 export class HostKeyError extends Error {
@@ -162,6 +164,11 @@ export class SshConnection {
       sock.on('error', (e) => {
         if (!ready) fail(new SshConnectError(`cannot reach ${t.hostName}:${t.port}: ${e.message}`));
       });
+      const signal = this.opts.signal;
+      const abandoned = () => fail(new SshConnectError(`connection to ${t.hostName}:${t.port} abandoned`));
+      if (signal?.aborted) abandoned();
+      signal?.addEventListener('abort', abandoned, { once: true });
+      sock.once('close', () => signal?.removeEventListener('abort', abandoned));
       client.on('error', (e: Error & { level?: string }) => {
         if (ready) return; // 'close' follows and drives the reconnect
         if (hostKeyProblem) return fail(hostKeyProblem);
