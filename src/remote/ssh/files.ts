@@ -43,7 +43,13 @@ export type LoopWriter = (
   timeoutMs: number,
 ) => Promise<RawResult | null>;
 
+/** how long a look's answer answers the same look again (see SshFiles.memoLook) */
+export const LOOK_MEMO_MS = 250;
+
 export class SshFiles {
+  private readonly memo = new Map<string, { at: number; r: Promise<RawResult>; gen: number }>();
+  private memoGen = 0;
+
   constructor(
     private readonly cmds: RemoteCommands,
     private readonly label: string,
@@ -54,8 +60,13 @@ export class SshFiles {
 
   /** a write (data on stdin, or none): in the watch loop when it can take it, else over exec */
   private async change(script: string, args: string[], input?: string | Buffer): Promise<RawResult> {
-    const r = this.loopWrite ? await this.loopWrite(script, args, input ?? null, 30000) : null;
-    return r ?? this.cmds.sh(script, args, { input });
+    this.forgetLooks();
+    try {
+      const r = this.loopWrite ? await this.loopWrite(script, args, input ?? null, 30000) : null;
+      return r ?? (await this.cmds.sh(script, args, { input }));
+    } finally {
+      this.forgetLooks();
+    }
   }
 
   /** a script without stdin: in the watch loop when it can take it, else over exec */
@@ -66,6 +77,35 @@ export class SshFiles {
   ): Promise<RawResult> {
     const r = this.loop ? await this.loop(build, args, opts.timeoutMs) : null;
     return r ?? this.cmds.sh(build(), args, opts);
+  }
+
+  /**
+   * The same look (stat, list, a bounded read) asked again within LOOK_MEMO_MS of the first one
+   * being sent gets its answer (one in flight is shared): the callers of a one-shot `status` ask
+   * for launch.json eleven times, and over SSH each is a round trip (5–80 ms). Any write or
+   * signal through this host, and any exec, forgets every answer; a look that timed out is not
+   * kept. An answer is at most LOOK_MEMO_MS + its round trip old: never fresher than it says.
+   */
+  private memoLook(kind: string, run: () => Promise<RawResult>, args: string[]): Promise<RawResult> {
+    const key = `${kind}\0${args.join('\0')}`;
+    const now = Date.now();
+    const m = this.memo.get(key);
+    if (m && now - m.at <= LOOK_MEMO_MS && m.gen === this.memoGen) return m.r;
+    const gen = this.memoGen;
+    const r = run();
+    this.memo.set(key, { at: now, r, gen });
+    void r.then((x) => {
+      if (x.timedOut && this.memo.get(key)?.r === r) this.memo.delete(key);
+    });
+    if (this.memo.size > 512)
+      for (const [k, v] of this.memo) if (now - v.at > LOOK_MEMO_MS || v.gen !== this.memoGen) this.memo.delete(k);
+    return r;
+  }
+
+  /** Forgets every remembered look (something may have changed the files). */
+  forgetLooks(): void {
+    this.memoGen++;
+    this.memo.clear();
   }
 
   private errorFor(path: string, r: Failure, what: string): Error {
@@ -84,7 +124,9 @@ export class SshFiles {
   }
 
   async stat(path: string): Promise<FileStat | null> {
-    const r = await this.look(() => this.statScript(), [path], { timeoutMs: 15000 });
+    const r = await this.memoLook('stat', () => this.look(() => this.statScript(), [path], { timeoutMs: 15000 }), [
+      path,
+    ]);
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
     const [ino, type, size, mt, perm, uid, nlink, dev] = r.stdout.toString().trim().split(' ');
@@ -102,7 +144,7 @@ export class SshFiles {
     const script = () =>
       `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
       (this.box.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
-    const r = await this.look(script, [dir], { timeoutMs: 15000 });
+    const r = await this.memoLook('list', () => this.look(script, [dir], { timeoutMs: 15000 }), [dir]);
     const now = Date.now() + this.box.clockOffsetMs;
     const out: DirEntry[] = [];
     for (const line of r.stdout.toString('utf8').split('\n')) {
@@ -124,9 +166,11 @@ export class SshFiles {
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
     const opts = { maxOutputBytes: 1 << 30, timeoutMs: 120000 };
     let r: RawResult;
-    if (end !== undefined && end - start <= LOOP_READ_MAX)
-      r = await this.look(() => script, args, { ...opts, timeoutMs: 30000 });
-    else {
+    let shared = false;
+    if (end !== undefined && end - start <= LOOP_READ_MAX) {
+      r = await this.memoLook('read', () => this.look(() => script, args, { ...opts, timeoutMs: 30000 }), args);
+      shared = true;
+    } else {
       // to the end of the file: in the loop when it is small (most are), else by exec in full
       const capped = end === undefined ? `${guard}tail -c +"$2" "$1" | head -c ${LOOP_READ_MAX + 1}` : null;
       const small = capped && this.loop ? await this.loop(() => capped, args, 30000) : null;
@@ -136,7 +180,7 @@ export class SshFiles {
           : await this.cmds.sh(script, args, opts);
     }
     if (r.code !== 0) throw this.errorFor(path, r, 'read');
-    return r.stdout;
+    return shared ? Buffer.from(r.stdout) : r.stdout;
   }
 
   async readFile(path: string, maxBytes?: number): Promise<Buffer> {
@@ -252,7 +296,10 @@ export class SshFiles {
       script = `read -r s < /proc/"$1"/stat || exit 3; s=\${s##*) }; set -f; set -- "$1" "$2" $s; [ "\${22}" = "$2" ] || exit 4; ${handler}${script}`;
       args.push(expect.startTime);
     }
+    // a signal may make files (a stack dump): no look answered before it answers after it
+    this.forgetLooks();
     const r = await this.look(() => script, args, { timeoutMs: 15000 });
+    this.forgetLooks();
     if (r.code === 3) throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
     if (r.code === 5 && sigNo !== undefined) throw noHandlerError(pid, sig);
     if (r.code === 4)

@@ -42,6 +42,8 @@ export interface SshStats {
   socketBytesOut: number;
   /** frames received from the watch loop */
   frames: number;
+  /** scripts (looks, signals, writes) sent to the watch loop: its round trips other than frames */
+  scripts: number;
   reconnects: number;
 }
 
@@ -62,6 +64,7 @@ export class SshHost implements Host {
     this.conn = new SshConnection(opts, {
       connected: async () => {
         this.channels.reset();
+        this.files.forgetLooks();
         this.box.gnuFind = !opts.posixOnly;
         // the watch loop starts with the connection: every look after this one rides it (one SSH
         // session per connection), and the box is probed through it too
@@ -137,6 +140,7 @@ export class SshHost implements Host {
       socketBytesIn: sock.in,
       socketBytesOut: sock.out,
       frames: this.watch.frames,
+      scripts: this.watch.scriptsSent,
       reconnects: this.conn.reconnects,
     };
   }
@@ -146,6 +150,9 @@ export class SshHost implements Host {
   }
 
   async exec(argv: string[], opts: ExecOptions) {
+    // a command may change anything: no look answered before it answers after it (a quick one is
+    // a probe that changes nothing: command -v, getconf, id -u, /proc)
+    if (!opts.quick) this.files.forgetLooks();
     if (opts.quick && opts.input === undefined && !opts.cwd) {
       // env rides as `env K=V …` arguments (a name that is not a plain name goes by exec)
       const env = Object.entries(opts.env ?? {});
@@ -163,7 +170,11 @@ export class SshHost implements Host {
           };
       }
     }
-    return this.cmds.exec(argv, opts);
+    try {
+      return await this.cmds.exec(argv, opts);
+    } finally {
+      this.files.forgetLooks();
+    }
   }
 
   stream(argv: string[], opts: StreamOptions) {

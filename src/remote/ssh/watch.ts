@@ -143,6 +143,8 @@ export class WatchLoop {
   private frameEntries: DirEntry[] = [];
   /** frames received (stats) */
   frames = 0;
+  /** scripts sent (`x`, `w`; stats) */
+  scriptsSent = 0;
   /** NSA_TOP_SSH_TRACE: each tick's span */
   private readonly tickTraces = new Map<number, () => void>();
   /** when (our clock) the last frame arrived that covered every registration: the data's age */
@@ -796,6 +798,7 @@ export class WatchLoop {
         },
       });
     });
+    this.scriptsSent++;
     if (!write) this.send([`x ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
     else {
       const lines = script.split('\n');
