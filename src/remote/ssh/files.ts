@@ -43,12 +43,9 @@ export type LoopWriter = (
   timeoutMs: number,
 ) => Promise<RawResult | null>;
 
-/** how long a look's answer answers the same look again (see SshFiles.memoLook) */
-export const LOOK_MEMO_MS = 250;
-
 export class SshFiles {
-  private readonly memo = new Map<string, { at: number; r: Promise<RawResult>; gen: number }>();
-  private memoGen = 0;
+  /** looks in flight, by what they ask (see memoLook) */
+  private readonly memo = new Map<string, Promise<RawResult>>();
 
   constructor(
     private readonly cmds: RemoteCommands,
@@ -80,31 +77,27 @@ export class SshFiles {
   }
 
   /**
-   * The same look (stat, list, a bounded read) asked again within LOOK_MEMO_MS of the first one
-   * being sent gets its answer (one in flight is shared): the callers of a one-shot `status` ask
-   * for launch.json eleven times, and over SSH each is a round trip (5–80 ms). Any write or
-   * signal through this host, and any exec, forgets every answer; a look that timed out is not
-   * kept. An answer is at most LOOK_MEMO_MS + its round trip old: never fresher than it says.
+   * The same look (stat, list, a bounded read) asked while it is in flight shares its answer: over
+   * SSH each look is a round trip (5–80 ms under load), and the parts of a refresh ask for the same
+   * files at once. A look asked after the last one answered is asked afresh, so a Host stays
+   * sequentially consistent (a change made before a call is seen by it). Any write, signal or
+   * non-quick exec through this host drops what is in flight from sharing.
    */
   private memoLook(kind: string, run: () => Promise<RawResult>, args: string[]): Promise<RawResult> {
     const key = `${kind}\0${args.join('\0')}`;
-    const now = Date.now();
     const m = this.memo.get(key);
-    if (m && now - m.at <= LOOK_MEMO_MS && m.gen === this.memoGen) return m.r;
-    const gen = this.memoGen;
+    if (m) return m;
     const r = run();
-    this.memo.set(key, { at: now, r, gen });
-    void r.then((x) => {
-      if (x.timedOut && this.memo.get(key)?.r === r) this.memo.delete(key);
-    });
-    if (this.memo.size > 512)
-      for (const [k, v] of this.memo) if (now - v.at > LOOK_MEMO_MS || v.gen !== this.memoGen) this.memo.delete(k);
+    this.memo.set(key, r);
+    const done = () => {
+      if (this.memo.get(key) === r) this.memo.delete(key);
+    };
+    r.then(done, done);
     return r;
   }
 
-  /** Forgets every remembered look (something may have changed the files). */
+  /** Looks asked from now on are asked afresh (something may have changed the files). */
   forgetLooks(): void {
-    this.memoGen++;
     this.memo.clear();
   }
 
