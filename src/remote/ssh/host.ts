@@ -29,6 +29,7 @@ import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
 import { WatchLoop } from './watch.js';
+import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
 export { FrameParser } from './frames.js';
@@ -253,6 +254,7 @@ export class SshHost implements Host {
   }
 
   async close(): Promise<void> {
+    sshTrace('closing');
     // remote commands of live streams do not die with the connection (no pty, no SIGHUP): end them
     const pids = this.cmds.streamPids();
     if (pids.length && this.conn.client) {
@@ -271,5 +273,6 @@ export class SshHost implements Host {
     this.watch.stopLocal();
     this.cmds.killStreams();
     await this.conn.close();
+    sshTrace(`closed (still active here: ${process.getActiveResourcesInfo().join(', ') || 'nothing'})`);
   }
 }
