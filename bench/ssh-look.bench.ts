@@ -4,7 +4,8 @@
 // - cockpit --host: ms to its first text ("connecting to HOST…") and to the run on screen (RUNNING),
 //   beside a local cockpit's time to the run;
 // - status --host vs local status: medians of LOOKS runs each, interleaved, and their ratio;
-// - SSH sessions sshd started per `status --host` (its log, LogLevel VERBOSE).
+// - SSH sessions sshd started per `status --host` (its log, LogLevel VERBOSE);
+// - dump --host vs a local dump (medians of DUMPS, interleaved) and sshd's sessions per dump.
 // NSA_BENCH_FILTER=ssh-look npm run bench
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -15,6 +16,7 @@ import { BIN, Cockpit } from '../test/e2e/pty.js';
 import { killRecorded, runPids } from '../test/e2e/cleanup.js';
 
 const LOOKS = Number(process.env.NSA_BENCH_LOOKS ?? 5);
+const DUMPS = Number(process.env.NSA_BENCH_DUMPS ?? 3);
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-bench-ssh-look-'));
 const runDir = join(tmp, 'run');
 const sshd = await startSshd({ logSessions: true });
@@ -53,6 +55,13 @@ async function cockpit(extra: string[]): Promise<{ firstMs: number; runMs: numbe
   }
 }
 
+function dump(extra: string[]): number {
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [BIN, 'dump', runDir, '--json', ...extra], { env, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`dump ${extra.join(' ')}: ${r.stdout}${r.stderr}`);
+  return performance.now() - t0;
+}
+
 function status(extra: string[]): number {
   const t0 = performance.now();
   const r = spawnSync(process.execPath, [BIN, 'status', runDir, '--json', ...extra], { env, encoding: 'utf8' });
@@ -89,6 +98,17 @@ try {
     await sleep(500);
     sessions.push((sshd.execs() ?? 0) - e0);
   }
+  const dumpRemote: number[] = [];
+  const dumpLocal: number[] = [];
+  const dumpSessions: number[] = [];
+  for (let i = 0; i < DUMPS; i++) {
+    dumpLocal.push(dump([]));
+    await sleep(500);
+    const e0 = sshd.execs() ?? 0;
+    dumpRemote.push(dump(hostArgs));
+    await sleep(500);
+    dumpSessions.push((sshd.execs() ?? 0) - e0);
+  }
   const f = (n: number) => `${n.toFixed(0).padStart(7)} ms`;
   console.log(
     `\nssh server: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
@@ -102,6 +122,9 @@ try {
   );
   console.log(
     `SSH sessions per status --host: ${sshd.kind === 'openssh' ? sessions.join(' ') : 'not counted (no OpenSSH log)'}`,
+  );
+  console.log(
+    `dump --host   ${f(median(dumpRemote))} vs local ${f(median(dumpLocal))}: ${(median(dumpRemote) / median(dumpLocal)).toFixed(1)}x (medians of ${DUMPS}); SSH sessions per dump --host: ${sshd.kind === 'openssh' ? dumpSessions.join(' ') : 'not counted'}`,
   );
 } finally {
   killRecorded(runPids(runDir));

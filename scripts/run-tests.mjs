@@ -42,6 +42,7 @@ const UNIT_TESTS = [
   'test/journal/codec.test.ts',
   'test/fuzz/bounds.test.ts',
   'test/remote/channels.test.ts',
+  'test/remote/early.test.ts',
   'test/remote/frames.test.ts',
   'test/remote/hoststats-local.test.ts',
   'test/replay/files.test.ts',

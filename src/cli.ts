@@ -203,6 +203,9 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (optionWords(argv).includes('--read-only')) process.env.NSA_TOP_READ_ONLY = '1';
+  // --host: the SSH connection starts now, while the command's code loads (src/remote/early.ts)
+  const early =
+    first === undefined || !Object.hasOwn(COMMANDS, first) || EARLY_HOST.has(first) ? await earlyHost(argv) : null;
   try {
     if (first !== undefined && Object.hasOwn(COMMANDS, first)) {
       const mod = await loadProduction(COMMANDS[first]!.load);
@@ -227,7 +230,21 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`nsa-top: ${sanitizeText(e.message)}\n`);
     if (process.env.NSA_TOP_DEBUG) process.stderr.write(`${e.stack}\n`);
     return e.exitCode ?? 1;
+  } finally {
+    early?.abandonEarly();
   }
+}
+
+/** commands whose --host connection is started before their code loads (cli.ts main) */
+const EARLY_HOST = new Set(['status', 'dump', 'halt', 'stop', 'attach']);
+
+async function earlyHost(argv: string[]): Promise<typeof import('./remote/early.js') | null> {
+  const words = optionWords(argv);
+  if (!words.some((w) => w === '--host' || w.startsWith('--host='))) return null;
+  const e = await import('./remote/early.js');
+  const spec = e.earlySpecOf(words);
+  if (spec) e.startEarly(spec);
+  return e;
 }
 
 /** the words before any `--` (those after it are not options) */

@@ -4,6 +4,7 @@ import type { Host } from './host.js';
 import { LocalHost } from './local/host.js';
 import { SshHost, type SshHostOptions } from './ssh/host.js';
 import { resolveTarget } from './ssh/config.js';
+import { claimEarly } from './early.js';
 
 export type { Host } from './host.js';
 export { LocalHost } from './local/host.js';
@@ -27,8 +28,11 @@ export interface OpenHostSpec {
   home?: string;
 }
 
-export async function openHost(spec: OpenHostSpec = {}): Promise<Host> {
+export async function openHost(spec: OpenHostSpec = {}, opts: { early?: boolean } = {}): Promise<Host> {
   if (!spec.host || spec.host === 'local') return new LocalHost();
+  // the connection cli.ts started as the process started (early.ts), when it is for this spec
+  const early = opts.early === false ? null : claimEarly(spec);
+  if (early) return early;
   const target = resolveTarget(spec.host, {
     identity: spec.identity,
     port: spec.port,

@@ -2,7 +2,9 @@
 // on loopback, sharing one run and one sshd between three checks (issue 20):
 // - a frame at once: "connecting to HOST…" on the screen before the run, then the run itself;
 // - one SSH session per look: `status --host` opens one exec session (the sshd log says so), not
-//   one per file and probe, and its time is printed beside the local one;
+//   one per file and probe — the first one too, which records the adoption — and its time is
+//   printed beside the local one; a `dump --host` opens one too (its audit appends and signals
+//   ride the watch loop), timed beside a local dump;
 // - a gap in our view is STALE, not a stall: sshd SIGSTOPped for 8 s under a 3 s stall floor, then
 //   SIGCONTed — the collector says STALE with the outage's age and then RUNNING, never STALLED, and
 //   no critical of the gap is in its alerts or history. (Before, the judge was handed the old data
@@ -103,8 +105,8 @@ test(
       console.log(`# skipped the session count: ${sshd.why}`);
       return;
     }
-    // the first look at a hand-launched run records its adoption (two writes: they carry data, by
-    // exec); the looks after it write nothing
+    // the first look at a hand-launched run records its adoption (two writes: they ride the watch
+    // loop like the looks, no session each); the looks after it write nothing
     const first = sshd.execs()!;
     const adopting = time(hostArgs);
     assert.ok(adopting.r.status === 0 || adopting.r.status === 1, adopting.r.stderr);
@@ -113,6 +115,7 @@ test(
     console.log(
       `# first status --host (records the adoption): ${adopting.ms.toFixed(0)} ms, ${sshd.execs()! - first} SSH session(s)`,
     );
+    assert.equal(sshd.execs()! - first, 1, "the adoption records rode the look's one session");
     const before = sshd.execs()!;
     const remote = time(hostArgs);
     const local = time([]);
@@ -129,6 +132,49 @@ test(
       `# status --host ${remote.ms.toFixed(0)} ms vs local ${local.ms.toFixed(0)} ms; ${sshd.execs()! - before} SSH session(s)`,
     );
     assert.equal(sshd.execs()! - before, 1, `one session, not one per file (${n} seen first)`);
+  },
+);
+
+test(
+  'dump --host: one SSH session for the whole dump (its audit appends and signals ride the watch loop); timed beside a local dump',
+  { timeout: 90_000 },
+  async () => {
+    if (sshd.kind !== 'openssh') {
+      console.log(`# skipped the session count: ${sshd.why}`);
+      return;
+    }
+    const dump = (extra: string[]) => {
+      const t0 = performance.now();
+      const r = spawnSync(process.execPath, [BIN, 'dump', runDir, '--json', ...extra], { env, encoding: 'utf8' });
+      return { r, ms: performance.now() - t0 };
+    };
+    const actions = () =>
+      readFileSync(join(runDir, '.nsa-top', 'actions.jsonl'), 'utf8')
+        .trim()
+        .split('\n');
+    const before = sshd.execs()!;
+    const a0 = actions().length;
+    const remote = dump(hostArgs);
+    assert.equal(remote.r.status, 0, `${remote.r.stdout}${remote.r.stderr}`);
+    assert.equal(JSON.parse(remote.r.stdout).perRank[0].status, 'dumped', remote.r.stdout);
+    // audited over SSH: the record is in the run's action log, by this actor through the host
+    const recs = actions()
+      .slice(a0)
+      .map((l) => JSON.parse(l) as { action: string; who: { host: string } });
+    assert.ok(recs.length >= 1, 'the dump audited over SSH');
+    assert.ok(
+      recs.every((r) => r.action === 'dump' && r.who.host.includes('→')),
+      JSON.stringify(recs),
+    );
+    await until('sshd to log the dump', 5000, () => sshd.execs()! - before >= 1);
+    await new Promise((r) => setTimeout(r, 300));
+    const sessions = sshd.execs()! - before;
+    const local = dump([]);
+    assert.equal(local.r.status, 0, local.r.stderr);
+    console.log(
+      `# dump --host ${remote.ms.toFixed(0)} ms vs local ${local.ms.toFixed(0)} ms (${(remote.ms / local.ms).toFixed(1)}x); ${sessions} SSH session(s)`,
+    );
+    assert.equal(sessions, 1, 'one session: no exec per audit append or signal');
   },
 );
 

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import {
+  chmodSync,
   cpSync,
   existsSync,
   linkSync,
@@ -257,4 +258,75 @@ test("over SSH: a write cut short by a full disk (a 64 KiB tmpfs) is nsa-top's o
   } finally {
     spawnSync('umount', [mnt]);
   }
+});
+
+test('over SSH: writes ride the watch loop byte-exact (no session each); data it cannot carry goes by exec', async () => {
+  const d = run('loopw');
+  const opened = () => host.stats().channels;
+  await host.stat(d); // the loop is up
+  const c0 = opened();
+  // what a line protocol could lose: trailing blanks, backslashes, a `|` at a line's end, blank
+  // lines, a leading `-`, no final line break, shell text, UTF-8, a line of 20 KiB
+  const awkward = [
+    `{"a":"x \\\\ y"}  \n`,
+    'ends in a bar|\n\n\n-n -e\n$(touch pwned) `id` $HOME "\' ;\n',
+    'épée 🚀\t\n',
+    `${'z'.repeat(20_000)}\n`,
+    'no final break',
+  ];
+  const log = join(d, '.nsa-top', 'actions.jsonl');
+  for (const a of awkward) await appendOwn(host, d, '.nsa-top/actions.jsonl', a);
+  assert.equal(readFileSync(log, 'utf8'), awkward.join(''));
+  await host.writeFile(join(d, 'w1.txt'), '\n');
+  await host.writeFile(join(d, 'w2.txt'), '');
+  await host.appendFile(join(d, 'w2.txt'), 'a\\b|\n|');
+  await writeOwnAtomic(host, d, '.nsa-top/run.json', '{"v":"\\n"}\n');
+  await host.mkdirp(join(d, 'sub dir', '-x'));
+  assert.equal(readFileSync(join(d, 'w1.txt'), 'utf8'), '\n');
+  assert.equal(readFileSync(join(d, 'w2.txt'), 'utf8'), 'a\\b|\n|');
+  assert.equal(readFileSync(join(d, '.nsa-top', 'run.json'), 'utf8'), '{"v":"\\n"}\n');
+  assert.ok(statSync(join(d, 'sub dir', '-x')).isDirectory());
+  assert.equal(existsSync(join(d, 'pwned')), false);
+  assert.equal(opened() - c0, 0, 'no SSH channel for the writes the loop carries');
+  // a CR, a NUL, or more than the loop takes: by exec, byte-exact all the same
+  const big = Buffer.alloc(300 * 1024, 'q');
+  await host.writeFile(join(d, 'cr.txt'), 'a\r\nb\0c');
+  await host.writeFile(join(d, 'big.txt'), big);
+  assert.equal(readFileSync(join(d, 'cr.txt'), 'utf8'), 'a\r\nb\0c');
+  assert.ok(readFileSync(join(d, 'big.txt')).equals(big));
+  assert.equal(opened() - c0, 2, 'one exec each for the CR/NUL write and the big one');
+});
+
+test('over SSH: the same look asked while it is in flight is one round trip; one asked after it answered, or after a write or a signal, is fresh', async () => {
+  const d = run('memo');
+  const f = join(d, 'note.txt');
+  writeFileSync(f, 'one\n');
+  const sent = () => host.stats().scripts;
+  await host.stat(d); // the loop is up
+  const s0 = sent();
+  const sizes = await Promise.all([host.stat(f), host.stat(f), host.stat(f)]);
+  assert.deepEqual(
+    sizes.map((x) => x?.size),
+    [4, 4, 4],
+  );
+  assert.equal(sent() - s0, 1, 'three stats asked together: one round trip');
+  const [r1, r2] = await Promise.all([host.readFile(f), host.readFile(f)]);
+  r1[0] = 0x58; // a caller's buffer is its own
+  assert.equal(r2.toString(), 'one\n');
+  // a change behind the host's back, then a look: seen at once (no answer outlives its round trip)
+  chmodSync(f, 0o664);
+  writeFileSync(f, 'fourfour\n');
+  const st = await host.stat(f);
+  assert.deepEqual([st?.size, (st?.mode ?? 0) & 0o777], [9, 0o664]);
+  // a write through the host while a look is in flight: the look after the write is fresh
+  const inFlight = host.stat(f);
+  await host.writeFile(f, 'three\n');
+  await inFlight;
+  assert.equal((await host.stat(f))?.size, 6);
+  // a signal (a stack dump makes files): the listing after it is fresh
+  const listing = host.list(d);
+  writeFileSync(join(d, 'stackdump_1.txt'), 'x\n');
+  await host.signal(process.pid, 'SIG0');
+  await listing;
+  assert.ok((await host.list(d)).some((e) => e.name === 'stackdump_1.txt'));
 });

@@ -19,6 +19,7 @@ import {
   readKnownHosts,
 } from './knownhosts.js';
 import type { SshTarget } from './config.js';
+import { sshTrace } from './trace.js';
 
 export interface SshHostOptions {
   target: SshTarget;
@@ -43,6 +44,8 @@ export interface SshHostOptions {
   stallMs?: number;
   /** test hook: use the `ls` fallback even where GNU find exists */
   posixOnly?: boolean;
+  /** cuts a connect still under way short (an early connection nobody claimed: src/remote/early.ts) */
+  signal?: AbortSignal;
 }
 
 export class HostKeyError extends Error {
@@ -141,7 +144,10 @@ export class SshConnection {
 
     return new Promise<void>((resolve, reject) => {
       const client = new Client();
+      sshTrace(`connect ${t.hostName}:${t.port}`);
       const sock = netConnect({ host: t.hostName, port: t.port });
+      sock.once('connect', () => sshTrace('tcp connected'));
+      client.once('handshake', () => sshTrace('key exchange done'));
       let ready = false;
       let settled = false;
       const fail = (e: Error) => {
@@ -158,6 +164,11 @@ export class SshConnection {
       sock.on('error', (e) => {
         if (!ready) fail(new SshConnectError(`cannot reach ${t.hostName}:${t.port}: ${e.message}`));
       });
+      const signal = this.opts.signal;
+      const abandoned = () => fail(new SshConnectError(`connection to ${t.hostName}:${t.port} abandoned`));
+      if (signal?.aborted) abandoned();
+      signal?.addEventListener('abort', abandoned, { once: true });
+      sock.once('close', () => signal?.removeEventListener('abort', abandoned));
       client.on('error', (e: Error & { level?: string }) => {
         if (ready) return; // 'close' follows and drives the reconnect
         if (hostKeyProblem) return fail(hostKeyProblem);
@@ -169,6 +180,7 @@ export class SshConnection {
         fail(new SshConnectError(msg));
       });
       client.on('ready', () => {
+        sshTrace('authenticated');
         ready = true;
         settled = true;
         // retire the previous connection's socket counters

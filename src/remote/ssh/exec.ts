@@ -7,6 +7,7 @@ import type { ExecOptions, ExecResult, StreamHandle, StreamOptions } from '../ho
 import { envAssign, shJoin, shQuote } from '../quote.js';
 import type { SshConnection } from './connection.js';
 import type { ChannelLimiter } from './channels.js';
+import { sshTraceSpan } from './trace.js';
 
 const DEFAULT_MAX_OUTPUT = 8 * 1024 * 1024;
 
@@ -72,6 +73,7 @@ export class RemoteCommands {
       return fail((e as Error).message, true);
     }
     let ch: ClientChannel;
+    const traced = sshTraceSpan(`exec session: ${argv.join(' ').slice(0, 60)}`);
     try {
       ch = await this.conn.openExec(client, commandLine(argv, opts.cwd, opts.env));
     } catch (e) {
@@ -124,6 +126,7 @@ export class RemoteCommands {
       const finish = () => {
         if (done) return;
         done = true;
+        traced();
         clearTimeout(timer);
         this.channels.release(gen);
         if (head !== null && head.length) out.push(head);

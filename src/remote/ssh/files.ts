@@ -1,8 +1,10 @@
 // File operations on the remote box, each one guarded sh script (stat, list, reads, writes,
 // nsa-top's own files, signals). The looks (stat, list, a bounded read) and signals run inside the
-// watch loop's shell when it is up (`x`, watch-script.ts): no SSH session each. Writes (they carry
-// stdin), unbounded reads and anything with a line break in an argument go by exec, as does
-// everything while the loop is down. The poll path does not come here: it rides the watch loop.
+// watch loop's shell when it is up (`x`, watch-script.ts): no SSH session each. Unbounded reads
+// and anything with a line break in an argument go by exec, as does everything while the loop is
+// down. The poll path does not come here: it rides the watch loop.
+// Writes (stdin data, scripts of many lines) ride the loop too (`w`) when their data is small and
+// has no NUL or CR; else, and while the loop is down, they go by exec.
 import {
   CATCHABLE_SIGNALS,
   noHandlerError,
@@ -33,13 +35,36 @@ const LOOP_READ_MAX = 16 * 1024 * 1024;
 /** runs a one-line script inside the watch loop; null: it cannot now (see WatchLoop.runScript) */
 export type LoopRunner = (build: () => string, args: string[], timeoutMs: number) => Promise<RawResult | null>;
 
+/** runs a script with data on its stdin inside the watch loop; null: it cannot now (see WatchLoop.runWrite) */
+export type LoopWriter = (
+  script: string,
+  args: string[],
+  input: string | Buffer | null,
+  timeoutMs: number,
+) => Promise<RawResult | null>;
+
 export class SshFiles {
+  /** looks in flight, by what they ask (see memoLook) */
+  private readonly memo = new Map<string, Promise<RawResult>>();
+
   constructor(
     private readonly cmds: RemoteCommands,
     private readonly label: string,
     private readonly box: BoxFacts,
     private readonly loop: LoopRunner | null = null,
+    private readonly loopWrite: LoopWriter | null = null,
   ) {}
+
+  /** a write (data on stdin, or none): in the watch loop when it can take it, else over exec */
+  private async change(script: string, args: string[], input?: string | Buffer): Promise<RawResult> {
+    this.forgetLooks();
+    try {
+      const r = this.loopWrite ? await this.loopWrite(script, args, input ?? null, 30000) : null;
+      return r ?? (await this.cmds.sh(script, args, { input }));
+    } finally {
+      this.forgetLooks();
+    }
+  }
 
   /** a script without stdin: in the watch loop when it can take it, else over exec */
   private async look(
@@ -49,6 +74,31 @@ export class SshFiles {
   ): Promise<RawResult> {
     const r = this.loop ? await this.loop(build, args, opts.timeoutMs) : null;
     return r ?? this.cmds.sh(build(), args, opts);
+  }
+
+  /**
+   * The same look (stat, list, a bounded read) asked while it is in flight shares its answer: over
+   * SSH each look is a round trip (5–80 ms under load), and the parts of a refresh ask for the same
+   * files at once. A look asked after the last one answered is asked afresh, so a Host stays
+   * sequentially consistent (a change made before a call is seen by it). Any write, signal or
+   * non-quick exec through this host drops what is in flight from sharing.
+   */
+  private memoLook(kind: string, run: () => Promise<RawResult>, args: string[]): Promise<RawResult> {
+    const key = `${kind}\0${args.join('\0')}`;
+    const m = this.memo.get(key);
+    if (m) return m;
+    const r = run();
+    this.memo.set(key, r);
+    const done = () => {
+      if (this.memo.get(key) === r) this.memo.delete(key);
+    };
+    r.then(done, done);
+    return r;
+  }
+
+  /** Looks asked from now on are asked afresh (something may have changed the files). */
+  forgetLooks(): void {
+    this.memo.clear();
   }
 
   private errorFor(path: string, r: Failure, what: string): Error {
@@ -67,7 +117,9 @@ export class SshFiles {
   }
 
   async stat(path: string): Promise<FileStat | null> {
-    const r = await this.look(() => this.statScript(), [path], { timeoutMs: 15000 });
+    const r = await this.memoLook('stat', () => this.look(() => this.statScript(), [path], { timeoutMs: 15000 }), [
+      path,
+    ]);
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
     const [ino, type, size, mt, perm, uid, nlink, dev] = r.stdout.toString().trim().split(' ');
@@ -85,7 +137,7 @@ export class SshFiles {
     const script = () =>
       `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
       (this.box.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
-    const r = await this.look(script, [dir], { timeoutMs: 15000 });
+    const r = await this.memoLook('list', () => this.look(script, [dir], { timeoutMs: 15000 }), [dir]);
     const now = Date.now() + this.box.clockOffsetMs;
     const out: DirEntry[] = [];
     for (const line of r.stdout.toString('utf8').split('\n')) {
@@ -107,9 +159,11 @@ export class SshFiles {
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
     const opts = { maxOutputBytes: 1 << 30, timeoutMs: 120000 };
     let r: RawResult;
-    if (end !== undefined && end - start <= LOOP_READ_MAX)
-      r = await this.look(() => script, args, { ...opts, timeoutMs: 30000 });
-    else {
+    let shared = false;
+    if (end !== undefined && end - start <= LOOP_READ_MAX) {
+      r = await this.memoLook('read', () => this.look(() => script, args, { ...opts, timeoutMs: 30000 }), args);
+      shared = true;
+    } else {
       // to the end of the file: in the loop when it is small (most are), else by exec in full
       const capped = end === undefined ? `${guard}tail -c +"$2" "$1" | head -c ${LOOP_READ_MAX + 1}` : null;
       const small = capped && this.loop ? await this.loop(() => capped, args, 30000) : null;
@@ -119,7 +173,7 @@ export class SshFiles {
           : await this.cmds.sh(script, args, opts);
     }
     if (r.code !== 0) throw this.errorFor(path, r, 'read');
-    return r.stdout;
+    return shared ? Buffer.from(r.stdout) : r.stdout;
   }
 
   async readFile(path: string, maxBytes?: number): Promise<Buffer> {
@@ -137,26 +191,26 @@ export class SshFiles {
         ? `if [ -e "$1" ] || [ -L "$1" ]; then echo "$1: File exists" >&2; exit 17; fi; set -C; `
         : `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; `) +
       `cat > "$1" || exit 1; if [ -n "$2" ]; then chmod "$2" "$1" || exit 1; fi`;
-    const r = await this.cmds.sh(script, [path, mode], { input: data });
+    const r = await this.change(script, [path, mode], data);
     if (r.code !== 0) throw this.errorFor(path, r, 'write');
   }
 
   async appendFile(path: string, data: string | Buffer): Promise<void> {
-    const r = await this.cmds.sh(
+    const r = await this.change(
       `[ -L "$1" ] && { echo "$1: is a symbolic link: refused" >&2; exit 40; }; cat >> "$1"`,
       [path],
-      { input: data },
+      data,
     );
     if (r.code !== 0) throw this.errorFor(path, r, 'append to');
   }
 
   async mkdirp(path: string): Promise<void> {
-    const r = await this.cmds.sh(`mkdir -p -- "$1"`, [path]);
+    const r = await this.change(`mkdir -p -- "$1"`, [path]);
     if (r.code !== 0) throw this.errorFor(path, r, 'mkdir');
   }
 
   async remove(path: string): Promise<void> {
-    const r = await this.cmds.sh(
+    const r = await this.change(
       `[ -e "$1" ] || [ -L "$1" ] || exit 3; [ -d "$1" ] && { echo "$1 is a directory" >&2; exit 1; }; rm -f -- "$1"`,
       [path],
     );
@@ -185,7 +239,7 @@ export class SshFiles {
     const [sub, name] = splitOwnRel(rel);
     // only 0600 is asked for (a private record): the script creates it under umask 077
     const priv = fileMode !== undefined && (fileMode & 0o077) === 0 ? 'private' : '';
-    const r = await this.cmds.sh(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode, priv], { input: data });
+    const r = await this.change(OWN_WRITE_SCRIPT, [root, sub ?? '', name, mode, priv], data);
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, mode);
     const m = /^set-aside (\S+) (.+)$/m.exec(r.stdout.toString('utf8'));
     return m ? { setAside: m[1]!, why: m[2]! } : undefined;
@@ -193,7 +247,7 @@ export class SshFiles {
 
   async removeOwn(root: string, rel: string): Promise<void> {
     const [sub, name] = splitOwnRel(rel);
-    const r = await this.cmds.sh(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
+    const r = await this.change(OWN_REMOVE_SCRIPT, [root, sub ?? '', name]);
     if (r.code !== 0) throw this.ownErrorFor(`${root}/${rel}`, r, 'remove');
   }
 
@@ -235,7 +289,10 @@ export class SshFiles {
       script = `read -r s < /proc/"$1"/stat || exit 3; s=\${s##*) }; set -f; set -- "$1" "$2" $s; [ "\${22}" = "$2" ] || exit 4; ${handler}${script}`;
       args.push(expect.startTime);
     }
+    // a signal may make files (a stack dump): no look answered before it answers after it
+    this.forgetLooks();
     const r = await this.look(() => script, args, { timeoutMs: 15000 });
+    this.forgetLooks();
     if (r.code === 3) throw Object.assign(new Error(`pid ${pid} is gone`), { code: 'ESRCH' });
     if (r.code === 5 && sigNo !== undefined) throw noHandlerError(pid, sig);
     if (r.code === 4)

@@ -29,6 +29,7 @@ import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
 import { WatchLoop } from './watch.js';
+import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
 export { FrameParser } from './frames.js';
@@ -42,6 +43,8 @@ export interface SshStats {
   socketBytesOut: number;
   /** frames received from the watch loop */
   frames: number;
+  /** scripts (looks, signals, writes) sent to the watch loop: its round trips other than frames */
+  scripts: number;
   reconnects: number;
 }
 
@@ -62,6 +65,7 @@ export class SshHost implements Host {
     this.conn = new SshConnection(opts, {
       connected: async () => {
         this.channels.reset();
+        this.files.forgetLooks();
         this.box.gnuFind = !opts.posixOnly;
         // the watch loop starts with the connection: every look after this one rides it (one SSH
         // session per connection), and the box is probed through it too
@@ -79,8 +83,12 @@ export class SshHost implements Host {
       },
     });
     this.cmds = new RemoteCommands(this.conn, this.channels, (pid, sig) => this.watch.kill(pid, sig));
-    this.files = new SshFiles(this.cmds, this.label, this.box, (build, args, ms) =>
-      this.watch.runScript(build, args, ms),
+    this.files = new SshFiles(
+      this.cmds,
+      this.label,
+      this.box,
+      (build, args, ms) => this.watch.runScript(build, args, ms),
+      (script, args, input, ms) => this.watch.runWrite(script, args, input, ms),
     );
     this.watch = new WatchLoop(this.conn, this.channels, this.box, opts.watchIntervalMs ?? 1000);
     this.poller = new DirPoller(
@@ -133,6 +141,7 @@ export class SshHost implements Host {
       socketBytesIn: sock.in,
       socketBytesOut: sock.out,
       frames: this.watch.frames,
+      scripts: this.watch.scriptsSent,
       reconnects: this.conn.reconnects,
     };
   }
@@ -142,6 +151,9 @@ export class SshHost implements Host {
   }
 
   async exec(argv: string[], opts: ExecOptions) {
+    // a command may change anything: no look answered before it answers after it (a quick one is
+    // a probe that changes nothing: command -v, getconf, id -u, /proc)
+    if (!opts.quick) this.files.forgetLooks();
     if (opts.quick && opts.input === undefined && !opts.cwd) {
       // env rides as `env K=V …` arguments (a name that is not a plain name goes by exec)
       const env = Object.entries(opts.env ?? {});
@@ -159,7 +171,11 @@ export class SshHost implements Host {
           };
       }
     }
-    return this.cmds.exec(argv, opts);
+    try {
+      return await this.cmds.exec(argv, opts);
+    } finally {
+      this.files.forgetLooks();
+    }
   }
 
   stream(argv: string[], opts: StreamOptions) {
@@ -238,6 +254,7 @@ export class SshHost implements Host {
   }
 
   async close(): Promise<void> {
+    sshTrace('closing');
     // remote commands of live streams do not die with the connection (no pty, no SIGHUP): end them
     const pids = this.cmds.streamPids();
     if (pids.length && this.conn.client) {
@@ -256,5 +273,6 @@ export class SshHost implements Host {
     this.watch.stopLocal();
     this.cmds.killStreams();
     await this.conn.close();
+    sshTrace(`closed (still active here: ${process.getActiveResourcesInfo().join(', ') || 'nothing'})`);
   }
 }

@@ -33,6 +33,11 @@ import { PROC_SCRIPT } from '../procs.js';
 //                               /dev/null, under `timeout 20` where there is one; answer: `Q ID`,
 //                               its raw stdout, `\n@@Q ID NONCE@@\n`, then `q ID RC LAST-STDERR-LINE`
 //                               (a look costs a fork in this shell, not an SSH session)
+//   w ID NS NA ND               then NS lines `SCRIPT-LINE|`, NA lines `ARG|`, ND lines `DATA-LINE|`:
+//                               like x, for a script of many lines fed ND lines on stdin (joined
+//                               by line breaks, no break added after the last; ND = 0: stdin
+//                               /dev/null) — the writes of files.ts (appends to nsa-top's own
+//                               files, mkdir, …) without a session each; the same answer as x
 // Output (remote → client):
 //   L ID / e INO TYPE SIZE MTIME NAME / E ID     a listing (GNU find); `l <ls -lnai line>` without it
 //   N ID                                         directory missing or unreadable
@@ -44,6 +49,8 @@ import { PROC_SCRIPT } from '../procs.js';
 export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
 exec 3>&1
 NONCE=$2
+NL='
+'
 procs_fn() {
 @@PROC_SCRIPT@@
 }
@@ -220,6 +227,29 @@ while IFS= read -r line; do
       sc=$1; shift
       printf 'Q %s\n' "$i"
       xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?
+      if [ "$xr" = 0 ] || [ -z "$xe" ]; then xe=; else xe=$(printf '%s\n' "$xe" | tail -n 1); fi
+      printf '\n@@Q %s %s@@\nq %s %s %s\n' "$i" "$NONCE" "$i" "$xr" "$xe" ;;
+    'w '*)
+      r=$\{line#w }; i=$\{r%% *}; r=$\{r#* }; ns=$\{r%% *}; r=$\{r#* }; na=$\{r%% *}; nd=$\{r#* }
+      num "$i" && num "$ns" && num "$na" && num "$nd" || continue
+      # lines are read even when some number is off, so the next command starts where it should
+      sc=; j=0
+      while [ "$j" -lt "$ns" ] && IFS= read -r a; do
+        if [ "$j" = 0 ]; then sc=$\{a%|}; else sc="$sc$NL$\{a%|}"; fi; j=$((j + 1))
+      done
+      [ "$j" = "$ns" ] || continue
+      set --; j=0
+      while [ "$j" -lt "$na" ] && IFS= read -r a; do set -- "$@" "$\{a%|}"; j=$((j + 1)); done
+      [ "$j" = "$na" ] || continue
+      dt=; j=0
+      while [ "$j" -lt "$nd" ] && IFS= read -r a; do
+        if [ "$j" = 0 ]; then dt=$\{a%|}; else dt="$dt$NL$\{a%|}"; fi; j=$((j + 1))
+      done
+      [ "$j" = "$nd" ] && [ "$ns" -gt 0 ] || continue
+      printf 'Q %s\n' "$i"
+      if [ "$nd" = 0 ]; then xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?
+      else xe=$(printf '%s' "$dt" | $TO sh -c "$sc" sh "$@" 2>&1 1>&3); xr=$?; fi
+      dt=
       if [ "$xr" = 0 ] || [ -z "$xe" ]; then xe=; else xe=$(printf '%s\n' "$xe" | tail -n 1); fi
       printf '\n@@Q %s %s@@\nq %s %s %s\n' "$i" "$NONCE" "$i" "$xr" "$xe" ;;
     'k '*)

@@ -13,6 +13,7 @@ import { commandLine } from './exec.js';
 import { notRegularType, parseFindEntry, parseLsLine, sortByName, statOf } from './listing.js';
 import { FrameParser } from './frames.js';
 import { WATCH_SCRIPT } from './watch-script.js';
+import { sshTrace, sshTraceSpan, sshTracing } from './trace.js';
 
 export const FOLLOW_CHUNK = 4 * 1024 * 1024;
 export const FOLLOW_BUFFER_CAP = 64 * 1024 * 1024;
@@ -72,6 +73,17 @@ export interface ScriptAnswer {
 
 /** a script's arguments travel as lines: one with a line break (or a NUL) goes by exec instead */
 const LINE_SAFE = /^[^\n\r\0]*$/;
+/** a write's script goes as lines: no CR (a `read` may keep or drop it) and no NUL */
+const MULTILINE_SAFE = /^[^\r\0]*$/;
+/** a write with more data than this goes by exec (the loop's shell reads it a byte at a time) */
+export const LOOP_INPUT_MAX = 256 * 1024;
+
+/** the lines a write's data travels as (the last one has no line break after it, maybe empty) */
+function dataLines(data: Buffer): number {
+  let n = 1;
+  for (let i = data.indexOf(10); i >= 0; i = data.indexOf(10, i + 1)) n++;
+  return n;
+}
 /** the loop's `timeout 20` ran out */
 const TIMEOUT_EXIT = 124;
 
@@ -131,6 +143,10 @@ export class WatchLoop {
   private frameEntries: DirEntry[] = [];
   /** frames received (stats) */
   frames = 0;
+  /** scripts sent (`x`, `w`; stats) */
+  scriptsSent = 0;
+  /** NSA_TOP_SSH_TRACE: each tick's span */
+  private readonly tickTraces = new Map<number, () => void>();
   /** when (our clock) the last frame arrived that covered every registration: the data's age */
   private fullFrameAt: number | null = null;
 
@@ -265,6 +281,7 @@ export class WatchLoop {
       const gen = await this.channels.acquire(Date.now() + FRAME_WAIT_MS);
       const nonce = randomBytes(16).toString('hex');
       let ch: ClientChannel;
+      sshTrace('watch loop: opening its channel');
       try {
         ch = await this.conn.openExec(
           client,
@@ -274,6 +291,7 @@ export class WatchLoop {
         this.channels.release(gen);
         throw e;
       }
+      sshTrace('watch loop: channel open');
       let sawPid = false;
       this.hello = new Promise<void>((r) => (this.helloDone = r));
       const parser: FrameParser = new FrameParser(
@@ -398,6 +416,7 @@ export class WatchLoop {
       this.flushBulk();
     }
     const seq = ++this.tickSeq;
+    if (sshTracing) this.tickTraces.set(seq, sshTraceSpan(`loop frame ${seq}`));
     if (this.inFlight === 0) this.waitingSince = Date.now();
     this.inFlight++;
     this.send(`t ${seq}`);
@@ -432,6 +451,7 @@ export class WatchLoop {
       this.bulkOk = bulk === '1';
       // the loop tried GNU find itself (told 'posix', it does not): the file scripts follow it
       this.box.gnuFind = g === '1';
+      sshTrace('watch loop: hello');
       this.helloDone?.();
       return;
     }
@@ -459,6 +479,8 @@ export class WatchLoop {
     }
     if (tag === 'Z ') {
       const seq = Number(rest);
+      this.tickTraces.get(seq)?.();
+      this.tickTraces.delete(seq);
       this.doneSeq = Math.max(this.doneSeq, seq);
       this.inFlight = Math.max(0, this.inFlight - 1);
       this.waitingSince = this.inFlight > 0 ? Date.now() : null;
@@ -567,8 +589,15 @@ export class WatchLoop {
 
   oneShot(path: string, offset: number, maxBytes: number): Promise<OneShotAnswer> {
     const id = this.nextId++;
+    const traced = sshTraceSpan(`loop o ${id}: ${path}`);
     return new Promise((resolve) => {
-      this.oneShots.set(id, { path, resolve });
+      this.oneShots.set(id, {
+        path,
+        resolve: (r) => {
+          traced();
+          resolve(r);
+        },
+      });
       // a first read of a whole file waits for this turn's others: many go out as one bulk read
       if (this.bulkOk && offset === 0 && maxBytes >= BULK_FILE_MAX && !this.lastIno.has(path)) {
         this.bulkQueue.push({ id, path, maxBytes });
@@ -693,7 +722,38 @@ export class WatchLoop {
    * connected, a line break in an argument, the connection dropped meanwhile): the caller execs.
    */
   async runScript(build: () => string, args: string[], timeoutMs: number): Promise<ScriptAnswer | null> {
-    if (this.conn.closing || !args.every((a) => LINE_SAFE.test(a))) return null;
+    if (!args.every((a) => LINE_SAFE.test(a))) return null;
+    return this.runInLoop(build, args, null, timeoutMs, false);
+  }
+
+  /**
+   * A script of any number of lines, with `input` on its stdin (null: /dev/null), run inside the
+   * loop (`w`): the writes of files.ts — an audit append, nsa-top's own files, mkdir — without an
+   * SSH session each (each one a login on the box, whose shell start-up files can take most of a
+   * second). Null when the loop cannot take it (not connected, a NUL or CR in a line, input over
+   * LOOP_INPUT_MAX): the caller execs. Once sent, a write is never retried elsewhere: if the loop
+   * goes away before it answers, the answer is a failure that says so (it may or may not have run).
+   */
+  async runWrite(
+    script: string,
+    args: string[],
+    input: string | Buffer | null,
+    timeoutMs: number,
+  ): Promise<ScriptAnswer | null> {
+    const data = input === null ? null : Buffer.isBuffer(input) ? input : Buffer.from(input);
+    if (data && (data.length > LOOP_INPUT_MAX || data.includes(0) || data.includes(13))) return null;
+    if (!args.every((a) => LINE_SAFE.test(a)) || !MULTILINE_SAFE.test(script)) return null;
+    return this.runInLoop(() => script, args, data, timeoutMs, true);
+  }
+
+  private async runInLoop(
+    build: () => string,
+    args: string[],
+    data: Buffer | null,
+    timeoutMs: number,
+    write: boolean,
+  ): Promise<ScriptAnswer | null> {
+    if (this.conn.closing) return null;
     const started = Date.now();
     try {
       await this.ensure();
@@ -707,30 +767,55 @@ export class WatchLoop {
     }
     if (!this.watch) return null;
     const script = build();
-    if (!LINE_SAFE.test(script)) return null;
+    if (!(write ? MULTILINE_SAFE : LINE_SAFE).test(script)) return null;
     const id = this.nextId++;
     const left = Math.max(1, timeoutMs - (Date.now() - started));
+    const traced = sshTraceSpan(
+      `loop ${write ? 'w' : 'x'} ${id}: ${script.slice(0, 50)} ${args.join(' ').slice(0, 60)}`,
+    );
+    const failed = (why: string, timedOut: boolean): ScriptAnswer => ({
+      code: null,
+      signal: timedOut ? 'SIGKILL' : null,
+      stdout: Buffer.alloc(0),
+      stderr: Buffer.from(why),
+      timedOut,
+      durationMs: Date.now() - started,
+    });
     const answer = new Promise<ScriptAnswer | null>((resolve) => {
       const t = setTimeout(() => {
         this.scripts.delete(id);
-        resolve({
-          code: null,
-          signal: 'SIGKILL',
-          stdout: Buffer.alloc(0),
-          stderr: Buffer.from('timed out (the watch loop did not answer)'),
-          timedOut: true,
-          durationMs: Date.now() - started,
-        });
+        resolve(failed('timed out (the watch loop did not answer)', true));
       }, left);
       this.scripts.set(id, {
         out: null,
         done: (r) => {
           clearTimeout(t);
+          traced();
+          // a look the loop could not finish is asked again by exec; a write is not (it may have run)
+          if (!r && write)
+            return resolve(failed('connection lost during the write (it may or may not have happened)', false));
           resolve(r && { ...r, durationMs: Date.now() - started });
         },
       });
     });
-    this.send([`x ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
+    this.scriptsSent++;
+    if (!write) this.send([`x ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
+    else {
+      const lines = script.split('\n');
+      const cmd = `w ${id} ${lines.length} ${args.length} ${data ? dataLines(data) : 0}\n`;
+      const parts: Uint8Array[] = [Buffer.from(cmd + [...lines, ...args].map((l) => `${l}|\n`).join(''))];
+      if (data) {
+        // each line of the data ends in the `|` sentinel (trailing blanks survive `read -r`)
+        let at = 0;
+        for (;;) {
+          const nl = data.indexOf(10, at);
+          parts.push(data.subarray(at, nl < 0 ? data.length : nl), Buffer.from('|\n'));
+          if (nl < 0) break;
+          at = nl + 1;
+        }
+      }
+      this.watch.chan.write(Buffer.concat(parts));
+    }
     return answer;
   }
 
@@ -764,6 +849,8 @@ export class WatchLoop {
       });
     });
     const list = (l: number[]) => l.join(',') || '-';
+    const traced = sshTraceSpan(`loop P ${id}: process table`);
+    void answer.then(traced);
     this.send(
       `P ${id} ${req.sysconf ? '1' : '-'} ${req.mode} ${list(req.known)} ${list(req.pids)} ${rd ? safePath(rd) : ''}|`,
     );

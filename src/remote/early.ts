@@ -1,0 +1,82 @@
+// The SSH connection of a `--host` command, started as the process starts: its TCP connect, key
+// exchange, login and the watch loop's session (a login shell on the box: its start-up files can
+// take most of a second) run while this process loads the command's code (status, dump, the
+// cockpit's Ink and React) instead of after it. openHost takes it when asked for the same target
+// with the same options; a command that never asks (bad input, --help) abandons it, and the
+// process exits as it would have (an abandoned connect is cut short, a finished one closed).
+import { parseArgs } from 'node:util';
+import type { Host } from './host.js';
+import type { OpenHostSpec } from './index.js';
+
+interface Early {
+  key: string;
+  abort: AbortController;
+  host: Promise<Host>;
+  claimed: boolean;
+}
+
+let early: Early | null = null;
+
+/** the spec fields an early connection is made for; any other field set: no early connection */
+function keyOf(spec: OpenHostSpec): string | null {
+  const { host, identity, acceptNewHostKey, ...rest } = spec;
+  if (!host || host === 'local' || Object.values(rest).some((v) => v !== undefined)) return null;
+  return JSON.stringify([host, identity ?? null, acceptNewHostKey === true]);
+}
+
+/**
+ * The --host, -i and --accept-new-host-key of a command line (the words before any `--`), as the
+ * commands' own parser reads them; null where there is no --host, where it is given twice, or
+ * with --help (the command will not connect).
+ */
+export function earlySpecOf(words: string[]): OpenHostSpec | null {
+  let r;
+  try {
+    r = parseArgs({
+      args: words,
+      options: {
+        host: { type: 'string', multiple: true },
+        identity: { type: 'string', short: 'i', multiple: true },
+        'accept-new-host-key': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: false,
+      allowPositionals: true,
+    });
+  } catch {
+    return null;
+  }
+  const one = (v: unknown) => (Array.isArray(v) && v.length === 1 && typeof v[0] === 'string' ? v[0] : undefined);
+  const host = one(r.values.host);
+  if (!host || host === 'local' || r.values.help) return null;
+  if (r.values.identity !== undefined && one(r.values.identity) === undefined) return null;
+  return { host, identity: one(r.values.identity), acceptNewHostKey: r.values['accept-new-host-key'] === true };
+}
+
+/** Starts connecting for `spec` now (once per process); openHost takes it (claimEarly). */
+export function startEarly(spec: OpenHostSpec): void {
+  const key = keyOf(spec);
+  if ((early && !early.claimed) || key === null) return;
+  const abort = new AbortController();
+  const host = import('./index.js').then((m) =>
+    m.openHost({ ...spec, ssh: { signal: abort.signal } }, { early: false }),
+  );
+  host.catch(() => {}); // a failure is the claimer's to report; unclaimed, nobody's
+  early = { key, abort, host, claimed: false };
+}
+
+/** The early connection for `spec`, once (its failure too: the same error the command would get). */
+export function claimEarly(spec: OpenHostSpec): Promise<Host> | null {
+  if (!early || early.claimed || keyOf(spec) !== early.key) return null;
+  early.claimed = true;
+  return early.host;
+}
+
+/** An early connection nobody claimed: cut short, or closed once up. */
+export function abandonEarly(): void {
+  const e = early;
+  if (!e || e.claimed) return;
+  e.claimed = true;
+  e.abort.abort();
+  void e.host.then((h) => h.close()).catch(() => {});
+}
