@@ -29,7 +29,10 @@ function focused(c: Cockpit): string[] {
       if (cell && cell.isInverse()) run += cell.getChars() || ' ';
       else {
         // the title's number key (Ranks⁴) and the Alerts count are not part of its name
-        const w = run.trim().replace(/[⁰¹²³⁴⁵⁶⁷⁸⁹]/g, '').replace(/\(\d+\)$/, '');
+        const w = run
+          .trim()
+          .replace(/[⁰¹²³⁴⁵⁶⁷⁸⁹]/g, '')
+          .replace(/\(\d+\)$/, '');
         if (TITLES.includes(w)) out.push(w);
         run = '';
       }
