@@ -30,6 +30,7 @@ import { progressLine } from './progress.js';
 import { nodeListOf, openNodes } from './nodes.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { JournalRecorder, type RecordChoice } from '../journal/index.js';
+import { ENDED_STATES } from '../checks/runstate.js';
 import { VERSION } from '../cli.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
@@ -119,8 +120,19 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
         'nsa-top: stdin is not a terminal: keys are off (watch only; Ctrl-C quits). `nsa-top status` is the headless form.\n',
       );
     if (journal) {
-      await journal.start();
-      collector.subscribe((st) => journal.record(st));
+      // a journal records a run while it lives: a cockpit opened on a run that has ended (a finished
+      // run looked at again, a recorded fixture) writes nothing until the run lives again (a relaunch)
+      let started: Promise<unknown> | null = null;
+      collector.subscribe((st) => {
+        if (!started) {
+          if (ENDED_STATES.has(st.runState)) {
+            journal.status = 'not recording: the run has ended (a journal records a run while it lives)';
+            return;
+          }
+          started = journal.start();
+        }
+        void started.then(() => journal.record(st));
+      });
     }
     collector.start();
     const actions = createActions({

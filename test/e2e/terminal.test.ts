@@ -1,8 +1,10 @@
 // The built cockpit in a real pty on a finished fixture run (no trainer needed): resize re-lays out
 // cleanly (compact, too small, huge), the frame never reaches the last row, and the keys from the
-// one keymap drive help, focus and zoom.
+// one keymap drive help, focus and zoom; a cockpit on an ended run writes no journal into it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Cockpit, ESC } from './pty.js';
 
@@ -44,6 +46,8 @@ test('resize, help, focus and zoom in a real terminal', { timeout: 90_000 }, asy
     assert.doesNotMatch(c.screen(), /┌ Gates/);
     await c.send('q');
     assert.equal(await c.exited, 0);
+    // a cockpit on a run that has ended records no journal: the recorded fixture is left as it was
+    assert.ok(!existsSync(join(FIXTURE, '.nsa-top', 'journal.jsonl')), 'no journal written into the ended run');
   } finally {
     await c.close(3000);
   }
