@@ -11,6 +11,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { refusedByState } from './fit.js';
 import { judgeAdoption } from '../checks/preflight.js';
+import { relaunchRequestFate } from '../checks/carry.js';
 
 export const command = defineCommand({
   name: 'relaunch',
@@ -73,6 +74,7 @@ export async function run(argv: string[]): Promise<number> {
         removeStaleHalt,
         allowCommand,
         judgeAdoption,
+        judgeRequest: relaunchRequestFate,
         steps,
         carryRequests,
       }),
@@ -139,7 +141,14 @@ export async function run(argv: string[]): Promise<number> {
   }
   const actor = await currentActor(host);
   return printOutcome(
-    await relaunch(host, dir, actor, { removeStaleHalt, allowCommand, judgeAdoption, steps, carryRequests }),
+    await relaunch(host, dir, actor, {
+      removeStaleHalt,
+      allowCommand,
+      judgeAdoption,
+      judgeRequest: relaunchRequestFate,
+      steps,
+      carryRequests,
+    }),
     runDir,
   );
 }

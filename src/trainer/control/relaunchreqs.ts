@@ -1,18 +1,26 @@
 // A relaunch and the old run's durable requests (requests.json): each request in force is ended
 // when moot (audited, one record each: which request and why), carried into the new supervisor when
 // the operator asked (`relaunch --carry-requests`), or left untouched while a rank of its run runs.
-// The decision is the judge's (src/checks/carry.ts); the new supervisor claims no older request
+// The decision is the judge's (src/checks/carry.ts, handed down by the caller); the new supervisor claims no older request
 // but the carried ones (CARRY_ENV). Without this, a request whose carrier died with its run would
 // be claimed by the relaunch's supervisor and write .HALT into the new run.
 import { clock } from '../../format.js';
 import type { Host } from '../../remote/host.js';
-import { relaunchRequestFate, type RelaunchFate } from '../../checks/carry.js';
 import { findRunProcesses } from '../run/processes.js';
 import type { RunDirs } from '../run/rundirs.js';
 import { audited } from './audit.js';
 import type { ControlOptions } from './actions.js';
 import { heartbeatPidsOf, readRequests, updateRequests } from './requests.js';
 import { ACTIVE_REQUEST_STATES, type Actor } from './types.js';
+
+export type RelaunchFate = 'end' | 'carry' | 'keep';
+/** The judge's verdict on an old request at a relaunch (src/checks/carry.ts relaunchRequestFate), handed down. */
+export type RequestFateJudge = (x: {
+  carry: boolean;
+  procsKnown: boolean;
+  ranksAlive: number;
+  launcherAlive: boolean;
+}) => { fate: RelaunchFate; why: string };
 
 export interface SettledRequest {
   id: string;
@@ -29,7 +37,7 @@ export async function settleRequestsForRelaunch(
   host: Host,
   dirs: RunDirs,
   actor: Actor,
-  opts: ControlOptions & { carry: boolean },
+  opts: ControlOptions & { carry: boolean; judgeRequest: RequestFateJudge },
 ): Promise<{ settled: SettledRequest[]; carried: string[] }> {
   const active = (await readRequests(host, dirs)).filter((r) => ACTIVE_REQUEST_STATES.includes(r.state));
   if (!active.length) return { settled: [], carried: [] };
@@ -38,7 +46,7 @@ export async function settleRequestsForRelaunch(
   }).catch((e: Error) => ({ error: e.message, ranks: [], launcher: null }));
   const procsKnown = !(p.error && p.ranks.length === 0 && !p.launcher);
   const live = (s: string) => s !== 'Z' && s !== 'X';
-  const verdict = relaunchRequestFate({
+  const verdict = opts.judgeRequest({
     carry: opts.carry,
     procsKnown,
     ranksAlive: p.ranks.filter((r) => live(r.proc.state)).length,

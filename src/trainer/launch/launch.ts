@@ -55,7 +55,7 @@ import {
 } from '../run/launchstate.js';
 import { dirIdSync } from '../run/pointers.js';
 import { CARRY_ENV, readRequests } from '../control/requests.js';
-import { settleRequestsForRelaunch } from '../control/relaunchreqs.js';
+import { type RequestFateJudge, settleRequestsForRelaunch } from '../control/relaunchreqs.js';
 import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
 export { readSupervisorState } from '../run/launchstate.js';
@@ -579,6 +579,9 @@ export async function relaunch(
     steps?: number;
     /** carry the old run's requests in force into the new supervisor (else a moot one is ended) */
     carryRequests?: boolean;
+    /** the judge's verdict on each old request (src/checks/carry.ts relaunchRequestFate); none: each
+     *  is left as it is (and the new supervisor claims none of them) */
+    judgeRequest?: RequestFateJudge;
   },
 ): Promise<ActionRecord> {
   // resolved once (or handed down resolved): the record, the checks and the start read one run
@@ -603,6 +606,7 @@ async function relaunchEffect(
     judgeAdoption?: AdoptionJudge;
     steps?: number;
     carryRequests?: boolean;
+    judgeRequest?: RequestFateJudge;
   },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
@@ -694,7 +698,13 @@ async function relaunchEffect(
   const hbBefore = (await host.stat(hbPath).catch(() => null))?.size ?? 0;
   // the old run's requests: a moot one is ended (audited), never fired into the new run; carried
   // ones (--carry-requests) are the only older ones the new supervisor claims
-  const reqs = await settleRequestsForRelaunch(host, dirs, actor, { ...opts, carry: !!opts.carryRequests });
+  const reqs = await settleRequestsForRelaunch(host, dirs, actor, {
+    ...opts,
+    carry: !!opts.carryRequests,
+    judgeRequest:
+      opts.judgeRequest ??
+      (() => ({ fate: 'keep', why: 'left as it is (no judge given); not claimed by the new supervisor' })),
+  });
   const reqNote = reqs.settled.map((x) => `; request ${x.line}`).join('');
   const reqTarget = reqs.settled.length ? { requests: reqs.settled.map(({ id, fate }) => ({ id, fate })) } : {};
   const pid = spawnSupervisor(runDir, pick !== null, opts.allowCommand ?? [], reqs.carried);

@@ -18,7 +18,6 @@ import type { Actor, SupervisorState } from '../control/types.js';
 import { escalate, requestHalt, type RankTarget } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
 import { CARRY_ENV, RequestOwner } from '../control/requests.js';
-import { supervisorMayClaim } from '../../checks/carry.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { ALLOW_ENV, describeWillRun, planPhases } from './willrun.js';
 import { nsaDir, writeStateLocal } from './state.js';
@@ -74,7 +73,15 @@ interface ChildResult {
 }
 
 /** Reads the plan, takes the run's lock and supervises; the exit code of `nsa-top supervise`. */
-export async function runSupervisor(runDir: string, opts: { resume: boolean }): Promise<number> {
+/** May a supervisor claim an old request (src/checks/carry.ts supervisorMayClaim, handed down)? */
+export type ClaimJudge = (x: {
+  requestTs: number;
+  launchedAt: number;
+  carried: boolean;
+  adoptedLiveTrainer: boolean;
+}) => boolean;
+
+export async function runSupervisor(runDir: string, opts: { resume: boolean; mayClaim: ClaimJudge }): Promise<number> {
   // an older request is an earlier run's: claimed only if the relaunch carried it (src/checks/carry.ts)
   const launchedAt = Date.now();
   const carried = new Set((process.env[CARRY_ENV] ?? '').split('\n').filter(Boolean));
@@ -106,7 +113,11 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     return 4;
   }
   const prev = await readSupervisorState(host, runDir);
-  return new Supervisor(host, runDir, plan, prev, me?.startTime ?? '', opts.resume, { launchedAt, carried }).run();
+  return new Supervisor(host, runDir, plan, prev, me?.startTime ?? '', opts.resume, {
+    launchedAt,
+    carried,
+    judge: opts.mayClaim,
+  }).run();
 }
 
 type Plan = NonNullable<Awaited<ReturnType<typeof readLaunchPlan>>>;
@@ -145,7 +156,7 @@ class Supervisor {
     private readonly prev: SupervisorState | null,
     startTime: string,
     private readonly resume: boolean,
-    claim: { launchedAt: number; carried: ReadonlySet<string> } = { launchedAt: 0, carried: new Set() },
+    claim: { launchedAt: number; carried: ReadonlySet<string>; judge: ClaimJudge },
   ) {
     this.st = {
       runDir,
@@ -179,7 +190,7 @@ class Supervisor {
         say: (m) => this.say(m),
         alive: async () => this.current !== null || this.st.state === 'backoff' || this.st.state === 'starting',
         mayClaim: (req) =>
-          supervisorMayClaim({
+          claim.judge({
             requestTs: req.ts,
             launchedAt: claim.launchedAt,
             carried: claim.carried.has(req.id),
