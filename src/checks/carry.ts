@@ -27,7 +27,10 @@ export function relaunchRequestFate(x: {
   if (!requestMoot({ ended: true, procsKnown: true, ranksAlive: x.ranksAlive, launcherAlive: x.launcherAlive }))
     return { fate: 'keep', why: 'in force' };
   if (x.carry)
-    return { fate: 'carry', why: 'carried into the relaunch as asked: the new run halts after its next checkpoint' };
+    return {
+      fate: 'carry',
+      why: 'carried into the relaunch as asked: .HALT once a complete checkpoint written after the request is there (one already there, e.g. the one it resumes from, halts the new run at once)',
+    };
   return {
     fate: 'end',
     why: 'moot: its run ended and nothing of it runs; ended so it cannot halt the relaunched run (--carry-requests keeps it)',
