@@ -33,7 +33,7 @@ export function relaunchRequestFate(x: {
     };
   return {
     fate: 'end',
-    why: 'moot: its run ended and nothing of it runs; ended so it cannot halt the relaunched run (--carry-requests keeps it)',
+    why: 'moot: its run ended and nothing of it runs; ended so that it cannot halt the new run',
   };
 }
 

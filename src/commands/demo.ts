@@ -65,6 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     cwd: process.cwd(),
     steps,
     extraArgs,
+    judgeRequest: relaunchRequestFate,
   });
   process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);
   const actor = await currentActor(host);

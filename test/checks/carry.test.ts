@@ -9,7 +9,7 @@ const over = { carry: false, procsKnown: true, ranksAlive: 0, launcherAlive: fal
 test('relaunchRequestFate: moot → end; asked → carry; ranks or launcher running → keep; unknown → keep', () => {
   const end = relaunchRequestFate(over);
   assert.equal(end.fate, 'end');
-  assert.match(end.why, /moot: its run ended and nothing of it runs/);
+  assert.match(end.why, /moot: its run ended and nothing of it runs; ended so that it cannot halt the new run/);
   assert.equal(relaunchRequestFate({ ...over, carry: true }).fate, 'carry');
   const live = relaunchRequestFate({ ...over, ranksAlive: 2 });
   assert.equal(live.fate, 'keep');

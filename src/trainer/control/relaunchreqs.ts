@@ -37,7 +37,7 @@ export async function settleRequestsForRelaunch(
   host: Host,
   dirs: RunDirs,
   actor: Actor,
-  opts: ControlOptions & { carry: boolean; judgeRequest: RequestFateJudge },
+  opts: ControlOptions & { carry: boolean; judgeRequest: RequestFateJudge; by?: 'launch' | 'relaunch' },
 ): Promise<{ settled: SettledRequest[]; carried: string[] }> {
   const active = (await readRequests(host, dirs)).filter((r) => ACTIVE_REQUEST_STATES.includes(r.state));
   if (!active.length) return { settled: [], carried: [] };
@@ -52,6 +52,7 @@ export async function settleRequestsForRelaunch(
     ranksAlive: p.ranks.filter((r) => live(r.proc.state)).length,
     launcherAlive: !!p.launcher && live(p.launcher.state),
   });
+  const by = opts.by ?? 'relaunch';
   const settled: SettledRequest[] = [];
   const carried: string[] = [];
   for (const r of active) {
@@ -80,7 +81,7 @@ export async function settleRequestsForRelaunch(
             Object.assign(x, {
               state: 'cancelled',
               cancelledBy: actor,
-              note: `ended by ${actor.user}'s relaunch: ${verdict.why}`,
+              note: `ended by ${actor.user}'s ${by}: ${verdict.why}`,
               updatedAt: Date.now(),
             });
           else
@@ -101,7 +102,8 @@ export async function settleRequestsForRelaunch(
             unrecorded: 'nothing to end',
           };
         done = true;
-        return { result: 'ok', detail: `${what}: ${ending ? 'ended' : 'carried'}: ${verdict.why}` };
+        const hint = ending && by === 'relaunch' ? ' (relaunch --carry-requests carries it instead)' : '';
+        return { result: 'ok', detail: `${what}: ${ending ? 'ended' : 'carried'}: ${verdict.why}${hint}` };
       },
       opts,
     );

@@ -181,6 +181,9 @@ export interface LaunchOptions {
   cwd: string;
   steps?: number;
   extraArgs?: string[];
+  /** the judge's verdict on an earlier run's request left in a shared out_dir (src/checks/carry.ts
+   *  relaunchRequestFate, never carried by a launch); none: left as it is, claimed by no supervisor */
+  judgeRequest?: RequestFateJudge;
 }
 
 /** Validates every `--inject SPEC` / `--inject=SPEC` of a reference trainer's arguments (InputError, exit 2). */
@@ -203,7 +206,7 @@ export function injectionsOf(args: readonly string[]): void {
 export async function launchRun(
   host: Host,
   opts: LaunchOptions,
-): Promise<{ runDir: string; outDir: string; supervisorPid: number }> {
+): Promise<{ runDir: string; outDir: string; supervisorPid: number; requests: string[] }> {
   if (host.kind !== 'local')
     throw new InputError(
       'launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself',
@@ -312,6 +315,7 @@ export async function launchRun(
     );
   }
   const stale = { note: null as string | null };
+  const settled: string[] = [];
   const rec = await audited(
     host,
     runDir,
@@ -339,11 +343,25 @@ export async function launchRun(
         });
         return { result: 'refused', detail: `${note}; nothing started`, target: { halt: halt.trim() } };
       }
+      // an earlier run's request in a shared out_dir is moot once nothing of that run runs: ended
+      // (audited) so that it never halts this run
+      if (opts.judgeRequest) {
+        const reqs = await settleRequestsForRelaunch(host, await runDirsOf(host, runDir), actor, {
+          carry: false,
+          judgeRequest: opts.judgeRequest,
+          by: 'launch',
+        });
+        settled.push(...reqs.settled.map((x) => `request ${x.line}`));
+      }
       const pid = spawnSupervisor(runDir, false, null);
       const st = await awaitSupervisor(host, runDir, pid);
       const target = { outDir: plan.outDir, supervisorPid: pid, command: plan.command };
       if (st?.supervisor?.pid === pid)
-        return { result: 'ok', detail: `profile ${plan.profile}: ${plan.command.join(' ')}`, target };
+        return {
+          result: 'ok',
+          detail: `profile ${plan.profile}: ${plan.command.join(' ')}${settled.map((l) => `; ${l}`).join('')}`,
+          target,
+        };
       return {
         result: 'failed',
         detail: `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
@@ -365,7 +383,7 @@ export async function launchRun(
         : `the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
       1,
     );
-  return { runDir, outDir: plan.outDir, supervisorPid: pid };
+  return { runDir, outDir: plan.outDir, supervisorPid: pid, requests: settled };
 }
 
 /**
