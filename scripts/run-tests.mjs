@@ -18,6 +18,7 @@ for (const a of process.argv.slice(2)) if (a !== '--unit') throw new Error(`run-
 const UNIT_TESTS = [
   'test/bundle/redact.test.ts',
   'test/checks/boot-state.test.ts',
+  'test/checks/carry.test.ts',
   'test/checks/control.test.ts',
   'test/checks/fuzz.test.ts',
   'test/checks/healthy-demo.test.ts',

@@ -7,6 +7,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS } from './options.js';
 import { CliError } from './errors.js';
 import { judgeAdoption } from '../checks/preflight.js';
+import { relaunchRequestFate } from '../checks/carry.js';
 
 export const command = defineCommand({
   name: 'attach',
@@ -35,7 +36,11 @@ export async function run(argv: string[]): Promise<number> {
     // the supervisor died but its trainer runs on: a new supervisor adopts it (never a second copy)
     if (readOnlyMode()) process.stderr.write(`nsa-top: ${st.note} (read-only: not re-adopted)\n`);
     else {
-      const rec = await relaunch(host, dir, await currentActor(host), { removeStaleHalt: false, judgeAdoption });
+      const rec = await relaunch(host, dir, await currentActor(host), {
+        removeStaleHalt: false,
+        judgeAdoption,
+        judgeRequest: relaunchRequestFate,
+      });
       process.stderr.write(
         `nsa-top: ${rec.result === 'ok' ? rec.detail : `could not re-adopt the trainer: ${rec.detail}`}\n`,
       );

@@ -24,6 +24,7 @@ import { initialView } from '../ui/view.js';
 import { readOnlyMode } from '../trainer/control/ownfiles.js';
 import type { CockpitArgs } from './options.js';
 import { CliError } from './errors.js';
+import { relaunchRequestFate } from '../checks/carry.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { makePager } from './pager.js';
 import { progressLine } from './progress.js';
@@ -276,6 +277,7 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
           removeStaleHalt,
           readOnly: a.readOnly,
           judgeAdoption,
+          judgeRequest: relaunchRequestFate,
           steps,
         });
         return { ok: r.result === 'ok', result: r.result, detail: r.detail };

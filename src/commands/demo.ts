@@ -14,6 +14,7 @@ import { openCockpit } from './cockpit.js';
 import { defineCommand, parseCommand } from './args.js';
 import { supervisorInCharge, supervisorRestarts } from '../checks/control.js';
 import { judgeAdoption } from '../checks/preflight.js';
+import { relaunchRequestFate } from '../checks/carry.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 
 /** the demo profile's length (src/trainer/launch/profiles-builtin.ts): `profiles` and `demo` say the same */
@@ -64,6 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     cwd: process.cwd(),
     steps,
     extraArgs,
+    judgeRequest: relaunchRequestFate,
   });
   process.stderr.write(`nsa-top demo: reference trainer started (2 ranks) in ${runDir}\n`);
   const actor = await currentActor(host);
@@ -75,7 +77,12 @@ export async function run(argv: string[]): Promise<number> {
     readOnly: false,
     intervalMs: Math.round(intervalS * 1000),
     relaunch: async ({ removeStaleHalt, steps: to }) => {
-      const r = await relaunch(host, runDir, actor, { removeStaleHalt, judgeAdoption, steps: to });
+      const r = await relaunch(host, runDir, actor, {
+        removeStaleHalt,
+        judgeAdoption,
+        judgeRequest: relaunchRequestFate,
+        steps: to,
+      });
       return { ok: r.result === 'ok', result: r.result, detail: r.detail };
     },
     stop: supervisorStopFn(host, runDir, actor, false),

@@ -2,6 +2,8 @@
 // run from a profile, under a detached supervisor.
 import { LocalHost } from '../remote/local/host.js';
 import { launchRun } from '../trainer/launch/launch.js';
+import { relaunchRequestFate } from '../checks/carry.js';
+import { sanitize } from '../sanitize.js';
 import { defineCommand, parseCommand } from './args.js';
 import { PROFILES_OPTION } from './options.js';
 
@@ -29,10 +31,18 @@ export async function run(argv: string[]): Promise<number> {
   if (!a) return 0;
   const { profile, profiles: profilesFile, steps, attach } = a.values;
   const host = new LocalHost();
-  const r = await launchRun(host, { profile, profilesFile, cwd: process.cwd(), steps, extraArgs: a.rest });
+  const r = await launchRun(host, {
+    profile,
+    profilesFile,
+    cwd: process.cwd(),
+    steps,
+    extraArgs: a.rest,
+    judgeRequest: relaunchRequestFate,
+  });
   process.stdout.write(
     `launched profile ${profile}\n  run dir     ${r.runDir}\n  out dir     ${r.outDir}\n  supervisor  pid ${r.supervisorPid} (detached)\n` +
-      `  watch       nsa-top attach ${r.runDir}\n  log         ${r.runDir}/train.log\n`,
+      `  watch       nsa-top attach ${r.runDir}\n  log         ${r.runDir}/train.log\n` +
+      r.requests.map((l) => `  ${sanitize(l)}\n`).join(''),
   );
   if (attach) {
     const cockpit = await import('./cockpit.js');

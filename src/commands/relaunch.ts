@@ -11,6 +11,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { refusedByState } from './fit.js';
 import { judgeAdoption } from '../checks/preflight.js';
+import { relaunchRequestFate } from '../checks/carry.js';
 
 export const command = defineCommand({
   name: 'relaunch',
@@ -23,6 +24,10 @@ export const command = defineCommand({
       min: 1,
       value: 'N',
       help: 'train to N steps (a FINISHED run is relaunched only with N past the steps it trained)',
+    },
+    'carry-requests': {
+      type: 'boolean',
+      help: "carry the old run's pending halt-after-checkpoint into the relaunch (else a moot one is ended)",
     },
     yes: { type: 'boolean', short: 'y', help: "no question: for scripts (on a terminal you type the run's name)" },
     'allow-command': {
@@ -45,13 +50,16 @@ PYTHONSTARTUP, NODE_OPTIONS, BASH_ENV, …) is refused, and so is a command that
 trainer (python/torchrun … train_showcase.py, nsa-top train) unless named with --allow-command.
 A FINISHED run is relaunched only with --steps N past the steps it trained (it would stop at once);
 --steps N changes the recorded command, so later restarts train to N too.
+A pending halt after checkpoint of the old run is moot once nothing of it runs: the relaunch ends it
+(logged) so that it cannot halt the new run, unless --carry-requests carries it into the relaunch;
+the output says what happened to each.
 Every relaunch is logged in .nsa-top/actions.jsonl.`,
 });
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseCommand(command, argv);
   if (!a) return 0;
-  const { 'remove-stale-halt': removeStaleHalt, yes, steps } = a.values;
+  const { 'remove-stale-halt': removeStaleHalt, yes, steps, 'carry-requests': carryRequests } = a.values;
   const allowCommand = (a.values['allow-command'] ?? []) as string[];
   for (const n of allowCommand)
     if (!/^[\w.+-]+$/.test(n))
@@ -62,7 +70,14 @@ export async function run(argv: string[]): Promise<number> {
   // read-only: refused by the audited path itself, in the words every command and the cockpit use
   if (readOnlyMode())
     return printOutcome(
-      await relaunch(host, dir, await currentActor(host), { removeStaleHalt, allowCommand, judgeAdoption, steps }),
+      await relaunch(host, dir, await currentActor(host), {
+        removeStaleHalt,
+        allowCommand,
+        judgeAdoption,
+        judgeRequest: relaunchRequestFate,
+        steps,
+        carryRequests,
+      }),
       dir,
     );
   // what the cockpit's r refuses (a live run, a supervisor that restarts it itself), in its words
@@ -126,7 +141,14 @@ export async function run(argv: string[]): Promise<number> {
   }
   const actor = await currentActor(host);
   return printOutcome(
-    await relaunch(host, dir, actor, { removeStaleHalt, allowCommand, judgeAdoption, steps }),
+    await relaunch(host, dir, actor, {
+      removeStaleHalt,
+      allowCommand,
+      judgeAdoption,
+      judgeRequest: relaunchRequestFate,
+      steps,
+      carryRequests,
+    }),
     runDir,
   );
 }

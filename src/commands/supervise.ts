@@ -3,6 +3,7 @@
 import { resolve } from 'node:path';
 import { SUPERVISE_ENV } from '../trainer/launch/state.js';
 import { runSupervisor } from '../trainer/launch/supervisor.js';
+import { supervisorMayClaim } from '../checks/carry.js';
 import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 
@@ -22,7 +23,7 @@ export async function run(argv: string[]): Promise<number> {
       `supervise: RUN_DIR missing (this command is started by nsa-top launch; it reads ${SUPERVISE_ENV})`,
     );
   delete process.env[SUPERVISE_ENV]; // not inherited by the trainer
-  const code = await runSupervisor(resolve(dir), { resume: a.values.resume });
+  const code = await runSupervisor(resolve(dir), { resume: a.values.resume, mayClaim: supervisorMayClaim });
   // the trainer's exit watcher must not keep a finished supervisor alive
   setTimeout(() => process.exit(code), 200).unref();
   return code;

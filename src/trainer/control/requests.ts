@@ -38,6 +38,8 @@ export const AGENT_LOG = 'agent.log';
 /** how `nsa-top agent` learns its out_dir (kept out of argv: process discovery matches argv) */
 export const AGENT_ENV = 'NSA_TOP_AGENT_OUT_DIR';
 const KEEP_FINISHED = 20;
+/** the ids of the requests a relaunch carried into its new supervisor, one a line (the only old ones it claims) */
+export const CARRY_ENV = 'NSA_TOP_CARRY_REQUESTS';
 
 /** The owner is alive: same pid and start time, and not a zombie (an unreaped dead process). */
 export async function ownerAlive(host: Host, o: { pid: number; startTime: string }): Promise<boolean> {
@@ -200,8 +202,12 @@ export class RequestOwner {
       say?: (msg: string) => void;
       /** whether the run is still alive; default: its processes in the process table (a supervisor knows its child) */
       alive?: () => Promise<boolean>;
+      /** whether this owner may claim a request nobody alive owns; default: any (an agent is started for it) */
+      mayClaim?: (req: ControlRequest) => boolean;
     } = {},
   ) {}
+  /** requests this owner declined to claim, said once each */
+  private readonly declined = new Set<string>();
 
   private log(
     req: ControlRequest,
@@ -243,6 +249,16 @@ export class RequestOwner {
     for (const r of reqs) {
       if (this.mine(r)) continue;
       if (r.owner && (await ownerAlive(this.host, r.owner))) continue;
+      if (this.hooks.mayClaim && !this.hooks.mayClaim(r)) {
+        // an earlier run's request: firing it into this run would halt a run nobody asked to halt
+        if (!this.declined.has(r.id)) {
+          this.declined.add(r.id);
+          this.hooks.say?.(
+            `request ${r.id} (${r.who.user}, ${clock(r.ts)}) was made before this ${this.me.kind} started and was not carried into it: not claimed`,
+          );
+        }
+        continue;
+      }
       const prev = r.owner;
       const claimed = await updateRequests(this.outDir, (all) => {
         const x = all.find((y) => y.id === r.id);

@@ -20,6 +20,7 @@ import {
 } from './adopt.js';
 import { pickResumeCheckpoint, type ResumePick } from '../run/checkpoints.js';
 import {
+  ACTIVE_REQUEST_STATES,
   type ActionRecord,
   type Actor,
   type SupervisorState,
@@ -53,6 +54,8 @@ import {
   SUPERVISOR_LOG,
 } from '../run/launchstate.js';
 import { dirIdSync } from '../run/pointers.js';
+import { CARRY_ENV, readRequests } from '../control/requests.js';
+import { type RequestFateJudge, settleRequestsForRelaunch } from '../control/relaunchreqs.js';
 import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
 export { readSupervisorState } from '../run/launchstate.js';
@@ -95,12 +98,21 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
  * `allow`: for a relaunch, the programs the operator confirmed by name (the supervisor checks the
  * plan it reads again, see willrun.ts); null for a launch, whose plan is the operator's profile.
  */
-function spawnSupervisor(runDir: string, resume: boolean, allow: readonly string[] | null): number {
+function spawnSupervisor(
+  runDir: string,
+  resume: boolean,
+  allow: readonly string[] | null,
+  carried: readonly string[] = [],
+): number {
   return spawnSelfDetached(['supervise', ...(resume ? ['--resume'] : [])], {
     root: runDir,
     log: `${NSA_DIR}/${SUPERVISOR_LOG}`,
     cwd: runDir,
-    env: { [SUPERVISE_ENV]: runDir, ...(allow ? { [ALLOW_ENV]: allow.join('\n') } : {}) },
+    env: {
+      [SUPERVISE_ENV]: runDir,
+      ...(allow ? { [ALLOW_ENV]: allow.join('\n') } : {}),
+      ...(carried.length ? { [CARRY_ENV]: carried.join('\n') } : {}),
+    },
     what: 'the supervisor process',
   });
 }
@@ -169,6 +181,9 @@ export interface LaunchOptions {
   cwd: string;
   steps?: number;
   extraArgs?: string[];
+  /** the judge's verdict on an earlier run's request left in a shared out_dir (src/checks/carry.ts
+   *  relaunchRequestFate, never carried by a launch); none: left as it is, claimed by no supervisor */
+  judgeRequest?: RequestFateJudge;
 }
 
 /** Validates every `--inject SPEC` / `--inject=SPEC` of a reference trainer's arguments (InputError, exit 2). */
@@ -191,7 +206,7 @@ export function injectionsOf(args: readonly string[]): void {
 export async function launchRun(
   host: Host,
   opts: LaunchOptions,
-): Promise<{ runDir: string; outDir: string; supervisorPid: number }> {
+): Promise<{ runDir: string; outDir: string; supervisorPid: number; requests: string[] }> {
   if (host.kind !== 'local')
     throw new InputError(
       'launch starts the supervisor on this machine: run `nsa-top launch` on the training box itself',
@@ -300,6 +315,7 @@ export async function launchRun(
     );
   }
   const stale = { note: null as string | null };
+  const settled: string[] = [];
   const rec = await audited(
     host,
     runDir,
@@ -327,11 +343,25 @@ export async function launchRun(
         });
         return { result: 'refused', detail: `${note}; nothing started`, target: { halt: halt.trim() } };
       }
+      // an earlier run's request in a shared out_dir is moot once nothing of that run runs: ended
+      // (audited) so that it never halts this run
+      if (opts.judgeRequest) {
+        const reqs = await settleRequestsForRelaunch(host, await runDirsOf(host, runDir), actor, {
+          carry: false,
+          judgeRequest: opts.judgeRequest,
+          by: 'launch',
+        });
+        settled.push(...reqs.settled.map((x) => `request ${x.line}`));
+      }
       const pid = spawnSupervisor(runDir, false, null);
       const st = await awaitSupervisor(host, runDir, pid);
       const target = { outDir: plan.outDir, supervisorPid: pid, command: plan.command };
       if (st?.supervisor?.pid === pid)
-        return { result: 'ok', detail: `profile ${plan.profile}: ${plan.command.join(' ')}`, target };
+        return {
+          result: 'ok',
+          detail: `profile ${plan.profile}: ${plan.command.join(' ')}${settled.map((l) => `; ${l}`).join('')}`,
+          target,
+        };
       return {
         result: 'failed',
         detail: `the supervisor did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
@@ -353,7 +383,7 @@ export async function launchRun(
         : `the supervisor (pid ${pid}) did not come up; see ${join(nsaDir(runDir), SUPERVISOR_LOG)}`,
       1,
     );
-  return { runDir, outDir: plan.outDir, supervisorPid: pid };
+  return { runDir, outDir: plan.outDir, supervisorPid: pid, requests: settled };
 }
 
 /**
@@ -565,6 +595,11 @@ export async function relaunch(
     judgeAdoption?: AdoptionJudge;
     /** train to this many steps (a FINISHED run is relaunched only with more: src/checks/actions.ts) */
     steps?: number;
+    /** carry the old run's requests in force into the new supervisor (else a moot one is ended) */
+    carryRequests?: boolean;
+    /** the judge's verdict on each old request (src/checks/carry.ts relaunchRequestFate); none: each
+     *  is left as it is (and the new supervisor claims none of them) */
+    judgeRequest?: RequestFateJudge;
   },
 ): Promise<ActionRecord> {
   // resolved once (or handed down resolved): the record, the checks and the start read one run
@@ -588,6 +623,8 @@ async function relaunchEffect(
     allowCommand?: readonly string[];
     judgeAdoption?: AdoptionJudge;
     steps?: number;
+    carryRequests?: boolean;
+    judgeRequest?: RequestFateJudge;
   },
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
@@ -617,6 +654,11 @@ async function relaunchEffect(
         'refused',
         `the trainer (pid ${st.child.pid}) runs unsupervised; a new supervisor would restart it with what is refused: ${seen.refusal}`,
       );
+    // its requests in force are this very trainer's: untouched (the new supervisor may carry them)
+    const inForce = (await readRequests(host, dirs)).filter((r) => ACTIVE_REQUEST_STATES.includes(r.state));
+    const reqNote = inForce
+      .map((r) => `; request ${r.id} (${r.who.user}, ${r.state}): in force, its trainer still runs; untouched`)
+      .join('');
     const pid = spawnSupervisor(runDir, true, opts.allowCommand ?? []);
     const up = await awaitSupervisor(host, runDir, pid);
     if (up?.supervisor?.pid !== pid) {
@@ -629,8 +671,12 @@ async function relaunchEffect(
     }
     return mk(
       'ok',
-      `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted`,
-      { supervisorPid: pid, adopted: st.child },
+      `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted${reqNote}`,
+      {
+        supervisorPid: pid,
+        adopted: st.child,
+        ...(inForce.length ? { requests: inForce.map(({ id }) => ({ id, fate: 'keep' })) } : {}),
+      },
     );
   }
   const prep = await prepareRelaunch(host, dirs, {
@@ -668,7 +714,18 @@ async function relaunchEffect(
   const pick = prep.pick;
   const hbPath = join(outDir, 'heartbeat_rank0.jsonl');
   const hbBefore = (await host.stat(hbPath).catch(() => null))?.size ?? 0;
-  const pid = spawnSupervisor(runDir, pick !== null, opts.allowCommand ?? []);
+  // the old run's requests: a moot one is ended (audited), never fired into the new run; carried
+  // ones (--carry-requests) are the only older ones the new supervisor claims
+  const reqs = await settleRequestsForRelaunch(host, dirs, actor, {
+    ...opts,
+    carry: !!opts.carryRequests,
+    judgeRequest:
+      opts.judgeRequest ??
+      (() => ({ fate: 'keep', why: 'left as it is (no judge given); not claimed by the new supervisor' })),
+  });
+  const reqNote = reqs.settled.map((x) => `; request ${x.line}`).join('');
+  const reqTarget = reqs.settled.length ? { requests: reqs.settled.map(({ id, fate }) => ({ id, fate })) } : {};
+  const pid = spawnSupervisor(runDir, pick !== null, opts.allowCommand ?? [], reqs.carried);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {
     const why = await supervisorError(host, runDir);
@@ -712,8 +769,9 @@ async function relaunchEffect(
   }
   return mk(
     'ok',
-    `${from}${stepsNote}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}`,
+    `${from}${stepsNote}${extra.length ? `; ${extra.join('; ')}` : ''}${halt !== null ? `; removed .HALT ("${halt.trim()}")` : ''}${reqNote}`,
     {
+      ...reqTarget,
       supervisorPid: pid,
       resumeFrom: pick?.found?.path ?? null,
       resumeStep: pick?.found?.step ?? null,

@@ -17,7 +17,7 @@ import { pickResumeCheckpoint } from '../run/checkpoints.js';
 import type { Actor, SupervisorState } from '../control/types.js';
 import { escalate, requestHalt, type RankTarget } from '../control/actions.js';
 import { auditedEvent } from '../control/audit.js';
-import { RequestOwner } from '../control/requests.js';
+import { CARRY_ENV, RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { ALLOW_ENV, describeWillRun, planPhases } from './willrun.js';
 import { nsaDir, writeStateLocal } from './state.js';
@@ -73,7 +73,19 @@ interface ChildResult {
 }
 
 /** Reads the plan, takes the run's lock and supervises; the exit code of `nsa-top supervise`. */
-export async function runSupervisor(runDir: string, opts: { resume: boolean }): Promise<number> {
+/** May a supervisor claim an old request (src/checks/carry.ts supervisorMayClaim, handed down)? */
+export type ClaimJudge = (x: {
+  requestTs: number;
+  launchedAt: number;
+  carried: boolean;
+  adoptedLiveTrainer: boolean;
+}) => boolean;
+
+export async function runSupervisor(runDir: string, opts: { resume: boolean; mayClaim: ClaimJudge }): Promise<number> {
+  // an older request is an earlier run's: claimed only if the relaunch carried it (src/checks/carry.ts)
+  const launchedAt = Date.now();
+  const carried = new Set((process.env[CARRY_ENV] ?? '').split('\n').filter(Boolean));
+  delete process.env[CARRY_ENV]; // not the trainer's business
   const host = new LocalHost();
   const plan = await readLaunchPlan(host, runDir);
   if (!plan) {
@@ -101,7 +113,11 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean }): 
     return 4;
   }
   const prev = await readSupervisorState(host, runDir);
-  return new Supervisor(host, runDir, plan, prev, me?.startTime ?? '', opts.resume).run();
+  return new Supervisor(host, runDir, plan, prev, me?.startTime ?? '', opts.resume, {
+    launchedAt,
+    carried,
+    judge: opts.mayClaim,
+  }).run();
 }
 
 type Plan = NonNullable<Awaited<ReturnType<typeof readLaunchPlan>>>;
@@ -130,6 +146,8 @@ class Supervisor {
   private stopPoll: NodeJS.Timeout | null = null;
   /** .anomaly_type's mtime when the trainer started: an older one (kept as evidence) is not this run's */
   private anomalyBefore: number | null = null;
+  /** this supervisor re-adopted a live trainer of the run: its requests in force are this trainer's */
+  private adoptedLive = false;
 
   constructor(
     private readonly host: LocalHost,
@@ -138,6 +156,7 @@ class Supervisor {
     private readonly prev: SupervisorState | null,
     startTime: string,
     private readonly resume: boolean,
+    claim: { launchedAt: number; carried: ReadonlySet<string>; judge: ClaimJudge },
   ) {
     this.st = {
       runDir,
@@ -170,6 +189,13 @@ class Supervisor {
       {
         say: (m) => this.say(m),
         alive: async () => this.current !== null || this.st.state === 'backoff' || this.st.state === 'starting',
+        mayClaim: (req) =>
+          claim.judge({
+            requestTs: req.ts,
+            launchedAt: claim.launchedAt,
+            carried: claim.carried.has(req.id),
+            adoptedLiveTrainer: this.adoptedLive,
+          }),
         onHaltWritten: (req) =>
           this.requestStop({
             ts: Date.now(),
@@ -198,8 +224,9 @@ class Supervisor {
   async run(): Promise<number> {
     // a stop request left from an earlier supervisor of this run does not apply to this one
     if (existsSync(this.stopPath)) removeOwnSync(this.runDir, `${NSA_DIR}/${STOP_FILE}`);
-    this.listen();
     let adopt = await this.liveEarlierTrainer();
+    this.adoptedLive = adopt !== null; // known before the first request tick (listen)
+    this.listen();
     try {
       this.say(
         `supervising profile ${this.plan.profile} in ${this.runDir} (out_dir ${this.plan.outDir}), restarts ≤ ${this.plan.restart.max_restarts}`,
