@@ -18,8 +18,8 @@ const T0 = 1_800_000_000;
 
 // ----------------------------------------------------------------- child: measure one run dir
 const CHILD = `
-import { LocalHost } from ${JSON.stringify(join(here, '..', 'src', 'remote', 'local.ts'))};
-import { RunModel } from ${JSON.stringify(join(here, '..', 'src', 'trainer', 'run.ts'))};
+import { LocalHost } from ${JSON.stringify(join(here, '..', 'src', 'remote', 'local', 'host.ts'))};
+import { RunModel } from ${JSON.stringify(join(here, '..', 'src', 'trainer', 'run', 'model.ts'))};
 const dir = process.argv[2];
 const base = process.memoryUsage().rss;
 let peak = base;
