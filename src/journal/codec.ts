@@ -250,8 +250,10 @@ export function eventsOf(prev: CockpitState | null, next: CockpitState): Record<
   }
   const now = new Set(next.alerts.map((a) => a.id));
   for (const [id, b] of before) if (!now.has(id)) out.push({ k: 'clear', id, severity: b.severity, title: b.title });
-  if (!prev || prev.runState !== next.runState)
-    out.push({ k: 'state', from: prev?.runState ?? null, to: next.runState, why: next.runStateWhy });
+  // the state's change, and the culprit it names when that changes (a stall's rank named after a dump)
+  const culprit = next.culprit ? { rank: next.culprit.rank, why: next.culprit.why } : null;
+  if (!prev || prev.runState !== next.runState || (culprit && prev.culprit?.rank !== culprit.rank))
+    out.push({ k: 'state', from: prev?.runState ?? null, to: next.runState, why: next.runStateWhy, culprit });
   if (prev) {
     const seen = new Set(prev.actions.map((a) => JSON.stringify(a)));
     for (const a of next.actions) if (!seen.has(JSON.stringify(a))) out.push({ k: 'action', rec: a });
@@ -277,7 +279,14 @@ export function markerOf(r: JournalRecord): ReplayMarker | null {
     case 'clear':
       return { at: r.t, kind: 'clear', label: `cleared ${s(r.title)}` };
     case 'state':
-      return { at: r.t, kind: 'state', label: `${r.from ? `${s(r.from)} → ` : ''}${s(r.to)}` };
+      return {
+        at: r.t,
+        kind: 'state',
+        label:
+          r.from === r.to && isObj(r.culprit)
+            ? `${s(r.to)}: culprit rank ${s(r.culprit.rank)}`
+            : `${r.from ? `${s(r.from)} → ` : ''}${s(r.to)}`,
+      };
     case 'action': {
       const a = isObj(r.rec) ? r.rec : {};
       const who = isObj(a.who) ? s(a.who.user) : '';
