@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { JOURNAL_EVENTS_MAX, storyReadme, type JournalEvent, type StoryInput } from '../../src/bundle/story.js';
+import type { CockpitState } from '../../src/cockpit/state.js';
 import { eventsOf, markerOf } from '../../src/journal/codec.js';
 import type { ActionRecord } from '../../src/trainer/control/types.js';
 import { fixtureState } from '../ui/helpers.js';
@@ -101,10 +102,14 @@ test('a flapping journal is told up to the cap, then counted', () => {
 
 test("the journal's state line carries the culprit, and a newly named culprit is a line of its own", async () => {
   const s = await fixtureState('single');
-  const running = { ...s, runState: 'RUNNING' as const, culprit: null };
-  const stalled = { ...running, runState: 'STALLED' as const, runStateWhy: 'frozen' };
-  const named = { ...stalled, runStateWhy: 'rank 1 in nccl', culprit: { rank: 1, why: 'rank 1 in nccl' } };
-  const st = (a: typeof running | null, b: typeof running) => eventsOf(a, b).filter((e) => e.k === 'state');
+  const running: CockpitState = { ...s, runState: 'RUNNING', culprit: null };
+  const stalled: CockpitState = { ...running, runState: 'STALLED', runStateWhy: 'frozen' };
+  const named: CockpitState = {
+    ...stalled,
+    runStateWhy: 'rank 1 in nccl',
+    culprit: { rank: 1, why: 'rank 1 in nccl' },
+  };
+  const st = (a: CockpitState | null, b: CockpitState) => eventsOf(a, b).filter((e) => e.k === 'state');
   assert.deepEqual(st(running, stalled), [
     { k: 'state', from: 'RUNNING', to: 'STALLED', why: 'frozen', culprit: null },
   ]);
