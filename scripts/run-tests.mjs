@@ -17,6 +17,7 @@ for (const a of process.argv.slice(2)) if (a !== '--unit') throw new Error(`run-
 // that at run time); everything else, and every file, runs in the full suite (`npm test`).
 const UNIT_TESTS = [
   'test/bundle/redact.test.ts',
+  'test/bundle/story.test.ts',
   'test/checks/boot-state.test.ts',
   'test/checks/carry.test.ts',
   'test/checks/control.test.ts',

@@ -1,8 +1,10 @@
 // The README.md inside a bundle, pure: the story of the run in time order (what happened, when, to
 // which rank, what was done, what the verdict is), built from the report's history and alerts, the
-// action log, the stack dumps and the supervisor's and watchdog's records; then what the bundle
+// action log, the stack dumps, the supervisor's and watchdog's records and nsa-top's journal (the run
+// state's changes with their why and culprit, critical alerts raised and cleared); then what the bundle
 // holds, what was cut to stay under its cap, and what was refused (links out of the run dir).
 import type { Report } from '../checks/report.js';
+import type { JournalRecord } from '../journal/codec.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 
 export interface StoryEvent {
@@ -26,6 +28,9 @@ export interface StoryInput {
   dumps: readonly { name: string; ts: number; rank: number | null; kind: string; file: string }[];
   stopEvents: readonly { ts: number; kind: string; who: string | null; source: string }[];
   stalls: readonly { ts: number; step: number | null; rank: number | null; title: string }[];
+  /** the journal's event records (src/journal/codec.ts: state, alert, clear; others are ignored),
+   *  oldest first: what the cockpit or watchdog said as it happened (the stall, RESTARTING…) */
+  journal?: readonly JournalEvent[];
   /** more events with a time: the run's markers (.HALT written, .anomaly_type) */
   extra?: readonly StoryEvent[];
   contents: readonly { name: string; bytes: number; note?: string }[];
@@ -33,6 +38,41 @@ export interface StoryInput {
   refused: readonly string[];
   notes: readonly string[];
   redactions: number;
+}
+
+/** one event line of the journal, decoded (src/journal/codec.ts's eventsOf) */
+export type JournalEvent = Pick<JournalRecord, 't' | 'k'> & Record<string, unknown>;
+
+/** the most journal events told (a flapping alert is told this many times at most, then counted) */
+export const JOURNAL_EVENTS_MAX = 60;
+
+const str = (x: unknown) => (x === null || x === undefined ? '' : String(x));
+const rankOf = (x: unknown): number | null => (typeof x === 'number' && Number.isInteger(x) ? x : null);
+
+/**
+ * A journal event as the story tells it, or null when the story does not tell it: the run state's
+ * changes (with the why, naming the culprit) and critical alerts raised and cleared. Dumps, actions
+ * and restarts are told from their own files (the dumps, actions.jsonl, the run's segments).
+ */
+export function journalStoryEvent(r: JournalEvent): StoryEvent | null {
+  if (r.k === 'state') {
+    const culprit = typeof r.culprit === 'object' && r.culprit ? rankOf((r.culprit as { rank?: unknown }).rank) : null;
+    const from = r.from ? `${str(r.from)} → ` : 'nsa-top began watching: ';
+    return {
+      ts: r.t,
+      rank: culprit,
+      text: `STATE ${from}${str(r.to)}${culprit !== null ? ` (culprit rank ${culprit})` : ''} — ${str(r.why)}`,
+    };
+  }
+  if ((r.k === 'alert' || r.k === 'clear') && r.severity === 'critical') {
+    const rank = rankOf(r.rank);
+    return {
+      ts: r.t,
+      rank,
+      text: `${r.k === 'alert' ? 'CRITICAL raised' : 'CRITICAL cleared'}: ${str(r.title)}${rank !== null ? ` (rank ${rank})` : ''}`,
+    };
+  }
+  return null;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -86,6 +126,13 @@ export function storyEvents(s: StoryInput): StoryEvent[] {
   for (const e of s.stopEvents)
     if (e.source !== 'actions.jsonl')
       ev.push({ ts: e.ts, text: `${e.kind.toUpperCase()} by ${e.who ?? '?'} (${e.source})` });
+  const told = (s.journal ?? []).map(journalStoryEvent).filter((e): e is StoryEvent => e !== null);
+  ev.push(...told.slice(0, JOURNAL_EVENTS_MAX));
+  if (told.length > JOURNAL_EVENTS_MAX)
+    ev.push({
+      ts: told[JOURNAL_EVENTS_MAX]!.ts,
+      text: `… ${told.length - JOURNAL_EVENTS_MAX} more state changes and critical alerts in the journal (see journal/)`,
+    });
   ev.push(...(s.extra ?? []));
   return ev.sort((a, b) => a.ts - b.ts);
 }

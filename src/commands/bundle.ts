@@ -23,7 +23,7 @@ import { storyReadme, type StoryEvent } from '../bundle/story.js';
 import { safeName, tarGz, tarSize, type TarEntry } from '../bundle/tar.js';
 import { PACKAGE_ROOT } from '../self.js';
 import { sanitize } from '../sanitize.js';
-import { encodeRecord, plainState } from '../journal/codec.js';
+import { decodeRecord, encodeRecord, peekRecord, plainState, type JournalRecord } from '../journal/codec.js';
 import { journalSource, type JournalSource } from '../journal/index.js';
 import { currentActor } from '../trainer/control/actions.js';
 import { audited } from '../trainer/control/audit.js';
@@ -312,12 +312,20 @@ async function bundleOn(
       refused.push(`\`${sanitize(adopted)}\` (the adoption's stdout): not a regular file with one name — not read`);
   }
   // the journal around each critical alert: what nsa-top saw from 2 minutes before to 1 minute after
+  const journal: JournalRecord[] = [];
   const jsrc = await journalSource(host, st.obs.dirs).catch((e: Error) => {
     notes.push(`the journal could not be read: ${sanitize(e.message)}`);
     return null;
   });
   if (!jsrc) notes.push('no journal: nothing recorded this run (a cockpit or watchdog on its host records one)');
   else {
+    // its state changes and critical alerts are told in the story, in order
+    for (const text of jsrc.linesBetween(-Infinity, Infinity)) {
+      const k = peekRecord(text)?.k;
+      if (k !== 'state' && k !== 'alert' && k !== 'clear') continue;
+      const r = decodeRecord(text);
+      if (r) journal.push(r);
+    }
     const ws = await journalWindows(jsrc);
     for (const w of ws) add({ name: w.name, data: w.data, mtimeMs: w.to, cuttable: true, note: w.note });
     if (ws.length === 0)
@@ -423,6 +431,7 @@ async function bundleOn(
     dumps,
     stopEvents: st.obs.stop?.events ?? [],
     stalls: st.obs.stop?.stalls ?? [],
+    journal,
     extra,
     contents: kept.map((i) => ({ name: i.name, bytes: i.data.length, ...(i.note ? { note: i.note } : {}) })),
     cut,

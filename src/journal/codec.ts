@@ -98,18 +98,20 @@ function diffValue(a: unknown, b: unknown): unknown {
  * `[value]` (a one-item array) replaces it whole; `[]` removes it; an object is a patch of the
  * object it was (both were objects); `{"$s","$m","$p"}` is an array's change (diffArray);
  * `{"$e":{"i":change}}` changes items of an array of the same length in place, each as a member.
+ * `omit`: a top-level member left out (the recorder's `at`, which is the line's `t`). `a` and `b` may
+ * be live states: what JSON would not keep (undefined members, NaN) compares as JSON would write it.
  */
-export function diffState(a: Record<string, unknown>, b: Record<string, unknown>): Patch | null {
+export function diffState(a: Record<string, unknown>, b: Record<string, unknown>, omit?: string): Patch | null {
   let out: Patch | null = null;
   const set = (k: string, v: unknown) => ((out ??= {})[k] = v);
   for (const k in b) {
     const bv = b[k];
-    if (bv === undefined) continue;
+    if (bv === undefined || k === omit) continue;
     const av = a[k];
     if (av === undefined) set(k, [bv]);
     else if (!jsonEqual(av, bv)) set(k, diffValue(av, bv));
   }
-  for (const k in a) if (a[k] !== undefined && b[k] === undefined) set(k, []);
+  for (const k in a) if (a[k] !== undefined && b[k] === undefined && k !== omit) set(k, []);
   return out;
 }
 
@@ -250,11 +252,16 @@ export function eventsOf(prev: CockpitState | null, next: CockpitState): Record<
   }
   const now = new Set(next.alerts.map((a) => a.id));
   for (const [id, b] of before) if (!now.has(id)) out.push({ k: 'clear', id, severity: b.severity, title: b.title });
-  if (!prev || prev.runState !== next.runState)
-    out.push({ k: 'state', from: prev?.runState ?? null, to: next.runState, why: next.runStateWhy });
+  // the state's change, and the culprit it names when that changes (a stall's rank named after a dump)
+  const culprit = next.culprit ? { rank: next.culprit.rank, why: next.culprit.why } : null;
+  if (!prev || prev.runState !== next.runState || (culprit && prev.culprit?.rank !== culprit.rank))
+    out.push({ k: 'state', from: prev?.runState ?? null, to: next.runState, why: next.runStateWhy, culprit });
   if (prev) {
-    const seen = new Set(prev.actions.map((a) => JSON.stringify(a)));
-    for (const a of next.actions) if (!seen.has(JSON.stringify(a))) out.push({ k: 'action', rec: a });
+    // the collector hands the same action log on until actions.jsonl changes: compared only then
+    if (prev.actions !== next.actions) {
+      const seen = new Set(prev.actions.map((a) => JSON.stringify(a)));
+      for (const a of next.actions) if (!seen.has(JSON.stringify(a))) out.push({ k: 'action', rec: a });
+    }
     const dumps = new Set(prev.run.dumps.map((d) => d.name));
     for (const d of next.run.dumps)
       if (!dumps.has(d.name)) out.push({ k: 'dump', file: d.name, rank: d.rank, pid: d.pid, dumpKind: d.kind });
@@ -277,7 +284,14 @@ export function markerOf(r: JournalRecord): ReplayMarker | null {
     case 'clear':
       return { at: r.t, kind: 'clear', label: `cleared ${s(r.title)}` };
     case 'state':
-      return { at: r.t, kind: 'state', label: `${r.from ? `${s(r.from)} → ` : ''}${s(r.to)}` };
+      return {
+        at: r.t,
+        kind: 'state',
+        label:
+          r.from === r.to && isObj(r.culprit)
+            ? `${s(r.to)}: culprit rank ${s(r.culprit.rank)}`
+            : `${r.from ? `${s(r.from)} → ` : ''}${s(r.to)}`,
+      };
     case 'action': {
       const a = isObj(r.rec) ? r.rec : {};
       const who = isObj(a.who) ? s(a.who.user) : '';

@@ -219,3 +219,31 @@ test('GPU, host and process samples are kept at a modest cadence; a change that 
   assert.equal(throttleSamples(p0, { ...b, procs: procs(10, 'T', 0) }, 0).sampled, true);
   assert.equal(throttleSamples(p0, { ...b, procs: procs(11, 'R', 90) }, 0).sampled, true);
 });
+
+test('a live state is diffed as its JSON copy would be: `at` left out, undefined and NaN as JSON writes them, shared members free', async () => {
+  const states = await story();
+  const plain = (s: CockpitState) => {
+    const p = plainState(s);
+    delete p.at;
+    return p;
+  };
+  const live = (s: CockpitState) => s as unknown as Record<string, unknown>;
+  for (let i = 1; i < states.length; i++)
+    assert.deepEqual(
+      diffState(live(states[i - 1]!), live(states[i]!), 'at'),
+      diffState(plain(states[i - 1]!), plain(states[i]!)),
+      `state ${i}`,
+    );
+  // what JSON does not keep: an undefined member is absent, NaN and Infinity are null
+  const a = { at: 1, x: 1, u: undefined, n: NaN, arr: [1, NaN, undefined, 3], keep: { deep: [1, 2] } };
+  const b = { at: 2, x: 1, u: 5, n: Infinity, arr: [1, NaN, undefined, 4], keep: a.keep, gone: undefined };
+  const d = diffState(a, b, 'at');
+  assert.deepEqual(JSON.parse(JSON.stringify(d)), { u: [5], arr: { $s: 0, $m: 3, $p: [4] } });
+  const pa = JSON.parse(JSON.stringify({ ...a, at: undefined })) as Record<string, unknown>;
+  assert.deepEqual(applyPatch(pa, JSON.parse(JSON.stringify(d)) as Record<string, unknown>), {
+    ...pa,
+    u: 5,
+    arr: [1, null, null, 4],
+  });
+  assert.equal(diffState(a, { ...a, at: 99 }, 'at'), null, 'only `at` moved: nothing to write');
+});
