@@ -8,38 +8,18 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { journalSource } from '../../src/journal/index.js';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { resolveRunDirsAt } from '../../src/trainer/run/rundir.js';
 import { killRecorded, runPids } from './cleanup.js';
 import { BIN } from './pty.js';
+import { isolatedTmux } from './tmuxserver.js';
 
-const v = spawnSync('tmux', ['-V'], { encoding: 'utf8', timeout: 5000 });
-const noTmux = v.error || v.status !== 0 ? 'tmux is not installed: the live replay test needs a real tmux' : false;
-
-const ENV: Record<string, string> = { TZ: 'UTC' };
-for (const [k, val] of Object.entries(process.env))
-  if (val !== undefined && !['CI', 'NO_COLOR', 'TMUX', 'TMUX_PANE', 'TZ'].includes(k)) ENV[k] = val;
-ENV.TERM = 'xterm-256color';
-
-const tmp = mkdtempSync(join(tmpdir(), 'nsa-top-replay-live-'));
-const SOCK = join(tmp, 'tmux.sock');
+const T = isolatedTmux('nsa-top-replay-live-', 'the live replay test');
+const { tmp, env: ENV, tmux, skip: noTmux } = T;
 const RUN = join(tmp, 'run');
-let server = false;
-
-function tmux(...args: string[]): string {
-  const r = spawnSync('tmux', ['-S', SOCK, '-f', '/dev/null', ...args], {
-    encoding: 'utf8',
-    env: ENV,
-    timeout: 10_000,
-  });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`tmux ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
 
 /** every process this test started: the hand-started trainer, its ranks, the relaunch's supervisor and ranks */
 function ours(): { pid: number; startTime: string | null }[] {
@@ -51,10 +31,9 @@ let started: { pid: number; startTime: string | null }[] = [];
 let stopTrainer = () => {};
 
 after(() => {
-  if (server) spawnSync('tmux', ['-S', SOCK, 'kill-server'], { env: ENV, timeout: 10_000 });
   killRecorded([...started, ...ours()]);
   stopTrainer();
-  rmSync(tmp, { recursive: true, force: true });
+  T.close();
 });
 
 const capture = (t: string) => tmux('capture-pane', '-p', '-t', t).replace(/\n$/, '').split('\n');
@@ -122,7 +101,6 @@ test(
       BIN,
       RUN,
     );
-    server = true;
     tmux('set-option', '-t', 'live', 'remain-on-exit', 'on');
     const stalled = await until(
       'the live cockpit STALLED with critical alerts',

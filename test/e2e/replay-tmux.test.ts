@@ -6,43 +6,19 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BIN } from './pty.js';
+import { isolatedTmux } from './tmuxserver.js';
 
 const RUN = fileURLToPath(
   new URL('../fixtures/nsa-vibe/ddp2-crash-resume/artifacts/ddp2-crash-resume', import.meta.url),
 );
 
-const v = spawnSync('tmux', ['-V'], { encoding: 'utf8', timeout: 5000 });
-const noTmux = v.error || v.status !== 0 ? 'tmux is not installed: the replay screen test needs a real tmux' : false;
-
-// times on screen and --at HH:MM:SS are local: the test fixes the zone
-const ENV: Record<string, string> = { TZ: 'UTC' };
-for (const [k, val] of Object.entries(process.env))
-  if (val !== undefined && !['CI', 'NO_COLOR', 'TMUX', 'TMUX_PANE', 'TZ'].includes(k)) ENV[k] = val;
-ENV.TERM = 'xterm-256color';
-
-const tmp = mkdtempSync(join(tmpdir(), 'nsa-top-replay-tmux-'));
-const SOCK = join(tmp, 'tmux.sock');
-let server = false;
-
-function tmux(...args: string[]): string {
-  const r = spawnSync('tmux', ['-S', SOCK, '-f', '/dev/null', ...args], {
-    encoding: 'utf8',
-    env: ENV,
-    timeout: 10_000,
-  });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`tmux ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
+const T = isolatedTmux('nsa-top-replay-tmux-', 'the replay screen test');
+const { env: ENV, tmux, skip: noTmux } = T;
 
 after(() => {
-  if (server) spawnSync('tmux', ['-S', SOCK, 'kill-server'], { env: ENV, timeout: 10_000 });
-  rmSync(tmp, { recursive: true, force: true });
+  T.close();
 });
 
 /** the timeline: the frame's last row (the pane's last row is left empty) */
@@ -82,7 +58,6 @@ test(
       '--at',
       '05:13:03',
     );
-    server = true;
     tmux('set-option', '-t', 'r', 'remain-on-exit', 'on');
     const P = 'r:0';
     await until('the stall on screen', P, (r) =>
