@@ -93,7 +93,10 @@ export interface DevicePeak {
 // Dense tensor-core peaks (no sparsity), TFLOP/s: [bf16/fp16, tf32/fp32-path].
 const GPU_PEAKS: [RegExp, number, number, string][] = [
   [/H100.*PCIe/i, 756, 378, 'H100 PCIe'],
-  [/H100|H200|GH200/i, 989, 495, 'H100 SXM'],
+  // the H200 and GH200 have the H100 SXM's tensor cores (more and faster memory, the same peaks)
+  [/GH200/i, 989, 495, 'GH200'],
+  [/H200/i, 989, 495, 'H200'],
+  [/H100/i, 989, 495, 'H100 SXM'],
   [/A100/i, 312, 156, 'A100'],
   [/L40S/i, 362, 183, 'L40S'],
   [/L40/i, 181, 90, 'L40'],

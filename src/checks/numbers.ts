@@ -47,6 +47,7 @@ export function mfuOf(ctx: Ctx, vals?: number[]): Mfu | null {
   let peak: { flops: number; label: string } | null = null;
   let n = world;
   let unknownPeak: string | null = null;
+  let devicesNote = '';
   const gpuName = ctx.gpus[0]?.name ?? id.gpuName;
   const onCpu = /^cpu/i.test(dev) || (!gpuName && ctx.in.gpu?.status === 'no-nvidia-tools');
   if (onCpu) {
@@ -58,7 +59,13 @@ export function mfuOf(ctx: Ctx, vals?: number[]): Mfu | null {
     const p = gpuPeak(gpuName, id.dtype);
     if (p) {
       peak = p;
-      n = ctx.gpus.length ? Math.min(ctx.gpus.length, world) || world : world;
+      const seen = id.cudaDeviceCount;
+      if (ctx.gpus.length) n = Math.min(ctx.gpus.length, world) || world;
+      // no telemetry: every rank of the run is on this host and each saw fewer CUDA devices than
+      // there are ranks — the ranks share the GPUs (seen live: 2 ranks on one H200)
+      else if (seen !== null && seen > 0 && seen < world && ctx.procsKnown && ctx.alive.length >= world) n = seen;
+      else if (seen !== null && seen > 0 && seen < world)
+        devicesNote = ` (one GPU per rank assumed: each rank saw ${seen} CUDA device${seen === 1 ? '' : 's'})`;
     } else unknownPeak = `GPU '${gpuName}' is not in the peak table`;
   } else unknownPeak = 'the device is not known (no GPU name in telemetry or env.json)';
   const dims = `dim ${model.dim} × ${model.nLayers} layers, S=${seq ?? '?'}${id.model ? '' : ` (dims from the config name ${configBasename(id.config)})`}`;
@@ -71,7 +78,7 @@ export function mfuOf(ctx: Ctx, vals?: number[]): Mfu | null {
     achievedFlops: achieved,
     peak: peak ? { devices: n, perDeviceFlops: peak.flops, label: peak.label } : null,
     arithmetic: peak
-      ? `${base} vs ${n} × ${peak.label} peak ${sig(peak.flops / 1e12)} TFLOP/s → MFU ${sig(mfu! * 100)} %`
+      ? `${base} vs ${n} × ${peak.label} peak ${sig(peak.flops / 1e12)} TFLOP/s${devicesNote} → MFU ${sig(mfu! * 100)} %`
       : `${base}; unknown peak: ${unknownPeak}`,
     unknownPeak,
     onCpu,

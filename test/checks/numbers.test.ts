@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { evaluateOnce } from '../../src/checks/index.js';
 import type { SupervisorState } from '../../src/trainer/control/types.js';
-import { gpu, liveRun, series } from './helpers.js';
+import { gpu, liveRun, proc, procs, series } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -42,6 +42,33 @@ test('MFU: a GPU not in the table is "unknown peak", never guessed, and no plaus
   r.identity.model = null;
   r.identity.config = 'configs/unknown.yaml';
   assert.equal(evaluateOnce({ now: T0, run: r, procs: null, gpu: gpu([{}]) }).numbers.mfu, null);
+});
+
+test('MFU: two ranks sharing one H200 (seen live) count one GPU, not one per rank', () => {
+  // the real nsa-vibe trainer, 2 ranks under torchrun on one H200: env.json says each rank saw 1
+  // CUDA device; the cockpit's telemetry maps both ranks to the one GPU
+  const shared = () => {
+    const r = run();
+    r.identity.gpuName = 'NVIDIA H200';
+    r.identity.cudaDeviceCount = 1;
+    r.identity.dtype = 'torch.float32';
+    return r;
+  };
+  const both = procs([proc(0, 'R', { pid: 649 }), proc(1, 'R', { pid: 650 })]);
+  // telemetry: the one device the ranks use
+  const tele = evaluateOnce({ now: T0, run: shared(), procs: both, gpu: gpu([{ name: 'NVIDIA H200' }]) }).numbers.mfu!;
+  assert.match(tele.arithmetic, /vs 1 × H200 tf32 peak 495 TFLOP\/s → MFU/);
+  // `status`: no telemetry, but both ranks are on this host and each saw one device: the same answer
+  const local = evaluateOnce({ now: T0, run: shared(), procs: both, gpu: null }).numbers.mfu!;
+  assert.equal(local.value, tele.value);
+  assert.deepEqual(local.peak, { devices: 1, perDeviceFlops: 495e12, label: 'H200 tf32' });
+  // an ended run (no processes to look at): one GPU per rank is assumed, and said
+  const ended = evaluateOnce({ now: T0, run: shared(), procs: null, gpu: null }).numbers.mfu!;
+  assert.equal(ended.peak!.devices, 2);
+  assert.match(
+    ended.arithmetic,
+    /2 × H200 tf32 peak 495 TFLOP\/s \(one GPU per rank assumed: each rank saw 1 CUDA device\) → MFU/,
+  );
 });
 
 test('restarts: the supervisor count, a storm when 3 failures fall within 10 min; checkpoint age', () => {

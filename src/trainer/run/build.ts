@@ -311,6 +311,7 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
   id.dtype = get(P.dtype);
   id.torch = p.env?.torch ?? null;
   id.gpuName = p.env?.gpu_name ?? null;
+  id.cudaDeviceCount = p.env?.cuda_device_count ?? null;
 
   s.segments = (get(P.segments) ?? []).map((seg) => ({ ...seg }));
   const step = get(P.step);

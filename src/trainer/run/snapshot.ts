@@ -61,6 +61,8 @@ export interface RunIdentity {
   dtype: string | null;
   torch: string | null;
   gpuName: string | null;
+  /** CUDA devices each process saw (env.json `cuda_device_count`, the last rank to write it) */
+  cudaDeviceCount: number | null;
 }
 
 /** The last `progress` heartbeat record, typed; unknown keys kept in `extra`. */
