@@ -378,6 +378,15 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
 
   s.checkpoints = checkpointsOf(i.checkpoints, i.hostNowMs || i.takenAt);
   s.dumps = i.dumpNames.map((n) => p.dumps.get(n)).filter((d): d is StackDump => !!d);
+  // the trainer's own watchdog names no rank in its dump; the one rank whose heartbeat record
+  // names the file does (two ranks in one second share one file: then it stays unnamed)
+  const wdClaims = new Map<string, Set<number>>();
+  for (const r of s.ranks)
+    for (const f of r.watchdogDumpFiles ?? []) wdClaims.set(f, (wdClaims.get(f) ?? new Set()).add(r.rank));
+  s.dumps = s.dumps.map((d) => {
+    const c = d.rank === null && d.kind === 'watchdog' ? wdClaims.get(d.name) : undefined;
+    return c?.size === 1 ? { ...d, rank: [...c][0]! } : d;
+  });
   s.dumpsTotal = i.dumpNames.length;
 
   s.metrics = p.metrics ? { ...p.metrics } : null;

@@ -162,6 +162,8 @@ export interface RankHeartbeat {
   /** heartbeat record count since the current boot */
   records: number;
   watchdogDumps: number;
+  /** the files its `watchdog_dump` records name (`path`, base name; the last 20) */
+  watchdogDumpFiles?: string[];
   memAllocMiB: number | null;
   memReservedMiB: number | null;
   loaderEvents: { msg: string; ts: number; detail: string }[];
@@ -387,6 +389,7 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
       dtype: null,
       torch: null,
       gpuName: null,
+      cudaDeviceCount: null,
     },
     step: null,
     totalSteps: null,

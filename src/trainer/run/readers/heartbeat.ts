@@ -272,6 +272,7 @@ export class HeartbeatState {
       stepAdvancedTs: null,
       records: 0,
       watchdogDumps: 0,
+      watchdogDumpFiles: [],
       memAllocMiB: null,
       memReservedMiB: null,
       loaderEvents: [],
@@ -393,7 +394,16 @@ export class HeartbeatState {
     if (alloc !== null) this.rank.memAllocMiB = alloc;
     if (reserved !== null) this.rank.memReservedMiB = reserved;
 
-    if (msg === 'watchdog_dump') this.rank.watchdogDumps++;
+    if (msg === 'watchdog_dump') {
+      this.rank.watchdogDumps++;
+      // the real trainer's own watchdog writes no rank into its dump file; this record says whose it is
+      if (typeof o.path === 'string') {
+        const name = o.path.slice(o.path.lastIndexOf('/') + 1).slice(0, 200);
+        const files = (this.rank.watchdogDumpFiles ??= []);
+        if (name) files.push(name);
+        if (files.length > 20) files.shift();
+      }
+    }
     if (r.msg.startsWith('fineweb_loader_')) {
       if (r.msg === 'fineweb_loader_error') this.loaderError = true;
       const detail =
@@ -512,6 +522,7 @@ export class HeartbeatState {
     r.memAllocMiB ??= h.rank.memAllocMiB;
     r.memReservedMiB ??= h.rank.memReservedMiB;
     r.watchdogDumps += h.rank.watchdogDumps;
+    r.watchdogDumpFiles = [...(h.rank.watchdogDumpFiles ?? []), ...(r.watchdogDumpFiles ?? [])].slice(-20);
     r.loaderEvents = [...h.rank.loaderEvents, ...r.loaderEvents].slice(-20);
     for (const [k, v] of Object.entries(h.events)) this.events[k] = (this.events[k] ?? 0) + v;
     if (!this.lastProgressRaw) this.lastProgressRaw = h.lastProgressRaw;
