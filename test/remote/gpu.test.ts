@@ -8,7 +8,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LocalHost } from '../../src/remote/local/host.js';
-import { GpuMonitor, parseGpuLine, parseListing, parseMigQuery, sampleGpus, smiValue } from '../../src/remote/gpu.js';
+import {
+  GpuMonitor,
+  parseAppLine,
+  parseGpuLine,
+  parseListing,
+  parseMigQuery,
+  sampleGpus,
+  smiValue,
+} from '../../src/remote/gpu.js';
 import { listProcesses } from '../../src/remote/procs.js';
 import type { GpuDevice } from '../../src/remote/types.js';
 import { startSshd } from '../helpers/sshd.js';
@@ -316,7 +324,7 @@ test('H200 under load (recorded): 29923 MiB, 100 %, 689 W, two torch processes w
 });
 
 test('H200 without MIG: its -L and full -q outputs yield no MIG devices', () => {
-  for (const name of ['h200-idle', 'h200-load']) {
+  for (const name of ['h200-idle', 'h200-load', 'h200-trainer']) {
     assert.deepEqual(parseListing(readFileSync(join(FX, name, 'L.txt'), 'utf8')), [], `${name} -L`);
     const q = readFileSync(join(FX, name, 'q.txt'), 'utf8');
     assert.match(q, /MIG Mode\s+Current\s+: Disabled/, `${name}: a real -q of a GPU with MIG off`);
@@ -334,4 +342,22 @@ test('H200 without MIG: its -L and full -q outputs yield no MIG devices', () => 
     assert.equal(g.memUsedMiB, 29923);
     assert.ok(g.powerW !== null && g.powerW > 600 && g.powerW <= 700, String(g.powerW));
   }
+});
+
+test('H200 under the real nsa-vibe trainer (recorded): its two ranks are the compute apps, on the one GPU', () => {
+  const dev = parseGpuLine(readFileSync(join(FX, 'h200-trainer', 'gpu.csv'), 'utf8').trim())!;
+  const uuid = 'GPU-e7ac267e-d08b-31b1-1018-449d742ffe14';
+  assert.deepEqual(deviceRow(dev), [0, 'NVIDIA H200', uuid, 16927, 143771, 98, 141.81, 700, 40, 1980, 3201, null]);
+  const apps = readFileSync(join(FX, 'h200-trainer', 'apps.csv'), 'utf8')
+    .trim()
+    .split('\n')
+    .map(parseAppLine);
+  // rank 1 (pid 650) and rank 0 (pid 649) of ../nsa-vibe/ddp2-h200-gpu, 8456 MiB each
+  assert.deepEqual(
+    apps.map((a) => [a?.pid, a?.gpuUuid, a?.usedMemMiB]),
+    [
+      [650, uuid, 8456],
+      [649, uuid, 8456],
+    ],
+  );
 });

@@ -73,6 +73,30 @@ test('ddp2-dumps-halt: step, loss, both ranks, halt, dumps with threads and fram
   for (const [name, h] of Object.entries(s.files)) assert.equal(h.parseErrors, 0, `${name}: ${h.lastError}`);
 });
 
+test('ddp2-h200-gpu (real trainer, 2 ranks on one H200): the GPU, the shared device, whose watchdog dump', async () => {
+  const s = await new RunModel(new LocalHost(), join(FIXTURES, 'ddp2-h200-gpu')).poll();
+  assert.equal(s.step, 6);
+  assert.equal(s.identity.worldSize, 2);
+  assert.equal(s.identity.gpuName, 'NVIDIA H200');
+  assert.equal(s.identity.cudaDeviceCount, 1, 'each rank saw one CUDA device: the two ranks share it');
+  assert.deepEqual(
+    s.ranks.map((r) => [r.rank, r.pid, r.lastMsg, r.memAllocMiB, r.memReservedMiB]),
+    [
+      [0, 649, 'step_end', 346, 7642],
+      [1, 650, 'watchdog_dump', 1499, 7642],
+    ],
+  );
+  // the trainer's own watchdog writes no rank into its file; rank 1's heartbeat record names it
+  assert.deepEqual(
+    s.dumps.map((d) => [d.name, d.kind, d.rank]),
+    [
+      ['stackdump_1795702208.txt', 'signal', null],
+      ['stackdump_1795702209.txt', 'signal', null],
+      ['watchdog_stackdump_1795702217.txt', 'watchdog', 1],
+    ],
+  );
+});
+
 test('single: 40 steps, checkpoints 20 and 40, ended, one segment', async () => {
   const f = copyFixture('single');
   try {
