@@ -135,6 +135,22 @@ export class NodeSet {
       if (!n.host && (this.retryAt.get(n.label) ?? 0) <= Date.now()) void this.connect(n).catch(() => {});
   }
 
+  /**
+   * The node named `label` when it can be acted on now (its Host), else why not in one phrase:
+   * never reached, its connection lost or closed, or not one of these nodes. An action on a node
+   * that cannot be reached says so for that node; it is never dropped, and never sent elsewhere.
+   */
+  reachable(label: string): Host | string {
+    const n = this.nodes.find((x) => x.label === label);
+    if (!n) return `node ${label} is not one of the nodes named (--node)`;
+    if (!n.host) return `node ${label} unreachable: ${n.error || 'not connected yet'}`;
+    const c = n.host.connState();
+    if (c.state === 'reconnecting')
+      return `node ${label} unreachable: connection lost${c.lastError ? `: ${c.lastError}` : ''}`;
+    if (c.state === 'closed') return `node ${label} unreachable: connection closed`;
+    return n.host;
+  }
+
   /** A node answered (its process table was read). */
   answered(n: NodeState): void {
     n.lastOkAt = Date.now();
