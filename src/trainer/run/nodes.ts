@@ -32,6 +32,10 @@ function tag(rp: RunProcesses, label: string): RunProcesses {
   };
 }
 
+function unseen(rp: RunProcesses, sinceMs: number): RunProcesses {
+  return { ...rp, ranks: rp.ranks.map((r) => ({ ...r, proc: { ...r.proc, unseenSinceMs: sinceMs } })) };
+}
+
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -75,7 +79,8 @@ export class NodeProcesses {
     if (first) {
       if (first.error) this.set.failed(p0, first.error);
       else this.set.answered(p0);
-      this.last.set(p0.label, tag(first, p0.label));
+      // a table that could not be read keeps the last one's ranks (shown stale), as for the others
+      if (!first.error || !this.last.has(p0.label)) this.last.set(p0.label, tag(first, p0.label));
     }
     await Promise.all(
       this.set.nodes.slice(1).map(async (n) => {
@@ -97,7 +102,13 @@ export class NodeProcesses {
         }
       }),
     );
-    const parts = this.set.nodes.map((n) => this.last.get(n.label)).filter((x): x is RunProcesses => !!x);
+    // a node that does not answer: its last ranks, each marked with the time of that answer (stale)
+    const parts = this.set.nodes
+      .map((n) => {
+        const p = this.last.get(n.label);
+        return p && n.error ? unseen(p, n.lastOkAt ?? n.downSince ?? at) : p;
+      })
+      .filter((x): x is RunProcesses => !!x);
     const ranks = parts.flatMap((p) => p.ranks).sort((a, b) => a.rank - b.rank);
     const provenRanks = new Set(ranks.map((r) => r.rank));
     // a heartbeat names its writer's pid on its own node: on the other nodes that pid is nobody, or

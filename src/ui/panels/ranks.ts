@@ -114,7 +114,19 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
   for (const r of rows) {
     const p = r.proc?.proc;
     const pid = String(p?.pid ?? r.hb?.pid ?? '–').padEnd(7);
-    const st = p ? (wide ? (STATE_NAMES[p.state] ?? p.state) : p.state) : wide ? 'gone' : '–';
+    // a rank whose node does not answer: its last answer, never shown as the state it has now
+    const st =
+      p?.unseenSinceMs !== undefined
+        ? wide
+          ? 'stale'
+          : '?'
+        : p
+          ? wide
+            ? (STATE_NAMES[p.state] ?? p.state)
+            : p.state
+          : wide
+            ? 'gone'
+            : '–';
     const cpu = p?.cpuPct != null ? p.cpuPct.toFixed(0) : '–';
     const rss = p?.rssKiB != null ? mib(p.rssKiB / 1024) : '–';
     const step = r.hb?.lastStep != null ? String(r.hb.lastStep) : '–';
@@ -124,7 +136,9 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
       ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
       : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
     // a multi-node view (--node): the rank's node as @N, named on the legend line above the ranks
-    const node = p?.host ? ` @${nodeTag.get(p.host)}` : '';
+    const node = p?.host
+      ? ` @${nodeTag.get(p.host)}${p.unseenSinceMs !== undefined ? ` unreachable, seen ${ago(p.unseenSinceMs, now)}` : ''}`
+      : '';
     // the selected rank (d dumps it alone): inverse, on any panel width
     body.push([t(txt + node, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
     owners.push(r.rank);
