@@ -57,6 +57,8 @@ function linkDown(h: Host): string | null {
 /** The ranks of every node, merged; kept between rounds for the nodes that stop answering. */
 export class NodeProcesses {
   private last = new Map<string, RunProcesses>();
+  /** which nodes' links were down at the last merge */
+  private mergedLinks = '';
 
   constructor(
     readonly set: NodeSet,
@@ -115,6 +117,7 @@ export class NodeProcesses {
     // some other process — not a doubt about the rank, once the rank is proven where it runs
     const unproven = parts.flatMap((p) => p.unproven ?? []).filter((u) => u.rank === null || !provenRanks.has(u.rank));
     const down = this.set.nodes.filter((n) => n.error);
+    this.mergedLinks = this.links();
     return {
       at,
       launcher: parts[0]?.launcher ?? parts.find((p) => p.launcher)?.launcher ?? null,
@@ -123,6 +126,22 @@ export class NodeProcesses {
       ...(unproven.length ? { unproven } : {}),
       ...(down.length ? { error: down.map((n) => `node ${n.label} unreachable: ${n.error}`).join('; ') } : {}),
     };
+  }
+
+  /** the nodes whose connection is down now (never reached, lost, closed) */
+  private links(): string {
+    return this.set.nodes
+      .filter((n) => !n.host || linkDown(n.host) !== null)
+      .map((n) => n.label)
+      .join(' ');
+  }
+
+  /**
+   * A node's connection went down or came back since the last merge: its ranks are to be read (or
+   * marked stale) now, not when the process table is next due.
+   */
+  linksChanged(): boolean {
+    return this.links() !== this.mergedLinks;
   }
 
   /**

@@ -136,12 +136,15 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
       ? `${String(r.rank).padStart(4)} ${pid} ${st.padEnd(8)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(6)} ${ago(r.hb?.stepAdvancedTs, now).padStart(9)} ${ago(r.hb?.lastTs, now).padStart(10)} ${ago(r.lastDumpMs, now)}`
       : `${String(r.rank).padStart(2)} ${pid} ${st.padEnd(3)} ${cpu.padStart(4)} ${pace.padStart(5)} ${rss.padStart(5)} ${step.padStart(5)} ${since(r.hb?.stepAdvancedTs, now).padStart(5)} ${since(r.hb?.lastTs, now).padStart(5)}`;
     // a multi-node view (--node): the rank's node as @N, named on the legend line above the ranks
-    const node = p?.host
-      ? ` @${nodeTag.get(p.host)}${p.unseenSinceMs !== undefined ? ` unreachable, seen ${ago(p.unseenSinceMs, now)}` : ''}`
-      : '';
+    const node = p?.host ? ` @${nodeTag.get(p.host)}` : '';
     // the selected rank (d dumps it alone): inverse, on any panel width
     body.push([t(txt + node, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
     owners.push(r.rank);
+    // its node does not answer: the row is that node's last answer, this old (on a line of its own: any width)
+    if (p?.host && p.unseenSinceMs !== undefined) {
+      body.push([t(`  └ node @${nodeTag.get(p.host)} unreachable: as seen ${ago(p.unseenSinceMs, now)}`, 'warn')]);
+      owners.push(r.rank);
+    }
     if (r.why) {
       body.push([t(`  └ ${clean(r.why)}`, r.role)]);
       owners.push(r.rank);
