@@ -113,7 +113,9 @@ export class NodeSet {
         n.host = await openHost({
           ...this.o.spec,
           host: n.label,
-          ssh: { readyTimeoutMs: this.o.connectTimeoutMs ?? 5000, ...this.o.spec.ssh },
+          // a node lost is tried again at least every 5 s (not the 15 s of one --host): it comes back
+          // into the view within seconds of its sshd
+          ssh: { readyTimeoutMs: this.o.connectTimeoutMs ?? 5000, backoffMaxMs: 5000, ...this.o.spec.ssh },
         });
         n.error = '';
       } catch (e) {

@@ -36,14 +36,27 @@ function unseen(rp: RunProcesses, sinceMs: number): RunProcesses {
   return { ...rp, ranks: rp.ranks.map((r) => ({ ...r, proc: { ...r.proc, unseenSinceMs: sinceMs } })) };
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+/**
+ * `p` within `ms`, and no longer than the host's link stays up: a read in flight when the node's
+ * connection drops may never settle, and the round (the whole view) must not wait out the timeout
+ * to say the node is unreachable.
+ */
+function withTimeout<T>(p: Promise<T>, ms: number, what: string, h: Host): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
+  let watch: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
     new Promise<never>((_, rej) => {
       timer = setTimeout(() => rej(new Error(`${what} did not answer in ${ms / 1000} s`)), ms);
+      watch = setInterval(() => {
+        const down = linkDown(h);
+        if (down) rej(new Error(down));
+      }, 100);
     }),
-  ]).finally(() => clearTimeout(timer));
+  ]).finally(() => {
+    clearTimeout(timer);
+    clearInterval(watch);
+  });
 }
 
 /** Whether the host's connection is down right now (an SSH host reconnecting or closed). */
@@ -95,6 +108,7 @@ export class NodeProcesses {
             findRunProcesses(h, outDir, { ...hints, gpu: null }),
             this.timeoutMs,
             `node ${n.label}`,
+            h,
           );
           if (rp.error) throw new Error(rp.error);
           this.set.answered(n);
