@@ -19,6 +19,7 @@ import {
   type RankTarget,
 } from '../trainer/control/actions.js';
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
+import type { NodeHosts } from '../trainer/control/nodes.js';
 import type { RunDirs, RunRef } from '../trainer/run/rundirs.js';
 import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
@@ -27,6 +28,8 @@ import { judgeAdoption } from '../checks/preflight.js';
 export interface RankDumpResult {
   rank: number;
   pid: number | null;
+  /** its node (a multi-node run, --node) */
+  host?: string;
   outcome: 'dumped' | 'no-answer' | 'refused';
   file?: string | null;
   why?: string;
@@ -37,6 +40,8 @@ export interface RankDumpResult {
 export interface DumpOutcome {
   results: RankDumpResult[];
   pySpy: boolean;
+  /** a multi-node run: nodes that could not be reached, their ranks unknown (none signalled there) */
+  outOfReach?: { host: string; why: string }[];
 }
 
 export interface ActionOutcome {
@@ -102,6 +107,10 @@ function outcome(r: ActionRecord): ActionOutcome {
   return { ok: r.result === 'ok' || r.result === 'started', result: r.result, detail: r.detail };
 }
 
+/** a multi-node run is relaunched by its own launcher on every node (launch over SSH is not built) */
+const MULTI_NODE_RELAUNCH =
+  'relaunch over several nodes is not built: start the job again on every node with your launcher (torchrun, srun)';
+
 const refused = (): ActionOutcome => ({ ok: false, result: 'refused', detail: READ_ONLY_REFUSAL });
 
 export function rankTargets(s: CockpitState | null): RankTarget[] {
@@ -110,6 +119,8 @@ export function rankTargets(s: CockpitState | null): RankTarget[] {
     pid: r.proc.pid,
     startTime: r.proc.startTime,
     state: r.proc.state,
+    // a multi-node run: the node the pid lives on, where it is checked and signalled
+    ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
   }));
 }
 
@@ -123,8 +134,10 @@ export function createActions(o: {
   relaunch?: RelaunchFn;
   stop?: StopFn;
   changed?: () => void;
+  /** a multi-node run (--node): each rank's signal goes to its own node (src/trainer/control/nodes.ts) */
+  nodes?: NodeHosts;
 }): CockpitActions {
-  const { host, runDir, readOnly } = o;
+  const { host, runDir, readOnly, nodes } = o;
   // the run as resolved at the edge, for what acts in its out_dir (.HALT, dumps, the action log);
   // what reads the launcher dir and its supervisor (escalate's proof, a relaunch) is resolved when
   // taken: a hand-launched run relaunched under a supervisor gets a launcher dir while we watch
@@ -147,6 +160,7 @@ export function createActions(o: {
         .map((u) => ({
           rank: u.rank ?? -1,
           pid: u.pid,
+          ...(u.host !== undefined ? { host: u.host } : {}),
           outcome: 'refused',
           why: u.why,
         }));
@@ -159,15 +173,18 @@ export function createActions(o: {
       const r = await dumpAll(host, run, targets, actor, {
         readOnly,
         onProgress,
+        ...(nodes ? { nodes } : {}),
         ...(only ? { ranks: only.ranks } : {}),
       });
       changed();
       return {
         pySpy: r.pySpy,
+        ...(r.outOfReach ? { outOfReach: r.outOfReach } : {}),
         results: [
           ...r.perRank.map((p) => ({
             rank: p.rank,
             pid: p.pid,
+            ...(p.host !== undefined ? { host: p.host } : {}),
             outcome: p.status,
             file: p.file ?? null,
             why: p.why,
@@ -201,7 +218,7 @@ export function createActions(o: {
       const targets = rankTargets(o.state());
       if (targets.length === 0) return { ok: false, result: 'failed', detail: 'no rank processes left to signal' };
       const actor = await currentActor(host);
-      const r = outcome(await escalate(host, runDir, targets, sig, actor, { readOnly }));
+      const r = outcome(await escalate(host, runDir, targets, sig, actor, { readOnly, ...(nodes ? { nodes } : {}) }));
       changed();
       return r;
     },
@@ -213,6 +230,7 @@ export function createActions(o: {
     },
     async relaunch(opts) {
       if (readOnly) return refused();
+      if (nodes) return { ok: false, result: 'refused', detail: MULTI_NODE_RELAUNCH };
       if (opts.removeStaleHalt && !o.relaunch) {
         const actor = await currentActor(host);
         const r = await removeStaleHalt(host, run, actor, { readOnly });
@@ -240,6 +258,7 @@ export function createActions(o: {
         notFollowed: [],
       };
       if (readOnly) return { ...none, refusal: READ_ONLY_WHY };
+      if (nodes) return { ...none, refusal: MULTI_NODE_RELAUNCH };
       if (!o.relaunch)
         return {
           ...none,

@@ -354,7 +354,9 @@ export class Collector {
     // never the last live-looking verdict.
     const ageMs = this.lastFreshAt === null ? null : wall - this.lastFreshAt;
     if (cause !== null || (ageMs !== null && ageMs > this.staleAfterMs) || (!fresh && this.lastFreshAt === null)) {
-      const out = this.staleState(state, (ageMs ?? 0) / 1000, cause ?? errors[0] ?? 'no data', conn);
+      // the judge's own cause when it said STALE (a node of a multi-node run unreachable) outlasts the limit
+      const judged = blind ? obs.input.view?.cause : undefined;
+      const out = this.staleState(state, (ageMs ?? 0) / 1000, cause ?? judged ?? errors[0] ?? 'no data', conn);
       this.emitIfChanged(out);
       return out;
     }

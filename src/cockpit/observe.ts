@@ -212,7 +212,13 @@ export class Observer {
     const gpu: GpuTelemetry | null = this.o.gpu?.current() ?? this.noGpuTools;
     let adoptionNote: string | null = null;
     const hbPids = run.ranks.map((r) => `${r.rank}:${r.pid}`).join(',');
-    if (!this.procs || hbPids !== this.procsPids || (o.procsDue ? o.procsDue(run, this.procs) : true)) {
+    if (
+      !this.procs ||
+      hbPids !== this.procsPids ||
+      (o.procsDue ? o.procsDue(run, this.procs) : true) ||
+      // a node of a multi-node run lost or back: its ranks marked stale, or read again, now
+      this.o.nodes?.linksChanged() === true
+    ) {
       this.procsPids = hbPids;
       try {
         const g = gpu && gpu.status === 'ok' ? gpu : null;

@@ -28,7 +28,7 @@ import { relaunchRequestFate } from '../checks/carry.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { makePager } from './pager.js';
 import { progressLine } from './progress.js';
-import { nodeListOf, openNodes } from './nodes.js';
+import { nodeHosts, nodeListOf, openNodes } from './nodes.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { JournalRecorder, type RecordChoice } from '../journal/index.js';
 import { ENDED_STATES } from '../checks/runstate.js';
@@ -145,6 +145,8 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       relaunch: o.relaunch,
       stop: o.stop,
       changed: () => collector.refreshSoon(),
+      // a multi-node run: each rank's signal on its own node
+      ...(o.nodes ? { nodes: nodeHosts(o.nodes) } : {}),
     });
     const renderMs = { current: null as number | null };
     // the mouse only where keys are read (a watch-only cockpit would leave the reports unread)
@@ -303,9 +305,10 @@ const QUIT_DEADLINE_MS = 300;
 
 /**
  * The cockpit over a multi-node run (--node): the run dir read on the first node, every node's ranks
- * in the Ranks panel with their node. Read-only: dumps and halts across nodes (each signal routed to
- * the node that owns the pid, through the audited path) are not built yet, and a key must never
- * signal a pid on the wrong node.
+ * in the Ranks panel with their node. Its actions go through the same audited path as on one host:
+ * a dump and an escalation check and signal each rank on the node its pid lives on (and name a node
+ * that cannot be reached), a halt writes the one .HALT in the run dir on the first node, and the
+ * action log is the run dir's there. Relaunch over several nodes is not built (refused, said why).
  */
 async function runNodesCockpit(a: CockpitArgs, names: string[]): Promise<number> {
   if (a.host) throw new CliError("--host and --node: name the run dir's machine as the first --node", 2);
@@ -313,16 +316,13 @@ async function runNodesCockpit(a: CockpitArgs, names: string[]): Promise<number>
   const host = nodes.primary.host!;
   try {
     const runDir = await resolveRunDir(host, a.runDir, process.cwd());
-    if (!a.readOnly)
-      process.stderr.write(
-        'nsa-top: --node: the cockpit is read-only over several nodes (dump and halt: one node at a time)\n',
-      );
     await openCockpit({
       host,
       runDir,
       dirs: await resolveRunDirsAt(host, runDir),
+      // a halt request whose carrier died is carried on by a cockpit of one host only
       actor: null,
-      readOnly: true,
+      readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),
       mouse: a.mouse,
       nodes,

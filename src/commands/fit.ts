@@ -18,17 +18,24 @@ import { activeRequest, procRunning } from '../checks/control.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { Observer } from '../cockpit/observe.js';
+import type { RunProcesses } from '../remote/types.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { report } from './control-cli.js';
 
 /** The verdicts on the run's state; null when the dir cannot be judged (the action says why itself). */
 export async function headlessVerdicts(
   host: Host,
   dir: string | RunDirs,
-  o: { relaunchSteps?: number | null } = {},
-): Promise<{ verdicts: ActionVerdicts; ev: Evaluation } | null> {
+  /** nodes: a multi-node run (--node), every node's ranks in the one observation */
+  o: { relaunchSteps?: number | null; nodes?: NodeProcesses } = {},
+): Promise<{ verdicts: ActionVerdicts; ev: Evaluation; procs: RunProcesses | null } | null> {
   const dirs = typeof dir === 'string' ? await resolveRunDirsAt(host, dir) : dir;
   // the one observation every surface judges (supervisor with its liveness, requests, CPU count, grace)
-  const obs = await new Observer(host, { dirs, checker: new Checker(thresholdsFromEnv(process.env)) }).judged();
+  const obs = await new Observer(host, {
+    dirs,
+    checker: new Checker(thresholdsFromEnv(process.env)),
+    ...(o.nodes ? { nodes: o.nodes } : {}),
+  }).judged();
   if (unjudgeable(obs.run, dirs.outDir)) return null;
   const ev = obs.ev;
   const verdicts = actionVerdicts({
@@ -42,7 +49,7 @@ export async function headlessVerdicts(
     stepsReached: obs.run.totalSteps ?? obs.run.step,
     relaunchSteps: o.relaunchSteps ?? null,
   });
-  return { verdicts, ev };
+  return { verdicts, ev, procs: obs.procs };
 }
 
 /** The action's verdict, or null when it fits (or the run cannot be judged). */
@@ -50,7 +57,7 @@ export async function refusedByState(
   host: Host,
   dir: string | RunDirs,
   action: keyof ActionVerdicts,
-  o: { relaunchSteps?: number | null } = {},
+  o: { relaunchSteps?: number | null; nodes?: NodeProcesses } = {},
 ): Promise<Verdict | null> {
   const v = await headlessVerdicts(host, dir, o);
   return v && !v.verdicts[action].ok ? v.verdicts[action] : null;

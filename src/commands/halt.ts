@@ -8,7 +8,10 @@ import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/req
 import type { Host } from '../remote/host.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import { defineCommand, parseCommand } from './args.js';
-import { HOST_OPTIONS, RUN_DIR_ARG } from './options.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
+import { NODE_OPTIONS, nodeListOf, openNodes } from './nodes.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { hostRun, JSON_OPTION, report } from './control-cli.js';
 import { CliError } from './errors.js';
 import { refusedByState, reportRefusal } from './fit.js';
@@ -26,9 +29,13 @@ nsa-top agent, and outlives this shell and the SSH session. Any cockpit shows it
     cancel: { type: 'boolean', help: 'cancel the pending request (refused once its .HALT is written)' },
     ...JSON_OPTION,
     ...HOST_OPTIONS,
+    ...NODE_OPTIONS,
   },
   about: `Plain: write <out_dir>/.HALT now ("halt: manual_stop USER"): the ranks stop at their next step.
-The nsa-vibe trainer writes NO checkpoint on HALT.`,
+The nsa-vibe trainer writes NO checkpoint on HALT.
+A multi-node run (--node for each node, or --nodes H1,H2): the one .HALT is written in the run dir on
+the first node, where every rank polls it when the nodes share the run dir; the run's state (what
+may be halted) is judged with every node's ranks.`,
   epilog: `Exit codes: 0 done or under way, 1 failed, 2 bad input, 3 refused (read-only; nothing to halt: the run is
 FINISHED, HALTED, EXITED or has no trainer; --after-checkpoint while the run is STALLED or already
 halting, when no checkpoint can come; too late) — the cockpit's h refuses the same, in the same words.
@@ -43,6 +50,19 @@ export async function run(argv: string[]): Promise<number> {
   const v = a.values;
   if (v['after-checkpoint'] && v.cancel)
     throw new CliError('halt: --after-checkpoint and --cancel do not go together', 2);
+  const nodeList = await nodeListOf(v);
+  if (nodeList.length > 0) {
+    if (v.host) throw new CliError("halt: --host and --node: name the run dir's machine as the first --node", 2);
+    const nodes = await openNodes(nodeList, hostSpecOf(v));
+    try {
+      // the run dir on the first node: the action log and the one .HALT are there
+      const host = nodes.primary.host!;
+      const dirs = await resolveRunDirsAt(host, await resolveRunDir(host, a.positional, process.cwd()));
+      return await haltOn(host, dirs, v, nodes);
+    } finally {
+      await nodes.set.close();
+    }
+  }
   // the run is resolved once (hostRun: this machine, or --host) and handed down: the audit and
   // .HALT go where it says
   const { host, dirs } = await hostRun(a.positional, v);
@@ -57,6 +77,7 @@ async function haltOn(
   host: Host,
   dirs: RunDirs,
   v: { 'after-checkpoint': boolean; cancel: boolean; json: boolean; 'read-only': boolean },
+  nodes: NodeProcesses | null = null,
 ): Promise<number> {
   const actor = await currentActor(host);
   const readOnly = v['read-only'] || readOnlyMode();
@@ -67,7 +88,7 @@ async function haltOn(
   // what the cockpit refuses (nothing to halt; no checkpoint coming while STALLED), with its words
   if (!readOnly) {
     const action = v['after-checkpoint'] ? 'haltAfterCheckpoint' : 'haltNow';
-    const no = await refusedByState(host, dirs, action);
+    const no = await refusedByState(host, dirs, action, nodes ? { nodes } : {});
     if (no) {
       const cmd = v['after-checkpoint'] ? 'halt --after-checkpoint' : 'halt';
       const kind = v['after-checkpoint'] ? 'halt-after-checkpoint' : 'halt';

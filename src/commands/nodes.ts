@@ -2,10 +2,12 @@
 // and what `status` prints of its nodes: which node read the run dir, each node's ranks with their
 // pids as that node sees them, and the nodes that do not answer.
 import { hostname } from 'node:os';
+import { ago } from '../format.js';
 import type { OpenHostSpec } from '../remote/index.js';
 import { NodeSet, resolveNodeList } from '../remote/nodes.js';
 import type { Observation } from '../cockpit/observe.js';
 import { NodeProcesses } from '../trainer/run/nodes.js';
+import type { NodeHosts } from '../trainer/control/nodes.js';
 export { NODE_OPTIONS } from './options.js';
 import { CliError } from './errors.js';
 
@@ -61,6 +63,8 @@ export function nodesJson(nodes: NodeProcesses, obs: Observation) {
           ? Number(r.proc.env.GROUP_RANK)
           : null,
       cpuPct: r.proc.cpuPct,
+      // its node does not answer: what is shown is that old
+      unseenForS: r.proc.unseenSinceMs === undefined ? null : Math.round((now - r.proc.unseenSinceMs) / 100) / 10,
     })),
   };
 }
@@ -71,8 +75,18 @@ export function formatNodes(nodes: NodeProcesses, obs: Observation): string {
   nodes.set.nodes.forEach((n, i) => {
     const ranks = (obs.procs?.ranks ?? []).filter((r) => r.proc.host === n.label);
     const rs = ranks.map((r) => `rank ${r.rank} pid ${r.proc.pid} (${r.proc.state})`).join(', ') || 'no rank';
-    const what = n.error ? `UNREACHABLE: ${n.error}${ranks.length ? `; last seen ${rs}` : ''}` : rs;
+    const seen = n.lastOkAt === null ? '' : ` ${ago(n.lastOkAt, Date.now())}`;
+    const what = n.error ? `UNREACHABLE: ${n.error}${ranks.length ? `; last seen${seen}: ${rs}` : ''}` : rs;
     out.push(`${(i === 0 ? 'nodes' : '').padEnd(10)}${n.label}${i === 0 ? ' (reads the run dir)' : ''}: ${what}`);
   });
   return `${out.join('\n')}\n`;
+}
+
+/** The nodes as the control actions take them: each rank's pid checked and signalled on its own node. */
+export function nodeHosts(nodes: NodeProcesses): NodeHosts {
+  return {
+    primary: nodes.primary.label,
+    labels: nodes.set.nodes.map((n) => n.label),
+    reachable: (label) => nodes.set.reachable(label),
+  };
 }

@@ -113,7 +113,9 @@ export class NodeSet {
         n.host = await openHost({
           ...this.o.spec,
           host: n.label,
-          ssh: { readyTimeoutMs: this.o.connectTimeoutMs ?? 5000, ...this.o.spec.ssh },
+          // a node lost is tried again at least every 5 s (not the 15 s of one --host): it comes back
+          // into the view within seconds of its sshd
+          ssh: { readyTimeoutMs: this.o.connectTimeoutMs ?? 5000, backoffMaxMs: 5000, ...this.o.spec.ssh },
         });
         n.error = '';
       } catch (e) {
@@ -133,6 +135,22 @@ export class NodeSet {
   retryDue(): void {
     for (const n of this.nodes)
       if (!n.host && (this.retryAt.get(n.label) ?? 0) <= Date.now()) void this.connect(n).catch(() => {});
+  }
+
+  /**
+   * The node named `label` when it can be acted on now (its Host), else why not in one phrase:
+   * never reached, its connection lost or closed, or not one of these nodes. An action on a node
+   * that cannot be reached says so for that node; it is never dropped, and never sent elsewhere.
+   */
+  reachable(label: string): Host | string {
+    const n = this.nodes.find((x) => x.label === label);
+    if (!n) return `node ${label} is not one of the nodes named (--node)`;
+    if (!n.host) return `node ${label} unreachable: ${n.error || 'not connected yet'}`;
+    const c = n.host.connState();
+    if (c.state === 'reconnecting')
+      return `node ${label} unreachable: connection lost${c.lastError ? `: ${c.lastError}` : ''}`;
+    if (c.state === 'closed') return `node ${label} unreachable: connection closed`;
+    return n.host;
   }
 
   /** A node answered (its process table was read). */

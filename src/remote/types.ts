@@ -67,6 +67,9 @@ export interface ProcInfo {
   };
   /** the node it runs on, as the operator named it (a multi-node view, --node); absent: the one host */
   host?: string;
+  /** its node does not answer now: what is shown is that node's last answer, of this time (ms epoch,
+   *  this machine's clock); absent while its node answers */
+  unseenSinceMs?: number;
   /** process name (/proc/PID/stat comm) */
   comm?: string;
   /** working directory (physical path) when readable */

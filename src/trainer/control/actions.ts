@@ -20,6 +20,7 @@ import { audited, readActions, type AuditContext, type Outcome } from './audit.j
 import { runDirsOf, type RunDirs, type RunRef } from '../run/rundirs.js';
 import { DumpWatch, dumpSummary, knownDumpIdents, type DumpSlot } from './dumpwatch.js';
 import { readSupervisorState } from '../run/launchstate.js';
+import { nodesOutOfReach, outOfReachText, rankHost, rankName, sharesOutDir, type NodeHosts } from './nodes.js';
 
 export type { ActionRecord, Actor } from './types.js';
 
@@ -30,12 +31,16 @@ export interface RankTarget {
   pid: number;
   startTime: string;
   state?: string;
+  /** the node its pid lives on (a multi-node run, --node): checked and signalled there only */
+  host?: string;
 }
 
 export interface DumpOutcome {
   perRank: {
     rank: number;
     pid: number;
+    /** its node (a multi-node run) */
+    host?: string;
     status: 'dumped' | 'no-answer' | 'refused';
     file?: string;
     why?: string;
@@ -45,11 +50,15 @@ export interface DumpOutcome {
     endedAfterSignal?: true;
   }[];
   pySpy: boolean;
+  /** a multi-node run: nodes that could not be reached and hold no known rank (none signalled there) */
+  outOfReach?: { host: string; why: string }[];
 }
 
 export interface ControlOptions {
   /** defence in depth: a read-only cockpit passes true; NSA_TOP_READ_ONLY=1 does the same */
   readOnly?: boolean;
+  /** a multi-node run: each target's node (RankTarget.host), where its pid is checked and signalled */
+  nodes?: NodeHosts;
 }
 
 export interface DumpOptions extends ControlOptions {
@@ -248,7 +257,7 @@ export async function proveTarget(
 }
 
 function targetOf(t: RankTarget): Record<string, unknown> {
-  return { rank: t.rank, pid: t.pid, startTime: t.startTime };
+  return { rank: t.rank, pid: t.pid, startTime: t.startTime, ...(t.host !== undefined ? { host: t.host } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,8 +315,8 @@ export async function dumpAll(
       target: { ranks: sorted.map(targetOf), ...(only ? { only: [...only] } : {}) },
       requireLog: true,
     },
-    async () => {
-      const r = await signalForDumps(host, dirs, sorted, say, opts);
+    async (ctx) => {
+      const r = await signalForDumps(host, dirs, sorted, say, opts, ctx);
       out = r.outcome;
       return r.record;
     },
@@ -319,6 +328,7 @@ export async function dumpAll(
       perRank: sorted.map((t) => ({
         rank: t.rank,
         pid: t.pid,
+        ...(t.host !== undefined ? { host: t.host } : {}),
         status: rec.result === 'refused' ? ('refused' as const) : ('no-answer' as const),
         why: rec.detail,
       })),
@@ -362,13 +372,21 @@ async function signalForDumps(
   sorted: RankTarget[],
   say: (msg: string) => void,
   opts: DumpOptions,
+  ctx?: AuditContext,
 ): Promise<{ outcome: DumpOutcome; record: Outcome }> {
   const { outDir } = dirs;
   const stagger = Math.max(0, opts.staggerMs ?? 0);
   const waitMs = opts.waitMs ?? 8000;
   const answerMs = Math.min(waitMs, opts.answerMs ?? 2000);
-  // a remote host's clock is corrected, not exact: allow for it when matching dumps to signals
-  const skewMs = host.kind === 'local' ? 50 : 750;
+  // ranks on other nodes than the one that reads the run dir (a multi-node run, src/trainer/control/nodes.ts)
+  const nodes = opts.nodes;
+  const others = [
+    ...new Set(sorted.map((t) => t.host).filter((h): h is string => h !== undefined && h !== nodes?.primary)),
+  ];
+  const multi = nodes !== undefined && others.length > 0;
+  // a remote host's clock is corrected, not exact (and several nodes' clocks are as close as NTP
+  // keeps them): allow for it when matching dumps to signals
+  const skewMs = host.kind === 'local' && !multi ? 50 : 750;
   const pySpyP = pySpyInstalled(host);
   type Slot = DumpSlot & {
     t: RankTarget;
@@ -376,14 +394,46 @@ async function signalForDumps(
     why?: string;
     notReady?: true;
     endedAfterSignal?: true;
+    /** the host its pid was signalled on */
+    on?: Host;
   };
-  const slots: Slot[] = sorted.map((t) => ({ t, rank: t.rank, pid: t.pid, status: 'pending' }));
+  const slots: Slot[] = sorted.map((t) => ({
+    t,
+    rank: t.rank,
+    pid: t.pid,
+    ...(t.host !== undefined ? { host: t.host } : {}),
+    status: 'pending',
+  }));
   // what is there already is someone else's; main threads seen in this run's earlier dumps name their pid
   const watch = new DumpWatch(host, outDir, skewMs, say, await knownDumpIdents(host, dirs, sorted));
   await watch.start();
-  // the run's own records (boot records included), read once: each rank is proven with them again
-  // right before its signal, whoever found it (the cockpit, the watchdog, the CLI)
-  const hints = await runRecordHints(host, outDir);
+  // the run's own records (boot records included), read once per node: each rank is proven with
+  // them again right before its signal, on its own node, whoever found it (the cockpit, the
+  // watchdog, the CLI)
+  const hintsOf = new Map<Host, ReturnType<typeof runRecordHints>>([[host, runRecordHints(host, outDir)]]);
+  const hintsFor = (h: Host) => {
+    if (!hintsOf.has(h)) hintsOf.set(h, runRecordHints(h, outDir));
+    return hintsOf.get(h)!;
+  };
+  // a node that cannot take part, and why: unreachable, or its out_dir is not the one watched here
+  const blocked = new Map<string, string>();
+  if (multi) {
+    const started = await ctx?.progress(
+      'started',
+      `SIGUSR1 to ${sorted.length} ranks on ${[nodes.primary, ...others].join(', ')}, one at a time`,
+    );
+    await Promise.all(
+      others.map(async (label) => {
+        const h = nodes.reachable(label);
+        if (typeof h === 'string') return blocked.set(label, h);
+        const why = started
+          ? await sharesOutDir(h, outDir, started)
+          : 'cannot tell whether it shares the run dir (no record of this action)';
+        if (why)
+          blocked.set(label, `node ${label}: ${why} — its ranks' dumps would land where this dump cannot see them`);
+      }),
+    );
+  }
   let lastSignalAt = -Infinity;
   /** New dump writes since the last look, each given to the one rank it can belong to. */
   const collect = async () => {
@@ -394,10 +444,18 @@ async function signalForDumps(
 
   for (const slot of slots) {
     const t = slot.t;
-    const v = await verifyRank(host, t);
+    // the rank's own node: its pid is checked and signalled there, or not at all (and said why)
+    const on = (t.host !== undefined ? blocked.get(t.host) : undefined) ?? rankHost(host, nodes, t);
+    if (typeof on === 'string') {
+      Object.assign(slot, { status: 'refused', why: `not signalled: ${on}` });
+      say(`${rankName(t)} (pid ${t.pid}): refused — ${slot.why}`);
+      continue;
+    }
+    slot.on = on;
+    const v = await verifyRank(on, t);
     if (!v.ok) {
       Object.assign(slot, { status: 'refused', why: v.why ?? 'not verified' });
-      say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
+      say(`${rankName(t)} (pid ${t.pid}): refused — ${slot.why}`);
       continue;
     }
     if (v.proc && isLauncher(v.proc)) {
@@ -410,26 +468,26 @@ async function signalForDumps(
       continue;
     }
     // SIGUSR1's default action kills a process without a handler: only a proven rank gets it
-    const unproven = await proveTarget(host, dirs, t, { hints });
+    const unproven = await proveTarget(on, dirs, t, { hints: await hintsFor(on) });
     if (unproven !== null) {
       Object.assign(slot, { status: 'refused', why: `not signalled: ${unproven}` });
-      say(`rank ${t.rank} (pid ${t.pid}): refused — ${slot.why}`);
+      say(`${rankName(t)} (pid ${t.pid}): refused — ${slot.why}`);
       continue;
     }
     const gap = lastSignalAt + stagger - Date.now();
     if (gap > 0) await sleep(gap);
     await collect(); // late answers from earlier ranks belong to them, not to this one
     // second-only names: not before the second a claimed dump was named for has passed
-    for (let past = watch.notBefore() - host.now(); past > 0; past = watch.notBefore() - host.now()) {
+    for (let past = watch.notBefore() - on.now(); past > 0; past = watch.notBefore() - on.now()) {
       await sleep(Math.min(past, 250));
       await collect();
     }
-    slot.sentAt = host.now();
+    slot.sentAt = on.now();
     try {
       // the start time and the handler are checked in the same step as the kill: SIGUSR1's default
       // action would kill a rank still starting (the real trainer installs its handler after
       // `import torch` and its config)
-      await host.signal(t.pid, 'SIGUSR1', { startTime: t.startTime, requireHandler: true });
+      await on.signal(t.pid, 'SIGUSR1', { startTime: t.startTime, requireHandler: true });
     } catch (e) {
       slot.sentAt = undefined;
       if ((e as NodeJS.ErrnoException).code === 'ENOHANDLER') {
@@ -446,7 +504,7 @@ async function signalForDumps(
       continue;
     }
     lastSignalAt = Date.now();
-    say(`rank ${t.rank} (pid ${t.pid}): SIGUSR1 sent, waiting for its stack dump…`);
+    say(`${rankName(t)} (pid ${t.pid}): SIGUSR1 sent, waiting for its stack dump…`);
     // names with rank and pid cannot collide: the next rank after answerMs. Names with only the
     // second: the next rank only once this one's file is there (or it is given up on after waitMs)
     const until = () => lastSignalAt + (watch.named ? answerMs : waitMs);
@@ -471,7 +529,7 @@ async function signalForDumps(
     if (slot.status !== 'pending') continue;
     // Why not? Look at the process now.
     let why = `no stack written (lost) — ${slot.lost ?? `no stack dump within ${dur((Date.now() - (slot.sentAt ?? Date.now())) / 1000, 'precise')}`}`;
-    const p = await readProc(host, slot.t.pid).catch(() => null);
+    const p = await readProc(slot.on ?? host, slot.t.pid).catch(() => null);
     // it had its handler when signalled; if it ended since, that is said as it is — never as if it
     // had gone by itself
     if (!p || p.startTime !== String(slot.t.startTime)) {
@@ -489,6 +547,7 @@ async function signalForDumps(
   const perRank: DumpOutcome['perRank'] = slots.map((x) => ({
     rank: x.t.rank,
     pid: x.t.pid,
+    ...(x.t.host !== undefined ? { host: x.t.host } : {}),
     status: x.status as 'dumped' | 'no-answer' | 'refused',
     ...(x.notReady ? { notReady: true as const } : {}),
     ...(x.endedAfterSignal ? { endedAfterSignal: true as const } : {}),
@@ -498,8 +557,11 @@ async function signalForDumps(
   const claimed = new Map(slots.map((x) => [x.t.rank, x]));
   const pySpy = await pySpyP;
   const dumped = perRank.filter((r) => r.status === 'dumped').length;
+  // a node that cannot be reached and whose ranks are not known: not every rank was dumped (a dump
+  // of chosen ranks asked for none of them)
+  const outOfReach = opts.ranks ? [] : nodesOutOfReach(nodes, sorted);
   const result: ActionRecord['result'] =
-    dumped === sorted.length && sorted.length > 0
+    dumped === sorted.length && sorted.length > 0 && outOfReach.length === 0
       ? 'ok'
       : dumped > 0
         ? 'partial'
@@ -507,19 +569,21 @@ async function signalForDumps(
           ? 'refused'
           : 'failed';
   // a dump of chosen ranks says so first: the others were not asked, not lost
-  const detail = `${opts.ranks ? `only rank ${opts.ranks.join(', ')} (chosen): ` : ''}${dumpSummary(perRank, watch.unclaimed, pySpy)}`;
+  const detail = `${opts.ranks ? `only rank ${opts.ranks.join(', ')} (chosen): ` : ''}${dumpSummary(perRank, watch.unclaimed, pySpy)}${outOfReach.map((n) => `; ${outOfReachText(n)}`).join('')}`;
   return {
-    outcome: { perRank, pySpy },
+    outcome: { perRank, pySpy, ...(outOfReach.length ? { outOfReach } : {}) },
     record: {
       result,
       detail,
       target: {
+        ...(outOfReach.length ? { outOfReach } : {}),
         files: perRank.filter((r) => r.file).map((r) => r.file),
         // which file is which rank's (the real trainer's names do not say): read back by the Dumps
         // panel and `status`; the main-thread ident lets the next dump match this process by content
         perRank: perRank.map((r) => ({
           rank: r.rank,
           pid: r.pid,
+          ...(r.host !== undefined ? { host: r.host } : {}),
           startTime: sorted.find((t) => t.rank === r.rank)?.startTime ?? null,
           status: r.status,
           file: r.file ?? null,
@@ -736,28 +800,49 @@ export async function escalate(
     async () => {
       const sent: number[] = [];
       const notes: string[] = [];
+      // a multi-node run: each rank on its own node (checked, proven and signalled there), and a node
+      // that cannot be reached is named for each of its ranks — never skipped in silence
+      const sentOn: { host: string; pid: number }[] = [];
       for (const t of [...ranks].sort((a, b) => a.rank - b.rank)) {
-        const v = await verifyRank(host, t);
-        if (!v.ok) {
-          notes.push(`rank ${t.rank} pid ${t.pid}: ${v.why}`);
+        const on = rankHost(host, opts.nodes, t);
+        if (typeof on === 'string') {
+          notes.push(`${rankName(t)} pid ${t.pid}: not signalled: ${on}`);
           continue;
         }
-        const unproven = await proveTarget(host, dirs, t, { launcherToo: true, launch: true });
+        const v = await verifyRank(on, t);
+        if (!v.ok) {
+          notes.push(`${rankName(t)} pid ${t.pid}: ${v.why}`);
+          continue;
+        }
+        // the supervisor (and what it started) runs where the run dir is read: a descent from it
+        // proves nothing about a pid on another node
+        const unproven = await proveTarget(on, dirs, t, { launcherToo: true, launch: on === host });
         if (unproven !== null) {
-          notes.push(`rank ${t.rank} pid ${t.pid}: not signalled: ${unproven}`);
+          notes.push(`${rankName(t)} pid ${t.pid}: not signalled: ${unproven}`);
           continue;
         }
         try {
-          await host.signal(t.pid, sig as SignalName, { startTime: t.startTime });
+          await on.signal(t.pid, sig as SignalName, { startTime: t.startTime });
           sent.push(t.pid);
+          if (t.host !== undefined) sentOn.push({ host: t.host, pid: t.pid });
         } catch (e) {
-          notes.push(`rank ${t.rank} pid ${t.pid}: ${(e as Error).message}`);
+          notes.push(`${rankName(t)} pid ${t.pid}: ${(e as Error).message}`);
         }
       }
+      const outOfReach = nodesOutOfReach(opts.nodes, ranks);
+      for (const n of outOfReach) notes.push(outOfReachText(n));
       const result: ActionRecord['result'] =
-        sent.length === ranks.length && ranks.length > 0 ? 'ok' : sent.length > 0 ? 'partial' : 'refused';
+        sent.length === ranks.length && ranks.length > 0 && outOfReach.length === 0
+          ? 'ok'
+          : sent.length > 0
+            ? 'partial'
+            : 'refused';
       const detail = `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`;
-      return { result, detail, target: { sentTo: sent } };
+      return {
+        result,
+        detail,
+        target: { sentTo: sent, ...(sentOn.length ? { sentOn } : {}), ...(outOfReach.length ? { outOfReach } : {}) },
+      };
     },
     opts,
   );

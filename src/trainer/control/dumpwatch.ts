@@ -19,6 +19,8 @@ export const DUMP_RE = /^(watchdog_)?stackdump_(fsdp_)?(\d+)(?:_rank(\d+)_(\d+))
 export interface DumpSlot {
   rank: number;
   pid: number;
+  /** its node (a multi-node run): pids are per node, so a pid names a process only with its node */
+  host?: string;
   /** host time the signal was sent; undefined until then (or when it could not be sent) */
   sentAt?: number;
   /** full path of the file claimed for this rank */
@@ -36,6 +38,11 @@ interface Head {
   /** when the dump says it was written (ms), else the file's mtime */
   at: number;
   ident: string | null;
+}
+
+/** a process as the dump records name it: its pid, on its node when there are several */
+export function procKey(x: { pid: number; host?: string | null }): string {
+  return x.host != null ? `${x.host} ${x.pid}` : String(x.pid);
 }
 
 const RE_SIGNAL_AT = /^Signal \d+ at (\d{4}-\d\d-\d\dT[\d:.]+)Z?/;
@@ -56,10 +63,10 @@ export class DumpWatch {
     /** allowance for a remote host's corrected clock */
     private skewMs: number,
     private say: (msg: string) => void,
-    /** main-thread ident → pid, learnt from this run's earlier dump records (same pid + start time);
-     *  not from this action's own claims: two processes may share an ident (no ASLR), and only the
-     *  records of several dumps can show that */
-    private idents: Map<string, number> = new Map(),
+    /** main-thread ident → process (procKey), learnt from this run's earlier dump records (same pid +
+     *  start time); not from this action's own claims: two processes may share an ident (no ASLR),
+     *  and only the records of several dumps can show that */
+    private idents: Map<string, string> = new Map(),
   ) {}
 
   private async list(): Promise<Map<string, { mtimeMs: number; size: number }>> {
@@ -131,11 +138,15 @@ export class DumpWatch {
     for (const [name, v] of await this.list()) {
       const prev = this.seen.get(name);
       if (prev && prev.mtimeMs === v.mtimeMs && prev.size === v.size) continue;
-      const pidInName = DUMP_RE.exec(name)?.[5];
+      const m = DUMP_RE.exec(name);
+      const pidInName = m?.[5];
       if (pidInName !== undefined) {
         this.named = true;
         this.seen.set(name, v);
-        const slot = slots.find((x) => x.pid === Number(pidInName) && x.sentAt !== undefined);
+        // rank and pid: two nodes may hand out the same pid
+        const slot = slots.find(
+          (x) => x.pid === Number(pidInName) && x.rank === Number(m![4]) && x.sentAt !== undefined,
+        );
         if (slot && !slot.file) {
           slot.lost = undefined; // the pid in its name proves whose it is, however late
           this.claim(slot, name, await this.head(name, v.mtimeMs));
@@ -151,7 +162,7 @@ export class DumpWatch {
           owner.ident ??= head.ident; // the same write, read whole this time
           continue;
         }
-        if (head.ident && this.idents.get(head.ident) === owner.pid) {
+        if (head.ident && this.idents.get(head.ident) === procKey(owner)) {
           owner.header = head.header; // its own process wrote again (proven by history): still its stack
           continue;
         }
@@ -170,8 +181,8 @@ export class DumpWatch {
       let cands = slots.filter(
         (x) => x.sentAt !== undefined && !x.file && !x.lost && x.sentAt - this.skewMs <= head.at && x !== owner,
       );
-      if (known !== undefined) cands = cands.filter((x) => x.pid === known);
-      else if (head.ident) cands = cands.filter((x) => !pidsKnown.has(x.pid));
+      if (known !== undefined) cands = cands.filter((x) => procKey(x) === known);
+      else if (head.ident) cands = cands.filter((x) => !pidsKnown.has(procKey(x)));
       if (cands.length !== 1) {
         this.unclaimed.push(name);
         this.say(
@@ -194,18 +205,20 @@ export const LOST = 'no stack written (lost)';
  * their own; each is named with its file, each lost rank with why.
  */
 export function dumpSummary(
-  perRank: { rank: number; status: string; file?: string; why?: string }[],
+  perRank: { rank: number; host?: string; status: string; file?: string; why?: string }[],
   unclaimed: string[],
   pySpy: boolean,
 ): string {
   const base = (f: string) => f.split('/').pop() ?? f;
   const dumped = perRank.filter((r) => r.status === 'dumped' && r.file);
+  // a multi-node run names each rank's node: "rank 1 on B stackdump_….txt"
+  const name = (r: { rank: number; host?: string }) => `rank ${r.rank}${r.host !== undefined ? ` on ${r.host}` : ''}`;
   return (
     `${dumped.length}/${perRank.length} ranks dumped` +
-    (dumped.length ? `: ${dumped.map((r) => `rank ${r.rank} ${base(r.file!)}`).join(', ')}` : '') +
+    (dumped.length ? `: ${dumped.map((r) => `${name(r)} ${base(r.file!)}`).join(', ')}` : '') +
     perRank
       .filter((r) => !(r.status === 'dumped' && r.file))
-      .map((r) => (r.why?.startsWith(LOST) ? `; rank ${r.rank}: ${r.why}` : `; rank ${r.rank} ${r.status}: ${r.why}`))
+      .map((r) => (r.why?.startsWith(LOST) ? `; ${name(r)}: ${r.why}` : `; ${name(r)} ${r.status}: ${r.why}`))
       .join('') +
     (unclaimed.length
       ? `; ${unclaimed.map(base).join(', ')} written meanwhile, not proven any one rank's: claimed for none`
@@ -223,20 +236,22 @@ export function dumpSummary(
 export async function knownDumpIdents(
   host: Host,
   run: RunRef,
-  targets: { pid: number; startTime: string }[],
-): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
+  targets: { pid: number; startTime: string; host?: string }[],
+): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
   const shared = new Set<string>();
   const recs = await readActions(host, run, 200).catch(() => [] as ActionRecord[]);
   for (const r of recs) {
     if (r.action !== 'dump' || !Array.isArray(r.target.perRank)) continue;
-    for (const e of r.target.perRank as { pid?: unknown; startTime?: unknown; ident?: unknown }[]) {
+    for (const e of r.target.perRank as { pid?: unknown; startTime?: unknown; ident?: unknown; host?: unknown }[]) {
       if (typeof e?.ident !== 'string' || !e.ident) continue;
-      const t = targets.find((x) => x.pid === e.pid && String(x.startTime) === String(e.startTime));
+      const t = targets.find(
+        (x) => x.pid === e.pid && String(x.startTime) === String(e.startTime) && (x.host ?? null) === (e.host ?? null),
+      );
       if (!t) continue;
       const had = out.get(e.ident);
-      if (had !== undefined && had !== t.pid) shared.add(e.ident);
-      out.set(e.ident, t.pid);
+      if (had !== undefined && had !== procKey(t)) shared.add(e.ident);
+      out.set(e.ident, procKey(t));
     }
   }
   for (const i of shared) out.delete(i);

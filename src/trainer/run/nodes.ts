@@ -32,14 +32,31 @@ function tag(rp: RunProcesses, label: string): RunProcesses {
   };
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+function unseen(rp: RunProcesses, sinceMs: number): RunProcesses {
+  return { ...rp, ranks: rp.ranks.map((r) => ({ ...r, proc: { ...r.proc, unseenSinceMs: sinceMs } })) };
+}
+
+/**
+ * `p` within `ms`, and no longer than the host's link stays up: a read in flight when the node's
+ * connection drops may never settle, and the round (the whole view) must not wait out the timeout
+ * to say the node is unreachable.
+ */
+function withTimeout<T>(p: Promise<T>, ms: number, what: string, h: Host): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
+  let watch: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
     new Promise<never>((_, rej) => {
       timer = setTimeout(() => rej(new Error(`${what} did not answer in ${ms / 1000} s`)), ms);
+      watch = setInterval(() => {
+        const down = linkDown(h);
+        if (down) rej(new Error(down));
+      }, 100);
     }),
-  ]).finally(() => clearTimeout(timer));
+  ]).finally(() => {
+    clearTimeout(timer);
+    clearInterval(watch);
+  });
 }
 
 /** Whether the host's connection is down right now (an SSH host reconnecting or closed). */
@@ -53,6 +70,8 @@ function linkDown(h: Host): string | null {
 /** The ranks of every node, merged; kept between rounds for the nodes that stop answering. */
 export class NodeProcesses {
   private last = new Map<string, RunProcesses>();
+  /** which nodes' links were down at the last merge */
+  private mergedLinks = '';
 
   constructor(
     readonly set: NodeSet,
@@ -75,7 +94,8 @@ export class NodeProcesses {
     if (first) {
       if (first.error) this.set.failed(p0, first.error);
       else this.set.answered(p0);
-      this.last.set(p0.label, tag(first, p0.label));
+      // a table that could not be read keeps the last one's ranks (shown stale), as for the others
+      if (!first.error || !this.last.has(p0.label)) this.last.set(p0.label, tag(first, p0.label));
     }
     await Promise.all(
       this.set.nodes.slice(1).map(async (n) => {
@@ -88,6 +108,7 @@ export class NodeProcesses {
             findRunProcesses(h, outDir, { ...hints, gpu: null }),
             this.timeoutMs,
             `node ${n.label}`,
+            h,
           );
           if (rp.error) throw new Error(rp.error);
           this.set.answered(n);
@@ -97,13 +118,20 @@ export class NodeProcesses {
         }
       }),
     );
-    const parts = this.set.nodes.map((n) => this.last.get(n.label)).filter((x): x is RunProcesses => !!x);
+    // a node that does not answer: its last ranks, each marked with the time of that answer (stale)
+    const parts = this.set.nodes
+      .map((n) => {
+        const p = this.last.get(n.label);
+        return p && n.error ? unseen(p, n.lastOkAt ?? n.downSince ?? at) : p;
+      })
+      .filter((x): x is RunProcesses => !!x);
     const ranks = parts.flatMap((p) => p.ranks).sort((a, b) => a.rank - b.rank);
     const provenRanks = new Set(ranks.map((r) => r.rank));
     // a heartbeat names its writer's pid on its own node: on the other nodes that pid is nobody, or
     // some other process — not a doubt about the rank, once the rank is proven where it runs
     const unproven = parts.flatMap((p) => p.unproven ?? []).filter((u) => u.rank === null || !provenRanks.has(u.rank));
     const down = this.set.nodes.filter((n) => n.error);
+    this.mergedLinks = this.links();
     return {
       at,
       launcher: parts[0]?.launcher ?? parts.find((p) => p.launcher)?.launcher ?? null,
@@ -112,6 +140,22 @@ export class NodeProcesses {
       ...(unproven.length ? { unproven } : {}),
       ...(down.length ? { error: down.map((n) => `node ${n.label} unreachable: ${n.error}`).join('; ') } : {}),
     };
+  }
+
+  /** the nodes whose connection is down now (never reached, lost, closed) */
+  private links(): string {
+    return this.set.nodes
+      .filter((n) => !n.host || linkDown(n.host) !== null)
+      .map((n) => n.label)
+      .join(' ');
+  }
+
+  /**
+   * A node's connection went down or came back since the last merge: its ranks are to be read (or
+   * marked stale) now, not when the process table is next due.
+   */
+  linksChanged(): boolean {
+    return this.links() !== this.mergedLinks;
   }
 
   /**

@@ -37,10 +37,14 @@ export function dumpView(d: DialogOf<'dump'>, now: number): DialogView {
               (r.why ?? 'no stack written (lost)');
       lines.push([
         t(r.rank >= 0 ? `rank ${r.rank} ` : 'not a rank ', 'title'),
-        t(`pid ${r.pid ?? '–'} `, 'dim'),
+        // a multi-node run: the node the pid lives on (pids are per node)
+        t(`${r.host !== undefined ? `on ${clean(r.host)} ` : ''}pid ${r.pid ?? '–'} `, 'dim'),
         t(clean(what), role),
       ]);
     }
+    // a node that could not be reached and whose ranks are not known: said, never left out
+    for (const n of d.result.outOfReach ?? [])
+      lines.push([t(`${clean(n.why)}: its ranks are not known, none signalled there`, 'crit')]);
     if (d.result.results.some((r) => r.outcome !== 'dumped')) {
       if (d.result.pySpy)
         lines.push([

@@ -192,8 +192,14 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
     const gone = !r.proc || !procRunning(r.proc.proc);
     if (!gone) alive++;
     const step = r.hb?.lastStep ?? null;
+    const node = r.proc?.proc.host;
     lines.push([
       t(`rank ${r.rank} `, 'title'),
+      ...(node !== undefined ? [t(`on ${clean(node)} `, 'dim')] : []),
+      // its node does not answer: what it was doing when last seen, not what it does now
+      ...(r.proc?.proc.unseenSinceMs !== undefined
+        ? [t(`(node unreachable: as seen ${dur((now - r.proc.proc.unseenSinceMs) / 1000)} ago) `, 'warn')]
+        : []),
       t(
         gone
           ? `stopped${step != null ? ` at step ${step}` : ''}${r.proc ? ` (zombie pid ${r.proc.proc.pid})` : ''}`

@@ -114,7 +114,19 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
   for (const r of rows) {
     const p = r.proc?.proc;
     const pid = String(p?.pid ?? r.hb?.pid ?? '–').padEnd(7);
-    const st = p ? (wide ? (STATE_NAMES[p.state] ?? p.state) : p.state) : wide ? 'gone' : '–';
+    // a rank whose node does not answer: its last answer, never shown as the state it has now
+    const st =
+      p?.unseenSinceMs !== undefined
+        ? wide
+          ? 'stale'
+          : '?'
+        : p
+          ? wide
+            ? (STATE_NAMES[p.state] ?? p.state)
+            : p.state
+          : wide
+            ? 'gone'
+            : '–';
     const cpu = p?.cpuPct != null ? p.cpuPct.toFixed(0) : '–';
     const rss = p?.rssKiB != null ? mib(p.rssKiB / 1024) : '–';
     const step = r.hb?.lastStep != null ? String(r.hb.lastStep) : '–';
@@ -128,6 +140,11 @@ export function rankBody(s: CockpitState, w: number, now: number, sel: number | 
     // the selected rank (d dumps it alone): inverse, on any panel width
     body.push([t(txt + node, r.role, { bold: r.role === 'crit', inverse: r.rank === sel })]);
     owners.push(r.rank);
+    // its node does not answer: the row is that node's last answer, this old (on a line of its own: any width)
+    if (p?.host && p.unseenSinceMs !== undefined) {
+      body.push([t(`  └ node @${nodeTag.get(p.host)} unreachable: as seen ${ago(p.unseenSinceMs, now)}`, 'warn')]);
+      owners.push(r.rank);
+    }
     if (r.why) {
       body.push([t(`  └ ${clean(r.why)}`, r.role)]);
       owners.push(r.rank);

@@ -1,7 +1,8 @@
 // The multi-node merge without processes (the live two-node job is test/multinode/status.test.ts):
 // the node list as the command line gives it, a node that refuses the connection kept as a fact, the
 // ranks tagged with their node, a heartbeat pid that means nobody on the other node dropped once its
-// rank is proven where it runs, and the view that makes the state STALE "node H unreachable".
+// rank is proven where it runs, the view that makes the state STALE "node H unreachable", and the
+// ranks of a node that stops answering kept with the age of its last answer.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -88,6 +89,18 @@ test('a node that refuses the connection: kept, unreachable; the first node its 
     const ev = new Checker().evaluate({ now: lastTs + 1000, run, procs: merged, gpu: null, view: v! });
     assert.equal(ev.runState, 'STALE');
     assert.match(ev.runStateWhy, /node nobody@127\.0\.0\.1:\d+ unreachable/);
+    // a node that answers: its ranks as they are now; once it stops answering, the ranks of its last
+    // answer are kept and marked with that answer's time (shown stale, with their age)
+    assert.equal(merged.ranks[0]!.proc.unseenSinceMs, undefined);
+    const t0 = Date.now();
+    const again = await np.merge({ ...first, ranks: [], unproven: [], error: 'connection lost' }, '/nonexistent', {
+      heartbeatPids: [],
+    });
+    assert.deepEqual(
+      again.ranks.map((r) => [r.rank, r.proc.host, r.proc.pid]),
+      [[0, 'local', 8]],
+    );
+    assert.ok((again.ranks[0]!.proc.unseenSinceMs ?? Infinity) <= t0, 'aged from its last answer');
   } finally {
     await set.close();
     rmSync(home, { recursive: true, force: true });

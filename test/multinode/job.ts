@@ -1,0 +1,93 @@
+// The 2-node job of the multi-node tests: `torchrun --nnodes 2` (c10d rendezvous on node A's veth
+// address, one rank per node) of train_showcase.py, writing into `run`, which both nodes share; and
+// the small waits the tests share. The job's output goes to `<tmp>/job.log` (shown when it fails).
+import { type ChildProcess } from 'node:child_process';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TORCHRUN, type NetNode, type Nodes } from '../helpers/netns.js';
+
+const worker = fileURLToPath(new URL('./train_showcase.py', import.meta.url));
+
+export async function until<T>(what: string, ms: number, f: () => T | null | undefined | false): Promise<T> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** the pid rank `rank`'s boot heartbeat names (as its own node sees it) */
+export function heartbeatPid(run: string, rank: number): number | null {
+  const f = join(run, `heartbeat_rank${rank}.jsonl`);
+  if (!existsSync(f)) return null;
+  const boot = readFileSync(f, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"boot"'))
+    .pop();
+  return boot ? (JSON.parse(boot) as { pid: number }).pid : null;
+}
+
+export interface Job {
+  /** torchrun on node A, on node B (nsenter's processes, outside the nodes) */
+  procs: ChildProcess[];
+  /** the job's output so far (its last 3000 characters) */
+  tail(): string;
+  /** SIGKILL what is left (the nodes' stop() kills the rest with their PID namespaces) */
+  kill(): void;
+}
+
+/** Starts the job on both nodes; resolves once both ranks booted and rank 0 logged steps. */
+export async function startJob(nodes: Nodes, run: string, tmp: string, stepS = 0.2): Promise<Job> {
+  const { a, b } = nodes;
+  const log = join(tmp, 'job.log');
+  const port = 29000 + Math.floor(Math.random() * 900);
+  let done = false;
+  const procs: ChildProcess[] = [];
+  const start = (node: NetNode, nodeRank: number) => {
+    const p = node.spawn(
+      [
+        'env',
+        `NSA_TOP_RUN_DIR=${run}`,
+        TORCHRUN,
+        // (Debian's torch 1.13 on Python 3.11 cannot parse the default `--redirects 0`)
+        ...['--redirects', '1', '--tee', '1', '--log_dir', join(tmp, `logs${nodeRank}`)],
+        ...['--nnodes', '2', '--nproc_per_node', '1', '--rdzv_backend', 'c10d'],
+        ...['--rdzv_endpoint', `${a.addr}:${port}`, '--rdzv_id', 'nsa-top-test'],
+        ...['--rdzv_conf', `is_host=${nodeRank === 0 ? 1 : 0}`],
+        ...[worker, '--step-s', String(stepS)],
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    for (const s of [p.stdout!, p.stderr!])
+      s.on('data', (d: Buffer) => {
+        if (!done) appendFileSync(log, `[${node.name}] ${d}`);
+      });
+    procs.push(p);
+  };
+  start(a, 0);
+  start(b, 1);
+  const tail = () => (existsSync(log) ? readFileSync(log, 'utf8').slice(-3000) : '(no output)');
+  const job: Job = {
+    procs,
+    tail,
+    kill() {
+      done = true;
+      for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+    },
+  };
+  await until('both ranks to boot and step', 90_000, () => {
+    if (procs.some((j) => j.exitCode !== null)) throw new Error(`the job ended early:\n${tail()}`);
+    return (
+      existsSync(join(run, 'training.csv')) &&
+      readFileSync(join(run, 'training.csv'), 'utf8').split('\n').length > 2 &&
+      heartbeatPid(run, 1) !== null
+    );
+  }).catch((e: Error) => {
+    job.kill();
+    throw new Error(`${e.message}\n${tail()}`);
+  });
+  return job;
+}
