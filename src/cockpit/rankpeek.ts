@@ -1,7 +1,8 @@
 // Between two reads of the whole process table (the cockpit reads it every 5 s: a scan of every
-// trainer-looking process), each process the last table proved — the ranks and their launcher — has
-// its own /proc/PID/stat read every round: one small read each locally, one `cat` in the watch loop
-// over SSH. When one of them no longer runs as the table said (stopped: T/t, dead: gone, a zombie,
+// trainer-looking process, ~5 ms of CPU on the real trainer's box), each rank the last table proved
+// has its own /proc/PID/stat read every round: one small read each locally (~0.1 ms of CPU), one
+// `cat` in the watch loop over SSH. (The launcher is not looked at: a stopped launcher holds no rank
+// back, and one that dies is seen in the ranks or at the next table.) When one of them no longer runs as the table said (stopped: T/t, dead: gone, a zombie,
 // or its pid now another process's), or runs again after it had stopped, the collector reads the
 // whole table that same round, so the judge names a stopped rank within a round (the project's
 // promise: within 2 s; the last drill took 3.5 s, and up to 5 s, at the 5 s cadence).
@@ -17,11 +18,10 @@ function life(state: string): Life {
   return 'runs';
 }
 
-/** The processes of the last table worth a look: this host's ranks and launcher (another node's are not this host's). */
+/** The processes of the last table worth a look: this host's ranks (another node's are not this host's). */
 export function peekTargets(procs: RunProcesses | null): ProcInfo[] {
   if (!procs) return [];
-  const all = [...procs.ranks.map((r) => r.proc), ...(procs.launcher ? [procs.launcher] : [])];
-  return all.filter((p) => !p.host && Number.isInteger(p.pid) && p.pid > 1);
+  return procs.ranks.map((r) => r.proc).filter((p) => !p.host && Number.isInteger(p.pid) && p.pid > 1);
 }
 
 /** Whether the stat lines now (pid → line; a pid missing: no such process) tell another life than the table did. */
@@ -58,7 +58,7 @@ async function statLines(host: Host, pids: number[]): Promise<Map<number, string
 }
 
 /**
- * Whether a process the last table proved has stopped, died or run again since: the collector then
+ * Whether a rank the last table proved has stopped, died or run again since: the collector then
  * reads the whole table this round. False when there is nothing to look at; a failed look says
  * nothing (the table's own cadence stands).
  */
