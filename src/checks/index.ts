@@ -216,7 +216,7 @@ export class Checker {
       ...ruleData(ctx),
       ...ruleMemory(ctx, this.mem),
       ...ruleGradNorm(ctx),
-      ...ruleSupervisor(ctx),
+      ...ruleSupervisor(ctx, si.hung),
       ...ruleBoot(boot),
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),

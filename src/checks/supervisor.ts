@@ -59,7 +59,8 @@ function cause(c: { code: number | null; signal: string | null }): string {
   return c.signal ?? `exit ${c.code}`;
 }
 
-export function ruleSupervisor(ctx: Ctx): Draft[] {
+/** `hung`: the evidence says the run does not advance (StallInfo.hung): no checkpoint will come */
+export function ruleSupervisor(ctx: Ctx, hung = false): Draft[] {
   const out: Draft[] = [];
   const sup = ctx.in.supervisor;
   if (sup) {
@@ -171,6 +172,18 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         title: `the halt request of ${req.who.user} has lost its carrier (${owner} is gone): nothing will write .HALT`,
         detail: `a live cockpit or watchdog on the training box hands it to a new agent within a round, as does nsa-top halt RUN --after-checkpoint; h then x, or nsa-top halt RUN --cancel, drops it`,
         since: req.updatedAt,
+      });
+      return out;
+    }
+    if (req.state === 'pending' && hung) {
+      // a hung run writes no checkpoint: the request waits for one that will not come
+      out.push({
+        id: `request:${req.id}`,
+        rule: 'request',
+        severity: 'warning',
+        title: `the halt after the next checkpoint requested by ${req.who.user} at ${clock(req.ts)} cannot fire: the run is stalled and writes no checkpoint`,
+        detail: `${req.note} (carried by ${owner}). Halt now instead (h → n, or nsa-top halt RUN): a hung rank may never see .HALT, so SIGINT/SIGKILL follow after the grace; x in the halt window, or nsa-top halt RUN --cancel, drops the request`,
+        since: req.ts,
       });
       return out;
     }

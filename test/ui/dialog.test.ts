@@ -174,3 +174,32 @@ test('a zombie rank has exited: the halt window counts it stopped, as the escala
   assert.doesNotMatch(v, /still running/);
   assert.match(v, /rank 0 stopped.*\(zombie pid 42\)/);
 });
+
+test("the halt window of a pending request in a hung run says the judge's word: it cannot fire", () => {
+  const now = Date.now();
+  const s = baseState();
+  s.runState = 'STALLED';
+  s.runStateWhy = 'rank 1 (pid 1001) is stopped (T)';
+  s.procs = procs([proc(0, 'S'), proc(1, 'T')]);
+  const req: ControlRequest = {
+    id: 'r9',
+    kind: 'halt-after-checkpoint',
+    ts: now - 60_000,
+    who,
+    state: 'pending',
+    owner: { kind: 'supervisor', pid: 42, startTime: '1' },
+    graceS: 300,
+    note: 'waiting for a complete checkpoint written after 10:00:00',
+    updatedAt: now,
+  };
+  s.requests = [req];
+  const title =
+    'the halt after the next checkpoint requested by alice at 10:00:00 cannot fire: the run is stalled and writes no checkpoint';
+  s.alerts = [{ id: 'request:r9', rule: 'request', severity: 'warning', title, detail: '', since: now }];
+  const v = text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 200).lines);
+  assert.match(v, /pending: waiting for a complete checkpoint/);
+  assert.match(v, /cannot fire: the run is stalled and writes no checkpoint/);
+  // the judge's info line (a run that advances) is not repeated there
+  s.alerts = [{ id: 'request:r9', rule: 'request', severity: 'info', title: 'halt after …', detail: '', since: now }];
+  assert.doesNotMatch(text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 200).lines), /cannot fire/);
+});
