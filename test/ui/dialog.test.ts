@@ -203,3 +203,40 @@ test("the halt window of a pending request in a hung run says the judge's word: 
   s.alerts = [{ id: 'request:r9', rule: 'request', severity: 'info', title: 'halt after …', detail: '', since: now }];
   assert.doesNotMatch(text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 200).lines), /cannot fire/);
 });
+
+test("the halt window says what the stop did, not what a dead supervisor's file still says", () => {
+  const now = Date.now();
+  const s = baseState();
+  s.procs = procs([proc(0, 'S'), proc(1, 'S')]);
+  // supervisor.json still says running (SIGKILLed a second ago, not reaped yet when the file was judged)
+  s.supervisor = {
+    runDir: '/r',
+    profile: 'p',
+    supervisor: { pid: 77, startTime: '1' },
+    child: null,
+    state: 'running',
+    restarts: 0,
+    maxRestarts: 2,
+    exitCodes: [],
+    lastCommand: [],
+    resumeFrom: null,
+    updatedAt: now,
+  };
+  const win = { ...track, mode: 'now' as const, startedAt: now };
+  assert.match(text(dialogView(win, s, now, 200).lines), /asking the supervisor to stop/);
+  const died = {
+    ok: true,
+    result: 'ok' as const,
+    detail:
+      'the supervisor (pid 77) is not alive (pid + start time checked): nsa-top wrote .HALT itself (.HALT written (halt: manual_stop)); nothing escalates it',
+  };
+  const v = text(dialogView({ ...win, result: died }, s, now, 200).lines);
+  assert.doesNotMatch(v, /the supervisor writes \.HALT/);
+  assert.match(v, /\.HALT written: ranks stop before their next micro-step/);
+  assert.match(v, /nsa-top wrote \.HALT itself/);
+  const took = { ok: true, result: 'started' as const, detail: 'stop requested: the supervisor (pid 77) took it' };
+  assert.match(
+    text(dialogView({ ...win, result: took }, s, now, 200).lines),
+    /stop requested: the supervisor writes \.HALT, then escalates/,
+  );
+});

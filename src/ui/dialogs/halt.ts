@@ -197,9 +197,15 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
   else
     lines.push([
       t(
-        supervised
-          ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace'
-          : '.HALT written: ranks stop before their next micro-step',
+        // what the stop did (its outcome: the supervisor took it, or nsa-top wrote .HALT itself),
+        // not what the supervisor's file last said (a supervisor SIGKILLed a second ago still has one)
+        d.result === null
+          ? supervised
+            ? 'asking the supervisor to stop (it writes .HALT, then escalates on its own after the grace)…'
+            : 'writing .HALT…'
+          : d.result.result === 'started'
+            ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace'
+            : '.HALT written: ranks stop before their next micro-step',
         'info',
       ),
     ]);
