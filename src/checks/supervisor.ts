@@ -2,7 +2,7 @@
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
 import { clock, dur } from '../format.js';
-import { activeRequest } from './control.js';
+import { activeRequest, supervisorRestarts } from './control.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
 
@@ -25,6 +25,7 @@ export const SUPERSEDES: Readonly<Record<string, readonly string[]>> = {
 /** The alerts an alert makes untrue at once: SUPERSEDES, and a moot request's orphan critical. */
 export function supersededBy(id: string): readonly string[] {
   if (id.startsWith('request-moot:')) return [`request-orphan:${id.slice('request-moot:'.length)}`];
+  if (id.startsWith('request-unclaimed:')) return [`request-orphan:${id.slice('request-unclaimed:'.length)}`];
   return SUPERSEDES[id] ?? [];
 }
 
@@ -160,6 +161,27 @@ export function ruleSupervisor(ctx: Ctx, hung = false): Draft[] {
         severity: 'info',
         title: `the halt request of ${req.who.user} is moot: the run ended before it fired (nothing left to halt)`,
         detail: `its carrier (${owner}) is gone and the run has stopped: metrics.json was written after the last heartbeat${ctx.procsKnown ? ' and no rank or launcher process runs' : ''}. It stays in requests.json as ${req.state}; nsa-top halt RUN --cancel clears it`,
+        since: req.updatedAt,
+      });
+      return out;
+    }
+    // its carrier died and the run has a live supervisor of its own that did not claim it: an
+    // earlier run's request, which no agent takes over (agentMayClaim) — it will not fire
+    const live = ctx.in.supervisor;
+    if (
+      req.owner &&
+      ctx.in.requestOwnerAlive === false &&
+      live?.supervisor &&
+      !live.supervisorGone &&
+      supervisorRestarts(live.state) &&
+      (live.supervisor.pid !== req.owner.pid || live.supervisor.startTime !== req.owner.startTime)
+    ) {
+      out.push({
+        id: `request-unclaimed:${req.id}`,
+        rule: 'request',
+        severity: 'warning',
+        title: `the halt request of ${req.who.user} (${clock(req.ts)}) will not fire: its carrier (${owner}) is gone and the run's supervisor (pid ${live.supervisor.pid}) does not carry it`,
+        detail: `the supervisor claims only requests made after it started or carried into it (relaunch --carry-requests): this one is an earlier run's, and no agent takes it over. nsa-top halt RUN --cancel clears it; nsa-top halt RUN --after-checkpoint asks anew for this run`,
         since: req.updatedAt,
       });
       return out;
