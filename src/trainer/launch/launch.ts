@@ -483,8 +483,15 @@ export interface RelaunchPrep {
 export async function prepareRelaunch(
   host: Host,
   run: RunRef,
-  opts: { allowCommand?: readonly string[]; judgeAdoption?: AdoptionJudge } = {},
+  opts: {
+    allowCommand?: readonly string[];
+    judgeAdoption?: AdoptionJudge;
+    /** `relaunch --steps N`: what will run is the recorded command with its --steps set to N */
+    steps?: number;
+  } = {},
 ): Promise<RelaunchPrep> {
+  const stepped = <T extends { command: string[] }>(p: T): T =>
+    opts.steps === undefined ? p : { ...p, command: withSteps(p.command, opts.steps).command };
   const dirs = await runDirsOf(host, run);
   const runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -523,7 +530,7 @@ export async function prepareRelaunch(
       prep.pick = await pickResumeCheckpoint(host, outDir, {
         logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')],
       });
-    prep.willRun = describeWillRun(planPhases(neverRan ? plan : { ...plan, smoke: null }), {
+    prep.willRun = describeWillRun(planPhases(stepped(neverRan ? plan : { ...plan, smoke: null })), {
       allow: opts.allowCommand,
       resume: prep.pick?.found ? { flag: plan.resumeFlag, path: prep.pick.found.path } : null,
     });
@@ -545,7 +552,7 @@ export async function prepareRelaunch(
     source: 'none',
     error: null,
   });
-  prep.willRun = describeWillRun(planPhases(adoptedPlan), {
+  prep.willRun = describeWillRun(planPhases(stepped(adoptedPlan)), {
     allow: opts.allowCommand,
     resume: prep.pick.found ? { flag: adoptedPlan.resumeFlag, path: prep.pick.found.path } : null,
   });
@@ -708,6 +715,7 @@ async function relaunchEffect(
   const prep = await prepareRelaunch(host, dirs, {
     allowCommand: opts.allowCommand,
     judgeAdoption: opts.judgeAdoption,
+    ...(opts.steps !== undefined ? { steps: opts.steps } : {}),
   });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
