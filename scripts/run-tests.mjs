@@ -33,6 +33,7 @@ const UNIT_TESTS = [
   'test/cockpit/notify.test.ts',
   'test/cockpit/metrics.test.ts',
   'test/cockpit/procsdue.test.ts',
+  'test/cockpit/rankpeek.test.ts',
   'test/commands/args.test.ts',
   'test/docs/boundaries.test.ts',
   'test/docs/contract.test.ts',

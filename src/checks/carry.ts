@@ -51,3 +51,22 @@ export function supervisorMayClaim(x: {
 }): boolean {
   return x.requestTs >= x.launchedAt || x.carried || x.adoptedLiveTrainer;
 }
+
+/**
+ * May an `nsa-top agent` claim a request nobody alive carries? Not while the run has a live
+ * supervisor (pid + start time, not a zombie): the supervisor is its run's carrier and claims every
+ * request of its run within a second (supervisorMayClaim), so one it leaves is an earlier run's —
+ * kept by a relaunch or a launch that could not tell whether its run still ran — and an agent that
+ * took it over would write .HALT into a run nobody asked to halt. Without a live supervisor (a run
+ * started by hand, or one whose supervisor died) the agent is the carrier.
+ */
+export function agentMayClaim(x: {
+  /** the run's supervisor, when it lives and carries requests (in charge) */
+  supervisor: { pid: number } | null;
+}): { ok: true } | { ok: false; why: string } {
+  if (!x.supervisor) return { ok: true };
+  return {
+    ok: false,
+    why: `the run's live supervisor (pid ${x.supervisor.pid}) carries its requests and did not claim this one (made before it started and not carried into it: an earlier run's)`,
+  };
+}

@@ -18,6 +18,7 @@ import {
   ruleLoss,
   ruleMemory,
   ruleProcesses,
+  refutedByTable,
   ruleStall,
   ruleThroughput,
   stallInfo,
@@ -215,7 +216,7 @@ export class Checker {
       ...ruleData(ctx),
       ...ruleMemory(ctx, this.mem),
       ...ruleGradNorm(ctx),
-      ...ruleSupervisor(ctx),
+      ...ruleSupervisor(ctx, si.hung),
       ...ruleBoot(boot),
       ...ruleDivergence(ctx),
       ...ruleStopEscalated(ctx),
@@ -227,7 +228,7 @@ export class Checker {
     // design); alerts that need a file the trainer has not written yet wait for it
     const drafts = all.filter((d) => !(boot && heldByBoot(boot, d.id)) && waitsForFile(ctx, d.id) === null);
     if (boot) this.settle((id) => heldByBoot(boot, id), ctx.now);
-    const alerts = this.stamp(drafts, ctx.now);
+    const alerts = this.stamp(drafts, ctx.now, refutedByTable(ctx, si));
     const rs = deriveRunState(ctx, si, boot);
     // a boot within its budget is not a hang: no hang diagnosis to give
     const verdicts = boot && !boot.over ? [] : hangVerdicts(ctx, si);
@@ -291,9 +292,11 @@ export class Checker {
    * Hysteresis, once for every rule: an alert whose condition is no longer seen (or is seen only at a
    * lower severity) stays as it was last seen, marked `clearing`, until the condition has stayed away
    * for alertClearChecks evaluations and alertClearS seconds; if it comes back meanwhile the alert
-   * goes on with its first `since`. A cleared episode goes to the timeline (`history`).
+   * goes on with its first `since`. A cleared episode goes to the timeline (`history`). An alert in
+   * `refuted` — its condition proven untrue, not merely unseen (a stopped rank the process table shows
+   * running again) — goes to the timeline at once.
    */
-  private stamp(drafts: Draft[], now: number): Alert[] {
+  private stamp(drafts: Draft[], now: number, refuted: ReadonlySet<string> = new Set()): Alert[] {
     const seen = new Set<string>();
     const out: Alert[] = [];
     const t = this.thresholds;
@@ -344,7 +347,7 @@ export class Checker {
       if (seen.has(id)) continue;
       e.absent++;
       e.clearingSince ??= now;
-      if (done(e)) {
+      if (done(e) || refuted.has(id)) {
         this.shown.delete(id);
         clear(e.alert, e.clearingSince);
       } else out.push({ ...e.alert, clearing: e.clearingSince });

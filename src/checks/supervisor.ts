@@ -2,7 +2,7 @@
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
 import { clock, dur } from '../format.js';
-import { activeRequest } from './control.js';
+import { activeRequest, supervisorRestarts } from './control.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
 
@@ -25,6 +25,7 @@ export const SUPERSEDES: Readonly<Record<string, readonly string[]>> = {
 /** The alerts an alert makes untrue at once: SUPERSEDES, and a moot request's orphan critical. */
 export function supersededBy(id: string): readonly string[] {
   if (id.startsWith('request-moot:')) return [`request-orphan:${id.slice('request-moot:'.length)}`];
+  if (id.startsWith('request-unclaimed:')) return [`request-orphan:${id.slice('request-unclaimed:'.length)}`];
   return SUPERSEDES[id] ?? [];
 }
 
@@ -59,7 +60,8 @@ function cause(c: { code: number | null; signal: string | null }): string {
   return c.signal ?? `exit ${c.code}`;
 }
 
-export function ruleSupervisor(ctx: Ctx): Draft[] {
+/** `hung`: the evidence says the run does not advance (StallInfo.hung): no checkpoint will come */
+export function ruleSupervisor(ctx: Ctx, hung = false): Draft[] {
   const out: Draft[] = [];
   const sup = ctx.in.supervisor;
   if (sup) {
@@ -163,6 +165,27 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
       });
       return out;
     }
+    // its carrier died and the run has a live supervisor of its own that did not claim it: an
+    // earlier run's request, which no agent takes over (agentMayClaim) — it will not fire
+    const live = ctx.in.supervisor;
+    if (
+      req.owner &&
+      ctx.in.requestOwnerAlive === false &&
+      live?.supervisor &&
+      !live.supervisorGone &&
+      supervisorRestarts(live.state) &&
+      (live.supervisor.pid !== req.owner.pid || live.supervisor.startTime !== req.owner.startTime)
+    ) {
+      out.push({
+        id: `request-unclaimed:${req.id}`,
+        rule: 'request',
+        severity: 'warning',
+        title: `the halt request of ${req.who.user} (${clock(req.ts)}) will not fire: its carrier (${owner}) is gone and the run's supervisor (pid ${live.supervisor.pid}) does not carry it`,
+        detail: `the supervisor claims only requests made after it started or carried into it (relaunch --carry-requests): this one is an earlier run's, and no agent takes it over. nsa-top halt RUN --cancel clears it; nsa-top halt RUN --after-checkpoint asks anew for this run`,
+        since: req.updatedAt,
+      });
+      return out;
+    }
     if (req.owner && ctx.in.requestOwnerAlive === false) {
       out.push({
         id: `request-orphan:${req.id}`,
@@ -171,6 +194,18 @@ export function ruleSupervisor(ctx: Ctx): Draft[] {
         title: `the halt request of ${req.who.user} has lost its carrier (${owner} is gone): nothing will write .HALT`,
         detail: `a live cockpit or watchdog on the training box hands it to a new agent within a round, as does nsa-top halt RUN --after-checkpoint; h then x, or nsa-top halt RUN --cancel, drops it`,
         since: req.updatedAt,
+      });
+      return out;
+    }
+    if (req.state === 'pending' && hung) {
+      // a hung run writes no checkpoint: the request waits for one that will not come
+      out.push({
+        id: `request:${req.id}`,
+        rule: 'request',
+        severity: 'warning',
+        title: `the halt after the next checkpoint requested by ${req.who.user} at ${clock(req.ts)} cannot fire: the run is stalled and writes no checkpoint`,
+        detail: `${req.note} (carried by ${owner}). Halt now instead (h → n, or nsa-top halt RUN): a hung rank may never see .HALT, so SIGINT/SIGKILL follow after the grace; x in the halt window, or nsa-top halt RUN --cancel, drops the request`,
+        since: req.ts,
       });
       return out;
     }

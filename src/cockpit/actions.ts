@@ -68,7 +68,8 @@ export interface CockpitActions {
   /** acknowledge one alert episode: a line in actions.jsonl that every cockpit on the run shows */
   ack(alert: AlertRef): Promise<ActionOutcome>;
   /** what a relaunch would do, or why it cannot work: asked before the operator types anything */
-  prepareRelaunch?(): Promise<RelaunchInfo>;
+  /** `steps`: a FINISHED run relaunched to N — what will run is the command with --steps N */
+  prepareRelaunch?(steps?: number | null): Promise<RelaunchInfo>;
 }
 
 /** What `r` would do (src/trainer/launch/launch.ts prepareRelaunch), as plain data for the dialog. */
@@ -246,7 +247,7 @@ export function createActions(o: {
       changed();
       return r;
     },
-    async prepareRelaunch(): Promise<RelaunchInfo> {
+    async prepareRelaunch(steps): Promise<RelaunchInfo> {
       const none: RelaunchInfo = {
         refusal: null,
         resume: null,
@@ -269,7 +270,7 @@ export function createActions(o: {
           ...none,
           refusal: 'relaunch starts the supervisor on the training box: run `nsa-top relaunch RUN_DIR` there',
         };
-      const p = await prepareRelaunch(host, runDir, { judgeAdoption });
+      const p = await prepareRelaunch(host, runDir, { judgeAdoption, ...(steps != null ? { steps } : {}) });
       const f = p.pick?.found ?? null;
       return {
         refusal: p.refusal,

@@ -15,6 +15,7 @@ import { resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { join } from 'node:path';
 import { dur } from '../format.js';
 import { Observer, type GpuSource } from './observe.js';
+import { provenChanged } from './rankpeek.js';
 import { evaluationFields, type CockpitState } from './state.js';
 
 export type { GpuSource } from './observe.js';
@@ -266,6 +267,9 @@ export class Collector {
       void this.probePySpy();
     }
     const prev = this.state;
+    // each proven rank's own /proc/PID/stat every round (./rankpeek.ts, ~0.1 ms a rank): one that
+    // stopped, died or runs again has the whole table read this round, so it is named within a round
+    if (this.procsAt !== 0 && (await provenChanged(this.host, prev?.procs ?? null))) this.procsAt = 0;
     // the process table is read every few seconds (each read runs a command), or at once when
     // the run may have changed under it
     const obs = await this.observer.judged({

@@ -4,6 +4,7 @@
 import { resolve } from 'node:path';
 import { LocalHost } from '../remote/local/host.js';
 import { AGENT_ENV, runAgent } from '../trainer/control/requests.js';
+import { agentMayClaim } from '../checks/carry.js';
 import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 
@@ -19,7 +20,8 @@ export async function run(argv: string[]): Promise<number> {
   if (!dir)
     throw new CliError(`agent: ${AGENT_ENV} is not set (this command is started by nsa-top halt --after-checkpoint)`);
   delete process.env[AGENT_ENV];
-  const code = await runAgent(new LocalHost(), resolve(dir));
+  // the claim rule is the judge's (src/checks/carry.ts): never a request a live supervisor of the run left
+  const code = await runAgent(new LocalHost(), resolve(dir), { mayClaim: agentMayClaim });
   setTimeout(() => process.exit(code), 100).unref();
   return code;
 }

@@ -87,7 +87,12 @@ export async function run(argv: string[]): Promise<number> {
     return 3;
   }
   // what can and cannot work is said before anything is asked
-  const prep = await prepareRelaunch(host, dir, { allowCommand, judgeAdoption });
+  // with --steps N what it shows is what will run: the recorded command trains to N
+  const prep = await prepareRelaunch(host, dir, {
+    allowCommand,
+    judgeAdoption,
+    ...(steps !== undefined ? { steps } : {}),
+  });
   const { runDir, outDir } = prep;
   // a broken record is bad input: one line, exit 2
   if (prep.badRecord) throw new CliError(`relaunch: ${sanitize(prep.badRecord)}`);

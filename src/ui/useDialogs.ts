@@ -164,7 +164,7 @@ export function useDialogs(actions: CockpitActions, stateRef: RefObject<CockpitS
     const prep = actions.prepareRelaunch;
     if (!prep) return set(fresh);
     set({ ...fresh, stage: 'checking', info: null });
-    prep.call(actions).then(
+    prep.call(actions, steps).then(
       (info) => {
         const d = ref.current;
         if (d?.kind !== 'relaunch' || d.stage !== 'checking') return;

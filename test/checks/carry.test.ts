@@ -2,7 +2,7 @@
 // moot, carried only when asked, untouched while its ranks run; and what a new supervisor may claim.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { relaunchRequestFate, supervisorMayClaim } from '../../src/checks/carry.js';
+import { agentMayClaim, relaunchRequestFate, supervisorMayClaim } from '../../src/checks/carry.js';
 
 const over = { carry: false, procsKnown: true, ranksAlive: 0, launcherAlive: false };
 
@@ -32,5 +32,15 @@ test('supervisorMayClaim: only a newer request, a carried one, or one of the liv
     supervisorMayClaim({ ...old, adoptedLiveTrainer: true }),
     true,
     'the trainer it was made for still runs',
+  );
+});
+
+test('agentMayClaim: an agent carries what nobody alive carries — never while the run has a live supervisor of its own', () => {
+  assert.deepEqual(agentMayClaim({ supervisor: null }), { ok: true });
+  const v = agentMayClaim({ supervisor: { pid: 4242 } });
+  assert.equal(v.ok, false);
+  assert.match(
+    v.ok ? '' : v.why,
+    /the run's live supervisor \(pid 4242\) carries its requests and did not claim this one \(made before it started and not carried into it: an earlier run's\)/,
   );
 });

@@ -973,3 +973,32 @@ test('a fast run whose step stops: STALLED within seconds by its own cadence; th
   assert.equal(ev.runState, 'RUNNING');
   assert.equal(find(ev.alerts, 'stall:run'), undefined);
 });
+
+test('a stopped rank (T) that the process table shows running again (SIGCONT) clears at once, not after the 30 s hysteresis', () => {
+  const t = 1_700_000_000_000;
+  const c = new Checker();
+  const stopped = c.evaluate({
+    now: t + 1000,
+    run: liveRun({ step: 40, t }),
+    procs: procs([proc(0, 'S'), proc(1, 'T')]),
+    gpu: null,
+  });
+  assert.equal(find(stopped.alerts, 'proc-state:1')?.severity, 'critical');
+  assert.equal(stopped.runState, 'STALLED');
+  // SIGCONT: the next table shows rank 1 sleeping in its collective, the step moves again
+  const back = c.evaluate({
+    now: t + 3000,
+    run: liveRun({ step: 41, t: t + 2500 }),
+    procs: procs([proc(0, 'S'), proc(1, 'S')]),
+    gpu: null,
+  });
+  assert.equal(back.runState, 'RUNNING');
+  assert.equal(find(back.alerts, 'proc-state:1'), undefined, 'gone, not "clearing" beside RUNNING');
+  assert.equal(back.history[0]?.id, 'proc-state:1', 'the episode is on the timeline');
+  assert.equal(back.history[0]?.cleared, t + 3000);
+  // a condition that is merely unseen keeps its hysteresis: the table not read (unknown) proves nothing
+  const c2 = new Checker();
+  c2.evaluate({ now: t + 1000, run: liveRun({ step: 40, t }), procs: procs([proc(0, 'S'), proc(1, 'T')]), gpu: null });
+  const unknown = c2.evaluate({ now: t + 3000, run: liveRun({ step: 41, t: t + 2500 }), procs: null, gpu: null });
+  assert.equal(find(unknown.alerts, 'proc-state:1')?.clearing, t + 3000);
+});

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Checker, evaluateOnce } from '../../src/checks/index.js';
 import { requestMoot } from '../../src/checks/supervisor.js';
-import { proc, procs } from './helpers.js';
+import { liveRun, proc, procs } from './helpers.js';
 import type { SupervisorState } from '../../src/trainer/control/types.js';
 import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
 
@@ -238,4 +238,81 @@ test("one halt grace: the run's grace (CheckInput.haltGraceS) is what the .HALT 
   const { DEFAULT_THRESHOLDS } = await import('../../src/checks/index.js');
   const { DEFAULT_HALT_GRACE_S } = await import('../../src/trainer/control/types.js');
   assert.equal(DEFAULT_THRESHOLDS.haltGraceS, DEFAULT_HALT_GRACE_S);
+});
+
+test('a pending halt after the next checkpoint in a hung run cannot fire: a warning saying so and what to do instead', () => {
+  const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
+  const t = now;
+  const req = {
+    id: 'q3',
+    kind: 'halt-after-checkpoint' as const,
+    ts: t - 20_000,
+    who,
+    state: 'pending' as const,
+    owner: { kind: 'supervisor' as const, pid: 77, startTime: '9' },
+    graceS: 300,
+    note: 'waiting for a complete checkpoint written after …',
+    updatedAt: t - 20_000,
+  };
+  const look = (state: 'S' | 'T') =>
+    evaluateOnce({
+      now: t + 1000,
+      run: liveRun({ step: 40, t }),
+      procs: procs([proc(0, 'S'), proc(1, state)]),
+      gpu: null,
+      requests: [req],
+      requestOwnerAlive: true,
+    });
+  const calm = look('S').alerts.find((a) => a.id === 'request:q3');
+  assert.equal(calm?.severity, 'info');
+  const hung = look('T');
+  assert.equal(hung.runState, 'STALLED');
+  const a = hung.alerts.find((x) => x.id === 'request:q3');
+  assert.equal(a?.severity, 'warning');
+  assert.match(a!.title, /requested by alice at .* cannot fire: the run is stalled and writes no checkpoint/);
+  assert.match(a!.detail, /Halt now instead \(h → n, or nsa-top halt RUN\).*SIGINT\/SIGKILL.*--cancel/);
+});
+
+test("a request whose carrier died, left by the run's live supervisor (an earlier run's): a warning that it will not fire, not the orphan critical", () => {
+  const who = { user: 'alice', tty: null, tmux: null, host: 'b', pid: 1 };
+  const req = {
+    id: 'q4',
+    kind: 'halt-after-checkpoint' as const,
+    ts: now - 600_000,
+    who,
+    state: 'pending' as const,
+    owner: { kind: 'supervisor' as const, pid: 77, startTime: '9' },
+    graceS: 300,
+    note: 'waiting',
+    updatedAt: now - 600_000,
+  };
+  const look = (s: SupervisorState | null) =>
+    evaluateOnce({
+      now,
+      run: emptySnapshot('/r'),
+      procs: null,
+      gpu: null,
+      supervisor: s,
+      requests: [req],
+      requestOwnerAlive: false,
+    }).alerts.filter((x) => x.rule === 'request');
+  const live = look(sup({ supervisor: { pid: 88, startTime: '12' } }));
+  assert.deepEqual(
+    live.map((a) => [a.id, a.severity]),
+    [['request-unclaimed:q4', 'warning']],
+  );
+  assert.match(
+    live[0]!.title,
+    /will not fire: its carrier \(supervisor pid 77\) is gone and the run's supervisor \(pid 88\) does not carry it/,
+  );
+  assert.match(live[0]!.detail, /--carry-requests.*--cancel/);
+  // no live supervisor (none, or the dead one itself): the orphan critical, taken over by an agent
+  assert.deepEqual(
+    look(null).map((a) => [a.id, a.severity]),
+    [['request-orphan:q4', 'critical']],
+  );
+  assert.deepEqual(
+    look(sup({ supervisor: { pid: 88, startTime: '12' }, supervisorGone: true, state: 'failed' })).map((a) => a.id),
+    ['request-orphan:q4'],
+  );
 });

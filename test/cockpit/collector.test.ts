@@ -213,3 +213,73 @@ test('collector: an open cockpit sees its supervisor SIGKILLed in the next round
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('collector: a rank stopped (SIGSTOP) between two reads of the process table is STALLED and named the next round; after SIGCONT its alert is gone the next round', async (t) => {
+  const { spawn, spawnSync } = await import('node:child_process');
+  const { existsSync, readFileSync, writeFileSync } = await import('node:fs');
+  const { dirname } = await import('node:path');
+  const { fileURLToPath } = await import('node:url');
+  const PY = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+  if (spawnSync(PY, ['-c', 'pass']).status !== 0)
+    return t.skip(`no working ${PY}: the real trainer's stand-in cannot run`);
+  const STANDIN = join(
+    dirname(fileURLToPath(import.meta.url)),
+    '..',
+    'trainer',
+    'control',
+    'standin',
+    'train_showcase.py',
+  );
+  // two stand-in ranks of the real trainer, tied to the run dir by CONFIG's train.out_dir, each
+  // named by its own boot record: proven ranks, as the real trainer's are
+  const work = mkdtempSync(join(tmpdir(), 'nsa-top-collector-stop-'));
+  const dir = join(work, 'artifacts', 'run');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(work, 'config.yaml'), 'train:\n  out_dir: artifacts/run\n  steps: 100\n');
+  const kids = [0, 1].map((r) =>
+    spawn(PY, ['-u', STANDIN], {
+      cwd: work,
+      env: { ...process.env, CONFIG: 'config.yaml', RANK: String(r), LOCAL_RANK: String(r), WORLD_SIZE: '2' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }),
+  );
+  const state = (pid: number) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0];
+  const until = async (what: string, f: () => boolean) => {
+    for (const end = Date.now() + 15_000; !f(); await new Promise((r) => setTimeout(r, 20)))
+      assert.ok(Date.now() < end, `timed out waiting for ${what}`);
+  };
+  // the process table every 5 s (the cockpit's cadence); the rounds are ticked by hand
+  const c = new Collector({ host: new LocalHost(), runDir: dir, readOnly: true, procsIntervalMs: 5000 });
+  try {
+    await Promise.all(kids.map((k) => new Promise((r) => k.stdout!.once('data', r))));
+    const rank1 = kids[1]!.pid!;
+    // a round that reads the table and proves both ranks
+    let s = await c.tick();
+    for (let i = 0; i < 20 && (s.procs?.ranks.length ?? 0) < 2; i++) s = await c.tick();
+    assert.deepEqual(
+      s.procs?.ranks.map((r) => r.rank).sort(),
+      [0, 1],
+      `both stand-ins proven: ${JSON.stringify(s.procs?.unproven)}`,
+    );
+    assert.notEqual(s.runState, 'STALLED');
+    // a calm round: the table is on its 5 s cadence now (not read again until it is due)
+    const readAt = (await c.tick()).procs?.at;
+    process.kill(rank1, 'SIGSTOP');
+    await until('rank 1 stopped', () => state(rank1) === 'T');
+    // the next round, well inside the table's 5 s: named
+    s = await c.tick();
+    assert.equal(s.runState, 'STALLED', `${s.runState}: ${s.runStateWhy}`);
+    assert.match(s.runStateWhy, new RegExp(`^rank 1 \\(pid ${rank1}\\) is stopped \\(T\\)`));
+    assert.equal(s.alerts.find((a) => a.id === 'proc-state:1')?.severity, 'critical');
+    assert.notEqual(s.procs?.at, readAt, 'the whole table was read again for it');
+    process.kill(rank1, 'SIGCONT');
+    await until('rank 1 running', () => state(rank1) !== 'T');
+    s = await c.tick();
+    assert.notEqual(s.runState, 'STALLED', s.runStateWhy);
+    assert.ok(!s.alerts.some((a) => a.id === 'proc-state:1'), 'the stopped alert is gone, not clearing');
+    assert.equal(s.alertHistory?.[0]?.id, 'proc-state:1', 'its episode is on the timeline');
+  } finally {
+    for (const k of kids) if (k.exitCode === null && k.signalCode === null) k.kill('SIGKILL');
+    rmSync(work, { recursive: true, force: true });
+  }
+});

@@ -174,3 +174,69 @@ test('a zombie rank has exited: the halt window counts it stopped, as the escala
   assert.doesNotMatch(v, /still running/);
   assert.match(v, /rank 0 stopped.*\(zombie pid 42\)/);
 });
+
+test("the halt window of a pending request in a hung run says the judge's word: it cannot fire", () => {
+  const now = Date.now();
+  const s = baseState();
+  s.runState = 'STALLED';
+  s.runStateWhy = 'rank 1 (pid 1001) is stopped (T)';
+  s.procs = procs([proc(0, 'S'), proc(1, 'T')]);
+  const req: ControlRequest = {
+    id: 'r9',
+    kind: 'halt-after-checkpoint',
+    ts: now - 60_000,
+    who,
+    state: 'pending',
+    owner: { kind: 'supervisor', pid: 42, startTime: '1' },
+    graceS: 300,
+    note: 'waiting for a complete checkpoint written after 10:00:00',
+    updatedAt: now,
+  };
+  s.requests = [req];
+  const title =
+    'the halt after the next checkpoint requested by alice at 10:00:00 cannot fire: the run is stalled and writes no checkpoint';
+  s.alerts = [{ id: 'request:r9', rule: 'request', severity: 'warning', title, detail: '', since: now }];
+  const v = text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 200).lines);
+  assert.match(v, /pending: waiting for a complete checkpoint/);
+  assert.match(v, /cannot fire: the run is stalled and writes no checkpoint/);
+  // the judge's info line (a run that advances) is not repeated there
+  s.alerts = [{ id: 'request:r9', rule: 'request', severity: 'info', title: 'halt after …', detail: '', since: now }];
+  assert.doesNotMatch(text(dialogView({ ...track, startedAt: now - 60_000 }, s, now, 200).lines), /cannot fire/);
+});
+
+test("the halt window says what the stop did, not what a dead supervisor's file still says", () => {
+  const now = Date.now();
+  const s = baseState();
+  s.procs = procs([proc(0, 'S'), proc(1, 'S')]);
+  // supervisor.json still says running (SIGKILLed a second ago, not reaped yet when the file was judged)
+  s.supervisor = {
+    runDir: '/r',
+    profile: 'p',
+    supervisor: { pid: 77, startTime: '1' },
+    child: null,
+    state: 'running',
+    restarts: 0,
+    maxRestarts: 2,
+    exitCodes: [],
+    lastCommand: [],
+    resumeFrom: null,
+    updatedAt: now,
+  };
+  const win = { ...track, mode: 'now' as const, startedAt: now };
+  assert.match(text(dialogView(win, s, now, 200).lines), /asking the supervisor to stop/);
+  const died = {
+    ok: true,
+    result: 'ok' as const,
+    detail:
+      'the supervisor (pid 77) is not alive (pid + start time checked): nsa-top wrote .HALT itself (.HALT written (halt: manual_stop)); nothing escalates it',
+  };
+  const v = text(dialogView({ ...win, result: died }, s, now, 200).lines);
+  assert.doesNotMatch(v, /the supervisor writes \.HALT/);
+  assert.match(v, /\.HALT written: ranks stop before their next micro-step/);
+  assert.match(v, /nsa-top wrote \.HALT itself/);
+  const took = { ok: true, result: 'started' as const, detail: 'stop requested: the supervisor (pid 77) took it' };
+  assert.match(
+    text(dialogView({ ...win, result: took }, s, now, 200).lines),
+    /stop requested: the supervisor writes \.HALT, then escalates/,
+  );
+});

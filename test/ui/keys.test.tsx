@@ -179,7 +179,7 @@ test('keys in the App: halt question (ctrl-c answers no, c asks after the checkp
   }
 });
 
-test("a STALLED run: h then c is refused in the judge's words (a stalled run writes no checkpoint), nothing requested", async () => {
+test("a STALLED run: h does not offer c, and says why in the judge's words (a stalled run writes no checkpoint); c is refused, nothing requested", async () => {
   const s = baseState();
   s.runState = 'STALLED';
   s.runStateWhy = 'rank 1 (pid 1001) is stopped (T)';
@@ -188,9 +188,13 @@ test("a STALLED run: h then c is refused in the judge's words (a stalled run wri
   const app = await appOnTty(s, actions, 120, 30);
   try {
     await app.press('h');
-    await app.until(() => /n halt now \(\.HALT\) {3}c/.test(app.screen()));
+    // armed (its keys offered), c among them no more: the question says why instead
+    await app.until(() => /n halt now \(\.HALT\) {3}esc cancel/.test(app.screen()));
+    assert.doesNotMatch(app.screen(), /c halt after the next checkpoint/);
+    assert.match(app.screen(), /c \(halt after the next checkpoint\) is not offered: the run is STALLED/);
+    assert.match(app.screen(), /writes no checkpoint/);
     await app.press('c');
-    await app.until(() => /writes no checkpoint/.test(app.screen()));
+    await app.until(() => /halt after the next checkpoint: refused/.test(app.screen()));
     assert.match(app.screen(), /halt after the next checkpoint: refused/);
     assert.match(app.screen(), /the run is STALLED \(rank 1 \(pid 1001\) is stopped \(T\)\)/);
     assert.deepEqual(actions.calls, [], 'no request was made');

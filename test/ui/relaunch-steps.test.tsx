@@ -45,7 +45,23 @@ test('r on a FINISHED run asks for the steps, refuses too few in the CLI words, 
   s.run = { ...s.run, step: 300, totalSteps: 300, identity: { ...s.run.identity, name: 'fin' } };
   assert.equal(relaunchDisabled(s), null, 'r is on: it asks for the steps');
   assert.match(relaunchDisabled(s, 300)!.why, /not past the 300 steps/);
-  const actions = recordingActions(false);
+  // what the trainer layer says will run (prepareRelaunch): the recorded command, with --steps N when asked
+  const asked: (number | null | undefined)[] = [];
+  const actions = recordingActions(false, {
+    prepareRelaunch: async (steps) => {
+      asked.push(steps);
+      return {
+        refusal: null,
+        resume: null,
+        fresh: false,
+        warnings: [],
+        skipped: [],
+        adopted: null,
+        willRun: [`command: nsa-top train --steps ${steps ?? 300}`],
+        notFollowed: [],
+      };
+    },
+  });
   const app = await appOnTty(s, actions, 100, 30);
   try {
     await app.press('r');
@@ -65,7 +81,11 @@ test('r on a FINISHED run asks for the steps, refuses too few in the CLI words, 
     mark = app.mark();
     await app.press('\x7f', '6', '0', '0', '\r');
     await app.until(() => /type the run name/.test(app.since(mark)));
-    assert.match(app.since(mark), /--steps 600 replaces the recorded command's step count/);
+    assert.match(app.since(mark), /trains to step 600: --steps 600 replaces the recorded command's step count/);
+    // the command shown is the one that will run: asked with the steps typed, never the old --steps 300
+    assert.deepEqual(asked, [600]);
+    assert.match(app.since(mark), /command: nsa-top train --steps 600/);
+    assert.doesNotMatch(app.since(mark), /--steps 300/);
     await app.press('f', 'i', 'n', '\r');
     await app.until(() => actions.calls.length > 0);
     assert.deepEqual(actions.calls, ['relaunch steps 600']);

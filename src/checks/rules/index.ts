@@ -13,7 +13,15 @@ export {
   type StallInfo,
   type PauseInfo,
 } from './stall.js';
-export { STATE_TXT, ruleProcesses, ruleHalt, ruleUnreadable, ruleAnomalyFile, ruleExited } from './processes.js';
+export {
+  STATE_TXT,
+  refutedByTable,
+  ruleProcesses,
+  ruleHalt,
+  ruleUnreadable,
+  ruleAnomalyFile,
+  ruleExited,
+} from './processes.js';
 export { ruleThroughput } from './throughput.js';
 export { ruleIdentity } from './identity.js';
 export { ruleLoss, ruleGradNorm } from './loss.js';

@@ -57,6 +57,21 @@ export function ruleProcesses(ctx: Ctx, si: StallInfo): Draft[] {
   return out;
 }
 
+/**
+ * The rank-state alerts the process table proves untrue now, to go to the timeline at once instead
+ * of through the hysteresis of a condition that merely flickered: the table shows the rank running
+ * (SIGCONT after a SIGSTOP) or gone (then its own alert says so). Last seen, an open cockpit kept
+ * "rank 1 (pid …) is stopped (T)" critical for 29 s after SIGCONT while its header said RUNNING.
+ */
+export function refutedByTable(ctx: Ctx, si: StallInfo): Set<string> {
+  const out = new Set<string>();
+  if (!ctx.procsKnown) return out;
+  for (const r of ctx.alive)
+    if (r.proc.state !== 'T' && r.proc.state !== 't' && r.proc.state !== 'D') out.add(`proc-state:${r.rank}`);
+  for (const d of si.dead) out.add(`proc-state:${d.rank}`);
+  return out;
+}
+
 export function ruleHalt(ctx: Ctx): Draft[] {
   const out: Draft[] = [];
   const h = ctx.run.control.halt;

@@ -48,6 +48,16 @@ export async function ownerAlive(host: Host, o: { pid: number; startTime: string
   return !!info && info.state !== 'Z' && info.state !== 'X';
 }
 
+/**
+ * The run's supervisor when it lives (pid + start time, not a zombie) and can carry a request: the
+ * carrier of its run's requests, which claims each of them within a second. null otherwise.
+ */
+export async function liveSupervisorOf(host: Host, runDir: string): Promise<{ pid: number; startTime: string } | null> {
+  const st = await readSupervisorState(host, runDir).catch(() => null);
+  if (!st?.supervisor || st.supervisorGone || !supervisorRestarts(st.state)) return null;
+  return (await ownerAlive(host, st.supervisor)) ? st.supervisor : null;
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
@@ -202,8 +212,8 @@ export class RequestOwner {
       say?: (msg: string) => void;
       /** whether the run is still alive; default: its processes in the process table (a supervisor knows its child) */
       alive?: () => Promise<boolean>;
-      /** whether this owner may claim a request nobody alive owns; default: any (an agent is started for it) */
-      mayClaim?: (req: ControlRequest) => boolean;
+      /** whether this owner may claim a request nobody alive owns (a string: no, and why); default: any */
+      mayClaim?: (req: ControlRequest) => boolean | string | Promise<boolean | string>;
     } = {},
   ) {}
   /** requests this owner declined to claim, said once each */
@@ -249,12 +259,13 @@ export class RequestOwner {
     for (const r of reqs) {
       if (this.mine(r)) continue;
       if (r.owner && (await ownerAlive(this.host, r.owner))) continue;
-      if (this.hooks.mayClaim && !this.hooks.mayClaim(r)) {
+      const may = this.hooks.mayClaim ? await this.hooks.mayClaim(r) : true;
+      if (may !== true) {
         // an earlier run's request: firing it into this run would halt a run nobody asked to halt
         if (!this.declined.has(r.id)) {
           this.declined.add(r.id);
           this.hooks.say?.(
-            `request ${r.id} (${r.who.user}, ${clock(r.ts)}) was made before this ${this.me.kind} started and was not carried into it: not claimed`,
+            `request ${r.id} (${r.who.user}, ${clock(r.ts)}) ${typeof may === 'string' ? `is not claimed: ${may}` : `was made before this ${this.me.kind} started and was not carried into it: not claimed`}`,
           );
         }
         continue;
@@ -439,10 +450,13 @@ async function takeAgentLock(host: Host, outDir: string, me: OwnerIdentity): Pro
   return false;
 }
 
+/** May an agent claim a request nobody alive carries (src/checks/carry.ts agentMayClaim, handed down)? */
+export type AgentClaimJudge = (x: { supervisor: { pid: number } | null }) => { ok: true } | { ok: false; why: string };
+
 export async function runAgent(
   host: Host,
   outDir: string,
-  opts: { tickMs?: number; idleTicks?: number } = {},
+  opts: { tickMs?: number; idleTicks?: number; mayClaim?: AgentClaimJudge } = {},
 ): Promise<number> {
   const say = (m: string) => process.stdout.write(`[nsa-top agent] ${new Date().toISOString()} ${m}\n`);
   const info = await readProc(host, process.pid).catch(() => null);
@@ -456,7 +470,19 @@ export async function runAgent(
     /* the session that started us is gone: keep going */
   });
   const { runDir } = await resolveRunDirs(host, outDir);
-  const owner = new RequestOwner(host, runDir, outDir, me, { say });
+  const judge = opts.mayClaim;
+  const owner = new RequestOwner(host, runDir, outDir, me, {
+    say,
+    // a run with a live supervisor of its own: that supervisor is the carrier (the judge's word)
+    ...(judge
+      ? {
+          mayClaim: async () => {
+            const v = judge({ supervisor: await liveSupervisorOf(host, runDir) });
+            return v.ok || v.why;
+          },
+        }
+      : {}),
+  });
   say(`carrying the requests of ${outDir}`);
   let idle = 0;
   try {
@@ -806,6 +832,16 @@ export async function takeOverRequest(
         };
       if (now0.owner && (await ownerAlive(host, now0.owner)))
         return { result: 'ok', detail: 'its carrier is alive', unrecorded: 'nothing to take over' };
+      // a live supervisor of the run carries its requests and claims each of its run's within a
+      // second: one it left is an earlier run's, and an agent started for it would not claim it
+      // (src/checks/carry.ts agentMayClaim) — none is started
+      const sup = await liveSupervisorOf(host, dirs.runDir);
+      if (sup && (sup.pid !== dead?.pid || sup.startTime !== dead?.startTime))
+        return {
+          result: 'ok',
+          detail: `not taken over: the run's supervisor (pid ${sup.pid}) lives and carries its requests; it did not claim this one (an earlier run's)`,
+          unrecorded: 'nothing taken over',
+        };
       let agentPid: number;
       try {
         agentPid = spawnAgent(outDir);

@@ -54,7 +54,7 @@ import {
   SUPERVISOR_LOG,
 } from '../run/launchstate.js';
 import { dirIdSync } from '../run/pointers.js';
-import { CARRY_ENV, readRequests } from '../control/requests.js';
+import { CARRY_ENV, ownerAlive, readRequests } from '../control/requests.js';
 import { type RequestFateJudge, settleRequestsForRelaunch } from '../control/relaunchreqs.js';
 import { ALLOW_ENV, describeWillRun, planPhases, type WillRun } from './willrun.js';
 
@@ -409,10 +409,36 @@ async function supervisorError(host: Host, runDir: string): Promise<string | nul
   return lines.length ? lines[lines.length - 1]!.slice('supervise: '.length) : null;
 }
 
-/** true when the recorded supervisor process is still the same process */
+/**
+ * true when the recorded supervisor process is still the same process (pid + start time) and alive:
+ * not a zombie — a SIGKILLed supervisor is one until it is reaped, and `stop` a second after the kill
+ * relied on it ("the supervisor writes .HALT")
+ */
 export async function supervisorAlive(host: Host, st: SupervisorState | null): Promise<boolean> {
   if (!st?.supervisor || !st.supervisor.startTime) return false;
-  return verifyProcess(host, st.supervisor).catch(() => false);
+  return ownerAlive(host, st.supervisor).catch(() => false);
+}
+
+/**
+ * After stop.json is written: the supervisor's word that it took the stop (its state `stopping`,
+ * or `halted` when no trainer ran), within `ms` (it looks every 0.5 s). 'died' when it is no longer
+ * alive meanwhile: nothing will write .HALT for this stop.
+ */
+async function supervisorTookStop(
+  host: Host,
+  runDir: string,
+  st: SupervisorState,
+  ms = 2500,
+): Promise<'taken' | 'pending' | 'died'> {
+  for (const until = Date.now() + ms; ;) {
+    const now = await readSupervisorStateFile(host, runDir).catch(() => null);
+    const s = now?.state;
+    if (s && s.supervisor?.pid === st.supervisor?.pid && (s.state === 'stopping' || s.state === 'halted'))
+      return 'taken';
+    if (!(await supervisorAlive(host, st))) return 'died';
+    if (Date.now() > until) return 'pending';
+    await sleep(100);
+  }
 }
 
 /** One line of an adopted run's preflight (src/checks/preflight.ts PreflightLine): a FAIL blocks the relaunch. */
@@ -457,8 +483,15 @@ export interface RelaunchPrep {
 export async function prepareRelaunch(
   host: Host,
   run: RunRef,
-  opts: { allowCommand?: readonly string[]; judgeAdoption?: AdoptionJudge } = {},
+  opts: {
+    allowCommand?: readonly string[];
+    judgeAdoption?: AdoptionJudge;
+    /** `relaunch --steps N`: what will run is the recorded command with its --steps set to N */
+    steps?: number;
+  } = {},
 ): Promise<RelaunchPrep> {
+  const stepped = <T extends { command: string[] }>(p: T): T =>
+    opts.steps === undefined ? p : { ...p, command: withSteps(p.command, opts.steps).command };
   const dirs = await runDirsOf(host, run);
   const runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -497,7 +530,7 @@ export async function prepareRelaunch(
       prep.pick = await pickResumeCheckpoint(host, outDir, {
         logFiles: [...(plan.adopted?.stdout ? [plan.adopted.stdout] : []), join(runDir, 'train.log')],
       });
-    prep.willRun = describeWillRun(planPhases(neverRan ? plan : { ...plan, smoke: null }), {
+    prep.willRun = describeWillRun(planPhases(stepped(neverRan ? plan : { ...plan, smoke: null })), {
       allow: opts.allowCommand,
       resume: prep.pick?.found ? { flag: plan.resumeFlag, path: prep.pick.found.path } : null,
     });
@@ -519,7 +552,7 @@ export async function prepareRelaunch(
     source: 'none',
     error: null,
   });
-  prep.willRun = describeWillRun(planPhases(adoptedPlan), {
+  prep.willRun = describeWillRun(planPhases(stepped(adoptedPlan)), {
     allow: opts.allowCommand,
     resume: prep.pick.found ? { flag: adoptedPlan.resumeFlag, path: prep.pick.found.path } : null,
   });
@@ -682,6 +715,7 @@ async function relaunchEffect(
   const prep = await prepareRelaunch(host, dirs, {
     allowCommand: opts.allowCommand,
     judgeAdoption: opts.judgeAdoption,
+    ...(opts.steps !== undefined ? { steps: opts.steps } : {}),
   });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
@@ -833,7 +867,8 @@ export async function stopRun(
       const said = notFollowed.length ? ` (${notFollowed.join('; ')})` : '';
       const st = stRead.state ? await readSupervisorState(host, dirs) : null;
       let unasked: string | null = null;
-      const live = !!st && (await supervisorAlive(host, st)) && supervisorRestarts(st.state);
+      // proven before anything relies on it: pid + start time, and not a zombie
+      const live = !!st && supervisorRestarts(st.state) && (await supervisorAlive(host, st));
       if (live) {
         try {
           await writeOwnAtomic(
@@ -849,26 +884,41 @@ export async function stopRun(
           unasked = (e as Error).message;
         }
       }
-      if (st && live && unasked === null) {
+      // the supervisor's word before ours: it takes a stop within its 0.5 s look, or it died meanwhile
+      const took = st && live && unasked === null ? await supervisorTookStop(host, runDir, st) : null;
+      if (st && (took === 'taken' || took === 'pending')) {
         const plan = await readLaunchPlan(host, runDir);
         const g = plan
           ? ` (SIGINT after ${dur(plan.stop.halt_grace_s)}, SIGKILL ${dur(plan.stop.sigint_grace_s)} later)`
           : '';
+        const pid = st.supervisor!.pid;
         return {
           result: 'started',
-          detail: `stop requested: the supervisor writes .HALT and escalates${g}; each step is logged`,
-          target: { supervisorPid: st.supervisor!.pid },
+          detail:
+            took === 'taken'
+              ? `stop requested: the supervisor (pid ${pid}) took it: it writes .HALT and escalates${g}; each step is logged`
+              : `stop requested: the supervisor (pid ${pid}, alive) has not taken it up yet; when it does it writes .HALT and escalates${g}; each step is logged`,
+          target: { supervisorPid: pid },
           unrecorded: 'the supervisor records each step of the stop (.HALT, SIGINT, SIGKILL) as this actor',
         };
       }
       const rec = await requestHalt(host, runDir, 'now', actor, opts);
+      const sup = st?.supervisor ? `the supervisor (pid ${st.supervisor.pid})` : 'the supervisor';
+      const escalateHint = 'nothing escalates it: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';
       return {
         result: rec.result,
         detail:
           unasked !== null
             ? `the supervisor could not be asked to stop (${unasked}): ${rec.detail}; it does not escalate this one: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`
-            : `${rec.detail}; no live supervisor${said}: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
-        target: rec.target,
+            : took === 'died'
+              ? `${sup} died before it took the stop: nsa-top wrote .HALT itself (${rec.detail}); ${escalateHint}`
+              : st && (supervisorRestarts(stRead.state!.state) || st.supervisorGone)
+                ? `${sup} is not alive (pid + start time checked): nsa-top wrote .HALT itself (${rec.detail})${said}; ${escalateHint}`
+                : `${rec.detail}; no live supervisor${said}: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
+        target: {
+          ...rec.target,
+          ...(took === 'died' || st?.supervisorGone ? { supervisorGone: st?.supervisor ?? null } : {}),
+        },
         unrecorded: 'requestHalt recorded the .HALT itself',
       };
     },

@@ -400,6 +400,12 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
   if (p.metrics && p.metricsMtime !== null) {
     const lastActivity = hb?.rank.lastTs ?? (csv ? i.trainingMtimeMs : null);
     s.ended = lastActivity === null || p.metricsMtime >= lastActivity - 2000;
+    // metrics.json written before the current segment began is an earlier segment's (a FINISHED run
+    // relaunched with --steps N): its `steps` is not what this one trains to
+    const seg = s.segments.length > 1 ? s.segments[s.segments.length - 1]! : null;
+    const began = seg ? (seg.bootTs ?? seg.startTs) : null;
+    if (!s.ended && began !== null && p.metricsMtime < began && pick(P.totalSteps, x, s)?.source === 'metrics.json')
+      s.totalSteps = get(P.totalSteps.filter(([src]) => src !== 'metrics.json'));
   }
   if (s.totalSteps !== null && s.step !== null && s.stepTimeS !== null && !s.ended)
     s.etaS = Math.max(0, (s.totalSteps - s.step) * s.stepTimeS);

@@ -4,7 +4,7 @@
 // only through pointers.ts: owned by the user, not group/world-writable, written for this very dir
 // (a copy's are not followed).
 import type { Host } from '../../remote/host.js';
-import { verifyProcess } from '../../remote/procs.js';
+import { readProc, verifyProcess } from '../../remote/procs.js';
 import type { SupervisorState } from '../control/types.js';
 import type { LaunchPlan } from '../launch/profiles.js';
 import { NSA_DIR, runDirsOf, type RunRef } from './rundirs.js';
@@ -48,6 +48,12 @@ export async function readSupervisorFile(host: Host, runDir: string): Promise<Su
   return (await readSupervisorStateFile(host, runDir)).state;
 }
 
+/** pid + start time, and not a zombie (a SIGKILLed supervisor is one until it is reaped: dead all the same) */
+async function livesAs(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
+  const info = await readProc(host, p.pid);
+  return !!info && info.startTime === String(p.startTime) && info.state !== 'Z' && info.state !== 'X';
+}
+
 /**
  * The file's word checked against the process table: a state that says starting/running/backoff/
  * stopping is believed only while its supervisor (pid + start time) lives. Cheap enough to run on
@@ -61,7 +67,7 @@ export async function supervisorLiveness(
 ): Promise<SupervisorState | null> {
   if (!s) return null;
   if (supervisorInCharge(s.state) && s.supervisor && /^\d+$/.test(String(s.supervisor.startTime))) {
-    if (!(await verifyProcess(host, s.supervisor).catch(() => true))) {
+    if (!(await livesAs(host, s.supervisor).catch(() => true))) {
       const child = s.child?.startTime ? await verifyProcess(host, s.child).catch(() => false) : false;
       const was = s.state;
       return {

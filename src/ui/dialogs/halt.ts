@@ -12,7 +12,7 @@ import {
 } from '../../checks/present.js';
 import { clock, dur } from '../format.js';
 import { type Disabled, keyText, off } from '../keys.js';
-import { keyOf, ranksAlive } from '../keymap.js';
+import { haltAfterCheckpointDisabled, keyOf, ranksAlive } from '../keymap.js';
 import type { Role } from '../palette.js';
 import { rankRows } from '../panels/ranks.js';
 import { HEALTH_ROLE } from '../panels/header.js';
@@ -62,6 +62,14 @@ export const HALT_CHOOSE_KEYS: readonly DialogBinding<'halt-choose'>[] = [
     keys: ['c'],
     hint: 'halt after the next checkpoint',
     help: 'in the halt question: halt after the next checkpoint',
+    // the judge's verdict (src/checks/actions.ts): a stalled run writes no checkpoint
+    disabled: ({ s }) => (s ? haltAfterCheckpointDisabled(s) : null),
+  },
+  {
+    // not offered (above), c still answers: with the judge's refusal, not with silence
+    command: 'halt-after-checkpoint',
+    keys: ['c'],
+    help: 'in the halt question of a stalled run: not offered (no checkpoint will come); says why',
   },
   { command: 'close', keys: ['esc', 'ctrl+c'], hint: 'cancel', help: 'in the halt question: cancel (nothing done)' },
 ];
@@ -137,15 +145,25 @@ export function haltChooseView(s: CockpitState, W: number, d?: DialogOf<'halt-ch
   lines.push([]);
   // until the question has been on screen a moment, its keys do not act: they are not offered yet
   if (d) lines.push(...typeAheadLines(d));
-  if (d === undefined || d.armed)
+  // the judge's verdict (src/checks/actions.ts): in a hang no checkpoint comes, so "after the next
+  // checkpoint" is not offered — its key says why instead of waiting forever
+  const noAfter = haltAfterCheckpointDisabled(s);
+  if (d === undefined || d.armed) {
     lines.push([
       ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-now')),
-      t('   '),
-      ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-after-checkpoint')),
+      ...(noAfter ? [] : [t('   '), ...hintOf(dk(HALT_CHOOSE_KEYS, 'halt-after-checkpoint'))]),
       t('   '),
       ...hintOf(dk(HALT_CHOOSE_KEYS, 'close')),
     ]);
-  else lines.push([...hintOf(dk(HALT_CHOOSE_KEYS, 'close'))]);
+  } else lines.push([...hintOf(dk(HALT_CHOOSE_KEYS, 'close'))]);
+  if (noAfter) {
+    const c = keyText(dk(HALT_CHOOSE_KEYS, 'halt-after-checkpoint').keys[0]!);
+    lines.push(
+      ...wrap(clean(`${c} (halt after the next checkpoint) is not offered: ${noAfter.why}`), W - 4).map((l) => [
+        t(l, 'dim'),
+      ]),
+    );
+  }
   return { title: 'Halt the run?', role: 'warn', lines };
 }
 
@@ -171,14 +189,23 @@ export function haltTrackView(d: DialogOf<'halt-track'>, s: CockpitState, now: n
           'dim',
         ),
       ]);
+      // the judge's word on a pending request in a hang: it cannot fire (src/checks/supervisor.ts)
+      const stuck = s.alerts.find((a) => a.id === `request:${req.id}` && a.severity !== 'info');
+      if (stuck) lines.push(...wrap(clean(stuck.title), W - 4).map((l) => [t(l, 'warn', { bold: true })]));
     } else lines.push([t('handing the request to a detached process…', 'info')]);
   } else if (notTaken) lines.push([t(`no .HALT requested: ${d.result!.result}`, 'crit', { bold: true })]);
   else
     lines.push([
       t(
-        supervised
-          ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace'
-          : '.HALT written: ranks stop before their next micro-step',
+        // what the stop did (its outcome: the supervisor took it, or nsa-top wrote .HALT itself),
+        // not what the supervisor's file last said (a supervisor SIGKILLed a second ago still has one)
+        d.result === null
+          ? supervised
+            ? 'asking the supervisor to stop (it writes .HALT, then escalates on its own after the grace)…'
+            : 'writing .HALT…'
+          : d.result.result === 'started'
+            ? 'stop requested: the supervisor writes .HALT, then escalates on its own after the grace'
+            : '.HALT written: ranks stop before their next micro-step',
         'info',
       ),
     ]);

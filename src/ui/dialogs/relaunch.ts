@@ -123,9 +123,15 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
         ),
       ]);
     }
-    // the command above is the recorded one: the relaunch writes --steps N into it first
+    // the command above is what will run: the recorded one with --steps N written into it
     if (d.steps != null)
-      lines.push([t(`--steps ${d.steps} replaces the recorded command's step count`, 'info', { bold: true })]);
+      lines.push([
+        t(
+          `trains to step ${d.steps}: --steps ${d.steps} replaces the recorded command's step count (every later restart keeps it)`,
+          'info',
+          { bold: true },
+        ),
+      ]);
     const no = relaunchDisabled(s, d.steps);
     if (no) lines.push(...wrap(clean(no.why), W - 4).map((l) => [t(l, 'crit')]));
     const halt = s.run.control.halt;

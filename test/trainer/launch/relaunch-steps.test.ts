@@ -65,6 +65,9 @@ test('relaunch of a FINISHED run: refused without --steps (exit 3, the reason), 
   lap('relaunched');
   assert.equal(more.status, 0, more.stderr);
   assert.match(more.stdout, /relaunch ok: resuming from .*checkpoint_step10\.pt.*; steps 10 → 15/);
+  // what it showed before going on is what ran: the command with --steps 15, not the recorded 10
+  assert.match(more.stderr, /--steps 15\b/);
+  assert.doesNotMatch(more.stderr, /--steps 10\b/);
   const plan = JSON.parse(readFileSync(join(runDir, '.nsa-top', 'launch.json'), 'utf8')) as { command: string[] };
   assert.equal(plan.command[plan.command.indexOf('--steps') + 1], '15');
   const metrics = () => {

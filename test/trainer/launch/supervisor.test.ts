@@ -449,7 +449,7 @@ test("the cockpit's halt of a supervised run is the supervisor's stop escalation
   });
   const out = await actions.halt('now');
   assert.equal(out.result, 'started', out.detail);
-  assert.match(out.detail, /the supervisor writes \.HALT and escalates/);
+  assert.match(out.detail, /the supervisor \(pid \d+\) took it: it writes \.HALT and escalates/);
   // nothing of the cockpit is involved any more: the supervisor takes it to the end
   const st = await finalState(r.runDir);
   assert.equal(st.state, 'halted');

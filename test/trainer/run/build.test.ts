@@ -108,3 +108,38 @@ test('a series no source writes stays empty: heartbeats without toks_per_s never
   assert.deepEqual(s.series.toksPerS.recent, [], 'no tokens/s points');
   assert.deepEqual(s.series.lr.recent, [], 'no lr points');
 });
+
+test('totalSteps after a relaunch with --steps N: an earlier segment’s metrics.json (older than the run’s records) does not say the total', () => {
+  const p = parsed();
+  // the first segment finished at 300 (metrics.json at t=1000 s); the relaunch (a new boot, a new
+  // pid) trains on from its checkpoint: records from t=2000 s
+  const boot = (ts: number, pid: number) =>
+    JSON.stringify({ ts, pid, rank: 0, step: 0, msg: 'boot', phase: 'start' }) + '\n';
+  feed(
+    p,
+    'heartbeat_rank0.jsonl',
+    boot(100, 100) +
+      progressLine(299, 900) +
+      progressLine(300, 901) +
+      boot(1999, 200) +
+      progressLine(301, 2000, {}, 200) +
+      progressLine(302, 2001, {}, 200),
+  );
+  p.metrics = { steps: 300 } as never;
+  p.metricsMtime = 1_000_000;
+  const cfg = { envConfig: { train: { steps: 600 } } as never, hostNowMs: 2_002_000, takenAt: 2_002_000 };
+  const s = build(p, cfg);
+  assert.equal(s.segments.length, 2, 'the relaunch is a segment of its own');
+  assert.equal(s.ended, false, 'metrics.json is older than the newest record');
+  assert.equal(s.totalSteps, 600, 'the relaunch’s total, not the earlier segment’s 300');
+  assert.notEqual(s.etaS, null);
+  // metrics.json written after the newest record: the run ended, and its word stands
+  p.metricsMtime = 2_001_500;
+  assert.equal(build(p, cfg).totalSteps, 300);
+  // one segment whose records are newer than metrics.json (clocks apart, a copied dir): its word stands
+  const one = parsed();
+  feed(one, 'heartbeat_rank0.jsonl', progressLine(301, 2000) + progressLine(302, 2001));
+  one.metrics = { steps: 300 } as never;
+  one.metricsMtime = 1_000_000;
+  assert.equal(build(one, cfg).totalSteps, 300);
+});
