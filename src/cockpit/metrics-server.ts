@@ -49,6 +49,8 @@ export type MetricsRound = MetricsObservation & { ev: Evaluation };
 export class MetricsExporter {
   private server: Server | null = null;
   private text: string;
+  /** the text's bytes, once a scrape asked (null: not encoded since the last rendering) */
+  private body: Buffer | null = null;
   private readonly self: ExporterSelf;
   private writing: Promise<void> | null = null;
   private pending = false;
@@ -87,8 +89,8 @@ export class MetricsExporter {
         return;
       }
       if (path === '/metrics') {
-        const body = this.current();
-        res.writeHead(200, { 'Content-Type': CONTENT_TYPE, 'Content-Length': Buffer.byteLength(body) });
+        const body = this.bytes();
+        res.writeHead(200, { 'Content-Type': CONTENT_TYPE, 'Content-Length': body.length });
         res.end(req.method === 'HEAD' ? undefined : body);
         return;
       }
@@ -134,8 +136,15 @@ export class MetricsExporter {
     return this.text;
   }
 
+  /** current() as the bytes a scrape is sent: encoded once per rendering, whatever the scrapes */
+  private bytes(): Buffer {
+    const text = this.current();
+    return (this.body ??= Buffer.from(text, 'utf8'));
+  }
+
   private render(): void {
     this.dirty = false;
+    this.body = null;
     const l = this.last;
     if (!l) this.text = renderSelfOnly(this.self, this.o.runLabel);
     else if (this.failedWhy !== null)
