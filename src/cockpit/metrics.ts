@@ -95,8 +95,12 @@ const ACTIVE_SUPERVISOR = new Set<string>(['starting', 'running', 'backoff', 'st
 type Labels = Record<string, string | number | null | undefined>;
 type Kind = 'gauge' | 'counter';
 
+const NEEDS_ESCAPE = /[\\"\n]/;
+
 /** A label value as the text format wants it: backslash, double quote and newline escaped. */
 export function escapeLabel(v: string): string {
+  // nearly every value has nothing to escape: one scan instead of three replaces
+  if (!NEEDS_ESCAPE.test(v)) return v;
   return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 }
 
@@ -121,10 +125,14 @@ class Exposition {
     let f = this.families.get(name);
     if (!f) this.families.set(name, (f = { help, kind, samples: [] }));
     if (value === null || value === undefined) return;
-    const ls = Object.entries(labels)
-      .filter((e): e is [string, string | number] => e[1] !== null && e[1] !== undefined && e[1] !== '')
-      .map(([k, v]) => `${k}="${escapeLabel(String(v))}"`);
-    f.samples.push(`${name}${ls.length ? `{${ls.join(',')}}` : ''} ${formatValue(value)}`);
+    // (a label object is a literal: its own keys, in order; an absent or empty value is left out)
+    let ls = '';
+    for (const k in labels) {
+      const v = labels[k];
+      if (v === null || v === undefined || v === '') continue;
+      ls += `${ls ? ',' : ''}${k}="${escapeLabel(String(v))}"`;
+    }
+    f.samples.push(`${name}${ls ? `{${ls}}` : ''} ${formatValue(value)}`);
   }
 
   text(): string {

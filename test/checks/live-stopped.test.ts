@@ -2,7 +2,8 @@
 // for the process table to be on its slow cadence (src/cockpit/procsdue.ts: every 5 s while the run
 // visibly steps): SIGSTOP of rank 1 is STALLED, naming rank 1, within a round or two of the step
 // freezing — the table is read again the round the step stands still — not 5 s later, and never only
-// at the 180 s stall floor (the step alone would say nothing sooner).
+// at the 180 s stall floor (the step alone would say nothing sooner). A watchdog asleep between rounds
+// of --interval 60 ends at once on SIGTERM.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,9 +14,22 @@ test('watchdog --interval 1: a rank stopped (SIGSTOP) during a calm run is STALL
   const dir = tmp();
   const trainer = start(['train', '--out', dir, '--steps', '100000', '--ranks', '2', '--log-every', '5']);
   const wd = start(['watchdog', dir, '--interval', '1', '--no-gpu']);
+  // a second watchdog on a long interval: between its rounds it sleeps 60 s (the stall deadline is
+  // further off), and SIGTERM must end that sleep at once, not at its end
+  const slow = start(['watchdog', dir, '--interval', '60', '--no-gpu', '--no-record']);
   await waitFor('RUNNING', () => lines(wd.out()).some((l) => l.event === 'state' && l.state === 'RUNNING'), 60_000);
+  await waitFor('RUNNING (60 s)', () => lines(slow.out()).some((l) => l.event === 'state'), 60_000);
   // calm for a few rounds: the table is on its slow cadence (every 5 s) by now, not read every round
   await new Promise((r) => setTimeout(r, 3000));
+  const signalled = Date.now();
+  slow.child.kill('SIGTERM');
+  assert.equal(await slow.done, 0, 'exit 0 on a signal');
+  const exit = lines(slow.out()).find((l) => l.event === 'exit');
+  assert.equal(exit?.['reason'], 'signal');
+  assert.ok(
+    Date.now() - signalled < 15_000,
+    `ended ${Date.now() - signalled} ms after SIGTERM, not at the end of its sleep`,
+  );
   const pid = (
     JSON.parse(readFileSync(join(dir, 'heartbeat_rank1.jsonl'), 'utf8').trim().split('\n').at(-1)!) as { pid: number }
   ).pid;

@@ -172,6 +172,18 @@ const LOCAL_FS_TYPES = new Set([
   0x3153464a,
 ]);
 
+/**
+ * Whether a directory sits on one of those local file systems (statfs, asked asynchronously: a hung
+ * mount must not block the asking); null when it cannot be told (no such directory).
+ */
+export async function onLocalFs(dir: string): Promise<boolean | null> {
+  try {
+    return LOCAL_FS_TYPES.has(Number((await fs.statfs(dir)).type));
+  } catch {
+    return null;
+  }
+}
+
 export interface LocalHostOptions {
   /**
    * How the poll path touches files: 'auto' (default) synchronously on local file systems and

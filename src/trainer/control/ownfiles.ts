@@ -8,7 +8,17 @@
 //    a checkpoint, run.info, train.log or launch's .nsa-top/run.json), and neither `.nsa-top` nor the
 //    file is ever followed when it is a link (Host.writeOwn: O_NOFOLLOW locally, guarded sh over SSH).
 // A refused or failed write throws an OwnWriteError: one line that names the path and why.
-import { constants, lstatSync, mkdirSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { lstat, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import type { Host, OwnWriteDone, OwnWriteMode } from '../../remote/host.js';
@@ -18,6 +28,7 @@ import {
   ownRenameLocal,
   ownWriteLocalSync,
 } from '../../remote/local/ownfiles.js';
+import { onLocalFs } from '../../remote/local/host.js';
 import { LOG_NAMES, NSA_DIR } from '../run/readers/names.js';
 import { holdsRun, runRootProblem } from '../run/rundirs.js';
 
@@ -310,19 +321,36 @@ export async function textfileProblem(path: string, opts: EffectOptions = {}): P
   return null;
 }
 
+/** per textfile directory: whether it is on a local file system (asked once; unknown is asked again) */
+const textfileLocal = new Map<string, boolean>();
+
 /**
  * Writes the metrics textfile whole: a temporary file beside it (exclusive, never through a link),
  * renamed over the name, so node_exporter never reads half of it. The content must begin with
  * TEXTFILE_MARK; the path must have passed textfileProblem (checked again when the name changed hands).
+ * On a local file system the writer's own round (the name still the file it put there) is done in
+ * place, without the thread pool: the watchdog replaces the file every round, and six promise round
+ * trips cost it more CPU than the writing (bench/watchdog-metrics.bench.ts). `io` forces one way (tests).
  */
 export async function writeTextfileAtomic(
   path: string,
   data: string,
-  opts: EffectOptions & { ours?: number | null } = {},
+  opts: EffectOptions & { ours?: number | null; io?: 'sync' | 'async' } = {},
 ): Promise<number> {
   if (readOnlyMode(opts)) throw new ReadOnlyError(path);
   if (!data.startsWith(TEXTFILE_MARK + '\n'))
     throw new OwnWriteError(path, 'a textfile without the nsa-top mark', 'EINVAL');
+  const dir = dirname(path);
+  let local = opts.io === undefined ? textfileLocal.get(dir) : opts.io === 'sync';
+  if (local === undefined) {
+    const l = await onLocalFs(dir);
+    if (l !== null) textfileLocal.set(dir, l);
+    local = l === true;
+  }
+  if (local) {
+    const ino = writeOursInPlace(path, data, opts.ours ?? null);
+    if (ino !== null) return ino;
+  }
   const st = await lstat(path).catch(() => null);
   // not the file this writer put there last (`ours`: its inode): proven nsa-top's again, or refused
   if (st && (!st.isFile() || st.nlink !== 1 || st.ino !== opts.ours)) {
@@ -342,6 +370,41 @@ export async function writeTextfileAtomic(
     return (await lstat(path)).ino;
   } catch (e) {
     await unlink(tmp).catch(() => {});
+    rethrow(path, e);
+  }
+}
+
+/**
+ * writeTextfileAtomic's round in place: the same temporary file, exclusive and never through a link,
+ * renamed over the name — when the name is absent or still the regular file of one link this writer
+ * put there (`ours`). null: it is something else now, to be proven again (the asynchronous way).
+ * Returns the inode written (the temporary file's, which the rename put at the name).
+ */
+function writeOursInPlace(path: string, data: string, ours: number | null): number | null {
+  let st;
+  try {
+    st = lstatSync(path, { throwIfNoEntry: false });
+  } catch {
+    return null;
+  }
+  if (st && (!st.isFile() || st.nlink !== 1 || st.ino !== ours)) return null;
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+  let fd = -1;
+  try {
+    fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+    writeFileSync(fd, data);
+    const ino = fstatSync(fd).ino;
+    closeSync(fd);
+    fd = -1;
+    renameSync(tmp, path);
+    return ino;
+  } catch (e) {
+    try {
+      if (fd >= 0) closeSync(fd);
+      unlinkSync(tmp);
+    } catch {
+      /* not created, or gone */
+    }
     rethrow(path, e);
   }
 }
