@@ -4,8 +4,8 @@
 // carry the same text, rendered once per watchdog round from the round's observation and judgement;
 // a scrape never triggers a look at the run. Failures to write the file are said on stderr (once
 // per distinct reason) and never end the watch.
-import type { AddressInfo, Server } from 'node:net';
-import { MiniHttpServer } from './metrics-http.js';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Evaluation, Thresholds } from '../checks/index.js';
 import { sanitize } from '../sanitize.js';
 import { TEXTFILE_MARK, writeTextfileAtomic } from '../trainer/control/ownfiles.js';
@@ -47,7 +47,7 @@ export interface ExporterOptions {
 export type MetricsRound = MetricsObservation & { ev: Evaluation };
 
 export class MetricsExporter {
-  private server: MiniHttpServer | null = null;
+  private server: Server | null = null;
   private text: string;
   /** the text's bytes, once a scrape asked (null: not encoded since the last rendering) */
   private body: Buffer | null = null;
@@ -82,20 +82,24 @@ export class MetricsExporter {
   async start(): Promise<void> {
     const l = this.o.listen;
     if (!l) return;
-    const text = (status: number, body: string) => ({
-      status,
-      type: 'text/plain; charset=utf-8',
-      body: Buffer.from(body),
+    const server = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.writeHead(405, { Allow: 'GET, HEAD', 'Content-Type': 'text/plain; charset=utf-8' }).end('GET /metrics\n');
+        return;
+      }
+      if (path === '/metrics') {
+        const body = this.bytes();
+        res.writeHead(200, { 'Content-Type': CONTENT_TYPE, 'Content-Length': body.length });
+        res.end(req.method === 'HEAD' ? undefined : body);
+        return;
+      }
+      res
+        .writeHead(path === '/' ? 200 : 404, { 'Content-Type': 'text/plain; charset=utf-8' })
+        .end(path === '/' ? 'nsa-top watchdog: metrics at /metrics\n' : 'not found: GET /metrics\n');
     });
-    const http = new MiniHttpServer((method, path) => {
-      if (method !== 'GET' && method !== 'HEAD')
-        return { ...text(405, 'GET /metrics\n'), headers: [['Allow', 'GET, HEAD']] as [string, string][] };
-      if (path === '/metrics') return { status: 200, type: CONTENT_TYPE, body: this.bytes() };
-      return path === '/'
-        ? text(200, 'nsa-top watchdog: metrics at /metrics\n')
-        : text(404, 'not found: GET /metrics\n');
-    });
-    const server = http.server;
+    // a scraper that holds its connection open must not keep the watchdog from exiting
+    server.keepAliveTimeout = 5000;
     await new Promise<void>((resolve, reject) => {
       const onError = (e: NodeJS.ErrnoException) => {
         const at = `${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
@@ -117,12 +121,12 @@ export class MetricsExporter {
         resolve();
       });
     });
-    this.server = http;
+    this.server = server;
   }
 
   /** what the watchdog's start line says of it */
   describe(): { listen: string | null; file: string | null } {
-    return { listen: this.server ? addressOf(this.server.server) : null, file: this.o.file ?? null };
+    return { listen: this.server ? addressOf(this.server) : null, file: this.o.file ?? null };
   }
 
   /** the exposition served now: the newest round, rendered once (on the first scrape after it when
@@ -207,6 +211,10 @@ export class MetricsExporter {
     while (this.writing) await this.writing;
     const s = this.server;
     this.server = null;
-    await s?.close();
+    if (!s) return;
+    await new Promise<void>((r) => {
+      s.close(() => r());
+      s.closeAllConnections();
+    });
   }
 }
