@@ -21,12 +21,20 @@ export async function until<T>(
   }
 }
 
-/** The step of rank 0's newest heartbeat line (0 before the first). */
+/** The step of rank 0's newest complete heartbeat line (0 before the first). */
 export function lastStep(outDir: string): number {
   const p = join(outDir, 'heartbeat_rank0.jsonl');
   if (!existsSync(p)) return 0;
-  const lines = readFileSync(p, 'utf8').trim().split('\n');
-  return JSON.parse(lines.at(-1)!).step as number;
+  // a line the trainer is still writing is not a record yet (read mid-write, it failed a test under load)
+  const lines = readFileSync(p, 'utf8').split('\n').slice(0, -1);
+  for (let i = lines.length - 1; i >= 0; i--) {
+    try {
+      return (JSON.parse(lines[i]!) as { step: number }).step;
+    } catch {
+      /* cut short: the one before */
+    }
+  }
+  return 0;
 }
 
 /** A profiles file in `dir` whose profile `fake` runs the fake trainer (short restart and stop graces). */
