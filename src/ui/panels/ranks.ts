@@ -38,7 +38,20 @@ const STATE_NAMES: Record<string, string> = {
   '?': '?',
 };
 
+// A frame asks for the rows twice (the layout sizes the panel by them, the panel draws them): they
+// depend on the state alone, so each state's are worked out once.
+const rowsOf = new WeakMap<CockpitState, RankRow[]>();
+
 export function rankRows(s: CockpitState, _now?: number): RankRow[] {
+  let rows = rowsOf.get(s);
+  if (!rows) {
+    rows = computeRankRows(s);
+    rowsOf.set(s, rows);
+  }
+  return rows;
+}
+
+function computeRankRows(s: CockpitState): RankRow[] {
   const ids = new Set<number>();
   for (const r of s.run.ranks) ids.add(r.rank);
   for (const r of s.procs?.ranks ?? []) ids.add(r.rank);
