@@ -1,10 +1,10 @@
-// Line charts with asciichart over a step axis: points are placed by step (not by index), so a
-// resumed run (steps repeating from a checkpoint) keeps one continuous axis and its resume points
-// are marked under the chart. The one chart of nsa-top: the cockpit's panels draw `chart` and
+// Line charts (asciichart's plot, drawn by ./plot.ts) over a step axis: points are placed by step
+// (not by index), so a resumed run (steps repeating from a checkpoint) keeps one continuous axis
+// and its resume points are marked under the chart. The one chart of nsa-top: the cockpit's panels draw `chart` and
 // `nsa-top report` prints `chartText`, the same rows without styling.
-import asciichart from 'asciichart';
 import type { Series } from '../trainer/run/snapshot.js';
 import { si } from './format.js';
+import { plotRows } from './plot.js';
 import { cut, type Line, plain, t } from './text.js';
 
 export interface XY {
@@ -145,14 +145,7 @@ function plotChart(pts: readonly XY[], o: ChartOpts): Line[] {
   }
   // the threshold first, so the data line is drawn over it where they meet
   const series: number[][] = o.threshold != null ? [values.map(() => o.threshold!), values] : [values];
-  const text = asciichart.plot(series.length === 1 ? series[0]! : series, {
-    height: o.h - 1,
-    min,
-    max,
-    format: fmtLabel,
-    offset: 2,
-  });
-  const rows = text.split('\n', o.h);
+  const rows = plotRows(series, { height: o.h - 1, min, max, format: fmtLabel, offset: 2 }).slice(0, o.h);
   const role = o.role ?? 'info';
   // the chart's own text (formatted numbers, box drawing): segments made directly, nothing to sanitise
   const out: Line[] = rows.map((r) => [
