@@ -78,6 +78,8 @@ const UNIT_TESTS = [
   'test/ui/pace.test.ts',
   'test/ui/keys.test.tsx',
   'test/ui/logread.test.ts',
+  'test/ui/memo.test.ts',
+  'test/ui/plot.test.ts',
   'test/ui/screen.test.tsx',
   'test/ui/text.test.ts',
   'test/ui/relaunch-steps.test.tsx',

@@ -55,19 +55,27 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
  * action log, a bucket list whose last bucket moved) cost only what is new.
  */
 function diffArray(a: unknown[], b: unknown[]): { $s: number; $m: number; $p: unknown[] } {
-  let best = { s: 0, m: 0 };
-  while (best.m < a.length && best.m < b.length && jsonEqual(a[best.m], b[best.m])) best.m++;
-  if (best.m < b.length && b.length > 0) {
+  // items are compared by reference before their content: a series window (2000 points on a long
+  // run) shares its point objects with the last one, and this runs for each changed series every
+  // second — a call per item where a comparison answers is most of what recording a look cost
+  let bestS = 0;
+  let bestM = 0;
+  while (bestM < a.length && bestM < b.length && (a[bestM] === b[bestM] || jsonEqual(a[bestM], b[bestM]))) bestM++;
+  if (bestM < b.length && b.length > 0) {
     // a window that slid: the new array's first item further into the old one
-    for (let s = 1; s < a.length && a.length - s > best.m; s++) {
-      if (!jsonEqual(a[s], b[0])) continue;
+    const first = b[0];
+    for (let s = 1; s < a.length && a.length - s > bestM; s++) {
+      if (a[s] !== first && !jsonEqual(a[s], first)) continue;
       let m = 1;
-      while (s + m < a.length && m < b.length && jsonEqual(a[s + m], b[m])) m++;
-      if (m > best.m) best = { s, m };
+      while (s + m < a.length && m < b.length && (a[s + m] === b[m] || jsonEqual(a[s + m], b[m]))) m++;
+      if (m > bestM) {
+        bestS = s;
+        bestM = m;
+      }
       break;
     }
   }
-  return { $s: best.s, $m: best.m, $p: b.slice(best.m) };
+  return { $s: bestS, $m: bestM, $p: b.slice(bestM) };
 }
 
 /** One value's change: `[v]` replaces it, a patch object changes an object in place (diffState). */

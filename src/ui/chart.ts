@@ -1,10 +1,10 @@
-// Line charts with asciichart over a step axis: points are placed by step (not by index), so a
-// resumed run (steps repeating from a checkpoint) keeps one continuous axis and its resume points
-// are marked under the chart. The one chart of nsa-top: the cockpit's panels draw `chart` and
+// Line charts (asciichart's plot, drawn by ./plot.ts) over a step axis: points are placed by step
+// (not by index), so a resumed run (steps repeating from a checkpoint) keeps one continuous axis
+// and its resume points are marked under the chart. The one chart of nsa-top: the cockpit's panels draw `chart` and
 // `nsa-top report` prints `chartText`, the same rows without styling.
-import asciichart from 'asciichart';
 import type { Series } from '../trainer/run/snapshot.js';
 import { si } from './format.js';
+import { plotRows } from './plot.js';
 import { cut, type Line, plain, t } from './text.js';
 
 export interface XY {
@@ -129,8 +129,12 @@ function plotChart(pts: readonly XY[], o: ChartOpts): Line[] {
   if (pts.length === 0 || o.h < 2 || o.w < LABEL_W + 6) return [];
   const plotW = o.w - LABEL_W - 2;
   const { values, from, to, resumes } = bin(pts, plotW);
-  let min = Math.min(...values);
-  let max = Math.max(...values);
+  let min = values[0]!;
+  let max = values[0]!;
+  for (let i = 1; i < values.length; i++) {
+    if (values[i]! < min) min = values[i]!;
+    if (values[i]! > max) max = values[i]!;
+  }
   if (o.threshold != null) {
     min = Math.min(min, o.threshold);
     max = Math.max(max, o.threshold);
@@ -141,24 +145,18 @@ function plotChart(pts: readonly XY[], o: ChartOpts): Line[] {
   }
   // the threshold first, so the data line is drawn over it where they meet
   const series: number[][] = o.threshold != null ? [values.map(() => o.threshold!), values] : [values];
-  const text = asciichart.plot(series.length === 1 ? series[0]! : series, {
-    height: o.h - 1,
-    min,
-    max,
-    format: fmtLabel,
-    offset: 2,
-  });
-  const rows = text.split('\n').slice(0, o.h);
-  const out: Line[] = rows.map((r) => {
-    const label = r.slice(0, LABEL_W + 1);
-    return [t(label, 'dim'), t(cut(r.slice(LABEL_W + 1), o.w - LABEL_W - 1), o.role ?? 'info')];
-  });
+  const rows = plotRows(series, { height: o.h - 1, min, max, format: fmtLabel, offset: 2 }).slice(0, o.h);
+  const role = o.role ?? 'info';
+  // the chart's own text (formatted numbers, box drawing): segments made directly, nothing to sanitise
+  const out: Line[] = rows.map((r) => [
+    { text: r.slice(0, LABEL_W + 1), role: 'dim' },
+    { text: cut(r.slice(LABEL_W + 1), o.w - LABEL_W - 1), role },
+  ]);
   // step axis: first and last step, resume marks (R) where a new segment starts
-  const axis = new Array<string>(plotW).fill('─');
-  for (const c of resumes) if (c < plotW) axis[c] = 'R';
+  let axisStr = '─'.repeat(plotW);
+  for (const c of resumes) if (c < plotW) axisStr = `${axisStr.slice(0, c)}R${axisStr.slice(c + 1)}`;
   const left = `${from}`;
   const right = `${to}`;
-  const axisStr = axis.join('');
   const mid = axisStr.slice(left.length + 1, Math.max(left.length + 1, plotW - right.length - 1));
   const line = `${left} ${mid} ${right}`;
   out.push([t(' '.repeat(LABEL_W - 3) + 'step ', 'dim'), t(cut(line, plotW + 2), 'dim')]);

@@ -104,7 +104,7 @@ function drawSlot(
   // measuring again (a bordered row's body is fit to w already: not measured twice either)
   const put = (row: number, line: Line, fitted = false) => {
     if (row < slot.y || row >= slot.y + slot.h) return;
-    out[row]!.push(...(fitted ? line : fit(line, slot.w)));
+    append(out[row]!, fitted ? line : fit(line, slot.w));
     outW[row]! += slot.w;
   };
   if (slot.active === 'footer') {
@@ -126,8 +126,43 @@ function drawSlot(
   const o = h > 0 && w > 0 ? fn({ s, v, w, h, now, focused, zoomed: v.zoom === slot.active }) : { lines: [] as Line[] };
   const role: Role = focused ? 'focus' : 'dim';
   put(slot.y, titleBar({ slot, focused, note: o.note, more: o.more, s }));
-  for (let i = 0; i < h; i++) put(slot.y + 1 + i, [t('│', role), ...fit(o.lines[i] ?? [], w), t('│', role)], w > 0);
-  if (slot.h >= 2) put(slot.y + slot.h - 1, [t('└' + '─'.repeat(Math.max(0, slot.w - 2)) + '┘', role)]);
+  const side = focused ? SIDE_FOCUS : SIDE_DIM;
+  for (let i = 0; i < h; i++) {
+    const row = slot.y + 1 + i;
+    if (row < slot.y || row >= slot.y + slot.h) continue;
+    if (w <= 0) {
+      put(row, [side, ...fit(o.lines[i] ?? [], w), side]);
+      continue;
+    }
+    // the body between its borders, appended in place (no row built only to be copied)
+    const r = out[row]!;
+    r.push(side);
+    append(r, fit(o.lines[i] ?? [], w));
+    r.push(side);
+    outW[row]! += slot.w;
+  }
+  if (slot.h >= 2) put(slot.y + slot.h - 1, bottomBorder(slot.w, role));
+}
+
+// A frame's borders are the same few segments every frame: made once (segments are never changed
+// after they are made; the painter compares them by content).
+const SIDE_FOCUS = t('│', 'focus');
+const SIDE_DIM = t('│', 'dim');
+const bottoms = new Map<string, Line>();
+function bottomBorder(w: number, role: Role): Line {
+  const key = `${w}${role}`;
+  let l = bottoms.get(key);
+  if (!l) {
+    if (bottoms.size > 64) bottoms.clear();
+    l = [t('└' + '─'.repeat(Math.max(0, w - 2)) + '┘', role)];
+    bottoms.set(key, l);
+  }
+  return l;
+}
+
+/** `row.push(...segs)` without the spread's iterator (this runs for every row of every frame) */
+function append(row: Line, segs: Line): void {
+  for (let i = 0; i < segs.length; i++) row.push(segs[i]!);
 }
 
 /** Overlay a centred box onto already composed lines. */

@@ -64,7 +64,29 @@ const writes = (s: CockpitState): Disabled | null =>
 /** Which actions fit the run's state: the judge's verdict (src/checks/actions.ts), the same one the
  *  headless commands give. `relaunchSteps`: the step count the relaunch dialog was given (`--steps N`). */
 export function stateVerdicts(s: CockpitState, relaunchSteps: number | null = null): ActionVerdicts {
-  return actionVerdicts(actionInput(s, relaunchSteps));
+  // the footer's keys each ask, every frame, with the same input: judged once per input
+  const input = actionInput(s, relaunchSteps);
+  const key = inputKey(input);
+  if (lastVerdicts?.key !== key) lastVerdicts = { key, v: actionVerdicts(input) };
+  return lastVerdicts.v;
+}
+let lastVerdicts: { key: string; v: ActionVerdicts } | null = null;
+
+/** everything of an ActionInput the judge of actions reads (a field added to it must be added here: typed so) */
+function inputKey(x: ActionInput): string {
+  const sv = x.supervisor;
+  const parts: Record<keyof ActionInput, unknown> = {
+    runState: x.runState,
+    runStateWhy: x.runStateWhy,
+    ranksAlive: x.ranksAlive,
+    haltPresent: x.haltPresent,
+    requestActive: x.requestActive,
+    supervisor: sv ? `${sv.state}:${sv.supervisor?.pid}:${sv.supervisorGone}` : '-',
+    heartbeatAgeS: x.heartbeatAgeS,
+    stepsReached: x.stepsReached,
+    relaunchSteps: x.relaunchSteps,
+  };
+  return Object.values(parts).join('|');
 }
 
 /** The run's state as the judge of actions reads it (src/checks/actions.ts). */

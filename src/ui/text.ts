@@ -17,7 +17,8 @@ export type Line = Seg[];
  */
 export const clean = sanitize;
 
-function cpWidth(cp: number): number {
+/** The columns one code point takes: the definition the fast paths below must agree with. */
+export function cpWidth(cp: number): number {
   if (cp < 0x300) return 1;
   // combining marks, zero width joiners, variation selectors
   if ((cp >= 0x300 && cp <= 0x36f) || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0xfe00 && cp <= 0xfe0f)) return 0;
@@ -49,7 +50,18 @@ function codePointAt(s: string, i: number): number {
   return c;
 }
 
+// The code units whose column is not exactly one: combining marks, zero-width characters and
+// variation selectors (0), the wide ranges (2), and surrogates (an astral code point, wide or not,
+// or a lone surrogate: the per-code-point walk decides). Text without them, nearly all a frame
+// holds (ASCII, box drawing, blocks, arrows), is one column per code unit: the native regexp
+// answers that without a JavaScript loop over every character of every row of every frame.
+const NOT_ONE_COLUMN =
+  // ranges of code units, not combined characters (the rule reads U+0300 after a range's start as one)
+  // eslint-disable-next-line no-misleading-character-class
+  /[\u0300-\u036f\u1100-\u115f\u200b-\u200f\u2e80-\ua4cf\uac00-\ud7a3\ud800-\udfff\uf900-\ufaff\ufe00-\ufe0f\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/;
+
 export function strWidth(s: string): number {
+  if (!NOT_ONE_COLUMN.test(s)) return s.length;
   let w = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
@@ -67,6 +79,7 @@ export function strWidth(s: string): number {
 /** Cut `s` to at most `width` columns. */
 export function cut(s: string, width: number): string {
   if (width <= 0) return '';
+  if (!NOT_ONE_COLUMN.test(s)) return s.length <= width ? s : s.slice(0, width);
   let w = 0;
   for (let i = 0; i < s.length; i++) {
     const cp = codePointAt(s, i);
@@ -87,8 +100,18 @@ export function ellipsize(s: string, width: number): string {
 
 export function lineWidth(line: Line): number {
   let w = 0;
-  for (const s of line) w += strWidth(s.text);
+  // an index, not for…of: the code that runs once a second stays in V8's lower tiers, where an
+  // iterator allocates a result object per item
+  for (let i = 0; i < line.length; i++) w += strWidth(line[i]!.text);
   return w;
+}
+
+const SPACES: string[] = [];
+
+/** `n` spaces: the padding of a frame's rows is the same few lengths every frame, kept */
+export function spaces(n: number): string {
+  if (n > 512) return ' '.repeat(n);
+  return (SPACES[n] ??= ' '.repeat(n));
 }
 
 /** Exactly `width` columns: truncated (with … when `mark`) or padded with spaces. */
@@ -96,11 +119,16 @@ export function fit(line: Line, width: number, mark = true): Line {
   const total = lineWidth(line);
   // the common case, a line that already fits: no copy (callers never mutate what fit returns)
   if (total === width) return line;
-  if (total < width) return [...line, { text: ' '.repeat(width - total) }];
+  if (total < width) {
+    const out = line.slice();
+    out.push({ text: spaces(width - total) });
+    return out;
+  }
   const out: Line = [];
   let w = 0;
   const limit = total > width && mark && width > 1 ? width - 1 : width;
-  for (const s of line) {
+  for (let i = 0; i < line.length; i++) {
+    const s = line[i]!;
     if (w >= limit) break;
     const sw = strWidth(s.text);
     if (w + sw <= limit) {
@@ -117,7 +145,7 @@ export function fit(line: Line, width: number, mark = true): Line {
     out.push({ text: '…', role: 'dim' });
     w += 1;
   }
-  if (w < width) out.push({ text: ' '.repeat(width - w) });
+  if (w < width) out.push({ text: spaces(width - w) });
   return out;
 }
 

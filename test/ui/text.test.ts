@@ -4,11 +4,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { cut, ellipsize, fit, lineWidth, strWidth } from '../../src/ui/text.js';
+import { cpWidth, cut, ellipsize, fit, lineWidth, strWidth } from '../../src/ui/text.js';
 
 // the definition: one code point at a time (for…of yields lone surrogates as themselves)
 function widthOf(cp: number): number {
-  return strWidth(String.fromCodePoint(cp));
+  return cpWidth(cp);
 }
 function refWidth(s: string): number {
   let w = 0;
@@ -37,6 +37,19 @@ test('widths: ASCII 1, CJK and emoji 2, combining marks 0, lone surrogates 1', (
   assert.equal(cut('🔥🔥', 3), '🔥');
   assert.equal(ellipsize('checkpoint_step100.pt', 10), 'checkpoin…');
   assert.equal(lineWidth(fit([{ text: '損失 loss' }, { text: ' 2.71' }], 8)), 8);
+});
+
+test('the one-column fast path agrees with the definition on every code point', () => {
+  // strWidth answers text without a code unit of another width by its length (a native regexp
+  // test): a range missing from that test would measure a wide or zero-width character as one
+  for (let cp = 0; cp <= 0x3ffff; cp++) {
+    const ch = String.fromCodePoint(cp);
+    if (strWidth(ch) !== cpWidth(cp))
+      assert.fail(`U+${cp.toString(16)}: strWidth ${strWidth(ch)}, defined ${cpWidth(cp)}`);
+    if (strWidth(`a${ch}b`) !== cpWidth(cp) + 2) assert.fail(`U+${cp.toString(16)} inside ASCII`);
+  }
+  assert.equal(strWidth('─'.repeat(40)), 40);
+  assert.equal(cut('│ step 12 ──', 4), '│ st');
 });
 
 test('strWidth and cut agree with the per-code-point definition on arbitrary text', () => {

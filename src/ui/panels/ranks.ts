@@ -38,7 +38,18 @@ const STATE_NAMES: Record<string, string> = {
   '?': '?',
 };
 
+// A frame asks for the rows twice (the layout sizes the panel by them, the panel draws them): they
+// are worked out once for the members of the state they are made of (compared by reference: a new
+// snapshot, process table or evaluation is a new object).
+let lastRows: { of: readonly unknown[]; rows: RankRow[] } | null = null;
+
 export function rankRows(s: CockpitState, _now?: number): RankRow[] {
+  const of = [s.run.ranks, s.run.dumps, s.procs, s.straggler, s.rankHealth, s.actions];
+  if (!lastRows || of.some((x, i) => x !== lastRows!.of[i])) lastRows = { of, rows: computeRankRows(s) };
+  return lastRows.rows;
+}
+
+function computeRankRows(s: CockpitState): RankRow[] {
   const ids = new Set<number>();
   for (const r of s.run.ranks) ids.add(r.rank);
   for (const r of s.procs?.ranks ?? []) ids.add(r.rank);
