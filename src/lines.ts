@@ -4,6 +4,9 @@
 
 export const DEFAULT_MAX_LINE = 1024 * 1024;
 
+/** bytes decoded at once by the whole-lines path */
+const WINDOW = 16 * 1024;
+
 export interface LineCallbacks {
   line(text: string): void;
   /** a line was dropped; `reason` is shown in status */
@@ -37,7 +40,18 @@ export class LineSplitter {
 
   push(data: Buffer, cb: LineCallbacks): void {
     let start = 0;
+    // bytes up to here are read line by line (a window wholeLines left to this path)
+    let slowTo = -1;
     while (start < data.length) {
+      if (start > slowTo && this.pendingLen === 0 && !this.skipping) {
+        const done = this.wholeLines(data, start, cb);
+        if (done > start) {
+          start = done;
+          continue;
+        }
+        // left to the line-by-line path below: a window it declined, or a line longer than one
+        if (done < 0) slowTo = -done - 1;
+      }
       const nl = data.indexOf(10, start);
       if (nl === -1) {
         if (this.skipping) return;
@@ -72,12 +86,46 @@ export class LineSplitter {
         this.pending = [];
         this.pendingLen = 0;
       } else buf = piece;
-      let text = buf.toString('utf8');
-      if (text.endsWith('\r')) text = text.slice(0, -1);
-      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // a BOM (files written on Windows)
-      if (text.trim() === '') continue;
-      cb.line(text);
+      emit(buf.toString('utf8'), cb);
     }
+  }
+
+  /**
+   * The complete lines of a window of `data` from `start` (nothing held back, not skipping),
+   * decoded as one string and split there: a line's own Buffer view and decode cost more than its
+   * parse (a training.csv row is ~30 bytes). Only when every byte of the window decodes to one
+   * UTF-16 unit (units equal bytes: each unit comes from at least one byte, so no line hides a
+   * multi-byte character), so a line's length is its byte count for the cap. Newline (0x0a) never
+   * occurs inside a UTF-8 sequence and ends an invalid one, so one decode split at newlines is
+   * each line's own decode. The window is small (WINDOW) because a line kept by a reader (the
+   * log's last lines) is a slice of the window's string and keeps it alive.
+   * Returns where the bytes not taken start; `-(end + 1)` when the window up to `end` is left to
+   * the line-by-line path (a multi-byte character, or a line over the cap); `start` when the
+   * window holds no newline.
+   */
+  private wholeLines(data: Buffer, start: number, cb: LineCallbacks): number {
+    const last = data.lastIndexOf(10, Math.min(data.length, start + WINDOW) - 1);
+    if (last < start) return start;
+    const text = data.toString('utf8', start, last);
+    if (text.length !== last - start) return -(last + 1);
+    let from = 0;
+    if (last - start > this.maxLine) {
+      // a line over the cap is dropped by the line-by-line path: leave the window to it
+      for (let nl = text.indexOf('\n'); from <= text.length; nl = text.indexOf('\n', from)) {
+        const end = nl === -1 ? text.length : nl;
+        if (end - from > this.maxLine) return -(last + 1);
+        from = end + 1;
+      }
+      from = 0;
+    }
+    for (;;) {
+      const nl = text.indexOf('\n', from);
+      const end = nl === -1 ? text.length : nl;
+      emit(from === 0 && end === text.length ? text : text.slice(from, end), cb);
+      if (nl === -1) break;
+      from = nl + 1;
+    }
+    return last + 1;
   }
 
   /** The held-back partial line, for files known to be complete (e.g. a final line without newline). */
@@ -87,4 +135,13 @@ export class LineSplitter {
     this.reset();
     if (text.trim() !== '') cb.line(text);
   }
+}
+
+/** one complete line: without its \r and a BOM; a blank line is skipped */
+function emit(line: string, cb: LineCallbacks): void {
+  let text = line;
+  if (text.endsWith('\r')) text = text.slice(0, -1);
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // a BOM (files written on Windows)
+  if (text.trim() === '') return;
+  cb.line(text);
 }

@@ -40,7 +40,6 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeListOf, nodesJson, openNodes } from './nodes.js';
-import { statusAt } from './status-at.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -154,7 +153,9 @@ export async function run(argv: string[]): Promise<number> {
   const host =
     spec.host && spec.host !== 'local' ? await (await import('../remote/index.js')).openHost(spec) : new LocalHost();
   try {
-    if (a.values.at !== undefined) return await statusAt(host, a.positional, a.values.at, json);
+    // the journal's reader loads only for --at (a plain status never reads it)
+    if (a.values.at !== undefined)
+      return await (await import('./status-at.js')).statusAt(host, a.positional, a.values.at, json);
     return await statusOn(host, a.positional, json, full, new Checker(t));
   } finally {
     await host.close().catch(() => {});

@@ -14,7 +14,7 @@
 import { clock, dur } from '../../format.js';
 import { basename, join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import type { Host } from '../../remote/host.js';
+import type { FileStat, Host } from '../../remote/host.js';
 
 export interface CompleteCheckpoint {
   path: string;
@@ -289,8 +289,9 @@ export async function pickResumeCheckpoint(
   const skipped: string[] = [];
   const warnings: string[] = [];
   let found: ResumeChoice | null = null;
+  const settle = new SettleWait(host, ordered, opts);
   for (const c of ordered) {
-    const problem = await completenessProblem(host, c.path, opts);
+    const problem = await completenessProblem(host, c.path, opts, settle);
     if (problem) {
       skipped.push(`${c.name}: ${problem}`);
       continue;
@@ -346,18 +347,71 @@ export async function pickResumeCheckpoint(
   return { found, skipped, warnings, segments: segs };
 }
 
+/**
+ * The settle wait of a pick, shared: the first recently written file it looks at waits once for
+ * every candidate the listing shows written as recently, and each is judged on its own two stats
+ * across that one wait. A pick over several fresh files (a freshly copied run dir, FSDP shards, a
+ * run saving every few seconds, a file skipped as incomplete before an older fresh one) waited
+ * stableWaitMs per file, one after another: status on a copied fixture with two took 1.4 s.
+ */
+class SettleWait {
+  private stats: Map<string, { before: FileStat; after: FileStat }> | null = null;
+
+  constructor(
+    private readonly host: Host,
+    private readonly candidates: readonly { path: string; mtimeMs: number }[],
+    private readonly opts: CheckpointCheckOptions,
+  ) {}
+
+  /** `path`'s stats across a wait of stableWaitMs (`st`: its stat now, recently written) */
+  async across(path: string, st: FileStat): Promise<{ before: FileStat; after: FileStat | null }> {
+    const settledMs = this.opts.settledMs ?? 5000;
+    const stableWaitMs = this.opts.stableWaitMs ?? 1000;
+    if (!this.stats) {
+      const at = this.candidates.findIndex((c) => c.path === path);
+      const fresh = this.candidates
+        .slice(at + 1)
+        .filter((c) => this.host.now() - c.mtimeMs < settledMs)
+        .map((c) => c.path);
+      const befores = await Promise.all(fresh.map((p) => this.host.stat(p).catch(() => null)));
+      await sleep(stableWaitMs);
+      const afters = await Promise.all([path, ...fresh].map((p) => this.host.stat(p).catch(() => null)));
+      this.stats = new Map();
+      fresh.forEach((p, i) => {
+        const before = befores[i];
+        const after = afters[i + 1];
+        if (before && after) this.stats!.set(p, { before, after });
+      });
+      return { before: st, after: afters[0]! };
+    }
+    const known = this.stats.get(path);
+    if (known?.after) {
+      // unchanged since the shared wait: judged on its two stats across it; changed: still being written
+      if (known.after.size === st.size && known.after.mtimeMs === st.mtimeMs) return known;
+      return { before: known.after, after: st };
+    }
+    // recently written but not looked at across the shared wait: a wait of its own
+    await sleep(stableWaitMs);
+    return { before: st, after: await this.host.stat(path).catch(() => null) };
+  }
+}
+
 /** The completeness check of one file (size settled, structurally whole); null = complete. */
-async function completenessProblem(host: Host, path: string, opts: CheckpointCheckOptions): Promise<string | null> {
+async function completenessProblem(
+  host: Host,
+  path: string,
+  opts: CheckpointCheckOptions,
+  settle: SettleWait,
+): Promise<string | null> {
   const settledMs = opts.settledMs ?? 5000;
   const stableWaitMs = opts.stableWaitMs ?? 1000;
   let st = await host.stat(path).catch(() => null);
   if (!st) return 'vanished';
   if (host.now() - st.mtimeMs < settledMs) {
-    await sleep(stableWaitMs);
-    const again = await host.stat(path).catch(() => null);
+    const { before, after: again } = await settle.across(path, st);
     if (!again) return 'vanished';
-    if (again.size !== st.size || again.mtimeMs !== st.mtimeMs)
-      return `still being written (size ${st.size} → ${again.size} bytes within ${dur(stableWaitMs / 1000, 'precise')})`;
+    if (again.size !== before.size || again.mtimeMs !== before.mtimeMs)
+      return `still being written (size ${before.size} → ${again.size} bytes within ${dur(stableWaitMs / 1000, 'precise')})`;
     st = again;
   }
   try {

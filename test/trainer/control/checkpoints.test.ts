@@ -86,6 +86,34 @@ test('a file still growing is not complete, even with a valid-looking tail so fa
   }
 });
 
+test('recently written files share one settle wait, each still judged on its own stats', async () => {
+  // a freshly copied run dir, FSDP shards, a run saving every few seconds: each of these fresh files
+  // waited stableWaitMs in turn (status on a copied fixture with two took 1.4 s)
+  const dir = tempDir('ck-fresh');
+  const growing = join(dir, 'checkpoint_step30.pt');
+  writeFileSync(growing, zip(true));
+  const bad = ref(20);
+  bad[20] ^= 0xff;
+  writeFileSync(join(dir, 'checkpoint_step20.pt'), bad);
+  age(join(dir, 'checkpoint_step20.pt'), 1);
+  writeFileSync(join(dir, 'checkpoint_step10.pt'), ref(10));
+  age(join(dir, 'checkpoint_step10.pt'), 2);
+  const t = setInterval(() => appendFileSync(growing, Buffer.alloc(4096)), 100);
+  const wait = 1200;
+  try {
+    const t0 = Date.now();
+    const r = await scanCheckpoints(host, dir, { stableWaitMs: wait });
+    const took = Date.now() - t0;
+    assert.equal(r.found?.step, 10);
+    assert.match(r.why[0]!, /checkpoint_step30\.pt: still being written/);
+    assert.match(r.why[1]!, /checkpoint_step20\.pt: skipped, CRC mismatch/);
+    // three waits in turn take at least 3 x 1.2 s; one shared wait, 1.2 s and the reads
+    assert.ok(took >= wait && took < 2 * wait, `the pick took ${took} ms for three fresh files`);
+  } finally {
+    clearInterval(t);
+  }
+});
+
 test('no checkpoints, or an empty dir: null', async () => {
   assert.equal(await newestCompleteCheckpoint(host, tempDir('ck-none')), null);
   assert.equal(await newestCompleteCheckpoint(host, join(tempDir('ck-none'), 'missing')), null);

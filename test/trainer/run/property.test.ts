@@ -11,6 +11,7 @@ import { LineSplitter } from '../../../src/lines.js';
 import { parseHeartbeatLine } from '../../../src/trainer/run/readers/heartbeat.js';
 import { HeartbeatRecordSchema } from './zod-schemas.js';
 import { parseCsvLine } from '../../../src/trainer/run/readers/csv.js';
+import { parseIntCell, parseNumCell, parseNumSpan } from '../../../src/trainer/run/readers/num.js';
 import { parseStackDump } from '../../../src/trainer/run/readers/stackdump.js';
 import { parseTrainerConfig } from '../../../src/trainer/run/readers/config.js';
 import { parseEnvJson, parseMetricsJson } from '../../../src/trainer/run/readers/jsonfiles.js';
@@ -40,6 +41,187 @@ test('line splitting: any bytes, any chunking, same lines as reading in one piec
       assert.deepEqual(pieces, whole);
     }),
     { numRuns: 300 },
+  );
+});
+
+/** The splitter as it was before its whole-lines path (a line's own view and decode): the reference. */
+class LineByLine {
+  private pending: Buffer[] = [];
+  private pendingLen = 0;
+  private skipping = false;
+  constructor(readonly maxLine: number) {}
+  private reset(): void {
+    this.pending = [];
+    this.pendingLen = 0;
+    this.skipping = false;
+  }
+  push(data: Buffer, cb: { line(t: string): void; error(r: string): void }): void {
+    let start = 0;
+    while (start < data.length) {
+      const nl = data.indexOf(10, start);
+      if (nl === -1) {
+        if (this.skipping) return;
+        if (this.pendingLen + data.length - start > this.maxLine) {
+          this.reset();
+          this.skipping = true;
+          cb.error(`line longer than ${this.maxLine} bytes dropped`);
+          return;
+        }
+        this.pending.push(Buffer.from(data.subarray(start)));
+        this.pendingLen += data.length - start;
+        return;
+      }
+      if (this.skipping) {
+        this.skipping = false;
+        start = nl + 1;
+        continue;
+      }
+      const piece = data.subarray(start, nl);
+      start = nl + 1;
+      if (this.pendingLen + piece.length > this.maxLine) {
+        this.reset();
+        cb.error(`line longer than ${this.maxLine} bytes dropped`);
+        continue;
+      }
+      const buf = this.pendingLen ? Buffer.concat([...this.pending, piece]) : piece;
+      this.pending = [];
+      this.pendingLen = 0;
+      let text = buf.toString('utf8');
+      if (text.endsWith('\r')) text = text.slice(0, -1);
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+      if (text.trim() !== '') cb.line(text);
+    }
+  }
+}
+
+function cutAt(bytes: Uint8Array, cuts: number[]): Uint8Array[] {
+  const pts = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+  const chunks: Uint8Array[] = [];
+  let prev = 0;
+  for (const p of pts) {
+    chunks.push(bytes.subarray(prev, p));
+    prev = p;
+  }
+  chunks.push(bytes.subarray(prev));
+  return chunks;
+}
+
+function events(
+  sp: { push(b: Buffer, cb: { line(t: string): void; error(r: string): void }): void },
+  chunks: Uint8Array[],
+) {
+  const out: string[] = [];
+  for (const c of chunks)
+    sp.push(Buffer.from(c), { line: (l) => out.push(`line ${l}`), error: (r) => out.push(`error ${r}`) });
+  return out;
+}
+
+test('line splitting: the whole-lines path gives what a line-by-line decode gives (CR, BOM, blank, caps, UTF-8 good and bad)', () => {
+  const byte = fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom(10, 13, 32, 44, 48, 97) },
+    { weight: 1, arbitrary: fc.integer({ min: 0, max: 255 }) },
+    { weight: 1, arbitrary: fc.constantFrom(0xef, 0xbb, 0xbf, 0xe2, 0x80, 0x91, 0xc3, 0xa9) },
+  );
+  const small = fc.array(byte, { maxLength: 2000 }).map((a) => Uint8Array.from(a));
+  fc.assert(
+    fc.property(
+      small,
+      fc.array(fc.nat({ max: 2000 }), { maxLength: 8 }),
+      fc.constantFrom(8, 64, 1 << 20),
+      (b, cuts, max) => {
+        const chunks = cutAt(b, cuts);
+        assert.deepEqual(events(new LineSplitter(max), chunks), events(new LineByLine(max), chunks));
+      },
+    ),
+    { numRuns: 1500 },
+  );
+  // lines across the 16 KiB decode windows, longer than one, and multi-byte characters among plain
+  // rows (more bytes than UTF-16 units: a cap of 8 must drop 'ééééé')
+  const big = fc
+    .array(
+      fc.oneof(
+        fc.constantFrom('1,5.1,2e-4,9000', 'x'.repeat(17_000), 'é‑ü', 'ééééé', '😀😀😀', '', '\r', '\ufeffa'),
+        fc.string({ maxLength: 40 }),
+      ),
+      {
+        maxLength: 300,
+      },
+    )
+    .map((a) => Buffer.from(a.join('\n')));
+  fc.assert(
+    fc.property(
+      big,
+      fc.array(fc.nat({ max: 200_000 }), { maxLength: 4 }),
+      fc.constantFrom(8, 64, 16_384, 20_000, 1 << 20),
+      (b, cuts, max) => {
+        const chunks = cutAt(b, cuts);
+        assert.deepEqual(events(new LineSplitter(max), chunks), events(new LineByLine(max), chunks));
+      },
+    ),
+    { numRuns: 150 },
+  );
+});
+
+/** parseCsvLine as it was (split, trim, parseNumCell per cell): the reference */
+function csvBySplit(text: string, n: number) {
+  const cells = text.split(',');
+  const first = cells[0]!.trim();
+  if (/^["']?[A-Za-z_]/.test(first) && parseNumCell(first) === null) return { header: true };
+  const step = parseIntCell(first);
+  if (step === null) return { error: `bad step ${JSON.stringify(first.slice(0, 40))}` };
+  if (cells.length < n + 1) return { error: `expected ${n + 1} columns, got ${cells.length}` };
+  const values: (number | null)[] = [];
+  for (let i = 1; i <= n; i++) {
+    const v = parseNumCell(cells[i]!);
+    if (v === null) return { error: `column ${i + 1} not a number: ${JSON.stringify(cells[i]!.trim().slice(0, 40))}` };
+    values.push(v);
+  }
+  return { row: { step, values } };
+}
+
+test('numbers read in place (parseNumSpan, CSV rows) are exactly what parseNumCell reads from the cell', () => {
+  const cell = fc.oneof(
+    fc.double().map(String),
+    fc.double().map((d) => d.toExponential(6)),
+    fc.double({ min: -1e15, max: 1e15, noNaN: true }).map((d) => d.toFixed(6)),
+    fc.integer().map(String),
+    fc.string({
+      unit: fc.constantFrom('0', '1', '9', '.', '-', '+', 'e', 'E', ' ', 'x', 'n', 'a', 'i', 'f'),
+      maxLength: 12,
+    }),
+    fc.constantFrom(
+      'nan',
+      '-inf',
+      '1e999',
+      '-0',
+      '5.',
+      '.5',
+      '00.5',
+      '1e-22',
+      '1e23',
+      '123456789012345',
+      '1234567890123456',
+      '0x10',
+      '-',
+      '',
+      ' 3 ',
+      '1e+05',
+      '2.000000e-4',
+    ),
+    fc.string({ maxLength: 8 }),
+  );
+  fc.assert(
+    fc.property(cell, fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), (c, pre, post) => {
+      assert.ok(Object.is(parseNumSpan(pre + c + post, pre.length, pre.length + c.length), parseNumCell(c)), c);
+    }),
+    { numRuns: 5000 },
+  );
+  const row = fc.array(cell, { maxLength: 6 }).map((a) => a.join(','));
+  fc.assert(
+    fc.property(row, fc.integer({ min: 1, max: 4 }), (text, n) =>
+      assert.deepEqual(parseCsvLine(text, n), csvBySplit(text, n)),
+    ),
+    { numRuns: 5000 },
   );
 });
 

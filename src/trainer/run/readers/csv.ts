@@ -2,29 +2,62 @@
 // mid-file) and positional columns; extra columns are ignored. Resume appends to the same file
 // and restarts at step 1: steps going backwards start a new segment.
 import type { Segment } from '../snapshot.js';
-import { parseIntCell, parseNumCell } from './num.js';
+import { parseIntCell, parseNumCell, parseNumSpan } from './num.js';
 import { SeriesAcc, type SeriesOptions } from './series.js';
 
 export type CsvRow = { step: number; values: (number | null)[] };
+
+/** what parseCsvRow returns for a header line */
+const HEADER = -1;
 
 /**
  * One CSV line → step + numeric cells (first `n` after the step). `header` when it looks like a
  * header (first cell not a number, e.g. "step"); an error string when malformed.
  */
 export function parseCsvLine(text: string, n: number): { row: CsvRow } | { header: true } | { error: string } {
-  const cells = text.split(',');
-  const first = cells[0]!.trim();
-  if (/^["']?[A-Za-z_]/.test(first) && parseNumCell(first) === null) return { header: true };
-  const step = parseIntCell(first);
-  if (step === null) return { error: `bad step ${JSON.stringify(first.slice(0, 40))}` };
-  if (cells.length < n + 1) return { error: `expected ${n + 1} columns, got ${cells.length}` };
   const values: (number | null)[] = [];
-  for (let i = 1; i <= n; i++) {
-    const v = parseNumCell(cells[i]!);
-    if (v === null) return { error: `column ${i + 1} not a number: ${JSON.stringify(cells[i]!.trim().slice(0, 40))}` };
-    values.push(v);
+  const r = parseCsvRow(text, n, values);
+  if (r === HEADER) return { header: true };
+  if (typeof r === 'string') return { error: r };
+  return { row: { step: r, values } };
+}
+
+/** comma positions of the row being parsed (reused) */
+const commas: number[] = [];
+
+/**
+ * parseCsvLine without its objects (a training.csv holds a row per step: millions on a long run):
+ * the `n` cells after the step go into `out`; returns the step, HEADER, or the error. The cells
+ * are the text between commas, as `text.split(',')` gives them, found by indexOf and read in
+ * place (parseNumSpan).
+ */
+function parseCsvRow(text: string, n: number, out: (number | null)[]): number | string {
+  const c1 = text.indexOf(',');
+  const end0 = c1 === -1 ? text.length : c1;
+  // a header's first cell starts with a letter or _ (optionally quoted): never with a digit
+  const f0 = text.charCodeAt(0);
+  let step: number | null;
+  if (f0 >= 48 && f0 <= 57) {
+    step = parseNumSpan(text, 0, end0);
+    if (step !== null && !(Number.isInteger(step) && step >= 0)) step = null;
+  } else {
+    const first = text.slice(0, end0).trim();
+    if (/^["']?[A-Za-z_]/.test(first) && parseNumCell(first) === null) return HEADER;
+    step = parseIntCell(first);
   }
-  return { row: { step, values } };
+  if (step === null) return `bad step ${JSON.stringify(text.slice(0, end0).trim().slice(0, 40))}`;
+  let cells = 1;
+  for (let at = c1; at !== -1 && cells < n + 1; at = text.indexOf(',', at + 1)) commas[cells++ - 1] = at;
+  if (cells < n + 1) return `expected ${n + 1} columns, got ${cells}`;
+  for (let i = 1; i <= n; i++) {
+    const from = commas[i - 1]! + 1;
+    const next = i < n ? commas[i]! : text.indexOf(',', from);
+    const to = next === -1 ? text.length : next;
+    const v = parseNumSpan(text, from, to);
+    if (v === null) return `column ${i + 1} not a number: ${JSON.stringify(text.slice(from, to).trim().slice(0, 40))}`;
+    out[i - 1] = v;
+  }
+  return step;
 }
 
 /** segments kept per stream (the newest; a run restarted thousands of times keeps memory bounded) */
@@ -103,6 +136,8 @@ export class TrainingCsv implements CsvRowSink {
   last: { step: number; loss: number; lr: number; toksPerS: number; segment: number } | null = null;
   /** mtime of the file when the last row was read (the CSV carries no time) */
   lastRowSeenMtime: number | null = null;
+  /** one row's cells, reused */
+  private readonly cells: (number | null)[] = [0, 0, 0];
 
   constructor(opts: SeriesOptions) {
     this.loss = new SeriesAcc(opts);
@@ -111,18 +146,22 @@ export class TrainingCsv implements CsvRowSink {
   }
 
   line(text: string, mtimeMs: number | null): string | null {
-    const r = parseCsvLine(text, 3);
-    if ('header' in r) {
+    const cells = this.cells;
+    const step = parseCsvRow(text, 3, cells);
+    if (step === HEADER) {
       this.headers++;
       return null;
     }
-    if ('error' in r) return r.error;
-    const [loss, lr, toks] = r.row.values as [number, number, number];
-    const s = this.seg.observe(r.row.step, null);
-    this.loss.push(r.row.step, null, loss, s);
-    this.lr.push(r.row.step, null, lr, s);
-    this.toksPerS.push(r.row.step, null, toks, s);
-    this.last = { step: r.row.step, loss, lr, toksPerS: toks, segment: s };
+    if (typeof step === 'string') return step;
+    // by index: array destructuring runs the iterator protocol until V8 optimises the caller
+    const loss = cells[0]!;
+    const lr = cells[1]!;
+    const toks = cells[2]!;
+    const s = this.seg.observe(step, null);
+    this.loss.push(step, null, loss, s);
+    this.lr.push(step, null, lr, s);
+    this.toksPerS.push(step, null, toks, s);
+    this.last = { step, loss, lr, toksPerS: toks, segment: s };
     this.lastRowSeenMtime = mtimeMs;
     return null;
   }
@@ -149,12 +188,14 @@ export class ValCsv implements CsvRowSink {
   }
 
   line(text: string): string | null {
-    const r = parseCsvLine(text, 2);
-    if ('header' in r) return null;
-    if ('error' in r) return r.error;
-    const [v, ppl] = r.row.values as [number, number];
-    this.valLoss.push(r.row.step, null, v, this.seg.observe(r.row.step, null));
-    this.last = { step: r.row.step, valLoss: v, ppl };
+    const cells: (number | null)[] = [0, 0];
+    const step = parseCsvRow(text, 2, cells);
+    if (step === HEADER) return null;
+    if (typeof step === 'string') return step;
+    const v = cells[0]!;
+    const ppl = cells[1]!;
+    this.valLoss.push(step, null, v, this.seg.observe(step, null));
+    this.last = { step, valLoss: v, ppl };
     return null;
   }
 }
