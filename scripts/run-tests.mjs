@@ -5,7 +5,8 @@
 // process (no sshd, no tmux, no pty, no CLI). scripts/unit-guard.mjs, preloaded into each test file's
 // process, makes starting one throw, so a file wrongly listed here fails loudly instead of slowly.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -110,7 +111,13 @@ if (files.length === 0) {
 }
 console.log(`run-tests: ${files.length} files\n  ${files.join('\n  ')}`);
 const guard = unit ? ['--import', './scripts/unit-guard.mjs'] : [];
-const args = ['--import', 'tsx', ...guard, '--test', '--test-reporter=spec', ...files];
+// Besides the spec report, scripts/file-times.mjs logs each file's wall time (to a temp file, read
+// back below), so every run ends with the files sorted by time: where the suite's budget goes.
+const timesDir = mkdtempSync(join(tmpdir(), 'nsa-top-test-times-'));
+const timesFile = join(timesDir, 'times.tsv');
+const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout'];
+reporters.push('--test-reporter=./scripts/file-times.mjs', `--test-reporter-destination=${timesFile}`);
+const args = ['--import', 'tsx', ...guard, '--test', ...reporters, ...files];
 // A test file that never exits (a handle left open after a failed assertion) would hold CI until
 // its 90-minute limit: give the whole run a bound well above its usual ~6 minutes on 2 cores.
 const limitMin = Number(process.env.NSA_TOP_TEST_LIMIT_MIN || 40);
@@ -121,6 +128,7 @@ const r = spawnSync(process.execPath, args, {
   timeout: limitMin * 60_000,
   killSignal: 'SIGKILL',
 });
+printFileTimes();
 if (r.error && /ETIMEDOUT/.test(String(r.error))) {
   console.error(
     `run-tests: the run exceeded ${limitMin} minutes and was stopped — a test file did not exit (an open handle?)`,
@@ -128,3 +136,29 @@ if (r.error && /ETIMEDOUT/.test(String(r.error))) {
   process.exit(1);
 }
 process.exit(r.status ?? 1);
+
+function printFileTimes() {
+  let lines = [];
+  try {
+    lines = readFileSync(timesFile, 'utf8').split('\n').filter(Boolean);
+  } catch {
+    // no file: the runner died before any file ran; the run's own error says why
+  }
+  rmSync(timesDir, { recursive: true, force: true });
+  const done = new Map();
+  const started = new Set();
+  for (const line of lines) {
+    const [a, b, c] = line.split('\t');
+    if (a === 'start') started.add(relative(root, b));
+    else done.set(relative(root, c), { ms: Number(a), ok: b === 'pass' });
+  }
+  if (done.size === 0 && started.size === 0) return;
+  const rows = [...done].sort((x, y) => y[1].ms - x[1].ms);
+  const total = rows.reduce((t, [, v]) => t + v.ms, 0);
+  const out = [
+    `run-tests: wall time per file, slowest first (${rows.length} files, ${(total / 1000).toFixed(1)} s in all)`,
+  ];
+  for (const [f, v] of rows) out.push(`${(v.ms / 1000).toFixed(1).padStart(8)} s  ${v.ok ? '  ' : '✗ '}${f}`);
+  for (const f of started) if (!done.has(f)) out.push(`   (unfinished)  ${f}`);
+  console.log(out.join('\n'));
+}
