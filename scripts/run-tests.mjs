@@ -148,17 +148,21 @@ function printFileTimes() {
   const done = new Map();
   const started = new Set();
   for (const line of lines) {
-    const [a, b, c] = line.split('\t');
-    if (a === 'start') started.add(relative(root, b));
-    else done.set(relative(root, c), { ms: Number(a), ok: b === 'pass' });
+    const f = line.split('\t');
+    if (f[0] === 'start') started.add(relative(root, f[1]));
+    else done.set(relative(root, f[3]), { ms: Number(f[0]), cpu: Number(f[1]), ok: f[2] === 'pass' });
   }
   if (done.size === 0 && started.size === 0) return;
   const rows = [...done].sort((x, y) => y[1].ms - x[1].ms);
-  const total = rows.reduce((t, [, v]) => t + v.ms, 0);
+  const sum = (k) => rows.reduce((t, [, v]) => t + Math.max(v[k], 0), 0);
+  const s = (ms) => (ms < 0 ? '-' : (ms / 1000).toFixed(1)).padStart(7);
+  // CPU: the file's process and those it waited for (scripts/file-times.mjs) — steadier than wall
+  // time on a shared machine
   const out = [
-    `run-tests: wall time per file, slowest first (${rows.length} files, ${(total / 1000).toFixed(1)} s in all)`,
+    `run-tests: time per file, slowest first (${rows.length} files; wall ${s(sum('ms')).trim()} s, CPU ${s(sum('cpu')).trim()} s in all)`,
+    '   wall s    CPU s',
   ];
-  for (const [f, v] of rows) out.push(`${(v.ms / 1000).toFixed(1).padStart(8)} s  ${v.ok ? '  ' : '✗ '}${f}`);
-  for (const f of started) if (!done.has(f)) out.push(`   (unfinished)  ${f}`);
+  for (const [f, v] of rows) out.push(`${s(v.ms)}  ${s(v.cpu)}  ${v.ok ? '  ' : '✗ '}${f}`);
+  for (const f of started) if (!done.has(f)) out.push(`  (unfinished)     ${f}`);
   console.log(out.join('\n'));
 }
