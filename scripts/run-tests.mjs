@@ -72,6 +72,7 @@ const UNIT_TESTS = [
   'test/ui/burst.test.tsx',
   'test/ui/chart.test.ts',
   'test/ui/dialog.test.ts',
+  'test/ui/dumps.test.ts',
   'test/ui/evaluation.test.ts',
   'test/ui/host.test.ts',
   'test/ui/pace.test.ts',
