@@ -1,23 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/commands/args.js';
 import { TRAIN_HELP, TRAIN_OPTIONS } from '../src/trainer/reference/args.js';
+import { nsaTopAsync } from './helpers/cli.js';
 
-const bin = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
-/** the built binary; the calls of a test run side by side (two cores: each call is mostly node's start-up) */
-const cli = (args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> =>
-  new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    c.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    c.on('error', reject);
-    c.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
+// the built binary; the calls of a test run side by side
+const cli = (args: string[]) => nsaTopAsync(args);
 
 test('the built binary answers --help with every public command', async () => {
   const [r, help, version] = await Promise.all([cli(['--help']), cli(['help']), cli(['--version'])]);

@@ -5,7 +5,7 @@
 // changes no file of the run outside .nsa-top/. Without --halt the watchdog only observes: an anomaly
 // is reported, never written into the run.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
@@ -24,6 +24,7 @@ import { dirname, join, relative } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { FIXTURES } from './helpers.js';
+import { nsaTopAsync } from '../helpers/cli.js';
 import { spawnWithoutDac, withoutDacSkip } from '../helpers/unprivileged.js';
 import { Collector } from '../../src/cockpit/collector.js';
 import type { CockpitState } from '../../src/cockpit/state.js';
@@ -42,19 +43,6 @@ after(() => rmSync(tmp, { recursive: true, force: true }));
 
 function cli(args: string[]) {
   return spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
-}
-
-/** cli() without blocking this process: for a CLI that can run beside the cockpit's in-process look */
-function cliBeside(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const c = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    c.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    c.on('error', reject);
-    c.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
 }
 
 /** the cockpit's view of a run: the collector's second round (a checkpoint is complete once its
@@ -94,7 +82,7 @@ async function fourAgree(dir: string, what = dir) {
     .map((l) => l.id)
     .sort();
   // the cockpit and report read the run as the watchdog left it, side by side (neither writes to it)
-  const [cockpit, r] = await Promise.all([cockpitLook(dir), cliBeside(['report', dir, '--json'])]);
+  const [cockpit, r] = await Promise.all([cockpitLook(dir), nsaTopAsync(['report', dir, '--json'])]);
   assert.ok([0, 1, 2].includes(r.status ?? -1), `${what}: report exit ${r.status} ${r.stderr}`);
   assert.equal(exit.state, snap.state.runState, `${what}: watchdog state`);
   assert.deepEqual(wdCrit, statusCrit, `${what}: watchdog critical ids`);
