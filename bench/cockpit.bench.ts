@@ -14,27 +14,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pty from 'node-pty';
+import { procSample, loadAverage } from './proc.js';
 
 const BIN = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
 const SECONDS = Number(process.env.NSA_BENCH_SECONDS ?? 60);
 const STEADY = Number(process.env.NSA_BENCH_STEADY ?? 120);
-const TICK = 100; // clock ticks per second (Linux USER_HZ)
-
-function stat(pid: number): { self: number; children: number; rssMiB: number } | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const rss = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-    return {
-      self: (Number(f[11]) + Number(f[12])) / TICK,
-      children: (Number(f[13]) + Number(f[14])) / TICK,
-      rssMiB: rss,
-    };
-  } catch {
-    return null;
-  }
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const dir = mkdtempSync(join(tmpdir(), 'nsa-top-bench-cockpit-'));
@@ -89,20 +73,20 @@ try {
   let maxRss = 0;
   // one window: CPU over it, and the RSS maximum sampled every second
   const window = async (seconds: number) => {
-    const pa = peers.map((x) => stat(x.p.pid));
-    const a = stat(pid)!;
+    const pa = peers.map((x) => procSample(x.p.pid));
+    const a = procSample(pid)!;
     const b0 = bytes;
     const t0 = Date.now();
     maxRss = Math.max(maxRss, a.rssMiB);
     for (let s = 0; s < seconds; s++) {
       await sleep(1000);
-      const x = stat(pid);
+      const x = procSample(pid);
       if (x) maxRss = Math.max(maxRss, x.rssMiB);
     }
-    const z = stat(pid)!;
+    const z = procSample(pid)!;
     const wall = (Date.now() - t0) / 1000;
     const peerPct = peers.map((x, i) => {
-      const b = stat(x.p.pid);
+      const b = procSample(x.p.pid);
       const s = pa[i];
       return b && s ? (100 * (b.self - s.self)) / wall : NaN;
     });
@@ -122,7 +106,7 @@ try {
     if (wait > 0) await sleep(wait * 1000);
     steady = await window(SECONDS);
   }
-  const loadavg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const loadavg = loadAverage();
   const fmt = (w: { from: number; wall: number }) => `${w.from.toFixed(0)}–${(w.from + w.wall).toFixed(0)} s`;
   console.log(`cockpit on a live 2-rank reference run, 120x40, 1 s refresh (load average ${loadavg})`);
   console.log(`  metric                               first minute  steady state   target`);

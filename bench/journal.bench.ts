@@ -10,21 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pty from 'node-pty';
+import { procSample, loadAverage } from './proc.js';
 
 const BIN = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
 const SECONDS = Number(process.env.NSA_BENCH_SECONDS ?? 60);
-const TICK = 100; // clock ticks per second (Linux USER_HZ)
-
-function stat(pid: number): { cpu: number; rssMiB: number } | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-    return { cpu: (Number(f[11]) + Number(f[12])) / TICK, rssMiB: rss };
-  } catch {
-    return null;
-  }
-}
 
 function journalBytes(out: string): number {
   try {
@@ -129,21 +118,21 @@ try {
   for (let i = 0; i < 100 && journalBytes(out) === 0; i++) await sleep(200);
   const plain = open(['--no-record']);
   await sleep(5000); // start-up is not measured
-  const a = [stat(rec.pid)!, stat(plain.pid)!];
+  const a = [procSample(rec.pid)!, procSample(plain.pid)!];
   const b0 = journalBytes(out);
   const t0 = Date.now();
   const maxRss = [a[0]!.rssMiB, a[1]!.rssMiB];
   for (let s = 0; s < SECONDS; s++) {
     await sleep(1000);
-    [rec, plain].forEach((p, i) => (maxRss[i] = Math.max(maxRss[i]!, stat(p.pid)?.rssMiB ?? 0)));
+    [rec, plain].forEach((p, i) => (maxRss[i] = Math.max(maxRss[i]!, procSample(p.pid)?.rssMiB ?? 0)));
   }
-  const z = [stat(rec.pid)!, stat(plain.pid)!];
+  const z = [procSample(rec.pid)!, procSample(plain.pid)!];
   const wall = (Date.now() - t0) / 1000;
   const bytes = journalBytes(out) - b0;
-  const cpu = z.map((x, i) => (100 * (x.cpu - a[i]!.cpu)) / wall);
+  const cpu = z.map((x, i) => (100 * (x.self - a[i]!.self)) / wall);
   const perHour = (bytes / wall) * 3600;
   const capMb = 32;
-  const loadavg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const loadavg = loadAverage();
   console.log(`journal on a live 2-rank reference run, ${wall.toFixed(0)} s window (load average ${loadavg})`);
   console.log(`  metric                              recording    --no-record   target`);
   console.log(

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { startSshd } from '../test/helpers/sshd.js';
 import { BIN, Cockpit } from '../test/e2e/pty.js';
 import { killRecorded, runPids } from '../test/e2e/cleanup.js';
+import { loadAverage } from './proc.js';
 
 const LOOKS = Number(process.env.NSA_BENCH_LOOKS ?? 5);
 const DUMPS = Number(process.env.NSA_BENCH_DUMPS ?? 3);
@@ -110,9 +111,7 @@ try {
     dumpSessions.push((sshd.execs() ?? 0) - e0);
   }
   const f = (n: number) => `${n.toFixed(0).padStart(7)} ms`;
-  console.log(
-    `\nssh server: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
-  );
+  console.log(`\nssh server: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}; load average ${loadAverage()}`);
   console.log(
     `cockpit --host: first text ${f(median(ssh.map((x) => x.firstMs)))}, run on screen ${f(median(ssh.map((x) => x.runMs)))}`,
   );

@@ -17,25 +17,13 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { procSample, loadAverage } from './proc.js';
 
 const BIN = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
 const SECONDS = Number(process.env.NSA_BENCH_SECONDS ?? 60);
 const WARMUP = Number(process.env.NSA_BENCH_WARMUP ?? 20);
 const BEATS = process.env.NSA_BENCH_BEATS === '1';
-const TICK = 100; // clock ticks per second (Linux USER_HZ)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** CPU seconds of a process and of its waited-for children */
-function cpu(pid: number): { self: number; all: number } | null {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    const self = (Number(f[11]) + Number(f[12])) / TICK;
-    return { self, all: self + (Number(f[13]) + Number(f[14])) / TICK };
-  } catch {
-    return null;
-  }
-}
 
 const kids: ChildProcess[] = [];
 const dir = mkdtempSync(join(tmpdir(), 'nsa-top-bench-wdmetrics-'));
@@ -135,17 +123,17 @@ async function main(): Promise<void> {
   const slow = scraper(await listenOf(served), 15_000);
   await sleep(WARMUP * 1000);
   const ws = [plain, metrics, served];
-  const c0 = ws.map((w) => cpu(w.c.pid!)!);
+  const c0 = ws.map((w) => procSample(w.c.pid!)!);
   const s0 = [fast.scrapes, slow.scrapes];
   const t0 = Date.now();
   await sleep(SECONDS * 1000);
-  const c1 = ws.map((w) => cpu(w.c.pid!));
+  const c1 = ws.map((w) => procSample(w.c.pid!));
   const wall = (Date.now() - t0) / 1000;
   scraping = false;
   await Promise.all([fast.done, slow.done]);
   if (c1.some((c) => !c)) throw new Error('bench: a watchdog ended during the window');
   const pct = (x: number, y: number) => (100 * (y - x)) / wall;
-  const loadavg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const loadavg = loadAverage();
   const pcts = ws.map((_, i) => pct(c0[i]!.all, c1[i]!.all));
   const row = (name: string, v: number, target = '') =>
     console.log(`  ${name.padEnd(64)} ${`${v.toFixed(2)} %`.padStart(16)}   ${target}`);

@@ -5,7 +5,8 @@
 // process (no sshd, no tmux, no pty, no CLI). scripts/unit-guard.mjs, preloaded into each test file's
 // process, makes starting one throw, so a file wrongly listed here fails loudly instead of slowly.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -73,6 +74,7 @@ const UNIT_TESTS = [
   'test/ui/burst.test.tsx',
   'test/ui/chart.test.ts',
   'test/ui/dialog.test.ts',
+  'test/ui/dumps.test.ts',
   'test/ui/evaluation.test.ts',
   'test/ui/host.test.ts',
   'test/ui/pace.test.ts',
@@ -114,9 +116,16 @@ if (files.length === 0) {
 }
 console.log(`run-tests: ${files.length} files\n  ${files.join('\n  ')}`);
 const guard = unit ? ['--import', './scripts/unit-guard.mjs'] : [];
-const args = ['--import', 'tsx', ...guard, '--test', '--test-reporter=spec', ...files];
+// Besides the spec report, scripts/file-times.mjs logs each file's wall time (to a temp file, read
+// back below), so every run ends with the files sorted by time: where the suite's budget goes.
+const timesDir = mkdtempSync(join(tmpdir(), 'nsa-top-test-times-'));
+const timesFile = join(timesDir, 'times.tsv');
+const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout'];
+reporters.push('--test-reporter=./scripts/file-times.mjs', `--test-reporter-destination=${timesFile}`);
+const args = ['--import', 'tsx', ...guard, '--test', ...reporters, ...files];
 // A test file that never exits (a handle left open after a failed assertion) would hold CI until
-// its 90-minute limit: give the whole run a bound well above its usual ~6 minutes on 2 cores.
+// its 90-minute limit: give the whole run a bound well above its usual ~17 minutes on 2 idle cores
+// (NSA_TOP_TEST_LIMIT_MIN raises it on a machine shared with other work).
 const limitMin = Number(process.env.NSA_TOP_TEST_LIMIT_MIN || 40);
 const r = spawnSync(process.execPath, args, {
   cwd: root,
@@ -125,6 +134,7 @@ const r = spawnSync(process.execPath, args, {
   timeout: limitMin * 60_000,
   killSignal: 'SIGKILL',
 });
+printFileTimes();
 if (r.error && /ETIMEDOUT/.test(String(r.error))) {
   console.error(
     `run-tests: the run exceeded ${limitMin} minutes and was stopped — a test file did not exit (an open handle?)`,
@@ -132,3 +142,33 @@ if (r.error && /ETIMEDOUT/.test(String(r.error))) {
   process.exit(1);
 }
 process.exit(r.status ?? 1);
+
+function printFileTimes() {
+  let lines = [];
+  try {
+    lines = readFileSync(timesFile, 'utf8').split('\n').filter(Boolean);
+  } catch {
+    // no file: the runner died before any file ran; the run's own error says why
+  }
+  rmSync(timesDir, { recursive: true, force: true });
+  const done = new Map();
+  const started = new Set();
+  for (const line of lines) {
+    const f = line.split('\t');
+    if (f[0] === 'start') started.add(relative(root, f[1]));
+    else done.set(relative(root, f[3]), { ms: Number(f[0]), cpu: Number(f[1]), ok: f[2] === 'pass' });
+  }
+  if (done.size === 0 && started.size === 0) return;
+  const rows = [...done].sort((x, y) => y[1].ms - x[1].ms);
+  const sum = (k) => rows.reduce((t, [, v]) => t + Math.max(v[k], 0), 0);
+  const s = (ms) => (ms < 0 ? '-' : (ms / 1000).toFixed(1)).padStart(7);
+  // CPU: the file's process and those it waited for (scripts/file-times.mjs) — steadier than wall
+  // time on a shared machine
+  const out = [
+    `run-tests: time per file, slowest first (${rows.length} files; wall ${s(sum('ms')).trim()} s, CPU ${s(sum('cpu')).trim()} s in all)`,
+    '   wall s    CPU s',
+  ];
+  for (const [f, v] of rows) out.push(`${s(v.ms)}  ${s(v.cpu)}  ${v.ok ? '  ' : '✗ '}${f}`);
+  for (const f of started) if (!done.has(f)) out.push(`  (unfinished)     ${f}`);
+  console.log(out.join('\n'));
+}

@@ -1,16 +1,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/commands/args.js';
 import { TRAIN_HELP, TRAIN_OPTIONS } from '../src/trainer/reference/args.js';
+import { nsaTopAsync } from './helpers/cli.js';
 
-const bin = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
-const cli = (args: string[]) => spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 60_000 });
+// the built binary; the calls of a test run side by side
+const cli = (args: string[]) => nsaTopAsync(args);
 
-test('the built binary answers --help with every public command', () => {
-  const r = cli(['--help']);
+test('the built binary answers --help with every public command', async () => {
+  const [r, help, version] = await Promise.all([cli(['--help']), cli(['help']), cli(['--version'])]);
   assert.equal(r.status, 0, r.stderr);
   for (const c of ['status', 'demo', 'train', 'watchdog', 'report', 'preflight', 'launch', 'relaunch', 'attach']) {
     assert.match(r.stdout, new RegExp(`\\b${c}\\b`));
@@ -18,8 +17,8 @@ test('the built binary answers --help with every public command', () => {
   // the cockpit's own options are in it too
   for (const o of ['--host H', '-i, --identity KEY', '--accept-new-host-key', '--interval S', '--read-only'])
     assert.ok(r.stdout.includes(o), o);
-  assert.equal(cli(['help']).stdout, r.stdout);
-  assert.equal(cli(['--version']).stdout, 'nsa-top 0.1.0\n');
+  assert.equal(help.stdout, r.stdout);
+  assert.equal(version.stdout, 'nsa-top 0.1.0\n');
 });
 
 // Every command of the table, as its user sees it: --help lists each declared option with its help,
@@ -27,8 +26,7 @@ test('the built binary answers --help with every public command', () => {
 // test without being added to it.
 for (const [name, entry] of Object.entries(COMMANDS)) {
   test(`nsa-top ${name}: --help lists every option it takes; an unknown option is one line, exit 2`, async () => {
-    const mod = await entry.load();
-    const h = cli([name, '--help']);
+    const [mod, h, u] = await Promise.all([entry.load(), cli([name, '--help']), cli([name, '--no-such-option'])]);
     assert.equal(h.status, 0, h.stderr);
     if (name === 'train') {
       // the reference trainer parses its own flags (it imports nothing outside itself)
@@ -46,28 +44,27 @@ for (const [name, entry] of Object.entries(COMMANDS)) {
         assert.ok(d.help.trim().length > 0 && line.includes(d.help.split('\n')[0]!), `${name} --${o}: its help`);
       }
     }
-    const u = cli([name, '--no-such-option']);
     assert.equal(u.status, 2, u.stderr);
     assert.equal(u.stderr.trim().split('\n').length, 1, u.stderr);
     assert.match(u.stderr, /unknown option '?--no-such-option/);
   });
 }
 
-test('--x=v and --x v are the same on a real command; a bad number is one line naming the option', () => {
-  for (const args of [
-    ['watchdog', '--interval', 'abc'],
-    ['watchdog', '--interval=abc'],
-  ]) {
-    const r = cli(args);
+test('--x=v and --x v are the same on a real command; a bad number is one line naming the option', async () => {
+  const [w1, w2, a, b, c] = await Promise.all([
+    cli(['watchdog', '--interval', 'abc']),
+    cli(['watchdog', '--interval=abc']),
+    cli(['status', '/nonexistent/nsa-top-x', '--host', 'local']),
+    cli(['status', '/nonexistent/nsa-top-x', '--host=local']),
+    // `--` ends the options: a run dir may start with '-'
+    cli(['status', '--', '--json']),
+  ]);
+  for (const r of [w1, w2]) {
     assert.equal(r.status, 2);
     assert.equal(r.stderr, "nsa-top: watchdog: --interval needs a number >= 0.05, got 'abc'\n");
   }
-  const a = cli(['status', '/nonexistent/nsa-top-x', '--host', 'local']);
-  const b = cli(['status', '/nonexistent/nsa-top-x', '--host=local']);
   assert.equal(a.status, 2);
   assert.deepEqual([b.status, b.stderr], [a.status, a.stderr]);
-  // `--` ends the options: a run dir may start with '-'
-  const c = cli(['status', '--', '--json']);
   assert.equal(c.status, 2);
   assert.match(c.stderr, /run dir not found: .*--json/);
 });

@@ -173,6 +173,8 @@ test(
     mkdirSync(dir, { recursive: true });
     // launched by hand, its stdout in the operator's own file outside the run dir
     const logPath = join(tmp, 'hand', 'stdout.log');
+    // 120 steps: the halt (two CLI calls) lands well before the end at step 30, and the resumed
+    // segment that then runs to the end is short
     const trainArgs = [
       'train',
       '--out',
@@ -180,7 +182,7 @@ test(
       '--ranks',
       '2',
       '--steps',
-      '300',
+      '120',
       '--log-every',
       '5',
       '--save-every',

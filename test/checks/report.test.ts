@@ -1,24 +1,17 @@
 // report: grading on the real fixtures (pure, via the real RunModel) and the binary's exit codes.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { Checker } from '../../src/checks/index.js';
 import { gradeRun } from '../../src/checks/report.js';
 import { FIXTURES, fixture, liveFixture, proc, procs } from './helpers.js';
+import { nsaTopAsync } from '../helpers/cli.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const BIN = join(ROOT, 'bin', 'nsa-top.js');
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-report-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 cpSync(FIXTURES, join(tmp, 'fx'), { recursive: true });
-
-function report(args: string[]) {
-  return spawnSync(process.execPath, [BIN, 'report', ...args], { encoding: 'utf8', timeout: 60_000 });
-}
 
 test('ddp2 fixture (halted at step 31 of 400): phase 1 is NO-GO with the step evidence; phase 0 GO', async () => {
   const run = await fixture('ddp2-dumps-halt');
@@ -65,8 +58,19 @@ test('single fixture: phase 0 GO with step-time and gap evidence from heartbeat 
   assert.equal(r3.phases[3]!.criteria.find((c) => c.id === 'real-data')!.status, 'fail');
 });
 
-test('binary: exit codes 0 / 1 / 2, --json and --md', () => {
-  const single = report([join(tmp, 'fx', 'single')]);
+test('binary: exit codes 0 / 1 / 2, --json and --md', async () => {
+  const empty = mkdtempSync(join(tmp, 'empty-'));
+  // the calls side by side (each only reads its run)
+  const [single, ddp, md, none, missing, badPhase] = await Promise.all(
+    [
+      [join(tmp, 'fx', 'single')],
+      [join(tmp, 'fx', 'ddp2-dumps-halt'), '--json'],
+      [join(tmp, 'fx', 'single'), '--md', '--phase', '1'],
+      [empty],
+      [join(tmp, 'nope')],
+      ['--phase', '7'],
+    ].map((args) => nsaTopAsync(['report', ...args])),
+  );
   assert.equal(single.status, 0, single.stderr);
   assert.match(single.stdout, /VERDICT\s+GO for phase 0/);
   assert.match(
@@ -74,7 +78,6 @@ test('binary: exit codes 0 / 1 / 2, --json and --md', () => {
     /steady step times\s+median [\d.]+ s\/step/,
     'step times come from the heartbeat progress times (the CSV has none)',
   );
-  const ddp = report([join(tmp, 'fx', 'ddp2-dumps-halt'), '--json']);
   assert.equal(ddp.status, 1);
   const j = JSON.parse(ddp.stdout);
   assert.equal(j.verdict, 'NO-GO');
@@ -82,15 +85,11 @@ test('binary: exit codes 0 / 1 / 2, --json and --md', () => {
     typeof j.charts.loss === 'string' && j.charts.loss.includes('┤'),
     'an ASCII loss chart is part of the evidence',
   );
-  const md = report([join(tmp, 'fx', 'single'), '--md', '--phase', '1']);
   assert.equal(md.status, 1);
   assert.match(md.stdout, /^# Acceptance report: single/m);
   assert.match(md.stdout, /\| ✘ \| 300 steps \|/);
-  const empty = mkdtempSync(join(tmp, 'empty-'));
-  const none = report([empty]);
   assert.equal(none.status, 2);
   assert.match(none.stderr, /holds no run artifacts/);
-  const missing = report([join(tmp, 'nope')]);
   assert.equal(missing.status, 2);
-  assert.equal(report(['--phase', '7']).status, 2);
+  assert.equal(badPhase.status, 2);
 });

@@ -6,11 +6,10 @@
 // symlink or hard link out of the run dir is refused and named.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   existsSync,
   linkSync,
-  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -21,7 +20,7 @@ import {
 } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { killRecorded, runPids } from './cleanup.js';
+import { startHungRun, type HungRun } from './liverun.js';
 import { BIN } from './pty.js';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
 
@@ -45,12 +44,11 @@ const PLANTED: Record<string, string> = {
 /** the secret part of each planted value: none of these may appear anywhere in a bundle */
 const SECRETS = [...Object.values(PLANTED).slice(0, 8), 'Hunter2Hunter2', 'c2lnbmF0dXJlLW9mLXRoZS1qd3Q'];
 const OUTSIDE = 'OUTSIDE-THE-RUN-' + 'must-not-be-bundled';
-let trainer: ReturnType<typeof spawn> | null = null;
+let run: HungRun | null = null;
 let sshd: TestSshd | null = null;
 
 after(async () => {
-  killRecorded(runPids(runDir));
-  if (trainer && trainer.exitCode === null) trainer.kill('SIGKILL');
+  run?.stop();
   await sshd?.stop().catch(() => {});
   rmSync(cwd, { recursive: true, force: true });
 });
@@ -95,28 +93,10 @@ test(
   'a hung, dumped and halted live run: every file, the story in order, no secret, 0600, links refused, capped',
   { timeout: 150_000 },
   async () => {
-    mkdirSync(runDir);
-    trainer = spawn(
-      process.execPath,
-      [
-        BIN,
-        'train',
-        '--out',
-        runDir,
-        '--ranks',
-        '2',
-        '--steps',
-        '400',
-        '--log-every',
-        '2',
-        '--save-every',
-        '4',
-        '--inject',
-        'hang@step=8,rank=1',
-      ],
-      { cwd, stdio: 'ignore', env: { ...ENV, NSA_HEARTBEAT_EVERY: '1', ...PLANTED } },
-    );
-    // the hang: the watchdog (3 s stall floor) says STALLED, and writes its watchdog.jsonl
+    run = startHungRun({ cwd, runDir, hang: 'step=8,rank=1', logEvery: 2, saveEvery: 4, env: { ...ENV, ...PLANTED } });
+    // the hang: the heartbeats stand still past the watchdog's 3 s stall floor (file times: no process
+    // started per look), then the watchdog says STALLED, and writes its watchdog.jsonl
+    await run.silent(3000);
     await until(
       'the watchdog sees the stall',
       () => /STALLED/.test(nsaTop(['watchdog', '--once', runDir]).stdout),

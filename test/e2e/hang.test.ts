@@ -2,12 +2,11 @@
 // to STALLED and the screen names the rank.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
-import { killRecorded, runPids } from './cleanup.js';
-import { BIN, Cockpit } from './pty.js';
+import { startHungRun } from './liverun.js';
+import { Cockpit } from './pty.js';
 
 test(
   'an injected hang on rank 1 turns the header to STALLED and names rank 1; halt escalates to SIGKILL on request',
@@ -16,41 +15,19 @@ test(
     const cwd = mkdtempSync(join(tmpdir(), 'nsa-top-e2e-hang-'));
     // the trainer without a supervisor (a supervisor would escalate a stuck halt on its own)
     const runDir = join(cwd, 'run');
-    mkdirSync(runDir);
-    const trainer = spawn(
-      process.execPath,
-      [
-        BIN,
-        'train',
-        '--out',
-        runDir,
-        '--ranks',
-        '2',
-        '--steps',
-        '400',
-        '--log-every',
-        '5',
-        '--save-every',
-        '25',
-        '--inject',
-        'hang@step=12,rank=1',
-      ],
-      {
-        cwd,
-        stdio: 'ignore',
-        env: { ...process.env, NSA_HEARTBEAT_EVERY: '1' },
-      },
-    );
-    await new Promise((r) => setTimeout(r, 1500));
-    // a short stall floor so the test does not wait the real 180 s (NSA_WATCH_* are honoured)
-    // and a short grace after .HALT (a run without a profile: NSA_TOP_HALT_GRACE_S, else 300 s)
-    const c = new Cockpit([runDir], {
-      cwd,
-      cols: 100,
-      rows: 30,
-      env: { NSA_WATCH_HEARTBEAT_STALL_S: '4', NSA_TOP_HALT_GRACE_S: '8' },
-    });
+    const run = startHungRun({ cwd, runDir, hang: 'step=12,rank=1', logEvery: 5, saveEvery: 25 });
+    let cockpit: Cockpit | undefined;
     try {
+      // the cockpit opens on a run dir that is a run (an empty dir is bad input)
+      await run.firstBeat();
+      // a short stall floor so the test does not wait the real 180 s (NSA_WATCH_* are honoured)
+      // and a short grace after .HALT (a run without a profile: NSA_TOP_HALT_GRACE_S, else 300 s)
+      const c = (cockpit = new Cockpit([runDir], {
+        cwd,
+        cols: 100,
+        rows: 30,
+        env: { NSA_WATCH_HEARTBEAT_STALL_S: '4', NSA_TOP_HALT_GRACE_S: '8' },
+      }));
       await c.waitFor(/RUNNING/, 60_000);
       const m = await c.waitFor(/^ STALLED .*$/m, 90_000, 'the header turns STALLED');
       assert.match(m[0], /STALLED/);
@@ -89,10 +66,8 @@ test(
       const log = readFileSync(join(runDir, '.nsa-top', 'actions.jsonl'), 'utf8');
       assert.match(log, /"action":"escalate-sigkill","target":\{[^\n]*"result":"ok"/);
     } finally {
-      const pids = runPids(runDir);
-      await c.close(3000);
-      killRecorded(pids);
-      if (trainer.exitCode === null) trainer.kill('SIGKILL');
+      await cockpit?.close(3000);
+      run.stop();
       rmSync(cwd, { recursive: true, force: true });
     }
   },

@@ -6,56 +6,19 @@
 // default, never with --no-mouse, and off again after q and after SIGTERM.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BIN } from './pty.js';
+import { isolatedTmux } from './tmuxserver.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/nsa-vibe/single', import.meta.url));
 
-const v = spawnSync('tmux', ['-V'], { encoding: 'utf8', timeout: 5000 });
-const noTmux = v.error || v.status !== 0 ? 'tmux is not installed: the send-keys test needs a real tmux' : false;
-
-const ENV: Record<string, string> = {};
-for (const [k, val] of Object.entries(process.env))
-  if (val !== undefined && !['CI', 'NO_COLOR', 'TMUX', 'TMUX_PANE'].includes(k)) ENV[k] = val;
-ENV.TERM = 'xterm-256color';
-
-const tmp = mkdtempSync(join(tmpdir(), 'nsa-top-keys-tmux-'));
-const SOCK = join(tmp, 'tmux.sock');
-let server = false;
-
-function tmux(...args: string[]): string {
-  const r = spawnSync('tmux', ['-S', SOCK, '-f', '/dev/null', ...args], {
-    encoding: 'utf8',
-    env: ENV,
-    timeout: 10_000,
-  });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`tmux ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
-
-after(() => {
-  if (server) spawnSync('tmux', ['-S', SOCK, 'kill-server'], { env: ENV, timeout: 10_000 });
-  rmSync(tmp, { recursive: true, force: true });
-});
-
-const capture = (t: string) => tmux('capture-pane', '-p', '-t', t).replace(/\n$/, '').split('\n');
-
-async function until(what: string, t: string, check: (rows: string[]) => string | null, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  let why: string | null = 'never checked';
-  for (;;) {
-    const rows = capture(t);
-    why = check(rows);
-    if (why === null) return;
-    if (Date.now() > deadline) assert.fail(`${what}: ${why}\n--- pane ---\n${rows.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const T = isolatedTmux('nsa-top-keys-tmux-', 'the send-keys test');
+const { tmp, tmux, capture, skip: noTmux } = T;
+after(() => T.close());
+const until = (what: string, t: string, check: (rows: string[]) => string | null, ms = 15_000) =>
+  T.until(what, t, check, ms);
 
 /** The zoomed panel's title (row 3) and its last body line (above its bottom border). */
 function zoomed(rows: string[]): { title: string; last: string } {
@@ -73,7 +36,6 @@ test(
     // the Log's line `back` lines up from the newest, as the panel draws it (cut at the border)
     const line = (back: number) => log[log.length - 1 - back]!.trim();
     tmux('new-session', '-d', '-s', 'k', '-x', '120', '-y', '40', '--', process.execPath, BIN, run, '--read-only');
-    server = true;
     tmux('new-window', '-d', '-t', 'k', '-n', 'nomouse', '--', process.execPath, BIN, run, '--read-only', '--no-mouse');
     tmux('new-window', '-d', '-t', 'k', '-n', 'term', '--', process.execPath, BIN, run, '--read-only');
     // panes stay after their program ends, to be asked what it left the terminal in
@@ -135,13 +97,7 @@ test(
       30_000,
     );
     assert.equal(flags('k:nomouse'), '0 0', '--no-mouse leaves the mouse to the terminal');
-    const dead = async (t: string, what: string) => {
-      const deadline = Date.now() + 10_000;
-      while (tmux('display-message', '-p', '-t', t, '#{pane_dead}').trim() !== '1') {
-        if (Date.now() > deadline) assert.fail(`the cockpit did not end on ${what}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
+    const dead = (t: string, what: string) => T.paneDead(t, what);
     // q: the cockpit gives the mouse back as it goes (a program that does not leaves the flags set)
     tmux('send-keys', '-t', P, '-l', 'q');
     await dead(P, 'q');

@@ -15,7 +15,7 @@ const RUN = fileURLToPath(
 );
 
 const T = isolatedTmux('nsa-top-replay-tmux-', 'the replay screen test');
-const { env: ENV, tmux, skip: noTmux } = T;
+const { env: ENV, tmux, until, skip: noTmux } = T;
 
 after(() => {
   T.close();
@@ -23,19 +23,6 @@ after(() => {
 
 /** the timeline: the frame's last row (the pane's last row is left empty) */
 const footer = (r: string[]) => r.find((l) => /^(‖|▶) /.test(l)) ?? '';
-
-const capture = (t: string) => tmux('capture-pane', '-p', '-t', t).replace(/\n$/, '').split('\n');
-
-async function until(what: string, t: string, check: (rows: string[]) => string | null, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const rows = capture(t);
-    const why = check(rows);
-    if (why === null) return;
-    if (Date.now() > deadline) assert.fail(`${what}: ${why}\n--- pane ---\n${rows.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test(
   'replay in tmux: the stall as it stood, h refused with the reason, ] to the relaunch, q quits',
@@ -87,11 +74,7 @@ test(
         : `header ${JSON.stringify(r[0])} footer ${JSON.stringify(footer(r))}`,
     );
     tmux('send-keys', '-t', P, '-l', 'q');
-    const deadline = Date.now() + 10_000;
-    while (tmux('display-message', '-p', '-t', P, '#{pane_dead}').trim() !== '1') {
-      if (Date.now() > deadline) assert.fail('the replay did not end on q');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await T.paneDead(P, 'q');
   },
 );
 

@@ -6,46 +6,22 @@
 // isolated tmux server (its own socket, no config), never the user's.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pty from 'node-pty';
 import { BIN } from './pty.js';
+import { isolatedTmux } from './tmuxserver.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/nsa-vibe/single', import.meta.url));
 const RUN_NAME = 'tmux-shared-run';
 const SESSION = 'nsa';
 
-const tmuxVersion = spawnSync('tmux', ['-V'], { encoding: 'utf8', timeout: 5000 });
-const noTmux =
-  tmuxVersion.error || tmuxVersion.status !== 0
-    ? 'tmux is not installed (CI installs it in .ci/run): the shared-pane test needs a real tmux'
-    : false;
-
-// No CI (Ink behaves differently under it), no TMUX/TMUX_PANE (a test run from inside tmux must not
-// talk to the user's server or refuse to nest), a known TERM.
-const ENV: Record<string, string> = {};
-for (const [k, v] of Object.entries(process.env))
-  if (v !== undefined && !['CI', 'NO_COLOR', 'TMUX', 'TMUX_PANE'].includes(k)) ENV[k] = v;
-ENV.TERM = 'xterm-256color';
-
-const tmp = mkdtempSync(join(tmpdir(), 'nsa-top-tmux-'));
-const SOCK = join(tmp, 'tmux.sock');
+// its own server: no CI (Ink behaves differently under it), no TMUX/TMUX_PANE (a test run from
+// inside tmux must not talk to the user's server or refuse to nest), a known TERM
+const T = isolatedTmux('nsa-top-tmux-', 'the shared-pane test');
+const { tmp, sock: SOCK, env: ENV, tmux, skip: noTmux } = T;
 const clients: pty.IPty[] = [];
-let serverStarted = false;
-
-function tmux(...args: string[]): string {
-  const r = spawnSync('tmux', ['-S', SOCK, '-f', '/dev/null', ...args], {
-    encoding: 'utf8',
-    env: ENV,
-    timeout: 10_000,
-  });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`tmux ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()}`);
-  return r.stdout;
-}
 
 function cleanup(): void {
   for (const c of clients.splice(0)) {
@@ -55,11 +31,7 @@ function cleanup(): void {
       /* gone */
     }
   }
-  if (serverStarted) {
-    serverStarted = false;
-    spawnSync('tmux', ['-S', SOCK, 'kill-server'], { env: ENV, timeout: 10_000 });
-  }
-  rmSync(tmp, { recursive: true, force: true });
+  T.close();
 }
 after(cleanup);
 
@@ -93,10 +65,7 @@ function paneSize(): { w: number; h: number } {
 }
 
 /** The pane as tmux holds it; -J joins rows the terminal wrapped, so a wrapped row shows as a longer line. */
-function capture(): string[] {
-  const out = tmux('capture-pane', '-p', '-J', '-t', SESSION);
-  return out.replace(/\n$/, '').split('\n');
-}
+const capture = (): string[] => T.capture(SESSION, { join: true });
 
 /** Alive and not a zombie waiting for a parent to reap it. */
 function running(pid: number): boolean {
@@ -228,7 +197,6 @@ test(
         run,
         '--read-only',
       );
-      serverStarted = true;
       const cockpitPid = Number(tmux('display-message', '-p', '-t', SESSION, '#{pane_pid}').trim());
       assert.ok(cockpitPid > 0 && running(cockpitPid), 'the pane runs the cockpit itself');
 
@@ -284,7 +252,6 @@ test(
       assert.ok(running(cockpitPid), 'the cockpit survived every client coming and going');
       // ... and killing the server hangs it up: it exits rather than lingering without a terminal
       tmux('kill-server');
-      serverStarted = false;
       await until(
         'the cockpit exits when its tmux server is killed',
         () => (running(cockpitPid) ? `pid ${cockpitPid} still running` : null),

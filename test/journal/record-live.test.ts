@@ -6,7 +6,7 @@
 // from the journal and refuses a moment outside it. Rotation keeps the journal under its cap with
 // every part readable from its start.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +17,7 @@ import type { CockpitState } from '../../src/cockpit/state.js';
 import { JournalRecorder, journalSource } from '../../src/journal/index.js';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { resolveRunDirsAt } from '../../src/trainer/run/rundir.js';
-import { killRecorded, runPids } from '../e2e/cleanup.js';
+import { startHungRun } from '../e2e/liverun.js';
 import { BIN } from '../e2e/pty.js';
 import { fixtureState } from '../ui/helpers.js';
 
@@ -43,34 +43,14 @@ test(
   async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'nsa-top-journal-'));
     const runDir = join(cwd, 'run');
-    mkdirSync(runDir);
     // a short stall floor (NSA_WATCH_* are honoured by the collector's checker, read at construction)
     process.env.NSA_WATCH_HEARTBEAT_STALL_S = '3';
-    const trainer = spawn(
-      process.execPath,
-      [
-        BIN,
-        'train',
-        '--out',
-        runDir,
-        '--ranks',
-        '2',
-        '--steps',
-        '400',
-        '--log-every',
-        '5',
-        '--save-every',
-        '25',
-        '--inject',
-        'hang@step=14,rank=1',
-      ],
-      { cwd, stdio: 'ignore', env: { ...process.env, NSA_HEARTBEAT_EVERY: '1' } },
-    );
+    const run = startHungRun({ cwd, runDir, hang: 'step=14,rank=1', logEvery: 5, saveEvery: 25 });
     const host = new LocalHost();
     let rec: JournalRecorder | null = null;
     let collector: Collector | null = null;
     try {
-      await until('the first heartbeat', 60_000, () => readdirSync(runDir).some((f) => f.startsWith('heartbeat_rank')));
+      await run.firstBeat();
       const dirs = await resolveRunDirsAt(host, runDir);
       // a stale lock (a pid that has exited) is taken over
       mkdirSync(join(runDir, '.nsa-top'), { recursive: true });
@@ -108,7 +88,9 @@ test(
       await until('the halt in the journal', 20_000, () =>
         live.some((s) => s.actions.some((a) => a.action === 'halt')),
       );
-      await new Promise((r) => setTimeout(r, 800)); // one more round, then the recorder closes
+      // one more round, then the recorder closes
+      const rounds = live.length;
+      await until('one more round after the halt', 20_000, () => live.length > rounds);
       collector.stop();
       await rec.close();
       assert.equal(readdirSync(join(runDir, '.nsa-top')).includes('journal.lock'), false, 'the lock is given back');
@@ -167,8 +149,7 @@ test(
       collector?.stop();
       await rec?.close();
       delete process.env.NSA_WATCH_HEARTBEAT_STALL_S;
-      killRecorded(runPids(runDir));
-      if (trainer.exitCode === null) trainer.kill('SIGKILL');
+      run.stop();
       rmSync(cwd, { recursive: true, force: true });
     }
   },

@@ -159,8 +159,11 @@ test('a rank that answers after the wait is named lost, and its late write is ne
     const [rec] = await readActions(host, dir, 1);
     const s = checkSet(side, out, rec!.detail);
     lostSeen += s.lost;
-    // let rank 0's late write land before the next round
-    await new Promise((r) => setTimeout(r, 1000));
+    // let rank 0's late write land before the next round: its i+1-th (each dump signals it once)
+    for (const end = Date.now() + 10_000; writesOf(side, 0).size < i + 1;) {
+      assert.ok(Date.now() < end, `rank 0's late write of round ${i + 1} never landed`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
   assert.ok(lostSeen > 0, 'rank 0 answers after the wait at least once');
 });
