@@ -2,6 +2,8 @@
 // verified pid + start time, proven a rank of the run by its records, only once its handler is
 // installed, never the launcher), like the cockpit's d; logged in actions.jsonl.
 import type { Host } from '../remote/host.js';
+import { lookAheadOf } from '../trainer/run/lookahead.js';
+import { resolve } from 'node:path';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor, dumpRun, readOnlyMode } from '../trainer/control/actions.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
@@ -47,17 +49,23 @@ export async function run(argv: string[]): Promise<number> {
   };
   if (readOnly) return out({ result: 'refused', detail: READ_ONLY_REFUSAL }, `dump refused: ${READ_ONLY_REFUSAL}\n`, 3);
   const host = await openHostFor(hostSpecOf(a));
+  // finding the run and judging its state is one look (Host.look): over SSH its records are asked
+  // together, each once. The proof, the signals and the wait for the dumps are the host's own:
+  // never answered from a look
+  const guess = p.positional ? resolve(process.cwd(), p.positional) : null;
+  const look = host.look?.(guess ? lookAheadOf({ runDir: guess, outDir: guess }, 'first') : undefined) ?? null;
+  const seen = look ?? host;
   try {
-    const runDir = await resolveRunDir(host, p.positional, process.cwd());
+    const runDir = await resolveRunDir(seen, p.positional, process.cwd());
     // the run resolved once here at the edge: the state's refusal, the proof and the dumps read it
-    const dirs = await resolveRunDirsAt(host, runDir);
+    const dirs = await resolveRunDirsAt(seen, runDir);
     const r = await dumpRun(
       host,
       dirs,
       () => currentActor(host),
       { readOnly, onProgress: a.json ? undefined : (m) => process.stderr.write(`  ${m}\n`) },
       // what the cockpit refuses (nothing to dump once the run has ended), in its words
-      async () => (await refusedByState(host, dirs, 'dump'))?.why ?? null,
+      async () => (await refusedByState(seen, dirs, 'dump'))?.why ?? null,
     );
     // named as a trainer of the run without proof: never signalled, and said why
     const refused = r.unproven.map((u) => ({ rank: u.rank, pid: u.pid, status: 'refused', why: u.why }));
@@ -93,6 +101,7 @@ export async function run(argv: string[]): Promise<number> {
       code,
     );
   } finally {
+    look?.end();
     await host.close().catch(() => {});
   }
 }

@@ -16,6 +16,8 @@
 import type {
   ExecOptions,
   Host,
+  Look,
+  LookAhead,
   OwnWriteMode,
   ProcTableRequest,
   ReadRequest,
@@ -28,6 +30,7 @@ import { clockOffsetOf, probeBox, SshConnection, type BoxFacts, type SshHostOpti
 import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
+import { LOOK_SCRIPT, LookMemo, lookArgs, lookNonce, parseLookAnswer, SshLook, type LookedHost } from './look.js';
 import { WatchLoop } from './watch.js';
 import { sshTrace } from './trace.js';
 
@@ -48,7 +51,7 @@ export interface SshStats {
   reconnects: number;
 }
 
-export class SshHost implements Host {
+export class SshHost implements Host, LookedHost {
   readonly kind = 'ssh' as const;
   readonly label: string;
   private readonly box: BoxFacts = { clockOffsetMs: 0, gnuFind: true };
@@ -224,6 +227,37 @@ export class SshHost implements Host {
 
   signal(pid: number, sig: SignalName, expect?: SignalExpect) {
     return this.files.signal(pid, sig, expect);
+  }
+
+  /** A look (Host.look): its file looks answered once, `ahead` asked in one round trip (look.ts). */
+  look(ahead?: LookAhead): Look {
+    const memo = new LookMemo(() => this.files.gen);
+    if (ahead) this.lookAhead(ahead, memo);
+    return new SshLook(this, memo, true);
+  }
+
+  lookStat(path: string, memo: LookMemo) {
+    return this.files.stat(path, memo);
+  }
+
+  lookList(dir: string, memo: LookMemo) {
+    return this.files.list(dir, memo);
+  }
+
+  lookRead(path: string, start: number, end: number | undefined, memo: LookMemo) {
+    return this.files.readRange(path, start, end, memo);
+  }
+
+  /** One script in the watch loop's shell for everything `ahead` names (look.ts); its answers seed `memo`. */
+  lookAhead(ahead: LookAhead, memo: LookMemo): void {
+    if (this.conn.closing || !this.box.gnuFind) return;
+    const nonce = lookNonce();
+    const { args, files, dirs } = lookArgs(ahead, nonce);
+    if (files.length + dirs.length === 0) return;
+    const answer = this.watch
+      .runScript(() => LOOK_SCRIPT, args, 20_000)
+      .then((r) => (r && r.code === 0 ? parseLookAnswer(r.stdout, nonce, files, dirs) : null));
+    memo.seed({ files, dirs }, answer);
   }
 
   pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []) {

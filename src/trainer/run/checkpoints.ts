@@ -14,7 +14,7 @@
 import { clock, dur } from '../../format.js';
 import { basename, join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import type { Host } from '../../remote/host.js';
+import { hostOf, type Host } from '../../remote/host.js';
 
 export interface CompleteCheckpoint {
   path: string;
@@ -347,7 +347,9 @@ export async function pickResumeCheckpoint(
 }
 
 /** The completeness check of one file (size settled, structurally whole); null = complete. */
-async function completenessProblem(host: Host, path: string, opts: CheckpointCheckOptions): Promise<string | null> {
+async function completenessProblem(look: Host, path: string, opts: CheckpointCheckOptions): Promise<string | null> {
+  // a stat, a wait, a stat again: asked of the host itself, never answered from a look (Host.look)
+  const host = hostOf(look);
   const settledMs = opts.settledMs ?? 5000;
   const stableWaitMs = opts.stableWaitMs ?? 1000;
   let st = await host.stat(path).catch(() => null);
