@@ -15,6 +15,7 @@ import { delimiter, join } from 'node:path';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import { Checker, type CheckInput, type Evaluation, type Launched } from '../checks/index.js';
 import { withLook, type Host } from '../remote/host.js';
+import { HOST_FACTS_ARGV } from '../remote/firstasks.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { activeRequest, supervisorInCharge } from '../checks/control.js';
@@ -108,6 +109,9 @@ export interface ObserverOptions {
 interface RoundOptions {
   procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean;
   waitHostStats?: boolean;
+  /** a look (Host.look) the caller holds the round in: what it reads after the round is answered
+   * from the round's answers (the cockpit's action log) */
+  look?: Host;
 }
 
 /** how long a failed take-over of one request waits before it is tried again */
@@ -197,7 +201,7 @@ export class Observer {
   async observe(o: RoundOptions = {}): Promise<Observation> {
     // one look (Host.look): over SSH the round's records are stat'ed (the first round: read) in one
     // round trip, and each is asked once however many parts ask
-    return withLook(this.host, lookAheadOf(this.dirs, this.rounds === 0 ? 'first' : 'again'), (host) =>
+    return withLook(o.look ?? this.host, lookAheadOf(this.dirs, this.rounds === 0 ? 'first' : 'again'), (host) =>
       this.round(host, o),
     );
   }
@@ -435,14 +439,7 @@ export async function hostFacts(host: Host): Promise<{ cpus: number | undefined;
     return { cpus: cpus().length || undefined, noNvidiaTools: !found };
   }
   try {
-    const r = await host.exec(
-      [
-        'sh',
-        '-c',
-        '(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc); command -v nvidia-smi >/dev/null && echo gpu-tools',
-      ],
-      { timeoutMs: 5000, quick: true },
-    );
+    const r = await host.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true });
     const [first, second] = r.stdout.trim().split('\n');
     const n = Number(first?.trim());
     return {

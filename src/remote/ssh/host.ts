@@ -31,7 +31,8 @@ import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
 import { LOOK_SCRIPT, LookMemo, lookArgs, lookNonce, parseLookAnswer, SshLook, type LookedHost } from './look.js';
-import { WatchLoop } from './watch.js';
+import { WatchLoop, type ScriptAnswer } from './watch.js';
+import { FIRST_ASKS } from '../firstasks.js';
 import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
@@ -61,6 +62,8 @@ export class SshHost implements Host, LookedHost {
   private readonly files: SshFiles;
   private readonly watch: WatchLoop;
   private readonly poller: DirPoller;
+  /** FIRST_ASKS asked at connect, by argv, until an exec takes its answer */
+  private readonly firstAnswers = new Map<string, Promise<ScriptAnswer | null>>();
 
   private constructor(opts: SshHostOptions) {
     this.label = opts.target.label;
@@ -117,12 +120,19 @@ export class SshHost implements Host, LookedHost {
     } catch {
       return null;
     }
-    // the first answer also waits for the loop's hello: time a second one
-    if (!(await this.watch.runScript(() => 'true', [], 10_000))) return null;
+    // timed from the hello on: the shell's start-up is not in the round trip
+    if (!(await this.watch.waitHello(10_000))) return null;
     const t0 = Date.now();
     const r = await this.watch.runScript(() => 'date +%s%N; date +%s', [], 10_000);
     const t1 = Date.now();
     if (!r || r.code !== 0) return null;
+    // what every command asks first (firstasks.ts), asked now behind the clock, not waited for
+    this.firstAnswers.clear();
+    for (const argv of FIRST_ASKS)
+      this.firstAnswers.set(
+        argv.join('\0'),
+        this.watch.runScript(() => 'exec "$@"', [...argv], 10_000),
+      );
     return { clockOffsetMs: clockOffsetOf(r.stdout.toString(), t0, t1), gnuFind: this.box.gnuFind };
   }
 
@@ -157,6 +167,24 @@ export class SshHost implements Host, LookedHost {
     // a command may change anything: no look answered before it answers after it (a quick one is
     // a probe that changes nothing: command -v, getconf, id -u, /proc)
     if (!opts.quick) this.files.forgetLooks();
+    // asked as the connection came up (firstasks.ts): the first ask takes that answer
+    const first =
+      opts.quick && !opts.env && !opts.cwd && opts.input === undefined
+        ? this.firstAnswers.get(argv.join('\0'))
+        : undefined;
+    if (first) {
+      this.firstAnswers.delete(argv.join('\0'));
+      const r = await first;
+      if (r && !r.timedOut)
+        return {
+          code: r.code,
+          signal: r.signal,
+          stdout: r.stdout.toString('utf8'),
+          stderr: r.stderr.toString('utf8'),
+          timedOut: false,
+          durationMs: r.durationMs,
+        };
+    }
     if (opts.quick && opts.input === undefined && !opts.cwd) {
       // env rides as `env K=V …` arguments (a name that is not a plain name goes by exec)
       const env = Object.entries(opts.env ?? {});

@@ -16,6 +16,7 @@ import { constants as fsc, fstatSync, statSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { isAbsolute, join, normalize, resolve } from 'node:path';
 import { hostOf, type FileStat, type Host } from '../../remote/host.js';
+import { UID_ARGV } from '../../remote/firstasks.js';
 import { NSA_DIR } from './readers/names.js';
 
 /** A directory's identity: a copy has another, a move keeps it. */
@@ -42,7 +43,7 @@ export function currentUid(host: Host): Promise<number | null> {
   let p = uidCache.get(hostOf(host));
   if (!p) {
     p = host
-      .exec(['id', '-u'], { timeoutMs: 10_000, quick: true })
+      .exec([...UID_ARGV], { timeoutMs: 10_000, quick: true })
       .then((r) => (r.code === 0 && /^\d+$/.test(r.stdout.trim()) ? Number(r.stdout.trim()) : null))
       .catch(() => null);
     uidCache.set(hostOf(host), p);
