@@ -22,6 +22,7 @@ import { LocalHost } from '../../src/remote/local/host.js';
 import { hostOf, sigCaught } from '../../src/remote/host.js';
 import { HostKeyError, SshHost } from '../../src/remote/ssh/host.js';
 import { openHost } from '../../src/remote/index.js';
+import { HOST_FACTS_ARGV, UID_ARGV } from '../../src/remote/firstasks.js';
 import { resolveTarget } from '../../src/remote/ssh/config.js';
 import { listProcesses, readProc } from '../../src/remote/procs.js';
 import { findRunProcesses } from '../../src/trainer/run/processes.js';
@@ -690,14 +691,6 @@ test('a look (Host.look): its look-ahead in one round trip, each file asked once
   writeFileSync(other, 'other\n');
   const fresh = await sshd.connect({ watchIntervalMs: 250 });
   try {
-    // asked as the connection came up (firstasks.ts): the first `id -u` costs no round trip, the next one does
-    const s0 = fresh.stats().scripts;
-    const uid = await fresh.exec(['id', '-u'], { timeoutMs: 5000, quick: true });
-    assert.equal(uid.stdout.trim(), String(process.getuid!()));
-    assert.equal(fresh.stats().scripts, s0, 'answered from the connect-time ask');
-    await fresh.exec(['id', '-u'], { timeoutMs: 5000, quick: true });
-    assert.equal(fresh.stats().scripts, s0 + 1, 'asked again: a round trip of its own');
-
     const s1 = fresh.stats().scripts;
     const look = fresh.look({ files: [dir, info, plan, missing, join(dir, 'tb')], dirs: [dir], contents: true });
     assert.equal(hostOf(look), fresh, 'per-host caches key by the host looked through');
@@ -714,13 +707,25 @@ test('a look (Host.look): its look-ahead in one round trip, each file asked once
     // asked again within the look: its first answer
     await look.stat(info);
     await look.list(dir);
-    assert.equal(fresh.stats().scripts - s1, 1, 'the look-ahead alone: one script for every stat, read and listing');
+    // the first look-ahead of a connection takes the quick asks every command makes first
+    // (firstasks.ts) right behind it, before anyone asks them; the first exec of each takes that answer
+    assert.equal(
+      fresh.stats().scripts - s1,
+      3,
+      'one script for every stat, read and listing; then id -u, the host facts',
+    );
+    const uid = await fresh.exec([...UID_ARGV], { timeoutMs: 5000, quick: true });
+    assert.equal(uid.stdout.trim(), String(process.getuid!()));
+    assert.match((await fresh.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true })).stdout, /^\d+\n/);
+    assert.equal(fresh.stats().scripts - s1, 3, 'answered from the asks already made');
+    await fresh.exec([...UID_ARGV], { timeoutMs: 5000, quick: true });
+    assert.equal(fresh.stats().scripts - s1, 4, 'asked again: once each');
     // not in the look-ahead: asked once, then answered from the look
     await look.stat(other);
     await look.readFile(other);
     await look.stat(other);
     await look.readFile(other);
-    assert.equal(fresh.stats().scripts - s1, 3, 'a stat and a read of a file the look-ahead did not name, each once');
+    assert.equal(fresh.stats().scripts - s1, 6, 'a stat and a read of a file the look-ahead did not name, each once');
     // the same answers the host gives on its own
     assert.deepEqual(seen.dir, await fresh.stat(dir));
     assert.deepEqual(seen.info, await fresh.stat(info));

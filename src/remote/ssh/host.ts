@@ -62,8 +62,9 @@ export class SshHost implements Host, LookedHost {
   private readonly files: SshFiles;
   private readonly watch: WatchLoop;
   private readonly poller: DirPoller;
-  /** FIRST_ASKS asked at connect, by argv, until an exec takes its answer */
+  /** FIRST_ASKS asked once per connection, by argv, until an exec takes its answer */
   private readonly firstAnswers = new Map<string, Promise<ScriptAnswer | null>>();
+  private firstAsked = false;
 
   private constructor(opts: SshHostOptions) {
     this.label = opts.target.label;
@@ -71,6 +72,8 @@ export class SshHost implements Host, LookedHost {
     this.conn = new SshConnection(opts, {
       connected: async () => {
         this.channels.reset();
+        this.firstAnswers.clear();
+        this.firstAsked = false;
         this.files.forgetLooks();
         this.box.gnuFind = !opts.posixOnly;
         // the watch loop starts with the connection: every look after this one rides it (one SSH
@@ -126,13 +129,6 @@ export class SshHost implements Host, LookedHost {
     const r = await this.watch.runScript(() => 'date +%s%N; date +%s', [], 10_000);
     const t1 = Date.now();
     if (!r || r.code !== 0) return null;
-    // what every command asks first (firstasks.ts), asked now behind the clock, not waited for
-    this.firstAnswers.clear();
-    for (const argv of FIRST_ASKS)
-      this.firstAnswers.set(
-        argv.join('\0'),
-        this.watch.runScript(() => 'exec "$@"', [...argv], 10_000),
-      );
     return { clockOffsetMs: clockOffsetOf(r.stdout.toString(), t0, t1), gnuFind: this.box.gnuFind };
   }
 
@@ -167,13 +163,13 @@ export class SshHost implements Host, LookedHost {
     // a command may change anything: no look answered before it answers after it (a quick one is
     // a probe that changes nothing: command -v, getconf, id -u, /proc)
     if (!opts.quick) this.files.forgetLooks();
-    // asked as the connection came up (firstasks.ts): the first ask takes that answer
-    const first =
-      opts.quick && !opts.env && !opts.cwd && opts.input === undefined
-        ? this.firstAnswers.get(argv.join('\0'))
-        : undefined;
+    // asked once per connection, all together (firstasks.ts): the first ask takes that answer
+    const key = argv.join('\0');
+    const plain = opts.quick && !opts.env && !opts.cwd && opts.input === undefined;
+    if (plain && FIRST_ASKS.some((a) => a.join('\0') === key)) this.askFirst();
+    const first = plain ? this.firstAnswers.get(key) : undefined;
     if (first) {
-      this.firstAnswers.delete(argv.join('\0'));
+      this.firstAnswers.delete(key);
       const r = await first;
       if (r && !r.timedOut)
         return {
@@ -257,6 +253,21 @@ export class SshHost implements Host, LookedHost {
     return this.files.signal(pid, sig, expect);
   }
 
+  /**
+   * The quick asks every command makes first (firstasks.ts), sent once per connection, unawaited,
+   * right behind the first look-ahead (or with the first of them asked): the first exec of each
+   * takes its answer, without a round trip of its own.
+   */
+  private askFirst(): void {
+    if (this.firstAsked || this.conn.closing) return;
+    this.firstAsked = true;
+    for (const argv of FIRST_ASKS)
+      this.firstAnswers.set(
+        argv.join('\0'),
+        this.watch.runScript(() => 'exec "$@"', [...argv], 10_000),
+      );
+  }
+
   /** A look (Host.look): its file looks answered once, `ahead` asked in one round trip (look.ts). */
   look(ahead?: LookAhead): Look {
     const memo = new LookMemo(() => this.files.gen);
@@ -286,6 +297,7 @@ export class SshHost implements Host, LookedHost {
       .runScript(() => LOOK_SCRIPT, args, 20_000)
       .then((r) => (r && r.code === 0 ? parseLookAnswer(r.stdout, nonce, files, dirs) : null));
     memo.seed({ files, dirs }, answer);
+    this.askFirst();
   }
 
   pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []) {
