@@ -1,8 +1,8 @@
 // The quick looks every command asks of a box as it starts: who we are there (the owner checks of
 // pointer files, src/trainer/run/pointers.ts) and its CPU count and GPU tools (the observation's
-// host facts, src/cockpit/observe.ts). Over SSH they are asked as the connection comes up, right
-// after the clock probe and without waiting for each (SshHost), and the first exec of the same argv
-// is answered from that: no round trip of its own on the way to the first frame.
+// host facts, src/cockpit/observe.ts). Over SSH they are asked once per connection, right behind the
+// first look-ahead and without waiting for each (SshHost), and the first exec of the same argv is
+// answered from that: no round trip of its own on the way to the first frame.
 
 /** `id -u`: the uid nsa-top runs as on the box */
 export const UID_ARGV: readonly string[] = ['id', '-u'];
