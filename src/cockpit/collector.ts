@@ -270,9 +270,12 @@ export class Collector {
     // each proven rank's own /proc/PID/stat every round (./rankpeek.ts, ~0.1 ms a rank): one that
     // stopped, died or runs again has the whole table read this round, so it is named within a round
     if (this.procsAt !== 0 && (await provenChanged(this.host, prev?.procs ?? null))) this.procsAt = 0;
+    // one look for the round (Host.look): over SSH the action log's stat is answered with the round's
+    const look = this.host.look?.();
     // the process table is read every few seconds (each read runs a command), or at once when
     // the run may have changed under it
     const obs = await this.observer.judged({
+      look,
       procsDue: (run) => {
         const due =
           this.procsAt === 0 ||
@@ -294,15 +297,16 @@ export class Collector {
     let actions: ActionRecord[] = this.state?.actions ?? [];
     try {
       // re-read the action log only when it changed (a stat per tick instead of a read)
-      const st = await this.host.stat(join(outDir, NSA_DIR, ACTIONS_FILE));
+      const st = await (look ?? this.host).stat(join(outDir, NSA_DIR, ACTIONS_FILE));
       const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
       if (key !== this.actionsKey) {
-        actions = st ? await readActions(this.host, obs.dirs, this.o.actionLimit ?? 100) : [];
+        actions = st ? await readActions(look ?? this.host, obs.dirs, this.o.actionLimit ?? 100) : [];
         this.actionsKey = key;
       }
     } catch (e) {
       errors.push(`actions.jsonl: ${(e as Error).message}`);
     }
+    look?.end();
     const ev = obs.ev;
     const risk = stepsAtRisk(run);
     const wall = Date.now();

@@ -14,7 +14,8 @@ import { cpus } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { launchedFromRunInfo } from '../checks/launched.js';
 import { Checker, type CheckInput, type Evaluation, type Launched } from '../checks/index.js';
-import type { Host } from '../remote/host.js';
+import { withLook, type Host } from '../remote/host.js';
+import { HOST_FACTS_ARGV } from '../remote/firstasks.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { activeRequest, supervisorInCharge } from '../checks/control.js';
@@ -33,6 +34,7 @@ import { findRunProcesses } from '../trainer/run/processes.js';
 import { hintsFromRun } from '../trainer/run/ranks.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { openRunModelOf } from '../trainer/run/rundir.js';
+import { lookAheadOf } from '../trainer/run/lookahead.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
 export interface GpuSource {
@@ -103,6 +105,15 @@ export interface ObserverOptions {
   nodes?: NodeProcesses | null;
 }
 
+/** What a round is asked (Observer.observe). */
+interface RoundOptions {
+  procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean;
+  waitHostStats?: boolean;
+  /** a look (Host.look) the caller holds the round in: what it reads after the round is answered
+   * from the round's answers (the cockpit's action log) */
+  look?: Host;
+}
+
 /** how long a failed take-over of one request waits before it is tried again */
 const TAKEOVER_RETRY_MS = 15_000;
 
@@ -163,21 +174,21 @@ export class Observer {
     return { launched: this.launched, haltGraceS: this.graceS };
   }
 
-  private open(): Promise<void> {
-    this.opening ??= this.openOnce();
+  private open(host = this.host): Promise<void> {
+    this.opening ??= this.openOnce(host);
     return this.opening;
   }
 
-  private async openOnce(): Promise<void> {
+  private async openOnce(host: Host): Promise<void> {
     await this.runModel();
     try {
-      const info = await this.host.readFile(join(this.dirs.runDir, 'run.info'), 256 * 1024);
+      const info = await host.readFile(join(this.dirs.runDir, 'run.info'), 256 * 1024);
       this.launched = launchedFromRunInfo(info.toString('utf8'));
     } catch {
       this.launched = undefined;
     }
-    this.graceS = await haltGraceS(this.host, this.dirs.runDir).catch(() => 300);
-    const facts = await hostFacts(this.host);
+    this.graceS = await haltGraceS(host, this.dirs.runDir).catch(() => 300);
+    const facts = await hostFacts(host);
     this.hostCpus = facts.cpus;
     // one value, stamped when it was looked at (the collector emits on a changed GPU reading)
     if (facts.noNvidiaTools) this.noGpuTools = { status: 'no-nvidia-tools', at: this.host.now() };
@@ -187,12 +198,17 @@ export class Observer {
    * One round. `procsDue` says whether the process table is read this round (default: every round;
    * the cockpit reads it every few seconds, or at once when the heartbeats name new pids).
    */
-  async observe(
-    o: { procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean; waitHostStats?: boolean } = {},
-  ): Promise<Observation> {
-    await this.open();
+  async observe(o: RoundOptions = {}): Promise<Observation> {
+    // one look (Host.look): over SSH the round's records are stat'ed (the first round: read) in one
+    // round trip, and each is asked once however many parts ask
+    return withLook(o.look ?? this.host, lookAheadOf(this.dirs, this.rounds === 0 ? 'first' : 'again'), (host) =>
+      this.round(host, o),
+    );
+  }
+
+  private async round(host: Host, o: RoundOptions): Promise<Observation> {
+    await this.open(host);
     this.rounds++;
-    const host = this.host;
     const model = this.model!;
     const errors: string[] = [];
     let run: RunSnapshot;
@@ -241,7 +257,7 @@ export class Observer {
       }
     }
     const procs = this.procs;
-    const supervisor = await this.supervisorState().catch((e: Error) => {
+    const supervisor = await this.supervisorState(host).catch((e: Error) => {
       errors.push(`supervisor.json: ${e.message}`);
       return null;
     });
@@ -341,8 +357,7 @@ export class Observer {
     this.procs = null;
   }
 
-  private async supervisorState(): Promise<SupervisorState | null> {
-    const host = this.host;
+  private async supervisorState(host: Host): Promise<SupervisorState | null> {
     let st = await host.stat(join(this.dirs.runDir, NSA_DIR, STATE_FILE));
     const ptr =
       !st && this.dirs.runDir === this.dirs.outDir && (host.kind === 'local' || this.rounds % 10 === 1)
@@ -430,14 +445,7 @@ export async function hostFacts(host: Host): Promise<{ cpus: number | undefined;
     return { cpus: cpus().length || undefined, noNvidiaTools: !found };
   }
   try {
-    const r = await host.exec(
-      [
-        'sh',
-        '-c',
-        '(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc); command -v nvidia-smi >/dev/null && echo gpu-tools',
-      ],
-      { timeoutMs: 5000, quick: true },
-    );
+    const r = await host.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true });
     const [first, second] = r.stdout.trim().split('\n');
     const n = Number(first?.trim());
     return {

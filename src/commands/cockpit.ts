@@ -5,7 +5,7 @@ import { render } from 'ink';
 import { createElement } from 'react';
 import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
 import { Collector } from '../cockpit/collector.js';
-import type { Host } from '../remote/host.js';
+import { withLook, type Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor } from '../trainer/control/actions.js';
@@ -14,6 +14,8 @@ import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { Actor } from '../trainer/control/types.js';
 import { LogBack } from '../trainer/run/logback.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
+import { lookAheadOf } from '../trainer/run/lookahead.js';
+import { resolve } from 'node:path';
 import { App } from '../ui/App.js';
 import { compose } from '../ui/compose.js';
 import { MOUSE_OFF, MOUSE_ON } from '../ui/input.js';
@@ -256,19 +258,25 @@ export async function runCockpit(args: CockpitArgs): Promise<number> {
     throw e;
   }
   try {
-    const runDir = await resolveRunDir(host, a.runDir, process.cwd());
-    if (say) {
-      const n = await host.list(runDir).then(
-        (l) => l.length,
-        () => null,
-      );
-      say(`reading ${n === null ? 'the run' : `${n} files`} of ${runDir} on ${host.label}…`);
-    }
+    // finding the run is one look (Host.look): over SSH its stats, listing and pointers in one round trip
+    const guess = a.runDir ? resolve(process.cwd(), a.runDir) : null;
+    const ahead = guess ? lookAheadOf({ runDir: guess, outDir: guess }, 'resolve') : undefined;
+    const { runDir, dirs } = await withLook(host, ahead, async (look) => {
+      const runDir = await resolveRunDir(look, a.runDir, process.cwd());
+      if (say) {
+        const n = await look.list(runDir).then(
+          (l) => l.length,
+          () => null,
+        );
+        say(`reading ${n === null ? 'the run' : `${n} files`} of ${runDir} on ${host.label}…`);
+      }
+      return { runDir, dirs: await resolveRunDirsAt(look, runDir) };
+    });
     const actor = await currentActor(host);
     await openCockpit({
       host,
       runDir,
-      dirs: await resolveRunDirsAt(host, runDir),
+      dirs,
       actor,
       readOnly: a.readOnly,
       intervalMs: Math.round(a.intervalS * 1000),

@@ -4,6 +4,8 @@
 import type { Host } from '../remote/host.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { lookAheadOf } from '../trainer/run/lookahead.js';
+import { resolve } from 'node:path';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor, dumpAll, dumpRun, readOnlyMode, type DumpOutcome } from '../trainer/control/actions.js';
 import type { UnprovenProc } from '../remote/types.js';
@@ -62,10 +64,16 @@ export async function run(argv: string[]): Promise<number> {
   const nodes = nodeList.length > 0 ? await openNodes(nodeList, spec) : null;
   const host = nodes ? nodes.primary.host! : await openHostFor(spec);
   const onProgress = a.json ? undefined : (m: string) => process.stderr.write(`  ${m}\n`);
+  // finding the run and judging its state is one look (Host.look): over SSH its records are asked
+  // together, each once. The proof, the signals and the wait for the dumps are the host's own:
+  // never answered from a look
+  const guess = p.positional ? resolve(process.cwd(), p.positional) : null;
+  const look = host.look?.(guess ? lookAheadOf({ runDir: guess, outDir: guess }, 'first') : undefined) ?? null;
+  const seen = look ?? host;
   try {
-    const runDir = await resolveRunDir(host, p.positional, process.cwd());
+    const runDir = await resolveRunDir(seen, p.positional, process.cwd());
     // the run resolved once here at the edge: the state's refusal, the proof and the dumps read it
-    const dirs = await resolveRunDirsAt(host, runDir);
+    const dirs = await resolveRunDirsAt(seen, runDir);
     const r = nodes
       ? await dumpNodes(host, dirs, nodes, readOnly, onProgress)
       : await dumpRun(
@@ -74,7 +82,7 @@ export async function run(argv: string[]): Promise<number> {
           () => currentActor(host),
           { readOnly, onProgress },
           // what the cockpit refuses (nothing to dump once the run has ended), in its words
-          async () => (await refusedByState(host, dirs, 'dump'))?.why ?? null,
+          async () => (await refusedByState(seen, dirs, 'dump'))?.why ?? null,
         );
     // named as a trainer of the run without proof: never signalled, and said why
     const refused = r.unproven.map((u) => ({ rank: u.rank, pid: u.pid, status: 'refused', why: u.why }));
@@ -114,6 +122,7 @@ export async function run(argv: string[]): Promise<number> {
       code,
     );
   } finally {
+    look?.end();
     if (nodes) await nodes.set.close();
     else await host.close().catch(() => {});
   }

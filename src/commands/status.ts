@@ -14,8 +14,8 @@ import {
 import { ago, bytes, clock, dur, num, pct as percent } from '../format.js';
 import { missingCheckpoints } from '../checks/saves.js';
 import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
-import { join } from 'node:path';
-import type { Host } from '../remote/host.js';
+import { join, resolve } from 'node:path';
+import { withLook, type Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local/host.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
@@ -40,6 +40,7 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeListOf, nodesJson, openNodes } from './nodes.js';
+import { lookAheadOf } from '../trainer/run/lookahead.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -204,9 +205,26 @@ export async function gatherStatus(
   checker: Checker,
   nodes: NodeProcesses | null = null,
 ) {
+  // one look (Host.look): over SSH the run's records are asked together as it starts, each once
+  const guess = dir ? resolve(process.cwd(), dir) : null;
+  const ahead = guess ? lookAheadOf({ runDir: guess, outDir: guess }, 'first') : undefined;
+  return withLook(host, ahead, (look) => gatherIn(look, dir, guess, full, checker, nodes));
+}
+
+async function gatherIn(
+  look: Host,
+  dir: string | undefined,
+  guess: string | null,
+  full: boolean,
+  checker: Checker,
+  nodes: NodeProcesses | null,
+) {
+  let host = look;
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir, resolved once
   const dirs = await resolveRunDirsAt(host, runDir);
+  // elsewhere than guessed (a launcher dir's out_dir, the newest run under artifacts/): ask for its records too
+  if (dirs.runDir !== guess || dirs.outDir !== guess) host = host.look?.(lookAheadOf(dirs, 'first')) ?? host;
   const outDir = dirs.outDir;
   if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
   const model = await openRunModelOf(host, dirs);

@@ -107,6 +107,32 @@ export interface DirPoll {
   hostNowMs: number;
 }
 
+/**
+ * What one look at a run will ask of a host (Host.look): over SSH these are asked together, in one
+ * round trip, instead of one round trip each as the look's parts come to them.
+ */
+export interface LookAhead {
+  /** files whose stat the look will want (absolute paths; a missing one is answered as missing) */
+  files?: string[];
+  /** directories the look will list */
+  dirs?: string[];
+  /** also bring the bytes of the small files among `files` (a first look; a look again wants stats
+   * only: its parts read a file only when its stat changed) */
+  contents?: boolean;
+}
+
+/** A view of a host for one look (Host.look); end() ends the look, never the connection. */
+export interface Look extends Host {
+  /** the host looked through: what a cache kept per host (the process table's CPU samples) is kept by */
+  readonly base: Host;
+  end(): void;
+}
+
+/** The host itself of a look (Look.base), else the host: the key of anything kept per host. */
+export function hostOf(h: Host): Host {
+  return (h as Partial<Look>).base ?? h;
+}
+
 export type ConnState =
   | { state: 'local' }
   | { state: 'connected'; since: number }
@@ -269,7 +295,29 @@ export interface Host {
    */
   readProcTable?(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null>;
 
+  /**
+   * Optional (SshHost): a view of this host for one look at a run (one observation, one `status`),
+   * in which each stat, listing and read of a path is asked once — asked again, it is answered from
+   * the first answer, without a round trip — and `ahead` is asked at once, together. Any write,
+   * signal or non-quick exec through the host starts every look afresh (a change made before a call
+   * is seen by it). A look never serves a part that watches a file change over time (a stat, a
+   * wait, a stat again): such a part is handed the host itself. A look's look shares its answers.
+   * Once ended, the view is the host itself. Without it (LocalHost), a look is the host.
+   */
+  look?(ahead?: LookAhead): Look;
+
   /** Host wall clock now (ms); SshHost corrects for clock offset measured at connect. */
   now(): number;
   close(): Promise<void>;
+}
+
+/** Runs `fn` with a look at `host` (Host.look; the host itself where it has none), ended after. */
+export async function withLook<T>(host: Host, ahead: LookAhead | undefined, fn: (h: Host) => Promise<T>): Promise<T> {
+  const look = host.look?.(ahead);
+  if (!look) return fn(host);
+  try {
+    return await fn(look);
+  } finally {
+    look.end();
+  }
 }

@@ -13,7 +13,7 @@
 // the table themselves (Host.readProcTable); else the script runs through exec(). Which processes
 // are a run's ranks is decided in src/trainer/run (ranks.ts judges, processes.ts reads what it needs
 // through the host): this file knows processes, not runs.
-import type { Host, ProcTable, ProcTableRequest } from './host.js';
+import { hostOf, type Host, type ProcTable, type ProcTableRequest } from './host.js';
 import type { ProcInfo, ProcState } from './types.js';
 
 const HEAD_MARK = '@@NSA-TOP-HEAD@@';
@@ -198,7 +198,7 @@ interface HostProcState {
 const hostState = new WeakMap<Host, HostProcState>();
 
 function stateFor(host: Host): HostProcState | undefined {
-  return hostState.get(host);
+  return hostState.get(hostOf(host));
 }
 
 /** how far startedAtMs may lie from the true start: exact (uptime and the wall clock read together:
@@ -315,7 +315,7 @@ async function runScript(
   if (table.sysconf || !st) {
     // first contact (without a T line when the script failed early: the usual values)
     st = { ...(table.sysconf ?? { clkTck: 100, pageSize: 4096 }), cpu: new Map(), enriched: new Map() };
-    hostState.set(host, st);
+    hostState.set(hostOf(host), st);
   }
   // pids enriched by this run: the ones asked for, and those the reader picked by comm
   const enrichSet = new Set([...pids, ...table.environ.keys(), ...table.cwd.keys()]);

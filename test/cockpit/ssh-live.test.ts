@@ -39,6 +39,10 @@ async function until<T>(what: string, ms: number, f: () => T | null | undefined 
   }
 }
 
+/** requests (scripts, process tables, sessions) one `status --host` look may make besides the
+ * watch loop's frames (it made 7-9 when written, ~60 before the look-ahead) */
+const LOOK_REQUESTS_MAX = 12;
+
 const lastStep = () => {
   try {
     const lines = readFileSync(join(runDir, 'heartbeat_rank0.jsonl'), 'utf8').trim().split('\n');
@@ -96,9 +100,12 @@ test(
   'status --host: one SSH session for the whole look; timed beside a local status',
   { timeout: 60_000 },
   async () => {
-    const time = (extra: string[]) => {
+    const time = (extra: string[], more: Record<string, string> = {}) => {
       const t0 = performance.now();
-      const r = spawnSync(process.execPath, [BIN, 'status', runDir, '--json', ...extra], { env, encoding: 'utf8' });
+      const r = spawnSync(process.execPath, [BIN, 'status', runDir, '--json', ...extra], {
+        env: { ...env, ...more },
+        encoding: 'utf8',
+      });
       return { r, ms: performance.now() - t0 };
     };
     if (sshd.kind !== 'openssh') {
@@ -117,9 +124,15 @@ test(
     );
     assert.equal(sshd.execs()! - first, 1, "the adoption records rode the look's one session");
     const before = sshd.execs()!;
-    const remote = time(hostArgs);
+    // traced (NSA_TOP_SSH_TRACE): every request the watch loop answered is a line
+    const remote = time(hostArgs, { NSA_TOP_SSH_TRACE: '1' });
     const local = time([]);
     assert.ok(remote.r.status === 0 || remote.r.status === 1, remote.r.stderr);
+    // the look's round trips: its records in one look-ahead, each file asked once (Host.look), the
+    // first asks behind the clock probe — not one request per file and part (~60 before)
+    const asked = remote.r.stderr.split('\n').filter((l) => /^ssh-trace .* (loop [xwP] \d+|exec session)/.test(l));
+    console.log(`# status --host: ${asked.length} requests of the watch loop and sessions besides its frames`);
+    assert.ok(asked.length <= LOOK_REQUESTS_MAX, `at most ${LOOK_REQUESTS_MAX} requests:\n${asked.join('\n')}`);
     // the run moves between the two looks: the same state, not the same step
     assert.equal(JSON.parse(remote.r.stdout).state.runState, JSON.parse(local.r.stdout).state.runState);
     // sshd logs a session when it starts it; the log line may trail the client's exit

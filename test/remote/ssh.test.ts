@@ -19,9 +19,10 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
 import { LocalHost } from '../../src/remote/local/host.js';
-import { sigCaught } from '../../src/remote/host.js';
+import { hostOf, sigCaught } from '../../src/remote/host.js';
 import { HostKeyError, SshHost } from '../../src/remote/ssh/host.js';
 import { openHost } from '../../src/remote/index.js';
+import { HOST_FACTS_ARGV, UID_ARGV } from '../../src/remote/firstasks.js';
 import { resolveTarget } from '../../src/remote/ssh/config.js';
 import { listProcesses, readProc } from '../../src/remote/procs.js';
 import { findRunProcesses } from '../../src/trainer/run/processes.js';
@@ -676,4 +677,82 @@ test('openHost: ~/.ssh/config alias (HostName/User/Port/IdentityFile) and the --
     openHost({ host: 'x@127.0.0.1:1', identity: sshd.userKey, sshConfigText: '', home, ssh }),
     /cannot reach/,
   );
+});
+
+test('a look (Host.look): its look-ahead in one round trip, each file asked once, the same answers as the host; a write starts it afresh', async () => {
+  const dir = join(tmp, 'look');
+  mkdirSync(join(dir, '.nsa-top'), { recursive: true });
+  writeFileSync(join(dir, 'run.info'), 'out_dir: .\n');
+  writeFileSync(join(dir, '.nsa-top', 'launch.json'), '{"kind":"adopted"}\n');
+  mkdirSync(join(dir, 'tb'));
+  const [info, plan, missing, other] = ['run.info', '.nsa-top/launch.json', 'nope', 'other.txt'].map((n) =>
+    join(dir, n),
+  ) as [string, string, string, string];
+  writeFileSync(other, 'other\n');
+  const fresh = await sshd.connect({ watchIntervalMs: 250 });
+  try {
+    const s1 = fresh.stats().scripts;
+    const look = fresh.look({ files: [dir, info, plan, missing, join(dir, 'tb')], dirs: [dir], contents: true });
+    assert.equal(hostOf(look), fresh, 'per-host caches key by the host looked through');
+    const seen = {
+      dir: await look.stat(dir),
+      info: await look.stat(info),
+      infoBytes: await look.readFile(info, 256 * 1024),
+      plan: await look.readRange(plan, 2, 8),
+      missing: await look.stat(missing),
+      listing: await look.list(dir),
+    };
+    await assert.rejects(look.readFile(missing), { code: 'ENOENT' });
+    await assert.rejects(look.readFile(join(dir, 'tb')), (e: NodeJS.ErrnoException) => e.code === 'ENOTREG');
+    // asked again within the look: its first answer
+    await look.stat(info);
+    await look.list(dir);
+    // the first look-ahead of a connection takes the quick asks every command makes first
+    // (firstasks.ts) right behind it, before anyone asks them; the first exec of each takes that answer
+    assert.equal(
+      fresh.stats().scripts - s1,
+      3,
+      'one script for every stat, read and listing; then id -u, the host facts',
+    );
+    const uid = await fresh.exec([...UID_ARGV], { timeoutMs: 5000, quick: true });
+    assert.equal(uid.stdout.trim(), String(process.getuid!()));
+    assert.match((await fresh.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true })).stdout, /^\d+\n/);
+    assert.equal(fresh.stats().scripts - s1, 3, 'answered from the asks already made');
+    await fresh.exec([...UID_ARGV], { timeoutMs: 5000, quick: true });
+    assert.equal(fresh.stats().scripts - s1, 4, 'asked again: once each');
+    // not in the look-ahead: asked once, then answered from the look
+    await look.stat(other);
+    await look.readFile(other);
+    await look.stat(other);
+    await look.readFile(other);
+    assert.equal(fresh.stats().scripts - s1, 6, 'a stat and a read of a file the look-ahead did not name, each once');
+    // the same answers the host gives on its own
+    assert.deepEqual(seen.dir, await fresh.stat(dir));
+    assert.deepEqual(seen.info, await fresh.stat(info));
+    assert.equal(seen.missing, null);
+    assert.equal(seen.infoBytes.toString(), 'out_dir: .\n');
+    assert.equal(seen.plan.toString(), '{"kind":"adopted"}\n'.slice(2, 8));
+    assert.deepEqual(seen.listing, await fresh.list(dir));
+    assert.deepEqual(seen.listing, await local.list(dir));
+
+    // a change made by another hand during the look is one look's news: seen once the look is over…
+    writeFileSync(info, 'out_dir: /elsewhere\n');
+    assert.equal((await look.readFile(info)).toString(), 'out_dir: .\n');
+    // …or at once after a write through the host (nothing answered before a change answers after it)
+    await fresh.appendFile(join(dir, 'own.log'), 'x\n');
+    assert.equal((await look.readFile(info)).toString(), 'out_dir: /elsewhere\n');
+    // a look's look shares its answers and asks only what is new; once ended, a look is the host itself
+    const s2 = fresh.stats().scripts;
+    await look.stat(info);
+    assert.equal(fresh.stats().scripts, s2 + 1, 'not asked since the write: asked afresh, once');
+    const child = look.look!({ files: [info] });
+    assert.deepEqual(await child.stat(info), await look.stat(info));
+    assert.equal(fresh.stats().scripts, s2 + 1, 'a look-ahead of what the look asked already sends nothing');
+    look.end();
+    await look.stat(info);
+    await look.stat(info);
+    assert.equal(fresh.stats().scripts, s2 + 3, 'an ended look asks every time');
+  } finally {
+    await fresh.close();
+  }
 });

@@ -19,6 +19,7 @@ import { ownError, splitOwnRel } from '../local/ownfiles.js';
 import type { BoxFacts } from './connection.js';
 import type { RawResult, RemoteCommands } from './exec.js';
 import { parseFindEntry, parseLsLine, sortByName, statOf } from './listing.js';
+import type { LookMemo } from './look.js';
 
 /** A failed script: its exit code, stderr, and whether it ran out of time. */
 type Failure = Pick<RawResult, 'code' | 'stderr' | 'timedOut'>;
@@ -28,6 +29,9 @@ const lastLine = (r: Failure) => r.stderr.toString('utf8').trim().split('\n').po
 
 /** exit codes of the plain file scripts → errno names (anything else: EIO, or ETIMEDOUT) */
 const ERRNO_OF_EXIT: Record<number, string> = { 3: 'ENOENT', 17: 'EEXIST', 4: 'ENOTREG', 13: 'EACCES' };
+
+/** what the read script says of a path that is not a regular file */
+const NOT_REGULAR = 'not a regular file: not read';
 
 /** a read larger than this goes by exec (it would hold up the watch loop's frames) */
 const LOOP_READ_MAX = 16 * 1024 * 1024;
@@ -96,9 +100,13 @@ export class SshFiles {
     return r;
   }
 
+  /** bumped by forgetLooks: an answer a look kept from before it is not served (look.ts) */
+  gen = 0;
+
   /** Looks asked from now on are asked afresh (something may have changed the files). */
   forgetLooks(): void {
     this.memo.clear();
+    this.gen++;
   }
 
   private errorFor(path: string, r: Failure, what: string): Error {
@@ -116,10 +124,11 @@ export class SshFiles {
       : `[ -e "$1" ] || exit 3; set -- $(ls -lniLd "$1"); case $2 in d*) t=d;; -*) t=f;; *) t=o;; esac; echo "$1 $t $6 0 0 $4 $3"`;
   }
 
-  async stat(path: string): Promise<FileStat | null> {
-    const r = await this.memoLook('stat', () => this.look(() => this.statScript(), [path], { timeoutMs: 15000 }), [
-      path,
-    ]);
+  /** `look`: the memo of a look (Host.look) that answers first */
+  async stat(path: string, look?: LookMemo): Promise<FileStat | null> {
+    const ask = () =>
+      this.memoLook('stat', () => this.look(() => this.statScript(), [path], { timeoutMs: 15000 }), [path]);
+    const r = look ? await look.ask('stat', [path], ask) : await ask();
     if (r.code === 3) return null;
     if (r.code !== 0) throw this.errorFor(path, r, 'stat');
     const [ino, type, size, mt, perm, uid, nlink, dev] = r.stdout.toString().trim().split(' ');
@@ -132,12 +141,13 @@ export class SshFiles {
     return st;
   }
 
-  async list(dir: string): Promise<DirEntry[]> {
+  async list(dir: string, look?: LookMemo): Promise<DirEntry[]> {
     // a dir that can be listed but not searched (mode 444) holds nothing readable: EACCES
     const script = () =>
       `[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: Permission denied (EACCES)" >&2; exit 13; }; ` +
       (this.box.gnuFind ? `find -L "$1" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n'` : `ls -lnaiL "$1"`);
-    const r = await this.memoLook('list', () => this.look(script, [dir], { timeoutMs: 15000 }), [dir]);
+    const ask = () => this.memoLook('list', () => this.look(script, [dir], { timeoutMs: 15000 }), [dir]);
+    const r = look ? await look.ask('list', [dir], ask) : await ask();
     const now = Date.now() + this.box.clockOffsetMs;
     const out: DirEntry[] = [];
     for (const line of r.stdout.toString('utf8').split('\n')) {
@@ -150,34 +160,52 @@ export class SshFiles {
     return sortByName(out);
   }
 
-  async readRange(path: string, start: number, end?: number): Promise<Buffer> {
+  async readRange(path: string, start: number, end?: number, look?: LookMemo): Promise<Buffer> {
     if (!Number.isInteger(start) || start < 0) throw new Error(`invalid offset ${start}`);
+    if (look) {
+      // a file the look's look-ahead brought whole (or found missing, or not a regular file)
+      const w = await look.wholeFile(path);
+      if (w?.kind === 'data')
+        return Buffer.from(w.data.subarray(start, end === undefined ? undefined : Math.max(start, end)));
+      if (w) {
+        const code = w.kind === 'missing' ? 3 : 4;
+        throw this.errorFor(
+          path,
+          { code, stderr: Buffer.from(code === 4 ? NOT_REGULAR : ''), timedOut: false },
+          'read',
+        );
+      }
+      const r = await look.ask('read', [path, String(start), String(end ?? '')], () => this.readRaw(path, start, end));
+      if (r.code !== 0) throw this.errorFor(path, r, 'read');
+      return Buffer.from(r.stdout);
+    }
+    const r = await this.readRaw(path, start, end);
+    if (r.code !== 0) throw this.errorFor(path, r, 'read');
+    return r.stdout;
+  }
+
+  /** readRange's script answer (its own stdout: never one another caller holds) */
+  private async readRaw(path: string, start: number, end?: number): Promise<RawResult> {
     // only a regular file is read: `tail` of a FIFO would wait for a writer until the timeout
-    const guard = `[ -e "$1" ] || exit 3; [ -f "$1" ] || { echo "not a regular file: not read" >&2; exit 4; }; `;
+    const guard = `[ -e "$1" ] || exit 3; [ -f "$1" ] || { echo "${NOT_REGULAR}" >&2; exit 4; }; `;
     const script = end === undefined ? `${guard}tail -c +"$2" "$1"` : `${guard}tail -c +"$2" "$1" | head -c "$3"`;
     const args = [path, String(start + 1)];
     if (end !== undefined) args.push(String(Math.max(0, end - start)));
     const opts = { maxOutputBytes: 1 << 30, timeoutMs: 120000 };
-    let r: RawResult;
-    let shared = false;
     if (end !== undefined && end - start <= LOOP_READ_MAX) {
-      r = await this.memoLook('read', () => this.look(() => script, args, { ...opts, timeoutMs: 30000 }), args);
-      shared = true;
-    } else {
-      // to the end of the file: in the loop when it is small (most are), else by exec in full
-      const capped = end === undefined ? `${guard}tail -c +"$2" "$1" | head -c ${LOOP_READ_MAX + 1}` : null;
-      const small = capped && this.loop ? await this.loop(() => capped, args, 30000) : null;
-      r =
-        small && (small.code !== 0 || small.stdout.length <= LOOP_READ_MAX)
-          ? small
-          : await this.cmds.sh(script, args, opts);
+      const r = await this.memoLook('read', () => this.look(() => script, args, { ...opts, timeoutMs: 30000 }), args);
+      return { ...r, stdout: Buffer.from(r.stdout) };
     }
-    if (r.code !== 0) throw this.errorFor(path, r, 'read');
-    return shared ? Buffer.from(r.stdout) : r.stdout;
+    // to the end of the file: in the loop when it is small (most are), else by exec in full
+    const capped = end === undefined ? `${guard}tail -c +"$2" "$1" | head -c ${LOOP_READ_MAX + 1}` : null;
+    const small = capped && this.loop ? await this.loop(() => capped, args, 30000) : null;
+    return small && (small.code !== 0 || small.stdout.length <= LOOP_READ_MAX)
+      ? small
+      : await this.cmds.sh(script, args, opts);
   }
 
-  async readFile(path: string, maxBytes?: number): Promise<Buffer> {
-    return this.readRange(path, 0, maxBytes);
+  async readFile(path: string, maxBytes?: number, look?: LookMemo): Promise<Buffer> {
+    return this.readRange(path, 0, maxBytes, look);
   }
 
   async writeFile(

@@ -16,6 +16,8 @@
 import type {
   ExecOptions,
   Host,
+  Look,
+  LookAhead,
   OwnWriteMode,
   ProcTableRequest,
   ReadRequest,
@@ -28,7 +30,9 @@ import { clockOffsetOf, probeBox, SshConnection, type BoxFacts, type SshHostOpti
 import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller } from './poll.js';
-import { WatchLoop } from './watch.js';
+import { LOOK_SCRIPT, LookMemo, lookArgs, lookNonce, parseLookAnswer, SshLook, type LookedHost } from './look.js';
+import { WatchLoop, type ScriptAnswer } from './watch.js';
+import { FIRST_ASKS } from '../firstasks.js';
 import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
@@ -48,7 +52,7 @@ export interface SshStats {
   reconnects: number;
 }
 
-export class SshHost implements Host {
+export class SshHost implements Host, LookedHost {
   readonly kind = 'ssh' as const;
   readonly label: string;
   private readonly box: BoxFacts = { clockOffsetMs: 0, gnuFind: true };
@@ -58,6 +62,9 @@ export class SshHost implements Host {
   private readonly files: SshFiles;
   private readonly watch: WatchLoop;
   private readonly poller: DirPoller;
+  /** FIRST_ASKS asked once per connection, by argv, until an exec takes its answer */
+  private readonly firstAnswers = new Map<string, Promise<ScriptAnswer | null>>();
+  private firstAsked = false;
 
   private constructor(opts: SshHostOptions) {
     this.label = opts.target.label;
@@ -65,6 +72,8 @@ export class SshHost implements Host {
     this.conn = new SshConnection(opts, {
       connected: async () => {
         this.channels.reset();
+        this.firstAnswers.clear();
+        this.firstAsked = false;
         this.files.forgetLooks();
         this.box.gnuFind = !opts.posixOnly;
         // the watch loop starts with the connection: every look after this one rides it (one SSH
@@ -114,8 +123,8 @@ export class SshHost implements Host {
     } catch {
       return null;
     }
-    // the first answer also waits for the loop's hello: time a second one
-    if (!(await this.watch.runScript(() => 'true', [], 10_000))) return null;
+    // timed from the hello on: the shell's start-up is not in the round trip
+    if (!(await this.watch.waitHello(10_000))) return null;
     const t0 = Date.now();
     const r = await this.watch.runScript(() => 'date +%s%N; date +%s', [], 10_000);
     const t1 = Date.now();
@@ -154,6 +163,24 @@ export class SshHost implements Host {
     // a command may change anything: no look answered before it answers after it (a quick one is
     // a probe that changes nothing: command -v, getconf, id -u, /proc)
     if (!opts.quick) this.files.forgetLooks();
+    // asked once per connection, all together (firstasks.ts): the first ask takes that answer
+    const key = argv.join('\0');
+    const plain = opts.quick && !opts.env && !opts.cwd && opts.input === undefined;
+    if (plain && FIRST_ASKS.some((a) => a.join('\0') === key)) this.askFirst();
+    const first = plain ? this.firstAnswers.get(key) : undefined;
+    if (first) {
+      this.firstAnswers.delete(key);
+      const r = await first;
+      if (r && !r.timedOut)
+        return {
+          code: r.code,
+          signal: r.signal,
+          stdout: r.stdout.toString('utf8'),
+          stderr: r.stderr.toString('utf8'),
+          timedOut: false,
+          durationMs: r.durationMs,
+        };
+    }
     if (opts.quick && opts.input === undefined && !opts.cwd) {
       // env rides as `env K=V …` arguments (a name that is not a plain name goes by exec)
       const env = Object.entries(opts.env ?? {});
@@ -224,6 +251,53 @@ export class SshHost implements Host {
 
   signal(pid: number, sig: SignalName, expect?: SignalExpect) {
     return this.files.signal(pid, sig, expect);
+  }
+
+  /**
+   * The quick asks every command makes first (firstasks.ts), sent once per connection, unawaited,
+   * right behind the first look-ahead (or with the first of them asked): the first exec of each
+   * takes its answer, without a round trip of its own.
+   */
+  private askFirst(): void {
+    if (this.firstAsked || this.conn.closing) return;
+    this.firstAsked = true;
+    for (const argv of FIRST_ASKS)
+      this.firstAnswers.set(
+        argv.join('\0'),
+        this.watch.runScript(() => 'exec "$@"', [...argv], 10_000),
+      );
+  }
+
+  /** A look (Host.look): its file looks answered once, `ahead` asked in one round trip (look.ts). */
+  look(ahead?: LookAhead): Look {
+    const memo = new LookMemo(() => this.files.gen);
+    if (ahead) this.lookAhead(ahead, memo);
+    return new SshLook(this, memo, true);
+  }
+
+  lookStat(path: string, memo: LookMemo) {
+    return this.files.stat(path, memo);
+  }
+
+  lookList(dir: string, memo: LookMemo) {
+    return this.files.list(dir, memo);
+  }
+
+  lookRead(path: string, start: number, end: number | undefined, memo: LookMemo) {
+    return this.files.readRange(path, start, end, memo);
+  }
+
+  /** One script in the watch loop's shell for everything `ahead` names (look.ts); its answers seed `memo`. */
+  lookAhead(ahead: LookAhead, memo: LookMemo): void {
+    if (this.conn.closing || !this.box.gnuFind) return;
+    const nonce = lookNonce();
+    const { args, files, dirs } = lookArgs(ahead, nonce);
+    if (files.length + dirs.length === 0) return;
+    const answer = this.watch
+      .runScript(() => LOOK_SCRIPT, args, 20_000)
+      .then((r) => (r && r.code === 0 ? parseLookAnswer(r.stdout, nonce, files, dirs) : null));
+    memo.seed({ files, dirs }, answer);
+    this.askFirst();
   }
 
   pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []) {

@@ -4,7 +4,6 @@
 // the next frame; reading a path again from where the last read ended makes it a follow.
 import { dur } from '../../format.js';
 import type { ConnState, DirEntry, DirPoll, ReadRequest, ReadResult } from '../host.js';
-import { sleep } from './connection.js';
 import { FRAME_WAIT_MS, safePath, type Follow, type OneShotAnswer, type WatchLoop } from './watch.js';
 
 const STALL_MS = 10_000;
@@ -175,7 +174,11 @@ export class DirPoller {
     pending: Promise<OneShotAnswer>,
     frameError: string | undefined,
   ): Promise<ReadResult> {
-    const r = await Promise.race([pending, sleep(frameError ? 0 : 1000).then(() => null)]);
+    // the grace timer is cleared once the answer came: a pending one would hold the process up to
+    // a second after close (the CLI exits when nothing is pending)
+    let t: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((r) => (t = setTimeout(() => r(null), frameError ? 0 : 1000)));
+    const r = await Promise.race([pending, late]).finally(() => clearTimeout(t));
     if (!r) return noData(req, frameError ?? 'no answer');
     if (!r.error && r.stat) this.seqEnd.set(req.path, r.offset + r.data.length);
     return { path: req.path, stat: r.stat, offset: r.offset, data: r.data, reset: r.reset, error: r.error };

@@ -3,6 +3,8 @@
 // how long) — each stamped with ms since the process started, so a slow `--host` look says where
 // its time went. Off (and free) otherwise.
 const on = Boolean(process.env.NSA_TOP_SSH_TRACE);
+// the process's end too: what it still waited for after the host closed shows as the gap to it
+if (on) process.once('exit', (code) => sshTrace(`process exit ${code}`));
 
 export function sshTrace(what: string): void {
   if (on) process.stderr.write(`ssh-trace ${performance.now().toFixed(0).padStart(6)} ms  ${what}\n`);

@@ -138,6 +138,7 @@ export class WatchLoop {
   private readonly scripts = new Map<number, { out: Buffer | null; done(r: ScriptAnswer | null): void }>();
   /** the loop said hello (`H`): what the box can do is known */
   private hello: Promise<void> | null = null;
+  private helloSeen = false;
   private helloDone: (() => void) | null = null;
   private frameDir: WatchedDir | null = null;
   private frameEntries: DirEntry[] = [];
@@ -293,6 +294,7 @@ export class WatchLoop {
       }
       sshTrace('watch loop: channel open');
       let sawPid = false;
+      this.helloSeen = false;
       this.hello = new Promise<void>((r) => (this.helloDone = r));
       const parser: FrameParser = new FrameParser(
         (line) => {
@@ -390,6 +392,16 @@ export class WatchLoop {
     this.hello = null;
   }
 
+  /** Waits (at most `ms`) for the loop's hello; false when the loop went away or it did not come. */
+  async waitHello(ms: number): Promise<boolean> {
+    if (this.hello && !this.helloSeen) {
+      let t: NodeJS.Timeout | undefined;
+      await Promise.race([this.hello, new Promise((r) => (t = setTimeout(r, ms)))]);
+      clearTimeout(t);
+    }
+    return this.watch !== null && this.helloSeen;
+  }
+
   send(line: string): void {
     this.watch?.chan.write(`${line}\n`);
   }
@@ -452,6 +464,7 @@ export class WatchLoop {
       // the loop tried GNU find itself (told 'posix', it does not): the file scripts follow it
       this.box.gnuFind = g === '1';
       sshTrace('watch loop: hello');
+      this.helloSeen = true;
       this.helloDone?.();
       return;
     }

@@ -14,7 +14,7 @@
 import { clock, dur } from '../../format.js';
 import { basename, join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import type { FileStat, Host } from '../../remote/host.js';
+import { hostOf, type FileStat, type Host } from '../../remote/host.js';
 
 export interface CompleteCheckpoint {
   path: string;
@@ -289,7 +289,8 @@ export async function pickResumeCheckpoint(
   const skipped: string[] = [];
   const warnings: string[] = [];
   let found: ResumeChoice | null = null;
-  const settle = new SettleWait(host, ordered, opts);
+  // the settle wait's stats are the host's own, never a look's answers (Host.look)
+  const settle = new SettleWait(hostOf(host), ordered, opts);
   for (const c of ordered) {
     const problem = await completenessProblem(host, c.path, opts, settle);
     if (problem) {
@@ -398,11 +399,13 @@ class SettleWait {
 
 /** The completeness check of one file (size settled, structurally whole); null = complete. */
 async function completenessProblem(
-  host: Host,
+  look: Host,
   path: string,
   opts: CheckpointCheckOptions,
   settle: SettleWait,
 ): Promise<string | null> {
+  // a stat, a wait, a stat again: asked of the host itself, never answered from a look (Host.look)
+  const host = hostOf(look);
   const settledMs = opts.settledMs ?? 5000;
   const stableWaitMs = opts.stableWaitMs ?? 1000;
   let st = await host.stat(path).catch(() => null);

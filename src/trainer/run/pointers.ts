@@ -15,7 +15,8 @@ import { toStat } from '../../remote/local/host.js';
 import { constants as fsc, fstatSync, statSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { isAbsolute, join, normalize, resolve } from 'node:path';
-import type { FileStat, Host } from '../../remote/host.js';
+import { hostOf, type FileStat, type Host } from '../../remote/host.js';
+import { UID_ARGV } from '../../remote/firstasks.js';
 import { NSA_DIR } from './readers/names.js';
 
 /** A directory's identity: a copy has another, a move keeps it. */
@@ -39,13 +40,13 @@ const uidCache = new WeakMap<Host, Promise<number | null>>();
 /** The uid nsa-top runs as on `host` (null when the remote box does not say). */
 export function currentUid(host: Host): Promise<number | null> {
   if (host.kind === 'local') return Promise.resolve(process.getuid?.() ?? null);
-  let p = uidCache.get(host);
+  let p = uidCache.get(hostOf(host));
   if (!p) {
     p = host
-      .exec(['id', '-u'], { timeoutMs: 10_000, quick: true })
+      .exec([...UID_ARGV], { timeoutMs: 10_000, quick: true })
       .then((r) => (r.code === 0 && /^\d+$/.test(r.stdout.trim()) ? Number(r.stdout.trim()) : null))
       .catch(() => null);
-    uidCache.set(host, p);
+    uidCache.set(hostOf(host), p);
   }
   return p;
 }

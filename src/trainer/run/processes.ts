@@ -2,7 +2,7 @@
 // (src/remote/procs.ts) and the CONFIG yaml each candidate names, judged by ranks.ts. A process is
 // a rank only with proof from the process itself; this is where that proof is gathered, for the
 // cockpit and the commands (findRunProcesses) and again at the moment of a signal (proveRunProcess).
-import type { Host } from '../../remote/host.js';
+import { hostOf, type Host } from '../../remote/host.js';
 import { join } from 'node:path';
 import { readCandidateTable, readProc, readProcs, type RawSnapshot } from '../../remote/procs.js';
 import { readSupervisorState } from './launchstate.js';
@@ -97,8 +97,8 @@ async function configOutDirsFor(
   named: Set<number>,
   runDirs: Set<string>,
 ): Promise<Map<string, { outDir: string | null; error: string | null }>> {
-  let cache = configCache.get(host);
-  if (!cache) configCache.set(host, (cache = new Map()));
+  let cache = configCache.get(hostOf(host));
+  if (!cache) configCache.set(hostOf(host), (cache = new Map()));
   const out = new Map<string, { outDir: string | null; error: string | null }>();
   for (const p of cands) {
     const path = configPathOf(p);

@@ -5,7 +5,7 @@
 // launcher dir names its out_dir in run.info (`out_dir: ...`), and an out_dir that differs from its
 // launcher dir carries a pointer in .nsa-top/run.json.
 import { isAbsolute, join, normalize, resolve } from 'node:path';
-import type { Host } from '../../remote/host.js';
+import { hostOf, type Host } from '../../remote/host.js';
 import { classify, isRunMarker, LOG_NAMES, NSA_DIR } from './readers/names.js';
 import { forThisDir, parseRunInfo, readRunPointer } from './pointers.js';
 
@@ -57,7 +57,7 @@ const validRoots = new WeakMap<Host, Set<string>>();
 export async function runRootProblem(host: Host, dir: string): Promise<string | null> {
   if (!isAbsolute(dir)) return `${dir} is not an absolute path`;
   const key = normalize(dir);
-  if (validRoots.get(host)?.has(key)) return null;
+  if (validRoots.get(hostOf(host))?.has(key)) return null;
   let st;
   try {
     st = await host.stat(key);
@@ -77,8 +77,8 @@ export async function runRootProblem(host: Host, dir: string): Promise<string | 
     ok = (await host.list(join(key, NSA_DIR)).catch(() => [])).some((e) => e.isFile && NSA_RUN_FILES.has(e.name));
   if (!ok)
     return `${key} holds no run (no heartbeat, training.csv, env.json, checkpoint, run.info, train.log or launch's ${NSA_DIR}/run.json)`;
-  let set = validRoots.get(host);
-  if (!set) validRoots.set(host, (set = new Set()));
+  let set = validRoots.get(hostOf(host));
+  if (!set) validRoots.set(hostOf(host), (set = new Set()));
   set.add(key);
   return null;
 }
