@@ -23,10 +23,11 @@ after(async () => {
   await host.close();
 });
 
-/** every run dir under the fixtures (a dir with a heartbeat), by its path below them */
+/** every run dir under the fixtures (a dir with a heartbeat and no journal of nsa-top's), by its path below them */
 function fixtureRuns(dir = FIXTURES, out: string[] = []): string[] {
   const names = readdirSync(dir);
-  if (names.some((n) => /^heartbeat(_rank\d+)?\.jsonl$/.test(n))) out.push(relative(FIXTURES, dir));
+  if (names.some((n) => /^heartbeat(_rank\d+)?\.jsonl$/.test(n)) && !existsSync(join(dir, '.nsa-top', 'journal.jsonl')))
+    out.push(relative(FIXTURES, dir));
   for (const n of names) if (statSync(join(dir, n)).isDirectory()) fixtureRuns(join(dir, n), out);
   return out;
 }
@@ -224,4 +225,20 @@ test('the player: opens at a moment, jumps marker to marker, steps, plays and st
   } finally {
     p.stop();
   }
+});
+
+test('a recorded run with a journal (the real trainer on an H200) replays from it: its GPU, its ranks on it', async () => {
+  const { source } = await openReplaySource(host, await resolveRunDirsAt(host, join(FIXTURES, 'ddp2-h200-gpu')));
+  assert.ok(!(source instanceof FilesSource), 'the journal the cockpit recorded, not the trainer files');
+  assert.match(source.origin, /^journal/);
+  // 14:10:05 UTC: the cockpit had GPU telemetry: one H200, both ranks' processes on it
+  const st = await source.stateAt(Date.parse('2026-11-26T14:10:05Z'));
+  assert.equal(st.runState, 'RUNNING');
+  assert.ok(st.gpu?.status === 'ok', 'GPU telemetry in the journal');
+  if (st.gpu?.status !== 'ok') return;
+  assert.deepEqual(
+    st.gpu.devices.map((d) => d.name),
+    ['NVIDIA H200'],
+  );
+  assert.deepEqual(st.gpu.apps.map((a) => a.pid).sort(), [649, 650]);
 });
