@@ -27,6 +27,9 @@ export interface BootPhase {
   text: string;
 }
 
+/** how long after a rank's death its launcher (torchrun) may take to end the group and exit, s */
+export const TEARDOWN_S = 30;
+
 /**
  * How long a boot may take: `bootFactor` × the longest boot (a `boot` record to the segment's first
  * step) of the run's earlier segments, never under `bootFloorS`; `bootFirstS` when none was measured.
@@ -83,6 +86,37 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
   // A rank "dead" whose last heartbeat predates this boot belongs to the trainer before it (its
   // replacement is not up yet, or not proven yet); a rank that died after it is a fault.
   const restarting = driving && !!lastExit && sup!.restarts > 0 && !steppedSince(ctx, lastExit.at);
+  // A rank died while its launcher lives, under a supervisor with restarts left: torchrun ends the
+  // rest of the group and exits (it looks every 0.1 s on torch 2.x, every 5 s on 1.x), then the
+  // supervisor restarts it. Seen on an H100 (real trainer, torch 2.11): 2 s of STALLED with a
+  // critical "rank 0 process is gone" before the supervisor's RESTARTING. A restart under way, not
+  // a hang — for TEARDOWN_S after the dead rank's last beat; a launcher that has not ended the group
+  // by then is not going to, and the dead rank is the hang it looks like.
+  if (
+    driving &&
+    !restarting &&
+    sup!.state === 'running' &&
+    sup!.restarts < sup!.maxRestarts &&
+    ctx.launcherAlive &&
+    si.dead.length > 0
+  ) {
+    const lasts = si.dead.map((d) => ctx.ranks.find((r) => r.rank === d.rank)?.lastTs ?? null);
+    if (lasts.every((t) => t !== null && ctx.now - t < TEARDOWN_S * 1000)) {
+      const since = Math.max(...(lasts as number[]));
+      const dead = si.dead.map((d) => d.rank);
+      return {
+        state: 'RESTARTING',
+        since,
+        waitedS: Math.max(0, (ctx.now - since) / 1000),
+        budgetS: TEARDOWN_S,
+        budgetWhy: `a launcher ends its group within ${TEARDOWN_S} s of a rank's death`,
+        backoff: false,
+        over: false,
+        replaced: dead,
+        text: `rank ${dead.join(',')} process gone: the launcher (pid ${ctx.in.procs?.launcher?.pid ?? '?'}) ends the group and the supervisor (pid ${sup!.supervisor?.pid ?? '?'}) restarts it (${sup!.restarts} of ${sup!.maxRestarts} restarts used)`,
+      };
+    }
+  }
   const bootAt = restarting ? lastExit!.at : (r0?.bootTs ?? null);
   const replaced: number[] = [];
   for (const d of si.dead) {

@@ -108,6 +108,53 @@ test('supervisor backing off after a SIGKILL: RESTARTING in its own words, no cr
   }
 });
 
+test('a rank killed under a supervisor with restarts left: RESTARTING while torchrun ends the group, no critical — STALLED if it never does', () => {
+  // seen on an H100 (the real trainer, torch 2.11, 2 ranks supervised): SIGKILL of rank 0 showed 2 s
+  // of STALLED with a critical "rank 0 process is gone" before torchrun exited and the supervisor said so
+  const run = killedRun();
+  run.ranks.push({
+    ...run.ranks[0]!,
+    rank: 1,
+    pid: 101,
+    file: 'heartbeat_rank1.jsonl',
+    lastMsg: 'boot',
+    lastStep: null,
+  });
+  const torchrun = { ...proc(9, 'S', { pid: 99 }).proc, argv: ['torchrun', '--nproc_per_node=2', 'train.py'] };
+  const table = { ...procs([proc(1, 'S', { pid: 101 })]), launcher: torchrun };
+  // the supervisor has seen no exit of this trainer yet: 0 of 2 restarts used
+  const calm = sup({
+    state: 'running',
+    restarts: 0,
+    maxRestarts: 2,
+    exitCodes: [],
+    note: null,
+    backoffUntil: null,
+    lastCause: null,
+    child: { pid: 98, startTime: '8' },
+  });
+  const at = (ms: number, s: SupervisorState | null = calm) =>
+    new Checker().evaluate({ now: T0 + ms, run, procs: table, gpu: null, supervisor: s });
+  const ev = at(1500);
+  assert.equal(ev.runState, 'RESTARTING');
+  assert.match(
+    ev.runStateWhy,
+    /^rank 0 process gone: the launcher \(pid 99\) ends the group and the supervisor \(pid 50\) restarts it \(0 of 2 restarts used\)/,
+  );
+  assert.deepEqual(critical(ev), []);
+  assert.equal(healthExit(ev), 0);
+  // a launcher that has not ended the group 30 s after the death will not: the hang it looks like
+  const late = at(31_000);
+  assert.equal(late.runState, 'STALLED');
+  assert.ok(critical(late).includes('rank-died:0'));
+  // no supervisor, or none with a restart left: nobody restarts it — the fault, at once
+  for (const s of [null, { ...calm, restarts: 2 }]) {
+    const bare = at(1500, s);
+    assert.equal(bare.runState, 'STALLED');
+    assert.ok(critical(bare).includes('rank-died:0'));
+  }
+});
+
 test('the new trainer booting: RESTARTING "restart 1 of 3 after SIGKILL; booting for …", no stall, until it steps', () => {
   const started = EXIT + 2100;
   const bootAt = started + 4000;

@@ -1,6 +1,6 @@
 // Live: the reference trainer (2 ranks, `nsa-top train`) under its detached supervisor. SIGKILL of
 // rank 1 → the run is judged RESTARTING (the supervisor's words, no critical, exit 0 for status)
-// from the moment the supervisor has it until the new ranks step, then RUNNING — never STALLED with
+// from the moment the rank is gone (its launcher ending the group) until the new ranks step, then RUNNING — never STALLED with
 // "step frozen" or "run ended" for the whole boot. Judged as the headless commands judge it
 // (src/commands/fit.ts: the snapshot, the proven ranks, supervisor.json with its liveness).
 // Robust on a loaded machine: it waits on conditions with generous deadlines, never on sleeps.
@@ -119,8 +119,9 @@ test('SIGKILL of a rank under the supervisor: RESTARTING (no critical) until the
     t.diagnostic(`${seen.length} looks:\n${trace.join('\n')}`);
     const first = seen.findIndex((s) => s.state === 'RESTARTING');
     assert.ok(first >= 0, 'RESTARTING was seen');
-    // before the supervisor has it (the launcher tearing rank 0 down), a dead rank is a fault, said as such
-    for (const s of seen.slice(0, first)) assert.ok(['RUNNING', 'STALLED'].includes(s.state), trace.join('\n'));
+    // the launcher tearing the group down under a supervisor with restarts left is already the
+    // restart: never STALLED, never critical, from the kill on (seen for 2 s on an H100 before)
+    for (const s of seen.slice(0, first)) assert.equal(s.state, 'RUNNING', trace.join('\n'));
     const restarting = seen.slice(first, seen.length - 1);
     for (const s of restarting) {
       assert.equal(s.state, 'RESTARTING', `from the first RESTARTING until RUNNING:\n${trace.join('\n')}`);
