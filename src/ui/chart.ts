@@ -83,7 +83,8 @@ function bin(pts: readonly XY[], n: number): { values: number[]; from: number; t
   const counts = new Array<number>(cols).fill(0);
   const resumes: number[] = [];
   let seg = pts[0]!.segment;
-  for (const p of pts) {
+  for (let i = 0; i < pts.length; i++) {
+    const p = pts[i]!;
     const c = Math.min(cols - 1, Math.floor(((p.step - from) / span) * (cols - 1) + 0.5));
     sums[c]! += p.value;
     counts[c]!++;

@@ -48,13 +48,12 @@ export function plotRows(series: readonly (readonly number[])[], o: PlotOptions)
   // (the label, then the axis) as strings, as asciichart puts them in its cells
   const width = len;
   const cells = new Uint16Array((rows + 1) * width).fill(BLANK);
-  const head: string[][] = [];
-  for (let i = 0; i <= rows; i++) head.push(new Array<string>(offset).fill(' '));
+  // each row's label and the axis' symbol after it (asciichart's first `offset` cells)
+  const labels: string[] = [];
+  const axis: number[] = [];
   for (let y = min2; y <= max2; ++y) {
-    const label = o.format(rows > 0 ? max - ((y - min2) * range) / rows : y, y - min2);
-    const h = head[y - min2]!;
-    h[Math.max(offset - label.length, 0)] = label;
-    h[offset - 1] = String.fromCharCode(y === 0 ? CORNER : AXIS);
+    labels.push(o.format(rows > 0 ? max - ((y - min2) * range) / rows : y, y - min2));
+    axis.push(y === 0 ? CORNER : AXIS);
   }
   const put = (row: number, x: number, c: number) => {
     cells[row * width + x] = c;
@@ -62,7 +61,7 @@ export function plotRows(series: readonly (readonly number[])[], o: PlotOptions)
   for (const s of series) {
     if (s.length === 0) continue;
     const first = Math.round(s[0]! * ratio) - min2;
-    head[rows - first]![offset - 1] = String.fromCharCode(CORNER);
+    axis[rows - first] = CORNER;
     for (let x = 0; x < s.length - 1; x++) {
       const y0 = Math.round(s[x]! * ratio) - min2;
       const y1 = Math.round(s[x + 1]! * ratio) - min2;
@@ -77,7 +76,13 @@ export function plotRows(series: readonly (readonly number[])[], o: PlotOptions)
     }
   }
   const out: string[] = [];
-  for (let i = 0; i <= rows; i++)
-    out.push(head[i]!.join('') + String.fromCharCode.apply(null, cells.subarray(i * width, (i + 1) * width) as never));
+  for (let i = 0; i <= rows; i++) {
+    // the label in cell max(offset − its length, 0), blanks in the others, the axis in the last
+    const label = labels[i]!;
+    const at = Math.max(offset - label.length, 0);
+    const lead = at < offset - 1 ? ' '.repeat(at) + label + ' '.repeat(offset - 2 - at) : ' '.repeat(offset - 1);
+    const row = cells.subarray(i * width, (i + 1) * width);
+    out.push(lead + String.fromCharCode(axis[i]!) + String.fromCharCode.apply(null, row as never));
+  }
   return out;
 }

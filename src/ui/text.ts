@@ -119,11 +119,8 @@ export function fit(line: Line, width: number, mark = true): Line {
   const total = lineWidth(line);
   // the common case, a line that already fits: no copy (callers never mutate what fit returns)
   if (total === width) return line;
-  if (total < width) {
-    const out = line.slice();
-    out.push({ text: spaces(width - total) });
-    return out;
-  }
+  // (one array of the final length: a copy grown by a push is allocated twice)
+  if (total < width) return line.concat({ text: spaces(width - total) });
   const out: Line = [];
   let w = 0;
   const limit = total > width && mark && width > 1 ? width - 1 : width;
