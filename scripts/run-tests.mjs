@@ -61,6 +61,7 @@ const UNIT_TESTS = [
   'test/trainer/reference/model/optim.test.ts',
   'test/trainer/reference/model/reference-forward.test.ts',
   'test/trainer/run/build.test.ts',
+  'test/trainer/run/checkpoint-complete.test.ts',
   'test/trainer/run/fixtures.test.ts',
   'test/trainer/run/incremental.test.ts',
   'test/trainer/run/nodes.test.ts',

@@ -376,7 +376,7 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
     gateCollapseDetails: p.gateCollapse,
   };
 
-  s.checkpoints = checkpointsOf(i.checkpoints, i.hostNowMs || i.takenAt);
+  s.checkpoints = checkpointsOf(i.checkpoints, i.hostNowMs || i.takenAt, hb?.rank ?? null);
   s.dumps = i.dumpNames.map((n) => p.dumps.get(n)).filter((d): d is StackDump => !!d);
   // the trainer's own watchdog names no rank in its dump; the one rank whose heartbeat record
   // names the file does (two ranks in one second share one file: then it stays unnamed)
@@ -438,15 +438,32 @@ function ranksOf(heartbeats: ReadonlyMap<string, HeartbeatState>, hb: HeartbeatS
   return ranks.sort((a, b) => a.rank - b.rank);
 }
 
-/** a checkpoint is complete once its size held still between listings, or it is old */
+/**
+ * A checkpoint is complete once it is CKPT_SETTLE_MS old and its size held still between
+ * listings, or it is CKPT_OLD_MS old, or the trainer has stepped past it: the saving rank's step
+ * went beyond the checkpoint's at least CKPT_SETTLE_MS after the file's last write. The trainers
+ * save inside their step loop (the real one's torch.save returns before the next step starts; the
+ * reference one renames a finished file into place), so that evidence is in hand at the first
+ * listing: a look no longer waits for a second listing of a run's newest checkpoint a few seconds
+ * after every save (status waited 0.7 s whenever one was under 30 s old, on a run saving every 20
+ * steps nearly always). A save that failed half-way (the real trainer catches the error and goes on)
+ * is not this check's to find, as with a size that held: the resume pick reads each file's end.
+ */
 function checkpointsOf(
   ckpts: readonly { info: CheckpointInfo; prevSize: number | null }[],
   nowMs: number,
+  saver: { lastStep: number | null; stepAdvancedTs: number | null } | null,
 ): CheckpointInfo[] {
   return ckpts
     .map(({ info, prevSize }) => {
       const age = nowMs - info.mtimeMs;
-      const settled = age >= CKPT_SETTLE_MS && (prevSize === info.size || age >= CKPT_OLD_MS);
+      const steppedPast =
+        saver !== null &&
+        saver.lastStep !== null &&
+        saver.lastStep > info.step &&
+        saver.stepAdvancedTs !== null &&
+        saver.stepAdvancedTs >= info.mtimeMs + CKPT_SETTLE_MS;
+      const settled = age >= CKPT_SETTLE_MS && (prevSize === info.size || age >= CKPT_OLD_MS || steppedPast);
       return { ...info, complete: settled };
     })
     .sort((a, b) => a.step - b.step || a.mtimeMs - b.mtimeMs);

@@ -199,7 +199,10 @@ export interface CheckpointInfo {
   size: number;
   mtimeMs: number;
   fsdp: boolean;
-  /** size unchanged across two polls and not modified in the last couple of seconds */
+  /**
+   * not modified in the last couple of seconds and: size unchanged across two polls, or untouched
+   * for 30 s, or the saving rank stepped past it (build.ts checkpointsOf)
+   */
   complete: boolean;
 }
 
