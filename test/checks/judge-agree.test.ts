@@ -371,22 +371,24 @@ test('without --halt the watchdog only observes: a NaN is reported, .anomaly_typ
   );
 });
 
-test('an empty or missing dir is bad input for status and watchdog --once: one line, exit 2', () => {
+test('an empty or missing dir is bad input for status and watchdog --once: one line, exit 2', async () => {
   const empty = join(tmp, 'empty');
   mkdirSync(empty, { recursive: true });
-  for (const args of [
+  const calls = [
     ['status', empty],
     ['status', empty, '--json'],
     ['watchdog', empty, '--once', '--no-gpu'],
     ['status', join(tmp, 'nope')],
     ['watchdog', join(tmp, 'nope'), '--once'],
-  ]) {
-    const r = cli(args);
-    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+  ];
+  // side by side: none of them may write anything
+  const results = await Promise.all(calls.map((args) => nsaTopAsync(args)));
+  for (const [i, r] of results.entries()) {
+    assert.equal(r.status, 2, `${calls[i]!.join(' ')}: ${r.stdout}${r.stderr}`);
     assert.equal(r.stdout, '');
     assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
   }
-  assert.match(cli(['status', empty]).stderr, /holds no run artifacts/);
+  assert.match(results[0]!.stderr, /holds no run artifacts/);
   assert.ok(!existsSync(join(empty, '.nsa-top')), 'nothing written into an empty dir');
 });
 

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { verifyProcess } from '../../src/remote/procs.js';
-import { killRecorded, runPids } from './cleanup.js';
+import { alive, killRecorded, runPids } from './cleanup.js';
 import { Cockpit, ENTER, ESC } from './pty.js';
 
 test(
@@ -133,7 +133,11 @@ test(
       await ro?.close(5000);
       await main.close();
       if (runDir) {
-        await new Promise((r) => setTimeout(r, 3000));
+        // the graceful halt is under way: its processes get up to 3 s to end on their own, then the
+        // rest are ended (it is over in about a second, which a fixed 3 s wait spent idle)
+        const end = Date.now() + 3000;
+        while (Date.now() < end && [...recorded, ...runPids(runDir)].some((p) => alive(p.pid)))
+          await new Promise((r) => setTimeout(r, 100));
         killRecorded([...recorded, ...runPids(runDir)]);
       }
       rmSync(cwd, { recursive: true, force: true });
@@ -170,7 +174,11 @@ test(
     } finally {
       await main.close();
       if (runDir) {
-        await new Promise((r) => setTimeout(r, 3000));
+        // the graceful halt is under way: its processes get up to 3 s to end on their own, then the
+        // rest are ended (it is over in about a second, which a fixed 3 s wait spent idle)
+        const end = Date.now() + 3000;
+        while (Date.now() < end && [...recorded, ...runPids(runDir)].some((p) => alive(p.pid)))
+          await new Promise((r) => setTimeout(r, 100));
         killRecorded([...recorded, ...runPids(runDir)]);
       }
       rmSync(cwd, { recursive: true, force: true });

@@ -5,10 +5,10 @@
 // that frame and what it cannot show; a bad --at is a one-line error and exit 2.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { BIN } from './pty.js';
 import { isolatedTmux } from './tmuxserver.js';
+import { nsaTopAsync } from '../helpers/cli.js';
 
 const RUN = fileURLToPath(
   new URL('../fixtures/nsa-vibe/ddp2-crash-resume/artifacts/ddp2-crash-resume', import.meta.url),
@@ -81,23 +81,18 @@ test(
 test(
   'replay piped: the frame at step=51 and what the files cannot show; a bad --at is exit 2 in one line',
   { timeout: 60_000 },
-  () => {
-    const r = spawnSync(process.execPath, [BIN, 'replay', RUN, '--at', 'step=51'], {
-      encoding: 'utf8',
-      env: ENV,
-      timeout: 30_000,
-    });
+  async () => {
+    // both replays side by side (each reads the recording, ~1.5 s of CPU)
+    const [r, bad] = await Promise.all([
+      nsaTopAsync(['replay', RUN, '--at', 'step=51'], { env: ENV, timeoutMs: 30_000 }),
+      nsaTopAsync(['replay', RUN, '--at', '12:00'], { env: ENV, timeoutMs: 30_000 }),
+    ]);
     assert.equal(r.status, 0, r.stderr);
     const lines = r.stdout.split('\n');
     assert.match(lines[0]!, /^ RUNNING +REPLAY 2026-11-24 05:12:4\d +ddp2-crash-resume/);
     assert.match(r.stdout, /^replay: trainer files only .*2026-11-24 05:12:12 – 05:13:54; \d+ markers$/m);
     assert.match(r.stdout, /^replay: cannot show: no process history/m);
     assert.match(r.stdout, /^replay: cannot show: no GPU history/m);
-    const bad = spawnSync(process.execPath, [BIN, 'replay', RUN, '--at', '12:00'], {
-      encoding: 'utf8',
-      env: ENV,
-      timeout: 30_000,
-    });
     assert.equal(bad.status, 2);
     assert.equal(bad.stderr.trim().split('\n').length, 1, bad.stderr);
     assert.match(

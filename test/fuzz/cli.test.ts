@@ -166,9 +166,13 @@ test(
       assert.equal(st.code, 0, st.stderr);
       assert.match(st.stdout, /env\.json: .*not a regular file \(a FIFO\)/);
       assert.match(st.stdout, /step +40 \/ 40/);
+      // the dirs made first (the seed's order), then looked at CONCURRENCY at a time, as above
+      const dirs: { dir: string; made: string[] }[] = [];
       for (let i = 0; i < SSH_DIRS; i++) {
         const dir = join(root, `r${i}`);
-        const made = writeRunDir(r, dir, { maxLines: 40 });
+        dirs.push({ dir, made: writeRunDir(r, dir, { maxLines: 40 }) });
+      }
+      await pool(dirs, CONCURRENCY, async ({ dir, made }) => {
         for (const args of [
           ['status', dir],
           ['report', dir],
@@ -177,7 +181,7 @@ test(
           const o = await runCli([...args, ...hostArgs], env);
           judge(o, `nsa-top ${args.join(' ')} over ssh [${made.join(', ')}]`, problems, counts);
         }
-      }
+      });
     } finally {
       rmSync(root, { recursive: true, force: true });
       await sshd.stop();
