@@ -4,9 +4,12 @@
 // cockpit's Ink and React) instead of after it. openHost takes it when asked for the same target
 // with the same options; a command that never asks (bad input, --help) abandons it, and the
 // process exits as it would have (an abandoned connect is cut short, a finished one closed).
+import { connect } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Host } from './host.js';
 import type { OpenHostSpec } from './index.js';
+import { sshTrace } from './ssh/trace.js';
+import type { EarlySocket } from './ssh/connection.js';
 
 interface Early {
   key: string;
@@ -53,13 +56,38 @@ export function earlySpecOf(words: string[]): OpenHostSpec | null {
   return { host, identity: one(r.values.identity), acceptNewHostKey: r.values['accept-new-host-key'] === true };
 }
 
+/**
+ * The TCP connection alone, opened with node's own `net` before any SSH code loads: the server's
+ * side of a new connection (sshd forks and re-executes itself for each one, then sends its banner)
+ * runs while ssh2 and the host's code load. Null when the target cannot be resolved (openHost then
+ * says why). An error before the handshake takes it is kept quiet: the handshake connects afresh.
+ */
+async function preconnect(spec: OpenHostSpec, abort: AbortSignal): Promise<EarlySocket | null> {
+  const { resolveTarget } = await import('./ssh/config.js');
+  let t;
+  try {
+    t = resolveTarget(spec.host!, { identity: spec.identity });
+  } catch {
+    return null;
+  }
+  if (abort.aborted) return null;
+  const sock = connect({ host: t.hostName, port: t.port });
+  const pre: EarlySocket = { sock, error: null };
+  // kept for the handshake to report (a refused connect), not thrown here with nobody listening
+  sock.on('error', (e) => (pre.error ??= e));
+  sock.once('connect', () => sshTrace(`tcp connected early to ${t.hostName}:${t.port}`));
+  abort.addEventListener('abort', () => sock.destroy(), { once: true });
+  return pre;
+}
+
 /** Starts connecting for `spec` now (once per process); openHost takes it (claimEarly). */
 export function startEarly(spec: OpenHostSpec): void {
   const key = keyOf(spec);
   if ((early && !early.claimed) || key === null) return;
   const abort = new AbortController();
-  const host = import('./index.js').then((m) =>
-    m.openHost({ ...spec, ssh: { signal: abort.signal } }, { early: false }),
+  const sock = preconnect(spec, abort.signal).catch(() => null);
+  const host = import('./index.js').then(async (m) =>
+    m.openHost({ ...spec, ssh: { signal: abort.signal, sock: (await sock) ?? undefined } }, { early: false }),
   );
   host.catch(() => {}); // a failure is the claimer's to report; unclaimed, nobody's
   early = { key, abort, host, claimed: false };

@@ -46,6 +46,15 @@ export interface SshHostOptions {
   posixOnly?: boolean;
   /** cuts a connect still under way short (an early connection nobody claimed: src/remote/early.ts) */
   signal?: AbortSignal;
+  /** a TCP connection to the target opened before the SSH code loaded (src/remote/early.ts): the
+   *  first connect is made on it (its failure is that connect's); reconnects open their own */
+  sock?: EarlySocket;
+}
+
+/** A TCP connection opened early, and the error it met before the handshake took it (if any). */
+export interface EarlySocket {
+  sock: Socket;
+  error: Error | null;
 }
 
 export class HostKeyError extends Error {
@@ -98,10 +107,15 @@ export class SshConnection {
   private readonly connWaiters: (() => void)[] = [];
   private reconnecting: Promise<void> | null = null;
 
+  /** SshHostOptions.sock until the first connect takes it */
+  private earlySock: EarlySocket | null;
+
   constructor(
     private readonly opts: SshHostOptions,
     private readonly hooks: ConnectionHooks,
-  ) {}
+  ) {
+    this.earlySock = opts.sock ?? null;
+  }
 
   /** bytes on the TCP sockets so far (all SSH overhead included) */
   socketBytes(): { in: number; out: number } {
@@ -145,7 +159,10 @@ export class SshConnection {
     return new Promise<void>((resolve, reject) => {
       const client = new Client();
       sshTrace(`connect ${t.hostName}:${t.port}`);
-      const sock = netConnect({ host: t.hostName, port: t.port });
+      // the first attempt is made on the early TCP connection, if any: its failure is this attempt's
+      const early = this.earlySock;
+      this.earlySock = null;
+      const sock = early?.sock ?? netConnect({ host: t.hostName, port: t.port });
       sock.once('connect', () => sshTrace('tcp connected'));
       client.once('handshake', () => sshTrace('key exchange done'));
       let ready = false;
@@ -202,6 +219,16 @@ export class SshConnection {
           );
         if (this.client === client) this.onDrop('connection closed');
       });
+      if (early && sock.destroyed) {
+        // it met its end before the handshake: refused, or the server hung up
+        return fail(
+          new SshConnectError(
+            early.error
+              ? `cannot reach ${t.hostName}:${t.port}: ${early.error.message}`
+              : `connection to ${t.hostName}:${t.port} closed during the handshake`,
+          ),
+        );
+      }
       try {
         client.connect({
           sock,

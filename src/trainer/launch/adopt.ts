@@ -280,8 +280,15 @@ export async function recordAdoption(
   let environ: string;
   let argv: string[];
   try {
-    environ = await readProcFile(host, launcher.pid, 'environ');
-    argv = parseCmdline(await readProcFile(host, launcher.pid, 'cmdline'));
+    // asked together (over SSH one round trip in the watch loop, not two), once the owner is known to be us
+    const [env, cmd] = await Promise.allSettled([
+      readProcFile(host, launcher.pid, 'environ'),
+      readProcFile(host, launcher.pid, 'cmdline'),
+    ]);
+    if (env.status === 'rejected') throw env.reason;
+    if (cmd.status === 'rejected') throw cmd.reason;
+    environ = env.value;
+    argv = parseCmdline(cmd.value);
     if (argv.length === 0) throw new Error('empty command line');
   } catch (e) {
     seen.set(key, 'unreadable');

@@ -22,7 +22,8 @@ const NSA_FILES = [
 /**
  * The look-ahead of a look at the run in `dirs` (its launcher dir and out_dir, the same dir when
  * unsupervised):
- * - `resolve`: what finding the run reads (the dir's stat and listing, run.info, the out_dir's pointer);
+ * - `resolve`: what finding the run reads (the dir's stat and listing, run.info, the out_dir's
+ *   pointer, whether a supervisor runs it);
  * - `first`: a first look, which reads the records (and lists the dirs);
  * - `again`: a look again, which wants the records' stats only (its parts read a record only when
  *   its stat changed).
@@ -31,7 +32,12 @@ export function lookAheadOf(dirs: { runDir: string; outDir: string }, mode: 'res
   const roots = [...new Set([dirs.runDir, dirs.outDir])];
   if (mode === 'resolve')
     return {
-      files: roots.flatMap((d) => [d, join(d, 'run.info'), join(d, NSA_DIR, 'run.json')]),
+      files: roots.flatMap((d) => [
+        d,
+        join(d, 'run.info'),
+        join(d, NSA_DIR, 'run.json'),
+        join(d, NSA_DIR, 'supervisor.json'),
+      ]),
       dirs: roots,
       contents: true,
     };
