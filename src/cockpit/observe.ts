@@ -201,9 +201,9 @@ export class Observer {
   async observe(o: RoundOptions = {}): Promise<Observation> {
     // one look (Host.look): over SSH the round's records are stat'ed (the first round: read) in one
     // round trip, and each is asked once however many parts ask
-    return withLook(o.look ?? this.host, lookAheadOf(this.dirs, this.rounds === 0 ? 'first' : 'again'), (host) =>
-      this.round(host, o),
-    );
+    const host = o.look ?? this.host;
+    const ahead = host.look ? lookAheadOf(this.dirs, this.rounds === 0 ? 'first' : 'again') : undefined;
+    return withLook(host, ahead, (h) => this.round(h, o));
   }
 
   private async round(host: Host, o: RoundOptions): Promise<Observation> {

@@ -140,7 +140,7 @@ test('stats only (a look again): no bytes; the total cap keeps a look-ahead smal
   assert.equal(withBytes.ans.whole.get(files[4]!), undefined);
 });
 
-test('an answer it cannot vouch for answers nothing: a stat moved while read, cut short, find failed, another nonce', (t) => {
+test('an answer it cannot vouch for answers nothing: a stat moved while read, a file cat could not read, cut short, find failed, another nonce', (t) => {
   if (!gnu) return t.skip('no GNU find/xargs here');
   const d = join(tmp, 'vouch');
   mkdirSync(d, { recursive: true });
@@ -156,13 +156,18 @@ test('an answer it cannot vouch for answers nothing: a stat moved while read, cu
 
   // b's stat moved between its stat and the check after the bytes: b and what follows it are not taken
   const text = out.toString('latin1');
-  const vAt = text.indexOf(`@@${NONCE} V@@\n`);
+  const vAt = text.indexOf(`@@${NONCE} V 0@@\n`);
   const bLine = text
     .slice(vAt)
     .split('\n')
     .find((l) => l.endsWith(` ${b}`))!;
   const moved = text.slice(0, vAt) + text.slice(vAt).replace(bLine, bLine.replace(/^(\d+) (\d+)/, '$1 99'));
   assert.deepEqual(whole(parseLookAnswer(Buffer.from(moved, 'latin1'), NONCE, files, dirs)), [a]);
+
+  // a file cat could not read (it came short: the files after it shifted): nothing from the block
+  const catFailed = text.replace(`@@${NONCE} V 0@@`, `@@${NONCE} V 123@@`);
+  assert.notEqual(catFailed, text);
+  assert.deepEqual(whole(parseLookAnswer(Buffer.from(catFailed, 'latin1'), NONCE, files, dirs)), []);
 
   // cut short anywhere: never an answer that was not all there (stats only up to where they are whole)
   for (let cut = 0; cut < out.length; cut += 7) {

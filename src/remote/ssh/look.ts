@@ -11,8 +11,9 @@
 //   `R INO TYPE SIZE MTIME MODE UID NLINK DEV PATH` (R = r readable, u not; the fields of
 //   SshFiles.stat), then @@N C TOT@@ and TOT raw bytes: the files that are regular, readable and at
 //   most the per-file cap, in that order while the total stays within its cap, concatenated (short
-//   ones padded), then @@N V@@ and `INO SIZE MTIME PATH` of each of them read again after the bytes:
-//   a file whose stat moved (and every one after it) is not taken from the block.
+//   ones padded), then @@N V RC@@ (RC: cat's exit, 0 when every file was read whole) and
+//   `INO SIZE MTIME PATH` of each of them read again after the bytes: a file whose stat moved (and
+//   every one after it) is not taken from the block, nor is anything when RC is not 0.
 // `/` is stat'ed first: a listing of stats without it means find failed, and no file is answered as
 // missing from it.
 import { randomBytes } from 'node:crypto';
@@ -46,8 +47,11 @@ export const LOOK_SCRIPT = [
   "T=$(pick t); case $T in '' | *[!0-9]*) T=0;; esac;",
   `printf '@@%s C %s@@\\n' "$N" "$T";`,
   '[ "$T" -gt 0 ] || exit 0;',
-  `{ pick p | xargs -d '\\n' cat -- 2>/dev/null; cat /dev/zero; } | head -c "$T";`,
-  `printf '@@%s V@@\\n' "$N";`,
+  // the bytes go out on fd 3 (the real stdout); cat's exit comes back on fd 4: a file that could not
+  // be read (short: the files after it would shift) makes the whole block unanswered
+  'exec 3>&1;',
+  `x=$( { { pick p | xargs -d '\\n' cat -- 2>/dev/null; echo "$?" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
+  `printf '@@%s V %s@@\\n' "$N" "$x";`,
   `pick p | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
 ].join(' ');
 
@@ -142,7 +146,8 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
   const tot = Number(out.subarray(cAt + mark('C ').length, cEnd).toString());
   if (!Number.isInteger(tot) || tot <= 0) return ans;
   const block = out.subarray(cEnd + 3, cEnd + 3 + tot);
-  const vOpen = mark('V@@\n');
+  // cat read every file (0) — else a short one shifted the rest: nothing is taken from the block
+  const vOpen = mark('V 0@@\n');
   const vAt = cEnd + 3 + tot;
   if (block.length !== tot || out.indexOf(vOpen, vAt) !== vAt) return ans;
   const after = new Map<string, string>();
