@@ -46,8 +46,10 @@ test(
       ) as { pid: number };
       process.kill(hb1.pid, 'SIGSTOP');
       await c.send('h');
-      // n acts once the question has been on screen a moment (its keys are then offered)
-      await c.waitFor(/n halt now \(\.HALT\) {3}c/, 10_000);
+      // n acts once the question has been on screen a moment (its keys are then offered); the run is
+      // STALLED here, so halt-after-checkpoint (c) is not offered (no checkpoint will come)
+      await c.waitFor(/n halt now \(\.HALT\) {3}esc cancel/, 10_000);
+      assert.match(c.screen(), /c \(halt after the next checkpoint\) is not offered: the run is STALLED/);
       await c.send('n');
       await c.waitFor(/rank 1 still running/, 15_000);
       await c.waitFor(
