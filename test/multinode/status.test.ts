@@ -9,16 +9,15 @@
 // - node B's sshd killed: status answers within 10 s with STALE, "node … unreachable", not RUNNING;
 //   sshd back: RUNNING again with both ranks.
 import assert from 'node:assert/strict';
-import { type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { nodesUnavailable, startNodes, TORCHRUN, type NetNode, type Nodes } from '../helpers/netns.js';
+import { nodesUnavailable, startNodes, type Nodes } from '../helpers/netns.js';
+import { heartbeatPid, startJob, type Job } from './job.js';
 
 const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
-const worker = fileURLToPath(new URL('./train_showcase.py', import.meta.url));
 
 const skip = nodesUnavailable({ torch: true });
 if (skip) console.log(`# multi-node status test SKIPPED: ${skip}`);
@@ -30,92 +29,20 @@ interface StatusJson {
   processes: { rank: number; host: string; pid: number; state: string; groupRank: number | null }[];
 }
 
-async function until<T>(what: string, ms: number, f: () => T | null | undefined | false): Promise<T> {
-  const t0 = Date.now();
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function heartbeatPid(run: string, rank: number): number | null {
-  const f = join(run, `heartbeat_rank${rank}.jsonl`);
-  if (!existsSync(f)) return null;
-  const boot = readFileSync(f, 'utf8')
-    .split('\n')
-    .filter((l) => l.includes('"boot"'))
-    .pop();
-  return boot ? (JSON.parse(boot) as { pid: number }).pid : null;
-}
-
 test(
   'status --node: rank 0 on local and rank 1 on node B with their own pids; a stopped rank on B named with its node; B unreachable is STALE, then back',
   { skip: skip ?? false, timeout: 180_000 },
   async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'nsa-multinode-'));
     let nodes: Nodes | null = null;
-    const jobs: ChildProcess[] = [];
-    let done = false;
+    let job: Job | null = null;
     try {
       nodes = await startNodes();
       const { a, b, sshd } = nodes;
       const run = join(tmp, 'run');
       mkdirSync(run);
-      const log = join(tmp, 'job.log');
-      const port = 29000 + Math.floor(Math.random() * 900);
-      const start = (node: NetNode, nodeRank: number) => {
-        const p = node.spawn(
-          [
-            'env',
-            `NSA_TOP_RUN_DIR=${run}`,
-            TORCHRUN,
-            // (Debian's torch 1.13 on Python 3.11 cannot parse the default `--redirects 0`)
-            '--redirects',
-            '1',
-            '--tee',
-            '1',
-            '--log_dir',
-            join(tmp, `logs${nodeRank}`),
-            '--nnodes',
-            '2',
-            '--nproc_per_node',
-            '1',
-            '--rdzv_backend',
-            'c10d',
-            '--rdzv_endpoint',
-            `${a.addr}:${port}`,
-            '--rdzv_id',
-            'nsa-top-test',
-            '--rdzv_conf',
-            `is_host=${nodeRank === 0 ? 1 : 0}`,
-            worker,
-            '--step-s',
-            '0.2',
-          ],
-          { stdio: ['ignore', 'pipe', 'pipe'] },
-        );
-        for (const s of [p.stdout!, p.stderr!])
-          s.on('data', (d: Buffer) => {
-            if (!done) appendFileSync(log, `[${node.name}] ${d}`);
-          });
-        jobs.push(p);
-      };
       const t0 = Date.now();
-      start(a, 0);
-      start(b, 1);
-      const tail = () => (existsSync(log) ? readFileSync(log, 'utf8').slice(-3000) : '(no output)');
-      await until('both ranks to boot and step', 90_000, () => {
-        if (jobs.some((j) => j.exitCode !== null)) throw new Error(`the job ended early:\n${tail()}`);
-        return (
-          existsSync(join(run, 'training.csv')) &&
-          readFileSync(join(run, 'training.csv'), 'utf8').split('\n').length > 2 &&
-          heartbeatPid(run, 1) !== null
-        );
-      }).catch((e: Error) => {
-        throw new Error(`${e.message}\n${tail()}`);
-      });
+      job = await startJob(nodes, run, tmp);
       console.log(`# 2-node job stepping ${((Date.now() - t0) / 1000).toFixed(1)} s after start`);
       const pid0 = heartbeatPid(run, 0)!;
       const pid1 = heartbeatPid(run, 1)!;
@@ -220,9 +147,8 @@ test(
         ],
       );
     } finally {
-      done = true;
+      job?.kill();
       await nodes?.stop();
-      for (const j of jobs) if (j.exitCode === null) j.kill('SIGKILL');
       rmSync(tmp, { recursive: true, force: true });
     }
   },
