@@ -28,14 +28,7 @@ function splitAll(sp: LineSplitter, chunks: Uint8Array[]): { lines: string[]; er
 test('line splitting: any bytes, any chunking, same lines as reading in one piece', () => {
   fc.assert(
     fc.property(fc.uint8Array({ maxLength: 600 }), fc.array(fc.nat({ max: 600 }), { maxLength: 8 }), (bytes, cuts) => {
-      const pts = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
-      const chunks: Uint8Array[] = [];
-      let prev = 0;
-      for (const p of pts) {
-        chunks.push(bytes.subarray(prev, p));
-        prev = p;
-      }
-      chunks.push(bytes.subarray(prev));
+      const chunks = cutAt(bytes, cuts);
       const whole = splitAll(new LineSplitter(64), [bytes]);
       const pieces = splitAll(new LineSplitter(64), chunks);
       assert.deepEqual(pieces, whole);
