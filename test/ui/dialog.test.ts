@@ -80,6 +80,7 @@ import { haltDisabled, relaunchDisabled } from '../../src/ui/keymap.js';
 import { footerLine } from '../../src/ui/panels/footer.js';
 import { proc, procs } from '../checks/helpers.js';
 import type { ControlRequest } from '../../src/trainer/control/types.js';
+import { supervisorState } from '../helpers/supervisor.js';
 
 const track = {
   kind: 'halt-track' as const,
@@ -209,19 +210,7 @@ test("the halt window says what the stop did, not what a dead supervisor's file 
   const s = baseState();
   s.procs = procs([proc(0, 'S'), proc(1, 'S')]);
   // supervisor.json still says running (SIGKILLed a second ago, not reaped yet when the file was judged)
-  s.supervisor = {
-    runDir: '/r',
-    profile: 'p',
-    supervisor: { pid: 77, startTime: '1' },
-    child: null,
-    state: 'running',
-    restarts: 0,
-    maxRestarts: 2,
-    exitCodes: [],
-    lastCommand: [],
-    resumeFrom: null,
-    updatedAt: now,
-  };
+  s.supervisor = supervisorState('/r', { pid: 77, startTime: '1' }, { updatedAt: now });
   const win = { ...track, mode: 'now' as const, startedAt: now };
   assert.match(text(dialogView(win, s, now, 200).lines), /asking the supervisor to stop/);
   const died = {

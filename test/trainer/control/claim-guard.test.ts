@@ -17,6 +17,7 @@ import { runAgent, takeOverRequest, updateRequests } from '../../../src/trainer/
 import type { ControlRequest } from '../../../src/trainer/control/types.js';
 import { writeStateLocal } from '../../../src/trainer/launch/state.js';
 import { tempDir } from './helpers.js';
+import { supervisorState } from '../../helpers/supervisor.js';
 
 const host = new LocalHost();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -34,19 +35,7 @@ test("an agent never takes over a request the run's live supervisor left (an ear
     let me = await readProc(host, sup.pid!);
     for (let i = 0; i < 50 && !me; i++) me = (await sleep(20), await readProc(host, sup.pid!));
     assert.ok(me, 'the stand-in supervisor runs');
-    writeStateLocal(dir, {
-      runDir: dir,
-      profile: 'p',
-      supervisor: { pid: sup.pid!, startTime: me.startTime },
-      child: null,
-      state: 'running',
-      restarts: 0,
-      maxRestarts: 2,
-      exitCodes: [],
-      lastCommand: [],
-      resumeFrom: null,
-      updatedAt: Date.now(),
-    });
+    writeStateLocal(dir, supervisorState(dir, { pid: sup.pid!, startTime: me.startTime }));
     mkdirSync(join(dir, '.nsa-top'), { recursive: true });
     const who = await currentActor(host);
     const req: ControlRequest = {

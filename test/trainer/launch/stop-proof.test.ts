@@ -15,6 +15,7 @@ import { currentActor } from '../../../src/trainer/control/actions.js';
 import { stopRun, supervisorAlive } from '../../../src/trainer/launch/launch.js';
 import { writeStateLocal } from '../../../src/trainer/launch/state.js';
 import { readSupervisorState } from '../../../src/trainer/run/launchstate.js';
+import { supervisorState } from '../../helpers/supervisor.js';
 
 const host = new LocalHost();
 
@@ -26,19 +27,7 @@ test('stop right after the supervisor was SIGKILLed (a zombie, not yet reaped): 
     const pid = Number(await new Promise<string>((r) => holder.stdout!.once('data', (b: Buffer) => r(String(b)))));
     const me = await readProc(host, pid);
     assert.ok(me, 'the stand-in supervisor runs');
-    const sup = {
-      runDir: dir,
-      profile: 'p',
-      supervisor: { pid, startTime: me.startTime },
-      child: null,
-      state: 'running' as const,
-      restarts: 0,
-      maxRestarts: 2,
-      exitCodes: [],
-      lastCommand: [],
-      resumeFrom: null,
-      updatedAt: Date.now(),
-    };
+    const sup = supervisorState(dir, { pid, startTime: me.startTime });
     writeStateLocal(dir, sup);
     assert.equal(await supervisorAlive(host, sup), true, 'alive while it runs');
     process.kill(pid, 'SIGKILL');
