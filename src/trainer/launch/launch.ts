@@ -28,7 +28,7 @@ import {
   supervisorRestarts,
 } from '../control/types.js';
 import { currentActor, readOnlyMode, removeStaleHalt, requestHalt, type ControlOptions } from '../control/actions.js';
-import { audited, READ_ONLY_REFUSAL, type Outcome } from '../control/audit.js';
+import { audited, READ_ONLY_REFUSAL, type AuditContext, type Outcome } from '../control/audit.js';
 import {
   chooseConfig,
   gitCommitOf,
@@ -641,7 +641,7 @@ export async function relaunch(
     host,
     dirs,
     { actor, action: 'relaunch', target: { runDir: dirs.runDir, outDir: dirs.outDir } },
-    () => relaunchEffect(host, dirs, actor, opts),
+    (ctx) => relaunchEffect(host, dirs, actor, opts, ctx),
     opts,
   );
 }
@@ -659,6 +659,7 @@ async function relaunchEffect(
     carryRequests?: boolean;
     judgeRequest?: RequestFateJudge;
   },
+  ctx: AuditContext,
 ): Promise<Outcome> {
   let runDir = dirs.runDir;
   const outDir = dirs.outDir;
@@ -759,6 +760,9 @@ async function relaunchEffect(
   });
   const reqNote = reqs.settled.map((x) => `; request ${x.line}`).join('');
   const reqTarget = reqs.settled.length ? { requests: reqs.settled.map(({ id, fate }) => ({ id, fate })) } : {};
+  // said before the new segment can boot, so every view puts the operator's relaunch before the
+  // restart it causes (the result is known only once the trainer steps, seconds later)
+  await ctx.progress('started', `starting a supervisor: ${describePick(pick)}`, { runDir });
   const pid = spawnSupervisor(runDir, pick !== null, opts.allowCommand ?? [], reqs.carried);
   const up = await awaitSupervisor(host, runDir, pid);
   if (up?.supervisor?.pid !== pid) {

@@ -150,7 +150,15 @@ test('reference trainer, 2 ranks: detached launch survives its launcher; HALT is
   await stopRun(host, runDir, who);
   assert.equal((await settled(runDir)).state, 'halted');
   const acts = (await readActions(host, runDir)).map((a) => `${a.action}:${a.result}`);
-  assert.deepEqual(acts, ['launch:ok', 'dump:ok', 'halt:ok', 'remove-stale-halt:ok', 'relaunch:ok', 'halt:ok']);
+  assert.deepEqual(acts, [
+    'launch:ok',
+    'dump:ok',
+    'halt:ok',
+    'remove-stale-halt:ok',
+    'relaunch:started',
+    'relaunch:ok',
+    'halt:ok',
+  ]);
 });
 
 test('reference trainer: crashes are restarted from the newest complete checkpoint, up to the limit', async () => {

@@ -178,6 +178,7 @@ test('launch from the CLI: the supervisor outlives the launching process; stop i
       'halt:ok',
       'relaunch:refused',
       'remove-stale-halt:ok',
+      'relaunch:started',
       'relaunch:ok',
       'halt:ok',
     ]);
