@@ -5,7 +5,11 @@
 //   beside a local cockpit's time to the run;
 // - status --host vs local status: medians of LOOKS runs each, interleaved, and their ratio;
 // - SSH sessions sshd started per `status --host` (its log, LogLevel VERBOSE);
-// - dump --host vs a local dump (medians of DUMPS, interleaved) and sshd's sessions per dump.
+// - dump --host vs a local dump (medians of DUMPS, interleaved) and sshd's sessions per dump;
+// - the floor no client can cut: OpenSSH's own `ssh HOST true` (a session's login shell runs the
+//   user's ~/.bashrc; here root's pyenv init costs ~0.6 s), and `status --host` against a second sshd
+//   whose sessions start with an empty ~/.bashrc (Debian's default shell start), so the ratio can be
+//   read with and without this machine's rc files.
 // NSA_BENCH_FILTER=ssh-look npm run bench
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -21,14 +25,41 @@ const DUMPS = Number(process.env.NSA_BENCH_DUMPS ?? 3);
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-bench-ssh-look-'));
 const runDir = join(tmp, 'run');
 const sshd = await startSshd({ logSessions: true });
+const plainSshd = await startSshd({ plainShell: true });
 const env = { ...process.env, HOME: join(tmp, 'home'), SSH_AUTH_SOCK: '' } as Record<string, string>;
-const hostArgs = [
+const argsFor = (s: typeof sshd) => [
   '--host',
-  `${userInfo().username}@127.0.0.1:${sshd.port}`,
+  `${userInfo().username}@127.0.0.1:${s.port}`,
   '-i',
-  sshd.userKey,
+  s.userKey,
   '--accept-new-host-key',
 ];
+const hostArgs = argsFor(sshd);
+const plainArgs = argsFor(plainSshd);
+/** OpenSSH's client: one session running `true` (its login shell's start is the floor) */
+function sshTrue(s: typeof sshd): number {
+  const t0 = performance.now();
+  const r = spawnSync(
+    'ssh',
+    [
+      '-p',
+      String(s.port),
+      '-i',
+      s.userKey,
+      '-o',
+      'BatchMode=yes',
+      '-o',
+      `UserKnownHostsFile=${s.knownHosts}`,
+      '-o',
+      'StrictHostKeyChecking=accept-new',
+      `${userInfo().username}@127.0.0.1`,
+      'true',
+    ],
+    { env, encoding: 'utf8' },
+  );
+  if (r.status !== 0) return NaN;
+  return performance.now() - t0;
+}
 const trainer = spawn(
   process.execPath,
   [BIN, 'train', '--out', runDir, '--ranks', '1', '--steps', '100000', '--log-every', '1', '--save-every', '0'],
@@ -82,6 +113,7 @@ try {
   }
   // the first look at a hand-launched run records its adoption (writes): not part of the figures
   status(hostArgs);
+  status(plainArgs);
   const ssh = [];
   const local = [];
   for (let i = 0; i < 2; i++) {
@@ -91,7 +123,13 @@ try {
   const remoteMs: number[] = [];
   const localMs: number[] = [];
   const sessions: number[] = [];
+  const plainMs: number[] = [];
+  const floorMs: number[] = [];
+  const plainFloorMs: number[] = [];
   for (let i = 0; i < LOOKS; i++) {
+    floorMs.push(sshTrue(sshd));
+    plainFloorMs.push(sshTrue(plainSshd));
+    plainMs.push(status(plainArgs));
     localMs.push(status([]));
     await sleep(500); // sshd logs the previous look's last lines
     const e0 = sshd.execs() ?? 0;
@@ -120,6 +158,12 @@ try {
     `status --host ${f(median(remoteMs))} vs local ${f(median(localMs))}: ${(median(remoteMs) / median(localMs)).toFixed(1)}x (medians of ${LOOKS})`,
   );
   console.log(
+    `status --host ${f(median(plainMs))} vs local ${f(median(localMs))}: ${(median(plainMs) / median(localMs)).toFixed(1)}x with an empty ~/.bashrc${plainSshd.plain ? '' : ' (NOT measured: needs root and unshare; the figure is the as-is shell)'}`,
+  );
+  console.log(
+    `floor, OpenSSH's \`ssh HOST true\`: ${f(median(floorMs))} with this machine's ~/.bashrc, ${f(median(plainFloorMs))} with an empty one`,
+  );
+  console.log(
     `SSH sessions per status --host: ${sshd.kind === 'openssh' ? sessions.join(' ') : 'not counted (no OpenSSH log)'}`,
   );
   console.log(
@@ -129,5 +173,6 @@ try {
   killRecorded(runPids(runDir));
   if (trainer.exitCode === null) trainer.kill('SIGKILL');
   await sshd.stop();
+  await plainSshd.stop();
   rmSync(tmp, { recursive: true, force: true });
 }
