@@ -7,6 +7,7 @@ import { dur } from '../format.js';
 import type { Ctx } from './context.js';
 import type { Draft, StallInfo } from './rules/index.js';
 import { supervisorRestarts } from './control.js';
+import { isToolProcess } from '../trainer/run/ranks.js';
 
 export interface BootPhase {
   state: 'STARTING' | 'RESTARTING';
@@ -92,18 +93,30 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
   // critical "rank 0 process is gone" before the supervisor's RESTARTING. A restart under way, not
   // a hang — for TEARDOWN_S after the dead rank's last beat; a launcher that has not ended the group
   // by then is not going to, and the dead rank is the hang it looks like.
+  // Every rank gone and the launcher still up (torchrun has ended the group and is exiting: seen on
+  // the CPU real trainer, one round of "RUNNING, rank processes not identified" between the two) is
+  // the same teardown: every rank that wrote a heartbeat is the one being replaced — unless a
+  // trainer-like process nsa-top could not prove lives (then the ranks may be alive, unidentified).
+  const unidentified = (ctx.in.procs?.unknown ?? []).some(
+    (p) => !isToolProcess(p) && p.state !== 'Z' && p.state !== 'X',
+  );
+  const allGone =
+    ctx.procsKnown && ctx.alive.length === 0 && !unidentified && ctx.ranks.length > 0 && !ctx.ended
+      ? ctx.ranks.map((r) => ({ rank: r.rank }))
+      : [];
+  const gone = si.dead.length > 0 ? si.dead : allGone;
   if (
     driving &&
     !restarting &&
     sup!.state === 'running' &&
     sup!.restarts < sup!.maxRestarts &&
     ctx.launcherAlive &&
-    si.dead.length > 0
+    gone.length > 0
   ) {
-    const lasts = si.dead.map((d) => ctx.ranks.find((r) => r.rank === d.rank)?.lastTs ?? null);
+    const lasts = gone.map((d) => ctx.ranks.find((r) => r.rank === d.rank)?.lastTs ?? null);
     if (lasts.every((t) => t !== null && ctx.now - t < TEARDOWN_S * 1000)) {
       const since = Math.max(...(lasts as number[]));
-      const dead = si.dead.map((d) => d.rank);
+      const dead = gone.map((d) => d.rank);
       return {
         state: 'RESTARTING',
         since,

@@ -153,6 +153,18 @@ test('a rank killed under a supervisor with restarts left: RESTARTING while torc
     assert.equal(bare.runState, 'STALLED');
     assert.ok(critical(bare).includes('rank-died:0'));
   }
+  // a moment later torchrun has ended the rest of the group and not yet exited: no rank lives, the
+  // launcher does (seen on the CPU real trainer as one round of "RUNNING, rank processes not
+  // identified") — the same teardown, naming every rank that goes
+  const emptied = { ...procs([]), launcher: torchrun };
+  const gone = new Checker().evaluate({ now: T0 + 2500, run, procs: emptied, gpu: null, supervisor: calm });
+  assert.equal(gone.runState, 'RESTARTING');
+  assert.match(gone.runStateWhy, /^rank 0,1 process gone: the launcher \(pid 99\) ends the group/);
+  assert.deepEqual(critical(gone), []);
+  // …but a trainer-like process nsa-top could not prove may be the ranks, alive: not a teardown
+  const unproven = { ...emptied, unknown: [{ ...proc(1, 'R', { pid: 101 }).proc, env: {} }] };
+  const maybe = new Checker().evaluate({ now: T0 + 2500, run, procs: unproven, gpu: null, supervisor: calm });
+  assert.notEqual(maybe.runState, 'RESTARTING');
 });
 
 test('the new trainer booting: RESTARTING "restart 1 of 3 after SIGKILL; booting for …", no stall, until it steps', () => {
