@@ -113,9 +113,12 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
     ctx.launcherAlive &&
     gone.length > 0
   ) {
-    const lasts = gone.map((d) => ctx.ranks.find((r) => r.rank === d.rank)?.lastTs ?? null);
-    if (lasts.every((t) => t !== null && ctx.now - t < TEARDOWN_S * 1000)) {
-      const since = Math.max(...(lasts as number[]));
+    // the group's last sign of life: the newest beat of any rank (a rank of the real trainer without
+    // NSA_HEARTBEAT_EVERY wrote only its boot record, minutes ago; the others block in the next
+    // collective soon after it dies, so the run's newest beat bounds when the group broke)
+    const lasts = ctx.ranks.map((r) => r.lastTs).filter((t): t is number => t !== null);
+    const since = lasts.length ? Math.max(...lasts) : null;
+    if (since !== null && ctx.now - since < TEARDOWN_S * 1000) {
       const dead = gone.map((d) => d.rank);
       return {
         state: 'RESTARTING',

@@ -156,14 +156,16 @@ test('a rank killed under a supervisor with restarts left: RESTARTING while torc
   // a moment later torchrun has ended the rest of the group and not yet exited: no rank lives, the
   // launcher does (seen on the CPU real trainer as one round of "RUNNING, rank processes not
   // identified") — the same teardown, naming every rank that goes
+  // (rank 1 of the real trainer wrote only its boot record, long before: the group's newest beat counts)
+  const bootOnly = { ...run, ranks: run.ranks.map((r) => (r.rank === 1 ? { ...r, lastTs: T0 - 100_000 } : r)) };
   const emptied = { ...procs([]), launcher: torchrun };
-  const gone = new Checker().evaluate({ now: T0 + 2500, run, procs: emptied, gpu: null, supervisor: calm });
+  const gone = new Checker().evaluate({ now: T0 + 2500, run: bootOnly, procs: emptied, gpu: null, supervisor: calm });
   assert.equal(gone.runState, 'RESTARTING');
   assert.match(gone.runStateWhy, /^rank 0,1 process gone: the launcher \(pid 99\) ends the group/);
   assert.deepEqual(critical(gone), []);
   // …but a trainer-like process nsa-top could not prove may be the ranks, alive: not a teardown
   const unproven = { ...emptied, unknown: [{ ...proc(1, 'R', { pid: 101 }).proc, env: {} }] };
-  const maybe = new Checker().evaluate({ now: T0 + 2500, run, procs: unproven, gpu: null, supervisor: calm });
+  const maybe = new Checker().evaluate({ now: T0 + 2500, run: bootOnly, procs: unproven, gpu: null, supervisor: calm });
   assert.notEqual(maybe.runState, 'RESTARTING');
 });
 
