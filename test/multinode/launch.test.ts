@@ -6,7 +6,9 @@
 // - `launch --profile two-nodes --node local --node B`: a supervisor per node (each in its own
 //   nodes/<R>/ launcher dir, its pid as its node sees it) running that node's torchrun --nnodes 2
 //   --node_rank R (c10d on A's address) of test/multinode/train_showcase.py; both ranks step, rank 0
-//   on A and rank 1 on B; each start audited with its node; each node's supervisor read on its node.
+//   on A and rank 1 on B; each start audited with its node; each node's supervisor read on its node;
+// - `relaunch RUN --node …`: refused while it runs; after a .HALT, every node's supervisor again,
+//   each trainer resuming from the one checkpoint picked, audited per node.
 import assert from 'node:assert/strict';
 import {
   chmodSync,
@@ -16,6 +18,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,7 +72,9 @@ test(
         return { ...r, out: r.stdout + r.stderr };
       };
       // Debian's torch 1.13 on Python 3.11 cannot parse torchrun's default `--redirects 0`
-      const torchrun = join(tmp, 'torchrun.sh');
+      // (named torchrun: a relaunch runs only known trainers unless --allow-command names one)
+      mkdirSync(join(tmp, 'bin'));
+      const torchrun = join(tmp, 'bin', 'torchrun');
       writeFileSync(
         torchrun,
         `#!/bin/sh\nexec ${TORCHRUN} --redirects 1 --tee 1 --log_dir "${tmp}/logs-$(hostname)" "$@"\n`,
@@ -220,6 +225,54 @@ test(
           'm',
         ),
       );
+
+      // 4. relaunch across nodes: refused while the run runs; after a halt, every node resumes from
+      // the one newest complete checkpoint (picked once)
+      const relaunch = (...extra: string[]) =>
+        nsaTop(['relaunch', runDir, '--node', 'local', '--node', nodeB, '--yes', ...extra]);
+      const busy = relaunch();
+      assert.equal(busy.code, 3, busy.out);
+      assert.match(
+        busy.out,
+        new RegExp(`node local: its supervisor \\(pid ${s0.supervisor.pid}\\) is running`),
+        busy.out,
+      );
+      const ckpt = join(out, 'checkpoint_step20.pt');
+      // an empty torch zip: its end-of-central-directory record, written a while ago (settled)
+      writeFileSync(ckpt, Buffer.concat([Buffer.from('PK\x05\x06'), Buffer.alloc(18)]));
+      utimesSync(ckpt, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+      writeFileSync(join(out, '.HALT'), 'halt: test\n');
+      await until('both supervisors to end on the .HALT', 60_000, () =>
+        [0, 1].every((r) => state(r).state === 'halted'),
+      );
+      const re = relaunch('--remove-stale-halt');
+      console.log(`# relaunch over 2 nodes: ${re.ms} ms, exit ${re.code}`);
+      assert.equal(re.code, 0, re.out);
+      assert.match(re.stdout, /resum\w* .*checkpoint_step20\.pt/, re.out);
+      assert.ok(!existsSync(join(out, '.HALT')));
+      for (const [r, node] of [
+        [0, a],
+        [1, b],
+      ] as const) {
+        const st = state(r);
+        assert.notEqual(st.supervisor.pid, [s0, s1][r]!.supervisor.pid);
+        assert.ok(['running', 'starting'].includes(st.state), `${r}: ${st.state}\n${logs()}`);
+        const child = await until(`node_rank ${r}'s trainer`, 30_000, () => state(r).child);
+        assert.match(
+          cmdline(node, child.pid) ?? '',
+          new RegExp(`--node_rank=${r} .*--resume ${ckpt}`),
+          `node_rank ${r}`,
+        );
+      }
+      const relaunches = readFileSync(join(out, '.nsa-top', 'actions.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((x) => JSON.parse(x) as { action: string; result: string; target: { node?: string; resumeFrom?: string } })
+        .filter((x) => x.action === 'relaunch' && x.result === 'ok');
+      assert.deepEqual(relaunches.map((x) => [x.target.node, x.target.resumeFrom]).sort(), [
+        ['local', ckpt],
+        [nodeB, ckpt],
+      ]);
     } finally {
       await nodes?.stop();
       rmSync(tmp, { recursive: true, force: true });

@@ -103,6 +103,7 @@ export function spawnSupervisor(
   resume: boolean,
   allow: readonly string[] | null,
   carried: readonly string[] = [],
+  extraEnv: Record<string, string> = {},
 ): number {
   return spawnSelfDetached(['supervise', ...(resume ? ['--resume'] : [])], {
     root: runDir,
@@ -112,6 +113,7 @@ export function spawnSupervisor(
       [SUPERVISE_ENV]: runDir,
       ...(allow ? { [ALLOW_ENV]: allow.join('\n') } : {}),
       ...(carried.length ? { [CARRY_ENV]: carried.join('\n') } : {}),
+      ...extraEnv,
     },
     what: 'the supervisor process',
   });

@@ -20,9 +20,16 @@ import { selfCommand } from '../../self.js';
 import type { ActionRecord, SupervisorState } from '../control/types.js';
 import { currentActor, readOnlyMode } from '../control/actions.js';
 import { audited, READ_ONLY_REFUSAL } from '../control/audit.js';
-import { createOwn, writeOwnAtomic } from '../control/ownfiles.js';
+import { createOwn, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
 import { NSA_DIR, type RunDirs } from '../run/rundirs.js';
-import { readSupervisorState } from '../run/launchstate.js';
+import { readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG } from '../run/launchstate.js';
+import { pickResumeCheckpoint } from '../run/checkpoints.js';
+import { supervisorInCharge } from '../control/types.js';
+import { removeStaleHalt } from '../control/actions.js';
+import { verifyProcess } from '../../remote/procs.js';
+import { describePick } from './launch.js';
+import { describeWillRun, planPhases } from './willrun.js';
+import { RESUME_FROM_ENV } from './state.js';
 import { dirIdSync, readOwnPointer } from '../run/pointers.js';
 import { awaitSupervisor, haltText, missingProgram, runInfoText, spawnSupervisor, stamp } from './launch.js';
 import { nodeSlots, type NodeSlot } from './multinode.js';
@@ -270,9 +277,9 @@ export async function launchNodes(
 }
 
 /** Starts node `host`'s supervisor through that node's nsa-top (`supervise --start`, the plan on stdin). */
-async function startOnNode(host: Host, plan: LaunchPlan): Promise<StartAnswer> {
+async function startOnNode(host: Host, payload: LaunchPlan | NodeRelaunch): Promise<StartAnswer> {
   const r = await host
-    .exec([...selfCommand(), 'supervise', '--start'], { input: JSON.stringify(plan), timeoutMs: 40_000 })
+    .exec([...selfCommand(), 'supervise', '--start'], { input: JSON.stringify(payload), timeoutMs: 40_000 })
     .catch((e: Error) => ({ code: -1, stdout: '', stderr: e.message, timedOut: false }));
   const last = r.stdout.trim().split('\n').pop() ?? '';
   try {
@@ -296,6 +303,7 @@ export async function startHere(planText: string): Promise<StartAnswer> {
   } catch (e) {
     throw new InputError(`supervise --start: the plan on stdin is not JSON: ${(e as Error).message}`);
   }
+  if ((plan as unknown as NodeRelaunch)?.relaunch === 1) return restartHere(plan as unknown as NodeRelaunch);
   if (
     plan?.version !== 1 ||
     typeof plan.runDir !== 'string' ||
@@ -364,4 +372,153 @@ export async function readNodeSupervisors(
       }
     }),
   );
+}
+
+/** what a multi-node relaunch sends each node's nsa-top (`supervise --start`, on stdin) */
+export interface NodeRelaunch {
+  relaunch: 1;
+  /** the node's launcher dir (nodes/<R>/ of the launch) */
+  dir: string;
+  /** the one checkpoint for every node; null: none (from scratch) */
+  resumeFrom: string | null;
+  /** the programs the operator allowed by name (--allow-command): the supervisor checks the plan again */
+  allow: string[];
+}
+
+/** A node's supervisor started again over its launcher dir, resuming from the checkpoint given. */
+async function restartHere(r: NodeRelaunch): Promise<StartAnswer> {
+  if (typeof r.dir !== 'string' || !isAbsolute(r.dir) || basename(dirname(r.dir)) !== 'nodes')
+    throw new InputError('supervise --start: not a node launcher dir (nodes/<R>/ of a launch --node)');
+  const host = new LocalHost();
+  const plan = await readLaunchPlan(host, r.dir);
+  if (!plan?.node) throw new InputError(`supervise --start: ${r.dir}: no node launch plan`);
+  const st = await readSupervisorState(host, r.dir);
+  if (st && supervisorInCharge(st.state))
+    return {
+      pid: 0,
+      startTime: null,
+      state: null,
+      note: null,
+      error: `its supervisor (pid ${st.supervisor?.pid}) is ${st.state}`,
+    };
+  try {
+    await removeOwn(host, r.dir, `${NSA_DIR}/${STOP_FILE}`);
+  } catch {
+    /* none */
+  }
+  const pid = spawnSupervisor(r.dir, true, Array.isArray(r.allow) ? r.allow : [], [], {
+    [RESUME_FROM_ENV]: typeof r.resumeFrom === 'string' ? r.resumeFrom : '',
+  });
+  const up = await awaitSupervisor(host, r.dir, pid);
+  const why = up?.supervisor?.pid === pid ? null : await readSupervisorLogTail(r.dir);
+  return {
+    pid,
+    startTime: up?.supervisor?.pid === pid ? String(up.supervisor.startTime) : null,
+    state: up?.supervisor?.pid === pid ? up.state : null,
+    note: up?.note ?? why,
+  };
+}
+
+async function readSupervisorLogTail(dir: string): Promise<string | null> {
+  try {
+    const b = await new LocalHost().readFile(join(dir, NSA_DIR, SUPERVISOR_LOG), 64 * 1024);
+    return b.toString('utf8').trim().split('\n').pop() ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Relaunches a `launch --node` run on all its nodes from the ONE newest complete checkpoint of its
+ * out_dir (picked once, on the first node, which reads the run dir): refused (InputError exit 3,
+ * nothing started anywhere) while any node's supervisor is in charge or its trainer still runs, or
+ * with a .HALT present unless removeStaleHalt; a node out of reach fails it before anything starts
+ * (exit 1). Each node's start is audited with its node and the checkpoint.
+ */
+export async function relaunchNodes(
+  primary: Host,
+  nodes: readonly LaunchNode[],
+  dirs: RunDirs,
+  opts: { removeStaleHalt: boolean; allowCommand: string[] },
+): Promise<NodesLaunch & { resumeFrom: string | null; pickWhy: string }> {
+  if (readOnlyMode()) throw new InputError(`relaunch refused: ${READ_ONLY_REFUSAL} (NSA_TOP_READ_ONLY=1)`);
+  const actor = await currentActor(primary);
+  const rec = await readNodesRecord(primary, dirs.runDir);
+  if (!rec)
+    throw new InputError(
+      `relaunch --node: ${dirs.runDir} was not started by nsa-top launch --node (no ${NSA_DIR}/${NODES_FILE})`,
+    );
+  const want = rec.nodes.map((n) => n.label);
+  const given = nodes.map((n) => n.label);
+  if (want.length !== given.length || want.some((l) => !given.includes(l)))
+    throw new InputError(
+      `relaunch --node: the run was launched on ${want.join(', ')}; name the same nodes (got ${given.join(', ')})`,
+    );
+  const down = nodes.filter((n) => !n.host);
+  if (down.length)
+    throw new InputError(
+      `${down.map((n) => `node ${n.label} unreachable: ${n.error || 'not connected'}`).join('; ')}. Nothing was started on any node.`,
+      1,
+    );
+  const hostOf = (label: string) => nodes.find((n) => n.label === label)!.host!;
+  // nothing of the run may still run anywhere: never a second trainer into the one rendezvous
+  const busy: string[] = [];
+  for (const n of rec.nodes) {
+    const h = hostOf(n.label);
+    const st = await readSupervisorState(h, n.dir);
+    if (st && supervisorInCharge(st.state))
+      busy.push(`node ${n.label}: its supervisor (pid ${st.supervisor?.pid}) is ${st.state}`);
+    else if (st?.child?.startTime && (await verifyProcess(h, st.child).catch(() => false)))
+      busy.push(`node ${n.label}: its trainer (pid ${st.child.pid}) still runs`);
+    const plan = await readLaunchPlan(h, n.dir);
+    if (!plan?.node) busy.push(`node ${n.label}: no node launch plan in ${n.dir}`);
+    else {
+      const seen = describeWillRun(planPhases({ ...plan, smoke: null }), { allow: opts.allowCommand });
+      if (seen.refusal) busy.push(`node ${n.label}: ${seen.refusal}`);
+    }
+  }
+  if (busy.length) throw new InputError(`relaunch refused: ${busy.join('; ')}. Nothing was started on any node.`, 3);
+  const halt = await haltText(primary, dirs.outDir);
+  if (halt !== null) {
+    if (!opts.removeStaleHalt)
+      throw new InputError(
+        `relaunch refused: .HALT present in ${dirs.outDir} ("${halt.trim()}"): every rank would stop at step 1. Confirm its removal: --remove-stale-halt. Nothing was started on any node.`,
+        3,
+      );
+    const rm = await removeStaleHalt(primary, dirs, actor);
+    if (rm.result !== 'ok') throw new InputError(`relaunch: could not remove .HALT: ${rm.detail}`, 1);
+  }
+  // the one checkpoint, for every node
+  const pick = await pickResumeCheckpoint(primary, dirs.outDir);
+  const resumeFrom = pick.found?.path ?? null;
+  const pickWhy = describePick(pick);
+  const starts = await Promise.all(
+    rec.nodes.map(async (n): Promise<NodeStart> => {
+      const h = hostOf(n.label);
+      let pid: number | null = null;
+      const record = await audited(
+        primary,
+        dirs,
+        { actor, action: 'relaunch', target: { runDir: dirs.runDir, node: n.label, nodeRank: n.nodeRank, dir: n.dir } },
+        async () => {
+          const a = await startOnNode(h, { relaunch: 1, dir: n.dir, resumeFrom, allow: opts.allowCommand });
+          const target = { node: n.label, nodeRank: n.nodeRank, supervisorPid: a.pid || null, resumeFrom };
+          if (a.error || !a.pid || a.state === null || a.state === 'failed')
+            return {
+              result: 'failed',
+              detail: `node ${n.label}: ${a.error ?? `the supervisor (pid ${a.pid}) did not come up${a.note ? `: ${a.note}` : ''}`}`,
+              target,
+            };
+          pid = a.pid;
+          return {
+            result: 'ok',
+            detail: `node ${n.label} (node_rank ${n.nodeRank}): supervisor pid ${a.pid}; ${pickWhy}`,
+            target,
+          };
+        },
+      );
+      return { label: n.label, nodeRank: n.nodeRank, dir: n.dir, record, supervisorPid: pid };
+    }),
+  );
+  return { runDir: dirs.runDir, outDir: dirs.outDir, nodes: starts, resumeFrom, pickWhy };
 }
