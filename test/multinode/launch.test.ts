@@ -230,6 +230,27 @@ test(
       // the one newest complete checkpoint (picked once)
       const relaunch = (...extra: string[]) =>
         nsaTop(['relaunch', runDir, '--node', 'local', '--node', nodeB, '--yes', ...extra]);
+      // (and no second launch into the out_dir it writes)
+      const again = nsaTop([
+        'launch',
+        '--profile',
+        'two-nodes',
+        '--profiles',
+        profiles,
+        '--node',
+        'local',
+        '--node',
+        nodeB,
+      ]);
+      assert.equal(again.code, 2, again.out);
+      assert.match(
+        again.out,
+        new RegExp(
+          `${out} is being written by the run ${runDir} \\(node local \\(supervisor pid ${s0.supervisor.pid}, running\\); node root@`,
+        ),
+        again.out,
+      );
+      assert.equal(readdirSync(base).length, 1, 'a second run dir was made');
       const busy = relaunch();
       assert.equal(busy.code, 3, busy.out);
       assert.match(

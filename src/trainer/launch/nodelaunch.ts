@@ -21,7 +21,7 @@ import type { ActionRecord, SupervisorState } from '../control/types.js';
 import { currentActor, readOnlyMode } from '../control/actions.js';
 import { audited, READ_ONLY_REFUSAL } from '../control/audit.js';
 import { createOwn, removeOwn, writeOwnAtomic } from '../control/ownfiles.js';
-import { NSA_DIR, type RunDirs } from '../run/rundirs.js';
+import { NSA_DIR, resolveRunDirs, type RunDirs } from '../run/rundirs.js';
 import { readLaunchPlan, readSupervisorState, STOP_FILE, SUPERVISOR_LOG } from '../run/launchstate.js';
 import { pickResumeCheckpoint } from '../run/checkpoints.js';
 import { supervisorInCharge } from '../control/types.js';
@@ -189,6 +189,15 @@ export async function launchNodes(
     ps.map((p) => `node ${up[i]!.label}: ${p}`),
   );
   if (problems.length) throw new InputError(`${problems.join('; ')}. Nothing was started on any node.`);
+  const writer = await liveWriterOf(
+    local,
+    probe[0]!.outDir,
+    (label) => up.find((n) => n.label === label)?.host ?? label,
+  );
+  if (writer)
+    throw new InputError(
+      `${probe[0]!.outDir} is being written by ${writer}: stop it first. Nothing was started on any node.`,
+    );
   // the launch's own dir, here (exclusive: two launches in one second get distinct dirs)
   await local.mkdirp(base);
   let runDir = join(base, name);
@@ -274,6 +283,31 @@ export async function launchNodes(
     }),
   );
   return { runDir, outDir, nodes: starts };
+}
+
+/**
+ * The live run that writes `outDir` (its launch dir and who runs it), or null: a one-machine
+ * supervised run, or a multi-node one whose supervisor on any node named here is in charge (each
+ * read on its own node). Never two runs into one out_dir.
+ */
+async function liveWriterOf(
+  local: Host,
+  outDir: string,
+  hostOf: (label: string) => Host | string,
+): Promise<string | null> {
+  const other = await resolveRunDirs(local, outDir).catch(() => null);
+  if (!other?.supervised || other.runDir === outDir) return null;
+  const sups = await readNodeSupervisors(local, other.runDir, hostOf);
+  const live = sups
+    ? sups
+        .filter((x) => x.state && supervisorInCharge(x.state.state))
+        .map((x) => `node ${x.label} (supervisor pid ${x.state!.supervisor?.pid}, ${x.state!.state})`)
+    : [];
+  if (!sups) {
+    const st = await readSupervisorState(local, other.runDir);
+    if (st && supervisorInCharge(st.state)) live.push(`supervisor pid ${st.supervisor?.pid}, ${st.state}`);
+  }
+  return live.length ? `the run ${other.runDir} (${live.join('; ')})` : null;
 }
 
 /** Starts node `host`'s supervisor through that node's nsa-top (`supervise --start`, the plan on stdin). */
