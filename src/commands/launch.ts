@@ -5,7 +5,8 @@ import { launchRun } from '../trainer/launch/launch.js';
 import { relaunchRequestFate } from '../checks/carry.js';
 import { sanitize } from '../sanitize.js';
 import { defineCommand, parseCommand } from './args.js';
-import { PROFILES_OPTION } from './options.js';
+import { HOST_OPTIONS, NODE_OPTIONS, PROFILES_OPTION } from './options.js';
+import { launchOnNodes } from './launch-nodes.js';
 
 export const command = defineCommand({
   name: 'launch',
@@ -19,17 +20,26 @@ export const command = defineCommand({
     ...PROFILES_OPTION,
     steps: { type: 'number', integer: true, min: 1, value: 'N', help: "override the profile's step count" },
     attach: { type: 'boolean', help: 'open the cockpit on the run once it is up' },
+    ...NODE_OPTIONS,
+    identity: HOST_OPTIONS.identity,
+    'accept-new-host-key': HOST_OPTIONS['accept-new-host-key'],
   },
   passThrough: { name: 'TRAINER_ARGS', help: 'passed to the trainer as they are (e.g. -- --inject crash@step=40)' },
   about: `Starts a run from a launch profile under a detached supervisor (its own session: quitting nsa-top or
 losing SSH does not stop training). The run gets artifacts/train_runs/<profile>_<YYYYmmdd-HHMMSS>/
-with run.info (profile, command, env, config, GPUs, git commit, out_dir) and train.log.`,
+with run.info (profile, command, env, config, GPUs, git commit, out_dir) and train.log.
+With --node (a profile with nnodes, rdzv_endpoint or master_addr/master_port): one supervisor per
+node, each running that node's torchrun (--nnodes, --node_rank in --node order unless node_ranks
+says) in nodes/<node_rank>/ of the run dir on that node, started over the node's SSH connection by
+the nsa-top installed at the same path there. Every node is reached and checked first: one that
+cannot be reached or cannot run its part fails the launch before anything starts anywhere.`,
 });
 
 export async function run(argv: string[]): Promise<number> {
   const a = parseCommand(command, argv);
   if (!a) return 0;
   const { profile, profiles: profilesFile, steps, attach } = a.values;
+  if (a.values.node?.length || a.values.nodes) return launchOnNodes(a.values, a.rest);
   const host = new LocalHost();
   const r = await launchRun(host, {
     profile,

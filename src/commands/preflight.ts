@@ -37,7 +37,8 @@ import {
 import { defineCommand, parseCommand, type Values } from './args.js';
 import { CliError } from './errors.js';
 import { InputError } from '../errors.js';
-import { HOST_OPTIONS, hostSpecOf, PROFILES_OPTION } from './options.js';
+import { HOST_OPTIONS, hostSpecOf, NODE_OPTIONS, PROFILES_OPTION } from './options.js';
+import { preflightNodes } from './preflight-nodes.js';
 
 export const command = defineCommand({
   name: 'preflight',
@@ -59,6 +60,7 @@ export const command = defineCommand({
       help: "torchrun's port; default: the profile's master_port, else 29500",
     },
     ...HOST_OPTIONS,
+    ...NODE_OPTIONS,
     json: { type: 'boolean', help: 'the lines as JSON' },
   },
   about: `Checks a machine before a launch, each line PASS / WARN / FAIL with the fix:
@@ -67,10 +69,12 @@ export const command = defineCommand({
   checkpoints; a stale .HALT (the trainer would stop at step 1); torchrun's port (the profile's
   master_port, else 29500) free; the environment the profile's presets set, and risky NSA_*
   variables in this shell.`,
-  epilog: 'Exit 0: no FAIL; 1: at least one FAIL; 2: bad input (unknown profile, unreadable profiles file).',
+  epilog: `With --node (repeatable; local is this machine) the checks run on every node, each over its own
+connection, and print per node; a node that cannot be reached is a FAIL of that node.
+Exit 0: no FAIL; 1: at least one FAIL (on any node); 2: bad input (unknown profile, unreadable profiles file).`,
 });
 
-type Args = Values<typeof command>;
+export type Args = Values<typeof command>;
 
 const PY_PROBE = [
   'import json, sys',
@@ -183,6 +187,7 @@ export async function run(argv: string[]): Promise<number> {
   const p = parseCommand(command, argv);
   if (!p) return 0;
   const a = p.values;
+  if (a.node?.length || a.nodes) return preflightNodes(a);
   const host = await openHost(hostSpecOf(a));
   try {
     const lines = await preflight(host, a);
@@ -211,7 +216,7 @@ export function formatLines(hostLabel: string, profile: string | null, lines: Pr
 
 type ConfigDoc = Record<string, Record<string, unknown> | undefined>;
 
-async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
+export async function preflight(host: Host, a: Args): Promise<PreflightLine[]> {
   const lines: PreflightLine[] = [];
   const cwd = process.cwd();
   // ---- the profile and its launch plan

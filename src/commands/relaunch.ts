@@ -12,6 +12,8 @@ import { CliError } from './errors.js';
 import { refusedByState } from './fit.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { relaunchRequestFate } from '../checks/carry.js';
+import { HOST_OPTIONS, NODE_OPTIONS } from './options.js';
+import { relaunchOnNodes } from './launch-nodes.js';
 
 export const command = defineCommand({
   name: 'relaunch',
@@ -36,6 +38,9 @@ export const command = defineCommand({
       value: 'NAME',
       help: 'run a command that is not a known trainer, named by its program (e.g. node); shown first all the same',
     },
+    ...NODE_OPTIONS,
+    identity: HOST_OPTIONS.identity,
+    'accept-new-host-key': HOST_OPTIONS['accept-new-host-key'],
   },
   about: `Starts the run again under a new detached supervisor, resuming from the checkpoint holding the
 newest weights (by the run's segments, then mtime, then step: the real trainer restarts its step
@@ -53,6 +58,9 @@ A FINISHED run is relaunched only with --steps N past the steps it trained (it w
 A pending halt after checkpoint of the old run is moot once nothing of it runs: the relaunch ends it
 (logged) so that it cannot halt the new run, unless --carry-requests carries it into the relaunch;
 the output says what happened to each.
+With --node (a run started by launch --node, the same nodes): every node's supervisor is started
+again over its node's connection, all resuming from the ONE newest complete checkpoint picked on the
+first node; refused while anything of the run still runs on any node; needs --yes.
 Every relaunch is logged in .nsa-top/actions.jsonl.`,
 });
 
@@ -64,6 +72,7 @@ export async function run(argv: string[]): Promise<number> {
   for (const n of allowCommand)
     if (!/^[\w.+-]+$/.test(n))
       throw new CliError(`relaunch: --allow-command ${n}: name a program by its basename (e.g. node)`);
+  if (a.values.node?.length || a.values.nodes) return relaunchOnNodes(a.positional, a.values, allowCommand);
   const host = new LocalHost();
   const dir = resolve(a.positional);
   if (!(await host.stat(dir))?.isDir) throw new CliError(`relaunch: ${dir}: no such run directory`);

@@ -62,7 +62,7 @@ export { readSupervisorState } from '../run/launchstate.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function stamp(d = new Date()): string {
+export function stamp(d = new Date()): string {
   const p = (n: number) => String(n).padStart(2, '0');
   return `${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}`;
 }
@@ -98,11 +98,12 @@ export function runInfoText(plan: LaunchPlan, startedAt: Date): string {
  * `allow`: for a relaunch, the programs the operator confirmed by name (the supervisor checks the
  * plan it reads again, see willrun.ts); null for a launch, whose plan is the operator's profile.
  */
-function spawnSupervisor(
+export function spawnSupervisor(
   runDir: string,
   resume: boolean,
   allow: readonly string[] | null,
   carried: readonly string[] = [],
+  extraEnv: Record<string, string> = {},
 ): number {
   return spawnSelfDetached(['supervise', ...(resume ? ['--resume'] : [])], {
     root: runDir,
@@ -112,13 +113,14 @@ function spawnSupervisor(
       [SUPERVISE_ENV]: runDir,
       ...(allow ? { [ALLOW_ENV]: allow.join('\n') } : {}),
       ...(carried.length ? { [CARRY_ENV]: carried.join('\n') } : {}),
+      ...extraEnv,
     },
     what: 'the supervisor process',
   });
 }
 
 /** Waits until the supervisor has written its state (or has died trying). */
-async function awaitSupervisor(
+export async function awaitSupervisor(
   host: Host,
   runDir: string,
   pid: number,
@@ -151,7 +153,7 @@ async function readSmall(host: Host, path: string): Promise<string | null> {
  * directory stops the real trainer too: it only asks whether the name exists) or cannot be read
  * still counts: it blocks a launch like a stale one.
  */
-async function haltText(host: Host, outDir: string): Promise<string | null> {
+export async function haltText(host: Host, outDir: string): Promise<string | null> {
   const path = join(outDir, '.HALT');
   const st = await host.stat(path).catch(() => undefined);
   if (st === null) return null;
@@ -161,7 +163,7 @@ async function haltText(host: Host, outDir: string): Promise<string | null> {
 }
 
 /** Why `prog` cannot be started from `cwd`, or null when it can. */
-async function missingProgram(host: Host, prog: string, cwd: string): Promise<string | null> {
+export async function missingProgram(host: Host, prog: string, cwd: string): Promise<string | null> {
   if (prog.includes('/')) {
     const st = await host.stat(prog.startsWith('/') ? prog : join(cwd, prog)).catch(() => null);
     return st?.isFile ? null : `${prog}: no such program`;

@@ -12,6 +12,7 @@ import { InputError } from '../../errors.js';
 import { PACKAGE_ROOT, selfCommand } from '../../self.js';
 import { BUILTIN_PROFILES_YAML, BUILTIN_SOURCE } from './profiles-builtin.js';
 import { DEFAULT_HALT_GRACE_S } from '../control/types.js';
+import { multiNodeIssues, torchrunNodeArgs, type NodeSlot } from './multinode.js';
 
 // ---------------------------------------------------------------------------------------------
 // schema
@@ -75,6 +76,21 @@ export const ProfileSchema = z
     script: z.string().min(1).default('scripts/train_showcase.py'),
     /** torchrun's --master_port (rendezvous) when procs > 1; default torchrun's own (29500) */
     master_port: z.number().int().min(1).max(65535).optional(),
+    /** a multi-node run (nsa-vibe, under torchrun): how many nodes; `nsa-top launch --node …` names
+     *  them (src/trainer/launch/multinode.ts) */
+    nnodes: z.number().int().min(1).optional(),
+    /** c10d rendezvous on HOST:PORT (node_rank 0's address: that node hosts it) */
+    rdzv_endpoint: z
+      .string()
+      .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/, 'HOST:PORT, e.g. 10.0.0.1:29400')
+      .optional(),
+    /** or a static rendezvous: node_rank 0's address, with master_port */
+    master_addr: z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]+$/, 'a host name or address')
+      .optional(),
+    /** node_rank of each node, by its --node name (default: the --node order) */
+    node_ranks: z.record(z.string().min(1), z.number().int().min(0)).optional(),
     /** replaces the program: reference → instead of 'nsa-top train' (any trainer with its flags);
      *  nsa-vibe → instead of 'python -u SCRIPT' for a single process */
     command: z.array(z.string().min(1)).min(1).optional(),
@@ -135,6 +151,7 @@ export const ProfileSchema = z
               message: `the port is set twice: use master_port: only (${k} in env would fight torchrun's --master_port)`,
             });
       }
+      multiNodeIssues(p).forEach((i) => ctx.addIssue({ code: 'custom', ...i }));
       const r = flag(['--resume', '--resume-from']);
       if (r >= 0)
         ctx.addIssue({
@@ -162,6 +179,13 @@ export const ProfileSchema = z
           path: ['master_port'],
           message: 'the reference trainer has no torchrun rendezvous: master_port does not apply',
         });
+      for (const k of ['nnodes', 'rdzv_endpoint', 'master_addr', 'node_ranks'] as const)
+        if (p[k] !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: [k],
+            message: `the reference trainer runs on one machine: ${k} does not apply (multi-node runs are nsa-vibe under torchrun)`,
+          });
     }
   });
 
@@ -431,6 +455,8 @@ export interface LaunchPlan {
   stop: Profile['stop'];
   gitCommit: string | null;
   warnings: string[];
+  /** this node's place in a multi-node launch (absent: a one-machine run) */
+  node?: NodeSlot;
   /** a run nsa-top did not start, relaunched from what was recorded while it ran (src/trainer/launch/adopt.ts) */
   adopted?: { recordedAt: number; recordedBy: string; launcherPid: number; stdout: string | null };
 }
@@ -447,6 +473,8 @@ export interface PlanContext {
   configOutDir?: string | null;
   steps?: number;
   extraArgs?: string[];
+  /** one node of a multi-node launch (src/trainer/launch/multinode.ts nodeSlots) */
+  node?: NodeSlot;
 }
 
 function abs(p: string, base: string): string {
@@ -538,8 +566,9 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     env.NSA_TOP_RUN_DIR = outDir;
     env.PYTHONUNBUFFERED ??= '1';
     const script = p.script;
-    command =
-      procs > 1
+    command = ctx.node
+      ? [p.torchrun, ...torchrunNodeArgs(p, ctx.node), `--nproc_per_node=${procs}`, script]
+      : procs > 1
         ? [
             p.torchrun,
             ...(p.master_port !== undefined ? [`--master_port=${p.master_port}`] : []),
@@ -547,7 +576,7 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
             script,
           ]
         : [...(p.command ?? [p.python, '-u', script])];
-    if (p.master_port !== undefined && procs === 1)
+    if (p.master_port !== undefined && procs === 1 && !ctx.node)
       warnings.push(`master_port ${p.master_port} unused: one process, no torchrun`);
     if (steps !== undefined) command.push('--steps', String(steps));
     command.push(...p.args, ...extra);
@@ -593,7 +622,8 @@ export function resolveLaunchPlan(ctx: PlanContext): LaunchPlan {
     config,
     configWhy,
     procs,
-    masterPort: p.trainer === 'nsa-vibe' && procs > 1 ? (p.master_port ?? null) : null,
+    masterPort: p.trainer === 'nsa-vibe' && (procs > 1 || ctx.node) ? (p.master_port ?? null) : null,
+    ...(ctx.node ? { node: ctx.node } : {}),
     gpus: ctx.gpus,
     smoke,
     restart: p.restart,

@@ -13,6 +13,9 @@ import { PLAN_FILE, STATE_FILE } from '../run/launchstate.js';
 /** how `nsa-top supervise` learns its run dir (kept out of argv, see launch.ts) */
 export const SUPERVISE_ENV = 'NSA_TOP_SUPERVISE_RUN_DIR';
 
+/** a multi-node relaunch's one checkpoint for every node ('' = none), for the supervisor's first start */
+export const RESUME_FROM_ENV = 'NSA_TOP_RESUME_FROM';
+
 export function nsaDir(runDir: string): string {
   return join(runDir, NSA_DIR);
 }

@@ -20,7 +20,7 @@ import { auditedEvent } from '../control/audit.js';
 import { CARRY_ENV, RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { ALLOW_ENV, describeWillRun, planPhases } from './willrun.js';
-import { nsaDir, writeStateLocal } from './state.js';
+import { nsaDir, RESUME_FROM_ENV, writeStateLocal } from './state.js';
 import { LOCK_FILE, readLaunchPlan, readSupervisorState, STOP_FILE } from '../run/launchstate.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -96,6 +96,9 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean; may
   // changed in between must not run what was refused)
   const allow = process.env[ALLOW_ENV];
   delete process.env[ALLOW_ENV]; // not the trainer's business
+  // a multi-node relaunch: the one checkpoint chosen for every node ('' = none: from scratch)
+  const resumeFrom = process.env[RESUME_FROM_ENV];
+  delete process.env[RESUME_FROM_ENV];
   if (allow !== undefined) {
     const seen = describeWillRun(planPhases(opts.resume ? { ...plan, smoke: null } : plan), {
       allow: allow.split('\n').filter(Boolean),
@@ -117,6 +120,7 @@ export async function runSupervisor(runDir: string, opts: { resume: boolean; may
     launchedAt,
     carried,
     judge: opts.mayClaim,
+    resumeFrom,
   }).run();
 }
 
@@ -146,6 +150,8 @@ class Supervisor {
   private stopPoll: NodeJS.Timeout | null = null;
   /** .anomaly_type's mtime when the trainer started: an older one (kept as evidence) is not this run's */
   private anomalyBefore: number | null = null;
+  /** the checkpoint a multi-node relaunch chose for every node (RESUME_FROM_ENV), until taken */
+  private forcedResume: string | undefined;
   /** this supervisor re-adopted a live trainer of the run: its requests in force are this trainer's */
   private adoptedLive = false;
 
@@ -156,7 +162,7 @@ class Supervisor {
     private readonly prev: SupervisorState | null,
     startTime: string,
     private readonly resume: boolean,
-    claim: { launchedAt: number; carried: ReadonlySet<string>; judge: ClaimJudge },
+    claim: { launchedAt: number; carried: ReadonlySet<string>; judge: ClaimJudge; resumeFrom?: string },
   ) {
     this.st = {
       runDir,
@@ -175,6 +181,7 @@ class Supervisor {
       phase: prev?.phase === 'train' || resume ? 'train' : plan.smoke ? 'smoke' : 'train',
       note: null,
     };
+    this.forcedResume = claim.resumeFrom;
     this.trainLog = openOwnAppendSync(runDir, 'train.log', { launcher: true });
     this.stopPath = join(nsaDir(runDir), STOP_FILE);
     this.haltPath = join(plan.outDir, '.HALT');
@@ -546,6 +553,18 @@ class Supervisor {
   }
 
   private async pickResume(): Promise<string | null> {
+    // a multi-node relaunch chose one checkpoint for every node: the first start takes it (later
+    // restarts pick the newest again, as every node's supervisor does from the shared out_dir)
+    const forced = this.forcedResume;
+    this.forcedResume = undefined;
+    if (forced !== undefined) {
+      this.say(
+        forced
+          ? `resuming from ${forced}: the checkpoint the multi-node relaunch chose for every node`
+          : 'no complete checkpoint (the multi-node relaunch found none): starting from scratch',
+      );
+      return forced || null;
+    }
     const pick = await pickResumeCheckpoint(this.host, this.plan.outDir, {
       logFiles: [...(this.plan.adopted?.stdout ? [this.plan.adopted.stdout] : []), join(this.runDir, 'train.log')],
     });

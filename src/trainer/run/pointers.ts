@@ -25,7 +25,7 @@ export interface DirId {
   ino: number;
 }
 
-export type PointerName = 'run.json' | 'launch.json' | 'supervisor.json';
+export type PointerName = 'run.json' | 'launch.json' | 'supervisor.json' | 'nodes.json';
 
 export interface PointerRead {
   path: string;
@@ -182,7 +182,7 @@ export async function forThisDir(
 export async function readOwnPointer(
   host: Host,
   dir: string,
-  name: 'launch.json' | 'supervisor.json',
+  name: 'launch.json' | 'supervisor.json' | 'nodes.json',
   dirKey: 'runDir' | 'outDir',
 ): Promise<PointerRead> {
   const r = await readPointerFile(host, dir, name);

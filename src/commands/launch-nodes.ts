@@ -1,0 +1,155 @@
+// `nsa-top launch --profile P --node N1 --node N2 …`: a multi-node launch (src/trainer/launch/
+// nodelaunch.ts), one connection per node (src/remote/nodes.ts), and what it prints per node; and
+// the per-node supervisor lines `status --node` shows of such a run (formatNodeSupervisors).
+import { LocalHost } from '../remote/local/host.js';
+import { NodeSet } from '../remote/nodes.js';
+import { sanitize } from '../sanitize.js';
+import type { Host } from '../remote/host.js';
+import { launchNodes, readNodeSupervisors, relaunchNodes, type NodeSupervisor } from '../trainer/launch/nodelaunch.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
+import { CliError } from './errors.js';
+import { nodeListOf } from './nodes.js';
+
+export async function launchOnNodes(
+  v: {
+    profile: string;
+    profiles?: string;
+    steps?: number;
+    attach: boolean;
+    node?: string[];
+    nodes?: string;
+    identity?: string;
+    'accept-new-host-key': boolean;
+  },
+  extraArgs: string[],
+): Promise<number> {
+  if (v.attach) throw new CliError('launch: --attach with --node: attach with nsa-top RUN --node … once it is up', 2);
+  const names = await nodeListOf(v);
+  let set: NodeSet;
+  try {
+    set = await NodeSet.open(names, { spec: { identity: v.identity, acceptNewHostKey: v['accept-new-host-key'] } });
+  } catch (e) {
+    throw new CliError(`launch: ${(e as Error).message.split('\n')[0]}. Nothing was started on any node.`, 2);
+  }
+  try {
+    const r = await launchNodes(
+      new LocalHost(),
+      set.nodes.map((n) => ({ label: n.label, host: n.host, error: n.error })),
+      { profile: v.profile, profilesFile: v.profiles, cwd: process.cwd(), steps: v.steps, extraArgs },
+    );
+    const lines = [
+      `launched profile ${v.profile} on ${r.nodes.length} nodes`,
+      `  run dir     ${r.runDir}`,
+      `  out dir     ${r.outDir}`,
+      ...r.nodes.map(
+        (n) =>
+          `  node ${sanitize(n.label)} (node_rank ${n.nodeRank}): ${n.record.result === 'ok' ? `supervisor pid ${n.supervisorPid} (detached)` : `FAILED: ${sanitize(n.record.detail)}`}\n    dir       ${n.dir}`,
+      ),
+      `  watch       nsa-top ${r.runDir} ${r.nodes.map((n) => `--node ${sanitize(n.label)}`).join(' ')}`,
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    return r.nodes.every((n) => n.record.result === 'ok') ? 0 : 1;
+  } finally {
+    await set.close();
+  }
+}
+
+/** `nsa-top relaunch RUN --node …`: every node again, from the one newest complete checkpoint. */
+export async function relaunchOnNodes(
+  dir: string,
+  v: {
+    node?: string[];
+    nodes?: string;
+    identity?: string;
+    'accept-new-host-key': boolean;
+    yes: boolean;
+    steps?: number;
+    'carry-requests': boolean;
+    'remove-stale-halt': boolean;
+  },
+  allowCommand: string[],
+): Promise<number> {
+  if (v.steps !== undefined || v['carry-requests'])
+    throw new CliError('relaunch --node: --steps and --carry-requests are for a one-machine run', 2);
+  if (!v.yes) throw new CliError('relaunch --node: confirm with --yes (every node is started again)', 2);
+  const names = await nodeListOf(v);
+  let set: NodeSet;
+  try {
+    set = await NodeSet.open(names, { spec: { identity: v.identity, acceptNewHostKey: v['accept-new-host-key'] } });
+  } catch (e) {
+    throw new CliError(`relaunch: ${(e as Error).message.split('\n')[0]}. Nothing was started on any node.`, 2);
+  }
+  try {
+    const primary = set.nodes[0]!.host;
+    if (!primary)
+      throw new CliError(
+        `relaunch: node ${set.nodes[0]!.label}, which reads the run dir, unreachable: ${set.nodes[0]!.error}. Nothing was started on any node.`,
+        1,
+      );
+    const dirs = await resolveRunDirsAt(primary, await resolveRunDir(primary, dir, process.cwd()));
+    const r = await relaunchNodes(
+      primary,
+      set.nodes.map((n) => ({ label: n.label, host: n.host, error: n.error })),
+      dirs,
+      { removeStaleHalt: v['remove-stale-halt'], allowCommand },
+    );
+    const lines = [
+      `relaunched ${r.runDir} on ${r.nodes.length} nodes`,
+      `  ${r.pickWhy}`,
+      ...r.nodes.map(
+        (n) =>
+          `  node ${sanitize(n.label)} (node_rank ${n.nodeRank}): ${n.record.result === 'ok' ? `supervisor pid ${n.supervisorPid} (detached)` : `FAILED: ${sanitize(n.record.detail)}`}`,
+      ),
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    return r.nodes.every((n) => n.record.result === 'ok') ? 0 : 1;
+  } finally {
+    await set.close();
+  }
+}
+
+/**
+ * Each node's supervisor of the multi-node launch at `dir` (the launch dir or its out_dir), read on
+ * its own node; null when the run was not launched with --node. status --node shows them.
+ */
+export async function nodeSupervisorsAt(
+  host: Host,
+  dir: string | undefined,
+  nodes: NodeProcesses,
+): Promise<NodeSupervisor[] | null> {
+  const dirs = await resolveRunDirsAt(host, await resolveRunDir(host, dir, process.cwd()));
+  return readNodeSupervisors(host, dirs.runDir, (label) => nodes.set.reachable(label));
+}
+
+/** `supervisors` lines of a multi-node launch: each node's supervisor as its node sees it. */
+export function formatNodeSupervisors(sups: readonly NodeSupervisor[]): string {
+  return (
+    sups
+      .map((s, i) => {
+        const st = s.state;
+        const what = s.error
+          ? `UNREACHABLE: ${s.error}`
+          : !st
+            ? `no supervisor state in ${s.dir}`
+            : `${st.state}${st.supervisor ? ` (supervisor pid ${st.supervisor.pid}` : ' ('}${st.child ? `, torchrun pid ${st.child.pid}` : ''}${st.restarts ? `, restarts ${st.restarts}/${st.maxRestarts}` : ''})${st.note ? `: ${st.note}` : ''}`;
+        return `${(i === 0 ? 'supervisors' : '').padEnd(12)}${sanitize(s.label)} (node_rank ${s.nodeRank}): ${sanitize(what)}`;
+      })
+      .join('\n') + '\n'
+  );
+}
+
+/** status --json `supervisors[]` of a multi-node launch */
+export function nodeSupervisorsJson(sups: readonly NodeSupervisor[]) {
+  return sups.map((s) => ({
+    host: s.label,
+    nodeRank: s.nodeRank,
+    dir: s.dir,
+    state: s.state?.state ?? null,
+    supervisorPid: s.state?.supervisor?.pid ?? null,
+    childPid: s.state?.child?.pid ?? null,
+    restarts: s.state?.restarts ?? null,
+    note: s.state?.note ?? null,
+    error: s.error,
+  }));
+}
