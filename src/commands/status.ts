@@ -40,6 +40,7 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeListOf, nodesJson, openNodes } from './nodes.js';
+import { formatNodeSupervisors, nodeSupervisorsAt, nodeSupervisorsJson } from './launch-nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
@@ -177,12 +178,19 @@ async function statusOn(
   nodes: NodeProcesses | null = null,
 ): Promise<number> {
   const { snap, ev, obs, actions, resumeCheckpoint } = await gatherStatus(host, dir, full, checker, nodes);
+  // a multi-node launch's supervisors, each read on its own node (null: not launched with --node)
+  const sups = nodes ? await nodeSupervisorsAt(host, dir, nodes).catch(() => null) : null;
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   process.stdout.write(
     json
       ? jsonSafe(
           JSON.stringify(
-            { ...statusJson(snap, ev, obs, actions), resumeCheckpoint, ...(nodes ? nodesJson(nodes, obs) : {}) },
+            {
+              ...statusJson(snap, ev, obs, actions),
+              resumeCheckpoint,
+              ...(nodes ? nodesJson(nodes, obs) : {}),
+              ...(sups ? { supervisors: nodeSupervisorsJson(sups) } : {}),
+            },
             null,
             2,
           ),
@@ -190,6 +198,7 @@ async function statusOn(
       : sanitizeText(
           formatStatus(snap, ev, actions) +
             (nodes ? formatNodes(nodes, obs) : '') +
+            (sups ? formatNodeSupervisors(sups) : '') +
             formatControl(obs, snap.hostNowMs || snap.takenAt) +
             formatResume(resumeCheckpoint, obs.adoptionNote),
         ),
