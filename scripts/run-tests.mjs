@@ -53,6 +53,7 @@ const UNIT_TESTS = [
   'test/replay/timeline.test.ts',
   'test/trainer/control/checkpoints.test.ts',
   'test/trainer/control/textfile.test.ts',
+  'test/trainer/launch/rankwatch.test.ts',
   'test/trainer/reference/args.test.ts',
   'test/trainer/reference/model/gradcheck.test.ts',
   'test/trainer/reference/model/kernels.test.ts',
