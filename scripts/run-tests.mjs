@@ -42,6 +42,7 @@ const UNIT_TESTS = [
   'test/docs/design.test.ts',
   'test/docs/readme-keys.test.ts',
   'test/format.test.ts',
+  'test/lines-retain.test.ts',
   'test/journal/at.test.ts',
   'test/journal/codec.test.ts',
   'test/fuzz/bounds.test.ts',
