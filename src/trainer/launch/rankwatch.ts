@@ -118,21 +118,39 @@ export class RankWatch {
     }
   }
 
-  /** the child's descendants whose environment names a RANK (the child itself when it has one) */
+  /**
+   * The child's descendants whose environment names a RANK (the child itself when it has one): the
+   * topmost one of each rank only — a rank's own children inherit its RANK (a `git` or compiler the
+   * trainer runs, data-loader workers), and one of those ending is not the rank going.
+   */
   private async find(): Promise<void> {
     const procs = await listProcesses(this.host);
     const kids = new Map<number, number[]>();
     for (const p of procs) kids.set(p.ppid, [...(kids.get(p.ppid) ?? []), p.pid]);
+    const parent = new Map<number, number>();
     const all: number[] = [this.child];
-    for (let i = 0; i < all.length; i++) all.push(...(kids.get(all[i]!) ?? []));
-    const fresh = all.filter((pid) => !this.ranks.has(pid));
-    const found: { rank: number; pid: number }[] = [];
-    for (const p of await readProcs(this.host, fresh)) {
-      const r = p.env.RANK;
-      if (r !== undefined && /^\d+$/.test(r) && p.state !== 'Z' && p.state !== 'X') {
-        this.ranks.set(p.pid, { rank: Number(r), startTime: p.startTime });
-        found.push({ rank: Number(r), pid: p.pid });
+    for (let i = 0; i < all.length; i++)
+      for (const k of kids.get(all[i]!) ?? []) {
+        parent.set(k, all[i]!);
+        all.push(k);
       }
+    const info = new Map((await readProcs(this.host, all)).map((p) => [p.pid, p]));
+    const rankOf = (pid: number) => {
+      const r = info.get(pid)?.env.RANK;
+      return r !== undefined && /^\d+$/.test(r) ? Number(r) : null;
+    };
+    const known = new Set([...this.ranks.values()].map((r) => r.rank));
+    const found: { rank: number; pid: number }[] = [];
+    for (const pid of all) {
+      const p = info.get(pid);
+      const r = rankOf(pid);
+      if (!p || r === null || known.has(r) || p.state === 'Z' || p.state === 'X') continue;
+      let up = parent.get(pid);
+      while (up !== undefined && rankOf(up) === null) up = parent.get(up);
+      if (up !== undefined) continue; // a child of a rank
+      known.add(r);
+      this.ranks.set(pid, { rank: r, startTime: p.startTime });
+      found.push({ rank: r, pid });
     }
     if (found.length) this.onFound(found.sort((a, b) => a.rank - b.rank));
   }

@@ -1,5 +1,6 @@
 # A stand-in for torch 1.13's torchrun (its elastic agent) for the supervisor's first-gone test:
-# starts 2 "ranks" (sleeping python processes with RANK in their environment), looks at them only
+# starts 2 "ranks" (sleeping python processes with RANK in their environment; rank 0 with a child
+# that ends after 2 s, RANK inherited), looks at them only
 # every 1 s (torch 1.13's agent: every 5 s, so a killed rank stays a zombie until then), then ends
 # the rest with SIGTERM and prints the agent's failure summary naming rank 0 with exitcode 1 — the
 # wrong rank, as the real agent did after rank 1 was SIGKILLed — and exits 1. Extra flags ignored.
@@ -13,7 +14,11 @@ import time
 ranks = []
 for r in range(2):
     env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2")
-    ranks.append(subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(1)"], env=env))
+    # rank 0 has a short-lived child of its own (a `git` or a compiler the real trainer runs): it
+    # inherits RANK=0, and its end is not rank 0 going
+    helper = 'sleep 2 & echo "[fake-torchrun] helper $! of rank 0"; ' if r == 0 else ""
+    code = "import time\nwhile True: time.sleep(1)"
+    ranks.append(subprocess.Popen(["sh", "-c", f'{helper}exec "$0" -c "$1"', sys.executable, code], env=env))
     print(f"[fake-torchrun] rank {r} pid {ranks[-1].pid}", flush=True)
 while all(p.poll() is None for p in ranks):
     time.sleep(1)

@@ -66,6 +66,17 @@ test(
     }
     // the supervisor says when it has found the ranks it watches
     await until('the supervisor watching both ranks', () => /watching rank 0 \(pid \d+\), 1 \(pid \d+\)/.test(log()));
+    // rank 0's own child (RANK=0 inherited) ends first: not a rank going. It stays a zombie (the
+    // rank never reaps it); a watch that took it for rank 0 would record it at its next look (250 ms)
+    const helper = Number((await until('the helper', () => /\[fake-torchrun\] helper (\d+) of rank 0/.exec(log())))[1]);
+    await until('the helper to end', () => {
+      try {
+        return / Z /.test(readFileSync(`/proc/${helper}/stat`, 'utf8'));
+      } catch {
+        return true;
+      }
+    });
+    await new Promise((res) => setTimeout(res, 600)); // two of the watch's looks: not a wait for a condition
     process.kill(pids[1]!, 'SIGKILL');
     const st = await until('the backoff', async () => {
       const s = await readSupervisorState(host, r.runDir);
