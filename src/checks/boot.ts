@@ -8,6 +8,7 @@ import type { Ctx } from './context.js';
 import type { Draft, StallInfo } from './rules/index.js';
 import { supervisorRestarts } from './control.js';
 import { isToolProcess } from '../trainer/run/ranks.js';
+import type { SupervisorState } from '../trainer/control/types.js';
 
 export interface BootPhase {
   state: 'STARTING' | 'RESTARTING';
@@ -169,15 +170,15 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
   // A supervised restart: the supervisor saw the trainer exit and restarts it.
   if (restarting && lastExit) {
     const exit = sup!.lastCause ?? lastExit.signal ?? `exit ${lastExit.code}`;
-    const rank = crashedRank(ctx.run.log.lines);
-    const cause = rank ? `${rank.how} of rank ${rank.rank} (the trainer's ${exit})` : exit;
+    const rank = causeRank(sup!, lastExit.at, crashedRank(ctx.run.log.lines));
+    const cause = rank ? `${rank.text} (the trainer's ${exit}${rank.said})` : exit;
     if (sup!.state === 'backoff') {
       const left = sup!.backoffUntil != null ? Math.max(0, (sup!.backoffUntil - ctx.now) / 1000) : null;
       return mk(
         'RESTARTING',
         lastExit.at,
         true,
-        `supervisor: ${sup!.note ?? `trainer failed (${exit}); restart ${sup!.restarts} of ${sup!.maxRestarts}`}${rank ? ` — ${rank.how} of rank ${rank.rank}` : ''}${left !== null && left > 0 ? ` (due in ${dur(left, 'precise')})` : ''}`,
+        `supervisor: ${sup!.note ?? `trainer failed (${exit}); restart ${sup!.restarts} of ${sup!.maxRestarts}`}${rank ? ` — ${rank.text}${rank.said}` : ''}${left !== null && left > 0 ? ` (due in ${dur(left, 'precise')})` : ''}`,
       );
     }
     // the new trainer's start: the newest start the supervisor recorded after that exit
@@ -218,6 +219,29 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
       ? `launcher pid ${ctx.in.procs!.launcher!.pid} alive`
       : 'the supervisor is starting the trainer';
   return mk('STARTING', since, false, `${who}, no step yet${r0?.bootTs == null ? ' (no boot record yet)' : ''}`);
+}
+
+/**
+ * The rank to name for the last trainer's exit: the one the supervisor saw go first
+ * (supervisor.json firstGone, by its own process looks) over the launcher's summary, which can name
+ * the wrong one (torch 1.13's agent reports the first error file, and a rank killed outright writes
+ * none: "exitcode 1 of rank 0" after rank 1 was SIGKILLed). Where the two differ the launcher's
+ * words are kept as "torchrun says: …" (`said`, with its leading "; ").
+ */
+export function causeRank(
+  sup: SupervisorState,
+  exitAt: number,
+  logged: { rank: number; how: string } | null,
+): { rank: number; text: string; said: string } | null {
+  const g = sup.firstGone;
+  const starts = (sup.startCheckpoints ?? []).map((s) => s.at).filter((at) => at <= exitAt);
+  const since = starts.length ? Math.max(...starts) : -Infinity;
+  if (!g || g.at > exitAt + 5000 || g.at < since)
+    return logged ? { rank: logged.rank, text: `${logged.how} of rank ${logged.rank}`, said: '' } : null;
+  const agree = !!logged && logged.rank === g.rank;
+  const how = g.how ?? (agree ? logged.how : null);
+  const said = logged && !(agree && logged.how === how) ? `; torchrun says: ${logged.how} of rank ${logged.rank}` : '';
+  return { rank: g.rank, text: `rank ${g.rank} went first${how ? ` (${how})` : ''}`, said };
 }
 
 /**

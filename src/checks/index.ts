@@ -200,7 +200,14 @@ export class Checker {
     const si = stallInfo(ctx);
     const gates = ruleGates(ctx);
     const boot = bootPhase(ctx, si);
-    const straggler = this.strag.view(ctx);
+    // a restarting, booting or broken group has no straggler: its ranks are not stepping together
+    const stragglerHold = boot
+      ? `the run is ${boot.state}`
+      : si.dead.length
+        ? `rank ${si.dead.map((d) => d.rank).join(',')} process gone`
+        : null;
+    const straggler = this.strag.view(ctx, stragglerHold);
+    if (stragglerHold) this.settle((id) => id.startsWith('straggler:'), ctx.now);
     const numbers = operatorNumbers(ctx);
     const all: Draft[] = foldIntoHostMem([
       ...ruleStall(ctx, si),

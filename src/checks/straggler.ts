@@ -153,15 +153,26 @@ export class StragglerTracker {
     this.named = null;
   }
 
-  view(ctx: Ctx): StragglerView {
+  /**
+   * `hold`: why the group has no straggler now (a restart's teardown or boot, a launch booting, a
+   * rank gone), else null. A dead or booting group has no pace to compare: the ranks left wait on a
+   * peer that is gone, or do boot work that differs by rank (live: kill -9 of rank 0 under the
+   * supervisor named the surviving rank 1 during the teardown). While held the window is dropped
+   * (its looks would judge the next group by this one) and nobody is named.
+   */
+  view(ctx: Ctx, hold: string | null = null): StragglerView {
     const t = ctx.t;
     const procs = ctx.in.procs;
     const alive = ctx.alive;
+    if (hold !== null) {
+      this.looks = [];
+      this.named = null;
+    }
     // per-rank beats and fetch times: evidence beside the score
     const hb = new Map(ctx.ranks.map((r) => [r.rank, r]));
     const furthest = Math.max(-Infinity, ...ctx.ranks.map((r) => r.lastStep ?? -Infinity));
     const lp = ctx.run.lastProgress;
-    if (procs && alive.length >= 2) {
+    if (hold === null && procs && alive.length >= 2) {
       const last = this.looks[this.looks.length - 1];
       if (!last || last.at !== procs.at) {
         const cpu = new Map<number, number>();
@@ -182,7 +193,7 @@ export class StragglerTracker {
         const cutoff = procs.at - t.stragglerWindowS * 1000;
         this.looks = this.looks.filter((l) => l.at >= cutoff).slice(-t.stragglerSamples * 4);
       }
-    } else if (!procs || alive.length < 2) {
+    } else if (hold === null && (!procs || alive.length < 2)) {
       this.looks = [];
       this.named = null;
     }
@@ -195,6 +206,7 @@ export class StragglerTracker {
     // long look (boot included) that scores but never names
     let sinceStart = false;
     if (
+      hold === null &&
       counted.length === 0 &&
       alive.length >= 2 &&
       alive.every((r) => (r.proc.ageS ?? 0) >= 1 && r.proc.cpuTotalS != null)
@@ -294,15 +306,17 @@ export class StragglerTracker {
       straggler = { rank: r.rank, score: r.score ?? 1, why: parts.join('; '), evidence: this.namedBy };
     }
     const basis =
-      alive.length < 2
-        ? 'fewer than 2 live ranks: nothing to compare'
-        : sinceStart
-          ? 'one process-table look: CPU share since each rank started (a window needs looks over time: the cockpit and the watchdog take them every round)'
-          : this.looks.length === 0
-            ? 'one process-table look: CPU needs two (the cockpit and the watchdog take them every round)'
-            : counted.length === 0
-              ? 'no rank busy in the window (idle or hung): speed says nothing'
-              : `${counted.length} look${counted.length === 1 ? '' : 's'} over ${Math.round(t.stragglerWindowS)} s: per-rank CPU, state and wait channel from /proc`;
+      hold !== null
+        ? `${hold}: no straggler in a group that is not stepping`
+        : alive.length < 2
+          ? 'fewer than 2 live ranks: nothing to compare'
+          : sinceStart
+            ? 'one process-table look: CPU share since each rank started (a window needs looks over time: the cockpit and the watchdog take them every round)'
+            : this.looks.length === 0
+              ? 'one process-table look: CPU needs two (the cockpit and the watchdog take them every round)'
+              : counted.length === 0
+                ? 'no rank busy in the window (idle or hung): speed says nothing'
+                : `${counted.length} look${counted.length === 1 ? '' : 's'} over ${Math.round(t.stragglerWindowS)} s: per-rank CPU, state and wait channel from /proc`;
     return { ranks: rows, min, max, straggler, looks: counted.length, looksNeeded: t.stragglerSamples, basis };
   }
 }

@@ -6,6 +6,7 @@ import { Checker } from '../../src/checks/index.js';
 import { activityOf, lookScores, windowScores } from '../../src/checks/straggler.js';
 import type { ProcState } from '../../src/remote/types.js';
 import { liveRun, proc, procs } from './helpers.js';
+import { supervisorState } from '../helpers/supervisor.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -298,4 +299,70 @@ test('state evidence: a rank starved of CPU (same CPU per step, runnable while i
     ]);
   assert.ok(ev!.straggler.min!.score < 0.85 && ev!.straggler.min!.rank === 0);
   assert.equal(ev!.straggler.straggler, null, JSON.stringify(ev!.straggler.ranks));
+});
+
+test('a restarting, booting or broken group names no straggler: the survivors of a kill -9 wait on a peer that is gone', () => {
+  // live (the real trainer under the supervisor): after kill -9 of rank 0 the header said RESTARTING
+  // (torchrun ending the group) while the straggler rule said "rank 1 is the straggler". Here 3 ranks:
+  // rank 0 gone, rank 1 busy and rank 2 asleep in the collective — the pattern that names a rank on
+  // a stepping run (the test above), for 8 looks within the teardown window
+  const survivors = (ch: Checker, i: number, o: { dead: boolean; supervised: boolean }) => {
+    const t = T0 + i * 1000;
+    const run = liveRun({ step: 100, t: T0, stepTimeS: 0.2 });
+    for (const r of [1, 2])
+      run.ranks.push({ ...run.ranks[0]!, rank: r, pid: 1000 + r, file: `heartbeat_rank${r}.jsonl`, lastMsg: 'beat' });
+    const ranks = [proc(1, 'R', { cpuPct: 95 }), proc(2, 'S', { cpuPct: 60 })];
+    ranks[1]!.proc.wchan = 'futex_wait_queue';
+    if (!o.dead) ranks.unshift(proc(0, 'S', { cpuPct: 60 }));
+    const torchrun = { ...proc(9, 'S', { pid: 99 }).proc, argv: ['torchrun', '--nproc_per_node=3', 'train.py'] };
+    const p = { ...procs(ranks), launcher: torchrun, at: t };
+    const supervisor = o.supervised
+      ? supervisorState('/tmp/run', { pid: 50, startTime: '1' }, { child: { pid: 98, startTime: '8' } })
+      : null;
+    return ch.evaluate({ now: t + 500, run, procs: p, gpu: null, supervisor });
+  };
+  const restarting = new Checker();
+  let ev;
+  for (let i = 0; i < 8; i++) {
+    ev = survivors(restarting, i, { dead: true, supervised: true });
+    assert.equal(ev.runState, 'RESTARTING', ev.runStateWhy);
+    assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.ranks)}`);
+    assert.ok(!ev.alerts.some((a) => a.rule === 'straggler'), `look ${i}: no straggler alert`);
+  }
+  assert.match(ev!.straggler.basis, /^the run is RESTARTING: no straggler/);
+  assert.equal(ev!.straggler.ranks.length, 2, 'the rows are still shown');
+  // no supervisor: the dead rank is the fault (STALLED, the stall rules name rank 0), still no straggler
+  const broken = new Checker();
+  for (let i = 0; i < 8; i++) ev = survivors(broken, i, { dead: true, supervised: false });
+  assert.equal(ev!.runState, 'STALLED');
+  assert.equal(ev!.straggler.straggler, null);
+  assert.match(ev!.straggler.basis, /^rank 0 process gone/);
+
+  // a launch booting (no step since rank 0's boot): STARTING, rank 0 loading while rank 1 waits —
+  // boot work differs by rank, nobody is named; the same pattern once the run steps is named
+  const boot = (ch: Checker, i: number, stepping: boolean) => {
+    const t = T0 + i * 1000;
+    const run = liveRun({ step: stepping ? 10 + i : 0, t, stepTimeS: 0.2 });
+    Object.assign(run.ranks[0]!, { bootTs: T0 - 2000 });
+    if (!stepping) {
+      Object.assign(run.ranks[0]!, { lastMsg: 'boot', lastStep: null, stepAdvancedTs: null });
+      run.step = null;
+      run.stepAdvancedTs = null;
+    }
+    run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 1001, file: 'heartbeat_rank1.jsonl', lastMsg: 'boot' });
+    const ranks = [proc(0, 'R', { cpuPct: 95 }), proc(1, 'S', { cpuPct: 60 })];
+    ranks[1]!.proc.wchan = 'futex_wait_queue';
+    return ch.evaluate({ now: t, run, procs: { ...procs(ranks), at: t }, gpu: null });
+  };
+  const starting = new Checker();
+  for (let i = 0; i < 8; i++) {
+    ev = boot(starting, i, false);
+    assert.equal(ev.runState, 'STARTING', ev.runStateWhy);
+    assert.equal(ev.straggler.straggler, null, `boot look ${i}`);
+  }
+  // it steps: a fresh window (the boot's looks do not count), named once it holds 5 stepping looks
+  for (let i = 8; i < 12; i++) assert.equal(boot(starting, i, true).straggler.straggler, null, `step look ${i}`);
+  ev = boot(starting, 12, true);
+  assert.equal(ev.runState, 'RUNNING');
+  assert.equal(ev.straggler.straggler?.rank, 0, ev.straggler.basis);
 });

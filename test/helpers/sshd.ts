@@ -108,6 +108,7 @@ export async function startSshd(
      * session). `plain` says whether it took.
      */
     plainShell?: boolean;
+    /** PATH of the sessions' commands (a directory of stand-in tools first, say) */ path?: string;
   } = {},
 ): Promise<TestSshd> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-sshd-'));
@@ -147,6 +148,7 @@ export async function startSshd(
       'KbdInteractiveAuthentication no',
       'MaxSessions 10',
       `LogLevel ${opts.logSessions ? 'VERBOSE' : 'ERROR'}`,
+      ...(opts.path ? [`SetEnv PATH=${opts.path}`] : []),
       '',
     ].join('\n'),
   );
@@ -198,10 +200,10 @@ export async function startSshd(
         // e.g. an unprivileged CI user without /run/sshd: test against ssh2's Server instead, and say so
         kind = 'ssh2-server';
         why = `OpenSSH sshd would not start here (${(e as Error).message.split('\n')[0]})`;
-        fallback = await startSsh2Server(port, hostKey, `${userKey}.pub`);
+        fallback = await startSsh2Server(port, hostKey, `${userKey}.pub`, opts.path);
       }
     } else {
-      fallback = await startSsh2Server(port, hostKey, `${userKey}.pub`);
+      fallback = await startSsh2Server(port, hostKey, `${userKey}.pub`, opts.path);
     }
   };
   const stopServer = async () => {
@@ -296,6 +298,7 @@ async function startSsh2Server(
   port: number,
   hostKeyPath: string,
   userPubPath: string,
+  path?: string,
 ): Promise<{ close(): void; dropAll(): void }> {
   const ssh2 = await import('ssh2');
   const { Server, utils } = ssh2.default ?? ssh2;
@@ -325,7 +328,11 @@ async function startSsh2Server(
         session.on('exec', (acc, _rej, info) => {
           const stream = acc();
           // its own session, like sshd's children: `kill -- -PID` reaches the whole command
-          const p = spawn('sh', ['-c', info.command], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+          const p = spawn('sh', ['-c', info.command], {
+            stdio: ['pipe', 'pipe', 'pipe'],
+            detached: true,
+            ...(path ? { env: { ...process.env, PATH: path } } : {}),
+          });
           procs.add(p);
           stream.pipe(p.stdin).on('error', () => {});
           p.stdout.pipe(stream, { end: false });

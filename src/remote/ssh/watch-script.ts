@@ -22,7 +22,9 @@ import { PROC_SCRIPT } from '../procs.js';
 //                               bytes are in the block, r readable, u not), `Y BID TOT` + TOT raw
 //                               bytes (the c files — regular, readable, <= 256 KiB, unchanged for
 //                               2 s — concatenated in y order), `w INO SIZE MTIME PATH` per c file
-//                               read again after the bytes, `X BID`; a path with no y line is missing
+//                               read again after the bytes, `X BID RC` (RC: cat's exit, 0 when
+//                               every file was read whole; else nothing is taken from the bytes);
+//                               a path with no y line is missing
 //   P ID TK MODE KNOWN PIDS RUNDIR|  run the process-table reader of procs.ts (TK 1|-, KNOWN and
 //                               PIDS comma-separated or -) in a subshell; answer: a `P ID` line,
 //                               its raw output, then `\n@@P ID NONCE@@\n` (NONCE = $2, random)
@@ -199,9 +201,12 @@ while IFS= read -r line; do
       num "$tot" || tot=0
       [ -n "$yo" ] && printf '%s' "$yo"
       printf 'Y %s %s\n' "$bi" "$tot"
-      if [ "$tot" -gt 0 ]; then { $TO xargs -d '\n' cat -- < "$BT.c"; cat /dev/zero; } | head -c "$tot"; fi
+      # the bytes go out on fd 3 (the loop's stdout); cat's exit comes back on fd 4: a file it could
+      # not read (gone, no permission since the find) came short and shifted every file after it
+      cr=0
+      if [ "$tot" -gt 0 ]; then cr=$( { { $TO xargs -d '\n' cat -- < "$BT.c"; echo "$?" >&4; cat /dev/zero; } | head -c "$tot" >&3; } 4>&1 ); fi
       [ "$tot" -gt 0 ] && xargs -d '\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "w %i %s %T@ %p\n"' sh < "$BT.c"
-      printf 'X %s\n' "$bi" ;;
+      printf 'X %s %s\n' "$bi" "$cr" ;;
     'P '*)
       r=$\{line#P }; i=$\{r%% *}; r=$\{r#* }; tk=$\{r%% *}; r=$\{r#* }; md=$\{r%% *}; r=$\{r#* }
       kn=$\{r%% *}; r=$\{r#* }; ps=$\{r%% *}; rd=$\{r#* }; rd=$\{rd%|}

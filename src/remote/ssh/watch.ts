@@ -105,6 +105,8 @@ interface Bulk {
   /** path → `INO SIZE MTIME` read after the bytes */
   ws: Map<string, string>;
   data: Buffer | null;
+  /** cat could not read one of the files (or its exit did not come): nothing is taken from `data` */
+  catFailed?: boolean;
 }
 
 export class WatchLoop {
@@ -666,7 +668,10 @@ export class WatchLoop {
       if (f.length >= 4) b.ws.set(f.slice(3).join(' '), `${f[0]} ${f[1]} ${f[2]}`);
       return;
     }
-    if (Number(rest) !== b.id) return;
+    // X BID RC: RC is cat's exit — not 0, a file came short and every file after it shifted
+    const [idS, rc] = rest.split(' ');
+    if (Number(idS) !== b.id) return;
+    if (rc !== '0') b.catFailed = true;
     this.bulks.shift();
     this.settleBulk(b);
   }
@@ -674,11 +679,14 @@ export class WatchLoop {
   /**
    * Answers a bulk read's one-shots: a file in the block whose stat is the same after the bytes were
    * read (and every file before it too) gets its slice; one that changed, and those after it, are
-   * read again one by one; a path with no `y` line is missing.
+   * read again one by one — all of them when cat could not read one; a path with no `y` line is
+   * missing.
    */
   private settleBulk(b: Bulk): void {
     let at = 0;
-    let intact = b.data !== null;
+    // a file cat could not read shifted the bytes of those after it: the block is dropped, its
+    // files read one by one (as the look-ahead does, src/remote/ssh/look.ts)
+    let intact = b.data !== null && !b.catFailed;
     const again: { id: number; path: string; maxBytes: number }[] = [];
     const seen = new Set<string>();
     for (const y of b.ys) {

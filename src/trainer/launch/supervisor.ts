@@ -20,6 +20,7 @@ import { auditedEvent } from '../control/audit.js';
 import { CARRY_ENV, RequestOwner } from '../control/requests.js';
 import { createOwnSync, NSA_DIR, openOwnAppendSync, removeOwnSync } from '../control/ownfiles.js';
 import { ALLOW_ENV, describeWillRun, planPhases } from './willrun.js';
+import { RankWatch } from './rankwatch.js';
 import { nsaDir, RESUME_FROM_ENV, writeStateLocal } from './state.js';
 import { LOCK_FILE, readLaunchPlan, readSupervisorState, STOP_FILE } from '../run/launchstate.js';
 
@@ -154,6 +155,8 @@ class Supervisor {
   private forcedResume: string | undefined;
   /** this supervisor re-adopted a live trainer of the run: its requests in force are this trainer's */
   private adoptedLive = false;
+  /** the running trainer's ranks, watched for the one that goes first */
+  private watch: RankWatch | null = null;
 
   constructor(
     private readonly host: LocalHost,
@@ -522,10 +525,14 @@ class Supervisor {
         return attempt === 0 ? 3 : 0;
       }
       const r = adopting ? await this.adoptRunning(adopting) : await this.start(attempt);
+      const first = (await this.watch?.stop()) ?? null;
+      this.watch = null;
       this.st.exitCodes.push({ at: Date.now(), code: r.code, signal: r.signal });
       if (this.st.exitCodes.length > 200) this.st.exitCodes.splice(0, this.st.exitCodes.length - 200);
-      this.save({ child: null, lastCause: r.signal ?? `exit ${r.code}` });
-      this.say(`trainer exited: ${r.signal ?? `code ${r.code}`}`);
+      this.save({ child: null, lastCause: r.signal ?? `exit ${r.code}`, firstGone: first });
+      this.say(
+        `trainer exited: ${r.signal ?? `code ${r.code}`}${first ? ` (rank ${first.rank}, pid ${first.pid}, went first${first.how ? `: ${first.how}` : ''})` : ''}`,
+      );
       const next = await this.afterExit(r);
       if (next !== 'restart') return next.end;
     }
@@ -549,7 +556,13 @@ class Supervisor {
       note: attempt === 0 ? null : `restart ${this.st.restarts} of ${this.plan.restart.max_restarts}`,
     });
     this.say(`start: ${argv.join(' ')}`);
-    return this.runChild(argv, this.plan.env, this.plan.cwd, this.trainLog);
+    const done = this.runChild(argv, this.plan.env, this.plan.cwd, this.trainLog);
+    // which rank goes first, seen here: a launcher's own summary can name the wrong one
+    if (this.current)
+      this.watch = new RankWatch(this.host, this.current.pid, 250, 10_000, (found) =>
+        this.say(`watching rank ${found.map((f) => `${f.rank} (pid ${f.pid})`).join(', ')}`),
+      ).start();
+    return done;
   }
 
   private async pickResume(): Promise<string | null> {
