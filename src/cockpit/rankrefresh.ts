@@ -59,7 +59,10 @@ export class RankRefresher {
     const fresh = new Map<number, ProcInfo>();
     const next = new Map<string, { ticks: number; atMs: number }>();
     for (const p of was) {
-      const f = parseStat(stats.get(p.pid)!)!;
+      // a rank the table already saw dead, and gone now (a zombie reaped): kept as the table saw it
+      const line = stats.get(p.pid);
+      const f = line ? parseStat(line) : null;
+      if (!f) continue;
       const key = `${p.pid}:${p.startTime}`;
       const ticks = f.utime + f.stime;
       // the previous look, else the table's own reading (its CPU total when it was read)

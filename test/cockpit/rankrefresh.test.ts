@@ -37,7 +37,11 @@ test('a busy and a sleeping rank refreshed from their own stat; stopped, continu
   const host = new LocalHost();
   const busy = child(process.execPath, '-e', 'for (;;) {}');
   const idle = child('sleep', '60');
-  const info = async (c: ChildProcess) => (await readProc(host, c.pid!))!;
+  const info = async (c: ChildProcess) => {
+    const p = await readProc(host, c.pid!);
+    if (!p) throw new Error(`no process ${c.pid}`);
+    return p;
+  };
   const table = async (): Promise<RunProcesses> => ({
     at: Date.now(),
     launcher: null,
@@ -91,6 +95,24 @@ test('a busy and a sleeping rank refreshed from their own stat; stopped, continu
   idle.kill('SIGKILL');
   await waitFor('the idle rank gone', () => idle.exitCode !== null || idle.signalCode !== null);
   assert.equal(r.look(host, t1)!.changed, true, 'dead');
+  // a rank the table saw a zombie, reaped since: no change of life, kept as the table saw it, the
+  // others refreshed
+  const running = await table().catch(() => null);
+  assert.equal(running, null, 'the idle rank is gone (readProc finds nothing)');
+  const zombie: RunProcesses = {
+    ...t1,
+    at: Date.now(),
+    ranks: [
+      { ...t1.ranks[0]!, proc: await info(busy) },
+      { ...t1.ranks[1]!, proc: { ...idleOf(t1), state: 'Z' } },
+    ],
+  };
+  const l3 = r.look(host, zombie)!;
+  assert.equal(l3.changed, false, 'dead, as the table said');
+  const t3 = l3.apply(zombie);
+  assert.equal(idleOf(t3), idleOf(zombie));
+  assert.notEqual(busyOf(t3), busyOf(zombie));
+  assert.equal(busyOf(t3).pid, busy.pid);
 });
 
 function readStat(pid: number): string {
