@@ -1,13 +1,14 @@
 // The looping watchdog's ranks between two reads of the whole process table, on its own host: each
 // rank the last table proved is looked at every round in its own /proc/PID/stat and wchan (two small
-// synchronous reads a rank, ~20 µs each; the kernel answers them from the task struct, as the table
-// reads them, src/remote/local/procs.ts) and handed to the judge as it is now — state, wait channel,
-// CPU % since the last look, RSS — with what the table proved kept (pid + start time, argv,
-// environ, rank). So a rank the judge sees is never older than a round, while the table itself
-// (every trainer-looking process on the box, then the proof of each) is read only on a slow cadence
-// (./peekcadence.ts). A rank whose life changed since the table (stopped, dead, a zombie, its pid
-// another process's; or running again) is not refreshed: the table is read that same round
-// (./rankpeek.ts lifeChanged), as it is for new pids in the heartbeats (a restart).
+// synchronous reads a rank: ~0.1 ms of CPU a round for 2 ranks, against ~4 ms for a table; the
+// kernel answers them from the task struct, as the table reads them, src/remote/local/procs.ts) and
+// handed to the judge as it is now — state, wait channel, CPU % since the last look, RSS — with what
+// the table proved kept (pid + start time, argv, environ, rank). So a rank the judge sees is never
+// older than a round, while the table itself (every trainer-looking process on the box, then the
+// proof of each) is read only on a slow cadence (./peekcadence.ts). A rank whose life changed since
+// the table (stopped, dead, a zombie, its pid another process's; or running again) is not refreshed:
+// the table is read that same round (./rankpeek.ts lifeChanged), as it is for new pids in the
+// heartbeats (a restart).
 import { readFileSync } from 'node:fs';
 import type { Host } from '../remote/host.js';
 import { auxv } from '../remote/local/procs.js';
