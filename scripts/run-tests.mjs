@@ -33,6 +33,7 @@ const UNIT_TESTS = [
   'test/checks/view.test.ts',
   'test/cockpit/notify.test.ts',
   'test/cockpit/metrics.test.ts',
+  'test/cockpit/peekcadence.test.ts',
   'test/cockpit/procsdue.test.ts',
   'test/cockpit/rankpeek.test.ts',
   'test/commands/args.test.ts',

@@ -108,6 +108,9 @@ export interface ObserverOptions {
 /** What a round is asked (Observer.observe). */
 interface RoundOptions {
   procsDue?: (run: RunSnapshot, prev: RunProcesses | null) => boolean;
+  /** a round that does not read the table: the last table's ranks as they are now (the watchdog's
+   *  look at each rank's own stat, ./rankrefresh.ts) */
+  refreshProcs?: (procs: RunProcesses) => RunProcesses;
   waitHostStats?: boolean;
   /** a look (Host.look) the caller holds the round in: what it reads after the round is answered
    * from the round's answers (the cockpit's action log) */
@@ -270,7 +273,7 @@ export class Observer {
       } catch (e) {
         errors.push(`process table: ${(e as Error).message}`);
       }
-    }
+    } else if (o.refreshProcs) this.procs = o.refreshProcs(this.procs);
     const procs = this.procs;
     const supervisor = await this.supervisorState(host).catch((e: Error) => {
       errors.push(`supervisor.json: ${e.message}`);

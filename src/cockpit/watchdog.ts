@@ -28,7 +28,9 @@ import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
 import type { MetricsExporter } from './metrics-server.js';
 import { Observer, type Judged, type Observation } from './observe.js';
-import { ProcsCadence } from './procsdue.js';
+import { PeekedCadence } from './peekcadence.js';
+import { provenChanged } from './rankpeek.js';
+import { RankRefresher } from './rankrefresh.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 
@@ -141,14 +143,25 @@ export class Watchdog {
   }
 
   private async observe(): Promise<Observation & { ev: Evaluation }> {
-    // the process table every round while anything is in view, every 5 s while the run visibly steps
+    // the process table every round while anything is in view, every 15 s while all is calm; each
+    // proven rank looked at in its own stat every round (refreshed for the judge on this host), and
+    // the table read at once when one stopped, died or runs again (./peekcadence.ts)
     const prev = this.lastEv;
-    const looked = await this.observer.judged({ procsDue: (run) => this.procsCadence.due(run, prev) });
+    const look = this.ranks.look(this.host, this.lastProcs);
+    const changed = look ? look.changed : await provenChanged(this.host, this.lastProcs);
+    const refreshed = !!look && !look.changed;
+    const looked = await this.observer.judged({
+      procsDue: (run) => this.procsCadence.due(run, prev, changed, refreshed),
+      ...(refreshed ? { refreshProcs: (p: RunProcesses) => look.apply(p) } : {}),
+    });
     this.lastEv = looked.ev;
+    this.lastProcs = looked.procs;
     return looked;
   }
-  private readonly procsCadence = new ProcsCadence();
+  private readonly procsCadence = new PeekedCadence();
+  private readonly ranks = new RankRefresher();
   private lastEv: Evaluation | null = null;
+  private lastProcs: RunProcesses | null = null;
 
   async loop(once = false): Promise<number> {
     const onSig = () => {

@@ -1,8 +1,9 @@
 // A stopped rank under the watchdog's loop at --interval 1, once the run has been calm long enough
-// for the process table to be on its slow cadence (src/cockpit/procsdue.ts: every 5 s while the run
-// visibly steps): SIGSTOP of rank 1 is STALLED, naming rank 1, within a round or two of the step
-// freezing — the table is read again the round the step stands still — not 5 s later, and never only
-// at the 180 s stall floor (the step alone would say nothing sooner). A watchdog asleep between rounds
+// for the process table to be on its slow cadence (src/cockpit/peekcadence.ts: every 15 s while the
+// run is RUNNING without an alert): SIGSTOP of rank 1 is STALLED, naming rank 1, within a round or
+// two — the rank's own stat, looked at every round (src/cockpit/rankrefresh.ts), says T and the table
+// is read that round — not 15 s later, and never only at the 180 s stall floor (the step alone would
+// say nothing sooner). A watchdog asleep between rounds
 // of --interval 60 ends at once on SIGTERM.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -19,7 +20,7 @@ test('watchdog --interval 1: a rank stopped (SIGSTOP) during a calm run is STALL
   const slow = start(['watchdog', dir, '--interval', '60', '--no-gpu', '--no-record']);
   await waitFor('RUNNING', () => lines(wd.out()).some((l) => l.event === 'state' && l.state === 'RUNNING'), 60_000);
   await waitFor('RUNNING (60 s)', () => lines(slow.out()).some((l) => l.event === 'state'), 60_000);
-  // calm for a few rounds: the table is on its slow cadence (every 5 s) by now, not read every round
+  // calm for a few rounds: the table is on its slow cadence (every 15 s) by now, not read every round
   await new Promise((r) => setTimeout(r, 3000));
   const signalled = Date.now();
   slow.child.kill('SIGTERM');
@@ -49,7 +50,7 @@ test('watchdog --interval 1: a rank stopped (SIGSTOP) during a calm run is STALL
     );
     const latencyS = ((st['ts'] as number) - stoppedAt) / 1000;
     console.log(`stopped rank named STALLED ${latencyS.toFixed(2)} s after SIGSTOP: ${String(st['why'])}`);
-    // the watchdog's own clock at the line; a slow cadence would make this 5 s or more
+    // the watchdog's own clock at the line; the table's cadence alone would make this up to 15 s
     assert.ok(latencyS < 4, `named ${latencyS.toFixed(2)} s after the stop`);
   } finally {
     // the watchdog and the launcher now; the ranks (proven ours by their environment) in live-helpers' after()

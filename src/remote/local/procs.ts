@@ -18,7 +18,7 @@ const ENVIRON_MAX = 131072;
 const ENV_JSON_MAX = 65536;
 
 /** CLK_TCK and the page size from the auxiliary vector (AT_CLKTCK = 17, AT_PAGESZ = 6). */
-function auxv(): { clkTck: number; pageSize: number } {
+export function auxv(): { clkTck: number; pageSize: number } {
   let clkTck = 100;
   let pageSize = 4096;
   try {
