@@ -39,8 +39,17 @@ export interface Job {
   kill(): void;
 }
 
-/** Starts the job on both nodes; resolves once both ranks booted and rank 0 logged steps. */
-export async function startJob(nodes: Nodes, run: string, tmp: string, stepS = 0.2): Promise<Job> {
+/**
+ * Starts the job on both nodes; resolves once both ranks booted and rank 0 logged steps. `workerArgs`:
+ * more arguments of train_showcase.py (e.g. --ignore-halt).
+ */
+export async function startJob(
+  nodes: Nodes,
+  run: string,
+  tmp: string,
+  stepS = 0.2,
+  workerArgs: string[] = [],
+): Promise<Job> {
   const { a, b } = nodes;
   const log = join(tmp, 'job.log');
   const port = 29000 + Math.floor(Math.random() * 900);
@@ -57,7 +66,7 @@ export async function startJob(nodes: Nodes, run: string, tmp: string, stepS = 0
         ...['--nnodes', '2', '--nproc_per_node', '1', '--rdzv_backend', 'c10d'],
         ...['--rdzv_endpoint', `${a.addr}:${port}`, '--rdzv_id', 'nsa-top-test'],
         ...['--rdzv_conf', `is_host=${nodeRank === 0 ? 1 : 0}`],
-        ...[worker, '--step-s', String(stepS)],
+        ...[worker, '--step-s', String(stepS), ...workerArgs],
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
