@@ -24,7 +24,6 @@ const DEFAULT_SIGINT_GRACE_S = 60;
 export interface StopNodesOptions {
   readOnly: boolean;
   json: boolean;
-  reason: string;
   /** s after .HALT before SIGINT (default: the profile's stop.halt_grace_s, else the run's halt grace) */
   haltGraceS?: number;
   /** s after SIGINT before SIGKILL (default: the profile's stop.sigint_grace_s, else 60) */

@@ -89,6 +89,18 @@ test(
       writeFileSync(join(home, '.ssh', 'known_hosts'), `${sshd.knownHostsLine}\n`);
       const nodeB = `root@${b.addr}:${sshd.port}`;
       const nodeArgs = ['--node', 'local', '--node', nodeB, '-i', sshd.userKey];
+      /** `watchdog --once --node … --metrics-file PROM` on node A: its decision lines */
+      const watchdogOnce = (prom: string) => {
+        const r = a.run([process.execPath, bin, 'watchdog', run, '--once', '--metrics-file', prom, ...nodeArgs], {
+          env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+          timeoutMs: 60_000,
+        });
+        const events = r.stdout
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { event: string; state?: string; why?: string; nodes?: string[] });
+        return { code: r.code, ms: r.ms, events, out: r.stdout + r.stderr };
+      };
       const status = (): { json: StatusJson; code: number | null; ms: number } => {
         const r = a.run([process.execPath, bin, 'status', run, '--json', ...nodeArgs], {
           env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
@@ -188,6 +200,14 @@ test(
         s3.json.nodes.map((n) => n.reachable),
         [true, false],
       );
+      // the watchdog says the same: its state line and its metrics, never RUNNING without node B
+      const prom3 = join(tmp, 'unreachable.prom');
+      const wd3 = watchdogOnce(prom3);
+      console.log(`# watchdog --once --node with node B unreachable: ${wd3.ms} ms`);
+      const st3 = wd3.events.find((e) => e.event === 'state');
+      assert.equal(st3?.state, 'STALE', wd3.out);
+      assert.match(st3?.why ?? '', new RegExp(`node ${nodeB.replace(/[.]/g, '\\.')} unreachable`));
+      assert.match(readFileSync(prom3, 'utf8'), /^nsatop_run_state_info\{[^}]*state="STALE"\} 1$/m);
 
       // 4. back
       await sshd.start();
@@ -203,18 +223,12 @@ test(
 
       // 5. the watchdog over both nodes: one judgement; the metrics carry each rank's and GPU's node
       const prom = join(tmp, 'nodes.prom');
-      const wd = a.run([process.execPath, bin, 'watchdog', run, '--once', '--metrics-file', prom, ...nodeArgs], {
-        env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
-        timeoutMs: 60_000,
-      });
+      const wd = watchdogOnce(prom);
       console.log(`# watchdog --once --node over 2 nodes: ${wd.ms} ms`);
-      assert.equal(wd.code, 0, wd.stdout + wd.stderr);
-      const states = wd.stdout
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as { event: string; state?: string; nodes?: string[] });
+      assert.equal(wd.code, 0, wd.out);
+      const states = wd.events;
       assert.deepEqual(states.find((e) => e.event === 'start')?.nodes, ['local', nodeB]);
-      assert.equal(states.find((e) => e.event === 'state')?.state, 'RUNNING', wd.stdout);
+      assert.equal(states.find((e) => e.event === 'state')?.state, 'RUNNING', wd.out);
       const text = readFileSync(prom, 'utf8');
       for (const [rank, host] of [
         [0, 'local'],
