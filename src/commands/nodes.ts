@@ -110,6 +110,16 @@ export function formatNodes(nodes: NodeProcesses, obs: Observation): string {
     const what = n.error ? `UNREACHABLE: ${n.error}${ranks.length ? `; last seen${seen}: ${rs}` : ''}` : rs;
     out.push(`${(i === 0 ? 'nodes' : '').padEnd(10)}${n.label}${i === 0 ? ' (reads the run dir)' : ''}: ${what}`);
   });
+  // each node's GPUs in one line: how many, and their utilisation (or why none)
+  const g = obs.gpu;
+  const devices = g?.status === 'ok' ? g.devices : g?.status === 'not-answering' ? (g.lastGood?.devices ?? []) : [];
+  (nodes.gpus?.statuses() ?? []).forEach((st, i) => {
+    const mine = devices.filter((d) => d.host === st.host);
+    const util = mine.map((d) => (d.utilPct === null ? '?' : `${Math.round(d.utilPct)}%`)).join(' ');
+    const what =
+      st.status === 'ok' ? `${mine.length} GPU${mine.length === 1 ? '' : 's'}${util ? ` (util ${util})` : ''}` : st.why;
+    out.push(`${(i === 0 ? 'gpus' : '').padEnd(10)}${st.host}: ${what}`);
+  });
   return `${out.join('\n')}\n`;
 }
 
