@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { nodesUnavailable, startNodes, type Nodes } from '../helpers/netns.js';
-import { heartbeatPid, startJob, until, type Job } from './job.js';
+import { cleanHome, heartbeatPid, startJob, until, type Job } from './job.js';
 
 const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
 
@@ -55,27 +55,19 @@ test(
       mkdirSync(run);
       const t0 = Date.now();
       // node B's GPUs: a fake nvidia-smi first on node B's PATH, and on no other machine's (bound over
-      // /usr/local/bin in node B's mount namespace). Node B's root also gets an empty home there, as
-      // a clean machine has: this box's /root/.bashrc runs `pyenv init` in every SSH session, whose
-      // rehash lock, left behind by a session cut short, stalls every later session 60 s
+      // /usr/local/bin in node B's mount namespace); node B's root with an empty home (cleanHome)
       const gpuBin = join(tmp, 'gpubin');
       const smiDir = join(tmp, 'smi');
-      const emptyHome = join(tmp, 'root-b');
       mkdirSync(gpuBin);
-      mkdirSync(emptyHome);
       cpSync(join(FX, 'a100x2'), smiDir, { recursive: true });
       writeFileSync(
         join(gpuBin, 'nvidia-smi'),
         `#!/bin/sh\nNSA_FAKE_SMI_DIR=${smiDir} exec ${join(FX, 'bin', 'nvidia-smi')} "$@"\n`,
         { mode: 0o755 },
       );
-      for (const [from, to] of [
-        [gpuBin, '/usr/local/bin'],
-        [emptyHome, '/root'],
-      ]) {
-        const bound = b.run(['mount', '--bind', from!, to!]);
-        assert.equal(bound.code, 0, bound.stderr);
-      }
+      const bound = b.run(['mount', '--bind', gpuBin, '/usr/local/bin']);
+      assert.equal(bound.code, 0, bound.stderr);
+      cleanHome(b, tmp);
       // ranks that do not answer .HALT: only stop's signals end them (step 6)
       job = await startJob(nodes, run, tmp, 0.2, ['--ignore-halt']);
       console.log(`# 2-node job stepping ${((Date.now() - t0) / 1000).toFixed(1)} s after start`);
