@@ -8,7 +8,9 @@
 // _bytes, _ratio, _watts, _celsius, _hertz), _total for counters, _info for identity (value 1). Labels
 // are bounded: run and hostname on every run series, rank per rank (the world size), the alert's id,
 // rule and severity (rules × ranks), the GPU's gpu/UUID/modelName as dcgm-exporter names them so the
-// series join with DCGM_FI_*; never a step, a pid or a time.
+// series join with DCGM_FI_*; never a step, a pid or a time. A multi-node run (--node) adds `host` —
+// the node as the operator named it, bounded by the node list — on every per-rank and per-GPU series,
+// and a GPU's `hostname` is its own node's machine.
 import type { Evaluation, RunState, Severity, Thresholds } from '../checks/index.js';
 import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { SupervisorState } from '../trainer/control/types.js';
@@ -96,6 +98,15 @@ type Labels = Record<string, string | number | null | undefined>;
 type Kind = 'gauge' | 'counter';
 
 const NEEDS_ESCAPE = /[\\"\n]/;
+
+/** the machine in a node's label (user@box:port → box), lower-case like the `hostname` label */
+export function machineOf(label: string): string {
+  return label
+    .replace(/^[^@]*@/, '')
+    .replace(/:\d+$/, '')
+    .replace(/^\[(.*)\]$/, '$1')
+    .toLowerCase();
+}
 
 /** A label value as the text format wants it: backslash, double quote and newline escaped. */
 export function escapeLabel(v: string): string {
@@ -448,11 +459,15 @@ export function renderMetrics(obs: MetricsObservation, ev: Evaluation, t: Thresh
   const ranks = new Set<number>(run.ranks.map((r) => r.rank));
   for (const r of obs.procs?.ranks ?? []) ranks.add(r.rank);
   const health = new Map(ev.ranks.map((r) => [r.rank, r.health]));
+  // a multi-node run: each rank's node (absent on one host, and for a rank no process table names)
+  const hostOf = new Map<number, string>();
+  for (const r of obs.procs?.ranks ?? [])
+    if (r.proc.host !== undefined && !hostOf.has(r.rank)) hostOf.set(r.rank, r.proc.host);
   for (const rank of [...ranks].sort((a, b) => a - b)) {
     const hb = run.ranks.find((r) => r.rank === rank);
     const procs = (obs.procs?.ranks ?? []).filter((p) => p.rank === rank);
     const live = procs.find((p) => p.proc.state !== 'Z' && p.proc.state !== 'X');
-    const rl: Labels = { ...base, rank };
+    const rl: Labels = { ...base, rank, host: hostOf.get(rank) };
     // no process table this round: up is unknown, so absent (never a false 0)
     if (obs.procs)
       x.add(
@@ -516,7 +531,7 @@ export function renderMetrics(obs: MetricsObservation, ev: Evaluation, t: Thresh
 
   // ---- straggler scores (the judge's StragglerView) and the operator's numbers (MFU, checkpoint age)
   for (const r of ev.straggler?.ranks ?? []) {
-    const rl: Labels = { ...base, rank: r.rank };
+    const rl: Labels = { ...base, rank: r.rank, host: hostOf.get(r.rank) };
     x.add(
       'nsatop_rank_straggler_score',
       'gauge',
@@ -562,9 +577,11 @@ export function renderMetrics(obs: MetricsObservation, ev: Evaluation, t: Thresh
         gpu: d.index,
         UUID: d.uuid,
         modelName: d.name,
-        hostname,
+        // a multi-node run: the GPU's own node (its machine as `hostname`, as dcgm-exporter there says it)
+        hostname: d.host === undefined || d.host === 'local' ? hostname : machineOf(d.host),
         GPU_I_ID: d.mig ? d.mig.gpuInstance : null,
         run: base.run,
+        host: d.host,
       };
       x.add(
         'nsatop_gpu_utilization_ratio',

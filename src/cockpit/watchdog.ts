@@ -15,7 +15,6 @@ import {
   type Evaluation,
 } from '../checks/index.js';
 import type { Host } from '../remote/host.js';
-import type { GpuMonitor } from '../remote/gpu.js';
 import type { RunProcesses } from '../remote/types.js';
 import { jsonSafe, sanitize } from '../sanitize.js';
 import { currentActor, dumpAll } from '../trainer/control/actions.js';
@@ -27,10 +26,12 @@ import type { RunModel } from '../trainer/run/model.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 import { Notifier, observedWhy, type NotifyOptions } from './notify.js';
 import type { MetricsExporter } from './metrics-server.js';
-import { Observer, type Judged, type Observation } from './observe.js';
+import { Observer, type GpuSource, type Judged, type Observation } from './observe.js';
 import { PeekedCadence } from './peekcadence.js';
 import { provenChanged } from './rankpeek.js';
 import { RankRefresher } from './rankrefresh.js';
+import type { NodeProcesses } from '../trainer/run/nodes.js';
+import type { NodeHosts } from '../trainer/control/nodes.js';
 
 const ENDED = new Set(['FINISHED', 'HALTED', 'EXITED']);
 
@@ -38,8 +39,8 @@ export interface WatchdogOptions {
   halt: boolean;
   dumpOnStall: boolean;
   thresholds: ReturnType<typeof thresholdsFromEnv>;
-  /** GPU telemetry (started by the caller); null: none */
-  gpu?: GpuMonitor | null;
+  /** GPU telemetry (started by the caller: a GpuMonitor, or every node's merged); null: none */
+  gpu?: GpuSource | null;
   /** the run model to poll (openRunModel: a supervised run's log lives in its launcher dir) */
   model?: RunModel;
   /**
@@ -54,6 +55,12 @@ export interface WatchdogOptions {
   exporter?: MetricsExporter | null;
   /** the run's journal (src/journal): handed each round's look; its status goes in the start line */
   journal?: { status: string; look(looked: Judged): Promise<void> } | null;
+  /**
+   * a multi-node run (--node): every node's ranks merged into the one observation (a node that does
+   * not answer makes the run STALE "node B unreachable"), and each rank's dump signal sent on its own
+   * node (`hosts`)
+   */
+  nodes?: { procs: NodeProcesses; hosts: NodeHosts } | null;
 }
 
 /** how long an exiting watchdog keeps delivering what is queued (its last "cleared" messages) */
@@ -104,6 +111,7 @@ export class Watchdog {
       takeOver: o.takeOverAs ? { actor: o.takeOverAs, readOnly: o.readOnly } : null,
       // the watchdog's judge: its hysteresis holds between rounds
       checker: this.checker,
+      ...(o.nodes ? { nodes: o.nodes.procs } : {}),
     });
     this.notifier = o.notify
       ? new Notifier({
@@ -175,6 +183,7 @@ export class Watchdog {
       runDir: this.runDir,
       outDir: this.outDir,
       host: this.host.label,
+      ...(this.o.nodes ? { nodes: this.o.nodes.hosts.labels } : {}),
       halt: this.o.halt,
       dumpOnStall: this.o.dumpOnStall,
       observeOnly: !this.o.halt,
@@ -187,7 +196,7 @@ export class Watchdog {
         gateCollapseN: t.gateCollapseN,
       },
       launched: (await this.observer.ready()).launched ?? null,
-      gpu: this.o.gpu ? this.o.gpu.current().status : 'off',
+      gpu: this.o.gpu ? (this.o.gpu.current()?.status ?? 'off') : 'off',
       takeOver: !once && !!this.o.takeOverAs,
       ...(this.notifier ? { notify: this.notifier.describe() } : {}),
       ...(this.o.exporter ? { metrics: this.o.exporter.describe() } : {}),
@@ -388,7 +397,14 @@ export class Watchdog {
       this.dumpedEpisode = true;
       const ranks = (procs?.ranks ?? [])
         .filter((r) => r.proc.state !== 'Z')
-        .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+        .map((r) => ({
+          rank: r.rank,
+          pid: r.proc.pid,
+          startTime: r.proc.startTime,
+          state: r.proc.state,
+          // a multi-node run: signalled on the rank's own node
+          ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
+        }));
       const unproven = (procs?.unproven ?? []).map((u) => ({
         pid: u.pid,
         rank: u.rank,
@@ -403,7 +419,11 @@ export class Watchdog {
         });
       else {
         const actor = await currentActor(this.host);
-        const res = await dumpAll(this.host, this.runDir, ranks, actor, { staggerMs: 1100, waitMs: 5000 });
+        const res = await dumpAll(this.host, this.runDir, ranks, actor, {
+          staggerMs: 1100,
+          waitMs: 5000,
+          ...(this.o.nodes ? { nodes: this.o.nodes.hosts } : {}),
+        });
         for (const r of res.perRank)
           if (r.endedAfterSignal) this.endedByDump.push(`rank ${r.rank} (pid ${r.pid}) ended`);
         await this.log('dump', {

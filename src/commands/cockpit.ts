@@ -4,7 +4,7 @@
 import { render } from 'ink';
 import { createElement } from 'react';
 import { createActions, supervisorStopFn, type RelaunchFn, type StopFn } from '../cockpit/actions.js';
-import { Collector } from '../cockpit/collector.js';
+import { Collector, type GpuSource } from '../cockpit/collector.js';
 import { withLook, type Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local/host.js';
@@ -30,7 +30,7 @@ import { relaunchRequestFate } from '../checks/carry.js';
 import { judgeAdoption } from '../checks/preflight.js';
 import { makePager } from './pager.js';
 import { progressLine } from './progress.js';
-import { nodeHosts, nodeListOf, openNodes } from './nodes.js';
+import { nodeGpus, nodeHosts, nodeListOf, openNodes } from './nodes.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { JournalRecorder, type RecordChoice } from '../journal/index.js';
 import { ENDED_STATES } from '../checks/runstate.js';
@@ -69,6 +69,8 @@ export interface CockpitSession {
   mouse?: boolean;
   /** a multi-node run (--node): every node's ranks (the host above is the first node's) */
   nodes?: NodeProcesses | null;
+  /** the GPUs to show (a multi-node run: every node's, merged); absent: the host's own */
+  gpu?: GpuSource & { stop(): void };
   /** the run's journal (--no-record, --journal-max-mb); absent: recorded with the defaults */
   record?: RecordChoice;
 }
@@ -78,7 +80,7 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
-  const gpu = gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
+  const gpu = o.gpu ?? gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
   // the journal records what this cockpit shows (a one-frame print does not: it only looks)
   const journal =
     o.dirs && process.stdout.isTTY
@@ -334,6 +336,8 @@ async function runNodesCockpit(a: CockpitArgs, names: string[]): Promise<number>
       intervalMs: Math.round(a.intervalS * 1000),
       mouse: a.mouse,
       nodes,
+      // every node's GPUs (nvidia-smi on each node's connection), each device with its node
+      gpu: nodeGpus(nodes, Math.max(2000, Math.round(a.intervalS * 1000))),
     });
     return 0;
   } finally {

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { ago } from '../format.js';
 import type { OpenHostSpec } from '../remote/index.js';
 import { NodeSet, resolveNodeList } from '../remote/nodes.js';
+import { NodeGpus } from '../remote/nodegpus.js';
 import type { Observation } from '../cockpit/observe.js';
 import { NodeProcesses } from '../trainer/run/nodes.js';
 import type { NodeHosts } from '../trainer/control/nodes.js';
@@ -40,10 +41,40 @@ export async function openNodes(names: string[], spec: OpenHostSpec): Promise<No
   return new NodeProcesses(set);
 }
 
+/**
+ * Every node's GPUs (one nvidia-smi per node, on its own connection), merged for the GPU panel, the
+ * judge and the metrics; each node's own apps map its ranks to their GPUs. Sampling starts now; the
+ * caller stops it.
+ */
+export function nodeGpus(nodes: NodeProcesses, intervalMs: number, timeoutMs?: number): NodeGpus {
+  const g = new NodeGpus(nodes.set, { intervalMs, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+  nodes.gpus = g;
+  // start() resolves at every node's first sample; the cockpit does not wait for it, --once does
+  void g.start().catch(() => {});
+  return g;
+}
+
 /** status --json `nodes[]` and `processes[]` (docs/status-json.md) */
 export function nodesJson(nodes: NodeProcesses, obs: Observation) {
   const now = Date.now();
+  const g = obs.gpu;
+  const sample = g?.status === 'ok' ? g : g?.status === 'not-answering' ? g.lastGood : null;
   return {
+    // every node's GPUs, each with its node; `gpuNodes`: how each node's nvidia-smi answered
+    gpus: (sample?.devices ?? []).map((d) => ({
+      host: d.host ?? null,
+      index: d.index,
+      name: d.name,
+      uuid: d.uuid,
+      memUsedMiB: d.memUsedMiB,
+      memTotalMiB: d.memTotalMiB,
+      utilPct: d.utilPct,
+      powerW: d.powerW,
+      tempC: d.tempC,
+      // the ranks on it (its node's compute apps), by rank
+      ranks: (obs.procs?.ranks ?? []).filter((r) => r.gpuUuid === d.uuid).map((r) => r.rank),
+    })),
+    gpuNodes: nodes.gpus?.statuses() ?? [],
     nodes: nodes.set.nodes.map((n, i) => ({
       host: n.label,
       readsRunDir: i === 0,
@@ -78,6 +109,16 @@ export function formatNodes(nodes: NodeProcesses, obs: Observation): string {
     const seen = n.lastOkAt === null ? '' : ` ${ago(n.lastOkAt, Date.now())}`;
     const what = n.error ? `UNREACHABLE: ${n.error}${ranks.length ? `; last seen${seen}: ${rs}` : ''}` : rs;
     out.push(`${(i === 0 ? 'nodes' : '').padEnd(10)}${n.label}${i === 0 ? ' (reads the run dir)' : ''}: ${what}`);
+  });
+  // each node's GPUs in one line: how many, and their utilisation (or why none)
+  const g = obs.gpu;
+  const devices = g?.status === 'ok' ? g.devices : g?.status === 'not-answering' ? (g.lastGood?.devices ?? []) : [];
+  (nodes.gpus?.statuses() ?? []).forEach((st, i) => {
+    const mine = devices.filter((d) => d.host === st.host);
+    const util = mine.map((d) => (d.utilPct === null ? '?' : `${Math.round(d.utilPct)}%`)).join(' ');
+    const what =
+      st.status === 'ok' ? `${mine.length} GPU${mine.length === 1 ? '' : 's'}${util ? ` (util ${util})` : ''}` : st.why;
+    out.push(`${(i === 0 ? 'gpus' : '').padEnd(10)}${st.host}: ${what}`);
   });
   return `${out.join('\n')}\n`;
 }

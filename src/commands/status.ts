@@ -39,7 +39,7 @@ import { pickResumeCheckpoint } from '../trainer/run/checkpoints.js';
 import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
-import { formatNodes, NODE_OPTIONS, nodeListOf, nodesJson, openNodes } from './nodes.js';
+import { formatNodes, NODE_OPTIONS, nodeGpus, nodeListOf, nodesJson, openNodes } from './nodes.js';
 import { formatNodeSupervisors, nodeSupervisorsAt, nodeSupervisorsJson } from './launch-nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
 
@@ -145,9 +145,13 @@ export async function run(argv: string[]): Promise<number> {
   if (nodeList.length > 0) {
     if (spec.host) throw new CliError("status: --host and --node: name the run dir's machine as the first --node", 2);
     const nodes = await openNodes(nodeList, spec);
+    // every node's GPUs, one sample each (nvidia-smi on each node's connection, at once)
+    const gpus = nodeGpus(nodes, 1000, 4000);
     try {
+      await gpus.start();
       return await statusOn(nodes.primary.host!, a.positional, json, full, new Checker(t), nodes);
     } finally {
+      gpus.stop();
       await nodes.set.close();
     }
   }
@@ -262,7 +266,7 @@ async function gatherIn(
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
   // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
   // its launch recorded, so that it can be relaunched later
-  const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker, nodes }).judged({
+  const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker, nodes, gpu: nodes?.gpus }).judged({
     waitHostStats: true,
   });
   const ev = obs.ev;

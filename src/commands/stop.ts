@@ -5,7 +5,11 @@
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { stopRun } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
-import { HOST_OPTIONS, RUN_DIR_ARG } from './options.js';
+import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
+import { NODE_OPTIONS, nodeListOf, openNodes } from './nodes.js';
+import { stopNodes } from './stopnodes.js';
+import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
+import { CliError } from './errors.js';
 import { hostRun, JSON_OPTION, report } from './control-cli.js';
 import { refusedByState, reportRefusal } from './fit.js';
 
@@ -14,12 +18,29 @@ export const command = defineCommand({
   positional: RUN_DIR_ARG,
   options: {
     reason: { type: 'string', value: 'TEXT', help: "why, for the action log (default 'nsa-top stop')" },
+    'halt-grace': {
+      type: 'number',
+      min: 0,
+      value: 'S',
+      help: "with --node: s after .HALT before SIGINT (default: the profile's stop.halt_grace_s, else 300)",
+    },
+    'sigint-grace': {
+      type: 'number',
+      min: 0,
+      value: 'S',
+      help: "with --node: s after SIGINT before SIGKILL (default: the profile's stop.sigint_grace_s, else 60)",
+    },
     ...JSON_OPTION,
     ...HOST_OPTIONS,
+    ...NODE_OPTIONS,
   },
   about: `Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
 profile's stop.halt_grace_s, then SIGINTs the ranks, and SIGKILLs them stop.sigint_grace_s later,
-each step logged. Returns at once. A run without a live supervisor gets .HALT only.`,
+each step logged. Returns at once. A run without a live supervisor gets .HALT only.
+A multi-node run (--node for each node, or --nodes H1,H2; the first reads the run dir): this command
+carries the escalation itself, in the foreground: the one .HALT, then SIGINT to the ranks still
+running after --halt-grace, SIGKILL --sigint-grace later, each rank checked and signalled on its own
+node (audited); a node out of reach is named. Exit 0 once every rank on every node has stopped.`,
   epilog:
     'Exit codes: 0 requested, 1 failed, 2 bad input, 3 refused (read-only; nothing to stop: the run is FINISHED, HALTED, EXITED or has no trainer).',
 });
@@ -27,6 +48,29 @@ each step logged. Returns at once. A run without a live supervisor gets .HALT on
 export async function run(argv: string[]): Promise<number> {
   const a = parseCommand(command, argv);
   if (!a) return 0;
+  const v = a.values;
+  const nodeList = await nodeListOf(v);
+  if (nodeList.length > 0) {
+    if (v.host) throw new CliError("stop: --host and --node: name the run dir's machine as the first --node", 2);
+    const nodes = await openNodes(nodeList, hostSpecOf(v));
+    try {
+      const host = nodes.primary.host!;
+      const dirs = await resolveRunDirsAt(host, await resolveRunDir(host, a.positional, process.cwd()));
+      return await stopNodes(host, dirs, nodes, {
+        readOnly: v['read-only'] || readOnlyMode(),
+        json: v.json,
+        ...(v['halt-grace'] !== undefined ? { haltGraceS: v['halt-grace'] } : {}),
+        ...(v['sigint-grace'] !== undefined ? { sigintGraceS: v['sigint-grace'] } : {}),
+      });
+    } finally {
+      await nodes.set.close();
+    }
+  }
+  if (v['halt-grace'] !== undefined || v['sigint-grace'] !== undefined)
+    throw new CliError(
+      "stop: --halt-grace and --sigint-grace go with --node (one host: the supervisor's profile sets them)",
+      2,
+    );
   const { host, runDir } = await hostRun(a.positional, a.values);
   try {
     const actor = await currentActor(host);

@@ -13,6 +13,8 @@ import { GpuMonitor } from '../remote/gpu.js';
 import { openHost } from '../remote/index.js';
 import { defineCommand, parseCommand } from './args.js';
 import { HOST_OPTIONS, hostSpecOf, RECORD_OPTIONS, RUN_DIR_ARG } from './options.js';
+import { NODE_OPTIONS, nodeGpus, nodeHosts, nodeListOf, openNodes } from './nodes.js';
+import type { NodeGpus } from '../remote/nodegpus.js';
 import { watchJournal } from '../journal/index.js';
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
@@ -121,6 +123,7 @@ whole by rename; only a file nsa-top wrote is ever replaced)`,
     'no-gpu': { type: 'boolean', help: 'do not run nvidia-smi (GPU rules: utilisation/power hang verdicts, memory)' },
     ...RECORD_OPTIONS,
     ...HOST_OPTIONS,
+    ...NODE_OPTIONS,
   },
   about: `Watches a run with the cockpit's rules, headless (a replacement for the trainer's
 scripts/_watchdog.py). Each decision is printed as one JSON line and appended to
@@ -194,16 +197,23 @@ export async function run(argv: string[]): Promise<number> {
     const bad = await textfileProblem(metricsFile);
     if (bad) throw new CliError(`watchdog: --metrics-file ${sanitize(bad)}`, 2);
   }
-  const host = await openHost(hostSpecOf(a));
+  // a multi-node run (--node, --nodes, SLURM_JOB_NODELIST): the run dir on the first node, every
+  // node's ranks and GPUs in the one observation (src/commands/nodes.ts)
+  const nodeList = await nodeListOf(a);
+  if (nodeList.length > 0 && a.host)
+    throw new CliError("watchdog: --host and --node: name the run dir's machine as the first --node", 2);
+  const nodes = nodeList.length > 0 ? await openNodes(nodeList, hostSpecOf(a)) : null;
+  const host = nodes ? nodes.primary.host! : await openHost(hostSpecOf(a));
   let exporter: MetricsExporter | null = null;
   try {
     const dir = await resolveRunDir(host, a.dir, process.cwd());
     // the run is resolved once, here: the observation and the audited actions are handed it
     const dirs = await resolveRunDirsAt(host, dir);
     const model = await openRunModelOf(host, dirs);
-    let gpu: GpuMonitor | null = null;
+    let gpu: GpuMonitor | NodeGpus | null = null;
     if (a.gpu) {
-      gpu = new GpuMonitor(host, { intervalMs: Math.max(1000, Math.min(5000, t.intervalS * 1000)) });
+      const intervalMs = Math.max(1000, Math.min(5000, t.intervalS * 1000));
+      gpu = nodes ? nodeGpus(nodes, intervalMs) : new GpuMonitor(host, { intervalMs });
       await gpu.start();
     }
     if (a.once) {
@@ -248,11 +258,12 @@ export async function run(argv: string[]): Promise<number> {
       gpu,
       model,
       // a looping watchdog on the training box carries on a halt request whose carrier died
-      takeOverAs: a.once || readOnly || host.kind !== 'local' ? null : await currentActor(host),
+      takeOverAs: a.once || readOnly || host.kind !== 'local' || nodes ? null : await currentActor(host),
       readOnly,
       notify,
       exporter,
       journal,
+      nodes: nodes ? { procs: nodes, hosts: nodeHosts(nodes) } : null,
     });
     try {
       return await wd.loop(a.once);
@@ -262,7 +273,8 @@ export async function run(argv: string[]): Promise<number> {
     }
   } finally {
     await exporter?.close();
-    await host.close().catch(() => {});
+    if (nodes) await nodes.set.close();
+    else await host.close().catch(() => {});
   }
 }
 

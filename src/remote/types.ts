@@ -17,6 +17,8 @@ export interface GpuDevice {
   memClockMHz: number | null;
   /** values nvidia-smi printed out of any possible range (e.g. "util 250%"): shown as invalid, kept null above */
   invalid?: string[];
+  /** the node it is on, as the operator named it (a multi-node view, --node); absent: the one host */
+  host?: string;
 }
 
 export interface GpuComputeApp {
@@ -37,6 +39,16 @@ export interface GpuSample {
   apps: GpuComputeApp[];
   /** how long the last query took, ms */
   latencyMs: number;
+  /** a multi-node view (--node): how each node's nvidia-smi answered (src/remote/nodegpus.ts) */
+  nodes?: NodeGpuStatus[];
+}
+
+/** One node's GPU telemetry in a multi-node view, in one phrase. */
+export interface NodeGpuStatus {
+  host: string;
+  status: GpuTelemetry['status'] | 'unreachable';
+  /** why not ok, one line (null: ok) */
+  why: string | null;
 }
 
 export type ProcState = 'R' | 'S' | 'D' | 'T' | 't' | 'Z' | 'I' | 'X' | '?';

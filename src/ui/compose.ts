@@ -37,8 +37,10 @@ export interface Frame {
 function gpuRows(s: CockpitState): number {
   const g = s.gpu;
   const host = hostRows(s);
-  if (g?.status === 'ok') return g.devices.length * 2 + host;
-  if (g?.status === 'not-answering') return 2 + (g.lastGood?.devices.length ?? 0) + host;
+  // a multi-node view: one more line per node (its name over its devices, or why it has none)
+  if (g?.status === 'ok') return g.devices.length * 2 + (g.nodes?.length ?? 0) + host;
+  if (g?.status === 'not-answering')
+    return 2 + (g.lastGood?.devices.length ?? 0) + (g.lastGood?.nodes?.length ?? 0) + host;
   return 1 + host;
 }
 

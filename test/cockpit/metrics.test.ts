@@ -219,6 +219,45 @@ test('GPU series carry dcgm-exporter label names (gpu, UUID, modelName, hostname
   assert.equal(find(text, 'nsatop_gpu_telemetry_up')[0]!.value, '1');
 });
 
+test('a multi-node view: every per-rank series and each GPU carry host (the node as named); one host has none', async () => {
+  const run = await fixtureSnapshot('ddp2-dumps-halt');
+  const nodeB = 'root@10.0.0.2:2222';
+  const base = procsOf(['S', 'R']);
+  const procs: RunProcesses = {
+    ...base,
+    ranks: base.ranks.map((r, i) => ({ ...r, proc: { ...r.proc, host: i === 0 ? 'local' : nodeB } })),
+  };
+  const gpu: GpuTelemetry =
+    GPU.status === 'ok'
+      ? { ...GPU, devices: GPU.devices.map((d, i) => ({ ...d, host: i === 0 ? 'local' : nodeB })) }
+      : GPU;
+  const { text } = render(run, { procs, gpu });
+  for (const name of ['nsatop_rank_up', 'nsatop_rank_stopped', 'nsatop_rank_cpu_ratio']) {
+    const hosts = find(text, name).map((x) => [x.labels['rank'], x.labels['host']]);
+    assert.deepEqual(
+      hosts,
+      [
+        ['0', 'local'],
+        ['1', nodeB],
+      ],
+      name,
+    );
+  }
+  // a GPU on node B: its own machine as hostname (joins DCGM_FI_* there), and the node as host
+  const util = find(text, 'nsatop_gpu_utilization_ratio').map((x) => [
+    x.labels['gpu'],
+    x.labels['hostname'],
+    x.labels['host'],
+  ]);
+  assert.deepEqual(util, [
+    ['0', 'gpu-node-7', 'local'],
+    ['1', '10.0.0.2', nodeB],
+  ]);
+  // one host: no host label anywhere
+  const one = render(run, { procs: procsOf(['S', 'R']), gpu: GPU }).text;
+  assert.ok(!/\bhost="/.test(one), 'no host label on one host');
+});
+
 test('label values are escaped per the text format: backslash, double quote, newline', async () => {
   assert.equal(escapeLabel('a\\b"c\nd'), 'a\\\\b\\"c\\nd');
   const run = await fixtureSnapshot('ddp2-dumps-halt');

@@ -16,7 +16,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { nodesUnavailable, startNodes, type Nodes } from '../helpers/netns.js';
 import { isolatedTmux } from '../e2e/tmuxserver.js';
-import { heartbeatPid, startJob, until, type Job } from './job.js';
+import { cleanHome, heartbeatPid, startJob, until, type Job } from './job.js';
 
 const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
 
@@ -49,6 +49,9 @@ test(
       const { a, b, sshd } = nodes;
       const run = join(tmp, 'run');
       mkdirSync(run);
+      // node B's SSH sessions (the cockpit's process tables and GPU sampling there) without this box's
+      // /root/.bashrc: its sshd is killed below, mid-session
+      cleanHome(b, tmp);
       const t0 = Date.now();
       job = await startJob(nodes, run, tmp);
       console.log(`# 2-node job stepping ${((Date.now() - t0) / 1000).toFixed(1)} s after start`);
@@ -186,7 +189,9 @@ test(
       await until('rank 0 gone on node A, rank 1 on node B', 10_000, () => gone(a, pid0) && gone(b, pid1));
       await until('both ranks saying they found .HALT', 10_000, () =>
         ['A', 'B'].every((n) => new RegExp(`\\[${n}\\][^\\n]*\\.HALT found`).test(job!.tail())),
-      );
+      ).catch((e: Error) => {
+        throw new Error(`${e.message}\n--- the job's output ---\n${job!.tail()}`);
+      });
       const halt = actions(run).findLast((x) => x.action === 'halt')!;
       assert.equal(halt.result, 'ok', halt.detail);
       T.tmux('send-keys', '-t', 'c:0', 'Escape');

@@ -2,7 +2,7 @@
 // address, one rank per node) of train_showcase.py, writing into `run`, which both nodes share; and
 // the small waits the tests share. The job's output goes to `<tmp>/job.log` (shown when it fails).
 import { type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TORCHRUN, type NetNode, type Nodes } from '../helpers/netns.js';
@@ -17,6 +17,19 @@ export async function until<T>(what: string, ms: number, f: () => T | null | und
     if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * Gives node B's root an empty home in node B's mount namespace, as a clean machine has: this box's
+ * /root/.bashrc runs `pyenv init` in every SSH session (bash reads it for sshd), whose rehash lock,
+ * left behind by a session cut short (a killed sshd, a closed connection), stalls every later SSH
+ * session on the machine 60 s — and each SSH session costs a second of it under load. Before the job.
+ */
+export function cleanHome(node: NetNode, tmp: string): void {
+  const home = join(tmp, `root-${node.name}`);
+  mkdirSync(home);
+  const r = node.run(['mount', '--bind', home, '/root']);
+  if (r.code !== 0) throw new Error(`node ${node.name}: mount --bind ${home} /root: ${r.stderr}`);
 }
 
 /** the pid rank `rank`'s boot heartbeat names (as its own node sees it) */
@@ -39,8 +52,17 @@ export interface Job {
   kill(): void;
 }
 
-/** Starts the job on both nodes; resolves once both ranks booted and rank 0 logged steps. */
-export async function startJob(nodes: Nodes, run: string, tmp: string, stepS = 0.2): Promise<Job> {
+/**
+ * Starts the job on both nodes; resolves once both ranks booted and rank 0 logged steps. `workerArgs`:
+ * more arguments of train_showcase.py (e.g. --ignore-halt).
+ */
+export async function startJob(
+  nodes: Nodes,
+  run: string,
+  tmp: string,
+  stepS = 0.2,
+  workerArgs: string[] = [],
+): Promise<Job> {
   const { a, b } = nodes;
   const log = join(tmp, 'job.log');
   const port = 29000 + Math.floor(Math.random() * 900);
@@ -57,14 +79,20 @@ export async function startJob(nodes: Nodes, run: string, tmp: string, stepS = 0
         ...['--nnodes', '2', '--nproc_per_node', '1', '--rdzv_backend', 'c10d'],
         ...['--rdzv_endpoint', `${a.addr}:${port}`, '--rdzv_id', 'nsa-top-test'],
         ...['--rdzv_conf', `is_host=${nodeRank === 0 ? 1 : 0}`],
-        ...[worker, '--step-s', String(stepS)],
+        ...[worker, '--step-s', String(stepS), ...workerArgs],
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
-    for (const s of [p.stdout!, p.stderr!])
+    // every line tagged with its node (a chunk may hold several lines, or end mid-line)
+    for (const s of [p.stdout!, p.stderr!]) {
+      let rest = '';
       s.on('data', (d: Buffer) => {
-        if (!done) appendFileSync(log, `[${node.name}] ${d}`);
+        if (done) return;
+        const lines = (rest + d.toString('utf8')).split('\n');
+        rest = lines.pop()!;
+        if (lines.length) appendFileSync(log, lines.map((l) => `[${node.name}] ${l}\n`).join(''));
       });
+    }
     procs.push(p);
   };
   start(a, 0);

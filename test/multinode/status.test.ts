@@ -7,18 +7,28 @@
 //   rank's node;
 // - SIGSTOP of the rank on node B: the next status says "rank 1 on root@B:PORT (pid N) is stopped (T)";
 // - node B's sshd killed: status answers within 10 s with STALE, "node … unreachable", not RUNNING;
-//   sshd back: RUNNING again with both ranks.
+//   sshd back: RUNNING again with both ranks;
+// - node B's GPUs (a fake nvidia-smi, test/fixtures/nvidia-smi/, on node B's PATH only: bound over
+//   /usr/local/bin in node B's mount namespace) in status --json, each with its node;
+// - `watchdog --once --node … --metrics-file`: one judgement over both nodes, RUNNING; every rank's
+//   series and node B's GPUs carry their `host`, and `promtool check metrics` passes;
+// - `stop --node` on a job whose ranks ignore .HALT: .HALT, then SIGINT to each rank on its own node
+//   (audited), and both ranks end.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { nodesUnavailable, startNodes, type Nodes } from '../helpers/netns.js';
-import { heartbeatPid, startJob, type Job } from './job.js';
+import { cleanHome, heartbeatPid, startJob, until, type Job } from './job.js';
 
 const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
 
+const FX = fileURLToPath(new URL('../fixtures/nvidia-smi/', import.meta.url));
+const PROMTOOL = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' }).stdout.trim();
+if (!PROMTOOL) console.log('# multi-node status test: promtool not installed: `promtool check metrics` skipped');
 const skip = nodesUnavailable({ torch: true });
 if (skip) console.log(`# multi-node status test SKIPPED: ${skip}`);
 
@@ -27,6 +37,8 @@ interface StatusJson {
   alerts: { id: string; level: string; title: string; detail: string }[];
   nodes: { host: string; readsRunDir: boolean; reachable: boolean; error: string | null }[];
   processes: { rank: number; host: string; pid: number; state: string; groupRank: number | null }[];
+  gpus: { host: string | null; index: number; uuid: string; utilPct: number | null; ranks: number[] }[];
+  gpuNodes: { host: string; status: string }[];
 }
 
 test(
@@ -42,20 +54,50 @@ test(
       const run = join(tmp, 'run');
       mkdirSync(run);
       const t0 = Date.now();
-      job = await startJob(nodes, run, tmp);
+      // node B's GPUs: a fake nvidia-smi first on node B's PATH, and on no other machine's (bound over
+      // /usr/local/bin in node B's mount namespace); node B's root with an empty home (cleanHome)
+      const gpuBin = join(tmp, 'gpubin');
+      const smiDir = join(tmp, 'smi');
+      mkdirSync(gpuBin);
+      cpSync(join(FX, 'a100x2'), smiDir, { recursive: true });
+      writeFileSync(
+        join(gpuBin, 'nvidia-smi'),
+        `#!/bin/sh\nNSA_FAKE_SMI_DIR=${smiDir} exec ${join(FX, 'bin', 'nvidia-smi')} "$@"\n`,
+        { mode: 0o755 },
+      );
+      const bound = b.run(['mount', '--bind', gpuBin, '/usr/local/bin']);
+      assert.equal(bound.code, 0, bound.stderr);
+      cleanHome(b, tmp);
+      // ranks that do not answer .HALT: only stop's signals end them (step 6)
+      job = await startJob(nodes, run, tmp, 0.2, ['--ignore-halt']);
       console.log(`# 2-node job stepping ${((Date.now() - t0) / 1000).toFixed(1)} s after start`);
       const pid0 = heartbeatPid(run, 0)!;
       const pid1 = heartbeatPid(run, 1)!;
+      // node B's second GPU runs rank 1 (its pid as node B sees it)
+      writeFileSync(join(smiDir, 'apps.csv'), `${pid1}, GPU-7d21e4f6-8b9a-4e2c-b1d3-5f6a7c8e9b12, 40102\n`);
 
       const home = join(tmp, 'home');
       mkdirSync(join(home, '.ssh'), { recursive: true });
       writeFileSync(join(home, '.ssh', 'known_hosts'), `${sshd.knownHostsLine}\n`);
       const nodeB = `root@${b.addr}:${sshd.port}`;
+      const nodeArgs = ['--node', 'local', '--node', nodeB, '-i', sshd.userKey];
+      /** `watchdog --once --node … --metrics-file PROM` on node A: its decision lines */
+      const watchdogOnce = (prom: string) => {
+        const r = a.run([process.execPath, bin, 'watchdog', run, '--once', '--metrics-file', prom, ...nodeArgs], {
+          env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+          timeoutMs: 60_000,
+        });
+        const events = r.stdout
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { event: string; state?: string; why?: string; nodes?: string[] });
+        return { code: r.code, ms: r.ms, events, out: r.stdout + r.stderr };
+      };
       const status = (): { json: StatusJson; code: number | null; ms: number } => {
-        const r = a.run(
-          [process.execPath, bin, 'status', run, '--json', '--node', 'local', '--node', nodeB, '-i', sshd.userKey],
-          { env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' }, timeoutMs: 60_000 },
-        );
+        const r = a.run([process.execPath, bin, 'status', run, '--json', ...nodeArgs], {
+          env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+          timeoutMs: 60_000,
+        });
         assert.ok(r.code === 0 || r.code === 1, `status exit ${r.code}: ${r.stderr}`);
         return { json: JSON.parse(r.stdout) as StatusJson, code: r.code, ms: r.ms };
       };
@@ -81,6 +123,22 @@ test(
         [
           ['local', true, true],
           [nodeB, false, true],
+        ],
+      );
+      // node B's GPUs, each with its node; node A has none
+      assert.deepEqual(
+        s1.json.gpus.map((g) => [g.host, g.index, g.utilPct, g.ranks]),
+        [
+          [nodeB, 0, 98, []],
+          [nodeB, 1, 97, [1]],
+        ],
+        JSON.stringify(s1.json.gpuNodes),
+      );
+      assert.deepEqual(
+        s1.json.gpuNodes.map((n) => [n.host, n.status]),
+        [
+          ['local', 'no-nvidia-tools'],
+          [nodeB, 'ok'],
         ],
       );
       // the pid is node B's own: on node B it is rank 1 (its environ says so)
@@ -134,6 +192,14 @@ test(
         s3.json.nodes.map((n) => n.reachable),
         [true, false],
       );
+      // the watchdog says the same: its state line and its metrics, never RUNNING without node B
+      const prom3 = join(tmp, 'unreachable.prom');
+      const wd3 = watchdogOnce(prom3);
+      console.log(`# watchdog --once --node with node B unreachable: ${wd3.ms} ms`);
+      const st3 = wd3.events.find((e) => e.event === 'state');
+      assert.equal(st3?.state, 'STALE', wd3.out);
+      assert.match(st3?.why ?? '', new RegExp(`node ${nodeB.replace(/[.]/g, '\\.')} unreachable`));
+      assert.match(readFileSync(prom3, 'utf8'), /^nsatop_run_state_info\{[^}]*state="STALE"\} 1$/m);
 
       // 4. back
       await sshd.start();
@@ -146,6 +212,63 @@ test(
           [1, nodeB],
         ],
       );
+
+      // 5. the watchdog over both nodes: one judgement; the metrics carry each rank's and GPU's node
+      const prom = join(tmp, 'nodes.prom');
+      const wd = watchdogOnce(prom);
+      console.log(`# watchdog --once --node over 2 nodes: ${wd.ms} ms`);
+      assert.equal(wd.code, 0, wd.out);
+      const states = wd.events;
+      assert.deepEqual(states.find((e) => e.event === 'start')?.nodes, ['local', nodeB]);
+      assert.equal(states.find((e) => e.event === 'state')?.state, 'RUNNING', wd.out);
+      const text = readFileSync(prom, 'utf8');
+      for (const [rank, host] of [
+        [0, 'local'],
+        [1, nodeB],
+      ] as const)
+        assert.match(text, new RegExp(`^nsatop_rank_up\\{[^}]*rank="${rank}",host="${host}"\\} 1$`, 'm'), text);
+      const gpuLines = text.split('\n').filter((l) => l.startsWith('nsatop_gpu_utilization_ratio{'));
+      assert.equal(gpuLines.length, 2, text);
+      for (const l of gpuLines) assert.ok(l.includes(`hostname="${b.addr}"`) && l.includes(`host="${nodeB}"`), l);
+      if (PROMTOOL) {
+        // nothing to say but dcgm-exporter's camelCase `modelName` on the GPU series (docs/prometheus.md)
+        const chk = spawnSync(PROMTOOL, ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 20_000 });
+        const said = (chk.stdout + chk.stderr).split('\n').filter((l) => l.trim() !== '');
+        assert.deepEqual(
+          said.filter((l) => !/^nsatop_gpu_\w+ label names should be written in 'snake_case' not 'camelCase'$/.test(l)),
+          [],
+        );
+        assert.equal(chk.status, said.length ? 3 : 0, chk.stdout + chk.stderr);
+      }
+
+      // 6. stop --node: .HALT (ignored by these ranks), then SIGINT to each rank on its own node
+      const st = a.run([process.execPath, bin, 'stop', run, '--json', '--halt-grace', '1', ...nodeArgs], {
+        env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+        timeoutMs: 60_000,
+      });
+      console.log(`# stop --node over 2 nodes: ${st.ms} ms`);
+      assert.equal(st.code, 0, st.stdout + st.stderr);
+      const sj = JSON.parse(st.stdout) as {
+        steps: { action: string; result: string; target: { sentOn?: { host: string; pid: number }[] } }[];
+      };
+      assert.deepEqual(
+        sj.steps.map((x) => [x.action, x.result]),
+        [
+          ['halt', 'ok'],
+          ['escalate-sigint', 'ok'],
+        ],
+        st.stdout,
+      );
+      assert.deepEqual(sj.steps[1]!.target.sentOn, [
+        { host: 'local', pid: pid0 },
+        { host: nodeB, pid: pid1 },
+      ]);
+      const gone = (node: typeof a, pid: number) => {
+        const stat = node.run(['sh', '-c', `cat /proc/${pid}/stat 2>/dev/null || true`]).stdout;
+        return stat === '' || / Z /.test(stat);
+      };
+      await until('rank 0 gone on node A, rank 1 on node B', 10_000, () => gone(a, pid0) && gone(b, pid1));
+      assert.ok(existsSync(join(run, '.HALT')));
     } finally {
       job?.kill();
       await nodes?.stop();

@@ -5,7 +5,8 @@
 # with NSA_HEARTBEAT_EVERY=1, and rank 0's progress/step_end on log steps), stackdump_<sec>.txt on
 # SIGUSR1/SIGTERM (the trainer's own handler, §1.12), and a stop at the step that finds .HALT.
 # Named train_showcase.py because that is how nsa-top tells a rank of an nsa-vibe run by its command.
-# Arguments: --steps N (default 100000) --step-s S (seconds per step, default 0.2) --log-every K.
+# Arguments: --steps N (default 100000) --step-s S (seconds per step, default 0.2) --log-every K;
+# --ignore-halt: never stop at .HALT (a trainer that does not answer it: only a signal ends it).
 import datetime
 import json
 import os
@@ -28,6 +29,7 @@ def arg(name, default):
 STEPS = arg("--steps", 100000)
 STEP_S = arg("--step-s", 0.2)
 LOG_EVERY = arg("--log-every", 5)
+IGNORE_HALT = "--ignore-halt" in sys.argv
 OUT = os.environ["NSA_TOP_RUN_DIR"]
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
@@ -66,7 +68,7 @@ def main():
     for step in range(1, STEPS + 1):
         heartbeat(step, "beat", phase="step_start")
         # every rank looks for .HALT, and they agree through the same all-reduce that paces the job
-        halt = torch.tensor([1.0 if os.path.exists(os.path.join(OUT, ".HALT")) else 0.0])
+        halt = torch.tensor([1.0 if os.path.exists(os.path.join(OUT, ".HALT")) and not IGNORE_HALT else 0.0])
         loss = torch.tensor([5.0 / (1 + step * 0.01) + 0.01 * RANK])
         both = torch.cat([loss, halt])
         dist.all_reduce(both)

@@ -77,3 +77,45 @@ test('beside GPUs the host lines follow the devices; a host-mem critical colours
   const ramSegs = f.lines[ri]!.filter((x) => /avail 300M/.test(x.text));
   assert.equal(ramSegs[0]?.role, 'crit');
 });
+
+test('a multi-node view: each node’s GPUs under its name, and a node without GPUs said so, at 120x40', async () => {
+  const run = await fixtureSnapshot('ddp2-dumps-halt');
+  const dev = (index: number, host: string) => ({
+    index,
+    name: 'NVIDIA A100-SXM4-80GB',
+    uuid: `GPU-${host}-${index}`,
+    mig: null,
+    memUsedMiB: 40_000,
+    memTotalMiB: 81_920,
+    utilPct: 97,
+    powerW: 300,
+    powerLimitW: 400,
+    tempC: 61,
+    smClockMHz: 1410,
+    memClockMHz: 1593,
+    host,
+  });
+  const s = {
+    ...baseState(run),
+    gpu: {
+      status: 'ok' as const,
+      at: run.takenAt,
+      latencyMs: 5,
+      apps: [],
+      devices: [dev(0, 'root@b:2222'), dev(1, 'root@b:2222')],
+      nodes: [
+        { host: 'local', status: 'no-nvidia-tools' as const, why: 'nvidia-smi not found' },
+        { host: 'root@b:2222', status: 'ok' as const, why: null },
+      ],
+    },
+    hostStats: host(run.takenAt, 6_451),
+  };
+  const rows = compose(s, initialView(), 120, 40, s.at).lines.map(plain);
+  const at = (re: RegExp) => rows.findIndex((l) => re.test(l));
+  const head = at(/│on root@b:2222 /);
+  assert.ok(head >= 0, rows.join('\n'));
+  assert.match(rows[head + 1]!, /│0 A100-SXM4-80GB .* 97%/);
+  assert.match(rows[head + 2]!, /│1 A100-SXM4-80GB .* 97%/);
+  assert.ok(at(/│local: nvidia-smi not found /) > head, rows.join('\n'));
+  assert.ok(at(/RAM .* avail 6\.3G/) > head, 'the host lines still shown');
+});

@@ -9,7 +9,7 @@
 // unreachable" and the age of its last answer: never RUNNING by omission.
 import type { Host } from '../../remote/host.js';
 import type { NodeSet, NodeState } from '../../remote/nodes.js';
-import type { RunProcesses } from '../../remote/types.js';
+import type { GpuTelemetry, NodeGpuStatus, RunProcesses } from '../../remote/types.js';
 import { findRunProcesses } from './processes.js';
 import type { FindRunHints } from './ranks.js';
 
@@ -72,6 +72,8 @@ export class NodeProcesses {
   private last = new Map<string, RunProcesses>();
   /** which nodes' links were down at the last merge */
   private mergedLinks = '';
+  /** each node's own GPU telemetry (src/remote/nodegpus.ts): its apps' pids map that node's ranks to GPUs */
+  gpus: { of(label: string): GpuTelemetry | null; current(): GpuTelemetry; statuses(): NodeGpuStatus[] } | null = null;
 
   constructor(
     readonly set: NodeSet,
@@ -104,8 +106,9 @@ export class NodeProcesses {
         const down = linkDown(h);
         if (down) return this.set.failed(n, down);
         try {
+          const g = this.gpus?.of(n.label) ?? null;
           const rp = await withTimeout(
-            findRunProcesses(h, outDir, { ...hints, gpu: null }),
+            findRunProcesses(h, outDir, { ...hints, gpu: g?.status === 'ok' ? g : null }),
             this.timeoutMs,
             `node ${n.label}`,
             h,

@@ -19,7 +19,11 @@ function ranksOn(s: CockpitState, dev: GpuDevice): { rank: number; mem: number |
 
 function deviceLines(s: CockpitState, g: GpuSample, w: number, stale: boolean): Line[] {
   const lines: Line[] = [];
+  let node: string | undefined;
   for (const d of g.devices) {
+    // a multi-node run: each node's devices under its name (device indexes are per node)
+    if (d.host !== undefined && d.host !== node) lines.push([t(`on ${clean(d.host)}`, 'dim')]);
+    node = d.host;
     const frac = d.memUsedMiB != null && d.memTotalMiB ? d.memUsedMiB / d.memTotalMiB : null;
     // colours are the evaluation's (src/checks); a device it did not judge (stale telemetry) stays plain
     const judged = stale ? undefined : s.gpuHealth?.find((x) => x.uuid === d.uuid);
@@ -50,6 +54,10 @@ function deviceLines(s: CockpitState, g: GpuSample, w: number, stale: boolean): 
     if (rankTxt) lines.push([t('   ranks: ', 'dim'), t(rankTxt, 'info')]);
   }
   if (g.devices.length === 0) lines.push([t('nvidia-smi lists no devices', 'warn')]);
+  // a multi-node run: the nodes whose GPUs are not in the list above, and why
+  for (const n of g.nodes ?? [])
+    if (n.status !== 'ok')
+      lines.push([t(`${clean(n.host)}: ${clean(n.why ?? n.status)}`, n.status === 'no-nvidia-tools' ? 'dim' : 'warn')]);
   return lines;
 }
 
