@@ -10,8 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { LocalHost } from '../../src/remote/local/host.js';
-import { quietTuning } from '../../src/remote/local/procs.js';
-import type { ProcInfo } from '../../src/remote/types.js';
+import { quietTuning, statLinesLocal } from '../../src/remote/local/procs.js';
+import { provenChanged } from '../../src/cockpit/rankpeek.js';
+import type { ProcInfo, RunProcesses } from '../../src/remote/types.js';
 import { findRunProcesses } from '../../src/trainer/run/processes.js';
 import { listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
 
@@ -783,4 +784,57 @@ test("'run' mode: an old process judged not a trainer is not read again until it
   assert.equal(after.has(lone.pid!), false, 'a firm verdict is not re-read every full scan');
   quietTuning.recheckMs = 0;
   assert.match((await table()).get(lone.pid!)?.comm ?? '', /^python/, 'seen at the recheck');
+});
+
+test("the collector's look at each proven rank (rankpeek) reads /proc/PID/stat in place: stopped, running again, gone", async (t) => {
+  if (process.platform !== 'linux') {
+    t.skip('needs Linux /proc');
+    return;
+  }
+  const local = new LocalHost();
+  const p = spawn('sleep', ['30'], { stdio: 'ignore', detached: true });
+  groups.push(p);
+  const line = () => statLinesLocal([p.pid!, 0, 2 ** 22 + 7]).get(p.pid!);
+  const stateNow = () => parseStat(line() ?? '')?.state;
+  const until = async (what: string, ok: () => boolean) => {
+    const end = Date.now() + 15000;
+    while (!ok()) {
+      if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  await until('sleep to exec', () => parseStat(line() ?? '')?.comm === 'sleep');
+  assert.deepEqual(
+    [...statLinesLocal([p.pid!, 0, 2 ** 22 + 7]).keys()],
+    [p.pid],
+    'a pid without a process is left out',
+  );
+  const f = parseStat(line()!)!;
+  const rank = {
+    pid: p.pid!,
+    ppid: f.ppid,
+    startTime: f.startTime,
+    state: f.state,
+    cpuPct: null,
+    rssKiB: null,
+    wchan: null,
+    argv: [],
+    env: {},
+  };
+  const procs = {
+    at: Date.now(),
+    launcher: null,
+    ranks: [{ rank: 0, proc: rank }],
+    unknown: [],
+  } as unknown as RunProcesses;
+  assert.equal(await provenChanged(local, procs), false, 'runs as the table said');
+  process.kill(p.pid!, 'SIGSTOP');
+  await until('the stop', () => stateNow() === 'T');
+  assert.equal(await provenChanged(local, procs), true, 'stopped');
+  process.kill(p.pid!, 'SIGCONT');
+  await until('the continue', () => stateNow() !== 'T');
+  assert.equal(await provenChanged(local, procs), false, 'runs again');
+  process.kill(p.pid!, 'SIGKILL');
+  await until('the end', () => line() === undefined);
+  assert.equal(await provenChanged(local, procs), true, 'gone');
 });

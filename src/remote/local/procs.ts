@@ -57,6 +57,21 @@ function readSmall(path: string): string | null {
   }
 }
 
+/**
+ * /proc/PID/stat of this machine's processes, read in place (one open/read/close each, no thread
+ * pool round trip: the kernel answers it from the task struct, so a process stuck in D cannot block
+ * it); a pid without one is left out.
+ */
+export function statLinesLocal(pids: readonly number[]): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const pid of pids) {
+    if (!Number.isInteger(pid) || pid <= 0) continue;
+    const s = readSmall(`/proc/${pid}/stat`);
+    if (s) out.set(pid, s.trim());
+  }
+  return out;
+}
+
 /** callback fs wrapped once: cheaper than a FileHandle (an object, a finalizer, a promise per call) */
 function cb<T>(f: (done: (e: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> {
   return new Promise((resolve, reject) => f((e, v) => (e ? reject(e) : resolve(v))));
