@@ -50,7 +50,8 @@ export async function readSupervisorFile(host: Host, runDir: string): Promise<Su
 }
 
 /** pid + start time, and not a zombie (a SIGKILLed supervisor is one until it is reaped: dead all the same) */
-async function livesAs(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
+/** Whether the process (pid + start time) lives, not a zombie: one look every round can afford. */
+export async function livesAs(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
   // locally its /proc/PID/stat alone, read in place: readProc would also read its cwd, status,
   // command line and environ through the thread pool, every round of a supervised run's cockpit
   const local = host.kind === 'local' && process.platform === 'linux' && Number.isInteger(p.pid) && p.pid > 0;
