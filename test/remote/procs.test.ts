@@ -10,7 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { LocalHost } from '../../src/remote/local/host.js';
-import type { ProcInfo } from '../../src/remote/types.js';
+import { quietTuning, statLinesLocal } from '../../src/remote/local/procs.js';
+import { provenChanged } from '../../src/cockpit/rankpeek.js';
+import type { ProcInfo, RunProcesses } from '../../src/remote/types.js';
 import { findRunProcesses } from '../../src/trainer/run/processes.js';
 import { listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
 
@@ -620,7 +622,7 @@ test('a working directory whose name holds a newline cannot forge the cwd of ano
   }
 });
 
-test("'run' mode skips processes already seen not to look like trainers, yet sees a new one at once and one that execs into a trainer by the next full scan", async (t) => {
+test("'run' mode skips processes already seen not to look like trainers, yet sees a new one at once and a young one that execs into a trainer by the next full scan", async (t) => {
   if (process.platform !== 'linux' || !existsSync('/usr/bin/python3')) {
     t.skip('needs Linux /proc and /usr/bin/python3');
     return;
@@ -658,7 +660,8 @@ test("'run' mode skips processes already seen not to look like trainers, yet see
   groups.push(py);
   await waitFor('python3 to exec', () => readFileSync(`/proc/${py.pid}/comm`, 'utf8').startsWith('python'));
   assert.match((await table()).get(py.pid!) ?? '', /^python/, 'a new python3 is seen at once');
-  // the shell turns into python3 in place: seen by the next full scan (5 s), never missed for good
+  // the shell (seconds old: no firm verdict yet) turns into python3 in place: seen by the next full
+  // scan (5 s), never missed for good
   writeFileSync(trigger, '');
   await waitFor('the shell to exec python3', () => readFileSync(`/proc/${sh.pid}/comm`, 'utf8').startsWith('python'));
   const t0 = Date.now();
@@ -705,4 +708,133 @@ test("'run' mode keeps a command line between refreshes, yet an exec in place â€
   }
   // the very next refresh: the exec moved the new image's code and stack (stat fields 26 and 28)
   assert.equal((await argvOf(py.pid!)).at(-1), 'after-exec');
+});
+
+test("'run' mode: an old process judged not a trainer is not read again until its recheck â€” unless it is the parent of a trainer-looking process (a launcher that exec'd in place)", async (t) => {
+  if (process.platform !== 'linux' || !existsSync('/usr/bin/python3')) {
+    t.skip('needs Linux /proc and /usr/bin/python3');
+    return;
+  }
+  // every read a full scan, every verdict firm at once, a recheck far away
+  const saved = { ...quietTuning };
+  Object.assign(quietTuning, { fullScanMs: 0, firmAgeS: 0, recheckMs: 600_000 });
+  t.after(() => Object.assign(quietTuning, saved));
+  const local = new LocalHost();
+  const table = async () => {
+    const tb = await local.readProcTable({ runDir: '', sysconf: false, mode: 'run', known: [], pids: [] }, 15000);
+    assert.ok(tb);
+    return new Map(tb.procs.map((r) => [Number(r.stat.slice(0, r.stat.indexOf(' '))), parseStat(r.stat)!]));
+  };
+  const waitFor = async (what: string, ok: () => boolean, ms = 15000) => {
+    const end = Date.now() + ms;
+    while (!ok()) {
+      if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  const comm = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      return '';
+    }
+  };
+  // two shells that turn into python3 in place on a trigger: `lone` stays alone, `launcher` starts a
+  // python3 child (a rank) first thing after its exec
+  const trigger = join(tmp, 'firm-exec-now');
+  const wait = `while [ ! -e "$1" ]; do sleep 0.05; done; exec /usr/bin/python3 -c "$2"`;
+  const lone = spawn('sh', ['-c', wait, 'sh', trigger, 'import time; time.sleep(60)'], {
+    stdio: 'ignore',
+    detached: true,
+  });
+  const launcher = spawn(
+    'sh',
+    [
+      '-c',
+      wait,
+      'sh',
+      trigger,
+      'import subprocess, sys, time\nsubprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])\ntime.sleep(60)',
+    ],
+    { stdio: 'ignore', detached: true },
+  );
+  groups.push(lone, launcher);
+  await waitFor('the shells to start', () => comm(lone.pid!) === 'sh' && comm(launcher.pid!) === 'sh');
+  const before = await table();
+  assert.equal(before.has(lone.pid!), false, 'a shell is not a candidate');
+  assert.equal(before.has(launcher.pid!), false, 'a shell is not a candidate');
+  writeFileSync(trigger, '');
+  let child = 0;
+  await waitFor('both to exec python3 and the launcher to start its child', () => {
+    const kids = readFileSync(`/proc/${launcher.pid}/task/${launcher.pid}/children`, 'utf8').trim();
+    child = Number(kids.split(' ')[0] || 0);
+    return (
+      comm(lone.pid!).startsWith('python') &&
+      comm(launcher.pid!).startsWith('python') &&
+      child > 0 &&
+      comm(child).startsWith('python')
+    );
+  });
+  const after = await table();
+  // the new pid is read at once, and its parent, judged a shell before, is read again with it
+  assert.match(after.get(child)?.comm ?? '', /^python/, 'the new rank is seen at once');
+  assert.equal(after.get(child)?.ppid, launcher.pid);
+  assert.match(after.get(launcher.pid!)?.comm ?? '', /^python/, 'its parent is read again: the launcher is seen');
+  // the firm verdict on the lone shell holds (its stat is not read) until its recheck
+  assert.equal(after.has(lone.pid!), false, 'a firm verdict is not re-read every full scan');
+  quietTuning.recheckMs = 0;
+  assert.match((await table()).get(lone.pid!)?.comm ?? '', /^python/, 'seen at the recheck');
+});
+
+test("the collector's look at each proven rank (rankpeek) reads /proc/PID/stat in place: stopped, running again, gone", async (t) => {
+  if (process.platform !== 'linux') {
+    t.skip('needs Linux /proc');
+    return;
+  }
+  const local = new LocalHost();
+  const p = spawn('sleep', ['30'], { stdio: 'ignore', detached: true });
+  groups.push(p);
+  const line = () => statLinesLocal([p.pid!, 0, 2 ** 22 + 7]).get(p.pid!);
+  const stateNow = () => parseStat(line() ?? '')?.state;
+  const until = async (what: string, ok: () => boolean) => {
+    const end = Date.now() + 15000;
+    while (!ok()) {
+      if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  await until('sleep to exec', () => parseStat(line() ?? '')?.comm === 'sleep');
+  assert.deepEqual(
+    [...statLinesLocal([p.pid!, 0, 2 ** 22 + 7]).keys()],
+    [p.pid],
+    'a pid without a process is left out',
+  );
+  const f = parseStat(line()!)!;
+  const rank = {
+    pid: p.pid!,
+    ppid: f.ppid,
+    startTime: f.startTime,
+    state: f.state,
+    cpuPct: null,
+    rssKiB: null,
+    wchan: null,
+    argv: [],
+    env: {},
+  };
+  const procs = {
+    at: Date.now(),
+    launcher: null,
+    ranks: [{ rank: 0, proc: rank }],
+    unknown: [],
+  } as unknown as RunProcesses;
+  assert.equal(await provenChanged(local, procs), false, 'runs as the table said');
+  process.kill(p.pid!, 'SIGSTOP');
+  await until('the stop', () => stateNow() === 'T');
+  assert.equal(await provenChanged(local, procs), true, 'stopped');
+  process.kill(p.pid!, 'SIGCONT');
+  await until('the continue', () => stateNow() !== 'T');
+  assert.equal(await provenChanged(local, procs), false, 'runs again');
+  process.kill(p.pid!, 'SIGKILL');
+  await until('the end', () => line() === undefined);
+  assert.equal(await provenChanged(local, procs), true, 'gone');
 });

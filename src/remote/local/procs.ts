@@ -57,6 +57,21 @@ function readSmall(path: string): string | null {
   }
 }
 
+/**
+ * /proc/PID/stat of this machine's processes, read in place (one open/read/close each, no thread
+ * pool round trip: the kernel answers it from the task struct, so a process stuck in D cannot block
+ * it); a pid without one is left out.
+ */
+export function statLinesLocal(pids: readonly number[]): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const pid of pids) {
+    if (!Number.isInteger(pid) || pid <= 0) continue;
+    const s = readSmall(`/proc/${pid}/stat`);
+    if (s) out.set(pid, s.trim());
+  }
+  return out;
+}
+
 /** callback fs wrapped once: cheaper than a FileHandle (an object, a finalizer, a promise per call) */
 function cb<T>(f: (done: (e: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> {
   return new Promise((resolve, reject) => f((e, v) => (e ? reject(e) : resolve(v))));
@@ -125,9 +140,26 @@ const notNsaTop = new Map<string, { startTime: string; at: number }>();
 // seen not to look like a trainer (and not named by the caller) is skipped until the next full scan,
 // at most FULL_SCAN_MS later: a new pid is read at once; only a process that turns into a trainer in
 // place (an exec keeping its pid) waits for the full scan. 'all' and 'list' read everything they name.
+//
+// The verdict on a process that was already QUIET_FIRM_AGE_S old when it was judged outlasts the
+// full scans too (the cockpit reads the table every 5 s, so every read was a full scan: a stat of
+// every process of the box, the largest part of its reading the table): it is looked at again
+// QUIET_RECHECK_MS after it was judged, or when the pid leaves /proc. What a firm verdict can miss
+// for that long is an old process that execs into a trainer in place. Two cases are covered sooner:
+// a launcher script that sets up and then `exec torchrun …` is read again in the very scan that
+// finds its new ranks (a kept process's parent is never skipped), and a rank is named by its own
+// heartbeats (a pid the caller names is always read). A young process (a fork on its way to exec)
+// never gets a firm verdict. The verdict is kept by pid: a pid the kernel hands out again must first
+// run through every other pid (they are handed out in turn), which no box does between two scans.
 const FULL_SCAN_MS = 5000;
-const quiet = new Set<string>();
+const QUIET_FIRM_AGE_S = 30;
+const QUIET_RECHECK_MS = 30_000;
+/** the timings above, in one place tests may shorten */
+export const quietTuning = { fullScanMs: FULL_SCAN_MS, firmAgeS: QUIET_FIRM_AGE_S, recheckMs: QUIET_RECHECK_MS };
+/** pid → when a firm verdict (not a trainer) was reached; 0: until the next full scan only */
+const quiet = new Map<string, number>();
 let fullScanAt = 0;
+let clkTck: number | null = null;
 
 // Command lines of the trainer-looking processes, by pid, with the stat identity (statIdentity) they
 // were read under. 'run' mode sends every kept process's command line, every refresh (the watchdog
@@ -171,6 +203,13 @@ function statStartTime(s: string): string | null {
   const close = s.lastIndexOf(')');
   if (close < 0) return null;
   return s.slice(close + 2).split(' ', 20)[19] ?? null;
+}
+
+/** field 4 of a stat line (the parent's pid), or null */
+function parentOf(s: string): string | null {
+  const close = s.lastIndexOf(')');
+  if (close < 0) return null;
+  return s.slice(close + 2).split(' ', 2)[1] ?? null;
 }
 
 /** The process table as PROC_SCRIPT reads it (same modes, same choices), read in-process. */
@@ -224,13 +263,20 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   // command lines already read for the node check below, reused below
   const readBefore = new Map<string, Buffer | null>();
   const now = Date.now();
-  const full = mode !== 'run' || now - fullScanAt >= FULL_SCAN_MS || now < fullScanAt;
+  const full = mode !== 'run' || now - fullScanAt >= quietTuning.fullScanMs || now < fullScanAt;
   if (mode === 'run' && full) {
     fullScanAt = now;
-    quiet.clear();
+    for (const [pid, at] of quiet) if (at === 0 || now - at >= quietTuning.recheckMs || now < at) quiet.delete(pid);
   }
+  const upS = t.uptimeS;
+  clkTck ??= auxv().clkTck;
+  /** pids skipped this time (a kept process's parent among them is read after all) */
+  const skipped = new Set<string>();
   const st = async (pid: string) => {
-    if (!full && quiet.has(pid) && !known.has(pid)) return;
+    if (mode === 'run' && quiet.has(pid) && !known.has(pid)) {
+      skipped.add(pid);
+      return;
+    }
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
     let isTrainer = TRAINER_COMM.some((c) => s.includes(c));
@@ -250,7 +296,10 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
       }
     }
     if (mode === 'run' && !isTrainer && !known.has(pid)) {
-      quiet.add(pid);
+      // firm only for a process old enough not to be a fork on its way to exec
+      const start = statStartTime(s);
+      const age = upS !== null && start !== null ? upS - Number(start) / clkTck! : null;
+      quiet.set(pid, age !== null && age >= quietTuning.firmAgeS ? now : 0);
       return;
     }
     quiet.delete(pid);
@@ -274,11 +323,22 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     }
   }
   for (const pid of all) await st(pid);
+  if (mode === 'run') {
+    // the parent of a kept process is read even when judged quiet: a launcher that exec'd in place
+    // is found with its ranks (and its own parent in turn)
+    for (let i = 0; i < t.procs.length; i++) {
+      const ppid = parentOf(t.procs[i]!.stat);
+      if (ppid !== null && skipped.delete(ppid)) {
+        quiet.delete(ppid);
+        await st(ppid);
+      }
+    }
+  }
   if (mode !== 'list') {
     // forget the verdicts on processes that are gone
     const listed = new Set(all);
     for (const pid of notNsaTop.keys()) if (!listed.has(pid)) notNsaTop.delete(pid);
-    for (const pid of quiet) if (!listed.has(pid)) quiet.delete(pid);
+    for (const pid of quiet.keys()) if (!listed.has(pid)) quiet.delete(pid);
     for (const pid of cmdlines.keys()) if (!listed.has(pid)) cmdlines.delete(pid);
   }
   const closer = [...pidArgs, ...enrich];

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { readProc, verifyProcess } from '../../remote/procs.js';
 import { findRunProcesses, runRecordHints } from '../run/processes.js';
+import { livesAs } from '../run/launchstate.js';
 import type { HeartbeatPidHint } from '../run/ranks.js';
 import {
   type ActionRecord,
@@ -43,6 +44,9 @@ export const CARRY_ENV = 'NSA_TOP_CARRY_REQUESTS';
 
 /** The owner is alive: same pid and start time, and not a zombie (an unreaped dead process). */
 export async function ownerAlive(host: Host, o: { pid: number; startTime: string }): Promise<boolean> {
+  // locally its /proc/PID/stat alone, read in place (looked at every round while a request is in force)
+  if (host.kind === 'local' && process.platform === 'linux')
+    return Number.isInteger(o.pid) && o.pid > 1 && /^\d+$/.test(String(o.startTime)) && livesAs(host, o);
   if (!(await verifyProcess(host, o).catch(() => false))) return false;
   const info = await readProc(host, o.pid).catch(() => null);
   return !!info && info.state !== 'Z' && info.state !== 'X';

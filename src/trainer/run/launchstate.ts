@@ -4,7 +4,8 @@
 // only through pointers.ts: owned by the user, not group/world-writable, written for this very dir
 // (a copy's are not followed).
 import type { Host } from '../../remote/host.js';
-import { readProc, verifyProcess } from '../../remote/procs.js';
+import { parseStat, readProc, verifyProcess } from '../../remote/procs.js';
+import { statLinesLocal } from '../../remote/local/procs.js';
 import type { SupervisorState } from '../control/types.js';
 import type { LaunchPlan } from '../launch/profiles.js';
 import { NSA_DIR, runDirsOf, type RunRef } from './rundirs.js';
@@ -49,8 +50,12 @@ export async function readSupervisorFile(host: Host, runDir: string): Promise<Su
 }
 
 /** pid + start time, and not a zombie (a SIGKILLed supervisor is one until it is reaped: dead all the same) */
-async function livesAs(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
-  const info = await readProc(host, p.pid);
+/** Whether the process (pid + start time) lives, not a zombie: one look every round can afford. */
+export async function livesAs(host: Host, p: { pid: number; startTime: string }): Promise<boolean> {
+  // locally its /proc/PID/stat alone, read in place: readProc would also read its cwd, status,
+  // command line and environ through the thread pool, every round of a supervised run's cockpit
+  const local = host.kind === 'local' && process.platform === 'linux' && Number.isInteger(p.pid) && p.pid > 0;
+  const info = local ? parseStat(statLinesLocal([p.pid]).get(p.pid) ?? '') : await readProc(host, p.pid);
   return !!info && info.startTime === String(p.startTime) && info.state !== 'Z' && info.state !== 'X';
 }
 
