@@ -23,7 +23,8 @@ const EXEC_TIMEOUT_MS = 15000;
 // $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 mode  $4 pids already looked at
 // closely (space-separated)  $5.. pids to enrich. Modes: 'all' every process; 'run' only
 // processes whose comm looks like a trainer (python*, node, torchrun, pt_main_thread, nsa-top*)
-// plus the pids named (what findRunProcesses needs: a few hundred bytes, not the whole table);
+// plus the pids named and the parents of the trainer-looking ones (their launcher, whatever its
+// comm: torch 2.x's torchrun is not "torchrun") — what findRunProcesses needs: a few hundred bytes;
 // 'list' only the pids named. In 'all' and 'run', trainer-looking processes not in $4 are
 // enriched too, so a refresh stays one command even when new trainers appear.
 // Output: R <physical run dir> | J <env.json on one line> | U <uptime s> | C <wall clock s, read beside it> | T <clk_tck> <pagesize>
@@ -53,14 +54,22 @@ st() {
     if [ "$mode" = run ] && [ -z "$t" ]; then
       case $known in *" $1 "*) ;; *) return;; esac
     fi
-    w=; read -r w < "$1/wchan"; printf 'S %s\\nW %s\\n' "$s" "$w"
+    w=; read -r w < "$1/wchan"; printf 'S %s\\nW %s\\n' "$s" "$w"; seen="$seen $1 "
+    # a trainer's parent is its launcher whatever its comm (torch 2.x's torchrun is not "torchrun"):
+    # kept too, below (field 4 of the stat line, after comm's last ')')
+    if [ -n "$t" ]; then r=\${s##*) }; r=\${r#* }; pp="$pp \${r%% *}"; fi
     [ "$mode" = run ] && tr="$tr $1/cmdline"
     if [ -n "$t" ] && [ "$mode" != list ]; then
       case $known in *" $1 "*) ;; *) en="$en $1";; esac
     fi
   fi
 }
+seen=' '
+pp=
 if [ "$mode" = list ]; then for p in "$@"; do st "$p"; done; else for p in [0-9]*; do st "$p"; done; fi
+if [ "$mode" = run ]; then
+  for p in $pp; do case $seen in *" $p "*) ;; *) [ "$p" -gt 1 ] && known="$known $p " && st "$p";; esac; done
+fi
 set -- "$@" $en
 for p in "$@"; do
   # (a cwd whose name holds a newline could forge lines for other pids: left out)

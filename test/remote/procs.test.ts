@@ -14,7 +14,16 @@ import { quietTuning, statLinesLocal } from '../../src/remote/local/procs.js';
 import { provenChanged } from '../../src/cockpit/rankpeek.js';
 import type { ProcInfo, RunProcesses } from '../../src/remote/types.js';
 import { findRunProcesses } from '../../src/trainer/run/processes.js';
-import { listProcesses, parseStat, readProc, splitHeadOutput, verifyProcess } from '../../src/remote/procs.js';
+import {
+  listProcesses,
+  parseProcScriptOutput,
+  parseStat,
+  PROC_SCRIPT,
+  procScriptArgs,
+  readProc,
+  splitHeadOutput,
+  verifyProcess,
+} from '../../src/remote/procs.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'nsa-procs-'));
 const host = new LocalHost();
@@ -837,4 +846,46 @@ test("the collector's look at each proven rank (rankpeek) reads /proc/PID/stat i
   process.kill(p.pid!, 'SIGKILL');
   await until('the end', () => line() === undefined);
   assert.equal(await provenChanged(local, procs), true, 'gone');
+});
+
+test("'run' mode keeps a trainer's parent whatever its comm (torch 2.x's torchrun is not \"torchrun\"), in process and in the script", async (t) => {
+  // seen on an H100: the launcher of the real trainer never reached the table, so a rank's death
+  // under a supervisor read as a hang (STALLED, critical) instead of the restart's teardown
+  const dir = join(tmp, 'odd-launcher');
+  mkdirSync(dir, { recursive: true });
+  const script = join(dir, 'pt_elastic');
+  writeFileSync(script, '#!/bin/sh\npython3 -c "import time; time.sleep(60)"\n', { mode: 0o755 });
+  const launcher = spawn(script, [], { stdio: 'ignore' });
+  t.after(() => {
+    try {
+      process.kill(-launcher.pid!, 'SIGKILL');
+    } catch {
+      /* not a group */
+    }
+    launcher.kill('SIGKILL');
+  });
+  const req = { runDir: '', sysconf: false, mode: 'run' as const, known: [], pids: [] };
+  let child: number | null = null;
+  for (let i = 0; i < 100 && child === null; i++) {
+    const kids = readFileSync(`/proc/${launcher.pid}/task/${launcher.pid}/children`, 'utf8').trim();
+    if (kids) child = Number(kids.split(/\s+/)[0]);
+    else await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(child, 'the python child started');
+  for (let i = 0; i < 100 && !/\(python/.test(readFileSync(`/proc/${child}/stat`, 'utf8')); i++)
+    await new Promise((r) => setTimeout(r, 50));
+  const local = new LocalHost();
+  const pidsIn = (stats: string[]) => stats.map((s) => parseStat(s)?.pid);
+  const inProcess = (await local.readProcTable({ ...req }, 15000))!;
+  assert.ok(
+    pidsIn(inProcess.procs.map((p) => p.stat)).includes(child!),
+    'the python child is a trainer-looking process',
+  );
+  assert.ok(
+    pidsIn(inProcess.procs.map((p) => p.stat)).includes(launcher.pid),
+    'its parent (comm pt_elastic) is kept too',
+  );
+  const r = await local.exec(['sh', '-c', PROC_SCRIPT, 'nsa-top-procs', ...procScriptArgs(req)], { timeoutMs: 15000 });
+  const viaScript = parseProcScriptOutput(r.stdout);
+  assert.ok(pidsIn(viaScript.procs.map((p) => p.stat)).includes(launcher.pid), 'the script keeps the parent too');
 });

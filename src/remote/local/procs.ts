@@ -326,9 +326,16 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   if (mode === 'run') {
     // the parent of a kept process is read even when judged quiet: a launcher that exec'd in place
     // is found with its ranks (and its own parent in turn)
+    // — and a trainer's parent is kept whatever its comm: its launcher (torch 2.x's torchrun is not
+    // "torchrun": on an H100 the launcher was never in the table, so a rank's death under a
+    // supervisor read as a hang instead of the restart's teardown), as the script does
     for (let i = 0; i < t.procs.length; i++) {
-      const ppid = parentOf(t.procs[i]!.stat);
-      if (ppid !== null && skipped.delete(ppid)) {
+      const s = t.procs[i]!.stat;
+      const ppid = parentOf(s);
+      if (ppid === null || statOf.has(ppid) || Number(ppid) <= 1) continue;
+      const trainer = TRAINER_COMM.some((c) => s.includes(c));
+      if (skipped.delete(ppid) || trainer) {
+        if (trainer) known.add(ppid);
         quiet.delete(ppid);
         await st(ppid);
       }
