@@ -5,6 +5,7 @@ import { clock, dur } from '../format.js';
 import { activeRequest, supervisorRestarts } from './control.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
+import type { SupervisorState } from '../trainer/control/types.js';
 
 /** exits within this window count towards a restart storm */
 export const STORM_WINDOW_MS = 10 * 60_000;
@@ -21,6 +22,37 @@ export const NO_PROGRESS_STARTS = 3;
 export const SUPERSEDES: Readonly<Record<string, readonly string[]>> = {
   'supervisor:dead': ['supervisor:restarted', 'supervisor:backoff', 'supervisor:gave-up'],
 };
+
+/**
+ * The supervisor the judge weighs for a run launched on several nodes (`launch --node`: one
+ * supervisor per node, each read on its own node): the one that most needs the operator — gone
+ * (pid + start time checked on its node), then given up, then restarting, then stopping, then
+ * running — with its note and pid naming the node ("node B: …"), so a dead supervisor on node B is
+ * the same critical as on one host. null when no node's supervisor has a state (a node out of reach
+ * is the view's STALE, not the supervisor's).
+ */
+export function nodesSupervisor(
+  sups: readonly { label: string; state: SupervisorState | null }[],
+): SupervisorState | null {
+  const weight = (s: SupervisorState) =>
+    s.supervisorGone
+      ? 0
+      : s.state === 'failed'
+        ? 1
+        : s.state === 'backoff' || s.state === 'starting'
+          ? 2
+          : s.state === 'stopping'
+            ? 3
+            : s.state === 'running'
+              ? 4
+              : 5;
+  const known = sups.filter((x): x is { label: string; state: SupervisorState } => x.state !== null);
+  if (known.length === 0) return null;
+  const pick = known.reduce((a, b) => (weight(b.state) < weight(a.state) ? b : a));
+  if (known.length === 1) return pick.state;
+  const st = pick.state;
+  return { ...st, note: `node ${pick.label}: ${st.note ?? st.state}` };
+}
 
 /** The alerts an alert makes untrue at once: SUPERSEDES, and a moot request's orphan critical. */
 export function supersededBy(id: string): readonly string[] {

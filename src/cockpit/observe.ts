@@ -20,7 +20,7 @@ import type { GpuTelemetry, RunProcesses } from '../remote/types.js';
 import type { Actor, ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { activeRequest, supervisorInCharge } from '../checks/control.js';
 import { dumpClaims } from '../checks/dumplabels.js';
-import { requestMoot } from '../checks/supervisor.js';
+import { nodesSupervisor, requestMoot } from '../checks/supervisor.js';
 import { HostStatsReader, type HostStats } from '../remote/hoststats.js';
 import { dirname } from 'node:path';
 import { haltGraceS, ownerAlive, readRequests, REQUESTS_FILE, takeOverRequest } from '../trainer/control/requests.js';
@@ -28,6 +28,7 @@ import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/run/launchstate.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
+import { readNodeSupervisors } from '../trainer/launch/nodelaunch.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
@@ -275,10 +276,12 @@ export class Observer {
       }
     } else if (o.refreshProcs) this.procs = o.refreshProcs(this.procs);
     const procs = this.procs;
-    const supervisor = await this.supervisorState(host).catch((e: Error) => {
-      errors.push(`supervisor.json: ${e.message}`);
-      return null;
-    });
+    const supervisor = await this.supervisorState(host)
+      .then(async (one) => one ?? (this.o.nodes ? await this.nodesSupervisor() : null))
+      .catch((e: Error) => {
+        errors.push(`supervisor.json: ${e.message}`);
+        return null;
+      });
     try {
       const st = await host.stat(join(this.dirs.outDir, NSA_DIR, REQUESTS_FILE));
       const key = st ? `${st.size}:${st.mtimeMs}:${st.ino}` : 'none';
@@ -390,6 +393,14 @@ export class Observer {
     if (this.supFile && supervisorInCharge(this.supFile.state))
       return supervisorLiveness(host, this.supFile, this.dirs.runDir);
     return this.supFile;
+  }
+
+  /** a run launched with --node: each node's supervisor read on its own node, the one that needs
+   *  the operator most is the run's (src/checks/supervisor.ts nodesSupervisor) */
+  private async nodesSupervisor(): Promise<SupervisorState | null> {
+    const nodes = this.o.nodes!;
+    const sups = await readNodeSupervisors(this.host, this.dirs.runDir, (label) => nodes.set.reachable(label));
+    return sups ? nodesSupervisor(sups) : null;
   }
 
   private takeOver(req: ControlRequest): void {
