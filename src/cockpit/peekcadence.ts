@@ -15,7 +15,7 @@
 // Anything in view (not RUNNING, an alert, the run ended, no step yet) reads the table every round.
 import type { Evaluation } from '../checks/index.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
-import { ProcsCadence } from './procsdue.js';
+import { ProcsCadence, runCalm } from './procsdue.js';
 
 /** the table while the run is RUNNING with nothing in view */
 export const CALM_TABLE_MS = 15_000;
@@ -44,11 +44,7 @@ export class PeekedCadence {
     const steps = this.cadence.due(run, prev, now);
     const calm =
       !lifeChanged &&
-      run.step !== null &&
-      !run.ended &&
-      prev !== null &&
-      prev.runState === 'RUNNING' &&
-      prev.alerts.length === 0 &&
+      runCalm(run, prev) &&
       now >= this.readAt &&
       now - this.readAt < this.calmMs &&
       (refreshed || !steps);

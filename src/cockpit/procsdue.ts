@@ -9,6 +9,12 @@
 import type { Evaluation } from '../checks/index.js';
 import type { RunSnapshot } from '../trainer/run/snapshot.js';
 
+/** A run the process table need not be read for this round: stepping, not ended, and RUNNING with
+ *  no alert the round before (`prev`: that round's judgement, null: none yet). */
+export function runCalm(run: RunSnapshot, prev: Pick<Evaluation, 'runState' | 'alerts'> | null): boolean {
+  return run.step !== null && !run.ended && prev !== null && prev.runState === 'RUNNING' && prev.alerts.length === 0;
+}
+
 export class ProcsCadence {
   private readAt = 0;
   private lastStep: number | null | undefined = undefined;
@@ -22,15 +28,7 @@ export class ProcsCadence {
     const moved = this.lastStep !== undefined && (run.step !== this.lastStep || beat !== this.lastBeat);
     this.lastStep = run.step;
     this.lastBeat = beat;
-    const calm =
-      moved &&
-      run.step !== null &&
-      !run.ended &&
-      prev !== null &&
-      prev.runState === 'RUNNING' &&
-      prev.alerts.length === 0 &&
-      now >= this.readAt &&
-      now - this.readAt < this.everyMs;
+    const calm = moved && runCalm(run, prev) && now >= this.readAt && now - this.readAt < this.everyMs;
     if (!calm) this.readAt = now;
     return !calm;
   }

@@ -135,8 +135,7 @@ test(
       assert.ok(!existsSync(out), 'the out_dir was made');
 
       // 3. the launch: a supervisor per node, each running its node's torchrun
-      const t0 = Date.now();
-      const l = nsaTop([
+      const launchArgs = [
         'launch',
         '--profile',
         'two-nodes',
@@ -146,7 +145,9 @@ test(
         'local',
         '--node',
         nodeB,
-      ]);
+      ];
+      const t0 = Date.now();
+      const l = nsaTop(launchArgs);
       console.log(`# launch over 2 nodes: ${l.ms} ms, exit ${l.code}`);
       assert.equal(l.code, 0, l.out);
       const runDir = /run dir +(\S+)/.exec(l.stdout)![1]!;
@@ -233,17 +234,7 @@ test(
       const relaunch = (...extra: string[]) =>
         nsaTop(['relaunch', runDir, '--node', 'local', '--node', nodeB, '--yes', ...extra]);
       // (and no second launch into the out_dir it writes)
-      const again = nsaTop([
-        'launch',
-        '--profile',
-        'two-nodes',
-        '--profiles',
-        profiles,
-        '--node',
-        'local',
-        '--node',
-        nodeB,
-      ]);
+      const again = nsaTop(launchArgs);
       assert.equal(again.code, 2, again.out);
       assert.match(
         again.out,
