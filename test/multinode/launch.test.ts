@@ -287,6 +287,19 @@ test(
         ['local', ckpt],
         [nodeB, ckpt],
       ]);
+
+      // 5. node B's supervisor killed outright: the judge weighs every node's supervisor (pid + start
+      // time checked on its node), so status says so — critical, naming node B — while A's runs on
+      const gone = state(1).supervisor.pid;
+      const k = b.run(['kill', '-9', String(gone)]);
+      assert.equal(k.code, 0, k.stderr);
+      const supDead = await until('status --node to name node B supervisor dead', 30_000, () => {
+        const st = nsaTop(['status', runDir, '--node', 'local', '--node', nodeB, '--json']);
+        const j = JSON.parse(st.stdout) as { alerts: { id: string; level: string; detail: string }[] };
+        return j.alerts.find((x) => x.id === 'supervisor:dead') ?? null;
+      });
+      assert.equal(supDead.level, 'critical');
+      assert.ok(supDead.detail.includes(`node ${nodeB}:`), supDead.detail);
     } finally {
       await nodes?.stop();
       rmSync(tmp, { recursive: true, force: true });
