@@ -13,6 +13,7 @@ import {
   currentActor,
   dumpAll,
   escalate,
+  rankTarget,
   removeStaleHalt,
   requestHalt,
   type AlertRef,
@@ -115,14 +116,7 @@ const MULTI_NODE_RELAUNCH =
 const refused = (): ActionOutcome => ({ ok: false, result: 'refused', detail: READ_ONLY_REFUSAL });
 
 export function rankTargets(s: CockpitState | null): RankTarget[] {
-  return (s?.procs?.ranks ?? []).map((r) => ({
-    rank: r.rank,
-    pid: r.proc.pid,
-    startTime: r.proc.startTime,
-    state: r.proc.state,
-    // a multi-node run: the node the pid lives on, where it is checked and signalled
-    ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
-  }));
+  return (s?.procs?.ranks ?? []).map(rankTarget);
 }
 
 export function createActions(o: {

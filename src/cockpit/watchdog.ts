@@ -17,7 +17,7 @@ import {
 import type { Host } from '../remote/host.js';
 import type { RunProcesses } from '../remote/types.js';
 import { jsonSafe, sanitize } from '../sanitize.js';
-import { currentActor, dumpAll } from '../trainer/control/actions.js';
+import { currentActor, dumpAll, rankTarget } from '../trainer/control/actions.js';
 import { audited, type Outcome } from '../trainer/control/audit.js';
 import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import type { Actor } from '../trainer/control/types.js';
@@ -395,16 +395,7 @@ export class Watchdog {
     // 2. stack dumps of every rank at the moment of the stall, before a halt or a kill.
     if (stall && this.o.dumpOnStall && !this.dumpedEpisode) {
       this.dumpedEpisode = true;
-      const ranks = (procs?.ranks ?? [])
-        .filter((r) => r.proc.state !== 'Z')
-        .map((r) => ({
-          rank: r.rank,
-          pid: r.proc.pid,
-          startTime: r.proc.startTime,
-          state: r.proc.state,
-          // a multi-node run: signalled on the rank's own node
-          ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
-        }));
+      const ranks = (procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').map(rankTarget);
       const unproven = (procs?.unproven ?? []).map((u) => ({
         pid: u.pid,
         rank: u.rank,

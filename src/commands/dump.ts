@@ -7,7 +7,14 @@ import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
 import { resolve } from 'node:path';
 import { LocalHost } from '../remote/local/host.js';
-import { currentActor, dumpAll, dumpRun, readOnlyMode, type DumpOutcome } from '../trainer/control/actions.js';
+import {
+  currentActor,
+  dumpAll,
+  dumpRun,
+  rankTarget,
+  readOnlyMode,
+  type DumpOutcome,
+} from '../trainer/control/actions.js';
 import type { UnprovenProc } from '../remote/types.js';
 import { READ_ONLY_REFUSAL } from '../trainer/control/audit.js';
 import { LOST } from '../trainer/control/dumpwatch.js';
@@ -142,15 +149,7 @@ async function dumpNodes(
   const v = await headlessVerdicts(host, dirs, { nodes });
   const procs = v?.procs ?? null;
   const unproven = procs?.unproven ?? [];
-  const targets = (procs?.ranks ?? [])
-    .filter((r) => r.proc.state !== 'Z')
-    .map((r) => ({
-      rank: r.rank,
-      pid: r.proc.pid,
-      startTime: r.proc.startTime,
-      state: r.proc.state,
-      ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
-    }));
+  const targets = (procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z').map(rankTarget);
   const refused = v && !v.verdicts.dump.ok ? v.verdicts.dump.why : null;
   if (targets.length === 0)
     return { outcome: null, unproven, error: procs?.error ?? null, ...(refused ? { refused } : {}) };

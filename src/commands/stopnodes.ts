@@ -8,7 +8,7 @@
 import { Checker, thresholdsFromEnv } from '../checks/index.js';
 import { Observer } from '../cockpit/observe.js';
 import type { Host } from '../remote/host.js';
-import { currentActor, escalate, requestHalt, type RankTarget } from '../trainer/control/actions.js';
+import { currentActor, escalate, rankTarget, requestHalt, type RankTarget } from '../trainer/control/actions.js';
 import { haltGraceS } from '../trainer/control/requests.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
@@ -52,13 +52,7 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
     const obs = await observer.observe();
     const live = (obs.procs?.ranks ?? []).filter((r) => r.proc.state !== 'Z' && r.proc.state !== 'X');
     return {
-      targets: live.map((r) => ({
-        rank: r.rank,
-        pid: r.proc.pid,
-        startTime: r.proc.startTime,
-        state: r.proc.state,
-        ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
-      })),
+      targets: live.map(rankTarget),
       unknown: obs.procs?.error ?? (obs.procs ? null : 'the process table could not be read'),
     };
   };

@@ -12,7 +12,7 @@ import type { Host, SignalName } from '../../remote/host.js';
 import { readProc, verifyProcess } from '../../remote/procs.js';
 import { findRunProcesses, proveRunProcess, runRecordHints } from '../run/processes.js';
 import { isLauncher } from '../run/ranks.js';
-import type { ProcInfo, UnprovenProc } from '../../remote/types.js';
+import type { ProcInfo, RankProc, UnprovenProc } from '../../remote/types.js';
 import { checkpointTailProblem, listCheckpoints } from '../run/checkpoints.js';
 import type { ActionKind, ActionRecord, Actor } from './types.js';
 import { createOwn, OwnWriteError, readOnlyMode as ownReadOnly, removeOwn } from './ownfiles.js';
@@ -33,6 +33,17 @@ export interface RankTarget {
   state?: string;
   /** the node its pid lives on (a multi-node run, --node): checked and signalled there only */
   host?: string;
+}
+
+/** A proven rank process as a target of a signal: pid + start time, and its node on a multi-node run. */
+export function rankTarget(r: RankProc): RankTarget {
+  return {
+    rank: r.rank,
+    pid: r.proc.pid,
+    startTime: r.proc.startTime,
+    state: r.proc.state,
+    ...(r.proc.host !== undefined ? { host: r.proc.host } : {}),
+  };
 }
 
 export interface DumpOutcome {
@@ -356,7 +367,7 @@ export async function dumpRun(
   const procs = await findRunProcesses(host, outDir, await runRecordHints(host, outDir));
   const targets = procs.ranks
     .filter((r) => r.proc.state !== 'Z' && (!opts.ranks || opts.ranks.includes(r.rank)))
-    .map((r) => ({ rank: r.rank, pid: r.proc.pid, startTime: r.proc.startTime, state: r.proc.state }));
+    .map(rankTarget);
   const unproven = procs.unproven ?? [];
   const refused = gate ? await gate() : null;
   // no rank to signal: the state's words when it has them (the cockpit's), else the proof's
