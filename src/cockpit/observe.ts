@@ -28,7 +28,7 @@ import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/run/launchstate.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
-import { readNodeSupervisors } from '../trainer/launch/nodelaunch.js';
+import { readNodeSupervisors, type NodeSupervisor } from '../trainer/launch/nodelaunch.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
@@ -74,6 +74,8 @@ export interface Observation {
   stop: StopFacts | null;
   /** the host's RAM, swap, CPU, load and the disks of the run dir and the checkpoints (null: not read yet) */
   hostStats: HostStats | null;
+  /** a run launched with --node: each node's supervisor as its node showed it this round (null: not one) */
+  nodeSupervisors: NodeSupervisor[] | null;
 }
 
 /** One observation and its evaluation by the observer's judge (`Observer.judged`). */
@@ -352,6 +354,7 @@ export class Observer {
       takeOver: this.lastTakeOver,
       stop: this.stop,
       hostStats,
+      nodeSupervisors: this.o.nodes ? this.nodeSups : null,
     };
   }
 
@@ -397,9 +400,12 @@ export class Observer {
 
   /** a run launched with --node: each node's supervisor read on its own node, the one that needs
    *  the operator most is the run's (src/checks/supervisor.ts nodesSupervisor) */
+  private nodeSups: NodeSupervisor[] | null = null;
+
   private async nodesSupervisor(): Promise<SupervisorState | null> {
     const nodes = this.o.nodes!;
     const sups = await readNodeSupervisors(this.host, this.dirs.runDir, (label) => nodes.set.reachable(label));
+    this.nodeSups = sups;
     return sups ? nodesSupervisor(sups) : null;
   }
 

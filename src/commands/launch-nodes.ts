@@ -4,9 +4,7 @@
 import { LocalHost } from '../remote/local/host.js';
 import { NodeSet } from '../remote/nodes.js';
 import { sanitize } from '../sanitize.js';
-import type { Host } from '../remote/host.js';
-import { launchNodes, readNodeSupervisors, relaunchNodes, type NodeSupervisor } from '../trainer/launch/nodelaunch.js';
-import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { launchNodes, relaunchNodes, type NodeSupervisor } from '../trainer/launch/nodelaunch.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { CliError } from './errors.js';
 import { nodeListOf } from './nodes.js';
@@ -107,19 +105,6 @@ export async function relaunchOnNodes(
   } finally {
     await set.close();
   }
-}
-
-/**
- * Each node's supervisor of the multi-node launch at `dir` (the launch dir or its out_dir), read on
- * its own node; null when the run was not launched with --node. status --node shows them.
- */
-export async function nodeSupervisorsAt(
-  host: Host,
-  dir: string | undefined,
-  nodes: NodeProcesses,
-): Promise<NodeSupervisor[] | null> {
-  const dirs = await resolveRunDirsAt(host, await resolveRunDir(host, dir, process.cwd()));
-  return readNodeSupervisors(host, dirs.runDir, (label) => nodes.set.reachable(label));
 }
 
 /** `supervisors` lines of a multi-node launch: each node's supervisor as its node sees it. */

@@ -40,7 +40,7 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeGpus, nodeListOf, nodesJson, openNodes } from './nodes.js';
-import { formatNodeSupervisors, nodeSupervisorsAt, nodeSupervisorsJson } from './launch-nodes.js';
+import { formatNodeSupervisors, nodeSupervisorsJson } from './launch-nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
@@ -182,8 +182,8 @@ async function statusOn(
   nodes: NodeProcesses | null = null,
 ): Promise<number> {
   const { snap, ev, obs, actions, resumeCheckpoint } = await gatherStatus(host, dir, full, checker, nodes);
-  // a multi-node launch's supervisors, each read on its own node (null: not launched with --node)
-  const sups = nodes ? await nodeSupervisorsAt(host, dir, nodes).catch(() => null) : null;
+  // a multi-node launch's supervisors, each read on its own node by the observation (null: not one)
+  const sups = obs.nodeSupervisors;
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   process.stdout.write(
     json

@@ -117,17 +117,9 @@ test(
       assert.match(sectionB, /PASS {2}disk/, pf.out);
 
       // 2. a node out of reach: refused, nothing created or started anywhere
-      const bad = nsaTop([
-        'launch',
-        '--profile',
-        'two-nodes',
-        '--profiles',
-        profiles,
-        '--node',
-        'local',
-        '--node',
-        dead,
-      ]);
+      const launchOn = (second: string) =>
+        nsaTop(['launch', '--profile', 'two-nodes', '--profiles', profiles, '--node', 'local', '--node', second]);
+      const bad = launchOn(dead);
       assert.equal(bad.code, 1, bad.out);
       assert.match(bad.out, new RegExp(`node ${dead} unreachable: .*Nothing was started on any node\\.`), bad.out);
       assert.equal(bad.out.trim().split('\n').length, 1, bad.out);
@@ -135,19 +127,8 @@ test(
       assert.ok(!existsSync(out), 'the out_dir was made');
 
       // 3. the launch: a supervisor per node, each running its node's torchrun
-      const launchArgs = [
-        'launch',
-        '--profile',
-        'two-nodes',
-        '--profiles',
-        profiles,
-        '--node',
-        'local',
-        '--node',
-        nodeB,
-      ];
       const t0 = Date.now();
-      const l = nsaTop(launchArgs);
+      const l = launchOn(nodeB);
       console.log(`# launch over 2 nodes: ${l.ms} ms, exit ${l.code}`);
       assert.equal(l.code, 0, l.out);
       const runDir = /run dir +(\S+)/.exec(l.stdout)![1]!;
@@ -234,7 +215,7 @@ test(
       const relaunch = (...extra: string[]) =>
         nsaTop(['relaunch', runDir, '--node', 'local', '--node', nodeB, '--yes', ...extra]);
       // (and no second launch into the out_dir it writes)
-      const again = nsaTop(launchArgs);
+      const again = launchOn(nodeB);
       assert.equal(again.code, 2, again.out);
       assert.match(
         again.out,
