@@ -47,6 +47,23 @@ for (const out of Object.keys(result.metafile.outputs)) {
       `build: ${out} is a bundled CommonJS package behind a dynamic import(); import it statically or through one of our modules`,
     );
 }
+// `status` is a one-shot look whose start-up is its cost (target: <= 3x a bare node start): the
+// profiles' zod (~750 KB with its locales) must not reach it through a static import. It did once,
+// through the multi-node launch's record reader, and status cost 50 ms more.
+{
+  const outs = result.metafile.outputs;
+  const entry = Object.keys(outs).find((o) => outs[o].entryPoint === 'src/commands/status.ts');
+  const seen = new Set(entry ? [entry] : []);
+  for (const o of seen)
+    for (const i of outs[o].imports) if (i.kind === 'import-statement' && outs[i.path]) seen.add(i.path);
+  const heavy = [...seen].flatMap((o) => Object.keys(outs[o].inputs).filter((i) => i.startsWith('node_modules/zod/')));
+  if (!entry || heavy.length)
+    throw new Error(
+      entry
+        ? `build: status loads zod (${heavy[0]}); import what status needs from a module that does not import profiles`
+        : 'build: no output for src/commands/status.ts',
+    );
+}
 // Chunks of earlier builds would pile up: remove them only after the new ones are written, so a
 // process starting during a rebuild never finds dist/cli.js or its chunks missing.
 const written = new Set(Object.keys(result.metafile.outputs).map((o) => resolve(o)));

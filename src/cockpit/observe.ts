@@ -28,7 +28,7 @@ import type { ActionRecord } from '../trainer/control/types.js';
 import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js';
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/run/launchstate.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
-import { readNodeSupervisors, type NodeSupervisor } from '../trainer/launch/nodelaunch.js';
+import { readNodeSupervisors, type NodeSupervisor } from '../trainer/run/nodesrecord.js';
 import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';

@@ -1,10 +1,9 @@
 // `nsa-top launch --profile P --node N1 --node N2 …`: a multi-node launch (src/trainer/launch/
-// nodelaunch.ts), one connection per node (src/remote/nodes.ts), and what it prints per node; and
-// the per-node supervisor lines `status --node` shows of such a run (formatNodeSupervisors).
+// nodelaunch.ts), one connection per node (src/remote/nodes.ts), and what it prints per node.
 import { LocalHost } from '../remote/local/host.js';
 import { NodeSet } from '../remote/nodes.js';
 import { sanitize } from '../sanitize.js';
-import { launchNodes, relaunchNodes, type NodeSupervisor } from '../trainer/launch/nodelaunch.js';
+import { launchNodes, relaunchNodes } from '../trainer/launch/nodelaunch.js';
 import { resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import { CliError } from './errors.js';
 import { nodeListOf } from './nodes.js';
@@ -105,36 +104,4 @@ export async function relaunchOnNodes(
   } finally {
     await set.close();
   }
-}
-
-/** `supervisors` lines of a multi-node launch: each node's supervisor as its node sees it. */
-export function formatNodeSupervisors(sups: readonly NodeSupervisor[]): string {
-  return (
-    sups
-      .map((s, i) => {
-        const st = s.state;
-        const what = s.error
-          ? `UNREACHABLE: ${s.error}`
-          : !st
-            ? `no supervisor state in ${s.dir}`
-            : `${st.state}${st.supervisor ? ` (supervisor pid ${st.supervisor.pid}` : ' ('}${st.child ? `, torchrun pid ${st.child.pid}` : ''}${st.restarts ? `, restarts ${st.restarts}/${st.maxRestarts}` : ''})${st.note ? `: ${st.note}` : ''}`;
-        return `${(i === 0 ? 'supervisors' : '').padEnd(12)}${sanitize(s.label)} (node_rank ${s.nodeRank}): ${sanitize(what)}`;
-      })
-      .join('\n') + '\n'
-  );
-}
-
-/** status --json `supervisors[]` of a multi-node launch */
-export function nodeSupervisorsJson(sups: readonly NodeSupervisor[]) {
-  return sups.map((s) => ({
-    host: s.label,
-    nodeRank: s.nodeRank,
-    dir: s.dir,
-    state: s.state?.state ?? null,
-    supervisorPid: s.state?.supervisor?.pid ?? null,
-    childPid: s.state?.child?.pid ?? null,
-    restarts: s.state?.restarts ?? null,
-    note: s.state?.note ?? null,
-    error: s.error,
-  }));
 }

@@ -40,7 +40,7 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeGpus, nodeListOf, nodesJson, openNodes } from './nodes.js';
-import { formatNodeSupervisors, nodeSupervisorsJson } from './launch-nodes.js';
+import { formatNodeSupervisors, nodeSupervisorsJson } from './status-nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */

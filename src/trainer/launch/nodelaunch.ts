@@ -30,7 +30,7 @@ import { verifyProcess } from '../../remote/procs.js';
 import { describePick } from './launch.js';
 import { describeWillRun, planPhases } from './willrun.js';
 import { RESUME_FROM_ENV } from './state.js';
-import { dirIdSync, readOwnPointer } from '../run/pointers.js';
+import { dirIdSync } from '../run/pointers.js';
 import { awaitSupervisor, haltText, missingProgram, runInfoText, spawnSupervisor, stamp } from './launch.js';
 import { nodeSlots, type NodeSlot } from './multinode.js';
 import {
@@ -46,24 +46,8 @@ import {
   type LaunchPlan,
 } from './profiles.js';
 import { writePlanLocal } from './state.js';
+import { NODES_FILE, nodeDirOf, readNodeSupervisors, readNodesRecord, type NodesRecord } from '../run/nodesrecord.js';
 
-/** <run>/.nsa-top/nodes.json: which node runs which node_rank, and where its launcher dir is */
-export const NODES_FILE = 'nodes.json' as const;
-
-export interface NodesRecord {
-  version: 1;
-  runDir: string;
-  profile: string;
-  outDir: string;
-  rdzvId: string;
-  started: string;
-  nodes: { label: string; nodeRank: number; dir: string }[];
-}
-
-/** node_rank R's launcher dir (on that node) */
-export function nodeDirOf(runDir: string, nodeRank: number): string {
-  return join(runDir, 'nodes', String(nodeRank));
-}
 
 /** a node as the launch takes it: its Host, or why it cannot be reached */
 export interface LaunchNode {
@@ -368,45 +352,6 @@ export async function startHere(planText: string): Promise<StartAnswer> {
   };
 }
 
-/** nodes.json of a launch dir, when nsa-top wrote it for this very dir; null otherwise. */
-export async function readNodesRecord(host: Host, runDir: string): Promise<NodesRecord | null> {
-  const r = await readOwnPointer(host, runDir, NODES_FILE, 'runDir').catch(() => null);
-  const j = r?.json as NodesRecord | null | undefined;
-  return j && j.version === 1 && Array.isArray(j.nodes) ? j : null;
-}
-
-export interface NodeSupervisor {
-  label: string;
-  nodeRank: number;
-  dir: string;
-  /** null: no state (yet), or its node cannot be read (error) */
-  state: SupervisorState | null;
-  error: string | null;
-}
-
-/**
- * Each node's supervisor of a multi-node launch, read on its own node (its pid + start time checked
- * there: pids are per node). `hostOf` gives the node's Host, or why it cannot be reached.
- */
-export async function readNodeSupervisors(
-  primary: Host,
-  runDir: string,
-  hostOf: (label: string) => Host | string,
-): Promise<NodeSupervisor[] | null> {
-  const rec = await readNodesRecord(primary, runDir);
-  if (!rec) return null;
-  return Promise.all(
-    rec.nodes.map(async (n): Promise<NodeSupervisor> => {
-      const h = hostOf(n.label);
-      if (typeof h === 'string') return { ...n, state: null, error: h };
-      try {
-        return { ...n, state: await readSupervisorState(h, n.dir), error: null };
-      } catch (e) {
-        return { ...n, state: null, error: (e as Error).message.split('\n')[0]! };
-      }
-    }),
-  );
-}
 
 /** what a multi-node relaunch sends each node's nsa-top (`supervise --start`, on stdin) */
 export interface NodeRelaunch {

@@ -1,0 +1,36 @@
+// What `status --node` shows of each node's supervisor of a multi-node launch, in text and --json.
+// Apart from launch-nodes.ts, which loads the launch's profile parsers that `status` never needs.
+import { sanitize } from '../sanitize.js';
+import type { NodeSupervisor } from '../trainer/run/nodesrecord.js';
+
+/** `supervisors` lines of a multi-node launch: each node's supervisor as its node sees it. */
+export function formatNodeSupervisors(sups: readonly NodeSupervisor[]): string {
+  return (
+    sups
+      .map((s, i) => {
+        const st = s.state;
+        const what = s.error
+          ? `UNREACHABLE: ${s.error}`
+          : !st
+            ? `no supervisor state in ${s.dir}`
+            : `${st.state}${st.supervisor ? ` (supervisor pid ${st.supervisor.pid}` : ' ('}${st.child ? `, torchrun pid ${st.child.pid}` : ''}${st.restarts ? `, restarts ${st.restarts}/${st.maxRestarts}` : ''})${st.note ? `: ${st.note}` : ''}`;
+        return `${(i === 0 ? 'supervisors' : '').padEnd(12)}${sanitize(s.label)} (node_rank ${s.nodeRank}): ${sanitize(what)}`;
+      })
+      .join('\n') + '\n'
+  );
+}
+
+/** status --json `supervisors[]` of a multi-node launch */
+export function nodeSupervisorsJson(sups: readonly NodeSupervisor[]) {
+  return sups.map((s) => ({
+    host: s.label,
+    nodeRank: s.nodeRank,
+    dir: s.dir,
+    state: s.state?.state ?? null,
+    supervisorPid: s.state?.supervisor?.pid ?? null,
+    childPid: s.state?.child?.pid ?? null,
+    restarts: s.state?.restarts ?? null,
+    note: s.state?.note ?? null,
+    error: s.error,
+  }));
+}
