@@ -240,7 +240,9 @@ async function gatherIn(
   if (dirs.runDir !== guess || dirs.outDir !== guess) host = host.look?.(lookAheadOf(dirs, 'first')) ?? host;
   const outDir = dirs.outDir;
   if (dirs.outDirProblem) process.stderr.write(`nsa-top: warning: ${sanitize(dirs.outDirProblem)}\n`); // run.info is input
-  const model = await openRunModelOf(host, dirs);
+  // status answers from the end of large files (and says so): the observation's own poll below
+  // must not read 4 MiB of their older history that the answer then leaves out (--full reads it all)
+  const model = await openRunModelOf(host, dirs, full ? {} : { backfillChunk: 0 });
   // the resume pick (read-only, and with a settle wait of its own for a checkpoint written in the
   // last 5 s) runs beside the look below instead of after it: the two 700 ms waits overlap, and
   // status on a run that checkpoints often answers in one wait, not two

@@ -148,3 +148,27 @@ test('parse errors are shown per file in the table', () => {
     t.done();
   }
 });
+
+test('a training.csv over 1 MiB: status answers from its end and says how much it left; --full reads it all', () => {
+  const t = tempDir();
+  try {
+    const dir = join(t.dir, 'run');
+    cpSync(join(FIXTURES, 'single'), dir, { recursive: true });
+    // 60k rows, ~2 MiB
+    let csv = '';
+    for (let step = 1; step <= 60_000; step++) csv += `${step},5.500000,2.000000e-04,9000\n`;
+    writeFileSync(join(dir, 'training.csv'), csv);
+    const tail = status([dir]);
+    assert.ok(tail.status === 0 || tail.status === 1, tail.stderr);
+    // the observation's second look must not read the older history the answer leaves out
+    assert.match(
+      tail.stdout,
+      /answered from the end of the files: 1\.\d MiB of older history not read \(--full reads it\)/,
+    );
+    const full = JSON.parse(status([dir, '--json', '--full']).stdout);
+    assert.equal(full.backfill.pending, false);
+    assert.equal(full.files['training.csv'].records, 60_000, 'every row of the csv');
+  } finally {
+    t.done();
+  }
+});
