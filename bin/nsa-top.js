@@ -10,6 +10,7 @@
 // 0.42 % in steady state, and 3-5 MB less RSS. Processes nsa-top starts itself (trainer ranks, the
 // supervisor) run `node bin/nsa-top.js` and keep node's defaults.
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -29,10 +30,17 @@ process.on('SIGUSR1', () => {
 if (command === 'status' || command === 'report' || command === 'bundle')
   setFlagsFromString('--interrupt-budget=67584');
 
-const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli.js');
+const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+// `status` runs from one CommonJS file (scripts/build.mjs says why: it loads cheaper than cli.js's
+// ES module chunks); cli.js, built from the same sources, is its fallback
+const statusCjs = command === 'status' ? join(dist, 'status.cjs') : null;
+const cli = join(dist, 'cli.js');
 if (!existsSync(cli)) {
   process.stderr.write('nsa-top: dist/cli.js is missing; run `npm run build` (npm ci runs it for you)\n');
   process.exit(2);
 }
-const { main } = await import(pathToFileURL(cli).href);
+const { main } =
+  statusCjs && existsSync(statusCjs)
+    ? createRequire(import.meta.url)(statusCjs)
+    : await import(pathToFileURL(cli).href);
 process.exitCode = await main(process.argv.slice(2));

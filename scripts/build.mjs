@@ -7,7 +7,7 @@
 // Code splitting follows the commands' dynamic imports, so a trainer rank or the supervisor loads
 // only its own chunk — not ink, react and ssh2 — which keeps their start-up and RSS small.
 import { build } from 'esbuild';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -15,6 +15,10 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BUNDLED = ['zod', 'yaml'];
 const dist = join(root, 'dist');
 mkdirSync(dist, { recursive: true });
+// everything in package.json's dependencies but BUNDLED stays external (native modules, React/Ink)
+const externals = Object.keys(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).dependencies).filter(
+  (d) => !BUNDLED.includes(d),
+);
 const result = await build({
   metafile: true,
   entryPoints: [join(root, 'src/cli.ts')],
@@ -26,10 +30,7 @@ const result = await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  // everything in package.json's dependencies but BUNDLED stays external (native modules, React/Ink)
-  external: Object.keys(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).dependencies).filter(
-    (d) => !BUNDLED.includes(d),
-  ),
+  external: externals,
   jsx: 'automatic',
   sourcemap: 'linked',
   logLevel: 'warning',
@@ -47,23 +48,57 @@ for (const out of Object.keys(result.metafile.outputs)) {
       `build: ${out} is a bundled CommonJS package behind a dynamic import(); import it statically or through one of our modules`,
     );
 }
-// `status` is a one-shot look whose start-up is its cost (target: <= 3x a bare node start): the
-// profiles' zod (~750 KB with its locales) must not reach it through a static import. It did once,
-// through the multi-node launch's record reader, and status cost 50 ms more.
-{
-  const outs = result.metafile.outputs;
-  const entry = Object.keys(outs).find((o) => outs[o].entryPoint === 'src/commands/status.ts');
-  const seen = new Set(entry ? [entry] : []);
-  for (const o of seen)
-    for (const i of outs[o].imports) if (i.kind === 'import-statement' && outs[i.path]) seen.add(i.path);
-  const heavy = [...seen].flatMap((o) => Object.keys(outs[o].inputs).filter((i) => i.startsWith('node_modules/zod/')));
-  if (!entry || heavy.length)
-    throw new Error(
-      entry
-        ? `build: status loads zod (${heavy[0]}); import what status needs from a module that does not import profiles`
-        : 'build: no output for src/commands/status.ts',
-    );
+// `status` also as one CommonJS file, dist/status.cjs, which bin/nsa-top.js runs for `nsa-top status`
+// (cli.js's chunks stay its fallback). status is a one-shot look whose start-up is most of its cost
+// (issue 19: <= 3x a bare node start), and the same code loads cheaper this way: on the ddp2
+// fixture 168-175 ms of CPU against 185-187 ms through cli.js's ~30 ES module chunks (each
+// resolved, linked and compiled as a module), and 217-229 ms as one ES module file (medians of
+// 15-21, interleaved, this 2-core box). It is src/cli.ts with every command but status left out
+// (only status is dispatched through it), written under a temporary name and renamed into place, so
+// a status starting during a rebuild reads the old file or the new one, whole.
+const statusCjs = join(dist, 'status.cjs');
+rmSync(statusCjs, { force: true }); // a build that fails below leaves cli.js, never an older status.cjs
+const tmpCjs = join(dist, `status.cjs.${process.pid}.tmp`);
+const statusBuild = await build({
+  metafile: true,
+  entryPoints: [join(root, 'src/cli.ts')],
+  outfile: tmpCjs,
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'node20',
+  external: externals,
+  plugins: [
+    {
+      name: 'status-only',
+      setup(b) {
+        b.onResolve({ filter: /^\.\/commands\/[\w-]+\.js$/ }, (a) =>
+          a.kind === 'dynamic-import' &&
+          a.importer === join(root, 'src/cli.ts') &&
+          !/^\.\/commands\/(status|progress)\.js$/.test(a.path)
+            ? { path: a.path, external: true }
+            : undefined,
+        );
+      },
+    },
+  ],
+  jsx: 'automatic',
+  logLevel: 'warning',
+  legalComments: 'none',
+  // the file sits in dist/ beside cli.js: import.meta.url names it as the ES module there would
+  define: { 'import.meta.url': '__nsaTopMetaUrl' },
+  banner: { js: "var __nsaTopMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+});
+// The profiles' zod (~750 KB with its locales) must not reach status: it did once, through the
+// multi-node launch's record reader, and status cost 50 ms more.
+const zod = Object.keys(statusBuild.metafile.inputs).find((i) => i.startsWith('node_modules/zod/'));
+if (zod) {
+  rmSync(tmpCjs, { force: true });
+  throw new Error(
+    `build: status loads zod (${zod}); import what status needs from a module that does not import profiles`,
+  );
 }
+renameSync(tmpCjs, statusCjs);
 // Chunks of earlier builds would pile up: remove them only after the new ones are written, so a
 // process starting during a rebuild never finds dist/cli.js or its chunks missing.
 const written = new Set(Object.keys(result.metafile.outputs).map((o) => resolve(o)));
