@@ -317,15 +317,15 @@ class Supervisor {
     this.say(
       `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${dur(haltGrace)}, SIGKILL ${dur(sigintGrace)} later`,
     );
-    await requestHalt(this.host, this.runDir, 'now', req.who);
+    await requestHalt(this.host, this.runDir, 'now', req.who, { reason: req.reason });
     if (await this.waitDone(haltGrace * 1000)) return;
     const ranks = await this.rankTargets(false);
     this.say(`ranks still running ${dur(haltGrace)} after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
-    await escalate(this.host, this.runDir, ranks, 'SIGINT', req.who);
+    await escalate(this.host, this.runDir, ranks, 'SIGINT', req.who, { reason: req.reason });
     if (await this.waitDone(sigintGrace * 1000)) return;
     const all = await this.rankTargets(true);
     this.say(`still running ${dur(sigintGrace)} after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
-    await escalate(this.host, this.runDir, all, 'SIGKILL', req.who);
+    await escalate(this.host, this.runDir, all, 'SIGKILL', req.who, { reason: req.reason });
     await this.waitDone(10_000);
   }
 
