@@ -115,6 +115,33 @@ test(
       // B's own checks ran there (its free disk, its port): not a copy of A's section
       const sectionB = pf.out.split(`nsa-top preflight on node ${nodeB}\n`)[1]!.split('\n\n')[0]!;
       assert.match(sectionB, /PASS {2}disk/, pf.out);
+      // with the profile: its rendezvous port free on node_rank 0's node (local) and reached from B
+      // (a test listener on local answered B's dial over the veth)
+      const pfr = nsaTop([
+        'preflight',
+        '--profile',
+        'two-nodes',
+        '--profiles',
+        profiles,
+        '--node',
+        'local',
+        '--node',
+        nodeB,
+      ]);
+      console.log(`# preflight --profile on 2 nodes (the rendezvous tried): ${pfr.ms} ms`);
+      const ep = `${a.addr}:${port}`.replace(/\./g, '\\.');
+      assert.match(
+        pfr.out,
+        new RegExp(`PASS  rendezvous +port ${port} is free on node local \\(node_rank 0 hosts the rendezvous ${ep}\\)`),
+        pfr.out,
+      );
+      assert.match(
+        pfr.out,
+        new RegExp(
+          `PASS  rendezvous +node ${nodeB.replace(/\./g, '\\.')} reaches ${ep} \\(a test listener on node local answered\\)`,
+        ),
+        pfr.out,
+      );
 
       // 2. a node out of reach: refused, nothing created or started anywhere
       const launchOn = (second: string) =>
