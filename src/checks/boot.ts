@@ -250,7 +250,8 @@ export function causeRank(
   const agree = !!logged && logged.rank === g.rank;
   const how = g.how ?? (agree ? logged.how : null);
   const said = logged && !(agree && logged.how === how) ? `; torchrun says: ${logged.how} of rank ${logged.rank}` : '';
-  return { rank: g.rank, text: `rank ${g.rank} went first${how ? ` (${how})` : ''}`, said };
+  const on = g.node !== undefined ? ` on node ${g.node}` : '';
+  return { rank: g.rank, text: `rank ${g.rank}${on} went first${how ? ` (${how})` : ''}`, said };
 }
 
 /**

@@ -385,7 +385,7 @@ export function supervisorField(obs: Observation) {
 /** the rank the supervisor saw go first when that trainer exited (its own process looks), or null */
 function firstGone(s: NonNullable<Observation['supervisor']>, exitAt: number) {
   const g = firstGoneOf(s, exitAt);
-  return g ? { rank: g.rank, pid: g.pid, at: g.at, how: g.how } : null;
+  return g ? { rank: g.rank, pid: g.pid, at: g.at, how: g.how, node: g.node ?? null } : null;
 }
 
 /** status --json `requests`: the durable control requests still in force, each with its carrier */
@@ -423,7 +423,9 @@ export function formatControl(obs: Observation, now: number): string {
           ? `alive (pid ${sup.pid}), ${sup.state}`
           : sup.state;
     const g = sup.lastExit?.firstGone;
-    const first = g ? ` (rank ${g.rank}, pid ${g.pid}, went first${g.how ? `: ${g.how}` : ''})` : '';
+    const first = g
+      ? ` (rank ${g.rank}${g.node !== null ? ` on node ${g.node}` : ''}, pid ${g.pid}, went first${g.how ? `: ${g.how}` : ''})`
+      : '';
     const last = sup.lastExit
       ? `; last exit ${sup.lastExit.cause ?? sup.lastExit.signal ?? `exit ${sup.lastExit.code}`}${first} ${ago(sup.lastExit.at, now, 'precise')}`
       : '';

@@ -103,7 +103,7 @@ test(
     const sj = status('--json');
     const lastExit = (JSON.parse(sj.stdout) as { supervisor: { lastExit: { firstGone: unknown } | null } | null })
       .supervisor?.lastExit;
-    assert.deepEqual(lastExit?.firstGone, { ...st.firstGone }, sj.stdout + sj.stderr);
+    assert.deepEqual(lastExit?.firstGone, { ...st.firstGone, node: null }, sj.stdout + sj.stderr);
     assert.match(
       status().stdout,
       new RegExp(`^supervisor .*; last exit exit 1 \\(rank 1, pid ${pids[1]}, went first: SIGKILL\\) `, 'm'),

@@ -82,12 +82,20 @@ test("status and report carry the first-gone rank: status's supervisor line and 
     pid: 77,
     at: 9800,
     how: 'SIGKILL',
+    node: null,
   });
   assert.match(
     formatControl(obs(sup(9800)), 12_000),
     /^supervisor alive \(pid 1\), backoff · 1 of 2 restarts used; last exit exit 1 \(rank 1, pid 77, went first: SIGKILL\) 2 ?s ago\n$/,
   );
   assert.equal(supervisorField(obs(sup(500)))?.lastExit?.firstGone, null, "an earlier trainer's record");
+  // a multi-node run: the judge's merge names the node whose supervisor saw it (pids are per node)
+  const onB = sup(9800);
+  onB.firstGone = { ...onB.firstGone!, node: 'root@b' };
+  assert.match(
+    formatControl(obs(onB), 12_000),
+    /last exit exit 1 \(rank 1 on node root@b, pid 77, went first: SIGKILL\) /,
+  );
 
   // report: the supervisor's "trainer exited" line names the rank; the crashed segment's restart says it
   const fold = new HistoryFold(600);
