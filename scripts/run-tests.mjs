@@ -27,6 +27,7 @@ const UNIT_TESTS = [
   'test/checks/healthy-demo.test.ts',
   'test/checks/hostres.test.ts',
   'test/checks/numbers.test.ts',
+  'test/checks/preflight-rdzv.test.ts',
   'test/checks/rules.test.ts',
   'test/checks/state.test.ts',
   'test/checks/straggler.test.ts',

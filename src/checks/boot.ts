@@ -222,6 +222,18 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
 }
 
 /**
+ * The rank the supervisor saw go first (supervisor.json firstGone) when it belongs to the trainer
+ * that exited at `exitAt`: seen after that trainer's start and no later than 5 s past its exit.
+ * null: none seen, or it is an earlier trainer's (a file written by an older supervisor).
+ */
+export function firstGoneOf(sup: SupervisorState, exitAt: number): NonNullable<SupervisorState['firstGone']> | null {
+  const g = sup.firstGone;
+  const starts = (sup.startCheckpoints ?? []).map((s) => s.at).filter((at) => at <= exitAt);
+  const since = starts.length ? Math.max(...starts) : -Infinity;
+  return !g || g.at > exitAt + 5000 || g.at < since ? null : g;
+}
+
+/**
  * The rank to name for the last trainer's exit: the one the supervisor saw go first
  * (supervisor.json firstGone, by its own process looks) over the launcher's summary, which can name
  * the wrong one (torch 1.13's agent reports the first error file, and a rank killed outright writes
@@ -233,15 +245,13 @@ export function causeRank(
   exitAt: number,
   logged: { rank: number; how: string } | null,
 ): { rank: number; text: string; said: string } | null {
-  const g = sup.firstGone;
-  const starts = (sup.startCheckpoints ?? []).map((s) => s.at).filter((at) => at <= exitAt);
-  const since = starts.length ? Math.max(...starts) : -Infinity;
-  if (!g || g.at > exitAt + 5000 || g.at < since)
-    return logged ? { rank: logged.rank, text: `${logged.how} of rank ${logged.rank}`, said: '' } : null;
+  const g = firstGoneOf(sup, exitAt);
+  if (!g) return logged ? { rank: logged.rank, text: `${logged.how} of rank ${logged.rank}`, said: '' } : null;
   const agree = !!logged && logged.rank === g.rank;
   const how = g.how ?? (agree ? logged.how : null);
   const said = logged && !(agree && logged.how === how) ? `; torchrun says: ${logged.how} of rank ${logged.rank}` : '';
-  return { rank: g.rank, text: `rank ${g.rank} went first${how ? ` (${how})` : ''}`, said };
+  const on = g.node !== undefined ? ` on node ${g.node}` : '';
+  return { rank: g.rank, text: `rank ${g.rank}${on} went first${how ? ` (${how})` : ''}`, said };
 }
 
 /**

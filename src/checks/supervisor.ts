@@ -3,6 +3,7 @@
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
 import { clock, dur } from '../format.js';
 import { activeRequest, supervisorRestarts } from './control.js';
+import { firstGoneOf } from './boot.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
 import type { SupervisorState } from '../trainer/control/types.js';
@@ -51,7 +52,29 @@ export function nodesSupervisor(
   const pick = known.reduce((a, b) => (weight(b.state) < weight(a.state) ? b : a));
   if (known.length === 1) return pick.state;
   const st = pick.state;
-  return { ...st, note: `node ${pick.label}: ${st.note ?? st.state}` };
+  return { ...st, firstGone: nodesFirstGone(known), note: `node ${pick.label}: ${st.note ?? st.state}` };
+}
+
+// signals a launcher sends the rest of its ranks once one failed (src/trainer/launch/rankwatch.ts)
+const CLOSING = new Set(['SIGTERM', 'SIGINT', 'SIGHUP']);
+
+/**
+ * The rank that went first over all nodes: each node's supervisor sees only its own ranks, so after
+ * kill -9 of rank 1 on node B, node A's saw rank 0 go (exit 1, its collective broken) — a little
+ * later. Of each node's first-gone rank of its last exit: the only one a hard signal ended, else
+ * the earliest (each by its own node's clock), named with its node.
+ */
+function nodesFirstGone(
+  known: readonly { label: string; state: SupervisorState }[],
+): NonNullable<SupervisorState['firstGone']> | null {
+  const seen = known.flatMap(({ label, state }) => {
+    const last = state.exitCodes.at(-1);
+    const g = last ? firstGoneOf(state, last.at) : null;
+    return g ? [{ ...g, node: label }] : [];
+  });
+  if (!seen.length) return null;
+  const hard = seen.filter((g) => g.how !== null && !g.how.startsWith('exit') && !CLOSING.has(g.how));
+  return hard.length === 1 ? hard[0]! : seen.reduce((a, b) => (b.at < a.at ? b : a));
 }
 
 /** The alerts an alert makes untrue at once: SUPERSEDES, and a moot request's orphan critical. */

@@ -41,9 +41,11 @@ export async function launchOnNodes(
       `  out dir     ${r.outDir}`,
       ...r.nodes.map(
         (n) =>
-          `  node ${sanitize(n.label)} (node_rank ${n.nodeRank}): ${n.record.result === 'ok' ? `supervisor pid ${n.supervisorPid} (detached)` : `FAILED: ${sanitize(n.record.detail)}`}\n    dir       ${n.dir}`,
+          `  node ${sanitize(n.label)} (node_rank ${n.nodeRank}): ${n.record.result !== 'ok' ? `FAILED: ${sanitize(n.record.detail)}` : n.stopped ? `supervisor pid ${n.supervisorPid} STOPPED (${n.stopped.result}): ${sanitize(n.stopped.detail)}` : `supervisor pid ${n.supervisorPid} (detached)`}\n    dir       ${n.dir}`,
       ),
-      `  watch       nsa-top ${r.runDir} ${r.nodes.map((n) => `--node ${sanitize(n.label)}`).join(' ')}`,
+      r.nodes.some((n) => n.stopped)
+        ? `  the launch failed: the supervisors it had started were stopped (logged in each node's action log); nothing trains`
+        : `  watch       nsa-top ${r.runDir} ${r.nodes.map((n) => `--node ${sanitize(n.label)}`).join(' ')}`,
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
     return r.nodes.every((n) => n.record.result === 'ok') ? 0 : 1;

@@ -70,7 +70,9 @@ export const command = defineCommand({
   master_port, else 29500) free; the environment the profile's presets set, and risky NSA_*
   variables in this shell.`,
   epilog: `With --node (repeatable; local is this machine) the checks run on every node, each over its own
-connection, and print per node; a node that cannot be reached is a FAIL of that node.
+connection, and print per node; a node that cannot be reached is a FAIL of that node. With a
+multi-node --profile, the rendezvous too: its port free on the node_rank 0 node, and reached from
+every other node (a test listener there, up to 10 s, dialled from each).
 Exit 0: no FAIL; 1: at least one FAIL (on any node); 2: bad input (unknown profile, unreadable profiles file).`,
 });
 

@@ -22,6 +22,7 @@ import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { readActions } from '../trainer/control/audit.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { supervisorInCharge } from '../checks/control.js';
+import { firstGoneOf } from '../checks/boot.js';
 import {
   byOperator,
   claimedRank,
@@ -369,10 +370,24 @@ export function supervisorField(obs: Observation) {
     pid: s.supervisor?.pid ?? null,
     restarts: s.restarts,
     maxRestarts: s.maxRestarts,
-    lastExit: last ? { at: last.at, code: last.code, signal: last.signal, cause: s.lastCause ?? null } : null,
+    lastExit: last
+      ? {
+          at: last.at,
+          code: last.code,
+          signal: last.signal,
+          cause: s.lastCause ?? null,
+          firstGone: firstGone(s, last.at),
+        }
+      : null,
     note: s.note ?? null,
     updatedAt: s.updatedAt,
   };
+}
+
+/** the rank the supervisor saw go first when that trainer exited (its own process looks), or null */
+function firstGone(s: NonNullable<Observation['supervisor']>, exitAt: number) {
+  const g = firstGoneOf(s, exitAt);
+  return g ? { rank: g.rank, pid: g.pid, at: g.at, how: g.how, node: g.node ?? null } : null;
 }
 
 /** status --json `requests`: the durable control requests still in force, each with its carrier */
@@ -409,8 +424,12 @@ export function formatControl(obs: Observation, now: number): string {
         : sup.alive
           ? `alive (pid ${sup.pid}), ${sup.state}`
           : sup.state;
+    const g = sup.lastExit?.firstGone;
+    const first = g
+      ? ` (rank ${g.rank}${g.node !== null ? ` on node ${g.node}` : ''}, pid ${g.pid}, went first${g.how ? `: ${g.how}` : ''})`
+      : '';
     const last = sup.lastExit
-      ? `; last exit ${sup.lastExit.cause ?? sup.lastExit.signal ?? `exit ${sup.lastExit.code}`} ${ago(sup.lastExit.at, now, 'precise')}`
+      ? `; last exit ${sup.lastExit.cause ?? sup.lastExit.signal ?? `exit ${sup.lastExit.code}`}${first} ${ago(sup.lastExit.at, now, 'precise')}`
       : '';
     L('supervisor', `${life} · ${sup.restarts} of ${sup.maxRestarts} restarts used${last}`);
   }

@@ -59,6 +59,7 @@ export async function run(argv: string[]): Promise<number> {
       return await stopNodes(host, dirs, nodes, {
         readOnly: v['read-only'] || readOnlyMode(),
         json: v.json,
+        reason: v.reason ?? 'nsa-top stop',
         ...(v['halt-grace'] !== undefined ? { haltGraceS: v['halt-grace'] } : {}),
         ...(v['sigint-grace'] !== undefined ? { sigintGraceS: v['sigint-grace'] } : {}),
       });

@@ -28,6 +28,8 @@ export interface StopNodesOptions {
   haltGraceS?: number;
   /** s after SIGINT before SIGKILL (default: the profile's stop.sigint_grace_s, else 60) */
   sigintGraceS?: number;
+  /** why (--reason): in every record the stop writes, as the one-host stop's */
+  reason?: string;
 }
 
 interface Left {
@@ -70,7 +72,8 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
     if (!o.json) process.stdout.write(`${line}\n`);
   };
   const t0 = Date.now();
-  const halt = await requestHalt(host, dirs, 'now', actor, { readOnly: o.readOnly });
+  const why = o.reason ? { reason: o.reason } : {};
+  const halt = await requestHalt(host, dirs, 'now', actor, { readOnly: o.readOnly, ...why });
   steps.push(halt);
   say(`stop: .HALT ${halt.result}: ${halt.detail}`);
   let l: Left | null = null;
@@ -79,7 +82,7 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
     l = await waitGone(haltGrace);
     for (const sig of ['SIGINT', 'SIGKILL'] as const) {
       if (l.targets.length === 0) break;
-      const rec = await escalate(host, dirs, l.targets, sig, actor, { readOnly: o.readOnly, nodes: hosts });
+      const rec = await escalate(host, dirs, l.targets, sig, actor, { readOnly: o.readOnly, nodes: hosts, ...why });
       steps.push(rec);
       say(`stop: ${sig} ${rec.result}: ${rec.detail}`);
       // nothing sent (read-only, or no rank proven any more): what is left is looked at once more
@@ -105,6 +108,7 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
           exitCode: code,
           detail,
           nodes: hosts.labels,
+          reason: o.reason ?? null,
           haltGraceS: haltGrace,
           sigintGraceS: sigintGrace,
           steps: steps.map((s) => ({ action: s.action, result: s.result, detail: s.detail, target: s.target })),

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Checker } from '../../src/checks/index.js';
+import { causeRank } from '../../src/checks/boot.js';
 import { nodesSupervisor } from '../../src/checks/supervisor.js';
 import { supervisorState } from '../helpers/supervisor.js';
 import { liveRun, proc, procs } from './helpers.js';
@@ -53,4 +54,41 @@ test("several nodes' supervisors: the gone one, then the one that gave up, then 
   const dead = ev.alerts.find((a) => a.id === 'supervisor:dead');
   assert.equal(dead?.severity, 'critical');
   assert.match(dead.detail, /node root@10\.9\.0\.2:2222/);
+});
+
+test('the rank that went first over the nodes: each supervisor saw only its own ranks; the hard end, else the earliest, named by its node', () => {
+  const exited = (firstGone: { rank: number; pid: number; at: number; how: string | null }, exitAt: number) =>
+    supervisorState('/r', SUP, {
+      state: 'backoff',
+      restarts: 1,
+      exitCodes: [{ at: exitAt, code: 1, signal: null }],
+      firstGone,
+      startCheckpoints: [{ at: 1000, path: null, mtimeMs: null }],
+    });
+  // kill -9 of rank 1 on node B; node A's rank 0 then failed its collective (exit 1), a little later
+  const a = exited({ rank: 0, pid: 8, at: 9300, how: 'exit 1' }, 9500);
+  const b = exited({ rank: 1, pid: 8, at: 9200, how: 'SIGKILL' }, 9400);
+  const merged = nodesSupervisor([
+    { label: 'local', state: a },
+    { label: 'root@b', state: b },
+  ])!;
+  assert.deepEqual(merged.firstGone, { rank: 1, pid: 8, at: 9200, how: 'SIGKILL', node: 'root@b' });
+  assert.equal(causeRank(merged, 9500, null)?.text, 'rank 1 on node root@b went first (SIGKILL)');
+  // neither a hard end: the earliest; an earlier trainer's record is not this exit's
+  const c = exited({ rank: 1, pid: 8, at: 9250, how: null }, 9400);
+  assert.equal(
+    nodesSupervisor([
+      { label: 'local', state: a },
+      { label: 'root@b', state: c },
+    ])!.firstGone?.node,
+    'root@b',
+  );
+  const old = exited({ rank: 1, pid: 8, at: 500, how: 'SIGKILL' }, 9400);
+  assert.equal(
+    nodesSupervisor([
+      { label: 'local', state: a },
+      { label: 'root@b', state: old },
+    ])!.firstGone?.node,
+    'local',
+  );
 });

@@ -2,7 +2,11 @@
 // everything run on node A as an operator would there, node B reached over its own sshd. One job:
 // - `preflight --node local --node B --node B-on-a-dead-port`: each node's checks, printed per node
 //   (B's over SSH), the dead one "unreachable", exit 1;
+// - `preflight --profile … --node local --node B`: the rendezvous port free on local (node_rank 0)
+//   and reached from B (a test listener on local);
 // - `launch --node local --node DEAD`: refused before anything is created or started anywhere;
+// - a launch whose supervisor cannot start on B (its launch dir read-only there): the supervisor
+//   started on local is stopped (audited, on its node, no .HALT), and the launch says so, exit 1;
 // - `launch --profile two-nodes --node local --node B`: a supervisor per node (each in its own
 //   nodes/<R>/ launcher dir, its pid as its node sees it) running that node's torchrun --nnodes 2
 //   --node_rank R (c10d on A's address) of test/multinode/train_showcase.py; both ranks step, rank 0
@@ -115,6 +119,33 @@ test(
       // B's own checks ran there (its free disk, its port): not a copy of A's section
       const sectionB = pf.out.split(`nsa-top preflight on node ${nodeB}\n`)[1]!.split('\n\n')[0]!;
       assert.match(sectionB, /PASS {2}disk/, pf.out);
+      // with the profile: its rendezvous port free on node_rank 0's node (local) and reached from B
+      // (a test listener on local answered B's dial over the veth)
+      const pfr = nsaTop([
+        'preflight',
+        '--profile',
+        'two-nodes',
+        '--profiles',
+        profiles,
+        '--node',
+        'local',
+        '--node',
+        nodeB,
+      ]);
+      console.log(`# preflight --profile on 2 nodes (the rendezvous tried): ${pfr.ms} ms`);
+      const ep = `${a.addr}:${port}`.replace(/\./g, '\\.');
+      assert.match(
+        pfr.out,
+        new RegExp(`PASS  rendezvous +port ${port} is free on node local \\(node_rank 0 hosts the rendezvous ${ep}\\)`),
+        pfr.out,
+      );
+      assert.match(
+        pfr.out,
+        new RegExp(
+          `PASS  rendezvous +node ${nodeB.replace(/\./g, '\\.')} reaches ${ep} \\(a test listener on node local answered\\)`,
+        ),
+        pfr.out,
+      );
 
       // 2. a node out of reach: refused, nothing created or started anywhere
       const launchOn = (second: string) =>
@@ -125,6 +156,61 @@ test(
       assert.equal(bad.out.trim().split('\n').length, 1, bad.out);
       assert.ok(!existsSync(base) || readdirSync(base).length === 0, 'a run dir was made');
       assert.ok(!existsSync(out), 'the out_dir was made');
+
+      // 2b. node B cannot start its supervisor (the launch dir read-only in B's mount namespace): the
+      // supervisor already started on local, waiting in a rendezvous that cannot complete, is stopped
+      // through the audited path on its node (pid + start time checked there), without a .HALT
+      const out2 = join(tmp, 'out2');
+      writeFileSync(
+        profiles,
+        readFileSync(profiles, 'utf8') +
+          ['  ro-b:', ...readFileSync(profiles, 'utf8').split('\n').slice(2, -1)]
+            .join('\n')
+            .replace(`out_dir: ${out}`, `out_dir: ${out2}`)
+            .replace(`:${port}`, `:${port + 1}`) +
+          '\n',
+      );
+      mkdirSync(base, { recursive: true });
+      for (const argv of [
+        ['mount', '--bind', base, base],
+        ['mount', '-o', 'remount,bind,ro', base],
+      ])
+        assert.equal(b.run(argv).code, 0, argv.join(' '));
+      const half = nsaTop(['launch', '--profile', 'ro-b', '--profiles', profiles, '--node', 'local', '--node', nodeB]);
+      assert.equal(b.run(['umount', base]).code, 0);
+      console.log(`# launch failing on node B, node A's supervisor stopped: ${half.ms} ms, exit ${half.code}`);
+      assert.equal(half.code, 1, half.out);
+      assert.match(
+        half.stdout,
+        new RegExp(`node ${nodeB.replace(/\./g, '\\.')} \\(node_rank 1\\): FAILED: `),
+        half.out,
+      );
+      const stopped = new RegExp(
+        `node local \\(node_rank 0\\): supervisor pid (\\d+) STOPPED \\(ok\\): node local: stopped its supervisor \\(pid \\1, start time checked there\\)(, and its torchrun \\(pid \\d+\\))?, which waited for a rendezvous that cannot complete: the launch failed on node ${nodeB.replace(/\./g, '\\.')}; no \\.HALT written`,
+      ).exec(half.stdout);
+      assert.ok(stopped, half.out);
+      assert.match(half.stdout, /the launch failed: the supervisors it had started were stopped/);
+      const halfDir = /run dir +(\S+)/.exec(half.stdout)![1]!;
+      const sup0 = JSON.parse(readFileSync(join(halfDir, 'nodes', '0', '.nsa-top', 'supervisor.json'), 'utf8')) as {
+        state: string;
+        child: { pid: number } | null;
+      };
+      assert.equal(sup0.state, 'halted', JSON.stringify(sup0));
+      // (gone, or a zombie: the node's pid 1 reaps nothing)
+      const ended = (pid: number) =>
+        /^$| Z /.test(a.run(['sh', '-c', `cat /proc/${pid}/stat 2>/dev/null || true`]).stdout);
+      assert.ok(ended(Number(stopped[1])), "node A's supervisor is gone");
+      if (sup0.child) assert.ok(ended(sup0.child.pid), 'its torchrun is gone');
+      assert.ok(!existsSync(join(out2, '.HALT')), 'no .HALT left to refuse the next launch');
+      const acts2 = readFileSync(join(out2, '.nsa-top', 'actions.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((x) => JSON.parse(x) as { action: string; result: string; target: { node?: string; reason?: string } });
+      assert.deepEqual(
+        acts2.filter((x) => x.action === 'stop').map((x) => [x.target.node, x.result, x.target.reason]),
+        [['local', 'ok', `the launch failed on node ${nodeB}`]],
+        JSON.stringify(acts2),
+      );
 
       // 3. the launch: a supervisor per node, each running its node's torchrun
       const t0 = Date.now();
@@ -224,7 +310,7 @@ test(
         ),
         again.out,
       );
-      assert.equal(readdirSync(base).length, 1, 'a second run dir was made');
+      assert.equal(readdirSync(base).length, 2, 'a second run dir was made (beside the launch that failed on B)');
       const busy = relaunch();
       assert.equal(busy.code, 3, busy.out);
       assert.match(

@@ -12,8 +12,8 @@
 //   /usr/local/bin in node B's mount namespace) in status --json, each with its node;
 // - `watchdog --once --node … --metrics-file`: one judgement over both nodes, RUNNING; every rank's
 //   series and node B's GPUs carry their `host`, and `promtool check metrics` passes;
-// - `stop --node` on a job whose ranks ignore .HALT: .HALT, then SIGINT to each rank on its own node
-//   (audited), and both ranks end.
+// - `stop --node --reason` on a job whose ranks ignore .HALT: .HALT, then SIGINT to each rank on its
+//   own node (audited, each record with the reason), and both ranks end.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -242,15 +242,21 @@ test(
       }
 
       // 6. stop --node: .HALT (ignored by these ranks), then SIGINT to each rank on its own node
-      const st = a.run([process.execPath, bin, 'stop', run, '--json', '--halt-grace', '1', ...nodeArgs], {
-        env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
-        timeoutMs: 60_000,
-      });
+      const why = 'end of the test';
+      const st = a.run(
+        [process.execPath, bin, 'stop', run, '--json', '--halt-grace', '1', '--reason', why, ...nodeArgs],
+        {
+          env: { ...process.env, HOME: home, SSH_AUTH_SOCK: '' },
+          timeoutMs: 60_000,
+        },
+      );
       console.log(`# stop --node over 2 nodes: ${st.ms} ms`);
       assert.equal(st.code, 0, st.stdout + st.stderr);
       const sj = JSON.parse(st.stdout) as {
+        reason: string | null;
         steps: { action: string; result: string; target: { sentOn?: { host: string; pid: number }[] } }[];
       };
+      assert.equal(sj.reason, why);
       assert.deepEqual(
         sj.steps.map((x) => [x.action, x.result]),
         [
@@ -263,6 +269,20 @@ test(
         { host: 'local', pid: pid0 },
         { host: nodeB, pid: pid1 },
       ]);
+      // the reason is in every record the stop wrote (as `stop --reason` on one host)
+      const logged = readFileSync(join(run, '.nsa-top', 'actions.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((x) => JSON.parse(x) as { action: string; detail: string; target: { reason?: string } })
+        .filter((x) => x.action === 'halt' || x.action === 'escalate-sigint');
+      assert.deepEqual(
+        logged.map((x) => [x.action, x.target.reason, x.detail.endsWith(`(reason: ${why})`)]),
+        [
+          ['halt', why, true],
+          ['escalate-sigint', why, true],
+        ],
+        JSON.stringify(logged),
+      );
       const gone = (node: typeof a, pid: number) => {
         const stat = node.run(['sh', '-c', `cat /proc/${pid}/stat 2>/dev/null || true`]).stdout;
         return stat === '' || / Z /.test(stat);

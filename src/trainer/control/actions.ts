@@ -70,6 +70,16 @@ export interface ControlOptions {
   readOnly?: boolean;
   /** a multi-node run: each target's node (RankTarget.host), where its pid is checked and signalled */
   nodes?: NodeHosts;
+  /** why, in the operator's words (`stop --reason`): kept in the record's target and detail */
+  reason?: string;
+}
+
+/** the record's `reason` (target) and its words at the end of the detail, when one was given */
+function reasonTarget(opts: ControlOptions): { reason?: string } {
+  return opts.reason ? { reason: opts.reason } : {};
+}
+function reasonSaid(opts: ControlOptions): string {
+  return opts.reason ? ` (reason: ${opts.reason})` : '';
 }
 
 export interface DumpOptions extends ControlOptions {
@@ -715,7 +725,7 @@ export async function requestHalt(
     {
       actor,
       action: mode === 'now' ? 'halt' : 'halt-after-checkpoint',
-      target: { path: haltPath },
+      target: { path: haltPath, ...reasonTarget(opts) },
       requireLog: true,
       // a halt stops a run going wrong: it is never blocked by a log that cannot take its record
       failOpen: true,
@@ -726,9 +736,7 @@ export async function requestHalt(
         const w = await writeHalt(host, dirs, actor);
         return {
           result: 'ok',
-          detail: w.wrote
-            ? '.HALT written (halt: manual_stop)'
-            : `.HALT already present (${w.existing}); left as it is`,
+          detail: `${w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`}${reasonSaid(opts)}`,
         };
       } catch (e) {
         const partial = e instanceof OwnWriteError && e.partial;
@@ -799,7 +807,7 @@ export async function escalate(
   opts: ControlOptions = {},
 ): Promise<ActionRecord> {
   const action: ActionKind = sig === 'SIGINT' ? 'escalate-sigint' : 'escalate-sigkill';
-  const target = { signal: sig, ranks: ranks.map(targetOf) };
+  const target = { signal: sig, ranks: ranks.map(targetOf), ...reasonTarget(opts) };
   // resolved once (or handed down resolved): the record and every rank's proof read one run
   const dirs = await runDirsOf(host, run);
   return audited(
@@ -848,7 +856,7 @@ export async function escalate(
           : sent.length > 0
             ? 'partial'
             : 'refused';
-      const detail = `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}`;
+      const detail = `${sig} sent to ${sent.length}/${ranks.length} ranks${notes.length ? `; ${notes.join('; ')}` : ''}${reasonSaid(opts)}`;
       return {
         result,
         detail,

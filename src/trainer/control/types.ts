@@ -68,7 +68,14 @@ export interface SupervisorState {
   lastCause?: string | null;
   /** the rank of the last trainer the supervisor saw go first (src/trainer/launch/rankwatch.ts), and
    *  how it ended when its zombie could still be read: better evidence than a launcher's summary */
-  firstGone?: { rank: number; pid: number; at: number; how: string | null } | null;
+  firstGone?: {
+    rank: number;
+    pid: number;
+    at: number;
+    how: string | null;
+    /** a multi-node run: the node whose supervisor saw it (set by the judge's merge, never written) */
+    node?: string;
+  } | null;
   /** the newest complete checkpoint (path, mtime) seen at each start: judges "restarts without progress" */
   startCheckpoints?: { at: number; path: string | null; mtimeMs: number | null }[];
   /** set by readers (never written): the file said active, but its supervisor process is gone */

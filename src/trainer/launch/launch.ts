@@ -865,7 +865,7 @@ export async function stopRun(
   return audited(
     host,
     dirs,
-    { actor, action: 'halt', target: { runDir } },
+    { actor, action: 'halt', target: { runDir, ...(opts.reason ? { reason: opts.reason } : {}) } },
     async (): Promise<Outcome> => {
       const stRead = await readSupervisorStateFile(host, runDir);
       // a copy's (or a planted) pointer is never followed: the stop acts on this dir only, and says so

@@ -33,6 +33,7 @@ import { RESUME_FROM_ENV } from './state.js';
 import { dirIdSync } from '../run/pointers.js';
 import { awaitSupervisor, haltText, missingProgram, runInfoText, spawnSupervisor, stamp } from './launch.js';
 import { nodeSlots, type NodeSlot } from './multinode.js';
+import { abortNodeSupervisor } from './nodeabort.js';
 import {
   gitCommitOf,
   loadProfiles,
@@ -48,7 +49,6 @@ import {
 import { writePlanLocal } from './state.js';
 import { NODES_FILE, nodeDirOf, readNodeSupervisors, readNodesRecord, type NodesRecord } from '../run/nodesrecord.js';
 
-
 /** a node as the launch takes it: its Host, or why it cannot be reached */
 export interface LaunchNode {
   label: string;
@@ -62,6 +62,8 @@ export interface NodeStart {
   dir: string;
   record: ActionRecord;
   supervisorPid: number | null;
+  /** the start failed on another node: this node's supervisor was stopped (nodeabort.ts) */
+  stopped?: ActionRecord;
 }
 
 export interface NodesLaunch {
@@ -266,6 +268,17 @@ export async function launchNodes(
       return { label: n.label, nodeRank: slot.nodeRank, dir: plan.runDir, record: rec, supervisorPid: pid };
     }),
   );
+  // a node whose supervisor did not start: the others' would wait for a rendezvous that never completes
+  const failed = starts.filter((s) => s.record.result !== 'ok').map((s) => s.label);
+  if (failed.length)
+    await Promise.all(
+      starts
+        .filter((s) => s.record.result === 'ok')
+        .map(async (s) => {
+          const why = `the launch failed on node ${failed.join(', node ')}`;
+          s.stopped = await abortNodeSupervisor(up.find((n) => n.label === s.label)!.host, s, actor, why);
+        }),
+    );
   return { runDir, outDir, nodes: starts };
 }
 
@@ -351,7 +364,6 @@ export async function startHere(planText: string): Promise<StartAnswer> {
     note: st?.note ?? null,
   };
 }
-
 
 /** what a multi-node relaunch sends each node's nsa-top (`supervise --start`, on stdin) */
 export interface NodeRelaunch {

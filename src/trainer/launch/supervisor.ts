@@ -62,6 +62,13 @@ export interface StopRequest {
   ts: number;
   who: Actor;
   reason: string;
+  /**
+   * A multi-node launch that failed on another node (src/trainer/launch/nodeabort.ts): this node's
+   * torchrun waits for a rendezvous that cannot complete, and SIGINT does not end it there (torch
+   * 1.13's agent blocks in the store's wait). Nothing has trained: SIGKILL now, no .HALT (which
+   * would refuse the next launch into the out_dir).
+   */
+  abort?: boolean;
 }
 
 function supervisorActor(reason: string): Actor {
@@ -275,6 +282,7 @@ class Supervisor {
           ts: j.ts ?? Date.now(),
           who: j.who ?? supervisorActor('stop.json'),
           reason: j.reason ?? 'stop requested',
+          ...(j.abort === true ? { abort: true } : {}),
         });
       } catch {
         this.requestStop({
@@ -314,18 +322,27 @@ class Supervisor {
     if (!this.current) return;
     const { halt_grace_s: haltGrace, sigint_grace_s: sigintGrace } = this.plan.stop;
     this.save({ state: 'stopping', note: `stop requested by ${req.who.user}: ${req.reason}` });
+    if (req.abort) {
+      const all = await this.rankTargets(true);
+      this.say(
+        `stop requested by ${req.who.user} (${req.reason}): the launch did not come up on every node, nothing has trained: SIGKILL to ${all.map((r) => r.pid).join(', ')} now, no .HALT`,
+      );
+      await escalate(this.host, this.runDir, all, 'SIGKILL', req.who, { reason: req.reason });
+      await this.waitDone(10_000);
+      return;
+    }
     this.say(
       `stop requested by ${req.who.user} (${req.reason}): writing .HALT, then SIGINT after ${dur(haltGrace)}, SIGKILL ${dur(sigintGrace)} later`,
     );
-    await requestHalt(this.host, this.runDir, 'now', req.who);
+    await requestHalt(this.host, this.runDir, 'now', req.who, { reason: req.reason });
     if (await this.waitDone(haltGrace * 1000)) return;
     const ranks = await this.rankTargets(false);
     this.say(`ranks still running ${dur(haltGrace)} after .HALT: SIGINT to ${ranks.map((r) => r.pid).join(', ')}`);
-    await escalate(this.host, this.runDir, ranks, 'SIGINT', req.who);
+    await escalate(this.host, this.runDir, ranks, 'SIGINT', req.who, { reason: req.reason });
     if (await this.waitDone(sigintGrace * 1000)) return;
     const all = await this.rankTargets(true);
     this.say(`still running ${dur(sigintGrace)} after SIGINT: SIGKILL to ${all.map((r) => r.pid).join(', ')}`);
-    await escalate(this.host, this.runDir, all, 'SIGKILL', req.who);
+    await escalate(this.host, this.runDir, all, 'SIGKILL', req.who, { reason: req.reason });
     await this.waitDone(10_000);
   }
 

@@ -96,6 +96,9 @@ interface LogProc {
   summaryRank?: number | null;
   /** opened by the reference launcher's own line: every boot line after it is this launch's */
   launcher?: boolean;
+  /** the rank the supervisor saw go first when this process's trainer exited (its "trainer exited"
+   *  line: src/trainer/launch/rankwatch.ts), and how it ended when it could tell */
+  firstGone?: { rank: number; pid: number; how: string | null } | null;
 }
 
 const RE_LOG_BOOT = /^\[boot\] loading config /;
@@ -115,6 +118,9 @@ const RE_LOG_DATASET = /^\[train\] dataset=(\S+)/;
 const RE_LOG_SUMMARY_RANK = /^\s*rank\s*: (\d+) \(local_rank: \d+\)/;
 // the reference launcher: the first rank to die takes the others down
 const RE_LOG_RANK_EXIT = /^\[launcher\] rank (\d+) \(pid (\d+)\) exited with (code -?\d+|signal \w+)/;
+// the supervisor, when its trainer exits: "trainer exited: code 1 (rank 1, pid 123, went first: SIGKILL)"
+const RE_LOG_FIRST_GONE =
+  /^\[nsa-top supervisor\] \S+ trainer exited: .*\(rank (\d+), pid (\d+), went first(?:: ([^)]+))?\)\s*$/;
 
 /** Folds heartbeat records of one rank into segments and events. Pure: feed lines, then finish(). */
 export class HistoryFold {
@@ -236,7 +242,13 @@ export class HistoryFold {
       }
       const next = this.segs[i + 1]!;
       const nextLog = off + i + 1 >= 0 ? logProcs[off + i + 1] : undefined;
-      const restart = `restarted ${next.startTs !== null && s.endTs !== null ? `${dur((next.startTs - s.endTs) / 1000)} later ` : ''}as segment #${next.index}${next.pid !== null ? ` (pid ${next.pid})` : ''}, step count from ${next.firstStep ?? 1}${nextLog?.resumedFrom ? `, weights from ${nextLog.resumedFrom}` : ''}`;
+      // the rank the supervisor saw go first, for a process that died (a halt or a finish has none)
+      const g = lp?.firstGone;
+      const first =
+        g && !(lp?.halt || stop?.halt || stop?.signal)
+          ? `after rank ${g.rank} died first${g.how ? ` (${g.how})` : ''}, seen by the supervisor, `
+          : '';
+      const restart = `restarted ${next.startTs !== null && s.endTs !== null ? `${dur((next.startTs - s.endTs) / 1000)} later ` : ''}${first}as segment #${next.index}${next.pid !== null ? ` (pid ${next.pid})` : ''}, step count from ${next.firstStep ?? 1}${nextLog?.resumedFrom ? `, weights from ${nextLog.resumedFrom}` : ''}`;
       if (stop?.signal) {
         // a halt that went unanswered: neither a graceful halt nor a crash
         s.end = 'halted';
@@ -264,6 +276,7 @@ export class HistoryFold {
           segment: i,
           step: s.lastStep,
           ts: s.endTs,
+          ...(g ? { rank: g.rank } : {}),
           text: `segment #${i}${s.pid !== null ? ` (pid ${s.pid})` : ''}, steps ${s.firstStep ?? 0}–${s.lastStep ?? 0} (${iso(s.startTs)} → ${iso(s.endTs)}), crashed: ${s.endWhy}`,
         });
       }
@@ -374,6 +387,8 @@ export class LogFold {
       this.cur().killed ??= `${r !== null && r !== undefined ? `rank ${r} (pid ${m[3]})` : `rank pid ${m[3]}`} killed by ${m[2]}`;
     } else if ((m = RE_LOG_RANK_EXIT.exec(text)))
       this.cur().killed ??= `rank ${m[1]} (pid ${m[2]}) exited with ${m[3]}`;
+    else if ((m = RE_LOG_FIRST_GONE.exec(text)))
+      this.cur().firstGone = { rank: Number(m[1]), pid: Number(m[2]), how: m[3] ?? null };
   }
 }
 

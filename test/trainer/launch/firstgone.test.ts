@@ -1,7 +1,8 @@
 // The rank that went first, by the supervisor's own process looks (src/trainer/launch/rankwatch.ts):
 // a stand-in torchrun (fake_torchrun.py) whose summary names the wrong rank, as torch 1.13's agent
 // did. kill -9 of rank 1; supervisor.json says rank 1 went first (SIGKILL, read from its zombie), and
-// the judge's RESTARTING text says so, keeping the agent's words as "torchrun says: …".
+// the judge's RESTARTING text says so, keeping the agent's words as "torchrun says: …"; `status`
+// carries it (its supervisor line, and --json supervisor.lastExit.firstGone).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { tempDir } from '../control/helpers.js';
 import { until } from './helpers.js';
 
 const host = new LocalHost();
+const BIN = fileURLToPath(new URL('../../../bin/nsa-top.js', import.meta.url));
 const FAKE = fileURLToPath(new URL('./fake_torchrun.py', import.meta.url));
 const python = spawnSync('python3', ['-c', 'print(1)']).status === 0;
 const started: { pid: number; startTime: string }[] = [];
@@ -95,6 +97,17 @@ test(
     const ev = new Checker().evaluate({ now: Date.now(), run: snap, procs: null, gpu: null, supervisor: st });
     assert.equal(ev.runState, 'RESTARTING', ev.runStateWhy);
     assert.match(ev.runStateWhy, /— rank 1 went first \(SIGKILL\); torchrun says: exit 1 of rank 0/);
+    // status carries it: the supervisor's last exit, in --json and in its supervisor line
+    const status = (...a: string[]) =>
+      spawnSync(process.execPath, [BIN, 'status', r.runDir, ...a], { encoding: 'utf8', timeout: 60_000 });
+    const sj = status('--json');
+    const lastExit = (JSON.parse(sj.stdout) as { supervisor: { lastExit: { firstGone: unknown } | null } | null })
+      .supervisor?.lastExit;
+    assert.deepEqual(lastExit?.firstGone, { ...st.firstGone, node: null }, sj.stdout + sj.stderr);
+    assert.match(
+      status().stdout,
+      new RegExp(`^supervisor .*; last exit exit 1 \\(rank 1, pid ${pids[1]}, went first: SIGKILL\\) `, 'm'),
+    );
     assert.equal((await stopRun(host, r.runDir, await currentActor(host))).result, 'started');
     await until('the supervisor to end', async () => !(await verifyProcess(host, st0.supervisor!)));
   },

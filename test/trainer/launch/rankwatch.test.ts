@@ -1,10 +1,15 @@
 // The pure parts of the supervisor's first-gone evidence: a zombie's wait status, which of the ranks
-// one look found gone went first, and when the judge prefers it to the launcher's summary. No process.
+// one look found gone went first, when the judge prefers it to the launcher's summary, and how
+// status (its supervisor line and --json) and report's history carry it. No process.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { causeRank } from '../../../src/checks/boot.js';
 import { firstOf, statEnd, waitStatusText } from '../../../src/trainer/launch/rankwatch.js';
 import { supervisorState } from '../../helpers/supervisor.js';
+import type { Observation } from '../../../src/cockpit/observe.js';
+import { formatControl, supervisorField } from '../../../src/commands/status.js';
+import type { SupervisorState } from '../../../src/trainer/control/types.js';
+import { HistoryFold, LogFold } from '../../../src/trainer/run/history.js';
 
 test("wait status: exit code or signal; a zombie's stat line gives it (field 52)", () => {
   assert.equal(waitStatusText(9), 'SIGKILL');
@@ -53,4 +58,67 @@ test("the judge names the supervisor's first-gone rank over torchrun's summary, 
     said: '',
   });
   assert.equal(causeRank(sup(null), exitAt, null), null);
+});
+
+test("status and report carry the first-gone rank: status's supervisor line and --json, report's history", () => {
+  // status: the supervisor as judged, its last exit with the rank that went first (this exit's only)
+  const exit = { at: 10_000, code: 1, signal: null };
+  const sup = (at: number) =>
+    supervisorState(
+      '/r',
+      { pid: 1, startTime: '1' },
+      {
+        state: 'backoff',
+        restarts: 1,
+        exitCodes: [exit],
+        lastCause: 'exit 1',
+        firstGone: { rank: 1, pid: 77, at, how: 'SIGKILL' },
+        startCheckpoints: [{ at: 1000, path: null, mtimeMs: null }],
+      },
+    );
+  const obs = (s: SupervisorState) => ({ supervisor: s, requests: [], carrier: null }) as unknown as Observation;
+  assert.deepEqual(supervisorField(obs(sup(9800)))?.lastExit?.firstGone, {
+    rank: 1,
+    pid: 77,
+    at: 9800,
+    how: 'SIGKILL',
+    node: null,
+  });
+  assert.match(
+    formatControl(obs(sup(9800)), 12_000),
+    /^supervisor alive \(pid 1\), backoff · 1 of 2 restarts used; last exit exit 1 \(rank 1, pid 77, went first: SIGKILL\) 2 ?s ago\n$/,
+  );
+  assert.equal(supervisorField(obs(sup(500)))?.lastExit?.firstGone, null, "an earlier trainer's record");
+  // a multi-node run: the judge's merge names the node whose supervisor saw it (pids are per node)
+  const onB = sup(9800);
+  onB.firstGone = { ...onB.firstGone!, node: 'root@b' };
+  assert.match(
+    formatControl(obs(onB), 12_000),
+    /last exit exit 1 \(rank 1 on node root@b, pid 77, went first: SIGKILL\) /,
+  );
+
+  // report: the supervisor's "trainer exited" line names the rank; the crashed segment's restart says it
+  const fold = new HistoryFold(600);
+  const log = new LogFold();
+  const beat = (ts: number, msg: string, step: number, pid: number) =>
+    fold.line(JSON.stringify({ ts, msg, step, pid, rank: 0 }));
+  log.line('[boot] loading config c.yaml');
+  beat(100, 'boot', 0, 10);
+  for (let s = 1; s <= 5; s++) beat(100 + s, 'progress', s, 10);
+  log.line('step 0005 | loss 5.0');
+  log.line(
+    '[nsa-top supervisor] 2026-11-26T20:00:00.000Z trainer exited: code 1 (rank 1, pid 11, went first: SIGKILL)',
+  );
+  log.line('[nsa-top supervisor] 2026-11-26T20:00:06.000Z start: torchrun …');
+  log.line('[boot] loading config c.yaml');
+  beat(120, 'boot', 0, 20);
+  beat(121, 'progress', 1, 20);
+  const segs = fold.finish(log.procs, 100, { events: [], stalls: [] });
+  assert.equal(segs[0]!.end, 'crashed', segs[0]!.endWhy);
+  assert.match(
+    segs[0]!.endWhy,
+    /; restarted 15 ?s later after rank 1 died first \(SIGKILL\), seen by the supervisor, as segment #1/,
+  );
+  const crash = fold.events.find((e) => e.kind === 'crash');
+  assert.equal(crash?.rank, 1, JSON.stringify(crash));
 });

@@ -237,7 +237,7 @@ test('a .HALT that is a FIFO stops the run like any .HALT: not restarted, and th
   assert.match(st.note ?? '', /HALT .*a FIFO.*not restarted/);
 });
 
-test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step logged', async () => {
+test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step logged with the reason', async () => {
   const { r } = await launchHung('sup-hang');
   const who = await currentActor(host);
   await stopRun(host, r.runDir, who, { reason: 'test' });
@@ -248,6 +248,15 @@ test('stop escalates .HALT → SIGINT → SIGKILL on a hung trainer, each step l
   assert.deepEqual(acts.slice(1), ['halt', 'escalate-sigint', 'escalate-sigkill']);
   const kill = (await readActions(host, r.runDir)).at(-1)!;
   assert.equal(kill.who.user, who.user, 'the escalation is logged under the operator who asked');
+  // each step the supervisor logs keeps the operator's reason (stop --reason)
+  assert.deepEqual(
+    (await readActions(host, r.runDir)).slice(1).map((a) => [a.target.reason, a.detail.endsWith('(reason: test)')]),
+    [
+      ['test', true],
+      ['test', true],
+      ['test', true],
+    ],
+  );
 });
 
 test('a stale .HALT in a shared out_dir refuses the launch and says how; relaunch removes it only when confirmed', async () => {
