@@ -40,7 +40,10 @@ const gnu =
 
 function runLook(ahead: LookAhead): { out: Buffer; ans: LookAnswer } {
   const { args, files, dirs } = lookArgs(ahead, NONCE);
-  const r = spawnSync('sh', ['-c', LOOK_SCRIPT, 'sh', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const r = spawnSync('sh', ['-c', LOOK_SCRIPT, 'sh', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    maxBuffer: 1 << 26,
+  });
   assert.equal(r.status, 0, r.stderr.toString());
   return { out: r.stdout, ans: parseLookAnswer(r.stdout, NONCE, files, dirs) };
 }
@@ -127,15 +130,17 @@ test('stats only (a look again): no bytes; the total cap keeps a look-ahead smal
   if (!gnu) return t.skip('no GNU find/xargs here');
   const d = join(tmp, 'cap');
   mkdirSync(d, { recursive: true });
-  // five files of 250 KiB: four fit in the 1 MiB total, the fifth is asked on its own
+  // five files of a bit under a quarter of the total each: four fit, the fifth is asked on its own
+  const size = Math.floor(LOOK_TOTAL_MAX / 4.1);
+  assert.ok(size <= LOOK_FILE_MAX);
   const files = [1, 2, 3, 4, 5].map((i) => join(d, `f${i}`));
-  files.forEach((p, i) => writeFileSync(p, Buffer.alloc(250 * 1024, 97 + i)));
+  files.forEach((p, i) => writeFileSync(p, Buffer.alloc(size, 97 + i)));
   const statsOnly = runLook({ files });
   assert.equal(statsOnly.out.length < 2000, true, `stats only: ${statsOnly.out.length} bytes`);
   assert.equal([...statsOnly.ans.whole.values()].length, 0);
-  assert.equal(fields(statsOnly.ans, files[4]!)![2], String(250 * 1024));
+  assert.equal(fields(statsOnly.ans, files[4]!)![2], String(size));
   const withBytes = runLook({ files, contents: true });
-  assert.ok(4 * 250 * 1024 <= LOOK_TOTAL_MAX && 5 * 250 * 1024 > LOOK_TOTAL_MAX);
+  assert.ok(4 * size <= LOOK_TOTAL_MAX && 5 * size > LOOK_TOTAL_MAX);
   for (const p of files.slice(0, 4))
     assert.deepEqual((withBytes.ans.whole.get(p) as { data: Buffer }).data, readFileSync(p));
   assert.equal(withBytes.ans.whole.get(files[4]!), undefined);

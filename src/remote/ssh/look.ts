@@ -26,26 +26,27 @@ import type { RawResult } from './exec.js';
 import type { ExecResult } from '../host.js';
 import { parseFindEntry, sortByName, statOf } from './listing.js';
 
-/** a file larger than this is not brought by a look-ahead (it is read on its own, as asked) */
-export const LOOK_FILE_MAX = 256 * 1024;
+/** a file larger than this is not brought by a look-ahead (it is read on its own, as asked): the
+ * run model reads a line file up to 1 MiB whole from its start (a larger one from its tail) */
+export const LOOK_FILE_MAX = 1024 * 1024;
 /** the bytes one look-ahead brings at most */
-export const LOOK_TOTAL_MAX = 1024 * 1024;
+export const LOOK_TOTAL_MAX = 4 * 1024 * 1024;
 /** an answer larger than this is not kept for the look (asked again, it is read again) */
 const LOOK_KEEP_MAX = 4 * 1024 * 1024;
 
 /**
- * the awk that picks the files whose bytes are brought (m=p: their paths, m=t: their total): each
+ * the awk that picks the files whose bytes are brought (their paths, a line each, then their total): each
  * path once, regular, readable, within the per-file cap — those unchanged for 2 s (`now`, the box's
  * clock) first, then the ones being written, each while the total stays within its cap. A file
  * whose stat moved while the bytes were read costs the files after it too (look.ts's rule): the
  * files a live run appends to every step go last, so they cost only each other.
  */
 const PICK =
-  `awk -v cap="$cap" -v tot="$tot" -v now="$now" -v m="$1" ` +
-  `'function take(p, z) { if (t + z <= tot) { t += z; if (m == "p") print p } } ` +
+  `awk -v cap="$cap" -v tot="$tot" -v now="$now" ` +
+  `'function take(p, z) { if (t + z <= tot) { t += z; print p } } ` +
   `{ p = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ /, "", p) } (p in s) { next } { s[p] = 1 } ` +
   `$1 == "r" && $3 == "f" && $4 <= cap { if ($5 < now - 2) { a[++na] = p; az[na] = $4 } else { b[++nb] = p; bz[nb] = $4 } } ` +
-  `END { for (i = 1; i <= na; i++) take(a[i], az[i]); for (i = 1; i <= nb; i++) take(b[i], bz[i]); if (m == "t") print t + 0 }'`;
+  `END { for (i = 1; i <= na; i++) take(a[i], az[i]); for (i = 1; i <= nb; i++) take(b[i], bz[i]); print t + 0 }'`;
 
 /** find's stat line of a file: `R INO TYPE SIZE MTIME MODE UID NLINK DEV PATH` */
 const STAT_FMT = `\\( -readable -printf 'r ' -o -printf 'u ' \\) -printf '%i %y %s %T@ %m %U %n %D %p\\n'`;
@@ -61,16 +62,17 @@ export const LOOK_SCRIPT = [
   '[ $# -gt 0 ] || exit 0;',
   `st=$(find -L "$@" -maxdepth 0 ${STAT_FMT} 2>/dev/null; [ -z "$rs" ] || printf '%s\\n' "\${rs#"$nl"}");`,
   `now=$(date +%s); printf '@@%s S %s@@\\n%s\\n' "$N" "$now" "$st";`,
-  `pick() { printf '%s\\n' "$st" | ${PICK}; };`,
-  "T=$(pick t); case $T in '' | *[!0-9]*) T=0;; esac;",
+  // one pick: the paths (L, no line break in any) and their total (T, the last line)
+  `P=$(printf '%s\\n' "$st" | ${PICK}); T=\${P##*"$nl"}; L=; [ "$T" = "$P" ] || L=\${P%"$nl"*};`,
+  "case $T in '' | *[!0-9]*) T=0;; esac;",
   `printf '@@%s C %s@@\\n' "$N" "$T";`,
   '[ "$T" -gt 0 ] || exit 0;',
   // the bytes go out on fd 3 (the real stdout); cat's exit comes back on fd 4: a file that could not
   // be read (short: the files after it would shift) makes the whole block unanswered
   'exec 3>&1;',
-  `x=$( { { pick p | xargs -d '\\n' cat -- 2>/dev/null; echo "$?" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
+  `x=$( { { printf '%s\\n' "$L" | xargs -d '\\n' cat -- 2>/dev/null; echo "$?" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
   `printf '@@%s V %s@@\\n' "$N" "$x";`,
-  `pick p | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
+  `printf '%s\\n' "$L" | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
 ].join(' ');
 
 /** A file as a look-ahead found it: whole (its bytes and the stat they go with), missing, or not a regular file. */
