@@ -549,7 +549,7 @@ test('signals over SSH go by kill, only to the process whose start time matches'
     process.execPath,
     [
       '-e',
-      `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));setInterval(()=>{},1e9)`,
+      `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));require('fs').writeFileSync(${JSON.stringify(`${flag}.ready`)},'');setInterval(()=>{},1e9)`,
     ],
     { stdio: 'ignore' },
   );
@@ -561,10 +561,13 @@ test('signals over SSH go by kill, only to the process whose start time matches'
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
-    // the handler installed (SigCgt), not a fixed sleep: a signal through the watch loop is quick
+    // the handler installed, not a fixed sleep: a signal through the watch loop is quick. SigCgt is
+    // not enough: node catches SIGUSR1 from its start (its inspector), before the script's listener
+    // is there — a signal then opened the inspector and the test failed under load. The child says
+    // when its listener is in place.
     for (const t0 = Date.now(); Date.now() - t0 < 30_000; await new Promise((r) => setTimeout(r, 50))) {
       const m = /^SigCgt:\s*(\S+)/m.exec(readFileSync(`/proc/${c.pid}/status`, 'utf8'));
-      if (m && sigCaught(m[1]!, 10)) break;
+      if (m && sigCaught(m[1]!, 10) && existsSync(`${flag}.ready`)) break;
     }
     await assert.rejects(
       host.signal(c.pid!, 'SIGUSR1', { startTime: String(Number(info.startTime) + 1) }),
