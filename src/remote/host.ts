@@ -119,6 +119,13 @@ export interface LookAhead {
   /** also bring the bytes of the small files among `files` (a first look; a look again wants stats
    * only: its parts read a file only when its stat changed) */
   contents?: boolean;
+  /** directories (listed like `dirs`) whose small regular files are brought whole too, as if named
+   * in `files` (with `contents`): a first look's pollDir of such a dir takes its listing and first
+   * reads from the look instead of a frame and a read round of its own */
+  readDirs?: string[];
+  /** quick execs (probes that change nothing: the host's resources) the look will run: sent right
+   * behind the look-ahead, and an exec of the same argv in the look takes that answer */
+  execs?: string[][];
 }
 
 /** A view of a host for one look (Host.look); end() ends the look, never the connection. */

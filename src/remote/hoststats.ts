@@ -146,6 +146,12 @@ export function hostStatsFrom(
 const SSH_SCRIPT =
   'exec 2>/dev/null; cat /proc/meminfo; echo @@; cat /proc/loadavg; echo @@; head -n 1 /proc/stat; echo @@; t=; command -v timeout >/dev/null && t=\'timeout 3\'; for p in "$@"; do $t df -Pk -- "$p" | tail -n 1 || echo -; done';
 
+/** The command an SSH reading runs for these directories (each once): a look-ahead asks it ahead
+ * (LookAhead.execs), and a reading of the same directories takes that answer. */
+export function hostStatsArgv(paths: string[]): string[] {
+  return ['sh', '-c', SSH_SCRIPT, 'sh', ...new Set(paths)];
+}
+
 /**
  * Reads a host's resources. One per observer: it keeps the previous CPU ticks (CPU % is a rate)
  * and, over SSH, the newest reading while the next one is on its way.
@@ -243,17 +249,17 @@ export class HostStatsReader {
     // it rides the connection's watch loop (quick: no session of its own, one per look in all): the
     // /proc reads answer at once and df stats the run dir's and the checkpoints' file systems, which
     // the loop's own reads of the run depend on anyway; `timeout 3` bounds a slow df where it can
-    const r = await this.host.exec(['sh', '-c', SSH_SCRIPT, 'sh', ...dirs.map((d) => d.path)], {
-      timeoutMs: 10_000,
-      quick: true,
-    });
+    // each directory once (the checkpoints in the run dir itself: one df)
+    const paths = [...new Set(dirs.map((d) => d.path))];
+    const r = await this.host.exec(hostStatsArgv(paths), { timeoutMs: 10_000, quick: true });
     const errors: string[] = [];
     const [meminfo, loadavg, cpuText, dfText] = r.stdout.split('@@\n');
     const cpu = cpuText ? parseCpuLine(cpuText) : null;
     const disks: DiskStats[] = [];
     const rows = (dfText ?? '').split('\n').filter((l) => l.length > 0);
     const mounts = new Set<string>();
-    dirs.forEach((d, i) => {
+    dirs.forEach((d) => {
+      const i = paths.indexOf(d.path);
       const row = rows[i] && rows[i] !== '-' ? parseDfP(`header\n${rows[i]}`)[0] : undefined;
       if (!row) {
         errors.push(`disk of ${d.role} not readable (df)`);

@@ -15,6 +15,7 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,7 +40,10 @@ const gnu =
 
 function runLook(ahead: LookAhead): { out: Buffer; ans: LookAnswer } {
   const { args, files, dirs } = lookArgs(ahead, NONCE);
-  const r = spawnSync('sh', ['-c', LOOK_SCRIPT, 'sh', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const r = spawnSync('sh', ['-c', LOOK_SCRIPT, 'sh', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    maxBuffer: 1 << 26,
+  });
   assert.equal(r.status, 0, r.stderr.toString());
   return { out: r.stdout, ans: parseLookAnswer(r.stdout, NONCE, files, dirs) };
 }
@@ -126,15 +130,17 @@ test('stats only (a look again): no bytes; the total cap keeps a look-ahead smal
   if (!gnu) return t.skip('no GNU find/xargs here');
   const d = join(tmp, 'cap');
   mkdirSync(d, { recursive: true });
-  // five files of 250 KiB: four fit in the 1 MiB total, the fifth is asked on its own
+  // five files of a bit under a quarter of the total each: four fit, the fifth is asked on its own
+  const size = Math.floor(LOOK_TOTAL_MAX / 4.1);
+  assert.ok(size <= LOOK_FILE_MAX);
   const files = [1, 2, 3, 4, 5].map((i) => join(d, `f${i}`));
-  files.forEach((p, i) => writeFileSync(p, Buffer.alloc(250 * 1024, 97 + i)));
+  files.forEach((p, i) => writeFileSync(p, Buffer.alloc(size, 97 + i)));
   const statsOnly = runLook({ files });
   assert.equal(statsOnly.out.length < 2000, true, `stats only: ${statsOnly.out.length} bytes`);
   assert.equal([...statsOnly.ans.whole.values()].length, 0);
-  assert.equal(fields(statsOnly.ans, files[4]!)![2], String(250 * 1024));
+  assert.equal(fields(statsOnly.ans, files[4]!)![2], String(size));
   const withBytes = runLook({ files, contents: true });
-  assert.ok(4 * 250 * 1024 <= LOOK_TOTAL_MAX && 5 * 250 * 1024 > LOOK_TOTAL_MAX);
+  assert.ok(4 * size <= LOOK_TOTAL_MAX && 5 * size > LOOK_TOTAL_MAX);
   for (const p of files.slice(0, 4))
     assert.deepEqual((withBytes.ans.whole.get(p) as { data: Buffer }).data, readFileSync(p));
   assert.equal(withBytes.ans.whole.get(files[4]!), undefined);
@@ -194,7 +200,85 @@ test('only absolute one-line paths travel: the others are asked on their own', (
   );
   assert.deepEqual(files, ['/a']);
   assert.deepEqual(dirs, ['/d']);
-  // nonce, per-file cap, total cap, dir count, the dirs, `/` (find's proof it ran), the files
-  assert.deepEqual(args, [NONCE, String(LOOK_FILE_MAX), String(LOOK_TOTAL_MAX), '1', '/d', '/', '/a']);
+  // nonce, per-file cap, total cap, dir count, read dir count, the dirs, `/` (find's proof it ran), the files
+  assert.deepEqual(args, [NONCE, String(LOOK_FILE_MAX), String(LOOK_TOTAL_MAX), '1', '0', '/d', '/', '/a']);
+  // read dirs go first (the script reads the first ones), and only with contents
+  const rd = lookArgs({ files: ['/a'], dirs: ['/d', '/r'], readDirs: ['/r', 'rel'], contents: true }, NONCE);
+  assert.deepEqual(rd.args.slice(3), ['2', '1', '/r', '/d', '/', '/a']);
+  assert.deepEqual(rd.readDirs, ['/r']);
+  assert.deepEqual(lookArgs({ dirs: ['/d'], readDirs: ['/r'] }, NONCE).args.slice(3, 5), ['1', '0']);
   assert.equal(lookArgs({ files: ['/a'] }, NONCE).args[2], '0', 'stats only: no bytes');
+});
+
+test('read dirs: every small regular file of the dir whole and its listing, a path named too once, a name with a line break left out', (t) => {
+  if (!gnu) return t.skip('no GNU find/xargs here');
+  const d = join(tmp, 'readdir');
+  mkdirSync(join(d, 'tb'), { recursive: true });
+  writeFileSync(join(d, 'config.yaml'), 'a: 1\n');
+  writeFileSync(join(d, 'training.csv'), 'step,loss\n1,2.5\n');
+  writeFileSync(join(d, 'tb', 'events.out'), Buffer.from([0, 1, 2, 10, 255]));
+  writeFileSync(join(d, 'big.log'), Buffer.alloc(LOOK_FILE_MAX + 1, 120));
+  writeFileSync(join(d, 'line\nbreak'), 'x\n');
+  const named = join(d, 'config.yaml');
+  const ahead = { files: [named], dirs: [d], readDirs: [d, join(d, 'tb'), join(d, 'nodir')], contents: true };
+  const { ans, out } = runLook(ahead);
+  for (const p of [named, join(d, 'training.csv'), join(d, 'tb', 'events.out')]) {
+    const w = ans.whole.get(p);
+    assert.equal(w?.kind, 'data', p);
+    assert.deepEqual(w.kind === 'data' && w.data, readFileSync(p), p);
+    // with the stat its bytes go with
+    const st = statSync(p);
+    assert.equal(w.kind === 'data' && w.stat.size, st.size, p);
+    assert.equal(w.kind === 'data' && w.stat.ino, st.ino, p);
+  }
+  // a path named and in a read dir is read once: the block is the sum of the distinct files
+  const tot = Number(/@@f00dfeed0123456789abcdef C (\d+)@@/.exec(out.toString('latin1'))![1]);
+  assert.equal(tot, 5 + 16 + 5);
+  assert.equal(ans.whole.get(join(d, 'big.log')), undefined, 'over the per-file cap: asked on its own');
+  assert.equal(ans.whole.get(join(d, 'line\nbreak')), undefined, 'a name with a line break is not read');
+  // both read dirs listed (the listing as SshFiles.list reads it); a missing one said so
+  const names = (p: string) =>
+    ans.lists
+      .get(p)!
+      .stdout.toString()
+      .split('\n')
+      .map(parseFindEntry)
+      .filter((e) => e !== null)
+      .map((e) => e.name)
+      .sort();
+  assert.deepEqual(names(join(d, 'tb')), ['events.out']);
+  assert.ok(names(d).includes('training.csv'));
+  assert.ok(ans.unlisted.has(join(d, 'nodir')));
+  assert.ok(!ans.unlisted.has(d));
+  // stats only (a look again): the dirs are listed but nothing of them is read
+  const again = runLook({ ...ahead, contents: false });
+  assert.equal(again.ans.whole.size, 0);
+  assert.equal(again.ans.stats.has(join(d, 'training.csv')), false);
+});
+
+test('the files being written go last: one whose stat moved while read costs the files after it, never a settled one', (t) => {
+  if (!gnu) return t.skip('no GNU find/xargs here');
+  const d = join(tmp, 'hot');
+  mkdirSync(d, { recursive: true });
+  const [hot, old] = [join(d, 'training.csv'), join(d, 'config.yaml')];
+  writeFileSync(hot, 'step\n1\n');
+  writeFileSync(old, 'a: 1\n');
+  utimesSync(old, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+  const ahead = { files: [hot, old], contents: true };
+  const { out } = runLook(ahead);
+  const { files, dirs } = lookArgs(ahead, NONCE);
+  const whole = (x: LookAnswer) => [...x.whole.entries()].filter(([, w]) => w.kind === 'data').map(([p]) => p);
+  assert.deepEqual(whole(parseLookAnswer(out, NONCE, files, dirs)).sort(), [hot, old].sort());
+  const text = out.toString('latin1');
+  // the settled file's bytes come first, though it was named second
+  const cEnd = text.indexOf('@@\n', text.indexOf(`@@${NONCE} C `)) + 3;
+  assert.equal(text.slice(cEnd, cEnd + 5), 'a: 1\n');
+  // the hot file moved while read: it is not taken; the settled one before it is
+  const vAt = text.indexOf(`@@${NONCE} V 0@@\n`);
+  const hotLine = text
+    .slice(vAt)
+    .split('\n')
+    .find((l) => l.endsWith(` ${hot}`))!;
+  const moved = text.slice(0, vAt) + text.slice(vAt).replace(hotLine, hotLine.replace(/^(\d+) (\d+)/, '$1 99'));
+  assert.deepEqual(whole(parseLookAnswer(Buffer.from(moved, 'latin1'), NONCE, files, dirs)), [old]);
 });

@@ -549,7 +549,7 @@ test('signals over SSH go by kill, only to the process whose start time matches'
     process.execPath,
     [
       '-e',
-      `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));setInterval(()=>{},1e9)`,
+      `process.on('SIGUSR1',()=>require('fs').appendFileSync(${JSON.stringify(flag)},'x'));require('fs').writeFileSync(${JSON.stringify(`${flag}.ready`)},'');setInterval(()=>{},1e9)`,
     ],
     { stdio: 'ignore' },
   );
@@ -561,10 +561,13 @@ test('signals over SSH go by kill, only to the process whose start time matches'
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
-    // the handler installed (SigCgt), not a fixed sleep: a signal through the watch loop is quick
+    // the handler installed, not a fixed sleep: a signal through the watch loop is quick. SigCgt is
+    // not enough: node catches SIGUSR1 from its start (its inspector), before the script's listener
+    // is there — a signal then opened the inspector and the test failed under load. The child says
+    // when its listener is in place.
     for (const t0 = Date.now(); Date.now() - t0 < 30_000; await new Promise((r) => setTimeout(r, 50))) {
       const m = /^SigCgt:\s*(\S+)/m.exec(readFileSync(`/proc/${c.pid}/status`, 'utf8'));
-      if (m && sigCaught(m[1]!, 10)) break;
+      if (m && sigCaught(m[1]!, 10) && existsSync(`${flag}.ready`)) break;
     }
     await assert.rejects(
       host.signal(c.pid!, 'SIGUSR1', { startTime: String(Number(info.startTime) + 1) }),
@@ -679,6 +682,56 @@ test('openHost: ~/.ssh/config alias (HostName/User/Port/IdentityFile) and the --
   );
 });
 
+test('a first look that reads the run dir: its polls take the listing and first reads from the look-ahead (no frame, no read round), a round again waits for a frame, the next read follows on; a probe asked ahead is answered from it', async () => {
+  const dir = join(tmp, 'lookpoll');
+  mkdirSync(join(dir, 'tb'), { recursive: true });
+  const csv = join(dir, 'training.csv');
+  const cfg = join(dir, 'config.yaml');
+  writeFileSync(cfg, 'a: 1\n');
+  writeFileSync(csv, 'step,loss\n1,2.5\n');
+  writeFileSync(join(dir, 'tb', 'ev'), 'xyz');
+  // no timer ticks: every frame here is one a poll asked for
+  const h = await sshd.connect({ watchIntervalMs: 600_000 });
+  const names = (es: { name: string }[] | null | undefined) => (es ?? []).map((e) => e.name);
+  try {
+    for (const t0 = Date.now(); h.stats().frames < 1 && Date.now() - t0 < 20_000;)
+      await new Promise((r) => setTimeout(r, 20));
+    const f0 = h.stats().frames;
+    const s0 = h.stats().scripts;
+    const probe = ['sh', '-c', 'echo probe; cat /proc/loadavg'];
+    const look = h.look({ dirs: [dir], readDirs: [dir, join(dir, 'tb')], contents: true, execs: [probe] });
+    // the run model's first round: the listing (and tb/'s), then the files it shows
+    const p1 = await look.pollDir(dir, [], ['tb']);
+    assert.deepEqual(names(p1.entries), names(await local.list(dir)));
+    assert.deepEqual(names(p1.subdirs['tb']), ['ev']);
+    const p2 = await look.pollDir(dir, [
+      { path: csv, offset: 0 },
+      { path: cfg, offset: 0, maxBytes: 2 },
+    ]);
+    assert.equal(p2.reads[0]!.data.toString(), 'step,loss\n1,2.5\n');
+    assert.equal(p2.reads[0]!.stat?.size, 16);
+    assert.equal(p2.reads[0]!.stat?.ino, (await local.stat(csv))!.ino);
+    assert.equal(p2.reads[1]!.data.toString(), 'a:');
+    assert.equal(h.stats().frames, f0, 'no frame: the look-ahead answered both polls');
+    assert.match((await look.exec(probe, { timeoutMs: 5000, quick: true })).stdout, /^probe\n/);
+    assert.equal(h.stats().scripts - s0, 2, 'one look-ahead and the probe asked behind it: nothing else');
+    // a round again (nothing new to read) lists afresh: a frame, never the look-ahead's sizes twice
+    writeFileSync(join(dir, 'late.txt'), 'late\n');
+    appendFileSync(csv, '2,1.5\n');
+    const p3 = await look.pollDir(dir, [], ['tb']);
+    assert.ok(names(p3.entries).includes('late.txt'), 'listed by a frame');
+    assert.equal(p3.entries!.find((e) => e.name === 'training.csv')!.size, 22);
+    // the next read from where the first ended follows the file: its new bytes, by the next frame
+    const p4 = await look.pollDir(dir, [{ path: csv, offset: 16 }], ['tb']);
+    assert.equal(p4.reads[0]!.data.toString(), '2,1.5\n');
+    assert.equal(p4.reads[0]!.offset, 16);
+    assert.ok(h.stats().frames > f0);
+    look.end();
+  } finally {
+    await h.close();
+  }
+});
+
 test('a look (Host.look): its look-ahead in one round trip, each file asked once, the same answers as the host; a write starts it afresh', async () => {
   const dir = join(tmp, 'look');
   mkdirSync(join(dir, '.nsa-top'), { recursive: true });
@@ -707,25 +760,24 @@ test('a look (Host.look): its look-ahead in one round trip, each file asked once
     // asked again within the look: its first answer
     await look.stat(info);
     await look.list(dir);
-    // the first look-ahead of a connection takes the quick asks every command makes first
-    // (firstasks.ts) right behind it, before anyone asks them; the first exec of each takes that answer
-    assert.equal(
-      fresh.stats().scripts - s1,
-      3,
-      'one script for every stat, read and listing; then id -u, the host facts',
-    );
+    // the quick asks every command makes first (firstasks.ts) came with the watch loop's hello: the
+    // first exec of each takes that answer, no script of its own
+    assert.equal(fresh.stats().scripts - s1, 1, 'one script for every stat, read and listing');
     const uid = await fresh.exec([...UID_ARGV], { timeoutMs: 5000, quick: true });
     assert.equal(uid.stdout.trim(), String(process.getuid!()));
-    assert.match((await fresh.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true })).stdout, /^\d+\n/);
-    assert.equal(fresh.stats().scripts - s1, 3, 'answered from the asks already made');
+    const facts = (await fresh.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true })).stdout;
+    assert.match(facts, /^\d+\n/);
+    assert.equal(fresh.stats().scripts - s1, 1, 'answered from the hello');
+    // the same as the asks themselves answer
+    assert.equal(facts, (await fresh.exec([...HOST_FACTS_ARGV], { timeoutMs: 5000, quick: true })).stdout);
     await fresh.exec([...UID_ARGV], { timeoutMs: 5000, quick: true });
-    assert.equal(fresh.stats().scripts - s1, 4, 'asked again: once each');
+    assert.equal(fresh.stats().scripts - s1, 3, 'asked again: once each');
     // not in the look-ahead: asked once, then answered from the look
     await look.stat(other);
     await look.readFile(other);
     await look.stat(other);
     await look.readFile(other);
-    assert.equal(fresh.stats().scripts - s1, 6, 'a stat and a read of a file the look-ahead did not name, each once');
+    assert.equal(fresh.stats().scripts - s1, 5, 'a stat and a read of a file the look-ahead did not name, each once');
     // the same answers the host gives on its own
     assert.deepEqual(seen.dir, await fresh.stat(dir));
     assert.deepEqual(seen.info, await fresh.stat(info));

@@ -29,10 +29,10 @@ import { ChannelLimiter } from './channels.js';
 import { clockOffsetOf, probeBox, SshConnection, type BoxFacts, type SshHostOptions } from './connection.js';
 import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
-import { DirPoller } from './poll.js';
+import { DirPoller, subdirPath } from './poll.js';
 import { LOOK_SCRIPT, LookMemo, lookArgs, lookNonce, parseLookAnswer, SshLook, type LookedHost } from './look.js';
 import { WatchLoop, type ScriptAnswer } from './watch.js';
-import { FIRST_ASKS } from '../firstasks.js';
+import { FIRST_ASKS, HOST_FACTS_ARGV, UID_ARGV } from '../firstasks.js';
 import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
@@ -113,9 +113,11 @@ export class SshHost implements Host, LookedHost {
   }
 
   /**
-   * The box's clock and tools, asked through the watch loop (started here): `date` in the loop's
-   * shell, timed from the moment the line is sent (no session start-up inside the round trip, so
-   * the offset is good to a few ms). Null when the loop cannot start: probeBox execs instead.
+   * The box's clock and tools, from the watch loop's hello (the loop is started here): its `date`
+   * is the last thing the loop does before the line goes out, so the box's clock is read at most
+   * the line's one-way trip before it arrives (on loopback well under a ms; the round trip of a
+   * `date` of its own cost a round trip before the first look). The hello's uid and CPU count
+   * answer the first asks (firstasks.ts) too. Null when the loop cannot start: probeBox execs instead.
    */
   private async probeInLoop(): Promise<{ clockOffsetMs: number | null; gnuFind: boolean } | null> {
     try {
@@ -123,13 +125,28 @@ export class SshHost implements Host, LookedHost {
     } catch {
       return null;
     }
-    // timed from the hello on: the shell's start-up is not in the round trip
     if (!(await this.watch.waitHello(10_000))) return null;
-    const t0 = Date.now();
-    const r = await this.watch.runScript(() => 'date +%s%N; date +%s', [], 10_000);
-    const t1 = Date.now();
-    if (!r || r.code !== 0) return null;
-    return { clockOffsetMs: clockOffsetOf(r.stdout.toString(), t0, t1), gnuFind: this.box.gnuFind };
+    const h = this.watch.helloFacts;
+    if (!h) return null;
+    const answer = (stdout: string, code = 0): Promise<ScriptAnswer> =>
+      Promise.resolve({
+        code,
+        signal: null,
+        stdout: Buffer.from(stdout),
+        stderr: Buffer.alloc(0),
+        timedOut: false,
+        durationMs: 0,
+      });
+    if (/^\d+$/.test(h.uid) && /^\d+$/.test(h.cpus)) {
+      // FIRST_ASKS' answers, as their execs print them
+      this.firstAnswers.set(UID_ARGV.join('\0'), answer(`${h.uid}\n`));
+      this.firstAnswers.set(
+        HOST_FACTS_ARGV.join('\0'),
+        answer(`${h.cpus}\n${h.gpu ? 'gpu-tools\n' : ''}`, h.gpu ? 0 : 1),
+      );
+      this.firstAsked = true;
+    }
+    return { clockOffsetMs: clockOffsetOf(h.clock, h.at, h.at), gnuFind: this.box.gnuFind };
   }
 
   /** Connects (first attempt errors are thrown: host key, auth, network). */
@@ -291,17 +308,25 @@ export class SshHost implements Host, LookedHost {
   lookAhead(ahead: LookAhead, memo: LookMemo): void {
     if (this.conn.closing || !this.box.gnuFind) return;
     const nonce = lookNonce();
-    const { args, files, dirs } = lookArgs(ahead, nonce);
+    const { args, files, dirs, readDirs } = lookArgs(ahead, nonce);
     if (files.length + dirs.length === 0) return;
     const answer = this.watch
       .runScript(() => LOOK_SCRIPT, args, 20_000)
       .then((r) => (r && r.code === 0 ? parseLookAnswer(r.stdout, nonce, files, dirs) : null));
-    memo.seed({ files, dirs }, answer);
+    memo.seed({ files, dirs, readDirs }, answer);
+    // the probes the look will run, right behind it (the loop runs them while the look's answer is parsed)
+    for (const argv of ahead.execs ?? []) memo.seedExec(argv, this.exec(argv, { timeoutMs: 10_000, quick: true }));
     this.askFirst();
   }
 
   pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []) {
     return this.poller.pollDir(dir, reads, subdirs);
+  }
+
+  /** pollDir in a look: where its look-ahead read the dir, the listings and first reads come from it */
+  async lookPollDir(dir: string, reads: ReadRequest[], subdirs: string[] | undefined, memo: LookMemo) {
+    const pre = await memo.poll(dir, subdirs ?? [], (s) => subdirPath(dir, s));
+    return this.poller.pollDir(dir, reads, subdirs ?? [], pre);
   }
 
   readProcTable(req: ProcTableRequest, timeoutMs: number) {

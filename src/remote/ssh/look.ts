@@ -4,59 +4,79 @@
 // each as the look's parts come to them (a `status --host` asked ~60 in turn, the same file up to
 // six times).
 //
-// The look-ahead script ($1 nonce, $2 per-file cap, $3 total cap, $4 number of dirs; then the dirs,
-// then the files, `/` first), its answer cut by the nonce's markers:
+// The look-ahead script ($1 nonce, $2 per-file cap, $3 total cap, $4 number of dirs, $5 how many of
+// them are read dirs (the first ones); then the dirs, then the files, `/` first), its answer cut by
+// the nonce's markers:
 //   @@N D@@ <find listing of the dir, as SshFiles.list prints it> @@N E <find's exit, - unlistable>@@
-//   (once per dir), then @@N S@@ and one line per file that exists,
+//   (once per dir), then @@N S NOW@@ (NOW: the box's clock, s) and one line per file that exists,
 //   `R INO TYPE SIZE MTIME MODE UID NLINK DEV PATH` (R = r readable, u not; the fields of
-//   SshFiles.stat), then @@N C TOT@@ and TOT raw bytes: the files that are regular, readable and at
-//   most the per-file cap, in that order while the total stays within its cap, concatenated (short
-//   ones padded), then @@N V RC@@ (RC: cat's exit, 0 when every file was read whole) and
-//   `INO SIZE MTIME PATH` of each of them read again after the bytes: a file whose stat moved (and
-//   every one after it) is not taken from the block, nor is anything when RC is not 0.
+//   SshFiles.stat) — the files named, then the regular files in each read dir (a name with a line
+//   break left out) — then @@N C TOT@@ and TOT raw bytes: the files that are regular, readable and at
+//   most the per-file cap — those unchanged for 2 s before NOW first, then the others, each in that
+//   order (a path once) — while the total stays within its cap,
+//   concatenated (short ones padded), then @@N V RC@@ (RC: cat's exit, 0 when every file was read
+//   whole) and `INO SIZE MTIME PATH` of each of them read again after the bytes: a file whose stat
+//   moved (and every one after it) is not taken from the block, nor is anything when RC is not 0.
 // `/` is stat'ed first: a listing of stats without it means find failed, and no file is answered as
 // missing from it.
 import { randomBytes } from 'node:crypto';
-import type { Host, Look, LookAhead, OwnWriteMode, ReadRequest, SignalExpect, SignalName } from '../host.js';
-import type { ExecOptions, ProcTableRequest, StreamOptions } from '../host.js';
+import type { DirPoll, Host, Look, LookAhead, OwnWriteMode, ReadRequest, SignalExpect, SignalName } from '../host.js';
+import type { DirEntry, ExecOptions, FileStat, ProcTableRequest, StreamOptions } from '../host.js';
 import type { RawResult } from './exec.js';
+import type { ExecResult } from '../host.js';
+import { parseFindEntry, sortByName, statOf } from './listing.js';
 
-/** a file larger than this is not brought by a look-ahead (it is read on its own, as asked) */
-export const LOOK_FILE_MAX = 256 * 1024;
+/** a file larger than this is not brought by a look-ahead (it is read on its own, as asked): the
+ * run model reads a line file up to 1 MiB whole from its start (a larger one from its tail) */
+export const LOOK_FILE_MAX = 1024 * 1024;
 /** the bytes one look-ahead brings at most */
-export const LOOK_TOTAL_MAX = 1024 * 1024;
+export const LOOK_TOTAL_MAX = 4 * 1024 * 1024;
 /** an answer larger than this is not kept for the look (asked again, it is read again) */
 const LOOK_KEEP_MAX = 4 * 1024 * 1024;
 
-/** the awk that picks the files whose bytes are brought (m=p: their paths, m=t: their total) */
+/**
+ * the awk that picks the files whose bytes are brought (their paths, a line each, then their total): each
+ * path once, regular, readable, within the per-file cap — those unchanged for 2 s (`now`, the box's
+ * clock) first, then the ones being written, each while the total stays within its cap. A file
+ * whose stat moved while the bytes were read costs the files after it too (look.ts's rule): the
+ * files a live run appends to every step go last, so they cost only each other.
+ */
 const PICK =
-  `awk -v cap="$cap" -v tot="$tot" -v m="$1" '$1 == "r" && $3 == "f" && $4 <= cap && t + $4 <= tot ` +
-  `{ t += $4; p = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ /, "", p); if (m == "p") print p } ` +
-  `END { if (m == "t") print t + 0 }'`;
+  `awk -v cap="$cap" -v tot="$tot" -v now="$now" ` +
+  `'function take(p, z) { if (t + z <= tot) { t += z; print p } } ` +
+  `{ p = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ /, "", p) } (p in s) { next } { s[p] = 1 } ` +
+  `$1 == "r" && $3 == "f" && $4 <= cap { if ($5 < now - 2) { a[++na] = p; az[na] = $4 } else { b[++nb] = p; bz[nb] = $4 } } ` +
+  `END { for (i = 1; i <= na; i++) take(a[i], az[i]); for (i = 1; i <= nb; i++) take(b[i], bz[i]); print t + 0 }'`;
+
+/** find's stat line of a file: `R INO TYPE SIZE MTIME MODE UID NLINK DEV PATH` */
+const STAT_FMT = `\\( -readable -printf 'r ' -o -printf 'u ' \\) -printf '%i %y %s %T@ %m %U %n %D %p\\n'`;
 
 export const LOOK_SCRIPT = [
-  'set -f; N=$1 cap=$2 tot=$3 nd=$4; shift 4;',
+  "set -f; N=$1 cap=$2 tot=$3 nd=$4 nr=$5; shift 5; nl=$(printf '\\nx'); nl=${nl%x}; rs=;",
   'while [ "$nd" -gt 0 ] && [ $# -gt 0 ]; do d=$1; shift; nd=$((nd - 1)); printf \'@@%s D@@\\n\' "$N";',
   'if [ -d "$d" ] && [ -r "$d" ] && [ -x "$d" ]; then',
   `find -L "$d" -mindepth 1 -maxdepth 1 -printf '%i %y %s %T@ %f\\n' 2>/dev/null; printf '@@%s E %s@@\\n' "$N" "$?";`,
-  `else printf '@@%s E -@@\\n' "$N"; fi; done;`,
+  // a read dir: its regular files' stat lines, after the files named
+  `[ "$nr" -gt 0 ] && { x=$(find -L "$d" -mindepth 1 -maxdepth 1 ! -name "*$nl*" -type f ${STAT_FMT} 2>/dev/null); [ -z "$x" ] || rs="$rs$nl$x"; };`,
+  `else printf '@@%s E -@@\\n' "$N"; fi; nr=$((nr - 1)); done;`,
   '[ $# -gt 0 ] || exit 0;',
-  `st=$(find -L "$@" -maxdepth 0 \\( -readable -printf 'r ' -o -printf 'u ' \\) -printf '%i %y %s %T@ %m %U %n %D %p\\n' 2>/dev/null);`,
-  `printf '@@%s S@@\\n%s\\n' "$N" "$st";`,
-  `pick() { printf '%s\\n' "$st" | ${PICK}; };`,
-  "T=$(pick t); case $T in '' | *[!0-9]*) T=0;; esac;",
+  `st=$(find -L "$@" -maxdepth 0 ${STAT_FMT} 2>/dev/null; [ -z "$rs" ] || printf '%s\\n' "\${rs#"$nl"}");`,
+  `now=$(date +%s); printf '@@%s S %s@@\\n%s\\n' "$N" "$now" "$st";`,
+  // one pick: the paths (L, no line break in any) and their total (T, the last line)
+  `P=$(printf '%s\\n' "$st" | ${PICK}); T=\${P##*"$nl"}; L=; [ "$T" = "$P" ] || L=\${P%"$nl"*};`,
+  "case $T in '' | *[!0-9]*) T=0;; esac;",
   `printf '@@%s C %s@@\\n' "$N" "$T";`,
   '[ "$T" -gt 0 ] || exit 0;',
   // the bytes go out on fd 3 (the real stdout); cat's exit comes back on fd 4: a file that could not
   // be read (short: the files after it would shift) makes the whole block unanswered
   'exec 3>&1;',
-  `x=$( { { pick p | xargs -d '\\n' cat -- 2>/dev/null; echo "$?" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
+  `x=$( { { printf '%s\\n' "$L" | xargs -d '\\n' cat -- 2>/dev/null; echo "$?" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
   `printf '@@%s V %s@@\\n' "$N" "$x";`,
-  `pick p | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
+  `printf '%s\\n' "$L" | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
 ].join(' ');
 
-/** A file as a look-ahead found it: whole (its bytes), missing, or not a regular file. */
-export type WholeFile = { kind: 'data'; data: Buffer } | { kind: 'missing' } | { kind: 'not-regular' };
+/** A file as a look-ahead found it: whole (its bytes and the stat they go with), missing, or not a regular file. */
+export type WholeFile = { kind: 'data'; data: Buffer; stat: FileStat } | { kind: 'missing' } | { kind: 'not-regular' };
 
 /** What one look-ahead answered, per path (a path it cannot answer for is absent: asked on its own). */
 export interface LookAnswer {
@@ -64,7 +84,19 @@ export interface LookAnswer {
   stats: Map<string, RawResult>;
   /** SshFiles.list's script answer (code 0 and the listing) */
   lists: Map<string, RawResult>;
+  /** dirs the look found missing or not listable (`E -`: their listing is nothing) */
+  unlisted: Set<string>;
   whole: Map<string, WholeFile>;
+}
+
+/** What a look-ahead answered for one pollDir of a read dir (SshLook.pollDir → DirPoller). */
+export interface LookPoll {
+  /** the look-ahead's answer these come from (the same for every poll it answers) */
+  token: object;
+  /** listings by path (null: missing or not listable) */
+  lists: Map<string, DirEntry[] | null>;
+  /** files brought whole, by path */
+  whole: Map<string, { data: Buffer; stat: FileStat }>;
 }
 
 const result = (code: number, stdout: string | Buffer = '', stderr = ''): RawResult => ({
@@ -77,15 +109,30 @@ const result = (code: number, stdout: string | Buffer = '', stderr = ''): RawRes
 });
 
 /** The arguments of LOOK_SCRIPT for `ahead` (only absolute paths of one line: the others are asked on their own). */
-export function lookArgs(ahead: LookAhead, nonce: string): { args: string[]; files: string[]; dirs: string[] } {
+export function lookArgs(
+  ahead: LookAhead,
+  nonce: string,
+): { args: string[]; files: string[]; dirs: string[]; readDirs: string[] } {
   const ok = (p: string) => p.startsWith('/') && !/[\n\r\0]/.test(p);
-  const dirs = [...new Set((ahead.dirs ?? []).filter(ok))];
+  // read dirs first (the script reads the first `nr` dirs), and only with contents
+  const readDirs = ahead.contents ? [...new Set((ahead.readDirs ?? []).filter(ok))] : [];
+  const dirs = [...new Set([...readDirs, ...(ahead.dirs ?? []).filter(ok)])];
   const files = [...new Set((ahead.files ?? []).filter(ok))];
   const tot = ahead.contents ? LOOK_TOTAL_MAX : 0;
   return {
-    args: [nonce, String(LOOK_FILE_MAX), String(tot), String(dirs.length), ...dirs, '/', ...files],
+    args: [
+      nonce,
+      String(LOOK_FILE_MAX),
+      String(tot),
+      String(dirs.length),
+      String(readDirs.length),
+      ...dirs,
+      '/',
+      ...files,
+    ],
     files,
     dirs,
+    readDirs,
   };
 }
 
@@ -100,7 +147,7 @@ export function lookNonce(): string {
  * on their own, as without a look-ahead.
  */
 export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dirs: string[]): LookAnswer {
-  const ans: LookAnswer = { stats: new Map(), lists: new Map(), whole: new Map() };
+  const ans: LookAnswer = { stats: new Map(), lists: new Map(), unlisted: new Set(), whole: new Map() };
   const mark = (s: string) => Buffer.from(`@@${nonce} ${s}`);
   let at = 0;
   for (const d of dirs) {
@@ -113,20 +160,28 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
     if (close < 0) return ans;
     const code = out.subarray(end + mark('E ').length, close).toString();
     if (code === '0') ans.lists.set(d, result(0, out.subarray(body, end)));
+    else if (code === '-' && end === body) ans.unlisted.add(d);
     at = close + 3;
   }
-  const sOpen = mark('S@@\n');
+  const sOpen = mark('S ');
   if (out.indexOf(sOpen, at) !== at) return ans;
-  const cAt = out.indexOf(mark('C '), at);
+  const sEnd = out.indexOf('@@\n', at + sOpen.length);
+  if (sEnd < 0) return ans;
+  // the box's clock as the script picked by it (files unchanged for 2 s go first)
+  const now = Number(out.subarray(at + sOpen.length, sEnd).toString());
+  if (!Number.isInteger(now)) return ans;
+  const cAt = out.indexOf(mark('C '), sEnd);
   if (cAt < 0) return ans;
   const seen = new Map<string, string[]>();
   for (const line of out
-    .subarray(at + sOpen.length, cAt)
+    .subarray(sEnd + 3, cAt)
     .toString('utf8')
     .split('\n')) {
     const f = line.split(' ');
     if (f.length < 10) continue;
-    seen.set(f.slice(9).join(' '), f.slice(0, 9));
+    // a path twice (named, and in a read dir): its first line, as the script's pick takes it
+    const p = f.slice(9).join(' ');
+    if (!seen.has(p)) seen.set(p, f.slice(0, 9));
   }
   // no `/`: find did not run as expected (no GNU find, killed): nothing is missing on its word
   if (!seen.has('/')) return ans;
@@ -158,12 +213,15 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
     const f = line.split(' ');
     if (f.length >= 4) after.set(f.slice(3).join(' '), f.slice(0, 3).join(' '));
   }
-  // the same pick as the script's, over the same lines, in the same order
+  // the same pick as the script's, over the same lines, in the same order: the settled files, then
+  // the ones being written
   const picked: [string, string[]][] = [];
   let sum = 0;
-  for (const [p, f] of seen) {
+  const small = [...seen].filter(([, f]) => f[0] === 'r' && f[2] === 'f' && Number(f[3]) <= LOOK_FILE_MAX);
+  const settled = (f: string[]) => Number(f[4]) < now - 2;
+  for (const [p, f] of [...small.filter(([, f]) => settled(f)), ...small.filter(([, f]) => !settled(f))]) {
     const size = Number(f[3]);
-    if (f[0] !== 'r' || f[2] !== 'f' || size > LOOK_FILE_MAX || sum + size > LOOK_TOTAL_MAX) continue;
+    if (sum + size > LOOK_TOTAL_MAX) continue;
     picked.push([p, f]);
     sum += size;
   }
@@ -175,7 +233,11 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
     const slice = block.subarray(off, off + size);
     off += size;
     intact &&= after.get(p) === `${f[1]} ${f[3]} ${f[4]}`;
-    if (intact && files.includes(p)) ans.whole.set(p, { kind: 'data', data: Buffer.from(slice) });
+    if (!intact) continue;
+    // a named file, or a read dir's (its stat answered too: SshFiles.stat's line)
+    if (!ans.stats.has(p)) ans.stats.set(p, result(0, `${f.slice(1).join(' ')}\n`));
+    const stat = statOf(f[1], f[2], f[3], f[4], f[5]);
+    ans.whole.set(p, { kind: 'data', data: Buffer.from(slice), stat });
   }
   return ans;
 }
@@ -187,11 +249,15 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
 export class LookMemo {
   private readonly answers = new Map<string, { gen: number; answer: Promise<RawResult | null> }>();
   private readonly whole = new Map<string, { gen: number; file: Promise<WholeFile | null> }>();
+  /** quick execs asked ahead (LookAhead.execs), by argv */
+  private readonly execs = new Map<string, { gen: number; answer: Promise<ExecResult> }>();
+  /** read dirs asked (LookAhead.readDirs): the look-ahead that lists them and brings their files */
+  private readonly readDirs = new Map<string, { gen: number; answer: Promise<LookAnswer | null> }>();
 
   constructor(private readonly gen: () => number) {}
 
   /** Seeds the memo with a look-ahead in flight (its answer, or null: none). */
-  seed(paths: { files: string[]; dirs: string[] }, answer: Promise<LookAnswer | null>): void {
+  seed(paths: { files: string[]; dirs: string[]; readDirs?: string[] }, answer: Promise<LookAnswer | null>): void {
     const g = this.gen();
     const a = answer.catch(() => null);
     for (const p of paths.files) {
@@ -200,6 +266,50 @@ export class LookMemo {
     }
     for (const d of paths.dirs)
       this.answers.set(`list\0${d}`, { gen: g, answer: a.then((x) => x?.lists.get(d) ?? null) });
+    for (const d of paths.readDirs ?? []) this.readDirs.set(d, { gen: g, answer: a });
+  }
+
+  /** Seeds the memo with a quick exec asked ahead (LookAhead.execs). */
+  seedExec(argv: string[], answer: Promise<ExecResult>): void {
+    answer.catch(() => {});
+    this.execs.set(argv.join('\0'), { gen: this.gen(), answer });
+  }
+
+  /** The answer of a quick exec of `argv` asked ahead in this look (null: none, or a write since). */
+  execAnswer(argv: string[]): Promise<ExecResult> | null {
+    const e = this.execs.get(argv.join('\0'));
+    return e && e.gen === this.gen() ? e.answer : null;
+  }
+
+  /**
+   * A pollDir of `dir` (and `subdirs`, `sub` joins them) answered from a look-ahead that read `dir`:
+   * the listings it took and the files it brought whole. Null at once (no wait) when no look-ahead
+   * of this look read `dir`: the poll goes to the watch loop as ever.
+   */
+  async poll(dir: string, subdirs: string[], sub: (s: string) => string): Promise<LookPoll | null> {
+    const g = this.gen();
+    const e = this.readDirs.get(dir);
+    if (!e || e.gen !== g) return null;
+    const ans = await e.answer;
+    if (!ans || this.gen() !== g) return null;
+    const lists = new Map<string, DirEntry[] | null>();
+    for (const d of [dir, ...subdirs.map(sub)]) {
+      const l = ans.lists.get(d);
+      if (l)
+        lists.set(
+          d,
+          sortByName(
+            l.stdout
+              .toString('utf8')
+              .split('\n')
+              .flatMap((x) => parseFindEntry(x) ?? []),
+          ),
+        );
+      else if (ans.unlisted.has(d)) lists.set(d, null);
+    }
+    const whole = new Map<string, { data: Buffer; stat: FileStat }>();
+    for (const [p, w] of ans.whole) if (w.kind === 'data') whole.set(p, w);
+    return { token: ans, lists, whole };
   }
 
   /** `ahead` less what this look has asked already */
@@ -210,6 +320,8 @@ export class LookMemo {
       ...ahead,
       files: ahead.files?.filter((p) => fresh(`stat\0${p}`)),
       dirs: ahead.dirs?.filter((d) => fresh(`list\0${d}`)),
+      readDirs: ahead.readDirs?.filter((d) => this.readDirs.get(d)?.gen !== g),
+      execs: ahead.execs?.filter((a) => this.execs.get(a.join('\0'))?.gen !== g),
     };
   }
 
@@ -240,6 +352,8 @@ export class LookMemo {
   clear(): void {
     this.answers.clear();
     this.whole.clear();
+    this.readDirs.clear();
+    this.execs.clear();
   }
 }
 
@@ -252,6 +366,8 @@ export interface LookedHost extends Host {
   lookRead(path: string, start: number, end: number | undefined, memo: LookMemo): Promise<Buffer>;
   /** sends a look-ahead into `memo` (nothing when the watch loop cannot take it) */
   lookAhead(ahead: LookAhead, memo: LookMemo): void;
+  /** pollDir, its listings and first reads answered from `memo`'s look-ahead where it read the dir */
+  lookPollDir(dir: string, reads: ReadRequest[], subdirs: string[] | undefined, memo: LookMemo): Promise<DirPoll>;
 }
 
 /** A look through an SshHost (Host.look): its file looks answered once, everything else the host's. */
@@ -307,10 +423,12 @@ export class SshLook implements Look {
     return this.readRange(path, 0, maxBytes);
   }
   pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]) {
-    return this.host.pollDir(dir, reads, subdirs);
+    return this.m ? this.host.lookPollDir(dir, reads, subdirs, this.m) : this.host.pollDir(dir, reads, subdirs);
   }
   exec(argv: string[], opts: ExecOptions) {
-    return this.host.exec(argv, opts);
+    // a probe asked ahead by this look (LookAhead.execs): its answer
+    const plain = opts.quick && !opts.env && !opts.cwd && opts.input === undefined;
+    return (plain && this.m?.execAnswer(argv)) || this.host.exec(argv, opts);
   }
   stream(argv: string[], opts: StreamOptions) {
     return this.host.stream(argv, opts);

@@ -2,9 +2,13 @@
 // The listings and followed bytes are those of the loop's last frame and cost no round trip; a
 // path read for the first time, or re-read from an earlier offset, is a one-shot read answered by
 // the next frame; reading a path again from where the last read ended makes it a follow.
+// A poll in a look whose look-ahead read the dir (look.ts, LookAhead.readDirs) takes the listings
+// and first reads the look-ahead brought instead: no frame and no read round of its own (the dirs
+// are registered all the same, and a path read so is followed from where that read ended).
 import { dur } from '../../format.js';
 import type { ConnState, DirEntry, DirPoll, ReadRequest, ReadResult } from '../host.js';
 import { FRAME_WAIT_MS, safePath, type Follow, type OneShotAnswer, type WatchLoop } from './watch.js';
+import type { LookPoll } from './look.js';
 
 const STALL_MS = 10_000;
 
@@ -13,6 +17,8 @@ interface Plan {
   req: ReadRequest;
   follow?: Follow;
   oneShot?: Promise<OneShotAnswer>;
+  /** answered from a look-ahead (LookPoll) */
+  looked?: ReadResult;
   error?: string;
 }
 
@@ -33,7 +39,7 @@ const noData = (req: ReadRequest, error: string, stat: ReadResult['stat'] = null
   data: Buffer.alloc(0),
   error,
 });
-const subdirPath = (dir: string, s: string) => `${dir.replace(/\/+$/, '')}/${s}`;
+export const subdirPath = (dir: string, s: string) => `${dir.replace(/\/+$/, '')}/${s}`;
 
 export class DirPoller {
   /** end offset of the last read handed out per path, to notice sequential reading */
@@ -45,27 +51,40 @@ export class DirPoller {
     private readonly stallMs = STALL_MS,
   ) {}
 
-  async pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []): Promise<DirPoll> {
+  /** `pre`: what a look-ahead of the caller's look brought of this dir (SshLook.pollDir) */
+  async pollDir(
+    dir: string,
+    reads: ReadRequest[],
+    subdirs: string[] = [],
+    pre: LookPoll | null = null,
+  ): Promise<DirPoll> {
     const now = Date.now();
     if (hasNewline(dir)) return this.refused(dir, reads);
     const { live, downWhy } = await this.liveness();
     // down and nothing registered: what is cached is all there is
     if (!live && this.loop.idle) return this.cachedPoll(dir, reads, subdirs, downWhy);
-    let needFrame = this.watchDirs([dir, ...subdirs.map((s) => subdirPath(dir, s))], now);
+    if (!live) pre = null;
     // which request of each path is its follow; the others are one-shot reads
     const claimed = new Set<string>();
     const plans: Plan[] = [];
+    let needFrame = false;
     for (const req of reads) {
-      const p = this.plan(req, claimed, live, downWhy, now);
+      const p = this.plan(req, claimed, live, downWhy, now, pre);
       plans.push(p.plan);
       needFrame ||= p.needFrame;
     }
+    // a poll of first reads the look-ahead answered all of goes on with its listing too (the run
+    // model's second poll of a round: the files that listing showed)
+    const firstReads = plans.length > 0 && plans.every((p) => p.looked);
+    const looked = new Set<string>();
+    const dirs = [dir, ...subdirs.map((s) => subdirPath(dir, s))];
+    if (this.watchDirs(dirs, now, pre, firstReads, looked)) needFrame = true;
     // one-shot answers and fresh registrations arrive by the end of the next frame
     const frameError = live ? (needFrame ? await this.awaitFrame() : undefined) : downWhy;
     this.loop.expireLeases(now);
     const results: ReadResult[] = [];
     for (const pl of plans) results.push(await this.answer(pl, frameError, live));
-    return this.assemble(dir, subdirs, results, frameError);
+    return this.assemble(dir, subdirs, results, frameError, looked);
   }
 
   /** A directory name with a newline cannot travel over the loop's line protocol. */
@@ -102,12 +121,30 @@ export class DirPoller {
     return { live, downWhy };
   }
 
-  /** Registers the directories to list; true when one of them has no frame yet. */
-  private watchDirs(paths: string[], now: number): boolean {
+  /**
+   * Registers the directories to list; true when one of them has no frame yet and no listing from
+   * `pre` (those it lists are taken from it, and added to `looked`).
+   */
+  private watchDirs(
+    paths: string[],
+    now: number,
+    pre: LookPoll | null,
+    firstReads: boolean,
+    looked: Set<string>,
+  ): boolean {
     let needFrame = false;
     for (const p of paths) {
       const { dir, fresh } = this.loop.watchDir(p, now);
-      if (fresh || dir.validFromSeq > this.loop.doneSeq) needFrame = true;
+      if (!fresh && dir.validFromSeq <= this.loop.doneSeq) continue;
+      const l = pre?.lists.get(p);
+      // a dir newly watched, or still on this look-ahead's listing with only its first reads asked
+      // (a poll with nothing new to read — a round again — waits for a frame: fresh sizes)
+      if (pre && l !== undefined && (fresh || (dir.lookedBy === pre.token && firstReads))) {
+        // the look-ahead's listing stands until a frame brings the loop's own
+        dir.entries = l;
+        dir.lookedBy = pre.token;
+        looked.add(p);
+      } else needFrame = true;
     }
     return needFrame;
   }
@@ -119,11 +156,24 @@ export class DirPoller {
     live: boolean,
     downWhy: string,
     now: number,
+    pre: LookPoll | null,
   ): { plan: Plan; needFrame: boolean } {
     if (hasNewline(req.path))
       return { plan: { req, error: 'path contains a newline: not supported over SSH' }, needFrame: false };
     const f = this.loop.follows.get(req.path);
     const first = !claimed.has(req.path);
+    // a path never read (nor followed) that the look-ahead brought whole: its bytes from there
+    const w =
+      live && !f && !this.seqEnd.has(req.path) && !this.loop.lastIno.has(req.path)
+        ? pre?.whole.get(req.path)
+        : undefined;
+    if (w && req.offset <= w.data.length) {
+      const data = w.data.subarray(req.offset, req.offset + (req.maxBytes ?? w.data.length));
+      return {
+        plan: { req, looked: { path: req.path, stat: w.stat, offset: req.offset, data: Buffer.from(data) } },
+        needFrame: false,
+      };
+    }
     if (
       f &&
       first &&
@@ -165,6 +215,12 @@ export class DirPoller {
   private async answer(pl: Plan, frameError: string | undefined, live: boolean): Promise<ReadResult> {
     const { req } = pl;
     if (pl.error) return noData(req, pl.error);
+    if (pl.looked) {
+      // as a one-shot read: the next read from where it ended follows the path, from this inode
+      this.seqEnd.set(req.path, pl.looked.offset + pl.looked.data.length);
+      if (pl.looked.stat) this.loop.lastIno.set(req.path, pl.looked.stat.ino);
+      return pl.looked;
+    }
     if (pl.oneShot) return this.fromOneShot(req, pl.oneShot, frameError);
     return this.fromFollow(req, pl.follow!, frameError, live);
   }
@@ -214,26 +270,33 @@ export class DirPoller {
     return rr;
   }
 
-  /** The listings as the last frame brought them, with the reads. */
-  private listings(dir: string, subdirs: string[]) {
+  /** The listings as the last frame (or this poll's look-ahead: `looked`) brought them, with the reads. */
+  private listings(dir: string, subdirs: string[], looked?: Set<string>) {
     const main = this.loop.dirs.get(dir);
     const sub: Record<string, DirEntry[] | null> = {};
     const subErr: Record<string, string> = {};
     for (const s of subdirs) {
-      const d = this.loop.dirs.get(subdirPath(dir, s));
+      const p = subdirPath(dir, s);
+      const d = this.loop.dirs.get(p);
       sub[s] = d?.entries ?? null;
       // listed by a frame and still no entries: gone, or not listable (the listing does not say which)
-      if (d && d.entries === null && d.validFromSeq <= this.loop.doneSeq)
+      if (d && d.entries === null && (d.validFromSeq <= this.loop.doneSeq || looked?.has(p)))
         subErr[s] = `cannot list ${s}/ on ${this.link.label} (missing or unreadable)`;
     }
     return { main, sub, subErr };
   }
 
-  private assemble(dir: string, subdirs: string[], reads: ReadResult[], frameError: string | undefined): DirPoll {
-    const { main, sub, subErr } = this.listings(dir, subdirs);
+  private assemble(
+    dir: string,
+    subdirs: string[],
+    reads: ReadResult[],
+    frameError: string | undefined,
+    looked?: Set<string>,
+  ): DirPoll {
+    const { main, sub, subErr } = this.listings(dir, subdirs, looked);
     const out: DirPoll = { dir, entries: main?.entries ?? null, subdirs: sub, reads, hostNowMs: this.link.now() };
     if (Object.keys(subErr).length) out.subdirErrors = subErr;
-    if (main && main.entries === null && main.validFromSeq <= this.loop.doneSeq)
+    if (main && main.entries === null && (main.validFromSeq <= this.loop.doneSeq || looked?.has(dir)))
       out.error = `ENOENT: ${dir} is missing or unreadable on ${this.link.label}`;
     if (frameError && !main?.entries) out.error = frameError;
     return out;

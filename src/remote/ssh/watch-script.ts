@@ -47,6 +47,9 @@ import { PROC_SCRIPT } from '../procs.js';
 //                                                RESET = - | r (replaced) | x (truncated);
 //                                                TYPE u: a file this user may not read)
 //   m K ID                                       file missing
+//   H G B UID CPUS GPU NS S                      the hello, once: G 1 GNU find, B 1 bulk reads; `id -u`,
+//                                                the CPU count, g when nvidia-smi is on the PATH
+//                                                (- each: not known); the clock (date +%s%N, +%s)
 // (`$\{` below stands for `${`, which a template literal would interpolate)
 export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
 exec 3>&1
@@ -69,7 +72,12 @@ PST=
 FD=1
 # a FIFO swapped in after the find must not hang the loop in cat
 TO=; command -v timeout >/dev/null && TO="timeout 20"
-echo "H $G $\{BT:+1}"
+# the hello says what the box can do and its constant facts, so none is a round trip of its own
+# (host.ts): uid, CPU count, nvidia-smi on the PATH — and its clock last, the nearest to the line
+B=0; [ -n "$BT" ] && B=1
+HF="$(id -u || echo -) $(getconf _NPROCESSORS_ONLN || nproc || echo -)"
+if command -v nvidia-smi >/dev/null; then HF="$HF g"; else HF="$HF -"; fi
+echo "H $G $B $HF $(date +%s%N) $(date +%s)"
 dids=
 fids=
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }

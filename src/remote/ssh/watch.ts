@@ -48,6 +48,8 @@ export interface WatchedDir {
   id: number;
   path: string;
   entries: DirEntry[] | null;
+  /** the look-ahead (LookPoll.token) whose listing `entries` is, until a frame lists the dir */
+  lookedBy?: object;
   lastUsed: number;
   validFromSeq: number;
 }
@@ -59,6 +61,17 @@ export interface OneShotAnswer {
   offset: number;
   data: Buffer;
   error?: string;
+}
+
+/** What the loop's hello said of the box (watch-script.ts `H`): `-` where it could not tell. */
+export interface HelloFacts {
+  uid: string;
+  cpus: string;
+  gpu: boolean;
+  /** `date +%s%N` and `date +%s`, a line each (clockOffsetOf reads them) */
+  clock: string;
+  /** when (our clock) the hello arrived */
+  at: number;
 }
 
 /** What a script run in the loop (`x`) answered: its exit code, stdout, last stderr line. */
@@ -138,6 +151,8 @@ export class WatchLoop {
   private readonly seqWaiters: { seq: number; resolve(): void }[] = [];
   /** scripts (`x`) sent and not yet answered: their stdout once it arrived */
   private readonly scripts = new Map<number, { out: Buffer | null; done(r: ScriptAnswer | null): void }>();
+  /** the box's constant facts and its clock as the loop's hello said them (null: no hello yet) */
+  helloFacts: HelloFacts | null = null;
   /** the loop said hello (`H`): what the box can do is known */
   private hello: Promise<void> | null = null;
   private helloSeen = false;
@@ -297,6 +312,7 @@ export class WatchLoop {
       sshTrace('watch loop: channel open');
       let sawPid = false;
       this.helloSeen = false;
+      this.helloFacts = null;
       this.hello = new Promise<void>((r) => (this.helloDone = r));
       const parser: FrameParser = new FrameParser(
         (line) => {
@@ -461,8 +477,15 @@ export class WatchLoop {
     const rest = line.slice(2);
     if (tag === 'B ') return;
     if (tag === 'H ') {
-      const [g, bulk] = rest.split(' ');
+      const [g, bulk, uid, cpus, gpu, ns, secs] = rest.split(' ');
       this.bulkOk = bulk === '1';
+      this.helloFacts = {
+        uid: uid ?? '-',
+        cpus: cpus ?? '-',
+        gpu: gpu === 'g',
+        clock: `${ns}\n${secs}`,
+        at: Date.now(),
+      };
       // the loop tried GNU find itself (told 'posix', it does not): the file scripts follow it
       this.box.gnuFind = g === '1';
       sshTrace('watch loop: hello');
@@ -525,13 +548,19 @@ export class WatchLoop {
     }
     if (tag === 'E ') {
       const d = this.frameDir;
-      if (d && d.id === Number(rest)) d.entries = sortByName(this.frameEntries);
+      if (d && d.id === Number(rest)) {
+        d.entries = sortByName(this.frameEntries);
+        d.lookedBy = undefined;
+      }
       this.frameDir = null;
       return;
     }
     if (tag === 'N ') {
       const d = this.dirById.get(Number(rest));
-      if (d) d.entries = null;
+      if (d) {
+        d.entries = null;
+        d.lookedBy = undefined;
+      }
       return;
     }
     if (tag === 'm ') {

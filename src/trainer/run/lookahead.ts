@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import type { LookAhead } from '../../remote/host.js';
 import { NSA_DIR } from './readers/names.js';
+import { hostStatsArgv } from '../../remote/hoststats.js';
 
 /** the records in `.nsa-top/` a look stats or reads (the small ones first: a look-ahead brings
  * bytes in this order within its cap) */
@@ -45,5 +46,10 @@ export function lookAheadOf(dirs: { runDir: string; outDir: string }, mode: 'res
   for (const d of roots) files.push(join(d, 'run.info'));
   for (const name of NSA_FILES) for (const d of roots) files.push(join(d, NSA_DIR, name));
   for (const d of roots) files.push(join(d, 'train.log'));
-  return mode === 'first' ? { files: [...roots, ...files], dirs: roots, contents: true } : { files };
+  // a first look also brings the out_dir's (and its tb/'s) small files and listings: the run
+  // model's first poll takes them from the look instead of a frame and a read round of its own
+  const readDirs = [dirs.outDir, join(dirs.outDir, 'tb')];
+  // …and the host's resources for the run dir's disk (the observation's HostStatsReader asks the same)
+  const execs = [hostStatsArgv([dirs.outDir])];
+  return mode === 'first' ? { files: [...roots, ...files], dirs: roots, readDirs, contents: true, execs } : { files };
 }
