@@ -20,13 +20,25 @@ export function linfit(
   xs: readonly number[],
   ys: readonly number[],
 ): { slope: number; intercept: number; r2: number } | null {
-  const n = Math.min(xs.length, ys.length);
+  return linfitOf(
+    Math.min(xs.length, ys.length),
+    (i) => xs[i]!,
+    (i) => ys[i]!,
+  );
+}
+
+/** linfit over points 0..n-1 read in place (no copy of a window into two arrays each round). */
+export function linfitOf(
+  n: number,
+  x: (i: number) => number,
+  y: (i: number) => number,
+): { slope: number; intercept: number; r2: number } | null {
   if (n < 2) return null;
   let sx = 0,
     sy = 0;
   for (let i = 0; i < n; i++) {
-    sx += xs[i]!;
-    sy += ys[i]!;
+    sx += x(i);
+    sy += y(i);
   }
   const mx = sx / n,
     my = sy / n;
@@ -34,8 +46,8 @@ export function linfit(
     sxy = 0,
     syy = 0;
   for (let i = 0; i < n; i++) {
-    const dx = xs[i]! - mx,
-      dy = ys[i]! - my;
+    const dx = x(i) - mx,
+      dy = y(i) - my;
     sxx += dx * dx;
     sxy += dx * dy;
     syy += dy * dy;

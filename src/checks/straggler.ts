@@ -147,6 +147,24 @@ export class StragglerTracker {
   private looks: Look[] = [];
   private named: number | null = null;
   private namedBy: 'cpu' | 'state' = 'cpu';
+  /** each look's rank set and its scores, worked out once: a look never changes once taken, and
+   *  the window's looks were re-keyed and re-scored every round (a third of the judge's garbage) */
+  private keys = new WeakMap<Look, string>();
+  private scores = new WeakMap<Look, { floor: number; s: Map<number, number> | null }>();
+
+  private keyOf(l: Look): string {
+    let k = this.keys.get(l);
+    if (k === undefined) this.keys.set(l, (k = [...l.cpu.keys()].sort((a, b) => a - b).join(',')));
+    return k;
+  }
+
+  private scoresOf(l: Look, floor: number): Map<number, number> | null {
+    const c = this.scores.get(l);
+    if (c && c.floor === floor) return c.s;
+    const s = lookScores(l.cpu, l.stopped, floor);
+    this.scores.set(l, { floor, s });
+    return s;
+  }
 
   reset(): void {
     this.looks = [];
@@ -187,18 +205,22 @@ export class StragglerTracker {
         }
         if (cpu.size === alive.length) this.looks.push({ at: procs.at, cpu, stopped, waiting });
         // a different set of ranks (a restart, a rank gone) starts a new window
-        const key = (l: Look) => [...l.cpu.keys()].sort((a, b) => a - b).join(',');
         const newest = this.looks[this.looks.length - 1];
-        if (newest) this.looks = this.looks.filter((l) => key(l) === key(newest));
+        if (newest) {
+          const k = this.keyOf(newest);
+          if (this.looks.some((l) => this.keyOf(l) !== k)) this.looks = this.looks.filter((l) => this.keyOf(l) === k);
+        }
         const cutoff = procs.at - t.stragglerWindowS * 1000;
-        this.looks = this.looks.filter((l) => l.at >= cutoff).slice(-t.stragglerSamples * 4);
+        const keep = t.stragglerSamples * 4;
+        if (this.looks.length > keep || this.looks.some((l) => l.at < cutoff))
+          this.looks = this.looks.filter((l) => l.at >= cutoff).slice(-keep);
       }
     } else if (hold === null && (!procs || alive.length < 2)) {
       this.looks = [];
       this.named = null;
     }
     const counted = this.looks
-      .map((l) => ({ l, s: lookScores(l.cpu, l.stopped, t.stragglerBusyFloorPct) }))
+      .map((l) => ({ l, s: this.scoresOf(l, t.stragglerBusyFloorPct) }))
       .filter((x): x is { l: Look; s: Map<number, number> } => x.s !== null);
     let win = windowScores(counted.map((c) => c.l));
     const held = holdCounts(this.looks);

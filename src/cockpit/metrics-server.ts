@@ -13,6 +13,9 @@ import { DumpCounter, renderMetrics, renderSelfOnly, type ExporterSelf, type Met
 
 export const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
+/** the textfile's first line (ownfiles.ts refuses to replace a file without it) */
+const MARK_LINE = Buffer.from(`${TEXTFILE_MARK}\n`, 'utf8');
+
 /**
  * HOST:PORT (an IPv6 address in brackets: [::1]:9464), or the one-line reason it is not one. The
  * host is required: the server binds only what it is told (0.0.0.0 must be said to be meant).
@@ -192,7 +195,8 @@ export class MetricsExporter {
   private async writeFile(): Promise<void> {
     const path = this.o.file!;
     try {
-      this.ours = await writeTextfileAtomic(path, `${TEXTFILE_MARK}\n${this.current()}`, {
+      // the round's bytes, encoded once for the file and every scrape of the round
+      this.ours = await writeTextfileAtomic(path, Buffer.concat([MARK_LINE, this.bytes()]), {
         readOnly: this.o.readOnly,
         ours: this.ours,
       });

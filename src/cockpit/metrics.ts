@@ -147,14 +147,26 @@ class Exposition {
   }
 
   text(): string {
-    const out: string[] = [];
+    // one string grown in place (no array of every line, no spread, no join): rendered every round
+    let out = '';
     for (const [name, f] of this.families) {
       // a family with no sample this round is left out whole (an unknown value is absent, never 0)
       if (f.samples.length === 0) continue;
-      out.push(`# HELP ${name} ${escapeHelp(f.help)}`, `# TYPE ${name} ${f.kind}`, ...f.samples);
+      out += headOf(name, f.help, f.kind);
+      for (const sample of f.samples) out += sample + '\n';
     }
-    return out.join('\n') + '\n';
+    return out === '' ? '\n' : out;
   }
+}
+
+/** each family's HELP and TYPE lines, escaped once per process (help texts are literals: bounded) */
+const heads = new Map<string, { help: string; kind: Kind; head: string }>();
+function headOf(name: string, help: string, kind: Kind): string {
+  const h = heads.get(name);
+  if (h && h.help === help && h.kind === kind) return h.head;
+  const head = `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${kind}\n`;
+  heads.set(name, { help, kind, head });
+  return head;
 }
 
 const sec = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : ms / 1000);

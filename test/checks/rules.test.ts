@@ -1002,3 +1002,40 @@ test('a stopped rank (T) that the process table shows running again (SIGCONT) cl
   const unknown = c2.evaluate({ now: t + 3000, run: liveRun({ step: 41, t: t + 2500 }), procs: null, gpu: null });
   assert.equal(find(unknown.alerts, 'proc-state:1')?.clearing, t + 3000);
 });
+
+test('leakOf reads its window in place: the same fit as the copied window it replaced (warm-up skip, last 60, short and flat series)', async () => {
+  const { leakOf } = await import('../../src/checks/rules/memory.js');
+  const { linfit } = await import('../../src/checks/stats.js');
+  const { DEFAULT_THRESHOLDS } = await import('../../src/checks/index.js');
+  // the copy-based leakOf as it was: slice off the warm-up, keep the last 60, fit two copied arrays
+  const copied = (samples: { step: number; mib: number }[]) => {
+    const s = samples.slice(Math.min(3, Math.floor(samples.length / 4))).slice(-60);
+    if (s.length < DEFAULT_THRESHOLDS.leakMinPoints) return null;
+    const span = s[s.length - 1]!.step - s[0]!.step;
+    if (span < 5) return null;
+    const fit = linfit(
+      s.map((x) => x.step),
+      s.map((x) => x.mib),
+    );
+    if (!fit) return null;
+    const growth = fit.slope * span;
+    const ok = growth > DEFAULT_THRESHOLDS.leakMinMiB && growth > 0.1 * Math.max(1, s[0]!.mib) && fit.r2 > 0.6;
+    return ok ? { growth, slope: fit.slope, first: s[0]!, last: s[s.length - 1]!, r2: fit.r2 } : null;
+  };
+  let seed = 7;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  let leaks = 0;
+  for (const n of [0, 3, 7, 8, 9, 12, 40, 59, 60, 61, 63, 64, 100, 300])
+    for (const slope of [0, 0.5, 3, 40])
+      for (const noise of [0, 5, 200]) {
+        const samples = Array.from({ length: n }, (_, i) => ({
+          step: 10 * i,
+          mib: 1000 + slope * 10 * i + noise * (rnd() - 0.5),
+        }));
+        const want = copied(samples);
+        assert.deepEqual(leakOf(samples, DEFAULT_THRESHOLDS), want, `n=${n} slope=${slope} noise=${noise}`);
+        if (want) leaks++;
+      }
+  // the comparison covered fits that flag a leak, not only series too short to fit
+  assert.ok(leaks >= 10, `only ${leaks} leaking series among the cases`);
+});

@@ -3,7 +3,7 @@
 import type { Ctx } from '../context.js';
 import { type Thresholds } from '../thresholds.js';
 import { sig } from '../../format.js';
-import { currentSegment, linfit } from '../stats.js';
+import { currentSegment, linfitOf } from '../stats.js';
 import { type Draft, a } from './common.js';
 
 // Memory
@@ -17,20 +17,25 @@ export function leakOf(
   samples: MemSample[],
   t: Thresholds,
 ): { growth: number; slope: number; first: MemSample; last: MemSample; r2: number } | null {
-  // drop the first samples (allocator warm-up), keep the last 60
-  const s = samples.slice(Math.min(3, Math.floor(samples.length / 4))).slice(-60);
-  if (s.length < t.leakMinPoints) return null;
-  const span = s[s.length - 1]!.step - s[0]!.step;
+  // drop the first samples (allocator warm-up), keep the last 60 — read in place: the judge asks
+  // every source every round, and copying the window into three arrays was a sixth of its garbage
+  const lo = Math.max(Math.min(3, Math.floor(samples.length / 4)), samples.length - 60);
+  const n = samples.length - lo;
+  if (n < t.leakMinPoints) return null;
+  const first = samples[lo]!;
+  const last = samples[samples.length - 1]!;
+  const span = last.step - first.step;
   if (span < 5) return null;
-  const fit = linfit(
-    s.map((x) => x.step),
-    s.map((x) => x.mib),
+  const fit = linfitOf(
+    n,
+    (i) => samples[lo + i]!.step,
+    (i) => samples[lo + i]!.mib,
   );
   if (!fit) return null;
   const growth = fit.slope * span;
-  const base = Math.max(1, s[0]!.mib);
+  const base = Math.max(1, first.mib);
   if (growth > t.leakMinMiB && growth > t.leakMinFrac * base && fit.r2 > 0.6) {
-    return { growth, slope: fit.slope, first: s[0]!, last: s[s.length - 1]!, r2: fit.r2 };
+    return { growth, slope: fit.slope, first, last, r2: fit.r2 };
   }
   return null;
 }

@@ -321,6 +321,8 @@ export async function textfileProblem(path: string, opts: EffectOptions = {}): P
   return null;
 }
 
+const MARK_LINE = Buffer.from(TEXTFILE_MARK + '\n', 'utf8');
+
 /** per textfile directory: whether it is on a local file system (asked once; unknown is asked again) */
 const textfileLocal = new Map<string, boolean>();
 
@@ -334,11 +336,16 @@ const textfileLocal = new Map<string, boolean>();
  */
 export async function writeTextfileAtomic(
   path: string,
-  data: string,
+  data: string | Buffer,
   opts: EffectOptions & { ours?: number | null; io?: 'sync' | 'async' } = {},
 ): Promise<number> {
   if (readOnlyMode(opts)) throw new ReadOnlyError(path);
-  if (!data.startsWith(TEXTFILE_MARK + '\n'))
+  // (bytes: the watchdog hands the round's encoded exposition, the bytes its scrapes are sent)
+  if (
+    typeof data === 'string'
+      ? !data.startsWith(TEXTFILE_MARK + '\n')
+      : !data.subarray(0, MARK_LINE.length).equals(MARK_LINE)
+  )
     throw new OwnWriteError(path, 'a textfile without the nsa-top mark', 'EINVAL');
   const dir = dirname(path);
   let local = opts.io === undefined ? textfileLocal.get(dir) : opts.io === 'sync';
@@ -380,7 +387,7 @@ export async function writeTextfileAtomic(
  * put there (`ours`). null: it is something else now, to be proven again (the asynchronous way).
  * Returns the inode written (the temporary file's, which the rename put at the name).
  */
-function writeOursInPlace(path: string, data: string, ours: number | null): number | null {
+function writeOursInPlace(path: string, data: string | Buffer, ours: number | null): number | null {
   let st;
   try {
     st = lstatSync(path, { throwIfNoEntry: false });
