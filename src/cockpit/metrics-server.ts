@@ -43,11 +43,16 @@ export interface ExporterOptions {
   runLabel: string;
   listen?: { host: string; port: number } | null;
   file?: string | null;
+  /** the textfile's rewrite interval while the judgement holds (default TEXTFILE_EVERY_MS) */
+  fileEveryMs?: number;
   readOnly?: boolean;
 }
 
 /** One round the watchdog looked at: what metrics.ts renders. */
 export type MetricsRound = MetricsObservation & { ev: Evaluation };
+
+/** the textfile's rewrite interval while the judgement holds (its step, ages and counters move) */
+export const TEXTFILE_EVERY_MS = 5000;
 
 export class MetricsExporter {
   private server: Server | null = null;
@@ -62,6 +67,11 @@ export class MetricsExporter {
   private failedWhy: string | null = null;
   private dirty = false;
   private lastWriteError = '';
+  /** what the textfile last written says (state, alerts, blindness), and when it was written */
+  private fileKey = '';
+  private fileAtMs = -Infinity;
+  /** a round the textfile does not hold yet */
+  private unwritten = false;
   private readonly dumps = new DumpCounter();
   /** the textfile writes that failed (tests, the bench) */
   writeFailures = 0;
@@ -177,8 +187,29 @@ export class MetricsExporter {
     this.flush();
   }
 
+  /** the judgement an alert rule reads off the textfile: a change is written at once */
+  private judged(): string {
+    const l = this.last;
+    const alerts = l ? l.ev.alerts.map((a) => `${a.id}:${a.severity}`).join(',') : '';
+    return `${this.failedWhy ?? ''}|${l?.fresh}|${l?.ev.runState}|${alerts}`;
+  }
+
   private flush(): void {
     if (!this.o.file) return;
+    this.unwritten = true;
+    // node_exporter reads the textfile when Prometheus scrapes it (every 15 s or more): a new
+    // judgement (state, alerts, blindness) is written in the round it appears, the rest — the
+    // step, ages, counters — at most every TEXTFILE_EVERY_MS. Rewriting it every round was
+    // ~0.8 ms of CPU a round (an atomic replace: open, write, rename), ~0.08 % of a core at 1 Hz.
+    const key = this.judged();
+    if (key === this.fileKey && Date.now() - this.fileAtMs < (this.o.fileEveryMs ?? TEXTFILE_EVERY_MS)) return;
+    this.fileKey = key;
+    this.fileAtMs = Date.now();
+    this.write();
+  }
+
+  /** one write in flight at most; one asked for meanwhile follows it, with the newest round */
+  private write(): void {
     if (this.writing) {
       this.pending = true;
       return;
@@ -187,13 +218,14 @@ export class MetricsExporter {
       this.writing = null;
       if (this.pending) {
         this.pending = false;
-        this.flush();
+        this.write();
       }
     });
   }
 
   private async writeFile(): Promise<void> {
     const path = this.o.file!;
+    this.unwritten = false;
     try {
       // the round's bytes, encoded once for the file and every scrape of the round
       this.ours = await writeTextfileAtomic(path, Buffer.concat([MARK_LINE, this.bytes()]), {
@@ -210,9 +242,16 @@ export class MetricsExporter {
     }
   }
 
+  /** the textfile writes asked for so far are done */
+  async idle(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
   /** Stops serving; a textfile write in flight finishes (the file keeps the last round). */
   async close(): Promise<void> {
     while (this.writing) await this.writing;
+    // the file keeps the last round, whatever the cadence skipped
+    if (this.o.file && this.unwritten) await this.writeFile();
     const s = this.server;
     this.server = null;
     if (!s) return;

@@ -5,6 +5,9 @@
 // value the Evaluation's. promtool reads the same text in test/cockpit/prometheus.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Checker, DEFAULT_THRESHOLDS, type CheckInput } from '../../src/checks/index.js';
 import {
   DumpCounter,
@@ -14,7 +17,7 @@ import {
   type ExporterSelf,
   type MetricsObservation,
 } from '../../src/cockpit/metrics.js';
-import { parseListen } from '../../src/cockpit/metrics-server.js';
+import { MetricsExporter, parseListen } from '../../src/cockpit/metrics-server.js';
 import type { GpuTelemetry, ProcState, RunProcesses } from '../../src/remote/types.js';
 import type { RunSnapshot } from '../../src/trainer/run/snapshot.js';
 import { fixtureSnapshot } from '../ui/helpers.js';
@@ -299,4 +302,55 @@ test('nsatop_stack_dumps_total is a counter: dumps taken since the start, never 
   const text = render(run, {}, undefined, { ...SELF, dumpsTaken: 41 }).text;
   assert.equal(find(text, 'nsatop_stack_dumps_total')[0]!.value, '41');
   assert.match(text, /# TYPE nsatop_stack_dumps_total counter/);
+});
+
+test('--metrics-file: a new judgement is written in its round, a moving step only every fileEveryMs, and close writes the last round', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-textfile-'));
+  try {
+    const path = join(dir, 'nsatop.prom');
+    const ex = new MetricsExporter({
+      version: '9.9.9',
+      hostname: 'gpu-node-7',
+      thresholds: DEFAULT_THRESHOLDS,
+      runLabel: 'r',
+      file: path,
+      fileEveryMs: 60_000,
+    });
+    const run = await fixtureSnapshot('ddp2-dumps-halt');
+    // the file opens with nsa-top's mark (a comment line), then the exposition
+    const textfile = () => readFileSync(path, 'utf8').replace(/^# nsa-top [^\n]*\n/, '');
+    const round = async (step: number, states: ProcState[]) => {
+      const snap = { ...run, step };
+      const obs: MetricsObservation = {
+        run: snap,
+        procs: procsOf(states),
+        gpu: null,
+        supervisor: null,
+        haltGraceS: 300,
+        fresh: true,
+        errors: [],
+      };
+      const now = run.hostNowMs || run.takenAt;
+      ex.round(
+        { ...obs, ev: new Checker().evaluate({ now, run: snap, procs: obs.procs, gpu: null, supervisor: null }) },
+        1,
+      );
+      await ex.idle();
+      return textfile();
+    };
+    const stepOf = (text: string) => find(text, 'nsatop_train_step')[0]?.value;
+    assert.equal(stepOf(await round(31, ['S', 'S'])), '31', 'the first round is written');
+    assert.equal(stepOf(await round(32, ['S', 'S'])), '31', 'the same judgement, a moved step: not rewritten yet');
+    const stopped = await round(33, ['S', 'T']);
+    assert.equal(stepOf(stopped), '33', 'a stopped rank is a new judgement: written in its round');
+    assert.ok(
+      find(stopped, 'nsatop_alert_active').some((s) => /proc-state/.test(s.labels['id'] ?? '')),
+      stopped,
+    );
+    await round(34, ['S', 'T']);
+    await ex.close();
+    assert.equal(stepOf(textfile()), '34', 'close leaves the last round in the file');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
