@@ -185,16 +185,13 @@ export class Collector {
     if (!this.stopped) return;
     this.stopped = false;
     void this.loop();
-    // a poll stuck on a dropped connection must not leave a live-looking frame on screen
-    this.staleTimer = setInterval(() => this.checkStuck(), 1000);
   }
 
   stop(): void {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.staleTimer) clearInterval(this.staleTimer);
-    this.staleTimer = null;
+    this.unwatchStuck();
   }
 
   get staleAfterMs(): number {
@@ -241,11 +238,26 @@ export class Collector {
   private async collect(): Promise<CockpitState> {
     const t0 = Date.now();
     this.tickStartedAt = t0;
+    // a poll stuck on a dropped connection must not leave a live-looking frame on screen: a round
+    // that outlasts the stale limit says STALE, and its age each second after. The timer lives only
+    // while a round is in flight (an idle 1 Hz timer costs a running cockpit about what drawing does)
+    if (!this.stopped)
+      this.staleTimer = setTimeout(() => {
+        this.staleTimer = setInterval(() => this.checkStuck(), 1000);
+        this.checkStuck();
+      }, this.staleAfterMs);
     try {
       return await this.collectRound(t0);
     } finally {
       this.tickStartedAt = null;
+      this.unwatchStuck();
     }
+  }
+
+  private unwatchStuck(): void {
+    // (clearTimeout clears an interval too)
+    if (this.staleTimer) clearTimeout(this.staleTimer);
+    this.staleTimer = null;
   }
 
   private async collectRound(t0: number): Promise<CockpitState> {
