@@ -109,6 +109,7 @@ export class Collector {
   private observer: Observer | null = null;
   private readonly checker = new Checker(thresholdsFromEnv(process.env));
   private readonly listeners = new Set<Listener>();
+  private readonly roundListeners = new Set<() => void>();
   private timer: NodeJS.Timeout | null = null;
   private stopped = true;
   private state: CockpitState | null = null;
@@ -166,6 +167,15 @@ export class Collector {
   subscribe(fn: Listener): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  /**
+   * Called at the end of every round, a new state or not, and each second while a round hangs: the
+   * screen's ages ride on it (src/ui/useScreen.ts) instead of a timer of their own.
+   */
+  onRound(fn: () => void): () => void {
+    this.roundListeners.add(fn);
+    return () => this.roundListeners.delete(fn);
   }
 
   /** One collection round now (also used by tests and the one-frame non-TTY mode). */
@@ -239,19 +249,28 @@ export class Collector {
     const t0 = Date.now();
     this.tickStartedAt = t0;
     // a poll stuck on a dropped connection must not leave a live-looking frame on screen: a round
-    // that outlasts the stale limit says STALE, and its age each second after. The timer lives only
-    // while a round is in flight (an idle 1 Hz timer costs a running cockpit about what drawing does)
+    // that outlasts the stale limit says STALE, and its age each second after (and the ages on
+    // screen keep counting meanwhile). The timer lives only while a round is in flight: an idle 1 Hz
+    // timer costs a running cockpit about what drawing does. It is due after the next round would
+    // be: node keeps one system timer for the earliest, and a timer cleared before it is due still
+    // wakes the process then unless an earlier one was set after it (the next round is)
     if (!this.stopped)
       this.staleTimer = setTimeout(() => {
-        this.staleTimer = setInterval(() => this.checkStuck(), 1000);
-        this.checkStuck();
-      }, this.staleAfterMs);
+        this.staleTimer = setInterval(() => this.hung(), 1000);
+        this.hung();
+      }, this.intervalMs * 1.5);
     try {
       return await this.collectRound(t0);
     } finally {
       this.tickStartedAt = null;
       this.unwatchStuck();
+      for (const l of this.roundListeners) l();
     }
+  }
+
+  private hung(): void {
+    this.checkStuck();
+    for (const l of this.roundListeners) l();
   }
 
   private unwatchStuck(): void {

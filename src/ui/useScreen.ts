@@ -15,6 +15,10 @@ import type { ViewState } from './view.js';
 export interface Store {
   get(): CockpitState | null;
   subscribe(fn: (s: CockpitState) => void): () => void;
+  /** called at the end of each of the store's rounds, a new state or not (the collector) */
+  onRound?(fn: () => void): () => void;
+  /** ms between the store's rounds */
+  readonly intervalMs?: number;
 }
 
 export interface Screen {
@@ -68,10 +72,12 @@ export function useScreen(o: {
 
   // the ages' clock (below): a new state pushes it back
   const tick = useRef<(() => void) | null>(null);
+  const drawnAt = useRef(0);
   useEffect(
     () =>
       store.subscribe((s) => {
         stateRef.current = s;
+        drawnAt.current = Date.now();
         refresh();
         tick.current?.();
       }),
@@ -92,6 +98,16 @@ export function useScreen(o: {
     // a round that comes a little late is not drawn twice: the first frame without a new state
     // comes 1.5 periods after the last one (the interval it replaces took up to 1.9), then one a period
     const every = o.tickMs ?? 1000;
+    // a store with rounds at least as often (the collector, every second): the ages ride on its
+    // rounds, a frame at the end of a round that brought no new state — no timer at all (a timer
+    // pushed back before it is due still wakes the process when it would have been: node keeps
+    // one system timer, set for the earliest)
+    if (store.onRound && (store.intervalMs ?? Infinity) <= every)
+      return store.onRound(() => {
+        if (Date.now() - drawnAt.current < every * 0.9) return;
+        drawnAt.current = Date.now();
+        refresh();
+      });
     let t: NodeJS.Timeout | null = null;
     const fire = () => {
       refresh();
@@ -107,7 +123,7 @@ export function useScreen(o: {
       if (t) clearTimeout(t);
       tick.current = null;
     };
-  }, [o.tickMs, refresh]);
+  }, [o.tickMs, refresh, store]);
 
   // a key, a dialog or a resize changed what is drawn: draw now (painter path)
   useLayoutEffect(() => draw(), [o.view, o.dialog, size, draw]);

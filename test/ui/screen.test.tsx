@@ -429,3 +429,76 @@ test('the clock draws no frame of its own while states come; after the last stat
     inst.unmount();
   }
 });
+
+test("with the collector's rounds the ages ride on them: a frame for a round without a new state, none for one with", async () => {
+  const { FramePainter } = await import('../../src/ui/paint.js');
+  const drawn: number[] = [];
+  /** notes when each frame was drawn (written or not: an unchanged frame writes nothing) */
+  class NotingPainter extends FramePainter {
+    override paint(lines: Line[], cols: number, rows: number): void {
+      drawn.push(Date.now());
+      super.paint(lines, cols, rows);
+    }
+  }
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const TICK = 200;
+  let state = await judged('ddp2-dumps-halt');
+  const listeners = new Set<(s: CockpitState) => void>();
+  const rounds = new Set<() => void>();
+  const store = {
+    get: () => state,
+    subscribe: (fn: (s: CockpitState) => void) => {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    onRound: (fn: () => void) => {
+      rounds.add(fn);
+      return () => rounds.delete(fn);
+    },
+    intervalMs: TICK,
+  };
+  const round = (withState: boolean) => {
+    if (withState) {
+      state = { ...state };
+      for (const l of listeners) l(state);
+    }
+    for (const r of rounds) r();
+  };
+  const { out } = fakeTerminal(120, 40);
+  const inst = render(
+    createElement(App, {
+      store,
+      actions: noActions,
+      interactive: false,
+      noColor: true,
+      renderMs: { current: null },
+      painter: new NotingPainter(() => {}, true),
+      tickMs: TICK,
+    }),
+    { stdout: out as unknown as NodeJS.WriteStream, stdin: new PassThrough() as never, patchConsole: false },
+  );
+  try {
+    for (let i = 0; i < 250 && (drawn.length === 0 || rounds.size === 0); i++) await sleep(20);
+    assert.equal(rounds.size, 1, 'the screen listens to the rounds');
+    let n = drawn.length;
+    // rounds that bring a state: the state's frame only
+    for (let i = 0; i < 3; i++) {
+      await sleep(TICK);
+      round(true);
+    }
+    assert.equal(drawn.length - n, 3, 'a frame per new state, none for its round');
+    // rounds without a state: the ages are drawn again, once a round
+    n = drawn.length;
+    for (let i = 0; i < 3; i++) {
+      await sleep(TICK);
+      round(false);
+    }
+    assert.equal(drawn.length - n, 3, 'a frame per round without a state');
+    // and nothing between rounds: no timer of its own
+    n = drawn.length;
+    await sleep(TICK * 3);
+    assert.equal(drawn.length, n, 'no frame without a round');
+  } finally {
+    inst.unmount();
+  }
+});
