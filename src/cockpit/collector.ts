@@ -109,6 +109,7 @@ export class Collector {
   private observer: Observer | null = null;
   private readonly checker = new Checker(thresholdsFromEnv(process.env));
   private readonly listeners = new Set<Listener>();
+  private readonly roundListeners = new Set<() => void>();
   private timer: NodeJS.Timeout | null = null;
   private stopped = true;
   private state: CockpitState | null = null;
@@ -168,6 +169,15 @@ export class Collector {
     return () => this.listeners.delete(fn);
   }
 
+  /**
+   * Called at the end of every round, a new state or not, and each second while a round hangs: the
+   * screen's ages ride on it (src/ui/useScreen.ts) instead of a timer of their own.
+   */
+  onRound(fn: () => void): () => void {
+    this.roundListeners.add(fn);
+    return () => this.roundListeners.delete(fn);
+  }
+
   /** One collection round now (also used by tests and the one-frame non-TTY mode). */
   async tick(): Promise<CockpitState> {
     if (this.ticking) await this.ticking;
@@ -185,16 +195,13 @@ export class Collector {
     if (!this.stopped) return;
     this.stopped = false;
     void this.loop();
-    // a poll stuck on a dropped connection must not leave a live-looking frame on screen
-    this.staleTimer = setInterval(() => this.checkStuck(), 1000);
   }
 
   stop(): void {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.staleTimer) clearInterval(this.staleTimer);
-    this.staleTimer = null;
+    this.unwatchStuck();
   }
 
   get staleAfterMs(): number {
@@ -241,11 +248,35 @@ export class Collector {
   private async collect(): Promise<CockpitState> {
     const t0 = Date.now();
     this.tickStartedAt = t0;
+    // a poll stuck on a dropped connection must not leave a live-looking frame on screen: a round
+    // that outlasts the stale limit says STALE, and its age each second after (and the ages on
+    // screen keep counting meanwhile). The timer lives only while a round is in flight: an idle 1 Hz
+    // timer costs a running cockpit about what drawing does. It is due after the next round would
+    // be: node keeps one system timer for the earliest, and a timer cleared before it is due still
+    // wakes the process then unless an earlier one was set after it (the next round is)
+    if (!this.stopped)
+      this.staleTimer = setTimeout(() => {
+        this.staleTimer = setInterval(() => this.hung(), 1000);
+        this.hung();
+      }, this.intervalMs * 1.5);
     try {
       return await this.collectRound(t0);
     } finally {
       this.tickStartedAt = null;
+      this.unwatchStuck();
+      for (const l of this.roundListeners) l();
     }
+  }
+
+  private hung(): void {
+    this.checkStuck();
+    for (const l of this.roundListeners) l();
+  }
+
+  private unwatchStuck(): void {
+    // (clearTimeout clears an interval too)
+    if (this.staleTimer) clearTimeout(this.staleTimer);
+    this.staleTimer = null;
   }
 
   private async collectRound(t0: number): Promise<CockpitState> {

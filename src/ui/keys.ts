@@ -64,10 +64,20 @@ export function isKey(name: KeyName, input: string, key: Partial<Key>): boolean 
   return input === n.base && !key.meta;
 }
 
+// the footer writes the same few keys every frame: each is worked out once
+const keyTexts = new Map<string, string>();
+
 /** How a key is written: `ctrl+l` → `ctrl-l`, `up` → `↑`. */
 export function keyText(name: KeyName): string {
-  const n = parse(name);
-  return [...(n.ctrl ? ['ctrl'] : []), ...(n.shift ? ['shift'] : []), NAMED[n.base]?.show ?? n.base].join('-');
+  let text = keyTexts.get(name);
+  if (text === undefined) {
+    const n = parse(name);
+    text = [...(n.ctrl ? ['ctrl'] : []), ...(n.shift ? ['shift'] : []), NAMED[n.base]?.show ?? n.base].join('-');
+    // (a key the operator typed is named too: the cache stays small whatever they type)
+    if (keyTexts.size > 256) keyTexts.clear();
+    keyTexts.set(name, text);
+  }
+  return text;
 }
 
 /** How a binding's keys are written: `↑ / k`. */

@@ -15,6 +15,10 @@ import type { ViewState } from './view.js';
 export interface Store {
   get(): CockpitState | null;
   subscribe(fn: (s: CockpitState) => void): () => void;
+  /** called at the end of each of the store's rounds, a new state or not (the collector) */
+  onRound?(fn: () => void): () => void;
+  /** ms between the store's rounds */
+  readonly intervalMs?: number;
 }
 
 export interface Screen {
@@ -66,13 +70,16 @@ export function useScreen(o: {
     else setRenders((n) => n + 1);
   }, [draw, painter]);
 
-  const lastData = useRef(0);
+  // the ages' clock (below): a new state pushes it back
+  const tick = useRef<(() => void) | null>(null);
+  const drawnAt = useRef(0);
   useEffect(
     () =>
       store.subscribe((s) => {
-        lastData.current = Date.now();
         stateRef.current = s;
+        drawnAt.current = Date.now();
         refresh();
+        tick.current?.();
       }),
     [store, stateRef, refresh],
   );
@@ -85,13 +92,38 @@ export function useScreen(o: {
   }, [stdout]);
   useEffect(() => {
     // ages ("12s ago") must keep counting when nothing arrives (a stalled run), but a frame per
-    // new state is enough while data flows
+    // new state is enough while data flows. So one timer, pushed back by each new state: while
+    // states come every round it never fires (an idle 1 Hz timer woke the process each second
+    // for nothing, and cost about as much as drawing the frames). With half a period of slack, so
+    // a round that comes a little late is not drawn twice: the first frame without a new state
+    // comes 1.5 periods after the last one (the interval it replaces took up to 1.9), then one a period
     const every = o.tickMs ?? 1000;
-    const t = setInterval(() => {
-      if (Date.now() - lastData.current >= every * 0.9) refresh();
-    }, every);
-    return () => clearInterval(t);
-  }, [o.tickMs, refresh]);
+    // a store with rounds at least as often (the collector, every second): the ages ride on its
+    // rounds, a frame at the end of a round that brought no new state — no timer at all (a timer
+    // pushed back before it is due still wakes the process when it would have been: node keeps
+    // one system timer, set for the earliest)
+    if (store.onRound && (store.intervalMs ?? Infinity) <= every)
+      return store.onRound(() => {
+        if (Date.now() - drawnAt.current < every * 0.9) return;
+        drawnAt.current = Date.now();
+        refresh();
+      });
+    let t: NodeJS.Timeout | null = null;
+    const fire = () => {
+      refresh();
+      t = setTimeout(fire, every);
+    };
+    const push = () => {
+      if (t) clearTimeout(t);
+      t = setTimeout(fire, every * 1.5);
+    };
+    push();
+    tick.current = push;
+    return () => {
+      if (t) clearTimeout(t);
+      tick.current = null;
+    };
+  }, [o.tickMs, refresh, store]);
 
   // a key, a dialog or a resize changed what is drawn: draw now (painter path)
   useLayoutEffect(() => draw(), [o.view, o.dialog, size, draw]);

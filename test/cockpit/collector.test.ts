@@ -125,8 +125,11 @@ test('collector: a dropped host or a stuck poll is STALE with its age, never the
   const c = new Collector({ host, runDir: dir, readOnly: true, intervalMs: 200, staleAfterMs: 400 });
   try {
     cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    let rounds = 0;
+    c.onRound(() => rounds++);
     const s1 = await c.tick();
     assert.equal(s1.runState, 'HALTED');
+    assert.equal(rounds, 1, 'the end of each round is told, a new state or not');
     host.conn = { state: 'reconnecting', since: Date.now(), attempt: 2, lastError: 'ECONNRESET' };
     const s2 = await c.tick();
     assert.equal(s2.runState, 'STALE');
@@ -142,9 +145,12 @@ test('collector: a dropped host or a stuck poll is STALE with its age, never the
     let release!: () => void;
     host.hang = new Promise<void>((r) => (release = r));
     const stale = new Promise<CockpitState>((resolve) => c.subscribe((s) => s.runState === 'STALE' && resolve(s)));
+    const before = rounds;
     c.start();
     const s3 = await stale;
     assert.match(s3.runStateWhy, /^no fresh data for .*last seen HALTED/);
+    // the round has not ended: the ages on screen were told to count on meanwhile
+    assert.ok(rounds > before, 'a hanging round still ticks the screen');
     host.hang = null;
     release();
     const back = new Promise<CockpitState>((resolve) => c.subscribe((s) => s.runState !== 'STALE' && resolve(s)));

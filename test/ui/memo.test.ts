@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { lineToAnsi } from '../../src/ui/ansi.js';
 import { compose } from '../../src/ui/compose.js';
 import { dumpDisabled, haltDisabled, stateVerdicts } from '../../src/ui/keymap.js';
+import { keyText } from '../../src/ui/keys.js';
+import { footerLine } from '../../src/ui/panels/footer.js';
 import { FramePainter } from '../../src/ui/paint.js';
 import { rankRows } from '../../src/ui/panels/ranks.js';
 import { plain, spaces } from '../../src/ui/text.js';
@@ -101,4 +103,29 @@ test('padding and styles made once are the same text as made each time', () => {
               `${role} ${bold} ${inverse} ${nc}`,
             );
         }
+});
+
+test("the footer's key hints: the same line while the keys' verdicts are the same, a new one the frame a verdict changes", () => {
+  const s = baseState();
+  s.procs = procs([proc(0, 'R')]);
+  s.runState = 'RUNNING';
+  const hints = (x: typeof s) => plain(footerLine(x, 200, null)).trim();
+  const a = hints(s);
+  assert.match(a, /^d dump h halt r relaunch:off\(RUNNING\)/);
+  assert.equal(hints({ ...s }), a, 'a new state with the same verdicts');
+  // the same state object changed in place: the hints follow at once
+  s.runState = 'FINISHED';
+  s.runStateWhy = 'metrics.json written';
+  s.procs = procs([]);
+  const b = hints(s);
+  assert.notEqual(b, a);
+  assert.match(b, /h halt:off\(FINISHED\)/);
+  assert.doesNotMatch(b, /r relaunch:off/);
+  s.runState = 'RUNNING';
+  s.procs = procs([proc(0, 'R')]);
+  assert.equal(hints(s), a, 'back to the first verdicts: the first hints');
+  // a key's name, worked out once, is the same text each time
+  for (const k of ['ctrl+l', 'up', 'shift+tab', 'q'] as const) assert.equal(keyText(k), keyText(k));
+  assert.equal(keyText('ctrl+l'), 'ctrl-l');
+  assert.equal(keyText('up'), '↑');
 });

@@ -13,7 +13,7 @@ import { linesToAnsi } from '../../src/ui/ansi.js';
 import { App } from '../../src/ui/App.js';
 import { compose } from '../../src/ui/compose.js';
 import { layout, type Slot } from '../../src/ui/layout.js';
-import { lineWidth, plain } from '../../src/ui/text.js';
+import { type Line, lineWidth, plain } from '../../src/ui/text.js';
 import { initialView } from '../../src/ui/view.js';
 import { fixtureSnapshot, fixtureState, judgedState, xtermScreen } from './helpers.js';
 
@@ -362,4 +362,143 @@ test('the frame painter draws the same screen as the composer and repaints only 
   const n = writes.length;
   p.paint(f2.lines, 120, 40);
   assert.equal(writes.length, n);
+});
+
+// The screen's clock (src/ui/useScreen.ts): while states come it draws no frame of its own (each
+// new state pushes it back); once they stop, the ages keep counting — a frame 1.5 periods after
+// the last state, then one a period.
+test('the clock draws no frame of its own while states come; after the last state, one 1.5 periods on, then one a period', async () => {
+  const { FramePainter } = await import('../../src/ui/paint.js');
+  /** notes when each frame was drawn (written or not: an unchanged frame writes nothing) */
+  class NotingPainter extends FramePainter {
+    drawn: number[] = [];
+    override paint(lines: Line[], cols: number, rows: number): void {
+      this.drawn.push(Date.now());
+      super.paint(lines, cols, rows);
+    }
+  }
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const TICK = 200;
+  let state = await judged('ddp2-dumps-halt');
+  const listeners = new Set<(s: CockpitState) => void>();
+  const store = {
+    get: () => state,
+    subscribe: (fn: (s: CockpitState) => void) => {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+  };
+  const { out } = fakeTerminal(120, 40);
+  const painter = new NotingPainter(() => {}, true);
+  const inst = render(
+    createElement(App, {
+      store,
+      actions: noActions,
+      interactive: false,
+      noColor: true,
+      renderMs: { current: null },
+      painter,
+      tickMs: TICK,
+    }),
+    { stdout: out as unknown as NodeJS.WriteStream, stdin: new PassThrough() as never, patchConsole: false },
+  );
+  try {
+    for (let i = 0; i < 250 && painter.drawn.length === 0; i++) await sleep(20);
+    const first = painter.drawn.length;
+    assert.ok(first > 0, 'the first frame is drawn');
+    // a new state every 50 ms (a new object each time, as the collector emits): a frame each, and
+    // none of the clock's
+    let sent = 0;
+    for (let i = 0; i < 10; i++) {
+      await sleep(50);
+      state = { ...state };
+      sent++;
+      for (const l of listeners) l(state);
+    }
+    const lastState = Date.now();
+    assert.equal(painter.drawn.length - first, sent, 'a frame per state and no other while states come');
+    // the states stop: the ages keep counting (a generous deadline: the box may be loaded)
+    for (let i = 0; i < 500 && painter.drawn.length < first + sent + 2; i++) await sleep(20);
+    const ticks = painter.drawn.slice(first + sent);
+    assert.ok(ticks.length >= 2, `the clock draws once the states stop (${ticks.length} frames)`);
+    // timers never fire early: the first not before 1.5 periods, the next not before a period after it
+    const gap = ticks[0]! - lastState;
+    assert.ok(gap >= TICK * 1.5 - 5, `first frame ${gap} ms after the last state`);
+    assert.ok(ticks[1]! - ticks[0]! >= TICK - 5, `then ${ticks[1]! - ticks[0]!} ms apart`);
+  } finally {
+    inst.unmount();
+  }
+});
+
+test("with the collector's rounds the ages ride on them: a frame for a round without a new state, none for one with", async () => {
+  const { FramePainter } = await import('../../src/ui/paint.js');
+  const drawn: number[] = [];
+  /** notes when each frame was drawn (written or not: an unchanged frame writes nothing) */
+  class NotingPainter extends FramePainter {
+    override paint(lines: Line[], cols: number, rows: number): void {
+      drawn.push(Date.now());
+      super.paint(lines, cols, rows);
+    }
+  }
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const TICK = 200;
+  let state = await judged('ddp2-dumps-halt');
+  const listeners = new Set<(s: CockpitState) => void>();
+  const rounds = new Set<() => void>();
+  const store = {
+    get: () => state,
+    subscribe: (fn: (s: CockpitState) => void) => {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    onRound: (fn: () => void) => {
+      rounds.add(fn);
+      return () => rounds.delete(fn);
+    },
+    intervalMs: TICK,
+  };
+  const round = (withState: boolean) => {
+    if (withState) {
+      state = { ...state };
+      for (const l of listeners) l(state);
+    }
+    for (const r of rounds) r();
+  };
+  const { out } = fakeTerminal(120, 40);
+  const inst = render(
+    createElement(App, {
+      store,
+      actions: noActions,
+      interactive: false,
+      noColor: true,
+      renderMs: { current: null },
+      painter: new NotingPainter(() => {}, true),
+      tickMs: TICK,
+    }),
+    { stdout: out as unknown as NodeJS.WriteStream, stdin: new PassThrough() as never, patchConsole: false },
+  );
+  try {
+    for (let i = 0; i < 250 && (drawn.length === 0 || rounds.size === 0); i++) await sleep(20);
+    assert.equal(rounds.size, 1, 'the screen listens to the rounds');
+    let n = drawn.length;
+    // rounds that bring a state: the state's frame only
+    for (let i = 0; i < 3; i++) {
+      await sleep(TICK);
+      round(true);
+    }
+    assert.equal(drawn.length - n, 3, 'a frame per new state, none for its round');
+    // rounds without a state: the ages are drawn again, once a round
+    n = drawn.length;
+    for (let i = 0; i < 3; i++) {
+      await sleep(TICK);
+      round(false);
+    }
+    assert.equal(drawn.length - n, 3, 'a frame per round without a state');
+    // and nothing between rounds: no timer of its own
+    n = drawn.length;
+    await sleep(TICK * 3);
+    assert.equal(drawn.length, n, 'no frame without a round');
+  } finally {
+    inst.unmount();
+  }
 });

@@ -19,6 +19,36 @@ function dialogHints(s: CockpitState, d: Dialog, now: number): Line {
   return hints;
 }
 
+// The main screen's hints are the same line frame after frame until a verdict changes: made once
+// for each set of verdicts (segments are never changed after they are made; callers copy them).
+const hintsMemo = new Map<string, Line>();
+
+function mainHints(s: CockpitState): Line {
+  const offs: (string | null)[] = [];
+  let memoKey = '';
+  for (const b of KEYMAP) {
+    if (!b.hint) continue;
+    const off = b.disabled?.(s)?.short ?? null;
+    offs.push(off);
+    memoKey += off === null ? '\u0001' : `${off}\u0000`;
+  }
+  let hints = hintsMemo.get(memoKey);
+  if (hints) return hints;
+  hints = [];
+  let i = 0;
+  for (const b of KEYMAP) {
+    if (!b.hint) continue;
+    const key = keyText(b.keys[0]!);
+    const off = offs[i++];
+    // off: a word on why; `?` gives the whole sentence
+    if (off != null) hints.push(t(key, 'dim'), t(` ${b.hint}:${off} `, 'dim'));
+    else hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
+  }
+  if (hintsMemo.size > 64) hintsMemo.clear();
+  hintsMemo.set(memoKey, hints);
+  return hints;
+}
+
 export function footerLine(
   s: CockpitState,
   w: number,
@@ -28,15 +58,7 @@ export function footerLine(
 ): Line {
   // a replay's footer is its timeline (the action keys are refused; `?` lists every key)
   if (s.replay && !dialog) return timelineLine(s.replay, w);
-  const hints: Line = dialog ? dialogHints(s, dialog, now) : [];
-  for (const b of dialog ? [] : KEYMAP) {
-    if (!b.hint) continue;
-    const key = keyText(b.keys[0]!);
-    const off = b.disabled?.(s) ?? null;
-    // off: a word on why; `?` gives the whole sentence
-    if (off) hints.push(t(key, 'dim'), t(` ${b.hint}:${off.short} `, 'dim'));
-    else hints.push(t(key, 'accent', { bold: true }), t(` ${b.hint} `));
-  }
+  const hints: Line = dialog ? dialogHints(s, dialog, now) : mainHints(s);
   const self = s.self;
   const cost: string[] = [];
   if (self.cpuPct != null) cost.push(`cpu ${pct(self.cpuPct, 1)}`);
