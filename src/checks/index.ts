@@ -127,6 +127,14 @@ export class Checker {
   /** per alert id: what is shown, when its condition was last seen, and how long it has been clear */
   private shown = new Map<string, { alert: Alert; lastSeen: number; absent: number; clearingSince: number | null }>();
   private history: ClearedAlert[] = [];
+  /** the history as last handed out: the same array while it has not changed, so a recorder that
+   *  diffs each round's Evaluation compares it by reference (entries are only ever unshifted) */
+  private historyOut: {
+    src: ClearedAlert[];
+    len: number;
+    first: ClearedAlert | undefined;
+    copy: ClearedAlert[];
+  } | null = null;
   /** per `${rank}:${source}`: memory samples by step (process RSS, rss_mib, rank heartbeat memory) */
   private mem = new Map<string, MemSample[]>();
   private lastRunDir: string | null = null;
@@ -183,6 +191,15 @@ export class Checker {
       gateHaltIn: null,
       stallDeadline: null,
     };
+  }
+
+  private historyView(): ClearedAlert[] {
+    const h = this.history;
+    const o = this.historyOut;
+    if (o && o.src === h && o.len === h.length && o.first === h[0]) return o.copy;
+    const copy = Object.freeze(h.slice()) as ClearedAlert[];
+    this.historyOut = { src: h, len: h.length, first: h[0], copy };
+    return copy;
   }
 
   private judge(input: CheckInput): Evaluation {
@@ -243,7 +260,7 @@ export class Checker {
     const lastAdvance = ctx.lastAdvanceTs;
     return {
       alerts: sorted,
-      history: this.history.slice(),
+      history: this.historyView(),
       verdicts,
       runState: rs.state,
       runStateWhy: rs.why,
