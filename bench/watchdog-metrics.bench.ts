@@ -3,6 +3,8 @@
 // --metrics-listen (scraped once a second, as a Prometheus with scrape_interval 1s would) and
 // --metrics-file (the textfile replaced every round), and one with --metrics-listen scraped every
 // 15 s (Prometheus's usual interval; it renders on the scrape). Target: < 0.5 % of a core with metrics on.
+// None of the three records the run's journal (--no-record; only one watchdog of a run does, the
+// first to take its lock): a fourth, plain one records it, and its row says what recording adds.
 // Each is started as a user starts it (bin/nsa-top.js and its V8 flags), with --no-gpu (no GPU here;
 // on a GPU box nvidia-smi's own cost comes on top, the same with metrics on or off).
 // The 1 Hz metrics watchdog also delivers alerts (--notify and --deadman to a loopback receiver in
@@ -87,8 +89,13 @@ async function main(): Promise<void> {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiver.unref();
   const hook = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  const plain = watchdog([]);
+  // one watchdog records the run's journal (the first to take its lock: only one does); the rows
+  // compare the others, which do not (--no-record), and its own row says what recording adds
+  const recorder = watchdog([]);
+  await sleep(1000);
+  const plain = watchdog(['--no-record']);
   const metrics = watchdog([
+    '--no-record',
     '--metrics-listen',
     '127.0.0.1:0',
     '--metrics-file',
@@ -99,7 +106,7 @@ async function main(): Promise<void> {
     `${hook}/ping`,
   ]);
   // a common Prometheus setup: no textfile, a scrape every 15 s (the exporter renders on the scrape)
-  const served = watchdog(['--metrics-listen', '127.0.0.1:0']);
+  const served = watchdog(['--no-record', '--metrics-listen', '127.0.0.1:0']);
   const listenOf = async (w: { out: () => string }) => {
     for (let i = 0; i < 200; i++) {
       const l = /"listen":"([^"]+)"/.exec(w.out())?.[1];
@@ -125,7 +132,7 @@ async function main(): Promise<void> {
   const fast = scraper(await listenOf(metrics), 1000);
   const slow = scraper(await listenOf(served), 15_000);
   await sleep(WARMUP * 1000);
-  const ws = [plain, metrics, served];
+  const ws = [plain, metrics, served, recorder];
   const c0 = ws.map((w) => procSample(w.c.pid!)!);
   const s0 = [fast.scrapes, slow.scrapes];
   const t0 = Date.now();
@@ -157,6 +164,7 @@ async function main(): Promise<void> {
   );
   row('metrics at 1 Hz and notify (difference from plain)', pcts[1]! - pcts[0]!);
   row('the metrics surface at 15 s (difference from plain)', pcts[2]! - pcts[0]!);
+  row('recording the journal (a plain watchdog that records; difference from plain)', pcts[3]! - pcts[0]!);
   cleanup();
   await Promise.race([new Promise((r) => trainer.once('exit', r)), sleep(15_000)]);
 }
