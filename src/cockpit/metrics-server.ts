@@ -8,13 +8,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Evaluation, Thresholds } from '../checks/index.js';
 import { sanitize } from '../sanitize.js';
-import { TEXTFILE_MARK, writeTextfileAtomic } from '../trainer/control/ownfiles.js';
+import { TEXTFILE_MARK_LINE, writeTextfileAtomic } from '../trainer/control/ownfiles.js';
 import { DumpCounter, renderMetrics, renderSelfOnly, type ExporterSelf, type MetricsObservation } from './metrics.js';
 
 export const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
-
-/** the textfile's first line (ownfiles.ts refuses to replace a file without it) */
-const MARK_LINE = Buffer.from(`${TEXTFILE_MARK}\n`, 'utf8');
 
 /**
  * HOST:PORT (an IPv6 address in brackets: [::1]:9464), or the one-line reason it is not one. The
@@ -228,7 +225,7 @@ export class MetricsExporter {
     this.unwritten = false;
     try {
       // the round's bytes, encoded once for the file and every scrape of the round
-      this.ours = await writeTextfileAtomic(path, Buffer.concat([MARK_LINE, this.bytes()]), {
+      this.ours = await writeTextfileAtomic(path, Buffer.concat([TEXTFILE_MARK_LINE, this.bytes()]), {
         readOnly: this.o.readOnly,
         ours: this.ours,
       });
@@ -249,7 +246,7 @@ export class MetricsExporter {
 
   /** Stops serving; a textfile write in flight finishes (the file keeps the last round). */
   async close(): Promise<void> {
-    while (this.writing) await this.writing;
+    await this.idle();
     // the file keeps the last round, whatever the cadence skipped
     if (this.o.file && this.unwritten) await this.writeFile();
     const s = this.server;

@@ -321,7 +321,8 @@ export async function textfileProblem(path: string, opts: EffectOptions = {}): P
   return null;
 }
 
-const MARK_LINE = Buffer.from(TEXTFILE_MARK + '\n', 'utf8');
+/** the textfile's first line, as bytes */
+export const TEXTFILE_MARK_LINE = Buffer.from(TEXTFILE_MARK + '\n', 'utf8');
 
 /** per textfile directory: whether it is on a local file system (asked once; unknown is asked again) */
 const textfileLocal = new Map<string, boolean>();
@@ -344,7 +345,7 @@ export async function writeTextfileAtomic(
   if (
     typeof data === 'string'
       ? !data.startsWith(TEXTFILE_MARK + '\n')
-      : !data.subarray(0, MARK_LINE.length).equals(MARK_LINE)
+      : !data.subarray(0, TEXTFILE_MARK_LINE.length).equals(TEXTFILE_MARK_LINE)
   )
     throw new OwnWriteError(path, 'a textfile without the nsa-top mark', 'EINVAL');
   const dir = dirname(path);
