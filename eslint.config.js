@@ -41,6 +41,12 @@ export default tseslint.config(
     },
   },
   {
+    // the entry is CommonJS (bin/package.json says why)
+    files: ['bin/*.js'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', __dirname: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: {
       globals: {

@@ -171,6 +171,12 @@ async function loadProduction<T>(load: () => Promise<T>): Promise<T> {
 
 export async function main(argv: string[]): Promise<number> {
   const [first, ...rest] = argv;
+  // `nsa-top status | head -3`: the reader has gone, not an error of the command's. The rest of
+  // the output is dropped and the command ends as it would have (its own exit code: a pipeline
+  // under pipefail still sees status's 1 for a critical run), instead of an unhandled EPIPE's stack
+  // trace. A watchdog whose log reader died keeps watching (its notifications and metrics do not
+  // go through stdout). The reference trainer handles its own streams (src/trainer/reference/main.ts).
+  if (first !== 'train') process.stdout.on('error', quietWhenReaderGone);
   if (first === 'help') {
     process.stdout.write(helpText(ROOT));
     return 0;
@@ -233,6 +239,10 @@ export async function main(argv: string[]): Promise<number> {
   } finally {
     early?.abandonEarly();
   }
+}
+
+function quietWhenReaderGone(e: NodeJS.ErrnoException): void {
+  if (e.code !== 'EPIPE' && e.code !== 'ERR_STREAM_DESTROYED') throw e;
 }
 
 /** commands whose --host connection is started before their code loads (cli.ts main) */

@@ -68,3 +68,23 @@ test('--x=v and --x v are the same on a real command; a bad number is one line n
   assert.equal(c.status, 2);
   assert.match(c.stderr, /run dir not found: .*--json/);
 });
+
+// `nsa-top profiles | head -1`: the reader went away before the command wrote. The command ends as
+// it would have (its own exit code), with nothing on stderr — before, an unhandled EPIPE's stack trace.
+test('a reader that has gone (closed pipe) ends a printing command quietly, with its own exit code', async () => {
+  const { spawn } = await import('node:child_process');
+  const { BIN } = await import('./helpers/cli.js');
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const c = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      c.stdout.destroy(); // closed before the child has even started: its every write fails
+      let stderr = '';
+      c.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+      c.on('error', reject);
+      c.on('close', (code) => resolve({ code, stderr }));
+    });
+  const [profiles, unknown] = await Promise.all([run(['profiles']), run(['status', '--no-such-option'])]);
+  assert.deepEqual(profiles, { code: 0, stderr: '' });
+  assert.equal(unknown.code, 2);
+  assert.doesNotMatch(unknown.stderr, /EPIPE|at /);
+});
