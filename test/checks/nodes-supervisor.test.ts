@@ -92,3 +92,32 @@ test('the rank that went first over the nodes: each supervisor saw only its own 
     'local',
   );
 });
+
+test("status --node: each node's row names its last exit and the rank its supervisor saw go first", async () => {
+  const { formatNodeSupervisors, nodeSupervisorsJson } = await import('../../src/commands/status-nodes.js');
+  const b = supervisorState('/r', SUP, {
+    state: 'backoff',
+    restarts: 1,
+    exitCodes: [{ at: 9400, code: null, signal: 'SIGTERM' }],
+    lastCause: 'rank gone',
+    firstGone: { rank: 1, pid: 4242, at: 9200, how: 'SIGKILL' },
+    startCheckpoints: [{ at: 1000, path: null, mtimeMs: null }],
+  });
+  const rows = [
+    { label: 'local', nodeRank: 0, dir: '/r/nodes/0', state: supervisorState('/r', SUP), error: null },
+    { label: 'root@b', nodeRank: 1, dir: '/r/nodes/1', state: b, error: null },
+  ];
+  const json = nodeSupervisorsJson(rows);
+  assert.equal(json[0]!.lastExit, null);
+  assert.deepEqual(json[1]!.lastExit, {
+    at: 9400,
+    code: null,
+    signal: 'SIGTERM',
+    cause: 'rank gone',
+    firstGone: { rank: 1, pid: 4242, at: 9200, how: 'SIGKILL' },
+  });
+  assert.match(
+    formatNodeSupervisors(rows),
+    /root@b \(node_rank 1\): backoff \(supervisor pid 7, restarts 1\/2\); last exit rank gone \(rank 1, pid 4242, went first: SIGKILL\)$/m,
+  );
+});
