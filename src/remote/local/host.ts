@@ -272,8 +272,14 @@ export class LocalHost implements Host {
     }
   }
 
+  /**
+   * A directory's entries with their stats: synchronous calls where the directory is on a local file
+   * system (decided once per directory, as the poll does), else through the thread pool. A run that
+   * keeps every checkpoint lists ~200 entries for the resume pick; each stat through the pool cost
+   * ~0.1 ms of CPU (status on a run of 170 checkpoints: ~45 ms more than without them).
+   */
   async list(dir: string): Promise<DirEntry[]> {
-    return this.listWith(ASYNC_IO, dir);
+    return this.listWith(await this.pollIo(dir), dir);
   }
 
   private async listWith(io: PollIo, dir: string): Promise<DirEntry[]> {
