@@ -9,14 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Evaluation, Thresholds } from '../checks/index.js';
 import { sanitize } from '../sanitize.js';
 import { TEXTFILE_MARK_LINE, writeTextfileAtomic } from '../trainer/control/ownfiles.js';
-import {
-  DumpCounter,
-  ExpositionCache,
-  renderMetrics,
-  renderSelfOnly,
-  type ExporterSelf,
-  type MetricsObservation,
-} from './metrics.js';
+import { DumpCounter, renderMetrics, renderSelfOnly, type ExporterSelf, type MetricsObservation } from './metrics.js';
 
 export const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -63,8 +56,6 @@ export class MetricsExporter {
   private text: string;
   /** the text's bytes, once a scrape asked (null: not encoded since the last rendering) */
   private body: Buffer | null = null;
-  /** the text is the newest rendering with `cache` (its bytes are the cache's) */
-  private cached = false;
   private readonly self: ExporterSelf;
   private writing: Promise<void> | null = null;
   private pending = false;
@@ -79,8 +70,6 @@ export class MetricsExporter {
   /** a round the textfile does not hold yet */
   private unwritten = false;
   private readonly dumps = new DumpCounter();
-  /** what the renderings before this one left to reuse (labels, lines, families that did not change) */
-  private readonly cache = new ExpositionCache();
   /** the textfile writes that failed (tests, the bench) */
   writeFailures = 0;
 
@@ -160,24 +149,17 @@ export class MetricsExporter {
   /** current() as the bytes a scrape is sent: encoded once per rendering, whatever the scrapes */
   private bytes(): Buffer {
     const text = this.current();
-    return (this.body ??= this.cached ? this.cache.bytes() : Buffer.from(text, 'utf8'));
+    return (this.body ??= Buffer.from(text, 'utf8'));
   }
 
   private render(): void {
     this.dirty = false;
     this.body = null;
     const l = this.last;
-    this.cached = l !== null;
     if (!l) this.text = renderSelfOnly(this.self, this.o.runLabel);
     else if (this.failedWhy !== null)
-      this.text = renderMetrics(
-        { ...l, fresh: false, errors: [this.failedWhy] },
-        l.ev,
-        this.o.thresholds,
-        this.self,
-        this.cache,
-      );
-    else this.text = renderMetrics(l, l.ev, this.o.thresholds, this.self, this.cache);
+      this.text = renderMetrics({ ...l, fresh: false, errors: [this.failedWhy] }, l.ev, this.o.thresholds, this.self);
+    else this.text = renderMetrics(l, l.ev, this.o.thresholds, this.self);
   }
 
   /** A round observed and judged: kept, and the textfile replaced (one write in flight at most). */

@@ -128,152 +128,33 @@ export function formatValue(v: number): string {
   return String(v);
 }
 
-/** one sample line of a family, kept from the round before: its labels (keys and raw values, in
- * order), the `name{labels} ` they render to, its value and the whole line */
-interface Slot {
-  keys: string[];
-  vals: Labels[string][];
-  prefix: string;
-  value: number;
-  line: string;
-}
-
-/** a family as the rounds before rendered it: its samples' slots and its text (HELP, TYPE, samples) */
-interface FamilyCache {
-  help: string;
-  kind: Kind;
-  head: string;
-  slots: Slot[];
-  /** the round it was last added in, and its samples this round */
-  round: number;
-  n: number;
-  /** the family's text as last rendered and how many samples it held; stale: a slot changed since */
-  text: string;
-  textN: number;
-  stale: boolean;
-  /** that text's UTF-8 bytes, once asked for (null: not encoded since it changed) */
-  bytes: Buffer | null;
-}
-
-/**
- * What a watchdog keeps of its renderings from round to round (MetricsExporter holds one). Most
- * series, their labels and many values are the same every round: a sample whose label values and
- * value are those of the same sample of its family the round before reuses its line, and a family
- * none of whose samples changed reuses its whole text. The text is byte for byte what a fresh
- * rendering gives (test/cockpit/metrics.test.ts renders both, as series appear and go). Bounded:
- * one entry per family name (literals) and per sample a family has held at most in one round.
- */
-export class ExpositionCache {
-  readonly families = new Map<string, FamilyCache>();
-  round = 0;
-  /** the families of the newest rendering with this cache that had samples, in order */
-  shown: FamilyCache[] = [];
-
-  /**
-   * The newest rendering with this cache as UTF-8: Buffer.from of its text, but only the families
-   * that changed are encoded again (the text of one round is ~11 KiB, most of it HELP lines and
-   * series that did not change) and the rest are copied as the bytes they already were.
-   */
-  bytes(): Buffer {
-    const parts: Buffer[] = [];
-    for (const f of this.shown) parts.push((f.bytes ??= Buffer.from(f.text, 'utf8')));
-    return parts.length === 0 ? Buffer.from('\n') : Buffer.concat(parts);
-  }
-}
-
 /** Collects families in order; each family's HELP and TYPE once, its samples together. */
 class Exposition {
-  private readonly order: FamilyCache[] = [];
-  private readonly cache: ExpositionCache;
-  private readonly round: number;
-
-  /** without a cache: a fresh rendering (nothing kept) */
-  constructor(cache: ExpositionCache = new ExpositionCache()) {
-    this.cache = cache;
-    this.round = ++cache.round;
-  }
+  private readonly families = new Map<string, { help: string; kind: Kind; samples: string[] }>();
 
   add(name: string, kind: Kind, help: string, value: number | null | undefined, labels: Labels = {}): void {
-    let f = this.cache.families.get(name);
-    if (!f || f.help !== help || f.kind !== kind) {
-      f = {
-        help,
-        kind,
-        head: headOf(name, help, kind),
-        slots: [],
-        round: 0,
-        n: 0,
-        text: '',
-        textN: 0,
-        stale: true,
-        bytes: null,
-      };
-      this.cache.families.set(name, f);
-    }
-    if (f.round !== this.round) {
-      // the family's first add this round: its place in the exposition
-      f.round = this.round;
-      f.n = 0;
-      this.order.push(f);
-    }
+    let f = this.families.get(name);
+    if (!f) this.families.set(name, (f = { help, kind, samples: [] }));
     if (value === null || value === undefined) return;
-    const slot = f.slots[f.n];
-    f.n++;
-    // the same labels as this sample the round before? (compared raw: nothing built or escaped)
-    let same = slot !== undefined;
-    let i = 0;
-    if (slot)
-      for (const k in labels) {
-        const v = labels[k];
-        if (v === null || v === undefined || v === '') continue;
-        if (slot.keys[i] !== k || slot.vals[i] !== v) {
-          same = false;
-          break;
-        }
-        i++;
-      }
-    if (same && i === slot!.keys.length) {
-      if (Object.is(slot!.value, value)) return;
-      slot!.value = value;
-      slot!.line = `${slot!.prefix}${formatValue(value)}\n`;
-      f.stale = true;
-      return;
-    }
     // (a label object is a literal: its own keys, in order; an absent or empty value is left out)
-    const keys: string[] = [];
-    const vals: Labels[string][] = [];
     let ls = '';
     for (const k in labels) {
       const v = labels[k];
       if (v === null || v === undefined || v === '') continue;
-      keys.push(k);
-      vals.push(v);
       ls += `${ls ? ',' : ''}${k}="${escapeLabel(String(v))}"`;
     }
-    const prefix = `${name}${ls ? `{${ls}}` : ''} `;
-    f.slots[f.n - 1] = { keys, vals, prefix, value, line: `${prefix}${formatValue(value)}\n` };
-    f.stale = true;
+    f.samples.push(`${name}${ls ? `{${ls}}` : ''} ${formatValue(value)}`);
   }
 
   text(): string {
     // one string grown in place (no array of every line, no spread, no join): rendered every round
     let out = '';
-    const shown: FamilyCache[] = [];
-    for (const f of this.order) {
+    for (const [name, f] of this.families) {
       // a family with no sample this round is left out whole (an unknown value is absent, never 0)
-      if (f.n === 0) continue;
-      if (f.stale || f.n !== f.textN) {
-        let t = f.head;
-        for (let i = 0; i < f.n; i++) t += f.slots[i]!.line;
-        f.text = t;
-        f.textN = f.n;
-        f.stale = false;
-        f.bytes = null;
-      }
-      out += f.text;
-      shown.push(f);
+      if (f.samples.length === 0) continue;
+      out += headOf(name, f.help, f.kind);
+      for (const sample of f.samples) out += sample + '\n';
     }
-    this.cache.shown = shown;
     return out === '' ? '\n' : out;
   }
 }
@@ -301,8 +182,8 @@ export function runName(run: RunSnapshot): string {
  * Before any round: the watchdog's identity and its counts only (a scrape that comes before the first
  * look says the watchdog is up and has not looked yet, rather than nothing).
  */
-export function renderSelfOnly(self: ExporterSelf, runLabel: string, cache?: ExpositionCache): string {
-  const x = new Exposition(cache);
+export function renderSelfOnly(self: ExporterSelf, runLabel: string): string {
+  const x = new Exposition();
   addSelf(x, self, { run: runLabel, hostname: self.hostname });
   return x.text();
 }
@@ -339,18 +220,9 @@ function addSelf(x: Exposition, self: ExporterSelf, base: Labels): void {
   );
 }
 
-/**
- * The exposition of one round: observation + its evaluation, under the thresholds in force. With a
- * cache (one per exporter), what is the same as the round before is not rendered again.
- */
-export function renderMetrics(
-  obs: MetricsObservation,
-  ev: Evaluation,
-  t: Thresholds,
-  self: ExporterSelf,
-  cache?: ExpositionCache,
-): string {
-  const x = new Exposition(cache);
+/** The exposition of one round: observation + its evaluation, under the thresholds in force. */
+export function renderMetrics(obs: MetricsObservation, ev: Evaluation, t: Thresholds, self: ExporterSelf): string {
+  const x = new Exposition();
   const run = obs.run;
   const hostname = self.hostname;
   const base: Labels = { run: runName(run), hostname };

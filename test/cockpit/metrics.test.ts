@@ -12,7 +12,6 @@ import { Checker, DEFAULT_THRESHOLDS, type CheckInput } from '../../src/checks/i
 import {
   DumpCounter,
   escapeLabel,
-  ExpositionCache,
   renderMetrics,
   RUN_STATES,
   type ExporterSelf,
@@ -270,72 +269,6 @@ test('label values are escaped per the text format: backslash, double quote, new
   assert.ok(text.includes('run="we\\"ird\\\\run\\nname"'), 'escaped in the sample line');
   for (const line of text.trimEnd().split('\n')) assert.ok(!line.includes('\r'));
   assert.equal(find(text, 'nsatop_train_step')[0]!.labels['run'], 'we"ird\\run\nname', 'and read back whole');
-});
-
-test("a cached rendering (the exporter's, round after round) is byte for byte a fresh one, as series appear, change and go", async () => {
-  const run = await fixtureSnapshot('ddp2-dumps-halt');
-  const cache = new ExpositionCache();
-  const nodeB = 'root@10.0.0.2:2222';
-  const multi = (p: RunProcesses): RunProcesses => ({
-    ...p,
-    ranks: p.ranks.map((r, i) => ({ ...r, proc: { ...r.proc, host: i === 0 ? 'local' : nodeB } })),
-  });
-  // each round: what changes in the run, the process table, GPUs and the exporter's own counts
-  const rounds: [string, () => Partial<MetricsObservation>][] = [
-    ['no process table, no GPU', () => ({})],
-    ['ranks and GPUs appear', () => ({ procs: procsOf(['S', 'S']), gpu: GPU })],
-    ['the same round again', () => ({ procs: procsOf(['S', 'S']), gpu: GPU })],
-    [
-      'the step moves, the loss goes NaN, rank 1 stops (an alert), the ranks get hosts',
-      () => {
-        run.step = (run.step ?? 0) + 7;
-        run.loss = null;
-        run.lastLossNonFinite = true;
-        return { procs: multi(procsOf(['S', 'T'])), gpu: GPU };
-      },
-    ],
-    [
-      'a third rank; no GPU; the run renamed with characters to escape',
-      () => {
-        run.identity.name = 'we"ird\\run';
-        return { procs: procsOf(['S', 'T', 'R']), fresh: false, errors: ['x'] };
-      },
-    ],
-    [
-      'one rank; the loss back; the GPUs back',
-      () => {
-        run.loss = 2.5;
-        run.lastLossNonFinite = false;
-        return { procs: procsOf(['S']), gpu: GPU };
-      },
-    ],
-    ['nothing but the run', () => ({})],
-  ];
-  let observations = 0;
-  const texts = new Set<string>();
-  for (const [what, change] of rounds) {
-    const o = change();
-    const self: ExporterSelf = { ...SELF, observations: ++observations, roundMs: observations / 3 };
-    const obs: MetricsObservation = {
-      run,
-      procs: null,
-      gpu: null,
-      supervisor: null,
-      haltGraceS: 300,
-      fresh: true,
-      errors: [],
-      ...o,
-    };
-    const now = run.hostNowMs || run.takenAt;
-    const ev = new Checker().evaluate({ now, run, procs: obs.procs, gpu: obs.gpu, supervisor: null });
-    const fresh = renderMetrics(obs, ev, DEFAULT_THRESHOLDS, self);
-    const cached = renderMetrics(obs, ev, DEFAULT_THRESHOLDS, self, cache);
-    assert.equal(cached, fresh, what);
-    assert.ok(cache.bytes().equals(Buffer.from(fresh, 'utf8')), `${what}: the cached bytes`);
-    texts.add(fresh.replace(/^nsatop_watchdog_(observations_total|round_duration_seconds)\{.*$/gm, ''));
-  }
-  // the rounds did change more than the counters (a cache that never saw a change proves nothing)
-  assert.equal(texts.size, rounds.length - 1, 'every round but the repeated one changed series');
 });
 
 test('--metrics-listen HOST:PORT: the host is required, IPv6 in brackets, a port in range', () => {
