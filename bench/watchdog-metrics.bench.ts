@@ -1,7 +1,7 @@
-// The watchdog's CPU at 1 Hz with its Prometheus surface on, on a live 2-rank reference run. Two
+// The watchdog's CPU at 1 Hz with its Prometheus surface on, on a live 2-rank reference run. The
 // watchdogs watch the same run side by side, so they share its load: one plain, one with
 // --metrics-listen (scraped once a second, as a Prometheus with scrape_interval 1s would) and
-// --metrics-file (the textfile replaced every round), and one with --metrics-listen scraped every
+// --metrics-file (the textfile replaced when the judgement changes, else every 5 s), and one with --metrics-listen scraped every
 // 15 s (Prometheus's usual interval; it renders on the scrape). Target: < 0.5 % of a core with metrics on.
 // None of the three records the run's journal (--no-record; only one watchdog of a run does, the
 // first to take its lock): a fourth, plain one records it, and its row says what recording adds.
