@@ -20,6 +20,7 @@ import {
 } from './knownhosts.js';
 import type { SshTarget } from './config.js';
 import { sshTrace } from './trace.js';
+import { openKept, openUnix, spawnKeeper } from './keep.js';
 
 export interface SshHostOptions {
   target: SshTarget;
@@ -49,6 +50,18 @@ export interface SshHostOptions {
   /** a TCP connection to the target opened before the SSH code loaded (src/remote/early.ts): the
    *  first connect is made on it (its failure is that connect's); reconnects open their own */
   sock?: EarlySocket;
+  /** a kept connection (keep.ts): tried first; where none answers, one is started as this host closes */
+  keep?: KeepOption;
+}
+
+/** Where a kept connection is looked for (keep.ts keepSocketFor) and for how long one is kept. */
+export interface KeepOption {
+  path: string;
+  /** why the socket's directory is refused (then the connection is direct and nothing is kept) */
+  problem: string | null;
+  idleS: number;
+  /** a unix connection to it opened early (src/remote/early.ts): null when nobody listened */
+  pre?: Promise<import('node:net').Socket | null>;
 }
 
 /** A TCP connection opened early, and the error it met before the handshake took it (if any). */
@@ -109,12 +122,20 @@ export class SshConnection {
 
   /** SshHostOptions.sock until the first connect takes it */
   private earlySock: EarlySocket | null;
+  /** SshHostOptions.keep until the first connect takes it */
+  private keepFirst: KeepOption | null;
+  /** no keeper answered: start one as this host closes (if it ever connected) */
+  private spawnOnClose = false;
+  private everConnected = false;
+  /** the first connect went through a keeper (keep.ts) */
+  kept = false;
 
   constructor(
     private readonly opts: SshHostOptions,
     private readonly hooks: ConnectionHooks,
   ) {
     this.earlySock = opts.sock ?? null;
+    this.keepFirst = opts.keep ?? null;
   }
 
   /** bytes on the TCP sockets so far (all SSH overhead included) */
@@ -135,8 +156,47 @@ export class SshConnection {
     );
   }
 
-  /** One attempt: resolves once connected and the hooks ran (errors: host key, auth, network). */
-  connect(): Promise<void> {
+  /**
+   * One attempt: resolves once connected and the hooks ran (errors: host key, auth, network). The
+   * first attempt goes through a keeper when one answers (keep.ts), else directly.
+   */
+  async connect(): Promise<void> {
+    const k = this.keepFirst;
+    this.keepFirst = null;
+    if (k && (await this.connectKept(k))) return;
+    return this.connectDirect();
+  }
+
+  /** Through the keeper at k.path: true once connected (and the hooks ran); false: connect directly. */
+  private async connectKept(k: KeepOption): Promise<boolean> {
+    if (k.problem) {
+      process.stderr.write(`nsa-top: not keeping the SSH connection: ${k.problem}\n`);
+      return false;
+    }
+    const sock = k.pre ? await k.pre : await openUnix(k.path);
+    if (!sock) {
+      this.spawnOnClose = true;
+      return false;
+    }
+    const client = await openKept(k.path, sock);
+    if (!client || this.closing) {
+      client?.end();
+      return false;
+    }
+    this.kept = true;
+    this.client = client as unknown as Client;
+    this.state = { state: 'connected', since: Date.now() };
+    this.everConnected = true;
+    client.once('close', () => {
+      if (this.client === (client as unknown as Client)) this.onDrop('the kept connection closed');
+    });
+    const up = this.hooks.connected();
+    for (const w of this.connWaiters.splice(0)) w();
+    await up.catch(() => {});
+    return true;
+  }
+
+  private connectDirect(): Promise<void> {
     const t = this.opts.target;
     const texts = readKnownHosts(this.knownFiles());
     const preferred = knownTypesFor(texts, t.hostName, t.port);
@@ -208,6 +268,7 @@ export class SshConnection {
         this.client = client;
         this.sock = sock;
         this.state = { state: 'connected', since: Date.now() };
+        this.everConnected = true;
         const up = this.hooks.connected();
         for (const w of this.connWaiters.splice(0)) w();
         up.then(() => resolve()).catch((e) => resolve(void e));
@@ -317,8 +378,19 @@ export class SshConnection {
     this.sock?.destroy();
   }
 
-  /** Ends the connection for good (waits a moment for the server to close it). */
+  /** Ends the connection for good (waits a moment for the server to close it); starts a keeper where wanted. */
   async close(): Promise<void> {
+    const k = this.opts.keep;
+    if (k && this.spawnOnClose && this.everConnected) {
+      this.spawnOnClose = false;
+      spawnKeeper({
+        target: this.opts.target,
+        knownHostsFiles: this.opts.knownHostsFiles,
+        agentSocket: this.opts.agentSocket,
+        idleS: k.idleS,
+        socket: k.path,
+      });
+    }
     this.closing = true;
     this.state = { state: 'closed' };
     const c = this.client;
