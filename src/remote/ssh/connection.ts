@@ -7,7 +7,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { Client, type ClientChannel, type ConnectConfig } from 'ssh2';
+import type { Client, ClientChannel, ConnectConfig } from 'ssh2';
 import type { ConnState, ExecOptions, ExecResult } from '../host.js';
 import {
   appendKnownHost,
@@ -86,6 +86,12 @@ export class HostKeyError extends Error {
 export class SshConnectError extends Error {
   override name = 'SshConnectError';
   readonly exitCode = 2;
+}
+
+/** ssh2's Client class, loaded on first use (a CommonJS package: its exports may come as `default`). */
+async function ssh2Client(): Promise<typeof Client> {
+  const m = (await import('ssh2')) as typeof import('ssh2') & { default?: typeof import('ssh2') };
+  return (m.default ?? m).Client;
 }
 
 export function sleep(ms: number): Promise<void> {
@@ -196,7 +202,7 @@ export class SshConnection {
     return true;
   }
 
-  private connectDirect(): Promise<void> {
+  private async connectDirect(): Promise<void> {
     const t = this.opts.target;
     const texts = readKnownHosts(this.knownFiles());
     const preferred = knownTypesFor(texts, t.hostName, t.port);
@@ -208,16 +214,17 @@ export class SshConnection {
     const agent = this.opts.agentSocket === undefined ? process.env.SSH_AUTH_SOCK : this.opts.agentSocket;
     const { auth, keyErrors } = authMethods(t, agent);
     if (auth.length === 0) {
-      return Promise.reject(
-        new SshConnectError(
-          `no way to authenticate to ${this.opts.target.label}: no identity file (-i) and no ssh-agent (SSH_AUTH_SOCK)`,
-        ),
+      throw new SshConnectError(
+        `no way to authenticate to ${this.opts.target.label}: no identity file (-i) and no ssh-agent (SSH_AUTH_SOCK)`,
       );
     }
     const serverHostKey = hostKeyAlgorithms(preferred);
+    // ssh2 loads here, not with this module: a command served by a keeper never needs it (its
+    // load is ~30 ms of a status on a quiet box, 120 at load 12)
+    const ClientClass = await ssh2Client();
 
     return new Promise<void>((resolve, reject) => {
-      const client = new Client();
+      const client = new ClientClass();
       sshTrace(`connect ${t.hostName}:${t.port}`);
       // the first attempt is made on the early TCP connection, if any: its failure is this attempt's
       const early = this.earlySock;
