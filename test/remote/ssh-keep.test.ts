@@ -12,7 +12,8 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSshd, type TestSshd } from '../helpers/sshd.js';
-import { keeperHello } from '../../src/remote/ssh/keep.js';
+import { keeperHello, openKept, type KeptChannel } from '../../src/remote/ssh/keep.js';
+import { commandLine } from '../../src/remote/ssh/exec.js';
 
 const bin = fileURLToPath(new URL('../../bin/nsa-top.js', import.meta.url));
 const FIXTURE = fileURLToPath(new URL('../fixtures/nsa-vibe/single/', import.meta.url));
@@ -114,6 +115,34 @@ test('status --host keeps its connection for the next commands: no new SSH conne
   assert.equal(s.connections(), before, 'the 2nd and 3rd status made no new SSH connection');
   assert.deepEqual(strip(second.stdout), strip(direct.stdout));
   assert.deepEqual(strip(third.stdout), strip(direct.stdout));
+
+  // any command line (not the watch loop) through the keeper: a claimed warm session, then the
+  // next (or a fresh channel): quoting, line breaks, stdin, stderr and the exit code as sshd gives them
+  const kc = await openKept(k1.path);
+  assert.ok(kc, 'the keeper answers a client');
+  const run = (argv: string[], input: string) =>
+    new Promise<{ out: string; err: string; code: number | null }>((resolve, reject) => {
+      kc.exec(commandLine(argv), (e, ch: KeptChannel) => {
+        if (e) return reject(e);
+        let out = '';
+        let err = '';
+        let code: number | null = null;
+        ch.on('data', (b: Buffer) => (out += b.toString()));
+        ch.stderr.on('data', (b: Buffer) => (err += b.toString()));
+        ch.on('exit', (c: number | null) => (code = c));
+        ch.on('close', () => resolve({ out, err, code }));
+        ch.end(input);
+      });
+    });
+  const tricky = 'it\'s\n$HOME `x` \\ "q"';
+  for (let i = 0; i < 2; i++) {
+    const r = await run(['sh', '-c', 'printf "%s|" "$1"; cat; echo oops >&2; exit 3', 'sh', tricky], `in${i}`);
+    assert.equal(r.out.replace(/^\d+\n/, ''), `${tricky}|in${i}`);
+    assert.match(r.out, /^\d+\n/, 'the remote pid comes first, as on a direct channel');
+    assert.equal(r.err, 'oops\n');
+    assert.equal(r.code, 3);
+  }
+  kc.end();
 
   // idle for its window (2 s): it exits and takes its socket with it
   await waitFor('the idle keeper to exit', () => !alive(k1.pid) && !existsSync(k1.path));

@@ -129,19 +129,23 @@ export function frame(kind: string, payload: Buffer | string = ''): Buffer {
   return Buffer.concat([h, p]);
 }
 
-/** Cuts a byte stream into frames. */
+/** Cuts a byte stream into frames (a frame's bytes are joined once, when all of them arrived). */
 export class FrameReader {
-  private buf: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private len = 0;
   constructor(private readonly onFrame: (kind: string, payload: Buffer) => void) {}
   push(b: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, b]) : b;
-    while (this.buf.length >= 5) {
-      const n = this.buf.readUInt32BE(1);
-      if (this.buf.length < 5 + n) return;
-      const kind = String.fromCharCode(this.buf[0]!);
-      const payload = this.buf.subarray(5, 5 + n);
-      this.buf = this.buf.subarray(5 + n);
-      this.onFrame(kind, payload);
+    this.chunks.push(b);
+    this.len += b.length;
+    while (this.len >= 5) {
+      if (this.chunks[0]!.length < 5) this.chunks = [Buffer.concat(this.chunks, this.len)];
+      const n = this.chunks[0]!.readUInt32BE(1);
+      if (this.len < 5 + n) return;
+      const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.len);
+      const rest = all.subarray(5 + n);
+      this.chunks = rest.length ? [rest] : [];
+      this.len = rest.length;
+      this.onFrame(String.fromCharCode(all[0]!), all.subarray(5, 5 + n));
     }
   }
 }
