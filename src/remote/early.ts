@@ -67,6 +67,8 @@ export function earlySpecOf(words: string[]): OpenHostSpec | null {
  * side of a new connection (sshd forks and re-executes itself for each one, then sends its banner)
  * runs while ssh2 and the host's code load. Null when the target cannot be resolved (openHost then
  * says why). An error before the handshake takes it is kept quiet: the handshake connects afresh.
+ * Where a keeper of the target answers on its unix socket (src/remote/ssh/keep.ts), that socket
+ * instead, and no TCP connection at all.
  */
 async function preconnect(
   spec: OpenHostSpec,
@@ -82,9 +84,10 @@ async function preconnect(
   if (abort.aborted) return { tcp: null };
   // a keeper of this target (NSA_TOP_SSH_KEEP, src/remote/ssh/keep.ts): its socket instead of TCP
   let keep: KeepOption | undefined;
-  const { keepSeconds, keepSocketFor, openUnix } = await import('./ssh/keep.js');
-  const idleS = keepSeconds();
-  if (idleS > 0) {
+  const v = process.env.NSA_TOP_SSH_KEEP;
+  if (v === undefined || v === '' || Number(v) > 0) {
+    const { keepSeconds, keepSocketFor, openUnix } = await import('./ssh/keep.js');
+    const idleS = keepSeconds();
     const k = keepSocketFor(t, undefined, true);
     const unix = k.problem ? null : await openUnix(k.path);
     keep = { ...k, idleS, pre: Promise.resolve(unix) };

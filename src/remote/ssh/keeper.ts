@@ -43,6 +43,9 @@ export function warmInput(cmd: string, mark: string): string | null {
   return `L\n${cmd}\n${mark}\n`;
 }
 
+/** the keeper's keepalive (ssh2's: a ping every interval while nothing else arrives) */
+const KEEPALIVE_MS = 2000;
+
 interface Warm {
   ch: ClientChannel;
   mark: string;
@@ -79,6 +82,9 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
       knownHostsFiles: spec.knownHostsFiles,
       agentSocket: spec.agentSocket,
       acceptNewHostKey: false,
+      // a cut link is noticed in ~6 s (and a hello is refused sooner: `silentMs` below)
+      keepaliveIntervalMs: KEEPALIVE_MS,
+      keepaliveCountMax: 3,
     },
     {
       connected: async () => {},
@@ -268,11 +274,26 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
     }
   }
 
+  // when the server last sent anything (its keepalive answers come every KEEPALIVE_MS when idle)
+  let lastRx = Date.now();
+  let rxBytes = 0;
+  const rxTimer = setInterval(() => {
+    const n = conn.socketBytes().in;
+    if (n !== rxBytes) {
+      rxBytes = n;
+      lastRx = Date.now();
+    }
+  }, 250);
+  rxTimer.unref();
+  const silentMs = () => Date.now() - lastRx;
+
   async function hello(sock: Socket): Promise<void> {
     if (ready === 'connecting') await new Promise<void>((r) => readyWaiters.push(r));
-    const ok = ready === 'up';
-    if (!sock.destroyed)
-      sock.write(frame('h', JSON.stringify({ ok, pid: process.pid, ...(ok ? {} : { error: ready }) })));
+    // a server silent past its keepalive answer: the link may be cut; the client connects directly
+    const silent = ready === 'up' && silentMs() > KEEPALIVE_MS + 2500;
+    const ok = ready === 'up' && !silent;
+    const error = ok ? undefined : silent ? `the server has not answered for ${silentMs()} ms` : ready;
+    if (!sock.destroyed) sock.write(frame('h', JSON.stringify({ ok, pid: process.pid, ...(ok ? {} : { error }) })));
     // the control connection stays open: its close tells the client the keeper went away
   }
 
