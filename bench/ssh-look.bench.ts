@@ -2,7 +2,7 @@
 // reference trainer, one rank) and a real OpenSSH sshd on loopback, all in this one run (the
 // machine is shared: compare within a run, never across runs). Reported:
 // - cockpit --host: ms to its first text ("connecting to HOST…") and to the run on screen (RUNNING),
-//   beside a local cockpit's time to the run;
+//   cold and kept, beside a local cockpit's time to the run;
 // - status --host vs local status: medians of LOOKS runs each, interleaved, and their ratio, both
 //   cold (NSA_TOP_SSH_KEEP=0: a fresh connection and login shell per command) and kept (the
 //   keeper a first command left, src/remote/ssh/keep.ts: the target of issue 20 is the kept row);
@@ -77,9 +77,9 @@ const trainer = spawn(
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function cockpit(extra: string[]): Promise<{ firstMs: number; runMs: number }> {
+async function cockpit(extra: string[], e: Record<string, string> = COLD): Promise<{ firstMs: number; runMs: number }> {
   const t0 = performance.now();
-  const c = new Cockpit([runDir, ...extra, '--read-only'], { cwd: tmp, env, cols: 120, rows: 30 });
+  const c = new Cockpit([runDir, ...extra, '--read-only'], { cwd: tmp, env: { ...env, ...e }, cols: 120, rows: 30 });
   let firstMs = NaN;
   try {
     for (;;) {
@@ -153,6 +153,8 @@ try {
     if (i > 300) throw new Error('no keeper came up');
     await sleep(50);
   }
+  const sshKept = [];
+  for (let i = 0; i < 2; i++) sshKept.push(await cockpit(hostArgs, KEPT));
   const keptMs: number[] = [];
   const keptConns: number[] = [];
   const remoteMs: number[] = [];
@@ -192,7 +194,10 @@ try {
   const f = (n: number) => `${n.toFixed(0).padStart(7)} ms`;
   console.log(`\nssh server: ${sshd.kind}${sshd.why ? ` (${sshd.why})` : ''}; load average ${loadAverage()}`);
   console.log(
-    `cockpit --host: first text ${f(median(ssh.map((x) => x.firstMs)))}, run on screen ${f(median(ssh.map((x) => x.runMs)))}`,
+    `cockpit --host cold: first text ${f(median(ssh.map((x) => x.firstMs)))}, run on screen ${f(median(ssh.map((x) => x.runMs)))}`,
+  );
+  console.log(
+    `cockpit --host kept: first text ${f(median(sshKept.map((x) => x.firstMs)))}, run on screen ${f(median(sshKept.map((x) => x.runMs)))}`,
   );
   console.log(`cockpit local:  run on screen ${f(median(local.map((x) => x.runMs)))}`);
   const ratio = (a: number[]) => median(a) / median(localMs);
