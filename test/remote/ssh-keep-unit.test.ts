@@ -5,7 +5,16 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { dirProblem, frame, FrameReader, keepSeconds, keepSocketFor } from '../../src/remote/ssh/keep.js';
+import { createServer, connect, type Socket } from 'node:net';
+import {
+  dirProblem,
+  frame,
+  FrameReader,
+  keepSeconds,
+  keepSocketFor,
+  KeptClient,
+  type KeptChannel,
+} from '../../src/remote/ssh/keep.js';
 import { warmInput } from '../../src/remote/ssh/keeper.js';
 import { commandLine } from '../../src/remote/ssh/exec.js';
 import { WATCH_SCRIPT } from '../../src/remote/ssh/watch-script.js';
@@ -90,4 +99,48 @@ test('a warm session becomes the watch loop from one short line, any other comma
   assert.equal(warmInput(cmd, mark), `L\n${cmd}\n${mark}\n`);
   // a command line holding the mark as a line cannot be told apart from it: a fresh channel instead
   assert.equal(warmInput(commandLine(['printf', `x\n${mark}\ny`]), mark), null);
+});
+
+test("a channel's bytes that come with its open wait for the caller's listeners (attached after its await)", async () => {
+  // a stand-in keeper in this process: it answers an exec with the open, the output, the exit and
+  // the close in one write, as a busy keeper's frames can arrive together
+  const path = join(tmp, 'k.sock');
+  const server = createServer((sock: Socket) => {
+    const r = new FrameReader((kind, payload) => {
+      const req = JSON.parse(payload.toString()) as { op: string };
+      if (kind === 'q' && req.op === 'exec')
+        sock.end(
+          Buffer.concat([
+            frame('k', '{"warm":true}'),
+            frame('o', '4242\nhello'),
+            frame('e', 'warn'),
+            frame('x', '{"code":3,"signal":null}'),
+          ]),
+        );
+    });
+    sock.on('data', (b: Buffer) => r.push(b));
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  const control = connect(path);
+  await new Promise((r) => control.once('connect', r));
+  const kc = new KeptClient(path, control, 1);
+  try {
+    for (let i = 0; i < 3; i++) {
+      const ch = await new Promise<KeptChannel>((resolve, reject) =>
+        kc.exec('true', (e, c) => (e ? reject(e) : resolve(c))),
+      );
+      await Promise.resolve(); // the caller's own await hops
+      let out = '';
+      let err = '';
+      let code: number | null = null;
+      ch.on('data', (b: Buffer) => (out += b.toString()));
+      ch.stderr.on('data', (b: Buffer) => (err += b.toString()));
+      ch.on('exit', (c: number | null) => (code = c));
+      await new Promise((r) => ch.once('close', r));
+      assert.deepEqual({ out, err, code }, { out: '4242\nhello', err: 'warn', code: 3 });
+    }
+  } finally {
+    kc.end();
+    await new Promise((r) => server.close(r));
+  }
 });

@@ -273,26 +273,37 @@ export class KeptClient extends EventEmitter {
       }
       const ch = new KeptChannel(sock);
       let opened = false;
-      let exited = false;
+      /** events held until the caller attached its listeners (null: delivered as they come) */
+      let held: (() => void)[] | null = null;
+      const deliver = (f: () => void) => (held ? held.push(f) : f());
       const reader = new FrameReader((kind, payload) => {
         if (!opened) {
           opened = true;
           clearTimeout(t);
           if (kind === 'k') {
             sshTrace(`kept: channel open (${payload.toString()})`);
+            // what follows in the same read must wait for the caller's listeners, attached after
+            // its `await` (ssh2's channel is a stream that holds its data until then)
+            held = [];
+            setImmediate(() => {
+              const q = held ?? [];
+              held = null;
+              for (const f of q) f();
+            });
             return cb(undefined, ch);
           }
           sock.destroy();
           return cb(new Error(kind === 'f' ? payload.toString() : 'the keeper answered nonsense'), undefined as never);
         }
-        if (kind === 'o') ch.emit('data', payload);
-        else if (kind === 'e') ch.stderr.emit('data', payload);
-        else if (kind === 'x') {
-          exited = true;
-          const x = JSON.parse(payload.toString()) as { code: number | null; signal: string | null };
-          if (x.signal) ch.emit('exit', null, x.signal);
-          else ch.emit('exit', x.code);
-        }
+        deliver(() => {
+          if (kind === 'o') ch.emit('data', payload);
+          else if (kind === 'e') ch.stderr.emit('data', payload);
+          else if (kind === 'x') {
+            const x = JSON.parse(payload.toString()) as { code: number | null; signal: string | null };
+            if (x.signal) ch.emit('exit', null, x.signal);
+            else ch.emit('exit', x.code);
+          }
+        });
       });
       // a keeper that cannot open a channel in time (its connection dead, not yet noticed): this
       // connection counts as dropped, and the host reconnects directly
@@ -311,8 +322,7 @@ export class KeptClient extends EventEmitter {
           opened = true;
           return cb(new Error('the keeper closed the channel before it opened'), undefined as never);
         }
-        void exited;
-        ch.emit('close');
+        deliver(() => ch.emit('close'));
       });
       sock.write(frame('q', JSON.stringify({ op: 'exec', cmd })));
     })();
