@@ -211,13 +211,13 @@ try {
     `status --host, the first with keeping on (direct; starts the keeper as it exits): ${f(firstKeptMs)} (one run)`,
   );
   console.log(
-    `status --host ${f(median(plainMs))} vs local ${f(median(localMs))}: ${(median(plainMs) / median(localMs)).toFixed(1)}x with an empty ~/.bashrc${plainSshd.plain ? '' : ' (NOT measured: needs root and unshare; the figure is the as-is shell)'}`,
+    `status --host cold ${f(median(plainMs))} vs local ${f(median(localMs))}: ${(median(plainMs) / median(localMs)).toFixed(1)}x with an empty ~/.bashrc${plainSshd.plain ? '' : ' (NOT measured: needs root and unshare; the figure is the as-is shell)'}`,
   );
   console.log(
     `floor, OpenSSH's \`ssh HOST true\`: ${f(median(floorMs))} with this machine's ~/.bashrc, ${f(median(plainFloorMs))} with an empty one`,
   );
   console.log(
-    `SSH sessions per status --host: ${sshd.kind === 'openssh' ? sessions.join(' ') : 'not counted (no OpenSSH log)'}`,
+    `SSH sessions per cold status --host: ${sshd.kind === 'openssh' ? sessions.join(' ') : 'not counted (no OpenSSH log)'}`,
   );
   console.log(
     `dump --host cold ${f(median(dumpRemote))}, kept ${f(median(dumpKept))} vs local ${f(median(dumpLocal))}: ${(median(dumpRemote) / median(dumpLocal)).toFixed(1)}x cold, ${(median(dumpKept) / median(dumpLocal)).toFixed(1)}x kept (medians of ${DUMPS}); SSH sessions per cold dump --host: ${sshd.kind === 'openssh' ? dumpSessions.join(' ') : 'not counted'}`,
