@@ -2,7 +2,9 @@
 // unknown → refused with the fingerprint unless acceptNewHostKey (then appended); changed (any
 // key known_hosts does not hold, for a host it names with a key of any type) or
 // revoked → always refused. Authentication by identity files and ssh-agent. Keepalive; on a drop
-// it reconnects with backoff, and the hooks tell the host's parts what happened.
+// it reconnects with backoff, and the hooks tell the host's parts what happened. The first
+// attempt goes through a keeper of the target where one answers (keep.ts: its channels then
+// travel over a unix socket); where none does, one is started as the connection closes.
 import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -133,8 +135,6 @@ export class SshConnection {
   /** no keeper answered: start one as this host closes (if it ever connected) */
   private spawnOnClose = false;
   private everConnected = false;
-  /** the first connect went through a keeper (keep.ts) */
-  kept = false;
 
   constructor(
     private readonly opts: SshHostOptions,
@@ -189,7 +189,6 @@ export class SshConnection {
       client?.end();
       return false;
     }
-    this.kept = true;
     this.client = client as unknown as Client;
     this.state = { state: 'connected', since: Date.now() };
     this.everConnected = true;
@@ -220,7 +219,7 @@ export class SshConnection {
     }
     const serverHostKey = hostKeyAlgorithms(preferred);
     // ssh2 loads here, not with this module: a command served by a keeper never needs it (its
-    // load is ~30 ms of a status on a quiet box, 120 at load 12)
+    // require took ~120 ms at load 12 on this 2-core box)
     const ClientClass = await ssh2Client();
 
     return new Promise<void>((resolve, reject) => {
