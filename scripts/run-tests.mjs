@@ -54,6 +54,7 @@ const UNIT_TESTS = [
   'test/remote/frames.test.ts',
   'test/remote/hoststats-local.test.ts',
   'test/remote/nodegpus.test.ts',
+  'test/remote/ssh-keep-unit.test.ts',
   'test/replay/files.test.ts',
   'test/replay/timeline.test.ts',
   'test/trainer/control/checkpoints.test.ts',
@@ -139,7 +140,8 @@ const limitMin = Number(process.env.NSA_TOP_TEST_LIMIT_MIN || 40);
 const r = spawnSync(process.execPath, args, {
   cwd: root,
   stdio: 'inherit',
-  env: { ...process.env, NSA_TOP_TEST: '1' },
+  // no test leaves a kept SSH connection behind (src/remote/ssh/keep.ts) unless it asks for one
+  env: { NSA_TOP_SSH_KEEP: '0', ...process.env, NSA_TOP_TEST: '1' },
   timeout: limitMin * 60_000,
   killSignal: 'SIGKILL',
 });

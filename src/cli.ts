@@ -69,6 +69,10 @@ export const COMMANDS: Record<string, Command> = {
     summary: '(internal) the detached process that carries durable control requests',
     load: () => import('./commands/agent.js'),
   },
+  'ssh-keep': {
+    summary: '(internal) the detached process that keeps a --host connection for the next command',
+    load: () => import('./commands/ssh-keep.js'),
+  },
 };
 
 export const VERSION = '0.1.0';

@@ -9,7 +9,13 @@ import { parseArgs } from 'node:util';
 import type { Host } from './host.js';
 import type { OpenHostSpec } from './index.js';
 import { sshTrace } from './ssh/trace.js';
-import type { EarlySocket } from './ssh/connection.js';
+import type { EarlySocket, KeepOption } from './ssh/connection.js';
+
+/** NSA_TOP_SSH_KEEP is unset, 0 or a number (keep.ts keepSeconds, without loading it) */
+function keepValid(): boolean {
+  const v = process.env.NSA_TOP_SSH_KEEP;
+  return v === undefined || v === '' || (/^\d+(\.\d+)?$/.test(v) && Number(v) <= 86400);
+}
 
 interface Early {
   key: string;
@@ -61,34 +67,56 @@ export function earlySpecOf(words: string[]): OpenHostSpec | null {
  * side of a new connection (sshd forks and re-executes itself for each one, then sends its banner)
  * runs while ssh2 and the host's code load. Null when the target cannot be resolved (openHost then
  * says why). An error before the handshake takes it is kept quiet: the handshake connects afresh.
+ * Where a keeper of the target answers on its unix socket (src/remote/ssh/keep.ts), that socket
+ * instead, and no TCP connection at all.
  */
-async function preconnect(spec: OpenHostSpec, abort: AbortSignal): Promise<EarlySocket | null> {
+async function preconnect(
+  spec: OpenHostSpec,
+  abort: AbortSignal,
+): Promise<{ tcp: EarlySocket | null; keep?: KeepOption }> {
   const { resolveTarget } = await import('./ssh/config.js');
   let t;
   try {
     t = resolveTarget(spec.host!, { identity: spec.identity });
   } catch {
-    return null;
+    return { tcp: null };
   }
-  if (abort.aborted) return null;
+  if (abort.aborted) return { tcp: null };
+  // a keeper of this target (NSA_TOP_SSH_KEEP, src/remote/ssh/keep.ts): its socket instead of TCP
+  let keep: KeepOption | undefined;
+  const v = process.env.NSA_TOP_SSH_KEEP;
+  if (v === undefined || v === '' || Number(v) > 0) {
+    const { keepSeconds, keepSocketFor, openUnix } = await import('./ssh/keep.js');
+    const idleS = keepSeconds();
+    const k = keepSocketFor(t, undefined, true);
+    const unix = k.problem ? null : await openUnix(k.path);
+    keep = { ...k, idleS, pre: Promise.resolve(unix) };
+    if (unix) {
+      abort.addEventListener('abort', () => unix.destroy(), { once: true });
+      return { tcp: null, keep };
+    }
+  }
   const sock = connect({ host: t.hostName, port: t.port });
   const pre: EarlySocket = { sock, error: null };
   // kept for the handshake to report (a refused connect), not thrown here with nobody listening
   sock.on('error', (e) => (pre.error ??= e));
   sock.once('connect', () => sshTrace(`tcp connected early to ${t.hostName}:${t.port}`));
   abort.addEventListener('abort', () => sock.destroy(), { once: true });
-  return pre;
+  return { tcp: pre, keep };
 }
 
 /** Starts connecting for `spec` now (once per process); openHost takes it (claimEarly). */
 export function startEarly(spec: OpenHostSpec): void {
   const key = keyOf(spec);
   if ((early && !early.claimed) || key === null) return;
+  // a bad NSA_TOP_SSH_KEEP: no early connection (openHost says so, exit 2)
+  if (!keepValid()) return;
   const abort = new AbortController();
-  const sock = preconnect(spec, abort.signal).catch(() => null);
-  const host = import('./index.js').then(async (m) =>
-    m.openHost({ ...spec, ssh: { signal: abort.signal, sock: (await sock) ?? undefined } }, { early: false }),
-  );
+  const pre = preconnect(spec, abort.signal).catch(() => ({ tcp: null, keep: undefined }));
+  const host = import('./index.js').then(async (m) => {
+    const { tcp, keep } = await pre;
+    return m.openHost({ ...spec, ssh: { signal: abort.signal, sock: tcp ?? undefined, keep } }, { early: false });
+  });
   host.catch(() => {}); // a failure is the claimer's to report; unclaimed, nobody's
   early = { key, abort, host, claimed: false };
 }

@@ -5,6 +5,8 @@ import { LocalHost } from './local/host.js';
 import { SshHost, type SshHostOptions } from './ssh/host.js';
 import { resolveTarget } from './ssh/config.js';
 import { claimEarly } from './early.js';
+import { keepSeconds, keepSocketFor } from './ssh/keep.js';
+import type { KeepOption } from './ssh/connection.js';
 
 export type { Host } from './host.js';
 export { LocalHost } from './local/host.js';
@@ -39,5 +41,17 @@ export async function openHost(spec: OpenHostSpec = {}, opts: { early?: boolean 
     configText: spec.sshConfigText,
     home: spec.home,
   });
-  return SshHost.connect({ target, acceptNewHostKey: spec.acceptNewHostKey, ...spec.ssh });
+  // a kept connection (NSA_TOP_SSH_KEEP; src/remote/ssh/keep.ts) unless the caller said which
+  const keep = spec.ssh && 'keep' in spec.ssh ? spec.ssh.keep : keepOptionFor(target, spec.ssh?.knownHostsFiles);
+  return SshHost.connect({ target, acceptNewHostKey: spec.acceptNewHostKey, ...spec.ssh, keep });
+}
+
+/** Where `target`'s kept connection is looked for (undefined: NSA_TOP_SSH_KEEP=0; bad value throws). */
+export function keepOptionFor(
+  target: Parameters<typeof keepSocketFor>[0],
+  knownHostsFiles?: string[],
+): KeepOption | undefined {
+  const idleS = keepSeconds();
+  if (idleS === 0) return undefined;
+  return { ...keepSocketFor(target, knownHostsFiles, true), idleS };
 }

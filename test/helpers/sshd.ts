@@ -16,6 +16,10 @@ import { SshHost, type SshHostOptions } from '../../src/remote/ssh/host.js';
 import { resolveTarget } from '../../src/remote/ssh/config.js';
 import { knownHostName } from '../../src/remote/ssh/knownhosts.js';
 
+// a --host command started by a test keeps no connection behind it (src/remote/ssh/keep.ts) unless
+// the test asks for it (test/remote/ssh-keep.test.ts): children inherit this
+process.env.NSA_TOP_SSH_KEEP ??= '0';
+
 const SSHD = ['/usr/sbin/sshd', '/usr/local/sbin/sshd', '/sbin/sshd'].find((p) => existsSync(p)) ?? null;
 const UNSHARE = ['/usr/bin/unshare', '/bin/unshare'].find((p) => existsSync(p)) ?? null;
 
@@ -39,6 +43,8 @@ export interface TestSshd {
    * only; null otherwise): how many execs a client opened.
    */
   execs(): number | null;
+  /** SSH connections sshd authenticated (`Accepted publickey`, OpenSSH with logSessions only; null otherwise) */
+  connections(): number | null;
   /** pids of the per-connection sshd processes (children of the listener) */
   sessionPids(): number[];
   /** kill every per-connection process: connections drop, the listener stays */
@@ -240,6 +246,8 @@ export async function startSshd(
     pid: () => (child as ChildProcess | null)?.pid ?? null,
     execs: () =>
       kind === 'openssh' && opts.logSessions ? (sessionLog.match(/Starting session: command/g) ?? []).length : null,
+    connections: () =>
+      kind === 'openssh' && opts.logSessions ? (sessionLog.match(/Accepted publickey for /g) ?? []).length : null,
     sessionPids() {
       const p = (child as ChildProcess | null)?.pid;
       return p ? childPids(p) : [];

@@ -2,12 +2,14 @@
 // unknown → refused with the fingerprint unless acceptNewHostKey (then appended); changed (any
 // key known_hosts does not hold, for a host it names with a key of any type) or
 // revoked → always refused. Authentication by identity files and ssh-agent. Keepalive; on a drop
-// it reconnects with backoff, and the hooks tell the host's parts what happened.
+// it reconnects with backoff, and the hooks tell the host's parts what happened. The first
+// attempt goes through a keeper of the target where one answers (keep.ts: its channels then
+// travel over a unix socket); where none does, one is started as the connection closes.
 import { connect as netConnect, type Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { Client, type ClientChannel, type ConnectConfig } from 'ssh2';
+import type { Client, ClientChannel, ConnectConfig } from 'ssh2';
 import type { ConnState, ExecOptions, ExecResult } from '../host.js';
 import {
   appendKnownHost,
@@ -20,6 +22,7 @@ import {
 } from './knownhosts.js';
 import type { SshTarget } from './config.js';
 import { sshTrace } from './trace.js';
+import { openKept, openUnix, spawnKeeper } from './keep.js';
 
 export interface SshHostOptions {
   target: SshTarget;
@@ -49,6 +52,18 @@ export interface SshHostOptions {
   /** a TCP connection to the target opened before the SSH code loaded (src/remote/early.ts): the
    *  first connect is made on it (its failure is that connect's); reconnects open their own */
   sock?: EarlySocket;
+  /** a kept connection (keep.ts): tried first; where none answers, one is started as this host closes */
+  keep?: KeepOption;
+}
+
+/** Where a kept connection is looked for (keep.ts keepSocketFor) and for how long one is kept. */
+export interface KeepOption {
+  path: string;
+  /** why the socket's directory is refused (then the connection is direct and nothing is kept) */
+  problem: string | null;
+  idleS: number;
+  /** a unix connection to it opened early (src/remote/early.ts): null when nobody listened */
+  pre?: Promise<import('node:net').Socket | null>;
 }
 
 /** A TCP connection opened early, and the error it met before the handshake took it (if any). */
@@ -73,6 +88,12 @@ export class HostKeyError extends Error {
 export class SshConnectError extends Error {
   override name = 'SshConnectError';
   readonly exitCode = 2;
+}
+
+/** ssh2's Client class, loaded on first use (a CommonJS package: its exports may come as `default`). */
+async function ssh2Client(): Promise<typeof Client> {
+  const m = (await import('ssh2')) as typeof import('ssh2') & { default?: typeof import('ssh2') };
+  return (m.default ?? m).Client;
 }
 
 export function sleep(ms: number): Promise<void> {
@@ -109,12 +130,18 @@ export class SshConnection {
 
   /** SshHostOptions.sock until the first connect takes it */
   private earlySock: EarlySocket | null;
+  /** SshHostOptions.keep until the first connect takes it */
+  private keepFirst: KeepOption | null;
+  /** no keeper answered: start one as this host closes (if it ever connected) */
+  private spawnOnClose = false;
+  private everConnected = false;
 
   constructor(
     private readonly opts: SshHostOptions,
     private readonly hooks: ConnectionHooks,
   ) {
     this.earlySock = opts.sock ?? null;
+    this.keepFirst = opts.keep ?? null;
   }
 
   /** bytes on the TCP sockets so far (all SSH overhead included) */
@@ -135,8 +162,46 @@ export class SshConnection {
     );
   }
 
-  /** One attempt: resolves once connected and the hooks ran (errors: host key, auth, network). */
-  connect(): Promise<void> {
+  /**
+   * One attempt: resolves once connected and the hooks ran (errors: host key, auth, network). The
+   * first attempt goes through a keeper when one answers (keep.ts), else directly.
+   */
+  async connect(): Promise<void> {
+    const k = this.keepFirst;
+    this.keepFirst = null;
+    if (k && (await this.connectKept(k))) return;
+    return this.connectDirect();
+  }
+
+  /** Through the keeper at k.path: true once connected (and the hooks ran); false: connect directly. */
+  private async connectKept(k: KeepOption): Promise<boolean> {
+    if (k.problem) {
+      process.stderr.write(`nsa-top: not keeping the SSH connection: ${k.problem}\n`);
+      return false;
+    }
+    const sock = k.pre ? await k.pre : await openUnix(k.path);
+    if (!sock) {
+      this.spawnOnClose = true;
+      return false;
+    }
+    const client = await openKept(k.path, sock);
+    if (!client || this.closing) {
+      client?.end();
+      return false;
+    }
+    this.client = client as unknown as Client;
+    this.state = { state: 'connected', since: Date.now() };
+    this.everConnected = true;
+    client.once('close', () => {
+      if (this.client === (client as unknown as Client)) this.onDrop('the kept connection closed');
+    });
+    const up = this.hooks.connected();
+    for (const w of this.connWaiters.splice(0)) w();
+    await up.catch(() => {});
+    return true;
+  }
+
+  private async connectDirect(): Promise<void> {
     const t = this.opts.target;
     const texts = readKnownHosts(this.knownFiles());
     const preferred = knownTypesFor(texts, t.hostName, t.port);
@@ -148,16 +213,17 @@ export class SshConnection {
     const agent = this.opts.agentSocket === undefined ? process.env.SSH_AUTH_SOCK : this.opts.agentSocket;
     const { auth, keyErrors } = authMethods(t, agent);
     if (auth.length === 0) {
-      return Promise.reject(
-        new SshConnectError(
-          `no way to authenticate to ${this.opts.target.label}: no identity file (-i) and no ssh-agent (SSH_AUTH_SOCK)`,
-        ),
+      throw new SshConnectError(
+        `no way to authenticate to ${this.opts.target.label}: no identity file (-i) and no ssh-agent (SSH_AUTH_SOCK)`,
       );
     }
     const serverHostKey = hostKeyAlgorithms(preferred);
+    // ssh2 loads here, not with this module: a command served by a keeper never needs it (its
+    // require took ~120 ms at load 12 on this 2-core box)
+    const ClientClass = await ssh2Client();
 
     return new Promise<void>((resolve, reject) => {
-      const client = new Client();
+      const client = new ClientClass();
       sshTrace(`connect ${t.hostName}:${t.port}`);
       // the first attempt is made on the early TCP connection, if any: its failure is this attempt's
       const early = this.earlySock;
@@ -208,6 +274,7 @@ export class SshConnection {
         this.client = client;
         this.sock = sock;
         this.state = { state: 'connected', since: Date.now() };
+        this.everConnected = true;
         const up = this.hooks.connected();
         for (const w of this.connWaiters.splice(0)) w();
         up.then(() => resolve()).catch((e) => resolve(void e));
@@ -317,8 +384,19 @@ export class SshConnection {
     this.sock?.destroy();
   }
 
-  /** Ends the connection for good (waits a moment for the server to close it). */
+  /** Ends the connection for good (waits a moment for the server to close it); starts a keeper where wanted. */
   async close(): Promise<void> {
+    const k = this.opts.keep;
+    if (k && this.spawnOnClose && this.everConnected) {
+      this.spawnOnClose = false;
+      spawnKeeper({
+        target: this.opts.target,
+        knownHostsFiles: this.opts.knownHostsFiles,
+        agentSocket: this.opts.agentSocket,
+        idleS: k.idleS,
+        socket: k.path,
+      });
+    }
     this.closing = true;
     this.state = { state: 'closed' };
     const c = this.client;
