@@ -6,6 +6,7 @@
 import { sig } from '../format.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
+import type { Series } from '../trainer/run/snapshot.js';
 
 /** loss above this × the minimum of the segment's first 10 % of records … */
 export const DIVERGE_FACTOR = 3;
@@ -22,21 +23,97 @@ interface P {
   min: number;
 }
 
+/** the current segment of a loss series */
+function segmentOf(s: Series): number {
+  return s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
+}
+
+/** each point of the current segment's loss, in order: history buckets (min and last per bucket)
+ *  then the recent points past the last bucket — without building them (see segmentLoss) */
+function eachPoint(s: Series, fn: (step: number, value: number, min: number) => void): void {
+  const seg = segmentOf(s);
+  let lastHist = -Infinity;
+  for (const b of s.history)
+    if (b.segment === seg && Number.isFinite(b.last)) {
+      fn(b.stepTo, b.last, b.min);
+      lastHist = b.stepTo;
+    }
+  for (const p of s.recent)
+    if (p.segment === seg && p.step > lastHist && Number.isFinite(p.value)) fn(p.step, p.value, p.value);
+}
+
 /** the current segment's loss: history buckets (min and last per bucket) then the recent points */
 function segmentLoss(ctx: Ctx): P[] {
-  const s = ctx.run.series.loss;
-  const seg = s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
   const out: P[] = [];
-  for (const b of s.history)
-    if (b.segment === seg && Number.isFinite(b.last)) out.push({ step: b.stepTo, value: b.last, min: b.min });
-  const lastHist = out.at(-1)?.step ?? -Infinity;
-  for (const p of s.recent)
-    if (p.segment === seg && p.step > lastHist && Number.isFinite(p.value))
-      out.push({ step: p.step, value: p.value, min: p.value });
+  eachPoint(ctx.run.series.loss, (step, value, min) => out.push({ step, value, min }));
   return out;
 }
 
+/**
+ * Whether the divergence rule can fire at all (its two bars, over the last DIVERGE_K records),
+ * decided in two walks over the series without building a point per record: the rule runs every
+ * round over up to 2,500 records, and a healthy run (the usual case) never needs them built.
+ * Exactly ruleDivergence's own test: false means it returns [].
+ */
+function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
+  let n = 0;
+  let first = 0;
+  let lastStep = 0;
+  const tailStep: number[] = [];
+  const tailValue: number[] = [];
+  eachPoint(s, (step, value) => {
+    if (n === 0) first = step;
+    n++;
+    lastStep = step;
+    tailStep.push(step);
+    tailValue.push(value);
+    if (tailStep.length > DIVERGE_K) {
+      tailStep.shift();
+      tailValue.shift();
+    }
+  });
+  if (n < DIVERGE_K + 2) return false;
+  const bound = first + Math.max(1, lastStep - first) * 0.1;
+  // the early minimum: over the points in the first 10 % of the span, else over the first two
+  let early = 0;
+  let earlyMin = Infinity;
+  let firstTwoMin = Infinity;
+  let i = 0;
+  eachPoint(s, (step, _value, min) => {
+    if (i < 2 && min < firstTwoMin) firstTwoMin = min;
+    i++;
+    if (step <= bound) {
+      early++;
+      if (min < earlyMin) earlyMin = min;
+    }
+  });
+  const minEarly = early >= 2 ? earlyMin : firstTwoMin;
+  const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
+  const overEarly = minEarly > 0 ? DIVERGE_FACTOR * minEarly : null;
+  const overVocab = lnV !== null ? lnV + DIVERGE_LNV_MARGIN : null;
+  const aboveEarly = overEarly !== null && tailValue.every((v) => v > overEarly);
+  const aboveVocab =
+    overVocab !== null &&
+    tailValue.every((v, k) => tailStep[k]! > warmup && v > overVocab && v > VOCAB_AND_EARLY * minEarly);
+  return aboveEarly || aboveVocab;
+}
+
+/** the last verdict per loss series (a snapshot's series is never edited: same object, same points) */
+const memo = new WeakMap<Series, { vocab: number | null; warmup: number; out: readonly Draft[] }>();
+
 export function ruleDivergence(ctx: Ctx): Draft[] {
+  const s = ctx.run.series.loss;
+  const vocab = ctx.run.identity.model?.vocab ?? null;
+  const warmup = ctx.run.identity.train?.warmupSteps ?? 0;
+  const known = memo.get(s);
+  if (known && known.vocab === vocab && known.warmup === warmup) return known.out.map((d) => ({ ...d }));
+  const out = mayDiverge(s, vocab, warmup) ? diverged(ctx) : [];
+  memo.set(s, { vocab, warmup, out: out.map((d) => ({ ...d })) });
+  return out;
+}
+
+/** the rule in full, on the points built (mayDiverge said it may fire) */
+function diverged(ctx: Ctx): Draft[] {
   const pts = segmentLoss(ctx);
   if (pts.length < DIVERGE_K + 2) return [];
   const first = pts[0]!.step;
