@@ -28,73 +28,98 @@ function segmentOf(s: Series): number {
   return s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
 }
 
-/** each point of the current segment's loss, in order: history buckets (min and last per bucket)
- *  then the recent points past the last bucket — without building them (see segmentLoss) */
-function eachPoint(s: Series, fn: (step: number, value: number, min: number) => void): void {
-  const seg = segmentOf(s);
-  let lastHist = -Infinity;
-  for (const b of s.history)
-    if (b.segment === seg && Number.isFinite(b.last)) {
-      fn(b.stepTo, b.last, b.min);
-      lastHist = b.stepTo;
-    }
-  for (const p of s.recent)
-    if (p.segment === seg && p.step > lastHist && Number.isFinite(p.value)) fn(p.step, p.value, p.value);
-}
-
 /** the current segment's loss: history buckets (min and last per bucket) then the recent points */
 function segmentLoss(ctx: Ctx): P[] {
+  const s = ctx.run.series.loss;
+  const seg = segmentOf(s);
   const out: P[] = [];
-  eachPoint(ctx.run.series.loss, (step, value, min) => out.push({ step, value, min }));
+  for (const b of s.history)
+    if (b.segment === seg && Number.isFinite(b.last)) out.push({ step: b.stepTo, value: b.last, min: b.min });
+  const lastHist = out.at(-1)?.step ?? -Infinity;
+  for (const p of s.recent)
+    if (p.segment === seg && p.step > lastHist && Number.isFinite(p.value))
+      out.push({ step: p.step, value: p.value, min: p.value });
   return out;
 }
 
 /**
  * Whether the divergence rule can fire at all (its two bars, over the last DIVERGE_K records),
- * decided in two walks over the series without building a point per record: the rule runs every
- * round over up to 2,500 records, and a healthy run (the usual case) never needs them built.
- * Exactly ruleDivergence's own test: false means it returns [].
+ * decided in indexed walks over the series without building a point per record (segmentLoss's
+ * points): the rule runs every round over up to ~2,500 records, and a healthy run — the usual
+ * case — never needs them. Exactly ruleDivergence's own test: false means it returns [].
  */
 function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
+  const seg = segmentOf(s);
+  const h = s.history;
+  const r = s.recent;
+  // the current segment's points: the history buckets that count, then the recent points past them
   let n = 0;
   let first = 0;
   let lastStep = 0;
-  const tailStep: number[] = [];
-  const tailValue: number[] = [];
-  eachPoint(s, (step, value) => {
-    if (n === 0) first = step;
+  let lastHist = -Infinity;
+  for (let i = 0; i < h.length; i++) {
+    const b = h[i]!;
+    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    if (n === 0) first = b.stepTo;
     n++;
-    lastStep = step;
-    tailStep.push(step);
-    tailValue.push(value);
-    if (tailStep.length > DIVERGE_K) {
-      tailStep.shift();
-      tailValue.shift();
-    }
-  });
+    lastStep = lastHist = b.stepTo;
+  }
+  for (let i = 0; i < r.length; i++) {
+    const p = r[i]!;
+    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    if (n === 0) first = p.step;
+    n++;
+    lastStep = p.step;
+  }
   if (n < DIVERGE_K + 2) return false;
-  const bound = first + Math.max(1, lastStep - first) * 0.1;
   // the early minimum: over the points in the first 10 % of the span, else over the first two
+  const bound = first + Math.max(1, lastStep - first) * 0.1;
   let early = 0;
   let earlyMin = Infinity;
   let firstTwoMin = Infinity;
-  let i = 0;
-  eachPoint(s, (step, _value, min) => {
-    if (i < 2 && min < firstTwoMin) firstTwoMin = min;
-    i++;
-    if (step <= bound) {
+  let k = 0;
+  for (let i = 0; i < h.length; i++) {
+    const b = h[i]!;
+    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    if (k++ < 2 && b.min < firstTwoMin) firstTwoMin = b.min;
+    if (b.stepTo <= bound) {
       early++;
-      if (min < earlyMin) earlyMin = min;
+      if (b.min < earlyMin) earlyMin = b.min;
     }
-  });
+  }
+  for (let i = 0; i < r.length; i++) {
+    const p = r[i]!;
+    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    if (k++ < 2 && p.value < firstTwoMin) firstTwoMin = p.value;
+    if (p.step <= bound) {
+      early++;
+      if (p.value < earlyMin) earlyMin = p.value;
+    }
+  }
   const minEarly = early >= 2 ? earlyMin : firstTwoMin;
   const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
   const overEarly = minEarly > 0 ? DIVERGE_FACTOR * minEarly : null;
   const overVocab = lnV !== null ? lnV + DIVERGE_LNV_MARGIN : null;
-  const aboveEarly = overEarly !== null && tailValue.every((v) => v > overEarly);
-  const aboveVocab =
-    overVocab !== null &&
-    tailValue.every((v, k) => tailStep[k]! > warmup && v > overVocab && v > VOCAB_AND_EARLY * minEarly);
+  // the last DIVERGE_K points, newest first: the recent points, then the history buckets
+  let aboveEarly = overEarly !== null;
+  let aboveVocab = overVocab !== null;
+  let left = DIVERGE_K;
+  for (let i = r.length - 1; i >= 0 && left > 0; i--) {
+    const p = r[i]!;
+    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    left--;
+    if (aboveEarly && !(p.value > overEarly!)) aboveEarly = false;
+    if (aboveVocab && !(p.step > warmup && p.value > overVocab! && p.value > VOCAB_AND_EARLY * minEarly))
+      aboveVocab = false;
+  }
+  for (let i = h.length - 1; i >= 0 && left > 0; i--) {
+    const b = h[i]!;
+    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    left--;
+    if (aboveEarly && !(b.last > overEarly!)) aboveEarly = false;
+    if (aboveVocab && !(b.stepTo > warmup && b.last > overVocab! && b.last > VOCAB_AND_EARLY * minEarly))
+      aboveVocab = false;
+  }
   return aboveEarly || aboveVocab;
 }
 
