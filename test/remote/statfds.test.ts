@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, readlinkSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
-import { ProcStatFds } from '../../src/remote/local/statfds.js';
+import { KeptProcFile, ProcStatFds } from '../../src/remote/local/statfds.js';
 import { parseStat } from '../../src/remote/procs.js';
 
 const linux = process.platform === 'linux';
@@ -21,12 +21,13 @@ async function waitFor<T>(what: string, f: () => T | null | undefined | false, m
   }
 }
 
-/** this process's fds open on /proc/<pid>/<file> */
-function openOn(pid: number, file: string): number {
+/** this process's fds open on /proc/<pid>/<file> (pid '': the host's own /proc/<file>) */
+function openOn(pid: number | '', file: string): number {
+  const want = pid === '' ? `/proc/${file}` : `/proc/${pid}/${file}`;
   let n = 0;
   for (const fd of readdirSync('/proc/self/fd')) {
     try {
-      if (readlinkSync(`/proc/self/fd/${fd}`) === `/proc/${pid}/${file}`) n++;
+      if (readlinkSync(`/proc/self/fd/${fd}`) === want) n++;
     } catch {
       /* the readdir's own fd, gone */
     }
@@ -88,5 +89,33 @@ test(
       if (kid.exitCode === null && kid.signalCode === null) kid.kill('SIGKILL');
       fds.close();
     }
+  },
+);
+
+test(
+  "a host /proc file kept open is rendered afresh at every read: /proc/stat's CPU ticks move on",
+  { skip: !linux && 'needs /proc (Linux)' },
+  async () => {
+    const f = new KeptProcFile('/proc/stat');
+    const buf = Buffer.alloc(1024);
+    const ticks = () => {
+      const line = f.read(buf, 1024)!.split('\n')[0]!;
+      assert.match(line, /^cpu /);
+      return line
+        .trim()
+        .split(/\s+/)
+        .slice(1)
+        .reduce((a, x) => a + Number(x), 0);
+    };
+    try {
+      const t0 = ticks();
+      assert.equal(openOn('', 'stat'), 1, 'one fd kept on /proc/stat');
+      await waitFor('the CPU ticks to move on', () => ticks() > t0);
+      assert.equal(openOn('', 'stat'), 1, 'and no new one per read');
+      assert.equal(new KeptProcFile('/proc/no-such-file').read(buf, 1024), null);
+    } finally {
+      f.close();
+    }
+    assert.equal(openOn('', 'stat'), 0, 'closed');
   },
 );

@@ -97,3 +97,45 @@ export class ProcStatFds {
     }
   }
 }
+
+/**
+ * One of the host's own /proc files (meminfo, loadavg, stat), kept open and read again at 0 each
+ * round: the kernel renders it afresh on every read from the start. A failed read closes it; the
+ * next read opens it again.
+ */
+export class KeptProcFile {
+  private fd: number | null = null;
+
+  constructor(readonly path: string) {}
+
+  /** the file's first `max` bytes now (one read into `into`), or null when it cannot be read */
+  read(into: Buffer, max: number): string | null {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const fresh = this.fd === null;
+      if (fresh)
+        try {
+          this.fd = fsSync.openSync(this.path, 'r');
+        } catch {
+          return null;
+        }
+      try {
+        const n = fsSync.readSync(this.fd!, into, 0, Math.min(max, into.length), 0);
+        return into.toString('latin1', 0, n);
+      } catch {
+        this.close();
+        if (fresh) return null;
+      }
+    }
+    return null;
+  }
+
+  close(): void {
+    if (this.fd === null) return;
+    try {
+      fsSync.closeSync(this.fd);
+    } catch {
+      /* already closed */
+    }
+    this.fd = null;
+  }
+}
