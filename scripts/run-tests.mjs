@@ -20,6 +20,7 @@ const UNIT_TESTS = [
   'test/bundle/redact.test.ts',
   'test/bundle/story.test.ts',
   'test/checks/boot-state.test.ts',
+  'test/checks/cadence-memo.test.ts',
   'test/checks/carry.test.ts',
   'test/checks/control.test.ts',
   'test/checks/divergence-memo.test.ts',
