@@ -78,6 +78,7 @@ const UNIT_TESTS = [
   'test/trainer/run/ranks.test.ts',
   'test/trainer/run/read-order.test.ts',
   'test/trainer/run/segments.test.ts',
+  'test/trainer/run/steptime.test.ts',
   'test/trainer/run/tb.test.ts',
   'test/trainer/run/trainlog.test.ts',
   'test/trainer/run/unlaunched.test.ts',
