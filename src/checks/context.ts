@@ -3,7 +3,7 @@
 import type { ViewAge } from './view.js';
 import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
 import type { HostStats } from '../remote/hoststats.js';
-import type { RankHeartbeat, RunSnapshot } from '../trainer/run/snapshot.js';
+import type { RankHeartbeat, RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
 import { isToolProcess } from '../trainer/run/ranks.js';
 import { currentSegment, median } from './stats.js';
@@ -101,11 +101,24 @@ function beatOn(run: RunSnapshot): boolean {
   );
 }
 
-export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
-  let stepTimeS = run.stepTimeS && run.stepTimeS > 0 ? run.stepTimeS : null;
-  const lossPts = currentSegment(run.series.loss);
-  const pts = (lossPts.length >= 2 ? lossPts : currentSegment(run.series.toksPerS)).slice(-200);
-  let logEvery = run.identity.train?.logEvery ?? null;
+/** per loss series, with the toks/s series it was read beside: the log interval and step time
+ *  its points say (a snapshot's series is never edited: the same objects, the same answer) */
+const fromSeries = new WeakMap<
+  Series,
+  { toks: Series | undefined; logEvery: number | null; stepTimeS: number | null }
+>();
+
+/** The log interval (median steps between records) and step time (median s a step) of the
+ *  current segment's last 200 loss records, else its toks/s records; null where they cannot say. */
+function seriesCadence(run: RunSnapshot): { logEvery: number | null; stepTimeS: number | null } {
+  const loss = run.series.loss as Series | undefined;
+  const toks = run.series.toksPerS as Series | undefined;
+  const known = loss ? fromSeries.get(loss) : undefined;
+  if (known && known.toks === toks) return known;
+  const lossPts = currentSegment(loss);
+  const pts = (lossPts.length >= 2 ? lossPts : currentSegment(toks)).slice(-200);
+  let logEvery: number | null = null;
+  let stepTimeS: number | null = null;
   if (pts.length >= 2) {
     const dSteps: number[] = [];
     const perStep: number[] = [];
@@ -117,8 +130,21 @@ export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
       dSteps.push(ds);
       if (a.t !== null && b.t !== null && b.t > a.t) perStep.push((b.t - a.t) / 1000 / ds);
     }
-    if (logEvery === null && dSteps.length) logEvery = median(dSteps.slice(1).length ? dSteps.slice(1) : dSteps);
-    if (stepTimeS === null && perStep.length) stepTimeS = median(perStep);
+    if (dSteps.length) logEvery = median(dSteps.slice(1).length ? dSteps.slice(1) : dSteps);
+    if (perStep.length) stepTimeS = median(perStep);
+  }
+  const out = { toks, logEvery, stepTimeS };
+  if (loss) fromSeries.set(loss, out);
+  return out;
+}
+
+export function cadenceOf(run: RunSnapshot, t: Thresholds): Cadence {
+  let stepTimeS = run.stepTimeS && run.stepTimeS > 0 ? run.stepTimeS : null;
+  let logEvery = run.identity.train?.logEvery ?? null;
+  if (logEvery === null || stepTimeS === null) {
+    const s = seriesCadence(run);
+    if (logEvery === null) logEvery = s.logEvery;
+    if (stepTimeS === null) stepTimeS = s.stepTimeS;
   }
   const beat = beatOn(run);
   const expectedS = stepTimeS === null ? null : beat ? stepTimeS : stepTimeS * Math.max(1, logEvery ?? 1);

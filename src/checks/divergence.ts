@@ -6,6 +6,7 @@
 import { sig } from '../format.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
+import type { Series } from '../trainer/run/snapshot.js';
 
 /** loss above this × the minimum of the segment's first 10 % of records … */
 export const DIVERGE_FACTOR = 3;
@@ -22,10 +23,15 @@ interface P {
   min: number;
 }
 
+/** the current segment of a loss series */
+function segmentOf(s: Series): number {
+  return s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
+}
+
 /** the current segment's loss: history buckets (min and last per bucket) then the recent points */
 function segmentLoss(ctx: Ctx): P[] {
   const s = ctx.run.series.loss;
-  const seg = s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
+  const seg = segmentOf(s);
   const out: P[] = [];
   for (const b of s.history)
     if (b.segment === seg && Number.isFinite(b.last)) out.push({ step: b.stepTo, value: b.last, min: b.min });
@@ -36,7 +42,103 @@ function segmentLoss(ctx: Ctx): P[] {
   return out;
 }
 
+/**
+ * Whether the divergence rule can fire at all (its two bars, over the last DIVERGE_K records),
+ * decided in indexed walks over the series without building a point per record (segmentLoss's
+ * points): the rule runs every round over up to ~2,500 records, and a healthy run — the usual
+ * case — never needs them. Exactly ruleDivergence's own test: false means it returns [].
+ */
+function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
+  const seg = segmentOf(s);
+  const h = s.history;
+  const r = s.recent;
+  // the current segment's points: the history buckets that count, then the recent points past them
+  let n = 0;
+  let first = 0;
+  let lastStep = 0;
+  let lastHist = -Infinity;
+  for (let i = 0; i < h.length; i++) {
+    const b = h[i]!;
+    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    if (n === 0) first = b.stepTo;
+    n++;
+    lastStep = lastHist = b.stepTo;
+  }
+  for (let i = 0; i < r.length; i++) {
+    const p = r[i]!;
+    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    if (n === 0) first = p.step;
+    n++;
+    lastStep = p.step;
+  }
+  if (n < DIVERGE_K + 2) return false;
+  // the early minimum: over the points in the first 10 % of the span, else over the first two
+  const bound = first + Math.max(1, lastStep - first) * 0.1;
+  let early = 0;
+  let earlyMin = Infinity;
+  let firstTwoMin = Infinity;
+  let k = 0;
+  for (let i = 0; i < h.length; i++) {
+    const b = h[i]!;
+    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    if (k++ < 2 && b.min < firstTwoMin) firstTwoMin = b.min;
+    if (b.stepTo <= bound) {
+      early++;
+      if (b.min < earlyMin) earlyMin = b.min;
+    }
+  }
+  for (let i = 0; i < r.length; i++) {
+    const p = r[i]!;
+    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    if (k++ < 2 && p.value < firstTwoMin) firstTwoMin = p.value;
+    if (p.step <= bound) {
+      early++;
+      if (p.value < earlyMin) earlyMin = p.value;
+    }
+  }
+  const minEarly = early >= 2 ? earlyMin : firstTwoMin;
+  const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
+  const overEarly = minEarly > 0 ? DIVERGE_FACTOR * minEarly : null;
+  const overVocab = lnV !== null ? lnV + DIVERGE_LNV_MARGIN : null;
+  // the last DIVERGE_K points, newest first: the recent points, then the history buckets
+  let aboveEarly = overEarly !== null;
+  let aboveVocab = overVocab !== null;
+  let left = DIVERGE_K;
+  for (let i = r.length - 1; i >= 0 && left > 0; i--) {
+    const p = r[i]!;
+    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    left--;
+    if (aboveEarly && !(p.value > overEarly!)) aboveEarly = false;
+    if (aboveVocab && !(p.step > warmup && p.value > overVocab! && p.value > VOCAB_AND_EARLY * minEarly))
+      aboveVocab = false;
+  }
+  for (let i = h.length - 1; i >= 0 && left > 0; i--) {
+    const b = h[i]!;
+    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    left--;
+    if (aboveEarly && !(b.last > overEarly!)) aboveEarly = false;
+    if (aboveVocab && !(b.stepTo > warmup && b.last > overVocab! && b.last > VOCAB_AND_EARLY * minEarly))
+      aboveVocab = false;
+  }
+  return aboveEarly || aboveVocab;
+}
+
+/** the last verdict per loss series (a snapshot's series is never edited: same object, same points) */
+const memo = new WeakMap<Series, { vocab: number | null; warmup: number; out: readonly Draft[] }>();
+
 export function ruleDivergence(ctx: Ctx): Draft[] {
+  const s = ctx.run.series.loss;
+  const vocab = ctx.run.identity.model?.vocab ?? null;
+  const warmup = ctx.run.identity.train?.warmupSteps ?? 0;
+  const known = memo.get(s);
+  if (known && known.vocab === vocab && known.warmup === warmup) return known.out.map((d) => ({ ...d }));
+  const out = mayDiverge(s, vocab, warmup) ? diverged(ctx) : [];
+  memo.set(s, { vocab, warmup, out: out.map((d) => ({ ...d })) });
+  return out;
+}
+
+/** the rule in full, on the points built (mayDiverge said it may fire) */
+function diverged(ctx: Ctx): Draft[] {
   const pts = segmentLoss(ctx);
   if (pts.length < DIVERGE_K + 2) return [];
   const first = pts[0]!.step;

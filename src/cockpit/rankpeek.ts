@@ -8,7 +8,7 @@
 // promise: within 2 s; the last drill took 3.5 s, and up to 5 s, at the 5 s cadence).
 import type { Host } from '../remote/host.js';
 import { parseStat } from '../remote/procs.js';
-import { statLinesLocal } from '../remote/local/procs.js';
+import { ProcStatFds } from '../remote/local/statfds.js';
 import type { ProcInfo, RunProcesses } from '../remote/types.js';
 
 type Life = 'runs' | 'stopped' | 'dead';
@@ -36,11 +36,15 @@ export function lifeChanged(was: readonly ProcInfo[], now: ReadonlyMap<number, s
   return false;
 }
 
+/** the proven ranks' /proc/PID/stat, kept open between rounds (../remote/local/statfds.ts): one
+ *  pread a rank a round, not an open, a read and a close */
+const rankFds = new ProcStatFds();
+
 /** Reads the targets' /proc/PID/stat now (one read each locally; one quick command over SSH). */
 async function statLines(host: Host, pids: number[]): Promise<Map<number, string>> {
-  // locally in place (the process table's own reader): a promise and a file handle per rank every
-  // round cost more than the read
-  if (host.kind === 'local' && process.platform === 'linux') return statLinesLocal(pids);
+  // locally in place, each rank's file kept open: a promise and a file handle per rank every round
+  // cost more than the read, and so did opening the path again
+  if (host.kind === 'local' && process.platform === 'linux') return rankFds.lines(pids);
   const out = new Map<number, string>();
   if (host.kind === 'local') {
     await Promise.all(

@@ -9,9 +9,9 @@
 // the table (stopped, dead, a zombie, its pid another process's; or running again) is not refreshed:
 // the table is read that same round (./rankpeek.ts lifeChanged), as it is for new pids in the
 // heartbeats (a restart).
-import { readFileSync } from 'node:fs';
 import type { Host } from '../remote/host.js';
 import { auxv } from '../remote/local/procs.js';
+import { ProcStatFds } from '../remote/local/statfds.js';
 import { parseStat } from '../remote/procs.js';
 import type { ProcInfo, RunProcesses } from '../remote/types.js';
 import { lifeChanged, peekTargets } from './rankpeek.js';
@@ -25,19 +25,13 @@ export interface RankLook {
   apply(procs: RunProcesses): RunProcesses;
 }
 
-/** /proc/PID/stat or wchan, or null (no such process) */
-function readProc(path: string): string | null {
-  try {
-    return readFileSync(path, 'latin1');
-  } catch {
-    return null;
-  }
-}
-
 export class RankRefresher {
   /** the previous look's CPU ticks per process (pid:startTime), for CPU % between looks */
   private ticks = new Map<string, { ticks: number; atMs: number }>();
   private sys: { clkTck: number; pageSize: number } | null = null;
+  /** each rank's stat and wchan kept open between looks (../remote/local/statfds.ts): a pread each */
+  private readonly statFds = new ProcStatFds('stat');
+  private readonly wchanFds = new ProcStatFds('wchan');
 
   /**
    * Looks at the ranks of `procs` (the last table, or the last refreshed one). null: nothing to
@@ -47,17 +41,14 @@ export class RankRefresher {
     if (host.kind !== 'local' || !procs) return null;
     const was = peekTargets(procs);
     if (was.length === 0) return null;
-    const stats = new Map<number, string>();
-    for (const p of was) {
-      const s = readProc(`/proc/${p.pid}/stat`)?.trim();
-      if (s) stats.set(p.pid, s);
-    }
+    const stats = this.statFds.lines(was.map((p) => p.pid));
     if (lifeChanged(was, stats)) {
       this.ticks.clear();
       return { changed: true, apply: (p) => p };
     }
     const sys = (this.sys ??= auxv());
     const fresh = new Map<number, ProcInfo>();
+    const wchans = this.wchanFds.lines(was.map((p) => p.pid));
     const next = new Map<string, { ticks: number; atMs: number }>();
     for (const p of was) {
       // a rank the table already saw dead, and gone now (a zombie reaped): kept as the table saw it
@@ -77,7 +68,7 @@ export class RankRefresher {
         next.set(key, { ticks, atMs: now });
       } else if (prev) next.set(key, prev);
       else next.set(key, { ticks, atMs: now });
-      const w = readProc(`/proc/${p.pid}/wchan`)?.trim() ?? '';
+      const w = wchans.get(p.pid) ?? '';
       fresh.set(p.pid, {
         ...p,
         state: f.state,

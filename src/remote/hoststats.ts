@@ -6,9 +6,9 @@
 // command per refresh. Over SSH one short `sh` command reads the same three files and `df -Pk` of
 // the directories (each a quoted argument, never shell text); HostStatsReader runs it in the
 // background at most every `sshEveryMs`, so a refresh never waits on it.
-import { closeSync, openSync, readSync } from 'node:fs';
 import { stat, statfs } from 'node:fs/promises';
 import type { Host } from './host.js';
+import { KeptProcFile } from './local/statfds.js';
 
 export interface DiskStats {
   /** the directory asked about, and what it is to the run */
@@ -96,22 +96,15 @@ export interface DirAsked {
 
 const procBuf = Buffer.allocUnsafe(16384);
 
+/** the host's /proc files read every round, each kept open (./local/statfds.ts): a pread each, not an
+ *  open, a read and a close */
+const kept = new Map<string, KeptProcFile>();
+
 /** The start of a /proc file (at most `max` bytes, one read), or null when it cannot be read. */
 function procText(path: string, max: number): string | null {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return null;
-  }
-  try {
-    const n = readSync(fd, procBuf, 0, Math.min(max, procBuf.length), 0);
-    return procBuf.toString('latin1', 0, n);
-  } catch {
-    return null;
-  } finally {
-    closeSync(fd);
-  }
+  let f = kept.get(path);
+  if (!f) kept.set(path, (f = new KeptProcFile(path)));
+  return f.read(procBuf, max);
 }
 
 /** Assembles a reading from the raw texts (both hosts' paths end here). */

@@ -211,6 +211,22 @@ class Marks {
     return out;
   }
 
+  /** seconds a step between each two consecutive marks that advance (oldest first), read from
+   *  the ring in place: no mark object built (this runs on every poll) */
+  rates(): number[] {
+    const out: number[] = [];
+    for (let k = 1; k < this.length; k++) {
+      const a = (this.start + k - 1) % STEP_MARKS_CAP;
+      const b = (this.start + k) % STEP_MARKS_CAP;
+      const sa = this.steps[a]!,
+        sb = this.steps[b]!,
+        ta = this.tss[a]!,
+        tb = this.tss[b]!;
+      if (sb > sa && tb >= ta) out.push((tb - ta) / 1000 / (sb - sa));
+    }
+    return out;
+  }
+
   /** put `older` marks in front (keeping the newest STEP_MARKS_CAP) */
   prepend(older: Marks): void {
     const all = [...older.toArray(), ...this.toArray()];
@@ -543,13 +559,6 @@ export class HeartbeatState {
 
   /** median seconds per step over the recent step marks of the current segment */
   stepTimeS(): number | null {
-    const marks = (this.beatMarks.length >= 3 ? this.beatMarks : this.progressMarks).toArray();
-    const rates: number[] = [];
-    for (let i = 1; i < marks.length; i++) {
-      const a = marks[i - 1]!;
-      const b = marks[i]!;
-      if (b.step > a.step && b.ts >= a.ts) rates.push((b.ts - a.ts) / 1000 / (b.step - a.step));
-    }
-    return median(rates);
+    return median((this.beatMarks.length >= 3 ? this.beatMarks : this.progressMarks).rates());
   }
 }

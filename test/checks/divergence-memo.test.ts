@@ -1,0 +1,225 @@
+// The divergence rule's fast path and memo (src/checks/divergence.ts): on random loss series —
+// healthy, diverging, recovering; history buckets and recent points; several segments; non-finite
+// values; with and without a vocab and warmup — ruleDivergence gives exactly what the rule gave when
+// it built every point (the reference below is that code, kept verbatim), and a memoised verdict
+// equals a fresh one when an input changes (a new series, another vocab or warmup).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Ctx } from '../../src/checks/context.js';
+import {
+  DIVERGE_FACTOR,
+  DIVERGE_K,
+  DIVERGE_LNV_MARGIN,
+  VOCAB_AND_EARLY,
+  ruleDivergence,
+} from '../../src/checks/divergence.js';
+import type { Draft } from '../../src/checks/rules/index.js';
+import { sig } from '../../src/format.js';
+import { emptySnapshot, type RunSnapshot, type Series, type SeriesBucket } from '../../src/trainer/run/snapshot.js';
+
+interface P {
+  step: number;
+  value: number;
+  min: number;
+}
+
+// ---- the rule as it was (every point built): the reference ----
+function segmentLoss(ctx: Ctx): P[] {
+  const s = ctx.run.series.loss;
+  const seg = s.recent.length ? s.recent[s.recent.length - 1]!.segment : (s.history.at(-1)?.segment ?? 0);
+  const out: P[] = [];
+  for (const b of s.history)
+    if (b.segment === seg && Number.isFinite(b.last)) out.push({ step: b.stepTo, value: b.last, min: b.min });
+  const lastHist = out.at(-1)?.step ?? -Infinity;
+  for (const p of s.recent)
+    if (p.segment === seg && p.step > lastHist && Number.isFinite(p.value))
+      out.push({ step: p.step, value: p.value, min: p.value });
+  return out;
+}
+
+function reference(ctx: Ctx): Draft[] {
+  const pts = segmentLoss(ctx);
+  if (pts.length < DIVERGE_K + 2) return [];
+  const first = pts[0]!.step;
+  const lastP = pts[pts.length - 1]!;
+  const span = Math.max(1, lastP.step - first);
+  const early = pts.filter((p) => p.step <= first + span * 0.1);
+  const earlyPts = early.length >= 2 ? early : pts.slice(0, 2);
+  let earlyMin = earlyPts[0]!;
+  for (const p of earlyPts) if (p.min < earlyMin.min) earlyMin = p;
+  const vocab = ctx.run.identity.model?.vocab ?? null;
+  const warmup = ctx.run.identity.train?.warmupSteps ?? 0;
+  const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
+  const tail = pts.slice(-DIVERGE_K);
+  const overEarly = earlyMin.min > 0 ? DIVERGE_FACTOR * earlyMin.min : null;
+  const overVocab = lnV !== null ? lnV + DIVERGE_LNV_MARGIN : null;
+  const aboveEarly = overEarly !== null && tail.every((p) => p.value > overEarly);
+  // ln(vocab) alone is not enough: a wrong vocab (a GPT-2 run whose tokenizer was not read is taken
+  // as byte-level, 256) would flag a healthy loss of 7 — it must also be above where the run began
+  const aboveVocab =
+    overVocab !== null &&
+    tail.every((p) => p.step > warmup && p.value > overVocab && p.value > VOCAB_AND_EARLY * earlyMin.min);
+  if (!aboveEarly && !aboveVocab) return [];
+  // rising (or stuck high), not a recovery on its way down: the newest is no lower than half the tail's peak
+  const peak = Math.max(...tail.map((p) => p.value));
+  if (lastP.value < peak / 2 && !aboveVocab) return [];
+  let top = pts[0]!;
+  for (const p of pts) if (p.value > top.value) top = p;
+  const bar = Math.min(...[overEarly, overVocab].filter((x): x is number => x !== null));
+  // since: the first record of the current run of records above the bar
+  let i = pts.length - 1;
+  while (i > 0 && pts[i - 1]!.value > bar) i--;
+  const since = pts[i]!;
+  const start = pts[0]!;
+  const grouping = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : sig(v, 3));
+  const why = [
+    aboveEarly ? `above ${DIVERGE_FACTOR} × the early minimum ${sig(earlyMin.min, 4)} (step ${earlyMin.step})` : null,
+    aboveVocab
+      ? `above ln(${vocab}) + ${DIVERGE_LNV_MARGIN} = ${sig(overVocab!, 4)} past warmup (${warmup} steps)`
+      : null,
+  ]
+    .filter(Boolean)
+    .join(' and ');
+  return [
+    {
+      id: 'loss:diverged',
+      rule: 'loss-divergence',
+      severity: 'critical',
+      title: `loss diverged: ${grouping(start.value)} → ${grouping(lastP.value)} since step ${since.step}`,
+      detail: `the last ${tail.length} losses (steps ${tail[0]!.step}–${lastP.step}) are all ${why}; peak ${grouping(top.value)} at step ${top.step}. The learning rate is likely far too high: stop, lower it, resume from a checkpoint before step ${since.step}`,
+      step: lastP.step,
+      anomaly: 'loss_spike',
+    },
+  ];
+}
+
+// ---- random series ----
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+function randomSeries(r: () => number): Series {
+  const kind = Math.floor(r() * 4); // 0 healthy, 1 diverging, 2 diverged then recovering, 3 short
+  const n = kind === 3 ? Math.floor(r() * 9) : 8 + Math.floor(r() * 120);
+  const segments = r() < 0.3 ? 2 : 1;
+  const base = 2 + r() * 8;
+  const values: { step: number; value: number; segment: number }[] = [];
+  let step = 1 + Math.floor(r() * 50);
+  for (let i = 0; i < n; i++) {
+    const seg = segments === 2 && i > n / 3 ? 1 : 0;
+    const x = i / Math.max(1, n - 1);
+    let v =
+      kind === 1
+        ? base * (1 + x * x * (2 + r() * 40))
+        : kind === 2
+          ? base * (x < 0.7 ? 1 + x * 20 : 1 + (1 - x) * 2)
+          : base * (1 - 0.5 * x) + r() * 0.1;
+    if (r() < 0.03) v = r() < 0.5 ? NaN : Infinity;
+    values.push({ step, value: v, segment: seg });
+    step += 1 + Math.floor(r() * 10);
+  }
+  // the older part folded into buckets (min and last of each), the newer part recent points
+  const cut = Math.floor(values.length * r() * 0.8);
+  const history: SeriesBucket[] = [];
+  for (let i = 0; i < cut;) {
+    const w = 1 + Math.floor(r() * 4);
+    const part = values.slice(i, i + w).filter((p) => p.segment === values[i]!.segment);
+    const finite = part.filter((p) => Number.isFinite(p.value));
+    if (finite.length)
+      history.push({
+        stepFrom: part[0]!.step,
+        stepTo: part.at(-1)!.step,
+        tFrom: null,
+        tTo: null,
+        min: Math.min(...finite.map((p) => p.value)),
+        max: Math.max(...finite.map((p) => p.value)),
+        last: r() < 0.05 ? NaN : finite.at(-1)!.value,
+        count: finite.length,
+        segment: part[0]!.segment,
+      });
+    i += part.length;
+  }
+  return {
+    recent: values.slice(cut).map((p) => ({ ...p, t: null })),
+    history,
+    total: values.length,
+    nonFinite: 0,
+  };
+}
+
+function ctxOf(loss: Series, vocab: number | null, warmup: number): Ctx {
+  const run: RunSnapshot = emptySnapshot('/tmp/run', 'local');
+  run.series.loss = loss;
+  run.identity.model = vocab === null ? null : ({ vocab } as NonNullable<RunSnapshot['identity']['model']>);
+  run.identity.train = { warmupSteps: warmup } as NonNullable<RunSnapshot['identity']['train']>;
+  return { run } as unknown as Ctx;
+}
+
+test('the divergence rule without building its points gives what the rule gave with them', () => {
+  const r = rng(19);
+  let fired = 0;
+  for (let i = 0; i < 1500; i++) {
+    const s = randomSeries(r);
+    const vocab = r() < 0.3 ? null : [2, 16, 256, 50257][Math.floor(r() * 4)]!;
+    const warmup = Math.floor(r() * 40);
+    const want = reference(ctxOf(s, vocab, warmup));
+    assert.deepEqual(ruleDivergence(ctxOf(s, vocab, warmup)), want, `case ${i}`);
+    // asked again on the same series (the memo): the same verdict
+    assert.deepEqual(ruleDivergence(ctxOf(s, vocab, warmup)), want, `case ${i}, again`);
+    if (want.length) fired++;
+  }
+  assert.ok(fired > 100, `the cases include divergences (${fired})`);
+});
+
+test("a memoised verdict follows a changed input: a new series, another vocab or warmup; a caller's edit does not stick", () => {
+  const healthy: Series = {
+    recent: Array.from({ length: 20 }, (_, i) => ({ step: 10 * i + 10, t: null, value: 6 - i * 0.1, segment: 0 })),
+    history: [],
+    total: 20,
+    nonFinite: 0,
+  };
+  assert.deepEqual(ruleDivergence(ctxOf(healthy, 256, 0)), []);
+  // a new snapshot's series (appended records climbing far above the start)
+  const climbed: Series = {
+    ...healthy,
+    recent: [
+      ...healthy.recent,
+      ...Array.from({ length: 6 }, (_, i) => ({ step: 210 + 10 * i, t: null, value: 40 + i, segment: 0 })),
+    ],
+  };
+  const d = ruleDivergence(ctxOf(climbed, 256, 0));
+  assert.equal(d.length, 1);
+  assert.equal(d[0]!.id, 'loss:diverged');
+  assert.deepEqual(d, reference(ctxOf(climbed, 256, 0)));
+  // a caller that edits what it was handed does not edit the memo
+  d[0]!.title = 'edited';
+  assert.notEqual(ruleDivergence(ctxOf(climbed, 256, 0))[0]!.title, 'edited');
+  // the same series, another vocab and warmup: judged afresh
+  const lowVocab: Series = {
+    recent: Array.from({ length: 12 }, (_, i) => ({ step: i + 1, t: null, value: 3.8 + i * 0.15, segment: 0 })),
+    history: [],
+    total: 12,
+    nonFinite: 0,
+  };
+  for (const [vocab, warmup] of [
+    [16, 0],
+    [50257, 0],
+    [16, 100],
+    [16, 0],
+  ] as const)
+    assert.deepEqual(
+      ruleDivergence(ctxOf(lowVocab, vocab, warmup)),
+      reference(ctxOf(lowVocab, vocab, warmup)),
+      `vocab ${vocab}, warmup ${warmup}`,
+    );
+  assert.equal(
+    ruleDivergence(ctxOf(lowVocab, 16, 0)).length,
+    1,
+    'ln(16) + 1 and 1.2 × the early minimum passed: named',
+  );
+  assert.equal(ruleDivergence(ctxOf(lowVocab, 16, 100)).length, 0, 'within warmup: not');
+});
