@@ -282,3 +282,23 @@ test('the files being written go last: one whose stat moved while read costs the
   const moved = text.slice(0, vAt) + text.slice(vAt).replace(hotLine, hotLine.replace(/^(\d+) (\d+)/, '$1 99'));
   assert.deepEqual(whole(parseLookAnswer(Buffer.from(moved, 'latin1'), NONCE, files, dirs)), [old]);
 });
+
+test("a read dir's brought file answers the look's reads of it too (status's resume pick reads the heartbeat the poll has)", async () => {
+  const { LookMemo } = await import('../../src/remote/ssh/look.js');
+  let gen = 1;
+  const memo = new LookMemo(() => gen);
+  const hb = '/run/heartbeat_rank0.jsonl';
+  const data = Buffer.from('{"step": 1}\n');
+  const stat = { size: data.length, mtimeMs: 1, ino: 7 } as never;
+  const ans: LookAnswer = {
+    stats: new Map(),
+    lists: new Map(),
+    unlisted: new Set(),
+    whole: new Map([[hb, { kind: 'data', data, stat }]]),
+  };
+  memo.seed({ files: [], dirs: [], readDirs: ['/run'] }, Promise.resolve(ans));
+  assert.deepEqual(await memo.wholeFile(hb), { kind: 'data', data, stat });
+  assert.equal(await memo.wholeFile('/run/big.csv'), null, 'not brought: asked on its own');
+  gen = 2; // a write since: the look's copies are not answers any more
+  assert.equal(await memo.wholeFile(hb), null);
+});

@@ -341,12 +341,24 @@ export class LookMemo {
     return p;
   }
 
-  /** The file a look-ahead of this look brought whole (or found missing, or not regular), else null. */
+  /**
+   * The file a look-ahead of this look brought whole (or found missing, or not regular), else null:
+   * asked for by name, or brought with a read dir's small files — status's resume pick reads the
+   * heartbeat the look already brought for the poll (a second copy of it over the wire, ~0.1 s)
+   */
   async wholeFile(path: string): Promise<WholeFile | null> {
+    const g = this.gen();
     const e = this.whole.get(path);
-    if (!e || e.gen !== this.gen()) return null;
-    const f = await e.file;
-    return f && e.gen === this.gen() ? f : null;
+    if (e && e.gen === g) {
+      const f = await e.file;
+      return f && this.gen() === g ? f : null;
+    }
+    for (const [dir, d] of this.readDirs) {
+      if (d.gen !== g || !path.startsWith(dir.endsWith('/') ? dir : `${dir}/`)) continue;
+      const w = (await d.answer)?.whole.get(path);
+      if (w?.kind === 'data' && this.gen() === g) return w;
+    }
+    return null;
   }
 
   clear(): void {
