@@ -9,6 +9,7 @@ import { cadenceOf } from '../../src/checks/context.js';
 import { currentSegment, median } from '../../src/checks/stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from '../../src/checks/thresholds.js';
 import { emptySnapshot, type RunSnapshot, type Series } from '../../src/trainer/run/snapshot.js';
+import { rng } from '../helpers/rng.js';
 
 type Cadence = ReturnType<typeof cadenceOf>;
 
@@ -46,14 +47,6 @@ function reference(run: RunSnapshot, t: Thresholds): Cadence {
 }
 
 // ---- random runs ----
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
-
 function randomSeries(r: () => number): Series {
   const n = Math.floor(r() * (r() < 0.2 ? 3 : 300));
   const recent: Series['recent'] = [];

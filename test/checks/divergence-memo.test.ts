@@ -16,6 +16,7 @@ import {
 import type { Draft } from '../../src/checks/rules/index.js';
 import { sig } from '../../src/format.js';
 import { emptySnapshot, type RunSnapshot, type Series, type SeriesBucket } from '../../src/trainer/run/snapshot.js';
+import { rng } from '../helpers/rng.js';
 
 interface P {
   step: number;
@@ -94,14 +95,6 @@ function reference(ctx: Ctx): Draft[] {
 }
 
 // ---- random series ----
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
-
 function randomSeries(r: () => number): Series {
   const kind = Math.floor(r() * 4); // 0 healthy, 1 diverging, 2 diverged then recovering, 3 short
   const n = kind === 3 ? Math.floor(r() * 9) : 8 + Math.floor(r() * 120);
