@@ -150,6 +150,9 @@ before(async () => {
     '--inject',
     'hang@step=30,rank=1',
   ]);
+  // the watchdog of a run dir that is not there yet is bad input (exit 2): it starts once the
+  // trainer has made it (started together, the watchdog won that race once in a fresh-clone run)
+  await waitFor('the trainer to make its run dir', () => existsSync(runDir), 30_000);
   const wdArgv = [
     process.execPath,
     BIN,
