@@ -1,7 +1,7 @@
 // Real child processes for control tests: they answer SIGUSR1 with a stack dump named like the
 // real trainer's (stackdump_<epoch>.txt, no rank), exit 130 on SIGINT, and say when they are ready.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -30,8 +30,19 @@ process.stdout.write('ready\\n');
  * into a directory that holds a run): it carries an (empty) train.log.
  */
 export function tempDir(tag: string): string {
-  const d = mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`));
+  const d = made(mkdtempSync(join(tmpdir(), `nsa-top-${tag}-`)));
   writeFileSync(join(d, 'train.log'), '');
+  return d;
+}
+
+// The temp dirs these helpers made go when the test file's process ends (a full run left ~60 behind).
+const dirs: string[] = [];
+function made(d: string): string {
+  if (dirs.length === 0)
+    process.on('exit', () => {
+      for (const x of dirs) rmSync(x, { recursive: true, force: true });
+    });
+  dirs.push(d);
   return d;
 }
 
@@ -48,7 +59,7 @@ export interface Kid {
 let kidScript: string | null = null;
 function kidScriptPath(): string {
   if (!kidScript) {
-    const d = mkdtempSync(join(tmpdir(), 'nsa-top-kid-'));
+    const d = made(mkdtempSync(join(tmpdir(), 'nsa-top-kid-')));
     kidScript = join(d, 'nsa-top.js');
     writeFileSync(kidScript, CHILD);
   }
