@@ -2,11 +2,14 @@
 // Apart from launch-nodes.ts, which loads the launch's profile parsers that `status` never needs.
 import { firstGoneOf } from '../checks/boot.js';
 import { sanitize } from '../sanitize.js';
+import type { SupervisorState } from '../trainer/control/types.js';
 import type { NodeSupervisor } from '../trainer/run/nodesrecord.js';
 
-/** a node's last trainer exit and the rank its supervisor saw go first, or null */
-function lastExitOf(s: NodeSupervisor) {
-  const st = s.state;
+/**
+ * A supervisor's last trainer exit and the rank it saw go first (its own process looks), or null:
+ * status --json `supervisor.lastExit` and each node's `supervisors[].lastExit`.
+ */
+export function lastExitOf(st: SupervisorState | null) {
   const last = st?.exitCodes.at(-1);
   if (!st || !last) return null;
   const g = firstGoneOf(st, last.at);
@@ -15,7 +18,7 @@ function lastExitOf(s: NodeSupervisor) {
     code: last.code,
     signal: last.signal,
     cause: st.lastCause ?? null,
-    firstGone: g ? { rank: g.rank, pid: g.pid, at: g.at, how: g.how } : null,
+    firstGone: g ? { rank: g.rank, pid: g.pid, at: g.at, how: g.how, node: g.node ?? null } : null,
   };
 }
 
@@ -29,7 +32,7 @@ export function formatNodeSupervisors(sups: readonly NodeSupervisor[]): string {
           ? `UNREACHABLE: ${s.error}`
           : !st
             ? `no supervisor state in ${s.dir}`
-            : `${st.state}${st.supervisor ? ` (supervisor pid ${st.supervisor.pid}` : ' ('}${st.child ? `, torchrun pid ${st.child.pid}` : ''}${st.restarts ? `, restarts ${st.restarts}/${st.maxRestarts}` : ''})${st.note ? `: ${st.note}` : ''}${exitText(lastExitOf(s))}`;
+            : `${st.state}${st.supervisor ? ` (supervisor pid ${st.supervisor.pid}` : ' ('}${st.child ? `, torchrun pid ${st.child.pid}` : ''}${st.restarts ? `, restarts ${st.restarts}/${st.maxRestarts}` : ''})${st.note ? `: ${st.note}` : ''}${exitText(lastExitOf(st))}`;
         return `${(i === 0 ? 'supervisors' : '').padEnd(12)}${sanitize(s.label)} (node_rank ${s.nodeRank}): ${sanitize(what)}`;
       })
       .join('\n') + '\n'
@@ -47,7 +50,7 @@ export function nodeSupervisorsJson(sups: readonly NodeSupervisor[]) {
     childPid: s.state?.child?.pid ?? null,
     restarts: s.state?.restarts ?? null,
     note: s.state?.note ?? null,
-    lastExit: lastExitOf(s),
+    lastExit: lastExitOf(s.state),
     error: s.error,
   }));
 }

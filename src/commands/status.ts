@@ -22,7 +22,6 @@ import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { readActions } from '../trainer/control/audit.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { supervisorInCharge } from '../checks/control.js';
-import { firstGoneOf } from '../checks/boot.js';
 import {
   byOperator,
   claimedRank,
@@ -41,7 +40,7 @@ import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeGpus, nodeListOf, nodesJson, openNodes } from './nodes.js';
-import { formatNodeSupervisors, nodeSupervisorsJson } from './status-nodes.js';
+import { formatNodeSupervisors, lastExitOf, nodeSupervisorsJson } from './status-nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
@@ -363,31 +362,16 @@ function stragglerText(ev: Evaluation): string[] {
 export function supervisorField(obs: Observation) {
   const s = obs.supervisor;
   if (!s) return null;
-  const last = s.exitCodes.length ? s.exitCodes[s.exitCodes.length - 1]! : null;
   return {
     state: s.state,
     alive: s.supervisorGone ? false : s.supervisor && supervisorInCharge(s.state) ? true : null,
     pid: s.supervisor?.pid ?? null,
     restarts: s.restarts,
     maxRestarts: s.maxRestarts,
-    lastExit: last
-      ? {
-          at: last.at,
-          code: last.code,
-          signal: last.signal,
-          cause: s.lastCause ?? null,
-          firstGone: firstGone(s, last.at),
-        }
-      : null,
+    lastExit: lastExitOf(s),
     note: s.note ?? null,
     updatedAt: s.updatedAt,
   };
-}
-
-/** the rank the supervisor saw go first when that trainer exited (its own process looks), or null */
-function firstGone(s: NonNullable<Observation['supervisor']>, exitAt: number) {
-  const g = firstGoneOf(s, exitAt);
-  return g ? { rank: g.rank, pid: g.pid, at: g.at, how: g.how, node: g.node ?? null } : null;
 }
 
 /** status --json `requests`: the durable control requests still in force, each with its carrier */

@@ -114,7 +114,7 @@ test("status --node: each node's row names its last exit and the rank its superv
     code: null,
     signal: 'SIGTERM',
     cause: 'rank gone',
-    firstGone: { rank: 1, pid: 4242, at: 9200, how: 'SIGKILL' },
+    firstGone: { rank: 1, pid: 4242, at: 9200, how: 'SIGKILL', node: null },
   });
   assert.match(
     formatNodeSupervisors(rows),
