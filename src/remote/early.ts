@@ -10,12 +10,7 @@ import type { Host } from './host.js';
 import type { OpenHostSpec } from './index.js';
 import { sshTrace } from './ssh/trace.js';
 import type { EarlySocket, KeepOption } from './ssh/connection.js';
-
-/** NSA_TOP_SSH_KEEP is unset, 0 or a number (keep.ts keepSeconds, without loading it) */
-function keepValid(): boolean {
-  const v = process.env.NSA_TOP_SSH_KEEP;
-  return v === undefined || v === '' || (/^\d+(\.\d+)?$/.test(v) && Number(v) <= 86400);
-}
+import { keepSeconds } from './ssh/keepenv.js';
 
 interface Early {
   key: string;
@@ -84,10 +79,9 @@ async function preconnect(
   if (abort.aborted) return { tcp: null };
   // a keeper of this target (NSA_TOP_SSH_KEEP, src/remote/ssh/keep.ts): its socket instead of TCP
   let keep: KeepOption | undefined;
-  const v = process.env.NSA_TOP_SSH_KEEP;
-  if (v === undefined || v === '' || Number(v) > 0) {
-    const { keepSeconds, keepSocketFor, openUnix } = await import('./ssh/keep.js');
-    const idleS = keepSeconds();
+  const idleS = keepSeconds();
+  if (idleS > 0) {
+    const { keepSocketFor, openUnix } = await import('./ssh/keep.js');
     const k = keepSocketFor(t, undefined, true);
     const unix = k.problem ? null : await openUnix(k.path);
     keep = { ...k, idleS, pre: Promise.resolve(unix) };
@@ -110,7 +104,11 @@ export function startEarly(spec: OpenHostSpec): void {
   const key = keyOf(spec);
   if ((early && !early.claimed) || key === null) return;
   // a bad NSA_TOP_SSH_KEEP: no early connection (openHost says so, exit 2)
-  if (!keepValid()) return;
+  try {
+    keepSeconds();
+  } catch {
+    return;
+  }
   const abort = new AbortController();
   const pre = preconnect(spec, abort.signal).catch(() => ({ tcp: null, keep: undefined }));
   const host = import('./index.js').then(async (m) => {

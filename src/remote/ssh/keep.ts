@@ -23,24 +23,12 @@ import { selfCommand } from '../../self.js';
 import type { SshTarget } from './config.js';
 import { sshTrace } from './trace.js';
 
-export const KEEP_ENV = 'NSA_TOP_SSH_KEEP';
+export { KEEP_DEFAULT_S, KEEP_ENV, keepSeconds } from './keepenv.js';
 export const KEEP_SPEC_ENV = 'NSA_TOP_SSH_KEEP_SPEC';
-export const KEEP_DEFAULT_S = 60;
 /** the keeper's answer to a hello (its SSH connection is up) must come within this */
 export const HELLO_WAIT_MS = 4000;
 /** a channel's open (a warm session claimed, or a fresh one opened) must come within this */
 export const OPEN_WAIT_MS = 8000;
-
-/** NSA_TOP_SSH_KEEP as seconds (0: off); bad input throws (exit 2). */
-export function keepSeconds(env: NodeJS.ProcessEnv = process.env): number {
-  const v = env[KEEP_ENV];
-  if (v === undefined || v === '') return KEEP_DEFAULT_S;
-  if (!/^\d+(\.\d+)?$/.test(v) || !(Number(v) <= 86400))
-    throw Object.assign(new Error(`${KEEP_ENV}=${v}: expected 0 (off) or a number of seconds up to 86400`), {
-      exitCode: 2,
-    });
-  return Number(v);
-}
 
 /** What a keeper is started for (NSA_TOP_SSH_KEEP_SPEC, JSON): no secret, paths only. */
 export interface KeepSpec {
