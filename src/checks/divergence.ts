@@ -137,8 +137,9 @@ export function ruleDivergence(ctx: Ctx): Draft[] {
   return out;
 }
 
-/** the rule in full, on the points built (mayDiverge said it may fire) */
-function diverged(ctx: Ctx): Draft[] {
+/** the rule in full, on every point built (here only once mayDiverge said it may fire; exported as
+ *  the tests' reference for that fast path and the memo) */
+export function diverged(ctx: Ctx): Draft[] {
   const pts = segmentLoss(ctx);
   if (pts.length < DIVERGE_K + 2) return [];
   const first = pts[0]!.step;
