@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=4194304
+#!/usr/bin/env -S node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=4194304 --predictable
 // Thin entry: the CLI lives in dist/cli.js, bundled from src/cli.ts by `npm run build` (run by npm ci).
 // A fixed 4 MiB young generation (bench/cockpit.bench.ts): node's default lets it grow to 16 MiB,
 // which put the cockpit at ~115 MB RSS; capped at 1 MiB it stayed ~90 MB but scavenged every
@@ -7,8 +7,17 @@
 // --interrupt-budget (32x V8's default): code that runs once a second is left in V8's baseline tier
 // longer instead of being optimised bit by bit on V8's threads for minutes; only what is really
 // hot gets TurboFan. Measured side by side: 0.78 → 0.58 % of a core in the first minute, 0.52 →
-// 0.42 % in steady state, and 3-5 MB less RSS. Processes nsa-top starts itself (trainer ranks, the
-// supervisor) run `node bin/nsa-top.js` and keep node's defaults.
+// 0.42 % in steady state, and 3-5 MB less RSS.
+// --predictable: V8 gives the young generation's spare half back to the kernel after every
+// scavenge of a process that allocates under 1 MB/s (Heap::ShouldResizeNewSpace: "low allocation
+// throughput"), so each page of it is faulted in again: a cockpit or watchdog at 1 Hz took ~7000
+// minor faults a minute, ~8 % of its CPU under perf. Predictable mode (V8's flag, used by node's own
+// snapshot builds) is the one switch that keeps it: ~500 faults a minute, and side by side on one
+// live run the watchdog with metrics 0.54 → 0.46 % of a core, the cockpit 0.55 → 0.41 % (btop 0.51 %),
+// for ~2-8 MB more RSS. It also runs V8's GC and optimising compiler on the main thread (no helper
+// threads: nothing nsa-top does needs them; --single-threaded alone changed nothing measurable).
+// Processes nsa-top starts itself (trainer ranks, the supervisor) run `node bin/nsa-top.js` and keep
+// node's defaults.
 // CommonJS (bin/package.json): node runs it without its ES module loader, whose facade for an
 // imported builtin reads every export (node:fs's ReadStream getter loads all of node:stream): ~6 ms
 // of a `status --help`'s ~100 ms CPU (interleaved medians of 21). cli.js stays an ES module,
@@ -16,6 +25,22 @@
 'use strict';
 const { existsSync } = require('node:fs');
 const { join } = require('node:path');
+
+// --predictable also gives Math.random the same seed in every process (V8's string hashes are
+// seeded at start-up too; nsa-top parses only its run's own files and, on a metrics port, headers
+// node caps in number and size). nsa-top's draws (temporary file names) and its libraries' come
+// from the OS's random bytes instead: 53 bits a draw, as V8 makes them.
+let pool = null;
+let drawn = 0;
+Math.random = function random() {
+  if (pool === null || drawn >= pool.length) {
+    pool = require('node:crypto').randomFillSync(new Uint32Array(256));
+    drawn = 0;
+  }
+  const hi = pool[drawn++] >>> 5;
+  const lo = pool[drawn++] >>> 6;
+  return (hi * 67108864 + lo) / 9007199254740992;
+};
 
 // Without a listener, Node answers SIGUSR1 by opening its inspector on port 9229. The cockpit tells
 // operators to send SIGUSR1 to trainers; one aimed at a process still loading must never do that.

@@ -88,3 +88,34 @@ test('a reader that has gone (closed pipe) ends a printing command quietly, with
   assert.equal(unknown.code, 2);
   assert.doesNotMatch(unknown.stderr, /EPIPE|at /);
 });
+
+// bin/nsa-top.js runs node with --predictable (its comment says why), which seeds Math.random the
+// same in every process; nsa-top draws from the OS instead, so two processes never draw alike.
+test('two nsa-top processes, started as installed (shebang flags), draw different random numbers', async () => {
+  const { execFile } = await import('node:child_process');
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { BIN } = await import('./helpers/cli.js');
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-rnd-'));
+  try {
+    // what the process draws after nsa-top has set itself up, written as it exits
+    const hook = join(dir, 'draw.cjs');
+    writeFileSync(
+      hook,
+      "process.on('exit', () => process.stderr.write(`draw ${Math.random()} ${Math.random()}\\n`));\n",
+    );
+    const draw = () =>
+      new Promise<string>((resolve, reject) =>
+        execFile(BIN, ['--version'], { env: { ...process.env, NODE_OPTIONS: `--require ${hook}` } }, (e, _o, err) =>
+          e ? reject(e) : resolve(/draw (\S+) (\S+)/.exec(err)?.slice(1).join(' ') ?? `no draw in: ${err}`),
+        ),
+      );
+    const [a, b] = await Promise.all([draw(), draw()]);
+    assert.match(a, /^0\.\d+ 0\.\d+$/);
+    assert.notEqual(a, b);
+    for (const x of [...a.split(' '), ...b.split(' ')]) assert.ok(Number(x) >= 0 && Number(x) < 1);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
