@@ -33,6 +33,7 @@ import { DirPoller, subdirPath } from './poll.js';
 import { LOOK_SCRIPT, LookMemo, lookArgs, lookNonce, parseLookAnswer, SshLook, type LookedHost } from './look.js';
 import { WatchLoop, type ScriptAnswer } from './watch.js';
 import { FIRST_ASKS, HOST_FACTS_ARGV, UID_ARGV } from '../firstasks.js';
+import { candidateRequestAhead } from '../procs.js';
 import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
@@ -316,6 +317,16 @@ export class SshHost implements Host, LookedHost {
     memo.seed({ files, dirs, readDirs }, answer);
     // the probes the look will run, right behind it (the loop runs them while the look's answer is parsed)
     for (const argv of ahead.execs ?? []) memo.seedExec(argv, this.exec(argv, { timeoutMs: 10_000, quick: true }));
+    // …and the process table the look will read for the run's ranks: asked as the look's answer
+    // arrives (not before it: the loop answers in turn), the loop reads it while that answer is
+    // parsed, not after the frame that the run's records come with
+    if (ahead.procs) {
+      const req = candidateRequestAhead(this, ahead.procs.runDir);
+      memo.seedProcs(
+        req,
+        answer.then(() => this.watch.readProcTable(req, 15_000)),
+      );
+    }
     this.askFirst();
   }
 

@@ -21,10 +21,11 @@
 // missing from it.
 import { randomBytes } from 'node:crypto';
 import type { DirPoll, Host, Look, LookAhead, OwnWriteMode, ReadRequest, SignalExpect, SignalName } from '../host.js';
-import type { DirEntry, ExecOptions, FileStat, ProcTableRequest, StreamOptions } from '../host.js';
+import type { DirEntry, ExecOptions, FileStat, ProcTable, ProcTableRequest, StreamOptions } from '../host.js';
 import type { RawResult } from './exec.js';
 import type { ExecResult } from '../host.js';
 import { parseFindEntry, sortByName, statOf } from './listing.js';
+import { tableCovers } from '../procs.js';
 
 /** a file larger than this is not brought by a look-ahead (it is read on its own, as asked): the
  * run model reads a line file up to 1 MiB whole from its start (a larger one from its tail) */
@@ -253,6 +254,8 @@ export class LookMemo {
   private readonly execs = new Map<string, { gen: number; answer: Promise<ExecResult> }>();
   /** read dirs asked (LookAhead.readDirs): the look-ahead that lists them and brings their files */
   private readonly readDirs = new Map<string, { gen: number; answer: Promise<LookAnswer | null> }>();
+  /** the process table asked ahead (LookAhead.procs): taken once, by the first read it covers */
+  private procs: { gen: number; req: ProcTableRequest; table: Promise<ProcTable | null> } | null = null;
 
   constructor(private readonly gen: () => number) {}
 
@@ -273,6 +276,23 @@ export class LookMemo {
   seedExec(argv: string[], answer: Promise<ExecResult>): void {
     answer.catch(() => {});
     this.execs.set(argv.join('\0'), { gen: this.gen(), answer });
+  }
+
+  /** Seeds the memo with the process table asked ahead for `req` (LookAhead.procs). */
+  seedProcs(req: ProcTableRequest, table: Promise<ProcTable | null>): void {
+    this.procs = { gen: this.gen(), req, table: table.catch(() => null) };
+  }
+
+  /**
+   * The table asked ahead, once, when it is the one `req` would read (tableCovers; no write,
+   * signal or non-quick exec since it was asked); else null and `req` is read on its own.
+   */
+  async procTable(req: ProcTableRequest): Promise<ProcTable | null> {
+    const e = this.procs;
+    if (!e || e.gen !== this.gen()) return null;
+    this.procs = null;
+    const table = await e.table;
+    return table && this.gen() === e.gen && tableCovers(e.req, table, req) ? table : null;
   }
 
   /** The answer of a quick exec of `argv` asked ahead in this look (null: none, or a write since). */
@@ -322,6 +342,8 @@ export class LookMemo {
       dirs: ahead.dirs?.filter((d) => fresh(`list\0${d}`)),
       readDirs: ahead.readDirs?.filter((d) => this.readDirs.get(d)?.gen !== g),
       execs: ahead.execs?.filter((a) => this.execs.get(a.join('\0'))?.gen !== g),
+      // one table ahead per look
+      procs: this.procs ? undefined : ahead.procs,
     };
   }
 
@@ -366,6 +388,7 @@ export class LookMemo {
     this.whole.clear();
     this.readDirs.clear();
     this.execs.clear();
+    this.procs = null;
   }
 }
 
@@ -466,8 +489,11 @@ export class SshLook implements Look {
   removeOwn(root: string, rel: string) {
     return this.host.removeOwn(root, rel);
   }
-  readProcTable(req: ProcTableRequest, timeoutMs: number) {
-    return this.host.readProcTable ? this.host.readProcTable(req, timeoutMs) : Promise.resolve(null);
+  async readProcTable(req: ProcTableRequest, timeoutMs: number) {
+    // the table this look asked ahead (LookAhead.procs), where it is the one asked for
+    const ahead = await this.m?.procTable(req);
+    if (ahead) return ahead;
+    return this.host.readProcTable ? this.host.readProcTable(req, timeoutMs) : null;
   }
   now(): number {
     return this.host.now();
