@@ -68,6 +68,10 @@ if [ $G = 1 ] && printf 'x\n' | xargs -d '\n' true; then
   BT=$(mktemp "$\{TMPDIR:-/tmp}/nsa-top-watch.XXXXXX") || BT=
 fi
 [ -n "$BT" ] && trap 'rm -f "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"' EXIT
+# a read of LEN bytes from OFF by one dd (GNU: skip_bytes, fullblock; zeros past a shrunk end)
+# where it does exactly that here, instead of a subshell, tail, cat and head per file: a frame
+# reads every followed file that grew (a live run appends to five or six every step)
+DD=; [ "$(printf 'abcd' | dd bs=2 skip=1 count=1 iflag=skip_bytes,fullblock conv=sync status=none)" = bc ] && DD=1
 PST=
 FD=1
 # a FIFO swapped in after the find must not hang the loop in cat
@@ -137,7 +141,10 @@ rd() {
   fi
   printf 's %s %s %s %s %s %s %s %s %s %s\n' "$k" "$id" "$1" "$2" "$3" "$4" "$5" "$rs" "$off" "$len"
   # [ -f ] again right before reading: a FIFO swapped in since the stat must not block the loop
-  if [ "$len" -gt 0 ]; then { [ -f "$p" ] && tail -c +$((off + 1)) "$p"; cat /dev/zero; } | head -c "$len"; fi
+  if [ "$len" -gt 0 ]; then
+    if [ -n "$DD" ] && [ -f "$p" ]; then dd if="$p" bs="$len" skip="$off" count=1 iflag=skip_bytes,fullblock conv=sync status=none || head -c "$len" /dev/zero
+    else { [ -f "$p" ] && tail -c +$((off + 1)) "$p"; cat /dev/zero; } | head -c "$len"; fi
+  fi
 }
 pf() {
   r=$1; i=$\{r%% *}; r=$\{r#* }; off=$\{r%% *}; r=$\{r#* }; ino=$\{r%% *}; r=$\{r#* }; max=$\{r%% *}; p=$\{r#* }; p=$\{p%|}
