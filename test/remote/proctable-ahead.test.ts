@@ -63,4 +63,9 @@ test("the look's memo gives the table once, to a read it covers, and not after a
   assert.deepEqual(memo.unasked({ procs: { runDir: '/runs/a' } }).procs, { runDir: '/runs/a' });
   memo.seedProcs(ahead, Promise.resolve(table));
   assert.equal(memo.unasked({ procs: { runDir: '/runs/a' } }).procs, undefined, 'one table ahead per look');
+  assert.deepEqual(
+    memo.unasked({ procs: { runDir: '/runs/a/out' } }).procs,
+    { runDir: '/runs/a/out' },
+    "the run found elsewhere (a launcher dir's out_dir): that one's table",
+  );
 });

@@ -362,8 +362,9 @@ export class LookMemo {
       dirs: ahead.dirs?.filter((d) => fresh(`list\0${d}`)),
       readDirs: ahead.readDirs?.filter((d) => this.readDirs.get(d)?.gen !== g),
       execs: ahead.execs?.filter((a) => this.execs.get(a.join('\0'))?.gen !== g),
-      // one table ahead per look
-      procs: this.procs ? undefined : ahead.procs,
+      // one table ahead per look and run dir (a look again at the run found elsewhere — a launcher
+      // dir's out_dir — asks for that one's instead)
+      procs: ahead.procs && this.procs?.req.runDir !== ahead.procs.runDir ? ahead.procs : undefined,
     };
   }
 
