@@ -56,6 +56,7 @@ const UNIT_TESTS = [
   'test/remote/frames.test.ts',
   'test/remote/hoststats-local.test.ts',
   'test/remote/nodegpus.test.ts',
+  'test/remote/proctable-ahead.test.ts',
   'test/remote/ssh-keep-unit.test.ts',
   'test/replay/files.test.ts',
   'test/replay/timeline.test.ts',

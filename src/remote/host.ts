@@ -126,6 +126,11 @@ export interface LookAhead {
   /** quick execs (probes that change nothing: the host's resources) the look will run: sent right
    * behind the look-ahead, and an exec of the same argv in the look takes that answer */
   execs?: string[][];
+  /** the run dir whose processes the look will find (its process table, 'run' mode): over SSH read
+   * right behind the look-ahead, and the look's first read of that table takes it where it covers
+   * the pids the run's records name (src/remote/procs.ts tableCovers) — not asked when the look
+   * found `unlessFile` (among `files`): the look will go on elsewhere */
+  procs?: { runDir: string; unlessFile?: string };
 }
 
 /** A view of a host for one look (Host.look); end() ends the look, never the connection. */

@@ -283,6 +283,31 @@ export function parseProcScriptOutput(out: string): ProcTable {
   return t;
 }
 
+/**
+ * The 'run' table of `runDir` that a first read of this host's candidates would ask for, with no
+ * pids named yet: what a look asks ahead (LookAhead.procs), before the run's heartbeats name pids.
+ */
+export function candidateRequestAhead(host: Host, runDir: string): ProcTableRequest {
+  const known = stateFor(host);
+  return { runDir, sysconf: !known, mode: 'run', known: known ? [...known.enriched.keys()] : [], pids: [] };
+}
+
+/**
+ * Whether `table`, read for `ahead` (candidateRequestAhead), is the table `req` would read: the
+ * same run dir, mode, first contact and known pids, and every pid `req` names was read closely
+ * (its stat, cmdline and environ) because it looks like a trainer — PROC_SCRIPT enriches such a
+ * pid whether named or not. A pid it does not cover (gone, or not trainer-looking: the script
+ * would read it only when named) makes `req` a read of its own.
+ */
+export function tableCovers(ahead: ProcTableRequest, table: ProcTable, req: ProcTableRequest): boolean {
+  if (req.runDir !== ahead.runDir || req.mode !== ahead.mode || req.sysconf !== ahead.sysconf) return false;
+  if (ahead.pids.length > 0 || table.error) return false;
+  const known = new Set(ahead.known);
+  if (req.known.length !== known.size || req.known.some((p) => !known.has(p))) return false;
+  const seen = new Set(table.procs.map((r) => Number(r.stat.slice(0, r.stat.indexOf(' ')))));
+  return req.pids.every((p) => !known.has(p) && seen.has(p) && table.cmdline.has(p) && table.environ.has(p));
+}
+
 /** The table through the host's own reader when it has one, else by running PROC_SCRIPT. */
 async function readTable(host: Host, req: ProcTableRequest): Promise<ProcTable | { error: string }> {
   // over SSH the script runs inside the watch loop when it can (no channel, no shell start-up)

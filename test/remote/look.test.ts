@@ -160,15 +160,30 @@ test('an answer it cannot vouch for answers nothing: a stat moved while read, a 
   const whole = (x: LookAnswer) => [...x.whole.entries()].filter(([, w]) => w.kind === 'data').map(([p]) => p);
   assert.deepEqual(whole(parseLookAnswer(out, NONCE, files, dirs)), [a, b, c]);
 
-  // b's stat moved between its stat and the check after the bytes: b and what follows it are not taken
+  // b (being written: read to its stat'ed size) moved between its stat and the check after the
+  // bytes: replaced or shrunk, b is not taken, and costs no other file; grown, its first bytes are
+  // the ones stat'ed, and it is taken
   const text = out.toString('latin1');
   const vAt = text.indexOf(`@@${NONCE} V 0@@\n`);
   const bLine = text
     .slice(vAt)
     .split('\n')
     .find((l) => l.endsWith(` ${b}`))!;
-  const moved = text.slice(0, vAt) + text.slice(vAt).replace(bLine, bLine.replace(/^(\d+) (\d+)/, '$1 99'));
-  assert.deepEqual(whole(parseLookAnswer(Buffer.from(moved, 'latin1'), NONCE, files, dirs)), [a]);
+  const after = (re: string) =>
+    parseLookAnswer(
+      Buffer.from(text.slice(0, vAt) + text.slice(vAt).replace(bLine, bLine.replace(/^(\d+) (\d+)/, re)), 'latin1'),
+      NONCE,
+      files,
+      dirs,
+    );
+  assert.deepEqual(whole(after('7$1 $2')), [a, c], 'replaced');
+  assert.deepEqual(whole(after('$1 1')), [a, c], 'shrunk');
+  const grown = after('$1 99');
+  assert.deepEqual(whole(grown), [a, b, c], 'grown');
+  const gb = grown.whole.get(b);
+  assert.ok(gb?.kind === 'data');
+  assert.equal(gb.data.toString(), 'bbbb\n');
+  assert.equal(gb.stat.size, 5, 'the stat the bytes go with');
 
   // a file cat could not read (it came short: the files after it shifted): nothing from the block
   const catFailed = text.replace(`@@${NONCE} V 0@@`, `@@${NONCE} V 123@@`);
@@ -256,7 +271,7 @@ test('read dirs: every small regular file of the dir whole and its listing, a pa
   assert.equal(again.ans.stats.has(join(d, 'training.csv')), false);
 });
 
-test('the files being written go last: one whose stat moved while read costs the files after it, never a settled one', (t) => {
+test('the files being written go last, each read to its size: one that grew while read is taken; a settled one that moved costs the files after it', (t) => {
   if (!gnu) return t.skip('no GNU find/xargs here');
   const d = join(tmp, 'hot');
   mkdirSync(d, { recursive: true });
@@ -273,14 +288,30 @@ test('the files being written go last: one whose stat moved while read costs the
   // the settled file's bytes come first, though it was named second
   const cEnd = text.indexOf('@@\n', text.indexOf(`@@${NONCE} C `)) + 3;
   assert.equal(text.slice(cEnd, cEnd + 5), 'a: 1\n');
-  // the hot file moved while read: it is not taken; the settled one before it is
   const vAt = text.indexOf(`@@${NONCE} V 0@@\n`);
-  const hotLine = text
-    .slice(vAt)
-    .split('\n')
-    .find((l) => l.endsWith(` ${hot}`))!;
-  const moved = text.slice(0, vAt) + text.slice(vAt).replace(hotLine, hotLine.replace(/^(\d+) (\d+)/, '$1 99'));
-  assert.deepEqual(whole(parseLookAnswer(Buffer.from(moved, 'latin1'), NONCE, files, dirs)), [old]);
+  const lineOf = (p: string) =>
+    text
+      .slice(vAt)
+      .split('\n')
+      .find((l) => l.endsWith(` ${p}`))!;
+  const moved = (p: string, re: string) =>
+    whole(
+      parseLookAnswer(
+        Buffer.from(
+          text.slice(0, vAt) + text.slice(vAt).replace(lineOf(p), lineOf(p).replace(/^(\d+) (\d+)/, re)),
+          'latin1',
+        ),
+        NONCE,
+        files,
+        dirs,
+      ),
+    );
+  // the hot file grew while read (a step's lines appended): taken, its first bytes as stat'ed
+  assert.deepEqual(moved(hot, '$1 99').sort(), [hot, old].sort());
+  // …replaced: not taken; the settled one before it is
+  assert.deepEqual(moved(hot, '7$1 $2'), [old]);
+  // the settled file moved (cat read on past its size): neither it nor the hot one after it
+  assert.deepEqual(moved(old, '$1 99'), []);
 });
 
 test("a read dir's brought file answers the look's reads of it too (status's resume pick reads the heartbeat the poll has)", async () => {

@@ -112,6 +112,8 @@ test('status --host keeps its connection for the next commands: no new SSH conne
   const second = status({ NSA_TOP_SSH_TRACE: '1' });
   const third = status();
   assert.match(second.stderr, new RegExp(`kept: using the keeper \\(pid ${k1.pid}\\)`));
+  // one channel through the keeper per status: the watch loop's (everything else rides it)
+  assert.equal(second.stderr.match(/kept: channel open/g)?.length, 1, second.stderr);
   assert.deepEqual(strip(second.stdout), strip(direct.stdout));
   assert.deepEqual(strip(third.stdout), strip(direct.stdout));
 

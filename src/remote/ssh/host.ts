@@ -30,9 +30,19 @@ import { clockOffsetOf, probeBox, SshConnection, type BoxFacts, type SshHostOpti
 import { RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller, subdirPath } from './poll.js';
-import { LOOK_SCRIPT, LookMemo, lookArgs, lookNonce, parseLookAnswer, SshLook, type LookedHost } from './look.js';
+import {
+  LOOK_SCRIPT,
+  LookMemo,
+  lookArgs,
+  lookNonce,
+  parseLookAnswer,
+  SshLook,
+  type LookAnswer,
+  type LookedHost,
+} from './look.js';
 import { WatchLoop, type ScriptAnswer } from './watch.js';
 import { FIRST_ASKS, HOST_FACTS_ARGV, UID_ARGV } from '../firstasks.js';
+import { candidateRequestAhead } from '../procs.js';
 import { sshTrace } from './trace.js';
 
 export { HostKeyError, SshConnectError, type SshHostOptions } from './connection.js';
@@ -316,6 +326,20 @@ export class SshHost implements Host, LookedHost {
     memo.seed({ files, dirs, readDirs }, answer);
     // the probes the look will run, right behind it (the loop runs them while the look's answer is parsed)
     for (const argv of ahead.execs ?? []) memo.seedExec(argv, this.exec(argv, { timeoutMs: 10_000, quick: true }));
+    // …and the process table the look will read for the run's ranks: asked as the look's answer
+    // arrives (not before it: the loop answers in turn), the loop reads it while that answer is
+    // parsed, not after the frame that the run's records come with
+    const procs = ahead.procs;
+    if (procs) {
+      const req = candidateRequestAhead(this, procs.runDir);
+      // (not when the look found the file that says it goes on elsewhere: a table nobody takes
+      // would hold up the loop's next requests)
+      const elsewhere = (a: LookAnswer | null) => !!procs.unlessFile && a?.stats.get(procs.unlessFile)?.code === 0;
+      memo.seedProcs(
+        req,
+        answer.then((a) => (elsewhere(a) ? null : this.watch.readProcTable(req, 15_000))),
+      );
+    }
     this.askFirst();
   }
 

@@ -16,18 +16,19 @@ import type { Client, ClientChannel } from 'ssh2';
 import { shQuote } from '../quote.js';
 import { SshConnection } from './connection.js';
 import { commandLine } from './exec.js';
-import { WATCH_SCRIPT } from './watch-script.js';
+import { WATCH_FACTS, WATCH_SCRIPT } from './watch-script.js';
 import { dirProblem, frame, FrameReader, openUnix, type KeepSpec } from './keep.js';
 
 /**
- * The warm session's script. Its first line says what it becomes: `W MODE NONCE`, the watch loop
- * (watch.ts opens it first, every command: its script is already here, as $2, so only that line
- * travels), or `L` followed by a command line's lines up to the mark line (random per session):
+ * The warm session's script. It probes the box's constant facts first (WATCH_FACTS: the loop's
+ * start takes them as $3, no probe of its own), then its first line says what it becomes: `W MODE
+ * NONCE`, the watch loop (watch.ts opens it first, every command: its script is already here, as
+ * $2, so only that line travels), or `L` followed by a command line's lines up to the mark line (random per session):
  * then it becomes `sh -c` of them, as the user's shell would have run that command line
  * (commandLine's lines are POSIX sh). Either way the channel's stdin after that is the command's.
  */
-const WARM_SCRIPT = `e=$1; w=$2; IFS= read -r l || exit 0
-case $l in "W "*) set -- $l; echo $$; exec sh -c "$w" nsa-top-watch "$2" "$3";; esac
+const WARM_SCRIPT = `e=$1; w=$2; f=$(${WATCH_FACTS}); IFS= read -r l || exit 0
+case $l in "W "*) set -- $l; echo $$; exec sh -c "$w" nsa-top-watch "$2" "$3" "$f";; esac
 c=; while IFS= read -r l; do if [ "$l" = "$e" ]; then exec sh -c "$c"; fi; c="$c$l
 "; done; exit 0`;
 /** the watch loop's command line but for its last two words (mode, nonce) */

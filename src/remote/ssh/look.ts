@@ -14,17 +14,22 @@
 //   break left out) — then @@N C TOT@@ and TOT raw bytes: the files that are regular, readable and at
 //   most the per-file cap — those unchanged for 2 s before NOW first, then the others, each in that
 //   order (a path once) — while the total stays within its cap,
-//   concatenated (short ones padded), then @@N V RC@@ (RC: cat's exit, 0 when every file was read
-//   whole) and `INO SIZE MTIME PATH` of each of them read again after the bytes: a file whose stat
-//   moved (and every one after it) is not taken from the block, nor is anything when RC is not 0.
+//   concatenated (short ones padded): the settled ones by one cat, each of the others as exactly its
+//   stat'ed size (dd: its first SIZE bytes, zeros past a shrunk end), then @@N V RC@@ (RC: 0 when
+//   cat and every dd read their files whole) and `INO SIZE MTIME PATH` of each of them read again
+//   after the bytes: a settled file whose stat moved (and every one after it: cat read on past its
+//   size) is not taken from the block; a file being written is taken when it only grew (the same
+//   inode, a larger size: its first SIZE bytes are the ones stat'ed, as a one-shot read of it would
+//   bring them) or did not move, and costs no other file; nothing is taken when RC is not 0.
 // `/` is stat'ed first: a listing of stats without it means find failed, and no file is answered as
 // missing from it.
 import { randomBytes } from 'node:crypto';
 import type { DirPoll, Host, Look, LookAhead, OwnWriteMode, ReadRequest, SignalExpect, SignalName } from '../host.js';
-import type { DirEntry, ExecOptions, FileStat, ProcTableRequest, StreamOptions } from '../host.js';
+import type { DirEntry, ExecOptions, FileStat, ProcTable, ProcTableRequest, StreamOptions } from '../host.js';
 import type { RawResult } from './exec.js';
 import type { ExecResult } from '../host.js';
 import { parseFindEntry, sortByName, statOf } from './listing.js';
+import { tableCovers } from '../procs.js';
 
 /** a file larger than this is not brought by a look-ahead (it is read on its own, as asked): the
  * run model reads a line file up to 1 MiB whole from its start (a larger one from its tail) */
@@ -35,18 +40,19 @@ export const LOOK_TOTAL_MAX = 4 * 1024 * 1024;
 const LOOK_KEEP_MAX = 4 * 1024 * 1024;
 
 /**
- * the awk that picks the files whose bytes are brought (their paths, a line each, then their total): each
- * path once, regular, readable, within the per-file cap — those unchanged for 2 s (`now`, the box's
- * clock) first, then the ones being written, each while the total stays within its cap. A file
- * whose stat moved while the bytes were read costs the files after it too (look.ts's rule): the
- * files a live run appends to every step go last, so they cost only each other.
+ * the awk that picks the files whose bytes are brought (a line each, then their total): each path
+ * once, regular, readable, within the per-file cap — those unchanged for 2 s (`now`, the box's
+ * clock) first, as their path, then the ones being written, as `SIZE PATH`, each while the total
+ * stays within its cap. A settled file whose stat moved while the bytes were read costs the files
+ * after it too (cat read on past its size); the files a live run appends to every step are read
+ * each to its size (dd), so one that grew meanwhile costs nothing.
  */
 const PICK =
   `awk -v cap="$cap" -v tot="$tot" -v now="$now" ` +
   `'function take(p, z) { if (t + z <= tot) { t += z; print p } } ` +
   `{ p = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ [^ ]+ /, "", p) } (p in s) { next } { s[p] = 1 } ` +
   `$1 == "r" && $3 == "f" && $4 <= cap { if ($5 < now - 2) { a[++na] = p; az[na] = $4 } else { b[++nb] = p; bz[nb] = $4 } } ` +
-  `END { for (i = 1; i <= na; i++) take(a[i], az[i]); for (i = 1; i <= nb; i++) take(b[i], bz[i]); print t + 0 }'`;
+  `END { for (i = 1; i <= na; i++) take(a[i], az[i]); for (i = 1; i <= nb; i++) take(bz[i] " " b[i], bz[i]); print t + 0 }'`;
 
 /** find's stat line of a file: `R INO TYPE SIZE MTIME MODE UID NLINK DEV PATH` */
 const STAT_FMT = `\\( -readable -printf 'r ' -o -printf 'u ' \\) -printf '%i %y %s %T@ %m %U %n %D %p\\n'`;
@@ -67,10 +73,16 @@ export const LOOK_SCRIPT = [
   "case $T in '' | *[!0-9]*) T=0;; esac;",
   `printf '@@%s C %s@@\\n' "$N" "$T";`,
   '[ "$T" -gt 0 ] || exit 0;',
-  // the bytes go out on fd 3 (the real stdout); cat's exit comes back on fd 4: a file that could not
-  // be read (short: the files after it would shift) makes the whole block unanswered
+  // the pick's lines: a settled file's path (A, for cat), a file being written's `SIZE PATH` (B, for
+  // dd); L becomes the paths, in the pick's order (settled first)
+  `A=; B=; Q=; IFS=$nl; for e in $L; do case $e in /*) A="$A$e$nl"; Q="$Q$e$nl";; *) B="$B$e$nl"; Q="$Q\${e#* }$nl";; esac; done; unset IFS; L=\${Q%"$nl"};`,
+  // the bytes go out on fd 3 (the real stdout); the readers' exit comes back on fd 4: a file that
+  // could not be read (short: the files after it would shift) makes the whole block unanswered
   'exec 3>&1;',
-  `x=$( { { printf '%s\\n' "$L" | xargs -d '\\n' cat -- 2>/dev/null; echo "$?" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
+  `x=$( { { r=0; [ -z "$A" ] || printf '%s' "$A" | xargs -d '\\n' cat -- 2>/dev/null || r=$?;`,
+  // each file being written as exactly its stat'ed size: a file grown since costs no other file
+  `IFS=$nl; for e in $B; do z=\${e%% *}; [ "$z" -gt 0 ] || continue; dd if="\${e#* }" bs="$z" count=1 iflag=fullblock conv=sync status=none 2>/dev/null || { r=9; head -c "$z" /dev/zero; }; done;`,
+  `echo "$r" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
   `printf '@@%s V %s@@\\n' "$N" "$x";`,
   `printf '%s\\n' "$L" | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
 ].join(' ');
@@ -227,13 +239,22 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
   }
   if (sum !== tot) return ans;
   let off = 0;
+  /** no settled file moved so far (cat read each to its end: one that grew shifted the rest) */
   let intact = true;
   for (const [p, f] of picked) {
     const size = Number(f[3]);
     const slice = block.subarray(off, off + size);
     off += size;
-    intact &&= after.get(p) === `${f[1]} ${f[3]} ${f[4]}`;
     if (!intact) continue;
+    const again = after.get(p);
+    if (settled(f)) {
+      intact = again === `${f[1]} ${f[3]} ${f[4]}`;
+      if (!intact) continue;
+    } else if (again !== `${f[1]} ${f[3]} ${f[4]}`) {
+      // a file being written was read to its stat'ed size (dd): taken when it only grew since
+      const [ino, sz] = (again ?? '').split(' ');
+      if (ino !== f[1] || !(Number(sz) > size)) continue;
+    }
     // a named file, or a read dir's (its stat answered too: SshFiles.stat's line)
     if (!ans.stats.has(p)) ans.stats.set(p, result(0, `${f.slice(1).join(' ')}\n`));
     const stat = statOf(f[1], f[2], f[3], f[4], f[5]);
@@ -253,6 +274,8 @@ export class LookMemo {
   private readonly execs = new Map<string, { gen: number; answer: Promise<ExecResult> }>();
   /** read dirs asked (LookAhead.readDirs): the look-ahead that lists them and brings their files */
   private readonly readDirs = new Map<string, { gen: number; answer: Promise<LookAnswer | null> }>();
+  /** the process table asked ahead (LookAhead.procs): taken once, by the first read it covers */
+  private procs: { gen: number; req: ProcTableRequest; table: Promise<ProcTable | null> } | null = null;
 
   constructor(private readonly gen: () => number) {}
 
@@ -273,6 +296,23 @@ export class LookMemo {
   seedExec(argv: string[], answer: Promise<ExecResult>): void {
     answer.catch(() => {});
     this.execs.set(argv.join('\0'), { gen: this.gen(), answer });
+  }
+
+  /** Seeds the memo with the process table asked ahead for `req` (LookAhead.procs). */
+  seedProcs(req: ProcTableRequest, table: Promise<ProcTable | null>): void {
+    this.procs = { gen: this.gen(), req, table: table.catch(() => null) };
+  }
+
+  /**
+   * The table asked ahead, once, when it is the one `req` would read (tableCovers; no write,
+   * signal or non-quick exec since it was asked); else null and `req` is read on its own.
+   */
+  async procTable(req: ProcTableRequest): Promise<ProcTable | null> {
+    const e = this.procs;
+    if (!e || e.gen !== this.gen()) return null;
+    this.procs = null;
+    const table = await e.table;
+    return table && this.gen() === e.gen && tableCovers(e.req, table, req) ? table : null;
   }
 
   /** The answer of a quick exec of `argv` asked ahead in this look (null: none, or a write since). */
@@ -322,6 +362,9 @@ export class LookMemo {
       dirs: ahead.dirs?.filter((d) => fresh(`list\0${d}`)),
       readDirs: ahead.readDirs?.filter((d) => this.readDirs.get(d)?.gen !== g),
       execs: ahead.execs?.filter((a) => this.execs.get(a.join('\0'))?.gen !== g),
+      // one table ahead per look and run dir (a look again at the run found elsewhere — a launcher
+      // dir's out_dir — asks for that one's instead)
+      procs: ahead.procs && this.procs?.req.runDir !== ahead.procs.runDir ? ahead.procs : undefined,
     };
   }
 
@@ -366,6 +409,7 @@ export class LookMemo {
     this.whole.clear();
     this.readDirs.clear();
     this.execs.clear();
+    this.procs = null;
   }
 }
 
@@ -466,8 +510,11 @@ export class SshLook implements Look {
   removeOwn(root: string, rel: string) {
     return this.host.removeOwn(root, rel);
   }
-  readProcTable(req: ProcTableRequest, timeoutMs: number) {
-    return this.host.readProcTable ? this.host.readProcTable(req, timeoutMs) : Promise.resolve(null);
+  async readProcTable(req: ProcTableRequest, timeoutMs: number) {
+    // the table this look asked ahead (LookAhead.procs), where it is the one asked for
+    const ahead = await this.m?.procTable(req);
+    if (ahead) return ahead;
+    return this.host.readProcTable ? this.host.readProcTable(req, timeoutMs) : null;
   }
   now(): number {
     return this.host.now();

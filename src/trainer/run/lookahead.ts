@@ -51,5 +51,10 @@ export function lookAheadOf(dirs: { runDir: string; outDir: string }, mode: 'res
   const readDirs = [dirs.outDir, join(dirs.outDir, 'tb')];
   // …and the host's resources for the run dir's disk (the observation's HostStatsReader asks the same)
   const execs = [hostStatsArgv([dirs.outDir])];
-  return mode === 'first' ? { files: [...roots, ...files], dirs: roots, readDirs, contents: true, execs } : { files };
+  // …and the process table the observation reads for the run's ranks (findRunProcesses on the
+  // out_dir) — unless the dir is a launcher dir (run.info): its out_dir's look asks for that one's
+  const procs = { runDir: dirs.outDir, unlessFile: join(dirs.outDir, 'run.info') };
+  return mode === 'first'
+    ? { files: [...roots, ...files], dirs: roots, readDirs, contents: true, execs, procs }
+    : { files };
 }
