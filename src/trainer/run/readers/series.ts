@@ -12,6 +12,15 @@ export interface SeriesOptions {
 export class SeriesAcc {
   private recent: SeriesPoint[] = [];
   private head = 0; // recent is a queue: live items are recent[head..]
+  // Points pushed since the series was last read, as columns (a queue from pHead), after recent's:
+  // a point object is made only for what is still in the window when the series is read. A
+  // 512 KiB tail read at once (status, the cockpit's first poll) pushes ~16k rows of which the
+  // window keeps 2000: the others go from these columns straight into buckets.
+  private pStep: number[] = [];
+  private pT: (number | null)[] = [];
+  private pValue: number[] = [];
+  private pSeg: number[] = [];
+  private pHead = 0;
   private history: SeriesBucket[] = [];
   /** points per bucket at the current resolution */
   private width = 1;
@@ -24,7 +33,7 @@ export class SeriesAcc {
   constructor(readonly opts: SeriesOptions) {}
 
   get size(): number {
-    return this.recent.length - this.head;
+    return this.recent.length - this.head + this.pStep.length - this.pHead;
   }
 
   push(step: number, t: number | null, value: number, segment: number): void {
@@ -39,18 +48,52 @@ export class SeriesAcc {
       this.foldValue(step, t, value, segment);
       return;
     }
-    this.recent.push({ step, t, value, segment });
-    if (this.recent.length - this.head > this.opts.recentWindow) {
+    this.pStep.push(step);
+    this.pT.push(t);
+    this.pValue.push(value);
+    this.pSeg.push(segment);
+    if (this.size <= this.opts.recentWindow) return;
+    // the oldest point leaves the window: an object of recent's, else the oldest pending one
+    if (this.recent.length > this.head) {
       this.fold(this.recent[this.head]!);
       this.head++;
       if (this.head > 4096 && this.head * 2 > this.recent.length) {
         this.recent = this.recent.slice(this.head);
         this.head = 0;
       }
+      return;
+    }
+    const i = this.pHead++;
+    this.foldValue(this.pStep[i]!, this.pT[i] as number | null, this.pValue[i]!, this.pSeg[i]!);
+    if (this.pHead > 4096 && this.pHead * 2 > this.pStep.length) {
+      this.pStep = this.pStep.slice(this.pHead);
+      this.pT = this.pT.slice(this.pHead);
+      this.pValue = this.pValue.slice(this.pHead);
+      this.pSeg = this.pSeg.slice(this.pHead);
+      this.pHead = 0;
     }
   }
 
+  /** the pending points as objects at the end of recent (before anything reads recent) */
+  private materialize(): void {
+    const n = this.pStep.length;
+    if (n === 0) return;
+    for (let i = this.pHead; i < n; i++)
+      this.recent.push({
+        step: this.pStep[i]!,
+        t: this.pT[i] as number | null,
+        value: this.pValue[i]!,
+        segment: this.pSeg[i]!,
+      });
+    this.pStep.length = 0;
+    this.pT.length = 0;
+    this.pValue.length = 0;
+    this.pSeg.length = 0;
+    this.pHead = 0;
+  }
+
   last(): SeriesPoint | null {
+    this.materialize();
     return this.recent.length > this.head ? this.recent[this.recent.length - 1]! : null;
   }
 
@@ -99,6 +142,7 @@ export class SeriesAcc {
    * `segShift`.
    */
   prependHistory(older: SeriesAcc, segShift: number): void {
+    older.materialize();
     this.shiftSegments(segShift);
     const olderBuckets: SeriesBucket[] = older.history.map((b) => ({ ...b }));
     for (let i = older.head; i < older.recent.length; i++) {
@@ -131,6 +175,7 @@ export class SeriesAcc {
 
   shiftSegments(by: number): void {
     if (by === 0) return;
+    this.materialize();
     this.version++;
     // new objects, not edits: snapshots already handed out share the old ones (see toJSON)
     for (let i = this.head; i < this.recent.length; i++)
@@ -145,6 +190,7 @@ export class SeriesAcc {
    */
   toJSON(): Series {
     if (this.cached?.version === this.version) return this.cached.value;
+    this.materialize();
     const history = this.history.slice();
     const open = history[history.length - 1];
     if (open) history[history.length - 1] = { ...open };
