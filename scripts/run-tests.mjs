@@ -85,6 +85,7 @@ const UNIT_TESTS = [
   'test/trainer/run/trainlog.test.ts',
   'test/trainer/run/unlaunched.test.ts',
   'test/trainer/run/validators.test.ts',
+  'test/trainer/run/yaml-simple-oracle.test.ts',
   'test/ui/burst.test.tsx',
   'test/ui/chart.test.ts',
   'test/ui/dialog.test.ts',
