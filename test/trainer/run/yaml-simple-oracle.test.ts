@@ -87,6 +87,18 @@ test('the real configs and the fixtures: read without the library, and the same 
   }
 });
 
+test('a config outside the subset is read by the library, loaded then (a list, an anchor), and so are its errors', () => {
+  const listed = 'model:\n  dim: 768\n  list: [1, 2]\nbase: &b {lr: 1}\ntrain: *b\n';
+  assert.equal(parseSimpleYaml(listed), undefined);
+  const r = parseTrainerConfig(listed);
+  assert.ok(r.ok);
+  const lib = library(listed);
+  assert.ok(lib.ok);
+  assert.deepEqual(r.value, lib.v);
+  const bad = parseTrainerConfig('model:\n  dim: 768\n   bad: x: y\n');
+  assert.deepEqual(bad, { ok: false, error: 'YAML: Nested mappings are not allowed in compact mappings' });
+});
+
 const GOOD_KEYS = ['dim', 'lr', 'out_dir', 'a-b', '_x', 'phi', 'steps', 'model'];
 const TRICKY_KEYS = ['null', 'True', 'FALSE', '__proto__', 'x y', '1a', 'k:v', 'a#b', '"q"', ''];
 const GOOD_SCALARS = ['0', '1', '-1', '2.0e-4', '768', 'avg', 'byte', 'a b', '/data/x', '"avg"', "'avg'", 'true', ''];

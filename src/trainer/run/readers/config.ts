@@ -1,6 +1,6 @@
 // The trainer's YAML config (model/nsa/train/runtime/data sections) when a copy sits in the run
 // dir. Every key is optional: the real configs differ (see contract §4.2).
-import { parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
 import type { ModelDims, NsaDims, TrainCfg } from '../snapshot.js';
 import type { ParseResult } from './heartbeat.js';
 import { jsonTooDeep, MAX_JSON_DEPTH } from './jsonfiles.js';
@@ -95,6 +95,15 @@ export function yamlTooDeep(text: string): boolean {
   return false;
 }
 
+/**
+ * The yaml library, loaded on the first config outside yamlsimple.ts's subset: from node_modules, not
+ * bundled (scripts/build.mjs), so that a status whose config is in the subset neither compiles nor
+ * initialises its ~260 KB; such a config then costs the library's load from its files.
+ */
+function yamlLibrary(): typeof import('yaml') {
+  return createRequire(import.meta.url)('yaml') as typeof import('yaml');
+}
+
 export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
   if (yamlTooDeep(text)) return { ok: false, error: `YAML nested deeper than ${MAX_JSON_DEPTH} levels: refused` };
   // the common configs without the yaml library's cold parser (yamlsimple.ts: the same answer or none)
@@ -103,6 +112,7 @@ export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
     try {
       // parseDocument never prints warnings (yaml's parse() sends them to process.emitWarning,
       // which would scribble over the cockpit)
+      const { parseDocument } = yamlLibrary();
       const d = parseDocument(text, { prettyErrors: false });
       if (d.errors.length) return { ok: false, error: `YAML: ${d.errors[0]!.message.split('\n')[0]!.slice(0, 120)}` };
       doc = d.toJS({ maxAliasCount: 100 });
