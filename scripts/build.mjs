@@ -3,7 +3,9 @@
 // loaded from node_modules as dozens of small modules they cost `status` ~40 ms of a ~70 ms bare
 // node start (medians of 10, interleaved); bundled into our chunk, ~20 ms. The run readers no
 // longer import zod at all (readers/shape.ts): status, watchdog and the cockpit's readers load yaml
-// only; zod stays for profiles, preflight and the reference trainer's config.
+// only for a config outside readers/yamlsimple.ts's subset, and then from node_modules (createRequire
+// in readers/config.ts: status.cjs leaves its ~260 KB out); zod stays for profiles, preflight and
+// the reference trainer's config.
 // Code splitting follows the commands' dynamic imports, so a trainer rank or the supervisor loads
 // only its own chunk — not ink, react and ssh2 — which keeps their start-up and RSS small.
 import { build } from 'esbuild';

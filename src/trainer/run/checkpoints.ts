@@ -13,7 +13,6 @@
 // A skipped file is named with the reason in `why`.
 import { clock, dur } from '../../format.js';
 import { basename, join } from 'node:path';
-import { crc32 } from 'node:zlib';
 import { hostOf, type FileStat, type Host } from '../../remote/host.js';
 
 export interface CompleteCheckpoint {
@@ -59,6 +58,8 @@ export async function checkpointTailProblem(host: Host, path: string, size: numb
     if (all.length !== size) return `short read (${all.length} of ${size} bytes)`;
     const body = all.subarray(0, size - TRAILER.length - 4);
     const want = all.readUInt32LE(size - TRAILER.length - 4);
+    // node:zlib (with the stream modules it loads) only here: most looks never check a CRC
+    const { crc32 } = await import('node:zlib');
     return crc32(body) >>> 0 === want ? null : 'CRC mismatch (corrupt or overwritten in place)';
   }
   if (hasEocd(tail)) return null;

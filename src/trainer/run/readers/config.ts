@@ -1,10 +1,11 @@
 // The trainer's YAML config (model/nsa/train/runtime/data sections) when a copy sits in the run
 // dir. Every key is optional: the real configs differ (see contract §4.2).
-import { parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
 import type { ModelDims, NsaDims, TrainCfg } from '../snapshot.js';
 import type { ParseResult } from './heartbeat.js';
 import { jsonTooDeep, MAX_JSON_DEPTH } from './jsonfiles.js';
 import { num, str, tolerantObject, type Shape } from './shape.js';
+import { parseSimpleYaml } from './yamlsimple.js';
 
 // every section and every key optional and tolerant on its own (shape.ts: tolerantObject)
 const TRAINER_CONFIG: Shape = {
@@ -94,18 +95,30 @@ export function yamlTooDeep(text: string): boolean {
   return false;
 }
 
+/**
+ * The yaml library, loaded on the first config outside yamlsimple.ts's subset: from node_modules, not
+ * bundled (scripts/build.mjs), so that a status whose config is in the subset neither compiles nor
+ * initialises its ~260 KB; such a config then costs the library's load from its files.
+ */
+function yamlLibrary(): typeof import('yaml') {
+  return createRequire(import.meta.url)('yaml') as typeof import('yaml');
+}
+
 export function parseTrainerConfig(text: string): ParseResult<TrainerConfig> {
   if (yamlTooDeep(text)) return { ok: false, error: `YAML nested deeper than ${MAX_JSON_DEPTH} levels: refused` };
-  let doc: unknown;
-  try {
-    // parseDocument never prints warnings (yaml's parse() sends them to process.emitWarning,
-    // which would scribble over the cockpit)
-    const d = parseDocument(text, { prettyErrors: false });
-    if (d.errors.length) return { ok: false, error: `YAML: ${d.errors[0]!.message.split('\n')[0]!.slice(0, 120)}` };
-    doc = d.toJS({ maxAliasCount: 100 });
-  } catch (e) {
-    return { ok: false, error: `YAML: ${(e as Error).message.split('\n')[0]!.slice(0, 120)}` };
-  }
+  // the common configs without the yaml library's cold parser (yamlsimple.ts: the same answer or none)
+  let doc: unknown = parseSimpleYaml(text);
+  if (doc === undefined)
+    try {
+      // parseDocument never prints warnings (yaml's parse() sends them to process.emitWarning,
+      // which would scribble over the cockpit)
+      const { parseDocument } = yamlLibrary();
+      const d = parseDocument(text, { prettyErrors: false });
+      if (d.errors.length) return { ok: false, error: `YAML: ${d.errors[0]!.message.split('\n')[0]!.slice(0, 120)}` };
+      doc = d.toJS({ maxAliasCount: 100 });
+    } catch (e) {
+      return { ok: false, error: `YAML: ${(e as Error).message.split('\n')[0]!.slice(0, 120)}` };
+    }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
     return { ok: false, error: 'YAML is not a mapping' };
   const r = tolerantObject(doc, TRAINER_CONFIG);

@@ -12,6 +12,17 @@ export interface SeriesOptions {
 export class SeriesAcc {
   private recent: SeriesPoint[] = [];
   private head = 0; // recent is a queue: live items are recent[head..]
+  // Points pushed since the series was last read, after recent's, as columns: a ring of pCount
+  // slots from pStart (its capacity, the columns' length, grows up to the window). A point object is
+  // made only for what is still in the window when the series is read: a 512 KiB tail read at once
+  // (status, the cockpit's first poll) pushes ~16k rows of which the window keeps 2000, and the
+  // others go from these columns straight into buckets.
+  private pStep: number[] = [];
+  private pT: (number | null)[] = [];
+  private pValue: number[] = [];
+  private pSeg: number[] = [];
+  private pStart = 0;
+  private pCount = 0;
   private history: SeriesBucket[] = [];
   /** points per bucket at the current resolution */
   private width = 1;
@@ -24,7 +35,7 @@ export class SeriesAcc {
   constructor(readonly opts: SeriesOptions) {}
 
   get size(): number {
-    return this.recent.length - this.head;
+    return this.recent.length - this.head + this.pCount;
   }
 
   push(step: number, t: number | null, value: number, segment: number): void {
@@ -39,18 +50,82 @@ export class SeriesAcc {
       this.foldValue(step, t, value, segment);
       return;
     }
-    this.recent.push({ step, t, value, segment });
-    if (this.recent.length - this.head > this.opts.recentWindow) {
+    // the point leaving the window (the oldest) folds first, then the new one takes its place
+    if (this.size >= this.opts.recentWindow) this.foldOldest();
+    if (this.pCount === this.pStep.length) this.growPending();
+    let at = this.pStart + this.pCount;
+    if (at >= this.pStep.length) at -= this.pStep.length;
+    this.pStep[at] = step;
+    this.pT[at] = t;
+    this.pValue[at] = value;
+    this.pSeg[at] = segment;
+    this.pCount++;
+  }
+
+  /** the oldest point in the window into the buckets: an object of recent's, else the oldest pending one */
+  private foldOldest(): void {
+    if (this.recent.length > this.head) {
       this.fold(this.recent[this.head]!);
       this.head++;
       if (this.head > 4096 && this.head * 2 > this.recent.length) {
         this.recent = this.recent.slice(this.head);
         this.head = 0;
       }
+      return;
+    }
+    const i = this.pStart;
+    this.foldValue(this.pStep[i]!, this.pT[i] as number | null, this.pValue[i]!, this.pSeg[i]!);
+    this.pStart = i + 1 === this.pStep.length ? 0 : i + 1;
+    this.pCount--;
+  }
+
+  /** a full ring, twice the room (never more than the window holds), its points in order from slot 0 */
+  private growPending(): void {
+    const cap = Math.min(Math.max(16, this.pStep.length * 2), this.opts.recentWindow);
+    const step: number[] = [];
+    const t: (number | null)[] = [];
+    const value: number[] = [];
+    const seg: number[] = [];
+    for (let k = 0; k < cap; k++) {
+      let i = this.pStart + k;
+      if (i >= this.pStep.length) i -= this.pStep.length;
+      const live = k < this.pCount;
+      step.push(live ? this.pStep[i]! : 0);
+      t.push(live ? (this.pT[i] as number | null) : null);
+      value.push(live ? this.pValue[i]! : 0);
+      seg.push(live ? this.pSeg[i]! : 0);
+    }
+    this.pStep = step;
+    this.pT = t;
+    this.pValue = value;
+    this.pSeg = seg;
+    this.pStart = 0;
+  }
+
+  /** the pending points as objects at the end of recent (before anything reads recent) */
+  private materialize(): void {
+    if (this.pCount === 0) return;
+    const cap = this.pStep.length;
+    for (let k = 0, i = this.pStart; k < this.pCount; k++, i = i + 1 === cap ? 0 : i + 1)
+      this.recent.push({
+        step: this.pStep[i]!,
+        t: this.pT[i] as number | null,
+        value: this.pValue[i]!,
+        segment: this.pSeg[i]!,
+      });
+    this.pStart = 0;
+    this.pCount = 0;
+    // a big read's room goes (a followed series then pushes a few points between reads)
+    if (cap > 256) {
+      this.pStep = [];
+      this.pT = [];
+      this.pValue = [];
+      this.pSeg = [];
     }
   }
 
   last(): SeriesPoint | null {
+    this.materialize();
     return this.recent.length > this.head ? this.recent[this.recent.length - 1]! : null;
   }
 
@@ -99,6 +174,7 @@ export class SeriesAcc {
    * `segShift`.
    */
   prependHistory(older: SeriesAcc, segShift: number): void {
+    older.materialize();
     this.shiftSegments(segShift);
     const olderBuckets: SeriesBucket[] = older.history.map((b) => ({ ...b }));
     for (let i = older.head; i < older.recent.length; i++) {
@@ -131,6 +207,7 @@ export class SeriesAcc {
 
   shiftSegments(by: number): void {
     if (by === 0) return;
+    this.materialize();
     this.version++;
     // new objects, not edits: snapshots already handed out share the old ones (see toJSON)
     for (let i = this.head; i < this.recent.length; i++)
@@ -145,6 +222,7 @@ export class SeriesAcc {
    */
   toJSON(): Series {
     if (this.cached?.version === this.version) return this.cached.value;
+    this.materialize();
     const history = this.history.slice();
     const open = history[history.length - 1];
     if (open) history[history.length - 1] = { ...open };
