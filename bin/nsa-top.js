@@ -1,13 +1,12 @@
-#!/usr/bin/env -S node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=4194304 --predictable
+#!/usr/bin/env -S node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=67584 --predictable
 // Thin entry: the CLI lives in dist/cli.js, bundled from src/cli.ts by `npm run build` (run by npm ci).
 // A fixed 4 MiB young generation (bench/cockpit.bench.ts): node's default lets it grow to 16 MiB,
 // which put the cockpit at ~115 MB RSS; capped at 1 MiB it stayed ~90 MB but scavenged every
 // second and a half, and those scavenges (with their helper threads) were ~0.1 % of a core. At
 // 4 MiB the cockpit scavenges every ~6 s at the same RSS.
-// --interrupt-budget (32x V8's default): code that runs once a second is left in V8's baseline tier
-// longer instead of being optimised bit by bit on V8's threads for minutes; only what is really
-// hot gets TurboFan. Measured side by side: 0.78 → 0.58 % of a core in the first minute, 0.52 →
-// 0.42 % in steady state, and 3-5 MB less RSS.
+// --interrupt-budget: half V8's default, for a one-shot command that parses a run's files once
+// (status, report, bundle) and runs its parsers a few thousand times: they reach V8's optimising
+// tiers while they still run. Every other command raises it to 32x V8's default below.
 // --predictable: V8 gives the young generation's spare half back to the kernel after every
 // scavenge of a process that allocates under 1 MB/s (Heap::ShouldResizeNewSpace: "low allocation
 // throughput"), so each page of it is faulted in again: a cockpit or watchdog at 1 Hz took ~7000
@@ -50,12 +49,16 @@ process.on('SIGUSR1', () => {
   if (command === 'train') process.stderr.write(`[train] pid ${process.pid}: SIGUSR1 while starting: no dump yet\n`);
 });
 
-// A one-shot command that parses a run's files once (status, report, bundle) runs its parsers a
-// few thousand times and exits: V8's own interrupt budget lets them reach its optimising tiers
-// while they still run (the cockpit's budget above held the status of a 1.5 MB training.csv in
-// the baseline tier: ~1.5x its CPU). V8 reads the flag as each function's budget is set.
-if (command === 'status' || command === 'report' || command === 'bundle')
-  require('node:v8').setFlagsFromString('--interrupt-budget=67584');
+// The cockpit, the watchdog and every other command: 32x V8's default interrupt budget, so code
+// that runs once a second is left in V8's baseline tier instead of being optimised bit by bit for
+// minutes; only what is really hot gets TurboFan. Measured side by side: 0.78 → 0.58 % of a core in
+// the first minute, 0.52 → 0.42 % in steady state, 3-5 MB less RSS (and the same set at start-up
+// in the shebang or here: 0.45 against 0.45 %). V8 reads the flag as each function's budget is set.
+// Not for status, report and bundle: node:v8 loads node:stream (~10 ms), which a status no longer
+// needs (it prints through fd 1: src/stdout.ts); the cockpit's budget would hold the status of a
+// 1.5 MB training.csv in the baseline tier (~1.5x its CPU).
+if (command !== 'status' && command !== 'report' && command !== 'bundle')
+  require('node:v8').setFlagsFromString('--interrupt-budget=4194304');
 
 const dist = join(__dirname, '..', 'dist');
 // `status` runs from one CommonJS file (scripts/build.mjs says why: it loads cheaper than cli.js's

@@ -180,7 +180,8 @@ export async function main(argv: string[]): Promise<number> {
   // under pipefail still sees status's 1 for a critical run), instead of an unhandled EPIPE's stack
   // trace. A watchdog whose log reader died keeps watching (its notifications and metrics do not
   // go through stdout). The reference trainer handles its own streams (src/trainer/reference/main.ts).
-  if (first !== 'train') process.stdout.on('error', quietWhenReaderGone);
+  // status prints through writeStdout (src/stdout.ts: the same quiet end, without process.stdout)
+  if (first !== 'train' && first !== 'status') process.stdout.on('error', quietWhenReaderGone);
   if (first === 'help') {
     process.stdout.write(helpText(ROOT));
     return 0;
@@ -199,7 +200,7 @@ export async function main(argv: string[]): Promise<number> {
   // Ink reads CI / CONTINUOUS_INTEGRATION once, when it loads, and then draws only the last frame
   // at exit. A cockpit on a terminal is interactive whatever the shell exports: drop them before
   // the cockpit's chunk (which imports Ink) is loaded.
-  if (process.stdout.isTTY && (first === undefined || !Object.hasOwn(COMMANDS, first) || INTERACTIVE.has(first))) {
+  if ((first === undefined || !Object.hasOwn(COMMANDS, first) || INTERACTIVE.has(first)) && process.stdout.isTTY) {
     delete process.env.CI;
     delete process.env.CONTINUOUS_INTEGRATION;
   }

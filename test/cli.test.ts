@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../src/cli.js';
 import { helpText } from '../src/commands/args.js';
 import { TRAIN_HELP, TRAIN_OPTIONS } from '../src/trainer/reference/args.js';
@@ -83,8 +84,17 @@ test('a reader that has gone (closed pipe) ends a printing command quietly, with
       c.on('error', reject);
       c.on('close', (code) => resolve({ code, stderr }));
     });
-  const [profiles, unknown] = await Promise.all([run(['profiles']), run(['status', '--no-such-option'])]);
+  const fixture = fileURLToPath(new URL('./fixtures/nsa-vibe/single/', import.meta.url));
+  // status prints through fd 1 itself (src/stdout.ts), not process.stdout: the same quiet end
+  const [profiles, unknown, status, help] = await Promise.all([
+    run(['profiles']),
+    run(['status', '--no-such-option']),
+    run(['status', fixture, '--json']),
+    run(['status', '--help']),
+  ]);
   assert.deepEqual(profiles, { code: 0, stderr: '' });
+  assert.deepEqual(status, { code: 0, stderr: '' });
+  assert.deepEqual(help, { code: 0, stderr: '' });
   assert.equal(unknown.code, 2);
   assert.doesNotMatch(unknown.stderr, /EPIPE|at /);
 });

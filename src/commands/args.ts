@@ -6,6 +6,7 @@
 // turns it into NSA_TOP_READ_ONLY=1 before the command loads) and -h/--help.
 import { parseArgs } from 'node:util';
 import { CliError } from './errors.js';
+import { writeStdout } from '../stdout.js';
 
 export interface OptionSpec {
   /** 'number': a string on the command line, converted and checked (min, max, integer) */
@@ -162,7 +163,7 @@ export function parseCommand<const S extends CommandSpec>(spec: S, argv: string[
     throw explain(spec, e as Error & { code?: string });
   }
   if (r.values.help) {
-    process.stdout.write(helpText(spec));
+    writeStdout(helpText(spec));
     return null;
   }
   const end = r.tokens.find((t) => t.kind === 'option-terminator')?.index ?? Infinity;

@@ -42,6 +42,7 @@ import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { formatNodes, NODE_OPTIONS, nodeGpus, nodeListOf, nodesJson, openNodes } from './nodes.js';
 import { formatNodeSupervisors, lastExitOf, nodeSupervisorsJson } from './status-nodes.js';
 import { lookAheadOf } from '../trainer/run/lookahead.js';
+import { writeStdout } from '../stdout.js';
 
 /** status --json `resumeCheckpoint`: the file a relaunch or restart resumes from, and why. */
 export interface ResumeCheckpointField {
@@ -185,7 +186,7 @@ async function statusOn(
   // a multi-node launch's supervisors, each read on its own node by the observation (null: not one)
   const sups = obs.nodeSupervisors;
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
-  process.stdout.write(
+  writeStdout(
     json
       ? jsonSafe(
           JSON.stringify(
