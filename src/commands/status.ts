@@ -31,7 +31,7 @@ import {
   operatorDumpSets,
 } from '../checks/dumplabels.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
-import type { RunSnapshot } from '../trainer/run/snapshot.js';
+import type { CheckpointInfo, RunSnapshot } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
 import { Observer, whyNothingListed, type Observation } from '../cockpit/observe.js';
 import { readAdoption } from '../trainer/launch/adopt.js';
@@ -62,6 +62,7 @@ export async function resumeCheckpointOf(
   host: Host,
   dirs: RunDirs,
   full: boolean,
+  settled: CheckpointInfo[] = [],
 ): Promise<ResumeCheckpointField | null> {
   const { runDir, outDir } = dirs;
   const plan = await readLaunchPlan(host, runDir);
@@ -75,6 +76,7 @@ export async function resumeCheckpointOf(
   const pick = await pickResumeCheckpoint(host, outDir, {
     logFiles: logs,
     stableWaitMs: 700,
+    settled,
     ...(full ? {} : { segmentScanMaxBytes: SEGMENT_SCAN_MAX }),
   });
   if (!pick.found) return null;
@@ -244,11 +246,21 @@ async function gatherIn(
   // status answers from the end of large files (and says so): the observation's own poll below
   // must not read 4 MiB of their older history that the answer then leaves out (--full reads it all)
   const model = await openRunModelOf(host, dirs, full ? {} : { backfillChunk: 0 });
+  let snap = await model.poll();
   // the resume pick (read-only, and with a settle wait of its own for a checkpoint written in the
   // last 5 s) runs beside the look below instead of after it: the two 700 ms waits overlap, and
-  // status on a run that checkpoints often answers in one wait, not two
-  const resumeEarly = settle(resumeCheckpointOf(host, dirs, full));
-  let snap = await model.poll();
+  // status on a run that checkpoints often answers in one wait, not two. It starts after the first
+  // poll, whose model already knows the checkpoints it saw complete (the saving rank stepped past
+  // one): no wait for those — on the real trainer saving every 20 steps, 4 of 7 statuses in a row
+  // waited (0.85-0.97 s against 0.2 s)
+  const resumeEarly = settle(
+    resumeCheckpointOf(
+      host,
+      dirs,
+      full,
+      snap.checkpoints.filter((c) => c.complete),
+    ),
+  );
   if (full) {
     const started = Date.now();
     while (snap.backfill.pending && Date.now() - started < FULL_BACKFILL_BUDGET_MS) snap = await model.poll();

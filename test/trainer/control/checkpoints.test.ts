@@ -114,6 +114,42 @@ test('recently written files share one settle wait, each still judged on its own
   }
 });
 
+// status passes the checkpoints its run model already saw complete (build.ts: the saving rank
+// stepped past it): on the real trainer saving every 20 steps, half the statuses in a row waited
+test('a fresh file another look saw complete at this size and time needs no settle wait; one that changed since still does', async () => {
+  const { statSync } = await import('node:fs');
+  const seen = (p: string) => ({ path: p, size: statSync(p).size, mtimeMs: statSync(p).mtimeMs });
+  const dir = tempDir('ck-seen');
+  const done = join(dir, 'checkpoint_step10.pt');
+  writeFileSync(done, ref(10));
+  const wait = 3000;
+  // just written: without the other look's word it waits, with it it is picked at once
+  let t0 = Date.now();
+  assert.equal((await scanCheckpoints(host, dir, { stableWaitMs: wait })).found?.step, 10);
+  const alone = Date.now() - t0;
+  assert.ok(alone >= wait, `a fresh file no look vouched for was picked without its wait (${alone} ms)`);
+  t0 = Date.now();
+  assert.equal((await scanCheckpoints(host, dir, { stableWaitMs: wait, settled: [seen(done)] })).found?.step, 10);
+  const vouched = Date.now() - t0;
+  assert.ok(vouched < wait, `the pick waited ${vouched} ms for a file seen complete at this size and time`);
+  // seen settled at a size it no longer has: written since, so it waits and is judged again
+  const dir2 = tempDir('ck-seen-grow');
+  writeFileSync(join(dir2, 'checkpoint_step5.pt'), ref(5));
+  age(join(dir2, 'checkpoint_step5.pt'), 30);
+  const growing = join(dir2, 'checkpoint_step20.pt');
+  writeFileSync(growing, zip(true));
+  const stale = seen(growing);
+  const tg = setInterval(() => appendFileSync(growing, Buffer.alloc(4096)), 100);
+  try {
+    await new Promise((r) => setTimeout(r, 250));
+    const g = await scanCheckpoints(host, dir2, { stableWaitMs: 500, settled: [stale] });
+    assert.equal(g.found?.step, 5);
+    assert.match(g.why[0]!, /checkpoint_step20\.pt: still being written/);
+  } finally {
+    clearInterval(tg);
+  }
+});
+
 test('no checkpoints, or an empty dir: null', async () => {
   assert.equal(await newestCompleteCheckpoint(host, tempDir('ck-none')), null);
   assert.equal(await newestCompleteCheckpoint(host, join(tempDir('ck-none'), 'missing')), null);
