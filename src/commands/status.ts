@@ -62,7 +62,7 @@ export async function resumeCheckpointOf(
   host: Host,
   dirs: RunDirs,
   full: boolean,
-  settled: CheckpointInfo[] = [],
+  settled: CheckpointInfo[] | Promise<CheckpointInfo[]> = [],
 ): Promise<ResumeCheckpointField | null> {
   const { runDir, outDir } = dirs;
   const plan = await readLaunchPlan(host, runDir);
@@ -246,21 +246,22 @@ async function gatherIn(
   // status answers from the end of large files (and says so): the observation's own poll below
   // must not read 4 MiB of their older history that the answer then leaves out (--full reads it all)
   const model = await openRunModelOf(host, dirs, full ? {} : { backfillChunk: 0 });
-  let snap = await model.poll();
   // the resume pick (read-only, and with a settle wait of its own for a checkpoint written in the
   // last 5 s) runs beside the look below instead of after it: the two 700 ms waits overlap, and
-  // status on a run that checkpoints often answers in one wait, not two. It starts after the first
-  // poll, whose model already knows the checkpoints it saw complete (the saving rank stepped past
-  // one): no wait for those — on the real trainer saving every 20 steps, 4 of 7 statuses in a row
-  // waited (0.85-0.97 s against 0.2 s)
-  const resumeEarly = settle(
-    resumeCheckpointOf(
-      host,
-      dirs,
-      full,
-      snap.checkpoints.filter((c) => c.complete),
-    ),
-  );
+  // status on a run that checkpoints often answers in one wait, not two. Before it waits, it takes
+  // the checkpoints the first poll's model saw complete (the saving rank stepped past one): no wait
+  // for those — on the real trainer saving every 20 steps, 10 of 20 statuses in a row waited
+  // (0.85-0.92 s against ~0.2 s)
+  let seen: (v: CheckpointInfo[]) => void = () => {};
+  const resumeEarly = settle(resumeCheckpointOf(host, dirs, full, new Promise((r) => (seen = r))));
+  let snap: RunSnapshot;
+  try {
+    snap = await model.poll();
+  } catch (e) {
+    seen([]); // nothing seen: the pick waits as it would have
+    throw e;
+  }
+  seen(snap.checkpoints.filter((c) => c.complete));
   if (full) {
     const started = Date.now();
     while (snap.backfill.pending && Date.now() - started < FULL_BACKFILL_BUDGET_MS) snap = await model.poll();

@@ -39,12 +39,14 @@ export interface CheckpointCheckOptions {
    * evidence includes the saving rank having stepped past the file: build.ts checkpointsOf): one
    * still at that size and mtime needs no settle wait (its end is still read)
    */
-  settled?: readonly { path: string; size: number; mtimeMs: number }[];
+  settled?: SeenSettled | Promise<SeenSettled>;
 }
 
+type SeenSettled = readonly { path: string; size: number; mtimeMs: number }[];
+
 /** whether `st` is `path` as a look already judged complete (CheckpointCheckOptions.settled) */
-function seenSettled(opts: CheckpointCheckOptions, path: string, st: { size: number; mtimeMs: number }): boolean {
-  return !!opts.settled?.some((s) => s.path === path && s.size === st.size && s.mtimeMs === st.mtimeMs);
+function seenSettled(seen: SeenSettled | undefined, path: string, st: { size: number; mtimeMs: number }): boolean {
+  return !!seen?.some((s) => s.path === path && s.size === st.size && s.mtimeMs === st.mtimeMs);
 }
 
 /** A real end-of-central-directory record ends the file exactly (22 bytes + its comment). */
@@ -424,9 +426,10 @@ class SettleWait {
     const stableWaitMs = this.opts.stableWaitMs ?? 1000;
     if (!this.stats) {
       const at = this.candidates.findIndex((c) => c.path === path);
+      const seen = await this.opts.settled;
       const fresh = this.candidates
         .slice(at + 1)
-        .filter((c) => this.host.now() - c.mtimeMs < settledMs && !this.opts.settled?.some((x) => x.path === c.path))
+        .filter((c) => this.host.now() - c.mtimeMs < settledMs && !seen?.some((x) => x.path === c.path))
         .map((c) => c.path);
       const befores = await Promise.all(fresh.map((p) => this.host.stat(p).catch(() => null)));
       await sleep(stableWaitMs);
@@ -464,7 +467,8 @@ async function completenessProblem(
   const stableWaitMs = opts.stableWaitMs ?? 1000;
   let st = await host.stat(path).catch(() => null);
   if (!st) return 'vanished';
-  if (host.now() - st.mtimeMs < settledMs && !seenSettled(opts, path, st)) {
+  // the other look's word is waited for only here, where it spares a wait
+  if (host.now() - st.mtimeMs < settledMs && !seenSettled(await opts.settled, path, st)) {
     const { before, after: again } = await settle.across(path, st);
     if (!again) return 'vanished';
     if (again.size !== before.size || again.mtimeMs !== before.mtimeMs)
