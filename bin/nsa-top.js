@@ -4,9 +4,9 @@
 // which put the cockpit at ~115 MB RSS; capped at 1 MiB it stayed ~90 MB but scavenged every
 // second and a half, and those scavenges (with their helper threads) were ~0.1 % of a core. At
 // 4 MiB the cockpit scavenges every ~6 s at the same RSS.
-// --interrupt-budget: half V8's default, for a one-shot command that parses a run's files once
-// (status, report, bundle) and runs its parsers a few thousand times: they reach V8's optimising
-// tiers while they still run. Every other command raises it to 32x V8's default below.
+// --interrupt-budget: V8's default on Node 20 (67584), said here for a one-shot command that parses
+// a run's files once (status, report, bundle) and runs its parsers a few thousand times: they reach
+// V8's optimising tiers while they still run. Every other command raises it to ~60x below.
 // --predictable: V8 gives the young generation's spare half back to the kernel after every
 // scavenge of a process that allocates under 1 MB/s (Heap::ShouldResizeNewSpace: "low allocation
 // throughput"), so each page of it is faulted in again: a cockpit or watchdog at 1 Hz took ~7000
@@ -49,7 +49,7 @@ process.on('SIGUSR1', () => {
   if (command === 'train') process.stderr.write(`[train] pid ${process.pid}: SIGUSR1 while starting: no dump yet\n`);
 });
 
-// The cockpit, the watchdog and every other command: 32x V8's default interrupt budget, so code
+// The cockpit, the watchdog and every other command: ~60x V8's default interrupt budget, so code
 // that runs once a second is left in V8's baseline tier instead of being optimised bit by bit for
 // minutes; only what is really hot gets TurboFan. Measured side by side: 0.78 → 0.58 % of a core in
 // the first minute, 0.52 → 0.42 % in steady state, 3-5 MB less RSS (and the same set at start-up
