@@ -4,7 +4,7 @@
 // view must say "node B unreachable", not show the run without it. A refused host key is not a node
 // that is down: it is the operator's input, and stays an error (exit 2), as with --host.
 // This file knows machines, not runs: src/trainer/run/nodes.ts reads a run's ranks on them.
-import { createRequire } from 'node:module';
+import { childProcess } from '../builtins.js';
 import type { Host } from './host.js';
 import { LocalHost } from './local/host.js';
 import type { OpenHostSpec } from './index.js';
@@ -24,9 +24,7 @@ export function nodeNames(node: readonly string[] | undefined, nodes: string | u
 /** A Slurm node list (`gpu[01-03],login1`) expanded by `scontrol show hostnames`; null without scontrol. */
 export function slurmNodes(list: string, timeoutMs = 5000): Promise<string[] | null> {
   return new Promise((resolve) => {
-    // node:child_process loaded on a Slurm list only, not by a status that merely imports this module
-    const { execFile } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
-    execFile('scontrol', ['show', 'hostnames', list], { timeout: timeoutMs }, (err, stdout) => {
+    childProcess().execFile('scontrol', ['show', 'hostnames', list], { timeout: timeoutMs }, (err, stdout) => {
       if (err) return resolve(null);
       const names = stdout
         .split('\n')

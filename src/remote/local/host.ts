@@ -8,7 +8,7 @@
 // FUSE, an unrecognised type) the calls stay asynchronous, so a hung mount stalls the poll but
 // never freezes the keys.
 import type { ChildProcessByStdio } from 'node:child_process';
-import { createRequire } from 'node:module';
+import { childProcess } from '../../builtins.js';
 import type { Readable, Writable } from 'node:stream';
 import * as fsSync from 'node:fs';
 import { constants as fsc } from 'node:fs';
@@ -64,10 +64,6 @@ process.on('exit', () => {
   liveGroups.clear();
 });
 
-// node:child_process (and the net, dgram and stream modules it loads) on the first spawn only: a
-// local `status` or the cockpit's poll never starts a process through this host
-let childProcess: typeof import('node:child_process') | null = null;
-
 /** Starts argv in a process group of its own (a timeout or stop() ends all of it), tracked until it exits. */
 function spawnGroup(
   what: 'exec' | 'stream',
@@ -77,8 +73,7 @@ function spawnGroup(
 ): ChildProcessByStdio<Writable | null, Readable, Readable> {
   const [cmd, ...args] = argv;
   if (!cmd) throw new Error(`${what}: empty argv`);
-  childProcess ??= createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
-  const child = childProcess.spawn(cmd, args, {
+  const child = childProcess().spawn(cmd, args, {
     cwd: opts.cwd,
     env: opts.env ? { ...process.env, ...opts.env } : process.env,
     stdio: [stdin, 'pipe', 'pipe'],

@@ -4,7 +4,7 @@
 // who did what, when, and how it went — so two people sharing a tmux pane both see what happened —
 // and refuses read-only mode (an option or NSA_TOP_READ_ONLY=1) whatever the UI does.
 import { clock, dur } from '../../format.js';
-import { createRequire } from 'node:module';
+import { childProcess } from '../../builtins.js';
 import { readlinkSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -126,10 +126,7 @@ function localTty(): string | null {
 function run(cmd: string, args: string[], timeoutMs: number): Promise<string | null> {
   return new Promise((resolve) => {
     try {
-      // node:child_process (with net, dgram and the stream modules) only when a command runs: a
-      // status that merely loads this module never needs it
-      const { execFile } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
-      execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout) =>
+      childProcess().execFile(cmd, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout) =>
         resolve(err ? null : stdout.trim()),
       );
     } catch {

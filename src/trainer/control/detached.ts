@@ -1,7 +1,7 @@
 // The helpers nsa-top leaves running on the training box (the supervisor, `nsa-top agent`) start
 // the same way: this nsa-top again, in its own session (setsid) so a hangup of ours never reaches
 // it, its output appended to its log among nsa-top's own files, and the caller free to go.
-import { createRequire } from 'node:module';
+import { childProcess } from '../../builtins.js';
 import { closeSync } from 'node:fs';
 import { selfCommand } from '../../self.js';
 import { openOwnAppendSync } from './ownfiles.js';
@@ -18,9 +18,12 @@ export function spawnSelfDetached(
     // (src/remote/procs) matches processes whose argv names the run, and a helper is not a rank.
     const env: NodeJS.ProcessEnv = { ...process.env, ...o.env };
     delete env.NSA_TOP_RUN_DIR;
-    // node:child_process loaded here, not by importing this module (a local status imports it, never spawns)
-    const { spawn } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
-    const child = spawn(node!, [...pre, ...args], { detached: true, stdio: ['ignore', fd, fd], cwd: o.cwd, env });
+    const child = childProcess().spawn(node!, [...pre, ...args], {
+      detached: true,
+      stdio: ['ignore', fd, fd],
+      cwd: o.cwd,
+      env,
+    });
     child.on('error', () => {});
     child.unref();
     if (!child.pid) throw new Error(`could not start ${o.what}`);
