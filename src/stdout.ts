@@ -8,9 +8,9 @@ import { writeSync } from 'node:fs';
 
 let gone = false;
 
-export function writeStdout(text: string): void {
-  if (gone || text === '') return;
-  const buf = Buffer.from(text, 'utf8');
+export function writeStdout(text: string | Buffer): void {
+  if (gone || text.length === 0) return;
+  const buf = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
   let off = 0;
   while (off < buf.length) {
     try {

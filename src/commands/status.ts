@@ -13,7 +13,7 @@ import {
 } from '../checks/index.js';
 import { ago, bytes, clock, dur, num, pct as percent } from '../format.js';
 import { missingCheckpoints } from '../checks/saves.js';
-import { jsonSafe, sanitize, sanitizeText } from '../sanitize.js';
+import { jsonSafe, jsonSafeBytes, sanitize, sanitizeText } from '../sanitize.js';
 import { join, resolve } from 'node:path';
 import { withLook, type Host } from '../remote/host.js';
 import { LocalHost } from '../remote/local/host.js';
@@ -190,7 +190,7 @@ async function statusOn(
   // JSON stays exact (stringify escapes controls); human text is sanitised: the run dir is input
   writeStdout(
     json
-      ? jsonSafe(
+      ? jsonSafeBytes(
           JSON.stringify(
             {
               ...statusJson(snap, ev, obs, actions),
@@ -200,8 +200,8 @@ async function statusOn(
             },
             null,
             2,
-          ),
-        ) + '\n'
+          ) + '\n',
+        )
       : sanitizeText(
           formatStatus(snap, ev, actions) +
             (nodes ? formatNodes(nodes, obs) : '') +

@@ -17,7 +17,7 @@ import { chart, formatMd, formatText } from '../../src/commands/report.js';
 import { formatStatus } from '../../src/commands/status.js';
 import { parseGpuLine, GPU_RANGES } from '../../src/remote/gpu.js';
 import { LocalHost } from '../../src/remote/local/host.js';
-import { jsonSafe, sanitize, sanitizeText } from '../../src/sanitize.js';
+import { jsonSafe, jsonSafeBytes, sanitize, sanitizeText } from '../../src/sanitize.js';
 import { parseCsvLine, TrainingCsv } from '../../src/trainer/run/readers/csv.js';
 import { HeartbeatState, parseHeartbeatLine } from '../../src/trainer/run/readers/heartbeat.js';
 import { parseEnvJson, parsePyJson } from '../../src/trainer/run/readers/jsonfiles.js';
@@ -136,9 +136,15 @@ test('the sanitiser: no control survives, printable text is untouched, JSON stay
     assertNoEscapes(multi.replace(/[\n\t]/g, ''), 'sanitizeText');
     assert.deepEqual(JSON.parse(jsonSafe(JSON.stringify({ s }))), { s }, 'jsonSafe keeps the value');
     assertNoEscapes(jsonSafe(JSON.stringify({ s })), 'jsonSafe');
+    const js = JSON.stringify({ s }, null, 2);
+    assert.deepEqual(jsonSafeBytes(js), Buffer.from(jsonSafe(js), 'utf8'), 'jsonSafeBytes is jsonSafe in UTF-8');
     n++;
   }
   assert.equal(sanitize('plain text · ü 日本'), 'plain text · ü 日本');
+  // the byte search tells C1 (C2 80–9F) from the Latin-1 letters that share its lead byte
+  for (const s of ['½ — ü', 'a\x85b', 'x\x7f', '¼\x9b31m', '\xa0\x9f'])
+    assert.equal(jsonSafeBytes(JSON.stringify(s)).toString('utf8'), jsonSafe(JSON.stringify(s)), JSON.stringify(s));
+  assert.equal(jsonSafeBytes(JSON.stringify('a\x9b31m')).toString('utf8'), '"a\\u009b31m"');
   assert.equal(sanitize('a\x1b]52;c;cHduZWQ=\x07b\x1b[2Jc\x9b31md'), 'abcd');
   console.log(`fuzz sanitiser: seed ${SEED} ${n} strings`);
 });
