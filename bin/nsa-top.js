@@ -1,12 +1,22 @@
-#!/usr/bin/env -S node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=67584 --predictable
+#!/bin/sh
+':' /*-
+# A launcher in sh, then node on this same file (JavaScript reads these lines as a string and a
+# comment): the node flags depend on the command, which a `#!/usr/bin/env -S node …` line cannot do.
+# The pid stays (exec), so does the command line node's process shows.
+case "$1" in
+  status | report | bundle) exec node "$0" "$@" ;;
+esac
+exec node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=67584 --predictable "$0" "$@"
+*/
 // Thin entry: the CLI lives in dist/cli.js, bundled from src/cli.ts by `npm run build` (run by npm ci).
+// status, report and bundle parse a run's files once and exit: node's own defaults. Above every
+// other command's flags (the cockpit, the watchdog, the supervisor run for hours at 1 Hz):
 // A fixed 4 MiB young generation (bench/cockpit.bench.ts): node's default lets it grow to 16 MiB,
 // which put the cockpit at ~115 MB RSS; capped at 1 MiB it stayed ~90 MB but scavenged every
 // second and a half, and those scavenges (with their helper threads) were ~0.1 % of a core. At
 // 4 MiB the cockpit scavenges every ~6 s at the same RSS.
-// --interrupt-budget: V8's default on Node 20 (67584), said here for a one-shot command that parses
-// a run's files once (status, report, bundle) and runs its parsers a few thousand times: they reach
-// V8's optimising tiers while they still run. Every other command raises it to ~60x below.
+// --interrupt-budget: V8's default on Node 20 (67584), said for the start-up; every long-running
+// command raises it to ~60x below once it runs.
 // --predictable: V8 gives the young generation's spare half back to the kernel after every
 // scavenge of a process that allocates under 1 MB/s (Heap::ShouldResizeNewSpace: "low allocation
 // throughput"), so each page of it is faulted in again: a cockpit or watchdog at 1 Hz took ~7000
@@ -14,7 +24,10 @@
 // snapshot builds) is the one switch that keeps it: ~500 faults a minute, and side by side on one
 // live run the watchdog with metrics 0.54 → 0.46 % of a core, the cockpit 0.55 → 0.41 % (btop 0.51 %),
 // for ~2-8 MB more RSS. It also runs V8's GC and optimising compiler on the main thread (no helper
-// threads: nothing nsa-top does needs them; --single-threaded alone changed nothing measurable).
+// threads: nothing a long-running nsa-top does needs them; --single-threaded alone changed nothing
+// measurable). Not for the one-shots: their optimising compiles on the main thread cost a status of
+// a 50k-row run ~16 ms of wall (284 → 268 ms, interleaved medians of 21), and the 4 MiB young
+// generation ~10 more (271 → 261 ms); V8 flips neither at run time (predictable crashed it).
 // Processes nsa-top starts itself (trainer ranks, the supervisor) run `node bin/nsa-top.js` and keep
 // node's defaults.
 // CommonJS (bin/package.json): node runs it without its ES module loader, whose facade for an
