@@ -34,6 +34,12 @@ export interface RunModelOptions {
   tailThreshold?: number;
   /** how much of a huge file's end the first poll reads (default 512 KiB) */
   tailBytes?: number;
+  /**
+   * the same for training.csv (default 128 KiB, never more than tailBytes): ~4000 rows of ~32
+   * bytes, twice the recent window. 512 KiB held ~16k rows, which the first look folded into
+   * history buckets ~40 ms of a ~270 ms status (a heartbeat's 512 KiB is ~500 records).
+   */
+  csvTailBytes?: number;
   /** backfill bytes read per poll, over all files (default 4 MiB) */
   backfillChunk?: number;
   /** forward bytes read per file per poll (default 32 MiB) */
@@ -97,6 +103,7 @@ export class RunModel {
       maxLogLines: opts.maxLogLines ?? 200,
       tailThreshold: opts.tailThreshold ?? 1024 * 1024,
       tailBytes: opts.tailBytes ?? 512 * 1024,
+      csvTailBytes: opts.csvTailBytes ?? Math.min(opts.tailBytes ?? Infinity, 128 * 1024),
       backfillChunk: opts.backfillChunk ?? 4 * 1024 * 1024,
       forwardChunk: opts.forwardChunk ?? 32 * 1024 * 1024,
       maxDumps: opts.maxDumps ?? 32,
@@ -264,7 +271,7 @@ export class RunModel {
       size: e.size,
       mtimeMs: e.mtimeMs,
       tailThreshold: this.o.tailThreshold,
-      tailBytes: this.o.tailBytes,
+      tailBytes: k.kind === 'training-csv' ? this.o.csvTailBytes : this.o.tailBytes,
     });
     this.lineFiles.set(e.name, f);
     more.push(f.request(this.o.forwardChunk));

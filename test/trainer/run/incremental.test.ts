@@ -622,3 +622,21 @@ test('a small file caught mid-write is an error only until it is complete', asyn
     t.done();
   }
 });
+
+test("a huge training.csv's first look reads ~4000 rows from its end: the recent window full, the rest left to backfill", async () => {
+  const t = tempDir();
+  try {
+    let csv = '';
+    for (let step = 1; step <= 50_000; step++) csv += `${step},${(5 - step / 20_000).toFixed(6)},2.000000e-04,${9000 + (step % 500)}\n`;
+    writeFileSync(join(t.dir, 'training.csv'), csv); // ~1.6 MB: over the 1 MiB tail threshold
+    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), progressLine(50_000, T0, {}, 100));
+    const s = await new RunModel(new LocalHost(), t.dir).poll();
+    assert.equal(s.series.loss.recent.length, 2000, 'the recent window is full at first look');
+    assert.equal(s.series.loss.recent.at(-1)!.step, 50_000);
+    // 128 KiB of ~32-byte rows (a partial first line dropped)
+    assert.ok(s.series.loss.total > 3500 && s.series.loss.total < 4500, `rows read first: ${s.series.loss.total}`);
+    assert.equal(s.backfill.pending, true);
+  } finally {
+    t.done();
+  }
+});
