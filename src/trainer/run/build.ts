@@ -39,7 +39,8 @@ export interface SnapshotInputs {
   /** every stack dump listed, oldest first (the newest ones are parsed) */
   dumpNames: readonly string[];
   memDumps: readonly string[];
-  tb: { present: boolean; files: number };
+  /** unreadBytes: event-file bytes listed and not read yet (0: the TB state is current) */
+  tb: { present: boolean; files: number; unreadBytes: number };
   /** the health of every file read: line files, then TB event files, then whole files */
   files: readonly (readonly [string, FileHealth])[];
   /** files refused by name, with why */
@@ -54,6 +55,12 @@ export interface Sources {
   csv: TrainingCsv | null;
   /** training.csv is as far along as the heartbeat (at least as many segments): its last row counts */
   csvCurrent: boolean;
+  /**
+   * TensorBoard's events are read to the end of every event file. They are read from the start,
+   * 4 MiB a poll: before then (a long run without training.csv) its series and last values are
+   * hours old and count for nothing — the heartbeat's stand in.
+   */
+  tbCurrent: boolean;
   p: ParsedRun;
   envVars: Record<string, unknown>;
   cfg: TrainerConfig | null;
@@ -129,7 +136,7 @@ export const PRECEDENCE = {
   segments: rules<RunSnapshot['segments']>(
     ['heartbeat', (x) => (x.hb?.segments.length ? x.hb.segments : undefined)],
     ['csv', (x) => (x.csv?.seg.segments.length ? x.csv.seg.segments : undefined)],
-    ['tb', (x) => x.p.tb.seg.segments],
+    ['tb', (x) => (x.tbCurrent ? x.p.tb.seg.segments : undefined)],
   ),
   step: rules<{ step: number; advancedTs: number | null }>(
     [
@@ -143,7 +150,10 @@ export const PRECEDENCE = {
       'csv',
       (x) => (x.csvCurrent && x.csv?.last ? { step: x.csv.last.step, advancedTs: x.csv.lastRowSeenMtime } : undefined),
     ],
-    ['tb', (x) => (!x.hb && x.p.tb.lastStep !== null ? { step: x.p.tb.lastStep, advancedTs: null } : undefined)],
+    [
+      'tb',
+      (x) => (!x.hb && x.tbCurrent && x.p.tb.lastStep !== null ? { step: x.p.tb.lastStep, advancedTs: null } : undefined),
+    ],
   ),
   totalSteps: rules<number>(
     ['metrics.json', (x) => some(x.p.metrics?.steps)],
@@ -172,12 +182,14 @@ export const PRECEDENCE = {
     [
       'tb',
       (x) =>
-        x.p.tb.lastStep !== null ? { loss: x.p.tb.last.loss, nonFinite: false, toksPerS: x.p.tb.last.toks } : undefined,
+        x.tbCurrent && x.p.tb.lastStep !== null
+          ? { loss: x.p.tb.last.loss, nonFinite: false, toksPerS: x.p.tb.last.toks }
+          : undefined,
     ],
   ),
   lr: rules<number>(
     ['csv', (x) => (x.csvCurrent && x.csv?.last && Number.isFinite(x.csv.last.lr) ? x.csv.last.lr : undefined)],
-    ['tb', (x) => some(x.p.tb.last.lr)],
+    ['tb', (x) => (x.tbCurrent ? some(x.p.tb.last.lr) : undefined)],
   ),
   stepTimeS: rules<number>(
     ['heartbeat', (x) => some(x.hb?.stepTimeS())],
@@ -194,15 +206,18 @@ export const PRECEDENCE = {
   // series: CSV when written, else TensorBoard, else heartbeat progress records
   lossSeries: rules<SeriesAcc>(
     ['csv', (x) => written(x.csv?.loss)],
-    ['tb', (x) => written(x.p.tb.loss)],
+    ['tb', (x) => (x.tbCurrent ? written(x.p.tb.loss) : undefined)],
     ['heartbeat', (x) => written(x.hb?.series.loss)],
   ),
   toksPerSSeries: rules<SeriesAcc>(
     ['csv', (x) => written(x.csv?.toksPerS)],
-    ['tb', (x) => written(x.p.tb.toks)],
+    ['tb', (x) => (x.tbCurrent ? written(x.p.tb.toks) : undefined)],
     ['heartbeat', (x) => written(x.hb?.series.toksPerS)],
   ),
-  lrSeries: rules<SeriesAcc>(['csv', (x) => written(x.csv?.lr)], ['tb', (x) => written(x.p.tb.lr)]),
+  lrSeries: rules<SeriesAcc>(
+    ['csv', (x) => written(x.csv?.lr)],
+    ['tb', (x) => (x.tbCurrent ? written(x.p.tb.lr) : undefined)],
+  ),
   gates: rules<NonNullable<RunSnapshot['gates']>>(['heartbeat', (x) => some(x.hb?.lastProgress?.gate)]),
   sel: rules<NonNullable<RunSnapshot['sel']>>(
     ['heartbeat', (x) => some(x.hb?.lastProgress?.sel)],
@@ -281,6 +296,7 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
     hb,
     csv,
     csvCurrent: !!(csv?.last && (!hb || hb.segments.length === 0 || csv.seg.segments.length >= hb.segments.length)),
+    tbCurrent: i.tb.unreadBytes === 0,
     p,
     envVars: (p.env?.env ?? {}) as Record<string, unknown>,
     cfg: p.config ?? i.envConfig,

@@ -484,6 +484,13 @@ export class RunModel {
       pending = true;
       bytesLeft += left;
     }
+    // TB event files are read from their start, TB_CHUNK a poll: a long run's are behind for a while
+    let tbUnread = 0;
+    for (const t of this.tbFiles.values()) tbUnread += Math.max(0, t.listedSize - t.offset);
+    if (tbUnread > 0) {
+      pending = true;
+      bytesLeft += tbUnread;
+    }
     const health = (m: Map<string, { name: string; health: FileHealth }>) =>
       [...m.values()].map((f) => [f.name, f.health] as const);
     const trainingName = this.p.trainingName;
@@ -502,7 +509,7 @@ export class RunModel {
       checkpoints: [...this.ckpts.values()],
       dumpNames: this.dumpNames,
       memDumps: this.memDumps,
-      tb: { present: this.hasTbDir, files: this.tbFiles.size },
+      tb: { present: this.hasTbDir, files: this.tbFiles.size, unreadBytes: tbUnread },
       files: [...health(this.lineFiles), ...health(this.tbFiles), ...health(this.whole)],
       refused: this.refused,
       backfill: { pending, bytesLeft },

@@ -35,7 +35,7 @@ function build(p: ParsedRun, over: Partial<SnapshotInputs> = {}) {
     checkpoints: [],
     dumpNames: [],
     memDumps: [],
-    tb: { present: false, files: 0 },
+    tb: { present: false, files: 0, unreadBytes: 0 },
     files: [],
     refused: new Map(),
     backfill: { pending: false, bytesLeft: 0 },

@@ -192,6 +192,47 @@ test('a run with CSV off: loss, tok/s and lr series come from tb/ and the heartb
   }
 });
 
+test("a long run's TB events, read 4 MiB a poll from their start, stand for nothing until read to the end: the heartbeat's series and values are shown, backfill says TB is left", async () => {
+  const t = tempDir();
+  try {
+    mkdirSync(join(t.dir, 'tb'));
+    const N = 70_000;
+    const frames = [frameRecord(encodeFileVersionEvent(T0))];
+    for (let i = 1; i <= N; i++)
+      frames.push(
+        frameRecord(
+          encodeScalarEvent(T0 + i, i, [
+            { tag: 'train/loss', value: 6 - i / 100_000 },
+            { tag: 'train/toks_per_s', value: 1000 },
+            { tag: 'train/lr', value: 2e-4 },
+          ]),
+        ),
+      );
+    const bytes = Buffer.concat(frames);
+    assert.ok(bytes.length > 4 * 1024 * 1024 + 1024 * 1024, `${bytes.length} bytes: more than a poll reads`);
+    writeFileSync(join(t.dir, 'tb', 'events.out.tfevents.1800000000.box.123.0'), bytes);
+    let hb = hbLine({ ts: T0, msg: 'boot' });
+    for (let i = N - 20; i <= N; i++) hb += hbLine({ ts: T0 + i, step: i, msg: 'progress', loss: 6 - i / 100_000, toks_per_s: 1000 });
+    writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), hb);
+    const m = new RunModel(new LocalHost(), t.dir);
+    let s = await m.poll();
+    assert.equal(s.step, N);
+    assert.equal(s.seriesSource.loss, 'heartbeat', 'not the first 4 MiB of TB (steps from the run start)');
+    assert.equal(s.series.loss.recent.at(-1)!.step, N);
+    assert.equal(s.lr, null, 'no lr from hours ago');
+    assert.equal(s.backfill.pending, true);
+    assert.ok(s.backfill.bytesLeft > 0 && s.backfill.bytesLeft < bytes.length);
+    for (let i = 0; i < 5 && s.backfill.pending; i++) s = await m.poll();
+    assert.equal(s.backfill.pending, false);
+    assert.equal(s.seriesSource.loss, 'tb');
+    assert.equal(s.series.loss.recent.at(-1)!.step, N);
+    assert.equal(s.series.loss.total, N);
+    assert.ok(Math.abs(s.lr! - 2e-4) < 1e-9);
+  } finally {
+    t.done();
+  }
+});
+
 test('several event files (a resumed run) are read in order, one segment each, never interleaved', async () => {
   const t = tempDir();
   try {
