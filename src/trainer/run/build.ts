@@ -152,7 +152,8 @@ export const PRECEDENCE = {
     ],
     [
       'tb',
-      (x) => (!x.hb && x.tbCurrent && x.p.tb.lastStep !== null ? { step: x.p.tb.lastStep, advancedTs: null } : undefined),
+      (x) =>
+        !x.hb && x.tbCurrent && x.p.tb.lastStep !== null ? { step: x.p.tb.lastStep, advancedTs: null } : undefined,
     ],
   ),
   totalSteps: rules<number>(

@@ -35,20 +35,41 @@ class Oracle {
 const cell = fc.oneof(
   fc.integer({ min: -5, max: 100_000 }).map(String),
   fc.double({ noNaN: false }).map(String),
-  fc.constantFrom('', ' 1', '2 ', '1e5', '1E-3', '0x10', '.5', '5.', '-0', 'nan', 'inf', '-Infinity', '1\r', '"3"', 'k_mean', '1e400', '12345678901234567890'),
+  fc.constantFrom(
+    '',
+    ' 1',
+    '2 ',
+    '1e5',
+    '1E-3',
+    '0x10',
+    '.5',
+    '5.',
+    '-0',
+    'nan',
+    'inf',
+    '-Infinity',
+    '1\r',
+    '"3"',
+    'k_mean',
+    '1e400',
+    '12345678901234567890',
+  ),
 );
 const row = fc.array(cell, { minLength: 1, maxLength: 7 }).map((cs) => cs.join(','));
 
 test('HeaderCsv reads rows as the split-and-trim oracle does: verdicts, errors, the last row, columns', () => {
   fc.assert(
-    fc.property(fc.array(fc.oneof(row, fc.constant('step,k_mean,k_max'), fc.constant('1,2,3,4,5')), { maxLength: 30 }), (lines) => {
-      const a = new HeaderCsv(K_STATS_COLUMNS);
-      const o = new Oracle();
-      for (const l of lines) assert.equal(a.line(l), o.line(l), JSON.stringify(l));
-      assert.deepEqual(a.last, o.last);
-      assert.equal(a.rows, o.rows);
-      assert.deepEqual(a.columns, o.columns);
-    }),
+    fc.property(
+      fc.array(fc.oneof(row, fc.constant('step,k_mean,k_max'), fc.constant('1,2,3,4,5')), { maxLength: 30 }),
+      (lines) => {
+        const a = new HeaderCsv(K_STATS_COLUMNS);
+        const o = new Oracle();
+        for (const l of lines) assert.equal(a.line(l), o.line(l), JSON.stringify(l));
+        assert.deepEqual(a.last, o.last);
+        assert.equal(a.rows, o.rows);
+        assert.deepEqual(a.columns, o.columns);
+      },
+    ),
     { numRuns: 2000 },
   );
   // a bad row after a good one leaves the good one as the last

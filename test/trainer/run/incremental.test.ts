@@ -627,7 +627,8 @@ test("a huge training.csv's first look reads ~4000 rows from its end: the recent
   const t = tempDir();
   try {
     let csv = '';
-    for (let step = 1; step <= 50_000; step++) csv += `${step},${(5 - step / 20_000).toFixed(6)},2.000000e-04,${9000 + (step % 500)}\n`;
+    for (let step = 1; step <= 50_000; step++)
+      csv += `${step},${(5 - step / 20_000).toFixed(6)},2.000000e-04,${9000 + (step % 500)}\n`;
     writeFileSync(join(t.dir, 'training.csv'), csv); // ~1.6 MB: over the 1 MiB tail threshold
     writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), progressLine(50_000, T0, {}, 100));
     const s = await new RunModel(new LocalHost(), t.dir).poll();

@@ -212,7 +212,8 @@ test("a long run's TB events, read 4 MiB a poll from their start, stand for noth
     assert.ok(bytes.length > 4 * 1024 * 1024 + 1024 * 1024, `${bytes.length} bytes: more than a poll reads`);
     writeFileSync(join(t.dir, 'tb', 'events.out.tfevents.1800000000.box.123.0'), bytes);
     let hb = hbLine({ ts: T0, msg: 'boot' });
-    for (let i = N - 20; i <= N; i++) hb += hbLine({ ts: T0 + i, step: i, msg: 'progress', loss: 6 - i / 100_000, toks_per_s: 1000 });
+    for (let i = N - 20; i <= N; i++)
+      hb += hbLine({ ts: T0 + i, step: i, msg: 'progress', loss: 6 - i / 100_000, toks_per_s: 1000 });
     writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), hb);
     const m = new RunModel(new LocalHost(), t.dir);
     let s = await m.poll();
