@@ -24,6 +24,8 @@ export class FollowedFile {
   ino: number | null = null;
   mtimeMs: number | null;
   readonly health = newHealth();
+  /** the last read answered an error (unreadable): what is left of it is not waited for */
+  readFailed = false;
 
   constructor(
     readonly name: string,
@@ -40,6 +42,7 @@ export class FollowedFile {
    * first); on either, `onReset` runs and the file is followed again from 0.
    */
   protected accept(r: ReadResult, onReset: (cause: ResetCause) => void): Buffer | null {
+    this.readFailed = !!r.error;
     if (r.error) {
       this.health.lastError = r.error;
       return null;

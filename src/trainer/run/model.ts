@@ -486,7 +486,8 @@ export class RunModel {
     }
     // TB event files are read from their start, TB_CHUNK a poll: a long run's are behind for a while
     let tbUnread = 0;
-    for (const t of this.tbFiles.values()) tbUnread += Math.max(0, t.listedSize - t.offset);
+    // (one that cannot be read is not waited for: its error is on the file, and --full would spin)
+    for (const t of this.tbFiles.values()) if (!t.readFailed) tbUnread += Math.max(0, t.listedSize - t.offset);
     if (tbUnread > 0) {
       pending = true;
       bytesLeft += tbUnread;

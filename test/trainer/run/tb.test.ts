@@ -5,6 +5,7 @@ import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
+import type { DirPoll, ReadRequest } from '../../../src/remote/host.js';
 import {
   crc32c,
   decodeEvent,
@@ -229,6 +230,42 @@ test("a long run's TB events, read 4 MiB a poll from their start, stand for noth
     assert.equal(s.series.loss.recent.at(-1)!.step, N);
     assert.equal(s.series.loss.total, N);
     assert.ok(Math.abs(s.lr! - 2e-4) < 1e-9);
+  } finally {
+    t.done();
+  }
+});
+
+test('an event file that cannot be read is not waited for: no backfill pending, the heartbeat stands in', async () => {
+  const t = tempDir();
+  try {
+    mkdirSync(join(t.dir, 'tb'));
+    writeFileSync(
+      join(t.dir, 'tb', 'events.out.tfevents.1800000000.box.123.0'),
+      Buffer.concat([
+        frameRecord(encodeFileVersionEvent(T0)),
+        frameRecord(encodeScalarEvent(T0 + 1, 1, [{ tag: 'train/loss', value: 5 }])),
+      ]),
+    );
+    writeFileSync(
+      join(t.dir, 'heartbeat_rank0.jsonl'),
+      hbLine({ ts: T0, msg: 'boot' }) + hbLine({ ts: T0 + 1, step: 1, msg: 'progress', loss: 5 }),
+    );
+    // root ignores file modes here, so the EACCES is produced by a Host that refuses the event file
+    class DenyingHost extends LocalHost {
+      override async pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll> {
+        const p = await super.pollDir(dir, reads, subdirs);
+        p.reads = p.reads.map((r) =>
+          r.path.includes('tfevents')
+            ? { ...r, stat: null, data: Buffer.alloc(0), error: 'EACCES: permission denied' }
+            : r,
+        );
+        return p;
+      }
+    }
+    const s = await new RunModel(new DenyingHost(), t.dir).poll();
+    assert.equal(s.files['tb/events.out.tfevents.1800000000.box.123.0']!.lastError, 'EACCES: permission denied');
+    assert.equal(s.backfill.pending, false);
+    assert.equal(s.seriesSource.loss, 'heartbeat');
   } finally {
     t.done();
   }
