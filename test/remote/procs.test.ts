@@ -5,7 +5,16 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import {
+  mkdtempSync,
+  mkdirSync,
+  writeFileSync,
+  symlinkSync,
+  readFileSync,
+  readlinkSync,
+  existsSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -872,8 +881,17 @@ test("'run' mode keeps a trainer's parent whatever its comm (torch 2.x's torchru
     else await new Promise((r) => setTimeout(r, 50));
   }
   assert.ok(child, 'the python child started');
-  for (let i = 0; i < 100 && !/\(python/.test(readFileSync(`/proc/${child}/stat`, 'utf8')); i++)
-    await new Promise((r) => setTimeout(r, 50));
+  // until the child runs python itself: a PATH lookup may go through pyenv's shim, a bash script
+  // named python3 (its comm already "python3") that execs python only after running pyenv
+  const exe = () => {
+    try {
+      return readlinkSync(`/proc/${child}/exe`);
+    } catch {
+      return '';
+    }
+  };
+  for (let i = 0; i < 200 && !/\/python[\d.]*$/.test(exe()); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.match(exe(), /\/python[\d.]*$/, 'the child runs python');
   const local = new LocalHost();
   const pidsIn = (stats: string[]) => stats.map((s) => parseStat(s)?.pid);
   const inProcess = (await local.readProcTable({ ...req }, 15000))!;
