@@ -3,6 +3,8 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DirPoll, ReadRequest } from '../../../src/remote/host.js';
+import { LocalHost } from '../../../src/remote/local/host.js';
 
 export const FIXTURES = fileURLToPath(new URL('../../fixtures/nsa-vibe/', import.meta.url));
 
@@ -28,4 +30,22 @@ export function progressLine(step: number, ts: number, extra: Record<string, unk
     hbLine({ ts, step, pid, msg: 'progress', loss: 5 - step / 1000, toks_per_s: 1000 + step, ...extra }) +
     hbLine({ ts: ts + 0.0001, step, pid, msg: 'step_end', phase: 'end' })
   );
+}
+
+/**
+ * A LocalHost whose reads of the paths `refuse` picks answer EACCES: root ignores file modes here,
+ * so a permission error on one file is made by the host.
+ */
+export class RefusingHost extends LocalHost {
+  constructor(private readonly refuse: (path: string) => boolean) {
+    super();
+  }
+
+  override async pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll> {
+    const p = await super.pollDir(dir, reads, subdirs);
+    p.reads = p.reads.map((r) =>
+      this.refuse(r.path) ? { ...r, stat: null, data: Buffer.alloc(0), error: 'EACCES: permission denied' } : r,
+    );
+    return p;
+  }
 }

@@ -8,7 +8,7 @@ import { LocalHost } from '../../../src/remote/local/host.js';
 import type { DirPoll, ReadRequest } from '../../../src/remote/host.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
 import type { RunSnapshot, Series } from '../../../src/trainer/run/snapshot.js';
-import { hbLine, progressLine, tempDir } from './helpers.js';
+import { hbLine, progressLine, RefusingHost, tempDir } from './helpers.js';
 
 const T0 = 1_800_000_000;
 
@@ -345,19 +345,7 @@ test('a read error on one file (e.g. permission) is reported on that file; the r
   try {
     writeFileSync(join(t.dir, 'heartbeat_rank0.jsonl'), hbLine({ ts: T0, msg: 'boot' }) + progressLine(1, T0 + 1));
     writeFileSync(join(t.dir, 'training.csv'), '1,5.0,1e-4,10\n');
-    // root ignores file modes here, so the EACCES is produced by a Host that refuses one path
-    class DenyingHost extends LocalHost {
-      override async pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll> {
-        const p = await super.pollDir(dir, reads, subdirs);
-        p.reads = p.reads.map((r) =>
-          r.path.endsWith('training.csv')
-            ? { ...r, stat: null, data: Buffer.alloc(0), error: 'EACCES: permission denied' }
-            : r,
-        );
-        return p;
-      }
-    }
-    const s = await new RunModel(new DenyingHost(), t.dir).poll();
+    const s = await new RunModel(new RefusingHost((p) => p.endsWith('training.csv')), t.dir).poll();
     assert.equal(s.files['training.csv']!.lastError, 'EACCES: permission denied');
     assert.equal(s.step, 1);
     assert.equal(s.seriesSource.loss, 'heartbeat');

@@ -5,7 +5,6 @@ import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { RunModel } from '../../../src/trainer/run/model.js';
-import type { DirPoll, ReadRequest } from '../../../src/remote/host.js';
 import {
   crc32c,
   decodeEvent,
@@ -16,7 +15,7 @@ import {
   TfRecordReader,
   type TbEvent,
 } from '../../../src/trainer/run/readers/tb.js';
-import { hbLine, tempDir } from './helpers.js';
+import { hbLine, RefusingHost, tempDir } from './helpers.js';
 
 const T0 = 1_800_000_000;
 
@@ -250,19 +249,7 @@ test('an event file that cannot be read is not waited for: no backfill pending, 
       join(t.dir, 'heartbeat_rank0.jsonl'),
       hbLine({ ts: T0, msg: 'boot' }) + hbLine({ ts: T0 + 1, step: 1, msg: 'progress', loss: 5 }),
     );
-    // root ignores file modes here, so the EACCES is produced by a Host that refuses the event file
-    class DenyingHost extends LocalHost {
-      override async pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll> {
-        const p = await super.pollDir(dir, reads, subdirs);
-        p.reads = p.reads.map((r) =>
-          r.path.includes('tfevents')
-            ? { ...r, stat: null, data: Buffer.alloc(0), error: 'EACCES: permission denied' }
-            : r,
-        );
-        return p;
-      }
-    }
-    const s = await new RunModel(new DenyingHost(), t.dir).poll();
+    const s = await new RunModel(new RefusingHost((p) => p.includes('tfevents')), t.dir).poll();
     assert.equal(s.files['tb/events.out.tfevents.1800000000.box.123.0']!.lastError, 'EACCES: permission denied');
     assert.equal(s.backfill.pending, false);
     assert.equal(s.seriesSource.loss, 'heartbeat');
