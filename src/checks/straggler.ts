@@ -12,7 +12,9 @@
 // against it. A look
 // counts only when some rank is busy (a hang or an idle run says nothing about speed). A rank is
 // named the straggler once its window score is under stragglerScore over at least stragglerSamples
-// looks — and is found working while its peers wait more often than any of them —, or once the
+// looks, with the 99 % upper bound of its per-look scores under it too (a clean rank's half-second
+// CPU swings ±30 % on a busy box), unless its peers were found holding it up clearly more often than
+// it held them (a sign test: then its CPU is spent waiting, not computing) —, or once the
 // process states alone say so (working while every peer waits in ≥ 50 % of ≥ 10 looks, 3× as often as
 // any peer: a rank starved of CPU by nice, taskset or a neighbour does the same CPU work per step as
 // its peers, so only its state shows it); it stays named until both clear (hysteresis: no alarm on a
@@ -36,6 +38,8 @@ export interface RankPace {
   busyPct: number | null;
   /** fastest rank's compute / this rank's compute over the window (1: the fastest); null: no look yet */
   score: number | null;
+  /** the highest the score could be, given how its looks scatter (scoreBound); null: < 2 looks */
+  scoreHigh: number | null;
   /** looks in the window in which this rank was stopped (state T) */
   stoppedLooks: number;
   /** share of the window's looks in which this rank was working (or stopped) while every peer
@@ -124,6 +128,43 @@ export function windowScores(looks: { cpu: Map<number, number>; stopped: Set<num
     out.set(r, ratio * (1 - stopped.get(r)! / looks.length));
   }
   return out;
+}
+
+// one-sided 99 % quantiles of Student's t for 1…30 degrees of freedom (then 40, 60, 120, ∞)
+const T99 = [
+  31.82, 6.96, 4.54, 3.75, 3.36, 3.14, 3.0, 2.9, 2.82, 2.76, 2.72, 2.68, 2.65, 2.62, 2.6, 2.58, 2.57, 2.55, 2.54, 2.53,
+  2.52, 2.51, 2.5, 2.49, 2.49, 2.48, 2.47, 2.47, 2.46, 2.46,
+];
+const t99 = (df: number) =>
+  df < 1 ? Infinity : df <= 30 ? T99[df - 1]! : df < 60 ? 2.42 : df < 120 ? 2.39 : df < 1000 ? 2.36 : 2.33;
+
+/**
+ * How high a rank's score could really be, given its looks: the upper 99 % confidence bound of the
+ * mean of its per-look scores (Student's t). On a busy 2-core box a clean rank's CPU swings ±30 %
+ * from one half-second look to the next (two ranks, the watchdog and a neighbour share two cores),
+ * so five looks' sum can say 0.81 for a rank that is as fast as its peer: the sum alone named rank 0
+ * of a clean run (which also logs, evaluates and saves). A slowed rank's looks agree with each other
+ * and its bound falls under the threshold within a few more looks. null: fewer than 2 looks.
+ */
+export function scoreBound(perLook: number[]): number | null {
+  const n = perLook.length;
+  if (n < 2) return null;
+  const mean = perLook.reduce((a, b) => a + b, 0) / n;
+  const sd = Math.sqrt(perLook.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1));
+  return mean + (t99(n - 1) * sd) / Math.sqrt(n);
+}
+
+/** P(X ≥ k) for X ~ Binomial(n, ½): how often a fair coin would come out at least this lopsided */
+export function binomTail(k: number, n: number): number {
+  if (k <= 0) return 1;
+  if (k > n) return 0;
+  let c = 1; // C(n, 0)
+  let sum = 0;
+  for (let i = 0; i <= n; i++) {
+    if (i >= k) sum += c;
+    c = (c * (n - i)) / (i + 1);
+  }
+  return sum / 2 ** n;
 }
 
 /** per rank, the looks in which it was working (or stopped) while every other rank waited: O(looks × ranks) */
@@ -257,6 +298,7 @@ export class StragglerTracker {
           activity: activityOf(r.proc.state, r.proc.wchan),
           busyPct: cpus.length ? cpus.reduce((a, b) => a + b, 0) / cpus.length : null,
           score: win.get(r.rank) ?? null,
+          scoreHigh: scoreBound(counted.map((c) => c.s.get(r.rank)).filter((x): x is number => x !== undefined)),
           stoppedLooks: counted.filter((c) => c.l.stopped.has(r.rank)).length,
           holdPct: this.looks.length ? (100 * (held.get(r.rank) ?? 0)) / this.looks.length : null,
           beatStep,
@@ -276,21 +318,50 @@ export class StragglerTracker {
     const holdOf = (rank: number) => rowOf.get(rank)?.holdPct ?? 0;
     const top = [...rows].sort((x, y) => (y.holdPct ?? 0) - (x.holdPct ?? 0)).slice(0, 2);
     const maxOtherHold = (rank: number) => top.find((x) => x.rank !== rank)?.holdPct ?? 0;
-    // (A) the CPU says it computes more per step than the fastest, and it is found working while its
-    // peers wait more often than any of them (a rank whose peer holds it up is not the straggler)
+    // a rank its peers were found holding up (working while it waited) clearly more often than it held
+    // them — a sign test at 5 %, so a few looks of a step's logging or a boot transient do not count —
+    // waits for them: its extra CPU is spent waiting (a polling collective), not computing
+    // the looks in which this rank held its peers, and the most in which one peer held the rest
+    const heldPair = (rank: number): [number, number] => {
+      let other = 0;
+      for (const [q, n] of held) if (q !== rank && n > other) other = n;
+      return [held.get(rank) ?? 0, other];
+    };
+    const heldBy = (rank: number) => {
+      const [own, other] = heldPair(rank);
+      return other > own && binomTail(other, own + other) < 0.05;
+    };
+    // (A) the CPU says it computes more per step than the fastest — beyond what the looks' own
+    // scatter could hide — and its peers were not found holding it up
     const byCpu = (rank: number) => {
       const r = rowOf.get(rank);
-      return !!r && r.score !== null && enough && r.score < t.stragglerScore && holdOf(rank) > maxOtherHold(rank);
+      return (
+        !!r &&
+        r.score !== null &&
+        enough &&
+        r.score < t.stragglerScore &&
+        r.scoreHigh !== null &&
+        r.scoreHigh < t.stragglerScore &&
+        !heldBy(rank)
+      );
     };
     // (B) the state says it: working while every peer waits in at least half of ≥ 10 looks, and 3×
-    // as often as any peer (clean runs measured ≤ 20 %, a niced + pinned rank 54 %)
-    const byState = (rank: number) =>
-      this.looks.length >= 2 * t.stragglerSamples &&
-      holdOf(rank) >= t.stragglerHoldPct &&
-      holdOf(rank) >= 3 * maxOtherHold(rank);
+    // as often as any peer (clean runs measured ≤ 20 %, a niced + pinned rank 54 %) — so lopsidedly
+    // that a fair coin would do it under 1 % of the time: 5 looks of 10 against none (a clean run
+    // beside a CPU hog, its ranks taking turns on the cores) is not
+    const byState = (rank: number) => {
+      const [own, other] = heldPair(rank);
+      return (
+        this.looks.length >= 2 * t.stragglerSamples &&
+        holdOf(rank) >= t.stragglerHoldPct &&
+        holdOf(rank) >= 3 * maxOtherHold(rank) &&
+        binomTail(own, own + other) < 0.01
+      );
+    };
     if (this.named !== null) {
       const r = rowOf.get(this.named);
-      const cpuHolds = !!r && r.score !== null && r.score < t.stragglerClearScore && min?.rank === r.rank;
+      const cpuHolds =
+        !!r && r.score !== null && r.score < t.stragglerClearScore && min?.rank === r.rank && !heldBy(r.rank);
       const stateHolds = holdOf(this.named) >= t.stragglerHoldPct / 2 && holdOf(this.named) > maxOtherHold(this.named);
       if (!cpuHolds && !stateHolds) this.named = null;
     }
@@ -314,7 +385,7 @@ export class StragglerTracker {
       const fastest = best ? { rank: best.rank, score: best.score! } : { rank: r.rank, score: 1 };
       const parts = [
         r.score !== null
-          ? `score ${sig(r.score, 2)} vs rank ${fastest.rank}'s ${sig(fastest.score, 2)} over ${counted.length} looks`
+          ? `score ${sig(r.score, 2)} vs rank ${fastest.rank}'s ${sig(fastest.score, 2)} over ${counted.length} looks${r.scoreHigh !== null && r.scoreHigh < 1 ? ` (at most ${sig(r.scoreHigh, 2)} at 99 % confidence)` : ''}`
           : `no CPU score yet`,
         r.stoppedLooks
           ? `stopped (state T) in ${r.stoppedLooks} of them`
@@ -378,6 +449,7 @@ export function stragglerFields(v: StragglerView) {
     ranks: v.ranks.map((r) => ({
       rank: r.rank,
       score: r3(r.score),
+      scoreHigh: r3(r.scoreHigh),
       busyPct: r.busyPct === null ? null : Math.round(r.busyPct * 10) / 10,
       cpuPct: r.cpuPct === null ? null : Math.round(r.cpuPct * 10) / 10,
       activity: r.activity,

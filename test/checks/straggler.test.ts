@@ -188,6 +188,36 @@ test('a rank computing 1.5× while its peer waits is named after 5 looks; a clea
     assert.ok(!ev.alerts.some((x) => x.rule === 'straggler'));
   }
   assert.ok(ev.straggler.min!.score > 0.85);
+
+  // a clean 100-step reference run beside the test suite on a 2-core box, as sampled from /proc
+  // every 0.5 s (rank 0 also logs every 5 steps, evaluates and saves): looks swing ±30 %, and the
+  // first eight sum to a score of 0.82 for rank 0 — which is as fast as its peer
+  const busy = new Checker();
+  const sampled: [number, number, string][] = [
+    [68, 94, 'SS'],
+    [78, 54, 'RR'],
+    [94, 60, 'SS'],
+    [72, 66, 'RR'],
+    [70, 80, 'RR'],
+    [92, 64, 'RS'],
+    [86, 52, 'RS'],
+    [92, 66, 'RR'],
+    [60, 90, 'RR'],
+    [58, 90, 'SR'],
+  ];
+  const wait = (st: string) => (st === 'S' ? 'futex_wait_queue' : null);
+  let lowest = 1;
+  for (const [i, [a, b, st]] of sampled.entries()) {
+    ev = look(busy, i, [
+      [a, st[0] as ProcState, wait(st[0]!)],
+      [b, st[1] as ProcState, wait(st[1]!)],
+    ]);
+    lowest = Math.min(lowest, ev.straggler.ranks[0]!.score ?? 1);
+    assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.ranks[0])}`);
+    assert.ok(!ev.alerts.some((x) => x.rule === 'straggler'));
+  }
+  assert.ok(lowest < 0.85, `the sum alone would have named rank 0 (${lowest})`);
+  assert.ok(ev.straggler.ranks[0]!.scoreHigh! > 0.85, JSON.stringify(ev.straggler.ranks[0]));
 });
 
 test('hysteresis: a named straggler stays named between the thresholds and clears above the clear score', () => {
@@ -289,16 +319,44 @@ test('state evidence: a rank starved of CPU (same CPU per step, runnable while i
     ev!.alerts.find((a) => a.rule === 'straggler')!.title,
     /rank 1 is the straggler: it runs while the other ranks wait \(70 % of looks\)/,
   );
+  // a clean run beside a CPU hog, its ranks taking turns on the two cores: rank 0 found running
+  // while rank 1 slept in 5 of 10 looks, never the other way — a coin does that 3 % of the time
+  const turns = new Checker();
+  for (let i = 0; i < 10; i++)
+    ev = look(turns, i, [
+      [33, 'R', null],
+      [33, i % 2 ? 'S' : 'R', i % 2 ? 'do_epoll_wait' : null],
+    ]);
+  assert.equal(ev!.straggler.ranks[0]!.holdPct, 50);
+  assert.equal(ev!.straggler.straggler, null, JSON.stringify(ev!.straggler.ranks));
   // the false alarm seen live: rank 0 (it logs every step) at CPU score ~0.8 for a few looks while
-  // rank 1 is the one found running as rank 0 waits — not named
+  // rank 1 is the one found running as rank 0 waits — not named: the looks scatter too much
   const guard = new Checker();
+  const cpu0 = [15, 11, 14, 12, 15, 13];
   for (let i = 0; i < 6; i++)
     ev = look(guard, i, [
-      [13, i === 2 ? 'S' : 'R', i === 2 ? 'futex_do_wait' : null],
+      [cpu0[i]!, i === 2 ? 'S' : 'R', i === 2 ? 'futex_do_wait' : null],
       [10, 'R', null],
     ]);
   assert.ok(ev!.straggler.min!.score < 0.85 && ev!.straggler.min!.rank === 0);
   assert.equal(ev!.straggler.straggler, null, JSON.stringify(ev!.straggler.ranks));
+  // a rank that spends more CPU every look but is found waiting while its peer works, look after
+  // look, waits for that peer (a polling collective burns CPU): not named by its CPU …
+  const waiter = (held: boolean) => {
+    const ch = new Checker();
+    let e;
+    for (let i = 0; i < 6; i++)
+      e = look(ch, i, [
+        [13, held ? 'S' : 'R', held ? 'futex_do_wait' : null],
+        [10, 'R', null],
+      ]);
+    return e!;
+  };
+  ev = waiter(true);
+  assert.ok(ev.straggler.ranks[0]!.scoreHigh! < 0.85, JSON.stringify(ev.straggler.ranks[0]));
+  assert.equal(ev.straggler.straggler, null, JSON.stringify(ev.straggler.ranks));
+  // … while the same CPU with nobody found waiting names it
+  assert.equal(waiter(false).straggler.straggler?.rank, 0);
 });
 
 test('a restarting, booting or broken group names no straggler: the survivors of a kill -9 wait on a peer that is gone', () => {
