@@ -14,11 +14,13 @@
 // named the straggler once its window score is under stragglerScore over at least stragglerSamples
 // looks, with the 99 % upper bound of its per-look scores under it too (a clean rank's half-second
 // CPU swings ±30 % on a busy box), unless its peers were found holding it up clearly more often than
-// it held them (a sign test: then its CPU is spent waiting, not computing) —, or once the
+// it held them (a sign test: then its CPU is spent waiting, not computing); the rank that writes the
+// progress (rank 0 logs every log step, so it computes more by design) must also have fallen under
+// 0.85 × its own usual score (the median of its full windows: NVRx's individual score) —, or once the
 // process states alone say so (working while every peer waits in ≥ 50 % of ≥ 10 looks, 3× as often as
-// any peer: a rank starved of CPU by nice, taskset or a neighbour does the same CPU work per step as
-// its peers, so only its state shows it); it stays named until both clear (hysteresis: no alarm on a
-// clean run's jitter). Per-rank beats (how far a rank's newest beat is behind the furthest rank's)
+// any peer, and past a sign test at 1 %: a rank starved of CPU by nice, taskset or a neighbour does
+// the same CPU work per step as its peers, so only its state shows it); it stays named until the
+// evidence that named it clears (hysteresis: no alarm on a clean run's jitter). Per-rank beats (how far a rank's newest beat is behind the furthest rank's)
 // and per-rank dt_fetch_s, where ranks write them, are shown beside the score as evidence.
 // Pure: no I/O.
 import type { Ctx } from './context.js';
@@ -40,6 +42,9 @@ export interface RankPace {
   score: number | null;
   /** the highest the score could be, given how its looks scatter (scoreBound); null: < 2 looks */
   scoreHigh: number | null;
+  /** its usual score: the median of its scores over the last 31 full windows of looks (4 × the
+   *  looks needed, not overlapping); null before one */
+  usualScore: number | null;
   /** looks in the window in which this rank was stopped (state T) */
   stoppedLooks: number;
   /** share of the window's looks in which this rank was working (or stopped) while every peer
@@ -188,6 +193,11 @@ export class StragglerTracker {
   private looks: Look[] = [];
   private named: number | null = null;
   private namedBy: 'cpu' | 'state' = 'cpu';
+  /** per rank, its scores over past full windows (NVRx's individual score compares a rank with its
+   *  own history), for the rank set they were taken in; looks taken since the last was recorded */
+  private usual = new Map<number, number[]>();
+  private usualKey = '';
+  private sinceUsual = 0;
   /** each look's rank set and its scores, worked out once: a look never changes once taken, and
    *  the window's looks were re-keyed and re-scored every round (a third of the judge's garbage) */
   private keys = new WeakMap<Look, string>();
@@ -210,6 +220,7 @@ export class StragglerTracker {
   reset(): void {
     this.looks = [];
     this.named = null;
+    this.usual.clear();
   }
 
   /**
@@ -244,7 +255,10 @@ export class StragglerTracker {
           if (r.proc.cpuPct !== null) cpu.set(r.rank, r.proc.cpuPct);
           else if (stopped.has(r.rank)) cpu.set(r.rank, 0);
         }
-        if (cpu.size === alive.length) this.looks.push({ at: procs.at, cpu, stopped, waiting });
+        if (cpu.size === alive.length) {
+          this.looks.push({ at: procs.at, cpu, stopped, waiting });
+          this.sinceUsual++;
+        }
         // a different set of ranks (a restart, a rank gone) starts a new window
         const newest = this.looks[this.looks.length - 1];
         if (newest) {
@@ -284,6 +298,29 @@ export class StragglerTracker {
         sinceStart = true;
       }
     }
+    // each rank's usual score: one full window's score every full window of new looks (a window
+    // during which another rank straggled must not become the norm: the median), kept across
+    // restarts of the same rank set
+    if (counted.length >= t.stragglerSamples * 4 && !sinceStart && this.sinceUsual >= t.stragglerSamples * 4) {
+      this.sinceUsual = 0;
+      const k = this.keyOf(counted[counted.length - 1]!.l);
+      if (k !== this.usualKey) {
+        this.usual.clear();
+        this.usualKey = k;
+      }
+      for (const [r, sc] of win) {
+        const h = this.usual.get(r) ?? [];
+        h.push(sc);
+        if (h.length > 31) h.shift();
+        this.usual.set(r, h);
+      }
+    }
+    const usualOf = (rank: number) => {
+      const h = this.usual.get(rank);
+      if (!h?.length) return null;
+      const o = [...h].sort((a, b) => a - b);
+      return o.length % 2 ? o[(o.length - 1) / 2]! : (o[o.length / 2 - 1]! + o[o.length / 2]!) / 2;
+    };
     const rows: RankPace[] = [...alive]
       .sort((a, b) => a.rank - b.rank)
       .map((r) => {
@@ -298,6 +335,7 @@ export class StragglerTracker {
           activity: activityOf(r.proc.state, r.proc.wchan),
           busyPct: cpus.length ? cpus.reduce((a, b) => a + b, 0) / cpus.length : null,
           score: win.get(r.rank) ?? null,
+          usualScore: usualOf(r.rank),
           scoreHigh: scoreBound(counted.map((c) => c.s.get(r.rank)).filter((x): x is number => x !== undefined)),
           stoppedLooks: counted.filter((c) => c.l.stopped.has(r.rank)).length,
           holdPct: this.looks.length ? (100 * (held.get(r.rank) ?? 0)) / this.looks.length : null,
@@ -331,6 +369,14 @@ export class StragglerTracker {
       const [own, other] = heldPair(rank);
       return other > own && binomTail(other, own + other) < 0.05;
     };
+    // the rank that writes the run's progress (rank 0: heartbeat progress records, the CSVs and
+    // TensorBoard, every log step) computes more than its peers by design — live, the real trainer's
+    // rank 0 (it logs every step) scored 0.79–0.83 over full windows of a clean run. By its CPU it is
+    // named only once it has also fallen well under its own usual score (NVRx's individual
+    // score beside the relative one); a rank slow from its first window is left to the states
+    const logger = lp?.rank ?? 0;
+    const ownDrop = (r: RankPace & { score: number }) =>
+      r.rank !== logger || (r.usualScore !== null && r.score < t.stragglerScore * r.usualScore);
     // (A) the CPU says it computes more per step than the fastest — beyond what the looks' own
     // scatter could hide — and its peers were not found holding it up
     const byCpu = (rank: number) => {
@@ -342,6 +388,7 @@ export class StragglerTracker {
         r.score < t.stragglerScore &&
         r.scoreHigh !== null &&
         r.scoreHigh < t.stragglerScore &&
+        ownDrop(r as RankPace & { score: number }) &&
         !heldBy(rank)
       );
     };
@@ -361,9 +408,15 @@ export class StragglerTracker {
     if (this.named !== null) {
       const r = rowOf.get(this.named);
       const cpuHolds =
-        !!r && r.score !== null && r.score < t.stragglerClearScore && min?.rank === r.rank && !heldBy(r.rank);
+        !!r &&
+        r.score !== null &&
+        r.score < t.stragglerClearScore * (r.rank === logger ? (r.usualScore ?? 1) : 1) &&
+        min?.rank === r.rank &&
+        !heldBy(r.rank);
       const stateHolds = holdOf(this.named) >= t.stragglerHoldPct / 2 && holdOf(this.named) > maxOtherHold(this.named);
-      if (!cpuHolds && !stateHolds) this.named = null;
+      // named until the evidence that named it clears: the other kind can hold a rank for good (the
+      // progress writer holds its peers while it logs; a starved rank's CPU score is its usual one)
+      if (!(this.namedBy === 'cpu' ? cpuHolds : stateHolds)) this.named = null;
     }
     if (this.named === null && rows.length >= 2) {
       const cand = [...rows].sort((x, y) => (x.score ?? 1) - (y.score ?? 1) || (y.holdPct ?? 0) - (x.holdPct ?? 0));
@@ -450,6 +503,7 @@ export function stragglerFields(v: StragglerView) {
       rank: r.rank,
       score: r3(r.score),
       scoreHigh: r3(r.scoreHigh),
+      usualScore: r3(r.usualScore),
       busyPct: r.busyPct === null ? null : Math.round(r.busyPct * 10) / 10,
       cpuPct: r.cpuPct === null ? null : Math.round(r.cpuPct * 10) / 10,
       activity: r.activity,

@@ -220,6 +220,54 @@ test('a rank computing 1.5× while its peer waits is named after 5 looks; a clea
   assert.ok(ev.straggler.ranks[0]!.scoreHigh! > 0.85, JSON.stringify(ev.straggler.ranks[0]));
 });
 
+test('rank 0 writes the progress: its logging is not a straggler, falling well under its usual score is', () => {
+  // live on the real trainer (rank 0 logs every step), a clean run's rank 0 scored 0.79-0.83 over
+  // full windows, its bound 0.84: named until it was judged against its own best window too
+  const ch = new Checker();
+  const jitter = [64, 60, 66, 61, 63, 65, 59, 62];
+  let ev;
+  for (let i = 0; i < 40; i++) {
+    ev = look(ch, i, [
+      [jitter[i % jitter.length]!, 'R', null],
+      [50, i % 3 ? 'R' : 'S', i % 3 ? null : 'futex_wait_queue'],
+    ]);
+    assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.ranks[0])}`);
+  }
+  const r0 = ev!.straggler.ranks[0]!;
+  assert.ok(r0.score! < 0.85 && r0.scoreHigh! < 0.85, JSON.stringify(r0));
+  assert.ok(Math.abs(r0.usualScore! - r0.score!) < 0.05, JSON.stringify(r0));
+  // rank 1 straggles for a window (rank 0 scores 1 meanwhile) and recovers: rank 0's logging is
+  // still its usual, not a fall
+  for (let i = 40; i < 100; i++) {
+    const slow1 = i < 60;
+    ev = look(ch, i, [
+      [jitter[i % jitter.length]!, slow1 ? 'S' : 'R', slow1 ? 'futex_wait_queue' : null],
+      [slow1 ? 110 : 50, i % 3 ? 'R' : 'S', i % 3 ? null : 'futex_wait_queue'],
+    ]);
+    if (i === 59) assert.equal(ev.straggler.straggler?.rank, 1, JSON.stringify(ev.straggler.ranks));
+    if (i >= 80) assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.ranks[0])}`);
+  }
+  // then rank 0 slows down (a throttled core): 0.55 against its usual ~0.8
+  let at = -1;
+  for (let i = 100; i < 130 && at < 0; i++) {
+    ev = look(ch, i, [
+      [90, 'R', null],
+      [50, i % 3 ? 'R' : 'S', i % 3 ? null : 'futex_wait_queue'],
+    ]);
+    if (ev.straggler.straggler) at = i;
+  }
+  assert.ok(at > 0, JSON.stringify(ev!.straggler.ranks[0]));
+  assert.equal(ev!.straggler.straggler!.rank, 0);
+  assert.equal(ev!.straggler.straggler!.evidence, 'cpu');
+  // and back to its logging pace: cleared
+  for (let i = 130; i < 160; i++)
+    ev = look(ch, i, [
+      [jitter[i % jitter.length]!, 'R', null],
+      [50, i % 3 ? 'R' : 'S', i % 3 ? null : 'futex_wait_queue'],
+    ]);
+  assert.equal(ev!.straggler.straggler, null, JSON.stringify(ev!.straggler.ranks[0]));
+});
+
 test('hysteresis: a named straggler stays named between the thresholds and clears above the clear score', () => {
   const ch = new Checker({ stragglerWindowS: 3.5, stragglerSamples: 3 });
   for (let i = 0; i < 5; i++)
@@ -347,16 +395,16 @@ test('state evidence: a rank starved of CPU (same CPU per step, runnable while i
     let e;
     for (let i = 0; i < 6; i++)
       e = look(ch, i, [
-        [13, held ? 'S' : 'R', held ? 'futex_do_wait' : null],
         [10, 'R', null],
+        [13, held ? 'S' : 'R', held ? 'futex_do_wait' : null],
       ]);
     return e!;
   };
   ev = waiter(true);
-  assert.ok(ev.straggler.ranks[0]!.scoreHigh! < 0.85, JSON.stringify(ev.straggler.ranks[0]));
+  assert.ok(ev.straggler.ranks[1]!.scoreHigh! < 0.85, JSON.stringify(ev.straggler.ranks[1]));
   assert.equal(ev.straggler.straggler, null, JSON.stringify(ev.straggler.ranks));
   // … while the same CPU with nobody found waiting names it
-  assert.equal(waiter(false).straggler.straggler?.rank, 0);
+  assert.equal(waiter(false).straggler.straggler?.rank, 1);
 });
 
 test('a restarting, booting or broken group names no straggler: the survivors of a kill -9 wait on a peer that is gone', () => {
@@ -396,7 +444,7 @@ test('a restarting, booting or broken group names no straggler: the survivors of
   assert.equal(ev!.straggler.straggler, null);
   assert.match(ev!.straggler.basis, /^rank 0 process gone/);
 
-  // a launch booting (no step since rank 0's boot): STARTING, rank 0 loading while rank 1 waits —
+  // a launch booting (no step since rank 0's boot): STARTING, rank 1 loading while rank 0 waits —
   // boot work differs by rank, nobody is named; the same pattern once the run steps is named
   const boot = (ch: Checker, i: number, stepping: boolean) => {
     const t = T0 + i * 1000;
@@ -408,8 +456,8 @@ test('a restarting, booting or broken group names no straggler: the survivors of
       run.stepAdvancedTs = null;
     }
     run.ranks.push({ ...run.ranks[0]!, rank: 1, pid: 1001, file: 'heartbeat_rank1.jsonl', lastMsg: 'boot' });
-    const ranks = [proc(0, 'R', { cpuPct: 95 }), proc(1, 'S', { cpuPct: 60 })];
-    ranks[1]!.proc.wchan = 'futex_wait_queue';
+    const ranks = [proc(0, 'S', { cpuPct: 60 }), proc(1, 'R', { cpuPct: 95 })];
+    ranks[0]!.proc.wchan = 'futex_wait_queue';
     return ch.evaluate({ now: t, run, procs: { ...procs(ranks), at: t }, gpu: null });
   };
   const starting = new Checker();
@@ -422,5 +470,5 @@ test('a restarting, booting or broken group names no straggler: the survivors of
   for (let i = 8; i < 12; i++) assert.equal(boot(starting, i, true).straggler.straggler, null, `step look ${i}`);
   ev = boot(starting, 12, true);
   assert.equal(ev.runState, 'RUNNING');
-  assert.equal(ev.straggler.straggler?.rank, 0, ev.straggler.basis);
+  assert.equal(ev.straggler.straggler?.rank, 1, ev.straggler.basis);
 });
