@@ -390,7 +390,7 @@ export class RunModel {
           const prev = this.ckpts.get(e.name);
           const info: CheckpointInfo = {
             name: e.name,
-            path: join(this.runDir, e.name),
+            path: prev ? prev.info.path : join(this.runDir, e.name),
             step: k.step,
             size: e.size,
             mtimeMs: e.mtimeMs,
