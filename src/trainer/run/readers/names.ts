@@ -110,7 +110,20 @@ const BY_NAME: Readonly<Record<string, FileKind>> = {
   'config.yml': { kind: 'config-yaml' },
 };
 
+/** what classify said of a name: a run dir is listed every round, ~60 names a round, and its
+ *  regexes were 4 % of the watchdog's CPU. Frozen: a kind is shared by every caller. */
+const KINDS = new Map<string, FileKind>();
+
 export function classify(name: string): FileKind {
+  let k = KINDS.get(name);
+  if (k === undefined) {
+    if (KINDS.size >= 4096) KINDS.clear();
+    KINDS.set(name, (k = Object.freeze(classifyOnce(name))));
+  }
+  return k;
+}
+
+function classifyOnce(name: string): FileKind {
   let m = RE_HB.exec(name);
   if (m) return { kind: 'heartbeat', rank: Number(m[1]) };
   if (Object.hasOwn(BY_NAME, name)) return { ...BY_NAME[name]! };
