@@ -20,8 +20,9 @@
 // process states alone say so (working while every peer waits in ≥ 50 % of ≥ 10 looks, 3× as often as
 // any peer, and past a sign test at 1 %: a rank starved of CPU by nice, taskset or a neighbour does
 // the same CPU work per step as its peers, so only its state shows it); it stays named until the
-// evidence that named it clears (hysteresis: no alarm on a clean run's jitter). Per-rank beats (how far a rank's newest beat is behind the furthest rank's)
-// and per-rank dt_fetch_s, where ranks write them, are shown beside the score as evidence.
+// evidence that named it clears (hysteresis: no alarm on a clean run's jitter). Per-rank beats (how
+// far a rank's newest beat is behind the furthest rank's) and per-rank dt_fetch_s, where ranks
+// write them, are shown beside the score as evidence.
 // Pure: no I/O.
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
@@ -356,15 +357,15 @@ export class StragglerTracker {
     const holdOf = (rank: number) => rowOf.get(rank)?.holdPct ?? 0;
     const top = [...rows].sort((x, y) => (y.holdPct ?? 0) - (x.holdPct ?? 0)).slice(0, 2);
     const maxOtherHold = (rank: number) => top.find((x) => x.rank !== rank)?.holdPct ?? 0;
-    // a rank its peers were found holding up (working while it waited) clearly more often than it held
-    // them — a sign test at 5 %, so a few looks of a step's logging or a boot transient do not count —
-    // waits for them: its extra CPU is spent waiting (a polling collective), not computing
     // the looks in which this rank held its peers, and the most in which one peer held the rest
     const heldPair = (rank: number): [number, number] => {
       let other = 0;
       for (const [q, n] of held) if (q !== rank && n > other) other = n;
       return [held.get(rank) ?? 0, other];
     };
+    // a rank its peers were found holding up (working while it waited) clearly more often than it held
+    // them — a sign test at 5 %, so a few looks of a step's logging or a boot transient do not count —
+    // waits for them: its extra CPU is spent waiting (a polling collective), not computing
     const heldBy = (rank: number) => {
       const [own, other] = heldPair(rank);
       return other > own && binomTail(other, own + other) < 0.05;
