@@ -357,12 +357,13 @@ export class StragglerTracker {
     const holdOf = (rank: number) => rowOf.get(rank)?.holdPct ?? 0;
     const top = [...rows].sort((x, y) => (y.holdPct ?? 0) - (x.holdPct ?? 0)).slice(0, 2);
     const maxOtherHold = (rank: number) => top.find((x) => x.rank !== rank)?.holdPct ?? 0;
-    // the looks in which this rank held its peers, and the most in which one peer held the rest
-    const heldPair = (rank: number): [number, number] => {
-      let other = 0;
-      for (const [q, n] of held) if (q !== rank && n > other) other = n;
-      return [held.get(rank) ?? 0, other];
-    };
+    // the looks in which this rank held its peers, and the most in which one peer held the rest —
+    // from the two highest counts, as maxOtherHold: a walk over every rank per candidate was ranks²
+    const topHeld = [...held].sort((x, y) => y[1] - x[1]).slice(0, 2);
+    const heldPair = (rank: number): [number, number] => [
+      held.get(rank) ?? 0,
+      topHeld.find(([q]) => q !== rank)?.[1] ?? 0,
+    ];
     // a rank its peers were found holding up (working while it waited) clearly more often than it held
     // them — a sign test at 5 %, so a few looks of a step's logging or a boot transient do not count —
     // waits for them: its extra CPU is spent waiting (a polling collective), not computing
