@@ -22,7 +22,14 @@ import { Watchdog } from './rank/watchdog.js';
 
 export { windowOf } from './rank/setup.js';
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+// At least ms by the clock the step log reads: a timer can fire a fraction of a millisecond early by
+// performance.now() (libuv rounds its loop time to whole ms), and slow-data@ms=M promises >= M.
+const sleep = async (ms: number) => {
+  const until = performance.now() + ms;
+  for (let left = ms; left > 0; left = until - performance.now()) {
+    await new Promise<void>((r) => setTimeout(r, Math.ceil(left)));
+  }
+};
 const yieldToLoop = () => new Promise<void>((r) => setImmediate(r));
 
 /**
