@@ -136,6 +136,7 @@ test('status --host keeps its connection for the next commands: no new SSH conne
       });
     });
   const tricky = 'it\'s\n$HOME `x` \\ "q"';
+  const claimedAt = Date.now();
   for (let i = 0; i < 2; i++) {
     const r = await run(['sh', '-c', 'printf "%s|" "$1"; cat; echo oops >&2; exit 3', 'sh', tricky], `in${i}`);
     assert.equal(r.out.replace(/^\d+\n/, ''), `${tricky}|in${i}`);
@@ -143,7 +144,24 @@ test('status --host keeps its connection for the next commands: no new SSH conne
     assert.equal(r.err, 'oops\n');
     assert.equal(r.code, 3);
   }
+  // the next warm session (a login shell: a heavy ~/.bashrc is a second of the box's CPU) does not
+  // start beside the command that claimed the last one: not while its client is connected (up to
+  // 3 s), at once when it goes
+  const warmNow = async () => {
+    const h = await keeperHello(k1.path);
+    h?.sock.destroy();
+    return h?.hello;
+  };
+  const mid = await warmNow();
+  if (Date.now() - claimedAt < 2500)
+    assert.deepEqual(
+      [mid?.warm, mid?.warming],
+      [false, false],
+      'no warm session ready or starting beside a connected client',
+    );
+  else console.log('# ssh-keep: the claims took over 2.5 s here; the no-refill-while-connected check skipped');
   kc.end();
+  await waitFor('the next warm session once the client is gone', async () => (await warmNow())?.warm, 15_000);
 
   // idle for its window (2 s): it exits and takes its socket with it
   await waitFor('the idle keeper to exit', () => !alive(k1.pid) && !existsSync(k1.path));

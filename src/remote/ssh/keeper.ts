@@ -46,6 +46,13 @@ export function warmInput(cmd: string, mark: string): string | null {
 
 /** the keeper's keepalive (ssh2's: a ping every interval while nothing else arrives) */
 const KEEPALIVE_MS = 2000;
+/**
+ * How long after a claim the next warm session starts while a client is still connected (with none
+ * connected: at once). Its start is a login shell, and a ~/.bashrc that loads pyenv or conda costs
+ * a second of the box's CPU (this box's: 1.2 s); started at the claim, it ran beside the very command
+ * that claimed the last one — on a 2-core box, half of what a kept `status --host` took.
+ */
+const WARM_REFILL_MS = 3000;
 
 interface Warm {
   ch: ClientChannel;
@@ -75,6 +82,7 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
   let warm: Warm | null = null;
   let warming: Promise<Warm | null> | null = null;
   let warmFailures = 0;
+  let refillTimer: NodeJS.Timeout | null = null;
   let boundIno: number | null = null;
 
   const conn = new SshConnection(
@@ -133,6 +141,7 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
     shuttingDown = true;
     if (typeof ready === 'string' && ready === 'up') ready = 'shutting down';
     if (idleTimer) clearTimeout(idleTimer);
+    if (refillTimer) clearTimeout(refillTimer);
     // the socket first (the next command connects directly), then the connection
     try {
       if (boundIno !== null && lstatSync(spec.socket).ino === boundIno) unlinkSync(spec.socket);
@@ -157,8 +166,17 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
     return conn.openExec(client, cmd);
   }
 
+  /** Starts the next warm session once no client is connected, or WARM_REFILL_MS from now. */
+  function refillLater(): void {
+    if (warm || warming || refillTimer) return;
+    if (active === 0) return startWarm();
+    refillTimer = setTimeout(startWarm, WARM_REFILL_MS);
+  }
+
   /** Starts the next warm session (one at a time). */
   function startWarm(): void {
+    if (refillTimer) clearTimeout(refillTimer);
+    refillTimer = null;
     if (warm || warming || shuttingDown || ready !== 'up' || warmFailures >= 3) return;
     const mark = `nsa-top-warm-${randomBytes(12).toString('hex')}`;
     warming = openChannel(`exec sh -c ${shQuote(WARM_SCRIPT)} nsa-top-warm ${mark} ${shQuote(WATCH_SCRIPT)}`).then(
@@ -198,11 +216,11 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
       w.ch.removeAllListeners('close');
       w.ch.write(input);
       warmFailures = 0;
-      startWarm();
+      refillLater();
       return { ch: w.ch, early: w.early, warm: true };
     }
     const ch = await openChannel(cmd);
-    startWarm();
+    refillLater();
     return { ch, early: [], warm: false };
   }
 
@@ -216,6 +234,8 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
     sock.once('close', () => {
       active--;
       armIdle();
+      // the last client gone: a refill that waited for it starts now
+      if (active === 0 && refillTimer) startWarm();
       if (ch && !chClosed) ch.close();
     });
     const reader = new FrameReader((kind, payload) => {
@@ -294,7 +314,13 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
     const silent = ready === 'up' && silentMs() > KEEPALIVE_MS + 2500;
     const ok = ready === 'up' && !silent;
     const error = ok ? undefined : silent ? `the server has not answered for ${silentMs()} ms` : ready;
-    if (!sock.destroyed) sock.write(frame('h', JSON.stringify({ ok, pid: process.pid, ...(ok ? {} : { error }) })));
+    if (!sock.destroyed)
+      sock.write(
+        frame(
+          'h',
+          JSON.stringify({ ok, pid: process.pid, warm: !!warm, warming: !!warming, ...(ok ? {} : { error }) }),
+        ),
+      );
     // the control connection stays open: its close tells the client the keeper went away
   }
 
