@@ -115,6 +115,10 @@ interface RoundOptions {
    *  look at each rank's own stat, ./rankrefresh.ts) */
   refreshProcs?: (procs: RunProcesses) => RunProcesses;
   waitHostStats?: boolean;
+  /** the snapshot the caller's own poll of this observer's model just took, in the same look, with
+   *  no checkpoint in it waiting to settle (a one-shot status): judged as it is, not polled again
+   *  (over SSH a poll is a frame of the watch loop: ~115 ms of a kept `status --host`'s ~900) */
+  polled?: RunSnapshot;
   /** a look (Host.look) the caller holds the round in: what it reads after the round is answered
    * from the round's answers (the cockpit's action log) */
   look?: Host;
@@ -223,7 +227,7 @@ export class Observer {
     // make data read during the outage look fresh
     let dataAt: number | null = null;
     try {
-      run = await model.poll();
+      run = o.polled ?? (await model.poll());
       const age = host.viewAgeMs?.();
       if (age !== undefined && age !== null) dataAt = Date.now() - age;
       fresh = true;

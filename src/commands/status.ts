@@ -268,7 +268,8 @@ async function gatherIn(
   }
   // a checkpoint counts as complete once its size holds across two polls: look once more when
   // a recent one has only been seen once (only within 30 s of a save)
-  if (snap.checkpoints.some((c) => !c.complete)) await new Promise((r) => setTimeout(r, 700));
+  const settling = snap.checkpoints.some((c) => !c.complete);
+  if (settling) await new Promise((r) => setTimeout(r, 700));
   const bad = unjudgeable(snap, outDir);
   if (bad)
     throw new CliError((Object.keys(snap.files).length === 0 && (await whyNothingListed(host, outDir))) || bad, 2);
@@ -280,10 +281,12 @@ async function gatherIn(
       `nsa-top: warning: cannot read ${unreadable.join(', ')} in ${outDir} (permission denied): their data is missing below\n`,
     );
   // the one observation every surface takes (the cockpit's collector, watchdog, report): its poll
-  // is the second look that settles checkpoint completeness; a live run nsa-top did not start gets
-  // its launch recorded, so that it can be relaunched later
+  // is the second look that settles checkpoint completeness, and with none to settle it judges the
+  // poll above; a live run nsa-top did not start gets its launch recorded, so that it can be
+  // relaunched later
   const obs = await new Observer(host, { dirs, model, adoptAs: 'status', checker, nodes, gpu: nodes?.gpus }).judged({
     waitHostStats: true,
+    polled: settling ? undefined : snap,
   });
   const ev = obs.ev;
   snap = obs.run;
