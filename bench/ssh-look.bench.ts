@@ -139,8 +139,9 @@ try {
   // cold path must not be slower than a cold one); the rows below use that keeper
   const firstKeptMs = status(hostArgs, KEPT);
   const sockDir = join(env.HOME!, '.cache', 'nsa-top', 'ssh');
-  // the keeper up, with its warm session ready: it starts the next one as its clients go (a login
-  // shell: ~/.bashrc here costs ~1 s of CPU), and that is not to run beside the next timed command
+  // the keeper up, with its warm session ready (its login shell done: the keeper's hello says so),
+  // and 2 s more: it starts the next one as its clients go (~/.bashrc here costs ~1.2 s of CPU, and
+  // this VM's kernel workers ~1 s more after it), and that is not to run beside the next timed command
   const keeperWarm = async () => {
     for (let i = 0; ; i++) {
       const name = (() => {
@@ -152,7 +153,7 @@ try {
       })();
       const h = name ? await keeperHello(join(sockDir, name)) : null;
       h?.sock.destroy();
-      if (h?.hello.ok && h.hello.warm) return;
+      if (h?.hello.ok && h.hello.warm) return void (await sleep(2000));
       if (i > 300) throw new Error('no keeper with a warm session came up');
       await sleep(50);
     }

@@ -15,7 +15,7 @@ import {
   KeptClient,
   type KeptChannel,
 } from '../../src/remote/ssh/keep.js';
-import { warmInput } from '../../src/remote/ssh/keeper.js';
+import { ReadyLine, warmInput } from '../../src/remote/ssh/keeper.js';
 import { commandLine } from '../../src/remote/ssh/exec.js';
 import { WATCH_SCRIPT } from '../../src/remote/ssh/watch-script.js';
 
@@ -99,6 +99,21 @@ test('a warm session becomes the watch loop from one short line, any other comma
   assert.equal(warmInput(cmd, mark), `L\n${cmd}\n${mark}\n`);
   // a command line holding the mark as a line cannot be told apart from it: a fresh channel instead
   assert.equal(warmInput(commandLine(['printf', `x\n${mark}\ny`]), mark), null);
+});
+
+test("a warm session is ready at its ready line, which its claimer never sees (a chatty ~/.bashrc's output it does)", () => {
+  const mark = 'nsa-top-warm-0123';
+  const r = new ReadyLine(mark);
+  const push = (t: string) => r.push(Buffer.from(t)).toString();
+  // the login shell still running: held, not ready
+  assert.equal(push('conda: base\n'), '');
+  assert.equal(push(`nsa-top-warm-9999 ready\n${mark} re`), '');
+  assert.equal(r.done, false);
+  // the line's end arrives with the claimer's first output (claimed before its line): the line goes
+  assert.equal(push('ady\n12345\nout'), 'conda: base\nnsa-top-warm-9999 ready\n12345\nout');
+  assert.equal(r.done, true);
+  // after it, everything as it comes, the mark's line too
+  assert.equal(push(`${mark} ready\n`), `${mark} ready\n`);
 });
 
 test("a channel's bytes that come with its open wait for the caller's listeners (attached after its await)", async () => {

@@ -162,7 +162,7 @@ export function openUnix(path: string): Promise<Socket | null> {
 export interface KeeperHello {
   ok: boolean;
   pid: number;
-  /** a warm session is ready (a keeper refills it once its clients are gone: keeper.ts) */
+  /** a warm session waits, its login shell started (a keeper refills it once its clients are gone: keeper.ts) */
   warm?: boolean;
   /** the next warm session is starting */
   warming?: boolean;

@@ -26,8 +26,10 @@ import { dirProblem, frame, FrameReader, openUnix, type KeepSpec } from './keep.
  * $2, so only that line travels), or `L` followed by a command line's lines up to the mark line (random per session):
  * then it becomes `sh -c` of them, as the user's shell would have run that command line
  * (commandLine's lines are POSIX sh). Either way the channel's stdin after that is the command's.
+ * Before it waits it prints `MARK ready`: the login shell (its ~/.bashrc) and the probe are done —
+ * the keeper takes that line out of what it hands the claimer (readyLine below).
  */
-const WARM_SCRIPT = `e=$1; w=$2; f=$(${WATCH_FACTS}); IFS= read -r l || exit 0
+const WARM_SCRIPT = `e=$1; w=$2; f=$(${WATCH_FACTS}); printf '%s ready\\n' "$e"; IFS= read -r l || exit 0
 case $l in "W "*) set -- $l; echo $$; exec sh -c "$w" nsa-top-watch "$2" "$3" "$f";; esac
 c=; while IFS= read -r l; do if [ "$l" = "$e" ]; then exec sh -c "$c"; fi; c="$c$l
 "; done; exit 0`;
@@ -60,6 +62,33 @@ interface Warm {
   /** what it printed before it was claimed (a chatty ~/.bashrc): handed to the claimer first */
   early: { kind: 'o' | 'e'; data: Buffer }[];
   closed: boolean;
+  /** its stdout's filter; done: it said `MARK ready` (its login shell has started, it waits for its command) */
+  ready: ReadyLine;
+}
+
+/**
+ * Takes a warm session's ready line (`MARK ready`) out of its stdout, which goes to its claimer: what
+ * comes before the line (a chatty ~/.bashrc) is held until the line is whole, then passed on without
+ * it; everything after passes as it comes. A session may be claimed before its line: the claimer's
+ * bytes go through the same filter, and its command's output can only follow the line.
+ */
+export class ReadyLine {
+  done = false;
+  private held = Buffer.alloc(0);
+  private readonly line: Buffer;
+  constructor(mark: string) {
+    this.line = Buffer.from(`${mark} ready\n`);
+  }
+  push(d: Buffer): Buffer {
+    if (this.done) return d;
+    this.held = Buffer.concat([this.held, d]);
+    const i = this.held.indexOf(this.line);
+    if (i < 0) return Buffer.alloc(0);
+    this.done = true;
+    const out = Buffer.concat([this.held.subarray(0, i), this.held.subarray(i + this.line.length)]);
+    this.held = Buffer.alloc(0);
+    return out;
+  }
 }
 
 export async function runKeeper(spec: KeepSpec): Promise<number> {
@@ -181,8 +210,11 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
     const mark = `nsa-top-warm-${randomBytes(12).toString('hex')}`;
     warming = openChannel(`exec sh -c ${shQuote(WARM_SCRIPT)} nsa-top-warm ${mark} ${shQuote(WATCH_SCRIPT)}`).then(
       (ch) => {
-        const w: Warm = { ch, mark, early: [], closed: false };
-        ch.on('data', (d: Buffer) => w.early.push({ kind: 'o', data: d }));
+        const w: Warm = { ch, mark, early: [], closed: false, ready: new ReadyLine(mark) };
+        ch.on('data', (d: Buffer) => {
+          const x = w.ready.push(d);
+          if (x.length > 0) w.early.push({ kind: 'o', data: x });
+        });
         ch.stderr.on('data', (d: Buffer) => w.early.push({ kind: 'e', data: d }));
         ch.on('close', () => {
           w.closed = true;
@@ -205,7 +237,9 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
   }
 
   /** A channel for `cmd`: the warm session (claimed) or a fresh one. */
-  async function channelFor(cmd: string): Promise<{ ch: ClientChannel; early: Warm['early']; warm: boolean }> {
+  async function channelFor(
+    cmd: string,
+  ): Promise<{ ch: ClientChannel; early: Warm['early']; warm: boolean; out: ReadyLine | null }> {
     let w = warm ?? (warming ? await warming : null);
     const input = w && !w.closed ? warmInput(cmd, w.mark) : null;
     if (w && input === null) w = null;
@@ -217,11 +251,11 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
       w.ch.write(input);
       warmFailures = 0;
       refillLater();
-      return { ch: w.ch, early: w.early, warm: true };
+      return { ch: w.ch, early: w.early, warm: true, out: w.ready };
     }
     const ch = await openChannel(cmd);
     refillLater();
-    return { ch, early: [], warm: false };
+    return { ch, early: [], warm: false, out: null };
   }
 
   function onClient(sock: Socket): void {
@@ -278,7 +312,10 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
       const c = ch;
       sock.write(frame('k', JSON.stringify({ warm: got.warm })));
       for (const x of got.early) sock.write(frame(x.kind, x.data));
-      c.on('data', (d: Buffer) => {
+      const out = got.out;
+      c.on('data', (b: Buffer) => {
+        const d = out ? out.push(b) : b;
+        if (d.length === 0) return;
         if (!sock.write(frame('o', d))) {
           c.pause();
           sock.once('drain', () => c.resume());
@@ -318,7 +355,13 @@ export async function runKeeper(spec: KeepSpec): Promise<number> {
       sock.write(
         frame(
           'h',
-          JSON.stringify({ ok, pid: process.pid, warm: !!warm, warming: !!warming, ...(ok ? {} : { error }) }),
+          JSON.stringify({
+            ok,
+            pid: process.pid,
+            warm: !!warm?.ready,
+            warming: !!warming || (!!warm && !warm.ready),
+            ...(ok ? {} : { error }),
+          }),
         ),
       );
     // the control connection stays open: its close tells the client the keeper went away
