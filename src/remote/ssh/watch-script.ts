@@ -109,7 +109,8 @@ else
   HF="$(id -u || echo -) $(getconf _NPROCESSORS_ONLN || nproc || echo -)"
   if command -v nvidia-smi >/dev/null; then HF="$HF g"; else HF="$HF -"; fi
 fi
-echo "H $G $B $HF $(date +%s%N) $(date +%s)"
+# (one date for both: a process less before the hello, the same two words)
+echo "H $G $B $HF $(date '+%s%N %s')"
 dids=
 fids=
 num() { case $1 in ''|*[!0-9]*) return 1;; esac; return 0; }
