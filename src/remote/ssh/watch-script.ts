@@ -90,7 +90,10 @@ BT=
 if [ $G = 1 ] && if [ -n "$PRE" ]; then [ "$pX" = 1 ]; else printf 'x\n' | xargs -d '\n' true; fi; then
   BT=$(mktemp "$\{TMPDIR:-/tmp}/nsa-top-watch.XXXXXX") || BT=
 fi
-[ -n "$BT" ] && trap 'rm -f "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"' EXIT
+# (an EXIT trap does not run when a signal ends the shell: a channel closed under the loop (a kept
+# connection's client gone, a frame written to a pipe nobody reads) ended it by SIGPIPE or SIGHUP and
+# left the files in the box's /tmp, one set per command; each of these signals exits instead)
+[ -n "$BT" ] && trap 'rm -f "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"' EXIT && trap 'exit 129' HUP && trap 'exit 130' INT && trap 'exit 141' PIPE && trap 'exit 143' TERM
 # a read of LEN bytes from OFF by one dd (GNU: skip_bytes, fullblock; zeros past a shrunk end)
 # where it does exactly that here, instead of a subshell, tail, cat and head per file: a frame
 # reads every followed file that grew (a live run appends to five or six every step)
