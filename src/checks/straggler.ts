@@ -173,6 +173,15 @@ export function binomTail(k: number, n: number): number {
   return sum / 2 ** n;
 }
 
+/**
+ * Per rank, the highest of the other ranks' values ([rank, value] entries; 0 where there is none),
+ * from the two highest: thousands of ranks must not cost ranks² a look.
+ */
+function maxOtherThan(entries: [number, number][]): (rank: number) => number {
+  const top = [...entries].sort((x, y) => y[1] - x[1]).slice(0, 2);
+  return (rank) => top.find(([q]) => q !== rank)?.[1] ?? 0;
+}
+
 /** per rank, the looks in which it was working (or stopped) while every other rank waited: O(looks × ranks) */
 export function holdCounts(looks: Look[]): Map<number, number> {
   const n = new Map<number, number>();
@@ -352,18 +361,13 @@ export class StragglerTracker {
     const max = maxR ? { rank: maxR.rank, score: maxR.score } : null;
     let straggler: StragglerView['straggler'] = null;
     const enough = counted.length >= t.stragglerSamples;
-    // by rank once, and the two highest hold shares: thousands of ranks must not cost ranks² a look
+    // by rank once, and the highest hold share but each rank's own
     const rowOf = new Map(rows.map((x) => [x.rank, x]));
     const holdOf = (rank: number) => rowOf.get(rank)?.holdPct ?? 0;
-    const top = [...rows].sort((x, y) => (y.holdPct ?? 0) - (x.holdPct ?? 0)).slice(0, 2);
-    const maxOtherHold = (rank: number) => top.find((x) => x.rank !== rank)?.holdPct ?? 0;
-    // the looks in which this rank held its peers, and the most in which one peer held the rest —
-    // from the two highest counts, as maxOtherHold: a walk over every rank per candidate was ranks²
-    const topHeld = [...held].sort((x, y) => y[1] - x[1]).slice(0, 2);
-    const heldPair = (rank: number): [number, number] => [
-      held.get(rank) ?? 0,
-      topHeld.find(([q]) => q !== rank)?.[1] ?? 0,
-    ];
+    const maxOtherHold = maxOtherThan(rows.map((x) => [x.rank, x.holdPct ?? 0]));
+    // the looks in which this rank held its peers, and the most in which one peer held the rest
+    const maxOtherHeld = maxOtherThan([...held]);
+    const heldPair = (rank: number): [number, number] => [held.get(rank) ?? 0, maxOtherHeld(rank)];
     // a rank its peers were found holding up (working while it waited) clearly more often than it held
     // them — a sign test at 5 %, so a few looks of a step's logging or a boot transient do not count —
     // waits for them: its extra CPU is spent waiting (a polling collective), not computing
