@@ -27,7 +27,7 @@ import { dirProblem, frame, FrameReader, openUnix, type KeepSpec } from './keep.
  * then it becomes `sh -c` of them, as the user's shell would have run that command line
  * (commandLine's lines are POSIX sh). Either way the channel's stdin after that is the command's.
  * Before it waits it prints `MARK ready`: the login shell (its ~/.bashrc) and the probe are done —
- * the keeper takes that line out of what it hands the claimer (readyLine below).
+ * the keeper takes that line out of what it hands the claimer (ReadyLine below).
  */
 const WARM_SCRIPT = `e=$1; w=$2; f=$(${WATCH_FACTS}); printf '%s ready\\n' "$e"; IFS= read -r l || exit 0
 case $l in "W "*) set -- $l; echo $$; exec sh -c "$w" nsa-top-watch "$2" "$3" "$f";; esac
@@ -52,7 +52,7 @@ const KEEPALIVE_MS = 2000;
  * How long after a claim the next warm session starts while a client is still connected (with none
  * connected: at once). Its start is a login shell, and a ~/.bashrc that loads pyenv or conda costs
  * a second of the box's CPU (this box's: 1.2 s); started at the claim, it ran beside the very command
- * that claimed the last one — on a 2-core box, half of what a kept `status --host` took.
+ * that claimed the last one (on this 2-core box a kept `status --host` took 1359 ms with it, 932 without).
  */
 const WARM_REFILL_MS = 3000;
 
