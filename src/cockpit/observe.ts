@@ -117,7 +117,7 @@ interface RoundOptions {
   waitHostStats?: boolean;
   /** the snapshot the caller's own poll of this observer's model just took, in the same look, with
    *  no checkpoint in it waiting to settle (a one-shot status): judged as it is, not polled again
-   *  (over SSH a poll is a frame of the watch loop: ~115 ms of a kept `status --host`'s ~900) */
+   *  (over SSH a poll is a frame of the watch loop: 107–256 ms in traces of a kept `status --host`) */
   polled?: RunSnapshot;
   /** a look (Host.look) the caller holds the round in: what it reads after the round is answered
    * from the round's answers (the cockpit's action log) */
