@@ -44,7 +44,7 @@ export interface RankPace {
   /** the highest the score could be, given how its looks scatter (scoreBound); null: < 2 looks */
   scoreHigh: number | null;
   /** its usual score: the median of its scores over the last 31 full windows of looks (4 × the
-   *  looks needed, not overlapping); null before one */
+   *  looks needed, not overlapping, none while a rank is named); null before two */
   usualScore: number | null;
   /** looks in the window in which this rank was stopped (state T) */
   stoppedLooks: number;
@@ -308,9 +308,13 @@ export class StragglerTracker {
         sinceStart = true;
       }
     }
-    // each rank's usual score: one full window's score every full window of new looks (a window
-    // during which another rank straggled must not become the norm: the median), kept across
-    // restarts of the same rank set
+    // each rank's usual score: one full window's score every full window of new looks, kept across
+    // restarts of the same rank set. A window in which a rank was named is not the norm, nor the
+    // windows up to a full one after the name clears (live, a starved rank 1 put rank 0's usual at 1
+    // and rank 0 was named for its ordinary logging once rank 1 recovered); the median (of at
+    // least two: a run's first window holds its boot, where rank 0 does not log yet, and named rank
+    // 0 for its logging 80 s into a clean real-trainer run) keeps the odd one out
+    if (this.named !== null) this.sinceUsual = 0;
     if (counted.length >= t.stragglerSamples * 4 && !sinceStart && this.sinceUsual >= t.stragglerSamples * 4) {
       this.sinceUsual = 0;
       const k = this.keyOf(counted[counted.length - 1]!.l);
@@ -327,7 +331,7 @@ export class StragglerTracker {
     }
     const usualOf = (rank: number) => {
       const h = this.usual.get(rank);
-      if (!h?.length) return null;
+      if (!h || h.length < 2) return null;
       const o = [...h].sort((a, b) => a - b);
       return o.length % 2 ? o[(o.length - 1) / 2]! : (o[o.length / 2 - 1]! + o[o.length / 2]!) / 2;
     };

@@ -268,6 +268,42 @@ test('rank 0 writes the progress: its logging is not a straggler, falling well u
   assert.equal(ev!.straggler.straggler, null, JSON.stringify(ev!.straggler.ranks[0]));
 });
 
+test("rank 0's usual score is not its boot window, nor windows in which a peer was named (both named it live for its logging)", () => {
+  const jitter = [64, 60, 66, 61, 63, 65, 59, 62];
+  const clean = (ch: Checker, i: number) =>
+    look(ch, i, [
+      [jitter[i % jitter.length]!, 'R', null],
+      [50, i % 3 ? 'R' : 'S', i % 3 ? null : 'futex_wait_queue'],
+    ]);
+  // a run's first window: booting, both ranks equally busy (rank 0 does not log yet), then its logging
+  const boot = new Checker();
+  for (let i = 0; i < 20; i++)
+    look(boot, i, [
+      [90, 'R', null],
+      [88, 'R', null],
+    ]);
+  for (let i = 20; i < 60; i++) {
+    const ev = clean(boot, i);
+    assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.ranks[0])}`);
+  }
+  // clean logging (two windows), rank 1 straggles for three (named; rank 0 scores 1 meanwhile), recovers
+  const peer = new Checker();
+  for (let i = 0; i < 40; i++) clean(peer, i);
+  let named1 = false;
+  for (let i = 40; i < 100; i++) {
+    const ev = look(peer, i, [
+      [jitter[i % jitter.length]!, 'S', 'futex_wait_queue'],
+      [110, i % 3 ? 'R' : 'S', i % 3 ? null : 'futex_wait_queue'],
+    ]);
+    named1 ||= ev.straggler.straggler?.rank === 1;
+  }
+  assert.ok(named1, 'rank 1 was named');
+  for (let i = 100; i < 160; i++) {
+    const ev = clean(peer, i);
+    if (i >= 120) assert.equal(ev.straggler.straggler, null, `look ${i}: ${JSON.stringify(ev.straggler.ranks[0])}`);
+  }
+});
+
 test('hysteresis: a named straggler stays named between the thresholds and clears above the clear score', () => {
   const ch = new Checker({ stragglerWindowS: 3.5, stragglerSamples: 3 });
   for (let i = 0; i < 5; i++)
