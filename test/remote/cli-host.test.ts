@@ -211,8 +211,8 @@ test('nsa-top halt --host on a live run writes .HALT over SSH and the trainer st
     spawnSync(process.execPath, [bin, ...args], { env, encoding: 'utf8', timeout: 60_000 });
   // what one status --host asks of the watch loop on a live run (the first one records the run's
   // adoption, a write that starts its look afresh: the second is the plain one): the look's script
-  // and the host's resources (x), no write, and the process table once, asked with the look — its
-  // answer comes before any second frame, not after it as a round trip of its own
+  // and the host's resources, no write, and the process table once — all three asked together and
+  // run side by side (a, p), their answers before any second frame, none a round trip of its own
   assert.equal(cli(['status', runDir, ...ssh]).status, 0);
   const looked = spawnSync(process.execPath, [bin, 'status', runDir, ...ssh], {
     env: { ...env, NSA_TOP_SSH_TRACE: '1' },
@@ -223,14 +223,20 @@ test('nsa-top halt --host on a live run writes .HALT over SSH and the trainer st
   const trace = looked.stderr.split('\n');
   const asked = (re: RegExp) => trace.filter((l) => re.test(l)).length;
   assert.deepEqual(
-    { scripts: asked(/ loop x \d+:/), writes: asked(/ loop w \d+:/), procs: asked(/ loop P \d+:/) },
-    { scripts: 2, writes: 0, procs: 1 },
+    {
+      aside: asked(/ loop a \d+:/),
+      scripts: asked(/ loop x \d+:/),
+      writes: asked(/ loop w \d+:/),
+      tables: asked(/ loop p \d+:/),
+      procs: asked(/ loop P \d+:/),
+    },
+    { aside: 2, scripts: 0, writes: 0, tables: 1, procs: 0 },
     looked.stderr,
   );
   // (a later frame may come, answered after the command is done with the loop: not one it waits for)
   const at = (re: RegExp) => trace.findIndex((l) => re.test(l));
   const second = at(/ loop frame 2 /);
-  assert.ok(second < 0 || at(/ loop P \d+:/) < second, `the table came with the look:\n${looked.stderr}`);
+  assert.ok(second < 0 || at(/ loop p \d+:/) < second, `the table came with the look:\n${looked.stderr}`);
   const h = cli(['halt', runDir, ...ssh]);
   assert.equal(h.status, 0, h.stderr);
   assert.match(h.stdout, /^halt ok: /);

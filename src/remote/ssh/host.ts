@@ -15,6 +15,7 @@
 
 import type {
   ExecOptions,
+  ExecResult,
   Host,
   Look,
   LookAhead,
@@ -198,15 +199,7 @@ export class SshHost implements Host, LookedHost {
     if (first) {
       this.firstAnswers.delete(key);
       const r = await first;
-      if (r && !r.timedOut)
-        return {
-          code: r.code,
-          signal: r.signal,
-          stdout: r.stdout.toString('utf8'),
-          stderr: r.stderr.toString('utf8'),
-          timedOut: false,
-          durationMs: r.durationMs,
-        };
+      if (r && !r.timedOut) return execResultOf(r);
     }
     if (opts.quick && opts.input === undefined && !opts.cwd) {
       // env rides as `env K=V …` arguments (a name that is not a plain name goes by exec)
@@ -214,15 +207,7 @@ export class SshHost implements Host, LookedHost {
       if (env.every(([k]) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(k))) {
         const args = env.length ? ['env', ...env.map(([k, v]) => `${k}=${v}`), ...argv] : argv;
         const r = await this.watch.runScript(() => 'exec "$@"', args, opts.timeoutMs);
-        if (r)
-          return {
-            code: r.code,
-            signal: r.signal,
-            stdout: r.stdout.toString('utf8'),
-            stderr: r.stderr.toString('utf8'),
-            timedOut: r.timedOut,
-            durationMs: r.durationMs,
-          };
+        if (r) return execResultOf(r);
       }
     }
     try {
@@ -230,6 +215,12 @@ export class SshHost implements Host, LookedHost {
     } finally {
       this.files.forgetLooks();
     }
+  }
+
+  /** a quick probe of a look-ahead, run aside in the loop (lookAhead); by exec where the loop cannot */
+  private async quickAside(argv: string[], timeoutMs: number): Promise<ExecResult> {
+    const r = await this.watch.runScript(() => 'exec "$@"', argv, timeoutMs, true);
+    return r ? execResultOf(r) : this.exec(argv, { timeoutMs, quick: true });
   }
 
   stream(argv: string[], opts: StreamOptions) {
@@ -320,24 +311,25 @@ export class SshHost implements Host, LookedHost {
     const nonce = lookNonce();
     const { args, files, dirs, readDirs } = lookArgs(ahead, nonce);
     if (files.length + dirs.length === 0) return;
+    // the look, the probes it will run (the host's resources) and the process table it will read
+    // for the run's ranks go out together and run side by side in the loop's shell (`aside`: one
+    // after another they were ~0.2 + 0.1 + 0.1 s of forks on a 2-core box), answered together
+    const execs = ahead.execs ?? [];
+    const procs = ahead.procs;
+    const aside = execs.length + (procs ? 1 : 0) > 0;
     const answer = this.watch
-      .runScript(() => LOOK_SCRIPT, args, 20_000)
+      .runScript(() => LOOK_SCRIPT, args, 20_000, aside)
       .then((r) => (r && r.code === 0 ? parseLookAnswer(r.stdout, nonce, files, dirs) : null));
     memo.seed({ files, dirs, readDirs }, answer);
-    // the probes the look will run, right behind it (the loop runs them while the look's answer is parsed)
-    for (const argv of ahead.execs ?? []) memo.seedExec(argv, this.exec(argv, { timeoutMs: 10_000, quick: true }));
-    // …and the process table the look will read for the run's ranks: asked as the look's answer
-    // arrives (not before it: the loop answers in turn), the loop reads it while that answer is
-    // parsed, not after the frame that the run's records come with
-    const procs = ahead.procs;
+    for (const argv of execs) memo.seedExec(argv, this.quickAside(argv, 10_000));
     if (procs) {
       const req = candidateRequestAhead(this, procs.runDir);
-      // (not when the look found the file that says it goes on elsewhere: a table nobody takes
-      // would hold up the loop's next requests)
+      const table = this.watch.readProcTable(req, 15_000, true);
+      // (not taken when the look found the file that says it goes on elsewhere)
       const elsewhere = (a: LookAnswer | null) => !!procs.unlessFile && a?.stats.get(procs.unlessFile)?.code === 0;
       memo.seedProcs(
         req,
-        answer.then((a) => (elsewhere(a) ? null : this.watch.readProcTable(req, 15_000))),
+        answer.then((a) => (elsewhere(a) ? null : table)),
       );
     }
     this.askFirst();
@@ -398,4 +390,16 @@ export class SshHost implements Host, LookedHost {
     await this.conn.close();
     sshTrace(`closed (still active here: ${process.getActiveResourcesInfo().join(', ') || 'nothing'})`);
   }
+}
+
+/** a script's answer from the watch loop as an exec's */
+function execResultOf(r: ScriptAnswer): ExecResult {
+  return {
+    code: r.code,
+    signal: r.signal,
+    stdout: r.stdout.toString('utf8'),
+    stderr: r.stderr.toString('utf8'),
+    timedOut: r.timedOut,
+    durationMs: r.durationMs,
+  };
 }

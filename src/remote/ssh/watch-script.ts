@@ -35,6 +35,12 @@ import { PROC_SCRIPT } from '../procs.js';
 //                               /dev/null, under `timeout 20` where there is one; answer: `Q ID`,
 //                               its raw stdout, `\n@@Q ID NONCE@@\n`, then `q ID RC LAST-STDERR-LINE`
 //                               (a look costs a fork in this shell, not an SSH session)
+//   a ID N / p ID …             x / P run aside: a background job of the loop's shell, its answer
+//                               (the same as x's / P's) kept in a scratch file of its own until J;
+//                               where there is no scratch file, run as x / P
+//   J                           once every ask run aside since the last J has ended, their answers in
+//                               the order asked (a look, the host's resources and the process table
+//                               side by side instead of one after another: SshHost.lookAhead)
 //   w ID NS NA ND               then NS lines `SCRIPT-LINE|`, NA lines `ARG|`, ND lines `DATA-LINE|`:
 //                               like x, for a script of many lines fed ND lines on stdin (joined
 //                               by line breaks, no break added after the last; ND = 0: stdin
@@ -93,7 +99,14 @@ fi
 # (an EXIT trap does not run when a signal ends the shell: a channel closed under the loop (a kept
 # connection's client gone, a frame written to a pipe nobody reads) ended it by SIGPIPE or SIGHUP and
 # left the files in the box's /tmp, one set per command; each of these signals exits instead)
-[ -n "$BT" ] && trap 'rm -f "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"' EXIT && trap 'exit 129' HUP && trap 'exit 130' INT && trap 'exit 141' PIPE && trap 'exit 143' TERM
+# (and the answers of asks run aside, $BT.j1 … $BT.jJM: see J below)
+JM=0
+rmbt() {
+  set -- "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"; k=1
+  while [ "$k" -le "$JM" ]; do set -- "$@" "$BT.j$k"; k=$((k + 1)); done
+  rm -f -- "$@"
+}
+[ -n "$BT" ] && trap rmbt EXIT && trap 'exit 129' HUP && trap 'exit 130' INT && trap 'exit 141' PIPE && trap 'exit 143' TERM
 # a read of LEN bytes from OFF by one dd (GNU: skip_bytes, fullblock; zeros past a shrunk end)
 # where it does exactly that here, instead of a subshell, tail, cat and head per file: a frame
 # reads every followed file that grew (a live run appends to five or six every step)
@@ -184,6 +197,33 @@ pf() {
   case $ino in -1) ;; *) num "$ino" || return 1;; esac
   return 0
 }
+# x's run: its answer (Q, the raw stdout on fd 3 between the markers, then its exit and last stderr
+# line); P's: the process table between its markers — each in the loop, or aside (a and p)
+xrun() {
+  printf 'Q %s\n' "$i"
+  xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?
+  if [ "$xr" = 0 ] || [ -z "$xe" ]; then xe=; else xe=$(printf '%s\n' "$xe" | tail -n 1); fi
+  printf '\n@@Q %s %s@@\nq %s %s %s\n' "$i" "$NONCE" "$i" "$xr" "$xe"
+}
+prun() {
+  printf 'P %s\n' "$i"
+  (
+    set +f
+    [ "$tk" = - ] && tk=
+    IFS=,; set -- $kn; IFS=' '; kn="$*"
+    IFS=,; set -- $ps; IFS=' '
+    [ "$1" = - ] && set --
+    [ "$kn" = - ] && kn=
+    procs_fn "$rd" "$tk" "$md" "$kn" "$@"
+  )
+  printf '\n@@P %s %s@@\n' "$i" "$NONCE"
+}
+# an ask run aside (a, p): a background job whose answer goes to its own slot file, sent by the next J
+# in the order asked; where no slot can be made it runs here and now (its answer comes first: answers
+# are matched by id)
+JN=0
+JL=
+slot() { [ -n "$BT" ] || return 1; JN=$((JN + 1)); [ "$JN" -gt "$JM" ] && JM=$JN; : > "$BT.j$JN"; }
 while IFS= read -r line; do
   case $line in
     't '*)
@@ -254,33 +294,33 @@ while IFS= read -r line; do
       if [ "$tot" -gt 0 ]; then cr=$( { { $TO xargs -d '\n' cat -- < "$BT.c"; echo "$?" >&4; cat /dev/zero; } | head -c "$tot" >&3; } 4>&1 ); fi
       [ "$tot" -gt 0 ] && xargs -d '\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "w %i %s %T@ %p\n"' sh < "$BT.c"
       printf 'X %s %s\n' "$bi" "$cr" ;;
-    'P '*)
-      r=$\{line#P }; i=$\{r%% *}; r=$\{r#* }; tk=$\{r%% *}; r=$\{r#* }; md=$\{r%% *}; r=$\{r#* }
+    'P '*|'p '*)
+      r=$\{line#? }; i=$\{r%% *}; r=$\{r#* }; tk=$\{r%% *}; r=$\{r#* }; md=$\{r%% *}; r=$\{r#* }
       kn=$\{r%% *}; r=$\{r#* }; ps=$\{r%% *}; rd=$\{r#* }; rd=$\{rd%|}
       num "$i" || continue
       case "$tk$md$kn$ps" in *[!0-9a-z,-]*) continue;; esac
-      printf 'P %s\n' "$i"
-      (
-        set +f
-        [ "$tk" = - ] && tk=
-        IFS=,; set -- $kn; IFS=' '; kn="$*"
-        IFS=,; set -- $ps; IFS=' '
-        [ "$1" = - ] && set --
-        [ "$kn" = - ] && kn=
-        procs_fn "$rd" "$tk" "$md" "$kn" "$@"
-      )
-      printf '\n@@P %s %s@@\n' "$i" "$NONCE" ;;
-    'x '*)
-      r=$\{line#x }; i=$\{r%% *}; n=$\{r#* }
+      if [ "$\{line%% *}" = p ] && slot; then prun 3>>"$BT.j$JN" 1>&3 </dev/null & eval "JP_$JN=\$!"; JL="$JL $JN"
+      else prun; fi ;;
+    'x '*|'a '*)
+      r=$\{line#? }; i=$\{r%% *}; n=$\{r#* }
       num "$i" && num "$n" || continue
       set --; j=0
       while [ "$j" -lt "$n" ] && IFS= read -r a; do set -- "$@" "$\{a%|}"; j=$((j + 1)); done
       [ "$j" = "$n" ] && [ "$n" -gt 0 ] || continue
       sc=$1; shift
-      printf 'Q %s\n' "$i"
-      xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?
-      if [ "$xr" = 0 ] || [ -z "$xe" ]; then xe=; else xe=$(printf '%s\n' "$xe" | tail -n 1); fi
-      printf '\n@@Q %s %s@@\nq %s %s %s\n' "$i" "$NONCE" "$i" "$xr" "$xe" ;;
+      if [ "$\{line%% *}" = a ] && slot; then xrun "$@" 3>>"$BT.j$JN" 1>&3 </dev/null & eval "JP_$JN=\$!"; JL="$JL $JN"
+      else xrun "$@"; fi ;;
+    J)
+      # the asks run aside since the last J, their answers in the order asked: the first as soon as
+      # it has ended (a look: its asker reads it while the others end), then the others together
+      set -- $JL
+      if [ $# -gt 0 ]; then
+        k1=$1; eval "wait \$JP_$k1"; cat -- "$BT.j$k1"
+        wait
+        set --; for k in $JL; do [ "$k" = "$k1" ] || set -- "$@" "$BT.j$k"; done
+        [ $# -gt 0 ] && cat -- "$@"
+      fi
+      JN=0; JL= ;;
     'w '*)
       r=$\{line#w }; i=$\{r%% *}; r=$\{r#* }; ns=$\{r%% *}; r=$\{r#* }; na=$\{r%% *}; nd=$\{r#* }
       num "$i" && num "$ns" && num "$na" && num "$nd" || continue

@@ -141,6 +141,8 @@ export class WatchLoop {
   private readonly oneShots = new Map<number, OneShot>();
   /** the loop can read many files in one go (`b`): it said `H 1 1` */
   private bulkOk = false;
+  /** a J is due after this turn's asks run aside (joinSoon) */
+  private joinDue = false;
   /** first reads asked for in this turn of the event loop, sent together */
   private bulkQueue: { id: number; path: string; maxBytes: number }[] = [];
   private bulkTimer: NodeJS.Immediate | null = null;
@@ -771,9 +773,24 @@ export class WatchLoop {
    * has said what the box can do (GNU find or not). Null when the loop cannot take it (not
    * connected, a line break in an argument, the connection dropped meanwhile): the caller execs.
    */
-  async runScript(build: () => string, args: string[], timeoutMs: number): Promise<ScriptAnswer | null> {
+  async runScript(build: () => string, args: string[], timeoutMs: number, aside = false): Promise<ScriptAnswer | null> {
     if (!args.every((a) => LINE_SAFE.test(a))) return null;
-    return this.runInLoop(build, args, null, timeoutMs, false);
+    return this.runInLoop(build, args, null, timeoutMs, false, aside);
+  }
+
+  /**
+   * Asks sent with `aside` (runScript, readProcTable) in one turn of the event loop run side by side
+   * in the loop's shell, as background jobs (`a`, `p`), and are answered together, in the order
+   * asked, once the last has ended: the `J` sent here, after every ask of the turn (setImmediate
+   * runs after the turn's I/O callbacks and promise continuations, before any later timer's tick).
+   */
+  private joinSoon(): void {
+    if (this.joinDue) return;
+    this.joinDue = true;
+    setImmediate(() => {
+      this.joinDue = false;
+      this.send('J');
+    });
   }
 
   /**
@@ -802,6 +819,7 @@ export class WatchLoop {
     data: Buffer | null,
     timeoutMs: number,
     write: boolean,
+    aside = false,
   ): Promise<ScriptAnswer | null> {
     if (this.conn.closing) return null;
     const started = Date.now();
@@ -820,9 +838,8 @@ export class WatchLoop {
     if (!(write ? MULTILINE_SAFE : LINE_SAFE).test(script)) return null;
     const id = this.nextId++;
     const left = Math.max(1, timeoutMs - (Date.now() - started));
-    const traced = sshTraceSpan(
-      `loop ${write ? 'w' : 'x'} ${id}: ${script.slice(0, 50)} ${args.join(' ').slice(0, 60)}`,
-    );
+    const kind = write ? 'w' : aside ? 'a' : 'x';
+    const traced = sshTraceSpan(`loop ${kind} ${id}: ${script.slice(0, 50)} ${args.join(' ').slice(0, 60)}`);
     const failed = (why: string, timedOut: boolean): ScriptAnswer => ({
       code: null,
       signal: timedOut ? 'SIGKILL' : null,
@@ -849,8 +866,10 @@ export class WatchLoop {
       });
     });
     this.scriptsSent++;
-    if (!write) this.send([`x ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
-    else {
+    if (!write) {
+      this.send([`${kind} ${id} ${args.length + 1}`, `${script}|`, ...args.map((a) => `${a}|`)].join('\n'));
+      if (aside) this.joinSoon();
+    } else {
       const lines = script.split('\n');
       const cmd = `w ${id} ${lines.length} ${args.length} ${data ? dataLines(data) : 0}\n`;
       const parts: Uint8Array[] = [Buffer.from(cmd + [...lines, ...args].map((l) => `${l}|\n`).join(''))];
@@ -874,7 +893,7 @@ export class WatchLoop {
    * refresh; the loop runs PROC_SCRIPT and its output is parsed here. Null when the loop is not up
    * (the caller falls back to exec).
    */
-  async readProcTable(req: ProcTableRequest, timeoutMs: number): Promise<ProcTable | null> {
+  async readProcTable(req: ProcTableRequest, timeoutMs: number, aside = false): Promise<ProcTable | null> {
     // not connected yet (a one-shot look's first read): ensure() below connects and starts the
     // loop, rather than a session of its own for the table
     if (this.conn.closing) return null;
@@ -883,27 +902,37 @@ export class WatchLoop {
     if ([...req.known, ...req.pids].some((p) => !Number.isInteger(p) || p <= 0)) return null;
     try {
       await this.ensure();
+      // (aside, it goes out with the turn's other asks, which wait for the hello)
+      if (aside && this.hello) {
+        let t: NodeJS.Timeout | undefined;
+        await Promise.race([this.hello, new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
+        clearTimeout(t);
+      }
     } catch {
       return null;
     }
     if (!this.watch) return null;
     const id = this.nextId++;
+    const kind = aside ? 'p' : 'P';
+    // (stamped as its bytes are parsed, in stream order with the frames around it)
+    const traced = sshTraceSpan(`loop ${kind} ${id}: process table`);
     const answer = new Promise<Buffer | null>((resolve) => {
       const t = setTimeout(() => {
         this.lightWaiters.delete(id);
+        traced();
         resolve(null);
       }, timeoutMs);
       this.lightWaiters.set(id, (b) => {
         clearTimeout(t);
+        traced();
         resolve(b);
       });
     });
     const list = (l: number[]) => l.join(',') || '-';
-    const traced = sshTraceSpan(`loop P ${id}: process table`);
-    void answer.then(traced);
     this.send(
-      `P ${id} ${req.sysconf ? '1' : '-'} ${req.mode} ${list(req.known)} ${list(req.pids)} ${rd ? safePath(rd) : ''}|`,
+      `${kind} ${id} ${req.sysconf ? '1' : '-'} ${req.mode} ${list(req.known)} ${list(req.pids)} ${rd ? safePath(rd) : ''}|`,
     );
+    if (aside) this.joinSoon();
     const b = await answer;
     return b ? parseProcScriptOutput(b.toString('utf8')) : null;
   }
