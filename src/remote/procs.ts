@@ -20,7 +20,7 @@ const HEAD_MARK = '@@NSA-TOP-HEAD@@';
 const ENVIRON_MAX = 131072;
 const EXEC_TIMEOUT_MS = 15000;
 
-// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE  $3 mode  $4 pids already looked at
+// $1 run dir ('' none)  $2 '1' to report CLK_TCK/PAGESIZE ('=CLK PAGE': as known already)  $3 mode  $4 pids already looked at
 // closely (space-separated)  $5.. pids to enrich. Modes: 'all' every process; 'run' only
 // processes whose comm looks like a trainer (python*, node, torchrun, pt_main_thread, nsa-top*)
 // plus the pids named and the parents of the trainer-looking ones (their launcher, whatever its
@@ -41,7 +41,7 @@ if [ -n "$rd" ] && cd "$rd"; then
 fi
 cd /proc || { echo 'X no /proc on this host'; exit 0; }
 if read -r up idle < /proc/uptime; then printf 'U %s\\n' "$up"; printf 'C %s\\n' "$(date +%s.%N 2>/dev/null)"; fi
-if [ "$tk" = 1 ]; then printf 'T %s %s\\n' "$(getconf CLK_TCK)" "$(getconf PAGESIZE)"; fi
+case $tk in 1) printf 'T %s %s\\n' "$(getconf CLK_TCK)" "$(getconf PAGESIZE)";; =*) printf 'T %s\\n' "\${tk#=}";; esac
 en=
 tr=
 st() {

@@ -83,3 +83,18 @@ test('without a scratch file (posix mode) asks aside run in turn and are answere
   assert.equal(body, answer(1, 'one\n', 0) + answer(2, '', 4, 'two') + answer(3, 'three\n', 0));
   assert.deepEqual(left, []);
 });
+
+test('an exec in the loop (`exec "$@"`, run by timeout itself) answers as through a shell: output, exit, 127 when missing', async () => {
+  const exec = (id: number, ...argv: string[]) => ask('x', id, 'exec "$@"', ...argv);
+  const { out } = await loop(
+    'auto',
+    exec(1, 'sh', '-c', 'echo "$0 $1"; echo bad >&2; exit 5', 'a b', 'c') +
+      exec(2, 'nsa-top-no-such-command-here') +
+      ask('a', 3, 'exec "$@"', 'printf', '%s|', 'x y') +
+      'J\n',
+  );
+  const body = out.slice(out.indexOf('\n', out.indexOf('H ')) + 1);
+  assert.equal(body.slice(0, body.indexOf('Q 2\n')), answer(1, 'a b c\n', 5, 'bad'));
+  assert.match(body, /\nq 2 127 .*nsa-top-no-such-command-here/);
+  assert.ok(body.endsWith(answer(3, 'x y|', 0)), body);
+});

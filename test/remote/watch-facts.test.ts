@@ -22,13 +22,27 @@ function hello(mode: string, facts?: string): string {
 test('facts probed ahead are the hello; anything else is probed afresh; posix stays posix', () => {
   const probed = hello('auto');
   const facts = spawnSync('sh', ['-c', WATCH_FACTS], { encoding: 'utf8' }).stdout.trim();
-  assert.match(facts, /^pre [01] [01] [01] (\d+|-) (\d+|-) [g-]$/);
+  assert.match(facts, /^pre [01] [01] [01] (\d+|-) (\d+|-) [g-] (\d+|-) (\d+|-)$/);
   assert.equal(hello('auto', facts), probed, 'the same facts, not probed again');
   // facts this box does not have (no GNU find, uid 4242, 7 CPUs, a GPU): said as given
   assert.equal(hello('auto', 'pre 0 0 0 4242 7 g'), '0 0 4242 7 g');
   for (const odd of ['pre 1 1 1 4242 7 x', 'pre 2 1 1 0 2 -', 'pre 1 1 1 0; 2 -', 'pre 1 1', 'x 1 1 1 0 2 -', ''])
     assert.equal(hello('auto', odd), probed, `ignored: ${JSON.stringify(odd)}`);
   assert.equal(hello('posix', facts).split(' ')[0], '0', 'posix mode: no GNU find, whatever the facts');
+});
+
+test("a first process table reports the clock ticks and page size the facts said, else getconf's", () => {
+  /** the T line of a process table read first (TK 1) by the loop started with `facts` */
+  const tline = (facts?: string) => {
+    const args = ['-c', WATCH_SCRIPT, 'nsa-top-watch', 'auto', 'f00d', ...(facts === undefined ? [] : [facts])];
+    const r = spawnSync('sh', args, { input: `P 1 1 list - ${process.pid} |\n`, encoding: 'utf8', timeout: 20_000 });
+    return r.stdout.split('\n').find((l) => l.startsWith('T '));
+  };
+  const own = `T ${spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()} ${spawnSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }).stdout.trim()}`;
+  assert.equal(tline(), own);
+  assert.equal(tline('pre 1 1 1 0 2 - 123 8192'), 'T 123 8192', 'as the facts said: no getconf');
+  for (const odd of ['pre 1 1 1 0 2 -', 'pre 1 1 1 0 2 - x 8192', 'pre 1 1 1 0 2 - 100 -', 'pre 1 1 1 0 2 x 123 8192'])
+    assert.equal(tline(odd), own, `getconf's: ${odd}`);
 });
 
 test("the loop's scratch files in the box's TMPDIR go with it however it ends: end of input, SIGHUP, SIGTERM, a closed stdout", async () => {

@@ -54,6 +54,10 @@ const PICK =
   `$1 == "r" && $3 == "f" && $4 <= cap { if ($5 < now - 2) { a[++na] = p; az[na] = $4 } else { b[++nb] = p; bz[nb] = $4 } } ` +
   `END { for (i = 1; i <= na; i++) take(a[i], az[i]); for (i = 1; i <= nb; i++) take(bz[i] " " b[i], bz[i]); print t + 0 }'`;
 
+/** a list of paths up to this many bytes is passed to cat and find as arguments (each absolute, so
+ * never taken for an option); a longer one goes through xargs (two processes more on the look's path) */
+const ARGS_DIRECT = 65536;
+
 /** find's stat line of a file: `R INO TYPE SIZE MTIME MODE UID NLINK DEV PATH` */
 const STAT_FMT = `\\( -readable -printf 'r ' -o -printf 'u ' \\) -printf '%i %y %s %T@ %m %U %n %D %p\\n'`;
 
@@ -79,12 +83,15 @@ export const LOOK_SCRIPT = [
   // the bytes go out on fd 3 (the real stdout); the readers' exit comes back on fd 4: a file that
   // could not be read (short: the files after it would shift) makes the whole block unanswered
   'exec 3>&1;',
-  `x=$( { { r=0; [ -z "$A" ] || printf '%s' "$A" | xargs -d '\\n' cat -- 2>/dev/null || r=$?;`,
+  // (the paths as cat's arguments, split at line breaks with globbing off; a list that might not fit
+  // one command line goes through xargs)
+  `x=$( { { r=0; [ -z "$A" ] || { if [ \${#A} -le ${ARGS_DIRECT} ]; then IFS=$nl; cat -- $A; else printf '%s' "$A" | xargs -d '\\n' cat --; fi; } 2>/dev/null || r=$?;`,
   // each file being written as exactly its stat'ed size: a file grown since costs no other file
   `IFS=$nl; for e in $B; do z=\${e%% *}; [ "$z" -gt 0 ] || continue; dd if="\${e#* }" bs="$z" count=1 iflag=fullblock conv=sync status=none 2>/dev/null || { r=9; head -c "$z" /dev/zero; }; done;`,
   `echo "$r" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
   `printf '@@%s V %s@@\\n' "$N" "$x";`,
-  `printf '%s\\n' "$L" | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh 2>/dev/null; exit 0`,
+  `if [ \${#L} -le ${ARGS_DIRECT} ]; then IFS=$nl; find -L $L -maxdepth 0 -printf '%i %s %T@ %p\\n';`,
+  `else printf '%s\\n' "$L" | xargs -d '\\n' sh -c 'exec find -L "$@" -maxdepth 0 -printf "%i %s %T@ %p\\n"' sh; fi 2>/dev/null; exit 0`,
 ].join(' ');
 
 /** A file as a look-ahead found it: whole (its bytes and the stat they go with), missing, or not a regular file. */

@@ -59,15 +59,16 @@ import { PROC_SCRIPT } from '../procs.js';
 // (`$\{` below stands for `${`, which a template literal would interpolate)
 /**
  * The box's constant facts as the watch loop's start probes them, one line: `pre G X D UID CPUS
- * GPU` (G GNU find, X xargs -d, D a dd that reads OFF..LEN exactly: 1 or 0; `id -u`, the CPU
- * count, g when nvidia-smi is on the PATH: - where not known). A kept connection's warm session
+ * GPU TK PG` (G GNU find, X xargs -d, D a dd that reads OFF..LEN exactly: 1 or 0; `id -u`, the CPU
+ * count, g when nvidia-smi is on the PATH, the clock ticks a second and the page size, which a
+ * process table's first read reports: - where not known). A kept connection's warm session
  * (keeper.ts) runs it while it waits to be claimed and hands it to the loop as $3, so a kept
  * command's loop says hello without a process of its own but for its clock and scratch file.
  */
-export const WATCH_FACTS = String.raw`{ printf 'pre %s %s %s %s %s %s
+export const WATCH_FACTS = String.raw`{ printf 'pre %s %s %s %s %s %s %s %s
 ' "$(find / -maxdepth 0 -printf '' && echo 1 || echo 0)" "$(printf 'x
 ' | xargs -d '
-' true && echo 1 || echo 0)" "$([ "$(printf 'abcd' | dd bs=2 skip=1 count=1 iflag=skip_bytes,fullblock conv=sync status=none)" = bc ] && echo 1 || echo 0)" "$(id -u || echo -)" "$(getconf _NPROCESSORS_ONLN || nproc || echo -)" "$(command -v nvidia-smi >/dev/null && echo g || echo -)"; } 2>/dev/null`;
+' true && echo 1 || echo 0)" "$([ "$(printf 'abcd' | dd bs=2 skip=1 count=1 iflag=skip_bytes,fullblock conv=sync status=none)" = bc ] && echo 1 || echo 0)" "$(id -u || echo -)" "$(getconf _NPROCESSORS_ONLN || nproc || echo -)" "$(command -v nvidia-smi >/dev/null && echo g || echo -)" "$(getconf CLK_TCK || echo -)" "$(getconf PAGESIZE || echo -)"; } 2>/dev/null`;
 
 export const WATCH_SCRIPT = String.raw`exec 2>/dev/null
 exec 3>&1
@@ -84,9 +85,13 @@ MODE=$1
 PRE=
 case $3 in 'pre '*)
   set -- $3
-  case "$2$3$4 $7" in [01][01][01]' g'|[01][01][01]' -') PRE=1; pG=$2 pX=$3 pD=$4 pU=$5 pC=$6 pN=$7;; esac
-  case "$pU$pC" in *[!0-9-]*) PRE=;; esac;;
+  case "$2$3$4 $7" in [01][01][01]' g'|[01][01][01]' -') PRE=1; pG=$2 pX=$3 pD=$4 pU=$5 pC=$6 pN=$7 pK=$8 pS=$9;; esac
+  case "$pU$pC" in *[!0-9-]*) PRE=;; esac
+  # (the clock ticks and page size, for the process table's first read: getconf's there when not said)
+  case "$pK" in ''|*[!0-9]*) pK=;; esac
+  case "$pS" in ''|*[!0-9]*) pK=;; esac;;
 esac
+[ -n "$PRE" ] || pK=
 G=0
 if [ "$MODE" != posix ]; then
   if [ -n "$PRE" ]; then [ "$pG" = 1 ] && G=1; elif find / -maxdepth 0 -printf '' ; then G=1; fi
@@ -201,7 +206,9 @@ pf() {
 # line); P's: the process table between its markers — each in the loop, or aside (a and p)
 xrun() {
   printf 'Q %s\n' "$i"
-  xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?
+  # (an exec's 'exec "$@"' under timeout: timeout runs the command itself, no shell between)
+  if [ -n "$TO" ] && [ "$sc" = 'exec "$@"' ]; then xe=$($TO "$@" </dev/null 2>&1 1>&3); xr=$?
+  else xe=$($TO sh -c "$sc" sh "$@" </dev/null 2>&1 1>&3); xr=$?; fi
   if [ "$xr" = 0 ] || [ -z "$xe" ]; then xe=; else xe=$(printf '%s\n' "$xe" | tail -n 1); fi
   printf '\n@@Q %s %s@@\nq %s %s %s\n' "$i" "$NONCE" "$i" "$xr" "$xe"
 }
@@ -210,6 +217,7 @@ prun() {
   (
     set +f
     [ "$tk" = - ] && tk=
+    [ "$tk" = 1 ] && [ -n "$pK" ] && tk="=$pK $pS"
     IFS=,; set -- $kn; IFS=' '; kn="$*"
     IFS=,; set -- $ps; IFS=' '
     [ "$1" = - ] && set --
