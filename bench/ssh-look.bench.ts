@@ -5,7 +5,8 @@
 //   cold and kept, beside a local cockpit's time to the run;
 // - status --host vs local status: medians of LOOKS runs each, interleaved, and their ratio, both
 //   cold (NSA_TOP_SSH_KEEP=0: a fresh connection and login shell per command) and kept (the
-//   keeper a first command left, src/remote/ssh/keep.ts: the target of issue 20 is the kept row);
+//   keeper a first command left, src/remote/ssh/keep.ts: the target of issue 20 is the kept row;
+//   the local and the kept status run back to back, once the cold logins have left the box quiet);
 // - SSH sessions sshd started per cold `status --host`, and new SSH connections per kept one (its
 //   log, LogLevel VERBOSE);
 // - dump --host vs a local dump (medians of DUMPS, interleaved) and sshd's sessions per dump;
@@ -176,14 +177,25 @@ try {
     floorMs.push(sshTrue(sshd));
     plainFloorMs.push(sshTrue(plainSshd));
     plainMs.push(status(plainArgs));
-    localMs.push(status([]));
     await sleep(500); // sshd logs the previous look's last lines
     const e0 = sshd.execs() ?? 0;
     remoteMs.push(status(hostArgs));
     await sleep(500);
     sessions.push((sshd.execs() ?? 0) - e0);
+    // the local and the kept status side by side, both once the cold logins above are done with the
+    // box (their ~/.bashrc and its kernel work after it ran ~2 s beside whatever came next): the
+    // keeper's warm session ready and 2 s more, then the two back to back, the order alternating
+    await keeperWarm();
     const c0 = sshd.connections() ?? 0;
-    keptMs.push(status(hostArgs, KEPT));
+    const kept = () => keptMs.push(status(hostArgs, KEPT));
+    const here = () => localMs.push(status([]));
+    if (i % 2 === 0) {
+      here();
+      kept();
+    } else {
+      kept();
+      here();
+    }
     await sleep(100);
     keptConns.push((sshd.connections() ?? 0) - c0);
     await keeperWarm();
