@@ -227,7 +227,7 @@ export class Observer {
     // make data read during the outage look fresh
     let dataAt: number | null = null;
     try {
-      run = o.polled ?? (await model.poll());
+      run = o.polled ?? (await model.poll(host));
       const age = host.viewAgeMs?.();
       if (age !== undefined && age !== null) dataAt = Date.now() - age;
       fresh = true;
@@ -273,7 +273,7 @@ export class Observer {
           ...this.procs.ranks.map((r) => r.proc),
           ...(this.procs.launcher ? [this.procs.launcher] : []),
         ].find((p) => p.cwd)?.cwd;
-        if (cwd && model.setTrainerCwd(cwd) && fresh) run = await model.poll();
+        if (cwd && model.setTrainerCwd(cwd) && fresh) run = await model.poll(host);
         if (this.o.adoptAs && !this.o.nodes)
           adoptionNote =
             (await recordAdoption(host, this.dirs, this.procs, this.o.adoptAs).catch(() => null))?.note ?? null;

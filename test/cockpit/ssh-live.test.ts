@@ -5,6 +5,7 @@
 //   one per file and probe — the first one too, which records the adoption — and its time is
 //   printed beside the local one; a `dump --host` opens one too (its audit appends and signals
 //   ride the watch loop), timed beside a local dump;
+// - the collector's first round takes the run's files from its look (no read of its own per file);
 // - a gap in our view is STALE, not a stall: sshd SIGSTOPped for 8 s under a 3 s stall floor, then
 //   SIGCONTed — the collector says STALE with the outage's age and then RUNNING, never STALLED, and
 //   no critical of the gap is in its alerts or history. (Before, the judge was handed the old data
@@ -130,7 +131,7 @@ test(
     assert.ok(remote.r.status === 0 || remote.r.status === 1, remote.r.stderr);
     // the look's round trips: its records in one look-ahead, each file asked once (Host.look), the
     // first asks behind the clock probe — not one request per file and part (~60 before)
-    const asked = remote.r.stderr.split('\n').filter((l) => /^ssh-trace .* (loop [xwP] \d+|exec session)/.test(l));
+    const asked = remote.r.stderr.split('\n').filter((l) => /^ssh-trace .* (loop [xwPapo] \d+|exec session)/.test(l));
     console.log(`# status --host: ${asked.length} requests of the watch loop and sessions besides its frames`);
     assert.ok(asked.length <= LOOK_REQUESTS_MAX, `at most ${LOOK_REQUESTS_MAX} requests:\n${asked.join('\n')}`);
     // the run moves between the two looks: the same state, not the same step
@@ -190,6 +191,26 @@ test(
     assert.equal(sessions, 1, 'one session: no exec per audit append or signal');
   },
 );
+
+test("the cockpit's first round over SSH reads the run's files with its look, not one read each", async () => {
+  const host = (await sshd.connect()) as SshHost;
+  const col = new Collector({ host, runDir, intervalMs: 500, readOnly: true });
+  let first: { reads: number; step: number | null } | null = null;
+  col.subscribe((s) => {
+    if (!first && s.run.step !== null) first = { reads: host.stats().reads, step: s.run.step };
+  });
+  col.start();
+  try {
+    const seen = await until('the run over SSH', 30_000, () => first);
+    console.log(`# first round over SSH: step ${seen.step}, ${seen.reads} one-shot read(s)`);
+    // (its poll went through the host itself, not the round's look: ~9 reads, one per file, after a
+    // frame, on the way to the first frame; one may still come where a file moved while read)
+    assert.ok(seen.reads <= 1, `the files came with the look-ahead: ${seen.reads} read(s)`);
+  } finally {
+    col.stop();
+    await host.close();
+  }
+});
 
 test(
   'sshd stopped 8 s, then continued: STALE (with the age), then RUNNING — never STALLED, no critical kept',

@@ -60,6 +60,8 @@ export interface SshStats {
   frames: number;
   /** scripts (looks, signals, writes) sent to the watch loop: its round trips other than frames */
   scripts: number;
+  /** one-shot reads of files the watch loop was asked for (`o`, or in a bulk read) */
+  reads: number;
   reconnects: number;
 }
 
@@ -179,6 +181,7 @@ export class SshHost implements Host, LookedHost {
       socketBytesOut: sock.out,
       frames: this.watch.frames,
       scripts: this.watch.scriptsSent,
+      reads: this.watch.readsAsked,
       reconnects: this.conn.reconnects,
     };
   }

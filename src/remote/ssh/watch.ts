@@ -165,6 +165,8 @@ export class WatchLoop {
   frames = 0;
   /** scripts sent (`x`, `w`; stats) */
   scriptsSent = 0;
+  /** one-shot reads asked (SshStats.reads) */
+  readsAsked = 0;
   /** NSA_TOP_SSH_TRACE: each tick's span */
   private readonly tickTraces = new Map<number, () => void>();
   /** when (our clock) the last frame arrived that covered every registration: the data's age */
@@ -635,6 +637,7 @@ export class WatchLoop {
 
   oneShot(path: string, offset: number, maxBytes: number): Promise<OneShotAnswer> {
     const id = this.nextId++;
+    this.readsAsked++;
     const traced = sshTraceSpan(`loop o ${id}: ${path}`);
     return new Promise((resolve) => {
       this.oneShots.set(id, {

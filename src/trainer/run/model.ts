@@ -125,11 +125,13 @@ export class RunModel {
    * One round: a single host.pollDir() call (listing + new bytes of every followed file), then
    * parse; a second round only for files the listing shows for the first time (or changed small
    * files). Concurrent callers share the round in flight. A host failure (e.g. SSH down) never
-   * rejects: the snapshot keeps what was read and carries the error.
+   * rejects: the snapshot keeps what was read and carries the error. `via`: a look of the model's
+   * host (Host.look) to poll through, so an observation round's look-ahead serves its poll (over
+   * SSH a first round's listings and first reads come with the look, not a frame and reads after it).
    */
-  poll(): Promise<RunSnapshot> {
+  poll(via: Host = this.host): Promise<RunSnapshot> {
     if (!this.inFlight) {
-      this.inFlight = this.pollOnce()
+      this.inFlight = this.pollOnce(via)
         .catch((e: unknown) => {
           this.error = `poll failed: ${(e as Error)?.message ?? String(e)}`;
           this.last = this.build();
@@ -142,18 +144,18 @@ export class RunModel {
     return this.inFlight;
   }
 
-  private async pollOnce(): Promise<RunSnapshot> {
+  private async pollOnce(host: Host): Promise<RunSnapshot> {
     const reads: ReadRequest[] = [];
     const owners: Owner[] = [];
     this.planFollowReads(reads, owners);
-    const first = await this.host.pollDir(this.runDir, reads, ['tb']);
+    const first = await host.pollDir(this.runDir, reads, ['tb']);
     this.hostNowMs = first.hostNowMs;
     this.applyReads(first, owners);
     const more: ReadRequest[] = [];
     const moreOwners: Owner[] = [];
     this.applyListing(first, more, moreOwners);
     if (this.o.logPath && !this.logStarted && first.entries) {
-      const st = await this.host.stat(this.o.logPath).catch(() => null);
+      const st = await host.stat(this.o.logPath).catch(() => null);
       if (st?.isFile) {
         this.logStarted = true;
         const name = relative(this.runDir, this.o.logPath) || basename(this.o.logPath);
@@ -171,7 +173,7 @@ export class RunModel {
       // SSH each new file is one read, answered in order, and a run dir with thousands of files must
       // not leave metrics.json unread when a one-shot look (status) is judged
       const order = more.map((_, i) => i).sort((a, b) => readRank(more[a]!) - readRank(more[b]!) || a - b);
-      const second = await this.host.pollDir(
+      const second = await host.pollDir(
         this.runDir,
         order.map((i) => more[i]!),
         [],
