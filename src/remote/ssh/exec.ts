@@ -21,6 +21,18 @@ export interface RawResult {
   durationMs: number;
 }
 
+/** a raw answer (bytes) as an exec's (text): an exec session's, or a script's in the watch loop */
+export function execResultOf(r: RawResult): ExecResult {
+  return {
+    code: r.code,
+    signal: r.signal,
+    stdout: r.stdout.toString('utf8'),
+    stderr: r.stderr.toString('utf8'),
+    timedOut: r.timedOut,
+    durationMs: r.durationMs,
+  };
+}
+
 /** The remote command line: `cd DIR || exit 126; echo $$; exec env K=V argv…`, all quoted. */
 export function commandLine(argv: string[], cwd?: string, env?: Record<string, string>): string {
   if (argv.length === 0) throw new Error('exec: empty argv');
@@ -156,15 +168,7 @@ export class RemoteCommands {
   }
 
   async exec(argv: string[], opts: ExecOptions): Promise<ExecResult> {
-    const r = await this.execRaw(argv, opts);
-    return {
-      code: r.code,
-      signal: r.signal,
-      stdout: r.stdout.toString('utf8'),
-      stderr: r.stderr.toString('utf8'),
-      timedOut: r.timedOut,
-      durationMs: r.durationMs,
-    };
+    return execResultOf(await this.execRaw(argv, opts));
   }
 
   stream(argv: string[], opts: StreamOptions): StreamHandle {

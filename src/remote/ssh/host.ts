@@ -28,7 +28,7 @@ import type {
 } from '../host.js';
 import { ChannelLimiter } from './channels.js';
 import { clockOffsetOf, probeBox, SshConnection, type BoxFacts, type SshHostOptions } from './connection.js';
-import { RemoteCommands } from './exec.js';
+import { execResultOf, RemoteCommands } from './exec.js';
 import { SshFiles } from './files.js';
 import { DirPoller, subdirPath } from './poll.js';
 import {
@@ -393,16 +393,4 @@ export class SshHost implements Host, LookedHost {
     await this.conn.close();
     sshTrace(`closed (still active here: ${process.getActiveResourcesInfo().join(', ') || 'nothing'})`);
   }
-}
-
-/** a script's answer from the watch loop as an exec's */
-function execResultOf(r: ScriptAnswer): ExecResult {
-  return {
-    code: r.code,
-    signal: r.signal,
-    stdout: r.stdout.toString('utf8'),
-    stderr: r.stderr.toString('utf8'),
-    timedOut: r.timedOut,
-    durationMs: r.durationMs,
-  };
 }
