@@ -828,11 +828,7 @@ export class WatchLoop {
     const started = Date.now();
     try {
       await this.ensure();
-      if (this.hello) {
-        let t: NodeJS.Timeout | undefined;
-        await Promise.race([this.hello, new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
-        clearTimeout(t);
-      }
+      await this.waitHello(timeoutMs);
     } catch {
       return null;
     }
@@ -906,11 +902,7 @@ export class WatchLoop {
     try {
       await this.ensure();
       // (aside, it goes out with the turn's other asks, which wait for the hello)
-      if (aside && this.hello) {
-        let t: NodeJS.Timeout | undefined;
-        await Promise.race([this.hello, new Promise((r) => (t = setTimeout(r, timeoutMs)))]);
-        clearTimeout(t);
-      }
+      if (aside) await this.waitHello(timeoutMs);
     } catch {
       return null;
     }
