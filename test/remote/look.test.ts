@@ -271,23 +271,28 @@ test('read dirs: every small regular file of the dir whole and its listing, a pa
   assert.equal(again.ans.stats.has(join(d, 'training.csv')), false);
 });
 
-test('the files being written go last, each read to its size: one that grew while read is taken; a settled one that moved costs the files after it', (t) => {
+test('the files being written come first, each read to its size: one that grew while read is taken; a settled one that moved costs only the settled files after it', (t) => {
   if (!gnu) return t.skip('no GNU find/xargs here');
   const d = join(tmp, 'hot');
   mkdirSync(d, { recursive: true });
-  const [hot, old] = [join(d, 'training.csv'), join(d, 'config.yaml')];
+  const [hot, old, older] = [join(d, 'training.csv'), join(d, 'config.yaml'), join(d, 'env.json')];
   writeFileSync(hot, 'step\n1\n');
   writeFileSync(old, 'a: 1\n');
-  utimesSync(old, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
-  const ahead = { files: [hot, old], contents: true };
+  writeFileSync(older, '{}\n');
+  for (const p of [old, older]) utimesSync(p, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+  const ahead = { files: [old, hot, older], contents: true };
   const { out } = runLook(ahead);
   const { files, dirs } = lookArgs(ahead, NONCE);
-  const whole = (x: LookAnswer) => [...x.whole.entries()].filter(([, w]) => w.kind === 'data').map(([p]) => p);
-  assert.deepEqual(whole(parseLookAnswer(out, NONCE, files, dirs)).sort(), [hot, old].sort());
+  const whole = (x: LookAnswer) =>
+    [...x.whole.entries()]
+      .filter(([, w]) => w.kind === 'data')
+      .map(([p]) => p)
+      .sort();
+  assert.deepEqual(whole(parseLookAnswer(out, NONCE, files, dirs)), [hot, old, older].sort());
   const text = out.toString('latin1');
-  // the settled file's bytes come first, though it was named second
+  // the file being written's bytes come first, though it was named second; then the settled ones
   const cEnd = text.indexOf('@@\n', text.indexOf(`@@${NONCE} C `)) + 3;
-  assert.equal(text.slice(cEnd, cEnd + 5), 'a: 1\n');
+  assert.equal(text.slice(cEnd, cEnd + 12), 'step\n1\na: 1\n');
   const vAt = text.indexOf(`@@${NONCE} V 0@@\n`);
   const lineOf = (p: string) =>
     text
@@ -307,11 +312,14 @@ test('the files being written go last, each read to its size: one that grew whil
       ),
     );
   // the hot file grew while read (a step's lines appended): taken, its first bytes as stat'ed
-  assert.deepEqual(moved(hot, '$1 99').sort(), [hot, old].sort());
-  // …replaced: not taken; the settled one before it is
-  assert.deepEqual(moved(hot, '7$1 $2'), [old]);
-  // the settled file moved (cat read on past its size): neither it nor the hot one after it
-  assert.deepEqual(moved(old, '$1 99'), []);
+  assert.deepEqual(moved(hot, '$1 99'), [hot, old, older].sort());
+  // …replaced: not taken; the settled ones after it are
+  assert.deepEqual(moved(hot, '7$1 $2'), [old, older].sort());
+  // the first settled file moved (cat read on past its size): neither it nor the settled one after
+  // it, but the file being written, read before them, is still taken
+  assert.deepEqual(moved(old, '$1 99'), [hot]);
+  // the last settled file moved: only it
+  assert.deepEqual(moved(older, '$1 99'), [hot, old].sort());
 });
 
 test("a read dir's brought file answers the look's reads of it too (status's resume pick reads the heartbeat the poll has)", async () => {

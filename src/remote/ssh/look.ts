@@ -14,13 +14,14 @@
 //   break left out) — then @@N C TOT@@ and TOT raw bytes: the files that are regular, readable and at
 //   most the per-file cap — those unchanged for 2 s before NOW first, then the others, each in that
 //   order (a path once) — while the total stays within its cap,
-//   concatenated (short ones padded): the settled ones by one cat, each of the others as exactly its
-//   stat'ed size (dd: its first SIZE bytes, zeros past a shrunk end), then @@N V RC@@ (RC: 0 when
-//   cat and every dd read their files whole) and `INO SIZE MTIME PATH` of each of them read again
-//   after the bytes: a settled file whose stat moved (and every one after it: cat read on past its
-//   size) is not taken from the block; a file being written is taken when it only grew (the same
-//   inode, a larger size: its first SIZE bytes are the ones stat'ed, as a one-shot read of it would
-//   bring them) or did not move, and costs no other file; nothing is taken when RC is not 0.
+//   concatenated (short ones padded): first each file being written as exactly its stat'ed size
+//   (dd: its first SIZE bytes, zeros past a shrunk end), then the settled ones by one cat, then
+//   @@N V RC@@ (RC: 0 when every dd and cat read their files whole) and `INO SIZE MTIME PATH` of
+//   each of them read again after the bytes: a settled file whose stat moved (and every settled one
+//   after it: cat read on past its size) is not taken from the block; a file being written is taken
+//   when it only grew (the same inode, a larger size: its first SIZE bytes are the ones stat'ed, as
+//   a one-shot read of it would bring them) or did not move, and costs no other file; nothing is
+//   taken when RC is not 0.
 // `/` is stat'ed first: a listing of stats without it means find failed, and no file is answered as
 // missing from it.
 import { randomBytes } from 'node:crypto';
@@ -85,9 +86,11 @@ export const LOOK_SCRIPT = [
   'exec 3>&1;',
   // (the paths as cat's arguments, split at line breaks with globbing off; a list that might not fit
   // one command line goes through xargs)
-  `x=$( { { r=0; [ -z "$A" ] || { if [ \${#A} -le ${ARGS_DIRECT} ]; then IFS=$nl; cat -- $A; else printf '%s' "$A" | xargs -d '\\n' cat --; fi; } 2>/dev/null || r=$?;`,
-  // each file being written as exactly its stat'ed size: a file grown since costs no other file
-  `IFS=$nl; for e in $B; do z=\${e%% *}; [ "$z" -gt 0 ] || continue; dd if="\${e#* }" bs="$z" count=1 iflag=fullblock conv=sync status=none 2>/dev/null || { r=9; head -c "$z" /dev/zero; }; done;`,
+  // first each file being written, as exactly its stat'ed size (a file grown since costs no other
+  // file), then the settled ones: one of those that moved while cat read it shifts only the settled
+  // files after it, never the live ones (val.csv appended at an eval cost every growing file once)
+  `x=$( { { r=0; IFS=$nl; for e in $B; do z=\${e%% *}; [ "$z" -gt 0 ] || continue; dd if="\${e#* }" bs="$z" count=1 iflag=fullblock conv=sync status=none 2>/dev/null || { r=9; head -c "$z" /dev/zero; }; done;`,
+  `[ -z "$A" ] || { if [ \${#A} -le ${ARGS_DIRECT} ]; then cat -- $A; else printf '%s' "$A" | xargs -d '\\n' cat --; fi; } 2>/dev/null || r=$?;`,
   `echo "$r" >&4; cat /dev/zero; } | head -c "$T" >&3; } 4>&1 );`,
   `printf '@@%s V %s@@\\n' "$N" "$x";`,
   `if [ \${#L} -le ${ARGS_DIRECT} ]; then IFS=$nl; find -L $L -maxdepth 0 -printf '%i %s %T@ %p\\n';`,
@@ -248,7 +251,8 @@ export function parseLookAnswer(out: Buffer, nonce: string, files: string[], dir
   let off = 0;
   /** no settled file moved so far (cat read each to its end: one that grew shifted the rest) */
   let intact = true;
-  for (const [p, f] of picked) {
+  // the block's order: the files being written (dd), then the settled ones (cat)
+  for (const [p, f] of [...picked.filter(([, f]) => !settled(f)), ...picked.filter(([, f]) => settled(f))]) {
     const size = Number(f[3]);
     const slice = block.subarray(off, off + size);
     off += size;
