@@ -29,7 +29,7 @@ import { NSA_DIR, resolveRunDirs, type RunDirs } from '../trainer/run/rundirs.js
 import { readSupervisorFile, STATE_FILE, supervisorLiveness } from '../trainer/run/launchstate.js';
 import { recordAdoption } from '../trainer/launch/adopt.js';
 import { readNodeSupervisors, type NodeSupervisor } from '../trainer/run/nodesrecord.js';
-import { readStopFacts, type StopFacts } from '../trainer/control/stopfacts.js';
+import { readStopFacts, stopFactsKey, type StopFacts } from '../trainer/control/stopfacts.js';
 import type { RunModel } from '../trainer/run/model.js';
 import { findRunProcesses } from '../trainer/run/processes.js';
 import { hintsFromRun } from '../trainer/run/ranks.js';
@@ -151,6 +151,8 @@ export class Observer {
   private lastTakeOver: ActionRecord | null = null;
   private stop: StopFacts | null = null;
   private stopAt = 0;
+  /** the stop facts' files as they were when last read (stopFactsKey) */
+  private stopKey: string | null = null;
   private hostStats: HostStatsReader;
   /** the judge of judged() rounds (ObserverOptions.checker) */
   readonly checker: Checker;
@@ -317,7 +319,14 @@ export class Observer {
     // reads the action log and two more, so every 3 s once no rank lives, every 10 s while one does
     const ranksLive = !!procs && procs.ranks.some((r) => r.proc.state !== 'Z' && r.proc.state !== 'X');
     if (!this.stop || Date.now() - this.stopAt >= (ranksLive && !run.ended ? 10_000 : 3_000)) {
-      this.stop = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir, this.dirs).catch(() => this.stop);
+      // read again only when one of its files changed (a watchdog's decisions, an operator's halt)
+      const key = await stopFactsKey(host, this.dirs.outDir, this.dirs.runDir).catch(() => null);
+      if (!this.stop || key === null || key !== this.stopKey) {
+        const got = await readStopFacts(host, this.dirs.outDir, this.dirs.runDir, this.dirs).catch(() => null);
+        // a failed read keeps the last facts, and is read again next time
+        if (got) this.stop = got;
+        this.stopKey = got ? key : null;
+      }
       this.stopAt = Date.now();
     }
     const hostStats = await hostStatsRead;

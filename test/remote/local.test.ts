@@ -107,6 +107,32 @@ for (const mode of ['sync', 'async'] as const) {
   );
 }
 
+test('readRange under a run dir known to be local is answered in place, with the same bytes as through the thread pool', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-local-range-'));
+  try {
+    const f = join(dir, 'actions.jsonl');
+    writeFileSync(f, 'abcdefghij');
+    writeFileSync(join(dir, 'empty'), '');
+    const auto = new LocalHost();
+    // the poll finds the dir local: reads under it go in place from then on
+    await auto.pollDir(dir, []);
+    assert.equal(await auto.pollIoMode(dir), 'sync');
+    const pool = new LocalHost({ pollIo: 'async' });
+    for (const h of [auto, pool]) {
+      assert.equal((await h.readRange(f, 2, 5)).toString(), 'cde');
+      assert.equal((await h.readRange(f, 7)).toString(), 'hij');
+      assert.equal((await h.readRange(f, 8, 100)).toString(), 'ij', 'an end past the size stops at the size');
+      assert.equal((await h.readRange(f, 20)).length, 0);
+      assert.equal((await h.readFile(f, 4)).toString(), 'abcd');
+      assert.equal((await h.readFile(join(dir, 'empty'))).length, 0);
+      await assert.rejects(h.readFile(join(dir, 'nope')), /ENOENT/);
+      await assert.rejects(h.readFile(dir), /not a regular file \(a directory\)/);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('auto I/O: a file system that is not known to be local (here procfs) stays asynchronous', async () => {
   const h = new LocalHost();
   assert.equal(await h.pollIoMode('/proc'), 'async');

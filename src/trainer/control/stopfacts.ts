@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Host } from '../../remote/host.js';
 import { NSA_DIR, type RunDirs } from '../run/rundirs.js';
 import { STATE_FILE, SUPERVISOR_LOG } from '../run/launchstate.js';
-import { readActionLog } from './audit.js';
+import { ACTIONS_FILE, readActionLog } from './audit.js';
 import type { ActionRecord, SupervisorState } from './types.js';
 
 export type StopSignal = 'SIGINT' | 'SIGKILL';
@@ -127,6 +127,32 @@ function actionEvent(r: ActionRecord): StopEvent | null {
  * watchdog's log and the adoption record live in its .nsa-top); `launcherDir`: where run.info and
  * the supervisor's files are (the same dir for most runs).
  */
+/** the files readStopFacts reads (run.info only when nothing else names the dataset) */
+function stopFactFiles(outDir: string, launcherDir: string): string[] {
+  return [
+    join(outDir, NSA_DIR, ACTIONS_FILE),
+    join(launcherDir, NSA_DIR, SUPERVISOR_LOG),
+    join(launcherDir, NSA_DIR, STATE_FILE),
+    join(outDir, NSA_DIR, 'watchdog.jsonl'),
+    join(outDir, NSA_DIR, 'launch.json'),
+    join(launcherDir, 'run.info'),
+  ];
+}
+
+/**
+ * What readStopFacts would read, as one key (each file's size, mtime and inode): the same key, the
+ * same facts. A looping caller (the observation, every 3–10 s) stats six files instead of reading
+ * and parsing them again.
+ */
+export async function stopFactsKey(host: Host, outDir: string, launcherDir: string = outDir): Promise<string> {
+  const parts: string[] = [];
+  for (const path of stopFactFiles(outDir, launcherDir)) {
+    const st = await host.stat(path).catch(() => null);
+    parts.push(st ? `${st.size}:${st.mtimeMs}:${st.ino}` : '-');
+  }
+  return parts.join('|');
+}
+
 export async function readStopFacts(
   host: Host,
   outDir: string,
