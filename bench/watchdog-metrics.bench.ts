@@ -5,6 +5,7 @@
 // 15 s (Prometheus's usual interval; it renders on the scrape). Target: < 0.5 % of a core with metrics on.
 // None of the three records the run's journal (--no-record; only one watchdog of a run does, the
 // first to take its lock): a fourth, plain one records it, and its row says what recording adds.
+// A last row is the box's floor: node with the same flags, waking once a second to do nothing.
 // Each is started as a user starts it (bin/nsa-top.js and its V8 flags), with --no-gpu (no GPU here;
 // on a GPU box nvidia-smi's own cost comes on top, the same with metrics on or off).
 // The 1 Hz metrics watchdog also delivers alerts (--notify and --deadman to a loopback receiver in
@@ -29,6 +30,12 @@ import { fileURLToPath } from 'node:url';
 import { procSample, loadAverage } from './proc.js';
 
 const BIN = fileURLToPath(new URL('../bin/nsa-top.js', import.meta.url));
+/** the V8 flags bin/nsa-top.js gives a watchdog (its sh launcher's line) */
+const WATCH_FLAGS = (() => {
+  const m = /exec node (.*) "\$0" "\$@"\n\*\//.exec(readFileSync(BIN, 'utf8'));
+  if (!m) throw new Error("bench: bin/nsa-top.js's launcher line (its node flags) not found");
+  return m[1]!.split(' ');
+})();
 const SECONDS = Number(process.env.NSA_BENCH_SECONDS ?? 60);
 const WARMUP = Number(process.env.NSA_BENCH_WARMUP ?? 20);
 const BEATS = process.env.NSA_BENCH_BEATS === '1';
@@ -117,6 +124,12 @@ async function main(): Promise<void> {
   // one watchdog records the run's journal (the first to take its lock: only one does); the rows
   // compare the others, which do not (--no-record), and its own row says what recording adds
   const recorder = watchdog([]);
+  // the floor of this box: a node that only wakes once a second, with the watchdog's V8 flags (an
+  // empty timer's wake is ~1 ms of CPU on the 2-core VM these figures come from: node's timer and
+  // async-hook code runs cold each second); what a 1 Hz node process cannot go under here
+  const idle = spawn(process.execPath, [...WATCH_FLAGS, '-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  kids.push(idle);
+  const floor = { c: idle, out: () => '' };
   await sleep(1000);
   const plain: ReturnType<typeof watchdog>[] = [];
   const metrics: ReturnType<typeof watchdog>[] = [];
@@ -165,7 +178,7 @@ async function main(): Promise<void> {
   const slow = await Promise.all(served.map(async (w) => scraper(await listenOf(w), 15_000)));
   const scrapes = (ss: { scrapes: number }[]) => ss.reduce((n, x) => n + x.scrapes, 0);
   await sleep(WARMUP * 1000);
-  const groups = [plain, metrics, served, [recorder]];
+  const groups = [plain, metrics, served, [recorder], [floor]];
   const ws = groups.flat();
   const c0 = ws.map((w) => cpuOf(w.c.pid!)!);
   const s0 = [scrapes(fast), scrapes(slow)];
@@ -206,6 +219,7 @@ async function main(): Promise<void> {
   row('metrics at 1 Hz and notify (difference from plain)', pcts[1]! - pcts[0]!);
   row('the metrics surface at 15 s (difference from plain)', pcts[2]! - pcts[0]!);
   row('recording the journal (a plain watchdog that records; difference from plain)', pcts[3]! - pcts[0]!);
+  row("the box's floor: node with the same flags waking once a second, doing nothing", pcts[4]!);
   cleanup();
   await Promise.race([new Promise((r) => trainer.once('exit', r)), sleep(15_000)]);
 }
