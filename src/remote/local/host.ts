@@ -215,52 +215,18 @@ export interface LocalHostOptions {
 /** How much of a file that reports size 0 (procfs, sysfs) is read at the most. */
 const ZERO_SIZE_READ_CAP = 16 * 2 ** 20;
 
-async function readToEof(fh: fs.FileHandle, start: number, end: number): Promise<Buffer> {
+/** A file that says size 0 (procfs, sysfs), read to its end in chunks, capped at `end`. */
+async function readToEof(io: PollIo, fd: number, start: number, end: number): Promise<Buffer> {
   const parts: Buffer[] = [];
   let pos = start;
   while (pos < end) {
     const buf = Buffer.allocUnsafe(Math.min(64 * 1024, end - pos));
-    const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
-    if (bytesRead === 0) break;
-    parts.push(buf.subarray(0, bytesRead));
-    pos += bytesRead;
+    const n = await io.read(fd, buf, 0, buf.length, pos);
+    if (n === 0) break;
+    parts.push(buf.subarray(0, n));
+    pos += n;
   }
   return Buffer.concat(parts);
-}
-
-/** readRange on a local file system, synchronously: the same checks (a regular file only, opened
- *  non-blocking), the same answer */
-function readRangeSync(path: string, start: number, end?: number): Buffer {
-  const fd = fsSync.openSync(path, READ_FLAGS);
-  try {
-    const st = fsSync.fstatSync(fd);
-    const why = notRegular(st);
-    if (why) throw notRegularError(path, why);
-    if (st.size === 0) {
-      // a file that says size 0 is read to its end, capped (as readToEof)
-      const parts: Buffer[] = [];
-      for (let pos = start, stop = end ?? ZERO_SIZE_READ_CAP; pos < stop;) {
-        const b = Buffer.allocUnsafe(Math.min(64 * 1024, stop - pos));
-        const n = fsSync.readSync(fd, b, 0, b.length, pos);
-        if (n === 0) break;
-        parts.push(b.subarray(0, n));
-        pos += n;
-      }
-      return Buffer.concat(parts);
-    }
-    const cap = Math.min(end ?? st.size, st.size);
-    if (cap <= start) return Buffer.alloc(0);
-    const buf = Buffer.allocUnsafe(cap - start);
-    let got = 0;
-    while (got < buf.length) {
-      const n = fsSync.readSync(fd, buf, got, buf.length - got, start + got);
-      if (n === 0) break;
-      got += n;
-    }
-    return got === buf.length ? buf : buf.subarray(0, got);
-  } finally {
-    fsSync.closeSync(fd);
-  }
 }
 
 export class LocalHost implements Host {
@@ -366,30 +332,30 @@ export class LocalHost implements Host {
   }
 
   async readRange(path: string, start: number, end?: number): Promise<Buffer> {
-    // under a directory known to be on a local file system (the run's, its .nsa-top), in place: the
-    // thread pool's four round trips (open, fstat, read, close) each woke the caller again, and on
-    // a 2-core VM each wake costs more than the read (the watchdog's stop facts, every 10 s)
-    if (this.syncFor(path)) return readRangeSync(path, start, end);
-    const fh = await fs.open(path, READ_FLAGS);
+    // under a directory known to be on a local file system (the run's, its .nsa-top) in place, as
+    // the poll reads: the thread pool's four round trips (open, fstat, read, close) each woke the
+    // caller again, and on a 2-core VM each wake costs more than the read (the stop facts, every 10 s)
+    const io = this.syncFor(path) ? SYNC_IO : ASYNC_IO;
+    const fd = await io.open(path);
     try {
-      const st = await fh.stat();
+      const st = await io.fstat(fd);
       const why = notRegular(st);
       if (why) throw notRegularError(path, why);
       const size = st.size;
       // procfs and sysfs files (/proc/net/tcp, /proc/PID/status) are regular but say size 0: read to EOF, capped
-      if (size === 0) return await readToEof(fh, start, end ?? ZERO_SIZE_READ_CAP);
+      if (size === 0) return await readToEof(io, fd, start, end ?? ZERO_SIZE_READ_CAP);
       const stop = Math.min(end ?? size, size);
       if (stop <= start) return Buffer.alloc(0);
       const buf = Buffer.allocUnsafe(stop - start);
       let got = 0;
       while (got < buf.length) {
-        const { bytesRead } = await fh.read(buf, got, buf.length - got, start + got);
-        if (bytesRead === 0) break;
-        got += bytesRead;
+        const n = await io.read(fd, buf, got, buf.length - got, start + got);
+        if (n === 0) break;
+        got += n;
       }
       return got === buf.length ? buf : buf.subarray(0, got);
     } finally {
-      await fh.close();
+      await io.close(fd);
     }
   }
 
