@@ -122,21 +122,16 @@ function actionEvent(r: ActionRecord): StopEvent | null {
   return { ts: r.ts, kind, who: r.who?.user ?? null, source: 'actions.jsonl', text: `${r.action}: ${r.detail}` };
 }
 
-/**
- * Gather the stop facts of a run. `outDir`: where the trainer writes (the action log, the
- * watchdog's log and the adoption record live in its .nsa-top); `launcherDir`: where run.info and
- * the supervisor's files are (the same dir for most runs).
- */
-/** the files readStopFacts reads (run.info only when nothing else names the dataset) */
-function stopFactFiles(outDir: string, launcherDir: string): string[] {
-  return [
-    join(outDir, NSA_DIR, ACTIONS_FILE),
-    join(launcherDir, NSA_DIR, SUPERVISOR_LOG),
-    join(launcherDir, NSA_DIR, STATE_FILE),
-    join(outDir, NSA_DIR, 'watchdog.jsonl'),
-    join(outDir, NSA_DIR, 'launch.json'),
-    join(launcherDir, 'run.info'),
-  ];
+/** the files readStopFacts reads (run.info only when nothing else names the dataset), and the key's */
+function stopFactFiles(outDir: string, launcherDir: string) {
+  return {
+    actions: join(outDir, NSA_DIR, ACTIONS_FILE),
+    supLog: join(launcherDir, NSA_DIR, SUPERVISOR_LOG),
+    supState: join(launcherDir, NSA_DIR, STATE_FILE),
+    watchdog: join(outDir, NSA_DIR, 'watchdog.jsonl'),
+    adoption: join(outDir, NSA_DIR, 'launch.json'),
+    runInfo: join(launcherDir, 'run.info'),
+  };
 }
 
 /**
@@ -146,13 +141,18 @@ function stopFactFiles(outDir: string, launcherDir: string): string[] {
  */
 export async function stopFactsKey(host: Host, outDir: string, launcherDir: string = outDir): Promise<string> {
   const parts: string[] = [];
-  for (const path of stopFactFiles(outDir, launcherDir)) {
+  for (const path of Object.values(stopFactFiles(outDir, launcherDir))) {
     const st = await host.stat(path).catch(() => null);
     parts.push(st ? `${st.size}:${st.mtimeMs}:${st.ino}` : '-');
   }
   return parts.join('|');
 }
 
+/**
+ * Gather the stop facts of a run. `outDir`: where the trainer writes (the action log, the
+ * watchdog's log and the adoption record live in its .nsa-top); `launcherDir`: where run.info and
+ * the supervisor's files are (the same dir for most runs).
+ */
 export async function readStopFacts(
   host: Host,
   outDir: string,
@@ -160,6 +160,7 @@ export async function readStopFacts(
   /** the run resolved at the edge: the action log is read where it says, not resolved again */
   dirs?: RunDirs,
 ): Promise<StopFacts> {
+  const files = stopFactFiles(outDir, launcherDir);
   const events: StopEvent[] = [];
   const log = await readActionLog(host, dirs ?? outDir, 2000).catch(() => null);
   const dumpActions: ActionRecord[] = [];
@@ -170,7 +171,7 @@ export async function readStopFacts(
   }
   dumpActions.splice(0, Math.max(0, dumpActions.length - 20));
   // the supervisor's own account (it also writes actions, but its log survives an unwritable action log)
-  const supLog = await readTail(host, join(launcherDir, NSA_DIR, SUPERVISOR_LOG));
+  const supLog = await readTail(host, files.supLog);
   for (const line of (supLog ?? '').split('\n')) {
     let m: RegExpExecArray | null;
     if ((m = RE_SUP_START.exec(line))) {
@@ -186,7 +187,7 @@ export async function readStopFacts(
     }
   }
   events.sort((a, b) => a.ts - b.ts);
-  const sup = await readJson<SupervisorState>(host, join(launcherDir, NSA_DIR, STATE_FILE));
+  const sup = await readJson<SupervisorState>(host, files.supState);
 
   // the newest stop: escalations after the newest launch
   let lastLaunch = -1;
@@ -214,7 +215,7 @@ export async function readStopFacts(
   }
 
   const stalls: WatchdogStall[] = [];
-  const wd = await readTail(host, join(outDir, NSA_DIR, 'watchdog.jsonl'));
+  const wd = await readTail(host, files.watchdog);
   for (const line of (wd ?? '').split('\n')) {
     if (!line.includes('heartbeat')) continue;
     let j: Record<string, unknown>;
@@ -241,7 +242,7 @@ export async function readStopFacts(
   let adoptedLog: string | null = null;
   const adopt = await readJson<{ kind?: string; launcher?: { argv?: unknown }; stdout?: unknown }>(
     host,
-    join(outDir, NSA_DIR, 'launch.json'),
+    files.adoption,
   );
   if (adopt?.kind === 'adopted') {
     if (Array.isArray(adopt.launcher?.argv)) {
@@ -255,7 +256,7 @@ export async function readStopFacts(
     if (d) argvDataset = { value: d, source: "--dataset in the supervisor's lastCommand" };
   }
   if (!argvDataset) {
-    const info = await readTail(host, join(launcherDir, 'run.info'), 256 * 1024);
+    const info = await readTail(host, files.runInfo, 256 * 1024);
     const d = info ? datasetFromRunInfo(info) : null;
     if (d) argvDataset = { value: d, source: "--dataset in run.info's command" };
   }
