@@ -94,6 +94,22 @@ test(
       );
       await main.send(ESC, 300);
       await main.waitFor(/HALTED/, 30_000);
+      // HALTED comes when the last rank is gone; the supervisor records its own end a moment later,
+      // and r while it is still stopping is refused (rightly: "its supervisor is stopping"). On a
+      // loaded box that moment was long enough to press r in: the operator here waits for it, and
+      // for the cockpit's next round to have seen it.
+      const supState = () => {
+        try {
+          return (JSON.parse(readFileSync(join(runDir, '.nsa-top', 'supervisor.json'), 'utf8')) as { state: string })
+            .state;
+        } catch {
+          return null;
+        }
+      };
+      for (const end = Date.now() + 30_000; supState() === 'stopping' && Date.now() < end;)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.notEqual(supState(), 'stopping', "the supervisor recorded its end within 30 s of the ranks'");
+      await new Promise((r) => setTimeout(r, 1500));
 
       // r: relaunch (type the run name; the .HALT left by the halt needs its own confirmation)
       const name = runDir.split('/').pop()!;
