@@ -92,6 +92,12 @@ export interface GradeInput {
   stop?: { signal: 'SIGINT' | 'SIGKILL' | null; why: string | null };
   /** the dataset the launch names outside the run dir's train.log (argv, run.info, a recorded stdout) */
   namedDataset?: { value: string; source: string } | null;
+  /**
+   * the critical alerts a cockpit or watchdog raised while it watched (.nsa-top/watchdog.jsonl and
+   * the journal), oldest first, cleared or not: a critical alert during the run fails `no critical
+   * alert` though it is gone at the end (ms epoch)
+   */
+  raised?: readonly { ts: number; id: string; title: string; rank: number | null }[];
 }
 
 /** Smaller than this many parameters is a toy or smoke model, not the runbooks' 125M one. */
@@ -203,11 +209,33 @@ function criterion(id: string, name: string, status: Status, evidence: string): 
 
 function noCritical(g: Grading): Omit<Criterion, 'phase'> {
   const critical = g.critical;
+  // raised while nsa-top watched and cleared since: one line per alert, its first raise
+  const now = new Set(critical.map((a) => a.id));
+  const earlier = new Map<string, { ts: number; last: number; title: string; n: number }>();
+  for (const r of g.inp.raised ?? []) {
+    if (now.has(r.id)) continue;
+    const e = earlier.get(r.id);
+    // the watchdog's log and the journal record one raise each: a raise within 5 s of the last is that one
+    if (!e) earlier.set(r.id, { ts: r.ts, last: r.ts, title: r.title, n: 1 });
+    else if (r.ts - e.last > 5000) {
+      e.n++;
+      e.last = r.ts;
+    }
+  }
+  const cleared = [...earlier.values()].map(
+    (e) =>
+      `${e.title} (raised ${new Date(e.ts).toISOString().replace(/\.\d{3}Z$/, 'Z')}${e.n > 1 ? `, ${e.n} times` : ''}, cleared since)`,
+  );
+  const texts = [...critical.map((a) => a.title), ...(cleared.length ? [listSome(cleared, cleared.length)] : [])];
   return criterion(
     'no-critical',
     'no critical alert',
-    critical.length ? 'fail' : 'pass',
-    critical.length ? critical.map((a) => a.title).join('; ') : 'none of the rules raised a critical alert',
+    texts.length ? 'fail' : 'pass',
+    texts.length
+      ? texts.join('; ')
+      : g.inp.raised
+        ? 'none of the rules raised a critical alert, now or while nsa-top watched'
+        : 'none of the rules raised a critical alert',
   );
 }
 
@@ -356,7 +384,7 @@ function noStall({ run, ev, inp, ended, times }: Grading): Omit<Criterion, 'phas
   const bad = stalls.length > 0 || anomalyStall || (worst !== null && worst.gap > thr) || r0dumps > 0 || nStalls > 0;
   const parts = [
     nStalls
-      ? `${nStalls} stall(s) in the history (a gap > ${dur(thr, 'precise')}, or one still on when the run was stopped): ${listSome(
+      ? `${nStalls} stall(s) in the history (a gap > ${dur(thr, 'precise')}, one the watchdog called, or one still on when the run was stopped): ${listSome(
           hStalls.map((e) => `segment #${e.segment}: ${e.text}`),
           nStalls,
         )}`

@@ -17,6 +17,7 @@ import { CliError, orCliError } from './errors.js';
 import { chartText } from '../ui/chart.js';
 import { Observer, whyNothingListed } from '../cockpit/observe.js';
 import { readRunHistory } from '../trainer/run/history.js';
+import { journalCriticals } from '../journal/index.js';
 
 export const command = defineCommand({
   name: 'report',
@@ -40,7 +41,9 @@ export const command = defineCommand({
   about: `Grades a finished or live run against the runbooks' acceptance phases, with evidence. It reads the
 WHOLE history (rank 0's heartbeat file and the log, streaming, every segment): crashes, restarts,
 stalls that cleared, non-finite losses and failed checkpoint saves anywhere are named with their
-steps and times.
+steps and times. What a cockpit or watchdog recorded while it watched (.nsa-top/watchdog.jsonl, the
+journal) counts too: a gap it called a stall is a stall, and a critical alert it raised fails "no
+critical alert" though it has cleared since.
   phase 0  smoke: one step logged, heartbeats from every rank, a finite first loss, no crash in
            any segment (a crash that was resumed is still a crash)
   phase 1  300 steps, no stalls, finite loss past step 5, steady step times, throughput in bounds,
@@ -219,6 +222,9 @@ export async function gatherReport(
       : join(outDir, snap.log.file)
     : (obs.stop?.adoptedLog ?? null);
   const ended = snap.metrics?.['ended'];
+  // what a cockpit or watchdog raised while it watched, cleared or not: the watchdog's log and the journal
+  const journaled = await journalCriticals(host, dirs).catch(() => []);
+  const raised = [...(obs.stop?.criticals ?? []), ...journaled].sort((x, y) => x.ts - y.ts);
   const history = await readRunHistory(host, {
     heartbeat: r0 ? join(outDir, r0.file) : null,
     log: logFile,
@@ -226,7 +232,10 @@ export async function gatherReport(
     total: snap.totalSteps,
     stop: {
       events: obs.stop?.events ?? [],
-      stalls: obs.stop?.stalls ?? [],
+      stalls: [
+        ...(obs.stop?.stalls ?? []),
+        ...journaled.filter((c) => c.id === 'stall:run').map((c) => ({ ...c, step: null })),
+      ],
       dumps: snap.dumps.map((d) => ({ ts: d.epoch * 1000, rank: d.rank, kind: d.kind })),
       metricsEnded: typeof ended === 'string' ? ended : null,
     },
@@ -241,6 +250,7 @@ export async function gatherReport(
       minTps: a.minTps,
       thresholds: t,
       stop: { signal: obs.stop?.stopEscalation ?? null, why: obs.stop?.escalationWhy ?? null },
+      raised,
       namedDataset:
         obs.stop?.argvDataset ??
         (history.logDataset

@@ -27,8 +27,11 @@ export interface JournalSource extends ReplaySource {
   readonly skipped: number;
 }
 
-/** Reads a run's journal; null when the run has none (no part holds a record this version reads). */
-export async function journalSource(host: Host, dirs: RunDirs): Promise<JournalSource | null> {
+/** Every record line this version reads, from the journal's parts, oldest part first. */
+async function readLines(
+  host: Host,
+  dirs: RunDirs,
+): Promise<{ lines: Line[]; bytes: number; files: number; skipped: number; otherVersion: number }> {
   const dir = `${dirs.outDir}/${NSA_DIR}`;
   const lines: Line[] = [];
   let bytes = 0;
@@ -57,6 +60,42 @@ export async function journalSource(host: Host, dirs: RunDirs): Promise<JournalS
       lines.push({ t: h.t, k: h.k, text });
     }
   }
+  return { lines, bytes, files, skipped, otherVersion };
+}
+
+/** A critical alert a cockpit or watchdog raised, as its journal recorded it (ms epoch). */
+export interface JournalCritical {
+  ts: number;
+  id: string;
+  title: string;
+  rank: number | null;
+}
+
+/**
+ * The critical alerts the run's journal recorded as raised, oldest first, whether or not they
+ * cleared later (a report tells the whole run, not its last moment). Empty when there is no journal.
+ */
+export async function journalCriticals(host: Host, dirs: RunDirs): Promise<JournalCritical[]> {
+  const { lines } = await readLines(host, dirs);
+  const out: JournalCritical[] = [];
+  for (const l of lines) {
+    if (l.k !== 'alert') continue;
+    const r = decodeRecord(l.text);
+    if (!r || r.severity !== 'critical' || typeof r.id !== 'string') continue;
+    out.push({
+      ts: r.t,
+      id: r.id,
+      title: typeof r.title === 'string' ? r.title : r.id,
+      rank: typeof r.rank === 'number' ? r.rank : null,
+    });
+  }
+  return out;
+}
+
+/** Reads a run's journal; null when the run has none (no part holds a record this version reads). */
+export async function journalSource(host: Host, dirs: RunDirs): Promise<JournalSource | null> {
+  const { lines, bytes, files, otherVersion, skipped: skipped0 } = await readLines(host, dirs);
+  let skipped = skipped0;
   // a writer's clock may step back a little between parts: keep file order, which is append order
   const keys = lines.map((l, i) => (l.k === 'key' ? i : -1)).filter((i) => i >= 0);
   if (keys.length === 0) return null;

@@ -201,3 +201,42 @@ test('a run halted by .HALT and resumed is not a crash: the log shows the halt, 
     /2 segments, none crashed: segment #0 \(pid 11\) steps 1–30 halted: stopped by \.HALT .*restarted 1m10s later as segment #1 \(pid 22\), step count from 1, weights from artifacts\/x\/checkpoint_step20\.pt/,
   );
 });
+
+// Recorded live: the real trainer (2 ranks), rank 1 SIGSTOPped at step 45 under `watchdog --stall 10`,
+// halted during the stall, then SIGCONT: it wrote step 46 and stopped on the .HALT. Its 38 s gap is
+// short of the report's own 180 s floor, so only nsa-top's records of the run tell the stall.
+const SIGSTOP_RUN = join(FIXTURES, 'ddp2-sigstop-watchdog');
+
+test('a stall the watchdog called and a critical alert that cleared still fail the report, from its log or the journal', () => {
+  const judge = (name: string, drop: string[]) => {
+    const dir = join(tmp, name);
+    cpSync(SIGSTOP_RUN, dir, { recursive: true });
+    for (const f of drop) rmSync(join(dir, '.nsa-top', f));
+    const r = cli('report', [dir, '--phase', '1', '--json']);
+    return { code: r.status, rep: JSON.parse(r.stdout) };
+  };
+  for (const [name, drop] of [
+    ['wd-log', ['journal.jsonl']],
+    ['journal', ['watchdog.jsonl']],
+  ] as const) {
+    const { code, rep } = judge(name, [...drop]);
+    assert.equal(code, 1, name);
+    const stall = crit(rep, 1, 'no-stall');
+    assert.equal(stall.status, 'fail', `${name}: ${stall.evidence}`);
+    assert.match(
+      stall.evidence,
+      /no heartbeat for 38s after step 45 \(2026-11-27T20:37:13Z → 2026-11-27T20:37:51Z\), then it went on; watchdog: step frozen at 45/,
+    );
+    const c = crit(rep, 1, 'no-critical');
+    assert.equal(c.status, 'fail', `${name}: ${c.evidence}`);
+    assert.match(
+      c.evidence,
+      /rank 1 \(pid 11728\) is stopped \(T\); others 0:S \(raised 2026-11-27T20:37:15Z, cleared since\)/,
+    );
+    assert.equal(rep.history.events.filter((e: { kind: string }) => e.kind === 'stall').length, 1, name);
+  }
+  // without nsa-top's records the same files read as a clean 46 steps: those records are the evidence
+  const { rep } = judge('none', ['journal.jsonl', 'watchdog.jsonl']);
+  assert.equal(crit(rep, 1, 'no-stall').status, 'pass');
+  assert.equal(crit(rep, 1, 'no-critical').status, 'pass');
+});

@@ -35,6 +35,16 @@ export interface WatchdogStall {
   title: string;
 }
 
+/** A critical alert the watchdog raised (.nsa-top/watchdog.jsonl), whether or not it cleared later. */
+export interface WatchdogCritical {
+  /** ms epoch of the alert line */
+  ts: number;
+  /** the alert's id (the judge's rule instance: "stall:run", "proc-state:1") */
+  id: string;
+  title: string;
+  rank: number | null;
+}
+
 export interface StopFacts {
   /**
    * How the newest stop of the current launch ended: 'SIGINT' or 'SIGKILL' when nsa-top (the
@@ -48,6 +58,8 @@ export interface StopFacts {
   events: StopEvent[];
   /** the watchdog's stall decisions, oldest first (bounded) */
   stalls: WatchdogStall[];
+  /** the critical alerts the watchdog raised, oldest first (bounded): a report tells of those that cleared too */
+  criticals: WatchdogCritical[];
   /** the dataset the trainer's argv names (`--dataset X`), and where it was read */
   argvDataset: { value: string; source: string } | null;
   /** the launcher's stdout log recorded by adoption (a hand-launched run), when a file */
@@ -59,6 +71,7 @@ export interface StopFacts {
 // bounded reads: the watchdog calls this every round
 const TAIL = 512 * 1024;
 const MAX_STALLS = 50;
+const MAX_CRITICALS = 50;
 
 async function readTail(host: Host, path: string, max = TAIL): Promise<string | null> {
   try {
@@ -215,25 +228,31 @@ export async function readStopFacts(
   }
 
   const stalls: WatchdogStall[] = [];
+  const criticals: WatchdogCritical[] = [];
   const wd = await readTail(host, files.watchdog);
   for (const line of (wd ?? '').split('\n')) {
-    if (!line.includes('heartbeat')) continue;
+    if (!line.includes('heartbeat') && !line.includes('critical')) continue;
     let j: Record<string, unknown>;
     try {
       j = JSON.parse(line) as Record<string, unknown>;
     } catch {
       continue;
     }
+    if (typeof j.ts !== 'number') continue;
+    const rank = typeof j.rank === 'number' ? j.rank : null;
+    if (j.event === 'alert' && j.severity === 'critical' && typeof j.id === 'string') {
+      if (criticals.length >= MAX_CRITICALS) criticals.shift();
+      criticals.push({ ts: j.ts, id: j.id, title: typeof j.title === 'string' ? j.title : j.id, rank });
+    }
     const isAlert =
       j.event === 'alert' && j.rule === 'heartbeat-stall' && j.severity === 'critical' && j.id === 'stall:run';
     const isAnomaly = j.event === 'anomaly' && j.type === 'heartbeat_stall';
     if (!isAlert && !isAnomaly) continue;
-    if (typeof j.ts !== 'number') continue;
     if (stalls.length >= MAX_STALLS) stalls.shift();
     stalls.push({
       ts: j.ts,
       step: typeof j.step === 'number' ? j.step : null,
-      rank: typeof j.rank === 'number' ? j.rank : null,
+      rank,
       title: typeof j.title === 'string' ? j.title : 'heartbeat_stall',
     });
   }
@@ -260,5 +279,5 @@ export async function readStopFacts(
     const d = info ? datasetFromRunInfo(info) : null;
     if (d) argvDataset = { value: d, source: "--dataset in run.info's command" };
   }
-  return { stopEscalation, escalationWhy, events, stalls, argvDataset, adoptedLog, dumpActions };
+  return { stopEscalation, escalationWhy, events, stalls, criticals, argvDataset, adoptedLog, dumpActions };
 }

@@ -134,7 +134,31 @@ export class HistoryFold {
   records = 0;
   progressTimes: { step: number; t: number }[] = [];
 
-  constructor(private readonly stallS: number) {}
+  /** the watchdog's stall decisions, oldest first, and the next one not yet placed in a gap */
+  private readonly wdStalls: StopEvidence['stalls'];
+  private wdNext = 0;
+
+  /**
+   * `stallS`: a gap between records longer than this is a stall. `watchdogStalls`: the stalls the
+   * watchdog (or a cockpit's journal) decided on: the gap each falls in is a stall too, however
+   * short against `stallS` (the watchdog's own threshold may be lower than the report's).
+   */
+  constructor(
+    private readonly stallS: number,
+    watchdogStalls: StopEvidence['stalls'] = [],
+  ) {
+    this.wdStalls = [...watchdogStalls].sort((a, b) => a.ts - b.ts);
+  }
+
+  /** the first watchdog stall in (from, to], consuming every one up to `to`; null from: none counted */
+  private watchdogStallIn(from: number | null, to: number): StopEvidence['stalls'][number] | null {
+    let found: StopEvidence['stalls'][number] | null = null;
+    while (this.wdNext < this.wdStalls.length && this.wdStalls[this.wdNext]!.ts <= to) {
+      const x = this.wdStalls[this.wdNext++]!;
+      if (from !== null && x.ts > from) found ??= x;
+    }
+    return found;
+  }
 
   private add(e: HistoryEvent): void {
     this.counts[e.kind]++;
@@ -177,9 +201,10 @@ export class HistoryFold {
       seg = this.open(pid, ts);
     seg.records++;
     seg.pid ??= pid;
-    // a gap between consecutive records of one process longer than the stall threshold: a stall
-    // (it cleared: records came after it)
-    if (this.lastTs !== null && ts - this.lastTs > this.stallS * 1000) {
+    // a gap between consecutive records of one process longer than the stall threshold, or one the
+    // watchdog called a stall: a stall (it cleared: records came after it)
+    const wd = this.lastTs === null || ts >= this.lastTs ? this.watchdogStallIn(this.lastTs, ts) : null;
+    if (this.lastTs !== null && (ts - this.lastTs > this.stallS * 1000 || wd)) {
       this.add({
         kind: 'stall',
         segment: seg.index,
@@ -188,7 +213,8 @@ export class HistoryFold {
         ts: this.lastTs,
         tsTo: ts,
         gapS: (ts - this.lastTs) / 1000,
-        text: `no heartbeat for ${dur((ts - this.lastTs) / 1000)} after step ${this.lastStepSeen ?? 0} (${iso(this.lastTs)} → ${iso(ts)}), then it went on`,
+        ...(wd && wd.rank !== null ? { rank: wd.rank } : {}),
+        text: `no heartbeat for ${dur((ts - this.lastTs) / 1000)} after step ${this.lastStepSeen ?? 0} (${iso(this.lastTs)} → ${iso(ts)}), then it went on${wd ? `; watchdog: ${wd.title} at ${iso(wd.ts)}` : ''}`,
       });
     }
     if (this.lastTs === null || ts >= this.lastTs) this.lastTs = ts;
@@ -422,7 +448,7 @@ export async function readRunHistory(
   host: Host,
   o: { heartbeat: string | null; log: string | null; stallS: number; total: number | null; stop?: StopEvidence },
 ): Promise<RunHistory> {
-  const fold = new HistoryFold(o.stallS);
+  const fold = new HistoryFold(o.stallS, o.stop?.stalls);
   const logFold = new LogFold();
   let bytes = 0;
   let error: string | null = null;
