@@ -130,8 +130,9 @@ export function ruleSupervisor(ctx: Ctx, hung = false): Draft[] {
         rule: 'supervisor',
         severity: ctx.ended ? 'warning' : 'critical',
         title: `supervisor dead (pid ${sup.supervisor?.pid ?? '?'} gone): crashes will not be restarted`,
-        detail: `${sup.note ?? ''}${sup.note ? '. ' : ''}${budget}${lastCause ? `; last exit: ${lastCause}` : ''}. nsa-top relaunch RUN (or attach) starts a new supervisor, which re-adopts a live trainer.`,
-        since: sup.updatedAt,
+        // no `since` from the file: it was written when the supervisor last changed state, not when it
+        // died (nothing tells that); the alert runs from the round that found it gone
+        detail: `${sup.note ?? ''}${sup.note ? '. ' : ''}its state file was last written at ${clock(sup.updatedAt)}; ${budget}${lastCause ? `; last exit: ${lastCause}` : ''}. nsa-top relaunch RUN (or attach) starts a new supervisor, which re-adopts a live trainer.`,
       });
     } else if (sup.state === 'failed') {
       out.push({

@@ -217,6 +217,7 @@ test('a dead supervisor (its file still says running) is critical: crashes will 
     note: 'the supervisor (pid 4321) is gone (it said running); its trainer (pid 99) still runs unsupervised',
     exitCodes: [{ at: now - 60_000, code: null, signal: 'SIGKILL' }],
     lastCause: 'signal SIGKILL',
+    updatedAt: now - 600_000,
   });
   const a = alerts(dead);
   const d = a.find((x) => x.id === 'supervisor:dead');
@@ -224,6 +225,10 @@ test('a dead supervisor (its file still says running) is critical: crashes will 
   assert.equal(d.severity, 'critical');
   assert.equal(d.title, 'supervisor dead (pid 4321 gone): crashes will not be restarted');
   assert.match(d.detail, /1 of 2 restarts used; last exit: signal SIGKILL/);
+  // its file was written when it last changed state, long before it died: the alert runs from the
+  // look that found it gone (live: "dead … 51s ago" 7 s after the SIGKILL), the file's time is told
+  assert.equal(d.since, now);
+  assert.match(d.detail, /its state file was last written at \d\d:\d\d:\d\d/);
   // not also "gave up": it did not give up, it was killed
   assert.ok(!a.some((x) => x.id === 'supervisor:gave-up'));
   const ended = emptySnapshot('/r');
