@@ -22,7 +22,7 @@ import {
 import { cancelRequest, submitHaltAfterCheckpoint } from '../trainer/control/requests.js';
 import type { NodeHosts } from '../trainer/control/nodes.js';
 import type { RunDirs, RunRef } from '../trainer/run/rundirs.js';
-import { prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
+import { describeReadopt, prepareRelaunch, stopRun, supervisorStatus } from '../trainer/launch/launch.js';
 import type { CockpitState } from './state.js';
 import { judgeAdoption } from '../checks/preflight.js';
 
@@ -92,6 +92,8 @@ export interface RelaunchInfo {
   willRun?: string[];
   /** pointer files not followed (a copy's, a planted one), one line each */
   notFollowed?: string[];
+  /** its supervisor died and the trainer runs on: what the relaunch does instead (re-adopts it), one line */
+  readopt?: string | null;
 }
 
 /** What the relaunch dialog asks for: remove a stale .HALT, and (a FINISHED run) train to `steps`. */
@@ -277,6 +279,7 @@ export function createActions(o: {
           : null,
         willRun: p.willRun?.lines ?? [],
         notFollowed: p.notFollowed,
+        readopt: p.readopt ? describeReadopt(p.readopt) : null,
       };
     },
   };

@@ -6,7 +6,7 @@ import { LocalHost } from '../remote/local/host.js';
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import type { ActionRecord } from '../trainer/control/types.js';
 import { sanitize } from '../sanitize.js';
-import { describePick, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
+import { describePick, describeReadopt, prepareRelaunch, relaunch } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { refusedByState } from './fit.js';
@@ -128,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
       .filter((l) => l.status !== 'PASS')
       .map((l) => `  preflight ${l.status} ${l.check}: ${l.text}\n`)
       .join('') +
-    `  ${describePick(prep.pick)}\n` +
+    `  ${prep.readopt ? describeReadopt(prep.readopt) : describePick(prep.pick)}\n` +
     (steps !== undefined ? `  train to step ${steps}\n` : '') +
     (prep.pick?.skipped ?? []).map((w) => `  skipped ${w}\n`).join('') +
     (prep.pick?.warnings ?? []).map((w) => `  warning: ${w}\n`).join('');

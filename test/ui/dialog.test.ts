@@ -67,6 +67,23 @@ test("relaunch dialog: names the file the trainer layer chose and why — a late
   assert.doesNotMatch(checking, /type the run name/);
 });
 
+test('relaunch dialog on a trainer whose supervisor died: it says the trainer is re-adopted, not a resume or a fresh start', () => {
+  const s = baseState();
+  const info = {
+    refusal: null,
+    resume: null,
+    fresh: false,
+    warnings: [],
+    skipped: [],
+    adopted: null,
+    readopt:
+      're-adopts the running trainer (pid 4242): a new supervisor watches it and restarts it if it dies; nothing is restarted now',
+  };
+  const v = text(dialogView(relaunchDialog('confirm', info), s, Date.now(), 200).lines);
+  assert.match(v, /re-adopts the running trainer \(pid 4242\)/);
+  assert.doesNotMatch(v, /no complete checkpoint|starts from step 0|first start/);
+});
+
 test('a refusal is wrapped to the dialog, not cut at its edge', () => {
   const why =
     'the run was not started by nsa-top and never seen running, so its launch command is unknown: start it with a profile — nsa-top launch --profile NAME -- --resume /very/long/path/checkpoint_step40.pt';

@@ -475,6 +475,11 @@ export interface RelaunchPrep {
   badRecord?: string;
   /** pointer files not believed (a copy's, a planted one): named, not followed */
   notFollowed: string[];
+  /**
+   * the supervisor is gone and its trainer runs on: the relaunch starts a new supervisor that adopts
+   * this process (nothing is restarted, no checkpoint is picked); null otherwise
+   */
+  readopt: { pid: number } | null;
 }
 
 /**
@@ -506,6 +511,7 @@ export async function prepareRelaunch(
     pick: null,
     willRun: null,
     notFollowed: [],
+    readopt: null,
   };
   const planRead = await readLaunchPlanFile(host, runDir);
   const plan = planRead.plan;
@@ -525,8 +531,16 @@ export async function prepareRelaunch(
   if (plan && !handLaunchedSince) {
     if ((await supervisorAlive(host, st)) && st && supervisorInCharge(st.state))
       prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
-    else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false)))
-      prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
+    else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) {
+      // its supervisor is gone and it runs on: relaunch() starts a new supervisor that adopts it, which
+      // restarts it with the plan's command if it dies (the same check as a relaunch)
+      prep.readopt = { pid: st.child.pid };
+      prep.willRun = describeWillRun(planPhases(stepped({ ...plan, smoke: null })), { allow: opts.allowCommand });
+      prep.refusal =
+        prep.willRun.refusal &&
+        `the trainer (pid ${st.child.pid}) runs unsupervised; a new supervisor would restart it with what is refused: ${prep.willRun.refusal}`;
+      return prep;
+    }
     const neverRan = (st?.exitCodes.length ?? 0) === 0 && !st?.child;
     if (!neverRan)
       prep.pick = await pickResumeCheckpoint(host, outDir, {
@@ -572,6 +586,11 @@ export async function prepareRelaunch(
 }
 
 /** One line: which checkpoint a relaunch resumes from, and why. */
+/** What a relaunch does to a trainer whose supervisor died (RelaunchPrep.readopt), in one line. */
+export function describeReadopt(r: { pid: number }): string {
+  return `re-adopts the running trainer (pid ${r.pid}): a new supervisor watches it and restarts it if it dies; nothing is restarted now`;
+}
+
 export function describePick(pick: ResumePick | null): string {
   if (!pick) return 'first start (the run had never run)';
   if (!pick.found) return 'no complete checkpoint: from scratch';

@@ -99,12 +99,18 @@ export function relaunchView(d: DialogOf<'relaunch'>, s: CockpitState, W: number
             t(l, 'info'),
           ]),
         );
-      const head = info.fresh
-        ? 'first start: the run never ran'
-        : info.resume
-          ? `resumes from ${info.resume.name} (step ${info.resume.step})`
-          : 'no complete checkpoint: starts from step 0';
-      lines.push([t(head, info.resume || info.fresh ? 'info' : 'warn', { bold: true })]);
+      const head = info.readopt
+        ? info.readopt
+        : info.fresh
+          ? 'first start: the run never ran'
+          : info.resume
+            ? `resumes from ${info.resume.name} (step ${info.resume.step})`
+            : 'no complete checkpoint: starts from step 0';
+      lines.push(
+        ...wrap(clean(head), W - 4).map((l) => [
+          t(l, info.readopt || info.resume || info.fresh ? 'info' : 'warn', { bold: true }),
+        ]),
+      );
       if (info.resume) lines.push(...wrap(clean(info.resume.why), W - 6).map((l) => [t(`  ${l}`, 'dim')]));
       // exactly what will run (command, cwd, every variable set), before the name is asked
       for (const l of info.willRun ?? []) lines.push(...wrap(clean(l), W - 6).map((x) => [t(`  ${x}`, 'dim')]));

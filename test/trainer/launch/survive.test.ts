@@ -12,11 +12,13 @@ import { LocalHost } from '../../../src/remote/local/host.js';
 import { listProcesses, readProc, verifyProcess } from '../../../src/remote/procs.js';
 import { currentActor } from '../../../src/trainer/control/actions.js';
 import { launchRun, readSupervisorState, relaunch, stopRun } from '../../../src/trainer/launch/launch.js';
+import { spawnSync } from 'node:child_process';
 import { tempDir } from '../control/helpers.js';
 import { until, lastStep, profilesFile } from './helpers.js';
 
 const host = new LocalHost();
 const FAKE = fileURLToPath(new URL('./fake-trainer.mjs', import.meta.url));
+const BIN = fileURLToPath(new URL('../../../bin/nsa-top.js', import.meta.url));
 const leftovers: { pid: number; startTime: string }[] = [];
 
 const budgetDirs: string[] = [];
@@ -62,11 +64,19 @@ test('SIGKILL of the supervisor: the trainer keeps stepping, supervisor.json say
   assert.equal(gone.supervisorGone, true);
   assert.match(gone.note!, /supervisor \(pid \d+\) is gone .*trainer \(pid \d+\) still runs unsupervised/);
 
-  // relaunch re-adopts the live trainer: same pid, no second copy
+  // `nsa-top relaunch`, as the alert tells the operator, re-adopts the live trainer: same pid, no
+  // second copy (live on the real trainer it refused: "the trainer … is still running: stop it first")
   const who = await currentActor(host);
-  const rec = await relaunch(host, runDir, who, { removeStaleHalt: false, allowCommand: ['node'] });
-  assert.equal(rec.result, 'ok', rec.detail);
-  assert.match(rec.detail, new RegExp(`re-adopted the running trainer \\(pid ${trainer.pid}\\)`));
+  const cli = spawnSync(process.execPath, [BIN, 'relaunch', runDir, '--yes', '--allow-command', 'node'], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(cli.status, 0, cli.stderr);
+  assert.match(
+    cli.stderr,
+    new RegExp(`re-adopts the running trainer \\(pid ${trainer.pid}\\): .*nothing is restarted now`),
+  );
+  assert.match(cli.stdout, new RegExp(`relaunch ok: re-adopted the running trainer \\(pid ${trainer.pid}\\)`));
   const st2 = (await readSupervisorState(host, runDir))!;
   leftovers.push(st2.supervisor!);
   assert.notEqual(st2.supervisor!.pid, supervisorPid);
