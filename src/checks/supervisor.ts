@@ -2,7 +2,7 @@
 // backoff, giving up, restart storms, restarts that do not move the checkpoint forward — the
 // detectors nvrx-watch has) and the control request in force (requests.json). Pure.
 import { clock, dur } from '../format.js';
-import { activeRequest, supervisorRestarts } from './control.js';
+import { activeRequest, supervisorInCharge, supervisorRestarts } from './control.js';
 import { firstGoneOf } from './boot.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
@@ -254,13 +254,16 @@ export function ruleSupervisor(ctx: Ctx, hung = false): Draft[] {
       return out;
     }
     if (req.state === 'pending' && hung) {
+      const stopEscalates = !!sup && !sup.supervisorGone && supervisorInCharge(sup.state);
       // a hung run writes no checkpoint: the request waits for one that will not come
       out.push({
         id: `request:${req.id}`,
         rule: 'request',
         severity: 'warning',
         title: `the halt after the next checkpoint requested by ${req.who.user} at ${clock(req.ts)} cannot fire: the run is stalled and writes no checkpoint`,
-        detail: `${req.note} (carried by ${owner}). Halt now instead (h → n, or nsa-top halt RUN): a hung rank may never see .HALT, so SIGINT/SIGKILL follow after the grace; x in the halt window, or nsa-top halt RUN --cancel, drops the request`,
+        // the way that escalates: `nsa-top halt` writes .HALT only; the supervisor's stop and the
+        // cockpit's halt window go on to SIGINT and SIGKILL
+        detail: `${req.note} (carried by ${owner}). Halt now instead (h → n${stopEscalates ? ', or nsa-top stop RUN: the supervisor writes .HALT, then SIGINT, then SIGKILL after the grace' : ': its halt window offers SIGINT, then SIGKILL, after the grace; nsa-top halt RUN writes .HALT only'}): a hung rank may never see .HALT; x in the halt window, or nsa-top halt RUN --cancel, drops the request`,
         since: req.ts,
       });
       return out;

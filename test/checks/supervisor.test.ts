@@ -259,7 +259,7 @@ test('a pending halt after the next checkpoint in a hung run cannot fire: a warn
     note: 'waiting for a complete checkpoint written after …',
     updatedAt: t - 20_000,
   };
-  const look = (state: 'S' | 'T') =>
+  const look = (state: 'S' | 'T', supervisor: SupervisorState | null = null) =>
     evaluateOnce({
       now: t + 1000,
       run: liveRun({ step: 40, t }),
@@ -267,6 +267,7 @@ test('a pending halt after the next checkpoint in a hung run cannot fire: a warn
       gpu: null,
       requests: [req],
       requestOwnerAlive: true,
+      supervisor,
     });
   const calm = look('S').alerts.find((a) => a.id === 'request:q3');
   assert.equal(calm?.severity, 'info');
@@ -275,7 +276,21 @@ test('a pending halt after the next checkpoint in a hung run cannot fire: a warn
   const a = hung.alerts.find((x) => x.id === 'request:q3');
   assert.equal(a?.severity, 'warning');
   assert.match(a!.title, /requested by alice at .* cannot fire: the run is stalled and writes no checkpoint/);
-  assert.match(a!.detail, /Halt now instead \(h → n, or nsa-top halt RUN\).*SIGINT\/SIGKILL.*--cancel/);
+  // no supervisor: the cockpit's halt window escalates; `nsa-top halt` would only write .HALT
+  assert.match(
+    a!.detail,
+    /Halt now instead \(h → n: its halt window offers SIGINT, then SIGKILL, after the grace; nsa-top halt RUN writes \.HALT only\).*--cancel/,
+  );
+  // a live supervisor: `nsa-top stop` is the command that escalates (`nsa-top halt RUN` was advised
+  // here, and it never escalates)
+  const sv = look('T', sup({ state: 'running', supervisor: { pid: 77, startTime: '9' } })).alerts.find(
+    (x) => x.id === 'request:q3',
+  );
+  assert.match(
+    sv!.detail,
+    /Halt now instead \(h → n, or nsa-top stop RUN: the supervisor writes \.HALT, then SIGINT, then SIGKILL/,
+  );
+  assert.doesNotMatch(sv!.detail, /nsa-top halt RUN\)/);
 });
 
 test("a request whose carrier died, left by the run's live supervisor (an earlier run's): a warning that it will not fire, not the orphan critical", () => {
