@@ -9,6 +9,8 @@ import { withLook, type Host } from '../remote/host.js';
 import { GpuMonitor } from '../remote/gpu.js';
 import { LocalHost } from '../remote/local/host.js';
 import { currentActor } from '../trainer/control/actions.js';
+import { sanitizeText } from '../sanitize.js';
+import { actionsInFlight, settleActions } from '../trainer/control/audit.js';
 import { relaunch } from '../trainer/launch/launch.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import type { Actor } from '../trainer/control/types.js';
@@ -237,9 +239,44 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     }
     return bySignal ? 'signal' : 'quit';
   } finally {
+    await finishActions();
     collector.stop();
     gpu?.stop();
     await journal?.close();
+  }
+}
+
+/** the longest a quit waits for an action under way (a dump of every rank takes ~10 s at most) */
+const ACTIONS_SETTLE_MS = 15_000;
+
+/**
+ * After the screen closed: an action still under way (a dump signals one rank at a time, a relaunch
+ * waits for its supervisor) finishes and keeps its record, and the operator is told so; Ctrl-C cuts
+ * the wait, and what was cut is recorded as abandoned. A quit never leaves half an action unlogged.
+ */
+async function finishActions(): Promise<void> {
+  const busy = actionsInFlight();
+  if (!busy.length) return;
+  const what = [...new Set(busy.map((b) => b.action))].join(', ');
+  process.stderr.write(
+    `nsa-top: waiting for the ${what} under way to finish (up to ${ACTIONS_SETTLE_MS / 1000} s; its record goes to the run's action log); Ctrl-C abandons it and records that\n`,
+  );
+  let onInt: (() => void) | undefined;
+  const interrupted = new Promise<void>((r) => (onInt = r));
+  process.once('SIGINT', onInt!);
+  try {
+    const { kept, abandoned } = await settleActions(
+      ACTIONS_SETTLE_MS,
+      'nsa-top quit while it was under way',
+      interrupted,
+    );
+    for (const r of kept) process.stderr.write(`nsa-top: ${sanitizeText(`${r.action} ${r.result}: ${r.detail}`)}\n`);
+    if (abandoned.length)
+      process.stderr.write(
+        `nsa-top: abandoned the ${[...new Set(abandoned)].join(', ')}: recorded so in the run's action log\n`,
+      );
+  } finally {
+    process.off('SIGINT', onInt!);
   }
 }
 

@@ -141,10 +141,30 @@ test(
       // the Dumps panel says whose set it is: rank 1's alone, by choice
       await c.send('\x1b', 300);
       await c.waitFor(/your set of rank 1 only \(chosen\)/, 10_000, 'the Dumps panel names the chosen rank');
-      // quit: mouse reporting is switched off with the screen
+      // quit while a dump of every rank is under way (ranks are signalled ≥ 1.1 s apart): it finishes
+      // and is recorded before the process ends, and the terminal says so — live, q between rank 0's
+      // signal and rank 1's left one stack file and no record at all
+      await c.send('\x1b', 300);
+      await c.waitFor(/^(?![\s\S]*r1 selected)/, 10_000, 'rank 1 no longer selected');
+      const dumpsBefore = recs.length;
+      c.proc.write('d');
+      await c.waitFor(/Stack dump(?! of rank)/, 10_000, 'the dump window of every rank');
+      c.proc.write('\x1b');
       await c.send('q');
       await c.exited;
       assert.ok(c.raw.lastIndexOf(MOUSE_OFF) > c.raw.lastIndexOf(MOUSE_ON), 'mouse reporting off after quit');
+      assert.match(c.raw, /waiting for the dump under way to finish/);
+      const after = readFileSync(join(runDir, '.nsa-top', 'actions.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { action: string; result: string; detail: string })
+        .filter((r) => r.action === 'dump');
+      assert.equal(after.length, dumpsBefore + 1, 'the dump under way at the quit is recorded');
+      assert.match(
+        `${after.at(-1)!.result} ${after.at(-1)!.detail}`,
+        /^ok 2\/2 ranks dumped: rank 0 stackdump_\S+, rank 1 stackdump_/,
+      );
+      assert.match(c.raw, /nsa-top: dump ok: 2\/2 ranks dumped/);
     } finally {
       const pids = runPids(runDir);
       await c.close(3000);

@@ -210,6 +210,49 @@ async function actionLogProblem(
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// actions in flight: a process that is about to end (the cockpit's q) lets them finish, or records
+// that it abandoned them — a dump half done when the cockpit quit must not vanish from the log
+
+interface InFlight {
+  action: ActionKind;
+  since: number;
+  /** its record, once kept */
+  done: Promise<ActionRecord | null>;
+  /** appends the record that it was abandoned, once, unless its own outcome was kept first (then false) */
+  abandon(why: string): Promise<boolean>;
+}
+
+const inFlight = new Set<InFlight>();
+
+/** The audited actions this process has under way (their effect started, their outcome not kept yet). */
+export function actionsInFlight(): { action: ActionKind; since: number }[] {
+  return [...inFlight].map(({ action, since }) => ({ action, since }));
+}
+
+/**
+ * Waits for the actions under way to finish and keep their records, for at most `ms` or until
+ * `stop` resolves (a second Ctrl-C); those still under way then get a 'failed' record saying they
+ * were abandoned and why. Resolves to the records kept meanwhile and the actions abandoned.
+ */
+export async function settleActions(
+  ms: number,
+  why: string,
+  stop?: Promise<unknown>,
+): Promise<{ kept: ActionRecord[]; abandoned: ActionKind[] }> {
+  const all = [...inFlight];
+  if (!all.length) return { kept: [], abandoned: [] };
+  const kept: ActionRecord[] = [];
+  for (const a of all) void a.done.then((r) => r && kept.push(r));
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((r) => (timer = setTimeout(r, ms)));
+  await Promise.race([Promise.allSettled(all.map((a) => a.done)), late, ...(stop ? [stop] : [])]);
+  clearTimeout(timer);
+  const left = [...inFlight];
+  const cut = await Promise.all(left.map((a) => a.abandon(why).catch(() => true)));
+  return { kept, abandoned: left.filter((_, i) => cut[i]).map((a) => a.action) };
+}
+
 /** What a result says when its record could not be kept: the same words for every cause. */
 export function notLoggedText(why: string): string {
   return `NOT logged: ${why}`;
@@ -263,30 +306,73 @@ export async function audited(
     }
     return rec;
   };
-  if (readOnlyMode(opts)) return make('refused', READ_ONLY_REFUSAL);
-  // the run's dirs once for the whole action (its log check and every record), when handed a dir
-  // (a dir whose pointer files cannot be read: each record tries again and says it was not logged)
-  dirs = await runDirsOf(host, run).catch(() => null);
-  if (spec.requireLog) {
-    const { why, note } = await actionLogProblem(host, (dirs ?? (await runDirsOf(host, run))).outDir, opts);
-    // a signal, a dump, removing a .HALT: not taken unrecorded (fail closed); a halt: taken (fail open)
-    if (why && !spec.failOpen) return make('refused', `${why} — the action could not be recorded, so it was not taken`);
-    unusable = why;
-    asideNote = note;
-  }
-  const ctx: AuditContext = { progress: (result, detail, target) => keep(make(result, detail, target)) };
-  let o: Outcome;
+  // under way from the call until its outcome is kept: a process that ends first (the cockpit's q)
+  // waits for it, or records it abandoned (settleActions)
+  let started = false;
+  let ended = false;
+  let cancelled: string | null = null;
+  let settle!: (r: ActionRecord | null) => void;
+  let final: ActionRecord | null = null;
+  const entry: InFlight = {
+    action: spec.action,
+    since: host.now(),
+    done: new Promise<ActionRecord | null>((r) => (settle = r)),
+    async abandon(why) {
+      if (ended) return false;
+      if (!started) {
+        // not taken yet: it is refused, and recorded, before its effect
+        cancelled = why;
+        await entry.done;
+        return true;
+      }
+      ended = true;
+      inFlight.delete(entry);
+      await keep(make('failed', `abandoned before its outcome was known: ${why}`));
+      return true;
+    },
+  };
+  inFlight.add(entry);
   try {
-    o = await effect(ctx);
-  } catch (e) {
-    o = { result: 'failed', detail: (e as Error).message };
+    if (readOnlyMode(opts)) return make('refused', READ_ONLY_REFUSAL);
+    // the run's dirs once for the whole action (its log check and every record), when handed a dir
+    // (a dir whose pointer files cannot be read: each record tries again and says it was not logged)
+    dirs = await runDirsOf(host, run).catch(() => null);
+    if (spec.requireLog) {
+      const { why, note } = await actionLogProblem(host, (dirs ?? (await runDirsOf(host, run))).outDir, opts);
+      // a signal, a dump, removing a .HALT: not taken unrecorded (fail closed); a halt: taken (fail open)
+      if (why && !spec.failOpen)
+        return make('refused', `${why} — the action could not be recorded, so it was not taken`);
+      unusable = why;
+      asideNote = note;
+    }
+    if (cancelled !== null) {
+      ended = true;
+      final = await keep(make('refused', `not taken: ${cancelled}`), undefined, true);
+      return final;
+    }
+    started = true;
+    const ctx: AuditContext = { progress: (result, detail, target) => keep(make(result, detail, target)) };
+    let o: Outcome;
+    try {
+      o = await effect(ctx);
+    } catch (e) {
+      o = { result: 'failed', detail: (e as Error).message };
+    }
+    // recorded abandoned meanwhile (its process is ending): its outcome is kept too, if there is time
+    const late = ended ? 'after it was recorded abandoned: ' : '';
+    ended = true;
+    const rec = make(o.result, `${late}${o.detail}`, o.target);
+    if (o.unrecorded !== undefined) {
+      const why = unusable ?? failedAppend;
+      return why !== null ? notLogged(rec, why) : rec;
+    }
+    final = await keep(rec, o.ifNotRecorded, true);
+    return final;
+  } finally {
+    ended = true;
+    inFlight.delete(entry);
+    settle(final);
   }
-  const rec = make(o.result, o.detail, o.target);
-  if (o.unrecorded !== undefined) {
-    const why = unusable ?? failedAppend;
-    return why !== null ? notLogged(rec, why) : rec;
-  }
-  return keep(rec, o.ifNotRecorded, true);
 }
 
 /** An event of an action already under way, recorded as it happened (the supervisor, a request's owner). */

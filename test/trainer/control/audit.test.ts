@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { LocalHost } from '../../../src/remote/local/host.js';
 import { currentActor, readActions } from '../../../src/trainer/control/actions.js';
-import { audited, READ_ONLY_REFUSAL } from '../../../src/trainer/control/audit.js';
+import { actionsInFlight, audited, READ_ONLY_REFUSAL, settleActions } from '../../../src/trainer/control/audit.js';
 import { createActions } from '../../../src/cockpit/actions.js';
 import { relaunch, stopRun } from '../../../src/trainer/launch/launch.js';
 import { tempDir } from './helpers.js';
@@ -129,6 +129,60 @@ test('audited: stamps who and when, records the outcome; a throwing effect is re
     recs.map((r) => `${r.action} ${r.result} ${r.detail} ${r.who.pid}`),
     [`dump started under way ${process.pid}`, `dump ok done ${process.pid}`, `halt failed disk on fire ${process.pid}`],
   );
+});
+
+test('an action under way when its process ends: it finishes and is told, or it is recorded abandoned (then its late outcome too)', async () => {
+  const dir = tempDir('audit-settle');
+  const actor = await currentActor(host);
+  const slow = (ms: number, detail: string) =>
+    audited(host, dir, { actor, action: 'dump', target: {} }, async () => {
+      await new Promise((r) => setTimeout(r, ms));
+      return { result: 'ok', detail };
+    });
+  assert.deepEqual(actionsInFlight(), []);
+  // live, the cockpit's q between rank 0's SIGUSR1 and rank 1's left one stack file and no record
+  const first = slow(300, '2/2 ranks dumped');
+  assert.deepEqual(
+    actionsInFlight().map((a) => a.action),
+    ['dump'],
+  );
+  const waited = await settleActions(10_000, 'quit');
+  assert.deepEqual(waited.abandoned, []);
+  assert.deepEqual(
+    waited.kept.map((r) => r.detail),
+    ['2/2 ranks dumped'],
+  );
+  assert.equal((await first).detail, '2/2 ranks dumped');
+  // cut short (the time ran out, or a second Ctrl-C): a record says so at once
+  let stop!: () => void;
+  const second = slow(1500, 'finished late');
+  const cut = settleActions(10_000, 'nsa-top quit while it was under way', new Promise<void>((r) => (stop = r)));
+  setTimeout(() => stop(), 100);
+  assert.deepEqual((await cut).abandoned, ['dump']);
+  assert.deepEqual(actionsInFlight(), []);
+  let recs = await readActions(host, dir);
+  assert.match(recs.at(-1)!.detail, /^abandoned before its outcome was known: nsa-top quit while it was under way$/);
+  assert.equal(recs.at(-1)!.result, 'failed');
+  // the process lived on: what really happened is kept as well
+  await second;
+  recs = await readActions(host, dir);
+  assert.deepEqual(
+    recs.map((r) => `${r.result} ${r.detail}`),
+    [
+      'ok 2/2 ranks dumped',
+      'failed abandoned before its outcome was known: nsa-top quit while it was under way',
+      'ok after it was recorded abandoned: finished late',
+    ],
+  );
+  // asked for just before the quit, its effect not begun: it is not taken, and the log says so
+  let ran = false;
+  const early = audited(host, dir, { actor, action: 'dump', target: {} }, async () => {
+    ran = true;
+    return { result: 'ok', detail: 'signalled' };
+  });
+  assert.deepEqual((await settleActions(10_000, 'quit first', Promise.resolve())).abandoned, ['dump']);
+  assert.deepEqual([(await early).result, (await early).detail, ran], ['refused', 'not taken: quit first', false]);
+  assert.equal((await readActions(host, dir)).at(-1)!.detail, 'not taken: quit first');
 });
 
 test('audited: read-only refuses before the effect and writes nothing; a linked log refuses before the effect', async () => {
