@@ -574,12 +574,15 @@ class Supervisor {
     });
     this.say(`start: ${argv.join(' ')}`);
     const done = this.runChild(argv, this.plan.env, this.plan.cwd, this.trainLog);
-    // which rank goes first, seen here: a launcher's own summary can name the wrong one
-    if (this.current)
-      this.watch = new RankWatch(this.host, this.current.pid, 250, 10_000, (found) =>
-        this.say(`watching rank ${found.map((f) => `${f.rank} (pid ${f.pid})`).join(', ')}`),
-      ).start();
+    if (this.current) this.watchRanks(this.current.pid);
     return done;
+  }
+
+  /** Which rank goes first, seen here (every 250 ms): a launcher's own summary can name the wrong one. */
+  private watchRanks(launcher: number): void {
+    this.watch = new RankWatch(this.host, launcher, 250, 10_000, (found) =>
+      this.say(`watching rank ${found.map((f) => `${f.rank} (pid ${f.pid})`).join(', ')}`),
+    ).start();
   }
 
   private async pickResume(): Promise<string | null> {
@@ -622,6 +625,9 @@ class Supervisor {
     const used = Math.max(this.st.restarts, typeof prev?.restarts === 'number' ? prev.restarts : 0);
     this.save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note, restarts: used });
     this.say(`${note}: not starting a second copy`);
+    // which rank goes first, seen as for a trainer it started (its ranks are the adopted launcher's
+    // descendants): without it a re-adopted run's crash was told by torchrun's summary alone
+    this.watchRanks(adopting.pid);
     await this.track(adopting.pid, this.watchGone(adopting.pid, adopting.startTime), null, adopting.startTime);
     return adoptedResult(this.plan.outDir, startedMs);
   }

@@ -112,3 +112,69 @@ test(
     await until('the supervisor to end', async () => !(await verifyProcess(host, st0.supervisor!)));
   },
 );
+
+test(
+  're-adopted after its supervisor died: the new supervisor watches the ranks too, and names rank 1 when it is killed',
+  { skip: python ? false : 'python3 missing: the stand-in torchrun needs it' },
+  async () => {
+    const cwd = tempDir('firstgone-adopt');
+    const pf = join(cwd, 'profiles.yaml');
+    writeFileSync(
+      pf,
+      `profiles:
+  fake:
+    trainer: reference
+    command: [python3, ${JSON.stringify(FAKE)}]
+    procs: 1
+    steps: 100
+    restart: { max_restarts: 1, backoff_s: 60, backoff_factor: 1 }
+    stop: { halt_grace_s: 1, sigint_grace_s: 1 }
+`,
+    );
+    const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+    const st0 = (await readSupervisorState(host, r.runDir))!;
+    started.push(st0.supervisor!);
+    const log = () => readFileSync(join(r.runDir, 'train.log'), 'utf8');
+    const pids = await until('both ranks', () => {
+      const m = [...log().matchAll(/\[fake-torchrun\] rank (\d) pid (\d+)/g)];
+      return m.length === 2 ? m.map((x) => Number(x[2])) : null;
+    });
+    for (const pid of pids) {
+      const info = await readProc(host, pid);
+      if (info) started.push({ pid, startTime: info.startTime });
+    }
+    await until('the supervisor watching both ranks', () => /watching rank 0 \(pid \d+\), 1 \(pid \d+\)/.test(log()));
+    // live on the real trainer: the re-adopting supervisor never looked at the ranks, and the report
+    // told the crash by torchrun's summary alone
+    process.kill(st0.supervisor!.pid, 'SIGKILL');
+    await until('the supervisor to die', async () => !(await verifyProcess(host, st0.supervisor!)));
+    const re = spawnSync(process.execPath, [BIN, 'relaunch', r.runDir, '--yes', '--allow-command', 'python3'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(re.status, 0, re.stdout + re.stderr);
+    const st1 = await until('the re-adoption', async () => {
+      const s = await readSupervisorState(host, r.runDir);
+      return s?.supervisor && s.supervisor.pid !== st0.supervisor!.pid && /adopted/.test(s.note ?? '') ? s : null;
+    });
+    started.push(st1.supervisor!);
+    const watched = () =>
+      log()
+        .split('\n')
+        .filter((l) => /watching rank 0 \(pid \d+\), 1 \(pid \d+\)/.test(l)).length;
+    await until('the new supervisor watching both ranks', () => watched() === 2);
+    await new Promise((res) => setTimeout(res, 600)); // two of the watch's looks: not a wait for a condition
+    process.kill(pids[1]!, 'SIGKILL');
+    const st = await until('the backoff', async () => {
+      const s = await readSupervisorState(host, r.runDir);
+      return s?.state === 'backoff' ? s : null;
+    });
+    assert.deepEqual(
+      { rank: st.firstGone?.rank, pid: st.firstGone?.pid, how: st.firstGone?.how },
+      { rank: 1, pid: pids[1], how: 'SIGKILL' },
+      JSON.stringify(st.firstGone),
+    );
+    assert.equal((await stopRun(host, r.runDir, await currentActor(host))).result, 'started');
+    await until('the supervisor to end', async () => !(await verifyProcess(host, st1.supervisor!)));
+  },
+);
