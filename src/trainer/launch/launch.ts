@@ -479,7 +479,7 @@ export interface RelaunchPrep {
    * the supervisor is gone and its trainer runs on: the relaunch starts a new supervisor that adopts
    * this process (nothing is restarted, no checkpoint is picked); null otherwise
    */
-  readopt: { pid: number } | null;
+  readopt: { pid: number; startTime: string } | null;
 }
 
 /**
@@ -529,12 +529,17 @@ export async function prepareRelaunch(
   const handLaunchedSince =
     !!rec && !!plan && rec.recordedAt > (st?.updatedAt ?? 0) && !(await supervisorAlive(host, st));
   if (plan && !handLaunchedSince) {
-    if ((await supervisorAlive(host, st)) && st && supervisorInCharge(st.state))
+    const supAlive = await supervisorAlive(host, st);
+    if (supAlive && st && supervisorInCharge(st.state))
       prep.refusal = `the supervisor (pid ${st.supervisor!.pid}) is still ${st.state}: stop the run first`;
     else if (st?.child?.startTime && (await verifyProcess(host, st.child).catch(() => false))) {
-      // its supervisor is gone and it runs on: relaunch() starts a new supervisor that adopts it, which
-      // restarts it with the plan's command if it dies (the same check as a relaunch)
-      prep.readopt = { pid: st.child.pid };
+      if (supAlive) {
+        prep.refusal = `the trainer (pid ${st.child.pid}) is still running: stop it first`;
+        return prep;
+      }
+      // its supervisor is gone and it runs on: relaunch() starts a new supervisor that adopts it
+      // (never a second copy), which restarts it with the plan's command if it dies: the same check
+      prep.readopt = st.child;
       prep.willRun = describeWillRun(planPhases(stepped({ ...plan, smoke: null })), { allow: opts.allowCommand });
       prep.refusal =
         prep.willRun.refusal &&
@@ -585,12 +590,12 @@ export async function prepareRelaunch(
   return prep;
 }
 
-/** One line: which checkpoint a relaunch resumes from, and why. */
 /** What a relaunch does to a trainer whose supervisor died (RelaunchPrep.readopt), in one line. */
 export function describeReadopt(r: { pid: number }): string {
   return `re-adopts the running trainer (pid ${r.pid}): a new supervisor watches it and restarts it if it dies; nothing is restarted now`;
 }
 
+/** One line: which checkpoint a relaunch resumes from, and why. */
 export function describePick(pick: ResumePick | null): string {
   if (!pick) return 'first start (the run had never run)';
   if (!pick.found) return 'no complete checkpoint: from scratch';
@@ -692,23 +697,15 @@ async function relaunchEffect(
   });
   if (host.kind !== 'local')
     return mk('refused', 'relaunch starts the supervisor on the training box: run `nsa-top relaunch` there');
+  const prep = await prepareRelaunch(host, dirs, {
+    allowCommand: opts.allowCommand,
+    judgeAdoption: opts.judgeAdoption,
+    ...(opts.steps !== undefined ? { steps: opts.steps } : {}),
+  });
   // a supervised run whose supervisor is gone while its trainer runs on (its own session): a new
   // supervisor adopts it — never a second copy into the same out_dir
-  const plan0 = await readLaunchPlan(host, runDir);
-  const st = plan0 ? await readSupervisorState(host, dirs) : null;
-  if (
-    plan0 &&
-    !(await supervisorAlive(host, st)) &&
-    st?.child?.startTime &&
-    (await verifyProcess(host, st.child).catch(() => false))
-  ) {
-    // it restarts the trainer with this plan if it dies: the same check as a relaunch
-    const seen = describeWillRun(planPhases({ ...plan0, smoke: null }), { allow: opts.allowCommand });
-    if (seen.refusal)
-      return mk(
-        'refused',
-        `the trainer (pid ${st.child.pid}) runs unsupervised; a new supervisor would restart it with what is refused: ${seen.refusal}`,
-      );
+  const child = prep.readopt;
+  if (child && !prep.refusal) {
     // its requests in force are this very trainer's: untouched (the new supervisor may carry them)
     const inForce = (await readRequests(host, dirs)).filter((r) => ACTIVE_REQUEST_STATES.includes(r.state));
     const reqNote = inForce
@@ -720,25 +717,20 @@ async function relaunchEffect(
       const why = await supervisorError(host, runDir);
       return mk(
         'failed',
-        `the trainer (pid ${st.child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`,
+        `the trainer (pid ${child.pid}) still runs unsupervised, and a new supervisor (pid ${pid}) did not come up${why ? `: ${why}` : ''}`,
         { supervisorPid: pid },
       );
     }
     return mk(
       'ok',
-      `re-adopted the running trainer (pid ${st.child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted${reqNote}`,
+      `re-adopted the running trainer (pid ${child.pid}): a new supervisor (pid ${pid}) watches it; nothing was restarted${reqNote}`,
       {
         supervisorPid: pid,
-        adopted: st.child,
+        adopted: child,
         ...(inForce.length ? { requests: inForce.map(({ id }) => ({ id, fate: 'keep' })) } : {}),
       },
     );
   }
-  const prep = await prepareRelaunch(host, dirs, {
-    allowCommand: opts.allowCommand,
-    judgeAdoption: opts.judgeAdoption,
-    ...(opts.steps !== undefined ? { steps: opts.steps } : {}),
-  });
   if (prep.refusal) return mk('refused', prep.refusal);
   const halt = await haltText(host, outDir);
   if (halt !== null) {
