@@ -3,6 +3,7 @@
 // by the command module. Honest: a run stopped at step 20 of 300 does not pass phase 1, and what
 // cannot be measured is said so, not passed.
 import { ENDED_STATES } from './runstate.js';
+import type { RaisedCritical } from '../trainer/control/stopfacts.js';
 import type { RunHistory } from '../trainer/run/history.js';
 import type { ModelDims, RunSnapshot, SeriesPoint } from '../trainer/run/snapshot.js';
 import { configBasename, estimateParams, knownConfig } from './flops.js';
@@ -97,7 +98,7 @@ export interface GradeInput {
    * the journal), oldest first, cleared or not: a critical alert during the run fails `no critical
    * alert` though it is gone at the end (ms epoch)
    */
-  raised?: readonly { ts: number; id: string; title: string; rank: number | null }[];
+  raised?: readonly RaisedCritical[];
 }
 
 /** Smaller than this many parameters is a toy or smoke model, not the runbooks' 125M one. */

@@ -7,7 +7,7 @@ import { LookState } from './observed.js';
 import { JournalRecorder } from './writer.js';
 
 export { JournalRecorder, DEFAULT_JOURNAL_MAX_MB, JOURNAL_FILE, JOURNAL_LOCK, journalPart } from './writer.js';
-export { journalSource, journalCriticals, type JournalSource, type JournalCritical } from './source.js';
+export { journalSource, journalCriticals, type JournalSource } from './source.js';
 
 export interface RecordChoice {
   noRecord?: boolean;

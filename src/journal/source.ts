@@ -6,6 +6,7 @@ import type { CockpitState } from '../cockpit/state.js';
 import type { Host } from '../remote/host.js';
 import type { ReplayMarker, ReplaySource } from '../replay/source.js';
 import { NSA_DIR, type RunDirs } from '../trainer/run/rundirs.js';
+import type { RaisedCritical } from '../trainer/control/stopfacts.js';
 import { decodeRecord, JOURNAL_VERSION, markerOf, peekRecord, stateOfRecord, type JournalRecord } from './codec.js';
 import { JOURNAL_PARTS, journalPart } from './writer.js';
 
@@ -63,21 +64,13 @@ async function readLines(
   return { lines, bytes, files, skipped, otherVersion };
 }
 
-/** A critical alert a cockpit or watchdog raised, as its journal recorded it (ms epoch). */
-export interface JournalCritical {
-  ts: number;
-  id: string;
-  title: string;
-  rank: number | null;
-}
-
 /**
  * The critical alerts the run's journal recorded as raised, oldest first, whether or not they
  * cleared later (a report tells the whole run, not its last moment). Empty when there is no journal.
  */
-export async function journalCriticals(host: Host, dirs: RunDirs): Promise<JournalCritical[]> {
+export async function journalCriticals(host: Host, dirs: RunDirs): Promise<RaisedCritical[]> {
   const { lines } = await readLines(host, dirs);
-  const out: JournalCritical[] = [];
+  const out: RaisedCritical[] = [];
   for (const l of lines) {
     if (l.k !== 'alert') continue;
     const r = decodeRecord(l.text);

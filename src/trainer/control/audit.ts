@@ -216,7 +216,6 @@ async function actionLogProblem(
 
 interface InFlight {
   action: ActionKind;
-  since: number;
   /** its record, once kept */
   done: Promise<ActionRecord | null>;
   /** appends the record that it was abandoned, once, unless its own outcome was kept first (then false) */
@@ -225,9 +224,9 @@ interface InFlight {
 
 const inFlight = new Set<InFlight>();
 
-/** The audited actions this process has under way (their effect started, their outcome not kept yet). */
-export function actionsInFlight(): { action: ActionKind; since: number }[] {
-  return [...inFlight].map(({ action, since }) => ({ action, since }));
+/** The audited actions this process has under way (asked for, their outcome not kept yet). */
+export function actionsInFlight(): { action: ActionKind }[] {
+  return [...inFlight].map(({ action }) => ({ action }));
 }
 
 /**
@@ -315,7 +314,6 @@ export async function audited(
   let final: ActionRecord | null = null;
   const entry: InFlight = {
     action: spec.action,
-    since: host.now(),
     done: new Promise<ActionRecord | null>((r) => (settle = r)),
     async abandon(why) {
       if (ended) return false;

@@ -35,9 +35,12 @@ export interface WatchdogStall {
   title: string;
 }
 
-/** A critical alert the watchdog raised (.nsa-top/watchdog.jsonl), whether or not it cleared later. */
-export interface WatchdogCritical {
-  /** ms epoch of the alert line */
+/**
+ * A critical alert a watchdog (its .nsa-top/watchdog.jsonl) or a cockpit (the journal) raised,
+ * whether or not it cleared later.
+ */
+export interface RaisedCritical {
+  /** ms epoch of the alert's record */
   ts: number;
   /** the alert's id (the judge's rule instance: "stall:run", "proc-state:1") */
   id: string;
@@ -59,7 +62,7 @@ export interface StopFacts {
   /** the watchdog's stall decisions, oldest first (bounded) */
   stalls: WatchdogStall[];
   /** the critical alerts the watchdog raised, oldest first (bounded): a report tells of those that cleared too */
-  criticals: WatchdogCritical[];
+  criticals: RaisedCritical[];
   /** the dataset the trainer's argv names (`--dataset X`), and where it was read */
   argvDataset: { value: string; source: string } | null;
   /** the launcher's stdout log recorded by adoption (a hand-launched run), when a file */
@@ -228,7 +231,7 @@ export async function readStopFacts(
   }
 
   const stalls: WatchdogStall[] = [];
-  const criticals: WatchdogCritical[] = [];
+  const criticals: RaisedCritical[] = [];
   const wd = await readTail(host, files.watchdog);
   for (const line of (wd ?? '').split('\n')) {
     if (!line.includes('heartbeat') && !line.includes('critical')) continue;
