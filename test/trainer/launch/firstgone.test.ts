@@ -36,15 +36,13 @@ after(async () => {
     }
 });
 
-test(
-  'kill -9 of rank 1 under the supervisor: rank 1 went first (SIGKILL), torchrun\'s "rank 0 exit 1" kept only as its words',
-  { skip: python ? false : 'python3 missing: the stand-in torchrun needs it' },
-  async () => {
-    const cwd = tempDir('firstgone');
-    const pf = join(cwd, 'profiles.yaml');
-    writeFileSync(
-      pf,
-      `profiles:
+/** The stand-in torchrun launched under the supervisor (one restart, a minute's backoff), both ranks up. */
+async function launchStandIn(tag: string) {
+  const cwd = tempDir(tag);
+  const pf = join(cwd, 'profiles.yaml');
+  writeFileSync(
+    pf,
+    `profiles:
   fake:
     trainer: reference
     command: [python3, ${JSON.stringify(FAKE)}]
@@ -53,19 +51,27 @@ test(
     restart: { max_restarts: 1, backoff_s: 60, backoff_factor: 1 }
     stop: { halt_grace_s: 1, sigint_grace_s: 1 }
 `,
-    );
-    const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
-    const st0 = (await readSupervisorState(host, r.runDir))!;
-    started.push(st0.supervisor!);
-    const log = () => readFileSync(join(r.runDir, 'train.log'), 'utf8');
-    const pids = await until('both ranks', () => {
-      const m = [...log().matchAll(/\[fake-torchrun\] rank (\d) pid (\d+)/g)];
-      return m.length === 2 ? m.map((x) => Number(x[2])) : null;
-    });
-    for (const pid of pids) {
-      const info = await readProc(host, pid);
-      if (info) started.push({ pid, startTime: info.startTime });
-    }
+  );
+  const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
+  const st0 = (await readSupervisorState(host, r.runDir))!;
+  started.push(st0.supervisor!);
+  const log = () => readFileSync(join(r.runDir, 'train.log'), 'utf8');
+  const pids = await until('both ranks', () => {
+    const m = [...log().matchAll(/\[fake-torchrun\] rank (\d) pid (\d+)/g)];
+    return m.length === 2 ? m.map((x) => Number(x[2])) : null;
+  });
+  for (const pid of pids) {
+    const info = await readProc(host, pid);
+    if (info) started.push({ pid, startTime: info.startTime });
+  }
+  return { r, st0, log, pids };
+}
+
+test(
+  'kill -9 of rank 1 under the supervisor: rank 1 went first (SIGKILL), torchrun\'s "rank 0 exit 1" kept only as its words',
+  { skip: python ? false : 'python3 missing: the stand-in torchrun needs it' },
+  async () => {
+    const { r, st0, log, pids } = await launchStandIn('firstgone');
     // the supervisor says when it has found the ranks it watches
     await until('the supervisor watching both ranks', () => /watching rank 0 \(pid \d+\), 1 \(pid \d+\)/.test(log()));
     // rank 0's own child (RANK=0 inherited) ends first: not a rank going. It stays a zombie (the
@@ -117,32 +123,7 @@ test(
   're-adopted after its supervisor died: the new supervisor watches the ranks too, and names rank 1 when it is killed',
   { skip: python ? false : 'python3 missing: the stand-in torchrun needs it' },
   async () => {
-    const cwd = tempDir('firstgone-adopt');
-    const pf = join(cwd, 'profiles.yaml');
-    writeFileSync(
-      pf,
-      `profiles:
-  fake:
-    trainer: reference
-    command: [python3, ${JSON.stringify(FAKE)}]
-    procs: 1
-    steps: 100
-    restart: { max_restarts: 1, backoff_s: 60, backoff_factor: 1 }
-    stop: { halt_grace_s: 1, sigint_grace_s: 1 }
-`,
-    );
-    const r = await launchRun(host, { profile: 'fake', profilesFile: pf, cwd });
-    const st0 = (await readSupervisorState(host, r.runDir))!;
-    started.push(st0.supervisor!);
-    const log = () => readFileSync(join(r.runDir, 'train.log'), 'utf8');
-    const pids = await until('both ranks', () => {
-      const m = [...log().matchAll(/\[fake-torchrun\] rank (\d) pid (\d+)/g)];
-      return m.length === 2 ? m.map((x) => Number(x[2])) : null;
-    });
-    for (const pid of pids) {
-      const info = await readProc(host, pid);
-      if (info) started.push({ pid, startTime: info.startTime });
-    }
+    const { r, st0, log, pids } = await launchStandIn('firstgone-adopt');
     await until('the supervisor watching both ranks', () => /watching rank 0 \(pid \d+\), 1 \(pid \d+\)/.test(log()));
     // live on the real trainer: the re-adopting supervisor never looked at the ranks, and the report
     // told the crash by torchrun's summary alone
