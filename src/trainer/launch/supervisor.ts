@@ -623,7 +623,9 @@ class Supervisor {
     // the restart budget lives in the run's files, not in a supervisor's memory: the restarts an
     // earlier supervisor of this very trainer used stay used (else each re-adoption would reset it)
     const used = Math.max(this.st.restarts, typeof prev?.restarts === 'number' ? prev.restarts : 0);
-    this.save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note, restarts: used });
+    // the trainer it watches is in the same write as the word that it adopted it: a reader never
+    // sees "running, adopted" with no child (a test caught that in-between file under load)
+    this.save({ state: 'running', resumeFrom: prev?.resumeFrom ?? null, note, restarts: used, child: adopting });
     this.say(`${note}: not starting a second copy`);
     // which rank goes first, seen as for a trainer it started (its ranks are the adopted launcher's
     // descendants): without it a re-adopted run's crash was told by torchrun's summary alone
