@@ -113,6 +113,7 @@ const WAITING_TESTS = [
   'test/checks/live-signals.test.ts',
   'test/checks/live-stopped.test.ts',
   'test/cockpit/observe-ssh.test.ts',
+  'test/cockpit/scrape-round.test.ts',
   'test/cockpit/takeover.test.ts',
   'test/commands/status-saves.test.ts',
   'test/e2e/hang.test.ts',

@@ -1,8 +1,12 @@
 // Where the watchdog's metrics go (the rendering is ./metrics.ts, pure): `/metrics` over node's own
 // http server, bound to exactly the address it is given (--metrics-listen HOST:PORT), and a
 // node_exporter textfile (--metrics-file PATH) replaced whole each round through ownfiles.ts. Both
-// carry the same text, rendered once per watchdog round from the round's observation and judgement;
-// a scrape never triggers a look at the run. Failures to write the file are said on stderr (once
+// carry the same text, rendered once per watchdog round from the round's observation and judgement.
+// A scrape that comes when the watchdog's next round is nearly due is answered after that round,
+// which runs at once (Watchdog.freshRound): one wake of the process serves both, and the scrape gets
+// the newest judgement. A scraper that comes about once an interval may also hold a round back, once,
+// to fall in step with it (never past a stall's deadline); it can bring a round at most a third of an
+// interval earlier and never adds one. Failures to write the file are said on stderr (once
 // per distinct reason) and never end the watch.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -72,6 +76,10 @@ export class MetricsExporter {
   private readonly dumps = new DumpCounter();
   /** the textfile writes that failed (tests, the bench) */
   writeFailures = 0;
+  /** what a scrape waits for before it is answered (Watchdog.freshRound); null: answered at once */
+  private freshen: (() => Promise<void> | null) | null = null;
+  /** scrapes answered after a round they brought forward or waited for (tests, the bench) */
+  scrapesWithRound = 0;
 
   constructor(private readonly o: ExporterOptions) {
     this.self = {
@@ -99,9 +107,25 @@ export class MetricsExporter {
         return;
       }
       if (path === '/metrics') {
-        const body = this.bytes();
-        res.writeHead(200, { 'Content-Type': CONTENT_TYPE, 'Content-Length': body.length });
-        res.end(req.method === 'HEAD' ? undefined : body);
+        const answer = () => {
+          const body = this.bytes();
+          // the Date header said here: node's own caches its text and sets a timer to drop it at
+          // the next whole second, a second wake of the process for every scrape
+          res.sendDate = false;
+          res.writeHead(200, {
+            'Content-Type': CONTENT_TYPE,
+            'Content-Length': body.length,
+            Date: new Date().toUTCString(),
+          });
+          res.end(req.method === 'HEAD' ? undefined : body);
+        };
+        const waited = this.freshen?.();
+        if (!waited) answer();
+        else
+          void waited.then(() => {
+            this.scrapesWithRound++;
+            answer();
+          }, answer);
         return;
       }
       res
@@ -132,6 +156,14 @@ export class MetricsExporter {
       });
     });
     this.server = server;
+  }
+
+  /**
+   * What a scrape waits for before it is answered: a promise of the round it brought forward (or
+   * the one under way), or null when the last round is recent and the next not yet due.
+   */
+  scrapesWait(freshen: () => Promise<void> | null): void {
+    this.freshen = freshen;
   }
 
   /** what the watchdog's start line says of it */

@@ -65,6 +65,24 @@ export interface WatchdogOptions {
 
 /** how long an exiting watchdog keeps delivering what is queued (its last "cleared" messages) */
 const NOTIFY_FLUSH_MS = 10_000;
+/** a scrape brings the next round forward when it is due within this share of an interval */
+const SCRAPE_EARLY = 1 / 3;
+/** how late past its interval a round may wait for the scrape expected to bring it (a tenth of an
+ *  interval, 100 ms at most) */
+const scrapeLate = (intervalMs: number) => Math.min(100, intervalMs / 10);
+/**
+ * Clears a timer that is not due yet without a wake at the time it was due: node keeps one system
+ * timer, set for the earliest of its timers, and neither a clear nor a later timer moves it back,
+ * so a cleared timer still woke the process when it would have fired (~1 ms of CPU, run cold). A
+ * 1 ms timer set now is the earliest: it fires while the process is awake anyway, and node then
+ * sets the system timer for the earliest timer left.
+ */
+function rearmAfterClear(timer: ReturnType<typeof setTimeout>): void {
+  clearTimeout(timer);
+  setTimeout(() => {}, 1);
+}
+/** the longest a scrape waits for the round it brought forward (a slow look over SSH): then the last */
+const SCRAPE_WAIT_MS = 2000;
 
 export class Watchdog {
   private readonly observer: Observer;
@@ -121,6 +139,60 @@ export class Watchdog {
           warn: (line) => process.stderr.write(`nsa-top watchdog: ${sanitize(line)}\n`),
         })
       : null;
+    o.exporter?.scrapesWait(() => this.freshRound());
+  }
+
+  /** a round is under way (false: the loop sleeps, or has not started) */
+  private inRound = false;
+  /** when the sleep in progress ends (performance.now) */
+  private dueAt = 0;
+  /** scrapes waiting for the round under way to be rendered */
+  private roundWaiters: (() => void)[] = [];
+  /** when the last scrape came, and how long after the one before it (performance.now, ms) */
+  private scrapeAt: number | null = null;
+  private scrapeGap = Infinity;
+
+  /**
+   * A scrape of /metrics came. When the next round is due within a third of an interval (or one is
+   * under way) it runs now and the scrape is answered with it: Prometheus's scrapes then wake the
+   * process for the round too, instead of waking it a second time for the same judgement a few
+   * hundred milliseconds old (a wake here costs ~1 ms of CPU before any work, run cold). Null: the
+   * last round is recent; answer with it.
+   */
+  private freshRound(): Promise<void> | null {
+    const now = performance.now();
+    if (this.scrapeAt !== null) this.scrapeGap = now - this.scrapeAt;
+    this.scrapeAt = now;
+    if (this.stopping) return null;
+    if (!this.inRound) {
+      const intervalMs = this.o.thresholds.intervalS * 1000;
+      if (!this.wake || this.dueAt - now > intervalMs * SCRAPE_EARLY) {
+        // a scrape soon after a round, from a scraper that comes about once an interval: the next
+        // round waits for the next scrape (a round at most two thirds of an interval late, once;
+        // never past the moment a stall would be crossed), and from then on they come together
+        if (this.scrapeGap <= intervalMs * 1.1) this.moveSleep?.(now + this.scrapeGap + scrapeLate(intervalMs));
+        return null;
+      }
+      this.inRound = true;
+      this.wake();
+    }
+    return new Promise<void>((resolve) => {
+      const cap = setTimeout(done, SCRAPE_WAIT_MS);
+      function done() {
+        clearTimeout(cap);
+        resolve();
+      }
+      this.roundWaiters.push(done);
+    });
+  }
+
+  /** the round's rendering is in the exporter: the scrapes that waited for it are answered */
+  private roundRendered(): void {
+    this.inRound = false;
+    if (this.roundWaiters.length === 0) return;
+    const w = this.roundWaiters;
+    this.roundWaiters = [];
+    for (const done of w) done();
   }
 
   /** one JSON line on stdout and in <out_dir>/.nsa-top/watchdog.jsonl */
@@ -207,6 +279,7 @@ export class Watchdog {
       for (;;) {
         let looked;
         const t0 = performance.now();
+        this.inRound = true;
         try {
           looked = await this.observe();
           // delivery first (queued, never awaited on the network), then the actions (a dump takes seconds)
@@ -216,6 +289,7 @@ export class Watchdog {
             observedWhy(looked, looked.ev, unjudgeable(looked.run, this.outDir)),
           );
           this.o.exporter?.round(looked, performance.now() - t0);
+          this.roundRendered();
           await this.o.journal?.look(looked);
           await this.decide(looked.run, looked.procs, looked.ev);
           await this.reportTakeOver(looked);
@@ -224,10 +298,12 @@ export class Watchdog {
           // a transient failure (an SSH reconnect, a file vanishing mid-read) must not end the watch
           errors++;
           this.o.exporter?.failed((e as Error).message);
+          this.roundRendered();
           await this.log('error', { message: (e as Error).message, consecutive: errors });
           await this.notifier?.blind(`the look failed: ${(e as Error).message}`);
           if (once) return 2;
           await this.sleepInterruptible(Math.min(t.intervalS * 1000, 1000 * errors));
+          this.inRound = true;
           if (this.stopping) {
             await this.log('exit', { reason: 'signal', code: 0 });
             return 0;
@@ -263,19 +339,38 @@ export class Watchdog {
         }
         // Wake at the interval, or right when the stall threshold would be crossed.
         const now = this.host.now();
-        let wait = t.intervalS * 1000;
-        if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now)
+        const intervalMs = t.intervalS * 1000;
+        let wait = intervalMs;
+        // the latest this round's sleep may end (a scrape may move it, never past this)
+        let latest = Infinity;
+        // scrapes that come about once an interval run the rounds (freshRound): the timer then
+        // waits a little past the interval, so that the next scrape, not the timer, wakes the
+        // process (a round at most a tenth of an interval late, if it never comes)
+        if (
+          this.scrapeGap <= intervalMs * 1.1 &&
+          this.scrapeAt !== null &&
+          performance.now() - this.scrapeAt < intervalMs
+        )
+          wait += scrapeLate(intervalMs);
+        if (ev.stallDeadline !== null && ev.stallDeadline + 25 > now) {
           wait = Math.min(wait, ev.stallDeadline + 25 - now);
+          latest = performance.now() + ev.stallDeadline + 25 - now;
+        }
         // no deadline yet (no heartbeat, or nothing running): look again soon, or the first
         // deadline of a run that starts now would only be seen an interval later
-        else if (ev.stallDeadline === null) wait = Math.min(wait, 1000);
-        await this.sleepInterruptible(Math.max(20, wait));
+        else if (ev.stallDeadline === null) {
+          wait = Math.min(wait, 1000);
+          latest = performance.now() + 1000 + scrapeLate(intervalMs);
+        }
+        await this.sleepInterruptible(Math.max(20, wait), latest);
+        this.inRound = true;
         if (this.stopping) {
           await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });
           return 0;
         }
       }
     } finally {
+      this.roundRendered();
       // a take-over in flight finishes (the agent it started carries the request on)
       await this.observer.settled();
       // what is still queued gets a short last chance (a signal ends the watch at once otherwise)
@@ -285,21 +380,40 @@ export class Watchdog {
     }
   }
 
-  /** ends the sleep in progress at once (a signal) */
+  /** ends the sleep in progress at once (a signal, or a scrape that brings the round forward) */
   private wake: (() => void) | null = null;
+  /** moves the end of the sleep in progress (a performance.now time) */
+  private moveSleep: ((until: number) => void) | null = null;
 
   /** One timer, ended early by SIGINT/SIGTERM (onSig): waking every 100 ms to look at a flag cost the
-   * idle watchdog more CPU than its sleeping (bench/watchdog-metrics.bench.ts). */
-  private sleepInterruptible(ms: number): Promise<void> {
+   * idle watchdog more CPU than its sleeping (bench/watchdog-metrics.bench.ts). A scrape may move it
+   * (freshRound). */
+  private sleepInterruptible(ms: number, latest = Infinity): Promise<void> {
     if (this.stopping) return Promise.resolve();
     return new Promise<void>((resolve) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const done = () => {
-        clearTimeout(timer);
+        if (timer !== undefined) rearmAfterClear(timer);
+        timer = undefined;
         this.wake = null;
+        this.moveSleep = null;
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      const until = (at: number) => {
+        const old = timer;
+        this.dueAt = Math.min(at, latest);
+        timer = setTimeout(
+          () => {
+            timer = undefined;
+            done();
+          },
+          Math.max(0, this.dueAt - performance.now()),
+        );
+        if (old !== undefined) rearmAfterClear(old);
+      };
+      until(performance.now() + ms);
       this.wake = done;
+      this.moveSleep = until;
     });
   }
 

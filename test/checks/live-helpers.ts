@@ -89,7 +89,8 @@ after(() => {
         /* gone */
       }
     }
-    rmSync(d, { recursive: true, force: true });
+    // a rank just SIGKILLed may still be writing its last line as the dir goes (ENOTEMPTY): retried
+    rmSync(d, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
   }
 });
 
