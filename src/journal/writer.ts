@@ -25,6 +25,12 @@ export const JOURNAL_LOCK = 'journal.lock';
 /** the default cap of one run's journal, all parts together */
 export const DEFAULT_JOURNAL_MAX_MB = 32;
 export const JOURNAL_PARTS = 4;
+/**
+ * The most the keyframes write, on average, bytes a second. A long run's state is ~1.2 MB (every
+ * series' 2000 recent points and its history): a key of it every 60 s would be 72 MB an hour, and
+ * the default 32 MB journal would keep the last 25 minutes; at this rate it is one every ~20 minutes.
+ */
+export const KEY_BYTES_PER_S = 1024;
 
 /** the name of part i (0: the one being written) */
 export function journalPart(i: number): string {
@@ -41,7 +47,8 @@ export interface RecorderOptions {
   readOnly?: boolean;
   /** --no-record */
   noRecord?: boolean;
-  /** a full state at least this often (default 60 s) */
+  /** a full state at least this often (default 60 s), or — a state larger than 60 KB — as often as
+   *  writes keys at KEY_BYTES_PER_S */
   keyEveryMs?: number;
   /** appends are batched this long (default 5 s: each append is a guarded open, fstat and write, ~0.7 ms of CPU) */
   flushEveryMs?: number;
@@ -79,6 +86,8 @@ export class JournalRecorder {
   private flushedState: CockpitState | null = null;
   private sampledAt = 0;
   private keyAt = 0;
+  /** the last keyframe's size, and the deltas written since it (what a reader applies past it) */
+  private keyBytes = 0;
   private sinceKeyBytes = 0;
   private needKey = true;
   private flushTimer: NodeJS.Timeout | null = null;
@@ -216,7 +225,10 @@ export class JournalRecorder {
     // one (the samples kept, the action log, the requests) compare by reference at no cost
     const live = th.state as unknown as Record<string, unknown>;
     const events = eventsOf(this.lastState, th.state);
-    const keyEvery = this.o.keyEveryMs ?? 60_000;
+    // a key every keyEveryMs, or rarer for a large state (KEY_BYTES_PER_S), and once the deltas since
+    // the last one reach an eighth of a part. Only deltas count there: a key larger than that (a long
+    // run's state) once made every look a key, ~1.2 MB a second written and ~8 % of a core
+    const keyEvery = Math.max(this.o.keyEveryMs ?? 60_000, (this.keyBytes / KEY_BYTES_PER_S) * 1000);
     if (
       this.needKey ||
       !this.lastState ||
@@ -227,7 +239,8 @@ export class JournalRecorder {
       this.push('key', { s: { ...live, at: undefined } }, s.at);
       this.needKey = false;
       this.keyAt = s.at;
-      this.sinceKeyBytes = this.pendingBytes - before;
+      this.keyBytes = this.pendingBytes - before;
+      this.sinceKeyBytes = 0;
     } else {
       const d = diffState(this.lastState as unknown as Record<string, unknown>, live, 'at');
       if (d) {

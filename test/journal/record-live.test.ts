@@ -210,3 +210,74 @@ test('rotation keeps the journal within its cap, each part readable from its sta
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a long run's state (~1.2 MB, every series full) is a keyframe once, then deltas: not a key every look", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-journal-big-'));
+  try {
+    const { cpSync } = await import('node:fs');
+    const { FIXTURES } = await import('../ui/helpers.js');
+    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+    const host = new LocalHost();
+    const dirs = await resolveRunDirsAt(host, dir);
+    const base = await fixtureState('ddp2-dumps-halt');
+    // eight series of 2000 recent points and 400 older buckets, as a run past its 2000th logged
+    // step has: each look slides every window by one point
+    const names = ['loss', 'toksPerS', 'lr', 'gateEntropy', 'gateMax', 'collapseFrac', 'dtFetchS', 'valLoss'];
+    const history = Array.from({ length: 400 }, (_, j) => ({
+      stepFrom: j * 10,
+      stepTo: j * 10 + 5,
+      tFrom: null,
+      tTo: null,
+      min: 2.1,
+      max: 2.3,
+      last: 2.2,
+      count: 2,
+      segment: 0,
+    }));
+    const seriesAt = (i: number) =>
+      Object.fromEntries(
+        names.map((n, k) => [
+          n,
+          {
+            recent: Array.from({ length: 2000 }, (_, j) => ({
+              step: (i + j) * 5,
+              t: null,
+              value: 1 + ((i + j + k) % 97) / 1000,
+              segment: 0,
+            })),
+            history,
+            total: i + 2000,
+            nonFinite: 0,
+          },
+        ]),
+      );
+    const rec = new JournalRecorder({ host, dirs, as: 'cockpit', flushEveryMs: 60_000 });
+    assert.match(await rec.start(), /^recording to/);
+    const t0 = 1_700_000_000_000;
+    const looks = 180; // three minutes of looks, a second apart
+    for (let i = 0; i < looks; i++) {
+      const run = { ...base.run, step: i, series: seriesAt(i) } as unknown as CockpitState['run'];
+      rec.record({ ...base, at: t0 + i * 1000, run });
+      if (i % 30 === 29) await rec.flush();
+    }
+    await rec.close();
+    const text = readFileSync(join(dir, '.nsa-top', 'journal.jsonl'), 'utf8');
+    const kinds = text
+      .trimEnd()
+      .split('\n')
+      .map((l) => /"k":"(\w+)"/.exec(l)![1]);
+    const keyLine = text.split('\n').find((l) => l.includes('"k":"key"'))!;
+    assert.ok(keyLine.length > 1_000_000, `the state is a long run's: ${keyLine.length} B`);
+    assert.equal(kinds.filter((k) => k === 'key').length, 1, 'one keyframe in three minutes of a 1 MB state');
+    assert.equal(kinds.filter((k) => k === 'delta').length, looks - 1);
+    assert.ok(text.length < 1.5 * keyLine.length, `the deltas are what is new: ${text.length} B in all`);
+    const src = (await journalSource(host, dirs))!;
+    const last = await src.stateAt(t0 + (looks - 1) * 1000);
+    assert.equal(last.run.step, looks - 1);
+    const loss = (last.run.series as unknown as Record<string, { recent: { step: number }[] }>)['loss']!;
+    assert.equal(loss.recent.length, 2000);
+    assert.equal(loss.recent.at(-1)!.step, (looks - 1 + 1999) * 5);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
