@@ -93,6 +93,15 @@ export interface ReadResult {
   error?: string;
 }
 
+/**
+ * Names in a polled directory whose files, once quiet, may be listed from an earlier stat (a run's
+ * old checkpoints: hundreds on a long run, each stat'ed every second otherwise). LocalHost stats such
+ * a file again at least every SETTLED_RECHECK polls, and every poll while it is younger than a minute
+ * or the directory itself changed (an entry added, removed or renamed); a host whose listing costs
+ * nothing per entry (SSH: one find in the watch loop) ignores it.
+ */
+export type SettledNames = (name: string) => boolean;
+
 export interface DirPoll {
   dir: string;
   /** null when the directory is missing or unreadable (error says why) */
@@ -256,7 +265,7 @@ export interface Host {
    * from an earlier offset (a rewritten whole file), is answered within one round trip on the same
    * channel; reading a path again from where the last read ended makes it a follow.
    */
-  pollDir(dir: string, reads: ReadRequest[], subdirs?: string[]): Promise<DirPoll>;
+  pollDir(dir: string, reads: ReadRequest[], subdirs?: string[], settled?: SettledNames): Promise<DirPoll>;
 
   /** argv is an array: never a shell string. SshHost quotes every element. */
   exec(argv: string[], opts: ExecOptions): Promise<ExecResult>;

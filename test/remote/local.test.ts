@@ -139,3 +139,61 @@ test('auto I/O: a file system that is not known to be local (here procfs) stays 
   assert.equal(await new LocalHost({ pollIo: 'sync' }).pollIoMode('/proc'), 'sync');
   assert.equal(await new LocalHost({ pollIo: 'async' }).pollIoMode(tmpdir()), 'async');
 });
+
+test("pollDir's settled names: a quiet old checkpoint is listed from its last stat, yet a rewrite in place shows within 10 polls, a replacement or a new one at once", async () => {
+  const { utimesSync, statSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-local-settled-'));
+  try {
+    const old = (Date.now() - 300_000) / 1000;
+    for (let k = 1; k <= 30; k++) {
+      writeFileSync(join(dir, `checkpoint_step${k * 50}.pt`), 'w'.repeat(k));
+      utimesSync(join(dir, `checkpoint_step${k * 50}.pt`), old, old);
+    }
+    writeFileSync(join(dir, 'training.csv'), 'step,loss\n');
+    utimesSync(join(dir, 'training.csv'), old, old);
+    const host = new LocalHost();
+    const settled = (n: string) => n.startsWith('checkpoint_');
+    const entry = async (name: string) =>
+      (await host.pollDir(dir, [], [], settled)).entries!.find((e) => e.name === name);
+    for (let i = 0; i < 3; i++) await host.pollDir(dir, [], [], settled);
+    // a file the caller did not name settled is stat'ed at every poll, however old
+    appendFileSync(join(dir, 'training.csv'), '1,2.5\n');
+    utimesSync(join(dir, 'training.csv'), old, old);
+    assert.equal((await entry('training.csv'))!.size, 'step,loss\n1,2.5\n'.length);
+    // old checkpoints rewritten in place (a resumed run's steps again): the directory does not
+    // change; most are listed from their last stat at the next poll (a tenth are looked at again
+    // each poll), and every one is seen within SETTLED_RECHECK (10) polls
+    for (let k = 1; k <= 30; k++) writeFileSync(join(dir, `checkpoint_step${k * 50}.pt`), 'rewritten, longer');
+    const rewritten = (es: { name: string; size: number }[]) =>
+      es.filter((e) => e.name.startsWith('checkpoint_') && e.size === 'rewritten, longer'.length).length;
+    const next = rewritten((await host.pollDir(dir, [], [], settled)).entries!);
+    assert.ok(next <= 10, `quiet checkpoints are not stat'ed at every poll: ${next} of 30 seen at once`);
+    let polls = 1;
+    while (rewritten((await host.pollDir(dir, [], [], settled)).entries!) < 30) {
+      polls++;
+      assert.ok(polls < 10, 'every one seen within 10 polls');
+    }
+    // …and while it is young, at every poll
+    appendFileSync(join(dir, 'checkpoint_step50.pt'), '+');
+    assert.equal((await entry('checkpoint_step50.pt'))!.size, 'rewritten, longer+'.length);
+    // a checkpoint replaced by a rename (a new inode under the old name) changes the directory: at once
+    writeFileSync(join(dir, 'tmp'), 'replaced!');
+    utimesSync(join(dir, 'tmp'), old, old);
+    renameSync(join(dir, 'tmp'), join(dir, 'checkpoint_step100.pt'));
+    const replaced = (await entry('checkpoint_step100.pt'))!;
+    assert.equal(replaced.size, 'replaced!'.length);
+    assert.equal(replaced.ino, statSync(join(dir, 'checkpoint_step100.pt')).ino);
+    // a new one is there at its first poll, a removed one gone
+    writeFileSync(join(dir, 'checkpoint_step1550.pt'), 'new');
+    rmSync(join(dir, 'checkpoint_step150.pt'));
+    const names = (await host.pollDir(dir, [], [], settled)).entries!.map((e) => e.name);
+    assert.ok(names.includes('checkpoint_step1550.pt'));
+    assert.ok(!names.includes('checkpoint_step150.pt'));
+    // the listing without `settled` (status, relaunch) is always afresh
+    writeFileSync(join(dir, 'checkpoint_step200.pt'), 'fresh look');
+    utimesSync(join(dir, 'checkpoint_step200.pt'), old, old);
+    assert.equal((await host.list(dir)).find((e) => e.name === 'checkpoint_step200.pt')!.size, 'fresh look'.length);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -31,6 +31,7 @@ import type {
   ProcTableRequest,
   ReadRequest,
   ReadResult,
+  SettledNames,
   SignalExpect,
   SignalName,
   StreamHandle,
@@ -159,6 +160,22 @@ export function notRegularError(path: string, why: string): NodeJS.ErrnoExceptio
   return Object.assign(new Error(`${path}: ${why}`), { code: 'ENOTREG' });
 }
 
+/** a settled name is listed from its last stat once it is this old (mtime) and was unchanged then */
+const SETTLED_QUIET_MS = 60_000;
+/** …and is stat'ed again every this many polls of its directory (each poll a tenth of them) */
+const SETTLED_RECHECK = 10;
+
+/** a polled directory's last listing (LocalHost.listWith with `settled`) */
+interface ListMemo {
+  dirMtimeMs: number;
+  dirIno: number;
+  polls: number;
+  /** the directory is as it was at the last poll (no entry added, removed or renamed) */
+  same: boolean;
+  /** each name's last stat, and whether it was the same as the one before it */
+  byName: Map<string, { e: DirEntry; unchanged: boolean }>;
+}
+
 const SYNC_IO: PollIo = {
   readdir: (d) => fsSync.readdirSync(d),
   stat: (p) => fsSync.statSync(p),
@@ -238,6 +255,8 @@ export class LocalHost implements Host {
   private readonly lastStat = new Map<string, FileStat>();
   /** per polled directory: can its calls be synchronous (decided once, by statfs) */
   private readonly ioFor = new Map<string, PollIo>();
+  /** per polled directory: its last listing, for the names the caller says settle (pollDir's `settled`) */
+  private readonly listMemo = new Map<string, ListMemo>();
 
   constructor(private readonly opts: LocalHostOptions = {}) {}
 
@@ -303,14 +322,40 @@ export class LocalHost implements Host {
     return this.listWith(await this.pollIo(dir), dir);
   }
 
-  private async listWith(io: PollIo, dir: string): Promise<DirEntry[]> {
+  private async listWith(io: PollIo, dir: string, settled?: SettledNames): Promise<DirEntry[]> {
+    // the directory's own stat before its names: an entry added, removed or renamed since the last
+    // poll changes it, and then every name is looked at afresh
+    const memo = settled && io === SYNC_IO ? this.memoFor(dir) : null;
     const names = await io.readdir(dir);
     const out: DirEntry[] = [];
     let denied: NodeJS.ErrnoException | null = null;
+    const now = Date.now();
+    let i = 0;
     const one = async (name: string) => {
+      i++;
+      const m = memo?.byName.get(name);
+      // a settled name, quiet for a minute and unchanged when last looked at: its last stat, but
+      // looked at again every SETTLED_RECHECK polls (a resumed run rewrites an old checkpoint in place)
+      if (
+        m &&
+        memo!.same &&
+        m.unchanged &&
+        now - m.e.mtimeMs > SETTLED_QUIET_MS &&
+        (i + memo!.polls) % SETTLED_RECHECK !== 0 &&
+        settled!(name)
+      ) {
+        out.push(m.e);
+        return;
+      }
       try {
         const s = await io.stat(childPath(dir, name));
-        out.push({ name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino });
+        const e = { name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino };
+        out.push(e);
+        if (memo)
+          memo.byName.set(name, {
+            e,
+            unchanged: !!m && m.e.size === e.size && m.e.mtimeMs === e.mtimeMs && m.e.ino === e.ino,
+          });
       } catch (e) {
         // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
         // can be read, so the listing is an error, not an empty run
@@ -321,6 +366,10 @@ export class LocalHost implements Host {
     };
     if (io === SYNC_IO) for (const name of names) await one(name);
     else await Promise.all(names.map(one));
+    if (memo && !memo.same) {
+      const present = new Set(names);
+      for (const name of memo.byName.keys()) if (!present.has(name)) memo.byName.delete(name);
+    }
     if (denied && out.length === 0) {
       const code = (denied as NodeJS.ErrnoException).code;
       throw Object.assign(
@@ -433,13 +482,39 @@ export class LocalHost implements Host {
     }
   }
 
-  async pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = []): Promise<DirPoll> {
+  /** the listing memo of a polled dir, told whether the dir changed since the last poll */
+  private memoFor(dir: string): ListMemo | null {
+    let d: fsSync.Stats | undefined;
+    try {
+      d = fsSync.statSync(dir, { throwIfNoEntry: false });
+    } catch {
+      d = undefined;
+    }
+    if (!d) {
+      this.listMemo.delete(dir);
+      return null;
+    }
+    let memo = this.listMemo.get(dir);
+    if (!memo) {
+      memo = { dirMtimeMs: d.mtimeMs, dirIno: d.ino, polls: 0, same: false, byName: new Map() };
+      this.listMemo.set(dir, memo);
+    }
+    // changed: every name is stat'ed this poll (one may have been replaced by a rename), each
+    // compared with its last stat; the names gone are dropped after the listing (pruneMemo)
+    memo.same = memo.dirMtimeMs === d.mtimeMs && memo.dirIno === d.ino;
+    memo.dirMtimeMs = d.mtimeMs;
+    memo.dirIno = d.ino;
+    memo.polls++;
+    return memo;
+  }
+
+  async pollDir(dir: string, reads: ReadRequest[], subdirs: string[] = [], settled?: SettledNames): Promise<DirPoll> {
     const hostNowMs = Date.now();
     const io = await this.pollIo(dir);
     let entries: DirEntry[] | null = null;
     let error: string | undefined;
     try {
-      entries = await this.listWith(io, dir);
+      entries = await this.listWith(io, dir, settled);
     } catch (e) {
       error = `${(e as NodeJS.ErrnoException).code ?? 'error'}: ${(e as Error).message}`;
     }

@@ -14,7 +14,7 @@ import { basename, dirname, join, relative } from 'node:path';
 import type { DirEntry, DirPoll, Host, ReadRequest, ReadResult } from '../../remote/host.js';
 import type { CheckpointInfo, FileHealth, RunSnapshot } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
-import { classify, MAX_RANKS, pickLog, type FileKind } from './readers/names.js';
+import { classify, isCheckpointName, MAX_RANKS, pickLog, type FileKind } from './readers/names.js';
 
 type StackDumpKind = Extract<FileKind, { kind: 'stackdump' }>;
 import type { SeriesOptions } from './readers/series.js';
@@ -148,7 +148,9 @@ export class RunModel {
     const reads: ReadRequest[] = [];
     const owners: Owner[] = [];
     this.planFollowReads(reads, owners);
-    const first = await host.pollDir(this.runDir, reads, ['tb']);
+    // old checkpoints may be listed from an earlier stat once quiet (re-stat'ed every few polls):
+    // a long run keeps hundreds, and each stat'ed every second was a third of a watchdog's CPU
+    const first = await host.pollDir(this.runDir, reads, ['tb'], isCheckpointName);
     this.hostNowMs = first.hostNowMs;
     this.applyReads(first, owners);
     const more: ReadRequest[] = [];
