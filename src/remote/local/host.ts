@@ -167,11 +167,7 @@ const SETTLED_RECHECK = 10;
 
 /** a polled directory's last listing (LocalHost.listWith with `settled`) */
 interface ListMemo {
-  dirMtimeMs: number;
-  dirIno: number;
   polls: number;
-  /** the directory is as it was at the last poll (no entry added, removed or renamed) */
-  same: boolean;
   /** each name's last stat, and whether it was the same as the one before it */
   byName: Map<string, { e: DirEntry; unchanged: boolean }>;
 }
@@ -323,8 +319,6 @@ export class LocalHost implements Host {
   }
 
   private async listWith(io: PollIo, dir: string, settled?: SettledNames): Promise<DirEntry[]> {
-    // the directory's own stat before its names: an entry added, removed or renamed since the last
-    // poll changes it, and then every name is looked at afresh
     const memo = settled && io === SYNC_IO ? this.memoFor(dir) : null;
     const names = await io.readdir(dir);
     const out: DirEntry[] = [];
@@ -335,10 +329,11 @@ export class LocalHost implements Host {
       i++;
       const m = memo?.byName.get(name);
       // a settled name, quiet for a minute and unchanged when last looked at: its last stat, but
-      // looked at again every SETTLED_RECHECK polls (a resumed run rewrites an old checkpoint in place)
+      // looked at again every SETTLED_RECHECK polls (a resumed run rewrites an old checkpoint, in
+      // place or by a rename: the directory's own mtime would tell the second, and changes with every
+      // new checkpoint, every few seconds on a fast run)
       if (
         m &&
-        memo!.same &&
         m.unchanged &&
         now - m.e.mtimeMs > SETTLED_QUIET_MS &&
         (i + memo!.polls) % SETTLED_RECHECK !== 0 &&
@@ -366,7 +361,8 @@ export class LocalHost implements Host {
     };
     if (io === SYNC_IO) for (const name of names) await one(name);
     else await Promise.all(names.map(one));
-    if (memo && !memo.same) {
+    // the names gone are dropped now and then (their stats are never listed: the names are readdir's)
+    if (memo && memo.polls % SETTLED_RECHECK === 0 && memo.byName.size > names.length / 2) {
       const present = new Set(names);
       for (const name of memo.byName.keys()) if (!present.has(name)) memo.byName.delete(name);
     }
@@ -482,28 +478,10 @@ export class LocalHost implements Host {
     }
   }
 
-  /** the listing memo of a polled dir, told whether the dir changed since the last poll */
-  private memoFor(dir: string): ListMemo | null {
-    let d: fsSync.Stats | undefined;
-    try {
-      d = fsSync.statSync(dir, { throwIfNoEntry: false });
-    } catch {
-      d = undefined;
-    }
-    if (!d) {
-      this.listMemo.delete(dir);
-      return null;
-    }
+  /** the listing memo of a polled dir */
+  private memoFor(dir: string): ListMemo {
     let memo = this.listMemo.get(dir);
-    if (!memo) {
-      memo = { dirMtimeMs: d.mtimeMs, dirIno: d.ino, polls: 0, same: false, byName: new Map() };
-      this.listMemo.set(dir, memo);
-    }
-    // changed: every name is stat'ed this poll (one may have been replaced by a rename), each
-    // compared with its last stat; the names gone are dropped after the listing (pruneMemo)
-    memo.same = memo.dirMtimeMs === d.mtimeMs && memo.dirIno === d.ino;
-    memo.dirMtimeMs = d.mtimeMs;
-    memo.dirIno = d.ino;
+    if (!memo) this.listMemo.set(dir, (memo = { polls: 0, byName: new Map() }));
     memo.polls++;
     return memo;
   }

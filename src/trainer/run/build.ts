@@ -471,17 +471,30 @@ function checkpointsOf(
   nowMs: number,
   saver: { lastStep: number | null; stepAdvancedTs: number | null } | null,
 ): CheckpointInfo[] {
-  return ckpts
-    .map(({ info, prevSize }) => {
-      const age = nowMs - info.mtimeMs;
-      const steppedPast =
-        saver !== null &&
-        saver.lastStep !== null &&
-        saver.lastStep > info.step &&
-        saver.stepAdvancedTs !== null &&
-        saver.stepAdvancedTs >= info.mtimeMs + CKPT_SETTLE_MS;
-      const settled = age >= CKPT_SETTLE_MS && (prevSize === info.size || age >= CKPT_OLD_MS || steppedPast);
-      return { ...info, complete: settled };
-    })
-    .sort((a, b) => a.step - b.step || a.mtimeMs - b.mtimeMs);
+  const each = ckpts.map(({ info, prevSize }) => {
+    // complete stays complete while the listing holds the same record (its age only grows)
+    const done = completed.get(info);
+    if (done) return done;
+    const age = nowMs - info.mtimeMs;
+    const steppedPast =
+      saver !== null &&
+      saver.lastStep !== null &&
+      saver.lastStep > info.step &&
+      saver.stepAdvancedTs !== null &&
+      saver.stepAdvancedTs >= info.mtimeMs + CKPT_SETTLE_MS;
+    const settled = age >= CKPT_SETTLE_MS && (prevSize === info.size || age >= CKPT_OLD_MS || steppedPast);
+    const out = { ...info, complete: settled };
+    if (settled) completed.set(info, out);
+    return out;
+  });
+  // the same checkpoints as the last build (the usual round: none new, none changed): the same list
+  const last = lastCheckpoints;
+  if (last && last.each.length === each.length && last.each.every((c, i) => c === each[i])) return last.sorted;
+  const sorted = [...each].sort((a, b) => a.step - b.step || a.mtimeMs - b.mtimeMs);
+  lastCheckpoints = { each, sorted };
+  return sorted;
 }
+/** each listed record's complete version (RunModel keeps a record while its file is unchanged) */
+const completed = new WeakMap<CheckpointInfo, CheckpointInfo>();
+/** the last list built, in listing order and sorted (one run model a process, mostly: else rebuilt) */
+let lastCheckpoints: { each: CheckpointInfo[]; sorted: CheckpointInfo[] } | null = null;

@@ -14,7 +14,7 @@ import { basename, dirname, join, relative } from 'node:path';
 import type { DirEntry, DirPoll, Host, ReadRequest, ReadResult } from '../../remote/host.js';
 import type { CheckpointInfo, FileHealth, RunSnapshot } from './snapshot.js';
 import { emptySnapshot } from './snapshot.js';
-import { classify, isCheckpointName, MAX_RANKS, pickLog, type FileKind } from './readers/names.js';
+import { classify, MAX_RANKS, pickLog, type FileKind } from './readers/names.js';
 
 type StackDumpKind = Extract<FileKind, { kind: 'stackdump' }>;
 import type { SeriesOptions } from './readers/series.js';
@@ -150,7 +150,7 @@ export class RunModel {
     this.planFollowReads(reads, owners);
     // old checkpoints may be listed from an earlier stat once quiet (re-stat'ed every few polls):
     // a long run keeps hundreds, and each stat'ed every second was a third of a watchdog's CPU
-    const first = await host.pollDir(this.runDir, reads, ['tb'], isCheckpointName);
+    const first = await host.pollDir(this.runDir, reads, ['tb'], isCheckpoint);
     this.hostNowMs = first.hostNowMs;
     this.applyReads(first, owners);
     const more: ReadRequest[] = [];
@@ -392,6 +392,12 @@ export class RunModel {
           break;
         case 'checkpoint': {
           const prev = this.ckpts.get(e.name);
+          // unchanged since the last listing (a long run's hundreds of old ones): the same record,
+          // so what is built from it (its completeness, the sorted list, the journal's diff) is too
+          if (prev && prev.info.size === e.size && prev.info.mtimeMs === e.mtimeMs && prev.info.step === k.step) {
+            if (prev.prevSize !== e.size) this.ckpts.set(e.name, { info: prev.info, prevSize: e.size });
+            break;
+          }
           const info: CheckpointInfo = {
             name: e.name,
             path: prev ? prev.info.path : join(this.runDir, e.name),
@@ -542,3 +548,6 @@ function readRank(r: ReadRequest): number {
       return 2;
   }
 }
+
+/** a checkpoint's name (classify's memo: the poll asks of every name every round) */
+const isCheckpoint = (name: string): boolean => classify(name).kind === 'checkpoint';

@@ -114,9 +114,6 @@ const BY_NAME: Readonly<Record<string, FileKind>> = {
  *  regexes were 4 % of the watchdog's CPU. Frozen: a kind is shared by every caller. */
 const KINDS = new Map<string, FileKind>();
 
-/** a checkpoint's name (the weights of one step), without classifying the rest */
-export const isCheckpointName = (name: string): boolean => RE_CKPT.test(name);
-
 export function classify(name: string): FileKind {
   let k = KINDS.get(name);
   if (k === undefined) {
