@@ -35,6 +35,16 @@ async function until<T>(
   }
 }
 
+/** a copy of the ddp2-dumps-halt fixture run in a temp dir (removed by the caller), and its state */
+async function fixtureRun(prefix: string) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const { cpSync } = await import('node:fs');
+  const { FIXTURES } = await import('../ui/helpers.js');
+  cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
+  const host = new LocalHost();
+  return { dir, host, dirs: await resolveRunDirsAt(host, dir), base: await fixtureState('ddp2-dumps-halt') };
+}
+
 const titles = (s: CockpitState) => s.alerts.map((a) => `${a.severity} ${a.title}`).sort();
 
 test(
@@ -156,15 +166,9 @@ test(
 );
 
 test('rotation keeps the journal within its cap, each part readable from its start; no journal: null', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-journal-rot-'));
+  const { dir, host, dirs, base } = await fixtureRun('nsa-top-journal-rot-');
   try {
-    const { cpSync } = await import('node:fs');
-    const { FIXTURES } = await import('../ui/helpers.js');
-    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
-    const host = new LocalHost();
-    const dirs = await resolveRunDirsAt(host, dir);
     assert.equal(await journalSource(host, dirs), null);
-    const base = await fixtureState('ddp2-dumps-halt');
     // 0.5 MB in all: 4 parts of 128 KB; a keyframe every 20 states
     const rec = new JournalRecorder({
       host,
@@ -212,14 +216,8 @@ test('rotation keeps the journal within its cap, each part readable from its sta
 });
 
 test("a long run's state (~1.2 MB, every series full) is a keyframe once, then deltas: not a key every look", async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'nsa-top-journal-big-'));
+  const { dir, host, dirs, base } = await fixtureRun('nsa-top-journal-big-');
   try {
-    const { cpSync } = await import('node:fs');
-    const { FIXTURES } = await import('../ui/helpers.js');
-    cpSync(join(FIXTURES, 'ddp2-dumps-halt'), dir, { recursive: true });
-    const host = new LocalHost();
-    const dirs = await resolveRunDirsAt(host, dir);
-    const base = await fixtureState('ddp2-dumps-halt');
     // eight series of 2000 recent points and 400 older buckets, as a run past its 2000th logged
     // step has: each look slides every window by one point
     const names = ['loss', 'toksPerS', 'lr', 'gateEntropy', 'gateMax', 'collapseFrac', 'dtFetchS', 'valLoss'];
