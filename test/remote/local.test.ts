@@ -188,6 +188,12 @@ test("pollDir's settled names: a quiet old checkpoint is listed from its last st
       assert.ok(polls < 10, 'the replacement seen within 10 polls');
     }
     assert.equal((await entry('checkpoint_step100.pt'))!.size, 'replaced!'.length);
+    // one removed, then back (a poll listed the dir without it) with an old mtime: its new stat at once
+    rmSync(join(dir, 'checkpoint_step250.pt'));
+    await host.pollDir(dir, [], [], settled);
+    writeFileSync(join(dir, 'checkpoint_step250.pt'), 'back again');
+    utimesSync(join(dir, 'checkpoint_step250.pt'), old, old);
+    assert.equal((await entry('checkpoint_step250.pt'))!.size, 'back again'.length);
     // a new one is there at its first poll, a removed one gone
     writeFileSync(join(dir, 'checkpoint_step1550.pt'), 'new');
     rmSync(join(dir, 'checkpoint_step150.pt'));

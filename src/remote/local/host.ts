@@ -168,8 +168,8 @@ const SETTLED_RECHECK = 10;
 /** a polled directory's last listing (LocalHost.listWith with `settled`) */
 interface ListMemo {
   polls: number;
-  /** each name's last stat, and whether it was the same as the one before it */
-  byName: Map<string, { e: DirEntry; unchanged: boolean }>;
+  /** each name's last stat, whether it was the same as the one before it, and the last poll that listed it */
+  byName: Map<string, { e: DirEntry; unchanged: boolean; seen: number }>;
 }
 
 const SYNC_IO: PollIo = {
@@ -328,17 +328,19 @@ export class LocalHost implements Host {
     const one = async (name: string) => {
       i++;
       const m = memo?.byName.get(name);
-      // a settled name, quiet for a minute and unchanged when last looked at: its last stat, but
-      // looked at again every SETTLED_RECHECK polls (a resumed run rewrites an old checkpoint, in
-      // place or by a rename: the directory's own mtime would tell the second, and changes with every
-      // new checkpoint, every few seconds on a fast run)
+      // a settled name, listed at the last poll too, quiet for a minute and unchanged when last
+      // looked at: its last stat, but looked at again every SETTLED_RECHECK polls (a resumed run
+      // rewrites an old checkpoint in place, or by a rename; the directory's mtime, which would tell
+      // a rename, moves with every new checkpoint — every few seconds on a fast run)
       if (
         m &&
         m.unchanged &&
+        m.seen === memo!.polls - 1 &&
         now - m.e.mtimeMs > SETTLED_QUIET_MS &&
         (i + memo!.polls) % SETTLED_RECHECK !== 0 &&
         settled!(name)
       ) {
+        m.seen = memo!.polls;
         out.push(m.e);
         return;
       }
@@ -350,6 +352,7 @@ export class LocalHost implements Host {
           memo.byName.set(name, {
             e,
             unchanged: !!m && m.e.size === e.size && m.e.mtimeMs === e.mtimeMs && m.e.ino === e.ino,
+            seen: memo.polls,
           });
       } catch (e) {
         // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
@@ -361,11 +364,9 @@ export class LocalHost implements Host {
     };
     if (io === SYNC_IO) for (const name of names) await one(name);
     else await Promise.all(names.map(one));
-    // the names gone are dropped now and then (their stats are never listed: the names are readdir's)
-    if (memo && memo.polls % SETTLED_RECHECK === 0 && memo.byName.size > names.length / 2) {
-      const present = new Set(names);
-      for (const name of memo.byName.keys()) if (!present.has(name)) memo.byName.delete(name);
-    }
+    // the names gone are dropped now and then (a name back after a poll without it is stat'ed anew)
+    if (memo && memo.polls % SETTLED_RECHECK === 0)
+      for (const [name, m] of memo.byName) if (m.seen !== memo.polls) memo.byName.delete(name);
     if (denied && out.length === 0) {
       const code = (denied as NodeJS.ErrnoException).code;
       throw Object.assign(
