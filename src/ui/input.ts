@@ -109,6 +109,22 @@ export class KeyReader {
       this.skip = 3;
       return [];
     }
+    // Esc and the next key read in one chunk (Esc, then q a moment later, into a busy cockpit or
+    // over a laggy link) reach here as that key with meta, as an Alt-key would: nsa-top binds no
+    // Alt key, so they are the two keys, in order. Otherwise the Esc was lost and the key refused
+    // (a dump window left open, its q ignored).
+    if (
+      key.meta &&
+      !key.escape &&
+      this.skip === 0 &&
+      [...input].length === 1 &&
+      input >= ' ' &&
+      !NAMED_FLAGS.some((f) => f !== 'meta' && key[f])
+    )
+      return [
+        { kind: 'key', ...charKey('\x1b') },
+        { kind: 'key', ...charKey(input) },
+      ];
     const named = NAMED_FLAGS.some((f) => key[f]);
     let chars = [...input];
     if (this.skip > 0 && !named) {

@@ -156,6 +156,13 @@ test('in the App: a burst in one write (tabs, j, mixed escapes), number keys, a 
     // while the dialog is open a mouse report types nothing and does nothing; enter closes it once done
     await app.press('\x1b[<0;5;5M', '\r');
     await expect(/Stack dump of rank 2/, 'the dialog closed', true);
+    // esc and a key read in one chunk (a busy cockpit, a laggy link), which Ink hands over as an
+    // alt-key: the two keys in order — the dialog closes, and the key acts (j: rank 3 selected)
+    await app.press('d');
+    await expect(/Stack dump of rank 2/, 'the dump dialog again');
+    await app.press('\x1bj');
+    await expect(/Stack dump of rank 2/, 'esc in the chunk closed the dialog', true);
+    await expect(/r3 selected/, 'and j after it moved the selection');
   } finally {
     app.unmount();
   }
