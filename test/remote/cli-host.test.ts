@@ -194,6 +194,11 @@ test('nsa-top halt --host on a live run writes .HALT over SSH and the trainer st
       '2',
       '--inject',
       'slow-data@ms=100',
+      // no checkpoints: one written in the 5 s before a status is checked by its resume pick (a stat
+      // and two reads of its end across a 700 ms wait), which is not what the asks below count; at a
+      // save every 50 steps (~5 s here) nearly every status met one
+      '--save-every',
+      '0',
     ],
     { stdio: 'ignore', env },
   );
