@@ -78,8 +78,6 @@ export class MetricsExporter {
   writeFailures = 0;
   /** what a scrape waits for before it is answered (Watchdog.freshRound); null: answered at once */
   private freshen: (() => Promise<void> | null) | null = null;
-  /** scrapes answered after a round they brought forward or waited for (tests, the bench) */
-  scrapesWithRound = 0;
 
   constructor(private readonly o: ExporterOptions) {
     this.self = {
@@ -121,11 +119,7 @@ export class MetricsExporter {
         };
         const waited = this.freshen?.();
         if (!waited) answer();
-        else
-          void waited.then(() => {
-            this.scrapesWithRound++;
-            answer();
-          }, answer);
+        else void waited.then(answer, answer);
         return;
       }
       res

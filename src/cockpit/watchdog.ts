@@ -303,7 +303,6 @@ export class Watchdog {
           await this.notifier?.blind(`the look failed: ${(e as Error).message}`);
           if (once) return 2;
           await this.sleepInterruptible(Math.min(t.intervalS * 1000, 1000 * errors));
-          this.inRound = true;
           if (this.stopping) {
             await this.log('exit', { reason: 'signal', code: 0 });
             return 0;
@@ -363,7 +362,6 @@ export class Watchdog {
           latest = performance.now() + 1000 + scrapeLate(intervalMs);
         }
         await this.sleepInterruptible(Math.max(20, wait), latest);
-        this.inRound = true;
         if (this.stopping) {
           await this.log('exit', { state: ev.runState, why: ev.runStateWhy, reason: 'signal', code: 0 });
           return 0;

@@ -94,6 +94,15 @@ after(() => {
   }
 });
 
+/** where a watchdog started with --metrics-listen HOST:0 serves /metrics (its start line says) */
+export function metricsListen(wd: { out: () => string }): Promise<string> {
+  return waitFor(
+    'the start line naming the bound address',
+    () => (lines(wd.out()).find((l) => l.event === 'start')?.['metrics'] as { listen?: string } | undefined)?.listen,
+    20_000,
+  );
+}
+
 export const TRAIN2 = [
   '--ranks',
   '2',

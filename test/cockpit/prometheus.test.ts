@@ -17,7 +17,7 @@ import { Checker, DEFAULT_THRESHOLDS } from '../../src/checks/index.js';
 import { renderMetrics } from '../../src/cockpit/metrics.js';
 import { TEXTFILE_MARK } from '../../src/trainer/control/ownfiles.js';
 import { emptySnapshot } from '../../src/trainer/run/snapshot.js';
-import { lines, start, tmp, waitFor } from '../checks/live-helpers.js';
+import { metricsListen, start, tmp, waitFor } from '../checks/live-helpers.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = join(ROOT, 'bin', 'nsa-top.js');
@@ -111,11 +111,7 @@ test(
       '--metrics-file',
       prom,
     ]);
-    const listen = await waitFor(
-      'the start line naming the bound address',
-      () => (lines(wd.out()).find((l) => l.event === 'start')?.['metrics'] as { listen?: string } | undefined)?.listen,
-      20_000,
-    );
+    const listen = await metricsListen(wd);
     assert.match(listen, /^127\.0\.0\.1:\d+$/, 'bound where it was told, on the port it picked');
 
     const port = await freePort();

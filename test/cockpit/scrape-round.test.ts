@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { lines, start, tmp, waitFor } from '../checks/live-helpers.js';
+import { metricsListen, start, tmp, waitFor } from '../checks/live-helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -39,11 +39,7 @@ test(
       '--metrics-listen',
       '127.0.0.1:0',
     ]);
-    const listen = await waitFor(
-      'the start line naming the bound address',
-      () => (lines(wd.out()).find((l) => l.event === 'start')?.['metrics'] as { listen?: string } | undefined)?.listen,
-      20_000,
-    );
+    const listen = await metricsListen(wd);
     const scrape = async () => {
       const text = await fetch(`http://${listen}/metrics`).then((r) => r.text());
       const at = Date.now() / 1000;
