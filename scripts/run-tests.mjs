@@ -81,6 +81,7 @@ const UNIT_TESTS = [
   'test/trainer/run/read-order.test.ts',
   'test/trainer/run/segments.test.ts',
   'test/trainer/run/series-oracle.test.ts',
+  'test/trainer/run/settled-resume.test.ts',
   'test/trainer/run/steptime.test.ts',
   'test/trainer/run/tb.test.ts',
   'test/trainer/run/trainlog.test.ts',

@@ -97,7 +97,7 @@ export interface ReadResult {
  * Names in a polled directory whose files, once quiet, may be listed from an earlier stat (a run's
  * old checkpoints: hundreds on a long run, each stat'ed every second otherwise). The names are always
  * the directory's own (an entry added or removed shows at once); LocalHost stats such a file at every
- * poll while it is younger than a minute or changed at its last stat, else at least every
+ * poll while it is younger than 10 s or changed at its last stat, else at least every
  * SETTLED_RECHECK (10) polls; a host whose listing costs nothing per entry (SSH: one find in the
  * watch loop) ignores it.
  */

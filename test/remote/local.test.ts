@@ -200,6 +200,21 @@ test("pollDir's settled names: a quiet old checkpoint is listed from its last st
     const names = (await host.pollDir(dir, [], [], settled)).entries!.map((e) => e.name);
     assert.ok(names.includes('checkpoint_step1550.pt'));
     assert.ok(!names.includes('checkpoint_step150.pt'));
+    // quiet for 15 s is quiet enough (a fast run saves every second or two: a minute of them was
+    // stat'ed every poll): most of them listed from their last stat at the next poll
+    const recent = (Date.now() - 15_000) / 1000;
+    for (let k = 1; k <= 30; k++)
+      if (k !== 3 && k !== 5) utimesSync(join(dir, `checkpoint_step${k * 50}.pt`), recent, recent);
+    for (let i = 0; i < 3; i++) await host.pollDir(dir, [], [], settled);
+    for (let k = 1; k <= 30; k++)
+      if (k !== 3 && k !== 5) writeFileSync(join(dir, `checkpoint_step${k * 50}.pt`), 'again, rewritten');
+    const again = (await host.pollDir(dir, [], [], settled)).entries!.filter(
+      (e) => e.size === 'again, rewritten'.length,
+    );
+    assert.ok(
+      again.length <= 10,
+      `checkpoints quiet for 15 s are not stat'ed at every poll: ${again.length} of 28 seen at once`,
+    );
     // the listing without `settled` (status, relaunch) is always afresh
     writeFileSync(join(dir, 'checkpoint_step200.pt'), 'fresh look');
     utimesSync(join(dir, 'checkpoint_step200.pt'), old, old);

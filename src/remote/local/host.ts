@@ -160,8 +160,13 @@ export function notRegularError(path: string, why: string): NodeJS.ErrnoExceptio
   return Object.assign(new Error(`${path}: ${why}`), { code: 'ENOTREG' });
 }
 
-/** a settled name is listed from its last stat once it is this old (mtime) and was unchanged then */
-const SETTLED_QUIET_MS = 60_000;
+/**
+ * a settled name is listed from its last stat once it is this old (mtime) and was unchanged then.
+ * Ten seconds, not a minute: the reference trainer saves every ~1.5 s, and a minute's worth of its
+ * checkpoints (~40) were stat'ed every poll; a save still being written changes between two polls
+ * (or is re-stat'ed within SETTLED_RECHECK polls if it paused for longer than this)
+ */
+const SETTLED_QUIET_MS = 10_000;
 /** …and is stat'ed again every this many polls of its directory (each poll a tenth of them) */
 const SETTLED_RECHECK = 10;
 
@@ -328,7 +333,7 @@ export class LocalHost implements Host {
     const one = async (name: string) => {
       i++;
       const m = memo?.byName.get(name);
-      // a settled name, listed at the last poll too, quiet for a minute and unchanged when last
+      // a settled name, listed at the last poll too, quiet for 10 s and unchanged when last
       // looked at: its last stat, but looked at again every SETTLED_RECHECK polls (a resumed run
       // rewrites an old checkpoint in place, or by a rename; the directory's mtime, which would tell
       // a rename, moves with every new checkpoint — every few seconds on a fast run)

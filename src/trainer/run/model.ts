@@ -149,8 +149,13 @@ export class RunModel {
     const owners: Owner[] = [];
     this.planFollowReads(reads, owners);
     // old checkpoints may be listed from an earlier stat once quiet (re-stat'ed every few polls):
-    // a long run keeps hundreds, and each stat'ed every second was a third of a watchdog's CPU
-    const first = await host.pollDir(this.runDir, reads, ['tb'], isCheckpoint);
+    // a long run keeps hundreds, and each stat'ed every second was a third of a watchdog's CPU.
+    // Not one the trainer's step has yet to pass: a resumed real trainer counts from step 1 again
+    // and rewrites the earlier segment's checkpoints in place, which must show at once (a halt
+    // after the next checkpoint fires on it); none while a new segment has booted and not stepped
+    const seg = this.last.segments.at(-1);
+    const step = seg?.firstStepTs === null ? 0 : this.last.step;
+    const first = await host.pollDir(this.runDir, reads, ['tb'], (name) => settledCheckpoint(name, step));
     this.hostNowMs = first.hostNowMs;
     this.applyReads(first, owners);
     const more: ReadRequest[] = [];
@@ -549,5 +554,9 @@ function readRank(r: ReadRequest): number {
   }
 }
 
-/** a checkpoint's name (classify's memo: the poll asks of every name every round) */
-const isCheckpoint = (name: string): boolean => classify(name).kind === 'checkpoint';
+/** a checkpoint's name whose step the run has passed (classify's memo: the poll asks of every
+ *  name every round); with no step known, any checkpoint */
+function settledCheckpoint(name: string, step: number | null): boolean {
+  const k = classify(name);
+  return k.kind === 'checkpoint' && (step === null || k.step < step);
+}
