@@ -6,7 +6,7 @@
 import { sig } from '../format.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
-import type { Series } from '../trainer/run/snapshot.js';
+import type { Series, SeriesBucket, SeriesPoint } from '../trainer/run/snapshot.js';
 
 /** loss above this × the minimum of the segment's first 10 % of records … */
 export const DIVERGE_FACTOR = 3;
@@ -42,59 +42,80 @@ function segmentLoss(ctx: Ctx): P[] {
   return out;
 }
 
+/** the first index of `xs` in segment `seg` or a later one: a series' segments never go down along it */
+function segmentStart(xs: readonly { segment: number }[], seg: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]!.segment < seg) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /**
  * Whether the divergence rule can fire at all (its two bars, over the last DIVERGE_K records),
- * decided in indexed walks over the series without building a point per record (segmentLoss's
- * points): the rule runs every round over up to ~2,500 records, and a healthy run — the usual
- * case — never needs them. Exactly ruleDivergence's own test: false means it returns [].
+ * decided without building a point per record (segmentLoss's points) and without walking the whole
+ * series: the rule runs every round over up to ~2,500 records, and a healthy run — the usual case —
+ * never needs them. It reads the current segment's first points up to the end of its early tenth,
+ * and its last few: a segment's steps never go down (a step lower than the last one starts a new
+ * segment: csv.ts, heartbeat.ts), so the early points are a prefix. Exactly ruleDivergence's own
+ * test: false means it returns [].
  */
 function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
   const seg = segmentOf(s);
   const h = s.history;
   const r = s.recent;
-  // the current segment's points: the history buckets that count, then the recent points past them
-  let n = 0;
-  let first = 0;
-  let lastStep = 0;
+  const h0 = segmentStart(h, seg);
+  const r0 = segmentStart(r, seg);
+  const counts = (b: SeriesBucket) => b.segment === seg && Number.isFinite(b.last);
+  // the last history bucket that counts: recent points count only past its step
   let lastHist = -Infinity;
-  for (let i = 0; i < h.length; i++) {
-    const b = h[i]!;
-    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
-    if (n === 0) first = b.stepTo;
-    n++;
-    lastStep = lastHist = b.stepTo;
-  }
-  for (let i = 0; i < r.length; i++) {
-    const p = r[i]!;
-    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
-    if (n === 0) first = p.step;
-    n++;
-    lastStep = p.step;
-  }
+  for (let i = h.length - 1; i >= h0; i--)
+    if (counts(h[i]!)) {
+      lastHist = h[i]!.stepTo;
+      break;
+    }
+  const countsP = (p: SeriesPoint) => p.segment === seg && p.step > lastHist && Number.isFinite(p.value);
+  // enough points (DIVERGE_K + 2), counted from the end; the newest one's step
+  let n = 0;
+  let lastStep: number | null = null;
+  for (let i = r.length - 1; i >= r0 && n < DIVERGE_K + 2; i--)
+    if (countsP(r[i]!)) {
+      if (n++ === 0) lastStep = r[i]!.step;
+    }
+  for (let i = h.length - 1; i >= h0 && n < DIVERGE_K + 2; i--) if (counts(h[i]!)) n++;
   if (n < DIVERGE_K + 2) return false;
+  if (lastStep === null) lastStep = lastHist;
+  // the first point's step
+  let first: number | null = null;
+  for (let i = h0; i < h.length && first === null; i++) if (counts(h[i]!)) first = h[i]!.stepTo;
+  for (let i = r0; i < r.length && first === null; i++) if (countsP(r[i]!)) first = r[i]!.step;
   // the early minimum: over the points in the first 10 % of the span, else over the first two
-  const bound = first + Math.max(1, lastStep - first) * 0.1;
+  const bound = first! + Math.max(1, lastStep - first!) * 0.1;
   let early = 0;
   let earlyMin = Infinity;
   let firstTwoMin = Infinity;
   let k = 0;
-  for (let i = 0; i < h.length; i++) {
+  let past = false;
+  for (let i = h0; i < h.length && !past; i++) {
     const b = h[i]!;
-    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    if (!counts(b)) continue;
     if (k++ < 2 && b.min < firstTwoMin) firstTwoMin = b.min;
     if (b.stepTo <= bound) {
       early++;
       if (b.min < earlyMin) earlyMin = b.min;
-    }
+    } else past = k >= 2;
   }
-  for (let i = 0; i < r.length; i++) {
+  for (let i = r0; i < r.length && !past; i++) {
     const p = r[i]!;
-    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    if (!countsP(p)) continue;
     if (k++ < 2 && p.value < firstTwoMin) firstTwoMin = p.value;
     if (p.step <= bound) {
       early++;
       if (p.value < earlyMin) earlyMin = p.value;
-    }
+    } else past = k >= 2;
   }
   const minEarly = early >= 2 ? earlyMin : firstTwoMin;
   const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
@@ -104,17 +125,17 @@ function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
   let aboveEarly = overEarly !== null;
   let aboveVocab = overVocab !== null;
   let left = DIVERGE_K;
-  for (let i = r.length - 1; i >= 0 && left > 0; i--) {
+  for (let i = r.length - 1; i >= r0 && left > 0; i--) {
     const p = r[i]!;
-    if (p.segment !== seg || !(p.step > lastHist) || !Number.isFinite(p.value)) continue;
+    if (!countsP(p)) continue;
     left--;
     if (aboveEarly && !(p.value > overEarly!)) aboveEarly = false;
     if (aboveVocab && !(p.step > warmup && p.value > overVocab! && p.value > VOCAB_AND_EARLY * minEarly))
       aboveVocab = false;
   }
-  for (let i = h.length - 1; i >= 0 && left > 0; i--) {
+  for (let i = h.length - 1; i >= h0 && left > 0; i--) {
     const b = h[i]!;
-    if (b.segment !== seg || !Number.isFinite(b.last)) continue;
+    if (!counts(b)) continue;
     left--;
     if (aboveEarly && !(b.last > overEarly!)) aboveEarly = false;
     if (aboveVocab && !(b.stepTo > warmup && b.last > overVocab! && b.last > VOCAB_AND_EARLY * minEarly))
@@ -137,11 +158,10 @@ export function ruleDivergence(ctx: Ctx): Draft[] {
   return out;
 }
 
-/** the rule in full, on every point built (here only once mayDiverge said it may fire; exported as
- *  the tests' reference for that fast path and the memo) */
-export function diverged(ctx: Ctx): Draft[] {
+/** the rule's two bars over every point built (segmentLoss's); null: too few points */
+function barsOf(ctx: Ctx) {
   const pts = segmentLoss(ctx);
-  if (pts.length < DIVERGE_K + 2) return [];
+  if (pts.length < DIVERGE_K + 2) return null;
   const first = pts[0]!.step;
   const lastP = pts[pts.length - 1]!;
   const span = Math.max(1, lastP.step - first);
@@ -161,6 +181,25 @@ export function diverged(ctx: Ctx): Draft[] {
   const aboveVocab =
     overVocab !== null &&
     tail.every((p) => p.step > warmup && p.value > overVocab && p.value > VOCAB_AND_EARLY * earlyMin.min);
+  return { pts, lastP, earlyMin, vocab, warmup, tail, overEarly, overVocab, aboveEarly, aboveVocab };
+}
+
+/** the tests' two references for the fast path: its verdict, and the bars over every point built */
+export const divergenceBars = {
+  fast: (ctx: Ctx): boolean =>
+    mayDiverge(ctx.run.series.loss, ctx.run.identity.model?.vocab ?? null, ctx.run.identity.train?.warmupSteps ?? 0),
+  full: (ctx: Ctx): boolean => {
+    const b = barsOf(ctx);
+    return b !== null && (b.aboveEarly || b.aboveVocab);
+  },
+};
+
+/** the rule in full, on every point built (here only once mayDiverge said it may fire; exported as
+ *  the tests' reference for that fast path and the memo) */
+export function diverged(ctx: Ctx): Draft[] {
+  const b = barsOf(ctx);
+  if (b === null) return [];
+  const { pts, lastP, earlyMin, vocab, warmup, tail, overEarly, overVocab, aboveEarly, aboveVocab } = b;
   if (!aboveEarly && !aboveVocab) return [];
   // rising (or stuck high), not a recovery on its way down: the newest is no lower than half the tail's peak
   const peak = Math.max(...tail.map((p) => p.value));

@@ -1,12 +1,13 @@
 // The divergence rule's fast path and memo (src/checks/divergence.ts): on random loss series —
-// healthy, diverging, recovering; history buckets and recent points; several segments; non-finite
+// healthy, diverging, recovering; history buckets and recent points; up to three segments (a resume's
+// steps counted from 1 again, or going on); non-finite
 // values; with and without a vocab and warmup — ruleDivergence (its fast test, then its memo) gives
 // exactly what the rule's full path gives (`diverged`, which builds every point), and a memoised verdict
 // equals a fresh one when an input changes (a new series, another vocab or warmup).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Ctx } from '../../src/checks/context.js';
-import { diverged, ruleDivergence } from '../../src/checks/divergence.js';
+import { divergenceBars, diverged, ruleDivergence } from '../../src/checks/divergence.js';
 import { emptySnapshot, type RunSnapshot, type Series, type SeriesBucket } from '../../src/trainer/run/snapshot.js';
 import { rng } from '../helpers/rng.js';
 
@@ -16,12 +17,16 @@ const reference = diverged;
 function randomSeries(r: () => number): Series {
   const kind = Math.floor(r() * 4); // 0 healthy, 1 diverging, 2 diverged then recovering, 3 short
   const n = kind === 3 ? Math.floor(r() * 9) : 8 + Math.floor(r() * 120);
-  const segments = r() < 0.3 ? 2 : 1;
+  const segments = r() < 0.3 ? 2 + Math.floor(r() * 2) : 1;
   const base = 2 + r() * 8;
   const values: { step: number; value: number; segment: number }[] = [];
   let step = 1 + Math.floor(r() * 50);
+  // steps 10 apart: the early tenth's bound falls on a record's step
+  const regular = r() < 0.3;
   for (let i = 0; i < n; i++) {
-    const seg = segments === 2 && i > n / 3 ? 1 : 0;
+    // later segments start at a lower step (a resume restarts the count) or go on
+    const seg = Math.min(segments - 1, Math.floor((i / n) * segments * 1.5));
+    if (i > 0 && seg !== values[i - 1]!.segment && r() < 0.5) step = 1 + Math.floor(r() * 20);
     const x = i / Math.max(1, n - 1);
     let v =
       kind === 1
@@ -31,10 +36,11 @@ function randomSeries(r: () => number): Series {
           : base * (1 - 0.5 * x) + r() * 0.1;
     if (r() < 0.03) v = r() < 0.5 ? NaN : Infinity;
     values.push({ step, value: v, segment: seg });
-    step += 1 + Math.floor(r() * 10);
+    step += regular ? 10 : 1 + Math.floor(r() * 10);
   }
   // the older part folded into buckets (min and last of each), the newer part recent points
-  const cut = Math.floor(values.length * r() * 0.8);
+  // sometimes all of it folded (no recent point at all)
+  const cut = r() < 0.15 ? values.length : Math.floor(values.length * r() * 0.8);
   const history: SeriesBucket[] = [];
   for (let i = 0; i < cut;) {
     const w = 1 + Math.floor(r() * 4);
@@ -78,6 +84,12 @@ test('the divergence rule without building its points gives what the rule gave w
     const vocab = r() < 0.3 ? null : [2, 16, 256, 50257][Math.floor(r() * 4)]!;
     const warmup = Math.floor(r() * 40);
     const want = reference(ctxOf(s, vocab, warmup));
+    // the fast test reads a prefix and the last few points: the same two bars as over every point
+    assert.equal(
+      divergenceBars.fast(ctxOf(s, vocab, warmup)),
+      divergenceBars.full(ctxOf(s, vocab, warmup)),
+      `case ${i}, bars`,
+    );
     assert.deepEqual(ruleDivergence(ctxOf(s, vocab, warmup)), want, `case ${i}`);
     // asked again on the same series (the memo): the same verdict
     assert.deepEqual(ruleDivergence(ctxOf(s, vocab, warmup)), want, `case ${i}, again`);
