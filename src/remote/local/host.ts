@@ -330,7 +330,8 @@ export class LocalHost implements Host {
     let denied: NodeJS.ErrnoException | null = null;
     const now = Date.now();
     let i = 0;
-    const one = async (name: string) => {
+    // a name listed from its last stat (true), else the stat to take
+    const remembered = (name: string): boolean => {
       i++;
       const m = memo?.byName.get(name);
       // a settled name, listed at the last poll too, quiet for 10 s and unchanged when last
@@ -347,28 +348,50 @@ export class LocalHost implements Host {
       ) {
         m.seen = memo!.polls;
         out.push(m.e);
-        return;
+        return true;
       }
-      try {
-        const s = await io.stat(childPath(dir, name));
-        const e = { name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino };
-        out.push(e);
-        if (memo)
-          memo.byName.set(name, {
-            e,
-            unchanged: !!m && m.e.size === e.size && m.e.mtimeMs === e.mtimeMs && m.e.ino === e.ino,
-            seen: memo.polls,
-          });
-      } catch (e) {
-        // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
-        // can be read, so the listing is an error, not an empty run
-        const code = (e as NodeJS.ErrnoException).code;
-        if (code === 'EACCES' || code === 'EPERM') denied = e as NodeJS.ErrnoException;
-        /* else vanished between readdir and stat, or a link loop / dangling link (ELOOP, ENOENT) */
+      return false;
+    };
+    const took = (name: string, s: fsSync.Stats) => {
+      const e = { name, isDir: s.isDirectory(), isFile: s.isFile(), size: s.size, mtimeMs: s.mtimeMs, ino: s.ino };
+      out.push(e);
+      if (memo) {
+        const m = memo.byName.get(name);
+        memo.byName.set(name, {
+          e,
+          unchanged: !!m && m.e.size === e.size && m.e.mtimeMs === e.mtimeMs && m.e.ino === e.ino,
+          seen: memo.polls,
+        });
       }
     };
-    if (io === SYNC_IO) for (const name of names) await one(name);
-    else await Promise.all(names.map(one));
+    const failed = (e: unknown) => {
+      // EACCES on stat: the directory can be listed but not searched (mode 444) — nothing in it
+      // can be read, so the listing is an error, not an empty run
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'EACCES' || code === 'EPERM') denied = e as NodeJS.ErrnoException;
+      /* else vanished between readdir and stat, or a link loop / dangling link (ELOOP, ENOENT) */
+    };
+    if (io === SYNC_IO) {
+      // one synchronous pass: no promise or microtask per name (a long run lists hundreds a second)
+      for (const name of names) {
+        if (remembered(name)) continue;
+        try {
+          took(name, io.stat(childPath(dir, name)) as fsSync.Stats);
+        } catch (e) {
+          failed(e);
+        }
+      }
+    } else
+      await Promise.all(
+        names.map(async (name) => {
+          if (remembered(name)) return;
+          try {
+            took(name, await io.stat(childPath(dir, name)));
+          } catch (e) {
+            failed(e);
+          }
+        }),
+      );
     // the names gone are dropped now and then (a name back after a poll without it is stat'ed anew)
     if (memo && memo.polls % SETTLED_RECHECK === 0)
       for (const [name, m] of memo.byName) if (m.seen !== memo.polls) memo.byName.delete(name);
