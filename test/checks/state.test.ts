@@ -191,6 +191,37 @@ test('a save step past its allowance is STALLED and says it was at a save; the w
   assert.deepEqual(over.actOn, [], 'the watchdog still waits for its own threshold');
 });
 
+test("a save step's allowance follows the newest three earlier saves, not the run's first ones", () => {
+  const t = 1_700_000_000_000;
+  // save_every 500, at step 2500 now; the saves at steps 500, 1000, 1500 and 2000 took 30, 5, 5 and
+  // 10 s (a slow first save: a cold file system): allowed 15 s + 3 × 10 s, not 3 × 30 s
+  const run = liveRun({ step: 2500, t, total: 50000, stepTimeS: 1, logEvery: 1 });
+  run.identity.train = { ...run.identity.train!, saveEvery: 500 };
+  const s = series(
+    Array.from({ length: 2500 }, () => 1.05),
+    { step0: 1, t0: t - 2499 * 1000 - 50_000 },
+  );
+  const gaps = new Map([
+    [500, 30_000],
+    [1000, 5000],
+    [1500, 5000],
+    [2000, 10_000],
+  ]);
+  let shift = 0;
+  for (const p of s.recent) {
+    shift += gaps.get(p.step - 1) ?? 0;
+    p.t! += shift;
+  }
+  run.series.gateEntropy = s;
+  run.series.loss = { ...s, recent: s.recent.map((p) => ({ ...p, t: null, value: 3 })) };
+  const ok = new Checker().evaluate({ now: t + 40_000, run, procs: procs([proc(0)]), gpu: null });
+  assert.equal(ok.runState, 'RUNNING');
+  assert.match(ok.runStateWhy, /for 40s \(overdue after 45s\)/);
+  const over = new Checker().evaluate({ now: t + 60_000, run, procs: procs([proc(0)]), gpu: null });
+  assert.equal(over.runState, 'STALLED');
+  assert.match(over.runStateWhy, /past the 45s allowed for it/);
+});
+
 test('a stopped rank at a save step is STALLED at once: a pause does not hide a stopped process', () => {
   const t = 1_700_000_000_000;
   const ev = new Checker().evaluate({ now: t + 2_000, run: atSave(2000, t), procs: procs([proc(0, 'T')]), gpu: null });

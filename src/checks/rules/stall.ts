@@ -94,8 +94,9 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
   if (parts.length === 0) return null;
   // earlier pauses of the same kind: the gap between a heartbeat and the next across a save/eval step,
   // less the run's usual time for those steps
-  // training.csv (preferred for loss) has no timestamps: the first series whose points carry them
-  let pts: SeriesPoint[] = [];
+  // training.csv (preferred for loss) has no timestamps: the first series whose current segment
+  // has two points that carry them
+  let pts: readonly SeriesPoint[] = [];
   for (const ser of [
     run.series.loss,
     run.series.toksPerS,
@@ -103,22 +104,31 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
     run.series.dtFetchS,
     run.series.memReservedMiB,
   ]) {
-    pts = currentSegment(ser).filter((p) => p.t !== null);
-    if (pts.length >= 2) break;
+    const seg = currentSegment(ser);
+    let timed = 0;
+    for (let i = seg.length - 1; i >= 0 && timed < 2; i--) if (seg[i]!.t !== null) timed++;
+    if (timed >= 2) {
+      pts = seg;
+      break;
+    }
   }
+  // the last three such pauses, walked from the newest timed point back (the whole window only when
+  // it holds fewer: this runs every round near a save, over up to 2000 points)
   const st = cadence.stepTimeS ?? 0;
   const pauses: number[] = [];
-  for (let i = 1; i < pts.length; i++) {
-    const a = pts[i - 1]!,
-      b = pts[i]!;
-    if (b.step <= a.step || b.step > n) continue;
-    const hasSave =
-      (saveStep !== null || writing) && saveEvery > 0 && Math.ceil(a.step / saveEvery) * saveEvery < b.step;
-    const hasEval = evalStep !== null && a.step % evalEvery === 0;
-    if (!hasSave && !hasEval) continue;
-    pauses.push(Math.max(0, (b.t! - a.t!) / 1000 - (b.step - a.step) * st));
+  let b: SeriesPoint | null = null;
+  for (let i = pts.length - 1; i >= 0 && pauses.length < 3; i--) {
+    const a = pts[i]!;
+    if (a.t === null) continue;
+    if (b !== null && b.step > a.step && b.step <= n) {
+      const hasSave =
+        (saveStep !== null || writing) && saveEvery > 0 && Math.ceil(a.step / saveEvery) * saveEvery < b.step;
+      const hasEval = evalStep !== null && a.step % evalEvery === 0;
+      if (hasSave || hasEval) pauses.push(Math.max(0, (b.t! - a.t!) / 1000 - (b.step - a.step) * st));
+    }
+    b = a;
   }
-  const measuredS = pauses.length ? Math.max(...pauses.slice(-3)) : null;
+  const measuredS = pauses.length ? Math.max(...pauses) : null;
   const base = overdueAfterS(ctx);
   const allowS =
     measuredS === null
