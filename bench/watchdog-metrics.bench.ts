@@ -10,6 +10,9 @@
 // on a GPU box nvidia-smi's own cost comes on top, the same with metrics on or off).
 // The 1 Hz metrics watchdog also delivers alerts (--notify and --deadman to a loopback receiver in
 // this process), so its row is "metrics and notify on", as the issue's target reads.
+// NSA_BENCH_LONG=1 (bench/watchdog-long.bench.ts): the watchdogs start on a long run instead, one that
+// has logged NSA_BENCH_LONG_ROWS (2500) records — its series windows full, hundreds of checkpoints —
+// after ~6 minutes of the reference trainer (what grows with a run's length shows there).
 // NSA_BENCH_SECONDS (60): the measured window, after NSA_BENCH_WARMUP (20) seconds. The run logs every
 // 5 steps, as the cockpit's bench (several records a second: the step moves every round);
 // NSA_BENCH_LOG_EVERY=50 logs every ~3 s, as real runs log less often than the watchdog looks (the
@@ -41,6 +44,9 @@ const WARMUP = Number(process.env.NSA_BENCH_WARMUP ?? 20);
 const BEATS = process.env.NSA_BENCH_BEATS === '1';
 const LOG_EVERY = process.env.NSA_BENCH_LOG_EVERY ?? '5';
 const COPIES = Math.max(1, Number(process.env.NSA_BENCH_COPIES ?? 2));
+const LONG = process.env.NSA_BENCH_LONG === '1';
+const LONG_ROWS = Number(process.env.NSA_BENCH_LONG_ROWS ?? 2500);
+let longSeed: { rows: number; checkpoints: number; s: number } | null = null;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** CPU seconds of a process: its live threads' time on a CPU (schedstat, ns) and its waited-for
@@ -101,6 +107,23 @@ async function main(): Promise<void> {
       /* not yet */
     }
     await sleep(200);
+  }
+  // a long run (NSA_BENCH_LONG=1): the watchdogs start once the run has logged LONG_ROWS records —
+  // every series' recent window full (2000 points) and history folding, and hundreds of checkpoints
+  // (the reference trainer saves every 50 steps) — what a watchdog meets hours into a real run
+  if (LONG) {
+    const started = Date.now();
+    let rows = 0;
+    while (rows < LONG_ROWS) {
+      await sleep(5000);
+      rows = readFileSync(join(run, 'training.csv'), 'utf8').split('\n').length - 2;
+      if (Date.now() - started > 20 * 60_000) throw new Error(`bench: the run logged only ${rows} rows in 20 min`);
+    }
+    longSeed = {
+      rows,
+      checkpoints: readdirSync(run).filter((n) => n.startsWith('checkpoint_')).length,
+      s: (Date.now() - started) / 1000,
+    };
   }
   const watchdog = (extra: string[]) => {
     const c = spawn(BIN, ['watchdog', run, '--interval', '1', '--no-gpu', ...extra], {
@@ -202,7 +225,7 @@ async function main(): Promise<void> {
   const row = (name: string, v: number, target = '') =>
     console.log(`  ${name.padEnd(64)} ${`${v.toFixed(2)} %`.padStart(16)}   ${target}`);
   console.log(
-    `watchdog at --interval 1 on a live 2-rank reference run (${BEATS ? 'per-step beats' : `log every ${LOG_EVERY} steps`}), ${wall.toFixed(0)} s after ${WARMUP} s (load average ${loadavg}); each row the mean of ${COPIES} side by side`,
+    `watchdog at --interval 1 on a live 2-rank reference run (${BEATS ? 'per-step beats' : `log every ${LOG_EVERY} steps`}${longSeed ? `; a long run: started at ${longSeed.rows} logged records and ${longSeed.checkpoints} checkpoints, ${longSeed.s.toFixed(0)} s in` : ''}), ${wall.toFixed(0)} s after ${WARMUP} s (load average ${loadavg}); each row the mean of ${COPIES} side by side`,
   );
   console.log(`  ${'watchdog'.padEnd(64)} ${'CPU, % of 1 core'.padStart(16)}   target`);
   row(`plain${spread(0)}`, pcts[0]!);
