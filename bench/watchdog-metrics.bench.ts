@@ -12,7 +12,7 @@
 // this process), so its row is "metrics and notify on", as the target reads.
 // NSA_BENCH_LONG=1 (bench/watchdog-long.bench.ts): the watchdogs start on a long run instead, one that
 // has logged NSA_BENCH_LONG_ROWS (2500) records — its series windows full, hundreds of checkpoints —
-// after ~6 minutes of the reference trainer (what grows with a run's length shows there).
+// after ~7–8 minutes of the reference trainer (what grows with a run's length shows there).
 // NSA_BENCH_SECONDS (60): the measured window, after NSA_BENCH_WARMUP (20) seconds. The run logs every
 // 5 steps, as the cockpit's bench (several records a second: the step moves every round);
 // NSA_BENCH_LOG_EVERY=50 logs every ~3 s, as real runs log less often than the watchdog looks (the
