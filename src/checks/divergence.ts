@@ -98,6 +98,8 @@ function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
   let earlyMin = Infinity;
   let firstTwoMin = Infinity;
   let k = 0;
+  // the walk ends at the first point past the bound: none after it is early (steps never go down),
+  // and the first two are read by then (the segment's first point is never past it)
   let past = false;
   for (let i = h0; i < h.length && !past; i++) {
     const b = h[i]!;
@@ -106,7 +108,7 @@ function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
     if (b.stepTo <= bound) {
       early++;
       if (b.min < earlyMin) earlyMin = b.min;
-    } else past = k >= 2;
+    } else past = true;
   }
   for (let i = r0; i < r.length && !past; i++) {
     const p = r[i]!;
@@ -115,7 +117,7 @@ function mayDiverge(s: Series, vocab: number | null, warmup: number): boolean {
     if (p.step <= bound) {
       early++;
       if (p.value < earlyMin) earlyMin = p.value;
-    } else past = k >= 2;
+    } else past = true;
   }
   const minEarly = early >= 2 ? earlyMin : firstTwoMin;
   const lnV = vocab && vocab > 1 ? Math.log(vocab) : null;
