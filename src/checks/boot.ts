@@ -68,7 +68,7 @@ function steppedSince(ctx: Ctx, ts: number): boolean {
 /** The run is stopping on purpose (a .HALT, a NaN abort, metrics.json): not a boot. */
 function stopping(ctx: Ctx): boolean {
   const c = ctx.run.control;
-  const r0boot = ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
+  const r0boot = ctx.freshLaunch?.since ?? ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
   const freshHalt = c.halt.present && !(c.halt.mtimeMs !== null && r0boot !== null && c.halt.mtimeMs < r0boot - 1000);
   return ctx.ended || freshHalt || c.anomaly?.type === 'nan_loss' || ctx.run.log.fatalNonFinite || ctx.run.log.haltSeen;
 }
@@ -134,7 +134,9 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
       };
     }
   }
-  const bootAt = restarting ? lastExit!.at : (r0?.bootTs ?? null);
+  // (a launch whose processes have written nothing yet: the heartbeats in the dir are the old run's)
+  const fresh = ctx.freshLaunch;
+  const bootAt = restarting ? lastExit!.at : (fresh?.since ?? r0?.bootTs ?? null);
   const replaced: number[] = [];
   for (const d of si.dead) {
     const hb = ctx.ranks.find((r) => r.rank === d.rank);
@@ -208,17 +210,24 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
   if (!anyAlive && !supStarting) return null;
   const noStepYet =
     ctx.ranks.length === 0 ||
+    !!fresh ||
     (r0 !== null && r0.bootTs !== null && r0.lastStep === null && !steppedSince(ctx, r0.bootTs));
   if (!noStepYet) return null;
   const starts = sup && !sup.supervisorGone ? (sup.startCheckpoints ?? []).map((s) => s.at) : [];
-  const since =
-    r0?.bootTs ?? (starts.length ? Math.max(...starts) : null) ?? launcherStart(ctx) ?? earliestRankStart(ctx);
+  const since = fresh
+    ? fresh.since
+    : (r0?.bootTs ?? (starts.length ? Math.max(...starts) : null) ?? launcherStart(ctx) ?? earliestRankStart(ctx));
   const who = ctx.alive.length
     ? `rank(s) ${ctx.alive.map((r) => r.rank).join(',')} alive`
     : ctx.launcherAlive
       ? `launcher pid ${ctx.in.procs!.launcher!.pid} alive`
       : 'the supervisor is starting the trainer';
-  return mk('STARTING', since, false, `${who}, no step yet${r0?.bootTs == null ? ' (no boot record yet)' : ''}`);
+  return mk(
+    'STARTING',
+    since,
+    false,
+    `${who}, no step yet${fresh || r0?.bootTs == null ? ' (no boot record yet)' : ''}`,
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 // What every rule needs, computed once per evaluation from the input: cadence, the stall threshold,
 // liveness of the rank processes, the GPUs of the run. Pure.
 import type { ViewAge } from './view.js';
-import type { GpuDevice, GpuTelemetry, RankProc, RunProcesses } from '../remote/types.js';
+import type { GpuDevice, GpuTelemetry, ProcInfo, RankProc, RunProcesses } from '../remote/types.js';
 import type { HostStats } from '../remote/hoststats.js';
 import type { RankHeartbeat, RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import type { ControlRequest, SupervisorState } from '../trainer/control/types.js';
@@ -87,8 +87,15 @@ export interface Ctx {
   lastHeartbeatTs: number | null;
   /** when the run-level step last advanced (or the boot when no step yet), ms */
   lastAdvanceTs: number | null;
-  /** the run has written metrics.json after its last heartbeat */
+  /** the run has written metrics.json after its last heartbeat (and no launch has begun since) */
   ended: boolean;
+  /**
+   * A launch the run's files do not show yet: every live process of the run (ranks, launcher)
+   * started after the run's newest record — a relaunch whose ranks are still importing torch (the
+   * real trainer on CPU: seconds before its boot record). The metrics.json, step and heartbeats in
+   * the dir are the stopped run's. `since`: the earliest of those starts. null otherwise.
+   */
+  freshLaunch: { since: number } | null;
   /** GPUs this run uses (all devices when the mapping is unknown), when telemetry is ok */
   gpus: GpuDevice[];
   ranks: RankHeartbeat[];
@@ -165,6 +172,26 @@ export function currentLaunchRanks(ranks: RankHeartbeat[]): RankHeartbeat[] {
   );
 }
 
+/** how far a process's start time may be off the records' clock, where the host does not say (ms) */
+const START_SLACK_MS = 2000;
+
+/**
+ * The earliest start of `procs` when every one of them started after `newest` (the run's newest
+ * record, ms): none of them has written anything yet. A process that writes records started before
+ * its own, so a run whose processes are writing never qualifies. null: some process is older, a
+ * start time is unknown, or there is no record to compare with.
+ */
+function launchSince(procs: ProcInfo[], newest: number | null): { since: number } | null {
+  if (newest === null || procs.length === 0) return null;
+  let since = Infinity;
+  for (const p of procs) {
+    const s = p.startedAtMs;
+    if (typeof s !== 'number' || s - (p.startedAtSlackMs ?? START_SLACK_MS) <= newest) return null;
+    since = Math.min(since, s);
+  }
+  return { since };
+}
+
 export function buildCtx(input: CheckInput, base: Thresholds): Ctx {
   const t =
     input.haltGraceS !== undefined && Number.isFinite(input.haltGraceS) && input.haltGraceS >= 0
@@ -187,6 +214,18 @@ export function buildCtx(input: CheckInput, base: Thresholds): Ctx {
     if (r.stepAdvancedTs !== null && (lastAdvanceTs === null || r.stepAdvancedTs > lastAdvanceTs))
       lastAdvanceTs = r.stepAdvancedTs;
   if (bootTs !== null && (lastAdvanceTs === null || bootTs > lastAdvanceTs)) lastAdvanceTs = bootTs;
+  const launcherAlive =
+    procsKnown &&
+    !!input.procs!.launcher &&
+    !['Z', 'X'].includes(input.procs!.launcher.state) &&
+    !isToolProcess(input.procs!.launcher);
+  const freshLaunch = procsKnown
+    ? launchSince(
+        [...alive.map((r) => r.proc), ...(launcherAlive ? [input.procs!.launcher!] : [])],
+        lastHeartbeatTs ?? run.lastProgress?.ts ?? null,
+      )
+    : null;
+  if (freshLaunch && (lastAdvanceTs === null || freshLaunch.since > lastAdvanceTs)) lastAdvanceTs = freshLaunch.since;
   let gpus: GpuDevice[] = [];
   if (input.gpu && input.gpu.status === 'ok') {
     const uuids = new Set(alive.map((r) => r.gpuUuid).filter((u): u is string => !!u));
@@ -200,14 +239,11 @@ export function buildCtx(input: CheckInput, base: Thresholds): Ctx {
     cadence: cadenceOf(run, t),
     procsKnown,
     alive,
-    launcherAlive:
-      procsKnown &&
-      !!input.procs!.launcher &&
-      !['Z', 'X'].includes(input.procs!.launcher.state) &&
-      !isToolProcess(input.procs!.launcher),
+    launcherAlive,
     lastHeartbeatTs,
     lastAdvanceTs,
-    ended: run.ended,
+    ended: run.ended && !freshLaunch,
+    freshLaunch,
     gpus,
     ranks: currentLaunchRanks(run.ranks),
   };

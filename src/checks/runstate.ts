@@ -52,7 +52,7 @@ export function deriveRunState(ctx: Ctx, si: StallInfo, boot: BootPhase | null =
     run.totalSteps ?? (typeof run.metrics?.['steps'] === 'number' ? (run.metrics['steps'] as number) : null);
   const of = total !== null ? ` of ${total}` : '';
   const halt = run.control.halt;
-  const r0boot = ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
+  const r0boot = ctx.freshLaunch?.since ?? ctx.ranks.find((r) => r.rank === 0)?.bootTs ?? null;
   const staleHalt = halt.present && halt.mtimeMs !== null && r0boot !== null && halt.mtimeMs < r0boot - 1000;
   const haltTxt = halt.content?.trim() ? ` (${halt.content.trim()})` : '';
   const hbAge = ctx.lastHeartbeatTs === null ? null : (ctx.now - ctx.lastHeartbeatTs) / 1000;

@@ -413,3 +413,45 @@ test("the rank whose death ended the trainer, from its launcher's words before t
   // a rank line of an older trainer (before its supervisor start) is not this exit's
   assert.equal(crashedRank([ref[1]!, ...ref.slice(0, 1), ...ref.slice(2)]), null);
 });
+
+test('a relaunch whose ranks have written nothing yet is STARTING, not the old run HALTING — and accepts halt-after-checkpoint', () => {
+  // seen live on the real trainer (torchrun, 2 ranks, CPU): halted at step 35 (metrics.json
+  // written), relaunched; for the seconds the new ranks import torch, before their boot record, the
+  // old metrics.json made the run "HALTING: stopped at step 35, metrics.json written; rank(s) 0,1
+  // still alive", and `halt --after-checkpoint` was refused (2 of 6 tries)
+  const run = killedRun();
+  run.ended = true;
+  run.metrics = { steps: 35 };
+  const started = (ms: number | null) =>
+    procs(
+      [proc(0, 'S', { pid: 300 }), proc(1, 'S', { pid: 301 })].map((r) => ({
+        ...r,
+        proc: { ...r.proc, startedAtMs: ms, startedAtSlackMs: 500 },
+      })),
+    );
+  const at = (startAt: number | null, nowS: number) =>
+    new Checker().evaluate({ now: T0 + nowS * 1000, run, procs: started(startAt), gpu: null });
+  const fresh = at(T0 + 10_000, 12);
+  assert.equal(fresh.runState, 'STARTING');
+  assert.match(fresh.runStateWhy, /^rank\(s\) 0,1 alive, no step yet \(no boot record yet\); booting for 2s$/);
+  assert.deepEqual(critical(fresh), []);
+  const v = actionVerdicts({
+    ranksAlive: 2,
+    haltPresent: false,
+    requestActive: false,
+    supervisor: null,
+    runState: fresh.runState,
+    runStateWhy: fresh.runStateWhy,
+  });
+  assert.equal(v.haltAfterCheckpoint.ok, true);
+  // a boot past what a boot takes here (20 s measured, 2m00s allowed) is a stall
+  assert.equal(at(T0 + 10_000, 10 + 121).runState, 'STALLED');
+  assert.equal(at(T0 + 10_000, 10 + 119).runState, 'STARTING');
+  // the same processes started before the newest record (or with no start time known) are the old
+  // run's: they wrote it, and are stopping
+  for (const s of [T0 - 30_000, T0 + 400, null]) {
+    const old = at(s, 12);
+    assert.equal(old.runState, 'HALTING', `start ${s}`);
+    assert.match(old.runStateWhy, /^stopped at step 40 of 1000, metrics\.json written; rank\(s\) 0,1 still alive$/);
+  }
+});
