@@ -22,6 +22,7 @@ const UNIT_TESTS = [
   'test/checks/boot-state.test.ts',
   'test/checks/cadence-memo.test.ts',
   'test/checks/carry.test.ts',
+  'test/checks/exit-hang.test.ts',
   'test/checks/control.test.ts',
   'test/checks/divergence-memo.test.ts',
   'test/checks/fuzz.test.ts',

@@ -5,7 +5,7 @@
 import { isToolProcess } from '../trainer/run/ranks.js';
 import type { BootPhase } from './boot.js';
 import type { Ctx } from './context.js';
-import { oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules/index.js';
+import { exitHang, oddRankFromDumps, oddRankFromGpus, overdueAfterS, type StallInfo } from './rules/index.js';
 import { onHost } from './rules/processes.js';
 import { clock, dur } from '../format.js';
 import type { Culprit, Health, RunState } from './types.js';
@@ -76,14 +76,20 @@ export function deriveRunState(ctx: Ctx, si: StallInfo, boot: BootPhase | null =
       : 'heartbeats still arriving';
     const hung = si.hung ? hungCulprit(ctx, si) : null;
     const hungTxt = hung ? `; ${hung.why}` : '';
+    const ended = total !== null && step >= total ? `reached step ${step}${of}` : `stopped at step ${step}${of}`;
+    // the loop is over and a rank lives on past the exit grace: a hang, .HALT or not
+    const stuck = exitHang(ctx);
+    if (stuck)
+      return v(
+        'STALLED',
+        `${ended}, metrics.json written ${dur(stuck.forS, 'precise')} ago; ${who}: the exit is hung`,
+        hung,
+      );
     if (halt.present && !staleHalt) {
       const ago = halt.mtimeMs !== null ? ` ${dur((ctx.now - halt.mtimeMs) / 1000, 'precise')} ago` : '';
       return v('HALTING', `.HALT${haltTxt} requested${ago}; ${who}${hungTxt}`, hung);
     }
-    if (ctx.ended) {
-      const what = total !== null && step >= total ? `reached step ${step}${of}` : `stopped at step ${step}${of}`;
-      return v('HALTING', `${what}, metrics.json written; ${who}${hungTxt}`, hung);
-    }
+    if (ctx.ended) return v('HALTING', `${ended}, metrics.json written; ${who}${hungTxt}`, hung);
     if (nan) return v('HALTING', `aborting on a non-finite loss after step ${step}${of}; ${who}${hungTxt}`, hung);
     if (run.log.haltSeen) return v('HALTING', `the trainer saw .HALT at step ${step}${of}; ${who}${hungTxt}`, hung);
     if (boot) return booting(boot);

@@ -92,6 +92,9 @@ export interface Thresholds {
    *  and escalation use (one value per run: its profile's stop.halt_grace_s, which the observation
    *  passes in as CheckInput.haltGraceS; this default only for a bare evaluation) */
   haltGraceS: number;
+  /** metrics.json written (the trainer left its loop) and a rank still alive this many seconds later:
+   *  the exit is hung (NSA_WATCH_EXIT_GRACE_S) */
+  exitGraceS: number;
   /** utilisation at or above this with power near idle → spinning in a collective */
   spinUtilPct: number;
   /** "power near idle": below this fraction of the power limit */
@@ -171,6 +174,7 @@ export const DEFAULT_THRESHOLDS: Readonly<Thresholds> = Object.freeze({
   diskLowWarnFrac: 0.05,
   diskLowCritFrac: 0.01,
   haltGraceS: DEFAULT_HALT_GRACE_S,
+  exitGraceS: 60,
   spinUtilPct: 95,
   spinPowerFrac: 0.35,
   mfuLowFrac: 0.002,
@@ -213,7 +217,7 @@ function num(env: NodeJS.ProcessEnv, name: string, min: number): number | undefi
  * Thresholds from the environment. The real watchdog's names are honoured (NSA_WATCH_HEARTBEAT_STALL_S,
  * NSA_WATCH_FLATLINE_N, NSA_WATCH_GATE_ENTROPY_MIN, NSA_WATCH_GATE_MAX_THRESHOLD,
  * NSA_WATCH_GATE_COLLAPSE_N, NSA_WATCH_INTERVAL_S, NSA_WATCH_HALT); a few of ours use the same prefix
- * (NSA_WATCH_GATE_COLLAPSE_FRAC, NSA_WATCH_HALT_GRACE_S, NSA_WATCH_FETCH_SLOW_S); the host's resource
+ * (NSA_WATCH_GATE_COLLAPSE_FRAC, NSA_WATCH_HALT_GRACE_S, NSA_WATCH_EXIT_GRACE_S, NSA_WATCH_FETCH_SLOW_S); the host's resource
  * rules read NSA_TOP_HOST_MEM_WARN_S/_CRIT_S and NSA_TOP_DISK_FULL_WARN_S/_CRIT_S. A malformed value
  * is an error naming the variable, not a silent default.
  */
@@ -229,6 +233,7 @@ export function thresholdsFromEnv(env: NodeJS.ProcessEnv, base: Partial<Threshol
   set('gateCollapseN', num(env, 'NSA_WATCH_GATE_COLLAPSE_N', 1));
   set('gateCollapseFrac', num(env, 'NSA_WATCH_GATE_COLLAPSE_FRAC', 0));
   set('haltGraceS', num(env, 'NSA_WATCH_HALT_GRACE_S', 0));
+  set('exitGraceS', num(env, 'NSA_WATCH_EXIT_GRACE_S', 0));
   set('fetchSlowS', num(env, 'NSA_WATCH_FETCH_SLOW_S', 0));
   set('hostMemWarnS', num(env, 'NSA_TOP_HOST_MEM_WARN_S', 0));
   set('hostMemCritS', num(env, 'NSA_TOP_HOST_MEM_CRIT_S', 0));

@@ -21,6 +21,8 @@ export {
   ruleUnreadable,
   ruleAnomalyFile,
   ruleExited,
+  ruleExitHang,
+  exitHang,
 } from './processes.js';
 export { ruleThroughput } from './throughput.js';
 export { ruleIdentity } from './identity.js';

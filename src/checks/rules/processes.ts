@@ -189,6 +189,37 @@ export function ruleAnomalyFile(ctx: Ctx): Draft[] {
   ];
 }
 
+/**
+ * The trainer wrote metrics.json (it left its training loop: finished, halted or aborted) and a rank
+ * still lives `exitGraceS` later: its exit is hung. Seen live on the real trainer (2 ranks, gloo, a
+ * .HALT written while rank 0 saved its step-40 checkpoint): rank 1 had begun step 41 and waited in
+ * its all-reduce; rank 0 then saw .HALT, wrote metrics.json and waited for rank 1. Both lived on;
+ * the header said HALTING with only an info alert until rank 1's own watchdog wrote, 3 minutes
+ * later. Each rank checks .HALT on its own, so a halt during a save can split the group.
+ */
+export function exitHang(ctx: Ctx): { since: number; forS: number } | null {
+  const at = ctx.run.metricsMtimeMs;
+  if (!ctx.ended || !ctx.procsKnown || ctx.alive.length === 0 || at == null) return null;
+  const forS = (ctx.now - at) / 1000;
+  return forS > ctx.t.exitGraceS ? { since: at + ctx.t.exitGraceS * 1000, forS } : null;
+}
+
+export function ruleExitHang(ctx: Ctx): Draft[] {
+  const h = exitHang(ctx);
+  if (!h) return [];
+  const step = ctx.run.step;
+  return [
+    a(
+      'exit:hung',
+      'exit-hung',
+      'critical',
+      `the trainer wrote metrics.json${step !== null ? ` at step ${step}` : ''} ${dur(h.forS, 'precise')} ago but rank(s) ${ctx.alive.map((r) => r.rank).join(',')} still alive: its exit is hung`,
+      `a rank that left the loop waits for one that did not (each rank checks .HALT on its own: a halt during a save can split the group); dump the stacks, then stop it (SIGINT, then SIGKILL: nsa-top stop); allowed ${dur(ctx.t.exitGraceS, 'precise')} after metrics.json`,
+      { since: h.since, step: step ?? undefined },
+    ),
+  ];
+}
+
 export function ruleExited(ctx: Ctx): Draft[] {
   if (!ctx.procsKnown || ctx.alive.length > 0 || ctx.launcherAlive || ctx.ended || ctx.ranks.length === 0) return [];
   if (ctx.run.control.halt.present) return [];

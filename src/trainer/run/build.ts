@@ -407,15 +407,17 @@ export function buildSnapshot(i: SnapshotInputs): RunSnapshot {
   s.dumpsTotal = i.dumpNames.length;
 
   s.metrics = p.metrics ? { ...p.metrics } : null;
+  s.metricsMtimeMs = p.metrics ? p.metricsMtime : null;
   s.optStateMb = p.optStateMb;
   s.memDumps = [...i.memDumps];
   s.tb = { present: i.tb.present, files: i.tb.files, scalars: p.tb.scalars, lastStep: p.tb.lastStep };
   if (p.log) s.log = { ...p.log.tail, lines: [...p.log.tail.lines] };
   s.lastVal = p.val?.last ? { ...p.val.last } : null;
 
-  // ended: metrics.json written at/after the last heartbeat of the current segment
+  // ended: metrics.json written at/after the last heartbeat of the current segment (a record of the
+  // trainer's own watchdog thread is not the loop's: it writes one after a hung exit too)
   if (p.metrics && p.metricsMtime !== null) {
-    const lastActivity = hb?.rank.lastTs ?? (csv ? i.trainingMtimeMs : null);
+    const lastActivity = hb ? (hb.loopTs ?? hb.rank.lastTs) : csv ? i.trainingMtimeMs : null;
     s.ended = lastActivity === null || p.metricsMtime >= lastActivity - 2000;
     // metrics.json written before the current segment began is an earlier segment's (a FINISHED run
     // relaunched with --steps N): its `steps` is not what this one trains to

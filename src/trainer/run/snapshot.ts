@@ -337,6 +337,8 @@ export interface RunSnapshot {
   log: LogTail;
   /** training finished: metrics.json written after the last heartbeat of this segment */
   ended: boolean;
+  /** when metrics.json was last written (ms epoch, its mtime); null when there is none */
+  metricsMtimeMs: number | null;
   files: Record<string, FileHealth>;
 
   // ---- added by the readers (issue 2) ----
@@ -438,6 +440,7 @@ export function emptySnapshot(runDir = '', host = 'local'): RunSnapshot {
     tb: { present: false, files: 0, scalars: 0, lastStep: null },
     log: emptyLogTail(null),
     ended: false,
+    metricsMtimeMs: null,
     files: {},
     lastLossNonFinite: false,
     lastVal: null,

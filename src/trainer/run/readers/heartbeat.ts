@@ -262,6 +262,9 @@ export class HeartbeatState {
   fetchP95Ms: number | null = null;
   loaderError = false;
   lastLossNonFinite = false;
+  /** ms of the newest record the training loop wrote: any but `watchdog_dump`, which the trainer's
+   *  own watchdog thread writes while the loop may be long gone (a hung exit) */
+  loopTs: number | null = null;
   events: Record<string, number> = {};
   unknownEvents = 0;
   private eventKinds = 0;
@@ -405,6 +408,7 @@ export class HeartbeatState {
       this.rank.lastTs = tsMs;
       this.rank.lastMsg = r.msg;
     }
+    if (msg !== 'watchdog_dump' && (this.loopTs === null || tsMs >= this.loopTs)) this.loopTs = tsMs;
     const alloc = finiteOrNull(o.gpu_mem_alloc ?? o.alloc_mib);
     const reserved = finiteOrNull(o.gpu_mem_reserved ?? o.reserved_mib);
     if (alloc !== null) this.rank.memAllocMiB = alloc;
