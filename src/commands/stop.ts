@@ -1,7 +1,8 @@
 // `nsa-top stop RUN [--reason TEXT] [--json]` — the supervisor's stop escalation for scripts: .HALT,
 // then SIGINT after the profile's halt_grace_s, SIGKILL sigint_grace_s later, carried out by the
-// detached supervisor (this command returns at once). Without a live supervisor: .HALT only, and
-// it says so.
+// detached supervisor (this command returns at once). Without a live supervisor (a run started by
+// hand, or one whose supervisor died) this command carries the same escalation in the foreground,
+// as it does for a multi-node run (stopnodes.ts): the grace counts from the .HALT the ranks were given.
 import { currentActor, readOnlyMode } from '../trainer/control/actions.js';
 import { stopRun } from '../trainer/launch/launch.js';
 import { defineCommand, parseCommand } from './args.js';
@@ -22,13 +23,13 @@ export const command = defineCommand({
       type: 'number',
       min: 0,
       value: 'S',
-      help: "with --node: s after .HALT before SIGINT (default: the profile's stop.halt_grace_s, else 300)",
+      help: "s after .HALT before SIGINT when this command escalates (no live supervisor, or --node; default: the profile's stop.halt_grace_s, else 300)",
     },
     'sigint-grace': {
       type: 'number',
       min: 0,
       value: 'S',
-      help: "with --node: s after SIGINT before SIGKILL (default: the profile's stop.sigint_grace_s, else 60)",
+      help: "s after SIGINT before SIGKILL when this command escalates (default: the profile's stop.sigint_grace_s, else 60)",
     },
     ...JSON_OPTION,
     ...HOST_OPTIONS,
@@ -36,7 +37,12 @@ export const command = defineCommand({
   },
   about: `Stops a supervised run the way docs/launch.md describes: the supervisor writes .HALT, waits the
 profile's stop.halt_grace_s, then SIGINTs the ranks, and SIGKILLs them stop.sigint_grace_s later,
-each step logged. Returns at once. A run without a live supervisor gets .HALT only.
+each step logged. Returns at once.
+A run without a live supervisor (started by hand, or its supervisor died): this command carries the
+same escalation itself, in the foreground: .HALT, then SIGINT to the ranks still running once .HALT
+is --halt-grace old (a .HALT written long ago has had its grace: SIGINT goes at once), SIGKILL
+--sigint-grace later, each rank checked (pid + start time) and each step logged. Exit 0 once every
+rank has stopped; interrupted, it leaves .HALT and logs what it sent.
 A multi-node run (--node for each node, or --nodes H1,H2; the first reads the run dir): this command
 carries the escalation itself, in the foreground: the one .HALT, then SIGINT to the ranks still
 running after --halt-grace, SIGKILL --sigint-grace later, each rank checked and signalled on its own
@@ -67,22 +73,31 @@ export async function run(argv: string[]): Promise<number> {
       await nodes.set.close();
     }
   }
-  if (v['halt-grace'] !== undefined || v['sigint-grace'] !== undefined)
-    throw new CliError(
-      "stop: --halt-grace and --sigint-grace go with --node (one host: the supervisor's profile sets them)",
-      2,
-    );
-  const { host, runDir } = await hostRun(a.positional, a.values);
+  const { host, runDir, dirs } = await hostRun(a.positional, a.values);
   try {
     const actor = await currentActor(host);
     const readOnly = a.values['read-only'] || readOnlyMode();
     const no = readOnly ? null : await refusedByState(host, runDir, 'stop');
     if (no) return reportRefusal('stop', a.values.json, { action: 'halt', runDir }, no);
-    const rec = await stopRun(host, runDir, actor, {
-      readOnly,
-      reason: a.values.reason ?? 'nsa-top stop',
-    });
-    return report('stop', a.values.json, rec);
+    const reason = a.values.reason ?? 'nsa-top stop';
+    const rec = await stopRun(host, runDir, actor, { readOnly, reason, escalating: !readOnly });
+    // a live supervisor took it ('started', its profile's graces), or nothing was written: said as is
+    if (rec.result !== 'ok' || readOnly) return report('stop', a.values.json, rec);
+    // .HALT written here and no supervisor escalates it: this command does, in the foreground
+    const spec = hostSpecOf(v);
+    const nodes = await openNodes([spec.host && spec.host !== 'local' ? spec.host : 'local'], spec);
+    try {
+      return await stopNodes(nodes.primary.host!, dirs, nodes, {
+        readOnly,
+        json: v.json,
+        reason,
+        halted: rec,
+        ...(v['halt-grace'] !== undefined ? { haltGraceS: v['halt-grace'] } : {}),
+        ...(v['sigint-grace'] !== undefined ? { sigintGraceS: v['sigint-grace'] } : {}),
+      });
+    } finally {
+      await nodes.set.close();
+    }
   } finally {
     await host.close().catch(() => {});
   }

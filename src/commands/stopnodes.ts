@@ -14,6 +14,7 @@ import type { ActionRecord } from '../trainer/control/types.js';
 import type { RunDirs } from '../trainer/run/rundirs.js';
 import { readLaunchPlan } from '../trainer/run/launchstate.js';
 import type { NodeProcesses } from '../trainer/run/nodes.js';
+import { dur } from '../format.js';
 import { exitCodeOf } from './control-cli.js';
 import { refusedByState, reportRefusal } from './fit.js';
 import { nodeHosts } from './nodes.js';
@@ -30,6 +31,8 @@ export interface StopNodesOptions {
   sigintGraceS?: number;
   /** why (--reason): in every record the stop writes, as the one-host stop's */
   reason?: string;
+  /** the .HALT step already taken (the one-host stop asked the supervisor first, and found none) */
+  halted?: ActionRecord;
 }
 
 interface Left {
@@ -39,9 +42,18 @@ interface Left {
   unknown: string | null;
 }
 
+/** how long ago (s, by the run host's clock) .HALT was written; 0 when it is not there or unknown */
+async function haltAgeS(observer: Observer): Promise<number> {
+  const run = (await observer.observe()).run;
+  const at = run.control.halt.mtimeMs;
+  if (!run.control.halt.present || at === null) return 0;
+  return Math.max(0, ((run.hostNowMs || Date.now()) - at) / 1000);
+}
+
 export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses, o: StopNodesOptions): Promise<number> {
   const actor = await currentActor(host);
-  if (!o.readOnly) {
+  // (a stop whose .HALT is written was judged before it: the ranks leaving meanwhile is its success)
+  if (!o.readOnly && !o.halted) {
     const no = await refusedByState(host, dirs, 'stop', { nodes });
     if (no) return reportRefusal('stop', o.json, { action: 'halt', runDir: dirs.runDir }, no);
   }
@@ -73,13 +85,22 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
   };
   const t0 = Date.now();
   const why = o.reason ? { reason: o.reason } : {};
-  const halt = await requestHalt(host, dirs, 'now', actor, { readOnly: o.readOnly, ...why });
+  const halt = o.halted ?? (await requestHalt(host, dirs, 'now', actor, { readOnly: o.readOnly, ...why }));
   steps.push(halt);
   say(`stop: .HALT ${halt.result}: ${halt.detail}`);
   let l: Left | null = null;
   if (halt.result !== 'refused' && halt.result !== 'failed') {
-    say(`stop: waiting up to ${haltGrace} s for the ranks on ${hosts.labels.join(', ')} to stop`);
-    l = await waitGone(haltGrace);
+    // the grace counts from the .HALT the ranks were given: one written long ago (a hung exit found
+    // in the morning) has had its grace, and SIGINT goes now
+    const age = await haltAgeS(observer);
+    const waitS = Math.max(0, haltGrace - age);
+    const on = hosts.labels.join(', ');
+    say(
+      age >= 2
+        ? `stop: .HALT is ${dur(age, 'precise')} old (grace ${dur(haltGrace, 'precise')}): ${waitS > 0 ? `waiting up to ${dur(waitS, 'precise')} more for the ranks on ${on} to stop` : 'its grace is over'}`
+        : `stop: waiting up to ${haltGrace} s for the ranks on ${on} to stop`,
+    );
+    l = await waitGone(waitS);
     for (const sig of ['SIGINT', 'SIGKILL'] as const) {
       if (l.targets.length === 0) break;
       const rec = await escalate(host, dirs, l.targets, sig, actor, { readOnly: o.readOnly, nodes: hosts, ...why });

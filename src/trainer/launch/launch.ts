@@ -869,7 +869,8 @@ export async function stopRun(
   host: Host,
   run: RunRef,
   actor: Actor,
-  opts: ControlOptions & { reason?: string } = {},
+  /** escalating: the caller carries the escalation itself when no supervisor does (`nsa-top stop`) */
+  opts: ControlOptions & { reason?: string; escalating?: boolean } = {},
 ): Promise<ActionRecord> {
   const dirs = await runDirsOf(host, run);
   const { runDir, pointerProblem } = dirs;
@@ -921,17 +922,19 @@ export async function stopRun(
       }
       const rec = await requestHalt(host, runDir, 'now', actor, opts);
       const sup = st?.supervisor ? `the supervisor (pid ${st.supervisor.pid})` : 'the supervisor';
-      const escalateHint = 'nothing escalates it: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';
+      const escalateHint = opts.escalating
+        ? 'this command escalates (SIGINT, then SIGKILL) if the ranks do not stop'
+        : 'nothing escalates it: if the ranks do not stop, escalate (SIGINT, then SIGKILL)';
       return {
         result: rec.result,
         detail:
           unasked !== null
-            ? `the supervisor could not be asked to stop (${unasked}): ${rec.detail}; it does not escalate this one: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`
+            ? `the supervisor could not be asked to stop (${unasked}): ${rec.detail}; it does not escalate this one: ${escalateHint}`
             : took === 'died'
               ? `${sup} died before it took the stop: nsa-top wrote .HALT itself (${rec.detail}); ${escalateHint}`
               : st && (supervisorRestarts(stRead.state!.state) || st.supervisorGone)
                 ? `${sup} is not alive (pid + start time checked): nsa-top wrote .HALT itself (${rec.detail})${said}; ${escalateHint}`
-                : `${rec.detail}; no live supervisor${said}: if the ranks do not stop, escalate (SIGINT, then SIGKILL)`,
+                : `${rec.detail}; no live supervisor${said}: ${opts.escalating ? escalateHint : 'if the ranks do not stop, escalate (SIGINT, then SIGKILL)'}`,
         target: {
           ...rec.target,
           ...(took === 'died' || st?.supervisorGone ? { supervisorGone: st?.supervisor ?? null } : {}),

@@ -1,0 +1,79 @@
+// `nsa-top stop` on a run no supervisor carries (started by hand, or its supervisor died): the command
+// carries the escalation itself — .HALT, SIGINT once .HALT has had its grace, SIGKILL after — where it
+// used to write .HALT and leave a hung run hung ("nothing escalates it"). Real reference trainer, real
+// signals; every step in actions.jsonl.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { start, tmp, TRAIN2, waitFor } from '../../checks/live-helpers.js';
+
+const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'nsa-top.js');
+
+function cli(args: string[]) {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+const actions = (dir: string) =>
+  readFileSync(join(dir, '.nsa-top', 'actions.jsonl'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { action: string; result: string; target: Record<string, unknown> });
+
+function ranksAlive(dir: string): number[] {
+  const j = JSON.parse(cli(['status', dir, '--json']).out) as { ranks: { pid: number | null }[] };
+  return j.ranks
+    .map((r) => r.pid)
+    .filter((p): p is number => p !== null)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`NSA_TOP_RUN_DIR=${dir}`);
+      } catch {
+        return false;
+      }
+    });
+}
+
+test('a hung run started by hand: stop escalates to SIGINT itself, counting the grace from the .HALT the ranks were given', async () => {
+  const dir = tmp();
+  const trainer = start(['train', '--out', dir, '--steps', '400', ...TRAIN2, '--inject', 'hang@step=15,rank=1']);
+  await waitFor('the hang (status: STALLED)', () => cli(['status', dir]).out.includes('STATE     STALLED'), 90_000);
+  // the operator wrote .HALT a while ago; a hung step never sees it
+  assert.equal(cli(['halt', dir]).code, 0);
+  await new Promise((r) => setTimeout(r, 3000));
+  const t0 = Date.now();
+  const stop = cli(['stop', dir, '--halt-grace', '2', '--sigint-grace', '5']);
+  const took = Date.now() - t0;
+  assert.equal(stop.code, 0, stop.out + stop.err);
+  assert.match(stop.out, /^stop: \.HALT is [\d.]+s old \(grace 2s\): its grace is over$/m);
+  assert.match(stop.out, /^stop: SIGINT ok: SIGINT sent to 2\/2 ranks/m);
+  assert.match(stop.out, /^stop ok: every rank on local stopped \(sigint\)/m);
+  assert.doesNotMatch(stop.out, /nothing escalates it/);
+  assert.ok(took < 20_000, `SIGINT at once, not after another grace (${took} ms)`);
+  await trainer.done;
+  assert.deepEqual(ranksAlive(dir), []);
+  const acts = actions(dir).map((a) => `${a.action}:${a.result}`);
+  assert.deepEqual(acts.slice(-3), ['halt:ok', 'halt:ok', 'escalate-sigint:ok']);
+  const st = cli(['status', dir]);
+  assert.match(st.out, /STATE {5}HALTED — stopped by SIGINT at step 15 of 400/);
+});
+
+test('a healthy run started by hand: stop writes .HALT, the ranks leave on their own, nothing is signalled', async () => {
+  const dir = tmp();
+  const trainer = start(['train', '--out', dir, '--steps', '2000', ...TRAIN2]);
+  await waitFor('a running run', () => cli(['status', dir]).out.includes('STATE     RUNNING'), 90_000);
+  const stop = cli(['stop', dir, '--halt-grace', '30', '--json']);
+  assert.equal(stop.code, 0, stop.out + stop.err);
+  const j = JSON.parse(stop.out) as { result: string; detail: string; steps: { action: string }[] };
+  assert.equal(j.result, 'ok');
+  assert.match(j.detail, /^every rank on local stopped \(\.HALT\) in [\d.]+ s$/);
+  assert.deepEqual(
+    j.steps.map((s) => s.action),
+    ['halt'],
+  );
+  await trainer.done;
+  assert.ok(!actions(dir).some((a) => a.action.startsWith('escalate')), 'no signal sent');
+});
