@@ -106,9 +106,12 @@ export function bootPhase(ctx: Ctx, si: StallInfo): BootPhase | null {
       ? ctx.ranks.map((r) => ({ rank: r.rank }))
       : [];
   const gone = si.dead.length > 0 ? si.dead : allGone;
+  // Not a fresh launch (checks/context.ts): the ranks gone are the stopped run's, and every live
+  // process of the run — its launcher among them — started after their last word (a relaunch's).
   if (
     driving &&
     !restarting &&
+    !ctx.freshLaunch &&
     sup!.state === 'running' &&
     sup!.restarts < sup!.maxRestarts &&
     ctx.launcherAlive &&

@@ -444,6 +444,20 @@ test('a relaunch whose ranks have written nothing yet is STARTING, not the old r
     runStateWhy: fresh.runStateWhy,
   });
   assert.equal(v.haltAfterCheckpoint.ok, true);
+  // relaunched under a new supervisor, before torchrun has spawned its ranks: the old ranks are gone
+  // because they stopped, not because a group is being torn down (seen live: "RESTARTING — rank 0,1
+  // process gone: the launcher ends the group and the supervisor restarts it (0 of 3 restarts used)")
+  const launcher = { ...proc(9).proc, pid: 299, startedAtMs: T0 + 9000, startedAtSlackMs: 500 };
+  const relaunched = new Checker().evaluate({
+    now: T0 + 12_000,
+    run,
+    procs: { ...procs([]), launcher },
+    gpu: null,
+    supervisor: sup({ state: 'running', restarts: 0, exitCodes: [], note: null, backoffUntil: null, lastCause: null }),
+  });
+  assert.equal(relaunched.runState, 'STARTING');
+  assert.match(relaunched.runStateWhy, /^launcher pid 299 alive, no step yet \(no boot record yet\); booting for 3s$/);
+  assert.deepEqual(critical(relaunched), []);
   // a boot past what a boot takes here (20 s measured, 2m00s allowed) is a stall
   assert.equal(at(T0 + 10_000, 10 + 121).runState, 'STALLED');
   assert.equal(at(T0 + 10_000, 10 + 119).runState, 'STARTING');
