@@ -22,6 +22,12 @@ test('docs/design.md names every folder of src, test, bench, scripts, bin, data 
   const section = text.split('\n## Folder map')[1]?.split('\n## ')[0] ?? '';
   const mapped = [...section.matchAll(/^\| `([^`]+\/)` \|/gm)].map((m) => m[1]!);
   assert.ok(mapped.length > 10, 'the Folder map table is there');
+  // one line per folder: a second, stale line (two merges each adding theirs) tells two stories
+  assert.deepEqual(
+    mapped.filter((d, i) => mapped.indexOf(d) !== i),
+    [],
+    'folders mapped twice',
+  );
   const actual = ['src', 'test', 'bench', 'scripts', 'bin', 'data', 'docs']
     .flatMap((d) => dirs(join(ROOT, d)))
     .filter((d) => !d.startsWith('test/fixtures/') || d === 'test/fixtures/')
