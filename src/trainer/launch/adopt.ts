@@ -406,6 +406,23 @@ export interface AdoptionFacts {
   port: { port: number; listening: Set<number> | null; error: string | null } | null;
 }
 
+/**
+ * The facts once the recorded launcher, alone alive with every rank gone, has had `waitMs` to exit.
+ * torch 1.x's launcher looks at its ranks every 5 s: after the ranks leave on .HALT it lives on for
+ * up to 5 s while status already says HALTED (the run's ranks are gone). Seen live on the real
+ * trainer: a relaunch in those seconds was refused, "the run is still running (pid N)"; it now
+ * waits for the launcher instead. A live rank, or a launcher that outlives the wait, is a FAIL.
+ */
+export async function settledAdoptionFacts(host: Host, rec: AdoptionRecord, waitMs = 10_000): Promise<AdoptionFacts> {
+  const until = Date.now() + waitMs;
+  let f = await adoptionFacts(host, rec);
+  while (f.alive.length === 1 && f.alive[0] === rec.launcher.pid && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 250));
+    f = await adoptionFacts(host, rec);
+  }
+  return f;
+}
+
 export async function adoptionFacts(host: Host, rec: AdoptionRecord): Promise<AdoptionFacts> {
   const alive: number[] = [];
   for (const p of [rec.launcher, ...rec.ranks]) if (await verifyProcess(host, p).catch(() => false)) alive.push(p.pid);

@@ -10,7 +10,7 @@ import { verifyProcess } from '../../remote/procs.js';
 import { InputError } from '../../errors.js';
 import { parseInjection } from '../reference/inject.js';
 import {
-  adoptionFacts,
+  settledAdoptionFacts,
   type AdoptionFacts,
   notRecordedAdvice,
   planFromAdoption,
@@ -582,7 +582,7 @@ export async function prepareRelaunch(
     prep.refusal = 'an adopted run is relaunched only after its preflight, and none was given (nsa-top bug)';
     return prep;
   }
-  prep.preflight = opts.judgeAdoption(rec, await adoptionFacts(host, rec));
+  prep.preflight = opts.judgeAdoption(rec, await settledAdoptionFacts(host, rec));
   const fails = prep.preflight.filter((l) => l.status === 'FAIL');
   if (fails.length)
     prep.refusal = `preflight: ${fails.map((l) => `${l.text}${l.fix ? ` (${l.fix})` : ''}`).join('; ')}`;
