@@ -17,7 +17,7 @@ import {
 import type { Host } from '../remote/host.js';
 import type { RunProcesses } from '../remote/types.js';
 import { jsonSafe, sanitize } from '../sanitize.js';
-import { currentActor, dumpAll, rankTarget } from '../trainer/control/actions.js';
+import { currentActor, dumpAll, rankTarget, saveSettled } from '../trainer/control/actions.js';
 import { audited, type Outcome } from '../trainer/control/audit.js';
 import { appendOwn, createOwn, OwnWriteError, ReadOnlyError } from '../trainer/control/ownfiles.js';
 import type { Actor } from '../trainer/control/types.js';
@@ -549,8 +549,14 @@ export class Watchdog {
         { actor, action: 'watchdog-halt', target: { path }, requireLog: true, failOpen: true },
         async (): Promise<Outcome> => {
           try {
+            // not during a checkpoint save: it would reach the saving rank a step after the others
+            const save = await saveSettled(this.host, this.outDir);
             await createOwn(this.host, this.outDir, '.HALT', `halt: ${first.anomaly}\n`);
-            return { result: 'ok', detail: `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}` };
+            const after = save ? ` (after ${save.name} was saved: waited ${(save.waitedMs / 1000).toFixed(1)}s)` : '';
+            return {
+              result: 'ok',
+              detail: `.HALT written (halt: ${first.anomaly}) on ${first.id}: ${first.title}${after}`,
+            };
           } catch (e) {
             const st = await this.host.stat(path).catch(() => null);
             // read only a regular file (a FIFO planted as .HALT would block the read)

@@ -703,8 +703,45 @@ export async function checkpointWrittenSince(
   return null;
 }
 
+/** a halt now waits for a checkpoint written within this long to stay quiet this long … */
+const SAVE_QUIET_MS = 1500;
+/** … for at most this long */
+const SAVE_WAIT_MAX_MS = 30_000;
+
 /**
- * 'now': write .HALT ("halt: manual_stop <user>"). 'after-checkpoint': wait IN THIS PROCESS for a
+ * Waits while a checkpoint is being written (one whose mtime is within `quietMs` of the host's
+ * clock), until it has been quiet that long or `maxMs` has passed; null when none was in flight.
+ * Why: the real trainer's rank 0 saves after step N while the other ranks have passed step N+1's
+ * .HALT check and wait in its all-reduce (each rank checks .HALT on its own, contract §2.5). A .HALT
+ * written during the save reaches rank 0 a step before the others and splits the group: rank 0
+ * leaves the loop, writes metrics.json and waits in its barrier, the others in the all-reduce, for
+ * good (seen live, 2 ranks on CPU: both alive 7 minutes later). Once the file is quiet, rank 0 is
+ * past that check as well and every rank sees .HALT at the same step.
+ */
+export async function saveSettled(
+  host: Host,
+  outDir: string,
+  o: { quietMs?: number; maxMs?: number; signal?: AbortSignal } = {},
+): Promise<{ name: string; waitedMs: number; settled: boolean } | null> {
+  const quiet = o.quietMs ?? SAVE_QUIET_MS;
+  const t0 = Date.now();
+  let name: string | null = null;
+  for (;;) {
+    const newest = (await listCheckpoints(host, outDir).catch(() => [])).reduce<{
+      name: string;
+      mtimeMs: number;
+    } | null>((a, c) => (a === null || c.mtimeMs > a.mtimeMs ? c : a), null);
+    const fresh = newest !== null && host.now() - newest.mtimeMs < quiet;
+    if (!fresh || o.signal?.aborted) return name === null ? null : { name, waitedMs: Date.now() - t0, settled: !fresh };
+    name = newest.name;
+    if (Date.now() - t0 >= (o.maxMs ?? SAVE_WAIT_MAX_MS)) return { name, waitedMs: Date.now() - t0, settled: false };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
+ * 'now': write .HALT ("halt: manual_stop <user>") — once a checkpoint save in flight is over
+ * (saveSettled). 'after-checkpoint': wait IN THIS PROCESS for a
  * complete checkpoint written after now, then write .HALT (cancel with opts.signal). The cockpit and
  * `nsa-top halt` use the durable request instead (src/trainer/control/requests.ts), which outlives them.
  */
@@ -733,10 +770,17 @@ export async function requestHalt(
     async (ctx): Promise<Outcome> => {
       if (mode === 'after-checkpoint') return haltAfterCheckpoint(host, dirs, actor, ctx, opts);
       try {
+        const present = (await host.stat(haltPath).catch(() => null)) !== null;
+        const save = present ? null : await saveSettled(host, outDir, { signal: opts.signal });
         const w = await writeHalt(host, dirs, actor);
+        const during = !save
+          ? ''
+          : save.settled
+            ? ` once ${save.name} was saved (waited ${dur(save.waitedMs / 1000, 'precise')}: a .HALT during a save reaches the saving rank a step after the others and can split the group)`
+            : ` while ${save.name} was still being written after ${dur(save.waitedMs / 1000, 'precise')} (a .HALT during a save can split the group: if the ranks do not stop, escalate)`;
         return {
           result: 'ok',
-          detail: `${w.wrote ? '.HALT written (halt: manual_stop)' : `.HALT already present (${w.existing}); left as it is`}${reasonSaid(opts)}`,
+          detail: `${w.wrote ? `.HALT written (halt: manual_stop)${during}` : `.HALT already present (${w.existing}); left as it is`}${reasonSaid(opts)}`,
         };
       } catch (e) {
         const partial = e instanceof OwnWriteError && e.partial;
