@@ -10,7 +10,7 @@ import { Checker, healthExit } from '../../src/checks/index.js';
 import { LocalHost } from '../../src/remote/local/host.js';
 import { RunModel } from '../../src/trainer/run/model.js';
 import { hbLine, progressLine, tempDir } from '../trainer/run/helpers.js';
-import { liveRun, proc, procs } from './helpers.js';
+import { liveRun, proc, procs, series } from './helpers.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -45,6 +45,35 @@ test('metrics.json written and ranks alive a minute later: STALLED "the exit is 
   assert.equal(at(61).runState, 'STALLED');
   assert.equal(at(61, false).runState, 'FINISHED');
   assert.deepEqual(critical(at(61, false)), []);
+});
+
+test('a run whose checkpoints take 40 s to save: its final weights may take as long, so the exit is allowed 3 × 40 s', () => {
+  // after metrics.json rank 0 saves the final weights (--save), the same state a checkpoint holds
+  const t = T0 - 5000;
+  const run = liveRun({ step: 2000, t, total: 50000, stepTimeS: 1, logEvery: 1 });
+  run.identity.train = { ...run.identity.train!, saveEvery: 500 };
+  const s = series(
+    Array.from({ length: 2000 }, () => 1.05),
+    { step0: 1, t0: t - 1999 * 1000 - 120_000 },
+  );
+  let shift = 0;
+  for (const p of s.recent) {
+    if (p.step - 1 > 0 && (p.step - 1) % 500 === 0) shift += 40_000;
+    p.t! += shift;
+  }
+  run.series.gateEntropy = s;
+  run.ended = true;
+  run.metricsMtimeMs = T0;
+  run.metrics = { steps: 50000 };
+  const at = (sec: number) =>
+    new Checker().evaluate({ now: T0 + sec * 1000, run, procs: procs([proc(0), proc(1)]), gpu: null });
+  assert.equal(at(90).runState, 'HALTING', 'within 3 × the 40 s saves');
+  const late = at(121);
+  assert.equal(late.runState, 'STALLED');
+  assert.match(
+    late.alerts.find((a) => a.id === 'exit:hung')!.detail,
+    /allowed 2m00s after metrics\.json \(the final weights' save: 3 × the longest checkpoint save here, at least 1m00s\)/,
+  );
 });
 
 test("the trainer's own watchdog writing after metrics.json does not make the run look unended", async () => {

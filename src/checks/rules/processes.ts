@@ -4,7 +4,7 @@ import type { ProcState } from '../../remote/types.js';
 import type { Ctx } from '../context.js';
 import { dur, pct } from '../../format.js';
 import { type Draft, a, ago } from './common.js';
-import { StallInfo } from './stall.js';
+import { longestSaveS, StallInfo } from './stall.js';
 
 // Processes: died, stopped, D state; HALT handling.
 
@@ -197,11 +197,14 @@ export function ruleAnomalyFile(ctx: Ctx): Draft[] {
  * the header said HALTING with only an info alert until rank 1's own watchdog wrote, 3 minutes
  * later. Each rank checks .HALT on its own, so a halt during a save can split the group.
  */
-export function exitHang(ctx: Ctx): { since: number; forS: number } | null {
+export function exitHang(ctx: Ctx): { since: number; forS: number; allowS: number } | null {
   const at = ctx.run.metricsMtimeMs;
   if (!ctx.ended || !ctx.procsKnown || ctx.alive.length === 0 || at == null) return null;
   const forS = (ctx.now - at) / 1000;
-  return forS > ctx.t.exitGraceS ? { since: at + ctx.t.exitGraceS * 1000, forS } : null;
+  // after metrics.json rank 0 saves the final weights (--save): as long as a checkpoint takes here
+  const save = longestSaveS(ctx);
+  const allowS = Math.max(ctx.t.exitGraceS, save === null ? 0 : ctx.t.pauseFactor * save);
+  return forS > allowS ? { since: at + allowS * 1000, forS, allowS } : null;
 }
 
 export function ruleExitHang(ctx: Ctx): Draft[] {
@@ -214,7 +217,7 @@ export function ruleExitHang(ctx: Ctx): Draft[] {
       'exit-hung',
       'critical',
       `the trainer wrote metrics.json${step !== null ? ` at step ${step}` : ''} ${dur(h.forS, 'precise')} ago but rank(s) ${ctx.alive.map((r) => r.rank).join(',')} still alive: its exit is hung`,
-      `a rank that left the loop waits for one that did not (each rank checks .HALT on its own: a halt during a save can split the group); dump the stacks, then stop it (SIGINT, then SIGKILL: nsa-top stop); allowed ${dur(ctx.t.exitGraceS, 'precise')} after metrics.json`,
+      `a rank that left the loop waits for one that did not (each rank checks .HALT on its own: a halt during a save can split the group); dump the stacks, then stop it (SIGINT, then SIGKILL: nsa-top stop); allowed ${dur(h.allowS, 'precise')} after metrics.json (the final weights' save: ${ctx.t.pauseFactor} × the longest checkpoint save here, at least ${dur(ctx.t.exitGraceS, 'precise')})`,
       { since: h.since, step: step ?? undefined },
     ),
   ];

@@ -94,8 +94,31 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
   if (parts.length === 0) return null;
   // earlier pauses of the same kind: the gap between a heartbeat and the next across a save/eval step,
   // less the run's usual time for those steps
-  // training.csv (preferred for loss) has no timestamps: the first series whose current segment
-  // has two points that carry them
+  const pauses = recentPauses(
+    ctx,
+    n,
+    (a, b) =>
+      ((saveStep !== null || !!writing) && saveEvery > 0 && Math.ceil(a / saveEvery) * saveEvery < b) ||
+      (evalStep !== null && a % evalEvery === 0),
+  );
+  const measuredS = pauses.length ? Math.max(...pauses) : null;
+  const base = overdueAfterS(ctx);
+  const allowS =
+    measuredS === null
+      ? cadence.thresholdS
+      : Math.min(cadence.thresholdS, Math.max(base, base + ctx.t.pauseFactor * measuredS));
+  return { what: parts.join(', then '), step: saveStep ?? n, allowS, measuredS };
+}
+
+/**
+ * The last three pauses `kind(a, b)` names between consecutive timed points of the current segment
+ * at or below step `n` (s: the gap less the run's usual time for those steps), newest first. Walked
+ * from the newest timed point back (the whole window only when it holds fewer: this runs every round
+ * near a save, over up to 2000 points). training.csv (preferred for loss) has no timestamps: the
+ * first series whose current segment has two points that carry them.
+ */
+function recentPauses(ctx: Ctx, n: number, kind: (a: number, b: number) => boolean): number[] {
+  const run = ctx.run;
   let pts: readonly SeriesPoint[] = [];
   for (const ser of [
     run.series.loss,
@@ -112,29 +135,25 @@ export function pauseAt(ctx: Ctx): PauseInfo | null {
       break;
     }
   }
-  // the last three such pauses, walked from the newest timed point back (the whole window only when
-  // it holds fewer: this runs every round near a save, over up to 2000 points)
-  const st = cadence.stepTimeS ?? 0;
+  const st = ctx.cadence.stepTimeS ?? 0;
   const pauses: number[] = [];
   let b: SeriesPoint | null = null;
   for (let i = pts.length - 1; i >= 0 && pauses.length < 3; i--) {
     const a = pts[i]!;
     if (a.t === null) continue;
-    if (b !== null && b.step > a.step && b.step <= n) {
-      const hasSave =
-        (saveStep !== null || writing) && saveEvery > 0 && Math.ceil(a.step / saveEvery) * saveEvery < b.step;
-      const hasEval = evalStep !== null && a.step % evalEvery === 0;
-      if (hasSave || hasEval) pauses.push(Math.max(0, (b.t! - a.t!) / 1000 - (b.step - a.step) * st));
-    }
+    if (b !== null && b.step > a.step && b.step <= n && kind(a.step, b.step))
+      pauses.push(Math.max(0, (b.t! - a.t!) / 1000 - (b.step - a.step) * st));
     b = a;
   }
-  const measuredS = pauses.length ? Math.max(...pauses) : null;
-  const base = overdueAfterS(ctx);
-  const allowS =
-    measuredS === null
-      ? cadence.thresholdS
-      : Math.min(cadence.thresholdS, Math.max(base, base + ctx.t.pauseFactor * measuredS));
-  return { what: parts.join(', then '), step: saveStep ?? n, allowS, measuredS };
+  return pauses;
+}
+
+/** The longest of the run's last three checkpoint saves as the heartbeats measured them (s), or null. */
+export function longestSaveS(ctx: Ctx): number | null {
+  const every = ctx.run.identity.train?.saveEvery ?? 0;
+  if (every <= 0) return null;
+  const p = recentPauses(ctx, Infinity, (a, b) => Math.ceil(a / every) * every < b);
+  return p.length ? Math.max(...p) : null;
 }
 
 /** Ranks leave at different moments of a normal end, a HALT or a NaN abort: those are not deaths. */
