@@ -83,61 +83,77 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
   const say = (line: string) => {
     if (!o.json) process.stdout.write(`${line}\n`);
   };
-  const t0 = Date.now();
-  const why = o.reason ? { reason: o.reason } : {};
-  const halt = o.halted ?? (await requestHalt(host, dirs, 'now', actor, { readOnly: o.readOnly, ...why }));
-  steps.push(halt);
-  say(`stop: .HALT ${halt.result}: ${halt.detail}`);
-  let l: Left | null = null;
-  if (halt.result !== 'refused' && halt.result !== 'failed') {
-    // the grace counts from the .HALT the ranks were given: one written long ago (a hung exit found
-    // in the morning) has had its grace, and SIGINT goes now
-    const age = await haltAgeS(observer);
-    const waitS = Math.max(0, haltGrace - age);
-    const on = hosts.labels.join(', ');
-    say(
-      age >= 2
-        ? `stop: .HALT is ${dur(age, 'precise')} old (grace ${dur(haltGrace, 'precise')}): ${waitS > 0 ? `waiting up to ${dur(waitS, 'precise')} more for the ranks on ${on} to stop` : 'its grace is over'}`
-        : `stop: waiting up to ${haltGrace} s for the ranks on ${on} to stop`,
-    );
-    l = await waitGone(waitS);
-    for (const sig of ['SIGINT', 'SIGKILL'] as const) {
-      if (l.targets.length === 0) break;
-      const rec = await escalate(host, dirs, l.targets, sig, actor, { readOnly: o.readOnly, nodes: hosts, ...why });
-      steps.push(rec);
-      say(`stop: ${sig} ${rec.result}: ${rec.detail}`);
-      // nothing sent (read-only, or no rank proven any more): what is left is looked at once more
-      l = await waitGone(rec.result === 'refused' ? 1 : sig === 'SIGINT' ? sigintGrace : 10);
-      if (rec.result === 'refused') break;
-    }
+  // The escalation outlives the terminal: an SSH link dropped mid-stop hangs up this process and
+  // closes its output, and a stop that died there would leave a hung run with its .HALT and nothing
+  // else, in silence. It goes on (each step in actions.jsonl); what it can no longer print is lost.
+  const hup = () => {};
+  const gone = () => {};
+  process.on('SIGHUP', hup);
+  for (const s of [process.stdout, process.stderr]) s.on('error', gone);
+  try {
+    return await escalation();
+  } finally {
+    process.off('SIGHUP', hup);
+    for (const s of [process.stdout, process.stderr]) s.off('error', gone);
   }
-  const ended = l !== null && l.targets.length === 0 && l.unknown === null;
-  const by = steps.length > 1 ? steps[steps.length - 1]!.action.replace('escalate-', '') : '.HALT';
-  const detail = ended
-    ? `every rank on ${hosts.labels.join(', ')} stopped (${by}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`
-    : l === null
-      ? `.HALT ${halt.result}: ${halt.detail}`
-      : `${l.targets.length ? `still running: ${l.targets.map((t) => `rank ${t.rank}${t.host !== undefined ? ` on ${t.host}` : ''} pid ${t.pid}`).join(', ')}` : ''}${l.targets.length && l.unknown ? '; ' : ''}${l.unknown ?? ''}`;
-  const result: ActionRecord['result'] = ended ? 'ok' : l === null ? halt.result : 'partial';
-  const code = exitCodeOf(result);
-  if (o.json)
-    process.stdout.write(
-      `${JSON.stringify(
-        {
-          command: 'stop',
-          result,
-          exitCode: code,
-          detail,
-          nodes: hosts.labels,
-          reason: o.reason ?? null,
-          haltGraceS: haltGrace,
-          sigintGraceS: sigintGrace,
-          steps: steps.map((s) => ({ action: s.action, result: s.result, detail: s.detail, target: s.target })),
-        },
-        null,
-        2,
-      )}\n`,
-    );
-  else (code === 0 ? process.stdout : process.stderr).write(`stop ${result}: ${detail}\n`);
-  return code;
+
+  async function escalation(): Promise<number> {
+    const t0 = Date.now();
+    const why = o.reason ? { reason: o.reason } : {};
+    const halt = o.halted ?? (await requestHalt(host, dirs, 'now', actor, { readOnly: o.readOnly, ...why }));
+    steps.push(halt);
+    say(`stop: .HALT ${halt.result}: ${halt.detail}`);
+    let l: Left | null = null;
+    if (halt.result !== 'refused' && halt.result !== 'failed') {
+      // the grace counts from the .HALT the ranks were given: one written long ago (a hung exit found
+      // in the morning) has had its grace, and SIGINT goes now
+      const age = await haltAgeS(observer);
+      const waitS = Math.max(0, haltGrace - age);
+      const on = hosts.labels.join(', ');
+      say(
+        age >= 2
+          ? `stop: .HALT is ${dur(age, 'precise')} old (grace ${dur(haltGrace, 'precise')}): ${waitS > 0 ? `waiting up to ${dur(waitS, 'precise')} more for the ranks on ${on} to stop` : 'its grace is over'}`
+          : `stop: waiting up to ${haltGrace} s for the ranks on ${on} to stop`,
+      );
+      l = await waitGone(waitS);
+      for (const sig of ['SIGINT', 'SIGKILL'] as const) {
+        if (l.targets.length === 0) break;
+        const rec = await escalate(host, dirs, l.targets, sig, actor, { readOnly: o.readOnly, nodes: hosts, ...why });
+        steps.push(rec);
+        say(`stop: ${sig} ${rec.result}: ${rec.detail}`);
+        // nothing sent (read-only, or no rank proven any more): what is left is looked at once more
+        l = await waitGone(rec.result === 'refused' ? 1 : sig === 'SIGINT' ? sigintGrace : 10);
+        if (rec.result === 'refused') break;
+      }
+    }
+    const ended = l !== null && l.targets.length === 0 && l.unknown === null;
+    const by = steps.length > 1 ? steps[steps.length - 1]!.action.replace('escalate-', '') : '.HALT';
+    const detail = ended
+      ? `every rank on ${hosts.labels.join(', ')} stopped (${by}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`
+      : l === null
+        ? `.HALT ${halt.result}: ${halt.detail}`
+        : `${l.targets.length ? `still running: ${l.targets.map((t) => `rank ${t.rank}${t.host !== undefined ? ` on ${t.host}` : ''} pid ${t.pid}`).join(', ')}` : ''}${l.targets.length && l.unknown ? '; ' : ''}${l.unknown ?? ''}`;
+    const result: ActionRecord['result'] = ended ? 'ok' : l === null ? halt.result : 'partial';
+    const code = exitCodeOf(result);
+    if (o.json)
+      process.stdout.write(
+        `${JSON.stringify(
+          {
+            command: 'stop',
+            result,
+            exitCode: code,
+            detail,
+            nodes: hosts.labels,
+            reason: o.reason ?? null,
+            haltGraceS: haltGrace,
+            sigintGraceS: sigintGrace,
+            steps: steps.map((s) => ({ action: s.action, result: s.result, detail: s.detail, target: s.target })),
+          },
+          null,
+          2,
+        )}\n`,
+      );
+    else (code === 0 ? process.stdout : process.stderr).write(`stop ${result}: ${detail}\n`);
+    return code;
+  }
 }

@@ -3,7 +3,7 @@
 // used to write .HALT and leave a hung run hung ("nothing escalates it"). Real reference trainer, real
 // signals; every step in actions.jsonl.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -76,4 +76,31 @@ test('a healthy run started by hand: stop writes .HALT, the ranks leave on their
   );
   await trainer.done;
   assert.ok(!actions(dir).some((a) => a.action.startsWith('escalate')), 'no signal sent');
+});
+
+test('the SSH link drops mid-stop (SIGHUP, its output closed): the escalation goes on and SIGINTs the hung ranks', async () => {
+  const dir = tmp();
+  const trainer = start(['train', '--out', dir, '--steps', '400', ...TRAIN2, '--inject', 'hang@step=15,rank=1']);
+  await waitFor('the hang (status: STALLED)', () => cli(['status', dir]).out.includes('STATE     STALLED'), 90_000);
+  const stop = spawn(process.execPath, [BIN, 'stop', dir, '--halt-grace', '4', '--sigint-grace', '5'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  stop.stdout!.on('data', (b) => (out += b));
+  await waitFor('the stop waiting out its grace', () => /waiting up to 4 s/.test(out), 20_000);
+  // the terminal goes: nobody reads its output any more, and the session hangs it up
+  stop.stdout!.destroy();
+  stop.stderr!.destroy();
+  stop.kill('SIGHUP');
+  const code = await new Promise<number | null>((r) => stop.on('exit', (c) => r(c)));
+  // (bounded: a stop that died with the link leaves the hung trainer running until the test's cleanup)
+  await Promise.race([trainer.done, new Promise((r) => setTimeout(r, 30_000))]);
+  assert.equal(code, 0, 'the stop ran to its end');
+  assert.deepEqual(ranksAlive(dir), []);
+  assert.deepEqual(
+    actions(dir)
+      .map((a) => `${a.action}:${a.result}`)
+      .slice(-2),
+    ['halt:ok', 'escalate-sigint:ok'],
+  );
 });
