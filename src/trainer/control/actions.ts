@@ -703,14 +703,16 @@ export async function checkpointWrittenSince(
   return null;
 }
 
-/** a halt now waits for a checkpoint written within this long to stay quiet this long … */
-const SAVE_QUIET_MS = 1500;
+/** a halt now waits for a checkpoint written within this long, or still growing, to stay quiet this long … */
+const SAVE_QUIET_MS = 250;
 /** … for at most this long */
 const SAVE_WAIT_MAX_MS = 30_000;
 
 /**
- * Waits while a checkpoint is being written (one whose mtime is within `quietMs` of the host's
- * clock), until it has been quiet that long or `maxMs` has passed; null when none was in flight.
+ * Waits while a checkpoint is being written (the newest one's mtime within `quietMs` of the host's
+ * clock, or its size still growing: one long write() stamps its mtime when it begins), until it has
+ * been quiet that long or `maxMs` has passed; null when none was in flight. Only a save in flight:
+ * a run that saves every second (the reference trainer's default) is quiet most of each second.
  * Why: the real trainer's rank 0 saves after step N while the other ranks have passed step N+1's
  * .HALT check and wait in its all-reduce (each rank checks .HALT on its own, contract §2.5). A .HALT
  * written during the save reaches rank 0 a step before the others and splits the group: rank 0
@@ -726,16 +728,20 @@ export async function saveSettled(
   const quiet = o.quietMs ?? SAVE_QUIET_MS;
   const t0 = Date.now();
   let name: string | null = null;
+  let seen: { name: string; size: number } | null = null;
   for (;;) {
     const newest = (await listCheckpoints(host, outDir).catch(() => [])).reduce<{
       name: string;
       mtimeMs: number;
+      size: number;
     } | null>((a, c) => (a === null || c.mtimeMs > a.mtimeMs ? c : a), null);
-    const fresh = newest !== null && host.now() - newest.mtimeMs < quiet;
+    const growing = newest !== null && seen !== null && seen.name === newest.name && seen.size !== newest.size;
+    seen = newest && { name: newest.name, size: newest.size };
+    const fresh = newest !== null && (growing || host.now() - newest.mtimeMs < quiet);
     if (!fresh || o.signal?.aborted) return name === null ? null : { name, waitedMs: Date.now() - t0, settled: !fresh };
     name = newest.name;
     if (Date.now() - t0 >= (o.maxMs ?? SAVE_WAIT_MAX_MS)) return { name, waitedMs: Date.now() - t0, settled: false };
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
