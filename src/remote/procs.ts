@@ -280,6 +280,11 @@ export function parseProcScriptOutput(out: string): ProcTable {
     const m = /^(?:\/proc\/)?(\d+)\/(cmdline|environ)$/.exec(name);
     if (m) (m[2] === 'cmdline' ? t.cmdline : t.environ).set(Number(m[1]), content);
   }
+  // PROC_SCRIPT prints HEAD_MARK after every process's stat line: without it the reader died on the
+  // way (killed with the session of a dropped link; seen in the two-node test: its node's table came
+  // back without rank 1, which the cockpit then called gone instead of unreachable). An answer cut
+  // short is no answer: the processes it lacks are not gone.
+  if (markAt < 0 && !t.error) t.error = 'the process-table reader was cut short (its answer is incomplete)';
   return t;
 }
 

@@ -44,6 +44,12 @@ test('the table asked ahead answers a first read naming a trainer it read closel
   assert.equal(tableCovers({ ...ahead, pids: [40] }, table, req({})), false, 'the ahead read named pids');
   const failed = parseProcScriptOutput('X no /proc on this host\n');
   assert.equal(tableCovers(ahead, failed, req({ pids: [] })), false, 'a table that could not be read');
+  // the reader killed on its way (the session of a dropped link): the stat lines it did not reach are
+  // not processes that are gone — the answer is an error, and the node's last table stands
+  const cut = parseProcScriptOutput(TEXT.slice(0, TEXT.indexOf('D 40')));
+  assert.match(cut.error ?? '', /cut short/);
+  assert.equal(tableCovers(ahead, cut, req({ pids: [] })), false, 'a table cut short');
+  assert.equal(table.error, undefined, 'a whole answer is no error');
 });
 
 test("the look's memo gives the table once, to a read it covers, and not after a write", async () => {
