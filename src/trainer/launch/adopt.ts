@@ -415,10 +415,12 @@ export interface AdoptionFacts {
  */
 export async function settledAdoptionFacts(host: Host, rec: AdoptionRecord, waitMs = 10_000): Promise<AdoptionFacts> {
   const until = Date.now() + waitMs;
-  let f = await adoptionFacts(host, rec);
-  while (f.alive.length === 1 && f.alive[0] === rec.launcher.pid && Date.now() < until) {
+  const f = await adoptionFacts(host, rec);
+  if (f.alive.length !== 1 || f.alive[0] !== rec.launcher.pid) return f;
+  // only the launcher is looked at meanwhile; once it is gone every fact is read again (its port)
+  while (Date.now() < until) {
     await new Promise((r) => setTimeout(r, 250));
-    f = await adoptionFacts(host, rec);
+    if (!(await verifyProcess(host, rec.launcher).catch(() => false))) return adoptionFacts(host, rec);
   }
   return f;
 }
