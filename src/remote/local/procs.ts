@@ -272,6 +272,8 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
   clkTck ??= auxv().clkTck;
   /** pids skipped this time (a kept process's parent among them is read after all) */
   const skipped = new Set<string>();
+  /** pids whose stat was read: the others (gone, or never there) have no cwd, status or environ to read */
+  const present = new Set<string>();
   const st = async (pid: string) => {
     if (mode === 'run' && quiet.has(pid) && !known.has(pid)) {
       skipped.add(pid);
@@ -279,6 +281,7 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     }
     const s = readSmall(`/proc/${pid}/stat`);
     if (s === null) return;
+    present.add(pid);
     let isTrainer = TRAINER_COMM.some((c) => s.includes(c));
     if (isTrainer && s.includes(' (node)')) {
       // node runs much besides nsa-top: keep it only when its command line names nsa-top
@@ -322,7 +325,11 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
       all = [];
     }
   }
-  for (const pid of all) await st(pid);
+  // not the process reading the table (a status, a cockpit, a watchdog: nsa-top's own tool, never a
+  // rank of any run) unless the caller names it: its command line names the run dir, and proving it
+  // a tool cost a status ~13 thread-pool round trips (a wake each) and every later read ~9
+  const own = String(process.pid);
+  for (const pid of all) if (mode !== 'run' || pid !== own || known.has(pid)) await st(pid);
   if (mode === 'run') {
     // the parent of a kept process is read even when judged quiet: a launcher that exec'd in place
     // is found with its ranks (and its own parent in turn)
@@ -348,18 +355,24 @@ export async function procTableLocal(req: ProcTableRequest): Promise<ProcTable> 
     for (const pid of quiet.keys()) if (!listed.has(pid)) quiet.delete(pid);
     for (const pid of cmdlines.keys()) if (!listed.has(pid)) cmdlines.delete(pid);
   }
-  const closer = [...pidArgs, ...enrich];
-  for (const pid of closer) {
-    const cwd = await fs.readlink(`/proc/${pid}/cwd`).catch(() => null);
+  // the named pids that are there (a heartbeat's pid of a rank long gone has nothing to read), and the
+  // trainers found, each looked at side by side: their round trips share the caller's wakes
+  const closer = [...pidArgs.filter((p) => present.has(p)), ...enrich];
+  const looked = await Promise.all(
+    closer.map((pid) =>
+      Promise.all([fs.readlink(`/proc/${pid}/cwd`).catch(() => null), head(`/proc/${pid}/status`, 8192)]),
+    ),
+  );
+  closer.forEach((pid, i) => {
+    const [cwd, status] = looked[i]!;
     // `cd` into a deleted directory fails in the script: no cwd either
     // (a cwd whose name holds a newline could forge lines for other pids there: left out here too)
     if (cwd !== null && !cwd.endsWith(' (deleted)') && !cwd.includes('\n')) t.cwd.set(Number(pid), cwd);
     // NSpid with more than one entry: a nested pid namespace (a container)
-    const status = await head(`/proc/${pid}/status`, 8192);
     const m = status ? /^NSpid:[ \t]*([^\n]*)$/m.exec(status.toString('latin1')) : null;
     const ns = m ? m[1]!.trim().split(/\s+/).map(Number) : [];
     if (ns.length > 1 && ns.every((n) => Number.isInteger(n) && n > 0)) t.nsPid.set(Number(pid), ns);
-  }
+  });
   const files: (readonly [string, 'cmdline' | 'environ'])[] = [];
   if (mode === 'all')
     files.push(...all.map((p) => [p, 'cmdline'] as const), ...closer.map((p) => [p, 'environ'] as const));
