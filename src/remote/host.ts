@@ -253,6 +253,14 @@ export interface Host {
    */
   viewAgeMs?(): number | null;
 
+  /**
+   * LocalHost: whether `path` lies in a directory this host already polls on a local file system
+   * (statfs decided), where a small file may be read in place instead of through the thread pool
+   * (each round trip wakes the caller once more). Absent, or false: read it through the host.
+   */
+  inPlace?(path: string): boolean;
+  /** LocalHost: decides (once per directory, by an asynchronous statfs) whether reads under `dir` are in place */
+  pollIoMode?(dir: string): Promise<'sync' | 'async'>;
   stat(path: string): Promise<FileStat | null>;
   list(dir: string): Promise<DirEntry[]>;
   /** bytes [start, end) — end defaults to the end of the file */

@@ -12,7 +12,7 @@
 // opened O_NOFOLLOW and checked by fstat on the descriptor that is read (no swap between the check
 // and the read); over SSH it is stat'ed, then read.
 import { toStat } from '../../remote/local/host.js';
-import { constants as fsc, fstatSync, statSync } from 'node:fs';
+import { closeSync, constants as fsc, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { isAbsolute, join, normalize, resolve } from 'node:path';
 import { hostOf, type FileStat, type Host } from '../../remote/host.js';
@@ -91,16 +91,41 @@ export function ownershipProblem(st: FileStat, me: number | null): string | null
 
 const MAX_POINTER = 4 * 1024 * 1024;
 
-/** Local read: O_NOFOLLOW, checked by fstat on the descriptor that is read. */
+const POINTER_FLAGS = fsc.O_RDONLY | (fsc.O_NOFOLLOW ?? 0) | (fsc.O_NONBLOCK ?? 0);
+
+function openProblem(e: unknown): null {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+  if (code === 'ELOOP') throw new Error('is a symbolic link: not followed');
+  throw new Error(code ?? (e as Error).message);
+}
+
+/** readLocal in place (a directory the host polls on a local file system): no thread-pool round trips */
+function readLocalSync(path: string): { st: FileStat; text: string } | null {
+  let fd: number;
+  try {
+    fd = openSync(path, POINTER_FLAGS);
+  } catch (e) {
+    return openProblem(e);
+  }
+  try {
+    const st: FileStat = toStat(fstatSync(fd));
+    if (!st.isFile || st.size > MAX_POINTER) return { st, text: '' };
+    const buf = Buffer.allocUnsafe(Math.max(1, st.size));
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return { st, text: buf.subarray(0, n).toString('utf8') };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Local read: O_NOFOLLOW (O_NONBLOCK: a FIFO planted there never blocks the open), checked by fstat on the descriptor that is read. */
 async function readLocal(path: string): Promise<{ st: FileStat; text: string } | null> {
   let fh: fs.FileHandle;
   try {
-    fh = await fs.open(path, fsc.O_RDONLY | (fsc.O_NOFOLLOW ?? 0) | (fsc.O_NONBLOCK ?? 0));
+    fh = await fs.open(path, POINTER_FLAGS);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    if (code === 'ELOOP') throw new Error('is a symbolic link: not followed');
-    throw new Error(code ?? (e as Error).message);
+    return openProblem(e);
   }
   try {
     const s = fstatSync(fh.fd);
@@ -124,7 +149,7 @@ export async function readPointerFile(host: Host, dir: string, name: PointerName
   const out: PointerRead = { path, json: null, problem: null };
   let got: { st: FileStat; text: string } | null;
   try {
-    if (host.kind === 'local') got = await readLocal(path);
+    if (host.kind === 'local') got = host.inPlace?.(path) ? readLocalSync(path) : await readLocal(path);
     else {
       const st = await host.stat(path);
       got = st ? { st, text: st.isFile ? (await host.readFile(path, MAX_POINTER)).toString('utf8') : '' } : null;

@@ -19,6 +19,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +32,7 @@ import { readSupervisorState, stopRun, launchRun, prepareRelaunch } from '../../
 import { judgeAdoption } from '../../../src/checks/preflight.js';
 import { resolveRunDirs } from '../../../src/trainer/run/rundirs.js';
 import { readLaunchPlan } from '../../../src/trainer/run/launchstate.js';
+import { readPointerFile } from '../../../src/trainer/run/pointers.js';
 import { readAdoption, redactArgv } from '../../../src/trainer/launch/adopt.js';
 import { currentActor } from '../../../src/trainer/control/actions.js';
 import { selfCommand } from '../../../src/self.js';
@@ -695,4 +697,39 @@ test('a run another user started is never adopted: its command would be relaunch
     new RegExp(`launch not recorded: pid ${child.pid} runs as uid 65534, not as you \\(uid 0\\)`),
   );
   assert.equal(existsSync(join(out, '.nsa-top', 'launch.json')), false, 'nothing recorded');
+});
+
+test('read in place (a run dir polled on a local file system), a pointer passes the same checks', async () => {
+  const root = tmp('ptr-inplace');
+  const dir = join(root, 'run');
+  mkdirSync(join(dir, '.nsa-top'), { recursive: true });
+  const local = new LocalHost();
+  assert.equal(await local.pollIoMode(dir), 'sync', 'this test needs a local file system under the tmp dir');
+  const ptr = join(dir, '.nsa-top', 'launch.json');
+  assert.ok(local.inPlace(ptr), 'read in place');
+  writeFileSync(ptr, JSON.stringify({ kind: 'plan' }));
+  assert.deepEqual((await readPointerFile(local, dir, 'launch.json')).json, { kind: 'plan' });
+  chmodSync(ptr, 0o666);
+  assert.match(
+    (await readPointerFile(local, dir, 'launch.json')).problem ?? '',
+    /(group|world)-writable.*not followed/,
+  );
+  chmodSync(ptr, 0o644);
+  // a hard link from another file: its content is not ours
+  const other = join(root, 'other.json');
+  writeFileSync(other, JSON.stringify({ kind: 'theirs' }));
+  rmSync(ptr);
+  linkSync(other, ptr);
+  assert.match((await readPointerFile(local, dir, 'launch.json')).problem ?? '', /2 hard links.*not followed/);
+  // a symlink in its place is not followed (O_NOFOLLOW), and a FIFO never blocks the read
+  rmSync(ptr);
+  symlinkSync(other, ptr);
+  assert.match((await readPointerFile(local, dir, 'launch.json')).problem ?? '', /symbolic link: not followed/);
+  rmSync(ptr);
+  assert.equal(spawnSync('mkfifo', [ptr]).status, 0);
+  assert.match((await readPointerFile(local, dir, 'launch.json')).problem ?? '', /not a regular file/);
+  rmSync(ptr);
+  const none = await readPointerFile(local, dir, 'launch.json');
+  assert.equal(none.json, null);
+  assert.equal(none.problem, null, 'absent: no problem');
 });
