@@ -82,14 +82,20 @@ test(
       await c.waitRaw(/\x1b\[\?1000h\x1b\[\?1006h/, 30_000);
       // both ranks in the Ranks panel (the right column of the wide layout), stepping
       await c.waitFor(/^ RUNNING /m, 60_000, 'the run RUNNING');
-      const ranksX = c
-        .screen()
-        .split('\n')
-        .find((l) => l.includes('┌ Ranks'))!
-        .indexOf('┌ Ranks');
-      await c.waitFor(/│ 1 \d+ +[RS] /, 30_000, "rank 1's row");
-      const r1 = cellOf(c, /│ 1 \d+ /, ranksX)!;
-      assert.ok(r1, `rank 1's row\n${c.screen()}`);
+      // rank 1's row in the Ranks panel, both read from one screen: a look between two writes of a
+      // repaint (under a loaded suite) once had the header's RUNNING and no panel yet
+      let r1: { x: number; y: number } | null = null;
+      for (const until = Date.now() + 30_000; !r1 && Date.now() < until;) {
+        await c.waitFor(/│ 1 \d+ +[RS] /, 30_000, "rank 1's row");
+        const rows = c.screen().split('\n');
+        const ranksX = rows.find((l) => l.includes('┌ Ranks'))?.indexOf('┌ Ranks') ?? -1;
+        for (let y = 0; ranksX >= 0 && !r1 && y < rows.length; y++) {
+          const m = /│ 1 \d+ /.exec(rows[y]!.slice(ranksX));
+          if (m) r1 = { x: ranksX + m.index + 1, y: y + 1 };
+        }
+        if (!r1) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(r1, `rank 1's row in the Ranks panel\n${c.screen()}`);
 
       // a click on rank 1's row: the Ranks panel takes the focus and rank 1 is selected
       c.proc.write(`\x1b[<0;${r1.x + 3};${r1.y}M\x1b[<0;${r1.x + 3};${r1.y}m`);
