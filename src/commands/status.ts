@@ -236,10 +236,6 @@ async function gatherIn(
   nodes: NodeProcesses | null,
 ) {
   let host = look;
-  // the run dir's file system first (one statfs): on a local one, nsa-top's small files there
-  // (run.json, launch.json: five reads of a pointer before the poll) are read in place, each not
-  // three thread-pool round trips
-  if (guess) await host.pollIoMode?.(guess).catch(() => null);
   const runDir = await resolveRunDir(host, dir, process.cwd());
   // a supervised real-trainer run: launcher dir (run.info, train.log) + the config's out_dir, resolved once
   const dirs = await resolveRunDirsAt(host, runDir);

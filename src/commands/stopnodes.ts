@@ -86,15 +86,14 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
   // The escalation outlives the terminal: an SSH link dropped mid-stop hangs up this process and
   // closes its output, and a stop that died there would leave a hung run with its .HALT and nothing
   // else, in silence. It goes on (each step in actions.jsonl); what it can no longer print is lost.
-  const hup = () => {};
-  const gone = () => {};
-  process.on('SIGHUP', hup);
-  for (const s of [process.stdout, process.stderr]) s.on('error', gone);
+  const ignore = () => {};
+  process.on('SIGHUP', ignore);
+  for (const s of [process.stdout, process.stderr]) s.on('error', ignore);
   try {
     return await escalation();
   } finally {
-    process.off('SIGHUP', hup);
-    for (const s of [process.stdout, process.stderr]) s.off('error', gone);
+    process.off('SIGHUP', ignore);
+    for (const s of [process.stdout, process.stderr]) s.off('error', ignore);
   }
 
   async function escalation(): Promise<number> {

@@ -254,12 +254,9 @@ export interface Host {
   viewAgeMs?(): number | null;
 
   /**
-   * LocalHost: whether `path` lies in a directory this host already polls on a local file system
-   * (statfs decided), where a small file may be read in place instead of through the thread pool
-   * (each round trip wakes the caller once more). Absent, or false: read it through the host.
+   * LocalHost: whether reads under `dir` can be in place ('sync': its file system is local, judged
+   * once per directory by an asynchronous statfs) or go through the thread pool ('async')
    */
-  inPlace?(path: string): boolean;
-  /** LocalHost: decides (once per directory, by an asynchronous statfs) whether reads under `dir` are in place */
   pollIoMode?(dir: string): Promise<'sync' | 'async'>;
   stat(path: string): Promise<FileStat | null>;
   list(dir: string): Promise<DirEntry[]>;

@@ -266,10 +266,6 @@ export class LocalHost implements Host {
     return (await this.pollIo(dir)) === SYNC_IO ? 'sync' : 'async';
   }
 
-  inPlace(path: string): boolean {
-    return this.syncFor(path);
-  }
-
   /** a path inside a directory already polled on a local file system */
   private syncFor(path: string): boolean {
     for (const [d, io] of this.ioFor) if (io === SYNC_IO && path.startsWith(d.endsWith('/') ? d : `${d}/`)) return true;

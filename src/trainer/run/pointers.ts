@@ -93,50 +93,51 @@ const MAX_POINTER = 4 * 1024 * 1024;
 
 const POINTER_FLAGS = fsc.O_RDONLY | (fsc.O_NOFOLLOW ?? 0) | (fsc.O_NONBLOCK ?? 0);
 
-function openProblem(e: unknown): null {
-  const code = (e as NodeJS.ErrnoException).code;
-  if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-  if (code === 'ELOOP') throw new Error('is a symbolic link: not followed');
-  throw new Error(code ?? (e as Error).message);
+/** an open pointer file: read and closed in place, or through the thread pool */
+interface Opened {
+  fd: number;
+  read(buf: Buffer): number | Promise<number>;
+  close(): void | Promise<void>;
 }
 
-/** readLocal in place (a directory the host polls on a local file system): no thread-pool round trips */
-function readLocalSync(path: string): { st: FileStat; text: string } | null {
-  let fd: number;
-  try {
-    fd = openSync(path, POINTER_FLAGS);
-  } catch (e) {
-    return openProblem(e);
-  }
-  try {
-    const st: FileStat = toStat(fstatSync(fd));
-    if (!st.isFile || st.size > MAX_POINTER) return { st, text: '' };
-    const buf = Buffer.allocUnsafe(Math.max(1, st.size));
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    return { st, text: buf.subarray(0, n).toString('utf8') };
-  } finally {
-    closeSync(fd);
-  }
+function openInPlace(path: string): Opened {
+  const fd = openSync(path, POINTER_FLAGS);
+  return { fd, read: (b) => readSync(fd, b, 0, b.length, 0), close: () => closeSync(fd) };
 }
 
-/** Local read: O_NOFOLLOW (O_NONBLOCK: a FIFO planted there never blocks the open), checked by fstat on the descriptor that is read. */
-async function readLocal(path: string): Promise<{ st: FileStat; text: string } | null> {
-  let fh: fs.FileHandle;
+async function openPooled(path: string): Promise<Opened> {
+  const fh = await fs.open(path, POINTER_FLAGS);
+  return { fd: fh.fd, read: async (b) => (await fh.read(b, 0, b.length, 0)).bytesRead, close: () => fh.close() };
+}
+
+/**
+ * Local read: O_NOFOLLOW (O_NONBLOCK: a FIFO planted there never blocks the open), checked by fstat
+ * on the descriptor that is read. In place where the host has judged the directory's file system
+ * local (Host.pollIoMode), else through the thread pool (a hung mount must not block).
+ */
+async function readLocal(path: string, inPlace: boolean): Promise<{ st: FileStat; text: string } | null> {
+  let f: Opened;
   try {
-    fh = await fs.open(path, POINTER_FLAGS);
+    f = inPlace ? openInPlace(path) : await openPooled(path);
   } catch (e) {
-    return openProblem(e);
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    if (code === 'ELOOP') throw new Error('is a symbolic link: not followed');
+    throw new Error(code ?? (e as Error).message);
   }
   try {
-    const s = fstatSync(fh.fd);
-    const st: FileStat = toStat(s);
+    const st: FileStat = toStat(fstatSync(f.fd));
     if (!st.isFile || st.size > MAX_POINTER) return { st, text: '' };
     // one read of the size fstat gave (a pointer is small; a longer file is cut and fails to parse)
     const buf = Buffer.allocUnsafe(Math.max(1, st.size));
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-    return { st, text: buf.subarray(0, bytesRead).toString('utf8') };
+    const n = await f.read(buf);
+    return { st, text: buf.subarray(0, n).toString('utf8') };
   } finally {
-    await fh.close().catch(() => {});
+    try {
+      await f.close();
+    } catch {
+      /* closed or not, the read is done */
+    }
   }
 }
 
@@ -149,7 +150,10 @@ export async function readPointerFile(host: Host, dir: string, name: PointerName
   const out: PointerRead = { path, json: null, problem: null };
   let got: { st: FileStat; text: string } | null;
   try {
-    if (host.kind === 'local') got = host.inPlace?.(path) ? readLocalSync(path) : await readLocal(path);
+    // the directory's file system judged once per host (one statfs): nsa-top's small files in a
+    // local one are read in place, not in three thread-pool round trips (status read five before
+    // its first poll)
+    if (host.kind === 'local') got = await readLocal(path, (await host.pollIoMode?.(dir)) === 'sync');
     else {
       const st = await host.stat(path);
       got = st ? { st, text: st.isFile ? (await host.readFile(path, MAX_POINTER)).toString('utf8') : '' } : null;
