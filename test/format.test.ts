@@ -2,7 +2,7 @@
 // everywhere — the cockpit, the judge's alerts, `nsa-top status`/`report` and the trainer's messages.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ago, bytes, clock, dur, mib, NA, num, pct, si, sig } from '../src/format.js';
+import { ago, byCodeUnit, bytes, clock, dur, grouped, mib, NA, num, pct, si, sig } from '../src/format.js';
 
 test('durations: "45s", "3m32s", "2h05m", "2d04h" — never "212 s" or "3 m 32 s"', () => {
   const cases: [number, string][] = [
@@ -65,4 +65,11 @@ test('sizes: MiB in a column, bytes in binary units', () => {
   assert.equal(bytes(1536), '1.5 KiB');
   assert.equal(bytes(12 * 2 ** 20), '12.0 MiB');
   assert.equal(bytes(1.25 * 2 ** 30), '1.25 GiB');
+});
+
+test('counts grouped by thousands as en-US writes them; ids sorted the same on every machine', () => {
+  for (const n of [0, 7, 999, 1000, 12_345, 999_999.6, 1_234_567, -1234, 12_345_678_901])
+    assert.equal(grouped(n), Math.round(n).toLocaleString('en-US'), String(n));
+  assert.equal(grouped(NaN), 'NaN');
+  assert.deepEqual(['rank1:b', 'Z', 'a', 'rank10', 'rank1'].sort(byCodeUnit), ['Z', 'a', 'rank1', 'rank10', 'rank1:b']);
 });

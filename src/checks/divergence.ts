@@ -3,7 +3,7 @@
 // every one of the last k records. The rolling-median spike rule misses it once the window itself
 // has climbed. Reads the current segment's whole loss series (history buckets and recent points).
 // Pure.
-import { sig } from '../format.js';
+import { grouped, sig } from '../format.js';
 import type { Ctx } from './context.js';
 import type { Draft } from './rules/index.js';
 import type { Series, SeriesBucket, SeriesPoint } from '../trainer/run/snapshot.js';
@@ -214,7 +214,7 @@ export function diverged(ctx: Ctx): Draft[] {
   while (i > 0 && pts[i - 1]!.value > bar) i--;
   const since = pts[i]!;
   const start = pts[0]!;
-  const grouping = (v: number) => (Math.abs(v) >= 1000 ? Math.round(v).toLocaleString('en-US') : sig(v, 3));
+  const grouping = (v: number) => (Math.abs(v) >= 1000 ? grouped(v) : sig(v, 3));
   const why = [
     aboveEarly ? `above ${DIVERGE_FACTOR} × the early minimum ${sig(earlyMin.min, 4)} (step ${earlyMin.step})` : null,
     aboveVocab

@@ -31,6 +31,7 @@ import { deriveRunState, STATE_HEALTH, staleVerdict } from './runstate.js';
 import { asOfView, blindView } from './view.js';
 import { waitsForFile } from './waits.js';
 import { ruleSupervisor, supersededBy } from './supervisor.js';
+import { byCodeUnit } from '../format.js';
 import { ruleDivergence } from './divergence.js';
 import { ruleStopEscalated } from './stopped.js';
 import { foldIntoHostMem, HostSeries, isRankRssLeak, ruleHostResources } from './rules/hostres.js';
@@ -117,7 +118,7 @@ const SEV_ORDER: Record<Severity, number> = { critical: 0, warning: 1, info: 2 }
 /** Alerts ordered for display: critical first, then newest first. */
 export function sortAlerts(alerts: Alert[]): Alert[] {
   return [...alerts].sort(
-    (x, y) => SEV_ORDER[x.severity] - SEV_ORDER[y.severity] || y.since - x.since || x.id.localeCompare(y.id),
+    (x, y) => SEV_ORDER[x.severity] - SEV_ORDER[y.severity] || y.since - x.since || byCodeUnit(x.id, y.id),
   );
 }
 

@@ -10,7 +10,7 @@ import { configBasename, estimateParams, knownConfig } from './flops.js';
 import type { Evaluation } from './index.js';
 import { leakOf, oddRankFromDumps, type MemSample } from './rules/index.js';
 import { buildCtx } from './context.js';
-import { dur, sig } from '../format.js';
+import { dur, grouped, sig } from '../format.js';
 import { currentSegment, median, quantile } from './stats.js';
 import { DEFAULT_THRESHOLDS, type Thresholds } from './thresholds.js';
 import type { Alert } from './types.js';
@@ -391,7 +391,7 @@ function noStall({ run, ev, inp, ended, times }: Grading): Omit<Criterion, 'phas
         )}`
       : null,
     h
-      ? `whole history read: ${h.records.toLocaleString('en-US')} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}`
+      ? `whole history read: ${grouped(h.records)} heartbeat records in ${h.segments.length} segment(s)${h.complete ? '' : ` (incomplete: ${h.error})`}`
       : null,
     h
       ? null

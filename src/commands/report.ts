@@ -14,6 +14,7 @@ import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { openRunModelOf, resolveRunDir, resolveRunDirsAt } from '../trainer/run/rundir.js';
 import type { RunSnapshot, Series } from '../trainer/run/snapshot.js';
 import { CliError, orCliError } from './errors.js';
+import { grouped } from '../format.js';
 import { chartText } from '../ui/chart.js';
 import { Observer, whyNothingListed } from '../cockpit/observe.js';
 import { readRunHistory } from '../trainer/run/history.js';
@@ -286,7 +287,7 @@ function historyLines(r: Report): string[] {
   if (!h) return [];
   const out = [
     '',
-    `history   ${h.records.toLocaleString('en-US')} heartbeat records, ${h.segments.length} segment(s)${h.complete ? '' : ' (could not be read to the end)'}`,
+    `history   ${grouped(h.records)} heartbeat records, ${h.segments.length} segment(s)${h.complete ? '' : ' (could not be read to the end)'}`,
   ];
   const iso = (ms: number | null | undefined) =>
     ms === null || ms === undefined ? '?' : new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
