@@ -4,12 +4,15 @@
 # comment): the node flags depend on the command, which a `#!/usr/bin/env -S node …` line cannot do.
 # The pid stays (exec), so does the command line node's process shows.
 case "$1" in
-  status | report | bundle) exec node "$0" "$@" ;;
+  status)
+    for a in "$@"; do case "$a" in --full | --full=* | --at | --at=*) exec node "$0" "$@" ;; esac; done
+    exec node --no-opt "$0" "$@" ;;
+  report | bundle) exec node "$0" "$@" ;;
 esac
 exec node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=67584 --predictable "$0" "$@"
 */
 // Thin entry: the CLI lives in dist/cli.js, bundled from src/cli.ts by `npm run build` (run by npm ci).
-// status, report and bundle parse a run's files once and exit: node's own defaults. Above every
+// status, report and bundle parse a run's files once and exit: node's own defaults (status: below). Above every
 // other command's flags (the cockpit, the watchdog, the supervisor run for hours at 1 Hz):
 // A fixed 4 MiB young generation (bench/cockpit.bench.ts): node's default lets it grow to 16 MiB,
 // which put the cockpit at ~115 MB RSS; capped at 1 MiB it stayed ~90 MB but scavenged every
@@ -28,6 +31,13 @@ exec node --min-semi-space-size=4 --max-semi-space-size=4 --interrupt-budget=675
 // measurable). Not for the one-shots: their optimising compiles on the main thread cost a status of
 // a 50k-row run ~16 ms of wall (284 → 268 ms, interleaved medians of 21), and the 4 MiB young
 // generation ~10 more (271 → 261 ms); V8 flips neither at run time (predictable crashed it).
+// status without --full or --at: --no-opt (no TurboFan). A status reads a bounded tail (~1 MiB a
+// file) and exits within ~0.3 s; the functions V8 optimises in that time are mostly done being hot
+// when their optimised code arrives, and its compiles ran on a second thread that a loaded box
+// (the trainer on every core) takes from the main one. On a live 2-rank reference run: 390 → 317
+// ms of CPU, 335 → 312 ms of wall on an idle box; 415 → 327 ms of CPU with its heartbeat at 1 MiB
+// (medians of 15, interleaved); the readers bench's 1k/100k/1 GB runs unchanged (2.69/2.69/2.75x a
+// bare node). --full reads a whole history and --at a journal: those keep TurboFan.
 // Processes nsa-top starts itself (trainer ranks, the supervisor) run `node bin/nsa-top.js` and keep
 // node's defaults.
 // CommonJS (bin/package.json): node runs it without its ES module loader, whose facade for an

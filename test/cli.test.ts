@@ -99,6 +99,47 @@ test('a reader that has gone (closed pipe) ends a printing command quietly, with
   assert.doesNotMatch(unknown.stderr, /EPIPE|at /);
 });
 
+// bin/nsa-top.js's sh launcher picks node's flags by command (its comment says why): a one-shot
+// status without TurboFan, unless it reads a whole history (--full) or the journal (--at).
+test('started as installed, status runs node without its optimising compiler unless --full or --at', async () => {
+  const { execFile } = await import('node:child_process');
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { BIN } = await import('./helpers/cli.js');
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-flags-'));
+  try {
+    const hook = join(dir, 'argv.cjs');
+    writeFileSync(
+      hook,
+      "process.on('exit', () => process.stderr.write(`execArgv ${process.execArgv.join(' ')}\\n`));\n",
+    );
+    const flags = (args: string[]) =>
+      new Promise<string>((resolve) =>
+        execFile(BIN, args, { env: { ...process.env, NODE_OPTIONS: `--require ${hook}` } }, (_e, _o, err) =>
+          resolve(/execArgv (.*)/.exec(err)?.[1] ?? `no execArgv in: ${err}`),
+        ),
+      );
+    const none = join(dir, 'no-such-run');
+    const [plain, json, full, fullEq, at, report, version] = await Promise.all([
+      flags(['status', none]),
+      flags(['status', none, '--json']),
+      flags(['status', none, '--full']),
+      flags(['status', '--full=true', none]),
+      flags(['status', none, '--at', 'step=5']),
+      flags(['report', none]),
+      flags(['--version']),
+    ]);
+    assert.equal(plain, '--no-opt');
+    assert.equal(json, '--no-opt');
+    for (const [what, f] of Object.entries({ full, fullEq, at, report })) assert.equal(f, '', what);
+    assert.match(version, /--predictable/);
+    assert.doesNotMatch(version, /--no-opt/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 // bin/nsa-top.js runs node with --predictable (its comment says why), which seeds Math.random the
 // same in every process; nsa-top draws from the OS instead, so two processes never draw alike.
 test('two nsa-top processes, started as installed (shebang flags), draw different random numbers', async () => {
