@@ -8,7 +8,6 @@ import { modelConfigOf } from '../model-config.js';
 import { readCheckpoint } from '../checkpoint.js';
 import type { RunSpec } from '../spec.js';
 import { Heartbeat, envJson, writeJson } from '../writers.js';
-import { grouped } from '../../../format.js';
 
 export const out = (line: string): void => void process.stdout.write(line + '\n');
 
@@ -55,7 +54,7 @@ export async function bootRank(spec: RunSpec, comm: Comm): Promise<Rank> {
 
   const model: Model = await createModel(modelConfigOf(spec.cfg), { seed: T.seed, kernels: spec.kernels });
   const n = model.params.length;
-  if (rank === 0) out(`[train] reference NSA model: ${grouped(n)} parameters, kernels=${model.kernels}`);
+  if (rank === 0) out(`[train] reference NSA model: ${n.toLocaleString('en-US')} parameters, kernels=${model.kernels}`);
   const hb = new Heartbeat(dir, rank);
   hb.write(0, 'boot', { phase: 'start' });
 
