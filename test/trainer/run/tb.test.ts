@@ -41,6 +41,36 @@ function masked(buf: Buffer): number {
   const c = crcBitwise(buf);
   return ((((c >>> 15) | (c << 17)) >>> 0) + 0xa282ead8) >>> 0;
 }
+
+// crc32c checks a record's data in WebAssembly (16 B .. 1 MiB) and anything else in JavaScript: both
+// agree with the bit-by-bit CRC, at every length, at any offset into a buffer, after the module's
+// memory has grown, and where the engine has no WebAssembly (node --jitless).
+test('crc32c: the WebAssembly and JavaScript paths agree with a bitwise CRC', async () => {
+  const { randomBytes } = await import('node:crypto');
+  const big = randomBytes(1024 * 1024 + 64);
+  for (const n of [0, 1, 7, 15, 16, 17, 100, 1000, 65_000, 200_000, 1024 * 1024, 1024 * 1024 + 1]) {
+    const at = n % 13;
+    assert.equal(crc32c(big, at, at + n), crcBitwise(big.subarray(at, at + n)), `length ${n} at ${at}`);
+  }
+  // and back to a small one after the memory grew: the table is still there
+  assert.equal(crc32c(Buffer.from('123456789abcdefgh')), crcBitwise(Buffer.from('123456789abcdefgh')));
+  const { execFileSync } = await import('node:child_process');
+  const src = new URL('../../../src/trainer/run/readers/tb.ts', import.meta.url).href;
+  const out = execFileSync(
+    process.execPath,
+    [
+      '--jitless',
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      `import { crc32c } from ${JSON.stringify(src)}; console.log(typeof WebAssembly, crc32c(Buffer.from('123456789').subarray(0), 0, 9), crc32c(Buffer.alloc(64, 7)))`,
+    ],
+    { encoding: 'utf8' },
+  ).trim();
+  assert.equal(out, `undefined ${0xe3069283} ${crcBitwise(Buffer.alloc(64, 7))}`);
+});
+
 function vint(n: number): number[] {
   const out: number[] = [];
   while (n >= 0x80) {
