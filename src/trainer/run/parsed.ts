@@ -48,12 +48,20 @@ export class TbState {
 
   scalar(fileOrder: number, tag: string, step: number, wallMs: number, value: number): void {
     this.scalars++;
-    let acc: SeriesAcc | null = null;
-    let which: 'loss' | 'toks' | 'lr' | null = null;
-    if (tag === 'train/loss') [acc, which] = [this.loss, 'loss'];
-    else if (tag === 'train/toks_per_s') [acc, which] = [this.toks, 'toks'];
-    else if (tag === 'train/lr') [acc, which] = [this.lr, 'lr'];
-    if (!acc || !which) return;
+    // (no destructuring here: a one-shot status runs this per scalar in V8's interpreter, where
+    // an array pattern walks the iterator protocol)
+    let acc: SeriesAcc;
+    let which: 'loss' | 'toks' | 'lr';
+    if (tag === 'train/loss') {
+      acc = this.loss;
+      which = 'loss';
+    } else if (tag === 'train/toks_per_s') {
+      acc = this.toks;
+      which = 'toks';
+    } else if (tag === 'train/lr') {
+      acc = this.lr;
+      which = 'lr';
+    } else return;
     if (fileOrder !== this.curFile) {
       if (this.curFile !== -1) this.seg.markReset('boot');
       this.curFile = fileOrder;

@@ -51,14 +51,24 @@ export class SeriesAcc {
       return;
     }
     // the point leaving the window (the oldest) folds first, then the new one takes its place
-    if (this.size >= this.opts.recentWindow) this.foldOldest();
-    if (this.pCount === this.pStep.length) this.growPending();
-    let at = this.pStart + this.pCount;
-    if (at >= this.pStep.length) at -= this.pStep.length;
-    this.pStep[at] = step;
-    this.pT[at] = t;
-    this.pValue[at] = value;
-    this.pSeg[at] = segment;
+    if (this.recent.length - this.head + this.pCount >= this.opts.recentWindow) this.foldOldest();
+    const cap = this.pStep.length;
+    if (this.pCount === cap) {
+      // full and never wrapped (pStart only moves once the pending points alone fill the window,
+      // and by then the columns are that long): they grow by appending, which V8 does natively —
+      // a one-shot status runs this in the interpreter, ~16k points of a tail read
+      this.pStep.push(step);
+      this.pT.push(t);
+      this.pValue.push(value);
+      this.pSeg.push(segment);
+    } else {
+      let at = this.pStart + this.pCount;
+      if (at >= cap) at -= cap;
+      this.pStep[at] = step;
+      this.pT[at] = t;
+      this.pValue[at] = value;
+      this.pSeg[at] = segment;
+    }
     this.pCount++;
   }
 
@@ -77,29 +87,6 @@ export class SeriesAcc {
     this.foldValue(this.pStep[i]!, this.pT[i] as number | null, this.pValue[i]!, this.pSeg[i]!);
     this.pStart = i + 1 === this.pStep.length ? 0 : i + 1;
     this.pCount--;
-  }
-
-  /** a full ring, twice the room (never more than the window holds), its points in order from slot 0 */
-  private growPending(): void {
-    const cap = Math.min(Math.max(16, this.pStep.length * 2), this.opts.recentWindow);
-    const step: number[] = [];
-    const t: (number | null)[] = [];
-    const value: number[] = [];
-    const seg: number[] = [];
-    for (let k = 0; k < cap; k++) {
-      let i = this.pStart + k;
-      if (i >= this.pStep.length) i -= this.pStep.length;
-      const live = k < this.pCount;
-      step.push(live ? this.pStep[i]! : 0);
-      t.push(live ? (this.pT[i] as number | null) : null);
-      value.push(live ? this.pValue[i]! : 0);
-      seg.push(live ? this.pSeg[i]! : 0);
-    }
-    this.pStep = step;
-    this.pT = t;
-    this.pValue = value;
-    this.pSeg = seg;
-    this.pStart = 0;
   }
 
   /** the pending points as objects at the end of recent (before anything reads recent) */
