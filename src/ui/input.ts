@@ -102,9 +102,17 @@ const NAMED_FLAGS: (keyof Key)[] = [
 export class KeyReader {
   private skip = 0;
 
-  read(input: string, key: Partial<Key>): InputEvent[] {
+  /** `raw`: the sequence Ink parsed this key from, where known (useKeys hears it) */
+  read(input: string, key: Partial<Key>, raw = ''): InputEvent[] {
     const mouse = parseMouse(input);
     if (mouse) return [{ kind: 'mouse', mouse }];
+    // Esc and a key that is not a letter or digit in one chunk: Ink gives "\x1b?" as "?" with no
+    // meta, "\x1b " as a space with no character, and "\x1b\x1b" as one Esc. They are the two keys.
+    if (this.skip === 0 && raw.length === 2 && raw[0] === '\x1b' && !/^\x1b[a-zA-Z0-9[O]$/.test(raw))
+      return [
+        { kind: 'key', ...charKey('\x1b') },
+        { kind: 'key', ...charKey(raw[1]!) },
+      ];
     if (input === '[M' && !NAMED_FLAGS.some((f) => key[f] === true)) {
       this.skip = 3;
       return [];

@@ -2,7 +2,7 @@
 // screen's KEYMAP. A command that cannot act now opens a refusal that says why (its `disabled`), the
 // same words the footer and `?` show. View changes (focus, zoom, scroll, the alert picked) are made
 // at once, so that a key arriving before React re-renders sees them.
-import { type Key, useInput } from 'ink';
+import { type Key, useInput, useStdin } from 'ink';
 import { type RefObject, useEffect, useMemo, useRef } from 'react';
 import type { CockpitActions } from '../cockpit/actions.js';
 import type { CockpitState } from '../cockpit/state.js';
@@ -277,10 +277,23 @@ export function useKeys(o: {
     run[b.command](s);
   };
 
+  // What Ink parsed each key from, heard just before useInput's own handler (listeners run in the
+  // order they were added, and this one is added first): Esc and a punctuation key read in one chunk
+  // ("\x1b?") reach useInput as the bare key, without the meta flag Esc and a letter get, so only the
+  // raw sequence says an Esc came first (KeyReader.read).
+  const { internal_eventEmitter: inkInput } = useStdin();
+  const raw = useRef('');
+  useEffect(() => {
+    if (!o.active) return;
+    const heard = (data: string) => void (raw.current = data);
+    inkInput.on('input', heard);
+    return () => void inkInput.removeListener('input', heard);
+  }, [o.active, inkInput]);
+
   useInput(
     (input, key) => {
       // every key of a burst, in order ("jjjjj", five tabs in one write, a mouse report between keys)
-      for (const ev of reader.current.read(input, key))
+      for (const ev of reader.current.read(input, key, raw.current))
         if (ev.kind === 'mouse') onMouse(ev.mouse);
         else onKey(ev.input, ev.key);
     },

@@ -46,6 +46,20 @@ test('KeyReader: a run of characters is one key each, with the flags Ink gives i
       ['', true],
     ],
   );
+  // Esc and a key that is not a letter or digit in one chunk, which Ink hands over as the bare key
+  // (no meta), a space with no character, or one Esc: the raw sequence says an Esc came first
+  const ev = (input: string, key: object, raw: string) =>
+    r
+      .read(input, key, raw)
+      .map((e) => (e.kind === 'key' ? (e.key.escape ? 'esc' : e.key.return ? 'enter' : e.input) : e.kind));
+  assert.deepEqual(ev('?', {}, '\x1b?'), ['esc', '?']);
+  assert.deepEqual(ev('/', {}, '\x1b/'), ['esc', '/']);
+  assert.deepEqual(ev('', { meta: true }, '\x1b '), ['esc', ' ']);
+  assert.deepEqual(ev('', { escape: true, meta: true }, '\x1b\x1b'), ['esc', 'esc']);
+  assert.deepEqual(ev('', { return: true, meta: true }, '\x1b\r'), ['esc', 'enter']);
+  assert.deepEqual(ev('?', {}, '?'), ['?'], 'a plain ? stays one key');
+  assert.deepEqual(ev('', { escape: true, meta: true }, '\x1b'), ['esc'], 'a lone Esc stays one key');
+  assert.deepEqual(ev('', { upArrow: true }, '\x1b[A'), [''], 'a sequence is not an Esc');
   assert.deepEqual(charKey('\x7f'), { input: '', key: { delete: true } });
   assert.deepEqual(charKey('\x03'), { input: 'c', key: { ctrl: true } });
   // SGR mouse, as Ink passes it on (its escape stripped) or whole
@@ -163,6 +177,12 @@ test('in the App: a burst in one write (tabs, j, mixed escapes), number keys, a 
     await app.press('\x1bj');
     await expect(/Stack dump of rank 2/, 'esc in the chunk closed the dialog', true);
     await expect(/r3 selected/, 'and j after it moved the selection');
+    // the same with a key that is not a letter, which Ink hands over as the bare key: ? opens the help
+    await app.press('d');
+    await expect(/Stack dump of rank 3/, 'the dump dialog, for rank 3');
+    await app.press('\x1b?');
+    await expect(/Stack dump of rank 3/, 'esc before ? closed the dialog', true);
+    await expect(/zoom the focused panel to the whole screen/, 'and ? opened the help');
   } finally {
     app.unmount();
   }
