@@ -99,74 +99,81 @@ test('a reader that has gone (closed pipe) ends a printing command quietly, with
   assert.doesNotMatch(unknown.stderr, /EPIPE|at /);
 });
 
-// bin/nsa-top.js's sh launcher picks node's flags by command (its comment says why): a one-shot
-// status without TurboFan, unless it reads a whole history (--full) or the journal (--at).
-test('started as installed, status runs node without its optimising compiler unless --full or --at', async () => {
+/**
+ * `nsa-top ARGS…` started as installed (through bin/nsa-top.js's shebang: its node flags), with
+ * `preload` (CommonJS source) required first through NODE_OPTIONS; `body` gets the runner, which
+ * resolves with the process's stderr, or rejects when it exits non-zero and `ok` says it must not.
+ */
+async function asInstalled(
+  preload: string,
+  body: (run: (args: string[], ok?: boolean) => Promise<string>) => Promise<void>,
+): Promise<void> {
   const { execFile } = await import('node:child_process');
   const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
   const { BIN } = await import('./helpers/cli.js');
-  const dir = mkdtempSync(join(tmpdir(), 'nsa-flags-'));
+  const dir = mkdtempSync(join(tmpdir(), 'nsa-installed-'));
   try {
-    const hook = join(dir, 'argv.cjs');
-    writeFileSync(
-      hook,
-      "process.on('exit', () => process.stderr.write(`execArgv ${process.execArgv.join(' ')}\\n`));\n",
-    );
-    const flags = (args: string[]) =>
-      new Promise<string>((resolve) =>
-        execFile(BIN, args, { env: { ...process.env, NODE_OPTIONS: `--require ${hook}` } }, (_e, _o, err) =>
-          resolve(/execArgv (.*)/.exec(err)?.[1] ?? `no execArgv in: ${err}`),
+    const hook = join(dir, 'hook.cjs');
+    writeFileSync(hook, preload);
+    await body(
+      (args, ok = false) =>
+        new Promise<string>((resolve, reject) =>
+          execFile(BIN, args, { env: { ...process.env, NODE_OPTIONS: `--require ${hook}` } }, (e, _o, err) =>
+            e && ok ? reject(e) : resolve(err),
+          ),
         ),
-      );
-    const none = join(dir, 'no-such-run');
-    const [plain, json, full, fullEq, at, report, version] = await Promise.all([
-      flags(['status', none]),
-      flags(['status', none, '--json']),
-      flags(['status', none, '--full']),
-      flags(['status', '--full=true', none]),
-      flags(['status', none, '--at', 'step=5']),
-      flags(['report', none]),
-      flags(['--version']),
-    ]);
-    assert.equal(plain, '--no-opt');
-    assert.equal(json, '--no-opt');
-    for (const [what, f] of Object.entries({ full, fullEq, at, report })) assert.equal(f, '', what);
-    assert.match(version, /--predictable/);
-    assert.doesNotMatch(version, /--no-opt/);
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+// bin/nsa-top.js's sh launcher picks node's flags by command (its comment says why): a one-shot
+// status without TurboFan, unless it reads a whole history (--full) or the journal (--at).
+test('started as installed, status runs node without its optimising compiler unless --full or --at', async () => {
+  const none = '/nonexistent/nsa-top-no-such-run';
+  await asInstalled(
+    "process.on('exit', () => process.stderr.write(`execArgv ${process.execArgv.join(' ')}\\n`));\n",
+    async (run) => {
+      const flags = async (args: string[]) => {
+        const err = await run(args);
+        return /execArgv (.*)/.exec(err)?.[1] ?? `no execArgv in: ${err}`;
+      };
+      const [plain, json, full, fullEq, at, report, version] = await Promise.all([
+        flags(['status', none]),
+        flags(['status', none, '--json']),
+        flags(['status', none, '--full']),
+        flags(['status', '--full=true', none]),
+        flags(['status', none, '--at', 'step=5']),
+        flags(['report', none]),
+        flags(['--version']),
+      ]);
+      assert.equal(plain, '--no-opt');
+      assert.equal(json, '--no-opt');
+      for (const [what, f] of Object.entries({ full, fullEq, at, report })) assert.equal(f, '', what);
+      assert.match(version, /--predictable/);
+      assert.doesNotMatch(version, /--no-opt/);
+    },
+  );
 });
 
 // bin/nsa-top.js runs node with --predictable (its comment says why), which seeds Math.random the
 // same in every process; nsa-top draws from the OS instead, so two processes never draw alike.
 test('two nsa-top processes, started as installed (shebang flags), draw different random numbers', async () => {
-  const { execFile } = await import('node:child_process');
-  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
-  const { join } = await import('node:path');
-  const { BIN } = await import('./helpers/cli.js');
-  const dir = mkdtempSync(join(tmpdir(), 'nsa-rnd-'));
-  try {
-    // what the process draws after nsa-top has set itself up, written as it exits
-    const hook = join(dir, 'draw.cjs');
-    writeFileSync(
-      hook,
-      "process.on('exit', () => process.stderr.write(`draw ${Math.random()} ${Math.random()}\\n`));\n",
-    );
-    const draw = () =>
-      new Promise<string>((resolve, reject) =>
-        execFile(BIN, ['--version'], { env: { ...process.env, NODE_OPTIONS: `--require ${hook}` } }, (e, _o, err) =>
-          e ? reject(e) : resolve(/draw (\S+) (\S+)/.exec(err)?.slice(1).join(' ') ?? `no draw in: ${err}`),
-        ),
-      );
-    const [a, b] = await Promise.all([draw(), draw()]);
-    assert.match(a, /^0\.\d+ 0\.\d+$/);
-    assert.notEqual(a, b);
-    for (const x of [...a.split(' '), ...b.split(' ')]) assert.ok(Number(x) >= 0 && Number(x) < 1);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  // what the process draws after nsa-top has set itself up, written as it exits
+  await asInstalled(
+    "process.on('exit', () => process.stderr.write(`draw ${Math.random()} ${Math.random()}\\n`));\n",
+    async (run) => {
+      const draw = async () => {
+        const err = await run(['--version'], true);
+        return /draw (\S+) (\S+)/.exec(err)?.slice(1).join(' ') ?? `no draw in: ${err}`;
+      };
+      const [a, b] = await Promise.all([draw(), draw()]);
+      assert.match(a, /^0\.\d+ 0\.\d+$/);
+      assert.notEqual(a, b);
+      for (const x of [...a.split(' '), ...b.split(' ')]) assert.ok(Number(x) >= 0 && Number(x) < 1);
+    },
+  );
 });
