@@ -106,32 +106,32 @@ export class KeyReader {
   read(input: string, key: Partial<Key>, raw = ''): InputEvent[] {
     const mouse = parseMouse(input);
     if (mouse) return [{ kind: 'mouse', mouse }];
-    // Esc and a key that is not a letter or digit in one chunk: Ink gives "\x1b?" as "?" with no
-    // meta, "\x1b " as a space with no character, and "\x1b\x1b" as one Esc. They are the two keys.
-    if (this.skip === 0 && raw.length === 2 && raw[0] === '\x1b' && !/^\x1b[a-zA-Z0-9[O]$/.test(raw))
-      return [
-        { kind: 'key', ...charKey('\x1b') },
-        { kind: 'key', ...charKey(raw[1]!) },
-      ];
     if (input === '[M' && !NAMED_FLAGS.some((f) => key[f] === true)) {
       this.skip = 3;
       return [];
     }
     // Esc and the next key read in one chunk (Esc, then q a moment later, into a busy cockpit or
-    // over a laggy link) reach here as that key with meta, as an Alt-key would: nsa-top binds no
-    // Alt key, so they are the two keys, in order. Otherwise the Esc was lost and the key refused
-    // (a dump window left open, its q ignored).
-    if (
-      key.meta &&
-      !key.escape &&
-      this.skip === 0 &&
-      [...input].length === 1 &&
-      input >= ' ' &&
-      !NAMED_FLAGS.some((f) => f !== 'meta' && key[f])
-    )
+    // over a laggy link) are the two keys, in order: nsa-top binds no Alt key. Otherwise the Esc was
+    // lost and the key refused (a dump window left open, its q ignored). The raw sequence says so
+    // ("\x1b" and one character, not a CSI or SS3 start); without it, Ink's meta flag on a lone
+    // character does, for Esc and a letter or digit only: Ink gives "\x1b?" as a bare "?", "\x1b "
+    // as a space with no character, "\x1b\x1b" as one Esc.
+    const after =
+      this.skip !== 0
+        ? null
+        : raw.length === 2 && raw[0] === '\x1b' && raw[1] !== '[' && raw[1] !== 'O'
+          ? raw[1]!
+          : key.meta &&
+              !key.escape &&
+              [...input].length === 1 &&
+              input >= ' ' &&
+              !NAMED_FLAGS.some((f) => f !== 'meta' && key[f])
+            ? input
+            : null;
+    if (after !== null)
       return [
         { kind: 'key', ...charKey('\x1b') },
-        { kind: 'key', ...charKey(input) },
+        { kind: 'key', ...charKey(after) },
       ];
     const named = NAMED_FLAGS.some((f) => key[f]);
     let chars = [...input];
