@@ -51,7 +51,7 @@ export class SeriesAcc {
       return;
     }
     // the point leaving the window (the oldest) folds first, then the new one takes its place
-    if (this.recent.length - this.head + this.pCount >= this.opts.recentWindow) this.foldOldest();
+    if (this.size >= this.opts.recentWindow) this.foldOldest();
     const cap = this.pStep.length;
     if (this.pCount === cap) {
       // full and never wrapped (pStart only moves once the pending points alone fill the window,
