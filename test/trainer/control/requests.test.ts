@@ -99,9 +99,17 @@ test('halt --after-checkpoint returns at once; the detached agent outlives it an
     assert.ok(existsSync(done.checkpoint.path), 'and it is there');
     assert.ok(done.checkpoint.mtimeMs > req.ts, 'written after the request');
     assert.ok(statSync(join(t.out, '.HALT')).mtimeMs >= done.checkpoint.mtimeMs, '.HALT came after it');
-    const log = (await readActions(host, t.out))
-      .filter((a) => a.action === 'halt-after-checkpoint')
-      .map((a) => a.result);
+    // the agent marks the request done, then logs it: the last line may follow a moment later
+    const log = await waitFor(
+      'the request ended in the action log',
+      async () => {
+        const l = (await readActions(host, t.out))
+          .filter((a) => a.action === 'halt-after-checkpoint')
+          .map((a) => a.result);
+        return l.length >= 4 ? l : null;
+      },
+      10_000,
+    );
     assert.deepEqual(
       log,
       ['started', 'started', 'ok', 'ok'],

