@@ -102,12 +102,28 @@ test(
       RUN,
     );
     tmux('set-option', '-t', 'live', 'remain-on-exit', 'on');
-    const stalled = await until(
+    await until(
       'the live cockpit STALLED with critical alerts',
       'live:0',
       (r) => /^ STALLED /.test(r[0] ?? '') && r.some((l) => /│CRIT /.test(l)),
     );
-    const at = Date.now();
+    // the moment compared is one where the pane holds still: while the stall settles, each rank's
+    // heartbeat goes silent on its own tick, and a frame observed (and journalled) just before the
+    // capture may be drawn just after it. A capture counts when the pane, 0.6 s later (past any
+    // draw of what was observed by then), shows the same header and alerts.
+    const { rows: stalled, at } = await (async () => {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const rows = capture('live:0');
+        const at = Date.now();
+        await new Promise((r) => setTimeout(r, 600));
+        const later = capture('live:0');
+        const same = (a: string[], b: string[]) =>
+          norm(a[0] ?? '') === norm(b[0] ?? '') && JSON.stringify(alertLines(a)) === JSON.stringify(alertLines(b));
+        if (/^ STALLED /.test(rows[0] ?? '') && same(rows, later)) return { rows, at };
+        if (Date.now() > deadline) assert.fail(`the stalled pane never held still\n${later.join('\n')}`);
+      }
+    })();
 
     // a stack dump of every rank names rank 1; a halt; the ranks go; a relaunch from the checkpoint
     const d = nsaTop('dump', RUN);
