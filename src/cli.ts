@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { defineCommand, helpText, parseCommand, type CommandSpec } from './commands/args.js';
 import { cockpitArgs, COCKPIT_KEYS, COCKPIT_OPTIONS, RUN_DIR_ARG } from './commands/options.js';
 import { sanitizeText } from './sanitize.js';
+import { readerGone } from './stdout.js';
 import { readOnlyEnv } from './trainer/control/ownfiles.js';
 
 /** a command module: `run` gives the exit code; `command` declares its command line (all but train's) */
@@ -178,8 +179,9 @@ export async function main(argv: string[]): Promise<number> {
   // `nsa-top status | head -3`: the reader has gone, not an error of the command's. The rest of
   // the output is dropped and the command ends as it would have (its own exit code: a pipeline
   // under pipefail still sees status's 1 for a critical run), instead of an unhandled EPIPE's stack
-  // trace. A watchdog whose log reader died keeps watching (its notifications and metrics do not
-  // go through stdout). The reference trainer handles its own streams (src/trainer/reference/main.ts).
+  // trace. A terminal hung up under the command (an SSH link dropped: EIO on every write) has gone
+  // the same way; a command that outlives it on purpose (stop's escalation) goes on. A watchdog
+  // whose log reader died keeps watching (its notifications and metrics do not go through stdout). The reference trainer handles its own streams (src/trainer/reference/main.ts).
   // status prints through writeStdout (src/stdout.ts: the same quiet end, without process.stdout)
   if (first !== 'train' && first !== 'status') process.stdout.on('error', quietWhenReaderGone);
   if (first === 'help') {
@@ -247,7 +249,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 function quietWhenReaderGone(e: NodeJS.ErrnoException): void {
-  if (e.code !== 'EPIPE' && e.code !== 'ERR_STREAM_DESTROYED') throw e;
+  if (!readerGone(e.code)) throw e;
 }
 
 /** commands whose --host connection is started before their code loads (cli.ts main) */

@@ -1,12 +1,19 @@
 // What a one-shot command prints, written to fd 1 at once (writeSync): `status` never builds
 // process.stdout, whose stream (net or tty, and node:stream under them) is ~10 ms of a ~200 ms
-// status through a pipe. A reader that has gone (EPIPE: `nsa-top status | head -1`) drops the rest
-// quietly and the command keeps its own exit code (what cli.ts's handler does for process.stdout);
+// status through a pipe. A reader that has gone (EPIPE: `nsa-top status | head -1`; EIO: a terminal
+// hung up, its SSH link dropped) drops the rest quietly and the command keeps its own exit code
+// (what cli.ts's handler does for process.stdout);
 // a descriptor that would block (EAGAIN: one its opener made non-blocking) gets the rest through
 // process.stdout, which waits for it.
-import { writeSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
 
 let gone = false;
+
+/** The write error of an output whose reader has gone: a closed pipe (EPIPE), a terminal hung up
+ *  (EIO: an SSH link dropped under it), or the stream already ended for one of those. */
+export function readerGone(code: string | undefined): boolean {
+  return code === 'EPIPE' || code === 'EIO' || code === 'ERR_STREAM_DESTROYED';
+}
 
 export function writeStdout(text: string | Buffer): void {
   if (gone || text.length === 0) return;
@@ -17,16 +24,41 @@ export function writeStdout(text: string | Buffer): void {
       off += writeSync(1, buf, off, buf.length - off);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'EPIPE') {
+      if (readerGone(code)) {
         gone = true;
         return;
       }
       if (code !== 'EAGAIN') throw e;
       process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EPIPE') throw err;
+        if (!readerGone(err.code)) throw err;
       });
       process.stdout.write(buf.subarray(off));
       return;
+    }
+  }
+}
+
+/**
+ * For a command that outlived its terminal's hangup on purpose (an SSH link dropped: stop's
+ * escalation goes on), just before it exits: its stdio descriptors that are terminals are moved
+ * onto /dev/null. Node 20 restores the terminal it started on at exit and aborts when the terminal
+ * has gone (tcsetattr fails with EIO: nodejs/node#51519, fixed in later Node); it leaves a
+ * descriptor that is no longer the file it started with alone. Only once no other I/O is in flight:
+ * each number is closed and /dev/null opened at once, which takes the lowest free number (that one).
+ */
+export function releaseHungUpTerminal(): void {
+  for (const fd of [0, 1, 2]) {
+    try {
+      if (!fstatSync(fd).isCharacterDevice()) continue;
+      closeSync(fd);
+      const got = openSync('/dev/null', fd === 0 ? 'r' : 'w');
+      // another number: fd was not the lowest free one (leave the rest as they are)
+      if (got !== fd) {
+        closeSync(got);
+        return;
+      }
+    } catch {
+      /* a descriptor already closed, or /dev/null missing: nothing more to do */
     }
   }
 }

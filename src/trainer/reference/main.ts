@@ -25,10 +25,10 @@ export class TrainInputError extends Error {
 }
 
 export async function runTrain(argv: string[], ctx: TrainContext): Promise<number> {
-  // A log reader that went away (closed pipe) must not kill training.
+  // A log reader that went away (a closed pipe, EPIPE; a hung-up terminal, EIO) must not kill training.
   for (const st of [process.stdout, process.stderr])
     st.on('error', (e: NodeJS.ErrnoException) => {
-      if (e.code !== 'EPIPE') throw e;
+      if (e.code !== 'EPIPE' && e.code !== 'EIO') throw e;
     });
   // First thing: a SIGUSR1 must never kill a starting trainer.
   const worker = argv.includes('--rank-worker');

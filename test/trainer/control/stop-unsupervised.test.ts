@@ -4,11 +4,12 @@
 // signals; every step in actions.jsonl.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { start, tmp, TRAIN2, waitFor } from '../../checks/live-helpers.js';
+import { isolatedTmux } from '../../e2e/tmuxserver.js';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bin', 'nsa-top.js');
 
@@ -104,3 +105,56 @@ test('the SSH link drops mid-stop (SIGHUP, its output closed): the escalation go
     ['halt:ok', 'escalate-sigint:ok'],
   );
 });
+
+// A real terminal, as an SSH session gives one: when the link drops, the pty is hung up — SIGHUP,
+// and from then on every write to it fails with EIO (not EPIPE, as a closed pipe does). Live on the
+// real trainer, the stop's first line after the hangup (its SIGINT) was an uncaught EIO: the stop
+// died there, and a rank that ignored SIGINT would never have had its SIGKILL.
+const T = isolatedTmux('nsa-top-stop-hup-', 'the hung-up terminal stop test');
+after(() => T.close());
+
+test(
+  'the SSH link drops mid-stop in a real terminal (its pty hung up: EIO on every write): the stop still runs to its end',
+  { skip: T.skip },
+  async () => {
+    const dir = tmp();
+    const trainer = start(['train', '--out', dir, '--steps', '400', ...TRAIN2, '--inject', 'hang@step=15,rank=1']);
+    await waitFor('the hang (status: STALLED)', () => cli(['status', dir]).out.includes('STATE     STALLED'), 90_000);
+    // the shell around it outlives the hangup only to write down how the stop ended (node sets its own
+    // signal dispositions at start: the stop hears the SIGHUP as it would in an SSH session)
+    const rc = join(T.tmp, 'stop.rc');
+    T.tmux(
+      'new-session',
+      '-d',
+      '-s',
+      'stop',
+      '-x',
+      '120',
+      '-y',
+      '30',
+      '--',
+      'sh',
+      '-c',
+      `trap '' HUP; "${process.execPath}" "${BIN}" stop "${dir}" --halt-grace 4 --sigint-grace 5; echo $? > "${rc}"`,
+    );
+    await T.until('the stop waiting out its grace', 'stop:0', (rows) =>
+      rows.some((l) => /waiting up to 4 s/.test(l)) ? null : 'no "waiting up to 4 s" yet',
+    );
+    // the terminal goes: its server ends, the pty is hung up under the stop
+    T.tmux('kill-server');
+    const code = await waitFor(
+      'the stop to end',
+      () => (existsSync(rc) ? readFileSync(rc, 'utf8').trim() || null : null),
+      40_000,
+    );
+    await Promise.race([trainer.done, new Promise((r) => setTimeout(r, 30_000))]);
+    assert.equal(code, '0', 'the stop ran to its end (not killed by a write to the hung-up terminal)');
+    assert.deepEqual(ranksAlive(dir), []);
+    assert.deepEqual(
+      actions(dir)
+        .map((a) => `${a.action}:${a.result}`)
+        .slice(-2),
+      ['halt:ok', 'escalate-sigint:ok'],
+    );
+  },
+);
