@@ -38,6 +38,25 @@ function ranksAlive(dir: string): number[] {
     });
 }
 
+/** after the link dropped: the stop exited 0, no rank lives, and its last steps were .HALT and SIGINT */
+async function ranToItsEnd(
+  trainer: { done: Promise<unknown> },
+  dir: string,
+  code: number | string | null,
+  why: string,
+) {
+  // (bounded: a stop that died with the link leaves the hung trainer running until the test's cleanup)
+  await Promise.race([trainer.done, new Promise((r) => setTimeout(r, 30_000))]);
+  assert.equal(String(code), '0', why);
+  assert.deepEqual(ranksAlive(dir), []);
+  assert.deepEqual(
+    actions(dir)
+      .map((a) => `${a.action}:${a.result}`)
+      .slice(-2),
+    ['halt:ok', 'escalate-sigint:ok'],
+  );
+}
+
 test('a hung run started by hand: stop escalates to SIGINT itself, counting the grace from the .HALT the ranks were given', async () => {
   const dir = tmp();
   const trainer = start(['train', '--out', dir, '--steps', '400', ...TRAIN2, '--inject', 'hang@step=15,rank=1']);
@@ -94,16 +113,7 @@ test('the SSH link drops mid-stop (SIGHUP, its output closed): the escalation go
   stop.stderr!.destroy();
   stop.kill('SIGHUP');
   const code = await new Promise<number | null>((r) => stop.on('exit', (c) => r(c)));
-  // (bounded: a stop that died with the link leaves the hung trainer running until the test's cleanup)
-  await Promise.race([trainer.done, new Promise((r) => setTimeout(r, 30_000))]);
-  assert.equal(code, 0, 'the stop ran to its end');
-  assert.deepEqual(ranksAlive(dir), []);
-  assert.deepEqual(
-    actions(dir)
-      .map((a) => `${a.action}:${a.result}`)
-      .slice(-2),
-    ['halt:ok', 'escalate-sigint:ok'],
-  );
+  await ranToItsEnd(trainer, dir, code, 'the stop ran to its end');
 });
 
 // A real terminal, as an SSH session gives one: when the link drops, the pty is hung up — SIGHUP,
@@ -147,14 +157,6 @@ test(
       () => (existsSync(rc) ? readFileSync(rc, 'utf8').trim() || null : null),
       40_000,
     );
-    await Promise.race([trainer.done, new Promise((r) => setTimeout(r, 30_000))]);
-    assert.equal(code, '0', 'the stop ran to its end (not killed by a write to the hung-up terminal)');
-    assert.deepEqual(ranksAlive(dir), []);
-    assert.deepEqual(
-      actions(dir)
-        .map((a) => `${a.action}:${a.result}`)
-        .slice(-2),
-      ['halt:ok', 'escalate-sigint:ok'],
-    );
+    await ranToItsEnd(trainer, dir, code, 'the stop ran to its end (not killed by a write to the hung-up terminal)');
   },
 );
