@@ -130,8 +130,9 @@ test(
     const dir = tmp();
     const trainer = start(['train', '--out', dir, '--steps', '400', ...TRAIN2, '--inject', 'hang@step=15,rank=1']);
     await waitFor('the hang (status: STALLED)', () => cli(['status', dir]).out.includes('STATE     STALLED'), 90_000);
-    // the shell around it outlives the hangup only to write down how the stop ended (node sets its own
-    // signal dispositions at start: the stop hears the SIGHUP as it would in an SSH session)
+    // the hangup's SIGHUP goes to the session's leader, this shell, which ignores it only to write
+    // down how the stop ended; the stop meets what a hung-up terminal does to its writes (EIO) and
+    // to node's exit. (The SIGHUP itself, which an SSH login shell passes on: the test above.)
     const rc = join(T.tmp, 'stop.rc');
     T.tmux(
       'new-session',
