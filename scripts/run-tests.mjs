@@ -119,6 +119,7 @@ const WAITING_TESTS = [
   'test/cockpit/takeover.test.ts',
   'test/commands/status-saves.test.ts',
   'test/e2e/hang.test.ts',
+  'test/e2e/hangup.test.ts',
   'test/e2e/keys-tmux.test.ts',
   'test/e2e/logread.test.ts',
   'test/e2e/remote.test.ts',
