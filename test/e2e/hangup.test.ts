@@ -35,26 +35,13 @@ test(
     stopTrainer = () => {
       if (trainer.exitCode === null) trainer.kill('SIGKILL');
     };
-    const run = RUN;
     const rc = join(T.tmp, 'rc');
     // the hangup's SIGHUP goes to the session's leader, this shell, which ignores it only to write
     // down how the cockpit ended; the cockpit meets the hung-up terminal through its writes
-    T.tmux(
-      'new-session',
-      '-d',
-      '-s',
-      'c',
-      '-x',
-      '120',
-      '-y',
-      '40',
-      '--',
-      'sh',
-      '-c',
-      `trap '' HUP; "${process.execPath}" "${BIN}" "${run}"; echo $? > "${rc}"`,
-    );
+    const shell = `trap '' HUP; "${process.execPath}" "${BIN}" "${RUN}"; echo $? > "${rc}"`;
+    T.tmux('new-session', '-d', '-s', 'c', ...['-x', '120', '-y', '40'], '--', 'sh', '-c', shell);
     await T.until('the cockpit on screen', 'c:0', (rows) => (/^ [A-Z]{4,} /.test(rows[0] ?? '') ? null : 'no header'));
-    const lock = join(run, '.nsa-top', 'journal.lock');
+    const lock = join(RUN, '.nsa-top', 'journal.lock');
     for (const until = Date.now() + 15_000; !existsSync(lock); await new Promise((r) => setTimeout(r, 100)))
       if (Date.now() > until) assert.fail('the cockpit does not record the journal (no lock)');
     T.tmux('kill-server');
