@@ -181,8 +181,9 @@ export async function main(argv: string[]): Promise<number> {
   // under pipefail still sees status's 1 for a critical run), instead of an unhandled EPIPE's stack
   // trace. A terminal hung up under the command (an SSH link dropped: EIO on every write) has gone
   // the same way, for stderr too (a cockpit quitting on the hangup still finishes its actions and
-  // closes its journal); a command that outlives it on purpose (stop's escalation) goes on. A watchdog
-  // whose log reader died keeps watching (its notifications and metrics do not go through stdout). The reference trainer handles its own streams (src/trainer/reference/main.ts).
+  // closes its journal); a command that outlives it on purpose (stop's escalation) goes on. A
+  // watchdog whose log reader died keeps watching (its notifications and metrics do not go through
+  // stdout). The reference trainer handles its own streams (src/trainer/reference/main.ts).
   // status prints through writeStdout (src/stdout.ts: the same quiet end, without process.stdout)
   if (first !== 'train' && first !== 'status')
     for (const out of [process.stdout, process.stderr]) out.on('error', quietWhenReaderGone);
