@@ -23,6 +23,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { progressLine } from './progress.js';
+import { readerGone, releaseHungUpTerminal } from '../stdout.js';
 
 export const command = defineCommand({
   name: 'replay',
@@ -161,16 +162,28 @@ async function openReplayCockpit(player: Player): Promise<number> {
     { maxFps: 4, exitOnCtrlC: !interactive, patchConsole: !painter, incrementalRendering: false },
   );
   const onSig = () => inst.unmount();
+  // its terminal hung up (an SSH link dropped: SIGHUP, or EIO on its frames): it quits as the cockpit does
+  let hungUp = false;
+  const onHup = () => {
+    if (hungUp) return;
+    hungUp = true;
+    onSig();
+  };
+  const onOutError = (e: NodeJS.ErrnoException) => {
+    if (readerGone(e.code)) onHup();
+  };
   process.once('SIGINT', onSig);
   process.once('SIGTERM', onSig);
-  process.once('SIGHUP', onSig);
+  process.once('SIGHUP', onHup);
+  out.on('error', onOutError);
   try {
     await inst.waitUntilExit();
   } finally {
     player.stop();
     process.off('SIGINT', onSig);
     process.off('SIGTERM', onSig);
-    process.off('SIGHUP', onSig);
+    process.off('SIGHUP', onHup);
+    out.off('error', onOutError);
     out.off('resize', onResize);
     process.off('exit', restore);
     try {
@@ -178,6 +191,7 @@ async function openReplayCockpit(player: Player): Promise<number> {
     } catch {
       /* the terminal is gone */
     }
+    if (hungUp) releaseHungUpTerminal();
   }
   return 0;
 }

@@ -23,7 +23,7 @@ after(() => {
 });
 
 test(
-  'the terminal hangs up under the cockpit: it quits as on q (journal closed, its lock released) and exits 0, not by an abort',
+  'the terminal hangs up under the cockpit, then under a replay: each quits as on q (the journal closed, its lock released) and exits 0, not by an abort',
   { skip: T.skip, timeout: 90_000 },
   async () => {
     // a live reference run (the cockpit records the journal of a run it watches live)
@@ -35,22 +35,46 @@ test(
     stopTrainer = () => {
       if (trainer.exitCode === null) trainer.kill('SIGKILL');
     };
-    const rc = join(T.tmp, 'rc');
-    // the hangup's SIGHUP goes to the session's leader, this shell, which ignores it only to write
-    // down how the cockpit ended; the cockpit meets the hung-up terminal through its writes
-    const shell = `trap '' HUP; "${process.execPath}" "${BIN}" "${RUN}"; echo $? > "${rc}"`;
-    T.tmux('new-session', '-d', '-s', 'c', ...['-x', '120', '-y', '40'], '--', 'sh', '-c', shell);
-    await T.until('the cockpit on screen', 'c:0', (rows) => (/^ [A-Z]{4,} /.test(rows[0] ?? '') ? null : 'no header'));
+    for (const until = Date.now() + 60_000; !existsSync(join(RUN, 'heartbeat_rank0.jsonl'));)
+      if (Date.now() > until) assert.fail('no heartbeat from the trainer');
+      else await new Promise((r) => setTimeout(r, 150));
+    /** runs `args` in a pane of a fresh tmux server, waits for `ready`, kills the server (the pty
+     * hangs up) and returns the program's exit code. The hangup's SIGHUP goes to the session's
+     * leader, a shell that ignores it only to write that code down: the program meets the hung-up
+     * terminal through its writes (and, with `sighup`, the SIGHUP as well). */
+    const hungUp = async (name: string, args: string[], ready: () => boolean, sighup = false): Promise<string> => {
+      const rc = join(T.tmp, `${name}.rc`);
+      const shell = `trap '' HUP; "${process.execPath}" "${BIN}" ${args.map((a) => `"${a}"`).join(' ')}; echo $? > "${rc}"`;
+      T.tmux('new-session', '-d', '-s', name, ...['-x', '120', '-y', '40'], '--', 'sh', '-c', shell);
+      await T.until(`the ${name} on screen`, `${name}:0`, (rows) =>
+        /^ [A-Z]{4,} /.test(rows[0] ?? '') && ready() ? null : 'no header',
+      );
+      const shellPid = Number(T.tmux('display-message', '-p', '-t', `${name}:0`, '#{pane_pid}').trim());
+      T.tmux('kill-server');
+      // under an SSH login shell, which dies of the hangup, the kernel also sends SIGHUP to the
+      // program in the foreground: sent here by hand to the shell's child (the program, by its pid)
+      if (sighup)
+        for (const pid of readFileSync(`/proc/${shellPid}/task/${shellPid}/children`, 'utf8').trim().split(/\s+/))
+          process.kill(Number(pid), 'SIGHUP');
+      const deadline = Date.now() + 30_000;
+      while (!(existsSync(rc) && readFileSync(rc, 'utf8').trim())) {
+        if (Date.now() > deadline) assert.fail(`the ${name} did not end after its terminal hung up`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return readFileSync(rc, 'utf8').trim();
+    };
     const lock = join(RUN, '.nsa-top', 'journal.lock');
-    for (const until = Date.now() + 15_000; !existsSync(lock); await new Promise((r) => setTimeout(r, 100)))
-      if (Date.now() > until) assert.fail('the cockpit does not record the journal (no lock)');
-    T.tmux('kill-server');
-    const deadline = Date.now() + 30_000;
-    while (!(existsSync(rc) && readFileSync(rc, 'utf8').trim())) {
-      if (Date.now() > deadline) assert.fail('the cockpit did not end after its terminal hung up');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.equal(readFileSync(rc, 'utf8').trim(), '0', 'the cockpit ended with its own exit code');
+    assert.equal(
+      await hungUp('cockpit', [RUN], () => existsSync(lock)),
+      '0',
+      'the cockpit ended with its own exit code',
+    );
     assert.ok(!existsSync(lock), 'the journal was closed and its lock released');
+    // the replay of what it recorded, hung up with the SIGHUP a login shell's death sends
+    assert.equal(
+      await hungUp('replay', ['replay', RUN], () => true, true),
+      '0',
+      'the replay ended with its own exit code',
+    );
   },
 );
