@@ -62,3 +62,32 @@ export function releaseHungUpTerminal(): void {
     }
   }
 }
+
+/**
+ * A full-screen command (the cockpit, a replay) and its terminal's hangup (an SSH link dropped):
+ * SIGHUP, or its frames failing as to a gone reader when no SIGHUP reaches it, calls `quit` once.
+ * `stopListening` when the screen closes; `release` last, after what the quit finishes (an action
+ * under way, the journal): after a hangup it moves the dead terminal off stdio (above).
+ */
+export function quitOnHangUp(out: NodeJS.WriteStream, quit: () => void): { stopListening(): void; release(): void } {
+  let hungUp = false;
+  const onHangUp = () => {
+    if (hungUp) return;
+    hungUp = true;
+    quit();
+  };
+  const onOutError = (e: NodeJS.ErrnoException) => {
+    if (readerGone(e.code)) onHangUp();
+  };
+  process.once('SIGHUP', onHangUp);
+  out.on('error', onOutError);
+  return {
+    stopListening() {
+      process.off('SIGHUP', onHangUp);
+      out.off('error', onOutError);
+    },
+    release() {
+      if (hungUp) releaseHungUpTerminal();
+    },
+  };
+}

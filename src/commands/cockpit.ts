@@ -37,7 +37,7 @@ import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { JournalRecorder, type RecordChoice } from '../journal/index.js';
 import { ENDED_STATES } from '../checks/runstate.js';
 import { VERSION } from '../cli.js';
-import { readerGone, releaseHungUpTerminal } from '../stdout.js';
+import { quitOnHangUp } from '../stdout.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -83,8 +83,8 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
-  /** its terminal hung up (an SSH link dropped): the cockpit quits, then leaves the dead terminal alone */
-  let hungUp = false;
+  /** its terminal's hangup (an SSH link dropped): a quit, then the dead terminal left alone (../stdout.ts) */
+  let hangUp: ReturnType<typeof quitOnHangUp> | null = null;
   const gpu = o.gpu ?? gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
   // the journal records what this cockpit shows (a one-frame print does not: it only looks)
   const journal =
@@ -222,27 +222,15 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
       if (Date.now() < pagingUntil) return process.once('SIGINT', onInt);
       onSig();
     };
-    const onHup = () => {
-      if (hungUp) return;
-      hungUp = true;
-      onSig();
-    };
-    // a terminal gone without a SIGHUP reaching the cockpit (a shell that ignores it kept running):
-    // its frames fail with EIO, and it quits the same way instead of painting into nothing
-    const onOutError = (e: NodeJS.ErrnoException) => {
-      if (readerGone(e.code)) onHup();
-    };
     process.once('SIGINT', onInt);
     process.once('SIGTERM', onSig);
-    process.once('SIGHUP', onHup);
-    out.on('error', onOutError);
+    hangUp = quitOnHangUp(out, onSig);
     try {
       await inst.waitUntilExit();
     } finally {
       process.off('SIGINT', onInt);
       process.off('SIGTERM', onSig);
-      process.off('SIGHUP', onHup);
-      out.off('error', onOutError);
+      hangUp.stopListening();
       out.off('resize', onResize);
       clearInterval(heal);
       process.off('exit', restore);
@@ -259,7 +247,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     gpu?.stop();
     await journal?.close();
     // its exit code, not an abort in node's exit (it restores the terminal it started on: ../stdout.ts)
-    if (hungUp) releaseHungUpTerminal();
+    hangUp?.release();
   }
 }
 

@@ -23,7 +23,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { progressLine } from './progress.js';
-import { readerGone, releaseHungUpTerminal } from '../stdout.js';
+import { quitOnHangUp } from '../stdout.js';
 
 export const command = defineCommand({
   name: 'replay',
@@ -162,28 +162,17 @@ async function openReplayCockpit(player: Player): Promise<number> {
     { maxFps: 4, exitOnCtrlC: !interactive, patchConsole: !painter, incrementalRendering: false },
   );
   const onSig = () => inst.unmount();
-  // its terminal hung up (an SSH link dropped: SIGHUP, or EIO on its frames): it quits as the cockpit does
-  let hungUp = false;
-  const onHup = () => {
-    if (hungUp) return;
-    hungUp = true;
-    onSig();
-  };
-  const onOutError = (e: NodeJS.ErrnoException) => {
-    if (readerGone(e.code)) onHup();
-  };
   process.once('SIGINT', onSig);
   process.once('SIGTERM', onSig);
-  process.once('SIGHUP', onHup);
-  out.on('error', onOutError);
+  // its terminal's hangup (an SSH link dropped): a quit, as the cockpit's (../stdout.ts)
+  const hangUp = quitOnHangUp(out, onSig);
   try {
     await inst.waitUntilExit();
   } finally {
     player.stop();
     process.off('SIGINT', onSig);
     process.off('SIGTERM', onSig);
-    process.off('SIGHUP', onHup);
-    out.off('error', onOutError);
+    hangUp.stopListening();
     out.off('resize', onResize);
     process.off('exit', restore);
     try {
@@ -191,7 +180,7 @@ async function openReplayCockpit(player: Player): Promise<number> {
     } catch {
       /* the terminal is gone */
     }
-    if (hungUp) releaseHungUpTerminal();
+    hangUp.release();
   }
   return 0;
 }
