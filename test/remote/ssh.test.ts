@@ -509,9 +509,13 @@ test('a hostile directory name stays a name: nothing runs, every operation works
   await assert.rejects(host.remove(join(tmp, 'hostile')), /directory/, 'remove never takes a directory');
 });
 
+// the execs that are not about the timeout get a bound far above their time: on a loaded 2-core box
+// (two suites side by side) the missing command's exec did not end within 5 s, and its code read null
+const NOT_THE_TIMEOUT_MS = 30_000;
+
 test('exec: argv, env, cwd, exit codes, and a timeout kills the remote command', async () => {
   const r = await host.exec(['sh', '-c', 'echo "$1|$NSA_A|$(pwd)"; echo e >&2; exit 7', 'sh', "a b'c"], {
-    timeoutMs: 5000,
+    timeoutMs: NOT_THE_TIMEOUT_MS,
     env: { NSA_A: '$HOME;x' },
     cwd: tmp,
   });
@@ -527,9 +531,9 @@ test('exec: argv, env, cwd, exit codes, and a timeout kills the remote command',
     still = (await listProcesses(local)).filter((p) => p.argv.includes(marker));
   }
   assert.deepEqual(still, [], 'the remote command was killed');
-  const missing = await host.exec(['definitely-not-a-command-xyz'], { timeoutMs: 5000 });
+  const missing = await host.exec(['definitely-not-a-command-xyz'], { timeoutMs: NOT_THE_TIMEOUT_MS });
   assert.equal(missing.code, 127);
-  const input = await host.exec(['cat'], { timeoutMs: 5000, input: 'through stdin' });
+  const input = await host.exec(['cat'], { timeoutMs: NOT_THE_TIMEOUT_MS, input: 'through stdin' });
   assert.equal(input.stdout, 'through stdin');
 });
 
