@@ -64,27 +64,31 @@ export function releaseHungUpTerminal(): void {
 }
 
 /**
- * A full-screen command (the cockpit, a replay) and its terminal's hangup (an SSH link dropped):
- * SIGHUP, or its frames failing as to a gone reader when no SIGHUP reaches it, calls `quit` once.
- * `stopListening` when the screen closes; `release` last, after what the quit finishes (an action
- * under way, the journal): after a hangup it moves the dead terminal off stdio (above).
+ * A command and its terminal's hangup (an SSH link dropped): SIGHUP, or its output failing as to a
+ * gone reader when no SIGHUP reaches it, calls `onHangUp` once (the cockpit and a replay quit; the
+ * stop's escalation goes on — SIGHUP no longer ends it). `stopListening` when that part is over;
+ * `release` last, after what is finished on the way out (an escalation, an action under way, the
+ * journal): after a hangup it moves the dead terminal off stdio (above).
  */
-export function quitOnHangUp(out: NodeJS.WriteStream, quit: () => void): { stopListening(): void; release(): void } {
+export function watchHangUp(
+  outs: NodeJS.WriteStream[],
+  onHangUp: () => void = () => {},
+): { stopListening(): void; release(): void } {
   let hungUp = false;
-  const onHangUp = () => {
+  const hangUp = () => {
     if (hungUp) return;
     hungUp = true;
-    quit();
+    onHangUp();
   };
   const onOutError = (e: NodeJS.ErrnoException) => {
-    if (readerGone(e.code)) onHangUp();
+    if (readerGone(e.code)) hangUp();
   };
-  process.once('SIGHUP', onHangUp);
-  out.on('error', onOutError);
+  process.on('SIGHUP', hangUp);
+  for (const o of outs) o.on('error', onOutError);
   return {
     stopListening() {
-      process.off('SIGHUP', onHangUp);
-      out.off('error', onOutError);
+      process.off('SIGHUP', hangUp);
+      for (const o of outs) o.off('error', onOutError);
     },
     release() {
       if (hungUp) releaseHungUpTerminal();

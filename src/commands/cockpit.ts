@@ -37,7 +37,7 @@ import type { NodeProcesses } from '../trainer/run/nodes.js';
 import { JournalRecorder, type RecordChoice } from '../journal/index.js';
 import { ENDED_STATES } from '../checks/runstate.js';
 import { VERSION } from '../cli.js';
-import { quitOnHangUp } from '../stdout.js';
+import { watchHangUp } from '../stdout.js';
 
 async function openHostFor(a: CockpitArgs): Promise<Host> {
   if (!a.host) return new LocalHost();
@@ -84,7 +84,7 @@ const ALT_OFF = '\x1b[?25h\x1b[?1049l';
 /** Runs the cockpit until the operator quits. Returns how it ended. */
 export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed' | 'signal'> {
   /** its terminal's hangup (an SSH link dropped): a quit, then the dead terminal left alone (../stdout.ts) */
-  let hangUp: ReturnType<typeof quitOnHangUp> | null = null;
+  let hangUp: ReturnType<typeof watchHangUp> | null = null;
   const gpu = o.gpu ?? gpuSourceFor(o.host, Math.max(2000, o.intervalMs));
   // the journal records what this cockpit shows (a one-frame print does not: it only looks)
   const journal =
@@ -224,7 +224,7 @@ export async function openCockpit(o: CockpitSession): Promise<'quit' | 'printed'
     };
     process.once('SIGINT', onInt);
     process.once('SIGTERM', onSig);
-    hangUp = quitOnHangUp(out, onSig);
+    hangUp = watchHangUp([out], onSig);
     try {
       await inst.waitUntilExit();
     } finally {

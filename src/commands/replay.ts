@@ -23,7 +23,7 @@ import { defineCommand, parseCommand } from './args.js';
 import { CliError } from './errors.js';
 import { HOST_OPTIONS, hostSpecOf, RUN_DIR_ARG } from './options.js';
 import { progressLine } from './progress.js';
-import { quitOnHangUp } from '../stdout.js';
+import { watchHangUp } from '../stdout.js';
 
 export const command = defineCommand({
   name: 'replay',
@@ -165,7 +165,7 @@ async function openReplayCockpit(player: Player): Promise<number> {
   process.once('SIGINT', onSig);
   process.once('SIGTERM', onSig);
   // its terminal's hangup (an SSH link dropped): a quit, as the cockpit's (../stdout.ts)
-  const hangUp = quitOnHangUp(out, onSig);
+  const hangUp = watchHangUp([out], onSig);
   try {
     await inst.waitUntilExit();
   } finally {

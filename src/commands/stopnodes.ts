@@ -18,7 +18,7 @@ import { dur } from '../format.js';
 import { exitCodeOf } from './control-cli.js';
 import { refusedByState, reportRefusal } from './fit.js';
 import { nodeHosts } from './nodes.js';
-import { releaseHungUpTerminal } from '../stdout.js';
+import { watchHangUp } from '../stdout.js';
 
 /** the SIGINT grace without a profile (docs/launch.md: stop.sigint_grace_s) */
 const DEFAULT_SIGINT_GRACE_S = 60;
@@ -87,22 +87,13 @@ export async function stopNodes(host: Host, dirs: RunDirs, nodes: NodeProcesses,
   // The escalation outlives the terminal: an SSH link dropped mid-stop hangs up this process and
   // closes its output, and a stop that died there would leave a hung run with its .HALT and nothing
   // else, in silence. It goes on (each step in actions.jsonl); what it can no longer print is lost.
-  let hungUp = false;
-  const onHangUp = () => {
-    hungUp = true;
-  };
-  const onOutputError = (e: NodeJS.ErrnoException) => {
-    if (e.code === 'EIO') hungUp = true;
-  };
-  process.on('SIGHUP', onHangUp);
-  for (const s of [process.stdout, process.stderr]) s.on('error', onOutputError);
+  const hangUp = watchHangUp([process.stdout, process.stderr]);
   try {
     return await escalation();
   } finally {
-    process.off('SIGHUP', onHangUp);
-    for (const s of [process.stdout, process.stderr]) s.off('error', onOutputError);
+    hangUp.stopListening();
     // its exit code, not an abort in node's own exit (which restores the terminal it started on)
-    if (hungUp) releaseHungUpTerminal();
+    hangUp.release();
   }
 
   async function escalation(): Promise<number> {
