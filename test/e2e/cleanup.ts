@@ -39,6 +39,11 @@ export function runPids(runDir: string): { pid: number; startTime: string | null
   return [...pids].map((pid) => ({ pid, startTime: startTime(pid) }));
 }
 
+/** pids as killRecorded wants them: each with its start time now (a pid gone already is left out) */
+export function recordPids(pids: number[]): { pid: number; startTime: string | null }[] {
+  return pids.map((pid) => ({ pid, startTime: startTime(pid) })).filter((r) => r.startTime !== null);
+}
+
 /** SIGKILL what is still alive of the pids recorded at start (same start time = same process). */
 export function killRecorded(recorded: { pid: number; startTime: string | null }[]): void {
   for (const r of recorded) {

@@ -9,14 +9,17 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { killRecorded, runPids } from './cleanup.js';
+import { killRecorded, recordPids, runPids } from './cleanup.js';
 import { BIN } from './pty.js';
 import { isolatedTmux } from './tmuxserver.js';
 
 const T = isolatedTmux('nsa-top-hangup-', 'the hung-up terminal test');
 const RUN = join(T.tmp, 'run');
 let stopTrainer = () => {};
+/** the cockpit and the replay under test, by pid and start time: one that failed to end is not left running */
+const programs: { pid: number; startTime: string | null }[] = [];
 after(() => {
+  killRecorded(programs);
   killRecorded(runPids(RUN));
   stopTrainer();
   T.close();
@@ -50,12 +53,17 @@ test(
         /^ [A-Z]{4,} /.test(rows[0] ?? '') && ready() ? null : 'no header',
       );
       const shellPid = Number(T.tmux('display-message', '-p', '-t', `${name}:0`, '#{pane_pid}').trim());
+      // the program: the shell's child
+      const program = readFileSync(`/proc/${shellPid}/task/${shellPid}/children`, 'utf8')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number);
+      programs.push(...recordPids(program));
       T.tmux('kill-server');
       // under an SSH login shell, which dies of the hangup, the kernel also sends SIGHUP to the
       // program in the foreground: sent here by hand to the shell's child (the program, by its pid)
-      if (sighup)
-        for (const pid of readFileSync(`/proc/${shellPid}/task/${shellPid}/children`, 'utf8').trim().split(/\s+/))
-          process.kill(Number(pid), 'SIGHUP');
+      if (sighup) for (const pid of program) process.kill(pid, 'SIGHUP');
       const deadline = Date.now() + 30_000;
       while (!(existsSync(rc) && readFileSync(rc, 'utf8').trim())) {
         if (Date.now() > deadline) assert.fail(`the ${name} did not end after its terminal hung up`);
