@@ -6,6 +6,7 @@
 // a descriptor that would block (EAGAIN: one its opener made non-blocking) gets the rest through
 // process.stdout, which waits for it.
 import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
+import { tty } from './builtins.js';
 
 let gone = false;
 
@@ -69,10 +70,17 @@ export function releaseHungUpTerminal(): void {
  * stop's escalation goes on — SIGHUP no longer ends it). `stopListening` when that part is over;
  * `release` last, after what is finished on the way out (an escalation, an action under way, the
  * journal): after a hangup it moves the dead terminal off stdio (above).
+ *
+ * `probeMs`: for a command that may sit without writing (a paused replay), neither sign may come:
+ * no write fails, and a shell that ignores SIGHUP (`nohup`, `trap '' HUP`) passes the ignoring on.
+ * Every `probeMs` it asks whether each output that was a terminal still is one: a hung-up terminal
+ * answers no (its ioctls fail with EIO; seen in tmux after kill-server: true, then false within the
+ * next look). One ioctl a look; the timer does not keep the process alive.
  */
 export function watchHangUp(
   outs: NodeJS.WriteStream[],
   onHangUp: () => void = () => {},
+  o: { probeMs?: number } = {},
 ): { stopListening(): void; release(): void } {
   let hungUp = false;
   const hangUp = () => {
@@ -84,11 +92,24 @@ export function watchHangUp(
     if (readerGone(e.code)) hangUp();
   };
   process.on('SIGHUP', hangUp);
-  for (const o of outs) o.on('error', onOutError);
+  for (const out of outs) out.on('error', onOutError);
+  const isatty = o.probeMs ? tty().isatty : null;
+  const ttys = isatty
+    ? outs
+        .map((out) => (out.isTTY ? (out as { fd?: unknown }).fd : undefined))
+        .filter((fd): fd is number => typeof fd === 'number' && isatty(fd))
+    : [];
+  const probe =
+    isatty && ttys.length
+      ? setInterval(() => {
+          if (ttys.some((fd) => !isatty(fd))) hangUp();
+        }, o.probeMs).unref()
+      : null;
   return {
     stopListening() {
       process.off('SIGHUP', hangUp);
-      for (const o of outs) o.off('error', onOutError);
+      for (const out of outs) out.off('error', onOutError);
+      if (probe) clearInterval(probe);
     },
     release() {
       if (hungUp) releaseHungUpTerminal();

@@ -164,8 +164,9 @@ async function openReplayCockpit(player: Player): Promise<number> {
   const onSig = () => inst.unmount();
   process.once('SIGINT', onSig);
   process.once('SIGTERM', onSig);
-  // its terminal's hangup (an SSH link dropped): a quit, as the cockpit's (../stdout.ts)
-  const hangUp = watchHangUp([out], onSig);
+  // its terminal's hangup (an SSH link dropped): a quit, as the cockpit's (../stdout.ts); a paused
+  // replay writes nothing, so it also looks every 2 s whether its terminal is still one
+  const hangUp = watchHangUp([out], onSig, { probeMs: 2000 });
   try {
     await inst.waitUntilExit();
   } finally {
