@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WATCH_SCRIPT } from '../../src/remote/ssh/watch-script.js';
@@ -14,9 +14,14 @@ import { WATCH_SCRIPT } from '../../src/remote/ssh/watch-script.js';
 const NONCE = 'f00d';
 
 /** runs the loop with `input` on its stdin (then end of input); its stdout and what is left in TMPDIR */
-async function loop(mode: string, input: string): Promise<{ out: string; left: string[] }> {
+async function loop(
+  mode: string,
+  input: string,
+  setup?: (dir: string) => void,
+): Promise<{ out: string; left: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'nsa-watch-aside-'));
   try {
+    setup?.(dir);
     const p = spawn('sh', ['-c', WATCH_SCRIPT, 'nsa-top-watch', mode, NONCE], {
       env: { ...process.env, TMPDIR: dir },
     });
@@ -97,4 +102,32 @@ test('an exec in the loop (`exec "$@"`, run by timeout itself) answers as throug
   assert.equal(body.slice(0, body.indexOf('Q 2\n')), answer(1, 'a b c\n', 5, 'bad'));
   assert.match(body, /\nq 2 127 .*nsa-top-no-such-command-here/);
   assert.ok(body.endsWith(answer(3, 'x y|', 0)), body);
+});
+
+test("a loop sweeps the scratch files a SIGKILLed loop left: this user's, its pid gone, 10 minutes quiet", async () => {
+  // a pid that was a process and is no more
+  const gone = spawn('true');
+  await new Promise((r) => gone.once('exit', r));
+  const dead = gone.pid!;
+  const old = Date.now() / 1000 - 20 * 60;
+  const left = {
+    // what a loop killed 20 minutes ago left: its scratch file, the bulk read's and an aside slot
+    swept: [`nsa-top-watch.${dead}.aB3dE9`, `nsa-top-watch.${dead}.aB3dE9.c`, `nsa-top-watch.${dead}.aB3dE9.j1`],
+    kept: [
+      // the same dead pid, but written a moment ago (a loop of another PID namespace sharing /tmp)
+      `nsa-top-watch.${dead}.fR3sh1`,
+      // a live loop's (this process stands in for it), quiet for 20 minutes
+      `nsa-top-watch.${process.pid}.qU1et2.fl`,
+      // an older nsa-top's name, without a pid: whose it is cannot be told
+      'nsa-top-watch.x7Yz9Q.c',
+      'someone-elses-file',
+    ],
+  };
+  const { left: after } = await loop('auto', 'J\n', (dir) => {
+    for (const name of [...left.swept, ...left.kept]) {
+      writeFileSync(join(dir, name), 'x');
+      if (!name.includes('fR3sh1')) utimesSync(join(dir, name), old, old);
+    }
+  });
+  assert.deepEqual(after.sort(), [...left.kept].sort(), "only the dead loop's quiet files were removed");
 });

@@ -99,7 +99,16 @@ fi
 # bulk reads (b) need GNU find, xargs -d and a scratch file of this loop's own, removed on exit
 BT=
 if [ $G = 1 ] && if [ -n "$PRE" ]; then [ "$pX" = 1 ]; else printf 'x\n' | xargs -d '\n' true; fi; then
-  BT=$(mktemp "$\{TMPDIR:-/tmp}/nsa-top-watch.XXXXXX") || BT=
+  # named by this loop's pid: what a loop SIGKILL ended left behind (no trap runs then: an SSH
+  # client killed, the box's OOM killer) is swept by the next loop that starts here — this user's,
+  # its loop's pid gone, untouched for 10 minutes (a live loop makes each anew when it uses it)
+  find "$\{TMPDIR:-/tmp}/." -maxdepth 1 -type f -name 'nsa-top-watch.[0-9]*.*' -user "$(id -u)" -mmin +10 |
+    while IFS= read -r f; do
+      p=$\{f##*/nsa-top-watch.}; p=$\{p%%.*}
+      case $p in ''|*[!0-9]*) continue;; esac
+      [ -d "/proc/$p" ] || kill -0 "$p" || rm -f -- "$f"
+    done
+  BT=$(mktemp "$\{TMPDIR:-/tmp}/nsa-top-watch.$$.XXXXXX") || BT=
 fi
 # (an EXIT trap does not run when a signal ends the shell: a channel closed under the loop (a kept
 # connection's client gone, a frame written to a pipe nobody reads) ended it by SIGPIPE or SIGHUP and
