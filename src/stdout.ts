@@ -78,7 +78,7 @@ export function releaseHungUpTerminal(): void {
  * next look). One ioctl a look; the timer does not keep the process alive.
  */
 export function watchHangUp(
-  outs: NodeJS.WriteStream[],
+  outs: (NodeJS.WriteStream & { fd?: number })[],
   onHangUp: () => void = () => {},
   o: { probeMs?: number } = {},
 ): { stopListening(): void; release(): void } {
@@ -93,16 +93,11 @@ export function watchHangUp(
   };
   process.on('SIGHUP', hangUp);
   for (const out of outs) out.on('error', onOutError);
-  const isatty = o.probeMs ? tty().isatty : null;
-  const ttys = isatty
-    ? outs
-        .map((out) => (out.isTTY ? (out as { fd?: unknown }).fd : undefined))
-        .filter((fd): fd is number => typeof fd === 'number' && isatty(fd))
-    : [];
+  const ttys = outs.flatMap((out) => (out.isTTY && out.fd !== undefined ? [out.fd] : []));
   const probe =
-    isatty && ttys.length
+    o.probeMs && ttys.length
       ? setInterval(() => {
-          if (ttys.some((fd) => !isatty(fd))) hangUp();
+          if (ttys.some((fd) => !tty().isatty(fd))) hangUp();
         }, o.probeMs).unref()
       : null;
   return {

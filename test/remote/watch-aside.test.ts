@@ -104,7 +104,7 @@ test('an exec in the loop (`exec "$@"`, run by timeout itself) answers as throug
   assert.ok(body.endsWith(answer(3, 'x y|', 0)), body);
 });
 
-test("a loop sweeps the scratch files a SIGKILLed loop left: this user's, its pid gone, 10 minutes quiet", async () => {
+test("a loop, ending, sweeps the scratch files a SIGKILLed loop left: this user's, its pid gone, 10 minutes quiet", async () => {
   // a pid that was a process and is no more
   const gone = spawn('true');
   await new Promise((r) => gone.once('exit', r));

@@ -99,15 +99,7 @@ fi
 # bulk reads (b) need GNU find, xargs -d and a scratch file of this loop's own, removed on exit
 BT=
 if [ $G = 1 ] && if [ -n "$PRE" ]; then [ "$pX" = 1 ]; else printf 'x\n' | xargs -d '\n' true; fi; then
-  # named by this loop's pid: what a loop SIGKILL ended left behind (no trap runs then: an SSH
-  # client killed, the box's OOM killer) is swept by the next loop that starts here — this user's,
-  # its loop's pid gone, untouched for 10 minutes (a live loop makes each anew when it uses it)
-  find "$\{TMPDIR:-/tmp}/." -maxdepth 1 -type f -name 'nsa-top-watch.[0-9]*.*' -user "$(id -u)" -mmin +10 |
-    while IFS= read -r f; do
-      p=$\{f##*/nsa-top-watch.}; p=$\{p%%.*}
-      case $p in ''|*[!0-9]*) continue;; esac
-      [ -d "/proc/$p" ] || kill -0 "$p" || rm -f -- "$f"
-    done
+  # named by this loop's pid (rmbt below sweeps what a SIGKILLed loop left)
   BT=$(mktemp "$\{TMPDIR:-/tmp}/nsa-top-watch.$$.XXXXXX") || BT=
 fi
 # (an EXIT trap does not run when a signal ends the shell: a channel closed under the loop (a kept
@@ -119,6 +111,16 @@ rmbt() {
   set -- "$BT" "$BT.c" "$BT.fl" "$BT.fp" "$BT.fs" "$BT.s"; k=1
   while [ "$k" -le "$JM" ]; do set -- "$@" "$BT.j$k"; k=$((k + 1)); done
   rm -f -- "$@"
+  # what a loop SIGKILL ended left (no trap runs then: an SSH client killed, the box's OOM killer)
+  # goes with the next loop that ends here, off the path to its first frame (a find and an id at
+  # the start put its hello 13–16 ms later, of ~60): this user's, its loop's pid gone, untouched
+  # for 10 minutes (a live loop makes each file anew when it uses it)
+  find "$\{TMPDIR:-/tmp}/." -maxdepth 1 -type f -name 'nsa-top-watch.[0-9]*.*' -user "$(id -u)" -mmin +10 |
+    while IFS= read -r f; do
+      p=$\{f##*/nsa-top-watch.}; p=$\{p%%.*}
+      case $p in ''|*[!0-9]*) continue;; esac
+      [ -d "/proc/$p" ] || kill -0 "$p" || rm -f -- "$f"
+    done
 }
 [ -n "$BT" ] && trap rmbt EXIT && trap 'exit 129' HUP && trap 'exit 130' INT && trap 'exit 141' PIPE && trap 'exit 143' TERM
 # a read of LEN bytes from OFF by one dd (GNU: skip_bytes, fullblock; zeros past a shrunk end)
